@@ -1,0 +1,9 @@
+/* Subcommands of the gptoss program. Each takes argv starting at its own name and returns the exit code. */
+#ifndef GPTOSS_CLI_COMMANDS_H
+#define GPTOSS_CLI_COMMANDS_H
+
+int cmd_make_model(int argc, char **argv);
+int cmd_generate(int argc, char **argv);
+int cmd_inspect(int argc, char **argv);
+
+#endif

@@ -1,0 +1,2 @@
+/* placeholder until the reader lands */
+#include "model/safetensors.h"
