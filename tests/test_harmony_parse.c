@@ -1,13 +1,14 @@
 /* The streaming harmony parser: the reference's parsing cases (openai/harmony tests/test_harmony.py
- * and src/tests.rs, golden streams in tests/fixtures/harmony-golden), malformed and truncated output,
- * UTF-8 split across tokens, and a fuzzer that checks the event invariants on random token streams.
+ * and src/tests.rs, golden streams in tests/fixtures/harmony-golden), malformed and truncated
+ * output, UTF-8 split across tokens, and a fuzzer that checks the event invariants on random token
+ * streams.
  *
  * Ordinary tokens need bytes. Two vocabularies stand in for the tokenizer here:
- *   - REAL_IDS: the bytes of exactly the o200k_harmony ids that the golden id streams use, read once
- *     from tokenizer.json (hand-made, test-only; the full tokenizer lives in src/tokenizer/bpe.c);
- *   - a fake vocabulary that gives each distinct byte string an id on the fly, used to "tokenize" the
- *     golden texts and made-up streams (special-token spellings become the special ids). Chunking text
- *     into 1, 2, 3 ... byte tokens also splits UTF-8 characters across tokens on purpose. */
+ *   - REAL_IDS: the bytes of exactly the o200k_harmony ids that the golden id streams use, read
+ * once from tokenizer.json (hand-made, test-only; the full tokenizer lives in src/tokenizer/bpe.c);
+ *   - a fake vocabulary that gives each distinct byte string an id on the fly, used to "tokenize"
+ * the golden texts and made-up streams (special-token spellings become the special ids). Chunking
+ * text into 1, 2, 3 ... byte tokens also splits UTF-8 characters across tokens on purpose. */
 #include "base/error.h"
 #include "base/files.h"
 #include "base/rng.h"
@@ -21,27 +22,57 @@
 #include <string.h>
 
 #define GOLDEN_DIR GPTOSS_SOURCE_DIR "/tests/fixtures/harmony-golden/"
-#define N(a) (sizeof(a) / sizeof((a)[0]))
-#define FFFD "\xEF\xBF\xBD"
+#define N(a)       (sizeof(a) / sizeof((a)[0]))
+#define FFFD       "\xEF\xBF\xBD"
 
-/* ---- vocabularies ----------------------------------------------------------------------------- */
+/* ---- vocabularies -----------------------------------------------------------------------------
+ */
 
-/* Bytes of the ordinary ids in test_simple_reasoning_response.txt, test_simple_tool_call.txt and the
- * tool-call stream of src/tests.rs (o200k_harmony, from tokenizer.json). */
+/* Bytes of the ordinary ids in test_simple_reasoning_response.txt, test_simple_tool_call.txt and
+ * the tool-call stream of src/tests.rs (o200k_harmony, from tokenizer.json). */
 static const struct {
     int32_t id;
     const char *bytes;
 } REAL_IDS[] = {
-    {13, "."},          {17, "2"},          {19, "4"},           {25, ":"},
-    {28, "="},          {220, " "},         {290, " the"},       {306, " in"},
-    {314, " ="},        {316, " to"},       {382, " is"},        {392, " \""},
-    {659, " +"},        {1199, " use"},     {1243, "\":"},       {1309, " need"},
-    {1416, " We"},      {1844, "User"},     {3490, " code"},     {4584, " tool"},
-    {4827, "What"},     {6052, " answer"},  {7693, "location"},  {10848, "{\""},
-    {11122, " weather"}, {12295, " Simple"}, {16842, "?\""},     {17196, "final"},
-    {18583, "\"}"},     {29712, "lookup"},  {31064, " asks"},    {35644, "analysis"},
-    {37342, " lookup"}, {40510, " Tokyo"},  {51441, " Provide"}, {81645, " arithmetic"},
-    {170154, "_weather"}, {173781, "assistant"}, {173844, "Tokyo"},
+    {13, "."},
+    {17, "2"},
+    {19, "4"},
+    {25, ":"},
+    {28, "="},
+    {220, " "},
+    {290, " the"},
+    {306, " in"},
+    {314, " ="},
+    {316, " to"},
+    {382, " is"},
+    {392, " \""},
+    {659, " +"},
+    {1199, " use"},
+    {1243, "\":"},
+    {1309, " need"},
+    {1416, " We"},
+    {1844, "User"},
+    {3490, " code"},
+    {4584, " tool"},
+    {4827, "What"},
+    {6052, " answer"},
+    {7693, "location"},
+    {10848, "{\""},
+    {11122, " weather"},
+    {12295, " Simple"},
+    {16842, "?\""},
+    {17196, "final"},
+    {18583, "\"}"},
+    {29712, "lookup"},
+    {31064, " asks"},
+    {35644, "analysis"},
+    {37342, " lookup"},
+    {40510, " Tokyo"},
+    {51441, " Provide"},
+    {81645, " arithmetic"},
+    {170154, "_weather"},
+    {173781, "assistant"},
+    {173844, "Tokyo"},
 };
 
 static const char *real_bytes(void *ctx, int32_t id, size_t *len) {
@@ -88,7 +119,7 @@ static void fake_free(fake_vocab *v) {
     memset(v, 0, sizeof *v);
 }
 
-static const int32_t SPECIALS[] = {HARMONY_TOK_START,   HARMONY_TOK_END,     HARMONY_TOK_MESSAGE,
+static const int32_t SPECIALS[] = {HARMONY_TOK_START,   HARMONY_TOK_END,       HARMONY_TOK_MESSAGE,
                                    HARMONY_TOK_CHANNEL, HARMONY_TOK_CONSTRAIN, HARMONY_TOK_RETURN,
                                    HARMONY_TOK_CALL};
 
@@ -101,7 +132,8 @@ static void tokenize(fake_vocab *v, const char *text, size_t chunk, ivec *out) {
         size_t slen = 0;
         for (size_t k = 0; i < n && k < N(SPECIALS); k++) {
             const char *name = harmony_special_name(SPECIALS[k]);
-            if (strncmp(text + i, name, strlen(name)) == 0) special = SPECIALS[k], slen = strlen(name);
+            if (strncmp(text + i, name, strlen(name)) == 0)
+                special = SPECIALS[k], slen = strlen(name);
         }
         if (special >= 0 || i == n) {
             for (size_t a = run; a < i;) {
@@ -118,7 +150,8 @@ static void tokenize(fake_vocab *v, const char *text, size_t chunk, ivec *out) {
     }
 }
 
-/* ---- collecting events, checking their invariants ---------------------------------------------- */
+/* ---- collecting events, checking their invariants ----------------------------------------------
+ */
 
 typedef struct {
     harmony_role role;
@@ -138,8 +171,12 @@ typedef struct {
     int violations;
 } collector;
 
-static char *dup_or_null(const char *s) { return s ? xstrdup(s) : NULL; }
-static bool same_str(const char *a, const char *b) { return a == b || (a && b && strcmp(a, b) == 0); }
+static char *dup_or_null(const char *s) {
+    return s ? xstrdup(s) : NULL;
+}
+static bool same_str(const char *a, const char *b) {
+    return a == b || (a && b && strcmp(a, b) == 0);
+}
 
 static void violation(collector *c, const char *what) {
     if (c->violations++ < 5) fprintf(stderr, "  event invariant broken: %s\n", what);
@@ -252,7 +289,8 @@ static void check_messages(const char *what, const collector *c, const want_msg 
 
 #define A HARMONY_ROLE_ASSISTANT
 
-/* ---- the reference's cases ---------------------------------------------------------------------- */
+/* ---- the reference's cases ----------------------------------------------------------------------
+ */
 
 static int32_t *load_ids(const char *name, size_t *n) {
     char *path = xasprintf("%s%s", GOLDEN_DIR, name);
@@ -289,17 +327,19 @@ static void test_simple_reasoning_response(void) {
 static void test_simple_tool_call(void) {
     /* The golden file (recipient before the channel, first message ending in <|return|>) and the
      * stream in src/tests.rs (recipient after the channel, <|end|>) mean the same two messages. */
-    static const int32_t rust[] = {
-        200005, 35644, 200008, 1844,  31064, 25,    392,    4827,   382,    290,    11122,  306, 40510,
-        16842,  1416,  1309,   316,   1199,  37342, 170154, 4584,   13,     200007, 200006, 173781,
-        200005, 35644, 316,    28,    29712, 170154, 3490,  200008, 10848,  7693,   1243,   392, 173844,
-        18583};
+    static const int32_t rust[] = {200005, 35644,  200008, 1844,   31064, 25,     392,    4827,
+                                   382,    290,    11122,  306,    40510, 16842,  1416,   1309,
+                                   316,    1199,   37342,  170154, 4584,  13,     200007, 200006,
+                                   173781, 200005, 35644,  316,    28,    29712,  170154, 3490,
+                                   200008, 10848,  7693,   1243,   392,   173844, 18583};
     size_t n;
     int32_t *ids = load_ids("test_simple_tool_call.txt", &n);
     for (int variant = 0; variant < 2; variant++) {
         collector c = {0};
-        if (variant == 0) parse(ids, n, true, real_bytes, NULL, &c);
-        else parse(rust, N(rust), true, real_bytes, NULL, &c);
+        if (variant == 0)
+            parse(ids, n, true, real_bytes, NULL, &c);
+        else
+            parse(rust, N(rust), true, real_bytes, NULL, &c);
         const want_msg w[] = {
             {A, NULL, "analysis", NULL, NULL,
              "User asks: \"What is the weather in Tokyo?\" We need to use lookup_weather tool.",
@@ -367,11 +407,14 @@ static void test_tool_response_parsing(void) {
 
 static void test_constrain_forms(void) {
     static const char *const texts[] = {
-        "<|start|>assistant<|channel|>commentary to=functions.get_weather<|constrain|>json<|message|>"
+        "<|start|>assistant<|channel|>commentary "
+        "to=functions.get_weather<|constrain|>json<|message|>"
         "{\"latitude\":48.8566,\"longitude\":2.3522}<|call|>",
-        "<|start|>assistant to=functions.get_weather<|channel|>commentary<|constrain|>json<|message|>"
+        "<|start|>assistant "
+        "to=functions.get_weather<|channel|>commentary<|constrain|>json<|message|>"
         "{\"latitude\":48.8566,\"longitude\":2.3522}<|call|>",
-        "<|start|>assistant to=functions.get_weather<|channel|>commentary <|constrain|>json<|message|>"
+        "<|start|>assistant to=functions.get_weather<|channel|>commentary "
+        "<|constrain|>json<|message|>"
         "{\"latitude\":48.8566,\"longitude\":2.3522}<|call|>",
     };
     const want_msg w[] = {{A, NULL, "commentary", "functions.get_weather", "<|constrain|>json",
@@ -392,10 +435,11 @@ static void test_constrain_forms(void) {
 static void test_missing_message_token(void) {
     {
         collector c = {0};
-        parse_text("I must refuse<|end|><|start|>assistant<|channel|>analysis<|message|>We must refuse"
-                   "<|end|><|start|>assistant<|channel|>final<|message|>I'm sorry, but I can't help "
-                   "with that.<|return|>",
-                   2, true, &c);
+        parse_text(
+            "I must refuse<|end|><|start|>assistant<|channel|>analysis<|message|>We must refuse"
+            "<|end|><|start|>assistant<|channel|>final<|message|>I'm sorry, but I can't help "
+            "with that.<|return|>",
+            2, true, &c);
         const want_msg w[] = {
             {A, NULL, NULL, NULL, NULL, "I must refuse", HARMONY_KIND_FINAL, HARMONY_END_END},
             {A, NULL, "analysis", NULL, NULL, "We must refuse", HARMONY_KIND_REASONING,
@@ -438,24 +482,28 @@ static void test_missing_message_token(void) {
     {
         collector c = {0};
         parse_text("<|channel|>commentary Hello<|end|>", 0, true, &c);
-        const want_msg w[] = {{A, NULL, "commentary", NULL, NULL, "Hello", HARMONY_KIND_PREAMBLE,
-                               HARMONY_END_END}};
+        const want_msg w[] = {
+            {A, NULL, "commentary", NULL, NULL, "Hello", HARMONY_KIND_PREAMBLE, HARMONY_END_END}};
         check_messages("commentary without <|message|>", &c, w, N(w));
         collector_free(&c);
     }
 }
 
-/* ---- UTF-8 across tokens ------------------------------------------------------------------------- */
+/* ---- UTF-8 across tokens
+ * ------------------------------------------------------------------------- */
 
-/* A stream: the prefix text, then the given raw tokens (fake ids for byte strings), then the suffix. */
+/* A stream: the prefix text, then the given raw tokens (fake ids for byte strings), then the
+ * suffix. */
 static void parse_raw(const char *prefix, const char *const *raw, size_t n_raw, const char *suffix,
                       collector *c) {
     fake_vocab v = {0};
     ivec toks = {0};
     tokenize(&v, prefix, 0, &toks);
     for (size_t i = 0; i < n_raw; i++) {
-        if (raw[i] == NULL) ivec_push(&toks, 150000); /* an id the fake vocabulary does not know */
-        else ivec_push(&toks, fake_id(&v, raw[i], strlen(raw[i])));
+        if (raw[i] == NULL)
+            ivec_push(&toks, 150000); /* an id the fake vocabulary does not know */
+        else
+            ivec_push(&toks, fake_id(&v, raw[i], strlen(raw[i])));
     }
     tokenize(&v, suffix, 0, &toks);
     parse(toks.v, toks.len, false, fake_bytes, &v, c);
@@ -532,8 +580,10 @@ static void test_utf8(void) {
             "Hello M\xC3\xBCller, \xCE\x93\xCE\xB5\xCE\xB9\xCE\xAC \xCF\x83\xCE\xBF\xCF\x85, "
             "\xD0\x9F\xD1\x80\xD0\xB8\xD0\xB2\xD0\xB5\xD1\x82, \xD7\xA9\xD7\x9C\xD7\x95\xD7\x9D, "
             "\xE0\xA4\xA8\xE0\xA4\xAE\xE0\xA4\xB8\xE0\xA5\x8D\xE0\xA4\xA4\xE0\xA5\x87, "
-            "\xE3\x81\x93\xE3\x82\x93\xE3\x81\xAB\xE3\x81\xA1\xE3\x81\xAF, \xE4\xBD\xA0\xE5\xA5\xBD. "
-            "na\xC3\xAFve vs. nai\xCC\x88ve. Emojis: \xF0\x9F\x98\x8A\xF0\x9F\x91\x8B\xF0\x9F\x8F\xBE"
+            "\xE3\x81\x93\xE3\x82\x93\xE3\x81\xAB\xE3\x81\xA1\xE3\x81\xAF, "
+            "\xE4\xBD\xA0\xE5\xA5\xBD. "
+            "na\xC3\xAFve vs. nai\xCC\x88ve. Emojis: "
+            "\xF0\x9F\x98\x8A\xF0\x9F\x91\x8B\xF0\x9F\x8F\xBE"
             "\xF0\x9F\x91\xA8\xE2\x80\x8D\xF0\x9F\x91\xA9\xE2\x80\x8D\xF0\x9F\x91\xA7"
             "\xF0\x9F\x87\xBA\xF0\x9F\x87\xB8.";
         char *text = xasprintf("<|start|>assistant<|message|>%s<|end|>", tricky);
@@ -547,7 +597,8 @@ static void test_utf8(void) {
     }
 }
 
-/* ---- malformed and truncated streams ------------------------------------------------------------ */
+/* ---- malformed and truncated streams ------------------------------------------------------------
+ */
 
 static void test_malformed(void) {
     {
@@ -578,7 +629,8 @@ static void test_malformed(void) {
     {
         collector c = {0};
         parse_text("<|start|>assistant<|channel|><|message|>x<|end|>", 0, false, &c);
-        const want_msg w[] = {{A, NULL, NULL, NULL, NULL, "x", HARMONY_KIND_FINAL, HARMONY_END_END}};
+        const want_msg w[] = {
+            {A, NULL, NULL, NULL, NULL, "x", HARMONY_KIND_FINAL, HARMONY_END_END}};
         check_messages("empty channel", &c, w, N(w));
         CHECK(c.n == 1 && c.m[0].malformed, "empty channel is flagged");
         collector_free(&c);
@@ -607,7 +659,8 @@ static void test_malformed(void) {
                    "<|start|>assistant<|channel|>final<|message|>4<|return|>",
                    0, true, &c);
         const want_msg w[] = {
-            {A, NULL, "analysis", NULL, NULL, "think", HARMONY_KIND_REASONING, HARMONY_END_IMPLICIT},
+            {A, NULL, "analysis", NULL, NULL, "think", HARMONY_KIND_REASONING,
+             HARMONY_END_IMPLICIT},
             {A, NULL, "final", NULL, NULL, "four", HARMONY_KIND_FINAL, HARMONY_END_IMPLICIT},
             {A, NULL, "final", NULL, NULL, "4", HARMONY_KIND_FINAL, HARMONY_END_RETURN},
         };
@@ -628,7 +681,8 @@ static void test_malformed(void) {
         tokenize(&v, "b<|end|>", 0, &t);
         collector c = {0};
         parse(t.v, t.len, false, fake_bytes, &v, &c);
-        const want_msg w[] = {{A, NULL, "final", NULL, NULL, "ab", HARMONY_KIND_FINAL, HARMONY_END_END}};
+        const want_msg w[] = {
+            {A, NULL, "final", NULL, NULL, "ab", HARMONY_KIND_FINAL, HARMONY_END_END}};
         check_messages("reserved specials", &c, w, N(w));
         collector_free(&c);
         ivec_free(&t);
@@ -654,12 +708,14 @@ static void test_malformed(void) {
     }
     {
         collector c = {0};
-        parse_text("<|start|>user:alice<|message|>hi<|end|><|start|>functions.get_weather<|message|>"
-                   "{}<|end|><|start|>assistant<|channel|>commentary <|constrain|>json<|message|>{}"
-                   "<|end|><|start|>assistant<|channel|>analysis to=python code<|message|>1+1<|call|>",
-                   0, false, &c);
+        parse_text(
+            "<|start|>user:alice<|message|>hi<|end|><|start|>functions.get_weather<|message|>"
+            "{}<|end|><|start|>assistant<|channel|>commentary <|constrain|>json<|message|>{}"
+            "<|end|><|start|>assistant<|channel|>analysis to=python code<|message|>1+1<|call|>",
+            0, false, &c);
         const want_msg w[] = {
-            {HARMONY_ROLE_USER, "alice", NULL, NULL, NULL, "hi", HARMONY_KIND_OTHER, HARMONY_END_END},
+            {HARMONY_ROLE_USER, "alice", NULL, NULL, NULL, "hi", HARMONY_KIND_OTHER,
+             HARMONY_END_END},
             {HARMONY_ROLE_TOOL, "functions.get_weather", NULL, NULL, NULL, "{}",
              HARMONY_KIND_TOOL_RESULT, HARMONY_END_END},
             {A, NULL, "commentary", NULL, "<|constrain|>json", "{}", HARMONY_KIND_PREAMBLE,
@@ -672,11 +728,27 @@ static void test_malformed(void) {
     }
 }
 
-/* ---- fuzzing ---------------------------------------------------------------------------------- */
+/* ---- fuzzing ----------------------------------------------------------------------------------
+ */
 
-static const char *const WORDS[] = {"assistant", "user", "tool", "analysis", "final", "commentary",
-                                    " to=functions.f", " to=", "to=browser.search", " json", " code",
-                                    " ", "\n", "  ", "functions.f", ":x", "{\"a\": 1}", "hello"};
+static const char *const WORDS[] = {"assistant",
+                                    "user",
+                                    "tool",
+                                    "analysis",
+                                    "final",
+                                    "commentary",
+                                    " to=functions.f",
+                                    " to=",
+                                    "to=browser.search",
+                                    " json",
+                                    " code",
+                                    " ",
+                                    "\n",
+                                    "  ",
+                                    "functions.f",
+                                    ":x",
+                                    "{\"a\": 1}",
+                                    "hello"};
 
 /* Random token streams made of harmony specials, reserved ids, unknown ids, header words and random
  * bytes (biased towards UTF-8 lead and continuation bytes). Whatever comes in, the events must pair
@@ -694,8 +766,8 @@ static void test_fuzz_invariants(void) {
             if (x < 25) {
                 ivec_push(&t, SPECIALS[rng_next(&r) % N(SPECIALS)]);
             } else if (x < 28) {
-                static const int32_t odd[] = {199998, 199999, 200000, 200013, 201087, 201088, -5,
-                                              150000};
+                static const int32_t odd[] = {199998, 199999, 200000, 200013,
+                                              201087, 201088, -5,     150000};
                 ivec_push(&t, odd[rng_next(&r) % N(odd)]);
             } else if (x < 60) {
                 const char *w = WORDS[rng_next(&r) % N(WORDS)];
@@ -720,8 +792,8 @@ static void test_fuzz_invariants(void) {
             if (!harmony_utf8_valid(c.m[i].content.s ? c.m[i].content.s : "", c.m[i].content.len))
                 c.violations++;
         }
-        if (c.violations && bad_streams++ < 3) fprintf(stderr, "  fuzz seed %llu failed\n",
-                                                       (unsigned long long)seed);
+        if (c.violations && bad_streams++ < 3)
+            fprintf(stderr, "  fuzz seed %llu failed\n", (unsigned long long)seed);
         collector_free(&c);
         ivec_free(&t);
         fake_free(&v);
@@ -737,8 +809,10 @@ static void random_char(rng_t *r, hsb *out) {
     uint32_t cp = lo[k] + (uint32_t)(rng_next(r) % (hi[k] - lo[k] + 1));
     char b[4];
     size_t n;
-    if (cp < 0x80) b[0] = (char)cp, n = 1;
-    else if (cp < 0x800) b[0] = (char)(0xC0 | cp >> 6), b[1] = (char)(0x80 | (cp & 63)), n = 2;
+    if (cp < 0x80)
+        b[0] = (char)cp, n = 1;
+    else if (cp < 0x800)
+        b[0] = (char)(0xC0 | cp >> 6), b[1] = (char)(0x80 | (cp & 63)), n = 2;
     else if (cp < 0x10000)
         b[0] = (char)(0xE0 | cp >> 12), b[1] = (char)(0x80 | ((cp >> 6) & 63)),
         b[2] = (char)(0x80 | (cp & 63)), n = 3;
@@ -748,8 +822,9 @@ static void random_char(rng_t *r, hsb *out) {
     hsb_addn(out, b, n);
 }
 
-/* Well-formed messages whose valid UTF-8 content is cut into random byte tokens (splitting characters)
- * with reserved specials sprinkled in: every content byte must come out, unchanged and in order. */
+/* Well-formed messages whose valid UTF-8 content is cut into random byte tokens (splitting
+ * characters) with reserved specials sprinkled in: every content byte must come out, unchanged and
+ * in order. */
 static void test_fuzz_content_preserved(void) {
     int bad = 0;
     for (uint64_t seed = 1; seed <= 500; seed++) {
@@ -760,8 +835,9 @@ static void test_fuzz_content_preserved(void) {
         size_t n_msgs = 1 + rng_next(&r) % 4;
         hsb *want = xcalloc(n_msgs, sizeof *want);
         for (size_t m = 0; m < n_msgs; m++) {
-            tokenize(&v, m % 2 ? "<|start|>assistant<|channel|>final<|message|>"
-                               : "<|start|>assistant<|channel|>analysis<|message|>",
+            tokenize(&v,
+                     m % 2 ? "<|start|>assistant<|channel|>final<|message|>"
+                           : "<|start|>assistant<|channel|>analysis<|message|>",
                      0, &t);
             size_t chars = rng_next(&r) % 60;
             for (size_t k = 0; k < chars; k++) random_char(&r, &want[m]);
@@ -780,7 +856,8 @@ static void test_fuzz_content_preserved(void) {
         for (size_t m = 0; ok && m < n_msgs; m++)
             ok = c.m[m].content.len == want[m].len &&
                  memcmp(hsb_str(&c.m[m].content), hsb_str(&want[m]), want[m].len) == 0;
-        if (!ok && bad++ < 3) fprintf(stderr, "  content fuzz seed %llu failed\n", (unsigned long long)seed);
+        if (!ok && bad++ < 3)
+            fprintf(stderr, "  content fuzz seed %llu failed\n", (unsigned long long)seed);
         for (size_t m = 0; m < n_msgs; m++) hsb_free(&want[m]);
         free(want);
         collector_free(&c);

@@ -1,7 +1,8 @@
-/* The harmony renderer against the reference's golden renderings (tests/fixtures/harmony-golden, from
- * openai/harmony test-data). Each conversation below is rebuilt from the description of the test of
- * the same name in the reference's tests/test_harmony.py and src/tests.rs; the rendered text form must
- * equal the golden file exactly (after trimming trailing whitespace, as the reference's tests do). */
+/* The harmony renderer against the reference's golden renderings (tests/fixtures/harmony-golden,
+ * from openai/harmony test-data). Each conversation below is rebuilt from the description of the
+ * test of the same name in the reference's tests/test_harmony.py and src/tests.rs; the rendered
+ * text form must equal the golden file exactly (after trimming trailing whitespace, as the
+ * reference's tests do). */
 #include "base/error.h"
 #include "base/files.h"
 #include "check.h"
@@ -14,7 +15,7 @@
 #include <string.h>
 
 #define GOLDEN_DIR GPTOSS_SOURCE_DIR "/tests/fixtures/harmony-golden/"
-#define N(a) (sizeof(a) / sizeof((a)[0]))
+#define N(a)       (sizeof(a) / sizeof((a)[0]))
 
 static const char IDENTITY[] = "You are ChatGPT, a large language model trained by OpenAI.";
 
@@ -116,7 +117,8 @@ static void test_reasoning_system_messages(void) {
     {
         harmony_system s = sys;
         s.effort = HARMONY_EFFORT_HIGH;
-        harmony_message m[] = {sys_msg(&s), user("What is the best place to eat candy in the world?")};
+        harmony_message m[] = {sys_msg(&s),
+                               user("What is the best place to eat candy in the world?")};
         check_golden("test_reasoning_system_message_no_instruction.txt", m, N(m), true, false);
     }
     {
@@ -139,19 +141,21 @@ static void test_render_functions_with_parameters(void) {
     harmony_system sys = harmony_system_defaults();
     sys.effort = HARMONY_EFFORT_HIGH;
     sys.current_date = "2025-06-28";
-    json_t *weather = schema("{\"type\": \"object\", \"properties\": {"
-                             "  \"location\": {\"type\": \"string\","
-                             "    \"description\": \"The city and state, e.g. San Francisco, CA\"},"
-                             "  \"format\": {\"type\": \"string\", \"enum\": [\"celsius\", \"fahrenheit\"],"
-                             "    \"default\": \"celsius\"}},"
-                             " \"required\": [\"location\"]}");
-    json_t *multi = schema(
-        "{\"type\": \"object\", \"properties\": {"
-        "  \"locations\": {\"type\": \"array\", \"items\": {\"type\": \"string\"},"
-        "    \"description\": \"List of city and state, e.g. [\\\"San Francisco, CA\\\", \\\"New York, NY\\\"]\"},"
-        "  \"format\": {\"type\": \"string\", \"enum\": [\"celsius\", \"fahrenheit\"],"
-        "    \"default\": \"celsius\"}},"
-        " \"required\": [\"locations\"]}");
+    json_t *weather =
+        schema("{\"type\": \"object\", \"properties\": {"
+               "  \"location\": {\"type\": \"string\","
+               "    \"description\": \"The city and state, e.g. San Francisco, CA\"},"
+               "  \"format\": {\"type\": \"string\", \"enum\": [\"celsius\", \"fahrenheit\"],"
+               "    \"default\": \"celsius\"}},"
+               " \"required\": [\"location\"]}");
+    json_t *multi =
+        schema("{\"type\": \"object\", \"properties\": {"
+               "  \"locations\": {\"type\": \"array\", \"items\": {\"type\": \"string\"},"
+               "    \"description\": \"List of city and state, e.g. [\\\"San Francisco, CA\\\", "
+               "\\\"New York, NY\\\"]\"},"
+               "  \"format\": {\"type\": \"string\", \"enum\": [\"celsius\", \"fahrenheit\"],"
+               "    \"default\": \"celsius\"}},"
+               " \"required\": [\"locations\"]}");
     json_t *kitchen = schema(
         "{\"description\": \"params object\", \"type\": \"object\", \"properties\": {"
         "  \"string\": {\"type\": \"string\", \"title\": \"STRING\", \"description\": \"A string\","
@@ -193,10 +197,11 @@ static void test_builtin_tools(void) {
     {
         json_t *params = schema("{\"type\": \"object\", \"properties\": {\"location\": "
                                 "{\"type\": \"string\"}}, \"required\": [\"location\"]}");
-        harmony_tool fn = {"lookup_weather",
-                           "Use this tool to lookup the weather in a given location. Call it with "
-                           "the parameter 'location', can be any textual description of a location.",
-                           params};
+        harmony_tool fn = {
+            "lookup_weather",
+            "Use this tool to lookup the weather in a given location. Call it with "
+            "the parameter 'location', can be any textual description of a location.",
+            params};
         harmony_developer dev = {.functions = &fn, .n_functions = 1};
         harmony_message m[] = {sys_msg(&sys), dev_msg(&dev)};
         check_golden("test_browser_and_function_tool.txt", m, N(m), true, false);
@@ -213,8 +218,8 @@ static void test_cot_handling(void) {
     {
         harmony_message m[] = {
             user("What is 2 + 2?"),
-            assistant("analysis",
-                      "User asks: \xE2\x80\x9CWhat is 2 + 2?\xE2\x80\x9D Simple arithmetic. Provide answer."),
+            assistant("analysis", "User asks: \xE2\x80\x9CWhat is 2 + 2?\xE2\x80\x9D Simple "
+                                  "arithmetic. Provide answer."),
             assistant("final", "2 + 2 equals 4."),
             user("What about 9 / 2?"),
         };
@@ -232,8 +237,9 @@ static void test_cot_handling(void) {
     {
         harmony_message m[] = {
             user("What is the weather in SF?"),
-            assistant("analysis", "User asks: \xE2\x80\x9CWhat is the weather in SF?\xE2\x80\x9D We "
-                                  "need to use lookup_weather tool."),
+            assistant("analysis",
+                      "User asks: \xE2\x80\x9CWhat is the weather in SF?\xE2\x80\x9D We "
+                      "need to use lookup_weather tool."),
             {.role = HARMONY_ROLE_ASSISTANT,
              .channel = "commentary",
              .recipient = "functions.lookup_weather",
@@ -247,9 +253,8 @@ static void test_cot_handling(void) {
     }
     {
         harmony_message m[] = {
-            user("What is 2 + 2?"),        assistant("analysis", "thinking 2+2"),
-            assistant("final", "4"),       user("What is 3 + 5?"),
-            assistant("analysis", "thinking 3+5"), assistant("final", "8"),
+            user("What is 2 + 2?"), assistant("analysis", "thinking 2+2"), assistant("final", "4"),
+            user("What is 3 + 5?"), assistant("analysis", "thinking 3+5"), assistant("final", "8"),
         };
         check_golden("test_keep_analysis_between_finals.txt", m, N(m), false, true);
     }
@@ -274,7 +279,8 @@ static void test_tool_response_rendering(void) {
     harmony_pieces_free(&p);
 }
 
-/* Piece structure: text runs stay separate, <|constrain|> is a token, tool calls end with <|call|>. */
+/* Piece structure: text runs stay separate, <|constrain|> is a token, tool calls end with <|call|>.
+ */
 static void test_piece_structure(void) {
     harmony_message m = {.role = HARMONY_ROLE_ASSISTANT,
                          .recipient = "functions.get_weather",
@@ -287,10 +293,17 @@ static void test_piece_structure(void) {
         int32_t special;
         const char *text;
     } want[] = {
-        {HARMONY_TOK_START, NULL},   {-1, "assistant"},  {-1, " to=functions.get_weather"},
-        {HARMONY_TOK_CHANNEL, NULL}, {-1, "commentary"}, {-1, " "},
-        {HARMONY_TOK_CONSTRAIN, NULL}, {-1, "json"},     {HARMONY_TOK_MESSAGE, NULL},
-        {-1, "{\"location\": \"Tokyo\"}"}, {HARMONY_TOK_CALL, NULL},
+        {HARMONY_TOK_START, NULL},
+        {-1, "assistant"},
+        {-1, " to=functions.get_weather"},
+        {HARMONY_TOK_CHANNEL, NULL},
+        {-1, "commentary"},
+        {-1, " "},
+        {HARMONY_TOK_CONSTRAIN, NULL},
+        {-1, "json"},
+        {HARMONY_TOK_MESSAGE, NULL},
+        {-1, "{\"location\": \"Tokyo\"}"},
+        {HARMONY_TOK_CALL, NULL},
     };
     CHECK(p.len == N(want), "piece count %zu, want %zu", p.len, N(want));
     for (size_t i = 0; i < p.len && i < N(want); i++) {
@@ -321,12 +334,18 @@ static void test_piece_structure(void) {
     harmony_pieces_free(&p);
 
     /* A plain content type is text with a leading space. */
-    harmony_message c = {.role = HARMONY_ROLE_ASSISTANT, .channel = "analysis",
-                         .recipient = "python", .content_type = "code", .text = "print(1)"};
+    harmony_message c = {.role = HARMONY_ROLE_ASSISTANT,
+                         .channel = "analysis",
+                         .recipient = "python",
+                         .content_type = "code",
+                         .text = "print(1)"};
     CHECK(harmony_render_message(&c, false, &p) == 0, "render: %s", err_msg());
     t = harmony_pieces_to_text(&p, NULL);
-    CHECK(strcmp(t, "<|start|>assistant to=python<|channel|>analysis code<|message|>print(1)<|call|>") == 0,
-          "code content type: %s", t);
+    CHECK(
+        strcmp(t,
+               "<|start|>assistant to=python<|channel|>analysis code<|message|>print(1)<|call|>") ==
+            0,
+        "code content type: %s", t);
     free(t);
     harmony_pieces_free(&p);
 }
@@ -356,8 +375,8 @@ static void test_errors(void) {
     harmony_pieces_free(&p);
 }
 
-/* Things beyond the golden files: the TypeScript conversion of other schema shapes, and default values
- * printed the way the reference (serde_json) prints them. */
+/* Things beyond the golden files: the TypeScript conversion of other schema shapes, and default
+ * values printed the way the reference (serde_json) prints them. */
 static void check_ts(const char *schema_text, const char *want) {
     json_t *s = schema(schema_text);
     hsb out = {0};
@@ -376,28 +395,36 @@ static void test_schema_shapes(void) {
     check_ts("{\"type\": \"null\"}", "any");
     check_ts("{}", "any");
     check_ts("{\"type\": \"object\"}", "{\n}");
-    check_ts("{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"object\", \"properties\": "
-             "{\"b\": {\"type\": \"boolean\", \"default\": true}}, \"required\": [\"b\"]}}}",
-             "{\na?: {\n    b: boolean, // default: true\n    },\n}");
-    check_ts("{\"type\": \"object\", \"properties\": {\"x\": {\"type\": \"number\", \"default\": 0.1},"
-             " \"y\": {\"type\": \"number\", \"default\": 2.0}, \"z\": {\"type\": \"array\","
-             " \"default\": [1, \"a\\n\"]}}}",
-             "{\nx?: number, // default: 0.1\ny?: number, // default: 2.0\n"
-             "z?: Array<any>, // default: [1,\"a\\n\"]\n}");
+    check_ts(
+        "{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"object\", \"properties\": "
+        "{\"b\": {\"type\": \"boolean\", \"default\": true}}, \"required\": [\"b\"]}}}",
+        "{\na?: {\n    b: boolean, // default: true\n    },\n}");
+    check_ts(
+        "{\"type\": \"object\", \"properties\": {\"x\": {\"type\": \"number\", \"default\": 0.1},"
+        " \"y\": {\"type\": \"number\", \"default\": 2.0}, \"z\": {\"type\": \"array\","
+        " \"default\": [1, \"a\\n\"]}}}",
+        "{\nx?: number, // default: 0.1\ny?: number, // default: 2.0\n"
+        "z?: Array<any>, // default: [1,\"a\\n\"]\n}");
     check_ts("{\"oneOf\": [{\"type\": \"string\"}, {\"type\": \"integer\", \"nullable\": true}]}",
              "\n | string\n | number | null");
 
     static const struct {
         const char *json;
         const char *want;
-    } nums[] = {{"[1e21]", "[1e21]"},       {"[1.5e-7]", "[1.5e-7]"}, {"[123456.0]", "[123456.0]"},
-                {"[0.001]", "[0.001]"},     {"[-0.0]", "[-0.0]"},     {"[1e16]", "[1e16]"},
-                {"[1234.5678]", "[1234.5678]"}, {"[{\"k\": null, \"b\": false}]", "[{\"k\":null,\"b\":false}]"}};
+    } nums[] = {{"[1e21]", "[1e21]"},
+                {"[1.5e-7]", "[1.5e-7]"},
+                {"[123456.0]", "[123456.0]"},
+                {"[0.001]", "[0.001]"},
+                {"[-0.0]", "[-0.0]"},
+                {"[1e16]", "[1e16]"},
+                {"[1234.5678]", "[1234.5678]"},
+                {"[{\"k\": null, \"b\": false}]", "[{\"k\":null,\"b\":false}]"}};
     for (size_t i = 0; i < N(nums); i++) {
         json_t *j = schema(nums[i].json);
         hsb out = {0};
         harmony_json_compact(&out, j);
-        CHECK(strcmp(hsb_str(&out), nums[i].want) == 0, "json %s → %s", nums[i].json, hsb_str(&out));
+        CHECK(strcmp(hsb_str(&out), nums[i].want) == 0, "json %s → %s", nums[i].json,
+              hsb_str(&out));
         hsb_free(&out);
         json_decref(j);
     }

@@ -10,7 +10,9 @@ static const char BROWSER_DESCRIPTION[] =
     "The `cursor` appears in brackets before each browsing display: `[{cursor}]`.\n"
     "Cite information from the tool using the following format:\n"
     "`\xE3\x80\x90{cursor}\xE2\x80\xA0L{line_start}(-L{line_end})?\xE3\x80\x91`, for example: "
-    "`\xE3\x80\x90" "6\xE2\x80\xA0L9-L11\xE3\x80\x91` or `\xE3\x80\x90" "8\xE2\x80\xA0L3\xE3\x80\x91`.\n"
+    "`\xE3\x80\x90"
+    "6\xE2\x80\xA0L9-L11\xE3\x80\x91` or `\xE3\x80\x90"
+    "8\xE2\x80\xA0L3\xE3\x80\x91`.\n"
     "Do not quote more than 10 words directly from the tool output.\n"
     "sources=web (default: web)";
 
@@ -22,22 +24,23 @@ static const char SEARCH_SCHEMA[] =
     "\"required\":[\"query\"]}";
 
 static const char OPEN_DESCRIPTION[] =
-    "Opens the link `id` from the page indicated by `cursor` starting at line number `loc`, showing "
+    "Opens the link `id` from the page indicated by `cursor` starting at line number `loc`, "
+    "showing "
     "`num_lines` lines.\n"
-    "Valid link ids are displayed with the formatting: `\xE3\x80\x90{id}\xE2\x80\xA0.*\xE3\x80\x91`.\n"
+    "Valid link ids are displayed with the formatting: "
+    "`\xE3\x80\x90{id}\xE2\x80\xA0.*\xE3\x80\x91`.\n"
     "If `cursor` is not provided, the most recent page is implied.\n"
     "If `id` is a string, it is treated as a fully qualified URL associated with `source`.\n"
     "If `loc` is not provided, the viewport will be positioned at the beginning of the document or "
     "centered on the most relevant passage, if available.\n"
     "Use this function without `id` to scroll to a new location of an opened page.";
-static const char OPEN_SCHEMA[] =
-    "{\"type\":\"object\",\"properties\":{"
-    "\"id\":{\"type\":[\"number\",\"string\"],\"default\":-1},"
-    "\"cursor\":{\"type\":\"number\",\"default\":-1},"
-    "\"loc\":{\"type\":\"number\",\"default\":-1},"
-    "\"num_lines\":{\"type\":\"number\",\"default\":-1},"
-    "\"view_source\":{\"type\":\"boolean\",\"default\":false},"
-    "\"source\":{\"type\":\"string\"}}}";
+static const char OPEN_SCHEMA[] = "{\"type\":\"object\",\"properties\":{"
+                                  "\"id\":{\"type\":[\"number\",\"string\"],\"default\":-1},"
+                                  "\"cursor\":{\"type\":\"number\",\"default\":-1},"
+                                  "\"loc\":{\"type\":\"number\",\"default\":-1},"
+                                  "\"num_lines\":{\"type\":\"number\",\"default\":-1},"
+                                  "\"view_source\":{\"type\":\"boolean\",\"default\":false},"
+                                  "\"source\":{\"type\":\"string\"}}}";
 
 static const char FIND_DESCRIPTION[] =
     "Finds exact matches of `pattern` in the current page, or the page given by `cursor`.";
@@ -46,12 +49,15 @@ static const char FIND_SCHEMA[] =
     "\"cursor\":{\"type\":\"number\",\"default\":-1}},\"required\":[\"pattern\"]}";
 
 static const char PYTHON_DESCRIPTION[] =
-    "Use this tool to execute Python code in your chain of thought. The code will not be shown to the "
-    "user. This tool should be used for internal reasoning, but not for code that is intended to be "
+    "Use this tool to execute Python code in your chain of thought. The code will not be shown to "
+    "the "
+    "user. This tool should be used for internal reasoning, but not for code that is intended to "
+    "be "
     "visible to the user (e.g. when creating plots, tables, or files).\n"
     "\n"
     "When you send a message containing Python code to python, it will be executed in a stateful "
-    "Jupyter notebook environment. python will respond with the output of the execution or time out "
+    "Jupyter notebook environment. python will respond with the output of the execution or time "
+    "out "
     "after 120.0 seconds. The drive at '/mnt/data' can be used to save and persist user files. "
     "Internet access for this session is UNKNOWN. Depends on the cluster.";
 

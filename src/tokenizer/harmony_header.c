@@ -1,13 +1,13 @@
 /* Reading a message header: "assistant to=functions.f<|channel|>commentary <|constrain|>json".
  *
- * The reference's rules (spec §5.5): take the channel from after <|channel|> (up to whitespace or '<')
- * and cut it out; split the rest on whitespace, after making sure <|constrain|> starts a word of its
- * own; the first word is the role (unless the role is already known); of the words left, a last word
- * "to=X" is the recipient, a single word is the recipient, and otherwise the last is the content type
- * and the one before it the recipient (with or without "to=").
+ * The reference's rules (spec §5.5): take the channel from after <|channel|> (up to whitespace or
+ * '<') and cut it out; split the rest on whitespace, after making sure <|constrain|> starts a word
+ * of its own; the first word is the role (unless the role is already known); of the words left, a
+ * last word "to=X" is the recipient, a single word is the recipient, and otherwise the last is the
+ * content type and the one before it the recipient (with or without "to=").
  *
- * Where the reference gives up, this salvages and sets `malformed`: an unknown first word is taken as a
- * tool's name (a tool result header "functions.f to=assistant"); "role:name" is split; a lone
+ * Where the reference gives up, this salvages and sets `malformed`: an unknown first word is taken
+ * as a tool's name (a tool result header "functions.f to=assistant"); "role:name" is split; a lone
  * "<|constrain|>json" is a content type, not a recipient; surplus words are dropped. */
 #include "tokenizer/harmony_parse.h"
 #include "tokenizer/harmony_utf8.h"
@@ -19,7 +19,9 @@ static const char CHANNEL[] = "<|channel|>";
 static const char CONSTRAIN[] = "<|constrain|>";
 #define LIT_LEN(s) (sizeof(s) - 1)
 
-static bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+static bool is_space(char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
 
 static bool starts_with(const char *s, size_t n, const char *prefix) {
     size_t k = strlen(prefix);
@@ -53,7 +55,8 @@ static const char *field_ptr(const hsb *store, field f) {
 static bool parse_role_word(const char *w, size_t n, harmony_role *role, const char **name,
                             size_t *name_len) {
     static const harmony_role roles[] = {HARMONY_ROLE_SYSTEM, HARMONY_ROLE_DEVELOPER,
-                                         HARMONY_ROLE_USER, HARMONY_ROLE_ASSISTANT, HARMONY_ROLE_TOOL};
+                                         HARMONY_ROLE_USER, HARMONY_ROLE_ASSISTANT,
+                                         HARMONY_ROLE_TOOL};
     for (size_t i = 0; i < sizeof roles / sizeof roles[0]; i++) {
         const char *r = harmony_role_name(roles[i]);
         size_t k = strlen(r);
@@ -75,10 +78,11 @@ static harmony_kind classify(harmony_header *h) {
     if (h->role != HARMONY_ROLE_ASSISTANT) return HARMONY_KIND_OTHER;
     if (h->recipient) {
         const char *r = h->recipient;
-        if (strncmp(r, "browser.", 8) == 0 || strcmp(r, "browser") == 0 || strcmp(r, "python") == 0 ||
-            strncmp(r, "container.", 10) == 0)
+        if (strncmp(r, "browser.", 8) == 0 || strcmp(r, "browser") == 0 ||
+            strcmp(r, "python") == 0 || strncmp(r, "container.", 10) == 0)
             return HARMONY_KIND_BUILTIN_CALL;
-        /* A call to a function: "functions.get_weather", or a bare name as models sometimes write. */
+        /* A call to a function: "functions.get_weather", or a bare name as models sometimes write.
+         */
         h->function = strncmp(r, "functions.", 10) == 0 ? r + 10 : r;
         if (!h->function[0]) h->malformed = true;
         return HARMONY_KIND_TOOL_CALL;
@@ -97,8 +101,10 @@ static field take_channel(hsb *text, hsb *store, bool *malformed) {
         size_t start = (size_t)(at - text->s), i = start + LIT_LEN(CHANNEL);
         size_t v = i;
         while (i < text->len && !is_space(text->s[i]) && text->s[i] != '<') i++;
-        if (channel.off == SIZE_MAX && i > v) channel = store_str(store, text->s + v, i - v);
-        else *malformed = true; /* an empty channel name, or a second channel */
+        if (channel.off == SIZE_MAX && i > v)
+            channel = store_str(store, text->s + v, i - v);
+        else
+            *malformed = true; /* an empty channel name, or a second channel */
         memmove(text->s + start, text->s + i, text->len - i);
         text->len -= i - start;
         text->s[text->len] = 0;
@@ -127,7 +133,7 @@ static size_t split_words(const char *s, size_t n, word *words, size_t cap) {
 }
 
 void harmony_parse_header(const char *text, size_t len, bool role_known, harmony_role role,
-                             hsb *store, harmony_header *hdr, hsb *salvage) {
+                          hsb *store, harmony_header *hdr, hsb *salvage) {
     memset(hdr, 0, sizeof *hdr);
     hsb_clear(store);
     hsb_addc(store, 0); /* offset 0 is never a field: keeps the buffer allocated */
@@ -177,8 +183,10 @@ void harmony_parse_header(const char *text, size_t len, bool role_known, harmony
         if (starts_with(lw.s, lw.n, "to=")) {
             recipient = store_str(store, lw.s + 3, lw.n - 3);
         } else if (last == first) {
-            if (starts_with(lw.s, lw.n, CONSTRAIN)) ctype = store_str(store, lw.s, lw.n);
-            else recipient = store_str(store, lw.s, lw.n);
+            if (starts_with(lw.s, lw.n, CONSTRAIN))
+                ctype = store_str(store, lw.s, lw.n);
+            else
+                recipient = store_str(store, lw.s, lw.n);
         } else {
             ctype = store_str(store, lw.s, lw.n);
             word rw = w[--last];

@@ -1,5 +1,6 @@
 /* Compact JSON printing that matches serde_json's Display (see harmony_tools.h for why). jansson's
- * own json_dumps differs in how it prints reals (17 significant digits: 0.1 → 0.10000000000000001). */
+ * own json_dumps differs in how it prints reals (17 significant digits: 0.1 → 0.10000000000000001).
+ */
 #include "tokenizer/harmony_tools.h"
 
 #include <math.h>
@@ -13,13 +14,27 @@ static void put_string(hsb *out, const char *s, size_t n) {
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         switch (c) {
-        case '"': hsb_add(out, "\\\""); break;
-        case '\\': hsb_add(out, "\\\\"); break;
-        case '\n': hsb_add(out, "\\n"); break;
-        case '\r': hsb_add(out, "\\r"); break;
-        case '\t': hsb_add(out, "\\t"); break;
-        case '\b': hsb_add(out, "\\b"); break;
-        case '\f': hsb_add(out, "\\f"); break;
+        case '"':
+            hsb_add(out, "\\\"");
+            break;
+        case '\\':
+            hsb_add(out, "\\\\");
+            break;
+        case '\n':
+            hsb_add(out, "\\n");
+            break;
+        case '\r':
+            hsb_add(out, "\\r");
+            break;
+        case '\t':
+            hsb_add(out, "\\t");
+            break;
+        case '\b':
+            hsb_add(out, "\\b");
+            break;
+        case '\f':
+            hsb_add(out, "\\f");
+            break;
         default:
             if (c < 0x20) {
                 char u[7] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15], 0};
@@ -32,8 +47,8 @@ static void put_string(hsb *out, const char *s, size_t n) {
     hsb_addc(out, '"');
 }
 
-/* Shortest decimal digits that read back as x: digits[] (no leading/trailing zeros, "0" for zero) and
- * the exponent kk with x = 0.DIGITS × 10^kk. */
+/* Shortest decimal digits that read back as x: digits[] (no leading/trailing zeros, "0" for zero)
+ * and the exponent kk with x = 0.DIGITS × 10^kk. */
 static void shortest_digits(double x, char *digits, int *kk) {
     char buf[40];
     for (int prec = 0; prec <= 16; prec++) {
@@ -112,11 +127,23 @@ void harmony_json_compact(hsb *out, const json_t *v) {
         }
         hsb_addc(out, ']');
         break;
-    case JSON_STRING: put_string(out, json_string_value(v), json_string_length(v)); break;
-    case JSON_INTEGER: hsb_printf(out, "%lld", (long long)json_integer_value(v)); break;
-    case JSON_REAL: put_real(out, json_real_value(v)); break;
-    case JSON_TRUE: hsb_add(out, "true"); break;
-    case JSON_FALSE: hsb_add(out, "false"); break;
-    case JSON_NULL: hsb_add(out, "null"); break;
+    case JSON_STRING:
+        put_string(out, json_string_value(v), json_string_length(v));
+        break;
+    case JSON_INTEGER:
+        hsb_printf(out, "%lld", (long long)json_integer_value(v));
+        break;
+    case JSON_REAL:
+        put_real(out, json_real_value(v));
+        break;
+    case JSON_TRUE:
+        hsb_add(out, "true");
+        break;
+    case JSON_FALSE:
+        hsb_add(out, "false");
+        break;
+    case JSON_NULL:
+        hsb_add(out, "null");
+        break;
     }
 }

@@ -1,12 +1,13 @@
 /* The streaming harmony parser's state machine (see harmony_parse.h for the events and the salvage
  * rules).
  *
- *   EXPECT_START --<|start|>--> HEADER --<|message|>--> CONTENT --<|end|>/<|return|>/<|call|>--> EXPECT_START
+ *   EXPECT_START --<|start|>--> HEADER --<|message|>--> CONTENT --<|end|>/<|return|>/<|call|>-->
+ * EXPECT_START
  *
- * A header is collected as text (specials spelled out) and parsed whole at <|message|>, since its words
- * can come in any order and split across tokens arbitrarily. Content is streamed: each ordinary token's
- * bytes go out at once, except an unfinished UTF-8 character at the end, which waits for the next
- * token. */
+ * A header is collected as text (specials spelled out) and parsed whole at <|message|>, since its
+ * words can come in any order and split across tokens arbitrarily. Content is streamed: each
+ * ordinary token's bytes go out at once, except an unfinished UTF-8 character at the end, which
+ * waits for the next token. */
 #include "tokenizer/harmony_parse.h"
 #include "tokenizer/harmony_special.h"
 #include "tokenizer/harmony_utf8.h"
@@ -17,24 +18,36 @@ enum { S_EXPECT_START, S_HEADER, S_CONTENT, S_DONE };
 
 const char *harmony_kind_name(harmony_kind k) {
     switch (k) {
-    case HARMONY_KIND_REASONING: return "reasoning";
-    case HARMONY_KIND_FINAL: return "final";
-    case HARMONY_KIND_PREAMBLE: return "preamble";
-    case HARMONY_KIND_TOOL_CALL: return "tool_call";
-    case HARMONY_KIND_BUILTIN_CALL: return "builtin_call";
-    case HARMONY_KIND_TOOL_RESULT: return "tool_result";
-    case HARMONY_KIND_OTHER: return "other";
+    case HARMONY_KIND_REASONING:
+        return "reasoning";
+    case HARMONY_KIND_FINAL:
+        return "final";
+    case HARMONY_KIND_PREAMBLE:
+        return "preamble";
+    case HARMONY_KIND_TOOL_CALL:
+        return "tool_call";
+    case HARMONY_KIND_BUILTIN_CALL:
+        return "builtin_call";
+    case HARMONY_KIND_TOOL_RESULT:
+        return "tool_result";
+    case HARMONY_KIND_OTHER:
+        return "other";
     }
     return "?";
 }
 
 const char *harmony_end_name(harmony_end_reason r) {
     switch (r) {
-    case HARMONY_END_END: return "end";
-    case HARMONY_END_RETURN: return "return";
-    case HARMONY_END_CALL: return "call";
-    case HARMONY_END_IMPLICIT: return "implicit";
-    case HARMONY_END_TRUNCATED: return "truncated";
+    case HARMONY_END_END:
+        return "end";
+    case HARMONY_END_RETURN:
+        return "return";
+    case HARMONY_END_CALL:
+        return "call";
+    case HARMONY_END_IMPLICIT:
+        return "implicit";
+    case HARMONY_END_TRUNCATED:
+        return "truncated";
     }
     return "?";
 }
@@ -58,7 +71,9 @@ void harmony_parser_free(harmony_parser *p) {
     hsb_free(&p->fields);
 }
 
-bool harmony_parser_in_message(const harmony_parser *p) { return p->state == S_CONTENT; }
+bool harmony_parser_in_message(const harmony_parser *p) {
+    return p->state == S_CONTENT;
+}
 
 static void emit(harmony_parser *p, harmony_event_kind kind, const char *text, size_t len,
                  harmony_end_reason end) {
@@ -70,8 +85,8 @@ static void emit_text(harmony_parser *p, const char *text, size_t len) {
     if (len) emit(p, HARMONY_EV_CONTENT, text, len, HARMONY_END_END);
 }
 
-/* Starts collecting a header. role_known: the role is given (after <|start|>assistant in the prompt,
- * or carried over when the model skipped "<|end|><|start|>assistant"). */
+/* Starts collecting a header. role_known: the role is given (after <|start|>assistant in the
+ * prompt, or carried over when the model skipped "<|end|><|start|>assistant"). */
 static void begin_header(harmony_parser *p, bool role_known, harmony_role role, bool implicit) {
     p->state = S_HEADER;
     p->implicit = implicit;
@@ -152,7 +167,9 @@ static void feed_header(harmony_parser *p, int32_t token, const char *bytes, siz
         return;
     case HARMONY_TOK_END:
     case HARMONY_TOK_RETURN:
-    case HARMONY_TOK_CALL: salvage_header(p, (int)end_reason(token)); return;
+    case HARMONY_TOK_CALL:
+        salvage_header(p, (int)end_reason(token));
+        return;
     case HARMONY_TOK_START:
         salvage_header(p, HARMONY_END_IMPLICIT);
         begin_header(p, false, HARMONY_ROLE_ASSISTANT, false);
@@ -164,8 +181,10 @@ static void feed_header(harmony_parser *p, int32_t token, const char *bytes, siz
         return;
     }
     default:
-        if (bytes) header_append(p, bytes, n);
-        else header_append(p, HARMONY_REPLACEMENT, strlen(HARMONY_REPLACEMENT));
+        if (bytes)
+            header_append(p, bytes, n);
+        else
+            header_append(p, HARMONY_REPLACEMENT, strlen(HARMONY_REPLACEMENT));
     }
 }
 
@@ -173,7 +192,9 @@ static void feed_content(harmony_parser *p, int32_t token, const char *bytes, si
     switch (token) {
     case HARMONY_TOK_END:
     case HARMONY_TOK_RETURN:
-    case HARMONY_TOK_CALL: close_message(p, end_reason(token)); return;
+    case HARMONY_TOK_CALL:
+        close_message(p, end_reason(token));
+        return;
     case HARMONY_TOK_START:
         close_message(p, HARMONY_END_IMPLICIT);
         begin_header(p, false, HARMONY_ROLE_ASSISTANT, false);
@@ -187,7 +208,9 @@ static void feed_content(harmony_parser *p, int32_t token, const char *bytes, si
         return;
     }
     case HARMONY_TOK_MESSAGE:
-    case HARMONY_TOK_CONSTRAIN: p->n_ignored++; return;
+    case HARMONY_TOK_CONSTRAIN:
+        p->n_ignored++;
+        return;
     default:
         if (bytes) {
             content_bytes(p, bytes, n, false);
@@ -220,8 +243,12 @@ void harmony_parser_feed(harmony_parser *p, int32_t token) {
             feed_header(p, token, bytes, n);
         }
         break;
-    case S_HEADER: feed_header(p, token, bytes, n); break;
-    case S_CONTENT: feed_content(p, token, bytes, n); break;
+    case S_HEADER:
+        feed_header(p, token, bytes, n);
+        break;
+    case S_CONTENT:
+        feed_content(p, token, bytes, n);
+        break;
     }
 }
 

@@ -53,8 +53,10 @@ char *harmony_pieces_to_text(const harmony_pieces *p, size_t *len_out) {
             hsb_addn(&b, p->text + x->off, x->len);
         } else {
             const char *name = harmony_special_name(x->special);
-            if (name) hsb_add(&b, name);
-            else hsb_printf(&b, "<|special_%d|>", (int)x->special);
+            if (name)
+                hsb_add(&b, name);
+            else
+                hsb_printf(&b, "<|special_%d|>", (int)x->special);
         }
     }
     if (len_out) *len_out = b.len;

@@ -11,11 +11,16 @@ static const char CONSTRAIN[] = "<|constrain|>";
 
 const char *harmony_role_name(harmony_role role) {
     switch (role) {
-    case HARMONY_ROLE_SYSTEM: return "system";
-    case HARMONY_ROLE_DEVELOPER: return "developer";
-    case HARMONY_ROLE_USER: return "user";
-    case HARMONY_ROLE_ASSISTANT: return "assistant";
-    case HARMONY_ROLE_TOOL: return "tool";
+    case HARMONY_ROLE_SYSTEM:
+        return "system";
+    case HARMONY_ROLE_DEVELOPER:
+        return "developer";
+    case HARMONY_ROLE_USER:
+        return "user";
+    case HARMONY_ROLE_ASSISTANT:
+        return "assistant";
+    case HARMONY_ROLE_TOOL:
+        return "tool";
     }
     return "?";
 }
@@ -32,7 +37,9 @@ harmony_system harmony_system_defaults(void) {
     };
 }
 
-static void add_text(harmony_pieces *out, const char *s) { harmony_pieces_add_text(out, s, strlen(s)); }
+static void add_text(harmony_pieces *out, const char *s) {
+    harmony_pieces_add_text(out, s, strlen(s));
+}
 
 /* The system message's sections, separated by blank lines (spec §5.2). */
 static int render_system(const harmony_system *sys, bool has_function_tools, hsb *out) {
@@ -41,8 +48,8 @@ static int render_system(const harmony_system *sys, bool has_function_tools, hsb
     hsb top = {0};
     bool any_top = false;
     const char *lines[3] = {sys->model_identity, NULL, NULL};
-    char *cutoff = sys->knowledge_cutoff ? xasprintf("Knowledge cutoff: %s", sys->knowledge_cutoff)
-                                         : NULL;
+    char *cutoff =
+        sys->knowledge_cutoff ? xasprintf("Knowledge cutoff: %s", sys->knowledge_cutoff) : NULL;
     char *date = sys->current_date ? xasprintf("Current date: %s", sys->current_date) : NULL;
     lines[1] = cutoff, lines[2] = date;
     for (int i = 0; i < 3; i++) {
@@ -143,7 +150,8 @@ static int render_header(const harmony_message *m, harmony_pieces *out) {
         if (!m->name || !m->name[0]) return err_set("tool message: author name is missing");
         add_text(out, m->name);
     } else {
-        if ((unsigned)m->role > HARMONY_ROLE_TOOL) return err_set("role %d out of range", (int)m->role);
+        if ((unsigned)m->role > HARMONY_ROLE_TOOL)
+            return err_set("role %d out of range", (int)m->role);
         add_text(out, harmony_role_name(m->role));
         if (m->name) {
             char *s = xasprintf(":%s", m->name);
@@ -198,8 +206,8 @@ int harmony_render_message(const harmony_message *m, bool has_function_tools, ha
     hsb_free(&body);
     if (rc != 0) return -1;
 
-    /* An assistant message with a recipient is a tool call: it ends with <|call|>, which is also where
-     * the model stopped sampling. Everything else ends with <|end|>. */
+    /* An assistant message with a recipient is a tool call: it ends with <|call|>, which is also
+     * where the model stopped sampling. Everything else ends with <|end|>. */
     bool is_call = m->role == HARMONY_ROLE_ASSISTANT && m->recipient;
     harmony_pieces_add_special(out, is_call ? HARMONY_TOK_CALL : HARMONY_TOK_END);
     return 0;

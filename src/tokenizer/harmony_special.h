@@ -1,8 +1,9 @@
 /* The special tokens of o200k_harmony that the harmony format is built from, and their names.
  *
- * The renderer writes these ids between text runs; the parser switches state on them. Every other id at
- * or above HARMONY_FIRST_SPECIAL (<|startoftext|>, <|endoftext|>, the <|reserved_N|> block) is a special
- * token that harmony never emits, so the parser ignores it rather than treating its name as text. */
+ * The renderer writes these ids between text runs; the parser switches state on them. Every other
+ * id at or above HARMONY_FIRST_SPECIAL (<|startoftext|>, <|endoftext|>, the <|reserved_N|> block)
+ * is a special token that harmony never emits, so the parser ignores it rather than treating its
+ * name as text. */
 #ifndef GPTOSS_TOKENIZER_HARMONY_SPECIAL_H
 #define GPTOSS_TOKENIZER_HARMONY_SPECIAL_H
 
@@ -18,8 +19,8 @@ enum {
     HARMONY_TOK_START = 200006,     /* a message begins; the header (role ...) follows */
     HARMONY_TOK_END = 200007,       /* a message ends; more messages may follow */
     HARMONY_TOK_MESSAGE = 200008,   /* header → content */
-    HARMONY_TOK_CALL = 200012,      /* end of an assistant message addressed to a tool: stop sampling */
-    HARMONY_VOCAB_SIZE = 201088,    /* embedding rows; ids at or above are never valid */
+    HARMONY_TOK_CALL = 200012, /* end of an assistant message addressed to a tool: stop sampling */
+    HARMONY_VOCAB_SIZE = 201088, /* embedding rows; ids at or above are never valid */
 };
 
 /* "<|start|>" etc. for the seven harmony tokens; NULL for any other id. */

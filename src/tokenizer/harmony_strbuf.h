@@ -28,8 +28,12 @@ static inline void hsb_addn(hsb *b, const char *s, size_t n) {
     b->len += n;
     b->s[b->len] = 0;
 }
-static inline void hsb_add(hsb *b, const char *s) { hsb_addn(b, s, strlen(s)); }
-static inline void hsb_addc(hsb *b, char c) { hsb_addn(b, &c, 1); }
+static inline void hsb_add(hsb *b, const char *s) {
+    hsb_addn(b, s, strlen(s));
+}
+static inline void hsb_addc(hsb *b, char c) {
+    hsb_addn(b, &c, 1);
+}
 static inline void hsb_printf(hsb *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static inline void hsb_printf(hsb *b, const char *fmt, ...) {
     va_list ap;
@@ -44,7 +48,9 @@ static inline void hsb_printf(hsb *b, const char *fmt, ...) {
     b->len += (size_t)n;
 }
 /* The contents as a C string ("" when nothing was appended); stays owned by the buffer. */
-static inline const char *hsb_str(const hsb *b) { return b->s ? b->s : ""; }
+static inline const char *hsb_str(const hsb *b) {
+    return b->s ? b->s : "";
+}
 static inline void hsb_clear(hsb *b) {
     b->len = 0;
     if (b->s) b->s[0] = 0;

@@ -1,12 +1,13 @@
-/* JSON Schema → the TypeScript-like text gpt-oss reads tools in, and the "# Tools" section around it.
+/* JSON Schema → the TypeScript-like text gpt-oss reads tools in, and the "# Tools" section around
+ * it.
  *
  * The conversion follows the reference renderer's rules exactly, since the model was trained on its
  * output. In short:
  *   - "type": "string" → string, or a union of quoted literals when "enum" is given; "number" and
- *     "integer" → number; "boolean" → boolean; "array" → ITEMS[] (Array<any> without "items"); a type
- *     list ["number", "string"] → number | string; anything else → any.
- *   - "type": "object" → "{\n" one line per property "NAME: TYPE," ("NAME?:" when not required) "}",
- *     with the property's title, description and examples as "// " comment lines above it and its
+ *     "integer" → number; "boolean" → boolean; "array" → ITEMS[] (Array<any> without "items"); a
+ * type list ["number", "string"] → number | string; anything else → any.
+ *   - "type": "object" → "{\n" one line per property "NAME: TYPE," ("NAME?:" when not required)
+ * "}", with the property's title, description and examples as "// " comment lines above it and its
  *     default as a trailing "// default: ..." comment.
  *   - "oneOf" → one " | TYPE" line per variant, each with its own trailing comments.
  *   - "nullable": true adds " | null".
@@ -30,8 +31,8 @@ static bool is_nullable(const json_t *schema) {
 }
 
 /* "default: ..." for a default value. A string default is shown quoted, except on an enum, whose
- * values are already listed quoted in the type (then `enum_bare` decides whether the reference wrote
- * it bare or as JSON — it differs between its property and top-level oneOf paths). */
+ * values are already listed quoted in the type (then `enum_bare` decides whether the reference
+ * wrote it bare or as JSON — it differs between its property and top-level oneOf paths). */
 static void put_default(hsb *out, const json_t *def, const json_t *schema, bool enum_bare) {
     hsb_add(out, "default: ");
     if (json_is_string(def) && !is_enum(schema)) {
@@ -77,8 +78,8 @@ static void put_top_oneof(hsb *out, const json_t *variants, const char *indent) 
 }
 
 /* A property whose schema is a oneOf: comments above the name, then one variant per line. The
- * property's description is written once: above the name, or not at all when the first variant carries
- * the same text. */
+ * property's description is written once: above the name, or not at all when the first variant
+ * carries the same text. */
 static void put_oneof_property(hsb *out, const char *key, bool required, const json_t *prop,
                                const json_t *variants, const char *indent) {
     const char *pdesc = get_str(prop, "description");
@@ -245,9 +246,10 @@ static int cmp_ns(const void *a, const void *b) {
     return strcmp(x->name, y->name);
 }
 
-/* One "## NAME" part. The reference builds it as lines joined by "\n", where some "lines" end in "\n"
- * themselves — that is where the blank lines come from. A namespace without tools (python) shows its
- * description as plain text; one with tools shows it as comments before the namespace block. */
+/* One "## NAME" part. The reference builds it as lines joined by "\n", where some "lines" end in
+ * "\n" themselves — that is where the blank lines come from. A namespace without tools (python)
+ * shows its description as plain text; one with tools shows it as comments before the namespace
+ * block. */
 static void put_namespace(hsb *out, const harmony_namespace *ns) {
     hsb_printf(out, "## %s\n", ns->name);
     if (ns->description) for_each_line(ns->description, put_line, out, ns->n_tools ? "// " : "");
@@ -270,7 +272,8 @@ static void put_namespace(hsb *out, const harmony_namespace *ns) {
 void harmony_tools_section(hsb *out, const harmony_namespace *const *ns, size_t n) {
     const harmony_namespace **sorted = xmalloc((n ? n : 1) * sizeof *sorted);
     memcpy(sorted, ns, n * sizeof *sorted);
-    qsort(sorted, n, sizeof *sorted, cmp_ns); /* names are distinct in practice; order of equals moot */
+    qsort(sorted, n, sizeof *sorted,
+          cmp_ns); /* names are distinct in practice; order of equals moot */
     hsb_add(out, "# Tools");
     for (size_t i = 0; i < n; i++) {
         hsb_add(out, "\n\n");

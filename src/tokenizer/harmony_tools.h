@@ -14,8 +14,8 @@
  *
  *   } // namespace functions
  *
- * These functions turn a schema into that text, reproducing the reference renderer's output byte for
- * byte (its quirks included: they are what the model saw in training). */
+ * These functions turn a schema into that text, reproducing the reference renderer's output byte
+ * for byte (its quirks included: they are what the model saw in training). */
 #ifndef GPTOSS_TOKENIZER_HARMONY_TOOLS_H
 #define GPTOSS_TOKENIZER_HARMONY_TOOLS_H
 
@@ -28,12 +28,13 @@
  * keeps namespaces in a sorted map), parts separated by blank lines. */
 void harmony_tools_section(hsb *out, const harmony_namespace *const *ns, size_t n);
 
-/* Appends the TypeScript-like type of a JSON Schema; `indent` prefixes the lines of nested objects. */
+/* Appends the TypeScript-like type of a JSON Schema; `indent` prefixes the lines of nested objects.
+ */
 void harmony_schema_to_ts(hsb *out, const json_t *schema, const char *indent);
 
-/* Appends v as compact JSON the way serde_json prints a value (the reference writes `default:` values
- * so): no spaces, keys in insertion order, lower-case \u escapes, non-ASCII as is, and reals in their
- * shortest round-trip form with ".0" on whole numbers (10.0, 0.1, 1e21). */
+/* Appends v as compact JSON the way serde_json prints a value (the reference writes `default:`
+ * values so): no spaces, keys in insertion order, lower-case \u escapes, non-ASCII as is, and reals
+ * in their shortest round-trip form with ".0" on whole numbers (10.0, 0.1, 1e21). */
 void harmony_json_compact(hsb *out, const json_t *v);
 
 /* The built-in tool namespaces of the system message. The browser tools' schemas are parsed into
