@@ -134,6 +134,7 @@ static size_t split_words(const char *s, size_t n, word *words, size_t cap) {
 
 void harmony_parse_header(const char *text, size_t len, bool role_known, harmony_role role,
                           hsb *store, harmony_header *hdr, hsb *salvage) {
+    if (!text) text = "", len = 0; /* an empty header buffer may never have been allocated */
     memset(hdr, 0, sizeof *hdr);
     hsb_clear(store);
     hsb_addc(store, 0); /* offset 0 is never a field: keeps the buffer allocated */

@@ -35,6 +35,7 @@ int harmony_utf8_step(const unsigned char *s, size_t n) {
 }
 
 size_t harmony_utf8_clean(const char *in, size_t n, bool final, hsb *out) {
+    if (n == 0) return 0; /* in may be NULL then */
     const unsigned char *s = (const unsigned char *)in;
     size_t i = 0, run = 0; /* run: start of the pending stretch of valid bytes, copied in one go */
     while (i < n) {
