@@ -138,8 +138,7 @@ static const bad_case bad_headers[] = {
      " 'a': {'dtype': 'U8', 'shape': [1], 'data_offsets': [1, 2]}}",
      2, "not valid JSON", "duplicate"},
     {"{'__metadata__': ['x']}", 0, "'__metadata__' must be an object", NULL},
-    {"{'__metadata__': {'format': 1}}", 0, "'__metadata__' entry 'format' must be a string",
-     NULL},
+    {"{'__metadata__': {'format': 1}}", 0, "'__metadata__' entry 'format' must be a string", NULL},
     {"{'__metadata__': {'a': 'x', 'a': 'y'}}", 0, "duplicate", NULL},
     {"{'__metadata__': 'x'}", 0, "'__metadata__' must be an object", "a string"},
     /* A name with a newline must not split the message: it is shown escaped. */
@@ -328,7 +327,7 @@ static void test_dtypes(void) {
     CHECK(st_dtype_parse("bf16") == -1 && st_dtype_parse("") == -1 && st_dtype_parse(NULL) == -1,
           "bad dtype names parse");
     CHECK(strcmp(st_dtype_name(ST_DTYPE_COUNT), "?") == 0, "out-of-range name");
-    CHECK(st_dtype_size(ST_DTYPE_COUNT) == 0 && st_dtype_size((enum st_dtype)-1) == 0,
+    CHECK(st_dtype_size(ST_DTYPE_COUNT) == 0 && st_dtype_size((enum st_dtype) - 1) == 0,
           "out-of-range size");
 }
 
