@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 static const char *current; /* the file being replayed, for the abort handler */
+static int n_accepted;
 
 static void on_abort(int sig) {
     static const char msg[] = "test_fuzz_corpus: fuzz invariant violated by ";
@@ -74,6 +75,11 @@ int main(void) {
         free(names[i]);
     }
     free(names);
-    fprintf(stderr, "test_fuzz_corpus: replayed %zu files\n", n);
+    fprintf(stderr,
+            "test_fuzz_corpus: replayed %zu files; %d accepted as they are, %ld by the fuzz "
+            "target (either way)\n",
+            n, n_accepted, fuzz_accepted);
+    CHECK(fuzz_accepted > 0,
+          "no corpus file is a valid checkpoint: the corpus lost its valid seeds");
     return check_report("test_fuzz_corpus");
 }

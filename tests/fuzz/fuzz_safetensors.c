@@ -35,19 +35,41 @@ static void check_accepted(const st_file *f, const uint8_t *buf, size_t len) {
     (void)sink;
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+/* Images accepted so far (the corpus replay test reports it). */
+static long fuzz_accepted;
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+/* Parses one image and checks the outcome either way. */
+static void parse_one(const uint8_t *buf, size_t len) {
     st_file f;
     err_clear();
-    int r = st_parse(data, size, "fuzz.safetensors", &f);
+    int r = st_parse(buf, len, "fuzz.safetensors", &f);
     if (r == 0) {
-        check_accepted(&f, data, size);
+        check_accepted(&f, buf, len);
+        fuzz_accepted++;
         st_file_close(&f);
-        return 0;
+        return;
     }
     const char *m = err_msg();
     if (r != -1 || !m[0] || strchr(m, '\n') || strncmp(m, "fuzz.safetensors", 16) != 0) abort();
     if (f.tensors || f.meta || f.path) abort(); /* a failure leaves nothing to free */
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* Each input is tried twice: as a file image as it is, and as header text (up to the first NUL
+ * byte) followed by the data after that NUL, with the 8-byte length computed here. The second way
+ * keeps mutations of the JSON from being wasted on a length prefix they made stale. */
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    parse_one(data, size);
+
+    const uint8_t *nul = memchr(data, 0, size);
+    size_t hlen = nul ? (size_t)(nul - data) : size, dlen = nul ? size - hlen - 1 : 0;
+    uint8_t *img = malloc(8 + hlen + dlen);
+    if (!img) return 0;
+    for (int i = 0; i < 8; i++) img[i] = (uint8_t)((uint64_t)hlen >> (8 * i));
+    memcpy(img + 8, data, hlen);
+    if (dlen) memcpy(img + 8 + hlen, nul + 1, dlen);
+    parse_one(img, 8 + hlen + dlen);
+    free(img);
     return 0;
 }
