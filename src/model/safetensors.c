@@ -512,7 +512,7 @@ static int open_lone_file(const char *dir, st_model *m) {
         names[n++] = xstrdup(e->d_name);
     }
     closedir(d);
-    qsort(names, n, sizeof *names, cmp_str); /* stable messages whatever readdir's order */
+    if (n) qsort(names, n, sizeof *names, cmp_str); /* stable messages whatever readdir order */
     int r;
     if (n == 0) {
         r = err_set("%s: no *.safetensors file and no " INDEX_NAME, dir);

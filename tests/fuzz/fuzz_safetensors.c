@@ -62,7 +62,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     parse_one(data, size);
 
-    const uint8_t *nul = memchr(data, 0, size);
+    const uint8_t *nul = size ? memchr(data, 0, size) : NULL;
     size_t hlen = nul ? (size_t)(nul - data) : size, dlen = nul ? size - hlen - 1 : 0;
     uint8_t *img = malloc(8 + hlen + dlen);
     if (!img) return 0;
