@@ -471,6 +471,17 @@ static void test_bad_folders(void) {
     CHECK_MSG_HAS(err_msg(), dir);
     free(dir);
 
+    /* A dangling index symlink is a broken index, not a reason to fall back to a lone file. */
+    dir = new_dir("dangling");
+    free(put_st(dir, "model.safetensors", "{}", 0));
+    char *idx = path_join(dir, "model.safetensors.index.json");
+    CHECK(symlink("missing-blob", idx) == 0, "cannot make a symlink");
+    CHECK(st_model_open(dir, &m) == -1, "dangling index ignored");
+    CHECK_MSG_HAS(err_msg(), idx);
+    CHECK_MSG_HAS(err_msg(), "No such file");
+    free(idx);
+    free(dir);
+
     dir = new_dir("onebad");
     char *p = put_st(dir, "model.safetensors", "{'a': {}}", 0);
     CHECK(st_model_open(dir, &m) == -1, "folder with a broken file accepted");

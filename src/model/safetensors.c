@@ -300,6 +300,7 @@ static uint64_t read_le64(const uint8_t *p) {
 }
 
 static json_t *load_header(const uint8_t *buf, size_t len, const char *path, uint64_t *hlen) {
+    if (!path) path = "(memory)";
     if (len < 8)
         return err_set("%s: file is %zu bytes, too short for the 8-byte header length", path, len),
                NULL;
@@ -359,7 +360,7 @@ int st_parse(const uint8_t *buf, size_t len, const char *path, st_file *out) {
     uint64_t hlen = 0;
     json_t *root = load_header(buf, len, path, &hlen);
     if (!root) return -1;
-    st_file f = {.path = xstrdup(path)};
+    st_file f = {.path = xstrdup(path ? path : "(memory)")};
     const uint8_t *data = buf + 8 + hlen;
     int r = parse_entries(root, data, (uint64_t)(len - 8 - hlen), &f);
     json_decref(root);
@@ -399,7 +400,9 @@ int st_file_open(const char *path, st_file *out) {
             return -1;
         }
     }
-    close(fd); /* the mapping keeps the file alive */
+    /* The mapping keeps the file alive. Like every mmap reader we trust the file not to be
+     * truncated while mapped (that would fault on access); replacing it by rename is harmless. */
+    close(fd);
     static const uint8_t empty[1];
     if (st_parse(map ? map : empty, len, path, out)) {
         if (map) munmap(map, len);
@@ -662,7 +665,11 @@ int st_model_open(const char *dir, st_model *out) {
         if (!r) r = index_names(out);
     } else if (S_ISDIR(sb.st_mode)) {
         char *index = path_join(dir, INDEX_NAME);
-        if (file_exists(index)) {
+        /* lstat: a dangling index symlink (a half-downloaded hub cache) must be reported as a
+         * broken index, not silently ignored in favour of whatever .safetensors file lies in the
+         * folder. */
+        struct stat ib;
+        if (lstat(index, &ib) == 0) {
             r = open_indexed(dir, index, out);
         } else {
             r = open_lone_file(dir, out);
