@@ -37,8 +37,7 @@ enum st_dtype {
 
 enum { ST_MAX_DIMS = 8 };
 
-/* Header size limit: real headers are a few hundred KB; refuse anything absurd before allocating.
- */
+/* Header size limit: real headers are a few hundred KB; refuse absurd ones before allocating. */
 #define ST_MAX_HEADER_BYTES (100u * 1024u * 1024u)
 
 typedef struct {
@@ -47,7 +46,7 @@ typedef struct {
     int ndim;
     int64_t shape[ST_MAX_DIMS];
     uint64_t begin, end; /* byte offsets inside the data buffer */
-    const void *data;    /* points into the mapping (NULL until bound to a mapped file) */
+    const void *data;    /* points into the file image (the mapping, or st_parse's buffer) */
     const char *file;    /* path of the file that holds it (owned by the st_file) */
 } st_tensor;
 
@@ -101,7 +100,7 @@ const char *st_file_meta(const st_file *f, const char *key);
 /* Opens a checkpoint folder: model.safetensors.index.json if present (every shard named in its
  * weight_map is opened, and every tensor must live in the shard the index says), else the single
  * *.safetensors file in the folder. Tensor names must be unique across shards. Shard names must be
- * plain file names beside the index (no '/', no "..").  `dir` may also name one .safetensors file.
+ * plain file names beside the index (no '/', no ".."). `dir` may also name one .safetensors file.
  * Returns 0, or -1 with err_msg() set and nothing to free. */
 int st_model_open(const char *dir, st_model *out);
 /* Safe on a zeroed or closed st_model. */
