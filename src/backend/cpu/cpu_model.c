@@ -1,0 +1,180 @@
+#include "backend/cpu/cpu_model.h"
+
+#include "backend/cpu/ops.h"
+#include "base/error.h"
+#include "base/xalloc.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void cpu_model_init(cpu_model *m, const model_weights *w) {
+    m->w = w;
+    rope_init(&m->rope, &w->cfg);
+}
+
+void cpu_kv_init(cpu_kv_cache *kv, const model_config *c) {
+    memset(kv, 0, sizeof *kv);
+    kv->n_layers = c->n_layers;
+    kv->kv_dim = c->n_kv_heads * c->head_dim;
+    kv->k = xcalloc((size_t)c->n_layers, sizeof *kv->k);
+    kv->v = xcalloc((size_t)c->n_layers, sizeof *kv->v);
+}
+
+void cpu_kv_free(cpu_kv_cache *kv) {
+    for (int l = 0; l < kv->n_layers; l++) free(kv->k[l]), free(kv->v[l]);
+    free(kv->k), free(kv->v);
+    memset(kv, 0, sizeof *kv);
+}
+
+static void kv_reserve(cpu_kv_cache *kv, int64_t n) {
+    if (n <= kv->cap) return;
+    int64_t cap = kv->cap ? kv->cap : 64;
+    while (cap < n) cap *= 2;
+    for (int l = 0; l < kv->n_layers; l++) {
+        kv->k[l] = xrealloc(kv->k[l], (size_t)cap * kv->kv_dim * sizeof(float));
+        kv->v[l] = xrealloc(kv->v[l], (size_t)cap * kv->kv_dim * sizeof(float));
+    }
+    kv->cap = cap;
+}
+
+/* Scratch buffers of one forward call, sized for T tokens. */
+typedef struct {
+    float *x, *a, *q, *k, *v, *attn, *proj, *router, *moe, *gate_up, *act, *down, *xin;
+    int *slots_idx;
+    float *slots_w;
+} scratch;
+
+static void scratch_alloc(scratch *s, const model_config *c, int T) {
+    size_t H = (size_t)c->hidden, Q = (size_t)c->n_heads * c->head_dim, KV = (size_t)c->n_kv_heads * c->head_dim;
+    size_t I = (size_t)c->intermediate, E = (size_t)c->n_experts, K = (size_t)c->experts_per_tok;
+    s->x = xmalloc(T * H * sizeof(float));
+    s->a = xmalloc(T * H * sizeof(float));
+    s->q = xmalloc(T * Q * sizeof(float));
+    s->k = xmalloc(T * KV * sizeof(float));
+    s->v = xmalloc(T * KV * sizeof(float));
+    s->attn = xmalloc(T * Q * sizeof(float));
+    s->proj = xmalloc(T * H * sizeof(float));
+    s->router = xmalloc(T * E * sizeof(float));
+    s->moe = xmalloc(T * H * sizeof(float));
+    s->xin = xmalloc(T * H * sizeof(float));
+    s->gate_up = xmalloc(T * 2 * I * sizeof(float));
+    s->act = xmalloc(T * I * sizeof(float));
+    s->down = xmalloc(T * H * sizeof(float));
+    s->slots_idx = xmalloc(T * K * sizeof(int));
+    s->slots_w = xmalloc(T * K * sizeof(float));
+}
+
+static void scratch_free(scratch *s) {
+    free(s->x), free(s->a), free(s->q), free(s->k), free(s->v), free(s->attn), free(s->proj);
+    free(s->router), free(s->moe), free(s->xin), free(s->gate_up), free(s->act), free(s->down);
+    free(s->slots_idx), free(s->slots_w);
+}
+
+/* h += Attention(RMSNorm(h)) for T tokens at positions pos0.. (spec §2.3). */
+static void attention_block(const cpu_model *m, cpu_kv_cache *kv, int layer, int T, int64_t pos0, scratch *s) {
+    const model_weights *w = m->w;
+    const model_config *c = &w->cfg;
+    const int H = c->hidden, D = c->head_dim, Q = c->n_heads * D, KVD = c->n_kv_heads * D;
+    cpu_rmsnorm(s->x, weights_dense(w, layer, TK_ATTN_NORM), T, H, c->rms_norm_eps, s->a);
+    dense_ref qb = weights_dense(w, layer, TK_Q_B), kb = weights_dense(w, layer, TK_K_B),
+              vb = weights_dense(w, layer, TK_V_B), ob = weights_dense(w, layer, TK_O_B);
+    cpu_linear(s->a, T, H, weights_dense(w, layer, TK_Q_W), &qb, Q, s->q);
+    cpu_linear(s->a, T, H, weights_dense(w, layer, TK_K_W), &kb, KVD, s->k);
+    cpu_linear(s->a, T, H, weights_dense(w, layer, TK_V_W), &vb, KVD, s->v);
+
+    /* RoPE on q and k; K is cached after RoPE, V as projected. */
+    float cosv[ROPE_MAX_HALF], sinv[ROPE_MAX_HALF];
+    for (int t = 0; t < T; t++) {
+        rope_cos_sin(&m->rope, pos0 + t, cosv, sinv);
+        for (int h = 0; h < c->n_heads; h++) rope_apply(&m->rope, cosv, sinv, s->q + (size_t)t * Q + (size_t)h * D);
+        for (int h = 0; h < c->n_kv_heads; h++) rope_apply(&m->rope, cosv, sinv, s->k + (size_t)t * KVD + (size_t)h * D);
+        memcpy(kv->k[layer] + (size_t)(pos0 + t) * KVD, s->k + (size_t)t * KVD, (size_t)KVD * sizeof(float));
+        memcpy(kv->v[layer] + (size_t)(pos0 + t) * KVD, s->v + (size_t)t * KVD, (size_t)KVD * sizeof(float));
+    }
+
+    /* Causal attention with sinks; sliding layers see the last `sliding_window` keys, the current one
+     * included. Query head h reads KV head h / (heads per KV head). */
+    dense_ref sinks = weights_dense(w, layer, TK_SINKS);
+    int group = c->n_heads / c->n_kv_heads;
+    float scale = 1.0f / sqrtf((float)D);
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int t = 0; t < T; t++)
+        for (int h = 0; h < c->n_heads; h++) {
+            int64_t pos = pos0 + t;
+            int64_t k0 = c->layer_sliding[layer] && pos - c->sliding_window + 1 > 0 ? pos - c->sliding_window + 1 : 0;
+            cpu_sink_attention(s->q + (size_t)t * Q + (size_t)h * D, kv->k[layer], kv->v[layer], KVD, h / group, D,
+                               k0, pos, scale, dense_at(sinks, (size_t)h), s->attn + (size_t)t * Q + (size_t)h * D);
+        }
+    cpu_linear(s->attn, T, Q, weights_dense(w, layer, TK_O_W), &ob, H, s->proj);
+    for (size_t i = 0; i < (size_t)T * H; i++) s->x[i] += s->proj[i];
+}
+
+/* h += MoE(RMSNorm(h)) (spec §2.5): route each token to its top-k experts, run each expert once over
+ * the tokens routed to it, and sum the expert outputs weighted by the routing softmax. */
+static void moe_block(const cpu_model *m, int layer, int T, scratch *s) {
+    const model_weights *w = m->w;
+    const model_config *c = &w->cfg;
+    const int H = c->hidden, I = c->intermediate, E = c->n_experts, K = c->experts_per_tok;
+    cpu_rmsnorm(s->x, weights_dense(w, layer, TK_MLP_NORM), T, H, c->rms_norm_eps, s->a);
+    dense_ref rb = weights_dense(w, layer, TK_ROUTER_B);
+    cpu_linear(s->a, T, H, weights_dense(w, layer, TK_ROUTER_W), &rb, E, s->router);
+    for (int t = 0; t < T; t++)
+        cpu_topk_softmax(s->router + (size_t)t * E, E, K, s->slots_idx + (size_t)t * K, s->slots_w + (size_t)t * K);
+    memset(s->moe, 0, (size_t)T * H * sizeof(float));
+
+    const uint8_t *gu_blocks = weights_bytes(w, layer, TK_GATE_UP_BLOCKS), *gu_scales = weights_bytes(w, layer, TK_GATE_UP_SCALES);
+    const uint8_t *dn_blocks = weights_bytes(w, layer, TK_DOWN_BLOCKS), *dn_scales = weights_bytes(w, layer, TK_DOWN_SCALES);
+    dense_ref gu_bias = weights_dense(w, layer, TK_GATE_UP_BIAS), dn_bias = weights_dense(w, layer, TK_DOWN_BIAS);
+    const size_t gu_rows = 2 * (size_t)I, gu_nb = (size_t)H / 32, dn_nb = (size_t)I / 32;
+    int *tok = xmalloc((size_t)T * sizeof *tok);
+    float *gate = xmalloc((size_t)T * sizeof *gate);
+    for (int e = 0; e < E; e++) {
+        int n = 0; /* gather the tokens routed to expert e */
+        for (int t = 0; t < T; t++)
+            for (int j = 0; j < K; j++)
+                if (s->slots_idx[(size_t)t * K + j] == e) tok[n] = t, gate[n] = s->slots_w[(size_t)t * K + j], n++;
+        if (!n) continue;
+        for (int i = 0; i < n; i++) memcpy(s->xin + (size_t)i * H, s->a + (size_t)tok[i] * H, (size_t)H * sizeof(float));
+        cpu_mxfp4_linear(s->xin, n, H, gu_blocks + (size_t)e * gu_rows * gu_nb * 16, gu_scales + (size_t)e * gu_rows * gu_nb,
+                         gu_bias, (size_t)e * gu_rows, (int)gu_rows, s->gate_up);
+        for (int i = 0; i < n; i++)
+            cpu_swiglu(s->gate_up + (size_t)i * gu_rows, I, (float)c->swiglu_alpha, (float)c->swiglu_limit,
+                       s->act + (size_t)i * I);
+        cpu_mxfp4_linear(s->act, n, I, dn_blocks + (size_t)e * H * dn_nb * 16, dn_scales + (size_t)e * H * dn_nb,
+                         dn_bias, (size_t)e * H, H, s->down);
+        /* The expert's bias is inside `down`; the routing weight multiplies the whole output. */
+        for (int i = 0; i < n; i++)
+            for (int r = 0; r < H; r++) s->moe[(size_t)tok[i] * H + r] += gate[i] * s->down[(size_t)i * H + r];
+    }
+    free(tok), free(gate);
+    for (size_t i = 0; i < (size_t)T * H; i++) s->x[i] += s->moe[i];
+}
+
+int cpu_forward(const cpu_model *m, cpu_kv_cache *kv, const int32_t *tokens, int T, enum cpu_logits want,
+                float *logits) {
+    const model_weights *w = m->w;
+    const model_config *c = &w->cfg;
+    const int H = c->hidden;
+    if (T <= 0) return err_set("forward: no tokens");
+    for (int t = 0; t < T; t++)
+        if (tokens[t] < 0 || tokens[t] >= c->vocab)
+            return err_set("token id %d at index %d is outside the vocabulary [0, %d)", tokens[t], t, c->vocab);
+    int64_t pos0 = kv->len;
+    kv_reserve(kv, pos0 + T);
+    scratch s;
+    scratch_alloc(&s, c, T);
+    dense_ref embed = weights_dense(w, -1, TK_EMBED);
+    for (int t = 0; t < T; t++) dense_read(embed, (size_t)tokens[t] * H, (size_t)H, s.x + (size_t)t * H);
+    for (int l = 0; l < c->n_layers; l++) {
+        attention_block(m, kv, l, T, pos0, &s);
+        moe_block(m, l, T, &s);
+    }
+    kv->len = pos0 + T;
+    if (want != CPU_LOGITS_NONE) {
+        int first = want == CPU_LOGITS_LAST ? T - 1 : 0, rows = T - first;
+        cpu_rmsnorm(s.x + (size_t)first * H, weights_dense(w, -1, TK_FINAL_NORM), rows, H, c->rms_norm_eps, s.a);
+        cpu_linear(s.a, rows, H, weights_dense(w, -1, TK_LM_HEAD), NULL, c->vocab, logits);
+    }
+    scratch_free(&s);
+    return 0;
+}

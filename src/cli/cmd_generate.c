@@ -1,0 +1,151 @@
+/* gptoss generate: run one prompt through the CPU reference backend and print the tokens, optionally as
+ * JSON with top-K logprobs of every generated token and of every prompt position (vLLM's convention:
+ * a prompt position's entry is the distribution of that position given the tokens before it, so the
+ * first is null). */
+#include "backend/cpu/cpu_model.h"
+#include "base/error.h"
+#include "base/xalloc.h"
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "engine/sampler.h"
+#include "model/weights.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char USAGE[] =
+    "usage: gptoss generate --model DIR --prompt-ids 12,34,56 [--max-tokens N] [--temperature T]\n"
+    "                       [--seed S] [--logprobs K] [--prompt-logprobs K] [--ignore-eos] [--json]\n"
+    "Runs the CPU reference backend. Temperature 0 (the default) is greedy. Generation stops at\n"
+    "max-tokens or at a stop token (<|return|>, <|call|> and the config's eos_token_id) unless\n"
+    "--ignore-eos is given.\n";
+
+typedef struct {
+    const char *model;
+    int32_t *prompt;
+    int n_prompt;
+    long max_tokens, logprobs, prompt_logprobs, seed;
+    double temperature;
+    int json, ignore_eos;
+} gen_opts;
+
+static json_t *top_json(const float *logits, int vocab, float temperature, int k) {
+    int32_t *ids = xmalloc((size_t)k * sizeof *ids);
+    float *lp = xmalloc((size_t)k * sizeof *lp);
+    sampler_top_logprobs(logits, vocab, temperature, k, ids, lp);
+    json_t *arr = json_array();
+    for (int j = 0; j < k && j < vocab; j++) json_array_append_new(arr, json_pack("[if]", ids[j], (double)lp[j]));
+    free(ids), free(lp);
+    return arr;
+}
+
+static int is_stop(const model_config *c, int32_t tok) {
+    if (tok == 200002 || tok == 200012) return 1; /* <|return|>, <|call|> */
+    for (int i = 0; i < c->n_eos; i++)
+        if (c->eos[i] == tok) return 1;
+    return 0;
+}
+
+static int run(const gen_opts *o) {
+    model_weights w;
+    if (weights_load(o->model, &w) != 0) return -1;
+    const model_config *c = &w.cfg;
+    const int V = c->vocab;
+    cpu_model m;
+    cpu_model_init(&m, &w);
+    cpu_kv_cache kv;
+    cpu_kv_init(&kv, c);
+    json_t *tokens = json_array(), *lps = o->logprobs ? json_array() : json_null(),
+           *plps = o->prompt_logprobs ? json_array() : json_null();
+    const char *finish = "length";
+    int want_all = o->prompt_logprobs > 0;
+    float *logits = xmalloc((size_t)(want_all ? o->n_prompt : 1) * V * sizeof *logits);
+    int rc = cpu_forward(&m, &kv, o->prompt, o->n_prompt, want_all ? CPU_LOGITS_ALL : CPU_LOGITS_LAST, logits);
+    if (rc == 0 && want_all) {
+        json_array_append_new(plps, json_null());
+        for (int t = 0; t + 1 < o->n_prompt; t++)
+            json_array_append_new(plps, top_json(logits + (size_t)t * V, V, 0, (int)o->prompt_logprobs));
+    }
+    const float *last = logits + (size_t)(want_all ? o->n_prompt - 1 : 0) * V;
+    for (long i = 0; rc == 0 && i < o->max_tokens; i++) {
+        int32_t tok = sampler_pick(last, V, (float)o->temperature, (uint64_t)o->seed, (uint64_t)i);
+        json_array_append_new(tokens, json_integer(tok));
+        if (o->logprobs) json_array_append_new(lps, top_json(last, V, (float)o->temperature, (int)o->logprobs));
+        if (!o->ignore_eos && is_stop(c, tok)) {
+            finish = "stop";
+            break;
+        }
+        if (i + 1 == o->max_tokens) break;
+        rc = cpu_forward(&m, &kv, &tok, 1, CPU_LOGITS_LAST, logits);
+        last = logits;
+    }
+    if (rc == 0) {
+        if (o->json) {
+            json_t *out = json_pack("{sOsOsOss}", "tokens", tokens, "logprobs", lps, "prompt_logprobs", plps,
+                                    "finish_reason", finish);
+            char *s = json_dumps(out, JSON_COMPACT | JSON_REAL_PRECISION(9));
+            printf("%s\n", s);
+            free(s);
+            json_decref(out);
+        } else {
+            for (size_t i = 0; i < json_array_size(tokens); i++)
+                printf("%s%lld", i ? "," : "", (long long)json_integer_value(json_array_get(tokens, i)));
+            printf("\n");
+        }
+    }
+    json_decref(tokens), json_decref(lps), json_decref(plps);
+    free(logits);
+    cpu_kv_free(&kv);
+    weights_free(&w);
+    return rc;
+}
+
+int cmd_generate(int argc, char **argv) {
+    args_t a;
+    args_init(&a, argc, argv);
+    gen_opts o = {.max_tokens = 16};
+    const char *v = NULL;
+    while (a.i < argc) {
+        if (args_flag(&a, "--help") || args_flag(&a, "-h")) {
+            fputs(USAGE, stdout);
+            return 0;
+        } else if (args_flag(&a, "--json")) {
+            o.json = 1;
+        } else if (args_flag(&a, "--ignore-eos")) {
+            o.ignore_eos = 1;
+        } else if (args_opt(&a, "--model", &o.model)) {
+            if (!o.model) return args_fail(&a);
+        } else if (args_opt(&a, "--prompt-ids", &v)) {
+            free(o.prompt);
+            if (args_int_list("--prompt-ids", v, &o.prompt, &o.n_prompt)) return args_fail(&a);
+        } else if (args_opt(&a, "--max-tokens", &v)) {
+            if (args_int("--max-tokens", v, 0, 1 << 20, &o.max_tokens)) return args_fail(&a);
+        } else if (args_opt(&a, "--logprobs", &v)) {
+            if (args_int("--logprobs", v, 0, 1000, &o.logprobs)) return args_fail(&a);
+        } else if (args_opt(&a, "--prompt-logprobs", &v)) {
+            if (args_int("--prompt-logprobs", v, 0, 1000, &o.prompt_logprobs)) return args_fail(&a);
+        } else if (args_opt(&a, "--seed", &v)) {
+            if (args_int("--seed", v, 0, INT64_MAX, &o.seed)) return args_fail(&a);
+        } else if (args_opt(&a, "--temperature", &v)) {
+            if (args_double("--temperature", v, 0, 100, &o.temperature)) return args_fail(&a);
+        } else {
+            fprintf(stderr, "gptoss generate: unknown option '%s'\n%s", argv[a.i], USAGE);
+            free(o.prompt);
+            return 2;
+        }
+    }
+    if (!o.model || !o.prompt || o.n_prompt == 0) {
+        fprintf(stderr, "gptoss generate: --model and a non-empty --prompt-ids are required\n%s", USAGE);
+        free(o.prompt);
+        return 2;
+    }
+    int rc = run(&o);
+    free(o.prompt);
+    if (rc != 0) {
+        fprintf(stderr, "gptoss generate: %s\n", err_msg());
+        return 1;
+    }
+    return 0;
+}
