@@ -7,6 +7,7 @@
 #include "base/xalloc.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/offline.h"
 #include "engine/sampler.h"
 #include "model/weights.h"
 
@@ -18,9 +19,17 @@
 static const char USAGE[] =
     "usage: gptoss generate --model DIR --prompt-ids 12,34,56 [--max-tokens N] [--temperature T]\n"
     "                       [--seed S] [--logprobs K] [--prompt-logprobs K] [--ignore-eos] [--json]\n"
+    "       gptoss generate --model DIR --prompts-file FILE.jsonl [engine options]\n"
     "Runs the CPU reference backend. Temperature 0 (the default) is greedy. Generation stops at\n"
     "max-tokens or at a stop token (<|return|>, <|call|> and the config's eos_token_id) unless\n"
-    "--ignore-eos is given.\n";
+    "--ignore-eos is given.\n"
+    "With --prompts-file, every line is a request ({\"prompt_ids\":[…], \"max_tokens\":N, \"temperature\",\n"
+    "\"seed\", \"top_p\", \"top_k\", \"min_p\", \"presence_penalty\", \"frequency_penalty\",\n"
+    "\"repetition_penalty\", \"logprobs\", \"prompt_logprobs\", \"stop_token_ids\", \"ignore_eos\", \"n\",\n"
+    "\"priority\"}); all run concurrently through the engine and one JSON object per request is printed\n"
+    "in input order. Engine options: --max-num-seqs N, --max-num-batched-tokens N, --max-model-len N,\n"
+    "--num-kv-blocks N, --block-size N, --stream-interval N, --[no-]enable-prefix-caching,\n"
+    "--[no-]async-scheduling.\n";
 
 typedef struct {
     const char *model;
@@ -106,6 +115,9 @@ int cmd_generate(int argc, char **argv) {
     args_t a;
     args_init(&a, argc, argv);
     gen_opts o = {.max_tokens = 16};
+    offline_opts off = {0};
+    engine_options_default(&off.eng);
+    long lv;
     const char *v = NULL;
     while (a.i < argc) {
         if (args_flag(&a, "--help") || args_flag(&a, "-h")) {
@@ -130,11 +142,48 @@ int cmd_generate(int argc, char **argv) {
             if (args_int("--seed", v, 0, INT64_MAX, &o.seed)) return args_fail(&a);
         } else if (args_opt(&a, "--temperature", &v)) {
             if (args_double("--temperature", v, 0, 100, &o.temperature)) return args_fail(&a);
+        } else if (args_opt(&a, "--prompts-file", &off.prompts_file)) {
+            if (!off.prompts_file) return args_fail(&a);
+        } else if (args_opt(&a, "--max-num-seqs", &v)) {
+            if (args_int("--max-num-seqs", v, 1, 65536, &lv)) return args_fail(&a);
+            off.eng.max_num_seqs = (int)lv;
+        } else if (args_opt(&a, "--max-num-batched-tokens", &v)) {
+            if (args_int("--max-num-batched-tokens", v, 1, 1 << 24, &lv)) return args_fail(&a);
+            off.eng.max_num_batched_tokens = (int)lv;
+        } else if (args_opt(&a, "--max-model-len", &v)) {
+            if (args_int("--max-model-len", v, 2, 1 << 24, &lv)) return args_fail(&a);
+            off.eng.max_model_len = (int)lv;
+        } else if (args_opt(&a, "--num-kv-blocks", &v)) {
+            if (args_int("--num-kv-blocks", v, 1, 1 << 24, &lv)) return args_fail(&a);
+            off.num_kv_blocks = (int)lv;
+        } else if (args_opt(&a, "--block-size", &v)) {
+            if (args_int("--block-size", v, 1, 4096, &lv)) return args_fail(&a);
+            off.block_size = (int)lv;
+        } else if (args_opt(&a, "--stream-interval", &v)) {
+            if (args_int("--stream-interval", v, 1, 1 << 20, &lv)) return args_fail(&a);
+            off.eng.stream_interval = (int)lv;
+        } else if (args_flag(&a, "--enable-prefix-caching")) {
+            off.eng.enable_prefix_caching = true;
+        } else if (args_flag(&a, "--no-enable-prefix-caching")) {
+            off.eng.enable_prefix_caching = false;
+        } else if (args_flag(&a, "--async-scheduling")) {
+            off.eng.async_scheduling = true;
+        } else if (args_flag(&a, "--no-async-scheduling")) {
+            off.eng.async_scheduling = false;
         } else {
             fprintf(stderr, "gptoss generate: unknown option '%s'\n%s", argv[a.i], USAGE);
             free(o.prompt);
             return 2;
         }
+    }
+    if (o.model && off.prompts_file) {
+        free(o.prompt);
+        off.model = o.model;
+        if (run_offline(&off) != 0) {
+            fprintf(stderr, "gptoss generate: %s\n", err_msg());
+            return 1;
+        }
+        return 0;
     }
     if (!o.model || !o.prompt || o.n_prompt == 0) {
         fprintf(stderr, "gptoss generate: --model and a non-empty --prompt-ids are required\n%s", USAGE);

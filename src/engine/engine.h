@@ -1,0 +1,110 @@
+/* The engine: continuous batching over the backend, one thread owning all scheduling state.
+ *
+ * Requests come in through engine_submit / engine_abort, which are thread-safe (they only touch an
+ * inbox). Everything else happens on the engine's thread: engine_step() runs one iteration —
+ * take the inbox, schedule, launch a step on the backend, collect the previous step's tokens, apply
+ * stop conditions and stream outputs through each request's callback. engine_start() runs that loop on
+ * a thread of its own (the server); offline tools call engine_step() themselves.
+ *
+ * Asynchronous scheduling (on by default): while the backend computes step N the engine already
+ * builds step N+1, assuming every sequence that samples in step N gets one token (which the backend
+ * feeds back on the device, see STEP_TOKEN_FROM_DEVICE); when step N's tokens arrive, sequences that
+ * stopped simply ignore what step N+1 computed for them. Turning it off runs schedule → launch → wait
+ * in order, which must give the same tokens. */
+#ifndef GPTOSS_ENGINE_ENGINE_H
+#define GPTOSS_ENGINE_ENGINE_H
+
+#include "backend/backend.h"
+#include "engine/metrics.h"
+#include "engine/sampling_params.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct engine engine;
+
+/* What a request's callback receives: the tokens generated since the previous event (streamed every
+ * stream_interval tokens, the first at once), and at the end finished = true. Pointers are valid only
+ * during the call. */
+typedef struct {
+    uint64_t request_id;
+    int index;                /* which of the request's n sequences */
+    const int32_t *tokens;    /* new tokens */
+    const float *logprobs;    /* logprob of each new token */
+    const int32_t *top_ids;   /* [n_tokens * top_k] when logprobs were asked */
+    const float *top_logprobs;
+    int n_tokens, top_k;
+    /* prompt logprobs (first event only): rows for prompt positions 1..prompt_len-1 */
+    const int32_t *prompt_top_ids;
+    const float *prompt_top_logprobs;
+    int n_prompt_rows, prompt_k;
+    bool finished;
+    const char *finish_reason; /* "stop", "length", "abort" or "error" */
+    int32_t stop_token;        /* the stop token id that ended it, or -1 */
+    int stop_string;           /* index of the stop string that ended it, or -1 */
+    int trim_bytes;            /* when a stop string ended it: bytes at the end of the generated text
+                                  (decoded) to drop — the stop string and anything after it */
+    int prompt_tokens, cached_tokens, completion_tokens;
+    double ttft, e2e; /* seconds, at finish */
+} engine_output;
+
+typedef void (*engine_output_fn)(const engine_output *out, void *user);
+
+typedef struct {
+    uint64_t id;
+    const int32_t *prompt; /* copied by engine_submit */
+    int n_prompt;
+    sampling_params params; /* logit_bias is copied too */
+    int max_tokens;         /* <= 0: up to the model length */
+    const int32_t *stop_token_ids; /* in addition to the model's (unless ignore_eos) */
+    int n_stop_token_ids;
+    const char *const *stop_strings; /* copied */
+    int n_stop_strings;
+    bool ignore_eos;
+    int priority; /* lower runs first (vLLM's convention); ties: arrival order */
+    int n;        /* independent samples of the same prompt (>= 1) */
+    engine_output_fn on_output;
+    void *user;
+} engine_request;
+
+typedef struct {
+    int max_num_seqs;           /* --max-num-seqs */
+    int max_num_batched_tokens; /* --max-num-batched-tokens (chunked prefill budget per step) */
+    int max_model_len;          /* --max-model-len */
+    int stream_interval;        /* --stream-interval */
+    bool enable_prefix_caching;
+    bool async_scheduling;
+    int max_waiting;            /* submissions beyond this many waiting are refused (0 = no limit) */
+    /* The model's bytes of a token, for stop strings (NULL: stop strings are refused). */
+    const char *(*token_bytes)(void *ctx, int32_t id, size_t *len);
+    void *token_bytes_ctx;
+} engine_options;
+
+void engine_options_default(engine_options *o);
+
+/* Takes ownership of the backend. */
+int engine_create(const engine_options *opt, const backend_ops *ops, backend *b, engine **out);
+void engine_destroy(engine *e);
+
+/* Thread-safe. Validates the request (prompt within the model length and vocabulary, parameters in
+ * range) and queues it; -1 with err_set on refusal (the message names the field). */
+int engine_submit(engine *e, const engine_request *r);
+/* Thread-safe; cancels a queued or running request at the next step (its callback gets a final
+ * "abort" event). Unknown ids are ignored. */
+void engine_abort(engine *e, uint64_t request_id);
+
+/* One iteration on the calling thread. Returns 1 if work remains (running, waiting or in flight),
+ * 0 when idle, -1 on a backend failure (every request then finishes with "error"). */
+int engine_step(engine *e);
+/* Steps until idle (offline use). */
+int engine_run_until_idle(engine *e);
+
+/* The engine's own thread (server): starts, and stops after finishing in-flight work. */
+int engine_start(engine *e);
+void engine_stop(engine *e);
+
+/* A consistent copy of the counters, from any thread. */
+void engine_get_metrics(engine *e, engine_metrics *out);
+
+#endif

@@ -1,0 +1,208 @@
+/* From sampled tokens to what a request sees: stop conditions (stop tokens, stop strings across token
+ * boundaries, max_tokens, the model length), logprobs bookkeeping, and streaming every
+ * stream_interval tokens (the first at once; tokens that might be the start of a stop string are held
+ * back so streamed text never shows part of one). */
+#include "engine/engine_internal.h"
+
+#include "base/timeutil.h"
+#include "base/xalloc.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static bool is_stop_token(const seq *s, int32_t tok) {
+    for (int i = 0; i < s->n_stop_ids; i++)
+        if (s->stop_ids[i] == tok) return true;
+    return false;
+}
+
+/* Appends the token's bytes to the generated text and looks for a stop string that ends inside them. */
+static void check_stop_strings(engine *e, seq *s, int32_t tok) {
+    if (!s->n_stop_strings || !e->opt.token_bytes) return;
+    size_t n = 0;
+    const char *bytes = e->opt.token_bytes(e->opt.token_bytes_ctx, tok, &n);
+    if (!bytes) n = 0;
+    size_t before = s->text_len;
+    s->tail = xrealloc(s->tail, s->text_len + n + 1);
+    memcpy(s->tail + s->text_len, bytes, n);
+    s->text_len += n;
+    s->tail[s->text_len] = 0;
+    for (int k = 0; k < s->n_stop_strings; k++) {
+        size_t L = strlen(s->stop_strings[k]);
+        if (L == 0 || L > s->text_len) continue;
+        /* a match must end in the new bytes: start in [before - L + 1, text_len - L] */
+        size_t from = before + 1 > L ? before + 1 - L : 0;
+        for (size_t at = from; at + L <= s->text_len; at++)
+            if (!memcmp(s->tail + at, s->stop_strings[k], L)) {
+                s->stop_string = k;
+                s->trim_bytes = (int)(s->text_len - at);
+                seq_finish(e, s, "stop");
+                return;
+            }
+    }
+}
+
+/* How many of the last generated tokens to hold back: those whose bytes could begin a stop string
+ * that the next tokens might complete. */
+static int held_tokens(engine *e, const seq *s) {
+    if (!s->n_stop_strings || !e->opt.token_bytes || s->status == SEQ_FINISHED) return 0;
+    size_t longest = 0; /* longest suffix of the text that is a proper prefix of a stop string */
+    for (int k = 0; k < s->n_stop_strings; k++) {
+        size_t L = strlen(s->stop_strings[k]);
+        if (L < 2) continue;
+        for (size_t m = L - 1; m > longest && m >= 1; m--)
+            if (m <= s->text_len && !memcmp(s->tail + s->text_len - m, s->stop_strings[k], m)) {
+                longest = m;
+                break;
+            }
+    }
+    int held = 0;
+    size_t covered = 0;
+    for (int i = s->n_output - 1; i >= s->emitted && covered < longest; i--, held++) {
+        size_t n = 0;
+        e->opt.token_bytes(e->opt.token_bytes_ctx, s->tokens[s->prompt_len + i], &n);
+        covered += n;
+    }
+    return held;
+}
+
+void seq_append_token(engine *e, seq *s, int32_t tok, const seq_result *r) {
+    if (s->n_known + 1 > s->cap) {
+        s->cap = s->cap * 2 + 16;
+        s->tokens = xrealloc(s->tokens, (size_t)s->cap * sizeof *s->tokens);
+    }
+    s->tokens[s->n_known++] = tok;
+    int i = s->n_output++;
+    s->logprobs = xrealloc(s->logprobs, (size_t)s->n_output * sizeof *s->logprobs);
+    s->logprobs[i] = r->logprob;
+    int k = s->params.logprobs;
+    if (k > 0) {
+        s->top_ids = xrealloc(s->top_ids, (size_t)s->n_output * k * sizeof *s->top_ids);
+        s->top_logprobs = xrealloc(s->top_logprobs, (size_t)s->n_output * k * sizeof *s->top_logprobs);
+        for (int j = 0; j < k; j++) {
+            s->top_ids[(size_t)i * k + j] = j < r->n_top ? r->top_ids[j] : -1;
+            s->top_logprobs[(size_t)i * k + j] = j < r->n_top ? r->top_logprobs[j] : 0;
+        }
+    }
+    double now = now_seconds();
+    pthread_mutex_lock(&e->mu);
+    e->metrics.generation_tokens++;
+    if (i == 0) histogram_observe(&e->metrics.ttft, now - s->t_arrival);
+    else histogram_observe(&e->metrics.itl, now - s->t_last_token);
+    pthread_mutex_unlock(&e->mu);
+    if (i == 0) s->t_first_token = now;
+    s->t_last_token = now;
+
+    if (is_stop_token(s, tok)) {
+        s->stop_token = tok;
+        seq_finish(e, s, "stop");
+        return;
+    }
+    check_stop_strings(e, s, tok);
+    if (s->status == SEQ_FINISHED) return;
+    if (s->n_output >= s->max_tokens || s->n_known >= e->opt.max_model_len) seq_finish(e, s, "length");
+}
+
+void seq_record_prompt_rows(seq *s, int64_t start_pos, const seq_result *r) {
+    int k = s->params.prompt_logprobs;
+    if (k <= 0 || !r->prompt_top_ids || r->prompt_k != k) return;
+    if (!s->prompt_top_ids && s->prompt_len > 1) {
+        s->prompt_top_ids = xcalloc((size_t)(s->prompt_len - 1) * k, sizeof *s->prompt_top_ids);
+        s->prompt_top_logprobs = xcalloc((size_t)(s->prompt_len - 1) * k, sizeof *s->prompt_top_logprobs);
+    }
+    for (int j = 0; j < r->n_prompt_rows; j++) {
+        int64_t q = start_pos + j + 1; /* the prompt position this row predicts */
+        if (q < 1 || q >= s->prompt_len) continue;
+        memcpy(s->prompt_top_ids + (size_t)(q - 1) * k, r->prompt_top_ids + (size_t)j * k, (size_t)k * sizeof(int32_t));
+        memcpy(s->prompt_top_logprobs + (size_t)(q - 1) * k, r->prompt_top_logprobs + (size_t)j * k,
+               (size_t)k * sizeof(float));
+        if (q > s->prompt_rows_done) s->prompt_rows_done = q;
+    }
+}
+
+void seq_finish(engine *e, seq *s, const char *reason) {
+    if (s->status == SEQ_FINISHED) return;
+    if (s->status == SEQ_RUNNING) seq_list_remove(&e->running, s);
+    else if (s->status == SEQ_WAITING) {
+        seq_list_remove(&e->waiting, s);
+        pthread_mutex_lock(&e->mu);
+        e->inbox_waiting--;
+        pthread_mutex_unlock(&e->mu);
+    }
+    s->status = SEQ_FINISHED;
+    s->finish_reason = reason;
+    seq_list_push(&e->finished, s);
+    double now = now_seconds();
+    pthread_mutex_lock(&e->mu);
+    histogram_observe(&e->metrics.e2e, now - s->t_arrival);
+    if (!strcmp(reason, "stop")) e->metrics.requests_finished_stop++;
+    else if (!strcmp(reason, "length")) e->metrics.requests_finished_length++;
+    else if (!strcmp(reason, "abort")) e->metrics.requests_finished_abort++;
+    else e->metrics.requests_finished_error++;
+    pthread_mutex_unlock(&e->mu);
+}
+
+void seq_emit(engine *e, seq *s, bool force) {
+    if (s->final_sent) return;
+    bool finished = s->status == SEQ_FINISHED;
+    int held = held_tokens(e, s);
+    int ready = s->n_output - s->emitted - held;
+    bool prompt_rows = s->params.prompt_logprobs > 0 && !s->prompt_rows_sent && s->prompt_rows_done >= s->prompt_len - 1;
+    bool due = ready > 0 && (s->emitted == 0 || ready >= e->opt.stream_interval);
+    if (!finished && !due && !force) return;
+    if (!finished && ready <= 0) return;
+    int k = s->params.logprobs;
+    engine_output o = {0};
+    o.request_id = s->request_id;
+    o.index = s->index;
+    o.n_tokens = ready > 0 ? ready : 0;
+    o.tokens = s->tokens + s->prompt_len + s->emitted;
+    o.logprobs = s->logprobs ? s->logprobs + s->emitted : NULL;
+    o.top_k = k;
+    if (k > 0 && s->top_ids) {
+        o.top_ids = s->top_ids + (size_t)s->emitted * k;
+        o.top_logprobs = s->top_logprobs + (size_t)s->emitted * k;
+    }
+    if (prompt_rows) {
+        o.prompt_top_ids = s->prompt_top_ids;
+        o.prompt_top_logprobs = s->prompt_top_logprobs;
+        o.n_prompt_rows = (int)(s->prompt_len - 1);
+        o.prompt_k = s->params.prompt_logprobs;
+        s->prompt_rows_sent = true;
+    }
+    o.finished = finished;
+    o.finish_reason = finished ? s->finish_reason : NULL;
+    o.stop_token = s->stop_token;
+    o.stop_string = s->stop_string;
+    o.trim_bytes = s->trim_bytes;
+    o.prompt_tokens = (int)s->prompt_len;
+    o.cached_tokens = (int)s->cached_tokens;
+    o.completion_tokens = s->n_output;
+    if (finished) {
+        o.ttft = s->t_first_token > 0 ? s->t_first_token - s->t_arrival : 0;
+        o.e2e = now_seconds() - s->t_arrival;
+        s->final_sent = true;
+    }
+    s->emitted += o.n_tokens;
+    if (s->on_output) s->on_output(&o, s->user);
+}
+
+void seq_release(engine *e, seq *s) {
+    /* Children of an n > 1 request that still wait on this one no longer need to. */
+    for (seq *w = e->waiting.head; w; w = w->next)
+        if (w->parent == s) w->parent = NULL;
+    bm_free(e->bm, &s->kv);
+    if (s->slot >= 0) e->free_slots[e->n_free_slots++] = s->slot;
+    s->slot = -1;
+    seq_list_remove(&e->finished, s);
+    seq_destroy(s);
+}
+
+void seq_destroy(seq *s) {
+    free(s->tokens), free(s->logit_bias), free(s->stop_ids);
+    for (int i = 0; i < s->n_stop_strings; i++) free(s->stop_strings[i]);
+    free(s->stop_strings);
+    free(s->logprobs), free(s->top_ids), free(s->top_logprobs);
+    free(s->prompt_top_ids), free(s->prompt_top_logprobs), free(s->tail);
+    free(s);
+}

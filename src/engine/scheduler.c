@@ -1,0 +1,200 @@
+/* What runs next: continuous batching with chunked prefill under a token budget.
+ *
+ * Order of a step: first the running sequences in priority order — decodes take one token, partial
+ * prefills take what the budget leaves — then waiting sequences in (priority, arrival) order, each
+ * with as much of its prompt as fits (a prefix-cache hit skips the cached blocks). When KV blocks run
+ * out for a running sequence, the lowest-priority running sequence is preempted: its blocks and slot
+ * are given back and it returns to the waiting queue with every token it has, to be recomputed later
+ * (its generated tokens are kept, so it continues exactly where it stopped). Preemption only happens
+ * when no step is in flight; otherwise a sequence that cannot grow just sits this step out. */
+#include "engine/engine_internal.h"
+
+#include "base/xalloc.h"
+
+#include <string.h>
+
+static int64_t total_len(const seq *s) { return s->n_known + s->n_pending; }
+
+static void ensure_caps(step_slot *st, int n_seqs, int n_tokens) {
+    if (n_seqs + 1 > st->cap_seqs) {
+        int cap = st->cap_seqs ? st->cap_seqs : 16;
+        while (cap < n_seqs + 1) cap *= 2;
+        st->seqs = xrealloc(st->seqs, (size_t)cap * sizeof *st->seqs);
+        st->b.slot = xrealloc(st->b.slot, (size_t)cap * sizeof(int32_t));
+        st->b.query_start = xrealloc(st->b.query_start, (size_t)(cap + 1) * sizeof(int32_t));
+        st->b.start_pos = xrealloc(st->b.start_pos, (size_t)cap * sizeof(int32_t));
+        st->b.swa_first = xrealloc(st->b.swa_first, (size_t)cap * sizeof(int32_t));
+        st->b.sample = xrealloc(st->b.sample, (size_t)cap * sizeof(bool));
+        st->b.reset_slot = xrealloc(st->b.reset_slot, (size_t)cap * sizeof(bool));
+        st->b.params = xrealloc(st->b.params, (size_t)cap * sizeof(sampling_params));
+        st->b.output_len = xrealloc(st->b.output_len, (size_t)cap * sizeof(int32_t));
+        st->b.history = xrealloc((void *)st->b.history, (size_t)cap * sizeof(int32_t *));
+        st->b.history_len = xrealloc(st->b.history_len, (size_t)cap * sizeof(int32_t));
+        st->b.prompt_len = xrealloc(st->b.prompt_len, (size_t)cap * sizeof(int32_t));
+        st->cap_seqs = cap;
+    }
+    if (n_tokens > st->cap_tokens) {
+        int cap = st->cap_tokens ? st->cap_tokens : 256;
+        while (cap < n_tokens) cap *= 2;
+        st->b.token_ids = xrealloc(st->b.token_ids, (size_t)cap * sizeof(int32_t));
+        st->b.positions = xrealloc(st->b.positions, (size_t)cap * sizeof(int32_t));
+        st->cap_tokens = cap;
+    }
+}
+
+/* Appends sequence s with n_new tokens (positions num_scheduled ..) to the step being built. */
+static void add_seq(step_slot *st, seq *s, int64_t n_new) {
+    step_batch *b = &st->b;
+    int i = b->n_seqs;
+    ensure_caps(st, i + 1, b->n_tokens + (int)n_new);
+    st->seqs[i] = s;
+    b->slot[i] = s->slot;
+    b->query_start[i] = b->n_tokens;
+    b->start_pos[i] = (int32_t)s->num_scheduled;
+    for (int64_t p = s->num_scheduled; p < s->num_scheduled + n_new; p++) {
+        b->token_ids[b->n_tokens] = p < s->n_known ? s->tokens[p] : STEP_TOKEN_FROM_DEVICE;
+        b->positions[b->n_tokens] = (int32_t)p;
+        b->n_tokens++;
+    }
+    b->query_start[i + 1] = b->n_tokens;
+    b->sample[i] = s->num_scheduled + n_new == total_len(s);
+    b->reset_slot[i] = s->slot_fresh;
+    s->slot_fresh = false;
+    b->params[i] = s->params;
+    b->output_len[i] = s->n_output + s->n_pending;
+    b->history[i] = s->tokens;
+    b->history_len[i] = (int32_t)s->n_known;
+    b->prompt_len[i] = (int32_t)s->prompt_len;
+    s->num_scheduled += n_new;
+    b->n_seqs++;
+}
+
+/* Block tables go in last, once every sequence's tables have grown. */
+static void fill_tables(step_slot *st) {
+    step_batch *b = &st->b;
+    int full_stride = 1, swa_stride = 1;
+    for (int i = 0; i < b->n_seqs; i++) {
+        if (st->seqs[i]->kv.n_full > full_stride) full_stride = st->seqs[i]->kv.n_full;
+        if (st->seqs[i]->kv.n_swa > swa_stride) swa_stride = st->seqs[i]->kv.n_swa;
+    }
+    if (b->n_seqs * full_stride > st->cap_full) {
+        st->cap_full = b->n_seqs * full_stride * 2;
+        b->full_tables = xrealloc(b->full_tables, (size_t)st->cap_full * sizeof(int32_t));
+    }
+    if (b->n_seqs * swa_stride > st->cap_swa) {
+        st->cap_swa = b->n_seqs * swa_stride * 2;
+        b->swa_tables = xrealloc(b->swa_tables, (size_t)st->cap_swa * sizeof(int32_t));
+    }
+    b->full_stride = full_stride, b->swa_stride = swa_stride;
+    for (int i = 0; i < b->n_seqs; i++) {
+        const bm_seq *kv = &st->seqs[i]->kv;
+        int32_t *fr = b->full_tables + (size_t)i * full_stride, *sr = b->swa_tables + (size_t)i * swa_stride;
+        for (int j = 0; j < full_stride; j++) fr[j] = j < kv->n_full ? kv->full[j] : -1;
+        for (int j = 0; j < swa_stride; j++) sr[j] = j < kv->n_swa ? kv->swa[j] : -1;
+        b->swa_first[i] = kv->swa_first;
+    }
+}
+
+static void release_slot(engine *e, seq *s) {
+    if (s->slot >= 0) e->free_slots[e->n_free_slots++] = s->slot;
+    s->slot = -1;
+}
+
+static void preempt(engine *e, seq *s) {
+    bm_free(e->bm, &s->kv);
+    release_slot(e, s);
+    s->num_scheduled = s->num_computed = 0;
+    seq_list_remove(&e->running, s);
+    s->status = SEQ_WAITING;
+    seq_list_insert_ordered(&e->waiting, s);
+    pthread_mutex_lock(&e->mu);
+    e->metrics.num_preemptions++;
+    e->inbox_waiting++;
+    pthread_mutex_unlock(&e->mu);
+}
+
+/* A child of an n > 1 request waits until its parent's prompt is computed, so that it finds the
+ * prompt's blocks in the prefix cache instead of computing them again. */
+static bool ready_to_admit(const seq *s) {
+    const seq *p = s->parent;
+    return !p || p->status == SEQ_FINISHED || p->num_computed >= p->prompt_len;
+}
+
+static int running_in_step(const step_slot *st) { return st->b.n_seqs; }
+
+void schedule_step(engine *e, step_slot *st, bool allow_preempt) {
+    st->b.n_seqs = 0;
+    st->b.n_tokens = 0;
+    st->b.block_size = e->block_size;
+    ensure_caps(st, 1, 1);
+    st->b.query_start[0] = 0;
+    int64_t budget = e->opt.max_num_batched_tokens;
+
+    /* 1. running sequences, highest priority first */
+    for (seq *s = e->running.head, *next; s && budget > 0; s = next) {
+        next = s->next;
+        int64_t remaining = total_len(s) - s->num_scheduled;
+        if (remaining <= 0) continue;
+        int64_t n_new = remaining < budget ? remaining : budget;
+        bool scheduled = false;
+        for (;;) {
+            if (bm_can_grow(e->bm, &s->kv, s->num_scheduled + n_new, s->num_scheduled)) {
+                bm_grow(e->bm, &s->kv, s->num_scheduled + n_new, s->num_scheduled);
+                add_seq(st, s, n_new);
+                budget -= n_new;
+                scheduled = true;
+                break;
+            }
+            if (!allow_preempt) break;
+            seq *victim = e->running.tail;
+            if (victim == s) {
+                preempt(e, s);
+                break;
+            }
+            if (victim == next) next = victim->next; /* never true: victim is the tail */
+            preempt(e, victim);
+        }
+        (void)scheduled;
+    }
+
+    /* 2. waiting sequences, in (priority, arrival) order */
+    for (seq *s = e->waiting.head, *next; s && budget > 0; s = next) {
+        next = s->next;
+        if (running_in_step(st) >= e->opt.max_num_seqs || e->running.n >= e->opt.max_num_seqs || e->n_free_slots == 0)
+            break;
+        if (!ready_to_admit(s)) continue;
+        if (s->num_scheduled == 0 && e->opt.enable_prefix_caching) {
+            int64_t cached = bm_match_prefix(e->bm, &s->kv, s->tokens, s->n_known);
+            s->num_scheduled = s->num_computed = cached;
+            pthread_mutex_lock(&e->mu);
+            if (!s->admitted_once) {
+                e->metrics.prefix_cache_queries += (uint64_t)s->n_known;
+                e->metrics.prefix_cache_hits += (uint64_t)cached;
+                s->cached_tokens = cached;
+            }
+            pthread_mutex_unlock(&e->mu);
+        }
+        int64_t remaining = s->n_known - s->num_scheduled;
+        int64_t n_new = remaining < budget ? remaining : budget;
+        if (!bm_can_grow(e->bm, &s->kv, s->num_scheduled + n_new, s->num_scheduled)) {
+            bm_free(e->bm, &s->kv); /* give back the prefix it matched; it will look again */
+            s->num_scheduled = s->num_computed = 0;
+            break;
+        }
+        bm_grow(e->bm, &s->kv, s->num_scheduled + n_new, s->num_scheduled);
+        bool first_admission = !s->admitted_once;
+        seq_list_remove(&e->waiting, s);
+        s->status = SEQ_RUNNING;
+        s->admitted_once = true;
+        s->slot = e->free_slots[--e->n_free_slots];
+        s->slot_fresh = true;
+        seq_list_insert_ordered(&e->running, s);
+        pthread_mutex_lock(&e->mu);
+        e->inbox_waiting--;
+        if (first_admission) e->metrics.prompt_tokens += (uint64_t)s->prompt_len;
+        pthread_mutex_unlock(&e->mu);
+        add_seq(st, s, n_new);
+        budget -= n_new;
+    }
+    fill_tables(st);
+}

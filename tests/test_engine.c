@@ -1,0 +1,351 @@
+/* Engine properties on the CPU backend with a tiny synthetic model (testing ladder step 4):
+ *   - batching invariance: concurrent requests (greedy and seeded sampling, random arrival, different
+ *     lengths, chunked prefill, async scheduling on and off) give exactly the tokens each gives alone;
+ *   - prefix caching: shared prompts hit the cache (counted) and give identical tokens; eviction under
+ *     pressure stays correct;
+ *   - preemption: with a KV pool too small for the load every request completes with the same tokens;
+ *   - cancellation, stop tokens, stop strings across token boundaries, max_tokens, n > 1, stream
+ *     interval, prompt logprobs. */
+#include "check.h"
+
+#include "base/error.h"
+#include "base/rng.h"
+#include "base/xalloc.h"
+#include "engine/engine.h"
+#include "model/synthetic.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+static char model_dir[256];
+
+/* ---- collecting outputs ---- */
+
+typedef struct {
+    int32_t tokens[4096];
+    int n_tokens, events, final_events;
+    const char *finish;
+    int trim_bytes, stop_string, prompt_rows;
+    float prompt_lp0;
+    int first_event_tokens;
+} got;
+
+typedef struct {
+    got g[8]; /* per sample index */
+} req_out;
+
+static void collect(const engine_output *o, void *user) {
+    req_out *r = user;
+    got *g = &r->g[o->index];
+    if (g->events == 0) g->first_event_tokens = o->n_tokens;
+    g->events++;
+    for (int i = 0; i < o->n_tokens && g->n_tokens < 4096; i++) g->tokens[g->n_tokens++] = o->tokens[i];
+    if (o->n_prompt_rows) {
+        g->prompt_rows = o->n_prompt_rows;
+        g->prompt_lp0 = o->prompt_top_logprobs[0];
+    }
+    if (o->finished) {
+        g->final_events++;
+        g->finish = o->finish_reason;
+        g->trim_bytes = o->trim_bytes;
+        g->stop_string = o->stop_string;
+    }
+}
+
+/* ---- a fake detokenizer for stop strings: token id -> one to three letters ---- */
+
+static char token_text[201088][4];
+static const char *token_bytes(void *ctx, int32_t id, size_t *len) {
+    (void)ctx;
+    if (id < 0 || id >= 201088) return *len = 0, NULL;
+    *len = strlen(token_text[id]);
+    return token_text[id];
+}
+
+typedef struct {
+    int max_num_seqs, max_batched, kv_blocks, stream_interval;
+    bool async, prefix;
+} cfg;
+
+static engine *make_engine(cfg c) {
+    backend_options bo = {.model = model_dir, .block_size = 32, .num_full_blocks = c.kv_blocks,
+                          .num_swa_blocks = c.kv_blocks, .max_slots = c.max_num_seqs, .max_model_len = 4096};
+    backend *b;
+    if (cpu_backend_ops.create(&bo, &b) != 0) {
+        fprintf(stderr, "backend: %s\n", err_msg());
+        exit(1);
+    }
+    engine_options o;
+    engine_options_default(&o);
+    o.max_num_seqs = c.max_num_seqs;
+    o.max_num_batched_tokens = c.max_batched;
+    o.async_scheduling = c.async;
+    o.enable_prefix_caching = c.prefix;
+    o.stream_interval = c.stream_interval ? c.stream_interval : 1;
+    o.max_model_len = 4096;
+    o.token_bytes = token_bytes;
+    engine *e;
+    if (engine_create(&o, &cpu_backend_ops, b, &e) != 0) {
+        fprintf(stderr, "engine: %s\n", err_msg());
+        exit(1);
+    }
+    return e;
+}
+
+typedef struct {
+    int32_t prompt[600];
+    int n_prompt, max_tokens, n;
+    float temperature;
+    uint64_t seed;
+    int arrival_step;
+} job;
+
+static void make_jobs(job *jobs, int n, uint64_t seed, const int32_t *shared, int n_shared) {
+    rng_t r;
+    rng_seed(&r, seed);
+    for (int i = 0; i < n; i++) {
+        job *j = &jobs[i];
+        memset(j, 0, sizeof *j);
+        j->n_prompt = 1 + (int)(rng_next(&r) % 300);
+        int from_shared = shared && (i % 2 == 0) ? (n_shared < j->n_prompt ? n_shared : j->n_prompt - 1) : 0;
+        for (int t = 0; t < j->n_prompt; t++)
+            j->prompt[t] = t < from_shared ? shared[t] : (int32_t)(rng_next(&r) % 201088);
+        j->max_tokens = 1 + (int)(rng_next(&r) % 24);
+        j->temperature = (i % 3 == 0) ? 0.0f : 0.8f;
+        j->seed = rng_next(&r) % 1000;
+        j->arrival_step = (int)(rng_next(&r) % 6);
+        j->n = 1;
+    }
+}
+
+static void submit(engine *e, const job *j, uint64_t id, req_out *out) {
+    engine_request r = {0};
+    r.id = id;
+    r.prompt = j->prompt;
+    r.n_prompt = j->n_prompt;
+    r.params = sampling_params_default();
+    r.params.temperature = j->temperature;
+    r.params.seed = j->seed;
+    r.params.has_seed = true;
+    r.max_tokens = j->max_tokens;
+    r.ignore_eos = true;
+    r.n = j->n;
+    r.on_output = collect;
+    r.user = out;
+    CHECK(engine_submit(e, &r) == 0, "submit: %s", err_msg());
+}
+
+/* Runs all jobs concurrently (each submitted at its arrival step). */
+static void run_batch(cfg c, const job *jobs, int n, req_out *outs, engine_metrics *m) {
+    engine *e = make_engine(c);
+    memset(outs, 0, (size_t)n * sizeof *outs);
+    int step = 0, submitted = 0, rc = 1;
+    while (submitted < n || rc > 0) {
+        for (int i = 0; i < n; i++)
+            if (jobs[i].arrival_step == step) submit(e, &jobs[i], (uint64_t)i, &outs[i]), submitted++;
+        rc = engine_step(e);
+        CHECK(rc >= 0, "engine_step failed");
+        if (rc < 0) break;
+        step++;
+    }
+    if (m) engine_get_metrics(e, m);
+    engine_destroy(e);
+}
+
+/* Each job alone in its own engine. */
+static void run_alone(cfg c, const job *jobs, int n, req_out *outs) {
+    for (int i = 0; i < n; i++) {
+        job j = jobs[i];
+        j.arrival_step = 0;
+        run_batch(c, &j, 1, &outs[i], NULL);
+    }
+}
+
+static void compare(const char *what, const job *jobs, int n, const req_out *a, const req_out *b) {
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < jobs[i].n; k++) {
+            const got *x = &a[i].g[k], *y = &b[i].g[k];
+            CHECK(x->final_events == 1 && y->final_events == 1, "%s: job %d: final events %d/%d", what, i,
+                  x->final_events, y->final_events);
+            CHECK(x->n_tokens == y->n_tokens && !memcmp(x->tokens, y->tokens, (size_t)x->n_tokens * 4),
+                  "%s: job %d sample %d: tokens differ (%d vs %d tokens)", what, i, k, x->n_tokens, y->n_tokens);
+            CHECK(x->n_tokens == jobs[i].max_tokens, "%s: job %d: %d tokens, max_tokens %d", what, i, x->n_tokens,
+                  jobs[i].max_tokens);
+        }
+}
+
+static void test_batching_invariance(void) {
+    enum { N = 10 };
+    static job jobs[N];
+    static req_out alone[N], batched[N];
+    make_jobs(jobs, N, 1, NULL, 0);
+    cfg base = {.max_num_seqs = 16, .max_batched = 4096, .async = false, .prefix = false};
+    run_alone(base, jobs, N, alone);
+    cfg variants[] = {
+        {.max_num_seqs = 16, .max_batched = 4096, .async = false, .prefix = false},
+        {.max_num_seqs = 16, .max_batched = 64, .async = false, .prefix = true}, /* chunked prefill */
+        {.max_num_seqs = 16, .max_batched = 64, .async = true, .prefix = true},
+        {.max_num_seqs = 3, .max_batched = 100, .async = true, .prefix = false},  /* few slots */
+    };
+    for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
+        char what[64];
+        snprintf(what, sizeof what, "batching variant %zu", v);
+        run_batch(variants[v], jobs, N, batched, NULL);
+        compare(what, jobs, N, alone, batched);
+    }
+}
+
+static void test_prefix_cache_and_preemption(void) {
+    enum { N = 8 };
+    static job jobs[N];
+    static req_out alone[N], batched[N];
+    int32_t shared[256];
+    rng_t r;
+    rng_seed(&r, 7);
+    for (int i = 0; i < 256; i++) shared[i] = (int32_t)(rng_next(&r) % 201088);
+    make_jobs(jobs, N, 2, shared, 200);
+    cfg base = {.max_num_seqs = 8, .max_batched = 4096, .async = false, .prefix = false};
+    run_alone(base, jobs, N, alone);
+
+    engine_metrics m;
+    cfg cached = {.max_num_seqs = 8, .max_batched = 128, .async = true, .prefix = true};
+    for (int i = 0; i < N; i++) jobs[i].arrival_step = i * 3; /* later arrivals find earlier prompts cached */
+    run_batch(cached, jobs, N, batched, &m);
+    compare("prefix cache", jobs, N, alone, batched);
+    CHECK(m.prefix_cache_hits > 0 && m.prefix_cache_hits <= m.prefix_cache_queries, "prefix hits %llu of %llu",
+          (unsigned long long)m.prefix_cache_hits, (unsigned long long)m.prefix_cache_queries);
+
+    /* A pool far too small for the load: preemption and eviction, same tokens. */
+    cfg tight = {.max_num_seqs = 8, .max_batched = 256, .async = true, .prefix = true, .kv_blocks = 24};
+    for (int i = 0; i < N; i++) jobs[i].arrival_step = 0;
+    run_batch(tight, jobs, N, batched, &m);
+    compare("preemption", jobs, N, alone, batched);
+    CHECK(m.num_preemptions > 0, "no preemption happened with 24 blocks");
+    cfg tight_sync = tight;
+    tight_sync.async = false;
+    run_batch(tight_sync, jobs, N, batched, &m);
+    compare("preemption (sync)", jobs, N, alone, batched);
+}
+
+static void test_stops_and_cancel(void) {
+    for (int i = 0; i < 201088; i++) {
+        token_text[i][0] = (char)('a' + i % 26);
+        token_text[i][1] = (i % 3 == 0) ? (char)('a' + (i / 26) % 26) : 0;
+    }
+    cfg c = {.max_num_seqs = 4, .max_batched = 512, .async = true, .prefix = true};
+    job j = {0};
+    for (int t = 0; t < 20; t++) j.prompt[t] = 1000 + t;
+    j.n_prompt = 20, j.max_tokens = 20, j.temperature = 0.7f, j.seed = 3, j.n = 1;
+    req_out ref;
+    run_batch(c, &j, 1, &ref, NULL);
+    CHECK(ref.g[0].n_tokens == 20 && !strcmp(ref.g[0].finish, "length"), "reference run");
+
+    /* Build the text and pick a stop string spanning tokens 5 and 6. */
+    char text[256] = "";
+    size_t off6 = 0;
+    for (int i = 0; i < 20; i++) {
+        if (i == 6) off6 = strlen(text);
+        strcat(text, token_text[ref.g[0].tokens[i]]);
+    }
+    char stop[8];
+    size_t take = strlen(token_text[ref.g[0].tokens[6]]);
+    memcpy(stop, text + off6 - 1, take + 1);
+    stop[take + 1] = 0;
+
+    engine *e = make_engine(c);
+    req_out o;
+    memset(&o, 0, sizeof o);
+    engine_request r = {0};
+    r.id = 1, r.prompt = j.prompt, r.n_prompt = j.n_prompt, r.params = sampling_params_default();
+    r.params.temperature = 0.7f, r.params.seed = 3, r.params.has_seed = true, r.max_tokens = 20, r.ignore_eos = true;
+    r.n = 1, r.on_output = collect, r.user = &o;
+    const char *stops[] = {"zzzzzzzz", stop};
+    r.stop_strings = stops, r.n_stop_strings = 2;
+    CHECK(engine_submit(e, &r) == 0, "submit with stop: %s", err_msg());
+    engine_run_until_idle(e);
+    /* The stop string may already occur earlier in the text; find its first end. */
+    const char *hit = strstr(text, stop);
+    size_t end = (size_t)(hit - text) + strlen(stop);
+    size_t bytes = 0;
+    int n_expected = 0;
+    while (bytes < end) bytes += strlen(token_text[ref.g[0].tokens[n_expected++]]);
+    CHECK(!strcmp(o.g[0].finish, "stop") && o.g[0].stop_string == 1, "stop string finish: %s %d", o.g[0].finish,
+          o.g[0].stop_string);
+    CHECK(o.g[0].n_tokens == n_expected, "stopped after %d tokens, expected %d", o.g[0].n_tokens, n_expected);
+    CHECK(o.g[0].trim_bytes == (int)(bytes - (size_t)(hit - text)), "trim %d, expected %zu", o.g[0].trim_bytes,
+          bytes - (size_t)(hit - text));
+
+    /* Stop token: the 4th generated token of the reference run, given as stop_token_ids. */
+    memset(&o, 0, sizeof o);
+    r.id = 2, r.stop_strings = NULL, r.n_stop_strings = 0;
+    int32_t stop_id = ref.g[0].tokens[3];
+    r.stop_token_ids = &stop_id, r.n_stop_token_ids = 1;
+    CHECK(engine_submit(e, &r) == 0, "submit");
+    engine_run_until_idle(e);
+    int first = 0;
+    while (ref.g[0].tokens[first] != stop_id) first++;
+    CHECK(o.g[0].n_tokens == first + 1 && !strcmp(o.g[0].finish, "stop"), "stop token after %d tokens (expected %d)",
+          o.g[0].n_tokens, first + 1);
+
+    /* Cancellation of a long request mid-way: one final "abort" event, and the engine goes idle. */
+    memset(&o, 0, sizeof o);
+    r.id = 3, r.stop_token_ids = NULL, r.n_stop_token_ids = 0, r.max_tokens = 1000;
+    CHECK(engine_submit(e, &r) == 0, "submit");
+    for (int s = 0; s < 5; s++) engine_step(e);
+    engine_abort(e, 3);
+    CHECK(engine_run_until_idle(e) == 0, "idle after abort");
+    CHECK(o.g[0].final_events == 1 && !strcmp(o.g[0].finish, "abort") && o.g[0].n_tokens < 1000, "abort: %s after %d",
+          o.g[0].finish ? o.g[0].finish : "(none)", o.g[0].n_tokens);
+
+    /* n = 3 with a seed: three different samples, each reproducible; stream interval 4: the first event
+     * carries one token, later ones up to four. */
+    engine_destroy(e);
+    cfg ci = c;
+    ci.stream_interval = 4;
+    e = make_engine(ci);
+    memset(&o, 0, sizeof o);
+    r.id = 4, r.max_tokens = 13, r.n = 3;
+    r.params.prompt_logprobs = 2;
+    CHECK(engine_submit(e, &r) == 0, "submit n=3");
+    engine_run_until_idle(e);
+    for (int k = 0; k < 3; k++) {
+        CHECK(o.g[k].n_tokens == 13 && o.g[k].final_events == 1, "sample %d: %d tokens", k, o.g[k].n_tokens);
+        CHECK(o.g[k].first_event_tokens == 1, "sample %d: first event has %d tokens", k, o.g[k].first_event_tokens);
+        CHECK(o.g[k].events <= 1 + 3 + 1, "sample %d: %d events with stream interval 4", k, o.g[k].events);
+        CHECK(o.g[k].prompt_rows == j.n_prompt - 1, "sample %d: %d prompt rows", k, o.g[k].prompt_rows);
+    }
+    CHECK(memcmp(o.g[0].tokens, o.g[1].tokens, 13 * 4) != 0, "samples 0 and 1 identical");
+    CHECK(!memcmp(o.g[0].tokens, ref.g[0].tokens, 13 * 4), "sample 0 (seed 3) differs from the seed-3 run");
+    engine_metrics m;
+    engine_get_metrics(e, &m);
+    CHECK(m.prefix_cache_hits > 0, "n > 1 samples share the prompt's blocks through the prefix cache");
+
+    /* Bad requests are refused with the field named. */
+    r.n = 1;
+    r.params.temperature = -1;
+    CHECK(engine_submit(e, &r) == -1, "negative temperature accepted");
+    CHECK_MSG_HAS(err_msg(), "temperature");
+    r.params.temperature = 0;
+    int32_t bad = 999999;
+    r.prompt = &bad, r.n_prompt = 1;
+    CHECK(engine_submit(e, &r) == -1, "out-of-vocabulary prompt accepted");
+    CHECK_MSG_HAS(err_msg(), "prompt");
+    engine_destroy(e);
+}
+
+int main(void) {
+    snprintf(model_dir, sizeof model_dir, "/tmp/gptoss-test-engine-%d", (int)getpid());
+    model_config c;
+    config_preset_tiny(&c);
+    if (synthetic_write(&c, model_dir, 11, 2) != 0) {
+        fprintf(stderr, "make model: %s\n", err_msg());
+        return 1;
+    }
+    test_batching_invariance();
+    test_prefix_cache_and_preemption();
+    test_stops_and_cancel();
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", model_dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", model_dir);
+    return check_report("test_engine");
+}
