@@ -12,6 +12,7 @@ static const struct {
     {"make-model", cmd_make_model, "write a synthetic checkpoint in the Hugging Face release layout"},
     {"generate", cmd_generate, "generate tokens from a prompt on the CPU reference backend"},
     {"inspect", cmd_inspect, "check a checkpoint and print its configuration and tensors"},
+    {"roofline", cmd_roofline, "the least time a decode step can take on the hardware (performance model)"},
 };
 
 static void usage(FILE *f) {

@@ -5,5 +5,6 @@
 int cmd_make_model(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
+int cmd_roofline(int argc, char **argv);
 
 #endif
