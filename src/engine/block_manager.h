@@ -68,8 +68,8 @@ void bm_destroy(block_manager *bm);
 int64_t bm_match_prefix(block_manager *bm, bm_seq *seq, const int32_t *tokens, int64_t n_tokens);
 
 /* Whether the sequence can grow to `new_num_tokens` KV slots, for a step whose first new query is
- * at position `first_query_pos` (sliding blocks before that query's window can be recycled first).
- */
+ * at position `first_query_pos` (sliding blocks before that query's window are recycled first, and
+ * those no other sequence holds count as available). Exact: when it says yes, bm_grow succeeds. */
 bool bm_can_grow(const block_manager *bm, const bm_seq *seq, int64_t new_num_tokens,
                  int64_t first_query_pos);
 /* Grows the tables so positions < new_num_tokens have blocks; frees sliding blocks that no query at
