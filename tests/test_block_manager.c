@@ -423,6 +423,55 @@ static void test_hash_collisions(void) {
     bm_destroy(bm);
 }
 
+/* The full chain matches, but the sliding entry under that (forced) hash holds another prefix: its
+ * own sliding block slid out before it was committed, as when the engine grows the next step before
+ * committing this one. The hit must stop there rather than take the other prefix's sliding KV. */
+static void test_sliding_entry_of_another_prefix(void) {
+    enum { BS = 4 };
+    bm_options o = {.block_size = BS,
+                    .num_full_blocks = 16,
+                    .num_swa_blocks = 16,
+                    .window = 8,
+                    .prefix_caching = true,
+                    .test_hash_clear = ~0ull};
+    block_manager *bm = bm_create(&o);
+    int32_t p[13], q[5];
+    fill_tokens(p, 13, 17);
+    fill_tokens(q, 5, 18);
+    bm_seq a = {0}, b = {0}, c = {0};
+    CHECK(prefill(bm, &a, q, 5, 0) == 0, "prefill q");
+    CHECK(bm_grow(bm, &b, 5, 0) == 0 && bm_grow(bm, &b, 13, 12) == 0 && b.swa_first == 1,
+          "p's sliding block 0 slides out before its commit");
+    bm_commit(bm, &b, p, 4); /* full pool: p's block 0 replaces q's; sliding pool: still q's */
+    CHECK(bm_match_prefix(bm, &c, p, 5) == 0, "took q's sliding block for p's");
+    check2(bm, &a, &b, "sliding entry of another prefix");
+    bm_free(bm, &a);
+    bm_free(bm, &b);
+    bm_free(bm, &c);
+    bm_destroy(bm);
+}
+
+/* Two sequences admitted together with one prompt both miss and both compute it. Whichever commits
+ * a block first publishes it; the other's copy is a duplicate that takes the same identity, so
+ * later blocks chain to the published ones whoever committed them. */
+static void test_concurrent_identical_prompts(void) {
+    enum { BS = 4 };
+    block_manager *bm = make_bm(BS, 32, 32, 8, true);
+    int32_t t[13];
+    fill_tokens(t, 13, 19);
+    bm_seq a = {0}, b = {0}, c = {0};
+    CHECK(bm_match_prefix(bm, &a, t, 13) == 0 && bm_match_prefix(bm, &b, t, 13) == 0, "misses");
+    CHECK(prefill(bm, &a, t, 13, 0) == 0 && prefill(bm, &b, t, 4, 0) == 0, "a all, b block 0");
+    CHECK(a.full[0] != b.full[0], "b computed its own copy");
+    bm_free(bm, &b);
+    CHECK(bm_match_prefix(bm, &c, t, 13) == 12, "b's copy of block 0 broke a's chain");
+    for (int j = 0; j < 3; j++) CHECK(c.full[j] == a.full[j], "block %d is not a's", j);
+    check2(bm, &a, &c, "identical prompts");
+    bm_free(bm, &a);
+    bm_free(bm, &c);
+    bm_destroy(bm);
+}
+
 /* ---- exhaustion ---- */
 
 /* Field by field (a struct copy need not copy padding); equal pointers mean no reallocation. */
@@ -789,6 +838,8 @@ int main(void) {
     test_hits_after_decode();
     test_lru_eviction();
     test_hash_collisions();
+    test_sliding_entry_of_another_prefix();
+    test_concurrent_identical_prompts();
     test_exhaustion();
     test_exact_can_grow();
     test_single_pool();
