@@ -265,10 +265,11 @@ bool bm_can_grow(const block_manager *bm, const bm_seq *seq, int64_t new_num_tok
 /* Gives back the sliding blocks that slid out of the window, oldest first (so that, when cached,
  * they are also the first to be evicted). */
 static void drop_swa_front(block_manager *bm, bm_seq *seq, const grow_plan *g) {
+    seq->swa_first = (int)g->swa_first;
+    if (g->swa_drop == 0) return; /* the table may still be NULL */
     for (int64_t j = 0; j < g->swa_drop; j++) bm_pool_release(&bm->swa, seq->swa[j]);
     seq->n_swa -= (int)g->swa_drop;
     memmove(seq->swa, seq->swa + g->swa_drop, (size_t)seq->n_swa * sizeof *seq->swa);
-    seq->swa_first = (int)g->swa_first;
 }
 
 static void append_blocks(bm_pool *p, int32_t **table, int *n, int *cap, int64_t need) {
