@@ -75,9 +75,17 @@ static void test_options(void) {
     CHECK_MSG_HAS(err_msg(), "window");
     o = (bm_options){.block_size = 16, .num_full_blocks = -1};
     CHECK(bm_create(&o) == NULL, "negative pool accepted");
-    o = (bm_options){.block_size = 16, .num_full_blocks = 0, .num_swa_blocks = 0};
+    o = (bm_options){.block_size = 16, .prefix_caching = true};
     block_manager *bm = bm_create(&o);
     CHECK(bm != NULL && bm_usage(bm) == 0, "empty pools: %s", err_msg());
+    int32_t t[40];
+    fill_tokens(t, 40, 0);
+    bm_seq s = {0};
+    CHECK(bm_match_prefix(bm, &s, t, 40) == 0 && bm_grow(bm, &s, 40, 0) == 0, "no pools");
+    bm_commit(bm, &s, t, 40);
+    CHECK(s.n_full == 0 && s.n_swa == 0 && s.num_tokens == 40, "no pools: tables stay empty");
+    check1(bm, &s, "no pools");
+    bm_free(bm, &s);
     bm_destroy(bm);
     bm_destroy(NULL);
 }
@@ -219,6 +227,9 @@ static void test_prefix_sharing(void) {
         CHECK(a.hashes[j] == b.hashes[j], "hash %d differs", j);
     }
     check2(bm, &a, &b, "shared");
+    const bm_seq *only_a[] = {&a};
+    CHECK(bm_check(bm, only_a, 1) == -1, "bm_check missed the references of a sequence left out");
+    CHECK_MSG_HAS(err_msg(), "table references");
     CHECK(bm_grow(bm, &b, 55, 48) == 0 && b.full[3] != a.full[3] && b.swa[3] != a.swa[3],
           "b's own block 3");
     bm_commit(bm, &b, pb, 55);

@@ -9,12 +9,17 @@
  *
  * Prefix caching. A full block's identity is a chain hash: xxHash64 of its token ids seeded with
  * the previous block's hash, so equal hashes mean equal prefixes (the token ids are kept and
- * compared too, so a hash collision can never hand out the wrong KV). Once a block is completely
- * computed the engine commits it and it becomes findable, in both pools. A new sequence reuses the
- * longest prefix of whole blocks that is cached: all of its full-layer blocks, plus the
- * sliding-layer blocks that its first new token's window reaches. Blocks are reference-counted; a
- * block nobody uses but that holds a cached prefix waits in an LRU list, still findable, until an
- * allocation needs it back.
+ * compared too, and so is the identity of the prefix before each block, so a hash collision can
+ * never hand out the wrong KV; block_manager.c explains). Once a block is completely computed the
+ * engine commits it and it becomes findable, in both pools. A new sequence reuses the longest
+ * prefix of whole blocks that is cached: all of its full-layer blocks, plus the sliding-layer
+ * blocks that its first new token's window reaches. Blocks are reference-counted; a block nobody
+ * uses but that holds a cached prefix waits in an LRU list, still findable, until an allocation
+ * needs it back.
+ *
+ * A pool of 0 blocks (a model without full or without sliding layers) is simply not used: that
+ * table stays empty. With sliding layers only, a hit also needs the blocks before the window still
+ * cached (they are the only proof of what the prefix is), though only the window's are attached.
  *
  * Single-threaded: the engine thread owns it. */
 #ifndef GPTOSS_ENGINE_BLOCK_MANAGER_H
