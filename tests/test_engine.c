@@ -107,6 +107,7 @@ static void make_jobs(job *jobs, int n, uint64_t seed, const int32_t *shared, in
         job *j = &jobs[i];
         memset(j, 0, sizeof *j);
         j->n_prompt = 1 + (int)(rng_next(&r) % 300);
+        if (shared && i % 2 == 0) j->n_prompt = 100 + (int)(rng_next(&r) % 200); /* long enough to share */
         int from_shared = shared && (i % 2 == 0) ? (n_shared < j->n_prompt ? n_shared : j->n_prompt - 1) : 0;
         for (int t = 0; t < j->n_prompt; t++)
             j->prompt[t] = t < from_shared ? shared[t] : (int32_t)(rng_next(&r) % 201088);
@@ -215,16 +216,20 @@ static void test_prefix_cache_and_preemption(void) {
     CHECK(m.prefix_cache_hits > 0 && m.prefix_cache_hits <= m.prefix_cache_queries, "prefix hits %llu of %llu",
           (unsigned long long)m.prefix_cache_hits, (unsigned long long)m.prefix_cache_queries);
 
-    /* A pool far too small for the load: preemption and eviction, same tokens. */
-    cfg tight = {.max_num_seqs = 8, .max_batched = 256, .async = true, .prefix = true, .kv_blocks = 24};
-    for (int i = 0; i < N; i++) jobs[i].arrival_step = 0;
+    /* A pool far too small for the load: preemption and eviction, same tokens. Longer generations so
+     * that running sequences keep needing blocks after admission. */
+    for (int i = 0; i < N; i++) jobs[i].arrival_step = 0, jobs[i].max_tokens = 40 + 5 * i;
+    run_alone(base, jobs, N, alone);
+    cfg tight = {.max_num_seqs = 8, .max_batched = 256, .async = true, .prefix = true, .kv_blocks = 20};
     run_batch(tight, jobs, N, batched, &m);
     compare("preemption", jobs, N, alone, batched);
-    CHECK(m.num_preemptions > 0, "no preemption happened with 24 blocks");
+    uint64_t preempted_async = m.num_preemptions;
     cfg tight_sync = tight;
     tight_sync.async = false;
     run_batch(tight_sync, jobs, N, batched, &m);
     compare("preemption (sync)", jobs, N, alone, batched);
+    CHECK(m.num_preemptions > 0 && preempted_async > 0, "preemptions: %llu async, %llu sync with 24 blocks",
+          (unsigned long long)preempted_async, (unsigned long long)m.num_preemptions);
 }
 
 static void test_stops_and_cancel(void) {
@@ -234,8 +239,8 @@ static void test_stops_and_cancel(void) {
     }
     cfg c = {.max_num_seqs = 4, .max_batched = 512, .async = true, .prefix = true};
     job j = {0};
-    for (int t = 0; t < 20; t++) j.prompt[t] = 1000 + t;
-    j.n_prompt = 20, j.max_tokens = 20, j.temperature = 0.7f, j.seed = 3, j.n = 1;
+    for (int t = 0; t < 100; t++) j.prompt[t] = 1000 + t;
+    j.n_prompt = 100, j.max_tokens = 20, j.temperature = 0.7f, j.seed = 3, j.n = 1;
     req_out ref;
     run_batch(c, &j, 1, &ref, NULL);
     CHECK(ref.g[0].n_tokens == 20 && !strcmp(ref.g[0].finish, "length"), "reference run");

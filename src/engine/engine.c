@@ -288,8 +288,13 @@ static void release_finished(engine *e) {
 static void launch(engine *e, int idx) {
     step_slot *st = &e->steps[idx];
     for (int i = 0; i < st->b.n_seqs; i++) {
-        st->seqs[i]->inflight++;
-        if (st->b.sample[i]) st->seqs[i]->n_pending++;
+        seq *s = st->seqs[i];
+        s->inflight++;
+        if (st->b.sample[i]) s->n_pending++;
+        /* Publish the blocks this step completes now, not when it returns: every later step runs after
+         * this one, so a request that finds them will read finished KV — and the sliding window may
+         * recycle them before this step's results are collected. */
+        bm_commit(e->bm, &s->kv, s->tokens, s->num_scheduled < s->n_known ? s->num_scheduled : s->n_known);
     }
     if (e->ops->launch(e->be, &st->b) != 0) {
         log_error("backend launch failed: %s", err_msg());

@@ -9,6 +9,7 @@
  * when no step is in flight; otherwise a sequence that cannot grow just sits this step out. */
 #include "engine/engine_internal.h"
 
+#include "base/log.h"
 #include "base/xalloc.h"
 
 #include <string.h>
@@ -165,6 +166,9 @@ void schedule_step(engine *e, step_slot *st, bool allow_preempt) {
         if (!ready_to_admit(s)) continue;
         if (s->num_scheduled == 0 && e->opt.enable_prefix_caching) {
             int64_t cached = bm_match_prefix(e->bm, &s->kv, s->tokens, s->n_known);
+            if (cached < 0) cached = 0;
+            log_debug("request %llu.%d: %lld of %lld tokens found in the prefix cache", (unsigned long long)s->request_id,
+                      s->index, (long long)cached, (long long)s->n_known);
             s->num_scheduled = s->num_computed = cached;
             pthread_mutex_lock(&e->mu);
             if (!s->admitted_once) {
