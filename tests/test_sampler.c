@@ -1,6 +1,6 @@
 /* The CPU sampler against plain brute-force references written here: sort everything, compute in
- * double, filter by the definitions of sampling_params.h / sampler.h. Then the draws themselves (their
- * empirical distribution, their independence from call order), logprobs, the penalties, the
+ * double, filter by the definitions of sampling_params.h / sampler.h. Then the draws themselves
+ * (their empirical distribution, their independence from call order), logprobs, the penalties, the
  * extremes, and the speed on a real-size vocabulary. */
 #include "check.h"
 
@@ -14,7 +14,8 @@
 
 #define BIG_VOCAB 201088
 
-/* ------------------------------------------------------------------------------------------------ */
+/* ------------------------------------------------------------------------------------------------
+ */
 /* Random logits. */
 
 static double normal(rng_t *r) {
@@ -28,18 +29,23 @@ static void fill_logits(float *lg, int n, int kind, uint64_t seed) {
     rng_t r;
     rng_seed(&r, seed);
     for (int i = 0; i < n; i++) {
-        if (kind == 0) lg[i] = (float)(2.0 * normal(&r));
-        else if (kind == 1) lg[i] = (float)(rng_next(&r) % 6);
-        else lg[i] = (float)(normal(&r) * 1.5 - 4.0);
+        if (kind == 0)
+            lg[i] = (float)(2.0 * normal(&r));
+        else if (kind == 1)
+            lg[i] = (float)(rng_next(&r) % 6);
+        else
+            lg[i] = (float)(normal(&r) * 1.5 - 4.0);
     }
     if (kind == 2)
-        for (int j = 0; j < 12 && j < n; j++) lg[rng_next(&r) % (uint64_t)n] += (float)(6 + 2 * j % 7);
+        for (int j = 0; j < 12 && j < n; j++)
+            lg[rng_next(&r) % (uint64_t)n] += (float)(6 + 2 * j % 7);
 }
 
-/* ------------------------------------------------------------------------------------------------ */
-/* The brute-force reference of steps 2-4: the filtered, renormalised distribution in double. Returns
- * false when the case sits so close to a top_p or min_p boundary that float rounding in the sampler
- * could legitimately decide it the other way (the caller then picks other logits). */
+/* ------------------------------------------------------------------------------------------------
+ */
+/* The brute-force reference of steps 2-4: the filtered, renormalised distribution in double.
+ * Returns false when the case sits so close to a top_p or min_p boundary that float rounding in the
+ * sampler could legitimately decide it the other way (the caller then picks other logits). */
 
 static const float *sort_base;
 static int by_logit_desc(const void *a, const void *b) {
@@ -48,7 +54,9 @@ static int by_logit_desc(const void *a, const void *b) {
     return *(const int *)a - *(const int *)b;
 }
 
-static float clean(float v) { return v != v ? -INFINITY : v; }
+static float clean(float v) {
+    return v != v ? -INFINITY : v;
+}
 
 static bool ref_probs(const float *raw, int n, const sampling_params *p, double *probs) {
     float *lg = malloc((size_t)n * sizeof *lg);
@@ -115,8 +123,8 @@ done:
     return clear_case;
 }
 
-/* The reference of step 1: counts by scanning the whole history for every token (O(vocab x history)),
- * the float operations in the documented order. */
+/* The reference of step 1: counts by scanning the whole history for every token (O(vocab x
+ * history)), the float operations in the documented order. */
 static void ref_penalties(float *lg, int n, const sampling_params *p, const int32_t *hist, int hlen,
                           int plen) {
     for (int j = 0; j < p->n_logit_bias; j++)
@@ -135,7 +143,8 @@ static void ref_penalties(float *lg, int n, const sampling_params *p, const int3
     }
 }
 
-/* ------------------------------------------------------------------------------------------------ */
+/* ------------------------------------------------------------------------------------------------
+ */
 
 static sampling_params params(float t, int k, float top_p, float min_p) {
     sampling_params p = sampling_params_default();
@@ -143,8 +152,8 @@ static sampling_params params(float t, int k, float top_p, float min_p) {
     return p;
 }
 
-/* Compare sampler_filtered_probs with the reference: the same kept set exactly, probabilities within
- * float rounding. */
+/* Compare sampler_filtered_probs with the reference: the same kept set exactly, probabilities
+ * within float rounding. */
 static int compare_case(const float *lg, int n, const sampling_params *p, const char *what) {
     double *ref = malloc((size_t)n * sizeof *ref), *got = malloc((size_t)n * sizeof *got);
     bool clear_case = ref_probs(lg, n, p, ref);
@@ -184,11 +193,14 @@ static void test_filters_vs_reference(void) {
                         clear += compare_case(lg, n, &p, kind == 1 ? "ties" : "random");
                         cases++;
                     }
-    fprintf(stderr, "filters vs reference: %d cases, %d clear of rounding boundaries\n", cases, clear);
-    CHECK(clear > cases * 9 / 10, "too many borderline cases skipped: %d of %d", cases - clear, cases);
+    fprintf(stderr, "filters vs reference: %d cases, %d clear of rounding boundaries\n", cases,
+            clear);
+    CHECK(clear > cases * 9 / 10, "too many borderline cases skipped: %d of %d", cases - clear,
+          cases);
 
-    /* A few at the real vocabulary size, including the LLM-like shape. Individual tokens near a top_p
-     * boundary carry little mass there, so a case may be too close to call: then try other logits. */
+    /* A few at the real vocabulary size, including the LLM-like shape. Individual tokens near a
+     * top_p boundary carry little mass there, so a case may be too close to call: then try other
+     * logits. */
     float *big = malloc(BIG_VOCAB * sizeof *big);
     const sampling_params bigp[3] = {params(0.7f, 50, 0.9f, 0), params(1, 0, 0.95f, 0.02f),
                                      params(1.3f, 2000, 1, 0.1f)};
@@ -217,7 +229,8 @@ static void test_ties(void) {
     sampler_filtered_probs(lg, 8, &p, probs);
     int kept = 0;
     for (int i = 0; i < 8; i++) kept += probs[i] > 0;
-    CHECK(kept == 5 && probs[3] > 0 && probs[6] > 0, "top_k 4 keeps 5 (tie at the boundary): %d", kept);
+    CHECK(kept == 5 && probs[3] > 0 && probs[6] > 0, "top_k 4 keeps 5 (tie at the boundary): %d",
+          kept);
     p = params(1, 0, 0.01f, 0); /* top_p tiny: the top group, all three */
     sampler_filtered_probs(lg, 8, &p, probs);
     kept = 0;
@@ -233,12 +246,13 @@ static void test_ties(void) {
     int32_t ids[4];
     float lps[4];
     sampler_top_logprobs(lg, 8, 1, 4, ids, lps);
-    CHECK(ids[0] == 1 && ids[1] == 2 && ids[2] == 4 && ids[3] == 3, "top logprob order: %d %d %d %d",
-          ids[0], ids[1], ids[2], ids[3]);
+    CHECK(ids[0] == 1 && ids[1] == 2 && ids[2] == 4 && ids[3] == 3,
+          "top logprob order: %d %d %d %d", ids[0], ids[1], ids[2], ids[3]);
     CHECK(lps[0] == lps[1] && lps[1] == lps[2] && lps[2] > lps[3], "tied logprobs equal");
 }
 
-/* ------------------------------------------------------------------------------------------------ */
+/* ------------------------------------------------------------------------------------------------
+ */
 /* The draws. */
 
 static void test_empirical_distribution(void) {
@@ -256,8 +270,10 @@ static void test_empirical_distribution(void) {
         int hist[64] = {0}, outside = 0, kept = 0;
         for (int d = 0; d < draws; d++) {
             int32_t t = sampler_draw(lg, n, &cases[c], 0xC0FFEEull + (uint64_t)c, d, NULL);
-            if (t < 0 || t >= n || ref[t] == 0) outside++;
-            else hist[t]++;
+            if (t < 0 || t >= n || ref[t] == 0)
+                outside++;
+            else
+                hist[t]++;
         }
         /* Pearson's chi-square over the kept tokens; with df degrees of freedom the statistic has
          * mean df and sd sqrt(2 df): 6 sd above is far beyond chance, and the seeds are fixed. */
@@ -270,8 +286,8 @@ static void test_empirical_distribution(void) {
         }
         int df = kept - 1;
         double bound = df + 6 * sqrt(2.0 * (df > 0 ? df : 1)) + 10;
-        fprintf(stderr, "empirical case %d: %d kept, chi2 %.1f (df %d, bound %.1f)\n", c, kept, chi2,
-                df, bound);
+        fprintf(stderr, "empirical case %d: %d kept, chi2 %.1f (df %d, bound %.1f)\n", c, kept,
+                chi2, df, bound);
         CHECK(outside == 0, "case %d: %d draws outside the kept set", c, outside);
         CHECK(chi2 < bound, "case %d: chi2 %.1f >= %.1f", c, chi2, bound);
         double max_diff = 0;
@@ -300,9 +316,11 @@ static void test_call_order(void) {
         distinct += i > 0 && fwd[i] != fwd[i - 1];
     }
     CHECK(same, "the token depends only on (seed, position)");
-    CHECK(differs_seed > N / 2, "another seed gives other tokens (%d of %d differ)", differs_seed, N);
+    CHECK(differs_seed > N / 2, "another seed gives other tokens (%d of %d differ)", differs_seed,
+          N);
     CHECK(distinct > N / 2, "positions give different draws (%d changes)", distinct);
-    /* sampler_sample with no history and no bias is sampler_draw; sampler_pick is the default params. */
+    /* sampler_sample with no history and no bias is sampler_draw; sampler_pick is the default
+     * params. */
     float *copy = malloc(n * sizeof *copy);
     memcpy(copy, lg, n * sizeof *copy);
     CHECK(sampler_sample(copy, n, &p, NULL, 0, 0, 42, 7, NULL) == fwd[7], "sample == draw");
@@ -311,7 +329,8 @@ static void test_call_order(void) {
     free(lg), free(copy);
 }
 
-/* ------------------------------------------------------------------------------------------------ */
+/* ------------------------------------------------------------------------------------------------
+ */
 
 static void test_logprobs(void) {
     const int n = 3000;
@@ -343,7 +362,8 @@ static void test_logprobs(void) {
         sort_base = cl;
         qsort(order, n, sizeof *order, by_logit_desc);
         for (int j = 0; j < 20; j++) {
-            CHECK(ids[j] == order[j], "T=%g top %d: id %d, expected %d", temps[c], j, ids[j], order[j]);
+            CHECK(ids[j] == order[j], "T=%g top %d: id %d, expected %d", temps[c], j, ids[j],
+                  order[j]);
             CHECK_NEAR(lps[j], ref[order[j]], 1e-5, "top logprob");
         }
         free(cl);
@@ -372,7 +392,8 @@ static void test_logprobs(void) {
     free(lg), free(ref);
 }
 
-/* ------------------------------------------------------------------------------------------------ */
+/* ------------------------------------------------------------------------------------------------
+ */
 
 static void test_penalties(void) {
     /* Hand-checked: token 5 three times in the output, 6 only in the prompt, 7 in both, 8 never. */
@@ -398,7 +419,8 @@ static void test_penalties(void) {
         fill_logits(a, n, 0, 500 + trial);
         memcpy(b, a, n * sizeof *a);
         int hlen = trial == 0 ? 40 : H;
-        for (int j = 0; j < hlen; j++) h[j] = (int32_t)(rng_next(&r) % 400) - (j % 97 == 0 ? 1000 : 0);
+        for (int j = 0; j < hlen; j++)
+            h[j] = (int32_t)(rng_next(&r) % 400) - (j % 97 == 0 ? 1000 : 0);
         h[5] = n + 3;
         logit_bias_entry bias[4] = {{3, 1.5f}, {3, 2.0f}, {n + 1, 9}, {11, -100}};
         sampling_params q = sampling_params_default();
@@ -420,7 +442,8 @@ static void test_penalties(void) {
     const int32_t out_hist[] = {0, 1, 1};
     sampling_params q = params(0, 0, 1, 0);
     q.frequency_penalty = 0.5f;
-    CHECK(sampler_sample(g, 4, &q, out_hist, 3, 1, 0, 0, NULL) == 2, "frequency penalty moves greedy");
+    CHECK(sampler_sample(g, 4, &q, out_hist, 3, 1, 0, 0, NULL) == 2,
+          "frequency penalty moves greedy");
     /* Penalties off: history is not even looked at (NULL is fine). */
     float g2[4] = {1, 3, 2.5f, 0};
     q.frequency_penalty = 0;
@@ -454,7 +477,8 @@ static void test_logit_bias(void) {
     free(lg);
 }
 
-/* ------------------------------------------------------------------------------------------------ */
+/* ------------------------------------------------------------------------------------------------
+ */
 
 static void test_extremes(void) {
     const int n = 1000;
@@ -463,14 +487,17 @@ static void test_extremes(void) {
     int top = sampler_pick(lg, n, 0, 0, 0);
     double *probs = malloc(n * sizeof *probs);
 
-    /* top_p = 0 and min_p >= 1 keep only the top; top_k beyond the vocabulary or negative is off. */
+    /* top_p = 0 and min_p >= 1 keep only the top; top_k beyond the vocabulary or negative is off.
+     */
     const sampling_params only_top[] = {params(1, 0, 0, 0), params(1, 0, -3, 0), params(1, 0, 1, 1),
                                         params(1, 0, 1, 7), params(1, 1, 1, 0)};
     for (int c = 0; c < 5; c++)
         for (int pos = 0; pos < 20; pos++)
-            CHECK(sampler_draw(lg, n, &only_top[c], 3, pos, NULL) == top, "case %d keeps only the top", c);
-    const sampling_params off[] = {params(1, n + 5, 1, 0), params(1, -1, 1, 0), params(1, 0, 1.5f, 0),
-                                   params(1, 0, NAN, NAN), params(1, n, 1, -1)};
+            CHECK(sampler_draw(lg, n, &only_top[c], 3, pos, NULL) == top,
+                  "case %d keeps only the top", c);
+    const sampling_params off[] = {params(1, n + 5, 1, 0), params(1, -1, 1, 0),
+                                   params(1, 0, 1.5f, 0), params(1, 0, NAN, NAN),
+                                   params(1, n, 1, -1)};
     for (int c = 0; c < 5; c++) {
         sampler_filtered_probs(lg, n, &off[c], probs);
         int kept = 0;
@@ -488,10 +515,12 @@ static void test_extremes(void) {
         sample_out out = {.top_ids = ids, .top_logprobs = lps};
         int32_t t = sampler_draw(lg, n, &p, 1, 2, &out);
         CHECK(t >= 0 && t < n, "T=%g: token %d", temps[c], t);
-        CHECK(!isnan(out.logprob) && out.logprob <= 1e-6, "T=%g: logprob %g", temps[c], out.logprob);
+        CHECK(!isnan(out.logprob) && out.logprob <= 1e-6, "T=%g: logprob %g", temps[c],
+              out.logprob);
         for (int j = 0; j < 3; j++) CHECK(!isnan(lps[j]), "T=%g: top logprob NaN", temps[c]);
         if (temps[c] < 1e-5f || !(temps[c] > 0)) CHECK(t == top, "T=%g is (near) greedy", temps[c]);
-        if (temps[c] > 0 && temps[c] < 1e-5f) CHECK_NEAR(out.logprob, 0, 1e-6, "tiny T: top has it all");
+        if (temps[c] > 0 && temps[c] < 1e-5f)
+            CHECK_NEAR(out.logprob, 0, 1e-6, "tiny T: top has it all");
         if (temps[c] >= 1e30f) CHECK_NEAR(out.logprob, -log(n), 1e-3, "huge T: uniform");
     }
 
@@ -516,15 +545,16 @@ static void test_extremes(void) {
         count[t]++;
         CHECK_NEAR(out.logprob, -log(2), 1e-6, "+inf tokens share");
     }
-    CHECK(count[1] + count[3] == 2000 && count[1] > 900 && count[3] > 900, "+inf: %d / %d", count[1],
-          count[3]);
+    CHECK(count[1] + count[3] == 2000 && count[1] > 900 && count[3] > 900, "+inf: %d / %d",
+          count[1], count[3]);
     CHECK(ids[0] == 1 && ids[1] == 3, "+inf top entries");
     CHECK(sampler_pick(inf, 5, 0, 0, 0) == 1, "greedy +inf: lowest id");
     float none[4] = {-INFINITY, NAN, -INFINITY, -INFINITY};
     CHECK(sampler_pick(none, 4, 0, 0, 0) == 0, "nothing possible, greedy: 0");
     int seen[4] = {0};
     for (int pos = 0; pos < 400; pos++) seen[sampler_pick(none, 4, 1, 0, pos)]++;
-    CHECK(seen[0] > 50 && seen[1] > 50 && seen[2] > 50 && seen[3] > 50, "nothing possible: uniform");
+    CHECK(seen[0] > 50 && seen[1] > 50 && seen[2] > 50 && seen[3] > 50,
+          "nothing possible: uniform");
     sample_out out = {.top_ids = ids, .top_logprobs = lps};
     sampler_draw(none, 4, &p, 0, 0, &out);
     CHECK_NEAR(out.logprob, -log(4), 1e-6, "nothing possible: logprob -log V");
@@ -539,7 +569,8 @@ static void test_extremes(void) {
     free(lg), free(probs);
 }
 
-/* ------------------------------------------------------------------------------------------------ */
+/* ------------------------------------------------------------------------------------------------
+ */
 
 static double now_ms(void) {
     struct timespec ts;

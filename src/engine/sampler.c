@@ -1,15 +1,15 @@
 /* Steps 2-5 of sampling (see sampler.h): clean, greedy or temperature, top_k / top_p / min_p, draw,
  * and the logprobs.
  *
- * The one idea that keeps this fast on a 201,088-entry vocabulary: every filter keeps "the tokens whose
- * logit is at least some threshold", and a threshold can be found without sorting. A float maps to a
- * 32-bit integer with the same order (order_key), so "the k-th largest" or "where the probability mass
- * reaches top_p" is found by a radix select: one pass builds a histogram of the top 11 bits (count and
- * probability mass per bin), a walk down the bins finds the bin where the target is reached, and only
- * that bin is refined with the next 11 bits, then the last 10. Three passes at most, each a cheap loop,
- * and the result is exact — at the last level a bin is a single float value, which is also why ties at
- * the boundary are kept whole. Nothing of vocabulary size is ever sorted; only the few top logprob
- * entries are. */
+ * The one idea that keeps this fast on a 201,088-entry vocabulary: every filter keeps "the tokens
+ * whose logit is at least some threshold", and a threshold can be found without sorting. A float
+ * maps to a 32-bit integer with the same order (order_key), so "the k-th largest" or "where the
+ * probability mass reaches top_p" is found by a radix select: one pass builds a histogram of the
+ * top 11 bits (count and probability mass per bin), a walk down the bins finds the bin where the
+ * target is reached, and only that bin is refined with the next 11 bits, then the last 10. Three
+ * passes at most, each a cheap loop, and the result is exact — at the last level a bin is a single
+ * float value, which is also why ties at the boundary are kept whole. Nothing of vocabulary size is
+ * ever sorted; only the few top logprob entries are. */
 #include "engine/sampler.h"
 
 #include "base/rng.h"
@@ -22,9 +22,9 @@
 #include <string.h>
 
 /* ---------------------------------------------------------------------------------------------------
- * Floats as ordered integers. For IEEE-754 floats, flipping the sign bit of positives and all bits of
- * negatives gives unsigned integers in the same order as the values. NaN is first turned into -inf (it
- * can never be drawn) and -0 into +0 (they are equal, so they must tie). */
+ * Floats as ordered integers. For IEEE-754 floats, flipping the sign bit of positives and all bits
+ * of negatives gives unsigned integers in the same order as the values. NaN is first turned into
+ * -inf (it can never be drawn) and -0 into +0 (they are equal, so they must tie). */
 static inline uint32_t order_key(float x) {
     if (x != x) x = -INFINITY;
     x += 0.0f; /* -0 + +0 = +0 under round-to-nearest */
@@ -34,8 +34,8 @@ static inline uint32_t order_key(float x) {
 }
 
 /* ---------------------------------------------------------------------------------------------------
- * The distribution: its maximum, temperature and mode. Weights are relative to the maximum, so the top
- * token weighs exactly 1, the sum is >= 1, and no exp() ever overflows. */
+ * The distribution: its maximum, temperature and mode. Weights are relative to the maximum, so the
+ * top token weighs exactly 1, the sum is >= 1, and no exp() ever overflows. */
 enum { MODE_FINITE, MODE_POSINF, MODE_NONE };
 
 typedef struct {
@@ -54,25 +54,31 @@ static dist dist_scan(const float *x, int n, float temp) {
         if (k > best) best = k, arg = i; /* strict: the first (lowest id) maximum stays */
     }
     dist d = {x, n, x[arg], temp, MODE_FINITE, arg};
-    if (d.max != d.max || d.max == -INFINITY) d.mode = MODE_NONE;
-    else if (d.max == INFINITY) d.mode = MODE_POSINF;
+    if (d.max != d.max || d.max == -INFINITY)
+        d.mode = MODE_NONE;
+    else if (d.max == INFINITY)
+        d.mode = MODE_POSINF;
     if (!(d.temp > 0)) d.temp = 1.0f;
-    if (d.temp == INFINITY) d.temp = FLT_MAX; /* inf / inf would be NaN; FLT_MAX is as flat as it gets */
+    if (d.temp == INFINITY)
+        d.temp = FLT_MAX; /* inf / inf would be NaN; FLT_MAX is as flat as it gets */
     return d;
 }
 
-/* (x - max) / T, <= 0, or -inf for a token that cannot be drawn. Subtracting before dividing is what
- * makes a tiny T safe: the top token gives 0 / T = 0 and the others go to -inf at worst. */
+/* (x - max) / T, <= 0, or -inf for a token that cannot be drawn. Subtracting before dividing is
+ * what makes a tiny T safe: the top token gives 0 / T = 0 and the others go to -inf at worst. */
 static inline float scaled(const dist *d, float x) {
     switch (d->mode) {
-    case MODE_FINITE: return x != x ? -INFINITY : (x - d->max) / d->temp;
-    case MODE_POSINF: return x == INFINITY ? 0.0f : -INFINITY;
-    default: return 0.0f; /* nothing is possible, so everything is equally (im)possible */
+    case MODE_FINITE:
+        return x != x ? -INFINITY : (x - d->max) / d->temp;
+    case MODE_POSINF:
+        return x == INFINITY ? 0.0f : -INFINITY;
+    default:
+        return 0.0f; /* nothing is possible, so everything is equally (im)possible */
     }
 }
 
-/* expf of the scaled logit. Below -104 expf is exactly 0 in float (e^-104 is under half the smallest
- * subnormal), so skipping the call there gives the same value for less work. */
+/* expf of the scaled logit. Below -104 expf is exactly 0 in float (e^-104 is under half the
+ * smallest subnormal), so skipping the call there gives the same value for less work. */
 static inline float weight(const dist *d, float x) {
     float s = scaled(d, x);
     return s < -104.0f ? 0.0f : expf(s);
@@ -92,14 +98,16 @@ typedef struct {
     int n;
 } span;
 
-static inline int span_at(const span *s, int j) { return s->ids ? s->ids[j] : j; }
+static inline int span_at(const span *s, int j) {
+    return s->ids ? s->ids[j] : j;
+}
 
 /* ---------------------------------------------------------------------------------------------------
  * Radix select. Among the tokens of `c`, walking down from the highest logit, find the first place
- * where the accumulated amount (1 per token, or its weight when by_mass) reaches `target`, and return
- * the threshold key: keeping every token with key >= threshold keeps that shortest run, tie group of
- * the last token included. When the target is never reached (rounding with top_p near 1) everything in
- * play is kept. */
+ * where the accumulated amount (1 per token, or its weight when by_mass) reaches `target`, and
+ * return the threshold key: keeping every token with key >= threshold keeps that shortest run, tie
+ * group of the last token included. When the target is never reached (rounding with top_p near 1)
+ * everything in play is kept. */
 typedef struct {
     uint32_t threshold; /* keep key >= threshold */
     int kept;           /* tokens of the span that this keeps */
@@ -110,7 +118,8 @@ typedef struct {
 static const int LEVEL_SHIFT[RADIX_LEVELS] = {21, 10, 0};
 static const int LEVEL_BITS[RADIX_LEVELS] = {11, 11, 10};
 
-/* target_fraction: the target is a fraction of the span's total amount (top_p); else absolute (k). */
+/* target_fraction: the target is a fraction of the span's total amount (top_p); else absolute (k).
+ */
 static selection select_top(const dist *d, const span *c, bool by_mass, double target,
                             bool target_fraction) {
     int32_t count[1 << 11];
@@ -153,7 +162,8 @@ static selection select_top(const dist *d, const span *c, bool by_mass, double t
         prefix |= (uint32_t)b << shift;
         prefix_mask |= (uint32_t)(nb - 1) << shift;
         /* Done when the bin is one value (last level), one token, or, counting, exactly fills the
-         * target. The threshold is the bin's lowest key: nothing in play lies between it and the bin. */
+         * target. The threshold is the bin's lowest key: nothing in play lies between it and the
+         * bin. */
         if (lv == RADIX_LEVELS - 1 || count[b] == 1 || (!by_mass && above + a == target)) {
             sel.threshold = prefix, sel.kept = above_n + count[b];
             return sel;
@@ -185,7 +195,8 @@ static void plan_build(plan *pl, const float *x, int n, const sampling_params *p
     if (p->top_k > 0 && p->top_k < n) {
         selection s = select_top(&pl->d, &pl->cand, false, p->top_k, false);
         pl->threshold = s.threshold;
-        /* Gather the survivors once, so top_p and the draw walk ~k tokens instead of the vocabulary. */
+        /* Gather the survivors once, so top_p and the draw walk ~k tokens instead of the
+         * vocabulary. */
         pl->cand_ids = xmalloc((size_t)s.kept * sizeof *pl->cand_ids);
         int m = 0;
         for (int i = 0; i < n && m < s.kept; i++)
@@ -198,12 +209,15 @@ static void plan_build(plan *pl, const float *x, int n, const sampling_params *p
         double top_p = p->top_p > 0 ? p->top_p : 0.0;
         selection s = select_top(&pl->d, &pl->cand, true, top_p, true);
         if (s.threshold > pl->threshold) pl->threshold = s.threshold;
-        if (!pl->cand_ids) pl->z_all = s.total; /* the span was everything: that is the normaliser */
+        if (!pl->cand_ids)
+            pl->z_all = s.total; /* the span was everything: that is the normaliser */
     }
     if (p->min_p > 0) pl->min_p = p->min_p < 1.0f ? p->min_p : 1.0f; /* the top weighs exactly 1 */
 }
 
-static void plan_free(plan *pl) { free(pl->cand_ids); }
+static void plan_free(plan *pl) {
+    free(pl->cand_ids);
+}
 
 static double plan_z_all(plan *pl) {
     if (pl->z_all < 0) pl->z_all = weight_sum(&pl->d);
@@ -226,16 +240,17 @@ static double kept_sum(const plan *pl) {
     return z;
 }
 
-/* The normaliser of the draw. With no filter at all it is the sum of all weights, which the logprobs
- * want too: computed once, in the same order kept_sum would use, so the result is identical. */
+/* The normaliser of the draw. With no filter at all it is the sum of all weights, which the
+ * logprobs want too: computed once, in the same order kept_sum would use, so the result is
+ * identical. */
 static double plan_kept_sum(plan *pl) {
     bool filtered = pl->threshold > 0 || pl->min_p > 0 || pl->cand_ids;
     return filtered ? kept_sum(pl) : plan_z_all(pl);
 }
 
 /* Inverse CDF in id order. The running sum repeats the normaliser's additions in the same order, so
- * it ends exactly at z; u * z < z unless rounding says otherwise, hence the fallback. A weight-0 token
- * can never be the first to pass the target. */
+ * it ends exactly at z; u * z < z unless rounding says otherwise, hence the fallback. A weight-0
+ * token can never be the first to pass the target. */
 static int32_t plan_draw(plan *pl, double u) {
     double target = u * plan_kept_sum(pl), run = 0;
     int32_t last = pl->d.argmax;
@@ -251,9 +266,9 @@ static int32_t plan_draw(plan *pl, double u) {
 }
 
 /* ---------------------------------------------------------------------------------------------------
- * Top logprob entries: the K largest logits, highest first, lowest id on ties. The radix select gives
- * the K-th value; the tokens above it (fewer than K) plus the first tokens equal to it (in id order)
- * are exactly the K wanted, and only those K get sorted. */
+ * Top logprob entries: the K largest logits, highest first, lowest id on ties. The radix select
+ * gives the K-th value; the tokens above it (fewer than K) plus the first tokens equal to it (in id
+ * order) are exactly the K wanted, and only those K get sorted. */
 typedef struct {
     uint32_t key;
     int32_t id;
@@ -275,8 +290,10 @@ static int top_entries(const dist *d, double log_z, int k, int32_t *ids, float *
     for (int i = 0; i < d->n; i++) {
         uint32_t key = order_key(d->x[i]);
         if (key < t) continue;
-        if (key > t) buf[n_above++] = (keyed){key, i}; /* < k of them by construction */
-        else if (n_ties < k) ties[n_ties++] = (keyed){key, i};
+        if (key > t)
+            buf[n_above++] = (keyed){key, i}; /* < k of them by construction */
+        else if (n_ties < k)
+            ties[n_ties++] = (keyed){key, i};
     }
     int n = n_above;
     for (int j = 0; j < n_ties && n < k; j++) buf[n++] = ties[j];

@@ -1,8 +1,8 @@
 /* Step 1 of sampling: logit bias, then vLLM's repetition, frequency and presence penalties.
  *
- * The penalties depend on two facts per token — "seen anywhere in the history" and "how many times in
- * the output" — so the history is folded into a small open-addressing hash table keyed by token id.
- * That keeps the cost O(history), independent of the 201,088-entry vocabulary, and touches each
+ * The penalties depend on two facts per token — "seen anywhere in the history" and "how many times
+ * in the output" — so the history is folded into a small open-addressing hash table keyed by token
+ * id. That keeps the cost O(history), independent of the 201,088-entry vocabulary, and touches each
  * distinct token's logit exactly once (a token seen 50 times is divided by the penalty once, not 50
  * times). */
 #include "engine/sampler.h"
@@ -25,7 +25,9 @@ static inline uint32_t slot_of(int32_t token, int shift) {
 
 /* A penalty that is NaN or infinite cannot mean anything useful; treat it as off rather than poison
  * the logits (the server rejects such values long before this). */
-static float finite_or(float v, float off) { return isfinite(v) ? v : off; }
+static float finite_or(float v, float off) {
+    return isfinite(v) ? v : off;
+}
 
 void sampler_apply_penalties(float *logits, int vocab, const sampling_params *p,
                              const int32_t *history, int history_len, int prompt_len) {
@@ -48,7 +50,8 @@ void sampler_apply_penalties(float *logits, int vocab, const sampling_params *p,
     int n = history_len - first;
     if (n <= 0) return;
 
-    /* A power-of-two table at most half full: short probe runs. Small histories stay on the stack. */
+    /* A power-of-two table at most half full: short probe runs. Small histories stay on the stack.
+     */
     int bits = 4;
     while ((1 << bits) < 2 * n) bits++;
     int size = 1 << bits, shift = 32 - bits;
