@@ -212,6 +212,8 @@ static void test_filters_vs_reference(void) {
                 if (compare_case(big, BIG_VOCAB, &bigp[c], "big vocabulary")) break;
             }
             CHECK(tries < 8, "big vocabulary kind %d case %d: always borderline", kind, c);
+            if (tries > 1)
+                fprintf(stderr, "big vocabulary kind %d case %d: %d tries\n", kind, c, tries);
         }
     free(big), free(lg);
 }
@@ -256,20 +258,22 @@ static void test_ties(void) {
 /* The draws. */
 
 static void test_empirical_distribution(void) {
-    const int n = 64, draws = 400000;
+    const int n = 64, draws = 200000;
     float lg[64];
-    fill_logits(lg, n, 2, 1234);
-    for (int i = 0; i < n; i++) lg[i] += (float)(0.05 * i); /* no exact ties */
     const sampling_params cases[] = {params(1, 0, 1, 0), params(0.8f, 20, 0.9f, 0.01f),
                                      params(1.7f, 0, 0.8f, 0), params(1, 10, 1, 0.2f)};
-    for (int c = 0; c < 4; c++) {
+    for (int c = 0; c < 8; c++) {
+        /* Two shapes: LLM-like (a few strong tokens) and smooth (many survive the filters). */
+        fill_logits(lg, n, c < 4 ? 2 : 0, 1234);
+        for (int i = 0; i < n; i++) lg[i] += (float)(0.05 * i); /* no exact ties */
+        const sampling_params *p = &cases[c % 4];
         double ref[64];
-        sampler_filtered_probs(lg, n, &cases[c], ref);
+        sampler_filtered_probs(lg, n, p, ref);
         double expect_ref[64];
-        ref_probs(lg, n, &cases[c], expect_ref);
+        ref_probs(lg, n, p, expect_ref);
         int hist[64] = {0}, outside = 0, kept = 0;
         for (int d = 0; d < draws; d++) {
-            int32_t t = sampler_draw(lg, n, &cases[c], 0xC0FFEEull + (uint64_t)c, d, NULL);
+            int32_t t = sampler_draw(lg, n, p, 0xC0FFEEull + (uint64_t)c, d, NULL);
             if (t < 0 || t >= n || ref[t] == 0)
                 outside++;
             else
@@ -437,6 +441,29 @@ static void test_penalties(void) {
     }
     free(a), free(b), free(h);
 
+    /* Logprobs are of the penalised distribution (then the temperature). */
+    {
+        float x[6] = {1, 2, 3, 0.5f, -1, 2.5f}, y[6];
+        memcpy(y, x, sizeof x);
+        const int32_t hh[] = {2, 5, 5, 1};
+        logit_bias_entry lb = {4, 1.0f};
+        sampling_params q = params(0.7f, 0, 1, 0);
+        q.repetition_penalty = 1.5f, q.frequency_penalty = 0.3f, q.presence_penalty = 0.2f;
+        q.logit_bias = &lb, q.n_logit_bias = 1, q.logprobs = 6;
+        ref_penalties(y, 6, &q, hh, 4, 1);
+        int32_t ids[6];
+        float lps[6];
+        sample_out o = {.top_ids = ids, .top_logprobs = lps};
+        int32_t t = sampler_sample(x, 6, &q, hh, 4, 1, 3, 0, &o);
+        double m = -INFINITY, z = 0;
+        for (int i = 0; i < 6; i++) m = fmax(m, y[i] / 0.7);
+        for (int i = 0; i < 6; i++) z += exp(y[i] / 0.7 - m);
+        CHECK_NEAR(o.logprob, y[t] / 0.7 - m - log(z), 1e-5, "logprob after penalties");
+        for (int j = 0; j < 6; j++)
+            CHECK_NEAR(lps[j], y[ids[j]] / 0.7 - m - log(z), 1e-5, "top logprob after penalties");
+        for (int j = 1; j < 6; j++) CHECK(y[ids[j - 1]] >= y[ids[j]], "ordered by penalised logit");
+    }
+
     /* Through sampler_sample: a strong frequency penalty stops a greedy repeat. */
     float g[4] = {1, 3, 2.5f, 0};
     const int32_t out_hist[] = {0, 1, 1};
@@ -603,16 +630,18 @@ static void test_speed(void) {
         int32_t ids[5];
         float lps[5];
         const int reps = 30;
-        double total = 0;
+        double total = 0, best = 1e9;
         for (int r = 0; r < reps; r++) {
             memcpy(work, lg, BIG_VOCAB * sizeof *lg);
             sample_out out = {.top_ids = ids, .top_logprobs = lps};
             double t0 = now_ms();
             sampler_sample(work, BIG_VOCAB, &p, hist, 2000, 1000, 17, r, &out);
-            total += now_ms() - t0;
+            double ms = now_ms() - t0;
+            total += ms, best = fmin(best, ms);
         }
         double ms = total / reps;
-        fprintf(stderr, "speed, vocab %d, %-48s %.3f ms per call\n", BIG_VOCAB, cases[c].name, ms);
+        fprintf(stderr, "speed, vocab %d, %-48s %.3f ms per call (best %.3f)\n", BIG_VOCAB,
+                cases[c].name, ms, best);
         CHECK(ms < 200, "%s: %.1f ms per call", cases[c].name, ms);
     }
     free(lg), free(work);
