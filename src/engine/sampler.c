@@ -7,7 +7,8 @@
  * probability mass reaches top_p" is found by a radix select: one pass builds a histogram of the
  * top 11 bits (count and probability mass per bin), a walk down the bins finds the bin where the
  * target is reached, and only that bin is refined with the next 11 bits, then the last 10. Three
- * passes at most, each a cheap loop, and the result is exact — at the last level a bin is a single
+ * passes at most, each a cheap loop (short spans use four levels of 8 bits instead, for small
+ * histograms), and the result is exact — at the last level a bin is a single
  * float value, which is also why ties at the boundary are kept whole. Nothing of vocabulary size is
  * ever sorted; only the few top logprob entries are. */
 #include "engine/sampler.h"
@@ -114,22 +115,30 @@ typedef struct {
     double total;       /* the amount of the whole span (its weight sum when by_mass) */
 } selection;
 
-#define RADIX_LEVELS 3
-static const int LEVEL_SHIFT[RADIX_LEVELS] = {21, 10, 0};
-static const int LEVEL_BITS[RADIX_LEVELS] = {11, 11, 10};
+/* How the 32 key bits are split into levels. Large spans (the vocabulary) want few passes: 11+11+10
+ * bits, at most three passes. Small spans (the survivors of top_k, tiny vocabularies) want small
+ * histograms, since clearing and walking 2048 bins would cost more than the tokens: 4 x 8 bits. */
+typedef struct {
+    int levels;
+    int shift[4], bits[4];
+} radix_plan;
+static const radix_plan RADIX_WIDE = {3, {21, 10, 0}, {11, 11, 10}};
+static const radix_plan RADIX_NARROW = {4, {24, 16, 8, 0}, {8, 8, 8, 8}};
+#define RADIX_MAX_BINS     (1 << 11)
+#define RADIX_NARROW_BELOW 4096 /* spans shorter than this use the narrow plan */
 
-/* target_fraction: the target is a fraction of the span's total amount (top_p); else absolute (k).
- */
+/* target_fraction: the target is a fraction of the span's total (top_p); else absolute (k). */
 static selection select_top(const dist *d, const span *c, bool by_mass, double target,
                             bool target_fraction) {
-    int32_t count[1 << 11];
-    double amount[1 << 11];
+    const radix_plan *rp = c->n < RADIX_NARROW_BELOW ? &RADIX_NARROW : &RADIX_WIDE;
+    int32_t count[RADIX_MAX_BINS];
+    double amount[RADIX_MAX_BINS];
     uint32_t prefix = 0, prefix_mask = 0; /* the key bits fixed by the levels above */
     double above = 0;                     /* amount of the tokens surely kept (higher bins) */
     int above_n = 0;
     selection sel = {0, c->n, 0};
-    for (int lv = 0; lv < RADIX_LEVELS; lv++) {
-        const int shift = LEVEL_SHIFT[lv], nb = 1 << LEVEL_BITS[lv];
+    for (int lv = 0; lv < rp->levels; lv++) {
+        const int shift = rp->shift[lv], nb = 1 << rp->bits[lv];
         memset(count, 0, (size_t)nb * sizeof count[0]);
         if (by_mass) memset(amount, 0, (size_t)nb * sizeof amount[0]);
         for (int j = 0; j < c->n; j++) {
@@ -164,7 +173,7 @@ static selection select_top(const dist *d, const span *c, bool by_mass, double t
         /* Done when the bin is one value (last level), one token, or, counting, exactly fills the
          * target. The threshold is the bin's lowest key: nothing in play lies between it and the
          * bin. */
-        if (lv == RADIX_LEVELS - 1 || count[b] == 1 || (!by_mass && above + a == target)) {
+        if (lv == rp->levels - 1 || count[b] == 1 || (!by_mass && above + a == target)) {
             sel.threshold = prefix, sel.kept = above_n + count[b];
             return sel;
         }
