@@ -186,6 +186,7 @@ static selection select_top(const dist *d, const span *c, bool by_mass, double t
 typedef struct {
     dist d;
     bool greedy;
+    bool filtered;      /* any of top_k, top_p, min_p is on */
     span cand;          /* tokens left after top_k (all of them when top_k is off) */
     int32_t *cand_ids;  /* owned storage of cand.ids */
     uint32_t threshold; /* keep key >= threshold ... */
@@ -211,6 +212,7 @@ static void plan_build(plan *pl, const float *x, int n, const sampling_params *p
         for (int i = 0; i < n && m < s.kept; i++)
             if (order_key(x[i]) >= s.threshold) pl->cand_ids[m++] = i;
         pl->cand = (span){pl->cand_ids, m};
+        pl->filtered = true;
     }
     /* top_p < 1 filters; NaN fails the comparison and means off. top_p <= 0 gives target 0: the
      * first (top) tie group. */
@@ -218,10 +220,15 @@ static void plan_build(plan *pl, const float *x, int n, const sampling_params *p
         double top_p = p->top_p > 0 ? p->top_p : 0.0;
         selection s = select_top(&pl->d, &pl->cand, true, top_p, true);
         if (s.threshold > pl->threshold) pl->threshold = s.threshold;
-        if (!pl->cand_ids)
-            pl->z_all = s.total; /* the span was everything: that is the normaliser */
+        /* Over the whole vocabulary the histogram's total is the logprobs' normaliser too (summed
+         * in another order, which the logprobs do not mind; the draw sums its own). */
+        if (!pl->cand_ids) pl->z_all = s.total;
+        pl->filtered = true;
     }
-    if (p->min_p > 0) pl->min_p = p->min_p < 1.0f ? p->min_p : 1.0f; /* the top weighs exactly 1 */
+    if (p->min_p > 0) {
+        pl->min_p = p->min_p < 1.0f ? p->min_p : 1.0f; /* the top weighs exactly 1: kept */
+        pl->filtered = true;
+    }
 }
 
 static void plan_free(plan *pl) {
@@ -250,11 +257,10 @@ static double kept_sum(const plan *pl) {
 }
 
 /* The normaliser of the draw. With no filter at all it is the sum of all weights, which the
- * logprobs want too: computed once, in the same order kept_sum would use, so the result is
- * identical. */
+ * logprobs want too: weight_sum adds the same numbers in the same (id) order as kept_sum would, so
+ * computing it once serves both, bit for bit. */
 static double plan_kept_sum(plan *pl) {
-    bool filtered = pl->threshold > 0 || pl->min_p > 0 || pl->cand_ids;
-    return filtered ? kept_sum(pl) : plan_z_all(pl);
+    return pl->filtered ? kept_sum(pl) : plan_z_all(pl);
 }
 
 /* Inverse CDF in id order. The running sum repeats the normaliser's additions in the same order, so

@@ -38,10 +38,15 @@
  * = (l_i - max) / T - log(sum_j w_j) (T = 1 when greedy). The top entries are ordered by logit,
  * highest first, lowest id on ties.
  *
- * Cost on a 201,088 vocabulary: a few linear passes, no sort of the vocabulary. top_k, top_p and
- * the top logprobs find their threshold by a radix select on the float bits (histograms of 2048
- * bins, refined at most twice) and sort only the handful of chosen entries; penalties cost
- * O(history) with a small hash table. */
+ * Cost on a 201,088 vocabulary: a few linear passes, no sort of the vocabulary (about 1-2 ms on
+ * one core; the single expf pass for the normaliser is the largest part). top_k, top_p and the top
+ * logprobs find their threshold by a radix select on the float bits (histograms of 2048 bins,
+ * refined at most twice; 256 bins for short spans) and sort only the handful of chosen entries;
+ * penalties cost O(history) with a small hash table. Thread-safe: no state between calls.
+ *
+ * For a GPU implementation: every filter is a threshold on the (penalised) logit plus the min_p
+ * test on the weight, and the draw is a prefix sum of kept weights in id order searched for
+ * u * total, so the same rules map onto parallel reductions and scans. */
 #ifndef GPTOSS_ENGINE_SAMPLER_H
 #define GPTOSS_ENGINE_SAMPLER_H
 
@@ -62,8 +67,9 @@ typedef struct {
 /* The entry point the CPU backend calls once per sampled sequence. logits [vocab] are modified in
  * place (bias and penalties); history holds prompt + output tokens so far, the first prompt_len of
  * them the prompt (history may be NULL when history_len is 0). output_pos is the index of the token
- * being drawn among the outputs (0 for the first). out may be NULL. Returns the token, or -1 when
- * vocab <= 0 or logits or p is NULL. */
+ * being drawn among the outputs (0 for the first). seed is p->seed when p->has_seed, else the seed
+ * the engine drew for the request. out may be NULL. Returns the token, or -1 when vocab <= 0 or
+ * logits or p is NULL. */
 int32_t sampler_sample(float *logits, int vocab, const sampling_params *p, const int32_t *history,
                        int history_len, int prompt_len, uint64_t seed, int64_t output_pos,
                        sample_out *out);
