@@ -14,8 +14,7 @@
 
 #define BIG_VOCAB 201088
 
-/* ------------------------------------------------------------------------------------------------
- */
+/* --------------------------------------------------------------------------------------------- */
 /* Random logits. */
 
 static double normal(rng_t *r) {
@@ -41,8 +40,7 @@ static void fill_logits(float *lg, int n, int kind, uint64_t seed) {
             lg[rng_next(&r) % (uint64_t)n] += (float)(6 + 2 * j % 7);
 }
 
-/* ------------------------------------------------------------------------------------------------
- */
+/* --------------------------------------------------------------------------------------------- */
 /* The brute-force reference of steps 2-4: the filtered, renormalised distribution in double.
  * Returns false when the case sits so close to a top_p or min_p boundary that float rounding in the
  * sampler could legitimately decide it the other way (the caller then picks other logits). */
@@ -143,8 +141,7 @@ static void ref_penalties(float *lg, int n, const sampling_params *p, const int3
     }
 }
 
-/* ------------------------------------------------------------------------------------------------
- */
+/* --------------------------------------------------------------------------------------------- */
 
 static sampling_params params(float t, int k, float top_p, float min_p) {
     sampling_params p = sampling_params_default();
@@ -262,8 +259,7 @@ static void test_ties(void) {
     CHECK(lps[0] == lps[1] && lps[1] == lps[2] && lps[2] > lps[3], "tied logprobs equal");
 }
 
-/* ------------------------------------------------------------------------------------------------
- */
+/* --------------------------------------------------------------------------------------------- */
 /* The draws. */
 
 static void test_empirical_distribution(void) {
@@ -342,8 +338,7 @@ static void test_call_order(void) {
     free(lg), free(copy);
 }
 
-/* ------------------------------------------------------------------------------------------------
- */
+/* --------------------------------------------------------------------------------------------- */
 
 static void test_logprobs(void) {
     const int n = 3000;
@@ -405,8 +400,7 @@ static void test_logprobs(void) {
     free(lg), free(ref);
 }
 
-/* ------------------------------------------------------------------------------------------------
- */
+/* --------------------------------------------------------------------------------------------- */
 
 static void test_penalties(void) {
     /* Hand-checked: token 5 three times in the output, 6 only in the prompt, 7 in both, 8 never. */
@@ -513,8 +507,7 @@ static void test_logit_bias(void) {
     free(lg);
 }
 
-/* ------------------------------------------------------------------------------------------------
- */
+/* --------------------------------------------------------------------------------------------- */
 
 static void test_extremes(void) {
     const int n = 1000;
@@ -605,8 +598,7 @@ static void test_extremes(void) {
     free(lg), free(probs);
 }
 
-/* ------------------------------------------------------------------------------------------------
- */
+/* --------------------------------------------------------------------------------------------- */
 
 static double now_ms(void) {
     struct timespec ts;

@@ -7,10 +7,10 @@
  * probability mass reaches top_p" is found by a radix select: one pass builds a histogram of the
  * top 11 bits (count and probability mass per bin), a walk down the bins finds the bin where the
  * target is reached, and only that bin is refined with the next 11 bits, then the last 10. Three
- * passes at most, each a cheap loop (short spans use four levels of 8 bits instead, for small
- * histograms), and the result is exact — at the last level a bin is a single
- * float value, which is also why ties at the boundary are kept whole. Nothing of vocabulary size is
- * ever sorted; only the few top logprob entries are. */
+ * passes at most, each a cheap loop (short spans use four levels of 8 bits, for small histograms),
+ * and the result is exact — at the last level a bin is a single float value, which is also why
+ * ties at the boundary are kept whole. Nothing of vocabulary size is ever sorted; only the few top
+ * logprob entries are. */
 #include "engine/sampler.h"
 
 #include "base/rng.h"
@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---------------------------------------------------------------------------------------------------
+/* ------------------------------------------------------------------------------------------------
  * Floats as ordered integers. For IEEE-754 floats, flipping the sign bit of positives and all bits
  * of negatives gives unsigned integers in the same order as the values. NaN is first turned into
  * -inf (it can never be drawn) and -0 into +0 (they are equal, so they must tie). */
@@ -34,7 +34,7 @@ static inline uint32_t order_key(float x) {
     return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
-/* ---------------------------------------------------------------------------------------------------
+/* ------------------------------------------------------------------------------------------------
  * The distribution: its maximum, temperature and mode. Weights are relative to the maximum, so the
  * top token weighs exactly 1, the sum is >= 1, and no exp() ever overflows. */
 enum { MODE_FINITE, MODE_POSINF, MODE_NONE };
@@ -85,14 +85,14 @@ static inline float weight(const dist *d, float x) {
     return s < -104.0f ? 0.0f : expf(s);
 }
 
-/* The sum of all weights in double: the normaliser of the logprobs and of top_p without top_k. */
+/* The sum of all weights in double: the normaliser of the logprobs and of an unfiltered draw. */
 static double weight_sum(const dist *d) {
     double z = 0;
     for (int i = 0; i < d->n; i++) z += weight(d, d->x[i]);
     return z;
 }
 
-/* ---------------------------------------------------------------------------------------------------
+/* ------------------------------------------------------------------------------------------------
  * The tokens still in play: all of them (ids NULL) or a list in increasing id order. */
 typedef struct {
     const int32_t *ids;
@@ -103,7 +103,7 @@ static inline int span_at(const span *s, int j) {
     return s->ids ? s->ids[j] : j;
 }
 
-/* ---------------------------------------------------------------------------------------------------
+/* ------------------------------------------------------------------------------------------------
  * Radix select. Among the tokens of `c`, walking down from the highest logit, find the first place
  * where the accumulated amount (1 per token, or its weight when by_mass) reaches `target`, and
  * return the threshold key: keeping every token with key >= threshold keeps that shortest run, tie
@@ -181,7 +181,7 @@ static selection select_top(const dist *d, const span *c, bool by_mass, double t
     return sel; /* not reached: the last level always returns */
 }
 
-/* ---------------------------------------------------------------------------------------------------
+/* ------------------------------------------------------------------------------------------------
  * A plan: everything decided before the draw. */
 typedef struct {
     dist d;
@@ -280,7 +280,7 @@ static int32_t plan_draw(plan *pl, double u) {
     return last;
 }
 
-/* ---------------------------------------------------------------------------------------------------
+/* ------------------------------------------------------------------------------------------------
  * Top logprob entries: the K largest logits, highest first, lowest id on ties. The radix select
  * gives the K-th value; the tokens above it (fewer than K) plus the first tokens equal to it (in id
  * order) are exactly the K wanted, and only those K get sorted. */
@@ -321,7 +321,7 @@ static int top_entries(const dist *d, double log_z, int k, int32_t *ids, float *
     return n;
 }
 
-/* ---------------------------------------------------------------------------------------------------
+/* ------------------------------------------------------------------------------------------------
  * Public entry points. */
 int32_t sampler_draw(const float *logits, int vocab, const sampling_params *p, uint64_t seed,
                      int64_t output_pos, sample_out *out) {
