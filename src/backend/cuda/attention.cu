@@ -47,14 +47,15 @@ enum {
     DEC_OPAD = HD + 4 /* padded row of the end-of-CTA merge buffer */
 };
 
-/* Prefill: 8 warps x 16 rows = 128 query rows (16 tokens x 8 heads), 64-key tiles, 3 stages. */
+/* Prefill: 8 warps x 16 rows = 128 query rows (16 tokens x 8 heads), 32-key tiles, 4 stages. (64-key
+ * tiles need ~180 registers; at the 128 that two CTAs per SM allow they spilled, 32-key tiles do not.) */
 enum {
     PF_WARPS = 8,
     PF_THREADS = PF_WARPS * 32,
     PF_ROWS = PF_WARPS * 16,
     PF_TOKENS = PF_ROWS / GQA,
-    PF_KTILE = 64,
-    PF_STAGES = 3,
+    PF_KTILE = 32,
+    PF_STAGES = 4,
     PF_Q_BYTES = PF_ROWS * ROW_BYTES,
     PF_STAGE_BYTES = 2 * PF_KTILE * ROW_BYTES,
     PF_SMEM = PF_Q_BYTES + PF_STAGES * PF_STAGE_BYTES
@@ -114,6 +115,12 @@ static __device__ __forceinline__ uint32_t movmatrix_trans(uint32_t x) {
 static __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
     __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
     return *reinterpret_cast<uint32_t *>(&v);
+}
+/* 2^x by the SFU (ex2.approx: ~2 ulp; inputs are <= 0 here, tiny results flush to 0, -inf gives 0). */
+static __device__ __forceinline__ float fast_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
 }
 static __device__ __forceinline__ float shfl_xor(float x, int m) { return __shfl_xor_sync(0xffffffffu, x, m); }
 
@@ -246,10 +253,10 @@ __global__ void __launch_bounds__(DEC_THREADS) attn_decode_kernel(attn_args a) {
 #pragma unroll
         for (int o = 4; o < 32; o <<= 1) mx0 = fmaxf(mx0, shfl_xor(mx0, o)), mx1 = fmaxf(mx1, shfl_xor(mx1, o));
         const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
-        const float corr0 = exp2f(m0 - mn0), corr1 = exp2f(m1 - mn1);
+        const float corr0 = fast_exp2(m0 - mn0), corr1 = fast_exp2(m1 - mn1);
         m0 = mn0, m1 = mn1;
-        const float p0 = exp2f(fmaf(s[0], sl2, -mn0)), p1 = exp2f(fmaf(s[1], sl2, -mn1));
-        const float p2 = exp2f(fmaf(s[2], sl2, -mn0)), p3 = exp2f(fmaf(s[3], sl2, -mn1));
+        const float p0 = fast_exp2(fmaf(s[0], sl2, -mn0)), p1 = fast_exp2(fmaf(s[1], sl2, -mn1));
+        const float p2 = fast_exp2(fmaf(s[2], sl2, -mn0)), p3 = fast_exp2(fmaf(s[3], sl2, -mn1));
         l0 = l0 * corr0 + p0 + p2;
         l1 = l1 * corr1 + p1 + p3;
 #pragma unroll
@@ -298,14 +305,14 @@ __global__ void __launch_bounds__(DEC_THREADS) attn_decode_kernel(attn_args a) {
     float L = 0.f, o4[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
     for (int w = 0; w < DEC_WARPS; w++) {
-        const float f = exp2f(s_m[w * GQA + h] - M);
+        const float f = fast_exp2(s_m[w * GQA + h] - M);
         L += f * s_l[w * GQA + h];
 #pragma unroll
         for (int j = 0; j < 4; j++) o4[j] += f * s_o[(w * GQA + h) * DEC_OPAD + d0 + j];
     }
     const int head = kvh * GQA + h;
     if (a.num_splits == 1) {
-        L += exp2f(a.sinks[head] * LOG2E - M); /* M >= the sink: every warp's max started there */
+        L += fast_exp2(a.sinks[head] * LOG2E - M); /* M >= the sink: every warp's max started there */
         const float inv = 1.f / L;
         *reinterpret_cast<uint2 *>(a.out + ((size_t)q_row * (size_t)a.n_heads + (size_t)head) * HD + d0) =
             make_uint2(pack_bf16(o4[0] * inv, o4[1] * inv), pack_bf16(o4[2] * inv, o4[3] * inv));
@@ -331,9 +338,9 @@ __global__ void __launch_bounds__(DEC_THREADS) attn_decode_merge_kernel(attn_arg
     const float sink = a.sinks[head] * LOG2E;
     float M = sink;
     for (int s = 0; s < S; s++) M = fmaxf(M, ml[2 * s]);
-    float L = exp2f(sink - M), o4[4] = {0.f, 0.f, 0.f, 0.f};
+    float L = fast_exp2(sink - M), o4[4] = {0.f, 0.f, 0.f, 0.f};
     for (int s = 0; s < S; s++) {
-        const float f = exp2f(ml[2 * s] - M);
+        const float f = fast_exp2(ml[2 * s] - M);
         L += f * ml[2 * s + 1];
         const float4 v = *reinterpret_cast<const float4 *>(a.ws + (part0 + (size_t)s) * HD + d0);
         o4[0] += f * v.x, o4[1] += f * v.y, o4[2] += f * v.z, o4[3] += f * v.w;
@@ -353,15 +360,15 @@ __global__ void __launch_bounds__(DEC_THREADS) attn_decode_merge_kernel(attn_arg
  * 2w+1, head g) — one head per lane, so one sink.
  *
  * The keys run from the first token's window start k_first (0 on full layers) to the last token's
- * position, in tiles of 64 keys (FA2 shape, mma.sync):
- *   S[16 rows x 64 keys] = Q[16 x 64] K^T       (Q fragments in registers, K^T via ldmatrix: 32 MMAs)
+ * position, in tiles of 32 keys (FA2 shape, mma.sync), per warp:
+ *   S[16 rows x 32 keys] = Q[16 x 64] K^T       (Q fragments in registers, K^T via ldmatrix: 16 MMAs)
  *   online softmax per row (a row's 4 lanes share a max through 2 shuffles)
- *   O[16 x 64 dims]     += P[16 x 64 keys] V     (S's accumulators are P's A fragments as they stand;
- *                                                 V via ldmatrix.trans: 32 MMAs)
- * Because a tile spans only 16 positions, only the last key tile meets the causal diagonal, and on
- * sliding layers only the first one or two meet the window's start: those "edge" tiles are masked per
- * element, the others not at all. Tiles entirely outside every row's window are never loaded (the loop
- * starts at k_first). */
+ *   O[16 x 64 dims]     += P[16 x 32 keys] V     (S's accumulators are P's A fragments as they stand;
+ *                                                 V via ldmatrix.trans: 16 MMAs)
+ * Because a query tile spans only 16 positions, only the last one or two key tiles meet the causal
+ * diagonal, and on sliding layers only the first one or two meet the window's start: those "edge"
+ * tiles are masked per element, the others not at all. Tiles entirely outside every row's window are
+ * never loaded (the loop starts at k_first and ends at the last token's position). */
 __global__ void __launch_bounds__(PF_THREADS, 2) attn_prefill_kernel(attn_args a) {
     extern __shared__ __align__(128) unsigned char smem[];
     const int kvh = blockIdx.y;
@@ -431,10 +438,11 @@ __global__ void __launch_bounds__(PF_THREADS, 2) attn_prefill_kernel(attn_args a
         const uint32_t sk = s_kv + (it % PF_STAGES) * PF_STAGE_BYTES, sv = sk + PF_KTILE * ROW_BYTES;
         const int kt = k_first + it * PF_KTILE;
 
-        /* S = Q K^T. n-tile nt = keys [8nt, 8nt+8); one ldmatrix.x4 gives b0,b1 of two k-chunks. */
-        float s[8][4];
+        /* S = Q K^T. n-tile nt = keys [8nt, 8nt+8); one ldmatrix.x4 gives b0,b1 of two k-chunks of
+         * 16 dims (matrices: keys of the n-tile x dims 32kp + 0, 8, 16, 24). */
+        float s[PF_KTILE / 8][4];
 #pragma unroll
-        for (int nt = 0; nt < 8; nt++) {
+        for (int nt = 0; nt < PF_KTILE / 8; nt++) {
             s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
 #pragma unroll
             for (int kp = 0; kp < 2; kp++) {
@@ -449,7 +457,7 @@ __global__ void __launch_bounds__(PF_THREADS, 2) attn_prefill_kernel(attn_args a
             const int p_a = pos0 + 2 * warp, p_b = p_a + 1; /* positions of the lane's two rows */
             const int lo_a = W > 0 ? p_a - W + 1 : 0, lo_b = W > 0 ? p_b - W + 1 : 0;
 #pragma unroll
-            for (int nt = 0; nt < 8; nt++) {
+            for (int nt = 0; nt < PF_KTILE / 8; nt++) {
 #pragma unroll
                 for (int j = 0; j < 4; j++) {
                     const int key = kt + nt * 8 + 2 * t + (j & 1);
@@ -461,33 +469,35 @@ __global__ void __launch_bounds__(PF_THREADS, 2) attn_prefill_kernel(attn_args a
 
         float mx_a = -INFINITY, mx_b = -INFINITY;
 #pragma unroll
-        for (int nt = 0; nt < 8; nt++) {
+        for (int nt = 0; nt < PF_KTILE / 8; nt++) {
             mx_a = fmaxf(mx_a, fmaxf(s[nt][0], s[nt][1]));
             mx_b = fmaxf(mx_b, fmaxf(s[nt][2], s[nt][3]));
         }
         mx_a = fmaxf(mx_a, shfl_xor(mx_a, 1)), mx_b = fmaxf(mx_b, shfl_xor(mx_b, 1));
         mx_a = fmaxf(mx_a, shfl_xor(mx_a, 2)), mx_b = fmaxf(mx_b, shfl_xor(mx_b, 2));
         const float mn_a = fmaxf(m_a, mx_a * sl2), mn_b = fmaxf(m_b, mx_b * sl2);
-        const float corr_a = exp2f(m_a - mn_a), corr_b = exp2f(m_b - mn_b);
+        const float corr_a = fast_exp2(m_a - mn_a), corr_b = fast_exp2(m_b - mn_b);
         m_a = mn_a, m_b = mn_b;
         float sum_a = 0.f, sum_b = 0.f;
 #pragma unroll
-        for (int nt = 0; nt < 8; nt++) {
-            s[nt][0] = exp2f(fmaf(s[nt][0], sl2, -mn_a));
-            s[nt][1] = exp2f(fmaf(s[nt][1], sl2, -mn_a));
-            s[nt][2] = exp2f(fmaf(s[nt][2], sl2, -mn_b));
-            s[nt][3] = exp2f(fmaf(s[nt][3], sl2, -mn_b));
+        for (int nt = 0; nt < PF_KTILE / 8; nt++) {
+            s[nt][0] = fast_exp2(fmaf(s[nt][0], sl2, -mn_a));
+            s[nt][1] = fast_exp2(fmaf(s[nt][1], sl2, -mn_a));
+            s[nt][2] = fast_exp2(fmaf(s[nt][2], sl2, -mn_b));
+            s[nt][3] = fast_exp2(fmaf(s[nt][3], sl2, -mn_b));
             sum_a += s[nt][0] + s[nt][1];
             sum_b += s[nt][2] + s[nt][3];
-            acc[nt][0] *= corr_a, acc[nt][1] *= corr_a, acc[nt][2] *= corr_b, acc[nt][3] *= corr_b;
         }
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++)
+            acc[nt][0] *= corr_a, acc[nt][1] *= corr_a, acc[nt][2] *= corr_b, acc[nt][3] *= corr_b;
         l_a = l_a * corr_a + sum_a;
         l_b = l_b * corr_b + sum_b;
 
         /* O += P V. k-step kk = keys [16kk, 16kk+16): P's A fragment is S's accumulators of n-tiles
          * 2kk and 2kk+1. V's B fragments via ldmatrix.trans, two dim n-tiles per x4. */
 #pragma unroll
-        for (int kk = 0; kk < 4; kk++) {
+        for (int kk = 0; kk < PF_KTILE / 16; kk++) {
             const uint32_t pa[4] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]), pack_bf16(s[2 * kk][2], s[2 * kk][3]),
                                     pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
                                     pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
@@ -506,7 +516,7 @@ __global__ void __launch_bounds__(PF_THREADS, 2) attn_prefill_kernel(attn_args a
     /* Finish: the row sums were per lane; add the sink once, normalise, store bf16 pairs. */
     l_a += shfl_xor(l_a, 1), l_b += shfl_xor(l_b, 1);
     l_a += shfl_xor(l_a, 2), l_b += shfl_xor(l_b, 2);
-    const float inv_a = 1.f / (l_a + exp2f(sink - m_a)), inv_b = 1.f / (l_b + exp2f(sink - m_b));
+    const float inv_a = 1.f / (l_a + fast_exp2(sink - m_a)), inv_b = 1.f / (l_b + fast_exp2(sink - m_b));
     const int head = kvh * GQA + g;
     if (2 * warp < n_valid) {
         uint16_t *o = a.out + ((size_t)(qs + tok0 + 2 * warp) * (size_t)a.n_heads + (size_t)head) * HD + 2 * t;
