@@ -573,17 +573,16 @@ static int g_decode_smem_dev, g_prefill_smem_dev;
 
 extern "C" int attn_decode_num_splits(const attn_dims *d, int n_seqs, int max_keys) {
     if (n_seqs <= 0 || max_keys <= 0) return 1;
-    int dev = 0, sms = 132, per_sm = 3;
-    if (cudaGetDevice(&dev) == cudaSuccess) {
-        int v;
-        if (cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && v > 0) sms = v;
-        if (allow_smem((const void *)attn_decode_kernel, DEC_SMEM, &g_decode_smem_dev) == cudaSuccess &&
-            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&v, attn_decode_kernel, DEC_THREADS, DEC_SMEM) ==
-                cudaSuccess &&
-            v > 0)
-            per_sm = v;
-    }
-    (void)cudaGetLastError(); /* a failed query above must not be reported by the next launch */
+    int dev = 0, sms = 132, per_sm = 3, v = 0;
+    bool failed = cudaGetDevice(&dev) != cudaSuccess;
+    if (!failed && cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && v > 0) sms = v;
+    else failed = true;
+    if (!failed && allow_smem((const void *)attn_decode_kernel, DEC_SMEM, &g_decode_smem_dev) == cudaSuccess &&
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&v, attn_decode_kernel, DEC_THREADS, DEC_SMEM) == cudaSuccess &&
+        v > 0)
+        per_sm = v;
+    else failed = true;
+    if (failed) (void)cudaGetLastError(); /* our failed query must not be reported by the next launch */
     /* Cost in units of "one chunk streamed by one CTA": a CTA with `per` chunks costs per + 2 (the
      * pipeline's fill), the grid runs in waves of sms * per_sm CTAs, a merge pass costs about one unit.
      * Pick the cheapest split count; ties go to fewer splits. */
