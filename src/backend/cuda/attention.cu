@@ -1,0 +1,682 @@
+/* Attention kernels for gpt-oss on Hopper: decode (GQA, split-K) and prefill (flash-attention tiles).
+ * The math and the KV layout are in attention.h; the CPU reference is cpu_sink_attention
+ * (backend/cpu/ops.c), and tests/gpu/test_attention.cu holds the two side by side.
+ *
+ * ---- Tensor-core building block: mma.sync m16n8k16 (bf16 in, fp32 accumulate) ----
+ * D[16x8] += A[16x16] B[16x8]. Each lane of the warp holds pieces of the tiles, with g = lane / 4 and
+ * t = lane % 4 (the "group" and the "thread in group"):
+ *   A: a0 = A[g][2t,2t+1]  a1 = A[g+8][2t,2t+1]  a2 = A[g][2t+8,2t+9]  a3 = A[g+8][2t+8,2t+9]
+ *   B: b0 = B[2t,2t+1][g]  b1 = B[2t+8,2t+9][g]
+ *   C: c0,c1 = C[g][2t,2t+1]  c2,c3 = C[g+8][2t,2t+1]
+ * (each a/b register holds two bf16, the lower column/row in the low half). Tiles come from shared
+ * memory through ldmatrix, which hands each lane exactly these pairs for up to four 8x8 matrices (the
+ * .trans form hands out the transpose, which turns a row-major V into the column pairs an MMA needs).
+ *
+ * ---- Shared-memory tiles ----
+ * A tile row is one key (or query row): head_dim = 64 bf16 = 128 bytes = 8 chunks of 16 bytes. Eight
+ * rows that ldmatrix reads together would all hit the same 4 banks, so chunk c of row r is stored at
+ * chunk position c ^ (r % 8) (an XOR swizzle): conflict-free for the 16-byte cp.async writes and for
+ * ldmatrix. Global -> shared copies are cp.async (16 bytes, L2 only), several tiles in flight.
+ *
+ * ---- Softmax ----
+ * Online (running max m, running sum l, rescaled accumulator) in base 2: scores are multiplied by
+ * scale * log2(e) and exp2 is used; the sink becomes sink * log2(e). Every running max starts at the
+ * sink, so it is never -inf (masked keys are -inf, exp2(-inf) = 0, and a fully masked tile changes
+ * nothing), and exp2(sink - m) <= 1 when the sink finally joins the denominator, once. */
+#include "backend/cuda/attention.h"
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#define HD 64        /* head_dim this file is specialised for */
+#define GQA 8        /* query heads per KV head */
+#define ROW_BYTES 128 /* one key's head_dim values in bf16 */
+#define LOG2E 1.4426950408889634f
+
+/* Decode: 4 warps, each taking 16 keys of every 64-key chunk; 4 chunks (64 KiB) in the pipeline. */
+enum {
+    DEC_WARPS = 4,
+    DEC_THREADS = DEC_WARPS * 32,
+    DEC_CHUNK = 64,
+    DEC_STAGES = 4,
+    DEC_STAGE_BYTES = 2 * DEC_CHUNK * ROW_BYTES, /* K and V */
+    DEC_SMEM = DEC_STAGES * DEC_STAGE_BYTES,
+    DEC_OPAD = HD + 4 /* padded row of the end-of-CTA merge buffer */
+};
+
+/* Prefill: 8 warps x 16 rows = 128 query rows (16 tokens x 8 heads), 32-key tiles, 4 stages. (64-key
+ * tiles need ~180 registers; at the 128 that two CTAs per SM allow they spilled, 32-key tiles do not.) */
+enum {
+    PF_WARPS = 8,
+    PF_THREADS = PF_WARPS * 32,
+    PF_ROWS = PF_WARPS * 16,
+    PF_TOKENS = PF_ROWS / GQA,
+    PF_KTILE = 32,
+    PF_STAGES = 4,
+    PF_Q_BYTES = PF_ROWS * ROW_BYTES,
+    PF_STAGE_BYTES = 2 * PF_KTILE * ROW_BYTES,
+    PF_SMEM = PF_Q_BYTES + PF_STAGES * PF_STAGE_BYTES
+};
+static_assert((int)PF_TOKENS == (int)ATTN_PREFILL_TOKENS, "attention.h's tile size must match the kernel");
+
+typedef struct {
+    const int32_t *query_start, *start_pos, *tables, *table_first, *work;
+    const uint16_t *q, *k_cache, *v_cache;
+    const float *sinks;
+    uint16_t *out;
+    float *ws; /* decode partials: [n_seqs][n_heads][splits][HD] outputs, then [..][2] (max, sum) */
+    float scale_log2;
+    int n_seqs, stride, window, n_heads, n_kv_heads, bs_shift, num_splits;
+} attn_args;
+
+/* ------------------------------------------------------------------------------------------------ */
+/* PTX wrappers                                                                                       */
+
+static __device__ __forceinline__ uint32_t smem_u32(const void *p) {
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+/* 16-byte global -> shared copy; when !valid nothing is read and the 16 bytes are zero-filled. */
+static __device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, bool valid) {
+    const int n = valid ? 16 : 0;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n) : "memory");
+}
+static __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N> static __device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+static __device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], uint32_t addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr)
+                 : "memory");
+}
+static __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], uint32_t addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr)
+                 : "memory");
+}
+/* c += a b (m16n8k16, bf16 inputs, fp32 accumulators). */
+static __device__ __forceinline__ void mma_bf16(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+/* Transposes an 8x8 bf16 matrix held in the standard fragment layout (lane: row g, cols 2t, 2t+1). */
+static __device__ __forceinline__ uint32_t movmatrix_trans(uint32_t x) {
+    uint32_t y;
+    asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
+    return y;
+}
+static __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&v);
+}
+/* 2^x by the SFU (ex2.approx: ~2 ulp; inputs are <= 0 here, tiny results flush to 0, -inf gives 0). */
+static __device__ __forceinline__ float fast_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+static __device__ __forceinline__ float shfl_xor(float x, int m) { return __shfl_xor_sync(0xffffffffu, x, m); }
+
+/* Byte offset of 16-byte chunk c of row r in a swizzled [rows][128 B] tile. */
+static __device__ __forceinline__ uint32_t swz(int r, int c) { return (uint32_t)(r * ROW_BYTES + ((c ^ (r & 7)) << 4)); }
+
+/* ------------------------------------------------------------------------------------------------ */
+/* Paged KV -> shared memory                                                                          */
+
+/* Element offset of key `key` of KV head kvh, through the sequence's block table. */
+static __device__ __forceinline__ size_t kv_offset(const attn_args &a, const int32_t *table, int first, int kvh,
+                                                   int key) {
+    const size_t block = (size_t)table[(key >> a.bs_shift) - first];
+    const size_t row = (size_t)(key & ((1 << a.bs_shift) - 1));
+    return (((block * (size_t)a.n_kv_heads + (size_t)kvh) << a.bs_shift) + row) * HD;
+}
+
+/* Copies keys [key0, key0 + NKEYS) of K and V into swizzled tiles at s_k / s_v; keys >= key_end are
+ * not read (their rows become zeros, so a masked key can never bring a NaN into P.V). Every thread
+ * issues NKEYS * 8 / NTHREADS copies of each. */
+template <int NTHREADS, int NKEYS>
+static __device__ __forceinline__ void load_kv_tile(const attn_args &a, const int32_t *table, int first, int kvh,
+                                                    int key0, int key_end, uint32_t s_k, uint32_t s_v) {
+    static_assert((NKEYS * 8) % NTHREADS == 0, "tile copies must divide evenly");
+#pragma unroll
+    for (int i = 0; i < NKEYS * 8 / NTHREADS; i++) {
+        const int idx = (int)threadIdx.x + i * NTHREADS;
+        const int r = idx >> 3, c = idx & 7;
+        const int key = key0 + r;
+        const bool valid = key < key_end;
+        const uint16_t *ks = a.k_cache, *vs = a.v_cache;
+        if (valid) {
+            const size_t off = kv_offset(a, table, first, kvh, key) + (size_t)c * 8;
+            ks += off, vs += off;
+        }
+        cp_async16(s_k + swz(r, c), ks, valid);
+        cp_async16(s_v + swz(r, c), vs, valid);
+    }
+}
+
+/* ------------------------------------------------------------------------------------------------ */
+/* Decode                                                                                             */
+/*
+ * Grid (n_kv_heads, n_seqs, num_splits), 128 threads. The CTA owns KV head j of one sequence and a
+ * contiguous share of its 64-key chunks. The 8 query heads of the group are the N = 8 side of the MMA,
+ * keys the M = 16 side, so nothing is padded:
+ *   S^T[16 keys x 8 heads] = K[16 keys x 64] . Q^T[64 x 8 heads]      (4 MMAs, K from ldmatrix, Q^T
+ *                                                                      fragments loaded once from global)
+ *   O^T[64 x 8 heads]     += V^T[64 x 16 keys] . P^T[16 keys x 8 heads] (4 MMAs, V^T via ldmatrix.trans)
+ * S^T's accumulator holds P^T transposed relative to the B operand the second product needs (lane has
+ * keys g, g+8 of heads 2t, 2t+1; B wants keys 2t, 2t+1 of head g): one movmatrix.trans per 8x8 half
+ * fixes that in registers. A lane's accumulator columns are heads 2t, 2t+1, the same as its score
+ * columns, so the online-softmax rescale is lane-local; the per-head max over 16 keys is 3 shuffles.
+ *
+ * Warp w takes keys [16w, 16w+16) of every chunk and keeps its own (m, l, O^T); at the end the 4 warps
+ * merge through shared memory. With one split the CTA adds the sink and writes bf16; otherwise it
+ * writes its (m, l, O) and attn_decode_merge_kernel combines the splits (the sink joins there, once).
+ * A split with no chunks writes (sink, 0, 0), which merges as nothing. */
+__global__ void __launch_bounds__(DEC_THREADS) attn_decode_kernel(attn_args a) {
+    extern __shared__ __align__(128) unsigned char smem[];
+    const int kvh = blockIdx.x, seq = blockIdx.y, split = blockIdx.z;
+    const int q_row = a.query_start[seq];
+    if (a.query_start[seq + 1] - q_row != 1) return; /* not a decode sequence: uniform exit */
+    const int pos = a.start_pos[seq];
+    const int k_lo = a.window > 0 ? max(0, pos - a.window + 1) : 0;
+    const int key_end = pos + 1;
+    const int n_chunks = (key_end - k_lo + DEC_CHUNK - 1) / DEC_CHUNK;
+    const int per_split = (n_chunks + a.num_splits - 1) / a.num_splits;
+    const int c_begin = min(n_chunks, split * per_split);
+    const int n_my = min(n_chunks, c_begin + per_split) - c_begin;
+    const int32_t *table = a.tables + (size_t)seq * (size_t)a.stride;
+    const int first = a.table_first ? a.table_first[seq] : 0;
+
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const uint32_t s_base = smem_u32(smem);
+
+    /* Start the first chunks' copies before anything else. */
+#pragma unroll
+    for (int i = 0; i < DEC_STAGES - 1; i++) {
+        if (i < n_my) {
+            const uint32_t sk = s_base + i * DEC_STAGE_BYTES;
+            load_kv_tile<DEC_THREADS, DEC_CHUNK>(a, table, first, kvh, k_lo + (c_begin + i) * DEC_CHUNK, key_end, sk,
+                                                 sk + DEC_CHUNK * ROW_BYTES);
+        }
+        cp_async_commit();
+    }
+
+    /* Q^T as B fragments: b0 = Q[head g][16kc + 2t, +1], b1 = Q[head g][16kc + 8 + 2t, +1]. */
+    const uint32_t *qg = reinterpret_cast<const uint32_t *>(
+        a.q + ((size_t)q_row * (size_t)a.n_heads + (size_t)kvh * GQA + (size_t)g) * HD);
+    uint32_t qb[4][2];
+#pragma unroll
+    for (int kc = 0; kc < 4; kc++) qb[kc][0] = qg[kc * 8 + t], qb[kc][1] = qg[kc * 8 + 4 + t];
+
+    const float sl2 = a.scale_log2;
+    float m0 = a.sinks[kvh * GQA + 2 * t] * LOG2E, m1 = a.sinks[kvh * GQA + 2 * t + 1] * LOG2E; /* heads 2t, 2t+1 */
+    float l0 = 0.f, l1 = 0.f;
+    float acc[4][4];
+#pragma unroll
+    for (int mt = 0; mt < 4; mt++) acc[mt][0] = acc[mt][1] = acc[mt][2] = acc[mt][3] = 0.f;
+
+    for (int i = 0; i < n_my; i++) {
+        cp_async_wait<DEC_STAGES - 2>(); /* this thread's copies of chunk i are done ... */
+        __syncthreads();                 /* ... and everyone's; stage (i-1) % STAGES is free again */
+        {
+            const int nx = i + DEC_STAGES - 1;
+            if (nx < n_my) {
+                const uint32_t sk = s_base + (nx % DEC_STAGES) * DEC_STAGE_BYTES;
+                load_kv_tile<DEC_THREADS, DEC_CHUNK>(a, table, first, kvh, k_lo + (c_begin + nx) * DEC_CHUNK, key_end,
+                                                     sk, sk + DEC_CHUNK * ROW_BYTES);
+            }
+            cp_async_commit();
+        }
+        const uint32_t sk = s_base + (i % DEC_STAGES) * DEC_STAGE_BYTES, sv = sk + DEC_CHUNK * ROW_BYTES;
+        const int key_w = k_lo + (c_begin + i) * DEC_CHUNK + warp * 16; /* this warp's first key */
+
+        /* S^T = K Q^T: lane gets s0,s1 = (key g; heads 2t, 2t+1), s2,s3 = (key g+8; same heads). */
+        float s[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+        for (int kc = 0; kc < 4; kc++) {
+            uint32_t ka[4];
+            ldmatrix_x4(ka, sk + swz(warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, kc * 2 + (lane >> 4)));
+            mma_bf16(s, ka, qb[kc][0], qb[kc][1]);
+        }
+        if (key_w + g >= key_end) s[0] = s[1] = -INFINITY;
+        if (key_w + g + 8 >= key_end) s[2] = s[3] = -INFINITY;
+
+        /* Online softmax per head: max over the warp's 16 keys (lanes with the same t). */
+        float mx0 = fmaxf(s[0], s[2]) * sl2, mx1 = fmaxf(s[1], s[3]) * sl2;
+#pragma unroll
+        for (int o = 4; o < 32; o <<= 1) mx0 = fmaxf(mx0, shfl_xor(mx0, o)), mx1 = fmaxf(mx1, shfl_xor(mx1, o));
+        const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+        const float corr0 = fast_exp2(m0 - mn0), corr1 = fast_exp2(m1 - mn1);
+        m0 = mn0, m1 = mn1;
+        const float p0 = fast_exp2(fmaf(s[0], sl2, -mn0)), p1 = fast_exp2(fmaf(s[1], sl2, -mn1));
+        const float p2 = fast_exp2(fmaf(s[2], sl2, -mn0)), p3 = fast_exp2(fmaf(s[3], sl2, -mn1));
+        l0 = l0 * corr0 + p0 + p2;
+        l1 = l1 * corr1 + p1 + p3;
+#pragma unroll
+        for (int mt = 0; mt < 4; mt++) acc[mt][0] *= corr0, acc[mt][1] *= corr1, acc[mt][2] *= corr0, acc[mt][3] *= corr1;
+
+        /* P^T as the B operand: transpose the two 8x8 halves (keys 0-7 and 8-15) in registers. */
+        const uint32_t pb0 = movmatrix_trans(pack_bf16(p0, p1)), pb1 = movmatrix_trans(pack_bf16(p2, p3));
+
+        /* O^T += V^T P^T: m-tile mt covers dims [16mt, 16mt+16). ldmatrix.trans matrices: (keys 0-7,
+         * dims +0), (keys 0-7, dims +8), (keys 8-15, dims +0), (keys 8-15, dims +8) = a0..a3. */
+#pragma unroll
+        for (int mt = 0; mt < 4; mt++) {
+            uint32_t va[4];
+            const int j = lane >> 3;
+            ldmatrix_x4_trans(va, sv + swz(warp * 16 + (lane & 7) + (j >> 1) * 8, mt * 2 + (j & 1)));
+            mma_bf16(acc[mt], va, pb0, pb1);
+        }
+    }
+    cp_async_wait<0>();
+    __syncthreads(); /* the pipeline buffers become the merge buffer */
+
+    /* Merge the 4 warps: per head, M = max m_w, L = sum l_w 2^(m_w - M), O = sum O_w 2^(m_w - M). */
+#pragma unroll
+    for (int o = 4; o < 32; o <<= 1) l0 += shfl_xor(l0, o), l1 += shfl_xor(l1, o);
+    float *s_m = reinterpret_cast<float *>(smem);     /* [DEC_WARPS][GQA] */
+    float *s_l = s_m + DEC_WARPS * GQA;                /* [DEC_WARPS][GQA] */
+    float *s_o = s_l + DEC_WARPS * GQA;                /* [DEC_WARPS][GQA][DEC_OPAD] */
+    if (g == 0) {
+        s_m[warp * GQA + 2 * t] = m0, s_m[warp * GQA + 2 * t + 1] = m1;
+        s_l[warp * GQA + 2 * t] = l0, s_l[warp * GQA + 2 * t + 1] = l1;
+    }
+    float *ow = s_o + warp * GQA * DEC_OPAD;
+#pragma unroll
+    for (int mt = 0; mt < 4; mt++) {
+        ow[(2 * t) * DEC_OPAD + mt * 16 + g] = acc[mt][0];
+        ow[(2 * t + 1) * DEC_OPAD + mt * 16 + g] = acc[mt][1];
+        ow[(2 * t) * DEC_OPAD + mt * 16 + g + 8] = acc[mt][2];
+        ow[(2 * t + 1) * DEC_OPAD + mt * 16 + g + 8] = acc[mt][3];
+    }
+    __syncthreads();
+
+    const int h = threadIdx.x >> 4, d0 = (threadIdx.x & 15) * 4; /* 8 heads x 16 threads x 4 dims */
+    float M = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < DEC_WARPS; w++) M = fmaxf(M, s_m[w * GQA + h]);
+    float L = 0.f, o4[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int w = 0; w < DEC_WARPS; w++) {
+        const float f = fast_exp2(s_m[w * GQA + h] - M);
+        L += f * s_l[w * GQA + h];
+#pragma unroll
+        for (int j = 0; j < 4; j++) o4[j] += f * s_o[(w * GQA + h) * DEC_OPAD + d0 + j];
+    }
+    const int head = kvh * GQA + h;
+    if (a.num_splits == 1) {
+        L += fast_exp2(a.sinks[head] * LOG2E - M); /* M >= the sink: every warp's max started there */
+        const float inv = 1.f / L;
+        *reinterpret_cast<uint2 *>(a.out + ((size_t)q_row * (size_t)a.n_heads + (size_t)head) * HD + d0) =
+            make_uint2(pack_bf16(o4[0] * inv, o4[1] * inv), pack_bf16(o4[2] * inv, o4[3] * inv));
+    } else {
+        const size_t part = ((size_t)seq * (size_t)a.n_heads + (size_t)head) * (size_t)a.num_splits + (size_t)split;
+        *reinterpret_cast<float4 *>(a.ws + part * HD + d0) = make_float4(o4[0], o4[1], o4[2], o4[3]);
+        if (d0 == 0) {
+            float *ml = a.ws + (size_t)a.n_seqs * (size_t)a.n_heads * (size_t)a.num_splits * HD + part * 2;
+            ml[0] = M, ml[1] = L;
+        }
+    }
+}
+
+/* Grid (n_kv_heads, n_seqs), 128 threads: out = sum_s O_s 2^(m_s - M) / (2^(sink - M) + sum_s l_s 2^(m_s - M)). */
+__global__ void __launch_bounds__(DEC_THREADS) attn_decode_merge_kernel(attn_args a) {
+    const int kvh = blockIdx.x, seq = blockIdx.y;
+    const int q_row = a.query_start[seq];
+    if (a.query_start[seq + 1] - q_row != 1) return;
+    const int h = threadIdx.x >> 4, d0 = (threadIdx.x & 15) * 4;
+    const int head = kvh * GQA + h, S = a.num_splits;
+    const size_t part0 = ((size_t)seq * (size_t)a.n_heads + (size_t)head) * (size_t)S;
+    const float *ml = a.ws + (size_t)a.n_seqs * (size_t)a.n_heads * (size_t)S * HD + part0 * 2;
+    const float sink = a.sinks[head] * LOG2E;
+    float M = sink;
+    for (int s = 0; s < S; s++) M = fmaxf(M, ml[2 * s]);
+    float L = fast_exp2(sink - M), o4[4] = {0.f, 0.f, 0.f, 0.f};
+    for (int s = 0; s < S; s++) {
+        const float f = fast_exp2(ml[2 * s] - M);
+        L += f * ml[2 * s + 1];
+        const float4 v = *reinterpret_cast<const float4 *>(a.ws + (part0 + (size_t)s) * HD + d0);
+        o4[0] += f * v.x, o4[1] += f * v.y, o4[2] += f * v.z, o4[3] += f * v.w;
+    }
+    const float inv = 1.f / L;
+    *reinterpret_cast<uint2 *>(a.out + ((size_t)q_row * (size_t)a.n_heads + (size_t)head) * HD + d0) =
+        make_uint2(pack_bf16(o4[0] * inv, o4[1] * inv), pack_bf16(o4[2] * inv, o4[3] * inv));
+}
+
+/* ------------------------------------------------------------------------------------------------ */
+/* Prefill                                                                                            */
+/*
+ * Grid (n_work, n_kv_heads), 256 threads. A tile is 16 consecutive new tokens of one sequence times the
+ * 8 query heads of KV head j: 128 query rows, row r = (token r / 8, head r % 8), so every K/V tile read
+ * serves all 8 heads of the group and a decode-like sequence still fills 8 rows. Warp w owns rows
+ * [16w, 16w+16): tokens 2w and 2w+1; lane (g, t) holds row g (token 2w, head g) and row g+8 (token
+ * 2w+1, head g) — one head per lane, so one sink.
+ *
+ * The keys run from the first token's window start k_first (0 on full layers) to the last token's
+ * position, in tiles of 32 keys (FA2 shape, mma.sync), per warp:
+ *   S[16 rows x 32 keys] = Q[16 x 64] K^T       (Q fragments in registers, K^T via ldmatrix: 16 MMAs)
+ *   online softmax per row (a row's 4 lanes share a max through 2 shuffles)
+ *   O[16 x 64 dims]     += P[16 x 32 keys] V     (S's accumulators are P's A fragments as they stand;
+ *                                                 V via ldmatrix.trans: 16 MMAs)
+ * Because a query tile spans only 16 positions, only the last one or two key tiles meet the causal
+ * diagonal, and on sliding layers only the first one or two meet the window's start: those "edge"
+ * tiles are masked per element, the others not at all. Tiles entirely outside every row's window are
+ * never loaded (the loop starts at k_first and ends at the last token's position). */
+__global__ void __launch_bounds__(PF_THREADS, 2) attn_prefill_kernel(attn_args a) {
+    extern __shared__ __align__(128) unsigned char smem[];
+    const int kvh = blockIdx.y;
+    const int seq = a.work[2 * blockIdx.x], tok0 = a.work[2 * blockIdx.x + 1];
+    const int qs = a.query_start[seq], n_new = a.query_start[seq + 1] - qs;
+    const int n_valid = min(PF_TOKENS, n_new - tok0);
+    if (n_valid <= 0) return;
+    const int W = a.window;
+    const int pos0 = a.start_pos[seq] + tok0, pos_last = pos0 + n_valid - 1;
+    const int k_first = W > 0 ? max(0, pos0 - W + 1) : 0;
+    const int key_end = pos_last + 1;
+    const int n_tiles = (key_end - k_first + PF_KTILE - 1) / PF_KTILE;
+    const int32_t *table = a.tables + (size_t)seq * (size_t)a.stride;
+    const int first = a.table_first ? a.table_first[seq] : 0;
+
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const uint32_t s_q = smem_u32(smem), s_kv = s_q + PF_Q_BYTES;
+
+    /* Q tile (rows of tokens past n_valid are zeros), then the first key tiles. */
+#pragma unroll
+    for (int i = 0; i < PF_ROWS * 8 / PF_THREADS; i++) {
+        const int idx = (int)threadIdx.x + i * PF_THREADS;
+        const int r = idx >> 3, c = idx & 7, tt = r >> 3;
+        const bool valid = tt < n_valid;
+        const uint16_t *src = a.q;
+        if (valid)
+            src += ((size_t)(qs + tok0 + tt) * (size_t)a.n_heads + (size_t)kvh * GQA + (size_t)(r & 7)) * HD +
+                   (size_t)c * 8;
+        cp_async16(s_q + swz(r, c), src, valid);
+    }
+    cp_async_commit();
+#pragma unroll
+    for (int i = 0; i < PF_STAGES - 1; i++) {
+        if (i < n_tiles) {
+            const uint32_t sk = s_kv + i * PF_STAGE_BYTES;
+            load_kv_tile<PF_THREADS, PF_KTILE>(a, table, first, kvh, k_first + i * PF_KTILE, key_end, sk,
+                                               sk + PF_KTILE * ROW_BYTES);
+        }
+        cp_async_commit();
+    }
+    cp_async_wait<PF_STAGES - 1>(); /* the Q group (the oldest) is done */
+    __syncthreads();
+    uint32_t qa[4][4]; /* A fragments of the warp's 16 rows, k-chunks of 16 dims */
+#pragma unroll
+    for (int kc = 0; kc < 4; kc++)
+        ldmatrix_x4(qa[kc], s_q + swz(warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, kc * 2 + (lane >> 4)));
+
+    const float sl2 = a.scale_log2;
+    const float sink = a.sinks[kvh * GQA + g] * LOG2E;
+    float m_a = sink, m_b = sink, l_a = 0.f, l_b = 0.f;
+    float acc[8][4];
+#pragma unroll
+    for (int nt = 0; nt < 8; nt++) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
+
+    for (int it = 0; it < n_tiles; it++) {
+        cp_async_wait<PF_STAGES - 2>();
+        __syncthreads();
+        {
+            const int nx = it + PF_STAGES - 1;
+            if (nx < n_tiles) {
+                const uint32_t sk = s_kv + (nx % PF_STAGES) * PF_STAGE_BYTES;
+                load_kv_tile<PF_THREADS, PF_KTILE>(a, table, first, kvh, k_first + nx * PF_KTILE, key_end, sk,
+                                                   sk + PF_KTILE * ROW_BYTES);
+            }
+            cp_async_commit();
+        }
+        const uint32_t sk = s_kv + (it % PF_STAGES) * PF_STAGE_BYTES, sv = sk + PF_KTILE * ROW_BYTES;
+        const int kt = k_first + it * PF_KTILE;
+
+        /* S = Q K^T. n-tile nt = keys [8nt, 8nt+8); one ldmatrix.x4 gives b0,b1 of two k-chunks of
+         * 16 dims (matrices: keys of the n-tile x dims 32kp + 0, 8, 16, 24). */
+        float s[PF_KTILE / 8][4];
+#pragma unroll
+        for (int nt = 0; nt < PF_KTILE / 8; nt++) {
+            s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+#pragma unroll
+            for (int kp = 0; kp < 2; kp++) {
+                uint32_t kb[4];
+                ldmatrix_x4(kb, sk + swz(nt * 8 + (lane & 7), kp * 4 + (lane >> 3)));
+                mma_bf16(s[nt], qa[2 * kp], kb[0], kb[1]);
+                mma_bf16(s[nt], qa[2 * kp + 1], kb[2], kb[3]);
+            }
+        }
+        /* Edge tiles: causal diagonal (a key past some row's position) or window start. */
+        if (kt + PF_KTILE - 1 > pos0 || (W > 0 && kt < pos_last - W + 1)) {
+            const int p_a = pos0 + 2 * warp, p_b = p_a + 1; /* positions of the lane's two rows */
+            const int lo_a = W > 0 ? p_a - W + 1 : 0, lo_b = W > 0 ? p_b - W + 1 : 0;
+#pragma unroll
+            for (int nt = 0; nt < PF_KTILE / 8; nt++) {
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    const int key = kt + nt * 8 + 2 * t + (j & 1);
+                    const bool ok = j < 2 ? (key <= p_a && key >= lo_a) : (key <= p_b && key >= lo_b);
+                    if (!ok) s[nt][j] = -INFINITY;
+                }
+            }
+        }
+
+        float mx_a = -INFINITY, mx_b = -INFINITY;
+#pragma unroll
+        for (int nt = 0; nt < PF_KTILE / 8; nt++) {
+            mx_a = fmaxf(mx_a, fmaxf(s[nt][0], s[nt][1]));
+            mx_b = fmaxf(mx_b, fmaxf(s[nt][2], s[nt][3]));
+        }
+        mx_a = fmaxf(mx_a, shfl_xor(mx_a, 1)), mx_b = fmaxf(mx_b, shfl_xor(mx_b, 1));
+        mx_a = fmaxf(mx_a, shfl_xor(mx_a, 2)), mx_b = fmaxf(mx_b, shfl_xor(mx_b, 2));
+        const float mn_a = fmaxf(m_a, mx_a * sl2), mn_b = fmaxf(m_b, mx_b * sl2);
+        const float corr_a = fast_exp2(m_a - mn_a), corr_b = fast_exp2(m_b - mn_b);
+        m_a = mn_a, m_b = mn_b;
+        float sum_a = 0.f, sum_b = 0.f;
+#pragma unroll
+        for (int nt = 0; nt < PF_KTILE / 8; nt++) {
+            s[nt][0] = fast_exp2(fmaf(s[nt][0], sl2, -mn_a));
+            s[nt][1] = fast_exp2(fmaf(s[nt][1], sl2, -mn_a));
+            s[nt][2] = fast_exp2(fmaf(s[nt][2], sl2, -mn_b));
+            s[nt][3] = fast_exp2(fmaf(s[nt][3], sl2, -mn_b));
+            sum_a += s[nt][0] + s[nt][1];
+            sum_b += s[nt][2] + s[nt][3];
+        }
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++)
+            acc[nt][0] *= corr_a, acc[nt][1] *= corr_a, acc[nt][2] *= corr_b, acc[nt][3] *= corr_b;
+        l_a = l_a * corr_a + sum_a;
+        l_b = l_b * corr_b + sum_b;
+
+        /* O += P V. k-step kk = keys [16kk, 16kk+16): P's A fragment is S's accumulators of n-tiles
+         * 2kk and 2kk+1. V's B fragments via ldmatrix.trans, two dim n-tiles per x4. */
+#pragma unroll
+        for (int kk = 0; kk < PF_KTILE / 16; kk++) {
+            const uint32_t pa[4] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]), pack_bf16(s[2 * kk][2], s[2 * kk][3]),
+                                    pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                                    pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+            for (int np = 0; np < 4; np++) {
+                uint32_t vb[4];
+                const int j = lane >> 3;
+                ldmatrix_x4_trans(vb, sv + swz(kk * 16 + (lane & 7) + (j & 1) * 8, np * 2 + (j >> 1)));
+                mma_bf16(acc[2 * np], pa, vb[0], vb[1]);
+                mma_bf16(acc[2 * np + 1], pa, vb[2], vb[3]);
+            }
+        }
+    }
+    cp_async_wait<0>();
+
+    /* Finish: the row sums were per lane; add the sink once, normalise, store bf16 pairs. */
+    l_a += shfl_xor(l_a, 1), l_b += shfl_xor(l_b, 1);
+    l_a += shfl_xor(l_a, 2), l_b += shfl_xor(l_b, 2);
+    const float inv_a = 1.f / (l_a + fast_exp2(sink - m_a)), inv_b = 1.f / (l_b + fast_exp2(sink - m_b));
+    const int head = kvh * GQA + g;
+    if (2 * warp < n_valid) {
+        uint16_t *o = a.out + ((size_t)(qs + tok0 + 2 * warp) * (size_t)a.n_heads + (size_t)head) * HD + 2 * t;
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++)
+            *reinterpret_cast<uint32_t *>(o + nt * 8) = pack_bf16(acc[nt][0] * inv_a, acc[nt][1] * inv_a);
+    }
+    if (2 * warp + 1 < n_valid) {
+        uint16_t *o = a.out + ((size_t)(qs + tok0 + 2 * warp + 1) * (size_t)a.n_heads + (size_t)head) * HD + 2 * t;
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++)
+            *reinterpret_cast<uint32_t *>(o + nt * 8) = pack_bf16(acc[nt][2] * inv_b, acc[nt][3] * inv_b);
+    }
+}
+
+/* ------------------------------------------------------------------------------------------------ */
+/* Host side                                                                                          */
+
+static int log2_exact(int x) {
+    int s = 0;
+    while (s < 30 && (1 << s) < x) s++;
+    return (1 << s) == x ? s : -1;
+}
+
+static bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
+static cudaError_t fill_args(const attn_dims *d, const attn_seqs *s, const uint16_t *q, const uint16_t *k_cache,
+                             const uint16_t *v_cache, const float *sinks, float scale, uint16_t *out, attn_args *a) {
+    const int bs_shift = log2_exact(d->block_size);
+    if (d->head_dim != HD || d->n_kv_heads <= 0 || d->n_heads != GQA * d->n_kv_heads || bs_shift < 3 ||
+        s->n_seqs < 0 || s->window < 0 || !aligned16(q) || !aligned16(k_cache) || !aligned16(v_cache) ||
+        !aligned16(out))
+        return cudaErrorInvalidValue;
+    a->query_start = s->query_start, a->start_pos = s->start_pos, a->tables = s->tables;
+    a->table_first = s->table_first, a->work = NULL;
+    a->q = q, a->k_cache = k_cache, a->v_cache = v_cache, a->sinks = sinks, a->out = out, a->ws = NULL;
+    a->scale_log2 = scale * LOG2E;
+    a->n_seqs = s->n_seqs, a->stride = s->stride, a->window = s->window;
+    a->n_heads = d->n_heads, a->n_kv_heads = d->n_kv_heads, a->bs_shift = bs_shift, a->num_splits = 1;
+    return cudaSuccess;
+}
+
+/* Opts a kernel into more than 48 KiB of dynamic shared memory, once per device (and process). */
+static cudaError_t allow_smem(const void *kernel, int bytes, int *done_for_device) {
+    int dev;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e != cudaSuccess) return e;
+    if (*done_for_device == dev + 1) return cudaSuccess;
+    e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    if (e == cudaSuccess) *done_for_device = dev + 1;
+    return e;
+}
+static int g_decode_smem_dev, g_prefill_smem_dev;
+
+extern "C" int attn_decode_num_splits(const attn_dims *d, int n_seqs, int max_keys) {
+    if (n_seqs <= 0 || max_keys <= 0) return 1;
+    int dev = 0, sms = 132, per_sm = 3, v = 0;
+    bool failed = cudaGetDevice(&dev) != cudaSuccess;
+    if (!failed && cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && v > 0) sms = v;
+    else failed = true;
+    if (!failed && allow_smem((const void *)attn_decode_kernel, DEC_SMEM, &g_decode_smem_dev) == cudaSuccess &&
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&v, attn_decode_kernel, DEC_THREADS, DEC_SMEM) == cudaSuccess &&
+        v > 0)
+        per_sm = v;
+    else failed = true;
+    if (failed) (void)cudaGetLastError(); /* our failed query must not be reported by the next launch */
+    /* Cost in units of "one chunk streamed by one CTA": a CTA with `per` chunks costs per + 2 (the
+     * pipeline's fill), the grid runs in waves of sms * per_sm CTAs, a merge pass costs about one unit.
+     * Pick the cheapest split count; ties go to fewer splits. */
+    const long ctas = (long)n_seqs * d->n_kv_heads, slots = (long)sms * per_sm;
+    const int chunks = (max_keys + DEC_CHUNK - 1) / DEC_CHUNK;
+    int best = 1;
+    long best_cost = -1;
+    for (int s = 1; s <= chunks && s <= 256; s++) {
+        const int per = (chunks + s - 1) / s;
+        if ((chunks + per - 1) / per != s) continue; /* the same shares as a smaller s, with empty splits */
+        const long waves = (ctas * s + slots - 1) / slots;
+        const long cost = waves * (per + 2) + (s > 1 ? 1 : 0);
+        if (best_cost < 0 || cost < best_cost) best_cost = cost, best = s;
+    }
+    return best;
+}
+
+extern "C" size_t attn_decode_workspace_bytes(const attn_dims *d, int n_seqs, int num_splits) {
+    if (num_splits <= 1) return 0;
+    return (size_t)n_seqs * (size_t)d->n_heads * (size_t)num_splits * (HD + 2) * sizeof(float);
+}
+
+extern "C" cudaError_t attn_decode(const attn_dims *d, const attn_seqs *s, const uint16_t *q, const uint16_t *k_cache,
+                                   const uint16_t *v_cache, const float *sinks, float scale, uint16_t *out,
+                                   int num_splits, float *workspace, cudaStream_t stream) {
+    attn_args a;
+    cudaError_t e = fill_args(d, s, q, k_cache, v_cache, sinks, scale, out, &a);
+    if (e != cudaSuccess) return e;
+    if (num_splits < 1 || num_splits > 65535 || s->n_seqs > 65535 || (num_splits > 1 && !workspace) ||
+        !aligned16(workspace))
+        return cudaErrorInvalidValue;
+    if (s->n_seqs == 0) return cudaSuccess;
+    a.num_splits = num_splits, a.ws = workspace;
+    e = allow_smem((const void *)attn_decode_kernel, DEC_SMEM, &g_decode_smem_dev);
+    if (e != cudaSuccess) return e;
+    attn_decode_kernel<<<dim3(d->n_kv_heads, s->n_seqs, num_splits), DEC_THREADS, DEC_SMEM, stream>>>(a);
+    e = cudaGetLastError();
+    if (e != cudaSuccess || num_splits == 1) return e;
+    attn_decode_merge_kernel<<<dim3(d->n_kv_heads, s->n_seqs), DEC_THREADS, 0, stream>>>(a);
+    return cudaGetLastError();
+}
+
+extern "C" int attn_prefill_max_tiles(int n_tokens, int n_seqs) { return n_tokens / PF_TOKENS + n_seqs; }
+
+typedef struct {
+    int keys, seq, tok0;
+} pf_tile;
+
+static int pf_tile_cmp(const void *x, const void *y) {
+    const pf_tile *a = (const pf_tile *)x, *b = (const pf_tile *)y;
+    if (a->keys != b->keys) return a->keys > b->keys ? -1 : 1; /* longest first */
+    if (a->seq != b->seq) return a->seq < b->seq ? -1 : 1;
+    return a->tok0 < b->tok0 ? -1 : a->tok0 > b->tok0;
+}
+
+extern "C" int attn_prefill_plan(int n_seqs, const int32_t *query_start, const int32_t *start_pos, int window,
+                                 int min_new, int32_t *work, int cap) {
+    int n = 0;
+    for (int i = 0; i < n_seqs; i++) {
+        const int n_new = query_start[i + 1] - query_start[i];
+        if (n_new >= min_new && n_new > 0) n += (n_new + PF_TOKENS - 1) / PF_TOKENS;
+    }
+    if (n > cap) return -1;
+    if (n == 0) return 0;
+    pf_tile *tiles = (pf_tile *)malloc((size_t)n * sizeof *tiles);
+    if (!tiles) return -1;
+    int k = 0;
+    for (int i = 0; i < n_seqs; i++) {
+        const int n_new = query_start[i + 1] - query_start[i];
+        if (n_new < min_new || n_new <= 0) continue;
+        for (int tok0 = 0; tok0 < n_new; tok0 += PF_TOKENS) {
+            const int p0 = start_pos[i] + tok0, p1 = p0 + (n_new - tok0 < PF_TOKENS ? n_new - tok0 : PF_TOKENS) - 1;
+            const int k0 = window > 0 && p0 - window + 1 > 0 ? p0 - window + 1 : 0;
+            tiles[k].keys = p1 - k0 + 1, tiles[k].seq = i, tiles[k].tok0 = tok0;
+            k++;
+        }
+    }
+    qsort(tiles, (size_t)n, sizeof *tiles, pf_tile_cmp);
+    for (int j = 0; j < n; j++) work[2 * j] = tiles[j].seq, work[2 * j + 1] = tiles[j].tok0;
+    free(tiles);
+    return n;
+}
+
+extern "C" cudaError_t attn_prefill(const attn_dims *d, const attn_seqs *s, const int32_t *work, int n_work,
+                                    const uint16_t *q, const uint16_t *k_cache, const uint16_t *v_cache,
+                                    const float *sinks, float scale, uint16_t *out, cudaStream_t stream) {
+    attn_args a;
+    cudaError_t e = fill_args(d, s, q, k_cache, v_cache, sinks, scale, out, &a);
+    if (e != cudaSuccess) return e;
+    if (n_work < 0 || d->n_kv_heads > 65535) return cudaErrorInvalidValue;
+    if (n_work == 0) return cudaSuccess;
+    a.work = work;
+    e = allow_smem((const void *)attn_prefill_kernel, PF_SMEM, &g_prefill_smem_dev);
+    if (e != cudaSuccess) return e;
+    attn_prefill_kernel<<<dim3(n_work, d->n_kv_heads), PF_THREADS, PF_SMEM, stream>>>(a);
+    return cudaGetLastError();
+}

@@ -1,0 +1,109 @@
+/* Attention of gpt-oss on the GPU: paged KV cache, GQA, sinks, sliding window (spec §2.3–2.4, §2.8).
+ *
+ * The math, for query token t at position p of a sequence and query head h (KV head j = h / 8):
+ *   z_u  = scale * <q_rot(t,h), k_rot(u,j)>             for the visible keys u
+ *   out  = sum_u exp(z_u - m) v(u,j) / (exp(sink_h - m) + sum_u exp(z_u - m)),  m = max(sink_h, max z)
+ * Visible keys: k_lo(p) <= u <= p, with k_lo(p) = 0 on full layers and max(0, p - window + 1) on sliding
+ * layers (window = 128, the current key included). scale = 0.125 on the scores, never on the sink; the
+ * sink is a logit with no value. Softmax and accumulators are fp32; Q, K, V, P and the output are bf16.
+ *
+ * ---- KV cache layout (one layer, one pool) ----
+ * K and V are two arrays of the same shape, bf16, head-major inside a block:
+ *     k_cache[num_blocks][n_kv_heads][block_size][head_dim]     (and v_cache likewise)
+ * so one (block, KV head) is block_size * head_dim * 2 bytes contiguous (4 KiB at block_size 32): a CTA
+ * that owns one KV head streams whole contiguous runs, and a 16-byte load never straddles two heads.
+ * Position pos of a sequence lives at physical block b = table[pos / block_size - first] (see
+ * engine/batch.h: first = 0 in the full pool, swa_first[i] in the sliding pool), row pos % block_size.
+ * A "slot" is b * block_size + row. block_size is 16, 32 or 64 (any power of two from 8 to 256 works;
+ * 32 is the suggested default: 4 KiB runs, and a 128-key window spans at most 5 blocks).
+ * Every layer of a pool uses the same block ids in its own k/v arrays.
+ *
+ * ---- Other buffers ----
+ *   q    [n_tokens][n_heads][head_dim] bf16, RoPE applied (written by rope_kv_launch)
+ *   out  [n_tokens][n_heads][head_dim] bf16, the concatenated heads (input of the O projection)
+ *   sinks[n_heads] fp32 (the checkpoint's bf16 sinks widened once at load)
+ * All pointers in the launch functions are device pointers unless marked "host".
+ *
+ * ---- Which kernel ----
+ * attn_decode  sequences with exactly one new token (the others are skipped): one CTA per
+ *              (sequence, KV head, split) reads each KV byte once for the 8 query heads of the group;
+ *              long contexts at small batch are split over several CTAs (flash-decoding) and merged.
+ * attn_prefill sequences with several new tokens (chunked prefill: start_pos > 0 reads the earlier KV
+ *              from the pages): flash-attention tiles of 16 tokens x 8 heads, tensor cores.
+ * A mixed step calls both: attn_prefill_plan(min_new = 2) leaves the one-token sequences to attn_decode.
+ * Shapes: head_dim must be 64 and n_heads / n_kv_heads must be 8 (gpt-oss); other shapes are refused
+ * with cudaErrorInvalidValue.
+ *
+ * The header needs only the CUDA runtime API's types (cudaStream_t, cudaError_t); engine code never
+ * includes it. */
+#ifndef GPTOSS_BACKEND_CUDA_ATTENTION_H
+#define GPTOSS_BACKEND_CUDA_ATTENTION_H
+
+#include <cuda_runtime_api.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    int n_heads;    /* query heads (64) */
+    int n_kv_heads; /* KV heads (8) */
+    int head_dim;   /* 64 */
+    int block_size; /* tokens per KV block, a power of two */
+} attn_dims;
+
+/* The step's sequences as one layer sees them (the arrays of engine/batch.h, uploaded). */
+typedef struct {
+    int n_seqs;
+    const int32_t *query_start; /* [n_seqs + 1]: sequence i owns token rows [query_start[i], query_start[i+1]) */
+    const int32_t *start_pos;   /* [n_seqs]: position of the first new token; its KV is already written */
+    const int32_t *tables;      /* [n_seqs][stride]: physical block of each logical block of this pool */
+    int stride;
+    const int32_t *table_first; /* [n_seqs]: logical block of tables[i][0] (swa_first), or NULL for 0 */
+    int window;                 /* 0 on full layers; keys visible, the current one included, on sliding */
+} attn_seqs;
+
+/* ---- decode ---- */
+
+/* Splits of the keys per sequence that keep the GPU busy for n_seqs decoding sequences whose longest
+ * visible key range is max_keys (min(context, window) on sliding layers). 1 means no merge pass. The
+ * result depends only on its arguments and the device, so a CUDA graph captured for a batch size can
+ * use the value for its largest context. */
+int attn_decode_num_splits(const attn_dims *d, int n_seqs, int max_keys);
+
+/* fp32 workspace for num_splits > 1: partial (max, sum, output) of every (sequence, head, split). */
+size_t attn_decode_workspace_bytes(const attn_dims *d, int n_seqs, int num_splits);
+
+/* One query token per sequence (sequences with another count are left alone). num_splits >= 1; with
+ * num_splits > 1 a merge kernel follows on the same stream and `workspace` (attn_decode_workspace_bytes)
+ * must be given. Returns the launch's error (cudaSuccess when both launches were queued). */
+cudaError_t attn_decode(const attn_dims *d, const attn_seqs *s, const uint16_t *q, const uint16_t *k_cache,
+                        const uint16_t *v_cache, const float *sinks, float scale, uint16_t *out, int num_splits,
+                        float *workspace, cudaStream_t stream);
+
+/* ---- prefill / chunked prefill ---- */
+
+enum { ATTN_PREFILL_TOKENS = 16 }; /* query tokens per tile (x 8 heads = 128 rows) */
+
+/* Upper bound on the tiles of a step: n_tokens / ATTN_PREFILL_TOKENS + n_seqs. */
+int attn_prefill_max_tiles(int n_tokens, int n_seqs);
+
+/* Host: the work list of attn_prefill, pairs (sequence, first new-token offset of the tile), for the
+ * sequences with at least min_new new tokens, longest key range first (so the big tiles start early and
+ * the short ones fill the tail). query_start and start_pos are host copies of the step's arrays.
+ * Writes 2 * count ints to work (capacity cap tiles) and returns count, or -1 when cap is too small. */
+int attn_prefill_plan(int n_seqs, const int32_t *query_start, const int32_t *start_pos, int window, int min_new,
+                      int32_t *work, int cap);
+
+/* Causal attention for the tiles of `work` (device copy of attn_prefill_plan's list, n_work tiles). */
+cudaError_t attn_prefill(const attn_dims *d, const attn_seqs *s, const int32_t *work, int n_work, const uint16_t *q,
+                         const uint16_t *k_cache, const uint16_t *v_cache, const float *sinks, float scale,
+                         uint16_t *out, cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,143 @@
+/* YaRN RoPE on q and k + the paged KV-cache write (see rope_kv.h for the math and the layout).
+ *
+ * One CTA per token. Its threads first compute the token's half = 32 (cos, sin) pairs into shared
+ * memory (accurate sincosf, once per token instead of once per head), then every thread takes groups of
+ * 4 rotation pairs: it loads x[i0..i0+3] and x[i0+half..i0+half+3] (two 8-byte loads), rotates them in
+ * fp32, rounds to bf16 and stores them to q_out (query heads) or to the cache at the token's slot (KV
+ * heads). V is copied as it is, 16 bytes per thread. The kernel moves ~20 KiB per token and does ~3k
+ * flops: it is a bandwidth kernel, and at decode batch sizes a latency one (fusing it into the QKV GEMM's
+ * epilogue is the later step). */
+#include "backend/cuda/rope_kv.h"
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+enum { ROPE_KV_THREADS = 128 };
+
+typedef struct {
+    const uint16_t *qkv;
+    const int32_t *positions, *slots;
+    uint16_t *q_out, *k_cache, *v_cache;
+    int qkv_stride, n_heads, n_kv_heads, head_dim, bs_shift;
+} rope_kv_args;
+
+static __device__ __forceinline__ float bf16_lo(uint32_t u) { return __uint_as_float(u << 16); }
+static __device__ __forceinline__ float bf16_hi(uint32_t u) { return __uint_as_float(u & 0xffff0000u); }
+/* Two floats to a bf16 pair (round to nearest even), lo in the low half. */
+static __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&v);
+}
+
+/* Element offset of (slot, kv head) in the head-major paged cache: block, head, row, dim. */
+static __device__ __forceinline__ size_t cache_offset(int slot, int kv_head, int n_kv_heads, int head_dim,
+                                                      int bs_shift) {
+    size_t block = (size_t)(slot >> bs_shift), row = (size_t)(slot & ((1 << bs_shift) - 1));
+    return (((block * (size_t)n_kv_heads + (size_t)kv_head) << bs_shift) + row) * (size_t)head_dim;
+}
+
+__global__ void __launch_bounds__(ROPE_KV_THREADS) rope_kv_kernel(rope_kv_args a, rope_kv_freq f) {
+    __shared__ float s_cos[ROPE_KV_MAX_HALF], s_sin[ROPE_KV_MAX_HALF];
+    const int t = blockIdx.x;
+    const int pos = a.positions[t];
+    const int half = f.half, hd = a.head_dim;
+    for (int i = threadIdx.x; i < half; i += blockDim.x) {
+        float sn, cs;
+        sincosf((float)pos * f.inv_freq[i], &sn, &cs);
+        s_cos[i] = cs * f.concentration;
+        s_sin[i] = sn * f.concentration;
+    }
+    __syncthreads();
+
+    const int slot = a.slots[t];
+    const uint16_t *row = a.qkv + (size_t)t * (size_t)a.qkv_stride;
+
+    /* Rotations: (query heads, then KV heads) x (half / 4 groups of 4 pairs). The k heads follow the
+     * q heads in the row, so head h's values start at row + h * head_dim for both. */
+    const int quads = half >> 2;
+    const int n_rot = (a.n_heads + a.n_kv_heads) * quads;
+    for (int it = threadIdx.x; it < n_rot; it += blockDim.x) {
+        const int h = it / quads, i0 = (it - h * quads) * 4;
+        uint16_t *dst;
+        if (h < a.n_heads)
+            dst = a.q_out + ((size_t)t * (size_t)a.n_heads + (size_t)h) * (size_t)hd;
+        else if (slot >= 0)
+            dst = a.k_cache + cache_offset(slot, h - a.n_heads, a.n_kv_heads, hd, a.bs_shift);
+        else
+            continue;
+        const uint16_t *x = row + (size_t)h * hd;
+        const uint2 u1 = *reinterpret_cast<const uint2 *>(x + i0);
+        const uint2 u2 = *reinterpret_cast<const uint2 *>(x + i0 + half);
+        const float x1[4] = {bf16_lo(u1.x), bf16_hi(u1.x), bf16_lo(u1.y), bf16_hi(u1.y)};
+        const float x2[4] = {bf16_lo(u2.x), bf16_hi(u2.x), bf16_lo(u2.y), bf16_hi(u2.y)};
+        float o1[4], o2[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const float c = s_cos[i0 + j], s = s_sin[i0 + j];
+            o1[j] = x1[j] * c - x2[j] * s;
+            o2[j] = x2[j] * c + x1[j] * s;
+        }
+        *reinterpret_cast<uint2 *>(dst + i0) = make_uint2(pack_bf16(o1[0], o1[1]), pack_bf16(o1[2], o1[3]));
+        *reinterpret_cast<uint2 *>(dst + i0 + half) = make_uint2(pack_bf16(o2[0], o2[1]), pack_bf16(o2[2], o2[3]));
+    }
+
+    /* V: copied as projected, 16 bytes (8 values) per thread. */
+    if (slot < 0) return;
+    const int chunks = hd >> 3;
+    const uint16_t *v = row + (size_t)(a.n_heads + a.n_kv_heads) * hd;
+    for (int it = threadIdx.x; it < a.n_kv_heads * chunks; it += blockDim.x) {
+        const int j = it / chunks, c = it - j * chunks;
+        const uint4 val = *reinterpret_cast<const uint4 *>(v + (size_t)j * hd + c * 8);
+        *reinterpret_cast<uint4 *>(a.v_cache + cache_offset(slot, j, a.n_kv_heads, hd, a.bs_shift) + c * 8) = val;
+    }
+}
+
+extern "C" int rope_kv_freq_init(rope_kv_freq *f, const float *inv_freq, int half, float concentration) {
+    if (half <= 0 || half > ROPE_KV_MAX_HALF) return -1;
+    f->half = half;
+    for (int i = 0; i < ROPE_KV_MAX_HALF; i++) f->inv_freq[i] = i < half ? inv_freq[i] : 0.0f;
+    f->concentration = concentration;
+    return 0;
+}
+
+extern "C" int rope_kv_slots(int n_seqs, const int32_t *query_start, const int32_t *start_pos, const int32_t *tables,
+                             int stride, const int32_t *table_first, int block_size, int32_t *slots) {
+    int rc = 0;
+    for (int i = 0; i < n_seqs; i++) {
+        const int first = table_first ? table_first[i] : 0;
+        for (int tok = query_start[i]; tok < query_start[i + 1]; tok++) {
+            const int64_t p = (int64_t)start_pos[i] + (tok - query_start[i]);
+            const int64_t lb = p / block_size - first;
+            const int32_t b = lb >= 0 && lb < stride ? tables[(size_t)i * (size_t)stride + (size_t)lb] : -1;
+            if (b < 0) rc = -1;
+            slots[tok] = b < 0 ? -1 : (int32_t)(b * block_size + (int32_t)(p % block_size));
+        }
+    }
+    return rc;
+}
+
+static int log2_exact(int x) {
+    int s = 0;
+    while ((1 << s) < x) s++;
+    return (1 << s) == x ? s : -1;
+}
+
+extern "C" cudaError_t rope_kv_launch(const attn_dims *d, const rope_kv_freq *f, const uint16_t *qkv, int qkv_stride,
+                                      int n_tokens, const int32_t *positions, const int32_t *slots, uint16_t *q_out,
+                                      uint16_t *k_cache, uint16_t *v_cache, cudaStream_t stream) {
+    const int bs_shift = log2_exact(d->block_size);
+    if (n_tokens < 0 || bs_shift < 0 || d->head_dim != 2 * f->half || f->half % 4 != 0 ||
+        f->half > ROPE_KV_MAX_HALF || qkv_stride % 8 != 0 ||
+        qkv_stride < (d->n_heads + 2 * d->n_kv_heads) * d->head_dim || ((uintptr_t)qkv & 15) ||
+        ((uintptr_t)q_out & 15) || ((uintptr_t)k_cache & 15) || ((uintptr_t)v_cache & 15))
+        return cudaErrorInvalidValue;
+    if (n_tokens == 0) return cudaSuccess;
+    rope_kv_args a;
+    a.qkv = qkv, a.positions = positions, a.slots = slots;
+    a.q_out = q_out, a.k_cache = k_cache, a.v_cache = v_cache;
+    a.qkv_stride = qkv_stride, a.n_heads = d->n_heads, a.n_kv_heads = d->n_kv_heads, a.head_dim = d->head_dim;
+    a.bs_shift = bs_shift;
+    rope_kv_kernel<<<n_tokens, ROPE_KV_THREADS, 0, stream>>>(a, *f);
+    return cudaGetLastError();
+}

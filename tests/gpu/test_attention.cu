@@ -1,0 +1,431 @@
+/* Attention kernels (src/backend/cuda/attention.cu) against the CPU reference cpu_sink_attention
+ * (backend/cpu/ops.c) on the same bf16-rounded inputs, at real shapes (64 q heads, 8 KV heads,
+ * head_dim 64, scale 0.125, per-head sinks), paged KV in shuffled physical blocks of 16/32/64 tokens,
+ * both layer kinds (full; sliding with window 128 and swa_first > 0), sequences of 1..20000 keys.
+ *   decode:  one new token per sequence, split counts 1, automatic, 3 and 64 (more splits than chunks);
+ *   prefill: whole prompts and chunks in the middle of sequences (start_pos > 0), all through the
+ *            prefill kernel, then again as a mixed step (prefill for n_new >= 2, decode for the rest).
+ * Every output is poisoned with NaN before the launch and must be finite after it; the KV pool is NaN
+ * everywhere the kernels must not read (unused blocks, rows past the context, and on sliding layers
+ * the rows before the first new token's window), so a stray read shows up as a NaN. Each (sequence,
+ * head) must have ||out - ref|| / ||ref|| <= 1e-2 over the rows checked (all rows of short sequences,
+ * 48 random rows of long prefills).
+ * --bench times decode (batch 1/8/64/256, context 1k/8k, full and sliding) and prefill (1k, 8k, and a
+ * 2k chunk at 8k) and prints markdown rows. --seed N reproduces a run. */
+#include "gpu_check.h"
+
+extern "C" {
+#include "backend/cpu/ops.h"
+}
+#include "backend/cuda/attention.h"
+
+enum { NH = 64, NKV = 8, HDIM = 64, KVD = NKV * HDIM, WINDOW = 128, MAX_CHECK_ROWS = 48 };
+static const float SCALE = 0.125f;
+
+typedef struct {
+    int ctx, n_new; /* keys after the step; new tokens (start_pos = ctx - n_new) */
+} seq_spec;
+
+typedef struct {
+    int bs, window, ns, n_tokens, stride;
+    int32_t *query_start, *start_pos, *first, *tables;
+    int *kfirst;    /* first position held (and readable) in the pool */
+    float **K, **V; /* per sequence [ctx][KVD], bf16-rounded (zeros before kfirst) */
+    uint16_t *q;    /* [n_tokens][NH][HDIM] */
+    float sinks[NH];
+    /* rows checked against the reference: (token row, reference output [NH][HDIM]) */
+    int n_check;
+    int *check_row, *check_seq;
+    float *ref;
+    /* device */
+    int32_t *d_qs, *d_sp, *d_first, *d_tables;
+    uint16_t *d_q, *d_k, *d_v, *d_out;
+    float *d_sinks;
+    size_t cache_elems;
+} attn_case;
+
+static void build_case(attn_case *c, int bs, int window, const seq_spec *sp, int ns, rng_t *rng) {
+    memset(c, 0, sizeof *c);
+    c->bs = bs, c->window = window, c->ns = ns;
+    c->query_start = (int32_t *)malloc((ns + 1) * sizeof(int32_t));
+    c->start_pos = (int32_t *)malloc(ns * sizeof(int32_t));
+    c->first = (int32_t *)malloc(ns * sizeof(int32_t));
+    c->kfirst = (int *)malloc(ns * sizeof(int));
+    c->query_start[0] = 0;
+    int total_blocks = 0;
+    for (int i = 0; i < ns; i++) {
+        c->query_start[i + 1] = c->query_start[i] + sp[i].n_new;
+        c->start_pos[i] = sp[i].ctx - sp[i].n_new;
+        c->kfirst[i] = window > 0 && c->start_pos[i] - window + 1 > 0 ? c->start_pos[i] - window + 1 : 0;
+        const int lb0 = c->kfirst[i] / bs, lb1 = (sp[i].ctx - 1) / bs;
+        const int extra = rng_below(rng, 2); /* an older sliding block not given back yet */
+        c->first[i] = window > 0 ? (lb0 - extra > 0 ? lb0 - extra : 0) : 0;
+        if (lb1 - c->first[i] + 1 > c->stride) c->stride = lb1 - c->first[i] + 1;
+        total_blocks += lb1 - c->first[i] + 1;
+    }
+    c->stride += 1; /* a -1 entry past the end of every row */
+    c->n_tokens = c->query_start[ns];
+    const int num_blocks = total_blocks + 5;
+    int32_t *perm = (int32_t *)malloc(num_blocks * sizeof(int32_t));
+    for (int b = 0; b < num_blocks; b++) perm[b] = b;
+    rng_shuffle(rng, perm, num_blocks);
+    c->tables = (int32_t *)malloc((size_t)ns * c->stride * sizeof(int32_t));
+    for (int k = 0; k < ns * c->stride; k++) c->tables[k] = -1;
+    int next = 0;
+    for (int i = 0; i < ns; i++) {
+        const int lb1 = (sp[i].ctx - 1) / bs;
+        for (int lb = c->first[i]; lb <= lb1; lb++) c->tables[i * c->stride + lb - c->first[i]] = perm[next++];
+    }
+
+    /* K, V per sequence; the pool gets the readable positions, NaN everywhere else. */
+    c->cache_elems = (size_t)num_blocks * NKV * bs * HDIM;
+    uint16_t *kc = (uint16_t *)malloc(c->cache_elems * 2), *vc = (uint16_t *)malloc(c->cache_elems * 2);
+    memset(kc, 0xFF, c->cache_elems * 2);
+    memset(vc, 0xFF, c->cache_elems * 2);
+    c->K = (float **)malloc(ns * sizeof(float *));
+    c->V = (float **)malloc(ns * sizeof(float *));
+    for (int i = 0; i < ns; i++) {
+        c->K[i] = (float *)calloc((size_t)sp[i].ctx * KVD, sizeof(float));
+        c->V[i] = (float *)calloc((size_t)sp[i].ctx * KVD, sizeof(float));
+        for (int p = c->kfirst[i]; p < sp[i].ctx; p++) {
+            const int blk = c->tables[i * c->stride + p / bs - c->first[i]];
+            for (int j = 0; j < NKV; j++) {
+                const size_t off = (((size_t)blk * NKV + j) * bs + p % bs) * HDIM;
+                for (int e = 0; e < HDIM; e++) {
+                    const uint16_t kb = f32_to_bf16(2.0f * rng_normal(rng)), vb = f32_to_bf16(rng_unif(rng, -1.f, 1.f));
+                    kc[off + e] = kb, vc[off + e] = vb;
+                    c->K[i][(size_t)p * KVD + j * HDIM + e] = bf16_to_f32(kb);
+                    c->V[i][(size_t)p * KVD + j * HDIM + e] = bf16_to_f32(vb);
+                }
+            }
+        }
+    }
+    c->q = (uint16_t *)malloc((size_t)c->n_tokens * NH * HDIM * 2);
+    for (size_t k = 0; k < (size_t)c->n_tokens * NH * HDIM; k++) c->q[k] = f32_to_bf16(2.0f * rng_normal(rng));
+    /* Sinks: mostly comparable to the scores' log-sum-exp, a few dominant, a few negligible. */
+    for (int h = 0; h < NH; h++) c->sinks[h] = h % 16 == 5 ? 14.f : h % 16 == 9 ? -20.f : rng_unif(rng, -4.f, 8.f);
+
+    c->d_qs = (int32_t *)gpu_upload(c->query_start, (ns + 1) * 4);
+    c->d_sp = (int32_t *)gpu_upload(c->start_pos, ns * 4);
+    c->d_first = (int32_t *)gpu_upload(c->first, ns * 4);
+    c->d_tables = (int32_t *)gpu_upload(c->tables, (size_t)ns * c->stride * 4);
+    c->d_q = (uint16_t *)gpu_upload(c->q, (size_t)c->n_tokens * NH * HDIM * 2);
+    c->d_k = (uint16_t *)gpu_upload(kc, c->cache_elems * 2);
+    c->d_v = (uint16_t *)gpu_upload(vc, c->cache_elems * 2);
+    c->d_out = (uint16_t *)gpu_alloc((size_t)c->n_tokens * NH * HDIM * 2);
+    c->d_sinks = (float *)gpu_upload(c->sinks, NH * 4);
+    free(kc), free(vc), free(perm);
+
+    /* Rows to check and their reference outputs. */
+    c->check_row = (int *)malloc(c->n_tokens * sizeof(int));
+    c->check_seq = (int *)malloc(c->n_tokens * sizeof(int));
+    c->n_check = 0;
+    for (int i = 0; i < ns; i++) {
+        const int n = sp[i].n_new;
+        for (int j = 0; j < n; j++) {
+            bool take = n <= MAX_CHECK_ROWS || j < 4 || j >= n - 4 || rng_below(rng, n) < MAX_CHECK_ROWS - 8;
+            if (take) c->check_row[c->n_check] = c->query_start[i] + j, c->check_seq[c->n_check++] = i;
+        }
+    }
+    c->ref = (float *)malloc((size_t)c->n_check * NH * HDIM * sizeof(float));
+    float qf[HDIM];
+    for (int r = 0; r < c->n_check; r++) {
+        const int i = c->check_seq[r], row = c->check_row[r];
+        const int pos = c->start_pos[i] + (row - c->query_start[i]);
+        const int k0 = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
+        for (int h = 0; h < NH; h++) {
+            for (int e = 0; e < HDIM; e++) qf[e] = bf16_to_f32(c->q[((size_t)row * NH + h) * HDIM + e]);
+            cpu_sink_attention(qf, c->K[i], c->V[i], KVD, h / (NH / NKV), HDIM, k0, pos, SCALE, c->sinks[h],
+                               c->ref + ((size_t)r * NH + h) * HDIM);
+        }
+    }
+}
+
+static void free_case(attn_case *c) {
+    for (int i = 0; i < c->ns; i++) free(c->K[i]), free(c->V[i]);
+    free(c->K), free(c->V), free(c->q), free(c->ref), free(c->check_row), free(c->check_seq);
+    free(c->query_start), free(c->start_pos), free(c->first), free(c->kfirst), free(c->tables);
+    CUDA_CHECK(cudaFree(c->d_qs));
+    CUDA_CHECK(cudaFree(c->d_sp));
+    CUDA_CHECK(cudaFree(c->d_first));
+    CUDA_CHECK(cudaFree(c->d_tables));
+    CUDA_CHECK(cudaFree(c->d_q));
+    CUDA_CHECK(cudaFree(c->d_k));
+    CUDA_CHECK(cudaFree(c->d_v));
+    CUDA_CHECK(cudaFree(c->d_out));
+    CUDA_CHECK(cudaFree(c->d_sinks));
+}
+
+static attn_seqs case_seqs(const attn_case *c) {
+    attn_seqs s;
+    s.n_seqs = c->ns, s.query_start = c->d_qs, s.start_pos = c->d_sp, s.tables = c->d_tables, s.stride = c->stride;
+    s.table_first = c->window > 0 ? c->d_first : NULL;
+    s.window = c->window;
+    return s;
+}
+
+/* Copies the output back and checks it: every value finite, each checked (sequence, head) near the
+ * reference. */
+static void check_output(const attn_case *c, const char *what) {
+    const size_t n = (size_t)c->n_tokens * NH * HDIM;
+    uint16_t *out = (uint16_t *)malloc(n * 2);
+    CUDA_CHECK(cudaMemcpy(out, c->d_out, n * 2, cudaMemcpyDeviceToHost));
+    long nonfinite = 0;
+    for (size_t k = 0; k < n; k++) nonfinite += !isfinite(bf16_to_f32(out[k]));
+    CHECK(nonfinite == 0, "%s: %ld outputs not finite (unwritten or NaN)", what, nonfinite);
+
+    relerr_acc *acc = (relerr_acc *)calloc((size_t)c->ns * NH, sizeof(relerr_acc));
+    for (int r = 0; r < c->n_check; r++)
+        for (int h = 0; h < NH; h++)
+            for (int e = 0; e < HDIM; e++)
+                relerr_add(&acc[c->check_seq[r] * NH + h],
+                           bf16_to_f32(out[((size_t)c->check_row[r] * NH + h) * HDIM + e]),
+                           c->ref[((size_t)r * NH + h) * HDIM + e]);
+    double worst = 0;
+    int worst_seq = -1, worst_head = -1, bad = 0;
+    for (int i = 0; i < c->ns; i++)
+        for (int h = 0; h < NH; h++) {
+            const double e = relerr_get(&acc[i * NH + h]);
+            if (!(e <= 1e-2)) {
+                if (bad++ < 5)
+                    fprintf(stderr, "%s: seq %d (ctx %d, new %d) head %d: rel err %.3e\n", what, i,
+                            c->start_pos[i] + c->query_start[i + 1] - c->query_start[i],
+                            c->query_start[i + 1] - c->query_start[i], h, e);
+            }
+            if (!(e <= worst)) worst = e, worst_seq = i, worst_head = h;
+        }
+    printf("%-58s worst rel err %.2e (seq %d head %d)%s\n", what, worst, worst_seq, worst_head,
+           bad ? "  FAILED" : "");
+    CHECK(bad == 0, "%s: %d (sequence, head) pairs over 1e-2", what, bad);
+    free(acc), free(out);
+}
+
+static void test_decode(int bs, int window, rng_t *rng) {
+    const seq_spec sp[] = {{1, 1}, {17, 1}, {128, 1}, {129, 1}, {1000, 1}, {4097, 1}, {20000, 1}};
+    const int ns = sizeof sp / sizeof sp[0];
+    attn_case c;
+    build_case(&c, bs, window, sp, ns, rng);
+    attn_dims d = {NH, NKV, HDIM, bs};
+    attn_seqs s = case_seqs(&c);
+    const int auto_splits = attn_decode_num_splits(&d, ns, window > 0 ? WINDOW : 20000);
+    CHECK(auto_splits >= 1, "attn_decode_num_splits gave %d", auto_splits);
+    const int splits[] = {1, auto_splits, 3, 64};
+    float *ws = (float *)gpu_alloc(attn_decode_workspace_bytes(&d, ns, 64));
+    for (int k = 0; k < 4; k++) {
+        gpu_poison(c.d_out, (size_t)c.n_tokens * NH * HDIM * 2);
+        gpu_poison(ws, attn_decode_workspace_bytes(&d, ns, 64));
+        CUDA_CHECK(attn_decode(&d, &s, c.d_q, c.d_k, c.d_v, c.d_sinks, SCALE, c.d_out, splits[k], ws, 0));
+        CUDA_CHECK(cudaDeviceSynchronize());
+        char what[128];
+        snprintf(what, sizeof what, "decode bs=%d %s splits=%d", bs, window ? "sliding" : "full", splits[k]);
+        check_output(&c, what);
+    }
+    CUDA_CHECK(cudaFree(ws));
+    free_case(&c);
+}
+
+static void test_prefill(int bs, int window, rng_t *rng) {
+    const seq_spec sp[] = {{1, 1},      {17, 17},   {128, 128}, {129, 129}, {1000, 1000}, {1000, 37},
+                           {4097, 300}, {200, 16},  {129, 1},   {4097, 1},  {300, 130},   {150, 2}};
+    const int ns = sizeof sp / sizeof sp[0];
+    attn_case c;
+    build_case(&c, bs, window, sp, ns, rng);
+    attn_dims d = {NH, NKV, HDIM, bs};
+    attn_seqs s = case_seqs(&c);
+    const int cap = attn_prefill_max_tiles(c.n_tokens, ns);
+    int32_t *work = (int32_t *)malloc(2 * (size_t)cap * sizeof(int32_t));
+    int32_t *d_work = (int32_t *)gpu_alloc(2 * (size_t)cap * sizeof(int32_t));
+    char what[128];
+
+    /* 1. every sequence through the prefill kernel */
+    int n_work = attn_prefill_plan(ns, c.query_start, c.start_pos, window, 1, work, cap);
+    CHECK(n_work > 0, "attn_prefill_plan gave %d", n_work);
+    CUDA_CHECK(cudaMemcpy(d_work, work, 2 * (size_t)n_work * 4, cudaMemcpyHostToDevice));
+    gpu_poison(c.d_out, (size_t)c.n_tokens * NH * HDIM * 2);
+    CUDA_CHECK(attn_prefill(&d, &s, d_work, n_work, c.d_q, c.d_k, c.d_v, c.d_sinks, SCALE, c.d_out, 0));
+    CUDA_CHECK(cudaDeviceSynchronize());
+    snprintf(what, sizeof what, "prefill bs=%d %s (all sequences)", bs, window ? "sliding" : "full");
+    check_output(&c, what);
+
+    /* 2. a mixed step: prefill for n_new >= 2, decode (automatic splits) for the others */
+    n_work = attn_prefill_plan(ns, c.query_start, c.start_pos, window, 2, work, cap);
+    CUDA_CHECK(cudaMemcpy(d_work, work, 2 * (size_t)n_work * 4, cudaMemcpyHostToDevice));
+    const int splits = attn_decode_num_splits(&d, ns, window > 0 ? WINDOW : 4097);
+    float *ws = (float *)gpu_alloc(attn_decode_workspace_bytes(&d, ns, splits));
+    gpu_poison(c.d_out, (size_t)c.n_tokens * NH * HDIM * 2);
+    CUDA_CHECK(attn_prefill(&d, &s, d_work, n_work, c.d_q, c.d_k, c.d_v, c.d_sinks, SCALE, c.d_out, 0));
+    CUDA_CHECK(attn_decode(&d, &s, c.d_q, c.d_k, c.d_v, c.d_sinks, SCALE, c.d_out, splits, ws, 0));
+    CUDA_CHECK(cudaDeviceSynchronize());
+    snprintf(what, sizeof what, "mixed bs=%d %s (prefill + decode, splits=%d)", bs, window ? "sliding" : "full",
+             splits);
+    check_output(&c, what);
+
+    CUDA_CHECK(cudaFree(ws));
+    CUDA_CHECK(cudaFree(d_work));
+    free(work);
+    free_case(&c);
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Benchmarks                                                                                       */
+
+/* A pool with n_sets copies of a batch's blocks in shuffled order, random contents. */
+typedef struct {
+    int bs, nb, stride, n_sets, B;
+    int32_t *d_tables; /* [n_sets][B][stride] */
+    int32_t *d_qs, *d_sp, *d_first;
+    uint16_t *d_k, *d_v, *d_q, *d_out;
+    float *d_sinks;
+} bench_pool;
+
+static void bench_pool_make(bench_pool *p, int B, int ctx, int n_new, int window, int n_sets, uint64_t seed, rng_t *rng) {
+    const int bs = 32;
+    const int start = ctx - n_new;
+    const int kfirst = window > 0 && start - window + 1 > 0 ? start - window + 1 : 0;
+    const int first = kfirst / bs, last = (ctx - 1) / bs;
+    p->bs = bs, p->B = B, p->n_sets = n_sets, p->nb = last - first + 1, p->stride = p->nb;
+    const size_t blocks = (size_t)n_sets * B * p->nb;
+    int32_t *perm = (int32_t *)malloc(blocks * sizeof(int32_t));
+    for (size_t b = 0; b < blocks; b++) perm[b] = (int32_t)b;
+    rng_shuffle(rng, perm, (int)blocks);
+    p->d_tables = (int32_t *)gpu_upload(perm, blocks * sizeof(int32_t));
+    free(perm);
+    int32_t *qs = (int32_t *)malloc((B + 1) * 4), *sp = (int32_t *)malloc(B * 4), *fi = (int32_t *)malloc(B * 4);
+    for (int i = 0; i <= B; i++) qs[i] = i * n_new;
+    for (int i = 0; i < B; i++) sp[i] = start, fi[i] = first;
+    p->d_qs = (int32_t *)gpu_upload(qs, (B + 1) * 4);
+    p->d_sp = (int32_t *)gpu_upload(sp, B * 4);
+    p->d_first = (int32_t *)gpu_upload(fi, B * 4);
+    free(qs), free(sp), free(fi);
+    const size_t cache = blocks * NKV * bs * HDIM;
+    p->d_k = (uint16_t *)gpu_alloc(cache * 2);
+    p->d_v = (uint16_t *)gpu_alloc(cache * 2);
+    gpu_fill_bf16(p->d_k, cache, seed * 3 + 1, 3.f);
+    gpu_fill_bf16(p->d_v, cache, seed * 3 + 2, 1.f);
+    const size_t qn = (size_t)B * n_new * NH * HDIM;
+    p->d_q = (uint16_t *)gpu_alloc(qn * 2);
+    p->d_out = (uint16_t *)gpu_alloc(qn * 2);
+    gpu_fill_bf16(p->d_q, qn, seed * 3 + 3, 3.f);
+    float sinks[NH];
+    for (int h = 0; h < NH; h++) sinks[h] = rng_unif(rng, -2.f, 4.f);
+    p->d_sinks = (float *)gpu_upload(sinks, sizeof sinks);
+}
+
+static void bench_pool_free(bench_pool *p) {
+    CUDA_CHECK(cudaFree(p->d_tables));
+    CUDA_CHECK(cudaFree(p->d_qs));
+    CUDA_CHECK(cudaFree(p->d_sp));
+    CUDA_CHECK(cudaFree(p->d_first));
+    CUDA_CHECK(cudaFree(p->d_k));
+    CUDA_CHECK(cudaFree(p->d_v));
+    CUDA_CHECK(cudaFree(p->d_q));
+    CUDA_CHECK(cudaFree(p->d_out));
+    CUDA_CHECK(cudaFree(p->d_sinks));
+}
+
+static void bench_decode(int B, int ctx, int window, uint64_t seed, rng_t *rng, cudaStream_t st) {
+    const int keys = window > 0 && ctx > window ? window : ctx;
+    const double bytes = (double)B * keys * NKV * HDIM * 2 * 2; /* K and V, each read once */
+    /* Rotate over enough copies that one replay of the graph reads >= 256 MiB (L2 is 50-60 MB). */
+    const int kfirst = window > 0 && ctx - window > 0 ? ctx - window : 0;
+    const int blocks_per_seq = (ctx - 1) / 32 - kfirst / 32 + 1; /* bench_pool_make's block size */
+    const double alloc_per_set = (double)B * blocks_per_seq * 32 * NKV * HDIM * 2 * 2;
+    int n_sets = (int)ceil(256.0 * 1024 * 1024 / alloc_per_set);
+    if (n_sets < 1) n_sets = 1;
+    if (n_sets > 1024) n_sets = 1024;
+    bench_pool p;
+    bench_pool_make(&p, B, ctx, 1, window, n_sets, seed, rng);
+    attn_dims d = {NH, NKV, HDIM, p.bs};
+    const int splits = attn_decode_num_splits(&d, B, keys);
+    float *ws = (float *)gpu_alloc(attn_decode_workspace_bytes(&d, B, splits));
+    const int reps = n_sets > 20 ? n_sets : 20;
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    for (int r = 0; r < reps; r++) {
+        attn_seqs s;
+        s.n_seqs = B, s.query_start = p.d_qs, s.start_pos = p.d_sp, s.stride = p.stride, s.window = window;
+        s.tables = p.d_tables + (size_t)(r % n_sets) * B * p.stride;
+        s.table_first = window > 0 ? p.d_first : NULL;
+        CUDA_CHECK(attn_decode(&d, &s, p.d_q, p.d_k, p.d_v, p.d_sinks, SCALE, p.d_out, splits, ws, st));
+    }
+    CUDA_CHECK(cudaStreamEndCapture(st, &graph));
+    CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    const float us = gpu_time_graph_us(exec, st, reps, 11);
+    const double gbps = bytes / (us * 1e-6) / 1e9;
+    printf("| decode B=%d ctx=%d %s (splits %d) | %.2f | %.0f GB/s | %.2f |\n", B, ctx, window ? "sliding" : "full",
+           splits, us, gbps, gbps / H200_GBPS);
+    fflush(stdout);
+    CUDA_CHECK(cudaGraphExecDestroy(exec));
+    CUDA_CHECK(cudaGraphDestroy(graph));
+    CUDA_CHECK(cudaFree(ws));
+    bench_pool_free(&p);
+}
+
+static void bench_prefill(int ctx, int n_new, int window, uint64_t seed, rng_t *rng, cudaStream_t st) {
+    bench_pool p;
+    bench_pool_make(&p, 1, ctx, n_new, window, 1, seed, rng);
+    attn_dims d = {NH, NKV, HDIM, p.bs};
+    const int start = ctx - n_new;
+    int32_t qs[2] = {0, n_new}, sp[1] = {start};
+    const int cap = attn_prefill_max_tiles(n_new, 1);
+    int32_t *work = (int32_t *)malloc(2 * (size_t)cap * 4);
+    const int n_work = attn_prefill_plan(1, qs, sp, window, 1, work, cap);
+    int32_t *d_work = (int32_t *)gpu_upload(work, 2 * (size_t)n_work * 4);
+    double pairs = 0; /* (query, key) pairs visible */
+    for (int t = start; t < ctx; t++) pairs += window > 0 && t + 1 > window ? window : t + 1;
+    const double flops = pairs * NH * HDIM * 4.0; /* QK^T and PV: 2 flops per multiply-add each */
+    attn_seqs s;
+    s.n_seqs = 1, s.query_start = p.d_qs, s.start_pos = p.d_sp, s.tables = p.d_tables, s.stride = p.stride;
+    s.table_first = window > 0 ? p.d_first : NULL, s.window = window;
+    const int reps = 10;
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    for (int r = 0; r < reps; r++)
+        CUDA_CHECK(attn_prefill(&d, &s, d_work, n_work, p.d_q, p.d_k, p.d_v, p.d_sinks, SCALE, p.d_out, st));
+    CUDA_CHECK(cudaStreamEndCapture(st, &graph));
+    CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    const float us = gpu_time_graph_us(exec, st, reps, 7);
+    const double tflops = flops / (us * 1e-6) / 1e12;
+    printf("| prefill %d tokens%s %s | %.1f | %.1f TFLOP/s | %.2f |\n", n_new,
+           start ? (start == 6144 ? " at 6k (chunk)" : " (chunk)") : "", window ? "sliding" : "full", us, tflops,
+           tflops / H200_TFLOPS);
+    fflush(stdout);
+    CUDA_CHECK(cudaGraphExecDestroy(exec));
+    CUDA_CHECK(cudaGraphDestroy(graph));
+    CUDA_CHECK(cudaFree(d_work));
+    free(work);
+    bench_pool_free(&p);
+}
+
+static void bench(uint64_t seed, rng_t *rng) {
+    cudaStream_t st;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    printf("| case | time (us) | achieved | fraction of ceiling |\n| --- | --- | --- | --- |\n");
+    const int batches[] = {1, 8, 64, 256}, ctxs[] = {1024, 8192};
+    for (int c = 0; c < 2; c++)
+        for (int b = 0; b < 4; b++) bench_decode(batches[b], ctxs[c], 0, seed + 17 * b + c, rng, st);
+    for (int b = 0; b < 4; b++) bench_decode(batches[b], 8192, WINDOW, seed + 101 + b, rng, st);
+    bench_prefill(1024, 1024, 0, seed + 201, rng, st);
+    bench_prefill(8192, 8192, 0, seed + 202, rng, st);
+    bench_prefill(8192, 2048, 0, seed + 203, rng, st);
+    bench_prefill(1024, 1024, WINDOW, seed + 204, rng, st);
+    bench_prefill(8192, 8192, WINDOW, seed + 205, rng, st);
+    CUDA_CHECK(cudaStreamDestroy(st));
+}
+
+int main(int argc, char **argv) {
+    const uint64_t seed = gpu_test_seed(argc, argv);
+    printf("test_attention: seed %llu\n", (unsigned long long)seed);
+    rng_t rng;
+    rng_seed(&rng, seed);
+    const int block_sizes[] = {16, 32, 64};
+    for (int b = 0; b < 3; b++)
+        for (int w = 0; w < 2; w++) {
+            test_decode(block_sizes[b], w ? WINDOW : 0, &rng);
+            test_prefill(block_sizes[b], w ? WINDOW : 0, &rng);
+        }
+    if (gpu_test_flag(argc, argv, "--bench")) bench(seed, &rng);
+    return check_report("test_attention");
+}

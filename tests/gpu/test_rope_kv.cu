@@ -1,0 +1,199 @@
+/* RoPE + KV write (src/backend/cuda/rope_kv.cu) against the CPU reference (rope_init / rope_cos_sin /
+ * rope_apply of backend/cpu/rope.c) on random bf16 QKV rows at real shapes (64 q heads, 8 KV heads,
+ * head_dim 64), random positions up to 131071, random shuffled block tables of both pools (the sliding
+ * one starting at swa_first > 0), block sizes 16/32/64, and a padding row with slot -1.
+ * Checks: q and k within bf16 rounding of the reference, V copied bit-exactly, every output written,
+ * and not one other cache element touched (the whole cache is poisoned with NaN before the launch).
+ * --bench times the kernel for 1..8192 tokens. --seed N reproduces a run. */
+#include "gpu_check.h"
+
+extern "C" {
+#include "backend/cpu/rope.h"
+#include "model/config.h"
+}
+#include "backend/cuda/rope_kv.h"
+
+enum { NH = 64, NKV = 8, HDIM = 64, QKV = (NH + 2 * NKV) * HDIM, WINDOW = 128 };
+
+typedef struct {
+    int start_pos, n_new;
+} seq_spec;
+
+static void run_case(const rope_table *rt, const rope_kv_freq *freq, int bs, bool sliding, rng_t *rng) {
+    /* Sequences: fresh prompts, chunks in the middle of long sequences, decodes at large positions. */
+    const seq_spec fixed[] = {{0, 1}, {0, 17}, {100, 28}, {4090, 13}, {131000, 7}, {127, 1}, {128, 129}};
+    enum { N_FIXED = sizeof fixed / sizeof fixed[0], N_RAND = 9, NS = N_FIXED + N_RAND };
+    seq_spec sp[NS];
+    for (int i = 0; i < N_FIXED; i++) sp[i] = fixed[i];
+    for (int i = N_FIXED; i < NS; i++) sp[i].start_pos = rng_below(rng, 131000), sp[i].n_new = 1 + rng_below(rng, 40);
+
+    int32_t query_start[NS + 1], start_pos[NS], first[NS];
+    query_start[0] = 0;
+    for (int i = 0; i < NS; i++) query_start[i + 1] = query_start[i] + sp[i].n_new, start_pos[i] = sp[i].start_pos;
+    const int n_seq_tokens = query_start[NS];
+    const int n_tokens = n_seq_tokens + 1; /* + one padding row (slot -1) */
+
+    /* Block tables: only the logical blocks the new tokens touch get (distinct, shuffled) physical
+     * blocks; on the sliding pool the table starts at swa_first = the first touched block minus 0..1. */
+    int stride = 0, n_touched = 0;
+    for (int i = 0; i < NS; i++) {
+        const int lb0 = sp[i].start_pos / bs, lb1 = (sp[i].start_pos + sp[i].n_new - 1) / bs;
+        const int extra = rng_below(rng, 2); /* an older block not yet given back */
+        first[i] = sliding ? (lb0 - extra > 0 ? lb0 - extra : 0) : 0;
+        if (lb1 + 1 - first[i] > stride) stride = lb1 + 1 - first[i];
+        n_touched += lb1 - lb0 + 1;
+    }
+    const int num_blocks = n_touched + 7; /* spare blocks that must stay untouched */
+    int32_t *perm = (int32_t *)malloc(num_blocks * sizeof(int32_t));
+    for (int b = 0; b < num_blocks; b++) perm[b] = b;
+    rng_shuffle(rng, perm, num_blocks);
+    int32_t *tables = (int32_t *)malloc((size_t)NS * stride * sizeof(int32_t));
+    for (int k = 0; k < NS * stride; k++) tables[k] = -1;
+    int next = 0;
+    for (int i = 0; i < NS; i++) {
+        const int lb0 = sp[i].start_pos / bs, lb1 = (sp[i].start_pos + sp[i].n_new - 1) / bs;
+        for (int lb = lb0; lb <= lb1; lb++) tables[i * stride + lb - first[i]] = perm[next++];
+    }
+    int32_t *slots = (int32_t *)malloc(n_tokens * sizeof(int32_t));
+    int rc = rope_kv_slots(NS, query_start, start_pos, tables, stride, sliding ? first : NULL, bs, slots);
+    CHECK(rc == 0, "rope_kv_slots found a missing block");
+    int32_t *positions = (int32_t *)malloc(n_tokens * sizeof(int32_t));
+    for (int i = 0; i < NS; i++)
+        for (int j = 0; j < sp[i].n_new; j++) positions[query_start[i] + j] = sp[i].start_pos + j;
+    positions[n_seq_tokens] = 12345, slots[n_seq_tokens] = -1;
+
+    /* Random bf16 QKV rows (post-bias activations: a few units). */
+    uint16_t *qkv = (uint16_t *)malloc((size_t)n_tokens * QKV * sizeof(uint16_t));
+    for (size_t k = 0; k < (size_t)n_tokens * QKV; k++) qkv[k] = f32_to_bf16(2.0f * rng_normal(rng));
+
+    const size_t cache_elems = (size_t)num_blocks * NKV * bs * HDIM;
+    uint16_t *d_qkv = (uint16_t *)gpu_upload(qkv, (size_t)n_tokens * QKV * 2);
+    int32_t *d_pos = (int32_t *)gpu_upload(positions, n_tokens * 4), *d_slots = (int32_t *)gpu_upload(slots, n_tokens * 4);
+    uint16_t *d_q = (uint16_t *)gpu_alloc((size_t)n_tokens * NH * HDIM * 2);
+    uint16_t *d_k = (uint16_t *)gpu_alloc(cache_elems * 2), *d_v = (uint16_t *)gpu_alloc(cache_elems * 2);
+    gpu_poison(d_q, (size_t)n_tokens * NH * HDIM * 2);
+    gpu_poison(d_k, cache_elems * 2);
+    gpu_poison(d_v, cache_elems * 2);
+
+    attn_dims d = {NH, NKV, HDIM, bs};
+    CUDA_CHECK(rope_kv_launch(&d, freq, d_qkv, QKV, n_tokens, d_pos, d_slots, d_q, d_k, d_v, 0));
+    CUDA_CHECK(cudaDeviceSynchronize());
+
+    uint16_t *q = (uint16_t *)malloc((size_t)n_tokens * NH * HDIM * 2);
+    uint16_t *kc = (uint16_t *)malloc(cache_elems * 2), *vc = (uint16_t *)malloc(cache_elems * 2);
+    CUDA_CHECK(cudaMemcpy(q, d_q, (size_t)n_tokens * NH * HDIM * 2, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(kc, d_k, cache_elems * 2, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(vc, d_v, cache_elems * 2, cudaMemcpyDeviceToHost));
+
+    /* Reference, token by token; mark every cache element that should have been written. */
+    char *written = (char *)calloc(cache_elems, 1);
+    relerr_acc eq = {0, 0, 0}, ek = {0, 0, 0};
+    long v_mismatch = 0;
+    float cosv[ROPE_MAX_HALF], sinv[ROPE_MAX_HALF], x[HDIM];
+    for (int tk = 0; tk < n_tokens; tk++) {
+        rope_cos_sin(rt, positions[tk], cosv, sinv);
+        const uint16_t *row = qkv + (size_t)tk * QKV;
+        for (int h = 0; h < NH + NKV; h++) {
+            for (int i = 0; i < HDIM; i++) x[i] = bf16_to_f32(row[h * HDIM + i]);
+            rope_apply(rt, cosv, sinv, x);
+            if (h < NH) {
+                for (int i = 0; i < HDIM; i++) relerr_add(&eq, bf16_to_f32(q[((size_t)tk * NH + h) * HDIM + i]), x[i]);
+            } else if (slots[tk] >= 0) {
+                const int s = slots[tk], j = h - NH;
+                const size_t off = (((size_t)(s / bs) * NKV + j) * bs + s % bs) * HDIM;
+                for (int i = 0; i < HDIM; i++) relerr_add(&ek, bf16_to_f32(kc[off + i]), x[i]), written[off + i] = 1;
+            }
+        }
+        if (slots[tk] >= 0) {
+            const int s = slots[tk];
+            for (int j = 0; j < NKV; j++) {
+                const size_t off = (((size_t)(s / bs) * NKV + j) * bs + s % bs) * HDIM;
+                for (int i = 0; i < HDIM; i++)
+                    v_mismatch += vc[off + i] != row[(NH + NKV + j) * HDIM + i];
+            }
+        }
+    }
+    long stray_k = 0, stray_v = 0;
+    for (size_t k = 0; k < cache_elems; k++)
+        if (!written[k]) stray_k += !bf16_is_poison(kc[k]), stray_v += !bf16_is_poison(vc[k]);
+
+    const double rq = relerr_get(&eq), rk = relerr_get(&ek);
+    printf("rope_kv bs=%d %s: %d tokens, q rel err %.2e, k rel err %.2e, v mismatches %ld, stray writes %ld/%ld\n", bs,
+           sliding ? "sliding" : "full", n_tokens, rq, rk, v_mismatch, stray_k, stray_v);
+    CHECK(rq <= 4e-3, "q relative error %.3e (bs %d, %s)", rq, bs, sliding ? "sliding" : "full");
+    CHECK(rk <= 4e-3, "k relative error %.3e (bs %d, %s)", rk, bs, sliding ? "sliding" : "full");
+    CHECK(v_mismatch == 0, "%ld V values differ from the input", v_mismatch);
+    CHECK(stray_k == 0 && stray_v == 0, "cache elements written outside the slots: k %ld, v %ld", stray_k, stray_v);
+
+    free(written), free(q), free(kc), free(vc), free(qkv), free(positions), free(slots), free(tables), free(perm);
+    CUDA_CHECK(cudaFree(d_qkv));
+    CUDA_CHECK(cudaFree(d_pos));
+    CUDA_CHECK(cudaFree(d_slots));
+    CUDA_CHECK(cudaFree(d_q));
+    CUDA_CHECK(cudaFree(d_k));
+    CUDA_CHECK(cudaFree(d_v));
+}
+
+static void bench(const rope_kv_freq *freq, uint64_t seed) {
+    const int sizes[] = {1, 64, 256, 8192};
+    const int bs = 32;
+    printf("| case | time (us) | achieved | fraction of ceiling |\n| --- | --- | --- | --- |\n");
+    cudaStream_t st;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    for (size_t c = 0; c < sizeof sizes / sizeof sizes[0]; c++) {
+        const int n = sizes[c];
+        const int num_blocks = (n + bs - 1) / bs;
+        attn_dims d = {NH, NKV, HDIM, bs};
+        uint16_t *d_qkv = (uint16_t *)gpu_alloc((size_t)n * QKV * 2);
+        gpu_fill_bf16(d_qkv, (size_t)n * QKV, seed + c, 3.f);
+        int32_t *pos = (int32_t *)malloc(n * 4), *slots = (int32_t *)malloc(n * 4);
+        for (int i = 0; i < n; i++) pos[i] = 5000 + i, slots[i] = i; /* one sequence, blocks in order */
+        int32_t *d_pos = (int32_t *)gpu_upload(pos, n * 4), *d_slots = (int32_t *)gpu_upload(slots, n * 4);
+        uint16_t *d_q = (uint16_t *)gpu_alloc((size_t)n * NH * HDIM * 2);
+        const size_t cache = (size_t)num_blocks * NKV * bs * HDIM * 2;
+        uint16_t *d_k = (uint16_t *)gpu_alloc(cache), *d_v = (uint16_t *)gpu_alloc(cache);
+        const int reps = 20;
+        cudaGraph_t graph;
+        cudaGraphExec_t exec;
+        CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+        for (int r = 0; r < reps; r++)
+            CUDA_CHECK(rope_kv_launch(&d, freq, d_qkv, QKV, n, d_pos, d_slots, d_q, d_k, d_v, st));
+        CUDA_CHECK(cudaStreamEndCapture(st, &graph));
+        CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+        const float us = gpu_time_graph_us(exec, st, reps, 15);
+        const double bytes = (double)n * (QKV + NH * HDIM + 2 * NKV * HDIM) * 2;
+        const double gbps = bytes / (us * 1e-6) / 1e9;
+        printf("| rope_kv %d tokens | %.2f | %.0f GB/s | %.2f |\n", n, us, gbps, gbps / H200_GBPS);
+        CUDA_CHECK(cudaGraphExecDestroy(exec));
+        CUDA_CHECK(cudaGraphDestroy(graph));
+        CUDA_CHECK(cudaFree(d_qkv));
+        CUDA_CHECK(cudaFree(d_pos));
+        CUDA_CHECK(cudaFree(d_slots));
+        CUDA_CHECK(cudaFree(d_q));
+        CUDA_CHECK(cudaFree(d_k));
+        CUDA_CHECK(cudaFree(d_v));
+        free(pos), free(slots);
+    }
+    CUDA_CHECK(cudaStreamDestroy(st));
+}
+
+int main(int argc, char **argv) {
+    const uint64_t seed = gpu_test_seed(argc, argv);
+    printf("test_rope_kv: seed %llu\n", (unsigned long long)seed);
+    rng_t rng;
+    rng_seed(&rng, seed);
+
+    model_config c;
+    config_preset_120b(&c);
+    rope_table rt;
+    rope_init(&rt, &c);
+    rope_kv_freq freq;
+    CHECK(rope_kv_freq_init(&freq, rt.inv_freq, rt.half, rt.concentration) == 0, "rope_kv_freq_init");
+
+    const int block_sizes[] = {16, 32, 64};
+    for (int b = 0; b < 3; b++)
+        for (int sl = 0; sl < 2; sl++) run_case(&rt, &freq, block_sizes[b], sl == 1, &rng);
+
+    if (gpu_test_flag(argc, argv, "--bench")) bench(&freq, seed);
+    return check_report("test_rope_kv");
+}
