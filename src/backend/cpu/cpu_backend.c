@@ -115,16 +115,28 @@ static int run_step(struct backend *b, const step_batch *st, step_result *res) {
             r += 1;
         }
         if (!st->sample[i]) continue;
-        const float *row = logits + (size_t)(r - 1) * V;
-        out->token = sampler_pick(row, V, p->temperature, p->seed, (uint64_t)st->output_len[i]);
-        double lse = sampler_logsumexp(row, V, p->temperature);
-        out->logprob = (float)(row[out->token] * (p->temperature > 0 ? 1.0 / p->temperature : 1.0) - lse);
+        float *row = logits + (size_t)(r - 1) * V; /* penalties and bias edit it in place */
+        /* History for the penalties: what the engine knows, plus the token this slot sampled last when
+         * the engine did not know it yet (asynchronous scheduling). */
+        const int32_t *hist = st->history[i];
+        int hist_len = st->history_len[i];
+        int32_t *with_pending = NULL;
+        if (st->token_ids[st->query_start[i + 1] - 1] == STEP_TOKEN_FROM_DEVICE) {
+            with_pending = xmalloc((size_t)(hist_len + 1) * sizeof *with_pending);
+            memcpy(with_pending, hist, (size_t)hist_len * sizeof *hist);
+            with_pending[hist_len++] = b->slot_last[st->slot[i]];
+            hist = with_pending;
+        }
         if (p->logprobs > 0) {
-            out->n_top = p->logprobs;
             out->top_ids = xmalloc((size_t)p->logprobs * sizeof(int32_t));
             out->top_logprobs = xmalloc((size_t)p->logprobs * sizeof(float));
-            sampler_top_logprobs(row, V, p->temperature, p->logprobs, out->top_ids, out->top_logprobs);
         }
+        sample_out so = {.top_ids = out->top_ids, .top_logprobs = out->top_logprobs};
+        out->token = sampler_sample(row, V, p, hist, hist_len, st->prompt_len[i], p->seed,
+                                    (int64_t)st->output_len[i], &so);
+        out->logprob = so.logprob;
+        out->n_top = so.n_top;
+        free(with_pending);
         b->slot_last[st->slot[i]] = out->token;
         res->n++;
     }
