@@ -7,14 +7,14 @@
 
 #include <stdlib.h>
 
-/* Encodes valid UTF-8 s[0..len) with no special tokens. The regex sees exactly this span, so
- * look-ahead (\s+(?!\S)) stops at its end: text before a special token is encoded as if the text
- * ended there, which is what tiktoken does. */
+/* Encodes valid UTF-8 s[0..len) with no special tokens; the regex runs on re_s, which is s or its copy
+ * with stand-ins (pretokenize.h). The regex sees exactly this span, so look-ahead (\s+(?!\S)) stops at
+ * its end: text before a special token is encoded as if the text ended there, as tiktoken does. */
 static int encode_span(const tokenizer *t, pretok_matcher *m, merge_scratch *sc, const unsigned char *s,
-                       size_t len, ivec *out) {
+                       const unsigned char *re_s, size_t len, ivec *out) {
     size_t pos = 0, start, end;
     while (pos < len) {
-        int rc = pretok_next(m, s, len, pos, &start, &end);
+        int rc = pretok_next(m, re_s, len, pos, &start, &end);
         if (rc < 0) return -1;
         if (rc == 0) break;
         /* Every character starts some alternative, so a match always begins at pos and is never
@@ -64,6 +64,8 @@ static int encode(const tokenizer *t, const char *text, size_t len, bool special
         len = utf8_repair(s, len, fixed);
         s = fixed;
     }
+    unsigned char *stand_ins = pretok_stand_ins(s, len);
+    const unsigned char *re_s = stand_ins ? stand_ins : s;
     pretok_matcher *m = pretok_matcher_new(&t->re);
     merge_scratch sc = {0};
     int rc = 0;
@@ -72,12 +74,13 @@ static int encode(const tokenizer *t, const char *text, size_t len, bool special
         size_t at = len, n = 0;
         int32_t id = specials ? next_special(t, s, len, pos, &at, &n) : -1;
         if (id < 0) at = len;
-        rc = encode_span(t, m, &sc, s + pos, at - pos, out);
+        rc = encode_span(t, m, &sc, s + pos, re_s + pos, at - pos, out);
         if (id >= 0) ivec_push(out, id);
         pos = at + n;
     }
     free(sc.buf);
     pretok_matcher_free(m);
+    free(stand_ins);
     free(fixed);
     return rc;
 }

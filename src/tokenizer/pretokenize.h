@@ -16,6 +16,11 @@ typedef struct {
 int pretok_init(pretok *p); /* -1 + err_set() if PCRE2 refuses the pattern */
 void pretok_free(pretok *p);
 
+/* When s holds characters that PCRE2's Unicode tables do not know but the reference's do, a heap copy of
+ * s with each replaced by a stand-in of the same class and length, to match the regex on; else NULL.
+ * s must be valid UTF-8. */
+unsigned char *pretok_stand_ins(const unsigned char *s, size_t len);
+
 /* One matching session (match data, JIT stack); one per encode call, not shared between threads. */
 typedef struct pretok_matcher pretok_matcher;
 pretok_matcher *pretok_matcher_new(const pretok *p);
