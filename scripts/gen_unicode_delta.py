@@ -90,6 +90,7 @@ def main():
     print(' * a stand-in of each kind that Unicode 14 already has (3- and 4-byte). See pretokenize.c. */')
     print('#ifndef GPTOSS_TOKENIZER_PRETOKENIZE_U16_H')
     print('#define GPTOSS_TOKENIZER_PRETOKENIZE_U16_H')
+    print('/* clang-format off */')
     print()
     print('#include <stdint.h>')
     print()
@@ -113,6 +114,7 @@ def main():
     print(line)
     print('};')
     print()
+    print('/* clang-format on */')
     print('#endif')
 
 

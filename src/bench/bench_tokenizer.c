@@ -1,9 +1,10 @@
 /* gptoss bench-tokenizer: single-threaded encoding speed of the tokenizer, in MB/s of input text.
  *
- * On files: each file is encoded once to warm up, then --repeat times; the best and the median run are
- * reported. With --pathological: generated inputs that defeat the pre-tokeniser's usual short pieces
- * (one megabyte of one letter is a single piece), at growing sizes, to show the time stays linear. The
- * generators are mirrored exactly by tests/node/bench_tiktoken.js, which measures tiktoken the same way. */
+ * On files: each file is encoded once to warm up, then --repeat times; the best and the median run
+ * are reported. With --pathological: generated inputs that defeat the pre-tokeniser's usual short
+ * pieces (one megabyte of one letter is a single piece), at growing sizes, to show the time stays
+ * linear. The generators are mirrored exactly by tests/node/bench_tiktoken.js, which measures
+ * tiktoken the same way. */
 #include "base/error.h"
 #include "base/files.h"
 #include "base/xalloc.h"
@@ -19,7 +20,8 @@
 static const char USAGE[] =
     "usage: gptoss bench-tokenizer [--model DIR | --tokenizer FILE] [--repeat N] [--pathological]\n"
     "                              [FILE...]\n"
-    "Measures single-threaded encode_ordinary speed on each FILE (MB/s, best and median of N runs)\n"
+    "Measures single-threaded encode_ordinary speed on each FILE (MB/s, best and median of N "
+    "runs)\n"
     "and, with --pathological, on generated worst cases (a single piece of up to 1 MB).\n";
 
 static double now_s(void) {
@@ -34,7 +36,8 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 /* Times n runs of encoding text; prints one line. */
-static void measure(const tokenizer *t, const char *name, const char *text, size_t len, int repeat) {
+static void measure(const tokenizer *t, const char *name, const char *text, size_t len,
+                    int repeat) {
     ivec ids = {0};
     tokenizer_encode_ordinary(t, text, len, &ids); /* warm-up: caches, page faults, JIT */
     size_t ntok = ids.len;
@@ -47,8 +50,8 @@ static void measure(const tokenizer *t, const char *name, const char *text, size
     }
     qsort(sec, (size_t)repeat, sizeof *sec, cmp_double);
     double mb = (double)len / 1e6;
-    printf("%-28s %10zu bytes %9zu tokens  best %8.2f MB/s  median %8.2f MB/s  (%.4f s)\n", name, len,
-           ntok, mb / sec[0], mb / sec[repeat / 2], sec[repeat / 2]);
+    printf("%-28s %10zu bytes %9zu tokens  best %8.2f MB/s  median %8.2f MB/s  (%.4f s)\n", name,
+           len, ntok, mb / sec[0], mb / sec[repeat / 2], sec[repeat / 2]);
     fflush(stdout);
     free(sec);
     ivec_free(&ids);
@@ -67,10 +70,18 @@ static char *gen(int kind, size_t n, size_t *len) {
     size_t i = 0;
     for (; i < n; i++) {
         switch (kind) {
-        case 0: s[i] = 'a'; break;
-        case 1: s[i] = ' '; break;
-        case 2: s[i] = (char)('a' + next_rand(&x) % 26); break;
-        case 3: s[i] = B64[next_rand(&x) % 64]; break;
+        case 0:
+            s[i] = 'a';
+            break;
+        case 1:
+            s[i] = ' ';
+            break;
+        case 2:
+            s[i] = (char)('a' + next_rand(&x) % 26);
+            break;
+        case 3:
+            s[i] = B64[next_rand(&x) % 64];
+            break;
         default: /* U+4E2D, three bytes: only whole characters */
             if (i + 3 > n) goto done;
             memcpy(s + i, "\xE4\xB8\xAD", 3);

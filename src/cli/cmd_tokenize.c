@@ -1,5 +1,6 @@
-/* gptoss tokenize / detokenize: the tokenizer from the command line, for people and for test scripts
- * (tests/test_tokenizer_reference.sh compares `tokenize` with tiktoken on a large corpus). */
+/* gptoss tokenize / detokenize: the tokenizer from the command line, for people and for test
+ * scripts (tests/test_tokenizer_reference.sh compares `tokenize` with tiktoken on a large corpus).
+ */
 #include "base/error.h"
 #include "base/files.h"
 #include "base/xalloc.h"
@@ -13,16 +14,20 @@
 #include <string.h>
 
 static const char TOKENIZE_USAGE[] =
-    "usage: gptoss tokenize [--model DIR | --tokenizer FILE] [--ids | --pieces] [--specials] TEXT|-\n"
+    "usage: gptoss tokenize [--model DIR | --tokenizer FILE] [--ids | --pieces] [--specials] "
+    "TEXT|-\n"
     "Prints the token ids of TEXT (or of standard input for '-'), comma-separated on one line.\n"
-    "  --model DIR       use DIR/tokenizer.json (default: the one scripts/setup.sh puts in the cache)\n"
+    "  --model DIR       use DIR/tokenizer.json (default: the one scripts/setup.sh puts in the "
+    "cache)\n"
     "  --tokenizer FILE  use this tokenizer.json\n"
     "  --pieces          print one token per line: id, then its bytes as a quoted C string\n"
-    "  --specials        recognise special token names (<|start|> ...); otherwise they are plain text\n";
+    "  --specials        recognise special token names (<|start|> ...); otherwise they are plain "
+    "text\n";
 
 static const char DETOKENIZE_USAGE[] =
     "usage: gptoss detokenize [--model DIR | --tokenizer FILE] IDS|-\n"
-    "Prints the exact bytes the ids spell. IDS is '1,2,3'; '-' reads ids separated by commas or white\n"
+    "Prints the exact bytes the ids spell. IDS is '1,2,3'; '-' reads ids separated by commas or "
+    "white\n"
     "space from standard input.\n";
 
 /* Reads all of a stream (standard input may be a pipe, so no seeking). */
@@ -52,7 +57,8 @@ typedef struct {
 
 /* Parses the options both commands share; returns 0, or an exit code (2 for bad usage, or 0 after
  * printing help) with *done set. */
-static int parse(int argc, char **argv, const char *usage, bool for_tokenize, tok_opts *o, int *done) {
+static int parse(int argc, char **argv, const char *usage, bool for_tokenize, tok_opts *o,
+                 int *done) {
     args_t a;
     args_init(&a, argc, argv);
     *done = 1;
@@ -94,11 +100,16 @@ static tokenizer *open_tokenizer(const tok_opts *o) {
 static void put_escaped(const char *s, size_t n) {
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
-        if (c == '"' || c == '\\') printf("\\%c", c);
-        else if (c == '\n') fputs("\\n", stdout);
-        else if (c == '\t') fputs("\\t", stdout);
-        else if (c >= 0x20 && c < 0x7F) putchar(c);
-        else printf("\\x%02x", c);
+        if (c == '"' || c == '\\')
+            printf("\\%c", c);
+        else if (c == '\n')
+            fputs("\\n", stdout);
+        else if (c == '\t')
+            fputs("\\t", stdout);
+        else if (c >= 0x20 && c < 0x7F)
+            putchar(c);
+        else
+            printf("\\x%02x", c);
     }
 }
 

@@ -12,7 +12,8 @@ const char *tokenizer_token_bytes(const tokenizer *t, int32_t id, size_t *len) {
     return tok_bytes(t, id, len);
 }
 
-int tokenizer_decode(const tokenizer *t, const int32_t *ids, size_t n, char **out, size_t *out_len) {
+int tokenizer_decode(const tokenizer *t, const int32_t *ids, size_t n, char **out,
+                     size_t *out_len) {
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
         if (ids[i] < 0 || ids[i] >= t->n_vocab)
@@ -33,7 +34,9 @@ int tokenizer_decode(const tokenizer *t, const int32_t *ids, size_t n, char **ou
     return 0;
 }
 
-void tok_stream_init(tok_stream *s) { memset(s, 0, sizeof *s); }
+void tok_stream_init(tok_stream *s) {
+    memset(s, 0, sizeof *s);
+}
 
 void tok_stream_free(tok_stream *s) {
     free(s->buf);
@@ -52,8 +55,8 @@ int tok_stream_push(const tokenizer *t, tok_stream *s, int32_t id, const char **
         return err_set("token id %d is outside the vocabulary [0, %d)", id, t->n_vocab);
     size_t n;
     const char *b = tok_bytes(t, id, &n);
-    /* Work on pending bytes + this token's bytes. Each maximal ill-formed subpart costs one U+FFFD (3
-     * bytes) and is at least one byte long, so 3x the input bounds the output. */
+    /* Work on pending bytes + this token's bytes. Each maximal ill-formed subpart costs one U+FFFD
+     * (3 bytes) and is at least one byte long, so 3x the input bounds the output. */
     size_t in_len = (size_t)s->npend + n;
     unsigned char small[64], *in = in_len <= sizeof small ? small : xmalloc(in_len);
     memcpy(in, s->pend, (size_t)s->npend);
@@ -70,8 +73,10 @@ int tok_stream_push(const tokenizer *t, tok_stream *s, int32_t id, const char **
             s->npend = (int)adv;
             break;
         }
-        if (kind == UTF8_CHAR) memcpy(o + olen, in + i, adv), olen += adv;
-        else o[olen++] = 0xEF, o[olen++] = 0xBF, o[olen++] = 0xBD;
+        if (kind == UTF8_CHAR)
+            memcpy(o + olen, in + i, adv), olen += adv;
+        else
+            o[olen++] = 0xEF, o[olen++] = 0xBF, o[olen++] = 0xBD;
         i += adv;
     }
     o[olen] = 0;

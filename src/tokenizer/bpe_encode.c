@@ -7,11 +7,12 @@
 
 #include <stdlib.h>
 
-/* Encodes valid UTF-8 s[0..len) with no special tokens; the regex runs on re_s, which is s or its copy
- * with stand-ins (pretokenize.h). The regex sees exactly this span, so look-ahead (\s+(?!\S)) stops at
- * its end: text before a special token is encoded as if the text ended there, as tiktoken does. */
-static int encode_span(const tokenizer *t, pretok_matcher *m, merge_scratch *sc, const unsigned char *s,
-                       const unsigned char *re_s, size_t len, ivec *out) {
+/* Encodes valid UTF-8 s[0..len) with no special tokens; the regex runs on re_s, which is s or its
+ * copy with stand-ins (pretokenize.h). The regex sees exactly this span, so look-ahead (\s+(?!\S))
+ * stops at its end: text before a special token is encoded as if the text ended there, as tiktoken
+ * does. */
+static int encode_span(const tokenizer *t, pretok_matcher *m, merge_scratch *sc,
+                       const unsigned char *s, const unsigned char *re_s, size_t len, ivec *out) {
     size_t pos = 0, start, end;
     while (pos < len) {
         int rc = pretok_next(m, re_s, len, pos, &start, &end);
@@ -29,9 +30,9 @@ static int encode_span(const tokenizer *t, pretok_matcher *m, merge_scratch *sc,
     return 0;
 }
 
-/* The next special token in s[from..len): its start in *at, its length in *n; -1 when none. Special names
- * are <|x|> with no '|' inside x (checked at load), so the only candidate at a "<|" is the text up to the
- * next "|>", and scanning "<|" positions left to right finds the leftmost match. */
+/* The next special token in s[from..len): its start in *at, its length in *n; -1 when none. Special
+ * names are <|x|> with no '|' inside x (checked at load), so the only candidate at a "<|" is the
+ * text up to the next "|>", and scanning "<|" positions left to right finds the leftmost match. */
 static int32_t next_special(const tokenizer *t, const unsigned char *s, size_t len, size_t from,
                             size_t *at, size_t *n) {
     for (size_t i = from; i + 4 <= len;) {

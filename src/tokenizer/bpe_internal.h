@@ -13,31 +13,35 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-/* o200k_harmony's special ids run up to the embedding size; ids without a name in tokenizer.json are
+/* o200k_harmony's special ids run up to the embedding size; ids without a name in tokenizer.json
+ * are
  * <|reserved_N|> (tiktoken's o200k_harmony definition), and 200013 ... 201087 also answer to
  * <|reserved_N|> even where tokenizer.json names them otherwise (only 200018 = <|endofprompt|>). */
-#define O200K_BPE_SIZE 199998
-#define O200K_HARMONY_VOCAB 201088
+#define O200K_BPE_SIZE             199998
+#define O200K_HARMONY_VOCAB        201088
 #define O200K_RESERVED_ALIAS_FIRST 200013
 
-/* Pair ranks and ids fit in 21 bits: a pair-table slot packs (left id, right id, merged id) in 63. */
+/* Pair ranks and ids fit in 21 bits: a pair-table slot packs (left id, right id, merged id) in 63.
+ */
 #define BPE_ID_BITS 21
 #define BPE_MAX_IDS ((1 << BPE_ID_BITS) - 1)
 #define BPE_NO_RANK INT32_MAX
 
-/* Byte string → BPE id: open addressing, linear probing. A slot holds the high 32 bits of the string's
- * hash beside the id, so a probe that meets another string rarely touches that string's bytes. */
+/* Byte string → BPE id: open addressing, linear probing. A slot holds the high 32 bits of the
+ * string's hash beside the id, so a probe that meets another string rarely touches that string's
+ * bytes. */
 typedef struct {
     uint64_t *slot; /* (hash >> 32) << 32 | id; BYTES_EMPTY when free */
     uint64_t mask;
 } bytes_map;
 #define BYTES_EMPTY UINT64_MAX
 
-/* (left id, right id) → id of the token their concatenation spells. Every rank lookup of the merge loop
- * goes through here: tiktoken asks "is bytes(left)+bytes(right) a token, and of what rank?", and since
- * both parts are always tokens themselves, the answer depends on the two ids alone. The table holds
- * every split of every token into two tokens (446,189 pairs for o200k; tokenizer.json's "merges" list is
- * exactly this set, ordered by the merged token's id, see tests/test_tokenizer.c). */
+/* (left id, right id) → id of the token their concatenation spells. Every rank lookup of the merge
+ * loop goes through here: tiktoken asks "is bytes(left)+bytes(right) a token, and of what rank?",
+ * and since both parts are always tokens themselves, the answer depends on the two ids alone. The
+ * table holds every split of every token into two tokens (446,189 pairs for o200k; tokenizer.json's
+ * "merges" list is exactly this set, ordered by the merged token's id, see tests/test_tokenizer.c).
+ */
 typedef struct {
     uint64_t *slot; /* key << BPE_ID_BITS | merged id, key = left << BPE_ID_BITS | right */
     uint64_t mask;
@@ -65,7 +69,9 @@ struct tokenizer {
     pretok re;
 };
 
-static inline uint64_t bpe_hash(const void *p, size_t n) { return XXH3_64bits(p, n); }
+static inline uint64_t bpe_hash(const void *p, size_t n) {
+    return XXH3_64bits(p, n);
+}
 
 static inline const char *tok_bytes(const tokenizer *t, int32_t id, size_t *len) {
     *len = t->off[id + 1] - t->off[id];

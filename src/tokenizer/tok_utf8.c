@@ -9,11 +9,13 @@ int utf8_step(const unsigned char *s, size_t n, size_t *adv) {
         *adv = 1;
         return UTF8_CHAR;
     }
-    /* Lead byte → total length and the range of the second byte (Unicode Table 3-7). The narrower second
-     * ranges exclude overlong forms (E0, F0), surrogates (ED) and code points above U+10FFFF (F4). */
+    /* Lead byte → total length and the range of the second byte (Unicode Table 3-7). The narrower
+     * second ranges exclude overlong forms (E0, F0), surrogates (ED) and code points above U+10FFFF
+     * (F4). */
     size_t need;
     unsigned lo = 0x80, hi = 0xBF;
-    if (b >= 0xC2 && b <= 0xDF) need = 2;
+    if (b >= 0xC2 && b <= 0xDF)
+        need = 2;
     else if (b >= 0xE0 && b <= 0xEF) {
         need = 3;
         if (b == 0xE0) lo = 0xA0;

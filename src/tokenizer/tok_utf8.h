@@ -1,13 +1,14 @@
 /* UTF-8 validation and repair for the tokenizer.
  *
- * The pre-tokeniser regex runs in PCRE2's UTF mode, which requires valid UTF-8. Text from users need not
- * be valid, and the reference tokenizer never sees invalid text: tiktoken takes a JavaScript (or Python)
- * string, and a byte string becomes one by decoding with replacement, where each "maximal subpart" of an
- * ill-formed sequence becomes one U+FFFD (Unicode §3.9 "U+FFFD substitution of maximal subparts", the
- * rule of the WHATWG Encoding standard that Node's Buffer.toString() and TextDecoder follow). Lone
- * surrogates in a JavaScript string meet the same fate when tiktoken converts it to UTF-8. So invalid
- * input is repaired by that same rule before encoding: ours and the reference then agree on every input,
- * and nothing invalid reaches the regex engine. */
+ * The pre-tokeniser regex runs in PCRE2's UTF mode, which requires valid UTF-8. Text from users
+ * need not be valid, and the reference tokenizer never sees invalid text: tiktoken takes a
+ * JavaScript (or Python) string, and a byte string becomes one by decoding with replacement, where
+ * each "maximal subpart" of an ill-formed sequence becomes one U+FFFD (Unicode §3.9 "U+FFFD
+ * substitution of maximal subparts", the rule of the WHATWG Encoding standard that Node's
+ * Buffer.toString() and TextDecoder follow). Lone surrogates in a JavaScript string meet the same
+ * fate when tiktoken converts it to UTF-8. So invalid input is repaired by that same rule before
+ * encoding: ours and the reference then agree on every input, and nothing invalid reaches the regex
+ * engine. */
 #ifndef GPTOSS_TOKENIZER_TOK_UTF8_H
 #define GPTOSS_TOKENIZER_TOK_UTF8_H
 
