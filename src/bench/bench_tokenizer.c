@@ -50,7 +50,7 @@ static void measure(const tokenizer *t, const char *name, const char *text, size
     }
     qsort(sec, (size_t)repeat, sizeof *sec, cmp_double);
     double mb = (double)len / 1e6;
-    printf("%-28s %10zu bytes %9zu tokens  best %8.2f MB/s  median %8.2f MB/s  (%.4f s)\n", name,
+    printf("%-34s %10zu bytes %9zu tokens  best %8.2f MB/s  median %8.2f MB/s  (%.4f s)\n", name,
            len, ntok, mb / sec[0], mb / sec[repeat / 2], sec[repeat / 2]);
     fflush(stdout);
     free(sec);
@@ -152,7 +152,7 @@ int cmd_bench_tokenizer(int argc, char **argv) {
         free(text);
     }
     for (int k = 0; patho && k < 5; k++) {
-        for (size_t n = 1 << 16; n <= 1 << 20; n <<= 2) {
+        for (size_t n = 1 << 12; n <= 1 << 20; n <<= 2) {
             size_t len;
             char *text = gen(k, n, &len);
             char name[64];
