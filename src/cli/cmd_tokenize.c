@@ -16,9 +16,9 @@
 static const char TOKENIZE_USAGE[] =
     "usage: gptoss tokenize [--model DIR | --tokenizer FILE] [--ids | --pieces] [--specials] "
     "TEXT|-\n"
-    "Prints the token ids of TEXT (or of standard input for '-'), comma-separated on one line.\n"
-    "  --model DIR       use DIR/tokenizer.json (default: the one scripts/setup.sh puts in the "
-    "cache)\n"
+    "Prints the token ids of TEXT (or of standard input for '-'), comma-separated on one line;\n"
+    "'-- TEXT' for a text that starts with '-'.\n"
+    "  --model DIR       use DIR/tokenizer.json (default: the one setup.sh puts in the cache)\n"
     "  --tokenizer FILE  use this tokenizer.json\n"
     "  --pieces          print one token per line: id, then its bytes as a quoted C string\n"
     "  --specials        recognise special token names (<|start|> ...); otherwise they are plain "
@@ -76,6 +76,9 @@ static int parse(int argc, char **argv, const char *usage, bool for_tokenize, to
             o->pieces = 1;
         } else if (for_tokenize && args_flag(&a, "--specials")) {
             o->specials = 1;
+        } else if (!o->input && !strcmp(argv[a.i], "--") && a.i + 1 < argc) {
+            o->input = argv[a.i + 1]; /* "--" ends the options: a text may start with '-' */
+            a.i += 2;
         } else if (!o->input && (argv[a.i][0] != '-' || !strcmp(argv[a.i], "-"))) {
             o->input = argv[a.i++];
         } else {

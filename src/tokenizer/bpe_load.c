@@ -203,6 +203,7 @@ static int index_specials(tokenizer *t) {
 tokenizer *tokenizer_load(const char *path) {
     json_error_t jerr;
     json_t *root = json_load_file(path, 0, &jerr);
+    if (!root && jerr.line < 1) return err_set("%s", jerr.text), NULL; /* it names the file */
     if (!root) return err_set("%s: line %d: %s", path, jerr.line, jerr.text), NULL;
     tokenizer *t = xcalloc(1, sizeof *t);
     loader L = {.root = root, .path = path};
