@@ -33,7 +33,8 @@ char *tokenizer_find_json(const char *model_dir_or_null);
 void tokenizer_free(tokenizer *t);
 
 /* Appends the ids of text[0..len) to out. Special-token names in the text are ordinary text.
- * Returns 0; -1 + err_set() only if the regex engine fails (no input seen so far makes it fail). */
+ * Returns 0; -1 + err_set() for a text over 700 MB or if the regex engine fails (no input seen so
+ * far makes it fail), with out then holding the ids of a prefix of the text. */
 int tokenizer_encode_ordinary(const tokenizer *t, const char *text, size_t len, ivec *out);
 /* Same, but every special token name (<|start|>, <|reserved_200100|>, ...) in the text becomes its
  * id. For text the program itself writes (the harmony renderer's markup), never for user text. */

@@ -57,7 +57,9 @@ static int32_t next_special(const tokenizer *t, const unsigned char *s, size_t l
 }
 
 static int encode(const tokenizer *t, const char *text, size_t len, bool specials, ivec *out) {
-    if (len > INT32_MAX) return err_set("text of %zu bytes is too long to tokenize at once", len);
+    /* Piece offsets are 32-bit in the merge heap; repair can triple the length. */
+    if (len > INT32_MAX / 3)
+        return err_set("text of %zu bytes is too long to tokenize at once", len);
     const unsigned char *s = (const unsigned char *)text;
     unsigned char *fixed = NULL;
     if (utf8_valid_prefix(s, len) != len) {
