@@ -29,12 +29,11 @@ static const struct {
     const char *name;
     size_t size;
 } dtypes[ST_DTYPE_COUNT] = {
-    [ST_BOOL] = {"BOOL", 1},       [ST_U8] = {"U8", 1},   [ST_I8] = {"I8", 1},
-    [ST_F8_E4M3] = {"F8_E4M3", 1}, [ST_F8_E5M2] = {"F8_E5M2", 1},
-    [ST_U16] = {"U16", 2},         [ST_I16] = {"I16", 2}, [ST_F16] = {"F16", 2},
-    [ST_BF16] = {"BF16", 2},       [ST_U32] = {"U32", 4}, [ST_I32] = {"I32", 4},
-    [ST_F32] = {"F32", 4},         [ST_U64] = {"U64", 8}, [ST_I64] = {"I64", 8},
-    [ST_F64] = {"F64", 8},
+    [ST_BOOL] = {"BOOL", 1},       [ST_U8] = {"U8", 1},           [ST_I8] = {"I8", 1},
+    [ST_F8_E4M3] = {"F8_E4M3", 1}, [ST_F8_E5M2] = {"F8_E5M2", 1}, [ST_U16] = {"U16", 2},
+    [ST_I16] = {"I16", 2},         [ST_F16] = {"F16", 2},         [ST_BF16] = {"BF16", 2},
+    [ST_U32] = {"U32", 4},         [ST_I32] = {"I32", 4},         [ST_F32] = {"F32", 4},
+    [ST_U64] = {"U64", 8},         [ST_I64] = {"I64", 8},         [ST_F64] = {"F64", 8},
 };
 
 const char *st_dtype_name(enum st_dtype d) {
@@ -48,7 +47,9 @@ int st_dtype_parse(const char *s) {
     return -1;
 }
 
-size_t st_dtype_size(enum st_dtype d) { return (unsigned)d < ST_DTYPE_COUNT ? dtypes[d].size : 0; }
+size_t st_dtype_size(enum st_dtype d) {
+    return (unsigned)d < ST_DTYPE_COUNT ? dtypes[d].size : 0;
+}
 
 uint64_t st_tensor_numel(const st_tensor *t) {
     uint64_t n = 1;
@@ -58,9 +59,9 @@ uint64_t st_tensor_numel(const st_tensor *t) {
 
 /* ---- message helpers ---- */
 
-/* Text from a file (tensor names, dtypes, parser excerpts) goes into messages through show(): at most
- * SHOW_MAX bytes, control bytes escaped, so a hostile name can neither break the one-line message
- * nor flood it. */
+/* Text from a file (tensor names, dtypes, parser excerpts) goes into messages through show(): at
+ * most SHOW_MAX bytes, control bytes escaped, so a hostile name can neither break the one-line
+ * message nor flood it. */
 enum { SHOW_MAX = 120 };
 typedef struct {
     char s[SHOW_MAX * 4 + 4];
@@ -87,14 +88,21 @@ static const char *show(const char *in, shown *b) {
 
 static const char *json_kind(const json_t *v) {
     switch (json_typeof(v)) {
-    case JSON_OBJECT: return "an object";
-    case JSON_ARRAY: return "an array";
-    case JSON_STRING: return "a string";
-    case JSON_INTEGER: return "an integer";
-    case JSON_REAL: return "a real number";
+    case JSON_OBJECT:
+        return "an object";
+    case JSON_ARRAY:
+        return "an array";
+    case JSON_STRING:
+        return "a string";
+    case JSON_INTEGER:
+        return "an integer";
+    case JSON_REAL:
+        return "a real number";
     case JSON_TRUE:
-    case JSON_FALSE: return "a boolean";
-    case JSON_NULL: return "null";
+    case JSON_FALSE:
+        return "a boolean";
+    case JSON_NULL:
+        return "null";
     }
     return "an unknown JSON value";
 }
@@ -186,8 +194,7 @@ static int parse_offsets(const char *path, const char *tn, json_t *v, uint64_t d
     if (json_array_size(off) != 2)
         return err_set("%s: tensor '%s': data_offsets must be [begin, end], found %zu items", path,
                        tn, json_array_size(off));
-    if (get_offset(path, tn, off, 0, &t->begin) || get_offset(path, tn, off, 1, &t->end))
-        return -1;
+    if (get_offset(path, tn, off, 0, &t->begin) || get_offset(path, tn, off, 1, &t->end)) return -1;
     if (t->begin > t->end)
         return err_set("%s: tensor '%s': data_offsets [%llu, %llu) have begin > end", path, tn,
                        (ull)t->begin, (ull)t->end);
@@ -257,7 +264,8 @@ static int cmp_offsets(const void *pa, const void *pb) {
 /* The reference implementation (safetensors' own validate) sorts entries by offset and requires
  * each to start exactly where the previous one ended, and the last to end at the buffer's end:
  * overlaps, gaps and trailing bytes are all refused. We follow it, so every file we accept is one
- * every other reader accepts too, and no byte of the file hides data that no tensor accounts for. */
+ * every other reader accepts too, and no byte of the file hides data that no tensor accounts for.
+ */
 static int check_tiling(const char *path, st_tensor *ts, int n, uint64_t data_len) {
     qsort(ts, (size_t)n, sizeof *ts, cmp_offsets);
     uint64_t at = 0;
@@ -292,6 +300,7 @@ static uint64_t read_le64(const uint8_t *p) {
 }
 
 static json_t *load_header(const uint8_t *buf, size_t len, const char *path, uint64_t *hlen) {
+    if (!path) path = "(memory)";
     if (len < 8)
         return err_set("%s: file is %zu bytes, too short for the 8-byte header length", path, len),
                NULL;
@@ -351,7 +360,7 @@ int st_parse(const uint8_t *buf, size_t len, const char *path, st_file *out) {
     uint64_t hlen = 0;
     json_t *root = load_header(buf, len, path, &hlen);
     if (!root) return -1;
-    st_file f = {.path = xstrdup(path)};
+    st_file f = {.path = xstrdup(path ? path : "(memory)")};
     const uint8_t *data = buf + 8 + hlen;
     int r = parse_entries(root, data, (uint64_t)(len - 8 - hlen), &f);
     json_decref(root);
@@ -391,7 +400,9 @@ int st_file_open(const char *path, st_file *out) {
             return -1;
         }
     }
-    close(fd); /* the mapping keeps the file alive */
+    /* The mapping keeps the file alive. Like every mmap reader we trust the file not to be
+     * truncated while mapped (that would fault on access); replacing it by rename is harmless. */
+    close(fd);
     static const uint8_t empty[1];
     if (st_parse(map ? map : empty, len, path, out)) {
         if (map) munmap(map, len);
@@ -458,8 +469,10 @@ const st_tensor *st_model_find(const st_model *m, const char *name) {
         size_t mid = lo + (hi - lo) / 2;
         int c = strcmp(m->sorted[mid]->name, name);
         if (c == 0) return m->sorted[mid];
-        if (c < 0) lo = mid + 1;
-        else hi = mid;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
     return NULL;
 }
@@ -502,7 +515,7 @@ static int open_lone_file(const char *dir, st_model *m) {
         names[n++] = xstrdup(e->d_name);
     }
     closedir(d);
-    qsort(names, n, sizeof *names, cmp_str); /* stable messages whatever readdir's order */
+    if (n) qsort(names, n, sizeof *names, cmp_str); /* stable messages whatever readdir order */
     int r;
     if (n == 0) {
         r = err_set("%s: no *.safetensors file and no " INDEX_NAME, dir);
@@ -611,11 +624,16 @@ static json_t *load_index(const char *index) {
                NULL;
     json_t *wm = json_object_get(root, "weight_map"), *md = json_object_get(root, "metadata");
     const char *bad = NULL;
-    if (!json_is_object(root)) bad = "the index must be a JSON object";
-    else if (!wm) bad = "field 'weight_map' is missing";
-    else if (!json_is_object(wm)) bad = "field 'weight_map' must be an object";
-    else if (json_object_size(wm) == 0) bad = "field 'weight_map' names no tensors";
-    else if (md && !json_is_object(md)) bad = "field 'metadata' must be an object";
+    if (!json_is_object(root))
+        bad = "the index must be a JSON object";
+    else if (!wm)
+        bad = "field 'weight_map' is missing";
+    else if (!json_is_object(wm))
+        bad = "field 'weight_map' must be an object";
+    else if (json_object_size(wm) == 0)
+        bad = "field 'weight_map' names no tensors";
+    else if (md && !json_is_object(md))
+        bad = "field 'metadata' must be an object";
     if (bad) {
         err_set("%s: %s", index, bad);
         json_decref(root);
@@ -647,7 +665,11 @@ int st_model_open(const char *dir, st_model *out) {
         if (!r) r = index_names(out);
     } else if (S_ISDIR(sb.st_mode)) {
         char *index = path_join(dir, INDEX_NAME);
-        if (file_exists(index)) {
+        /* lstat: a dangling index symlink (a half-downloaded hub cache) must be reported as a
+         * broken index, not silently ignored in favour of whatever .safetensors file lies in the
+         * folder. */
+        struct stat ib;
+        if (lstat(index, &ib) == 0) {
             r = open_indexed(dir, index, out);
         } else {
             r = open_lone_file(dir, out);

@@ -70,8 +70,22 @@ static void scratch_free(scratch *s) {
     free(s->slots_idx), free(s->slots_w);
 }
 
-/* h += Attention(RMSNorm(h)) for T tokens at positions pos0.. (spec §2.3). */
-static void attention_block(const cpu_model *m, cpu_kv_cache *kv, int layer, int T, int64_t pos0, scratch *s) {
+/* One query head of token (seq, p) over keys k0..p of its sequence, fetched through the view. */
+static void head_attention(const cpu_kv_view *kv, int layer, int seq, int kv_head, int head_dim, int64_t k0,
+                           int64_t p, float scale, float sink, const float *q, float *out) {
+    int64_t n = p - k0 + 1;
+    const float **k_rows = xmalloc((size_t)n * sizeof *k_rows), **v_rows = xmalloc((size_t)n * sizeof *v_rows);
+    for (int64_t u = 0; u < n; u++) {
+        k_rows[u] = kv->k_row(kv->ctx, layer, seq, k0 + u) + (size_t)kv_head * head_dim;
+        v_rows[u] = kv->v_row(kv->ctx, layer, seq, k0 + u) + (size_t)kv_head * head_dim;
+    }
+    cpu_sink_attention_rows(q, k_rows, v_rows, n, head_dim, scale, sink, out);
+    free(k_rows), free(v_rows);
+}
+
+/* h += Attention(RMSNorm(h)) for the batch's T tokens (spec §2.3). */
+static void attention_block(const cpu_model *m, const cpu_kv_view *kv, int layer, int T, const int32_t *seq,
+                            const int64_t *pos, scratch *s) {
     const model_weights *w = m->w;
     const model_config *c = &w->cfg;
     const int H = c->hidden, D = c->head_dim, Q = c->n_heads * D, KVD = c->n_kv_heads * D;
@@ -85,11 +99,11 @@ static void attention_block(const cpu_model *m, cpu_kv_cache *kv, int layer, int
     /* RoPE on q and k; K is cached after RoPE, V as projected. */
     float cosv[ROPE_MAX_HALF], sinv[ROPE_MAX_HALF];
     for (int t = 0; t < T; t++) {
-        rope_cos_sin(&m->rope, pos0 + t, cosv, sinv);
+        rope_cos_sin(&m->rope, pos[t], cosv, sinv);
         for (int h = 0; h < c->n_heads; h++) rope_apply(&m->rope, cosv, sinv, s->q + (size_t)t * Q + (size_t)h * D);
         for (int h = 0; h < c->n_kv_heads; h++) rope_apply(&m->rope, cosv, sinv, s->k + (size_t)t * KVD + (size_t)h * D);
-        memcpy(kv->k[layer] + (size_t)(pos0 + t) * KVD, s->k + (size_t)t * KVD, (size_t)KVD * sizeof(float));
-        memcpy(kv->v[layer] + (size_t)(pos0 + t) * KVD, s->v + (size_t)t * KVD, (size_t)KVD * sizeof(float));
+        memcpy(kv->k_row(kv->ctx, layer, seq[t], pos[t]), s->k + (size_t)t * KVD, (size_t)KVD * sizeof(float));
+        memcpy(kv->v_row(kv->ctx, layer, seq[t], pos[t]), s->v + (size_t)t * KVD, (size_t)KVD * sizeof(float));
     }
 
     /* Causal attention with sinks; sliding layers see the last `sliding_window` keys, the current one
@@ -100,10 +114,10 @@ static void attention_block(const cpu_model *m, cpu_kv_cache *kv, int layer, int
 #pragma omp parallel for collapse(2) schedule(static)
     for (int t = 0; t < T; t++)
         for (int h = 0; h < c->n_heads; h++) {
-            int64_t pos = pos0 + t;
-            int64_t k0 = c->layer_sliding[layer] && pos - c->sliding_window + 1 > 0 ? pos - c->sliding_window + 1 : 0;
-            cpu_sink_attention(s->q + (size_t)t * Q + (size_t)h * D, kv->k[layer], kv->v[layer], KVD, h / group, D,
-                               k0, pos, scale, dense_at(sinks, (size_t)h), s->attn + (size_t)t * Q + (size_t)h * D);
+            int64_t p = pos[t];
+            int64_t k0 = c->layer_sliding[layer] && p - c->sliding_window + 1 > 0 ? p - c->sliding_window + 1 : 0;
+            head_attention(kv, layer, seq[t], h / group, D, k0, p, scale, dense_at(sinks, (size_t)h),
+                           s->q + (size_t)t * Q + (size_t)h * D, s->attn + (size_t)t * Q + (size_t)h * D);
         }
     cpu_linear(s->attn, T, Q, weights_dense(w, layer, TK_O_W), &ob, H, s->proj);
     for (size_t i = 0; i < (size_t)T * H; i++) s->x[i] += s->proj[i];
@@ -150,8 +164,8 @@ static void moe_block(const cpu_model *m, int layer, int T, scratch *s) {
     for (size_t i = 0; i < (size_t)T * H; i++) s->x[i] += s->moe[i];
 }
 
-int cpu_forward(const cpu_model *m, cpu_kv_cache *kv, const int32_t *tokens, int T, enum cpu_logits want,
-                float *logits) {
+int cpu_forward_batch(const cpu_model *m, const cpu_kv_view *kv, int T, const int32_t *tokens, const int32_t *seq,
+                      const int64_t *pos, int n_rows, const int32_t *rows, float *logits) {
     const model_weights *w = m->w;
     const model_config *c = &w->cfg;
     const int H = c->hidden;
@@ -159,22 +173,48 @@ int cpu_forward(const cpu_model *m, cpu_kv_cache *kv, const int32_t *tokens, int
     for (int t = 0; t < T; t++)
         if (tokens[t] < 0 || tokens[t] >= c->vocab)
             return err_set("token id %d at index %d is outside the vocabulary [0, %d)", tokens[t], t, c->vocab);
-    int64_t pos0 = kv->len;
-    kv_reserve(kv, pos0 + T);
     scratch s;
     scratch_alloc(&s, c, T);
     dense_ref embed = weights_dense(w, -1, TK_EMBED);
     for (int t = 0; t < T; t++) dense_read(embed, (size_t)tokens[t] * H, (size_t)H, s.x + (size_t)t * H);
     for (int l = 0; l < c->n_layers; l++) {
-        attention_block(m, kv, l, T, pos0, &s);
+        attention_block(m, kv, l, T, seq, pos, &s);
         moe_block(m, l, T, &s);
     }
-    kv->len = pos0 + T;
-    if (want != CPU_LOGITS_NONE) {
-        int first = want == CPU_LOGITS_LAST ? T - 1 : 0, rows = T - first;
-        cpu_rmsnorm(s.x + (size_t)first * H, weights_dense(w, -1, TK_FINAL_NORM), rows, H, c->rms_norm_eps, s.a);
-        cpu_linear(s.a, rows, H, weights_dense(w, -1, TK_LM_HEAD), NULL, c->vocab, logits);
+    if (n_rows > 0) {
+        for (int r = 0; r < n_rows; r++) memcpy(s.xin + (size_t)r * H, s.x + (size_t)rows[r] * H, (size_t)H * sizeof(float));
+        cpu_rmsnorm(s.xin, weights_dense(w, -1, TK_FINAL_NORM), n_rows, H, c->rms_norm_eps, s.a);
+        cpu_linear(s.a, n_rows, H, weights_dense(w, -1, TK_LM_HEAD), NULL, c->vocab, logits);
     }
     scratch_free(&s);
     return 0;
+}
+
+/* The contiguous per-sequence cache as a view: one sequence, rows indexed by position. */
+static float *contig_k(void *ctx, int layer, int seq, int64_t pos) {
+    cpu_kv_cache *kv = ctx;
+    (void)seq;
+    return kv->k[layer] + (size_t)pos * kv->kv_dim;
+}
+static float *contig_v(void *ctx, int layer, int seq, int64_t pos) {
+    cpu_kv_cache *kv = ctx;
+    (void)seq;
+    return kv->v[layer] + (size_t)pos * kv->kv_dim;
+}
+
+int cpu_forward(const cpu_model *m, cpu_kv_cache *kv, const int32_t *tokens, int T, enum cpu_logits want,
+                float *logits) {
+    if (T <= 0) return err_set("forward: no tokens");
+    int64_t pos0 = kv->len;
+    kv_reserve(kv, pos0 + T);
+    int32_t *seq = xcalloc((size_t)T, sizeof *seq), *rows = xmalloc((size_t)T * sizeof *rows);
+    int64_t *pos = xmalloc((size_t)T * sizeof *pos);
+    for (int t = 0; t < T; t++) pos[t] = pos0 + t, rows[t] = t;
+    int n_rows = want == CPU_LOGITS_ALL ? T : want == CPU_LOGITS_LAST ? 1 : 0;
+    const int32_t *row_list = want == CPU_LOGITS_LAST ? rows + T - 1 : rows;
+    cpu_kv_view view = {contig_k, contig_v, kv};
+    int rc = cpu_forward_batch(m, &view, T, tokens, seq, pos, n_rows, row_list, logits);
+    if (rc == 0) kv->len = pos0 + T;
+    free(seq), free(rows), free(pos);
+    return rc;
 }

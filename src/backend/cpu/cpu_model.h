@@ -28,6 +28,22 @@ void cpu_kv_free(cpu_kv_cache *kv);
 
 enum cpu_logits { CPU_LOGITS_NONE, CPU_LOGITS_LAST, CPU_LOGITS_ALL };
 
+/* Where the K and V rows of (layer, sequence, position) live. The forward pass writes the step's new
+ * rows first and then reads every visible row, so any storage works: the contiguous per-sequence cache
+ * below, or the paged pools of the CPU backend. */
+typedef struct {
+    float *(*k_row)(void *ctx, int layer, int seq, int64_t pos);
+    float *(*v_row)(void *ctx, int layer, int seq, int64_t pos);
+    void *ctx;
+} cpu_kv_view;
+
+/* A flat batch: T tokens of possibly several sequences (token t belongs to sequence seq[t] at position
+ * pos[t]). Logits are computed for the n_rows tokens listed in rows[] (ascending), vocab floats each.
+ * The math of one token never depends on the others in the batch (each output row is its own dot
+ * product, summed in a fixed order), so a sequence gets bit-identical logits alone or batched. */
+int cpu_forward_batch(const cpu_model *m, const cpu_kv_view *kv, int T, const int32_t *tokens, const int32_t *seq,
+                      const int64_t *pos, int n_rows, const int32_t *rows, float *logits);
+
 /* Runs T new tokens at positions kv->len .. kv->len+T-1 and appends their K/V. Writes logits
  * (vocab floats per row) for the last token or for every token, as asked. Token ids are checked
  * against the vocabulary. */

@@ -36,25 +36,34 @@ void cpu_linear(const float *x, int T, int K, dense_ref W, const dense_ref *b, i
     }
 }
 
-void cpu_sink_attention(const float *q, const float *k_cache, const float *v_cache, int kv_dim, int kv_head,
-                        int head_dim, int64_t k0, int64_t k1, float scale, float sink, float *out) {
-    int64_t n = k1 - k0 + 1;
-    float *s = xmalloc((size_t)n * sizeof *s);
+void cpu_sink_attention_rows(const float *q, const float *const *k_rows, const float *const *v_rows, int64_t n,
+                             int head_dim, float scale, float sink, float *out) {
+    float *s = xmalloc((size_t)(n ? n : 1) * sizeof *s);
     float m = sink; /* the sink joins the max so exp() never overflows */
     for (int64_t u = 0; u < n; u++) {
-        const float *k = k_cache + (size_t)(k0 + u) * kv_dim + (size_t)kv_head * head_dim;
-        s[u] = scale * dot(q, k, head_dim);
+        s[u] = scale * dot(q, k_rows[u], head_dim);
         if (s[u] > m) m = s[u];
     }
     double denom = exp((double)sink - m);
     for (int64_t u = 0; u < n; u++) denom += (s[u] = expf(s[u] - m));
     for (int d = 0; d < head_dim; d++) out[d] = 0;
     for (int64_t u = 0; u < n; u++) {
-        const float *v = v_cache + (size_t)(k0 + u) * kv_dim + (size_t)kv_head * head_dim;
         float p = (float)(s[u] / denom);
-        for (int d = 0; d < head_dim; d++) out[d] += p * v[d];
+        for (int d = 0; d < head_dim; d++) out[d] += p * v_rows[u][d];
     }
     free(s);
+}
+
+void cpu_sink_attention(const float *q, const float *k_cache, const float *v_cache, int kv_dim, int kv_head,
+                        int head_dim, int64_t k0, int64_t k1, float scale, float sink, float *out) {
+    int64_t n = k1 - k0 + 1;
+    const float **k_rows = xmalloc((size_t)n * sizeof *k_rows), **v_rows = xmalloc((size_t)n * sizeof *v_rows);
+    for (int64_t u = 0; u < n; u++) {
+        k_rows[u] = k_cache + (size_t)(k0 + u) * kv_dim + (size_t)kv_head * head_dim;
+        v_rows[u] = v_cache + (size_t)(k0 + u) * kv_dim + (size_t)kv_head * head_dim;
+    }
+    cpu_sink_attention_rows(q, k_rows, v_rows, n, head_dim, scale, sink, out);
+    free(k_rows), free(v_rows);
 }
 
 void cpu_topk_softmax(const float *logits, int n, int k, int *idx, float *weight) {

@@ -1,0 +1,46 @@
+/* The one interface the engine calls. A backend owns the weights, the paged KV storage and the
+ * per-slot sampling state, and runs steps described by engine/batch.h:
+ *
+ *   launch(step)  starts the step and returns at once (the CUDA backend enqueues it on its stream;
+ *                 the CPU backend hands it to a worker thread);
+ *   wait(result)  blocks until the launched step is done and fills the sampled tokens and logprobs.
+ *
+ * At most one step is in flight. Between launch and wait the engine may prepare the next step but
+ * must not touch the launched step's arrays. */
+#ifndef GPTOSS_BACKEND_BACKEND_H
+#define GPTOSS_BACKEND_BACKEND_H
+
+#include "engine/batch.h"
+#include "model/config.h"
+
+#include <stddef.h>
+
+typedef struct backend backend;
+
+typedef struct {
+    const char *model;   /* checkpoint folder (or "synthetic:…" for backends that support it) */
+    int block_size;      /* tokens per KV block */
+    int num_full_blocks; /* KV blocks for the full-attention layers; 0 = let the backend size it */
+    int num_swa_blocks;  /* KV blocks for the sliding-window layers; 0 = derived */
+    int max_slots;       /* sequences that can be in flight at once (= --max-num-seqs) */
+    int max_model_len;   /* longest sequence */
+    double gpu_memory_utilization;
+} backend_options;
+
+typedef struct {
+    const char *name;
+    int (*create)(const backend_options *opt, backend **out);
+    /* The loaded model's config and the KV geometry actually allocated. */
+    const model_config *(*config)(backend *b);
+    void (*kv_blocks)(backend *b, int *num_full_blocks, int *num_swa_blocks);
+    int (*launch)(backend *b, const step_batch *step);
+    int (*wait)(backend *b, step_result *result);
+    void (*destroy)(backend *b);
+} backend_ops;
+
+extern const backend_ops cpu_backend_ops;
+
+/* "cpu" or "cuda" (when built). */
+const backend_ops *backend_find(const char *name);
+
+#endif
