@@ -78,6 +78,11 @@ static void test_vectors(void) {
     EXPECT("\xF0\xA0\x80\x80", 0, 172, 62313, 222);
     EXPECT("\xF0\x9F\xA7\x91\xF0\x9F\x8F\xBD\xE2\x80\x8D\xF0\x9F\x9A\x80", 0, 4103, 100, 239, 52622,
            121, 2524, 112927, 222);
+    ivec cb = {0};
+    CHECK(tokenizer_encode_ordinary_cb(T, "Hello world", 11, &cb) == 0 && cb.len == 2 &&
+              cb.v[0] == 13225 && cb.v[1] == 2375,
+          "callback form");
+    ivec_free(&cb);
     ivec empty = {0};
     CHECK(tokenizer_encode_ordinary(T, "", 0, &empty) == 0 && empty.len == 0, "empty text");
     ivec_free(&empty);

@@ -36,6 +36,9 @@ void tokenizer_free(tokenizer *t);
  * Returns 0; -1 + err_set() for a text over 700 MB or if the regex engine fails (no input seen so
  * far makes it fail), with out then holding the ids of a prefix of the text. */
 int tokenizer_encode_ordinary(const tokenizer *t, const char *text, size_t len, ivec *out);
+/* tokenizer_encode_ordinary for callbacks that take a void *context (the harmony renderer's
+ * harmony_encode_fn): ctx is the tokenizer. */
+int tokenizer_encode_ordinary_cb(void *ctx, const char *text, size_t len, ivec *out);
 /* Same, but every special token name (<|start|>, <|reserved_200100|>, ...) in the text becomes its
  * id. For text the program itself writes (the harmony renderer's markup), never for user text. */
 int tokenizer_encode_with_specials(const tokenizer *t, const char *text, size_t len, ivec *out);

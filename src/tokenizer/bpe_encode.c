@@ -95,3 +95,7 @@ int tokenizer_encode_ordinary(const tokenizer *t, const char *text, size_t len, 
 int tokenizer_encode_with_specials(const tokenizer *t, const char *text, size_t len, ivec *out) {
     return encode(t, text, len, true, out);
 }
+
+int tokenizer_encode_ordinary_cb(void *ctx, const char *text, size_t len, ivec *out) {
+    return encode(ctx, text, len, false, out);
+}
