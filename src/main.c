@@ -13,12 +13,15 @@ static const struct {
     {"generate", cmd_generate, "generate tokens from a prompt on the CPU reference backend"},
     {"inspect", cmd_inspect, "check a checkpoint and print its configuration and tensors"},
     {"roofline", cmd_roofline, "the least time a decode step can take on the hardware (performance model)"},
+    {"tokenize", cmd_tokenize, "print the token ids of a text"},
+    {"detokenize", cmd_detokenize, "print the text that token ids spell"},
+    {"bench-tokenizer", cmd_bench_tokenizer, "measure tokenizer encoding speed (MB/s) on a file"},
 };
 
 static void usage(FILE *f) {
     fprintf(f, "usage: gptoss COMMAND [options]\n\ncommands:\n");
     for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
-        fprintf(f, "  %-12s %s\n", COMMANDS[i].name, COMMANDS[i].help);
+        fprintf(f, "  %-16s %s\n", COMMANDS[i].name, COMMANDS[i].help);
     fprintf(f, "\n`gptoss COMMAND --help` describes a command's options.\n");
 }
 

@@ -6,5 +6,8 @@ int cmd_make_model(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_roofline(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+int cmd_detokenize(int argc, char **argv);
+int cmd_bench_tokenizer(int argc, char **argv);
 
 #endif
