@@ -14,6 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tokenizer/bpe.h"
+#include "tokenizer/harmony_parse.h"
+
 #define GOLDEN_DIR GPTOSS_SOURCE_DIR "/tests/fixtures/harmony-golden/"
 #define N(a)       (sizeof(a) / sizeof((a)[0]))
 
@@ -27,6 +30,51 @@ static char *load_golden(const char *name) {
     if (!s) return NULL;
     while (len && (s[len - 1] == '\n' || s[len - 1] == ' ' || s[len - 1] == '\r')) s[--len] = 0;
     return s;
+}
+
+/* The real tokenizer, when installed (scripts/setup.sh): the token-level checks below use it. */
+static tokenizer *real_tok;
+
+static const char *token_bytes_cb(void *ctx, int32_t id, size_t *len) {
+    return tokenizer_token_bytes((const tokenizer *)ctx, id, len);
+}
+
+typedef struct {
+    int starts, ends;
+} event_count;
+
+static void count_event(void *ctx, const harmony_event *ev) {
+    event_count *c = ctx;
+    if (ev->kind == HARMONY_EV_MESSAGE_START) c->starts++;
+    if (ev->kind == HARMONY_EV_MESSAGE_END) c->ends++;
+}
+
+/* Token level: the pieces encoded one text run at a time must give the same ids as the whole golden
+ * text encoded with special tokens allowed (spec §5.1), and the parser must find every message in
+ * those ids. */
+static void check_golden_tokens(const char *name, const harmony_pieces *p, const char *want) {
+    if (!real_tok) return;
+    ivec got = {0}, ref = {0};
+    CHECK(harmony_pieces_to_tokens(p, tokenizer_encode_ordinary_cb, real_tok, &got) == 0, "%s: to tokens: %s",
+          name, err_msg());
+    CHECK(tokenizer_encode_with_specials(real_tok, want, strlen(want), &ref) == 0, "%s: encode", name);
+    bool same = got.len == ref.len && !memcmp(got.v, ref.v, got.len * sizeof *got.v);
+    CHECK(same, "%s: token ids differ from the golden text's (%zu vs %zu ids)", name, got.len, ref.len);
+    int starts = 0;
+    for (const char *q = want; (q = strstr(q, "<|start|>")); q++) starts++;
+    /* A completion prompt ends in an open header (<|start|>assistant) that holds no message yet. */
+    size_t wl = strlen(want), gl = strlen("<|start|>assistant");
+    if (wl >= gl && !strcmp(want + wl - gl, "<|start|>assistant")) starts--;
+    event_count c = {0};
+    harmony_parser hp;
+    harmony_parser_config cfg = {token_bytes_cb, real_tok, count_event, &c, false};
+    harmony_parser_init(&hp, &cfg);
+    for (size_t i = 0; i < ref.len; i++) harmony_parser_feed(&hp, ref.v[i]);
+    harmony_parser_finish(&hp);
+    harmony_parser_free(&hp);
+    CHECK(c.starts == starts && c.ends == starts, "%s: parser found %d starts / %d ends, the text has %d", name,
+          c.starts, c.ends, starts);
+    ivec_free(&got), ivec_free(&ref);
 }
 
 /* Compares the rendering of conv with the golden file; on a mismatch, shows where they part. */
@@ -50,6 +98,7 @@ static void check_golden(const char *name, const harmony_message *msgs, size_t n
                 want + from, got + from);
     }
     free(got);
+    check_golden_tokens(name, &p, want);
     free(want);
     harmony_pieces_free(&p);
 }
@@ -431,6 +480,8 @@ static void test_schema_shapes(void) {
 }
 
 int main(void) {
+    real_tok = tokenizer_load_for_model(NULL);
+    if (!real_tok) fprintf(stderr, "test_harmony_render: no tokenizer (%s): token-level checks skipped\n", err_msg());
     test_simple_convo();
     test_simple_convo_with_effort();
     test_reasoning_system_messages();
@@ -441,5 +492,6 @@ int main(void) {
     test_piece_structure();
     test_errors();
     test_schema_shapes();
+    tokenizer_free(real_tok);
     return check_report("test_harmony_render");
 }

@@ -10,8 +10,8 @@
  * checked for consistency (a run's ids spell the run) and it fails on any text run it does not know
  * — so the test does check where the renderer cuts text runs and where it puts special tokens,
  * which is what decides the ids once the real encoder is used. Build with
- * -DGPTOSS_HARMONY_TOKENS_REAL once bpe.c is in to run the same checks through the real tokenizer
- * (see real_tokenizer_checks below). */
+ * real_tokenizer_checks below runs the same checks through the real tokenizer (src/tokenizer/bpe.c)
+ * when it is installed. */
 #include "base/error.h"
 #include "base/vec.h"
 #include "check.h"
@@ -328,7 +328,6 @@ static void test_round_trip(void) {
 /* ---- with the real tokenizer (after the merge with src/tokenizer/bpe.c) -------------------------
  */
 
-#ifdef GPTOSS_HARMONY_TOKENS_REAL
 #include "base/files.h"
 #include "tokenizer/bpe.h"
 
@@ -337,12 +336,7 @@ static int real_encode(void *ctx, const char *text, size_t len, ivec *out) {
 }
 
 static void real_tokenizer_checks(void) {
-    /* ADAPT at merge: bpe.h's loader and its free function. */
-    char *dir = cache_dir();
-    char *path = xasprintf("%s/tokenizer/tokenizer.json", dir);
-    tokenizer *t = tokenizer_load(path);
-    free(path);
-    free(dir);
+    tokenizer *t = tokenizer_load_for_model(NULL);
     if (!t) {
         fprintf(stderr, "test_harmony_tokens: no tokenizer (%s); real-tokenizer checks skipped\n",
                 err_msg());
@@ -354,15 +348,12 @@ static void real_tokenizer_checks(void) {
               ONGOING_ANALYSIS_IDS, N(ONGOING_ANALYSIS_IDS));
     tokenizer_free(t);
 }
-#endif
 
 int main(void) {
     build_conversations();
     test_lookup_is_consistent();
     test_rendered_ids();
     test_round_trip();
-#ifdef GPTOSS_HARMONY_TOKENS_REAL
     real_tokenizer_checks();
-#endif
     return check_report("test_harmony_tokens");
 }
