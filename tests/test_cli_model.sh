@@ -36,6 +36,19 @@ s1=$("$gptoss" generate --model "$tmp/a" --prompt-ids 1,2,3 --max-tokens 8 --tem
 s2=$("$gptoss" generate --model "$tmp/a" --prompt-ids 1,2,3 --max-tokens 8 --temperature 1 --seed 9)
 [ "$s1" = "$s2" ] || fail "seeded sampling not repeatable"
 
+# Text prompts (the tokenizer beside the checkpoint): --prompt "Hello world" is ids 13225,2375.
+if [ -f "$tmp/a/tokenizer.json" ]; then
+  t1=$("$gptoss" generate --model "$tmp/a" --prompt "Hello world" --max-tokens 4 --json | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).tokens.join(",")))')
+  t2=$("$gptoss" generate --model "$tmp/a" --prompt-ids 13225,2375 --max-tokens 4)
+  [ "$t1" = "$t2" ] || fail "--prompt 'Hello world' ($t1) differs from --prompt-ids 13225,2375 ($t2)"
+  "$gptoss" generate --model "$tmp/a" --chat "What is 2 + 2?" --max-tokens 2 --prompt-logprobs 1 --json >"$tmp/chat.json" || fail "--chat"
+  # the harmony prompt of one user message with today's date: 73 tokens (spec §5.2's 64 + the date line)
+  n=$(node -e 'console.log(JSON.parse(require("fs").readFileSync(process.argv[1])).prompt_logprobs.length)' "$tmp/chat.json")
+  [ "$n" -ge 64 ] || fail "--chat prompt has only $n tokens"
+else
+  echo "test_cli_model: no tokenizer beside the model; text prompt checks skipped" >&2
+fi
+
 # Bad input on the command line.
 "$gptoss" generate --model "$tmp/a" --prompt-ids 1,x --max-tokens 2 2>"$tmp/err" && fail "bad ids accepted"
 grep -q -- "--prompt-ids" "$tmp/err" || fail "bad ids: message does not name the option: $(cat "$tmp/err")"

@@ -10,16 +10,23 @@
 #include "cli/offline.h"
 #include "engine/sampler.h"
 #include "model/weights.h"
+#include "tokenizer/bpe.h"
+#include "tokenizer/harmony_render.h"
 
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static const char USAGE[] =
-    "usage: gptoss generate --model DIR --prompt-ids 12,34,56 [--max-tokens N] [--temperature T]\n"
+    "usage: gptoss generate --model DIR (--prompt-ids 12,34,56 | --prompt TEXT | --chat TEXT)\n"
+    "                       [--max-tokens N] [--temperature T]\n"
     "                       [--seed S] [--logprobs K] [--prompt-logprobs K] [--ignore-eos] [--json]\n"
     "       gptoss generate --model DIR --prompts-file FILE.jsonl [engine options]\n"
+    "--prompt encodes raw text; --chat renders one user message with harmony (system message with\n"
+    "today's date and reasoning medium) and appends <|start|>assistant. Both need the tokenizer\n"
+    "(DIR/tokenizer.json or the cache that scripts/setup.sh fills); the output then includes the text.\n"
     "Runs the CPU reference backend. Temperature 0 (the default) is greedy. Generation stops at\n"
     "max-tokens or at a stop token (<|return|>, <|call|> and the config's eos_token_id) unless\n"
     "--ignore-eos is given.\n"
@@ -38,7 +45,44 @@ typedef struct {
     long max_tokens, logprobs, prompt_logprobs, seed;
     double temperature;
     int json, ignore_eos;
+    const char *prompt_text, *chat_text;
+    tokenizer *tok; /* when text was given (or the model has one): to print the output as text */
 } gen_opts;
+
+/* Renders one user message as a harmony conversation ready for the assistant's reply. */
+static int render_chat(const tokenizer *tok, const char *text, ivec *out) {
+    char date[16];
+    time_t now = time(NULL);
+    struct tm tm;
+    strftime(date, sizeof date, "%Y-%m-%d", gmtime_r(&now, &tm));
+    harmony_system sys = harmony_system_defaults();
+    sys.current_date = date;
+    harmony_message msgs[2] = {{.role = HARMONY_ROLE_SYSTEM, .system = &sys}, {.role = HARMONY_ROLE_USER, .text = text}};
+    harmony_conversation conv = {msgs, 2};
+    harmony_pieces p = {0};
+    int rc = harmony_render_conversation(&conv, true, true, &p);
+    if (rc == 0) rc = harmony_pieces_to_tokens(&p, tokenizer_encode_ordinary_cb, (void *)tok, out);
+    harmony_pieces_free(&p);
+    return rc;
+}
+
+/* Turns --prompt / --chat into prompt ids. */
+static int text_prompt(gen_opts *o) {
+    o->tok = tokenizer_load_for_model(o->model);
+    if (!o->tok) return err_prefix("--prompt/--chat need a tokenizer");
+    ivec ids = {0};
+    int rc = o->chat_text ? render_chat(o->tok, o->chat_text, &ids)
+                          : tokenizer_encode_ordinary(o->tok, o->prompt_text, strlen(o->prompt_text), &ids);
+    if (rc == 0 && ids.len == 0) rc = err_set("--prompt: the text encodes to no tokens");
+    if (rc == 0) {
+        free(o->prompt);
+        o->prompt = ids.v;
+        o->n_prompt = (int)ids.len;
+    } else {
+        ivec_free(&ids);
+    }
+    return rc;
+}
 
 static json_t *top_json(const float *logits, int vocab, float temperature, int k) {
     int32_t *ids = xmalloc((size_t)k * sizeof *ids);
@@ -48,6 +92,19 @@ static json_t *top_json(const float *logits, int vocab, float temperature, int k
     for (int j = 0; j < k && j < vocab; j++) json_array_append_new(arr, json_pack("[if]", ids[j], (double)lp[j]));
     free(ids), free(lp);
     return arr;
+}
+
+/* The generated text (special tokens by name); a static buffer, valid until the next call. */
+static const char *decoded_text(const tokenizer *tok, json_t *tokens) {
+    static char *text;
+    free(text);
+    text = NULL;
+    size_t n = json_array_size(tokens), len;
+    int32_t *ids = xmalloc((n ? n : 1) * sizeof *ids);
+    for (size_t i = 0; i < n; i++) ids[i] = (int32_t)json_integer_value(json_array_get(tokens, i));
+    if (tokenizer_decode(tok, ids, n, &text, &len) != 0) text = xstrdup("");
+    free(ids);
+    return text;
 }
 
 static int is_stop(const model_config *c, int32_t tok) {
@@ -94,14 +151,19 @@ static int run(const gen_opts *o) {
         if (o->json) {
             json_t *out = json_pack("{sOsOsOss}", "tokens", tokens, "logprobs", lps, "prompt_logprobs", plps,
                                     "finish_reason", finish);
+            if (o->tok) json_object_set_new(out, "text", json_string(decoded_text(o->tok, tokens)));
             char *s = json_dumps(out, JSON_COMPACT | JSON_REAL_PRECISION(9));
             printf("%s\n", s);
             free(s);
             json_decref(out);
         } else {
-            for (size_t i = 0; i < json_array_size(tokens); i++)
-                printf("%s%lld", i ? "," : "", (long long)json_integer_value(json_array_get(tokens, i)));
-            printf("\n");
+            if (o->tok) {
+                printf("%s\n", decoded_text(o->tok, tokens));
+            } else {
+                for (size_t i = 0; i < json_array_size(tokens); i++)
+                    printf("%s%lld", i ? "," : "", (long long)json_integer_value(json_array_get(tokens, i)));
+                printf("\n");
+            }
         }
     }
     json_decref(tokens), json_decref(lps), json_decref(plps);
@@ -132,6 +194,10 @@ int cmd_generate(int argc, char **argv) {
         } else if (args_opt(&a, "--prompt-ids", &v)) {
             free(o.prompt);
             if (args_int_list("--prompt-ids", v, &o.prompt, &o.n_prompt)) return args_fail(&a);
+        } else if (args_opt(&a, "--prompt", &o.prompt_text)) {
+            if (!o.prompt_text) return args_fail(&a);
+        } else if (args_opt(&a, "--chat", &o.chat_text)) {
+            if (!o.chat_text) return args_fail(&a);
         } else if (args_opt(&a, "--max-tokens", &v)) {
             if (args_int("--max-tokens", v, 0, 1 << 20, &o.max_tokens)) return args_fail(&a);
         } else if (args_opt(&a, "--logprobs", &v)) {
@@ -185,13 +251,21 @@ int cmd_generate(int argc, char **argv) {
         }
         return 0;
     }
+    if (o.model && (o.prompt_text || o.chat_text) && text_prompt(&o) != 0) {
+        fprintf(stderr, "gptoss generate: %s\n", err_msg());
+        free(o.prompt);
+        tokenizer_free(o.tok);
+        return 1;
+    }
     if (!o.model || !o.prompt || o.n_prompt == 0) {
-        fprintf(stderr, "gptoss generate: --model and a non-empty --prompt-ids are required\n%s", USAGE);
+        fprintf(stderr, "gptoss generate: --model and a prompt (--prompt-ids, --prompt or --chat) are required\n%s",
+                USAGE);
         free(o.prompt);
         return 2;
     }
     int rc = run(&o);
     free(o.prompt);
+    tokenizer_free(o.tok);
     if (rc != 0) {
         fprintf(stderr, "gptoss generate: %s\n", err_msg());
         return 1;
