@@ -3,6 +3,7 @@
 #include "base/error.h"
 #include "base/files.h"
 #include "base/xalloc.h"
+#include "tokenizer/bpe.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -82,8 +83,44 @@ static int int_array(json_t *obj, const char *key, int line, int32_t **out, int 
     return 0;
 }
 
+static const char *token_bytes(void *ctx, int32_t id, size_t *len) {
+    return tokenizer_token_bytes((const tokenizer *)ctx, id, len);
+}
+
+/* "prompt" (text, needs the tokenizer) as an alternative to "prompt_ids". */
+static int text_prompt(json_t *obj, int line, const tokenizer *tok, int32_t **ids, int *n) {
+    const char *text = json_string_value(json_object_get(obj, "prompt"));
+    if (!text) return 0;
+    if (!tok) return err_set("line %d: field 'prompt' needs a tokenizer (none found for the model)", line);
+    ivec v = {0};
+    if (tokenizer_encode_ordinary(tok, text, strlen(text), &v) != 0) return -1;
+    *ids = v.v, *n = (int)v.len;
+    return 0;
+}
+
+/* "stop": a string or an array of strings (copied into *out, freed by the caller). */
+static int stop_strings(json_t *obj, int line, char ***out, int *n) {
+    json_t *st = json_object_get(obj, "stop");
+    *out = NULL, *n = 0;
+    if (!st || json_is_null(st)) return 0;
+    if (json_is_string(st)) {
+        *out = xmalloc(sizeof **out);
+        (*out)[(*n)++] = xstrdup(json_string_value(st));
+        return 0;
+    }
+    if (!json_is_array(st)) return err_set("line %d: field 'stop' must be a string or an array of strings", line);
+    *out = xmalloc((json_array_size(st) + 1) * sizeof **out);
+    size_t i;
+    json_t *v;
+    json_array_foreach(st, i, v) {
+        if (!json_is_string(v)) return err_set("line %d: field 'stop[%zu]' must be a string", line, i);
+        (*out)[(*n)++] = xstrdup(json_string_value(v));
+    }
+    return 0;
+}
+
 /* Parses one request line into r (prompt and stop ids allocated; freed by the caller). */
-static int parse_request(json_t *obj, int line, engine_request *r) {
+static int parse_request(json_t *obj, int line, const tokenizer *tok, engine_request *r) {
     if (!json_is_object(obj)) return err_set("line %d: expected a JSON object", line);
     memset(r, 0, sizeof *r);
     r->params = sampling_params_default();
@@ -92,9 +129,10 @@ static int parse_request(json_t *obj, int line, engine_request *r) {
     int32_t *ids;
     int n;
     if (int_array(obj, "prompt_ids", line, &ids, &n)) return -1;
+    if (!ids && text_prompt(obj, line, tok, &ids, &n)) return -1;
     if (!ids || n == 0) {
         free(ids);
-        return err_set("line %d: field 'prompt_ids' is missing or empty", line);
+        return err_set("line %d: field 'prompt_ids' (or 'prompt') is missing or empty", line);
     }
     r->prompt = ids, r->n_prompt = n;
     double v;
@@ -146,6 +184,9 @@ static int parse_request(json_t *obj, int line, engine_request *r) {
     int32_t *stops;
     if (int_array(obj, "stop_token_ids", line, &stops, &n)) return -1;
     r->stop_token_ids = stops, r->n_stop_token_ids = n;
+    char **strs;
+    if (stop_strings(obj, line, &strs, &n)) return -1;
+    r->stop_strings = (const char *const *)strs, r->n_stop_strings = n;
     return 0;
 }
 
@@ -159,14 +200,20 @@ int run_offline(const offline_opts *o) {
                           .num_swa_blocks = o->num_kv_blocks,
                           .max_slots = o->eng.max_num_seqs,
                           .max_model_len = o->eng.max_model_len};
+    /* The tokenizer is optional here: it serves text prompts and stop strings. */
+    tokenizer *tok = tokenizer_load_for_model(o->model);
+    engine_options eng = o->eng;
+    if (tok) eng.token_bytes = token_bytes, eng.token_bytes_ctx = tok;
     backend *b;
     if (cpu_backend_ops.create(&bo, &b) != 0) {
+        tokenizer_free(tok);
         cpu_backend_ops.destroy(b);
         free(text);
         return -1;
     }
     engine *e;
-    if (engine_create(&o->eng, &cpu_backend_ops, b, &e) != 0) {
+    if (engine_create(&eng, &cpu_backend_ops, b, &e) != 0) {
+        tokenizer_free(tok);
         free(text);
         return -1;
     }
@@ -185,7 +232,7 @@ int run_offline(const offline_opts *o) {
         }
         engine_request r;
         memset(&r, 0, sizeof r);
-        if (parse_request(obj, line, &r) == 0) {
+        if (parse_request(obj, line, tok, &r) == 0) {
             if (n_req == cap) res = xrealloc(res, (size_t)(cap *= 2) * sizeof *res);
             collected *c = &res[n_req];
             memset(c, 0, sizeof *c);
@@ -204,6 +251,8 @@ int run_offline(const offline_opts *o) {
             rc = err_prefix("%s", o->prompts_file);
         }
         free((void *)r.prompt), free((void *)r.stop_token_ids);
+        for (int k = 0; k < r.n_stop_strings; k++) free((void *)r.stop_strings[k]);
+        free((void *)r.stop_strings);
         json_decref(obj);
     }
     if (rc == 0 && engine_run_until_idle(e) < 0) rc = err_set("the backend failed: see the log above");
@@ -222,6 +271,7 @@ int run_offline(const offline_opts *o) {
     }
     free(res);
     engine_destroy(e);
+    tokenizer_free(tok);
     free(text);
     return rc;
 }
