@@ -1,16 +1,26 @@
 #!/usr/bin/env bash
-# On the GPU machine, in one call: use the carried build (build/, made here with nvcc for sm_90a),
-# run every GPU test (ctest label gpu), then each GPU test's benchmark mode, and print a short table.
-# Logs go to $OUT.
+# On the GPU machine, in one call: run every GPU test binary carried in .devcarry/bin (built here by
+# scripts/device/prepare.sh), then each one's benchmark mode, and print a short table at the end.
+# Full logs go to $OUT.
 set -uo pipefail
 out=${OUT:-/tmp/gpu-out}
 mkdir -p "$out"
+export LD_LIBRARY_PATH="$PWD/.devcarry/lib:${LD_LIBRARY_PATH:-}"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee "$out/gpu.txt"
-git rev-parse --short HEAD 2>/dev/null | tee "$out/commit.txt"
-cd build || exit 1
-ctest -L gpu --output-on-failure 2>&1 | tee "$out/gpu_tests.log" | tail -40
-echo "== benchmarks"
-for t in tests/gpu/gpu_test_*; do
+echo "commit $(cat .devcarry/commit.txt 2>/dev/null)" | tee -a "$out/gpu.txt"
+summary=""
+for t in .devcarry/bin/gpu_test_*; do
   [ -x "$t" ] || continue
-  "$t" --bench 2>&1 | tee -a "$out/gpu_bench.log" | grep -E '^\|' || true
+  name=$(basename "$t")
+  if timeout 300 "$t" >"$out/$name.log" 2>&1; then r=PASS; else r="FAIL($?)"; fi
+  summary+="$name: $r"$'\n'
+  tail -5 "$out/$name.log"
 done
+echo "== benchmarks"
+for t in .devcarry/bin/gpu_test_*; do
+  [ -x "$t" ] || continue
+  timeout 240 "$t" --bench >"$out/$(basename "$t").bench.log" 2>&1
+  grep -E '^\|' "$out/$(basename "$t").bench.log" || tail -3 "$out/$(basename "$t").bench.log"
+done
+echo "== tests"
+printf '%s' "$summary"

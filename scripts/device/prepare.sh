@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Here (no GPU): build with nvcc for sm_90a and gather what a device call needs into .devcarry/
+# (ignored by git): the GPU test binaries, the gptoss program, and the shared libraries the device
+# image may lack (jansson, PCRE2, libevent, xxHash, libgomp). Then call the device tool with
+# carry [".devcarry"] and command `bash scripts/device/gpu_tests.sh`.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build -j "$(nproc)"
+rm -rf .devcarry && mkdir -p .devcarry/bin .devcarry/lib
+cp build/gptoss .devcarry/bin/
+cp build/tests/gpu/gpu_test_* .devcarry/bin/ 2>/dev/null || true
+for bin in .devcarry/bin/*; do
+  ldd "$bin" | awk '/=> \// {print $3}' | grep -E 'jansson|pcre2|libevent|xxhash|gomp' || true
+done | sort -u | while read -r lib; do cp -L "$lib" .devcarry/lib/; done
+git rev-parse --short HEAD > .devcarry/commit.txt
+du -sh .devcarry
