@@ -1,6 +1,6 @@
 /* The dense bf16 GEMM (gemm.h) against the CPU reference cpu_linear, at the model's shapes:
  * QKV 2880→5120, O 4096→2880, router 2880→32 and →128 (fp32 logits), lm_head 2880→201088 (fp32, no
- * bias), for M = 1, 3, 8, 64, 300, 2048 tokens, through the automatic path and each forced path.
+ * bias), for M = 1, 3, 8, 64, 129, 300, 2048 tokens, through the automatic path and each forced path.
  * Outputs are poisoned with NaN before every launch; every element must come back finite, and the
  * relative error ‖y − ref‖/‖ref‖ must be within bf16 bounds (the reference sees the same bf16 inputs).
  * For large outputs the reference covers a random subset of rows (all tokens).
@@ -67,7 +67,7 @@ static void check_case(gemm_ctx *ctx, cudaStream_t st, const shape *sh, int M, e
 }
 
 static void test_shape(gemm_ctx *ctx, cudaStream_t st, const shape *sh) {
-    static const int MS[] = {1, 3, 8, 64, 300, 2048};
+    static const int MS[] = {1, 3, 8, 64, 129, 300, 2048}; /* 129: three token chunks, the last of one token */
     const int maxM = 2048;
     const size_t wn = (size_t)sh->N * sh->K;
     std::vector<uint16_t> w(wn), b(sh->N), x((size_t)maxM * sh->K);

@@ -270,9 +270,9 @@ static skinny_plan plan_skinny(const gemm_ctx *ctx, int M, int K, int N) {
     const int mchunk = M < SK_MAX_TOKENS ? M : SK_MAX_TOKENS;
     p.nt = (mchunk + 7) / 8;
     p.Z = (M + p.nt * 8 - 1) / (p.nt * 8);
-    const size_t wbytes = (size_t)N * K * 2;
-    /* Several token chunks re-read the weights: only worth it while they stay in L2. */
-    if (p.Z > 1 && (p.Z > 4 || wbytes > ctx->l2_bytes / 2)) return p;
+    /* Several token chunks re-read the weights. The chunk index varies fastest in the block order, so
+     * the Z blocks of one (row block, split) run together and the re-reads hit L2; cap Z at 4. */
+    if (p.Z > 4) return p;
     const int C = K / 32, tiles = (N + 15) / 16;
     /* Smallest split whose activation slice fits in shared memory. */
     int S_smem = 1, lds_bytes = 0;
@@ -465,9 +465,8 @@ static cudaError_t gemm_skinny(gemm_ctx *c, const skinny_plan *p, const uint16_t
     return cudaGetLastError();
 }
 
-/* AUTO: the skinny kernel up to 64 tokens, and up to 256 when the matrix stays in L2 between token
- * chunks; cuBLASLt beyond. */
-static int auto_skinny(const skinny_plan *p, int M) { return p->ok && M <= 256; }
+/* AUTO: the skinny kernel up to 128 tokens (two chunks of 64), cuBLASLt beyond. */
+static int auto_skinny(const skinny_plan *p, int M) { return p->ok && M <= 128; }
 
 cudaError_t gemm_bf16_path(gemm_ctx *c, const uint16_t *x, int M, int K, const uint16_t *W, int N,
                            const uint16_t *bias, void *y, enum gemm_out out, enum gemm_path path,

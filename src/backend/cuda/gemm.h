@@ -4,7 +4,7 @@
  *
  * W is a PyTorch Linear weight as stored in the checkpoint (row n = output feature n, K contiguous).
  * Two paths, chosen by M:
- *   - "skinny" (decode, M ≤ 64 — or ≤ 256 when W fits in L2): our kernel. The matrix is cut into
+ *   - "skinny" (decode, M ≤ 128 — up to 64 tokens per pass over W): our kernel. The matrix is cut into
  *     16-row tiles × K splits so every SM streams weight bytes with 16-byte loads; tensor cores
  *     (mma.sync m16n8k16, weights as the M=16 side, tokens as the N=8 side) do the arithmetic. K splits
  *     are summed by the last block to finish (fixed order: deterministic, no float atomics).
