@@ -31,9 +31,10 @@
  * expert's tokens (≤ 8·NTP per pass) in shared memory and each warp streams one 16-row tile's codes
  * over its K range. Bandwidth-bound: only the touched experts' bytes are read, once (a second pass for
  * an expert with more tokens re-reads them from L2).
- * Large batch (prefill): a grouped GEMM over (expert, 128-token tile, 128-row block); tokens are
- * gathered by cp.async into a 3-stage shared-memory ring; each warp loads its own A fragments (16 B /
- * lane / k-step) directly from the repacked layout and dequantises them in registers. */
+ * Large batch (prefill): a grouped GEMM over (expert, 128-token tile, 128-row block); the tile's
+ * tokens (gathered by expert), the codes and the scales go through a 4-stage cp.async ring in shared
+ * memory; each warp reads its A fragments (16 B / lane / k-step, already in fragment order) and
+ * dequantises them in registers, then runs mma.sync against 64 tokens. */
 #include "backend/cuda/moe.h"
 
 #include <math.h>
@@ -357,7 +358,10 @@ __global__ void __launch_bounds__(small_cfg<NTP>::THREADS, NTP == 1 ? 4 : 2) moe
 }
 
 /* ---------------------------------------------------------------------------------------------- */
-/* Large batch: grouped GEMM, block = 128 rows × 128 tokens, 8 warps as 4 (rows) × 2 (tokens)       */
+/* Large batch: grouped GEMM, block = 128 rows × 128 tokens, 8 warps as 4 (rows) × 2 (tokens).      */
+/* Each warp owns 32 rows × 64 tokens (64 fp32 accumulators per thread); 140 registers, so one block */
+/* per SM (capping at 128 for two blocks spilled in the inner loop). A 4-stage cp.async ring brings  */
+/* the gathered tokens, the block's 8 row tiles of codes and their scales into shared memory.        */
 
 enum { LG_THREADS = 256, LG_BM = 128, LG_BN = MOE_TILE_TOKENS, LG_STAGES = 4 };
 /* One pipeline stage: B = 128 tokens × 64 k bf16 (16 KB), A = 8 row tiles × 512 B of codes (4 KB),
@@ -374,7 +378,7 @@ template <int N>
 static __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
 
 template <int MODE>
-__global__ void __launch_bounds__(LG_THREADS, 2) moe_large_kernel(const moe_args a) {
+__global__ void __launch_bounds__(LG_THREADS, 1) moe_large_kernel(const moe_args a) {
     extern __shared__ uint4 smem_raw[];
     char *smem = (char *)smem_raw; /* LG_STAGES × { B [128][64] bf16 swizzled | A [8][512 B] | S [8][32 B] } */
 
@@ -393,19 +397,19 @@ __global__ void __launch_bounds__(LG_THREADS, 2) moe_large_kernel(const moe_args
      *     c ^ 4·(r&1): a quarter-warp reading rows 2m, 2m+1 then touches all 32 banks once.
      *  A: 16 bytes of row tile tid/32 (its 512-byte k-step block: lane tid%32).
      *  S: threads < 16: 16 bytes of the 8 tiles' scale words (tile tid/2, half tid%2). */
-    const int cc = tid & 7;
-    uint32_t src[4]; /* element offsets into a.x (< 2^32: at most 64K rows of 2880) */
-    unsigned valid = 0;
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        const int r = (tid >> 3) + 32 * i;
-        size_t row = 0;
+    /* Row table: element offset of each of the tile's token rows in a.x (< 2^32: at most 64K rows of
+     * 2880), or ~0u past the expert's tokens (those rows are zero-filled). */
+    __shared__ uint32_t row_off[LG_BN];
+    for (int r = tid; r < LG_BN; r += LG_THREADS) {
+        uint32_t o = ~0u;
         if (r < n_valid) {
-            row = MODE == MODE_GATE_UP ? (size_t)(a.pair_sorted[off + n_base + r] / a.topk) : (size_t)(off + n_base + r);
-            valid |= 1u << i;
+            const size_t row = MODE == MODE_GATE_UP ? (size_t)(a.pair_sorted[off + n_base + r] / a.topk) : (size_t)(off + n_base + r);
+            o = (uint32_t)(row * a.K);
         }
-        src[i] = (uint32_t)(row * a.K + cc * 8); /* a valid address even when zero-filling */
+        row_off[r] = o;
     }
+    __syncthreads();
+    const int cc = tid & 7;
     /* Rows r and r + 32i have the same parity, so one swizzled offset serves all four. */
     const int dst0 = ((tid >> 3) * 64 + ((cc ^ (((tid >> 3) & 1) << 2)) * 8)) * 2;
     const int a_rt = rb * 8 + (tid >> 5);
@@ -418,8 +422,11 @@ __global__ void __launch_bounds__(LG_THREADS, 2) moe_large_kernel(const moe_args
     auto load_stage = [&](int kk, int stage) {
         char *base = smem + stage * LG_STAGE_BYTES;
 #pragma unroll
-        for (int i = 0; i < 4; i++)
-            cp_async16(base + dst0 + i * 32 * 128, a.x + src[i] + (size_t)kk * 64, (valid >> i) & 1u ? 16 : 0);
+        for (int i = 0; i < 4; i++) {
+            const uint32_t o = row_off[(tid >> 3) + 32 * i];
+            const uint16_t *src = a.x + (o == ~0u ? 0u : o) + cc * 8 + (size_t)kk * 64; /* valid even when zero-filling */
+            cp_async16(base + dst0 + i * 32 * 128, src, o == ~0u ? 0 : 16);
+        }
         cp_async16(base + LG_B_BYTES + tid * 16, a_src + (size_t)kk * 512, a_bytes);
         if (tid < 16) cp_async16(base + LG_B_BYTES + LG_A_BYTES + tid * 16, s_src + (size_t)kk * 32, s_bytes);
     };
