@@ -706,6 +706,8 @@ static cudaError_t launch(const moe_args &a0, int mode, const moe_plan *plan, co
     moe_args a = a0;
     const int max_touched = r->E < r->T * r->k ? r->E : r->T * r->k;
     if (plan->large) {
+        /* The large kernel keeps row offsets into its input as 32-bit element offsets. */
+        if ((size_t)r->T * r->k * a.K >= 0xffffffffull) return cudaErrorInvalidValue;
         a.S = 1;
         a.n_rb = (a.RT + 7) / 8;
         const dim3 grid((unsigned)a.n_rb, (unsigned)max_tiles(r->T, r->E, r->k));
