@@ -662,11 +662,13 @@ moe_plan moe_plan_for(int T, int E, int k, int sm_count) {
     p.down_splits = 1;
     if (!p.large) {
         /* Expected touched experts E·(1 − (1 − k/E)^T); the down projection has H/16 row tiles per
-         * expert in blocks of 4 or 8 warps. Split K until there are ≥ 4 blocks per SM. */
+         * expert in blocks of 4 or 8 warps, and 4 (resp. 2) such blocks fit on an SM at once. Split K
+         * as far as one wave of resident blocks allows (a second, nearly empty wave would cost a
+         * whole block time). */
         const double touched = E * (1.0 - pow(1.0 - (double)k / E, (double)T));
         const double blocks = touched * (p.ntp == 1 ? 45.0 : 23.0);
-        const double want = 4.0 * (sm_count > 0 ? sm_count : 132);
-        int S = (int)ceil(want / (blocks > 1 ? blocks : 1));
+        const double resident = (p.ntp == 1 ? 4.0 : 2.0) * (sm_count > 0 ? sm_count : 132);
+        int S = (int)floor(resident / (blocks > 1 ? blocks : 1));
         p.down_splits = S < 1 ? 1 : (S > 5 ? 5 : S);
     }
     return p;
