@@ -261,8 +261,9 @@ typedef struct {
     size_t smem;
 } skinny_plan;
 
-/* Chooses how to cut the matrix. Targets: ≥ ~32 warps' worth of work items per SM (so every SM has
- * loads in flight), ≤ SK_SMEM_LIMIT bytes of activations per block, partials within the workspace. */
+/* Chooses how to cut the matrix. Targets: about one resident wave of work items (every SM has loads
+ * in flight, no second nearly-empty wave), ≤ SK_SMEM_LIMIT bytes of activations per block, partial
+ * sums within the workspace. */
 static skinny_plan plan_skinny(const gemm_ctx *ctx, int M, int K, int N) {
     skinny_plan p;
     memset(&p, 0, sizeof p);
@@ -283,10 +284,13 @@ static skinny_plan plan_skinny(const gemm_ctx *ctx, int M, int K, int N) {
         if (lds_bytes % 128 == 0) lds_bytes += 64; /* rows g and g+1 land on different banks */
         if ((size_t)p.nt * 8 * lds_bytes <= SK_SMEM_LIMIT) break;
     }
-    /* Split wanted for parallelism: ~24 warp work items per SM, each split ≥ 2 chunks (64 k). */
-    const long target = (long)ctx->sm_count * 24;
-    long S_want = (target + (long)tiles * p.Z - 1) / ((long)tiles * p.Z);
+    /* Split wanted for parallelism: as many warp work items as one resident wave holds (2 blocks of
+     * 8 warps per SM), each split ≥ 2 chunks (64 k). Each warp keeps 8–16 loads of 16 B in flight,
+     * far more than the ~32 KB per SM that hides the memory latency. */
+    const long target = (long)ctx->sm_count * 2 * SK_WARPS;
+    long S_want = target / ((long)tiles * p.Z);
     if (S_want > C / 2) S_want = C / 2;
+    if (S_want < 1) S_want = 1;
     /* Largest split whose partial sums fit in the workspace. */
     const long S_ws = (long)(ctx->ws_bytes / ((size_t)M * N * sizeof(float)));
     long S = S_want > S_smem ? S_want : S_smem;
