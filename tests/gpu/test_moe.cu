@@ -328,7 +328,11 @@ static void test_E(int E, cudaStream_t st, int sm) {
         std::vector<float> lg, xf((size_t)T * H);
         std::vector<uint16_t> xb((size_t)T * H);
         gen_logits(lg, T, E);
-        tu_fill_bf16(xb.data(), xf.data(), xb.size(), -1.0f, 1.0f);
+        /* Every third token 4× larger, so that the SwiGLU clamps (gate ≤ 7, |up| ≤ 7) engage. */
+        for (int t = 0; t < T; t++) {
+            const float a = t % 3 == 0 ? 4.0f : 1.0f;
+            tu_fill_bf16(&xb[(size_t)t * H], &xf[(size_t)t * H], (size_t)H, -a, a);
+        }
         float *d_lg = tu_dev_upload(lg.data(), lg.size());
         uint16_t *d_x = tu_dev_upload(xb.data(), xb.size());
         void *rbuf = tu_dev_alloc<uint8_t>(moe_routing_bytes(T, E, TOPK));
