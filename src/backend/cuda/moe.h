@@ -1,0 +1,117 @@
+/* gpt-oss mixture-of-experts on the GPU: routing (top-k + softmax + grouping by expert) and the MXFP4
+ * expert matrices (gate_up with the clamped SwiGLU fused, down with bias and routing weight fused).
+ *
+ * Math (spec §2.5), per token t with normalised input x_t (H values):
+ *   logits = router(x_t) (a dense GEMM, gemm.h);  top-k by raw logit (lowest index wins ties);
+ *   w_j = softmax over the k selected logits;
+ *   for each selected expert e_j:  u = W1_e·x_t + b1_e  (2I values, rows interleaved: even = gate,
+ *   odd = up);  act = min(gate,7)·σ(1.702·min(gate,7))·(clamp(up,±7) + 1);
+ *   y_j = w_j · (W2_e·act + b2_e).
+ * moe_experts() writes every y_j (as fp32 rows, possibly split into K partial sums); the sum over j
+ * is done in a fixed order by the residual-add + RMSNorm kernel of norm.h (deterministic, no atomics).
+ *
+ * Weights stay MXFP4 in GPU memory (4.25 bits/weight). They are re-packed once at load into a layout
+ * where one 16-byte load per thread holds exactly the codes its tensor-core fragments need:
+ *
+ *   q: [E][R/16][K/64][32 lanes][16 bytes]      (4 bits per weight — same bytes as the checkpoint)
+ *   s: [E][R/16][K/64][8][4 bytes]              (the e8m0 scale bytes, one per 32 weights)
+ *
+ * For row tile rt, k step kk (64 wide) and lane (g = lane/4, t = lane%4) the 16 bytes are 4 words:
+ * word 0 = row ρ(g) at k ∈ 64kk + [8t, 8t+8), word 1 = row ρ(g+8) at the same k, words 2 and 3 the
+ * same rows at k + 32. Inside a word the 8 codes are bit-shuffled so that four shift/mask operations
+ * place them straight into bf16 bit positions (see moe.cu, "dequantisation"). ρ is the identity
+ * (ρ(i) = 16rt + i) for down; for gate_up ρ(g) = 2(8rt+g) (gate) and ρ(g+8) = 2(8rt+g)+1 (up), so
+ * that one thread ends up holding both halves of each SwiGLU pair. Scale word g holds the 4 scale
+ * bytes of words 0…3 of lanes 4g…4g+3. Requires K % 64 == 0 and R % 16 == 0 (2880 and 5760 are).
+ *
+ * All device pointers; bf16 values as uint16_t bit patterns so this header stays plain C. */
+#ifndef GPTOSS_BACKEND_CUDA_MOE_H
+#define GPTOSS_BACKEND_CUDA_MOE_H
+
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- weights ---- */
+
+size_t moe_repack_q_bytes(int E, int R, int K); /* E·R·K/2 */
+size_t moe_repack_s_bytes(int E, int R, int K); /* E·R·K/32 */
+
+/* Checkpoint layout (blocks [E][R][K/32][16], scales [E][R][K/32]) → repacked q, s. gate_up != 0
+ * applies the gate/up row pairing. CPU version (host pointers) and GPU version (device pointers,
+ * asynchronous on stream). Both return non-zero / an error on unsupported shapes. */
+int moe_repack_host(const uint8_t *blocks, const uint8_t *scales, int E, int R, int K, int gate_up, uint8_t *q,
+                    uint8_t *s);
+cudaError_t moe_repack_device(const uint8_t *blocks, const uint8_t *scales, int E, int R, int K, int gate_up,
+                              uint8_t *q, uint8_t *s, cudaStream_t stream);
+
+typedef struct {
+    const uint8_t *w1_q, *w1_s; /* gate_up, repacked: R = 2I rows, K = H */
+    const uint16_t *b1;         /* [E][2I] bf16, checkpoint order (interleaved) */
+    const uint8_t *w2_q, *w2_s; /* down, repacked: R = H rows, K = I */
+    const uint16_t *b2;         /* [E][H] bf16 */
+    int E, H, I;
+    float swiglu_alpha, swiglu_limit; /* 1.702, 7.0 */
+} moe_weights;
+
+/* ---- routing ---- */
+
+/* Device arrays describing one step's routing; carve them out of one buffer of moe_routing_bytes().
+ * A pair is (token t, slot j), numbered p = t·k + j. */
+typedef struct {
+    int T, E, k;
+    int *topk_idx;    /* [T·k] expert of pair p */
+    float *topk_w;    /* [T·k] its routing weight */
+    int *count;       /* [E] pairs per expert */
+    int *offset;      /* [E+1] exclusive prefix sum of count */
+    int *pair_sorted; /* [T·k] pair ids grouped by expert (ascending), ascending inside a group */
+    int *touched;     /* [E] experts with count > 0, ascending; entries past n_touched unused */
+    int *n_touched;   /* [1] */
+    int *tiles;       /* [T·k/MOE_TILE_TOKENS + E] large-batch tiles, (expert << 16) | tile index */
+    int *n_tiles;     /* [1] */
+} moe_routing;
+
+enum { MOE_TILE_TOKENS = 128 }; /* tokens per tile on the large-batch path */
+
+size_t moe_routing_bytes(int T, int E, int k);
+void moe_routing_carve(moe_routing *r, void *buf, int T, int E, int k);
+
+/* From fp32 router logits [T][E] (bias already added): top-k (lowest index on ties), softmax over the
+ * k, and the grouping by expert. E ≤ 256, k ≤ 8. Two launches on stream. */
+cudaError_t moe_route(const float *logits, const moe_routing *r, cudaStream_t stream);
+
+/* ---- experts ---- */
+
+typedef struct {
+    int large;       /* 1: grouped GEMM over 128-token tiles (prefill); 0: per-expert streaming (decode) */
+    int ntp;         /* small path: tokens staged per pass = 8·ntp (1 or 2) */
+    int down_splits; /* K splits of the down projection (small path); y_slots has k·down_splits rows per token */
+} moe_plan;
+
+/* The plan for T tokens (a pure function of its arguments, so the caller can size buffers). */
+moe_plan moe_plan_for(int T, int E, int k, int sm_count);
+
+size_t moe_act_bytes(int T, int k, int I);                           /* T·k·I bf16 */
+size_t moe_y_slots_bytes(int T, int k, int H, const moe_plan *plan); /* T·k·splits·H fp32 */
+
+/* x: [T][H] bf16 (the MLP RMSNorm output). act: scratch [T·k][I] bf16 (rows in pair_sorted order).
+ * y_slots: [T][k·S][H] fp32, S = plan->down_splits (1 on the large path): row j·S + s of token t is
+ * split s of w_j·(W2·act + b2) (the bias in split 0). Every row is written. */
+cudaError_t moe_experts(const moe_weights *w, const uint16_t *x, const moe_routing *r, const moe_plan *plan,
+                        uint16_t *act, float *y_slots, cudaStream_t stream);
+
+/* The two halves, for benchmarks and tests. */
+cudaError_t moe_gate_up(const moe_weights *w, const uint16_t *x, const moe_routing *r, const moe_plan *plan,
+                        uint16_t *act, cudaStream_t stream);
+cudaError_t moe_down(const moe_weights *w, const moe_routing *r, const moe_plan *plan, const uint16_t *act,
+                     float *y_slots, cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

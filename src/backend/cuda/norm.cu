@@ -1,0 +1,139 @@
+/* Residual add + RMSNorm, embedding gather, final norm. See norm.h.
+ *
+ * One block per token row, one thread per 8 features (H = 2880: 360 threads of a 384-thread block):
+ * the row is read once with 16-byte loads, updated and written back, its sum of squares reduced
+ * across the block (warp shuffles, then one value per warp through shared memory), and the
+ * normalised row written as bf16. Memory-bound: at 4096 tokens and 4 MoE slots a pass moves
+ * ≈ 280 MB, ~70 µs at 4 TB/s; at one token it is a few µs of latency. */
+#include "backend/cuda/norm.h"
+
+enum { NORM_MAX_H = 8192, NORM_MAX_THREADS = 1024 };
+
+static __device__ __forceinline__ float bf16_bits_to_f32(uint32_t h16) { return __uint_as_float(h16 << 16); }
+
+static __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+    uint32_t r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo)); /* first source → upper half */
+    return r;
+}
+
+/* 8 bf16 (one uint4) → 8 floats. */
+static __device__ __forceinline__ void unpack8(uint4 u, float f[8]) {
+    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        f[2 * i] = bf16_bits_to_f32(w[i] & 0xffffu);
+        f[2 * i + 1] = bf16_bits_to_f32(w[i] >> 16);
+    }
+}
+
+/* Sum over the block; every thread gets the total (fixed reduction tree: deterministic). */
+static __device__ __forceinline__ float block_sum(float v, float *red) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    if (lane == 0) red[w] = v;
+    __syncthreads();
+    float s = lane < nw ? red[lane] : 0.0f;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    return s;
+}
+
+/* Normalises v (this thread's 8 values, already final) and writes them as bf16. */
+static __device__ __forceinline__ void write_norm(const float v[8], bool active, int H, const uint16_t *gain, float eps,
+                                                  uint16_t *yrow, int c, float *red) {
+    float ss = 0.0f;
+    if (active)
+#pragma unroll
+        for (int i = 0; i < 8; i++) ss += v[i] * v[i];
+    ss = block_sum(ss, red);
+    if (!active) return;
+    const float inv = 1.0f / sqrtf(ss / (float)H + eps);
+    float gf[8];
+    unpack8(*(const uint4 *)(gain + 8 * c), gf);
+    uint4 o;
+    o.x = pack_bf16x2(v[0] * inv * gf[0], v[1] * inv * gf[1]);
+    o.y = pack_bf16x2(v[2] * inv * gf[2], v[3] * inv * gf[3]);
+    o.z = pack_bf16x2(v[4] * inv * gf[4], v[5] * inv * gf[5]);
+    o.w = pack_bf16x2(v[6] * inv * gf[6], v[7] * inv * gf[7]);
+    *(uint4 *)(yrow + 8 * c) = o;
+}
+
+__global__ void norm_add_kernel(float *h, const uint16_t *delta, const float *slots, int n_slots, int H,
+                                const uint16_t *gain, float eps, uint16_t *y) {
+    __shared__ float red[32];
+    const int t = blockIdx.x, c = threadIdx.x; /* c: 8-feature group */
+    const bool active = 8 * c < H;
+    float v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    float *hrow = h + (size_t)t * H;
+    if (active) {
+        const float4 h0 = *(const float4 *)(hrow + 8 * c), h1 = *(const float4 *)(hrow + 8 * c + 4);
+        float d[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        if (slots) { /* Σ slots in order 0, 1, …: the deterministic MoE combine */
+            const float *srow = slots + (size_t)t * n_slots * H + 8 * c;
+            for (int i = 0; i < n_slots; i++) {
+                const float4 s0 = *(const float4 *)(srow + (size_t)i * H), s1 = *(const float4 *)(srow + (size_t)i * H + 4);
+                d[0] += s0.x, d[1] += s0.y, d[2] += s0.z, d[3] += s0.w;
+                d[4] += s1.x, d[5] += s1.y, d[6] += s1.z, d[7] += s1.w;
+            }
+        }
+        if (delta) {
+            float db[8];
+            unpack8(*(const uint4 *)(delta + (size_t)t * H + 8 * c), db);
+#pragma unroll
+            for (int i = 0; i < 8; i++) d[i] += db[i];
+        }
+        v[0] = h0.x + d[0], v[1] = h0.y + d[1], v[2] = h0.z + d[2], v[3] = h0.w + d[3];
+        v[4] = h1.x + d[4], v[5] = h1.y + d[5], v[6] = h1.z + d[6], v[7] = h1.w + d[7];
+        if (slots || delta) {
+            *(float4 *)(hrow + 8 * c) = make_float4(v[0], v[1], v[2], v[3]);
+            *(float4 *)(hrow + 8 * c + 4) = make_float4(v[4], v[5], v[6], v[7]);
+        }
+    }
+    if (y) write_norm(v, active, H, gain, eps, y + (size_t)t * H, c, red);
+}
+
+__global__ void norm_embed_kernel(const int32_t *tokens, const uint16_t *table, int vocab, int H, float *h,
+                                  const uint16_t *gain, float eps, uint16_t *y) {
+    __shared__ float red[32];
+    const int t = blockIdx.x, c = threadIdx.x;
+    const bool active = 8 * c < H;
+    float v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    if (active) {
+        const int id = tokens[t];
+        if (id >= 0 && id < vocab) unpack8(*(const uint4 *)(table + (size_t)id * H + 8 * c), v);
+        float *hrow = h + (size_t)t * H + 8 * c;
+        *(float4 *)hrow = make_float4(v[0], v[1], v[2], v[3]);
+        *(float4 *)(hrow + 4) = make_float4(v[4], v[5], v[6], v[7]);
+    }
+    if (gain && y) write_norm(v, active, H, gain, eps, y + (size_t)t * H, c, red);
+}
+
+static int threads_for(int H) { return ((H / 8 + 31) / 32) * 32; }
+
+static int shape_ok(int T, int H) { return T >= 0 && H > 0 && H % 8 == 0 && H <= NORM_MAX_H; }
+
+cudaError_t norm_add_rmsnorm(float *h, const uint16_t *delta, const float *slots, int n_slots, int T, int H,
+                             const uint16_t *gain, float eps, uint16_t *y, cudaStream_t stream) {
+    if (!shape_ok(T, H) || !h || (slots && n_slots < 1) || (y && !gain)) return cudaErrorInvalidValue;
+    if (T == 0) return cudaSuccess;
+    norm_add_kernel<<<T, threads_for(H), 0, stream>>>(h, delta, slots, slots ? n_slots : 0, H, gain, eps, y);
+    return cudaGetLastError();
+}
+
+cudaError_t norm_rmsnorm(const float *h, int T, int H, const uint16_t *gain, float eps, uint16_t *y, cudaStream_t stream) {
+    if (!shape_ok(T, H) || !h || !gain || !y) return cudaErrorInvalidValue;
+    if (T == 0) return cudaSuccess;
+    /* No delta and no slots: the kernel only reads h. */
+    norm_add_kernel<<<T, threads_for(H), 0, stream>>>((float *)h, NULL, NULL, 0, H, gain, eps, y);
+    return cudaGetLastError();
+}
+
+cudaError_t norm_embed(const int32_t *tokens, int T, const uint16_t *table, int vocab, int H, float *h,
+                       const uint16_t *gain, float eps, uint16_t *y, cudaStream_t stream) {
+    if (!shape_ok(T, H) || !tokens || !table || !h || vocab < 1 || (gain && !y)) return cudaErrorInvalidValue;
+    if (T == 0) return cudaSuccess;
+    norm_embed_kernel<<<T, threads_for(H), 0, stream>>>(tokens, table, vocab, H, h, gain, eps, y);
+    return cudaGetLastError();
+}

@@ -1,0 +1,481 @@
+/* The MoE kernels (moe.h) against the CPU reference (cpu_topk_softmax, cpu_mxfp4_linear, cpu_swiglu,
+ * the same expert loop as cpu_model.c's moe_block), at the real shapes H = I = 2880, top-4, E = 32 and
+ * 128, for T = 1, 3, 8, 64, 300, 2048 tokens:
+ *   - the repack: GPU and CPU versions byte-identical, and every repacked word decodes (by a host
+ *     emulation of the kernel's bit tricks) to the checkpoint's values;
+ *   - routing: top-4 indices identical to the CPU's (logits with deliberate ties: rounded values and
+ *     all-equal rows), weights equal to rounding, grouping a stable permutation with consistent
+ *     counts, offsets, touched list and tile list;
+ *   - experts through the automatic plan and the other path(s): outputs poisoned with NaN first, every
+ *     slot row must be written, and Σ slots per token within ‖·‖ relative error 1e-2 of the reference
+ *     (a random subset of 64 tokens when T > 64); two runs bit-identical.
+ * Random MXFP4 codes with scales 2^-7 … 2^-5, fresh every run.
+ *
+ * --bench: 120b shapes (E = 128), T = 1, 8, 64, 256, 1024, 4096, random routing, three copies of the
+ * layer's weights rotated; routing, experts and the combine timed separately.
+ * --host: only the host-side checks (repack layout and dequantisation emulation); needs no GPU. */
+#include "moe_test_util.h"
+
+extern "C" {
+#include "backend/cpu/ops.h"
+}
+#include "backend/cuda/moe.h"
+#include "backend/cuda/norm.h"
+
+static const int H = 2880, I = 2880, TOPK = 4;
+static const float ALPHA = 1.702f, LIMIT = 7.0f;
+
+typedef struct {
+    int E;
+    std::vector<uint8_t> w1b, w1s, w2b, w2s; /* checkpoint layout */
+    std::vector<uint16_t> b1, b2;
+} layer_host;
+
+static void gen_layer(layer_host *L, int E) {
+    L->E = E;
+    const size_t r1 = (size_t)E * 2 * I, r2 = (size_t)E * H;
+    L->w1b.resize(r1 * (H / 32) * 16), L->w1s.resize(r1 * (H / 32));
+    L->w2b.resize(r2 * (I / 32) * 16), L->w2s.resize(r2 * (I / 32));
+    tu_fill_bytes(L->w1b.data(), L->w1b.size());
+    tu_fill_bytes(L->w2b.data(), L->w2b.size());
+    for (auto &s : L->w1s) s = (uint8_t)(120 + rng_next(&tu_rng) % 3); /* 2^-7 … 2^-5 */
+    for (auto &s : L->w2s) s = (uint8_t)(120 + rng_next(&tu_rng) % 3);
+    L->b1.resize(r1), L->b2.resize(r2);
+    tu_fill_bf16(L->b1.data(), NULL, r1, -0.5f, 0.5f);
+    tu_fill_bf16(L->b2.data(), NULL, r2, -0.5f, 0.5f);
+}
+
+/* ---- host emulation of the kernel's dequantisation ---- */
+
+static void emu_dequant(uint32_t q, uint8_t S, float out[8]) {
+    const uint32_t M = 0x81C081C0u;
+    const uint32_t r[4] = {q & M, (q << 3) & M, (q << 6) & M,
+                           ((q >> 3) & 0x01800180u) | ((q >> 7) & 0x00400040u) | ((q << 1) & 0x80008000u)};
+    const float scale = S ? ldexpf(1.0f, (int)S - 127) : 0.0f; /* the kernel maps S = 0 to 0 */
+    const float two126 = ldexpf(1.0f, 126);
+    for (int p = 0; p < 4; p++) {
+        out[2 * p] = bf16_to_f32((uint16_t)(r[p] & 0xffffu)) * two126 * scale;
+        out[2 * p + 1] = bf16_to_f32((uint16_t)(r[p] >> 16)) * two126 * scale;
+    }
+}
+
+/* Checkpoint row of tile row i of row tile rt (mirror of moe.cu's tile_row). */
+static int ref_tile_row(int rt, int i, int gate_up) { return gate_up ? 2 * (8 * rt + (i & 7)) + (i >> 3) : 16 * rt + i; }
+
+/* Repacks one expert on the CPU and checks every word against the checkpoint values. */
+static void check_repack_layout(const uint8_t *blocks, const uint8_t *scales, int R, int K, int gate_up, const char *what) {
+    std::vector<uint8_t> q(moe_repack_q_bytes(1, R, K)), s(moe_repack_s_bytes(1, R, K));
+    CHECK(moe_repack_host(blocks, scales, 1, R, K, gate_up, q.data(), s.data()) == 0, "%s: repack refused", what);
+    const int RT = R / 16, KK = K / 64, nb = K / 32;
+    size_t bad = 0;
+    for (int rt = 0; rt < RT; rt++)
+        for (int kk = 0; kk < KK; kk++)
+            for (int lane = 0; lane < 32; lane++)
+                for (int j = 0; j < 4; j++) {
+                    const int g = lane >> 2, t = lane & 3;
+                    const size_t wi = (((size_t)rt * KK + kk) * 32 + lane) * 4 + j;
+                    uint32_t word;
+                    memcpy(&word, &q[wi * 4], 4);
+                    const uint8_t S = s[(((size_t)rt * KK + kk) * 8 + g) * 4 + j];
+                    float v[8];
+                    emu_dequant(word, S, v);
+                    const int row = ref_tile_row(rt, g + 8 * (j & 1), gate_up), chunk = 2 * kk + (j >> 1);
+                    const float sc = e8m0_to_f32(scales[(size_t)row * nb + chunk]);
+                    for (int i = 0; i < 8; i++) {
+                        const int k = 8 * t + i;
+                        const uint8_t byte = blocks[((size_t)row * nb + chunk) * 16 + k / 2];
+                        const float ref = MXFP4_VALUES[(k & 1) ? byte >> 4 : byte & 15] * sc;
+                        if (v[i] != ref) bad++;
+                    }
+                }
+    CHECK(bad == 0, "%s: %zu repacked values decode differently from the checkpoint", what, bad);
+}
+
+static void host_checks(void) {
+    /* One expert of each matrix, random codes and scales, plus every code in every position. */
+    const int R1 = 2 * I, R2 = H;
+    std::vector<uint8_t> b1((size_t)R1 * (H / 32) * 16), s1((size_t)R1 * (H / 32));
+    std::vector<uint8_t> b2((size_t)R2 * (I / 32) * 16), s2((size_t)R2 * (I / 32));
+    tu_fill_bytes(b1.data(), b1.size());
+    tu_fill_bytes(b2.data(), b2.size());
+    for (auto &v : s1) v = (uint8_t)(1 + rng_next(&tu_rng) % 254); /* the whole normal range */
+    for (auto &v : s2) v = (uint8_t)(110 + rng_next(&tu_rng) % 20);
+    for (size_t i = 0; i < 256; i++) b1[i] = (uint8_t)i; /* all byte values in row 0 */
+    check_repack_layout(b1.data(), s1.data(), R1, H, 1, "gate_up repack");
+    check_repack_layout(b2.data(), s2.data(), R2, I, 0, "down repack");
+    moe_plan p = moe_plan_for(1, 128, 4, 132);
+    CHECK(!p.large && p.down_splits >= 1, "plan T=1: large=%d splits=%d", p.large, p.down_splits);
+    p = moe_plan_for(4096, 128, 4, 132);
+    CHECK(p.large, "plan T=4096 should be the large path");
+}
+
+/* ---- device layer ---- */
+
+typedef struct {
+    uint8_t *w1q, *w1s, *w2q, *w2s;
+    uint16_t *b1, *b2;
+} layer_dev;
+
+static void upload_layer(const layer_host *L, layer_dev *D, int copies) {
+    const int E = L->E;
+    uint8_t *raw_b1 = tu_dev_upload(L->w1b.data(), L->w1b.size()), *raw_s1 = tu_dev_upload(L->w1s.data(), L->w1s.size());
+    uint8_t *raw_b2 = tu_dev_upload(L->w2b.data(), L->w2b.size()), *raw_s2 = tu_dev_upload(L->w2s.data(), L->w2s.size());
+    for (int c = 0; c < copies; c++) {
+        D[c].w1q = tu_dev_alloc<uint8_t>(moe_repack_q_bytes(E, 2 * I, H));
+        D[c].w1s = tu_dev_alloc<uint8_t>(moe_repack_s_bytes(E, 2 * I, H));
+        D[c].w2q = tu_dev_alloc<uint8_t>(moe_repack_q_bytes(E, H, I));
+        D[c].w2s = tu_dev_alloc<uint8_t>(moe_repack_s_bytes(E, H, I));
+        CUDA_CHECK(moe_repack_device(raw_b1, raw_s1, E, 2 * I, H, 1, D[c].w1q, D[c].w1s, 0));
+        CUDA_CHECK(moe_repack_device(raw_b2, raw_s2, E, H, I, 0, D[c].w2q, D[c].w2s, 0));
+        D[c].b1 = tu_dev_upload(L->b1.data(), L->b1.size());
+        D[c].b2 = tu_dev_upload(L->b2.data(), L->b2.size());
+    }
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaFree(raw_b1));
+    CUDA_CHECK(cudaFree(raw_s1));
+    CUDA_CHECK(cudaFree(raw_b2));
+    CUDA_CHECK(cudaFree(raw_s2));
+}
+
+static void free_layer(layer_dev *D) {
+    CUDA_CHECK(cudaFree(D->w1q));
+    CUDA_CHECK(cudaFree(D->w1s));
+    CUDA_CHECK(cudaFree(D->w2q));
+    CUDA_CHECK(cudaFree(D->w2s));
+    CUDA_CHECK(cudaFree(D->b1));
+    CUDA_CHECK(cudaFree(D->b2));
+}
+
+static moe_weights weights_of(const layer_dev *D, int E) {
+    moe_weights w;
+    w.w1_q = D->w1q, w.w1_s = D->w1s, w.b1 = D->b1, w.w2_q = D->w2q, w.w2_s = D->w2s, w.b2 = D->b2;
+    w.E = E, w.H = H, w.I = I, w.swiglu_alpha = ALPHA, w.swiglu_limit = LIMIT;
+    return w;
+}
+
+/* The GPU repack equals the CPU repack (first and last expert). */
+static void check_repack_device(const layer_host *L, const layer_dev *D) {
+    const int E = L->E;
+    for (int e : {0, E - 1}) {
+        for (int m = 0; m < 2; m++) {
+            const int R = m == 0 ? 2 * I : H, K = m == 0 ? H : I;
+            const uint8_t *blocks = (m == 0 ? L->w1b.data() : L->w2b.data()) + (size_t)e * R * (K / 32) * 16;
+            const uint8_t *scales = (m == 0 ? L->w1s.data() : L->w2s.data()) + (size_t)e * R * (K / 32);
+            const size_t qn = moe_repack_q_bytes(1, R, K), sn = moe_repack_s_bytes(1, R, K);
+            std::vector<uint8_t> qh(qn), sh(sn), qd(qn), sd(sn);
+            moe_repack_host(blocks, scales, 1, R, K, m == 0, qh.data(), sh.data());
+            tu_download(qd.data(), (m == 0 ? D->w1q : D->w2q) + (size_t)e * qn, qn);
+            tu_download(sd.data(), (m == 0 ? D->w1s : D->w2s) + (size_t)e * sn, sn);
+            CHECK(!memcmp(qh.data(), qd.data(), qn) && !memcmp(sh.data(), sd.data(), sn),
+                  "E=%d expert %d %s: GPU repack differs from CPU repack", E, e, m == 0 ? "gate_up" : "down");
+        }
+    }
+}
+
+/* Random logits with ties: every 4th token rounded to multiples of 0.5, every 8th all equal. */
+static void gen_logits(std::vector<float> &lg, int T, int E) {
+    lg.resize((size_t)T * E);
+    for (int t = 0; t < T; t++)
+        for (int e = 0; e < E; e++) {
+            float v = tu_uniform(-4.0f, 4.0f);
+            if (t % 4 == 1) v = roundf(v * 2.0f) / 2.0f;
+            if (t % 8 == 3) v = 0.25f;
+            lg[(size_t)t * E + e] = v;
+        }
+}
+
+typedef struct {
+    std::vector<int> idx, count, offset, pair_sorted, touched, tiles;
+    std::vector<float> w;
+    int n_touched, n_tiles;
+} routing_host;
+
+static void download_routing(const moe_routing *r, routing_host *h) {
+    const size_t P = (size_t)r->T * r->k;
+    h->idx.resize(P), h->w.resize(P), h->count.resize(r->E), h->offset.resize(r->E + 1), h->pair_sorted.resize(P);
+    h->touched.resize(r->E);
+    tu_download(h->idx.data(), r->topk_idx, P);
+    tu_download(h->w.data(), r->topk_w, P);
+    tu_download(h->count.data(), r->count, (size_t)r->E);
+    tu_download(h->offset.data(), r->offset, (size_t)r->E + 1);
+    tu_download(h->pair_sorted.data(), r->pair_sorted, P);
+    tu_download(h->touched.data(), r->touched, (size_t)r->E);
+    tu_download(&h->n_touched, r->n_touched, 1);
+    tu_download(&h->n_tiles, r->n_tiles, 1);
+    h->tiles.resize(h->n_tiles > 0 ? h->n_tiles : 0);
+    if (h->n_tiles > 0) tu_download(h->tiles.data(), r->tiles, (size_t)h->n_tiles);
+}
+
+static void check_routing(const std::vector<float> &lg, int T, int E, const routing_host *g) {
+    const size_t P = (size_t)T * TOPK;
+    size_t idx_bad = 0, w_bad = 0;
+    for (int t = 0; t < T; t++) {
+        int idx[TOPK];
+        float w[TOPK];
+        cpu_topk_softmax(&lg[(size_t)t * E], E, TOPK, idx, w);
+        for (int j = 0; j < TOPK; j++) {
+            idx_bad += g->idx[(size_t)t * TOPK + j] != idx[j];
+            w_bad += fabsf(g->w[(size_t)t * TOPK + j] - w[j]) > 1e-6f * (1.0f + w[j]);
+        }
+    }
+    CHECK(idx_bad == 0, "E=%d T=%d: %zu top-k indices differ from cpu_topk_softmax", E, T, idx_bad);
+    CHECK(w_bad == 0, "E=%d T=%d: %zu routing weights differ from cpu_topk_softmax", E, T, w_bad);
+    /* Grouping: counts, offsets, a stable permutation, touched list, tiles. */
+    std::vector<int> cnt(E, 0);
+    for (size_t p = 0; p < P; p++) cnt[g->idx[p]]++;
+    bool ok = g->offset[0] == 0;
+    int nt = 0, ntl = 0;
+    for (int e = 0; e < E; e++) {
+        ok &= g->count[e] == cnt[e] && g->offset[e + 1] == g->offset[e] + cnt[e];
+        if (cnt[e]) ok &= nt < E && g->touched[nt++] == e;
+        for (int b = 0; b * MOE_TILE_TOKENS < cnt[e]; b++) ok &= ntl < g->n_tiles && g->tiles[ntl++] == ((e << 16) | b);
+    }
+    ok &= g->n_touched == nt && g->n_tiles == ntl;
+    CHECK(ok, "E=%d T=%d: counts / offsets / touched / tiles inconsistent", E, T);
+    std::vector<char> seen(P, 0);
+    bool perm = true;
+    for (int e = 0; e < E && perm; e++)
+        for (int i = g->offset[e]; i < g->offset[e + 1]; i++) {
+            const int p = g->pair_sorted[i];
+            perm &= p >= 0 && (size_t)p < P && !seen[p] && g->idx[p] == e && (i == g->offset[e] || g->pair_sorted[i - 1] < p);
+            if (perm) seen[p] = 1;
+        }
+    CHECK(perm, "E=%d T=%d: pair_sorted is not the stable grouping by expert", E, T);
+}
+
+/* Reference MoE output (before the residual add) for the given tokens, as moe_block computes it. */
+static void cpu_moe(const layer_host *L, const std::vector<float> &xf, const std::vector<float> &lg, int E,
+                    const std::vector<int> &toks, std::vector<float> &out) {
+    const int nb1 = H / 32, nb2 = I / 32, R1 = 2 * I;
+    const int n = (int)toks.size();
+    out.assign((size_t)n * H, 0.0f);
+    std::vector<int> sidx((size_t)n * TOPK);
+    std::vector<float> sw((size_t)n * TOPK);
+    for (int i = 0; i < n; i++) cpu_topk_softmax(&lg[(size_t)toks[i] * E], E, TOPK, &sidx[(size_t)i * TOPK], &sw[(size_t)i * TOPK]);
+    dense_ref b1 = {L->b1.data(), ST_BF16}, b2 = {L->b2.data(), ST_BF16};
+    std::vector<float> xin, gu, act, down;
+    for (int e = 0; e < E; e++) {
+        std::vector<int> who;
+        std::vector<float> gate;
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < TOPK; j++)
+                if (sidx[(size_t)i * TOPK + j] == e) who.push_back(i), gate.push_back(sw[(size_t)i * TOPK + j]);
+        if (who.empty()) continue;
+        const int c = (int)who.size();
+        xin.resize((size_t)c * H), gu.resize((size_t)c * R1), act.resize((size_t)c * I), down.resize((size_t)c * H);
+        for (int i = 0; i < c; i++) memcpy(&xin[(size_t)i * H], &xf[(size_t)toks[who[i]] * H], (size_t)H * 4);
+        cpu_mxfp4_linear(xin.data(), c, H, L->w1b.data() + (size_t)e * R1 * nb1 * 16, L->w1s.data() + (size_t)e * R1 * nb1,
+                         b1, (size_t)e * R1, R1, gu.data());
+        for (int i = 0; i < c; i++) cpu_swiglu(&gu[(size_t)i * R1], I, ALPHA, LIMIT, &act[(size_t)i * I]);
+        cpu_mxfp4_linear(act.data(), c, I, L->w2b.data() + (size_t)e * H * nb2 * 16, L->w2s.data() + (size_t)e * H * nb2,
+                         b2, (size_t)e * H, H, down.data());
+        for (int i = 0; i < c; i++)
+            for (int r = 0; r < H; r++) out[(size_t)who[i] * H + r] += gate[i] * down[(size_t)i * H + r];
+    }
+}
+
+static const char *plan_name(const moe_plan *p, char *buf, size_t n) {
+    if (p->large)
+        snprintf(buf, n, "large");
+    else
+        snprintf(buf, n, "small(ntp=%d,S=%d)", p->ntp, p->down_splits);
+    return buf;
+}
+
+static void run_experts_case(const moe_weights *w, const moe_routing *r, const moe_plan *plan, const uint16_t *d_x,
+                             uint16_t *d_act, float *d_y, int T, int E, const std::vector<int> &toks,
+                             const std::vector<float> &ref, cudaStream_t st, std::vector<float> *y_keep) {
+    char pn[64];
+    plan_name(plan, pn, sizeof pn);
+    const size_t P = (size_t)T * TOPK;
+    const int S = plan->large ? 1 : plan->down_splits;
+    const size_t ny = (size_t)T * TOPK * S * H;
+    tu_poison(d_act, P * I * 2, st);
+    tu_poison(d_y, ny * 4, st);
+    cudaError_t e = moe_experts(w, d_x, r, plan, d_act, d_y, st);
+    CHECK(e == cudaSuccess, "E=%d T=%d %s: launch: %s", E, T, pn, cudaGetErrorString(e));
+    if (e != cudaSuccess) return;
+    CUDA_CHECK(cudaStreamSynchronize(st));
+    CUDA_CHECK(cudaGetLastError());
+    std::vector<uint16_t> act(P * I);
+    std::vector<float> y(ny);
+    tu_download(act.data(), d_act, act.size());
+    tu_download(y.data(), d_y, ny);
+    const size_t bad_act = tu_count_nonfinite_bf16(act.data(), act.size());
+    const size_t bad_y = tu_count_nonfinite_f32(y.data(), ny);
+    CHECK(bad_act == 0, "E=%d T=%d %s: %zu of %zu activations not written / not finite", E, T, pn, bad_act, act.size());
+    CHECK(bad_y == 0, "E=%d T=%d %s: %zu of %zu slot outputs not written / not finite", E, T, pn, bad_y, ny);
+    std::vector<float> got(toks.size() * H, 0.0f);
+    for (size_t i = 0; i < toks.size(); i++)
+        for (int sl = 0; sl < TOPK * S; sl++)
+            for (int c = 0; c < H; c++) got[i * H + c] += y[((size_t)toks[i] * TOPK * S + sl) * H + c];
+    const double err = tu_rel_err(got.data(), ref.data(), got.size());
+    CHECK(err <= 1e-2, "E=%d T=%d %s: relative error %.3g > 1e-2", E, T, pn, err);
+    fprintf(stderr, "  E=%-3d T=%-4d %-20s rel err %.2e\n", E, T, pn, err);
+    if (y_keep) *y_keep = y;
+}
+
+static void test_E(int E, cudaStream_t st, int sm) {
+    static const int TS[] = {1, 3, 8, 64, 300, 2048};
+    layer_host L;
+    gen_layer(&L, E);
+    layer_dev D;
+    upload_layer(&L, &D, 1);
+    check_repack_device(&L, &D);
+    const moe_weights w = weights_of(&D, E);
+
+    for (int T : TS) {
+        std::vector<float> lg, xf((size_t)T * H);
+        std::vector<uint16_t> xb((size_t)T * H);
+        gen_logits(lg, T, E);
+        /* Every third token 4× larger, so that the SwiGLU clamps (gate ≤ 7, |up| ≤ 7) engage. */
+        for (int t = 0; t < T; t++) {
+            const float a = t % 3 == 0 ? 4.0f : 1.0f;
+            tu_fill_bf16(&xb[(size_t)t * H], &xf[(size_t)t * H], (size_t)H, -a, a);
+        }
+        float *d_lg = tu_dev_upload(lg.data(), lg.size());
+        uint16_t *d_x = tu_dev_upload(xb.data(), xb.size());
+        void *rbuf = tu_dev_alloc<uint8_t>(moe_routing_bytes(T, E, TOPK));
+        moe_routing r;
+        moe_routing_carve(&r, rbuf, T, E, TOPK);
+        CUDA_CHECK(cudaMemsetAsync(rbuf, 0xff, moe_routing_bytes(T, E, TOPK), st)); /* poison */
+        CUDA_CHECK(moe_route(d_lg, &r, st));
+        CUDA_CHECK(cudaStreamSynchronize(st));
+        routing_host rh;
+        download_routing(&r, &rh);
+        check_routing(lg, T, E, &rh);
+
+        std::vector<int> toks;
+        if (T <= 64) {
+            for (int t = 0; t < T; t++) toks.push_back(t);
+        } else {
+            toks.push_back(0), toks.push_back(T - 1);
+            while (toks.size() < 64) toks.push_back((int)(rng_next(&tu_rng) % (uint64_t)T));
+        }
+        std::vector<float> ref;
+        cpu_moe(&L, xf, lg, E, toks, ref);
+
+        /* The automatic plan, the other path, and for the small path a second shape of it. */
+        const moe_plan autop = moe_plan_for(T, E, TOPK, sm);
+        std::vector<moe_plan> plans = {autop};
+        moe_plan other = autop;
+        other.large = !autop.large, other.ntp = 2, other.down_splits = 1;
+        plans.push_back(other);
+        moe_plan small2 = {0, 1, 3};
+        if (!autop.large && autop.ntp == 1) small2.ntp = 2, small2.down_splits = 2;
+        plans.push_back(small2);
+        int maxS = 1;
+        for (auto &p : plans) maxS = std::max(maxS, p.large ? 1 : p.down_splits);
+        uint16_t *d_act = tu_dev_alloc<uint16_t>((size_t)T * TOPK * I);
+        float *d_y = tu_dev_alloc<float>((size_t)T * TOPK * maxS * H);
+        std::vector<float> y1, y2;
+        for (size_t i = 0; i < plans.size(); i++)
+            run_experts_case(&w, &r, &plans[i], d_x, d_act, d_y, T, E, toks, ref, st, i == 0 ? &y1 : NULL);
+        run_experts_case(&w, &r, &plans[0], d_x, d_act, d_y, T, E, toks, ref, st, &y2);
+        CHECK(y1.size() == y2.size() && !memcmp(y1.data(), y2.data(), y1.size() * 4),
+              "E=%d T=%d: two runs of the same plan differ", E, T);
+        CUDA_CHECK(cudaFree(d_act));
+        CUDA_CHECK(cudaFree(d_y));
+        CUDA_CHECK(cudaFree(rbuf));
+        CUDA_CHECK(cudaFree(d_lg));
+        CUDA_CHECK(cudaFree(d_x));
+    }
+    free_layer(&D);
+}
+
+/* ---- benchmark ---- */
+
+static void bench(cudaStream_t st, int sm) {
+    static const int TS[] = {1, 8, 64, 256, 1024, 4096};
+    const int E = 128, COPIES = 3;
+    layer_host L;
+    gen_layer(&L, E);
+    layer_dev D[COPIES];
+    upload_layer(&L, D, COPIES);
+    moe_weights W[COPIES];
+    for (int c = 0; c < COPIES; c++) W[c] = weights_of(&D[c], E);
+    const double expert_bytes = (double)(2 * I) * H * 17 / 32 + (double)H * I * 17 / 32 + (2.0 * I + H) * 2;
+    tu_bench_header();
+    for (int T : TS) {
+        std::vector<float> lg((size_t)T * E);
+        for (auto &v : lg) v = tu_uniform(-4.0f, 4.0f);
+        std::vector<uint16_t> xb((size_t)T * H);
+        tu_fill_bf16(xb.data(), NULL, xb.size(), -1.0f, 1.0f);
+        float *d_lg = tu_dev_upload(lg.data(), lg.size());
+        uint16_t *d_x = tu_dev_upload(xb.data(), xb.size());
+        void *rbuf = tu_dev_alloc<uint8_t>(moe_routing_bytes(T, E, TOPK));
+        moe_routing r;
+        moe_routing_carve(&r, rbuf, T, E, TOPK);
+        CUDA_CHECK(moe_route(d_lg, &r, st));
+        int n_touched = 0;
+        CUDA_CHECK(cudaMemcpyAsync(&n_touched, r.n_touched, 4, cudaMemcpyDeviceToHost, st));
+        CUDA_CHECK(cudaStreamSynchronize(st));
+        const size_t P = (size_t)T * TOPK;
+        char name[160];
+
+        double us = tu_time_us(st, 3, 50, [&](int) { CUDA_CHECK(moe_route(d_lg, &r, st)); });
+        snprintf(name, sizeof name, "moe route E=128 T=%d (top-4 + grouping)", T);
+        tu_bench_row(name, us, (double)T * E * 4 + P * 16, 0);
+
+        const moe_plan autop = moe_plan_for(T, E, TOPK, sm);
+        std::vector<moe_plan> plans = {autop};
+        if (T >= 256 && T <= 1024) { /* the crossover region: show the other path too */
+            moe_plan o = autop;
+            o.large = !autop.large, o.ntp = 2, o.down_splits = 1;
+            plans.push_back(o);
+        }
+        int maxS = 1;
+        for (auto &p : plans) maxS = std::max(maxS, p.large ? 1 : p.down_splits);
+        uint16_t *d_act = tu_dev_alloc<uint16_t>(P * I);
+        float *d_y = tu_dev_alloc<float>(P * maxS * H);
+        for (auto &p : plans) {
+            const int S = p.large ? 1 : p.down_splits;
+            const int reps = T >= 1024 ? 10 : 50;
+            us = tu_time_us(st, 2, reps, [&](int i) { CUDA_CHECK(moe_experts(&W[i % COPIES], d_x, &r, &p, d_act, d_y, st)); });
+            char pn[64];
+            snprintf(name, sizeof name, "moe experts 120b T=%d %s touched=%d", T, plan_name(&p, pn, sizeof pn), n_touched);
+            const double bytes = n_touched * expert_bytes + (double)T * H * 2 + 2.0 * P * I * 2 + (double)P * S * H * 4;
+            const double flops = 2.0 * P * ((double)2 * I * H + (double)H * I);
+            tu_bench_row(name, us, bytes, T >= 64 ? flops : 0);
+        }
+        /* The combine: h += Σ slots, then RMSNorm (norm.h), at the automatic plan's slot count. */
+        {
+            const int S = autop.large ? 1 : autop.down_splits;
+            float *d_h = tu_dev_alloc<float>((size_t)T * H);
+            uint16_t *d_g = tu_dev_upload(xb.data(), (size_t)H), *d_out = tu_dev_alloc<uint16_t>((size_t)T * H);
+            CUDA_CHECK(cudaMemsetAsync(d_h, 0, (size_t)T * H * 4, st));
+            CUDA_CHECK(cudaMemsetAsync(d_y, 0, P * S * H * 4, st));
+            us = tu_time_us(st, 3, 50, [&](int) {
+                CUDA_CHECK(norm_add_rmsnorm(d_h, NULL, d_y, TOPK * S, T, H, d_g, 1e-5f, d_out, st));
+            });
+            snprintf(name, sizeof name, "moe combine+residual+rmsnorm T=%d slots=%d", T, TOPK * S);
+            tu_bench_row(name, us, (double)T * H * (8.0 + 4.0 * TOPK * S + 2.0), 0);
+            CUDA_CHECK(cudaFree(d_h));
+            CUDA_CHECK(cudaFree(d_g));
+            CUDA_CHECK(cudaFree(d_out));
+        }
+        CUDA_CHECK(cudaFree(d_act));
+        CUDA_CHECK(cudaFree(d_y));
+        CUDA_CHECK(cudaFree(rbuf));
+        CUDA_CHECK(cudaFree(d_lg));
+        CUDA_CHECK(cudaFree(d_x));
+    }
+    for (int c = 0; c < COPIES; c++) free_layer(&D[c]);
+}
+
+int main(int argc, char **argv) {
+    tu_init("test_moe");
+    host_checks();
+    if (tu_has_flag(argc, argv, "--host")) return check_report("test_moe (host checks)");
+    cudaStream_t st;
+    CUDA_CHECK(cudaStreamCreate(&st));
+    const int sm = tu_sm_count();
+    if (tu_has_flag(argc, argv, "--bench")) {
+        bench(st, sm);
+    } else {
+        test_E(32, st, sm);
+        test_E(128, st, sm);
+    }
+    CUDA_CHECK(cudaStreamDestroy(st));
+    return check_report("test_moe");
+}
