@@ -96,6 +96,7 @@ typedef struct {
     int32_t prompt[600];
     int n_prompt, max_tokens, n;
     float temperature;
+    float repetition, presence, frequency; /* penalties (the step carries a copy of the history) */
     uint64_t seed;
     int arrival_step;
 } job;
@@ -116,6 +117,8 @@ static void make_jobs(job *jobs, int n, uint64_t seed, const int32_t *shared, in
         j->seed = rng_next(&r) % 1000;
         j->arrival_step = (int)(rng_next(&r) % 6);
         j->n = 1;
+        j->repetition = 1.0f;
+        if (i % 4 == 1) j->repetition = 1.3f, j->presence = 0.5f, j->frequency = 0.3f;
     }
 }
 
@@ -128,6 +131,9 @@ static void submit(engine *e, const job *j, uint64_t id, req_out *out) {
     r.params.temperature = j->temperature;
     r.params.seed = j->seed;
     r.params.has_seed = true;
+    r.params.repetition_penalty = j->repetition;
+    r.params.presence_penalty = j->presence;
+    r.params.frequency_penalty = j->frequency;
     r.max_tokens = j->max_tokens;
     r.ignore_eos = true;
     r.n = j->n;
@@ -239,6 +245,7 @@ static void test_stops_and_cancel(void) {
     }
     cfg c = {.max_num_seqs = 4, .max_batched = 512, .async = true, .prefix = true};
     job j = {0};
+    j.repetition = 1.0f;
     for (int t = 0; t < 100; t++) j.prompt[t] = 1000 + t;
     j.n_prompt = 100, j.max_tokens = 20, j.temperature = 0.7f, j.seed = 3, j.n = 1;
     req_out ref;

@@ -49,7 +49,10 @@ typedef struct {
     bool *reset_slot;     /* the slot starts a new sequence: forget its penalty history */
     sampling_params *params;
     int32_t *output_len;  /* tokens generated so far (the sampling position for the seed) */
-    const int32_t **history; /* prompt + generated tokens so far, for penalties (host memory) */
+    const int32_t **history; /* prompt + generated tokens known to the engine, for the penalties;
+                                NULL (length 0) when the sequence uses none. The backend appends the
+                                slot's last sampled token when the step's last token is
+                                STEP_TOKEN_FROM_DEVICE. Owned by the step. */
     int32_t *history_len;
     int32_t *prompt_len;
 

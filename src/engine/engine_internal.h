@@ -77,6 +77,9 @@ typedef struct {
 typedef struct {
     step_batch b;
     seq **seqs;
+    int32_t *hist_buf; /* copies of the histories the penalties read (the sequences' own arrays can
+                          be reallocated while the step runs) */
+    int64_t hist_len, hist_cap;
     int cap_seqs, cap_tokens, cap_full, cap_swa;
     bool launched;
 } step_slot;

@@ -63,8 +63,21 @@ static void add_seq(step_slot *st, seq *s, int64_t n_new) {
     s->slot_fresh = false;
     b->params[i] = s->params;
     b->output_len[i] = s->n_output + s->n_pending;
-    b->history[i] = s->tokens;
-    b->history_len[i] = (int32_t)s->n_known;
+    /* Penalties read the sequence's history while the step runs; the engine may append to (and so
+     * reallocate) s->tokens meanwhile, so the step carries its own copy — only when it is needed. */
+    const sampling_params *p = &s->params;
+    bool penalized = p->repetition_penalty != 1.0f || p->presence_penalty != 0 || p->frequency_penalty != 0;
+    b->history[i] = NULL;
+    b->history_len[i] = 0;
+    if (penalized && b->sample[i]) {
+        if (st->hist_len + s->n_known > st->hist_cap) {
+            st->hist_cap = (st->hist_len + s->n_known) * 2;
+            st->hist_buf = xrealloc(st->hist_buf, (size_t)st->hist_cap * sizeof *st->hist_buf);
+        }
+        memcpy(st->hist_buf + st->hist_len, s->tokens, (size_t)s->n_known * sizeof *s->tokens);
+        b->history_len[i] = (int32_t)s->n_known;
+        st->hist_len += s->n_known;
+    }
     b->prompt_len[i] = (int32_t)s->prompt_len;
     s->num_scheduled += n_new;
     b->n_seqs++;
@@ -87,6 +100,11 @@ static void fill_tables(step_slot *st) {
         b->swa_tables = xrealloc(b->swa_tables, (size_t)st->cap_swa * sizeof(int32_t));
     }
     b->full_stride = full_stride, b->swa_stride = swa_stride;
+    int64_t off = 0;
+    for (int i = 0; i < b->n_seqs; i++) {
+        b->history[i] = b->history_len[i] ? st->hist_buf + off : NULL;
+        off += b->history_len[i];
+    }
     for (int i = 0; i < b->n_seqs; i++) {
         const bm_seq *kv = &st->seqs[i]->kv;
         int32_t *fr = b->full_tables + (size_t)i * full_stride, *sr = b->swa_tables + (size_t)i * swa_stride;
@@ -126,6 +144,7 @@ static int running_in_step(const step_slot *st) { return st->b.n_seqs; }
 void schedule_step(engine *e, step_slot *st, bool allow_preempt) {
     st->b.n_seqs = 0;
     st->b.n_tokens = 0;
+    st->hist_len = 0;
     st->b.block_size = e->block_size;
     ensure_caps(st, 1, 1);
     st->b.query_start[0] = 0;
