@@ -8,18 +8,21 @@ mkdir -p "$out"
 export LD_LIBRARY_PATH="$PWD/.devcarry/lib:${LD_LIBRARY_PATH:-}"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee "$out/gpu.txt"
 echo "commit $(cat .devcarry/commit.txt 2>/dev/null)" | tee -a "$out/gpu.txt"
+mode=${1:-all}            # test | bench | all
+tlimit=${TEST_LIMIT:-150} # seconds per test binary
+blimit=${BENCH_LIMIT:-120}
 summary=""
-for t in .devcarry/bin/gpu_test_*; do
+[ "$mode" = bench ] || for t in .devcarry/bin/gpu_test_*; do
   [ -x "$t" ] || continue
   name=$(basename "$t")
-  if timeout 300 "$t" >"$out/$name.log" 2>&1; then r=PASS; else r="FAIL($?)"; fi
+  if timeout "$tlimit" "$t" >"$out/$name.log" 2>&1; then r=PASS; else r="FAIL($?)"; fi
   summary+="$name: $r"$'\n'
   tail -5 "$out/$name.log"
 done
 echo "== benchmarks"
-for t in .devcarry/bin/gpu_test_*; do
+[ "$mode" = test ] || for t in .devcarry/bin/gpu_test_*; do
   [ -x "$t" ] || continue
-  timeout 240 "$t" --bench >"$out/$(basename "$t").bench.log" 2>&1
+  timeout "$blimit" "$t" --bench >"$out/$(basename "$t").bench.log" 2>&1
   grep -E '^\|' "$out/$(basename "$t").bench.log" || tail -3 "$out/$(basename "$t").bench.log"
 done
 echo "== tests"
