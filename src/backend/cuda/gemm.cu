@@ -470,7 +470,11 @@ static cudaError_t gemm_skinny(gemm_ctx *c, const skinny_plan *p, const uint16_t
 }
 
 /* AUTO: the skinny kernel up to 128 tokens (two chunks of 64), cuBLASLt beyond. */
-static int auto_skinny(const skinny_plan *p, int M) { return p->ok && M <= 128; }
+/* Measured on the H200 (bench/results/kernels-2026-11-30-h200.md): cuBLASLt streams the QKV, O and
+ * lm_head weights faster than the skinny kernel at every M (2.3 vs 1.9 TB/s at M = 1, 2.4 vs 0.6 at
+ * M = 64); the skinny kernel only wins for short-and-wide products like the router (N <= 256) at
+ * M <= 8. Until the skinny kernel is fixed, dispatch by that measurement. */
+static int auto_skinny(const skinny_plan *p, int M, int N) { return p->ok && M <= 8 && N <= 256; }
 
 cudaError_t gemm_bf16_path(gemm_ctx *c, const uint16_t *x, int M, int K, const uint16_t *W, int N,
                            const uint16_t *bias, void *y, enum gemm_out out, enum gemm_path path,
@@ -480,7 +484,7 @@ cudaError_t gemm_bf16_path(gemm_ctx *c, const uint16_t *x, int M, int K, const u
     if (path != GEMM_PATH_CUBLAS) {
         skinny_plan p = plan_skinny(c, M, K, N);
         if (path == GEMM_PATH_SKINNY && !p.ok) return cudaErrorNotSupported;
-        if (path == GEMM_PATH_SKINNY || auto_skinny(&p, M)) return gemm_skinny(c, &p, x, M, K, W, N, bias, y, out, stream);
+        if (path == GEMM_PATH_SKINNY || auto_skinny(&p, M, N)) return gemm_skinny(c, &p, x, M, K, W, N, bias, y, out, stream);
     }
     return gemm_cublas(c, x, M, K, W, N, bias, y, out, stream);
 }
@@ -495,5 +499,5 @@ int gemm_plan_describe(gemm_ctx *c, int M, int K, int N, int *splits, int *chunk
     if (splits) *splits = p.S;
     if (chunks) *chunks = p.Z;
     if (tiles_per_warp) *tiles_per_warp = p.tpw;
-    return auto_skinny(&p, M) ? GEMM_PATH_SKINNY : GEMM_PATH_CUBLAS;
+    return auto_skinny(&p, M, N) ? GEMM_PATH_SKINNY : GEMM_PATH_CUBLAS;
 }
