@@ -121,7 +121,7 @@ static int run_step(struct backend *b, const step_batch *st, step_result *res) {
         const int32_t *hist = st->history[i];
         int hist_len = st->history_len[i];
         int32_t *with_pending = NULL;
-        if (st->token_ids[st->query_start[i + 1] - 1] == STEP_TOKEN_FROM_DEVICE) {
+        if (hist && st->token_ids[st->query_start[i + 1] - 1] == STEP_TOKEN_FROM_DEVICE) {
             with_pending = xmalloc((size_t)(hist_len + 1) * sizeof *with_pending);
             memcpy(with_pending, hist, (size_t)hist_len * sizeof *hist);
             with_pending[hist_len++] = b->slot_last[st->slot[i]];
