@@ -213,9 +213,10 @@ static int cpu_create(const backend_options *opt, backend **out) {
 
 static const model_config *cpu_config(backend *b) { return &b->w.cfg; }
 
-static void cpu_kv_blocks(backend *b, int *full, int *swa) {
+static void cpu_kv_blocks(backend *b, int *full, int *swa, int *block_size) {
     *full = b->num_full;
     *swa = b->num_swa;
+    *block_size = b->block_size;
 }
 
 static int cpu_launch(backend *b, const step_batch *step) {
@@ -223,6 +224,11 @@ static int cpu_launch(backend *b, const step_batch *step) {
     if (b->running) {
         pthread_mutex_unlock(&b->mu);
         return err_set("cpu backend: a step is already in flight");
+    }
+    if (step->block_size != b->block_size) {
+        pthread_mutex_unlock(&b->mu);
+        return err_set("cpu backend: the step uses blocks of %d tokens, the pools have %d", step->block_size,
+                       b->block_size);
     }
     for (int i = 0; i < step->n_seqs; i++)
         if (step->slot[i] < 0 || step->slot[i] >= b->max_slots) {
