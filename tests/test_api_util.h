@@ -14,10 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-static tokenizer *T;
+static __attribute__((unused)) tokenizer *T;
 
 /* Loads the tokenizer, or exits 77 (skip) when tokenizer.json is not installed. */
-static void api_test_load_tokenizer(void) {
+static __attribute__((unused)) void api_test_load_tokenizer(void) {
     char *path = tokenizer_find_json(NULL);
     if (!path) {
         fprintf(stderr, "SKIP: %s\n", err_msg());
@@ -31,7 +31,7 @@ static void api_test_load_tokenizer(void) {
     }
 }
 
-static const api_config CFG = {
+static __attribute__((unused)) const api_config CFG = {
     .served_model_name = "gpt-oss-20b",
     .max_model_len = 4096,
     .default_max_tokens = 0,
@@ -39,7 +39,7 @@ static const api_config CFG = {
 };
 
 /* Ids of harmony text written with special-token names. */
-static ivec ids_of(const char *text) {
+static __attribute__((unused)) ivec ids_of(const char *text) {
     ivec v = {0};
     if (tokenizer_encode_with_specials(T, text, strlen(text), &v) != 0)
         fprintf(stderr, "encode: %s\n", err_msg());
@@ -47,7 +47,7 @@ static ivec ids_of(const char *text) {
 }
 
 /* The prompt as text (specials spelled out). */
-static char *prompt_text(const api_call *c) {
+static __attribute__((unused)) char *prompt_text(const api_call *c) {
     char *s = NULL;
     size_t n;
     if (tokenizer_decode(T, c->req.prompt, (size_t)c->req.n_prompt, &s, &n) != 0) return NULL;
@@ -70,7 +70,7 @@ typedef struct {
 
 /* Feeds the run into s and returns everything written (heap). *complete: the feed that returned 1
  * (or -1 when none did). */
-static char *run_stream(api_stream *s, const ivec *toks, const run_opts *ro, int *complete) {
+static __attribute__((unused)) char *run_stream(api_stream *s, const ivec *toks, const run_opts *ro, int *complete) {
     char *out = NULL;
     size_t out_len = 0;
     int n = (int)toks->len, k = ro->top_k;
@@ -117,14 +117,14 @@ static char *run_stream(api_stream *s, const ivec *toks, const run_opts *ro, int
     return out;
 }
 
-static run_opts stop_run(int32_t stop_token) {
+static __attribute__((unused)) run_opts stop_run(int32_t stop_token) {
     run_opts r = {"stop", stop_token, -1, 0, 0, 10, 0, 0, -1};
     return r;
 }
 
 /* SSE "data:" payloads as a JSON array ("[DONE]" becomes the string "[DONE]"); event names, when
  * there are "event:" lines, go into *events (a JSON array of strings) if events is not NULL. */
-static json_t *sse_parse(const char *s, json_t **events) {
+static __attribute__((unused)) json_t *sse_parse(const char *s, json_t **events) {
     json_t *a = json_array();
     if (events) *events = json_array();
     const char *p = s;
@@ -160,7 +160,7 @@ static json_t *sse_parse(const char *s, json_t **events) {
 }
 
 /* A string at a path like "choices.0.delta.content" (NULL when absent or not a string). */
-static json_t *jpath(json_t *v, const char *path) {
+static __attribute__((unused)) json_t *jpath(json_t *v, const char *path) {
     char buf[256];
     snprintf(buf, sizeof buf, "%s", path);
     char *save = NULL;
@@ -175,10 +175,10 @@ static json_t *jpath(json_t *v, const char *path) {
     }
     return v;
 }
-static const char *jstr(json_t *v, const char *path) {
+static __attribute__((unused)) const char *jstr(json_t *v, const char *path) {
     return json_string_value(jpath(v, path));
 }
-static long long jint(json_t *v, const char *path) {
+static __attribute__((unused)) long long jint(json_t *v, const char *path) {
     return json_integer_value(jpath(v, path));
 }
 #define NN(s) ((s) ? (s) : "(null)")

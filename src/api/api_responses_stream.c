@@ -69,10 +69,12 @@ void api_resp_stream_free(api_stream *s) {
     s->resp = NULL;
 }
 
+/* Sends an event: `type` and `sequence_number` first (as OpenAI writes them), then ev's fields. */
 static void emit(api_stream *s, char **out, size_t *out_len, const char *type, json_t *ev) {
-    json_object_set_new(ev, "type", json_string(type));
-    json_object_set_new(ev, "sequence_number", json_integer(s->resp->seq++));
-    api_out_event(out, out_len, type, ev);
+    json_t *e = json_pack("{sssI}", "type", type, "sequence_number", (json_int_t)s->resp->seq++);
+    json_object_update(e, ev);
+    json_decref(ev);
+    api_out_event(out, out_len, type, e);
 }
 
 static json_t *part_json(const resp_item *it) {
@@ -100,7 +102,7 @@ static json_t *item_json(const resp_item *it, bool done) {
 }
 
 static json_t *response_json(api_stream *s, const char *status, bool final) {
-    json_t *r = s->opts.echo ? json_deep_copy(s->opts.echo) : json_object();
+    json_t *r = json_object();
     json_object_set_new(r, "id", json_string(s->id));
     json_object_set_new(r, "object", json_string("response"));
     json_object_set_new(r, "created_at", json_integer(s->created));
@@ -128,6 +130,7 @@ static json_t *response_json(api_stream *s, const char *status, bool final) {
     } else {
         json_object_set_new(r, "usage", json_null());
     }
+    if (s->opts.echo) json_object_update_missing(r, s->opts.echo);
     return r;
 }
 
