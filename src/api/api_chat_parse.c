@@ -53,6 +53,9 @@ static void calls_add(calls *c, const char *id, const char *name, size_t turn) {
     c->last_turn = turn;
 }
 
+/* The function a tool result answers: the call with its tool_call_id, else the message's own
+ * name; without either, the next unanswered call of the last assistant turn. An id that matches no
+ * call is an error (NULL): the history is inconsistent. */
 static const char *calls_resolve(calls *c, const char *id, const char *name) {
     if (id)
         for (size_t i = c->n; i-- > 0;)
@@ -61,6 +64,7 @@ static const char *calls_resolve(calls *c, const char *id, const char *name) {
                 return c->v[i].name;
             }
     if (name) return name;
+    if (id) return NULL;
     for (size_t i = 0; i < c->n; i++)
         if (c->v[i].turn == c->last_turn && !c->v[i].answered) {
             c->v[i].answered = true;

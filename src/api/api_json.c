@@ -183,8 +183,11 @@ int api_content_text(const json_t *content, const char *param, const char *const
         bool ok = false;
         for (size_t k = 0; type && types[k]; k++) ok = ok || strcmp(type, types[k]) == 0;
         if (!ok) {
-            api_error_set(err, 400, NULL, pt, "Content part type '%s' at '%s' is not supported (text only)",
-                          type ? type : "(missing)", p);
+            if (type)
+                api_error_set(err, 400, NULL, pt, "Invalid value for '%s': content parts of type '%.40s' are not supported (text only)",
+                              pt, type);
+            else
+                api_error_set(err, 400, NULL, pt, "Missing required parameter: '%s'", pt);
             hsb_free(&text);
             return -1;
         }

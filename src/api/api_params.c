@@ -221,8 +221,8 @@ int api_finish_lengths(const json_t *root, const char *const *keys, const char *
     if (len > 0 && n_prompt >= len) {
         api_error_set(err, 400, NULL, prompt_param,
                       "This model's maximum context length is %d tokens. However, your request has "
-                      "%d input tokens. Please reduce the length of the input.",
-                      len, n_prompt);
+                      "%d input tokens (in '%s'). Please reduce the length of the input.",
+                      len, n_prompt, prompt_param);
         snprintf(err->code, sizeof err->code, "context_length_exceeded");
         return -1;
     }
