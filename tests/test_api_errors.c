@@ -69,8 +69,9 @@ static void test_error_json(void) {
     big[699] = 0;
     api_error_set(&e, 400, NULL, NULL, "%s", big);
     j = api_error_json(&e);
-    CHECK(j && json_loads(j, 0, NULL) != NULL, "long message");
-    json_decref(j ? json_loads(j, 0, NULL) : NULL);
+    json_t *v = j ? json_loads(j, 0, NULL) : NULL;
+    CHECK(v != NULL, "long message");
+    json_decref(v);
     free(j);
 }
 

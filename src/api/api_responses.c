@@ -307,7 +307,12 @@ static int parse_text_format(const json_t *root, api_conv *c, api_error *err) {
 
 static void echo_field(json_t *echo, const json_t *root, const char *key, json_t *dflt) {
     json_t *v = json_object_get(root, key);
-    json_object_set_new(echo, key, v && !json_is_null(v) ? json_deep_copy(v) : dflt);
+    if (v && !json_is_null(v)) {
+        json_object_set_new(echo, key, json_deep_copy(v));
+        json_decref(dflt);
+    } else {
+        json_object_set_new(echo, key, dflt);
+    }
 }
 
 /* The request fields a response object repeats. */
