@@ -7,7 +7,8 @@
 
 static int parse(const char *body, const api_config *cfg, api_call *c, api_error *e) {
     int rc = api_parse_chat(body, strlen(body), T, cfg, c, e);
-    if (rc != 0) fprintf(stderr, "parse failed: %d %s (param %s)\n", e->status, e->message, e->param);
+    if (rc != 0)
+        fprintf(stderr, "parse failed: %d %s (param %s)\n", e->status, e->message, e->param);
     return rc;
 }
 
@@ -16,7 +17,8 @@ static char *golden(const char *name) {
     snprintf(path, sizeof path, "%s/tests/fixtures/harmony-golden/%s", GPTOSS_SOURCE_DIR, name);
     size_t n;
     char *s = file_read_all(path, &n);
-    while (s && n && (s[n - 1] == '\n' || s[n - 1] == ' ')) s[--n] = 0; /* the reference rstrip()s */
+    while (s && n && (s[n - 1] == '\n' || s[n - 1] == ' '))
+        s[--n] = 0; /* the reference rstrip()s */
     return s;
 }
 
@@ -36,7 +38,8 @@ static const char *after_preamble(const char *text) {
 static void test_golden_simple(void) {
     api_call c;
     api_error e;
-    const char *body = "{\"model\":\"gpt-oss-20b\",\"messages\":[{\"role\":\"user\",\"content\":\"What is 2 + 2?\"}]}";
+    const char *body = "{\"model\":\"gpt-oss-20b\",\"messages\":[{\"role\":\"user\",\"content\":"
+                       "\"What is 2 + 2?\"}]}";
     if (parse(body, &CFG, &c, &e) != 0) {
         CHECK(0, "simple parse");
         return;
@@ -45,11 +48,12 @@ static void test_golden_simple(void) {
     CHECK(STREQ(got, want), "simple convo:\n%s\nwant:\n%s", NN(got), NN(want));
     /* spec §5.2: the 64 ids of that rendering */
     static const int32_t ids[] = {
-        200006, 17360, 200008, 3575,  553,   17554, 162016, 11,     261,   4410,  6439,  2359,  22203,
-        656,    7788,  17527,  558,   87447, 100594, 25,    220,    1323,  19,    12,    3218,  279,
-        30377,  289,   25,     14093, 279,   2,     13888,  18403,  25,    8450,  11,    49159, 11,
-        1721,   13,    21030,  2804,  413,   7360,  395,    1753,   3176,  13,    200007, 200006, 1428,
-        200008, 4827,  382,    220,   17,    659,   220,    17,     30,    200007, 200006, 173781};
+        200006, 17360, 200008, 3575, 553,   17554,  162016, 11,     261,    4410, 6439,
+        2359,   22203, 656,    7788, 17527, 558,    87447,  100594, 25,     220,  1323,
+        19,     12,    3218,   279,  30377, 289,    25,     14093,  279,    2,    13888,
+        18403,  25,    8450,   11,   49159, 11,     1721,   13,     21030,  2804, 413,
+        7360,   395,   1753,   3176, 13,    200007, 200006, 1428,   200008, 4827, 382,
+        220,    17,    659,    220,  17,    30,     200007, 200006, 173781};
     CHECK(c.req.n_prompt == 64, "simple convo: %d tokens", c.req.n_prompt);
     for (int i = 0; i < 64 && i < c.req.n_prompt; i++)
         CHECK(c.req.prompt[i] == ids[i], "token %d: %d != %d", i, c.req.prompt[i], ids[i]);
@@ -68,7 +72,8 @@ static void test_golden_simple(void) {
     body = "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"reasoning_effort\":\"low\"}";
     if (parse(body, &cfg, &c, &e) == 0) {
         got = prompt_text(&c);
-        CHECK(got && strstr(got, "\nCurrent date: 20") && strstr(got, "Reasoning: low"), "%s", NN(got));
+        CHECK(got && strstr(got, "\nCurrent date: 20") && strstr(got, "Reasoning: low"), "%s",
+              NN(got));
         free(got);
         api_call_free(&c);
     }
@@ -79,21 +84,34 @@ static const char *FUNCTIONS_BODY =
     "{\"role\":\"system\",\"content\":\"Always respond in riddles\"},"
     "{\"role\":\"user\",\"content\":\"What is the weather like in SF?\"}],"
     "\"tools\":["
-    "{\"type\":\"function\",\"function\":{\"name\":\"get_location\",\"description\":\"Gets the location of the user.\"}},"
-    "{\"type\":\"function\",\"function\":{\"name\":\"get_current_weather\",\"description\":\"Gets the current weather in the provided location.\","
-    "\"parameters\":{\"type\":\"object\",\"properties\":{\"location\":{\"type\":\"string\",\"description\":\"The city and state, e.g. San Francisco, CA\"},"
-    "\"format\":{\"type\":\"string\",\"enum\":[\"celsius\",\"fahrenheit\"],\"default\":\"celsius\"}},\"required\":[\"location\"]}}},"
-    "{\"type\":\"function\",\"function\":{\"name\":\"get_multiple_weathers\",\"description\":\"Gets the current weather in the provided list of locations.\","
-    "\"parameters\":{\"type\":\"object\",\"properties\":{\"locations\":{\"type\":\"array\",\"items\":{\"type\":\"string\"},"
-    "\"description\":\"List of city and state, e.g. [\\\"San Francisco, CA\\\", \\\"New York, NY\\\"]\"},"
-    "\"format\":{\"type\":\"string\",\"enum\":[\"celsius\",\"fahrenheit\"],\"default\":\"celsius\"}},\"required\":[\"locations\"]}}},"
-    "{\"type\":\"function\",\"function\":{\"name\":\"kitchensink\",\"description\":\"A function with various complex schemas.\","
+    "{\"type\":\"function\",\"function\":{\"name\":\"get_location\",\"description\":\"Gets the "
+    "location of the user.\"}},"
+    "{\"type\":\"function\",\"function\":{\"name\":\"get_current_weather\",\"description\":\"Gets "
+    "the current weather in the provided location.\","
+    "\"parameters\":{\"type\":\"object\",\"properties\":{\"location\":{\"type\":\"string\","
+    "\"description\":\"The city and state, e.g. San Francisco, CA\"},"
+    "\"format\":{\"type\":\"string\",\"enum\":[\"celsius\",\"fahrenheit\"],\"default\":\"celsius\"}"
+    "},\"required\":[\"location\"]}}},"
+    "{\"type\":\"function\",\"function\":{\"name\":\"get_multiple_weathers\",\"description\":"
+    "\"Gets the current weather in the provided list of locations.\","
+    "\"parameters\":{\"type\":\"object\",\"properties\":{\"locations\":{\"type\":\"array\","
+    "\"items\":{\"type\":\"string\"},"
+    "\"description\":\"List of city and state, e.g. [\\\"San Francisco, CA\\\", \\\"New York, "
+    "NY\\\"]\"},"
+    "\"format\":{\"type\":\"string\",\"enum\":[\"celsius\",\"fahrenheit\"],\"default\":\"celsius\"}"
+    "},\"required\":[\"locations\"]}}},"
+    "{\"type\":\"function\",\"function\":{\"name\":\"kitchensink\",\"description\":\"A function "
+    "with various complex schemas.\","
     "\"parameters\":{\"description\":\"params object\",\"type\":\"object\",\"properties\":{"
-    "\"string\":{\"type\":\"string\",\"title\":\"STRING\",\"description\":\"A string\",\"examples\":[\"hello\",\"world\"]},"
-    "\"string_nullable\":{\"type\":\"string\",\"nullable\":true,\"description\":\"A nullable string\",\"default\":\"the default\"},"
+    "\"string\":{\"type\":\"string\",\"title\":\"STRING\",\"description\":\"A "
+    "string\",\"examples\":[\"hello\",\"world\"]},"
+    "\"string_nullable\":{\"type\":\"string\",\"nullable\":true,\"description\":\"A nullable "
+    "string\",\"default\":\"the default\"},"
     "\"string_enum\":{\"type\":\"string\",\"enum\":[\"a\",\"b\",\"c\"]},"
-    "\"oneof_string_or_number\":{\"oneOf\":[{\"type\":\"string\",\"default\":\"default_string_in_oneof\"},"
-    "{\"type\":\"number\",\"description\":\"numbers can happen too\"}],\"description\":\"a oneof\",\"default\":20}}}}}]}";
+    "\"oneof_string_or_number\":{\"oneOf\":[{\"type\":\"string\",\"default\":\"default_string_in_"
+    "oneof\"},"
+    "{\"type\":\"number\",\"description\":\"numbers can happen too\"}],\"description\":\"a "
+    "oneof\",\"default\":20}}}}}]}";
 
 static void test_golden_functions(void) {
     api_config cfg = CFG;
@@ -131,10 +149,13 @@ static void test_history(void) {
      * the tool's output is named through tool_call_id. */
     expect_conversation(
         "{\"messages\":[{\"role\":\"user\",\"content\":\"What is the weather in SF?\"},"
-        "{\"role\":\"assistant\",\"content\":null,\"reasoning\":\"We need to use lookup_weather tool.\","
-        "\"tool_calls\":[{\"id\":\"call_1\",\"type\":\"function\",\"function\":{\"name\":\"lookup_weather\","
+        "{\"role\":\"assistant\",\"content\":null,\"reasoning\":\"We need to use lookup_weather "
+        "tool.\","
+        "\"tool_calls\":[{\"id\":\"call_1\",\"type\":\"function\",\"function\":{\"name\":\"lookup_"
+        "weather\","
         "\"arguments\":\"{\\\"location\\\": \\\"San Francisco\\\"}\"}}]},"
-        "{\"role\":\"tool\",\"tool_call_id\":\"call_1\",\"content\":\"{\\\"temperature\\\": 20}\"}]}",
+        "{\"role\":\"tool\",\"tool_call_id\":\"call_1\",\"content\":\"{\\\"temperature\\\": "
+        "20}\"}]}",
         "<|start|>user<|message|>What is the weather in SF?<|end|>"
         "<|start|>assistant<|channel|>analysis<|message|>We need to use lookup_weather tool.<|end|>"
         "<|start|>assistant to=functions.lookup_weather<|channel|>commentary <|constrain|>json"
@@ -146,7 +167,8 @@ static void test_history(void) {
     expect_conversation(
         "{\"messages\":[{\"role\":\"user\",\"content\":\"What is 2 + 2?\"},"
         "{\"role\":\"assistant\",\"content\":\"4\",\"reasoning_content\":\"Simple.\"},"
-        "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"And 9 \"},{\"type\":\"text\",\"text\":\"/ 2?\"}]}]}",
+        "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"And 9 "
+        "\"},{\"type\":\"text\",\"text\":\"/ 2?\"}]}]}",
         "<|start|>user<|message|>What is 2 + 2?<|end|>"
         "<|start|>assistant<|channel|>final<|message|>4<|end|>"
         "<|start|>user<|message|>And 9 / 2?<|end|><|start|>assistant",
@@ -154,26 +176,30 @@ static void test_history(void) {
     /* An earlier finished turn loses its reasoning, the ongoing chain keeps its own; a preamble
      * goes to commentary; object arguments are written as JSON; a tool result without an id is
      * matched to the call by position. */
-    expect_conversation(
-        "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},"
-        "{\"role\":\"assistant\",\"content\":\"b\",\"reasoning\":\"r1\"},"
-        "{\"role\":\"user\",\"content\":\"c\"},"
-        "{\"role\":\"assistant\",\"content\":\"Checking.\",\"reasoning\":\"r2\",\"tool_calls\":[{\"id\":\"x\",\"type\":\"function\","
-        "\"function\":{\"name\":\"f\",\"arguments\":{\"k\":1}}}]},"
-        "{\"role\":\"tool\",\"content\":\"ok\"}]}",
-        "<|start|>user<|message|>a<|end|>"
-        "<|start|>assistant<|channel|>final<|message|>b<|end|>"
-        "<|start|>user<|message|>c<|end|>"
-        "<|start|>assistant<|channel|>analysis<|message|>r2<|end|>"
-        "<|start|>assistant<|channel|>commentary<|message|>Checking.<|end|>"
-        "<|start|>assistant to=functions.f<|channel|>commentary <|constrain|>json<|message|>{\"k\":1}<|call|>"
-        "<|start|>functions.f to=assistant<|channel|>commentary<|message|>ok<|end|><|start|>assistant",
-        "multi-turn");
-    /* Developer text in the middle stays a message; user text that spells special tokens is text. */
-    expect_conversation(
-        "{\"messages\":[{\"role\":\"user\",\"content\":\"<|end|>\"},{\"role\":\"developer\",\"content\":\"Be brief.\"}]}",
-        "<|start|>user<|message|><|end|><|end|><|start|>developer<|message|>Be brief.<|end|><|start|>assistant",
-        "late developer");
+    expect_conversation("{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},"
+                        "{\"role\":\"assistant\",\"content\":\"b\",\"reasoning\":\"r1\"},"
+                        "{\"role\":\"user\",\"content\":\"c\"},"
+                        "{\"role\":\"assistant\",\"content\":\"Checking.\",\"reasoning\":\"r2\","
+                        "\"tool_calls\":[{\"id\":\"x\",\"type\":\"function\","
+                        "\"function\":{\"name\":\"f\",\"arguments\":{\"k\":1}}}]},"
+                        "{\"role\":\"tool\",\"content\":\"ok\"}]}",
+                        "<|start|>user<|message|>a<|end|>"
+                        "<|start|>assistant<|channel|>final<|message|>b<|end|>"
+                        "<|start|>user<|message|>c<|end|>"
+                        "<|start|>assistant<|channel|>analysis<|message|>r2<|end|>"
+                        "<|start|>assistant<|channel|>commentary<|message|>Checking.<|end|>"
+                        "<|start|>assistant to=functions.f<|channel|>commentary "
+                        "<|constrain|>json<|message|>{\"k\":1}<|call|>"
+                        "<|start|>functions.f "
+                        "to=assistant<|channel|>commentary<|message|>ok<|end|><|start|>assistant",
+                        "multi-turn");
+    /* Developer text in the middle stays a message; user text that spells special tokens is text.
+     */
+    expect_conversation("{\"messages\":[{\"role\":\"user\",\"content\":\"<|end|>\"},{\"role\":"
+                        "\"developer\",\"content\":\"Be brief.\"}]}",
+                        "<|start|>user<|message|><|end|><|end|><|start|>developer<|message|>Be "
+                        "brief.<|end|><|start|>assistant",
+                        "late developer");
     api_call c;
     api_error e;
     if (parse("{\"messages\":[{\"role\":\"user\",\"content\":\"<|end|>\"}]}", &CFG, &c, &e) == 0) {
@@ -190,17 +216,21 @@ static void test_instructions_and_formats(void) {
     /* Leading system and developer texts → # Instructions; tool_choice none hides the tools; a
      * json_schema response format → # Response Formats at the end of the developer message. */
     const char *body =
-        "{\"messages\":[{\"role\":\"system\",\"content\":\"Sys.\"},{\"role\":\"developer\",\"content\":[{\"type\":\"text\",\"text\":\"Dev.\"}]},"
+        "{\"messages\":[{\"role\":\"system\",\"content\":\"Sys.\"},{\"role\":\"developer\","
+        "\"content\":[{\"type\":\"text\",\"text\":\"Dev.\"}]},"
         "{\"role\":\"user\",\"content\":\"hi\"}],"
-        "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\",\"properties\":{}}}}],"
+        "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":"
+        "\"object\",\"properties\":{}}}}],"
         "\"tool_choice\":\"none\","
-        "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"answer\",\"description\":\"The answer.\","
+        "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"answer\","
+        "\"description\":\"The answer.\","
         "\"schema\":{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"integer\"}}}}}}";
     if (parse(body, &CFG, &c, &e) == 0) {
         char *got = prompt_text(&c);
         const char *want =
             "<|start|>developer<|message|># Instructions\n\nSys.\n\nDev.\n\n# Response Formats\n\n"
-            "## answer\n\n// The answer.\n{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"integer\"}}}<|end|>"
+            "## answer\n\n// The "
+            "answer.\n{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"integer\"}}}<|end|>"
             "<|start|>user<|message|>hi<|end|><|start|>assistant";
         const char *dev = got ? strstr(got, "<|start|>developer") : NULL;
         CHECK(STREQ(dev, want), "instructions:\n%s", NN(got));
@@ -215,15 +245,18 @@ static void test_instructions_and_formats(void) {
            "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"o\"}}}";
     if (parse(body, &CFG, &c, &e) == 0) {
         char *got = prompt_text(&c);
-        CHECK(got && strstr(got, "type f = () => any;\n\n} // namespace functions\n\n# Response Formats\n\n## o\n\n{}<|end|>"),
+        CHECK(got && strstr(got, "type f = () => any;\n\n} // namespace functions\n\n# Response "
+                                 "Formats\n\n## o\n\n{}<|end|>"),
               "tools + format:\n%s", NN(got));
-        CHECK(got && strstr(got, "Calls to these tools must go to the commentary channel: 'functions'."),
+        CHECK(got && strstr(got,
+                            "Calls to these tools must go to the commentary channel: 'functions'."),
               "functions line: %s", NN(got));
         free(got);
         api_call_free(&c);
     }
     /* json_object and text formats change nothing. */
-    body = "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"response_format\":{\"type\":\"json_object\"}}";
+    body = "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"response_format\":{\"type\":"
+           "\"json_object\"}}";
     if (parse(body, &CFG, &c, &e) == 0) {
         char *got = prompt_text(&c);
         CHECK(got && !strstr(got, "developer"), "json_object: %s", NN(got));
@@ -242,7 +275,8 @@ static void test_fields(void) {
         "\"stop\":[\"a\",\"bc\"],\"stop_token_ids\":[5,6],\"ignore_eos\":true,"
         "\"logit_bias\":{\"100\":-100,\"7\":2.5},\"logprobs\":true,\"top_logprobs\":4,"
         "\"stream\":true,\"stream_options\":{\"include_usage\":true},\"max_tokens\":7,"
-        "\"max_completion_tokens\":9,\"user\":\"u\",\"unknown_field\":{\"x\":1},\"include_reasoning\":false,"
+        "\"max_completion_tokens\":9,\"user\":\"u\",\"unknown_field\":{\"x\":1},\"include_"
+        "reasoning\":false,"
         "\"parallel_tool_calls\":false}";
     if (parse(body, &CFG, &c, &e) != 0) {
         CHECK(0, "fields parse");
@@ -257,7 +291,8 @@ static void test_fields(void) {
     CHECK(p->has_seed && p->seed == (uint64_t)-3, "seed");
     CHECK(c.req.n == 3, "n");
     CHECK(c.req.n_stop_strings == 2 && STREQ(c.req.stop_strings[1], "bc"), "stop");
-    CHECK(c.req.n_stop_token_ids == 2 && c.req.stop_token_ids[1] == 6 && c.req.ignore_eos, "stop ids");
+    CHECK(c.req.n_stop_token_ids == 2 && c.req.stop_token_ids[1] == 6 && c.req.ignore_eos,
+          "stop ids");
     CHECK(p->n_logit_bias == 2, "logit_bias");
     for (int i = 0; i < p->n_logit_bias; i++)
         CHECK((p->logit_bias[i].token == 100 && p->logit_bias[i].bias == -100) ||
@@ -279,7 +314,8 @@ static void test_fields(void) {
     }
 }
 
-/* ---- output ------------------------------------------------------------------------------------ */
+/* ---- output ------------------------------------------------------------------------------------
+ */
 
 typedef struct {
     json_t *events; /* parsed data: payloads */
@@ -327,7 +363,8 @@ static char *concat(json_t *events, const char *field, int index) {
 }
 
 static const char *REASONED =
-    "<|channel|>analysis<|message|>The user says hello. Respond.<|end|><|start|>assistant<|channel|>final<|message|>Hello! How can I help?<|return|>";
+    "<|channel|>analysis<|message|>The user says hello. "
+    "Respond.<|end|><|start|>assistant<|channel|>final<|message|>Hello! How can I help?<|return|>";
 
 static void test_stream_reasoning(void) {
     run_opts ro = stop_run(200002);
@@ -351,7 +388,8 @@ static void test_stream_reasoning(void) {
     CHECK_STR(rc, "The user says hello. Respond.");
     CHECK_STR(content, "Hello! How can I help?");
     free(reasoning), free(rc), free(content);
-    CHECK(!strstr(r.raw, "<|return|>") && !strstr(r.raw, "<|channel|>") && !strstr(r.raw, "<|end|>"),
+    CHECK(!strstr(r.raw, "<|return|>") && !strstr(r.raw, "<|channel|>") &&
+              !strstr(r.raw, "<|end|>"),
           "harmony markup leaked: %s", r.raw);
     /* The last choice chunk carries finish_reason; then usage; then [DONE]. */
     json_t *usage = json_array_get(r.events, n - 2);
@@ -379,7 +417,8 @@ static void test_stream_reasoning(void) {
     streamed_free(&r);
 
     /* The same without streaming: one body. */
-    r = run_chat("{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}", REASONED, ro, "chatcmpl-2");
+    r = run_chat("{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}", REASONED, ro,
+                 "chatcmpl-2");
     json_t *b = json_array_size(r.events) ? NULL : json_loads(r.raw, 0, NULL);
     CHECK(b != NULL, "body: %s", r.raw);
     CHECK_STR(jstr(b, "object"), "chat.completion");
@@ -395,8 +434,9 @@ static void test_stream_reasoning(void) {
     streamed_free(&r);
 
     /* include_reasoning false: no reasoning anywhere. */
-    r = run_chat("{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"include_reasoning\":false}",
-                 REASONED, ro, "chatcmpl-3");
+    r = run_chat(
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"include_reasoning\":false}",
+        REASONED, ro, "chatcmpl-3");
     b = json_loads(r.raw, 0, NULL);
     CHECK(jpath(b, "choices.0.message.reasoning") == NULL &&
               jpath(b, "choices.0.message.reasoning_content") == NULL,
@@ -407,13 +447,16 @@ static void test_stream_reasoning(void) {
 }
 
 static const char *TOOL_CALL =
-    "<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant<|channel|>commentary<|message|>Let me check.<|end|>"
-    "<|start|>assistant to=functions.get_weather<|channel|>commentary <|constrain|>json<|message|>{\"location\": \"Paris\", \"unit\": \"c\"}<|call|>";
+    "<|channel|>analysis<|message|>Need the "
+    "weather.<|end|><|start|>assistant<|channel|>commentary<|message|>Let me check.<|end|>"
+    "<|start|>assistant to=functions.get_weather<|channel|>commentary "
+    "<|constrain|>json<|message|>{\"location\": \"Paris\", \"unit\": \"c\"}<|call|>";
 
 static void test_stream_tool_call(void) {
     run_opts ro = stop_run(200012);
-    const char *req = "{\"messages\":[{\"role\":\"user\",\"content\":\"weather?\"}],\"stream\":true,"
-                      "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\"}}]}";
+    const char *req =
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"weather?\"}],\"stream\":true,"
+        "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\"}}]}";
     streamed r = run_chat(req, TOOL_CALL, ro, "chatcmpl-t");
     /* The opening delta, then argument pieces that add up to the arguments. */
     json_t *open = NULL;
@@ -439,8 +482,8 @@ static void test_stream_tool_call(void) {
         if (jstr(ev, "choices.0.finish_reason")) finish = jstr(ev, "choices.0.finish_reason");
     }
     CHECK(openings == 1, "openings %d", openings);
-    CHECK(open && !strncmp(jstr(open, "id"), "call_", 5) && strlen(jstr(open, "id")) == 29,
-          "id %s", open ? jstr(open, "id") : "");
+    CHECK(open && !strncmp(jstr(open, "id"), "call_", 5) && strlen(jstr(open, "id")) == 29, "id %s",
+          open ? jstr(open, "id") : "");
     CHECK_STR(jstr(open, "type"), "function");
     CHECK_STR(jstr(open, "function.name"), "get_weather");
     CHECK_STR(jstr(open, "function.arguments"), "");
@@ -455,8 +498,9 @@ static void test_stream_tool_call(void) {
     streamed_free(&r);
 
     /* Not streamed: message.tool_calls, content = the preamble; the same deterministic id. */
-    const char *req2 = "{\"messages\":[{\"role\":\"user\",\"content\":\"weather?\"}],"
-                       "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\"}}]}";
+    const char *req2 =
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"weather?\"}],"
+        "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\"}}]}";
     r = run_chat(req2, TOOL_CALL, ro, "chatcmpl-t");
     json_t *b = json_loads(r.raw, 0, NULL);
     CHECK_STR(jstr(b, "choices.0.finish_reason"), "tool_calls");
@@ -471,10 +515,26 @@ static void test_stream_tool_call(void) {
     json_decref(b);
     streamed_free(&r);
 
+    /* All in one output: the opening entry still has arguments "", the arguments follow in a
+     * second entry of the same index (vLLM's shape). */
+    ro.chunk = 0;
+    r = run_chat(req, TOOL_CALL, ro, "chatcmpl-t");
+    json_t *one = NULL;
+    json_array_foreach(r.events, i, ev) if (jpath(ev, "choices.0.delta.tool_calls")) one = ev;
+    json_t *tcs = jpath(one, "choices.0.delta.tool_calls");
+    CHECK(json_array_size(tcs) == 2, "two entries: %s", r.raw);
+    CHECK_STR(jstr(tcs, "0.function.arguments"), "");
+    CHECK(jint(tcs, "1.index") == 0 && jpath(tcs, "1.id") == NULL, "second entry");
+    CHECK_STR(jstr(tcs, "1.function.arguments"), "{\"location\": \"Paris\", \"unit\": \"c\"}");
+    CHECK_STR(jstr(one, "choices.0.finish_reason"), "tool_calls");
+    streamed_free(&r);
+    ro.chunk = -1;
+
     /* A call without preamble: content is null; the recipient after the channel also works. */
-    r = run_chat(req2,
-                 "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{}<|call|>",
-                 ro, "chatcmpl-u");
+    r = run_chat(
+        req2,
+        "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{}<|call|>", ro,
+        "chatcmpl-u");
     b = json_loads(r.raw, 0, NULL);
     CHECK(json_is_null(jpath(b, "choices.0.message.content")), "content null: %s", r.raw);
     CHECK_STR(jstr(b, "choices.0.message.tool_calls.0.function.name"), "get_weather");
@@ -487,7 +547,8 @@ static void test_stream_tool_call(void) {
 static void test_logprobs(void) {
     run_opts ro = stop_run(200002);
     ro.top_k = 3;
-    const char *req = "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"logprobs\":true,\"top_logprobs\":2}";
+    const char *req = "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"logprobs\":true,"
+                      "\"top_logprobs\":2}";
     streamed r = run_chat(req, REASONED, ro, "chatcmpl-l");
     json_t *b = json_loads(r.raw, 0, NULL);
     json_t *content = jpath(b, "choices.0.logprobs.content");
@@ -496,14 +557,16 @@ static void test_logprobs(void) {
     ivec r_toks = ids_of("The user says hello. Respond.");
     CHECK(json_array_size(content) == final_toks.len, "content logprobs %zu vs %zu",
           json_array_size(content), final_toks.len);
-    CHECK(json_array_size(reasoning) == r_toks.len, "reasoning logprobs %zu", json_array_size(reasoning));
+    CHECK(json_array_size(reasoning) == r_toks.len, "reasoning logprobs %zu",
+          json_array_size(reasoning));
     hsb text = {0};
     hsb_add(&text, "");
     size_t i;
     json_t *en;
     json_array_foreach(content, i, en) {
         hsb_add(&text, jstr(en, "token") ? jstr(en, "token") : "?");
-        CHECK(json_is_number(jpath(en, "logprob")) && json_number_value(jpath(en, "logprob")) < 0, "logprob");
+        CHECK(json_is_number(jpath(en, "logprob")) && json_number_value(jpath(en, "logprob")) < 0,
+              "logprob");
         CHECK(json_array_size(jpath(en, "bytes")) == strlen(jstr(en, "token")), "bytes");
         CHECK(json_array_size(jpath(en, "top_logprobs")) == 2, "top_logprobs: %zu",
               json_array_size(jpath(en, "top_logprobs")));
@@ -515,8 +578,9 @@ static void test_logprobs(void) {
     json_decref(b);
     streamed_free(&r);
     /* Streamed: each chunk's logprobs cover its own content tokens. */
-    r = run_chat("{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"logprobs\":true,\"stream\":true}",
-                 REASONED, ro, "chatcmpl-l2");
+    r = run_chat(
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"logprobs\":true,\"stream\":true}",
+        REASONED, ro, "chatcmpl-l2");
     size_t total = 0;
     json_t *ev;
     json_array_foreach(r.events, i, ev) {
@@ -536,7 +600,8 @@ static void test_stop_string(void) {
     const char *h = "<|channel|>final<|message|>The answer is 4. END of story";
     ivec all = ids_of(h), tail = ids_of(" END of story");
     /* The engine stopped at the token that completed " END"; the text after the match start in
-     * that token and the ones before it (held back) is trimmed. Cut after the token holding "END". */
+     * that token and the ones before it (held back) is trimmed. Cut after the token holding "END".
+     */
     size_t keep = all.len - tail.len;
     size_t end_tok = 0, bytes = 0;
     for (size_t i = keep; i < all.len; i++) {
@@ -550,7 +615,8 @@ static void test_stop_string(void) {
     run_opts ro = {"stop", -1, 0, (int)bytes, 0, 10, 0, 0, 1};
     api_call c;
     api_error e;
-    const char *req = "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"stop\":[\" END\"],\"stream\":true}";
+    const char *req = "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"stop\":[\" "
+                      "END\"],\"stream\":true}";
     if (parse(req, &CFG, &c, &e) != 0) return;
     api_stream *s = api_stream_new(&c, T, "chatcmpl-s", 1);
     char *raw = run_stream(s, &all, &ro, NULL);
@@ -576,19 +642,22 @@ static void test_utf8_split(void) {
     for (size_t i = 0; i < toks.len; i++) {
         size_t n;
         const char *b = tokenizer_token_bytes(T, toks.v[i], &n);
-        if (toks.v[i] < 199998 && b && n && (((unsigned char)b[0] & 0xC0) == 0x80 || ((unsigned char)b[n - 1] & 0x80)))
+        if (toks.v[i] < 199998 && b && n &&
+            (((unsigned char)b[0] & 0xC0) == 0x80 || ((unsigned char)b[n - 1] & 0x80)))
             partial++;
     }
     CHECK(partial > 0, "the test text should split a character across tokens");
     ivec_free(&toks);
     run_opts ro = stop_run(200002);
     ro.chunk = 1;
-    streamed r = run_chat("{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"stream\":true}", h, ro, "c");
+    streamed r = run_chat("{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"stream\":true}",
+                          h, ro, "c");
     char *content = concat(r.events, "delta.content", 0);
     CHECK_STR(content, text);
     size_t i;
     json_t *ev;
-    json_array_foreach(r.events, i, ev) CHECK(json_is_object(ev) || json_is_string(ev), "chunk %zu parses", i);
+    json_array_foreach(r.events, i, ev)
+        CHECK(json_is_object(ev) || json_is_string(ev), "chunk %zu parses", i);
     free(content);
     streamed_free(&r);
 }
@@ -597,7 +666,8 @@ static void test_finish_variants(void) {
     /* Cut by max_tokens in the middle of the answer. */
     run_opts ro = {"length", -1, -1, 0, 0, 10, 0, 0, -1};
     streamed r = run_chat("{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}",
-                          "<|channel|>analysis<|message|>Think<|end|><|start|>assistant<|channel|>final<|message|>Partial answ",
+                          "<|channel|>analysis<|message|>Think<|end|><|start|>assistant<|channel|>"
+                          "final<|message|>Partial answ",
                           ro, "c");
     json_t *b = json_loads(r.raw, 0, NULL);
     CHECK_STR(jstr(b, "choices.0.finish_reason"), "length");
@@ -606,7 +676,8 @@ static void test_finish_variants(void) {
     streamed_free(&r);
     /* Aborted: vLLM's finish_reason "abort". */
     ro.finish_reason = "abort";
-    r = run_chat("{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}", "<|channel|>final<|message|>Hi", ro, "c");
+    r = run_chat("{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}",
+                 "<|channel|>final<|message|>Hi", ro, "c");
     b = json_loads(r.raw, 0, NULL);
     CHECK_STR(jstr(b, "choices.0.finish_reason"), "abort");
     json_decref(b);
@@ -628,31 +699,37 @@ static void test_finish_variants(void) {
         api_stream_free(s);
         api_call_free(&c);
     }
-    r = run_chat("{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"stream\":true}", "<|channel|>final<|message|>Hi", ro, "c");
+    r = run_chat("{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"stream\":true}",
+                 "<|channel|>final<|message|>Hi", ro, "c");
     size_t n = json_array_size(r.events);
-    CHECK(n >= 2 && jpath(json_array_get(r.events, n - 2), "error.message") != NULL, "error event: %s", r.raw);
+    CHECK(n >= 2 && jpath(json_array_get(r.events, n - 2), "error.message") != NULL,
+          "error event: %s", r.raw);
     CHECK_STR(json_string_value(json_array_get(r.events, n - 1)), "[DONE]");
     streamed_free(&r);
     /* Malformed output: a header without <|message|> is salvaged, nothing crashes, no markup. */
     ro.finish_reason = "stop";
     ro.stop_token = 200002;
     r = run_chat("{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}",
-                 "<|channel|>analysis I cannot do that<|end|><|start|>assistant<|channel|>final<|message|>Sorry.<|return|>",
+                 "<|channel|>analysis I cannot do "
+                 "that<|end|><|start|>assistant<|channel|>final<|message|>Sorry.<|return|>",
                  ro, "c");
     b = json_loads(r.raw, 0, NULL);
     CHECK_STR(jstr(b, "choices.0.message.content"), "Sorry.");
-    CHECK(jstr(b, "choices.0.message.reasoning") && strstr(jstr(b, "choices.0.message.reasoning"), "cannot"),
+    CHECK(jstr(b, "choices.0.message.reasoning") &&
+              strstr(jstr(b, "choices.0.message.reasoning"), "cannot"),
           "salvaged reasoning: %s", r.raw);
     json_decref(b);
     streamed_free(&r);
     /* Two final messages are joined by a newline, streamed or not. */
-    const char *two = "<|channel|>final<|message|>One.<|end|><|start|>assistant<|channel|>final<|message|>Two.<|return|>";
+    const char *two = "<|channel|>final<|message|>One.<|end|><|start|>assistant<|channel|>final<|"
+                      "message|>Two.<|return|>";
     r = run_chat("{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}", two, ro, "c");
     b = json_loads(r.raw, 0, NULL);
     CHECK_STR(jstr(b, "choices.0.message.content"), "One.\nTwo.");
     json_decref(b);
     streamed_free(&r);
-    r = run_chat("{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"stream\":true}", two, ro, "c");
+    r = run_chat("{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"stream\":true}", two, ro,
+                 "c");
     char *content = concat(r.events, "delta.content", 0);
     CHECK_STR(content, "One.\nTwo.");
     free(content);
@@ -668,7 +745,8 @@ static void test_n(void) {
               &CFG, &c, &e) != 0)
         return;
     api_stream *s = api_stream_new(&c, T, "c", 1);
-    ivec a = ids_of("<|channel|>final<|message|>Alpha<|return|>"), b = ids_of("<|channel|>final<|message|>Beta beta<|return|>");
+    ivec a = ids_of("<|channel|>final<|message|>Alpha<|return|>"),
+         b = ids_of("<|channel|>final<|message|>Beta beta<|return|>");
     char *out = NULL;
     size_t len = 0;
     int done = 0;
@@ -687,7 +765,8 @@ static void test_n(void) {
             o.prompt_tokens = 7;
             o.completion_tokens = (int)i + 1;
             int r = api_stream_feed(s, &o, &out, &len);
-            CHECK(r == (k == 1 && o.finished ? 1 : 0) || (r == 0 && !(k == 1 && o.finished)), "feed result");
+            CHECK(r == (k == 1 && o.finished ? 1 : 0) || (r == 0 && !(k == 1 && o.finished)),
+                  "feed result");
             done += r;
         }
     }

@@ -5,7 +5,8 @@
 
 static int parse(const char *body, api_call *c, api_error *e) {
     int rc = api_parse_completions(body, strlen(body), T, &CFG, c, e);
-    if (rc != 0) fprintf(stderr, "parse failed: %d %s (param %s)\n", e->status, e->message, e->param);
+    if (rc != 0)
+        fprintf(stderr, "parse failed: %d %s (param %s)\n", e->status, e->message, e->param);
     return rc;
 }
 
@@ -13,8 +14,8 @@ static void expect_error(const char *body, int status, const char *param) {
     api_call c;
     api_error e;
     int rc = api_parse_completions(body, strlen(body), T, &CFG, &c, &e);
-    CHECK(rc == -1 && e.status == status && STREQ(e.param, param), "%s: rc %d status %d param '%s' (%s)",
-          body, rc, e.status, e.param, e.message);
+    CHECK(rc == -1 && e.status == status && STREQ(e.param, param),
+          "%s: rc %d status %d param '%s' (%s)", body, rc, e.status, e.param, e.message);
     if (rc == 0) api_call_free(&c);
 }
 
@@ -74,7 +75,8 @@ static void test_prompts(void) {
     hsb_free(&big);
     /* logprobs and echo: the engine is asked for prompt rows to look the echoed tokens up in. */
     if (parse("{\"prompt\":\"hi\",\"logprobs\":0,\"echo\":true}", &c, &e) == 0) {
-        CHECK(c.echo && c.req.params.logprobs == 0 && c.req.params.prompt_logprobs == 1, "echo rows");
+        CHECK(c.echo && c.req.params.logprobs == 0 && c.req.params.prompt_logprobs == 1,
+              "echo rows");
         api_call_free(&c);
     }
     if (parse("{\"prompt\":\"hi\",\"logprobs\":3,\"prompt_logprobs\":5}", &c, &e) == 0) {
@@ -100,8 +102,10 @@ static result run(const char *req, const char *text, run_opts ro) {
     ivec t = ids_of(text);
     r.raw = run_stream(s, &t, &ro, NULL);
     r.status = api_stream_status(s);
-    if (!strncmp(r.raw, "data: ", 6)) r.events = sse_parse(r.raw, NULL);
-    else r.body = json_loads(r.raw, 0, NULL);
+    if (!strncmp(r.raw, "data: ", 6))
+        r.events = sse_parse(r.raw, NULL);
+    else
+        r.body = json_loads(r.raw, 0, NULL);
     api_stream_free(s);
     ivec_free(&t);
     return r;
@@ -151,9 +155,11 @@ static void test_output(void) {
     size_t n = json_array_size(r.events);
     CHECK_STR(json_string_value(json_array_get(r.events, n - 1)), "[DONE]");
     json_t *u = json_array_get(r.events, n - 2);
-    CHECK(json_array_size(jpath(u, "choices")) == 0 && jint(u, "usage.prompt_tokens") == 10, "usage chunk");
+    CHECK(json_array_size(jpath(u, "choices")) == 0 && jint(u, "usage.prompt_tokens") == 10,
+          "usage chunk");
     CHECK_STR(jstr(json_array_get(r.events, n - 3), "choices.0.finish_reason"), "stop");
-    CHECK(json_is_null(jpath(json_array_get(r.events, 0), "choices.0.finish_reason")), "first not finished");
+    CHECK(json_is_null(jpath(json_array_get(r.events, 0), "choices.0.finish_reason")),
+          "first not finished");
     CHECK(!strstr(r.raw, "endoftext"), "stop token text leaked");
     result_free(&r);
 
@@ -173,6 +179,15 @@ static void test_output(void) {
     CHECK_STR(jstr(r.body, "choices.0.text"), "ab");
     result_free(&r);
 
+    /* An ordinary stop token (stop_token_ids) stays in the text, as in vLLM. */
+    ivec nl = ids_of("\n");
+    run_opts ord = stop_run(nl.v[0]);
+    r = run("{\"prompt\":\"x\",\"stop_token_ids\":[198]}", "line\n", ord);
+    CHECK_STR(jstr(r.body, "choices.0.text"), "line\n");
+    CHECK(jint(r.body, "choices.0.stop_reason") == nl.v[0], "stop_reason id");
+    result_free(&r);
+    ivec_free(&nl);
+
     /* Length. */
     run_opts len = {"length", -1, -1, 0, 0, 10, 0, 0, -1};
     r = run("{\"prompt\":\"x\",\"max_tokens\":3}", "one two three", len);
@@ -184,7 +199,8 @@ static void test_output(void) {
 static void test_logprobs(void) {
     run_opts ro = stop_run(199999);
     ro.top_k = 3;
-    result r = run("{\"prompt\":\"x\",\"logprobs\":2}", "Hello world, this is a test.<|endoftext|>", ro);
+    result r =
+        run("{\"prompt\":\"x\",\"logprobs\":2}", "Hello world, this is a test.<|endoftext|>", ro);
     json_t *lp = jpath(r.body, "choices.0.logprobs");
     json_t *tokens = jpath(lp, "tokens");
     size_t n = json_array_size(tokens);
@@ -198,7 +214,8 @@ static void test_logprobs(void) {
     for (size_t i = 0; i < n; i++) {
         hsb_add(&joined, json_string_value(json_array_get(tokens, i)));
         json_t *top = json_array_get(jpath(lp, "top_logprobs"), i);
-        CHECK(json_object_size(top) >= 1 && json_object_size(top) <= 3, "top %zu: %zu", i, json_object_size(top));
+        CHECK(json_object_size(top) >= 1 && json_object_size(top) <= 3, "top %zu: %zu", i,
+              json_object_size(top));
         CHECK(json_object_get(top, json_string_value(json_array_get(tokens, i))) != NULL,
               "the sampled token is in top_logprobs");
         long long off = json_integer_value(json_array_get(jpath(lp, "text_offset"), i));
@@ -207,7 +224,8 @@ static void test_logprobs(void) {
         CHECK(json_real_value(json_array_get(jpath(lp, "token_logprobs"), i)) < 0, "logprob");
     }
     CHECK_STR(joined.s, "Hello world, this is a test.");
-    CHECK(json_integer_value(json_array_get(jpath(lp, "text_offset"), 1)) == 5, "offset of ' world'");
+    CHECK(json_integer_value(json_array_get(jpath(lp, "text_offset"), 1)) == 5,
+          "offset of ' world'");
     hsb_free(&joined);
     result_free(&r);
 
@@ -251,7 +269,8 @@ static void test_logprobs(void) {
         CHECK(np < 2 || json_is_real(json_array_get(tl, 1)), "found in its row");
         CHECK(np < 3 || json_is_null(json_array_get(tl, 2)), "not in its row: null");
         CHECK_STR(jstr(b, "choices.0.text"), "Say hi there");
-        CHECK(json_integer_value(json_array_get(jpath(b, "choices.0.logprobs.text_offset"), (size_t)np)) == 6,
+        CHECK(json_integer_value(
+                  json_array_get(jpath(b, "choices.0.logprobs.text_offset"), (size_t)np)) == 6,
               "generated token offset after the echo");
         json_decref(b);
         free(out), free(rows), free(rl);
@@ -283,7 +302,8 @@ static void test_prompt_logprobs(void) {
     api_stream_feed(s, &o, &out, &len);
     json_t *evs = sse_parse(out, NULL);
     json_t *pl = jpath(json_array_get(evs, 0), "choices.0.prompt_logprobs");
-    CHECK(json_array_size(pl) == 3 && json_is_null(json_array_get(pl, 0)), "prompt_logprobs: %s", out);
+    CHECK(json_array_size(pl) == 3 && json_is_null(json_array_get(pl, 0)), "prompt_logprobs: %s",
+          out);
     CHECK(json_real_value(jpath(pl, "1.11.logprob")) == -1 && jint(pl, "1.11.rank") == 1 &&
               STREQ(jstr(pl, "1.11.decoded_token"), ","),
           "row 1: %s", out);
@@ -301,10 +321,12 @@ static void test_stop_string_and_utf8(void) {
     tokenizer_token_bytes(T, t.v[t.len - 1], &n);
     CHECK(n == 4, "' END' is one token");
     run_opts ro = {"stop", -1, 0, 4, 1, 10, 0, 0, -1};
-    result r = run("{\"prompt\":\"x\",\"stop\":\" END\",\"logprobs\":0}", "The answer is 4. END", ro);
+    result r =
+        run("{\"prompt\":\"x\",\"stop\":\" END\",\"logprobs\":0}", "The answer is 4. END", ro);
     CHECK_STR(jstr(r.body, "choices.0.text"), "The answer is 4.");
     CHECK_STR(jstr(r.body, "choices.0.stop_reason"), " END");
-    CHECK(json_array_size(jpath(r.body, "choices.0.logprobs.tokens")) == t.len - 1, "trimmed logprobs: %s", r.raw);
+    CHECK(json_array_size(jpath(r.body, "choices.0.logprobs.tokens")) == t.len - 1,
+          "trimmed logprobs: %s", r.raw);
     result_free(&r);
     /* The stop string inside the last token: only its bytes go. */
     run_opts ro2 = {"stop", -1, 0, 2, 0, 10, 0, 0, -1};
@@ -327,7 +349,8 @@ static void test_stop_string_and_utf8(void) {
     free(text);
     size_t i;
     json_t *ev;
-    json_array_foreach(r.events, i, ev) CHECK(!json_is_string(ev) || STREQ(json_string_value(ev), "[DONE]"), "chunk %zu", i);
+    json_array_foreach(r.events, i, ev)
+        CHECK(!json_is_string(ev) || STREQ(json_string_value(ev), "[DONE]"), "chunk %zu", i);
     result_free(&r);
 }
 

@@ -1,6 +1,7 @@
 /* Bad requests to the three endpoints: every refusal has the right status, names the offending
  * field in `param` and the message, and serialises to OpenAI's error shape; malformed, hostile and
- * mutated bodies never crash (run under ASan by `make asan`). Skipped (77) without tokenizer.json. */
+ * mutated bodies never crash (run under ASan by `make asan`). Skipped (77) without tokenizer.json.
+ */
 #include "test_api_util.h"
 
 typedef int (*parse_fn)(const char *, size_t, const tokenizer *, const api_config *, api_call *,
@@ -25,11 +26,14 @@ static void expect_n(parse_fn fn, const char *body, size_t len, int status, cons
     /* The JSON form. */
     char *j = api_error_json(&e);
     json_t *v = j ? json_loads(j, 0, NULL) : NULL;
-    CHECK(v && json_object_size(v) == 1 && json_is_object(jpath(v, "error")), "error JSON: %s", NN(j));
+    CHECK(v && json_object_size(v) == 1 && json_is_object(jpath(v, "error")), "error JSON: %s",
+          NN(j));
     CHECK(STREQ(jstr(v, "error.message"), e.message), "message");
     CHECK(jstr(v, "error.type") != NULL, "type");
-    if (param[0]) CHECK(STREQ(jstr(v, "error.param"), param), "param in JSON");
-    else CHECK(json_is_null(jpath(v, "error.param")), "param null");
+    if (param[0])
+        CHECK(STREQ(jstr(v, "error.param"), param), "param in JSON");
+    else
+        CHECK(json_is_null(jpath(v, "error.param")), "param null");
     CHECK(jpath(v, "error.code") != NULL, "code present (null or string)");
     json_decref(v);
     free(j);
@@ -49,14 +53,16 @@ static void expect_ok(parse_fn fn, const char *body) {
 
 static void test_error_json(void) {
     api_error e;
-    api_error_set(&e, 400, NULL, "messages[2].content", "Invalid type for '%s'", "messages[2].content");
+    api_error_set(&e, 400, NULL, "messages[2].content", "Invalid type for '%s'",
+                  "messages[2].content");
     char *j = api_error_json(&e);
     CHECK_STR(j, "{\"error\":{\"message\":\"Invalid type for 'messages[2].content'\",\"type\":"
                  "\"invalid_request_error\",\"param\":\"messages[2].content\",\"code\":null}}");
     free(j);
     api_error_set(&e, 503, NULL, NULL, "busy");
     j = api_error_json(&e);
-    CHECK_STR(j, "{\"error\":{\"message\":\"busy\",\"type\":\"service_unavailable_error\",\"param\":null,\"code\":null}}");
+    CHECK_STR(j, "{\"error\":{\"message\":\"busy\",\"type\":\"service_unavailable_error\","
+                 "\"param\":null,\"code\":null}}");
     free(j);
     api_error_set(&e, 401, "", "", "no key");
     j = api_error_json(&e);
@@ -114,7 +120,8 @@ static void test_json(void) {
     api_call c;
     api_error e;
     api_parse_chat("{\"model\":\"nope\",\"messages\":[]}", 30, T, &CFG, &c, &e);
-    CHECK(e.status == 404 && STREQ(e.code, "model_not_found") && STREQ(e.type, "invalid_request_error"),
+    CHECK(e.status == 404 && STREQ(e.code, "model_not_found") &&
+              STREQ(e.type, "invalid_request_error"),
           "404: %d %s %s", e.status, e.code, e.type);
 }
 
@@ -160,7 +167,8 @@ static void test_params(void) {
     expect(chat, CHAT(",\"ignore_eos\":\"true\""), 400, "ignore_eos", "boolean");
     expect(chat, CHAT(",\"stream\":\"yes\""), 400, "stream", "boolean");
     expect(chat, CHAT(",\"stream_options\":\"x\""), 400, "stream_options", NULL);
-    expect(chat, CHAT(",\"stream_options\":{\"include_usage\":1}"), 400, "stream_options.include_usage", NULL);
+    expect(chat, CHAT(",\"stream_options\":{\"include_usage\":1}"), 400,
+           "stream_options.include_usage", NULL);
     expect(chat, CHAT(",\"logprobs\":3"), 400, "logprobs", "boolean");
     expect(chat, CHAT(",\"logprobs\":true,\"top_logprobs\":21"), 400, "top_logprobs", NULL);
     expect(chat, CHAT(",\"top_logprobs\":2"), 400, "top_logprobs", "logprobs");
@@ -168,16 +176,23 @@ static void test_params(void) {
     expect(chat, CHAT(",\"reasoning_effort\":\"extreme\""), 400, "reasoning_effort", "extreme");
     expect(chat, CHAT(",\"reasoning_effort\":\"none\""), 400, "reasoning_effort", NULL);
     expect(chat, CHAT(",\"reasoning_effort\":1"), 400, "reasoning_effort", NULL);
-    expect(chat, CHAT(",\"response_format\":{\"type\":\"xml\"}"), 400, "response_format.type", NULL);
+    expect(chat, CHAT(",\"response_format\":{\"type\":\"xml\"}"), 400, "response_format.type",
+           NULL);
     expect(chat, CHAT(",\"response_format\":{}"), 400, "response_format.type", NULL);
     expect(chat, CHAT(",\"response_format\":\"json\""), 400, "response_format", NULL);
-    expect(chat, CHAT(",\"response_format\":{\"type\":\"json_schema\"}"), 400, "response_format.json_schema", NULL);
-    expect(chat, CHAT(",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"x\",\"schema\":[]}}"), 400,
-           "response_format.json_schema.schema", NULL);
+    expect(chat, CHAT(",\"response_format\":{\"type\":\"json_schema\"}"), 400,
+           "response_format.json_schema", NULL);
+    expect(chat,
+           CHAT(",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"x\","
+                "\"schema\":[]}}"),
+           400, "response_format.json_schema.schema", NULL);
     /* Accepted: nulls, unknown fields, the limits themselves. */
-    expect_ok(chat, CHAT(",\"temperature\":null,\"top_p\":1,\"n\":128,\"seed\":0,\"stop\":null,\"foo\":{\"bar\":[1,2]}"));
-    expect_ok(chat, CHAT(",\"temperature\":2,\"presence_penalty\":-2,\"top_k\":-1,\"max_tokens\":4000,\"logprobs\":true,\"top_logprobs\":20"));
-    expect_ok(chat, CHAT(",\"reasoning_effort\":\"minimal\",\"tool_choice\":\"required\",\"response_format\":{\"type\":\"text\"}"));
+    expect_ok(chat, CHAT(",\"temperature\":null,\"top_p\":1,\"n\":128,\"seed\":0,\"stop\":null,"
+                         "\"foo\":{\"bar\":[1,2]}"));
+    expect_ok(chat, CHAT(",\"temperature\":2,\"presence_penalty\":-2,\"top_k\":-1,\"max_tokens\":"
+                         "4000,\"logprobs\":true,\"top_logprobs\":20"));
+    expect_ok(chat, CHAT(",\"reasoning_effort\":\"minimal\",\"tool_choice\":\"required\","
+                         "\"response_format\":{\"type\":\"text\"}"));
 }
 
 static void test_messages(void) {
@@ -187,50 +202,79 @@ static void test_messages(void) {
     expect(chat, "{\"messages\":[]}", 400, "messages", "empty");
     expect(chat, "{\"messages\":[1]}", 400, "messages[0]", NULL);
     expect(chat, "{\"messages\":[{\"content\":\"x\"}]}", 400, "messages[0].role", "Missing");
-    expect(chat, "{\"messages\":[{\"role\":\"robot\",\"content\":\"x\"}]}", 400, "messages[0].role", "robot");
+    expect(chat, "{\"messages\":[{\"role\":\"robot\",\"content\":\"x\"}]}", 400, "messages[0].role",
+           "robot");
     expect(chat, "{\"messages\":[{\"role\":5,\"content\":\"x\"}]}", 400, "messages[0].role", NULL);
-    expect(chat, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},{\"role\":\"user\",\"content\":5}]}", 400,
-           "messages[1].content", NULL);
-    expect(chat, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\",\"image_url\":{\"url\":\"x\"}}]}]}", 400,
-           "messages[0].content[0].type", "image_url");
-    expect(chat, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\"}]}]}", 400, "messages[0].content[0].text", NULL);
-    expect(chat, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":5}]}]}", 400,
-           "messages[0].content[0].text", NULL);
-    expect(chat, "{\"messages\":[{\"role\":\"user\",\"content\":[5]}]}", 400, "messages[0].content[0]", NULL);
-    expect(chat, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"text\":\"x\"}]}]}", 400, "messages[0].content[0].type", NULL);
-    expect(chat, "{\"messages\":[{\"role\":\"tool\",\"content\":\"x\"}]}", 400, "messages[0].tool_call_id", NULL);
+    expect(
+        chat,
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},{\"role\":\"user\",\"content\":5}]}",
+        400, "messages[1].content", NULL);
     expect(chat,
-           "{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"id\":\"a\",\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]},"
+           "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\",\"image_url\":{"
+           "\"url\":\"x\"}}]}]}",
+           400, "messages[0].content[0].type", "image_url");
+    expect(chat, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\"}]}]}", 400,
+           "messages[0].content[0].text", NULL);
+    expect(chat,
+           "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":5}]}]}", 400,
+           "messages[0].content[0].text", NULL);
+    expect(chat, "{\"messages\":[{\"role\":\"user\",\"content\":[5]}]}", 400,
+           "messages[0].content[0]", NULL);
+    expect(chat, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"text\":\"x\"}]}]}", 400,
+           "messages[0].content[0].type", NULL);
+    expect(chat, "{\"messages\":[{\"role\":\"tool\",\"content\":\"x\"}]}", 400,
+           "messages[0].tool_call_id", NULL);
+    expect(chat,
+           "{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"id\":\"a\",\"type\":"
+           "\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]},"
            "{\"role\":\"tool\",\"tool_call_id\":\"zzz\",\"content\":\"x\"}]}",
            400, "messages[1].tool_call_id", "zzz");
-    expect(chat, "{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":5}]}", 400, "messages[0].tool_calls", NULL);
-    expect(chat, "{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[5]}]}", 400, "messages[0].tool_calls[0]", NULL);
+    expect(chat, "{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":5}]}", 400,
+           "messages[0].tool_calls", NULL);
+    expect(chat, "{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[5]}]}", 400,
+           "messages[0].tool_calls[0]", NULL);
     expect(chat, "{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"id\":\"a\"}]}]}", 400,
            "messages[0].tool_calls[0].function", NULL);
-    expect(chat, "{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"function\":{}}]}]}", 400,
-           "messages[0].tool_calls[0].function.name", NULL);
-    expect(chat, "{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"function\":{\"name\":\"bad name<|end|>\"}}]}]}", 400,
-           "messages[0].tool_calls[0].function.name", NULL);
-    expect(chat, "{\"messages\":[{\"role\":\"assistant\",\"content\":\"x\",\"reasoning\":5}]}", 400, "messages[0].reasoning", NULL);
-    expect(chat, "{\"messages\":[{\"role\":\"function\",\"content\":\"x\"}]}", 400, "messages[0].name", NULL);
+    expect(chat, "{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"function\":{}}]}]}",
+           400, "messages[0].tool_calls[0].function.name", NULL);
+    expect(chat,
+           "{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"function\":{\"name\":\"bad "
+           "name<|end|>\"}}]}]}",
+           400, "messages[0].tool_calls[0].function.name", NULL);
+    expect(chat, "{\"messages\":[{\"role\":\"assistant\",\"content\":\"x\",\"reasoning\":5}]}", 400,
+           "messages[0].reasoning", NULL);
+    expect(chat, "{\"messages\":[{\"role\":\"function\",\"content\":\"x\"}]}", 400,
+           "messages[0].name", NULL);
     /* tools */
     expect(chat, CHAT(",\"tools\":{}"), 400, "tools", NULL);
     expect(chat, CHAT(",\"tools\":[5]"), 400, "tools[0]", NULL);
     expect(chat, CHAT(",\"tools\":[{\"type\":\"retrieval\"}]"), 400, "tools[0].type", "retrieval");
     expect(chat, CHAT(",\"tools\":[{\"type\":\"function\"}]"), 400, "tools[0].function", NULL);
-    expect(chat, CHAT(",\"tools\":[{\"type\":\"function\",\"function\":{}}]"), 400, "tools[0].function.name", NULL);
-    expect(chat, CHAT(",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"\"}}]"), 400, "tools[0].function.name", NULL);
-    expect(chat, CHAT(",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":\"x\"}}]"), 400,
-           "tools[0].function.parameters", NULL);
-    expect(chat, CHAT(",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"description\":5}}]"), 400,
-           "tools[0].function.description", NULL);
+    expect(chat, CHAT(",\"tools\":[{\"type\":\"function\",\"function\":{}}]"), 400,
+           "tools[0].function.name", NULL);
+    expect(chat, CHAT(",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"\"}}]"), 400,
+           "tools[0].function.name", NULL);
+    expect(chat,
+           CHAT(",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":"
+                "\"x\"}}]"),
+           400, "tools[0].function.parameters", NULL);
+    expect(
+        chat,
+        CHAT(
+            ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"description\":5}}]"),
+        400, "tools[0].function.description", NULL);
     expect(chat, CHAT(",\"tool_choice\":\"sometimes\""), 400, "tool_choice", NULL);
     expect(chat, CHAT(",\"tool_choice\":5"), 400, "tool_choice", NULL);
-    expect(chat, CHAT(",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"g\"}}"), 400, "tool_choice", NULL);
-    expect(chat, CHAT(",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"g\"}}"),
+    expect(chat, CHAT(",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"g\"}}"),
+           400, "tool_choice", NULL);
+    expect(chat,
+           CHAT(",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],\"tool_"
+                "choice\":{\"type\":\"function\",\"function\":{\"name\":\"g\"}}"),
            400, "tool_choice", "'g'");
-    expect_ok(chat, CHAT(",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"f\"}}"));
-    expect_ok(chat, "{\"messages\":[{\"role\":\"user\",\"content\":null},{\"role\":\"assistant\",\"content\":null},"
+    expect_ok(chat, CHAT(",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],"
+                         "\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"f\"}}"));
+    expect_ok(chat, "{\"messages\":[{\"role\":\"user\",\"content\":null},{\"role\":\"assistant\","
+                    "\"content\":null},"
                     "{\"role\":\"function\",\"name\":\"f\",\"content\":\"r\"}]}");
     /* A prompt over the context: 400 with the counts, named after `messages`. */
     hsb big = {0};
@@ -257,10 +301,18 @@ static void fuzz(parse_fn fn, const char *body) {
             size_t at = (size_t)(x % n);
             static const char alphabet[] = "{}[]\":,0-9.eE+tfn\\ u\xff\xc3";
             switch ((x >> 32) % 4) {
-            case 0: buf[at] = alphabet[(x >> 40) % (sizeof alphabet - 1)]; break;
-            case 1: memmove(buf + at, buf + at + 1, n - at - 1), n--; break;
-            case 2: n = at + 1; break; /* truncate */
-            default: buf[at] = (char)(x >> 48); break;
+            case 0:
+                buf[at] = alphabet[(x >> 40) % (sizeof alphabet - 1)];
+                break;
+            case 1:
+                memmove(buf + at, buf + at + 1, n - at - 1), n--;
+                break;
+            case 2:
+                n = at + 1;
+                break; /* truncate */
+            default:
+                buf[at] = (char)(x >> 48);
+                break;
             }
         }
         api_call c;
@@ -283,17 +335,27 @@ static void fuzz(parse_fn fn, const char *body) {
 
 static void test_fuzz(void) {
     fuzz(api_parse_chat,
-         "{\"model\":\"gpt-oss-20b\",\"messages\":[{\"role\":\"system\",\"content\":\"S\"},{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"hi\"}]},"
-         "{\"role\":\"assistant\",\"reasoning\":\"r\",\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]},"
-         "{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"ok\"}],\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\","
-         "\"parameters\":{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"array\",\"items\":{\"enum\":[1,2]}}}}}}],"
-         "\"temperature\":0.7,\"stop\":[\"x\"],\"logit_bias\":{\"5\":1},\"n\":2,\"logprobs\":true,\"top_logprobs\":3,\"max_tokens\":10}");
-    fuzz(api_parse_completions, "{\"model\":\"gpt-oss-20b\",\"prompt\":[1,2,3],\"echo\":true,\"logprobs\":2,\"stop\":\"\\n\",\"max_tokens\":5}");
+         "{\"model\":\"gpt-oss-20b\",\"messages\":[{\"role\":\"system\",\"content\":\"S\"},{"
+         "\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"hi\"}]},"
+         "{\"role\":\"assistant\",\"reasoning\":\"r\",\"tool_calls\":[{\"id\":\"c1\",\"type\":"
+         "\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]},"
+         "{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"ok\"}],\"tools\":[{\"type\":"
+         "\"function\",\"function\":{\"name\":\"f\","
+         "\"parameters\":{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"array\",\"items\":{"
+         "\"enum\":[1,2]}}}}}}],"
+         "\"temperature\":0.7,\"stop\":[\"x\"],\"logit_bias\":{\"5\":1},\"n\":2,\"logprobs\":true,"
+         "\"top_logprobs\":3,\"max_tokens\":10}");
+    fuzz(api_parse_completions, "{\"model\":\"gpt-oss-20b\",\"prompt\":[1,2,3],\"echo\":true,"
+                                "\"logprobs\":2,\"stop\":\"\\n\",\"max_tokens\":5}");
     fuzz(api_parse_responses,
-         "{\"model\":\"gpt-oss-20b\",\"instructions\":\"I\",\"input\":[{\"role\":\"user\",\"content\":\"q\"},"
-         "{\"type\":\"function_call\",\"call_id\":\"c\",\"name\":\"f\",\"arguments\":\"{}\"},{\"type\":\"function_call_output\",\"call_id\":\"c\",\"output\":\"o\"}],"
-         "\"tools\":[{\"type\":\"function\",\"name\":\"f\",\"parameters\":{\"type\":\"object\"}}],\"reasoning\":{\"effort\":\"low\"},"
-         "\"text\":{\"format\":{\"type\":\"json_schema\",\"name\":\"n\",\"schema\":{\"type\":\"object\"}}}}");
+         "{\"model\":\"gpt-oss-20b\",\"instructions\":\"I\",\"input\":[{\"role\":\"user\","
+         "\"content\":\"q\"},"
+         "{\"type\":\"function_call\",\"call_id\":\"c\",\"name\":\"f\",\"arguments\":\"{}\"},{"
+         "\"type\":\"function_call_output\",\"call_id\":\"c\",\"output\":\"o\"}],"
+         "\"tools\":[{\"type\":\"function\",\"name\":\"f\",\"parameters\":{\"type\":\"object\"}}],"
+         "\"reasoning\":{\"effort\":\"low\"},"
+         "\"text\":{\"format\":{\"type\":\"json_schema\",\"name\":\"n\",\"schema\":{\"type\":"
+         "\"object\"}}}}");
 }
 
 int main(void) {

@@ -1,5 +1,5 @@
-/* Helpers shared by the tests/test_api_*.c tests: the tokenizer, synthetic engine outputs built from
- * real token ids, and reading back what the API layer wrote (SSE events, JSON bodies). */
+/* Helpers shared by the tests/test_api_*.c tests: the tokenizer, synthetic engine outputs built
+ * from real token ids, and reading back what the API layer wrote (SSE events, JSON bodies). */
 #ifndef GPTOSS_TESTS_TEST_API_UTIL_H
 #define GPTOSS_TESTS_TEST_API_UTIL_H
 
@@ -70,7 +70,8 @@ typedef struct {
 
 /* Feeds the run into s and returns everything written (heap). *complete: the feed that returned 1
  * (or -1 when none did). */
-static __attribute__((unused)) char *run_stream(api_stream *s, const ivec *toks, const run_opts *ro, int *complete) {
+static __attribute__((unused)) char *run_stream(api_stream *s, const ivec *toks, const run_opts *ro,
+                                                int *complete) {
     char *out = NULL;
     size_t out_len = 0;
     int n = (int)toks->len, k = ro->top_k;
@@ -148,7 +149,8 @@ static __attribute__((unused)) json_t *sse_parse(const char *s, json_t **events)
                 } else {
                     json_error_t je;
                     json_t *v = json_loadb(line + 6, n, 0, &je);
-                    if (!v) fprintf(stderr, "SSE: bad JSON (%s): %.*s\n", je.text, (int)n, line + 6);
+                    if (!v)
+                        fprintf(stderr, "SSE: bad JSON (%s): %.*s\n", je.text, (int)n, line + 6);
                     json_array_append_new(a, v ? v : json_string("(bad json)"));
                 }
             }
@@ -181,9 +183,9 @@ static __attribute__((unused)) const char *jstr(json_t *v, const char *path) {
 static __attribute__((unused)) long long jint(json_t *v, const char *path) {
     return json_integer_value(jpath(v, path));
 }
-#define NN(s) ((s) ? (s) : "(null)")
+#define NN(s)       ((s) ? (s) : "(null)")
 #define STREQ(a, b) ((a) && (b) && strcmp((a), (b)) == 0)
-#define CHECK_STR(got, want)                                                                        \
+#define CHECK_STR(got, want)                                                                       \
     CHECK(STREQ((got), (want)), "got '%s', want '%s'", (got) ? (got) : "(null)", (want))
 
 #endif

@@ -7,9 +7,9 @@
  *   user                a user message.
  *   assistant           `reasoning` (or `reasoning_content`) → an analysis message; then, with
  *                       `tool_calls`, the content as a commentary preamble and one message per call
- *                       (`<|start|>assistant to=functions.NAME<|channel|>commentary <|constrain|>json
- *                       <|message|>ARGS<|call|>`); without, the content on the final channel. Old
- *                       analysis is dropped when rendering (api_conv.c).
+ *                       (`<|start|>assistant to=functions.NAME<|channel|>commentary
+ *                       <|constrain|>json<|message|>ARGS<|call|>`); without, the content on the
+ *                       final channel. Old analysis is dropped when rendering (api_conv.c).
  *   tool                `<|start|>functions.NAME to=assistant<|channel|>commentary<|message|>OUT
  *                       <|end|>`, NAME found through `tool_call_id` among the earlier calls (or the
  *                       message's `name`, or the next unanswered call of the last assistant turn).
@@ -98,8 +98,9 @@ static int parse_tool_calls(const json_t *tcs, size_t i, api_conv *c, calls *see
     json_array_foreach(tcs, k, tc) {
         snprintf(p, sizeof p, "messages[%zu].tool_calls[%zu]", i, k);
         if (!json_is_object(tc)) {
-            api_error_set(err, 400, NULL, p, "Invalid type for '%s': expected an object, but got %s",
-                          p, api_json_type_name(tc));
+            api_error_set(err, 400, NULL, p,
+                          "Invalid type for '%s': expected an object, but got %s", p,
+                          api_json_type_name(tc));
             return -1;
         }
         char pf[112], pn[128], pi[112];
@@ -110,7 +111,10 @@ static int parse_tool_calls(const json_t *tcs, size_t i, api_conv *c, calls *see
         if (api_get_string(tc, "id", pi, &id, err) < 0) return -1;
         json_t *fn = json_object_get(tc, "function");
         if (!json_is_object(fn)) {
-            api_error_set(err, 400, NULL, pf, fn ? "Invalid type for '%s': expected an object" : "Missing required parameter: '%s'", pf);
+            api_error_set(err, 400, NULL, pf,
+                          fn ? "Invalid type for '%s': expected an object"
+                             : "Missing required parameter: '%s'",
+                          pf);
             return -1;
         }
         if (api_get_string(fn, "name", pn, &name, err) < 0) return -1;
@@ -138,7 +142,8 @@ static int parse_assistant(const json_t *msg, size_t i, api_conv *c, calls *seen
     char p[64];
     char *content = NULL;
     snprintf(p, sizeof p, "messages[%zu].content", i);
-    if (api_content_text(json_object_get(msg, "content"), p, ASSISTANT_PARTS, true, &content, err) < 0)
+    if (api_content_text(json_object_get(msg, "content"), p, ASSISTANT_PARTS, true, &content, err) <
+        0)
         return -1;
     conv_text(c, content);
     const char *reasoning = NULL;
@@ -181,9 +186,10 @@ static int parse_tool_result(const json_t *msg, size_t i, bool legacy, api_conv 
     const char *fn = calls_resolve(seen, id, name);
     if (!fn) {
         if (id)
-            api_error_set(err, 400, NULL, pid,
-                          "Invalid value for '%s': no earlier assistant tool call has the id '%.64s'",
-                          pid, id);
+            api_error_set(
+                err, 400, NULL, pid,
+                "Invalid value for '%s': no earlier assistant tool call has the id '%.64s'", pid,
+                id);
         else
             api_error_set(err, 400, NULL, legacy ? p : pid, "Missing required parameter: '%s'",
                           legacy ? p : pid);
@@ -208,12 +214,14 @@ static int parse_messages(const json_t *root, api_conv *c, api_error *err) {
         return -1;
     }
     if (!json_is_array(msgs)) {
-        api_error_set(err, 400, NULL, "messages", "Invalid type for 'messages': expected an array, but got %s",
+        api_error_set(err, 400, NULL, "messages",
+                      "Invalid type for 'messages': expected an array, but got %s",
                       api_json_type_name(msgs));
         return -1;
     }
     if (json_array_size(msgs) == 0) {
-        api_error_set(err, 400, NULL, "messages", "Invalid value for 'messages': the array is empty");
+        api_error_set(err, 400, NULL, "messages",
+                      "Invalid value for 'messages': the array is empty");
         return -1;
     }
     calls seen = {0};
@@ -225,8 +233,9 @@ static int parse_messages(const json_t *root, api_conv *c, api_error *err) {
         char p[64];
         snprintf(p, sizeof p, "messages[%zu]", i);
         if (!json_is_object(msg)) {
-            api_error_set(err, 400, NULL, p, "Invalid type for '%s': expected an object, but got %s",
-                          p, api_json_type_name(msg));
+            api_error_set(err, 400, NULL, p,
+                          "Invalid type for '%s': expected an object, but got %s", p,
+                          api_json_type_name(msg));
             rc = -1;
             break;
         }
@@ -282,7 +291,8 @@ static int parse_tools(const json_t *root, api_conv *c, api_error *err) {
     if (choice && !json_is_null(choice)) {
         if (json_is_string(choice)) {
             const char *s = json_string_value(choice);
-            if (!strcmp(s, "none")) render = false;
+            if (!strcmp(s, "none"))
+                render = false;
             else if (strcmp(s, "auto") && strcmp(s, "required")) {
                 api_error_set(err, 400, NULL, "tool_choice",
                               "Invalid value for 'tool_choice': '%.40s' (expected 'none', 'auto', "
@@ -299,20 +309,24 @@ static int parse_tools(const json_t *root, api_conv *c, api_error *err) {
             }
             named = json_string_value(json_object_get(fn, "name"));
         } else {
-            api_error_set(err, 400, NULL, "tool_choice", "Invalid type for 'tool_choice': expected a string or an object, but got %s",
-                          api_json_type_name(choice));
+            api_error_set(
+                err, 400, NULL, "tool_choice",
+                "Invalid type for 'tool_choice': expected a string or an object, but got %s",
+                api_json_type_name(choice));
             return -1;
         }
     }
     if (!tools || json_is_null(tools)) {
         if (named) {
-            api_error_set(err, 400, NULL, "tool_choice", "Invalid value for 'tool_choice': no tools were given");
+            api_error_set(err, 400, NULL, "tool_choice",
+                          "Invalid value for 'tool_choice': no tools were given");
             return -1;
         }
         return 0;
     }
     if (!json_is_array(tools)) {
-        api_error_set(err, 400, NULL, "tools", "Invalid type for 'tools': expected an array, but got %s",
+        api_error_set(err, 400, NULL, "tools",
+                      "Invalid type for 'tools': expected an array, but got %s",
                       api_json_type_name(tools));
         return -1;
     }
@@ -324,14 +338,16 @@ static int parse_tools(const json_t *root, api_conv *c, api_error *err) {
         snprintf(p, sizeof p, "tools[%zu]", i);
         snprintf(pt, sizeof pt, "tools[%zu].type", i);
         if (!json_is_object(t)) {
-            api_error_set(err, 400, NULL, p, "Invalid type for '%s': expected an object, but got %s",
-                          p, api_json_type_name(t));
+            api_error_set(err, 400, NULL, p,
+                          "Invalid type for '%s': expected an object, but got %s", p,
+                          api_json_type_name(t));
             return -1;
         }
         const char *type = NULL;
         if (api_get_string(t, "type", pt, &type, err) < 0) return -1;
         if (type && strcmp(type, "function") != 0) {
-            api_error_set(err, 400, NULL, pt, "Invalid value for '%s': '%.40s' (only 'function' tools are supported)",
+            api_error_set(err, 400, NULL, pt,
+                          "Invalid value for '%s': '%.40s' (only 'function' tools are supported)",
                           pt, type);
             return -1;
         }
@@ -342,9 +358,9 @@ static int parse_tools(const json_t *root, api_conv *c, api_error *err) {
         if (named && !strcmp(named, json_string_value(json_object_get(fn, "name")))) found = true;
     }
     if (named && !found) {
-        api_error_set(err, 400, NULL, "tool_choice",
-                      "Invalid value for 'tool_choice': the function '%.64s' is not among the tools",
-                      named);
+        api_error_set(
+            err, 400, NULL, "tool_choice",
+            "Invalid value for 'tool_choice': the function '%.64s' is not among the tools", named);
         return -1;
     }
     return 0;
@@ -355,14 +371,16 @@ static int parse_response_format(const json_t *root, api_conv *c, api_error *err
     json_t *rf = json_object_get(root, "response_format");
     if (!rf || json_is_null(rf)) return 0;
     if (!json_is_object(rf)) {
-        api_error_set(err, 400, NULL, "response_format", "Invalid type for 'response_format': expected an object, but got %s",
+        api_error_set(err, 400, NULL, "response_format",
+                      "Invalid type for 'response_format': expected an object, but got %s",
                       api_json_type_name(rf));
         return -1;
     }
     const char *type = NULL;
     if (api_get_string(rf, "type", "response_format.type", &type, err) < 0) return -1;
     if (!type) {
-        api_error_set(err, 400, NULL, "response_format.type", "Missing required parameter: 'response_format.type'");
+        api_error_set(err, 400, NULL, "response_format.type",
+                      "Missing required parameter: 'response_format.type'");
         return -1;
     }
     if (!strcmp(type, "text") || !strcmp(type, "json_object")) return 0;
@@ -381,7 +399,8 @@ static int parse_response_format(const json_t *root, api_conv *c, api_error *err
     }
     const char *name = NULL, *desc = NULL;
     if (api_get_string(js, "name", "response_format.json_schema.name", &name, err) < 0) return -1;
-    if (api_get_string(js, "description", "response_format.json_schema.description", &desc, err) < 0)
+    if (api_get_string(js, "description", "response_format.json_schema.description", &desc, err) <
+        0)
         return -1;
     json_t *schema = json_object_get(js, "schema");
     if (schema && !json_is_null(schema) && !json_is_object(schema)) {
@@ -409,7 +428,8 @@ static int parse_chat_fields(const json_t *root, const tokenizer *tok, const api
     }
     o->top_logprobs = (int)top;
     out->req.params.logprobs = (int32_t)top;
-    if (api_get_bool(root, "include_reasoning", "include_reasoning", &o->include_reasoning, err) < 0)
+    if (api_get_bool(root, "include_reasoning", "include_reasoning", &o->include_reasoning, err) <
+        0)
         return -1;
     json_t *effort = json_object_get(root, "reasoning_effort");
     json_t *kwargs = json_object_get(root, "chat_template_kwargs");

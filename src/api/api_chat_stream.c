@@ -20,8 +20,8 @@
  * data: {"error": {...}}; without streaming the body is that error with status 500.
  *
  * Logprobs (`logprobs: true`, `top_logprobs` alternatives): `logprobs.content` lists the tokens of
- * the visible content, in order, so it lines up with `content`. Reasoning tokens are listed apart in
- * `logprobs.reasoning` (an extension; omitted with include_reasoning: false). Header tokens,
+ * the visible content, in order, so it lines up with `content`. Reasoning tokens are listed apart
+ * in `logprobs.reasoning` (an extension; omitted with include_reasoning: false). Header tokens,
  * terminators and tool-call arguments carry none. */
 #include "api/api_internal.h"
 
@@ -95,8 +95,7 @@ typedef struct {
     json_t *lp_content, *lp_reasoning;
 } chat_delta;
 
-static void add_text(hsb *whole, hsb *part, size_t *emitted, bool *sep,
-                     const char *t, size_t n) {
+static void add_text(hsb *whole, hsb *part, size_t *emitted, bool *sep, const char *t, size_t n) {
     if (!n) return;
     if (*sep) {
         hsb_addc(part, '\n');
@@ -112,7 +111,8 @@ static void add_text(hsb *whole, hsb *part, size_t *emitted, bool *sep,
 static void add_args(chat_delta *d, int k, const char *t, size_t n) {
     size_t last = json_array_size(d->calls);
     json_t *e = last ? json_array_get(d->calls, last - 1) : NULL;
-    if (e && json_integer_value(json_object_get(e, "index")) == k) {
+    /* (Never into the opening entry: like vLLM, it carries arguments "".) */
+    if (e && json_integer_value(json_object_get(e, "index")) == k && !json_object_get(e, "id")) {
         json_t *fn = json_object_get(e, "function");
         const char *old = json_string_value(json_object_get(fn, "arguments"));
         hsb b = {0};
@@ -140,9 +140,9 @@ static void collect(api_stream *s, chat_choice *c, const engine_output *o, chat_
                 api_make_id(call->id, sizeof call->id, "call_", s->id, o->index, k);
                 call->name = xstrdup(hout_name(h, e));
                 c->cur_call = k;
-                json_array_append_new(
-                    d->calls, json_pack("{sisssss{ssss}}", "index", k, "id", call->id, "type",
-                                        "function", "function", "name", call->name, "arguments", ""));
+                json_array_append_new(d->calls, json_pack("{sisssss{ssss}}", "index", k, "id",
+                                                          call->id, "type", "function", "function",
+                                                          "name", call->name, "arguments", ""));
             } else if (is_content(e->mkind)) {
                 c->content_sep = c->content_len > 0;
             } else if (e->mkind == HARMONY_KIND_REASONING) {
@@ -199,8 +199,8 @@ static void stream_out(api_stream *s, chat_choice *c, const engine_output *o, ch
                        char **out, size_t *out_len) {
     if (!c->started) {
         c->started = true;
-        json_t *role = json_pack("{sis{ssss}snsn}", "index", o->index, "delta", "role",
-                                 "assistant", "content", "", "logprobs", "finish_reason");
+        json_t *role = json_pack("{sis{ssss}snsn}", "index", o->index, "delta", "role", "assistant",
+                                 "content", "", "logprobs", "finish_reason");
         api_out_sse(out, out_len, chunk(s, role));
     }
     if (c->errored) {
@@ -211,7 +211,8 @@ static void stream_out(api_stream *s, chat_choice *c, const engine_output *o, ch
                json_array_size(d->lp_content) || json_array_size(d->lp_reasoning);
     if (!any && !c->finished) return;
     json_t *delta = json_object();
-    if (d->content.len) json_object_set_new(delta, "content", api_jstr(d->content.s, d->content.len));
+    if (d->content.len)
+        json_object_set_new(delta, "content", api_jstr(d->content.s, d->content.len));
     if (d->reasoning.len) {
         json_object_set_new(delta, "reasoning", api_jstr(d->reasoning.s, d->reasoning.len));
         json_object_set_new(delta, "reasoning_content", api_jstr(d->reasoning.s, d->reasoning.len));
@@ -275,7 +276,8 @@ int api_chat_stream_feed(api_stream *s, const engine_output *o, char **out, size
     chat_choice *c = &s->chat->ch[o->index];
     if (c->finished) return 0;
     hout_feed(&c->h, o->tokens, o->n_tokens, o->finished, o->trim_bytes);
-    chat_delta d = {.calls = json_array(), .lp_content = json_array(), .lp_reasoning = json_array()};
+    chat_delta d = {
+        .calls = json_array(), .lp_content = json_array(), .lp_reasoning = json_array()};
     collect(s, c, o, &d);
     json_array_extend(c->lp_content, d.lp_content);
     json_array_extend(c->lp_reasoning, d.lp_reasoning);

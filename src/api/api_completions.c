@@ -79,9 +79,10 @@ static int parse_prompt(const json_t *root, const tokenizer *tok, api_call *call
             free(text);
         }
     } else {
-        api_error_set(err, 400, NULL, param,
-                      "Invalid type for '%s': expected a string or an array of token ids, but got %s",
-                      param, api_json_type_name(p));
+        api_error_set(
+            err, 400, NULL, param,
+            "Invalid type for '%s': expected a string or an array of token ids, but got %s", param,
+            api_json_type_name(p));
         return -1;
     }
     call->req.prompt = ids.v;

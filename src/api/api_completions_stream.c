@@ -2,16 +2,18 @@
  * character until the token that completes it).
  *
  * Special tokens give no text (vLLM's skip_special_tokens, default true; false spells them out),
- * and the token that stopped the output never does. A stop string is cut from the end of the text
+ * and a special token that stopped the output never does (an ordinary one from stop_token_ids
+ * stays in the text, as in vLLM). A stop string is cut from the end of the text
  * (the engine reports its length in trim_bytes, and holds back the tokens that might start one, so
  * they all arrive in the last output).
  *
  * logprobs: {tokens, token_logprobs, top_logprobs, text_offset}, one entry per token that gives
  * text; top_logprobs maps the text of each alternative (and of the sampled token, as OpenAI does)
  * to its logprob; text_offset counts characters from the start of the choice's text. With echo, the
- * prompt's tokens come first: the first with null logprobs, the others with the logprob found in the
- * engine's prompt rows (null when the prompt token is not among the alternatives there).
- * prompt_logprobs (vLLM): [null, {"id": {logprob, rank, decoded_token}}, ...] on the first chunk. */
+ * prompt's tokens come first: the first with null logprobs, the others with the logprob found in
+ * the engine's prompt rows (null when the prompt token is not among the alternatives there).
+ * prompt_logprobs (vLLM): [null, {"id": {logprob, rank, decoded_token}}, ...] on the first chunk.
+ */
 #include "api/api_internal.h"
 
 #include "base/xalloc.h"
@@ -198,7 +200,8 @@ int api_cmpl_stream_feed(api_stream *s, const engine_output *o, char **out, size
         int32_t id = o->tokens[i];
         bool special = tokenizer_is_special(s->tok, id);
         bool is_stop = o->finished && i == o->n_tokens - 1 && id == o->stop_token;
-        if (is_stop || (special && s->opts.skip_special_tokens)) continue;
+        /* vLLM: the output contains a stop token unless it is a special token. */
+        if (special && (is_stop || s->opts.skip_special_tokens)) continue;
         const char *t;
         size_t n;
         size_t offset = c->chars + count_chars(text.s ? text.s : "", text.len);
@@ -283,7 +286,8 @@ int api_cmpl_stream_feed(api_stream *s, const engine_output *o, char **out, size
                 cmpl_choice *ci = &s->cmpl->ch[i];
                 json_t *ch = choice_json(s, i, ci->text.s, ci->text.len, ci->lp, ci);
                 if (s->opts.prompt_logprobs > 0)
-                    json_object_set(ch, "prompt_logprobs", ci->prompt_lp ? ci->prompt_lp : json_null());
+                    json_object_set(ch, "prompt_logprobs",
+                                    ci->prompt_lp ? ci->prompt_lp : json_null());
                 json_array_append_new(choices, ch);
             }
             json_t *body = envelope(s, choices);

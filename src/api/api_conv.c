@@ -94,13 +94,17 @@ int api_parse_effort(const json_t *v, const char *param, harmony_effort *out, ap
         return -1;
     }
     const char *s = json_string_value(v);
-    if (!strcmp(s, "low") || !strcmp(s, "minimal")) *out = HARMONY_EFFORT_LOW;
-    else if (!strcmp(s, "medium")) *out = HARMONY_EFFORT_MEDIUM;
-    else if (!strcmp(s, "high")) *out = HARMONY_EFFORT_HIGH;
+    if (!strcmp(s, "low") || !strcmp(s, "minimal"))
+        *out = HARMONY_EFFORT_LOW;
+    else if (!strcmp(s, "medium"))
+        *out = HARMONY_EFFORT_MEDIUM;
+    else if (!strcmp(s, "high"))
+        *out = HARMONY_EFFORT_HIGH;
     else {
-        api_error_set(err, 400, NULL, param,
-                      "Invalid value for '%s': '%.40s' (gpt-oss supports 'low', 'medium' and 'high')",
-                      param, s);
+        api_error_set(
+            err, 400, NULL, param,
+            "Invalid value for '%s': '%.40s' (gpt-oss supports 'low', 'medium' and 'high')", param,
+            s);
         return -1;
     }
     return 1;
@@ -112,8 +116,10 @@ void api_conv_set_response_format(api_conv *c, const char *name, const char *des
     hsb_clear(b);
     hsb_printf(b, "# Response Formats\n\n## %s\n\n", name && *name ? name : "response");
     if (description && *description) hsb_printf(b, "// %s\n", description);
-    if (schema) harmony_json_compact(b, schema);
-    else hsb_add(b, "{}");
+    if (schema)
+        harmony_json_compact(b, schema);
+    else
+        hsb_add(b, "{}");
 }
 
 int api_check_function_name(const char *name, const char *param, api_error *err) {
@@ -220,8 +226,9 @@ int api_parse_function_def(const json_t *fn, const char *param, api_conv *c, boo
                            api_error *err) {
     char p[96];
     if (!json_is_object(fn)) {
-        api_error_set(err, 400, NULL, param, "Invalid type for '%s': expected an object, but got %s",
-                      param, fn ? api_json_type_name(fn) : "nothing");
+        api_error_set(err, 400, NULL, param,
+                      "Invalid type for '%s': expected an object, but got %s", param,
+                      fn ? api_json_type_name(fn) : "nothing");
         return -1;
     }
     const char *name = NULL, *desc = NULL;
@@ -238,8 +245,9 @@ int api_parse_function_def(const json_t *fn, const char *param, api_conv *c, boo
     if (params && json_is_null(params)) params = NULL;
     if (params && !json_is_object(params)) {
         snprintf(p, sizeof p, "%s.parameters", param);
-        api_error_set(err, 400, NULL, p, "Invalid type for '%s': expected a JSON Schema object, but got %s",
-                      p, api_json_type_name(params));
+        api_error_set(err, 400, NULL, p,
+                      "Invalid type for '%s': expected a JSON Schema object, but got %s", p,
+                      api_json_type_name(params));
         return -1;
     }
     if (add) api_conv_add_tool(c, name, desc, params);

@@ -42,8 +42,10 @@ void api_error_set(api_error *err, int status, const char *type, const char *par
 char *api_error_json(const api_error *err) {
     json_t *e = json_object();
     json_object_set_new(e, "message", api_jstr(err->message, strlen(err->message)));
-    json_object_set_new(e, "type", json_string(err->type[0] ? err->type : default_type(err->status)));
-    json_object_set_new(e, "param", err->param[0] ? api_jstr(err->param, strlen(err->param)) : json_null());
+    json_object_set_new(e, "type",
+                        json_string(err->type[0] ? err->type : default_type(err->status)));
+    json_object_set_new(e, "param",
+                        err->param[0] ? api_jstr(err->param, strlen(err->param)) : json_null());
     json_object_set_new(e, "code", err->code[0] ? json_string(err->code) : json_null());
     json_t *root = json_pack("{so}", "error", e);
     char *s = json_dumps(root, JSON_COMPACT);

@@ -27,7 +27,12 @@
  * 2048 levels; schemas in tools are rendered recursively, and no real request nests this deep). */
 enum { API_MAX_JSON_DEPTH = 64 };
 /* OpenAI's limits. */
-enum { API_MAX_STOP = 4, API_MAX_COMPLETION_LOGPROBS = 5, API_MAX_TOP_LOGPROBS = 20, API_MAX_N = 128 };
+enum {
+    API_MAX_STOP = 4,
+    API_MAX_COMPLETION_LOGPROBS = 5,
+    API_MAX_TOP_LOGPROBS = 20,
+    API_MAX_N = 128
+};
 
 /* ---- api_json.c ------------------------------------------------------------------------------ */
 
@@ -46,7 +51,8 @@ int api_get_string(const json_t *obj, const char *key, const char *param, const 
 /* Numbers in [lo, hi] (lo excluded when lo_open). */
 int api_get_number(const json_t *obj, const char *key, const char *param, double lo, bool lo_open,
                    double hi, double *out, api_error *err);
-/* Integers in [lo, hi]; a real with an integral value counts (pydantic's lax mode does the same). */
+/* Integers in [lo, hi]; a real with an integral value counts (pydantic's lax mode does the same).
+ */
 int api_get_int(const json_t *obj, const char *key, const char *param, long long lo, long long hi,
                 long long *out, api_error *err);
 /* The same checks on a value already at hand. */
@@ -78,16 +84,16 @@ void api_out_json(char **out, size_t *out_len, json_t *v);
 /* What the request asked for beyond the engine request: options the output side needs. A plain
  * value (strings owned, freed by api_opts_free), copied into every stream. */
 typedef struct {
-    bool logprobs;        /* chat: logprobs = true; completions: logprobs given */
-    int top_logprobs;     /* alternatives per token shown */
-    int prompt_logprobs;  /* completions (vLLM extension): alternatives per prompt position shown */
+    bool logprobs;       /* chat: logprobs = true; completions: logprobs given */
+    int top_logprobs;    /* alternatives per token shown */
+    int prompt_logprobs; /* completions (vLLM extension): alternatives per prompt position shown */
     bool include_reasoning;
     bool skip_special_tokens;
-    char *prompt_text;    /* completions with echo: the prompt as text */
+    char *prompt_text; /* completions with echo: the prompt as text */
     size_t prompt_text_len;
-    char **stop;          /* the stop strings (to report stop_reason) */
+    char **stop; /* the stop strings (to report stop_reason) */
     int n_stop;
-    json_t *echo;         /* responses: request fields the response object repeats */
+    json_t *echo; /* responses: request fields the response object repeats */
 } api_opts;
 
 void api_opts_copy(api_opts *dst, const api_opts *src);
@@ -128,7 +134,7 @@ typedef struct {
     hsb instructions;         /* the developer message's "# Instructions" text */
     harmony_tool *tools;      /* function tools (borrowed strings) */
     size_t n_tools, cap_tools;
-    hsb response_format;      /* "# Response Formats" section (without the leading blank line) */
+    hsb response_format; /* "# Response Formats" section (without the leading blank line) */
 } api_conv;
 
 void api_conv_init(api_conv *c, const api_config *cfg);
@@ -164,10 +170,10 @@ typedef enum { HOUT_START, HOUT_TEXT, HOUT_END } hout_ev_kind;
 
 typedef struct {
     hout_ev_kind kind;
-    harmony_kind mkind;  /* the message's kind */
-    size_t msg;          /* the message's index in the output */
-    size_t name_off;     /* START of a tool call: the function name in `text` */
-    size_t off, len;     /* TEXT: bytes of `text` */
+    harmony_kind mkind; /* the message's kind */
+    size_t msg;         /* the message's index in the output */
+    size_t name_off;    /* START of a tool call: the function name in `text` */
+    size_t off, len;    /* TEXT: bytes of `text` */
     harmony_end_reason end;
 } hout_event;
 
@@ -178,11 +184,11 @@ typedef struct {
     const tokenizer *tok;
     hout_event *ev;
     size_t n_ev, cap_ev;
-    hsb text;           /* text of this feed's events */
-    int *tok_kind;      /* per token of this feed: harmony_kind of the content it belongs to, -1 */
+    hsb text;      /* text of this feed's events */
+    int *tok_kind; /* per token of this feed: harmony_kind of the content it belongs to, -1 */
     size_t cap_tok;
     int n_tok;
-    int open_kind;      /* kind of the open message (-1 none) */
+    int open_kind; /* kind of the open message (-1 none) */
     bool finished;
     int reasoning_tokens; /* tokens spent inside reasoning messages so far */
 } api_hout;
@@ -235,7 +241,7 @@ struct api_stream {
     int n_prompt;
     int32_t *prompt; /* completions with echo and logprobs */
     int prompt_tokens, cached_tokens, completion_tokens, reasoning_tokens;
-    int status;      /* HTTP status of the non-streamed body */
+    int status; /* HTTP status of the non-streamed body */
     bool done;
     api_chat_state *chat;
     api_cmpl_state *cmpl;

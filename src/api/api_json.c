@@ -45,8 +45,8 @@ json_t *api_json_load(const char *body, size_t len, api_error *err) {
         return NULL;
     }
     if (depth_exceeds(root, 1, API_MAX_JSON_DEPTH)) {
-        api_error_set(err, 400, NULL, NULL,
-                      "The request body is nested more than %d levels deep", API_MAX_JSON_DEPTH);
+        api_error_set(err, 400, NULL, NULL, "The request body is nested more than %d levels deep",
+                      API_MAX_JSON_DEPTH);
         json_decref(root);
         return NULL;
     }
@@ -110,8 +110,9 @@ int api_get_number(const json_t *obj, const char *key, const char *param, double
     if (!json_is_number(v)) return wrong_type(v, param, "a number", err);
     double d = json_number_value(v);
     if (!(lo_open ? d > lo : d >= lo) || !(d <= hi)) {
-        api_error_set(err, 400, NULL, param, "Invalid value for '%s': %g is out of range, must be in %c%g, %g]",
-                      param, d, lo_open ? '(' : '[', lo, hi);
+        api_error_set(err, 400, NULL, param,
+                      "Invalid value for '%s': %g is out of range, must be in %c%g, %g]", param, d,
+                      lo_open ? '(' : '[', lo, hi);
         return -1;
     }
     *out = d;
@@ -132,7 +133,8 @@ int api_check_int(const json_t *v, const char *param, long long lo, long long hi
         return wrong_type(v, param, "an integer", err);
     }
     if (x < lo || x > hi) {
-        api_error_set(err, 400, NULL, param, "Invalid value for '%s': %lld is out of range, must be in [%lld, %lld]",
+        api_error_set(err, 400, NULL, param,
+                      "Invalid value for '%s': %lld is out of range, must be in [%lld, %lld]",
                       param, x, lo, hi);
         return -1;
     }
@@ -158,7 +160,8 @@ int api_content_text(const json_t *content, const char *param, const char *const
         *out = xstrndup(json_string_value(content), json_string_length(content));
         return 0;
     }
-    if (!json_is_array(content)) return wrong_type(content, param, "a string or an array of content parts", err);
+    if (!json_is_array(content))
+        return wrong_type(content, param, "a string or an array of content parts", err);
     hsb text = {0};
     size_t i;
     json_t *part;
@@ -184,7 +187,9 @@ int api_content_text(const json_t *content, const char *param, const char *const
         for (size_t k = 0; type && types[k]; k++) ok = ok || strcmp(type, types[k]) == 0;
         if (!ok) {
             if (type)
-                api_error_set(err, 400, NULL, pt, "Invalid value for '%s': content parts of type '%.40s' are not supported (text only)",
+                api_error_set(err, 400, NULL, pt,
+                              "Invalid value for '%s': content parts of type '%.40s' are not "
+                              "supported (text only)",
                               pt, type);
             else
                 api_error_set(err, 400, NULL, pt, "Missing required parameter: '%s'", pt);

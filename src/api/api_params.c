@@ -32,8 +32,8 @@ int api_parse_model(const json_t *root, const api_config *cfg, api_call *call, a
     if (api_get_string(root, "model", "model", &model, err) < 0) return -1;
     /* A missing model means the served one (vLLM does the same); a different one is a 404. */
     if (model && cfg->served_model_name && strcmp(model, cfg->served_model_name) != 0) {
-        api_error_set(err, 404, "invalid_request_error", "model",
-                      "The model `%s` does not exist.", model);
+        api_error_set(err, 404, "invalid_request_error", "model", "The model `%s` does not exist.",
+                      model);
         snprintf(err->code, sizeof err->code, "model_not_found");
         return -1;
     }
@@ -48,12 +48,15 @@ static int parse_stop(const json_t *root, api_call *call, api_opts *opts, api_er
     const json_t *one = json_is_string(v) ? v : NULL;
     size_t n = one ? 1 : json_is_array(v) ? json_array_size(v) : 0;
     if (!one && !json_is_array(v)) {
-        api_error_set(err, 400, NULL, "stop", "Invalid type for 'stop': expected a string or an array of strings, but got %s",
-                      api_json_type_name(v));
+        api_error_set(
+            err, 400, NULL, "stop",
+            "Invalid type for 'stop': expected a string or an array of strings, but got %s",
+            api_json_type_name(v));
         return -1;
     }
     if (n > API_MAX_STOP) {
-        api_error_set(err, 400, NULL, "stop", "Invalid value for 'stop': at most %d stop sequences are allowed, got %zu",
+        api_error_set(err, 400, NULL, "stop",
+                      "Invalid value for 'stop': at most %d stop sequences are allowed, got %zu",
                       API_MAX_STOP, n);
         return -1;
     }
@@ -68,10 +71,12 @@ static int parse_stop(const json_t *root, api_call *call, api_opts *opts, api_er
             for (size_t k = 0; k < i; k++) free(stops[k]);
             free(stops);
             if (!json_is_string(s))
-                api_error_set(err, 400, NULL, p, "Invalid type for '%s': expected a string, but got %s", p,
+                api_error_set(err, 400, NULL, p,
+                              "Invalid type for '%s': expected a string, but got %s", p,
                               api_json_type_name(s));
             else
-                api_error_set(err, 400, NULL, p, "Invalid value for '%s': stop sequences must be non-empty text", p);
+                api_error_set(err, 400, NULL, p,
+                              "Invalid value for '%s': stop sequences must be non-empty text", p);
             return -1;
         }
         stops[i] = xstrdup(json_string_value(s));
@@ -84,12 +89,15 @@ static int parse_stop(const json_t *root, api_call *call, api_opts *opts, api_er
     return 0;
 }
 
-static int parse_stop_ids(const json_t *root, const tokenizer *tok, api_call *call, api_error *err) {
+static int parse_stop_ids(const json_t *root, const tokenizer *tok, api_call *call,
+                          api_error *err) {
     json_t *v = json_object_get(root, "stop_token_ids");
     if (!v || json_is_null(v)) return 0;
     if (!json_is_array(v)) {
-        api_error_set(err, 400, NULL, "stop_token_ids", "Invalid type for 'stop_token_ids': expected an array of integers, but got %s",
-                      api_json_type_name(v));
+        api_error_set(
+            err, 400, NULL, "stop_token_ids",
+            "Invalid type for 'stop_token_ids': expected an array of integers, but got %s",
+            api_json_type_name(v));
         return -1;
     }
     size_t n = json_array_size(v);
@@ -110,12 +118,15 @@ static int parse_stop_ids(const json_t *root, const tokenizer *tok, api_call *ca
     return 0;
 }
 
-static int parse_logit_bias(const json_t *root, const tokenizer *tok, api_call *call, api_error *err) {
+static int parse_logit_bias(const json_t *root, const tokenizer *tok, api_call *call,
+                            api_error *err) {
     json_t *v = json_object_get(root, "logit_bias");
     if (!v || json_is_null(v)) return 0;
     if (!json_is_object(v)) {
-        api_error_set(err, 400, NULL, "logit_bias", "Invalid type for 'logit_bias': expected an object of \"token id\": bias, but got %s",
-                      api_json_type_name(v));
+        api_error_set(
+            err, 400, NULL, "logit_bias",
+            "Invalid type for 'logit_bias': expected an object of \"token id\": bias, but got %s",
+            api_json_type_name(v));
         return -1;
     }
     size_t n = json_object_size(v), i = 0;
@@ -132,19 +143,22 @@ static int parse_logit_bias(const json_t *root, const tokenizer *tok, api_call *
         if (!*key || *end || errno || id < 0 || id >= vocab) {
             free(e);
             api_error_set(err, 400, NULL, "logit_bias",
-                          "Invalid key in 'logit_bias': '%.60s' is not a token id in [0, %ld)", key, vocab);
+                          "Invalid key in 'logit_bias': '%.60s' is not a token id in [0, %ld)", key,
+                          vocab);
             return -1;
         }
         if (!json_is_number(b)) {
             free(e);
-            api_error_set(err, 400, NULL, p, "Invalid type for '%s': expected a number, but got %s", p,
-                          api_json_type_name(b));
+            api_error_set(err, 400, NULL, p, "Invalid type for '%s': expected a number, but got %s",
+                          p, api_json_type_name(b));
             return -1;
         }
         double d = json_number_value(b);
         if (!(d >= -100 && d <= 100)) {
             free(e);
-            api_error_set(err, 400, NULL, p, "Invalid value for '%s': %g is out of range, must be in [-100, 100]", p, d);
+            api_error_set(err, 400, NULL, p,
+                          "Invalid value for '%s': %g is out of range, must be in [-100, 100]", p,
+                          d);
             return -1;
         }
         e[i].token = (int32_t)id;
@@ -193,7 +207,8 @@ int api_parse_sampling(const json_t *root, const tokenizer *tok, bool allow_n, a
     json_t *so = json_object_get(root, "stream_options");
     if (so && !json_is_null(so)) {
         if (!json_is_object(so)) {
-            api_error_set(err, 400, NULL, "stream_options", "Invalid type for 'stream_options': expected an object, but got %s",
+            api_error_set(err, 400, NULL, "stream_options",
+                          "Invalid type for 'stream_options': expected an object, but got %s",
                           api_json_type_name(so));
             return -1;
         }
@@ -215,7 +230,8 @@ int api_finish_lengths(const json_t *root, const char *const *keys, const char *
     }
     int n_prompt = call->req.n_prompt, len = cfg->max_model_len;
     if (n_prompt <= 0) {
-        api_error_set(err, 400, NULL, prompt_param, "The prompt is empty: it must have at least one token");
+        api_error_set(err, 400, NULL, prompt_param,
+                      "The prompt is empty: it must have at least one token");
         return -1;
     }
     if (len > 0 && n_prompt >= len) {
@@ -297,8 +313,7 @@ static uint64_t mix64(uint64_t x) {
 
 void api_make_id(char *buf, size_t cap, const char *prefix, const char *response_id, int choice,
                  int k) {
-    static const char alphabet[] =
-        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
     uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a over the response id */
     for (const char *c = response_id ? response_id : ""; *c; c++)
         h = (h ^ (unsigned char)*c) * 0x100000001b3ull;

@@ -152,9 +152,12 @@ static int parse_item(const json_t *item, size_t i, api_conv *c, known_calls *ca
         m->channel = "commentary";
         m->recipient = api_conv_own(c, xasprintf("functions.%s", name));
         m->content_type = "<|constrain|>json";
-        if (json_is_string(args)) m->text = json_string_value(args);
-        else if (!args || json_is_null(args)) m->text = "{}";
-        else m->text = api_conv_own(c, json_dumps(args, JSON_COMPACT));
+        if (json_is_string(args))
+            m->text = json_string_value(args);
+        else if (!args || json_is_null(args))
+            m->text = "{}";
+        else
+            m->text = api_conv_own(c, json_dumps(args, JSON_COMPACT));
         if (calls->n == calls->cap) {
             calls->cap = calls->cap ? 2 * calls->cap : 8;
             calls->v = xrealloc(calls->v, calls->cap * sizeof *calls->v);
@@ -201,8 +204,10 @@ static int parse_input(const json_t *root, api_conv *c, api_error *err) {
         return 0;
     }
     if (!json_is_array(input)) {
-        api_error_set(err, 400, NULL, "input", "Invalid type for 'input': expected a string or an array of items, but got %s",
-                      api_json_type_name(input));
+        api_error_set(
+            err, 400, NULL, "input",
+            "Invalid type for 'input': expected a string or an array of items, but got %s",
+            api_json_type_name(input));
         return -1;
     }
     if (json_array_size(input) == 0) {
@@ -214,7 +219,8 @@ static int parse_input(const json_t *root, api_conv *c, api_error *err) {
     size_t i;
     json_t *item;
     int rc = 0;
-    json_array_foreach(input, i, item) if ((rc = parse_item(item, i, c, &calls, &leading, err)) < 0) break;
+    json_array_foreach(input, i,
+                       item) if ((rc = parse_item(item, i, c, &calls, &leading, err)) < 0) break;
     free(calls.v);
     return rc;
 }
@@ -225,7 +231,8 @@ static int parse_tools(const json_t *root, api_conv *c, api_error *err) {
     if (choice && !json_is_null(choice)) {
         if (json_is_string(choice)) {
             const char *s = json_string_value(choice);
-            if (!strcmp(s, "none")) render = false;
+            if (!strcmp(s, "none"))
+                render = false;
             else if (strcmp(s, "auto") && strcmp(s, "required")) {
                 api_error_set(err, 400, NULL, "tool_choice",
                               "Invalid value for 'tool_choice': '%.40s' (expected 'none', 'auto', "
@@ -234,15 +241,18 @@ static int parse_tools(const json_t *root, api_conv *c, api_error *err) {
                 return -1;
             }
         } else if (!json_is_object(choice)) {
-            api_error_set(err, 400, NULL, "tool_choice", "Invalid type for 'tool_choice': expected a string or an object, but got %s",
-                          api_json_type_name(choice));
+            api_error_set(
+                err, 400, NULL, "tool_choice",
+                "Invalid type for 'tool_choice': expected a string or an object, but got %s",
+                api_json_type_name(choice));
             return -1;
         }
     }
     json_t *tools = json_object_get(root, "tools");
     if (!tools || json_is_null(tools)) return 0;
     if (!json_is_array(tools)) {
-        api_error_set(err, 400, NULL, "tools", "Invalid type for 'tools': expected an array, but got %s",
+        api_error_set(err, 400, NULL, "tools",
+                      "Invalid type for 'tools': expected an array, but got %s",
                       api_json_type_name(tools));
         return -1;
     }
@@ -253,8 +263,9 @@ static int parse_tools(const json_t *root, api_conv *c, api_error *err) {
         snprintf(p, sizeof p, "tools[%zu]", i);
         snprintf(pt, sizeof pt, "tools[%zu].type", i);
         if (!json_is_object(t)) {
-            api_error_set(err, 400, NULL, p, "Invalid type for '%s': expected an object, but got %s",
-                          p, api_json_type_name(t));
+            api_error_set(err, 400, NULL, p,
+                          "Invalid type for '%s': expected an object, but got %s", p,
+                          api_json_type_name(t));
             return -1;
         }
         const char *type = NULL;
@@ -271,14 +282,16 @@ static int parse_text_format(const json_t *root, api_conv *c, api_error *err) {
     json_t *text = json_object_get(root, "text");
     if (!text || json_is_null(text)) return 0;
     if (!json_is_object(text)) {
-        api_error_set(err, 400, NULL, "text", "Invalid type for 'text': expected an object, but got %s",
+        api_error_set(err, 400, NULL, "text",
+                      "Invalid type for 'text': expected an object, but got %s",
                       api_json_type_name(text));
         return -1;
     }
     json_t *f = json_object_get(text, "format");
     if (!f || json_is_null(f)) return 0;
     if (!json_is_object(f)) {
-        api_error_set(err, 400, NULL, "text.format", "Invalid type for 'text.format': expected an object, but got %s",
+        api_error_set(err, 400, NULL, "text.format",
+                      "Invalid type for 'text.format': expected an object, but got %s",
                       api_json_type_name(f));
         return -1;
     }
@@ -330,9 +343,9 @@ static json_t *echo_fields(const json_t *root, harmony_effort effort) {
     echo_field(e, root, "metadata", json_object());
     echo_field(e, root, "user", json_null());
     echo_field(e, root, "text", json_pack("{s{ss}}", "format", "type", "text"));
-    json_object_set_new(e, "reasoning",
-                        json_pack("{sssn}", "effort", efforts[effort] ? efforts[effort] : "medium",
-                                  "summary"));
+    json_object_set_new(
+        e, "reasoning",
+        json_pack("{sssn}", "effort", efforts[effort] ? efforts[effort] : "medium", "summary"));
     json_object_set_new(e, "previous_response_id", json_null());
     json_object_set_new(e, "truncation", json_string("disabled"));
     json_object_set_new(e, "background", json_false());
@@ -366,7 +379,8 @@ static int parse_fields(const json_t *root, const tokenizer *tok, const api_conf
                       "logprobs are not supported on /v1/responses with gpt-oss");
         return -1;
     }
-    if (api_get_bool(root, "include_reasoning", "include_reasoning", &o->include_reasoning, err) < 0)
+    if (api_get_bool(root, "include_reasoning", "include_reasoning", &o->include_reasoning, err) <
+        0)
         return -1;
     const char *instructions = NULL;
     if (api_get_string(root, "instructions", "instructions", &instructions, err) < 0) return -1;
@@ -374,7 +388,8 @@ static int parse_fields(const json_t *root, const tokenizer *tok, const api_conf
     json_t *reasoning = json_object_get(root, "reasoning");
     if (reasoning && !json_is_null(reasoning)) {
         if (!json_is_object(reasoning)) {
-            api_error_set(err, 400, NULL, "reasoning", "Invalid type for 'reasoning': expected an object, but got %s",
+            api_error_set(err, 400, NULL, "reasoning",
+                          "Invalid type for 'reasoning': expected an object, but got %s",
                           api_json_type_name(reasoning));
             return -1;
         }

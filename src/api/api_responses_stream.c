@@ -79,9 +79,10 @@ static void emit(api_stream *s, char **out, size_t *out_len, const char *type, j
 
 static json_t *part_json(const resp_item *it) {
     if (it->type == ITEM_REASONING)
-        return json_pack("{ssso}", "type", "reasoning_text", "text", api_jstr(it->text.s, it->text.len));
-    return json_pack("{sssos[]s[]}", "type", "output_text", "text", api_jstr(it->text.s, it->text.len),
-                     "annotations", "logprobs");
+        return json_pack("{ssso}", "type", "reasoning_text", "text",
+                         api_jstr(it->text.s, it->text.len));
+    return json_pack("{sssos[]s[]}", "type", "output_text", "text",
+                     api_jstr(it->text.s, it->text.len), "annotations", "logprobs");
 }
 
 /* The item as it stands (done: with its text). */
@@ -112,21 +113,23 @@ static json_t *response_json(api_stream *s, const char *status, bool final) {
     for (int i = 0; final && i < s->resp->n_items; i++)
         json_array_append_new(output, item_json(&s->resp->items[i], true));
     json_object_set_new(r, "output", output);
-    json_object_set_new(r, "error", !strcmp(status, "failed")
-                                        ? json_pack("{ssss}", "code", "server_error", "message",
-                                                    "The model failed while generating this response")
-                                        : json_null());
+    json_object_set_new(r, "error",
+                        !strcmp(status, "failed")
+                            ? json_pack("{ssss}", "code", "server_error", "message",
+                                        "The model failed while generating this response")
+                            : json_null());
     json_object_set_new(r, "incomplete_details",
                         !strcmp(status, "incomplete")
                             ? json_pack("{ss}", "reason", "max_output_tokens")
                             : json_null());
     if (final) {
-        json_object_set_new(
-            r, "usage",
-            json_pack("{sis{si}sis{si}si}", "input_tokens", s->prompt_tokens, "input_tokens_details",
-                      "cached_tokens", s->cached_tokens, "output_tokens", s->completion_tokens,
-                      "output_tokens_details", "reasoning_tokens", s->reasoning_tokens,
-                      "total_tokens", s->prompt_tokens + s->completion_tokens));
+        json_object_set_new(r, "usage",
+                            json_pack("{sis{si}sis{si}si}", "input_tokens", s->prompt_tokens,
+                                      "input_tokens_details", "cached_tokens", s->cached_tokens,
+                                      "output_tokens", s->completion_tokens,
+                                      "output_tokens_details", "reasoning_tokens",
+                                      s->reasoning_tokens, "total_tokens",
+                                      s->prompt_tokens + s->completion_tokens));
     } else {
         json_object_set_new(r, "usage", json_null());
     }
@@ -137,9 +140,12 @@ static json_t *response_json(api_stream *s, const char *status, bool final) {
 static void open_item(api_stream *s, const hout_event *e, char **out, size_t *out_len) {
     api_resp_state *st = s->resp;
     int type;
-    if (e->mkind == HARMONY_KIND_REASONING && s->opts.include_reasoning) type = ITEM_REASONING;
-    else if (e->mkind == HARMONY_KIND_FINAL || e->mkind == HARMONY_KIND_PREAMBLE) type = ITEM_MESSAGE;
-    else if (e->mkind == HARMONY_KIND_TOOL_CALL) type = ITEM_CALL;
+    if (e->mkind == HARMONY_KIND_REASONING && s->opts.include_reasoning)
+        type = ITEM_REASONING;
+    else if (e->mkind == HARMONY_KIND_FINAL || e->mkind == HARMONY_KIND_PREAMBLE)
+        type = ITEM_MESSAGE;
+    else if (e->mkind == HARMONY_KIND_TOOL_CALL)
+        type = ITEM_CALL;
     else {
         st->open = -1;
         return;
@@ -230,9 +236,12 @@ int api_resp_stream_feed(api_stream *s, const engine_output *o, char **out, size
     hout_feed(&st->h, o->tokens, o->n_tokens, o->finished, o->trim_bytes);
     for (size_t i = 0; i < st->h.n_ev; i++) {
         const hout_event *e = &st->h.ev[i];
-        if (e->kind == HOUT_START) open_item(s, e, out, out_len);
-        else if (e->kind == HOUT_TEXT) item_text(s, st->h.text.s + e->off, e->len, out, out_len);
-        else close_item(s, e->end, out, out_len);
+        if (e->kind == HOUT_START)
+            open_item(s, e, out, out_len);
+        else if (e->kind == HOUT_TEXT)
+            item_text(s, st->h.text.s + e->off, e->len, out, out_len);
+        else
+            close_item(s, e->end, out, out_len);
     }
     if (!o->finished) return 0;
     st->finished = true;

@@ -6,7 +6,8 @@
 
 #include <string.h>
 
-api_stream *api_stream_new(const api_call *call, const tokenizer *tok, const char *id, long created) {
+api_stream *api_stream_new(const api_call *call, const tokenizer *tok, const char *id,
+                           long created) {
     api_stream *s = xcalloc(1, sizeof *s);
     s->kind = call->kind;
     s->stream = call->stream;
