@@ -249,7 +249,9 @@ static void test_messages(void) {
     expect(chat, CHAT(",\"tools\":{}"), 400, "tools", NULL);
     expect(chat, CHAT(",\"tools\":[5]"), 400, "tools[0]", NULL);
     expect(chat, CHAT(",\"tools\":[{\"type\":\"retrieval\"}]"), 400, "tools[0].type", "retrieval");
-    expect(chat, CHAT(",\"tools\":[{\"type\":\"function\"}]"), 400, "tools[0].function", NULL);
+    expect(chat, CHAT(",\"tools\":[{\"type\":\"function\"}]"), 400, "tools[0].function", "Missing");
+    expect(chat, CHAT(",\"tools\":[{\"type\":\"function\",\"function\":[]}]"), 400,
+           "tools[0].function", "object");
     expect(chat, CHAT(",\"tools\":[{\"type\":\"function\",\"function\":{}}]"), 400,
            "tools[0].function.name", NULL);
     expect(chat, CHAT(",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"\"}}]"), 400,

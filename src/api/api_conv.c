@@ -225,10 +225,14 @@ char *api_conv_render_text(api_conv *c, api_error *err) {
 int api_parse_function_def(const json_t *fn, const char *param, api_conv *c, bool add,
                            api_error *err) {
     char p[96];
+    if (!fn || json_is_null(fn)) {
+        api_error_set(err, 400, NULL, param, "Missing required parameter: '%s'", param);
+        return -1;
+    }
     if (!json_is_object(fn)) {
         api_error_set(err, 400, NULL, param,
                       "Invalid type for '%s': expected an object, but got %s", param,
-                      fn ? api_json_type_name(fn) : "nothing");
+                      api_json_type_name(fn));
         return -1;
     }
     const char *name = NULL, *desc = NULL;
