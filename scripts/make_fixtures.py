@@ -7,6 +7,9 @@ Run on the GPU machine (it has torch and transformers); writes into OUTDIR:
                                  a second checkpoint written here by safetensors' own writer (single
                                  file, `rope_parameters` spelling, other shapes), and its logits
   rope_reference.safetensors     transformers' YaRN inv_freq and attention factor for the real config
+  tiny64/, tiny64_reference.safetensors
+                                 like pyckpt with the real head geometry (head_dim 64, 16 q / 2 kv
+                                 heads), for the CUDA kernels, and its logits
 
 The checkpoints are loaded with GptOssForCausalLM.from_pretrained(..., quantization_config=
 Mxfp4Config(dequantize=True)) so the MXFP4 decoding is transformers' own, in float32 with eager
@@ -95,11 +98,13 @@ def mxfp4_random(g, shape_rows, nblocks, std):
     return blocks, scales
 
 
-def write_pyckpt(path):
-    """A checkpoint written independently of gptoss: other shapes, one file, the new config spelling."""
+def write_pyckpt(path, dims=(3, 6, 2, 96, 64, 4, 1, 24, 777, 8), seed=1234):
+    """A checkpoint written independently of gptoss: one file, the new config spelling. The default
+    dims differ from every preset; tiny64 has the real head geometry (head_dim 64, 8 query heads per
+    KV head) that the CUDA kernels require, at a tiny width."""
     os.makedirs(path, exist_ok=True)
-    L, E, K, H, I, NH, NKV, D, V, W = 3, 6, 2, 96, 64, 4, 1, 24, 777, 8
-    g = torch.Generator().manual_seed(1234)
+    L, E, K, H, I, NH, NKV, D, V, W = dims
+    g = torch.Generator().manual_seed(seed)
 
     def randn(*shape, std=1.0, mean=0.0):
         return (torch.randn(*shape, generator=g) * std + mean).to(torch.bfloat16)
@@ -169,6 +174,11 @@ def pyckpt(path):
     save_file(reference(load(path), vocab, 12), os.path.join(path, "reference.safetensors"))
 
 
+def tiny64(path):
+    vocab = write_pyckpt(path, dims=(4, 8, 4, 128, 128, 16, 2, 64, 1024, 16), seed=64)
+    save_file(reference(load(path), vocab, 13), os.path.join(os.path.dirname(path), "tiny64_reference.safetensors"))
+
+
 def main():
     repo, outdir = sys.argv[1], sys.argv[2]
     print("transformers", transformers.__version__, "torch", torch.__version__, "device", DEV)
@@ -178,6 +188,7 @@ def main():
                                    os.path.join(outdir, "tiny_reference.safetensors"))),
         ("pyckpt", lambda: pyckpt(os.path.join(outdir, "pyckpt"))),
         ("rope", lambda: rope_reference(os.path.join(outdir, "rope_reference.safetensors"))),
+        ("tiny64", lambda: tiny64(os.path.join(outdir, "tiny64"))),
     ]
     for name, fn in steps:
         print(f"[{name}]")

@@ -39,7 +39,8 @@ typedef struct {
     const char *served_model_name; /* requests naming another model get 404 */
     int max_model_len;
     int default_max_tokens;        /* when the request gives none: max_model_len - prompt */
-    const char *current_date;      /* "YYYY-MM-DD" for the harmony system message; NULL: today */
+    const char *current_date;      /* "YYYY-MM-DD" for the harmony system message; NULL: today
+                                      (local time); "": no "Current date" line */
 } api_config;
 
 /* A parsed request. Owns everything it points to (free with api_call_free). */
@@ -62,13 +63,18 @@ void api_call_free(api_call *c);
 /* The output side of one request. */
 typedef struct api_stream api_stream;
 
-/* created/id: the response id ("chatcmpl-…", "cmpl-…", "resp_…") and creation time. */
+/* created/id: the response id ("chatcmpl-…", "cmpl-…", "resp_…") and creation time. The stream
+ * copies what it needs from the call: the call may be freed once the request is submitted. */
 api_stream *api_stream_new(const api_call *call, const tokenizer *tok, const char *id, long created);
 /* Appends to *out (a growing heap string, *out_len bytes) what the client must receive for this
  * engine output: zero or more SSE events when streaming; when not streaming nothing until the
  * final output, then the whole JSON body. Returns 1 when the response is complete. */
 int api_stream_feed(api_stream *s, const engine_output *o, char **out, size_t *out_len);
 void api_stream_free(api_stream *s);
+/* The HTTP status for the non-streamed body once complete: 200, or 500 when the engine failed (the
+ * body is then an error object). Streams always start 200; a failure mid-stream is sent as an
+ * error event. */
+int api_stream_status(const api_stream *s);
 
 /* Fills err and returns the JSON error body (heap string). */
 char *api_error_json(const api_error *err);

@@ -31,9 +31,10 @@ typedef struct {
 typedef struct {
     const char *name;
     int (*create)(const backend_options *opt, backend **out);
-    /* The loaded model's config and the KV geometry actually allocated. */
+    /* The loaded model's config and the KV geometry actually allocated (the engine's block manager
+     * must use exactly these). */
     const model_config *(*config)(backend *b);
-    void (*kv_blocks)(backend *b, int *num_full_blocks, int *num_swa_blocks);
+    void (*kv_blocks)(backend *b, int *num_full_blocks, int *num_swa_blocks, int *block_size);
     int (*launch)(backend *b, const step_batch *step);
     int (*wait)(backend *b, step_result *result);
     void (*destroy)(backend *b);

@@ -72,9 +72,9 @@ int engine_create(const engine_options *opt, const backend_ops *ops, backend *b,
     if (e->opt.stream_interval < 1) e->opt.stream_interval = 1;
     if (e->opt.max_model_len < 1 || e->opt.max_model_len > e->cfg->max_position)
         e->opt.max_model_len = e->cfg->max_position;
-    int n_full = 0, n_swa = 0;
-    ops->kv_blocks(b, &n_full, &n_swa);
-    e->block_size = 32;
+    int n_full = 0, n_swa = 0, block_size = 0;
+    ops->kv_blocks(b, &n_full, &n_swa, &block_size);
+    e->block_size = block_size;
     bm_options bo = {.block_size = e->block_size,
                      .num_full_blocks = n_full,
                      .num_swa_blocks = n_swa,

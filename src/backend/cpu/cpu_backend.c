@@ -121,7 +121,7 @@ static int run_step(struct backend *b, const step_batch *st, step_result *res) {
         const int32_t *hist = st->history[i];
         int hist_len = st->history_len[i];
         int32_t *with_pending = NULL;
-        if (st->token_ids[st->query_start[i + 1] - 1] == STEP_TOKEN_FROM_DEVICE) {
+        if (hist && st->token_ids[st->query_start[i + 1] - 1] == STEP_TOKEN_FROM_DEVICE) {
             with_pending = xmalloc((size_t)(hist_len + 1) * sizeof *with_pending);
             memcpy(with_pending, hist, (size_t)hist_len * sizeof *hist);
             with_pending[hist_len++] = b->slot_last[st->slot[i]];
@@ -213,9 +213,10 @@ static int cpu_create(const backend_options *opt, backend **out) {
 
 static const model_config *cpu_config(backend *b) { return &b->w.cfg; }
 
-static void cpu_kv_blocks(backend *b, int *full, int *swa) {
+static void cpu_kv_blocks(backend *b, int *full, int *swa, int *block_size) {
     *full = b->num_full;
     *swa = b->num_swa;
+    *block_size = b->block_size;
 }
 
 static int cpu_launch(backend *b, const step_batch *step) {
@@ -223,6 +224,11 @@ static int cpu_launch(backend *b, const step_batch *step) {
     if (b->running) {
         pthread_mutex_unlock(&b->mu);
         return err_set("cpu backend: a step is already in flight");
+    }
+    if (step->block_size != b->block_size) {
+        pthread_mutex_unlock(&b->mu);
+        return err_set("cpu backend: the step uses blocks of %d tokens, the pools have %d", step->block_size,
+                       b->block_size);
     }
     for (int i = 0; i < step->n_seqs; i++)
         if (step->slot[i] < 0 || step->slot[i] >= b->max_slots) {

@@ -1,0 +1,136 @@
+/* POST /v1/completions: raw text or token ids in, no harmony.
+ *
+ * `prompt` is a string (encoded with encode_ordinary: special-token names in it are plain text), an
+ * array of token ids, or an array holding exactly one of those; several prompts in one request are
+ * refused (400) — send one request per prompt. `logprobs` is OpenAI's integer (0..5 alternatives
+ * per token); `prompt_logprobs` is vLLM's extension (0..20 alternatives per prompt position);
+ * `echo` puts the prompt in front of the text. `suffix` is not supported (as in vLLM). */
+#include "api/api_internal.h"
+
+#include "base/error.h"
+#include "base/xalloc.h"
+#include "tokenizer/tok_utf8.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* An array of token ids → out (checked against the vocabulary). */
+static int token_array(const json_t *a, const char *param, const tokenizer *tok, ivec *out,
+                       api_error *err) {
+    size_t i;
+    json_t *v;
+    long long vocab = tokenizer_vocab_size(tok);
+    json_array_foreach(a, i, v) {
+        char p[48];
+        snprintf(p, sizeof p, "%s[%zu]", param, i);
+        long long x;
+        if (api_check_int(v, p, 0, vocab - 1, &x, err) < 0) return -1;
+        ivec_push(out, (int32_t)x);
+    }
+    return 0;
+}
+
+static int parse_prompt(const json_t *root, const tokenizer *tok, api_call *call, api_opts *o,
+                        api_error *err) {
+    json_t *p = json_object_get(root, "prompt");
+    if (!p || json_is_null(p)) {
+        api_error_set(err, 400, NULL, "prompt", "Missing required parameter: 'prompt'");
+        return -1;
+    }
+    const char *param = "prompt";
+    /* One prompt wrapped in an array, as the SDKs allow: unwrap it. */
+    if (json_is_array(p) && json_array_size(p) >= 1 && !json_is_integer(json_array_get(p, 0))) {
+        if (json_array_size(p) > 1) {
+            api_error_set(err, 400, NULL, "prompt",
+                          "Invalid value for 'prompt': only one prompt per request is supported, "
+                          "got %zu (send one request per prompt)",
+                          json_array_size(p));
+            return -1;
+        }
+        p = json_array_get(p, 0);
+        param = "prompt[0]";
+    }
+    ivec ids = {0};
+    if (json_is_string(p)) {
+        const char *s = json_string_value(p);
+        size_t n = json_string_length(p);
+        if (tokenizer_encode_ordinary(tok, s, n, &ids) != 0) {
+            api_error_set(err, 400, NULL, param, "The prompt cannot be tokenized: %s", err_msg());
+            ivec_free(&ids);
+            return -1;
+        }
+        if (call->echo) {
+            o->prompt_text = xstrndup(s, n);
+            o->prompt_text_len = n;
+        }
+    } else if (json_is_array(p)) {
+        if (token_array(p, param, tok, &ids, err) < 0) {
+            ivec_free(&ids);
+            return -1;
+        }
+        if (call->echo && ids.len) {
+            char *text;
+            size_t n;
+            tokenizer_decode(tok, ids.v, ids.len, &text, &n);
+            o->prompt_text = xmalloc(3 * n + 1);
+            o->prompt_text_len =
+                utf8_repair((unsigned char *)text, n, (unsigned char *)o->prompt_text);
+            o->prompt_text[o->prompt_text_len] = 0;
+            free(text);
+        }
+    } else {
+        api_error_set(
+            err, 400, NULL, param,
+            "Invalid type for '%s': expected a string or an array of token ids, but got %s", param,
+            api_json_type_name(p));
+        return -1;
+    }
+    call->req.prompt = ids.v;
+    call->req.n_prompt = (int)ids.len;
+    return 0;
+}
+
+static int parse_fields(const json_t *root, const tokenizer *tok, const api_config *cfg,
+                        api_call *out, api_error *err) {
+    api_opts *o = api_call_opts(out);
+    if (api_parse_model(root, cfg, out, err) < 0) return -1;
+    if (api_parse_sampling(root, tok, true, out, o, err) < 0) return -1;
+    json_t *suffix = json_object_get(root, "suffix");
+    if (suffix && !json_is_null(suffix)) {
+        api_error_set(err, 400, NULL, "suffix", "'suffix' is not supported");
+        return -1;
+    }
+    if (api_get_bool(root, "echo", "echo", &out->echo, err) < 0) return -1;
+    long long k = 0;
+    int r = api_get_int(root, "logprobs", "logprobs", 0, API_MAX_COMPLETION_LOGPROBS, &k, err);
+    if (r < 0) return -1;
+    if (r) {
+        o->logprobs = true;
+        o->top_logprobs = (int)k;
+        out->req.params.logprobs = (int32_t)k;
+    }
+    r = api_get_int(root, "prompt_logprobs", "prompt_logprobs", 0, API_MAX_TOP_LOGPROBS, &k, err);
+    if (r < 0) return -1;
+    if (r) o->prompt_logprobs = (int)k;
+    /* Echoed prompt tokens get logprobs from the engine's prompt rows: ask for at least one
+     * alternative per position so the prompt token itself can be looked up there. */
+    int want = o->prompt_logprobs;
+    if (out->echo && o->logprobs) {
+        int need = o->top_logprobs > 1 ? o->top_logprobs : 1;
+        if (need > want) want = need;
+    }
+    out->req.params.prompt_logprobs = want;
+    if (parse_prompt(root, tok, out, o, err) < 0) return -1;
+    static const char *const keys[] = {"max_tokens", NULL};
+    return api_finish_lengths(root, keys, "prompt", cfg, out, err);
+}
+
+int api_parse_completions(const char *body, size_t len, const tokenizer *tok, const api_config *cfg,
+                          api_call *out, api_error *err) {
+    api_call_init(out, API_COMPLETIONS);
+    json_t *root = api_json_load(body, len, err);
+    int rc = root ? parse_fields(root, tok, cfg, out, err) : -1;
+    json_decref(root);
+    if (rc < 0) api_call_free(out);
+    return rc < 0 ? -1 : 0;
+}

@@ -1,0 +1,431 @@
+/* POST /v1/responses: the request → a harmony prompt and an engine request.
+ *
+ *   instructions                  the developer message's "# Instructions", followed by the text of
+ *                                 leading system/developer input messages (as for chat)
+ *   input: a string               one user message
+ *   input items
+ *     message {role, content}     user / system / developer / assistant (assistant text goes back
+ *                                 on the final channel); content a string or input_text /
+ *                                 output_text parts
+ *     reasoning {content: [{type: "reasoning_text", text}]}  an analysis message (its summary
+ *                                 when it has no content); dropped once a later final answer exists
+ *     function_call {call_id, name, arguments}               the call, as for chat
+ *     function_call_output {call_id, output}                 the result from functions.NAME, NAME
+ *                                 being that of the function_call with the same call_id
+ *   tools                         function tools {type: "function", name, description,
+ *                                 parameters}; other tool types (web_search, code_interpreter,
+ *                                 mcp, ...) are ignored, as vLLM ignores built-in tools it does
+ *                                 not serve
+ *   reasoning.effort, max_output_tokens, temperature, top_p (and vLLM's top_k, min_p, penalties,
+ *   seed, stop), stream, store (accepted; nothing is stored), text.format (json_schema → harmony's
+ *   "# Response Formats" section), tool_choice (accepted; "none" hides the tools)
+ * Refused: previous_response_id and background (nothing is stored), logprobs (vLLM refuses them
+ * for gpt-oss too). */
+#include "api/api_internal.h"
+
+#include "base/xalloc.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const char *const TEXT_PARTS[] = {"input_text", "output_text", "text", NULL};
+static const char *const ASSISTANT_PARTS[] = {"input_text", "output_text", "text", "refusal", NULL};
+
+typedef struct {
+    const char *call_id, *name;
+} known_call;
+
+typedef struct {
+    known_call *v;
+    size_t n, cap;
+} known_calls;
+
+static const char *lookup_call(const known_calls *k, const char *call_id) {
+    for (size_t i = k->n; i-- > 0;)
+        if (k->v[i].call_id && !strcmp(k->v[i].call_id, call_id)) return k->v[i].name;
+    return NULL;
+}
+
+static int missing(const char *param, api_error *err) {
+    api_error_set(err, 400, NULL, param, "Missing required parameter: '%s'", param);
+    return -1;
+}
+
+/* The text of a reasoning item: its reasoning_text parts, else its summary_text parts. */
+static int reasoning_text(const json_t *item, size_t i, hsb *out, api_error *err) {
+    static const char *const fields[] = {"content", "summary"};
+    for (int f = 0; f < 2 && out->len == 0; f++) {
+        json_t *parts = json_object_get(item, fields[f]);
+        if (!parts || json_is_null(parts)) continue;
+        char p[64];
+        snprintf(p, sizeof p, "input[%zu].%s", i, fields[f]);
+        if (!json_is_array(parts)) {
+            api_error_set(err, 400, NULL, p, "Invalid type for '%s': expected an array, but got %s",
+                          p, api_json_type_name(parts));
+            return -1;
+        }
+        size_t k;
+        json_t *part;
+        json_array_foreach(parts, k, part) {
+            json_t *t = json_is_object(part) ? json_object_get(part, "text") : NULL;
+            if (!json_is_string(t)) {
+                snprintf(p, sizeof p, "input[%zu].%s[%zu].text", i, fields[f], k);
+                return missing(p, err);
+            }
+            if (out->len) hsb_addc(out, '\n');
+            hsb_addn(out, json_string_value(t), json_string_length(t));
+        }
+    }
+    return 0;
+}
+
+static int parse_item(const json_t *item, size_t i, api_conv *c, known_calls *calls, bool *leading,
+                      api_error *err) {
+    char p[64];
+    snprintf(p, sizeof p, "input[%zu]", i);
+    if (!json_is_object(item)) {
+        api_error_set(err, 400, NULL, p, "Invalid type for '%s': expected an object, but got %s", p,
+                      api_json_type_name(item));
+        return -1;
+    }
+    const char *type = NULL;
+    snprintf(p, sizeof p, "input[%zu].type", i);
+    if (api_get_string(item, "type", p, &type, err) < 0) return -1;
+    bool sysdev = false;
+    if (!type || !strcmp(type, "message")) {
+        const char *role = NULL;
+        snprintf(p, sizeof p, "input[%zu].role", i);
+        if (api_get_string(item, "role", p, &role, err) < 0) return -1;
+        if (!role) return missing(p, err);
+        bool assistant = !strcmp(role, "assistant");
+        sysdev = !strcmp(role, "system") || !strcmp(role, "developer");
+        if (!assistant && !sysdev && strcmp(role, "user") != 0) {
+            api_error_set(err, 400, NULL, p,
+                          "Invalid value for '%s': '%.40s' (expected one of 'user', 'assistant', "
+                          "'system', 'developer')",
+                          p, role);
+            return -1;
+        }
+        char *text;
+        snprintf(p, sizeof p, "input[%zu].content", i);
+        if (api_content_text(json_object_get(item, "content"), p,
+                             assistant ? ASSISTANT_PARTS : TEXT_PARTS, false, &text, err) < 0)
+            return -1;
+        api_conv_own(c, text);
+        if (sysdev && *leading) {
+            api_conv_add_instructions(c, text);
+        } else if (assistant) {
+            if (*text) {
+                harmony_message *m = api_conv_add(c, HARMONY_ROLE_ASSISTANT);
+                m->channel = "final";
+                m->text = text;
+            }
+        } else {
+            harmony_role r = !strcmp(role, "user")     ? HARMONY_ROLE_USER
+                             : !strcmp(role, "system") ? HARMONY_ROLE_SYSTEM
+                                                       : HARMONY_ROLE_DEVELOPER;
+            api_conv_add(c, r)->text = text;
+        }
+    } else if (!strcmp(type, "reasoning")) {
+        hsb text = {0};
+        if (reasoning_text(item, i, &text, err) < 0) {
+            hsb_free(&text);
+            return -1;
+        }
+        if (text.len) {
+            harmony_message *m = api_conv_add(c, HARMONY_ROLE_ASSISTANT);
+            m->channel = "analysis";
+            m->text = api_conv_own(c, text.s);
+        } else {
+            hsb_free(&text);
+        }
+    } else if (!strcmp(type, "function_call")) {
+        const char *name = NULL, *call_id = NULL;
+        snprintf(p, sizeof p, "input[%zu].name", i);
+        if (api_get_string(item, "name", p, &name, err) < 0) return -1;
+        if (!name) return missing(p, err);
+        if (api_check_function_name(name, p, err) < 0) return -1;
+        snprintf(p, sizeof p, "input[%zu].call_id", i);
+        if (api_get_string(item, "call_id", p, &call_id, err) < 0) return -1;
+        json_t *args = json_object_get(item, "arguments");
+        harmony_message *m = api_conv_add(c, HARMONY_ROLE_ASSISTANT);
+        m->channel = "commentary";
+        m->recipient = api_conv_own(c, xasprintf("functions.%s", name));
+        m->content_type = "<|constrain|>json";
+        if (json_is_string(args))
+            m->text = json_string_value(args);
+        else if (!args || json_is_null(args))
+            m->text = "{}";
+        else
+            m->text = api_conv_own(c, json_dumps(args, JSON_COMPACT));
+        if (calls->n == calls->cap) {
+            calls->cap = calls->cap ? 2 * calls->cap : 8;
+            calls->v = xrealloc(calls->v, calls->cap * sizeof *calls->v);
+        }
+        calls->v[calls->n++] = (known_call){call_id, name};
+    } else if (!strcmp(type, "function_call_output")) {
+        const char *call_id = NULL;
+        snprintf(p, sizeof p, "input[%zu].call_id", i);
+        if (api_get_string(item, "call_id", p, &call_id, err) < 0) return -1;
+        if (!call_id) return missing(p, err);
+        const char *name = lookup_call(calls, call_id);
+        if (!name) {
+            api_error_set(err, 400, NULL, p,
+                          "Invalid value for '%s': no earlier function_call item has the call_id "
+                          "'%.64s'",
+                          p, call_id);
+            return -1;
+        }
+        char *text;
+        snprintf(p, sizeof p, "input[%zu].output", i);
+        if (api_content_text(json_object_get(item, "output"), p, TEXT_PARTS, false, &text, err) < 0)
+            return -1;
+        harmony_message *m = api_conv_add(c, HARMONY_ROLE_TOOL);
+        m->name = api_conv_own(c, xasprintf("functions.%s", name));
+        m->recipient = "assistant";
+        m->channel = "commentary";
+        m->text = api_conv_own(c, text);
+    } else {
+        api_error_set(err, 400, NULL, p,
+                      "Invalid value for '%s': input items of type '%.40s' are not supported "
+                      "(message, reasoning, function_call, function_call_output)",
+                      p, type);
+        return -1;
+    }
+    *leading = *leading && sysdev;
+    return 0;
+}
+
+static int parse_input(const json_t *root, api_conv *c, api_error *err) {
+    json_t *input = json_object_get(root, "input");
+    if (!input || json_is_null(input)) return missing("input", err);
+    if (json_is_string(input)) {
+        api_conv_add(c, HARMONY_ROLE_USER)->text = json_string_value(input);
+        return 0;
+    }
+    if (!json_is_array(input)) {
+        api_error_set(
+            err, 400, NULL, "input",
+            "Invalid type for 'input': expected a string or an array of items, but got %s",
+            api_json_type_name(input));
+        return -1;
+    }
+    if (json_array_size(input) == 0) {
+        api_error_set(err, 400, NULL, "input", "Invalid value for 'input': the array is empty");
+        return -1;
+    }
+    known_calls calls = {0};
+    bool leading = true;
+    size_t i;
+    json_t *item;
+    int rc = 0;
+    json_array_foreach(input, i,
+                       item) if ((rc = parse_item(item, i, c, &calls, &leading, err)) < 0) break;
+    free(calls.v);
+    return rc;
+}
+
+static int parse_tools(const json_t *root, api_conv *c, api_error *err) {
+    json_t *choice = json_object_get(root, "tool_choice");
+    bool render = true;
+    if (choice && !json_is_null(choice)) {
+        if (json_is_string(choice)) {
+            const char *s = json_string_value(choice);
+            if (!strcmp(s, "none"))
+                render = false;
+            else if (strcmp(s, "auto") && strcmp(s, "required")) {
+                api_error_set(err, 400, NULL, "tool_choice",
+                              "Invalid value for 'tool_choice': '%.40s' (expected 'none', 'auto', "
+                              "'required' or a function)",
+                              s);
+                return -1;
+            }
+        } else if (!json_is_object(choice)) {
+            api_error_set(
+                err, 400, NULL, "tool_choice",
+                "Invalid type for 'tool_choice': expected a string or an object, but got %s",
+                api_json_type_name(choice));
+            return -1;
+        }
+    }
+    json_t *tools = json_object_get(root, "tools");
+    if (!tools || json_is_null(tools)) return 0;
+    if (!json_is_array(tools)) {
+        api_error_set(err, 400, NULL, "tools",
+                      "Invalid type for 'tools': expected an array, but got %s",
+                      api_json_type_name(tools));
+        return -1;
+    }
+    size_t i;
+    json_t *t;
+    json_array_foreach(tools, i, t) {
+        char p[48], pt[64];
+        snprintf(p, sizeof p, "tools[%zu]", i);
+        snprintf(pt, sizeof pt, "tools[%zu].type", i);
+        if (!json_is_object(t)) {
+            api_error_set(err, 400, NULL, p,
+                          "Invalid type for '%s': expected an object, but got %s", p,
+                          api_json_type_name(t));
+            return -1;
+        }
+        const char *type = NULL;
+        if (api_get_string(t, "type", pt, &type, err) < 0) return -1;
+        if (!type) return missing(pt, err);
+        if (strcmp(type, "function") != 0) continue;
+        if (api_parse_function_def(t, p, c, render, err) < 0) return -1;
+    }
+    return 0;
+}
+
+/* text.format: {type: text | json_object | json_schema, name, description, schema}. */
+static int parse_text_format(const json_t *root, api_conv *c, api_error *err) {
+    json_t *text = json_object_get(root, "text");
+    if (!text || json_is_null(text)) return 0;
+    if (!json_is_object(text)) {
+        api_error_set(err, 400, NULL, "text",
+                      "Invalid type for 'text': expected an object, but got %s",
+                      api_json_type_name(text));
+        return -1;
+    }
+    json_t *f = json_object_get(text, "format");
+    if (!f || json_is_null(f)) return 0;
+    if (!json_is_object(f)) {
+        api_error_set(err, 400, NULL, "text.format",
+                      "Invalid type for 'text.format': expected an object, but got %s",
+                      api_json_type_name(f));
+        return -1;
+    }
+    const char *type = NULL, *name = NULL, *desc = NULL;
+    if (api_get_string(f, "type", "text.format.type", &type, err) < 0) return -1;
+    if (!type) return missing("text.format.type", err);
+    if (!strcmp(type, "text") || !strcmp(type, "json_object")) return 0;
+    if (strcmp(type, "json_schema") != 0) {
+        api_error_set(err, 400, NULL, "text.format.type",
+                      "Invalid value for 'text.format.type': '%.40s' (expected 'text', "
+                      "'json_object' or 'json_schema')",
+                      type);
+        return -1;
+    }
+    if (api_get_string(f, "name", "text.format.name", &name, err) < 0) return -1;
+    if (api_get_string(f, "description", "text.format.description", &desc, err) < 0) return -1;
+    json_t *schema = json_object_get(f, "schema");
+    if (schema && !json_is_null(schema) && !json_is_object(schema)) {
+        api_error_set(err, 400, NULL, "text.format.schema",
+                      "Invalid type for 'text.format.schema': expected an object");
+        return -1;
+    }
+    api_conv_set_response_format(c, name, desc, json_is_object(schema) ? schema : NULL);
+    return 0;
+}
+
+static void echo_field(json_t *echo, const json_t *root, const char *key, json_t *dflt) {
+    json_t *v = json_object_get(root, key);
+    if (v && !json_is_null(v)) {
+        json_object_set_new(echo, key, json_deep_copy(v));
+        json_decref(dflt);
+    } else {
+        json_object_set_new(echo, key, dflt);
+    }
+}
+
+/* The request fields a response object repeats. */
+static json_t *echo_fields(const json_t *root, harmony_effort effort) {
+    static const char *const efforts[] = {NULL, "low", "medium", "high"};
+    json_t *e = json_object();
+    echo_field(e, root, "instructions", json_null());
+    echo_field(e, root, "max_output_tokens", json_null());
+    echo_field(e, root, "temperature", json_real(1.0));
+    echo_field(e, root, "top_p", json_real(1.0));
+    echo_field(e, root, "tool_choice", json_string("auto"));
+    echo_field(e, root, "tools", json_array());
+    echo_field(e, root, "parallel_tool_calls", json_true());
+    echo_field(e, root, "store", json_false());
+    echo_field(e, root, "metadata", json_object());
+    echo_field(e, root, "user", json_null());
+    echo_field(e, root, "text", json_pack("{s{ss}}", "format", "type", "text"));
+    json_object_set_new(
+        e, "reasoning",
+        json_pack("{sssn}", "effort", efforts[effort] ? efforts[effort] : "medium", "summary"));
+    json_object_set_new(e, "previous_response_id", json_null());
+    json_object_set_new(e, "truncation", json_string("disabled"));
+    json_object_set_new(e, "background", json_false());
+    return e;
+}
+
+static int parse_fields(const json_t *root, const tokenizer *tok, const api_config *cfg,
+                        api_call *out, api_conv *c, api_error *err) {
+    api_opts *o = api_call_opts(out);
+    if (api_parse_model(root, cfg, out, err) < 0) return -1;
+    if (api_parse_sampling(root, tok, false, out, o, err) < 0) return -1;
+    json_t *prev = json_object_get(root, "previous_response_id");
+    if (prev && !json_is_null(prev)) {
+        api_error_set(err, 400, NULL, "previous_response_id",
+                      "'previous_response_id' is not supported: this server stores no responses; "
+                      "send the whole conversation in 'input'");
+        return -1;
+    }
+    bool flag = false;
+    if (api_get_bool(root, "background", "background", &flag, err) < 0) return -1;
+    if (flag) {
+        api_error_set(err, 400, NULL, "background", "'background' mode is not supported");
+        return -1;
+    }
+    if (api_get_bool(root, "store", "store", &flag, err) < 0) return -1;
+    long long top = 0;
+    if (api_get_int(root, "top_logprobs", "top_logprobs", 0, API_MAX_TOP_LOGPROBS, &top, err) < 0)
+        return -1;
+    if (top > 0) {
+        api_error_set(err, 400, NULL, "top_logprobs",
+                      "logprobs are not supported on /v1/responses with gpt-oss");
+        return -1;
+    }
+    if (api_get_bool(root, "include_reasoning", "include_reasoning", &o->include_reasoning, err) <
+        0)
+        return -1;
+    const char *instructions = NULL;
+    if (api_get_string(root, "instructions", "instructions", &instructions, err) < 0) return -1;
+    api_conv_add_instructions(c, instructions);
+    json_t *reasoning = json_object_get(root, "reasoning");
+    if (reasoning && !json_is_null(reasoning)) {
+        if (!json_is_object(reasoning)) {
+            api_error_set(err, 400, NULL, "reasoning",
+                          "Invalid type for 'reasoning': expected an object, but got %s",
+                          api_json_type_name(reasoning));
+            return -1;
+        }
+        if (api_parse_effort(json_object_get(reasoning, "effort"), "reasoning.effort", &c->effort,
+                             err) < 0)
+            return -1;
+    }
+    if (parse_tools(root, c, err) < 0) return -1;
+    if (parse_text_format(root, c, err) < 0) return -1;
+    if (parse_input(root, c, err) < 0) return -1;
+    ivec prompt = {0};
+    if (api_conv_render(c, tok, &prompt, err) < 0) {
+        ivec_free(&prompt);
+        return -1;
+    }
+    out->req.prompt = prompt.v;
+    out->req.n_prompt = (int)prompt.len;
+    static const char *const keys[] = {"max_output_tokens", NULL};
+    if (api_finish_lengths(root, keys, "input", cfg, out, err) < 0) return -1;
+    o->echo = echo_fields(root, c->effort);
+    return 0;
+}
+
+int api_parse_responses(const char *body, size_t len, const tokenizer *tok, const api_config *cfg,
+                        api_call *out, api_error *err) {
+    api_call_init(out, API_RESPONSES);
+    json_t *root = api_json_load(body, len, err);
+    if (!root) {
+        api_call_free(out);
+        return -1;
+    }
+    api_conv c;
+    api_conv_init(&c, cfg);
+    int rc = parse_fields(root, tok, cfg, out, &c, err);
+    api_conv_free(&c);
+    json_decref(root);
+    if (rc < 0) api_call_free(out);
+    return rc < 0 ? -1 : 0;
+}

@@ -1,0 +1,401 @@
+/* /v1/completions without HTTP: prompts (text, token ids, one-element arrays), parameters, and
+ * synthetic engine outputs → text_completion bodies and SSE chunks (echo, logprobs, stop strings,
+ * UTF-8 split across tokens, prompt_logprobs). Skipped (77) without tokenizer.json. */
+#include "test_api_util.h"
+
+static int parse(const char *body, api_call *c, api_error *e) {
+    int rc = api_parse_completions(body, strlen(body), T, &CFG, c, e);
+    if (rc != 0)
+        fprintf(stderr, "parse failed: %d %s (param %s)\n", e->status, e->message, e->param);
+    return rc;
+}
+
+static void expect_error(const char *body, int status, const char *param) {
+    api_call c;
+    api_error e;
+    int rc = api_parse_completions(body, strlen(body), T, &CFG, &c, &e);
+    CHECK(rc == -1 && e.status == status && STREQ(e.param, param),
+          "%s: rc %d status %d param '%s' (%s)", body, rc, e.status, e.param, e.message);
+    if (rc == 0) api_call_free(&c);
+}
+
+static void test_prompts(void) {
+    api_call c;
+    api_error e;
+    ivec want = {0};
+    tokenizer_encode_ordinary(T, "Hello <|end|> world", 19, &want);
+    if (parse("{\"model\":\"gpt-oss-20b\",\"prompt\":\"Hello <|end|> world\"}", &c, &e) == 0) {
+        CHECK(c.req.n_prompt == (int)want.len, "n_prompt %d", c.req.n_prompt);
+        for (int i = 0; i < c.req.n_prompt && i < (int)want.len; i++)
+            CHECK(c.req.prompt[i] == want.v[i] && c.req.prompt[i] != 200007, "token %d", i);
+        CHECK(c.req.max_tokens == 4096 - c.req.n_prompt, "default max_tokens %d", c.req.max_tokens);
+        CHECK(c.kind == API_COMPLETIONS && !c.echo && c.req.params.logprobs == 0, "defaults");
+        api_call_free(&c);
+    }
+    ivec_free(&want);
+    if (parse("{\"prompt\":[200006,1428,200008],\"max_tokens\":5}", &c, &e) == 0) {
+        CHECK(c.req.n_prompt == 3 && c.req.prompt[0] == 200006 && c.req.prompt[2] == 200008, "ids");
+        CHECK(c.req.max_tokens == 5, "max_tokens");
+        api_call_free(&c);
+    }
+    if (parse("{\"prompt\":[\"one\"]}", &c, &e) == 0) {
+        CHECK(c.req.n_prompt == 1, "one string in an array");
+        api_call_free(&c);
+    }
+    if (parse("{\"prompt\":[[1,2,3]]}", &c, &e) == 0) {
+        CHECK(c.req.n_prompt == 3 && c.req.prompt[2] == 3, "one id list in an array");
+        api_call_free(&c);
+    }
+    expect_error("{\"prompt\":[\"a\",\"b\"]}", 400, "prompt");
+    expect_error("{\"prompt\":[[1],[2]]}", 400, "prompt");
+    expect_error("{\"prompt\":[1,-2]}", 400, "prompt[1]");
+    expect_error("{\"prompt\":[1,201088]}", 400, "prompt[1]");
+    expect_error("{\"prompt\":[1,\"x\"]}", 400, "prompt[1]");
+    expect_error("{\"prompt\":\"\"}", 400, "prompt");
+    expect_error("{\"prompt\":[]}", 400, "prompt");
+    expect_error("{\"prompt\":{}}", 400, "prompt");
+    expect_error("{\"max_tokens\":3}", 400, "prompt");
+    expect_error("{\"prompt\":\"hi\",\"suffix\":\"x\"}", 400, "suffix");
+    expect_error("{\"prompt\":\"hi\",\"logprobs\":6}", 400, "logprobs");
+    expect_error("{\"prompt\":\"hi\",\"logprobs\":true}", 400, "logprobs");
+    expect_error("{\"prompt\":\"hi\",\"max_tokens\":4096}", 400, "max_tokens");
+    expect_error("{\"prompt\":\"hi\",\"max_tokens\":0}", 400, "max_tokens");
+    expect_error("{\"prompt\":\"hi\",\"echo\":1}", 400, "echo");
+    expect_error("{\"prompt\":\"hi\",\"prompt_logprobs\":21}", 400, "prompt_logprobs");
+    /* A prompt at the context length: 400 with the counts. */
+    hsb big = {0};
+    hsb_add(&big, "{\"prompt\":[");
+    for (int i = 0; i < 4096; i++) hsb_printf(&big, i ? ",%d" : "%d", 1000 + i % 50);
+    hsb_add(&big, "]}");
+    api_call c2;
+    api_error e2;
+    CHECK(api_parse_completions(big.s, big.len, T, &CFG, &c2, &e2) == -1 && e2.status == 400 &&
+              strstr(e2.message, "4096") && STREQ(e2.code, "context_length_exceeded"),
+          "too long: %s", e2.message);
+    hsb_free(&big);
+    /* logprobs and echo: the engine is asked for prompt rows to look the echoed tokens up in. */
+    if (parse("{\"prompt\":\"hi\",\"logprobs\":0,\"echo\":true}", &c, &e) == 0) {
+        CHECK(c.echo && c.req.params.logprobs == 0 && c.req.params.prompt_logprobs == 1,
+              "echo rows");
+        api_call_free(&c);
+    }
+    if (parse("{\"prompt\":\"hi\",\"logprobs\":3,\"prompt_logprobs\":5}", &c, &e) == 0) {
+        CHECK(c.req.params.logprobs == 3 && c.req.params.prompt_logprobs == 5, "logprobs");
+        api_call_free(&c);
+    }
+}
+
+typedef struct {
+    char *raw;
+    json_t *events;
+    json_t *body;
+    int status;
+} result;
+
+static result run(const char *req, const char *text, run_opts ro) {
+    result r = {0};
+    api_call c;
+    api_error e;
+    if (parse(req, &c, &e) != 0) return r;
+    api_stream *s = api_stream_new(&c, T, "cmpl-1", 42);
+    api_call_free(&c);
+    ivec t = ids_of(text);
+    r.raw = run_stream(s, &t, &ro, NULL);
+    r.status = api_stream_status(s);
+    if (!strncmp(r.raw, "data: ", 6))
+        r.events = sse_parse(r.raw, NULL);
+    else
+        r.body = json_loads(r.raw, 0, NULL);
+    api_stream_free(s);
+    ivec_free(&t);
+    return r;
+}
+
+static void result_free(result *r) {
+    free(r->raw);
+    json_decref(r->events);
+    json_decref(r->body);
+}
+
+static char *concat_text(json_t *events, int index) {
+    hsb b = {0};
+    hsb_add(&b, "");
+    size_t i;
+    json_t *ev;
+    json_array_foreach(events, i, ev) {
+        json_t *ch = jpath(ev, "choices.0");
+        if (ch && jint(ch, "index") == index && jstr(ch, "text")) hsb_add(&b, jstr(ch, "text"));
+    }
+    return b.s;
+}
+
+static void test_output(void) {
+    run_opts ro = stop_run(199999);
+    result r = run("{\"prompt\":\"Say hi\"}", "Hello world, this is a test.<|endoftext|>", ro);
+    CHECK_STR(jstr(r.body, "object"), "text_completion");
+    CHECK_STR(jstr(r.body, "id"), "cmpl-1");
+    CHECK(jint(r.body, "created") == 42, "created");
+    CHECK_STR(jstr(r.body, "choices.0.text"), "Hello world, this is a test.");
+    CHECK_STR(jstr(r.body, "choices.0.finish_reason"), "stop");
+    CHECK(json_is_null(jpath(r.body, "choices.0.logprobs")), "logprobs null");
+    CHECK(jint(r.body, "usage.prompt_tokens") == 10 && jint(r.body, "usage.completion_tokens") > 5,
+          "usage: %s", r.raw);
+    CHECK(jint(r.body, "usage.total_tokens") ==
+              jint(r.body, "usage.prompt_tokens") + jint(r.body, "usage.completion_tokens"),
+          "total");
+    CHECK(r.status == 200, "status");
+    result_free(&r);
+
+    /* Streamed, with usage: texts add up; usage chunk; [DONE]. */
+    r = run("{\"prompt\":\"Say hi\",\"stream\":true,\"stream_options\":{\"include_usage\":true}}",
+            "Hello world, this is a test.<|endoftext|>", ro);
+    char *t = concat_text(r.events, 0);
+    CHECK_STR(t, "Hello world, this is a test.");
+    free(t);
+    size_t n = json_array_size(r.events);
+    CHECK_STR(json_string_value(json_array_get(r.events, n - 1)), "[DONE]");
+    json_t *u = json_array_get(r.events, n - 2);
+    CHECK(json_array_size(jpath(u, "choices")) == 0 && jint(u, "usage.prompt_tokens") == 10,
+          "usage chunk");
+    CHECK_STR(jstr(json_array_get(r.events, n - 3), "choices.0.finish_reason"), "stop");
+    CHECK(json_is_null(jpath(json_array_get(r.events, 0), "choices.0.finish_reason")),
+          "first not finished");
+    CHECK(!strstr(r.raw, "endoftext"), "stop token text leaked");
+    result_free(&r);
+
+    /* Echo puts the prompt first (non-streamed and on the first chunk). */
+    r = run("{\"prompt\":\"Say hi\",\"echo\":true}", " there.<|endoftext|>", ro);
+    CHECK_STR(jstr(r.body, "choices.0.text"), "Say hi there.");
+    result_free(&r);
+    r = run("{\"prompt\":[17,18],\"echo\":true,\"stream\":true}", " x<|endoftext|>", ro);
+    CHECK_STR(jstr(json_array_get(r.events, 0), "choices.0.text"), "23 x");
+    result_free(&r);
+
+    /* skip_special_tokens false spells specials out, but never the stop token. */
+    r = run("{\"prompt\":\"x\",\"skip_special_tokens\":false}", "a<|start|>b<|endoftext|>", ro);
+    CHECK_STR(jstr(r.body, "choices.0.text"), "a<|start|>b");
+    result_free(&r);
+    r = run("{\"prompt\":\"x\"}", "a<|start|>b<|endoftext|>", ro);
+    CHECK_STR(jstr(r.body, "choices.0.text"), "ab");
+    result_free(&r);
+
+    /* An ordinary stop token (stop_token_ids) stays in the text, as in vLLM. */
+    ivec nl = ids_of("\n");
+    run_opts ord = stop_run(nl.v[0]);
+    r = run("{\"prompt\":\"x\",\"stop_token_ids\":[198]}", "line\n", ord);
+    CHECK_STR(jstr(r.body, "choices.0.text"), "line\n");
+    CHECK(jint(r.body, "choices.0.stop_reason") == nl.v[0], "stop_reason id");
+    result_free(&r);
+    ivec_free(&nl);
+
+    /* Length. */
+    run_opts len = {"length", -1, -1, 0, 0, 10, 0, 0, -1};
+    r = run("{\"prompt\":\"x\",\"max_tokens\":3}", "one two three", len);
+    CHECK_STR(jstr(r.body, "choices.0.finish_reason"), "length");
+    CHECK(json_is_null(jpath(r.body, "choices.0.stop_reason")), "stop_reason null");
+    result_free(&r);
+}
+
+static void test_logprobs(void) {
+    run_opts ro = stop_run(199999);
+    ro.top_k = 3;
+    result r =
+        run("{\"prompt\":\"x\",\"logprobs\":2}", "Hello world, this is a test.<|endoftext|>", ro);
+    json_t *lp = jpath(r.body, "choices.0.logprobs");
+    json_t *tokens = jpath(lp, "tokens");
+    size_t n = json_array_size(tokens);
+    CHECK(n > 3 && json_array_size(jpath(lp, "token_logprobs")) == n &&
+              json_array_size(jpath(lp, "top_logprobs")) == n &&
+              json_array_size(jpath(lp, "text_offset")) == n,
+          "logprobs shape: %s", r.raw);
+    hsb joined = {0};
+    hsb_add(&joined, "");
+    long long prev = -1;
+    for (size_t i = 0; i < n; i++) {
+        hsb_add(&joined, json_string_value(json_array_get(tokens, i)));
+        json_t *top = json_array_get(jpath(lp, "top_logprobs"), i);
+        CHECK(json_object_size(top) >= 1 && json_object_size(top) <= 3, "top %zu: %zu", i,
+              json_object_size(top));
+        CHECK(json_object_get(top, json_string_value(json_array_get(tokens, i))) != NULL,
+              "the sampled token is in top_logprobs");
+        long long off = json_integer_value(json_array_get(jpath(lp, "text_offset"), i));
+        CHECK(off > prev, "text_offset increases");
+        prev = off;
+        CHECK(json_real_value(json_array_get(jpath(lp, "token_logprobs"), i)) < 0, "logprob");
+    }
+    CHECK_STR(joined.s, "Hello world, this is a test.");
+    CHECK(json_integer_value(json_array_get(jpath(lp, "text_offset"), 1)) == 5,
+          "offset of ' world'");
+    hsb_free(&joined);
+    result_free(&r);
+
+    /* Echo with logprobs: the prompt's tokens come first, the first with null. */
+    api_call c;
+    api_error e;
+    if (parse("{\"prompt\":\"Say hi\",\"echo\":true,\"logprobs\":1}", &c, &e) == 0) {
+        api_stream *s = api_stream_new(&c, T, "cmpl-e", 1);
+        int np = c.req.n_prompt;
+        /* prompt rows: row q-1 predicts prompt[q]; put the real token first in odd rows only */
+        int32_t *rows = calloc((size_t)np * 2, sizeof *rows);
+        float *rl = calloc((size_t)np * 2, sizeof *rl);
+        for (int q = 1; q < np; q++) {
+            rows[(q - 1) * 2] = q % 2 ? c.req.prompt[q] : 5;
+            rows[(q - 1) * 2 + 1] = 6;
+            rl[(q - 1) * 2] = -0.25f, rl[(q - 1) * 2 + 1] = -3;
+        }
+        ivec gen = ids_of(" there<|endoftext|>");
+        float lps[2] = {-0.5f, -0.1f};
+        engine_output o = {0};
+        o.tokens = gen.v;
+        o.n_tokens = (int)gen.len;
+        o.logprobs = lps;
+        o.prompt_top_ids = rows;
+        o.prompt_top_logprobs = rl;
+        o.n_prompt_rows = np - 1;
+        o.prompt_k = 2;
+        o.finished = true;
+        o.finish_reason = "stop";
+        o.stop_token = 199999;
+        o.stop_string = -1;
+        o.prompt_tokens = np;
+        o.completion_tokens = 2;
+        char *out = NULL;
+        size_t len = 0;
+        CHECK(api_stream_feed(s, &o, &out, &len) == 1, "complete");
+        json_t *b = json_loads(out, 0, NULL);
+        json_t *tl = jpath(b, "choices.0.logprobs.token_logprobs");
+        CHECK(json_array_size(tl) == (size_t)np + 1, "prompt + 1 generated: %s", out);
+        CHECK(json_is_null(json_array_get(tl, 0)), "first prompt token: null");
+        CHECK(np < 2 || json_is_real(json_array_get(tl, 1)), "found in its row");
+        CHECK(np < 3 || json_is_null(json_array_get(tl, 2)), "not in its row: null");
+        CHECK_STR(jstr(b, "choices.0.text"), "Say hi there");
+        CHECK(json_integer_value(
+                  json_array_get(jpath(b, "choices.0.logprobs.text_offset"), (size_t)np)) == 6,
+              "generated token offset after the echo");
+        json_decref(b);
+        free(out), free(rows), free(rl);
+        ivec_free(&gen);
+        api_stream_free(s);
+        api_call_free(&c);
+    }
+}
+
+static void test_prompt_logprobs(void) {
+    api_call c;
+    api_error e;
+    if (parse("{\"prompt\":[10,11,12],\"prompt_logprobs\":1,\"stream\":true}", &c, &e) != 0) return;
+    api_stream *s = api_stream_new(&c, T, "cmpl-p", 1);
+    int32_t rows[4] = {11, 3, 4, 12};
+    float rl[4] = {-1, -2, -3, -0.5f};
+    int32_t tok = 13;
+    engine_output o = {0};
+    o.tokens = &tok;
+    o.n_tokens = 1;
+    o.prompt_top_ids = rows;
+    o.prompt_top_logprobs = rl;
+    o.n_prompt_rows = 2;
+    o.prompt_k = 2;
+    o.stop_token = -1;
+    o.stop_string = -1;
+    char *out = NULL;
+    size_t len = 0;
+    api_stream_feed(s, &o, &out, &len);
+    json_t *evs = sse_parse(out, NULL);
+    json_t *pl = jpath(json_array_get(evs, 0), "choices.0.prompt_logprobs");
+    CHECK(json_array_size(pl) == 3 && json_is_null(json_array_get(pl, 0)), "prompt_logprobs: %s",
+          out);
+    CHECK(json_real_value(jpath(pl, "1.11.logprob")) == -1 && jint(pl, "1.11.rank") == 1 &&
+              STREQ(jstr(pl, "1.11.decoded_token"), ","),
+          "row 1: %s", out);
+    CHECK(json_object_size(json_array_get(pl, 2)) == 1, "k = 1 of 2");
+    json_decref(evs);
+    free(out);
+    api_stream_free(s);
+    api_call_free(&c);
+}
+
+static void test_stop_string_and_utf8(void) {
+    /* " END" stopped it: trimmed from the text and its token from the logprobs. */
+    ivec t = ids_of("The answer is 4. END");
+    size_t n;
+    tokenizer_token_bytes(T, t.v[t.len - 1], &n);
+    CHECK(n == 4, "' END' is one token");
+    run_opts ro = {"stop", -1, 0, 4, 1, 10, 0, 0, -1};
+    result r =
+        run("{\"prompt\":\"x\",\"stop\":\" END\",\"logprobs\":0}", "The answer is 4. END", ro);
+    CHECK_STR(jstr(r.body, "choices.0.text"), "The answer is 4.");
+    CHECK_STR(jstr(r.body, "choices.0.stop_reason"), " END");
+    CHECK(json_array_size(jpath(r.body, "choices.0.logprobs.tokens")) == t.len - 1,
+          "trimmed logprobs: %s", r.raw);
+    result_free(&r);
+    /* The stop string inside the last token: only its bytes go. */
+    run_opts ro2 = {"stop", -1, 0, 2, 0, 10, 0, 0, -1};
+    r = run("{\"prompt\":\"x\",\"stop\":\"D\",\"stream\":true}", "The answer is 4. END", ro2);
+    char *text = concat_text(r.events, 0);
+    CHECK_STR(text, "The answer is 4. E");
+    free(text);
+    result_free(&r);
+    ivec_free(&t);
+
+    /* Characters split across tokens never come out half (chunks of one token). */
+    const char *s = "Pizza \xF0\x9F\xA6\x9C\xF0\x9F\xAB\xA0 done \xE4\xB8\xAD\xE6\x96\x87";
+    char buf[128];
+    snprintf(buf, sizeof buf, "%s<|endoftext|>", s);
+    run_opts one = stop_run(199999);
+    one.chunk = 1;
+    r = run("{\"prompt\":\"x\",\"stream\":true}", buf, one);
+    text = concat_text(r.events, 0);
+    CHECK_STR(text, s);
+    free(text);
+    size_t i;
+    json_t *ev;
+    json_array_foreach(r.events, i, ev)
+        CHECK(!json_is_string(ev) || STREQ(json_string_value(ev), "[DONE]"), "chunk %zu", i);
+    result_free(&r);
+}
+
+static void test_n(void) {
+    api_call c;
+    api_error e;
+    if (parse("{\"prompt\":\"x\",\"n\":2}", &c, &e) != 0) return;
+    api_stream *s = api_stream_new(&c, T, "cmpl-n", 1);
+    ivec a = ids_of("A<|endoftext|>"), b = ids_of("B b<|endoftext|>");
+    char *out = NULL;
+    size_t len = 0;
+    for (int k = 0; k < 2; k++) {
+        ivec *v = k ? &b : &a;
+        engine_output o = {0};
+        o.index = k;
+        o.tokens = v->v;
+        o.n_tokens = (int)v->len;
+        o.finished = true;
+        o.finish_reason = "stop";
+        o.stop_token = 199999;
+        o.stop_string = -1;
+        o.prompt_tokens = 1;
+        o.completion_tokens = (int)v->len;
+        CHECK(api_stream_feed(s, &o, &out, &len) == k, "feed %d", k);
+    }
+    json_t *body = json_loads(out, 0, NULL);
+    CHECK_STR(jstr(body, "choices.0.text"), "A");
+    CHECK_STR(jstr(body, "choices.1.text"), "B b");
+    CHECK(jint(body, "choices.1.index") == 1, "index");
+    CHECK(jint(body, "usage.completion_tokens") == (long long)(a.len + b.len), "usage");
+    json_decref(body);
+    free(out);
+    ivec_free(&a), ivec_free(&b);
+    api_stream_free(s);
+    api_call_free(&c);
+}
+
+int main(void) {
+    api_test_load_tokenizer();
+    test_prompts();
+    test_output();
+    test_logprobs();
+    test_prompt_logprobs();
+    test_stop_string_and_utf8();
+    test_n();
+    tokenizer_free(T);
+    return check_report("test_api_completions");
+}
