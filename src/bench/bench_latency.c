@@ -272,11 +272,12 @@ static int bench_run(const bench_opts *o, bench_line **lines_out, int *n_lines_o
     const model_config *c = ops->config(be);
     *cfg_out = *c;
     fprintf(stderr, "bench: %s on %s ready in %.1f s\n", o->model, ops->name, now_seconds() - t0);
-    int nf = 0, ns = 0;
-    ops->kv_blocks(be, &nf, &ns);
-    if ((L.has_full && nf < L.num_full) || (L.has_swa && ns < L.num_swa)) {
+    int nf = 0, ns = 0, kbs = 0;
+    ops->kv_blocks(be, &nf, &ns, &kbs);
+    if ((L.has_full && nf < L.num_full) || (L.has_swa && ns < L.num_swa) || kbs != BS) {
         ops->destroy(be);
-        return err_set("the backend gave %d/%d KV blocks, the benchmark needs %d/%d", nf, ns, L.num_full, L.num_swa);
+        return err_set("the backend gave %d/%d KV blocks of %d tokens, the benchmark needs %d/%d of %d", nf, ns, kbs,
+                       L.num_full, L.num_swa, BS);
     }
 
     const int V = c->vocab;

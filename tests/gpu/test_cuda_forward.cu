@@ -130,8 +130,9 @@ static void drv_init(driver *d, const backend_ops *ops, backend *be, int max_row
     d->ops = ops, d->be = be;
     const model_config *c = ops->config(be);
     d->V = c->vocab, d->bs = 32, d->W = c->sliding_window;
-    int nf = 0, ns = 0;
-    ops->kv_blocks(be, &nf, &ns);
+    int nf = 0, ns = 0, kbs = 0;
+    ops->kv_blocks(be, &nf, &ns, &kbs);
+    CHECK(kbs == 32, "the backend's KV blocks hold %d tokens, the driver uses 32", kbs);
     d->free_full.clear(), d->free_swa.clear();
     for (int i = 0; i < nf; i++) d->free_full.push_back(i);
     for (int i = 0; i < ns; i++) d->free_swa.push_back(i);

@@ -210,9 +210,10 @@ static int cuda_create(const backend_options *opt, backend **out) {
 
 static const model_config *cuda_config(backend *b) { return &b->cfg; }
 
-static void cuda_kv_blocks(backend *b, int *num_full, int *num_swa) {
+static void cuda_kv_blocks(backend *b, int *num_full, int *num_swa, int *block_size) {
     *num_full = b->num_full;
     *num_swa = b->num_swa;
+    *block_size = b->block_size;
 }
 
 static int cuda_launch(backend *b, const step_batch *step) {

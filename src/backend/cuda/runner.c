@@ -542,13 +542,14 @@ static void add_fixup(struct backend *b, int32_t slot, int32_t token) {
 }
 
 /* sampler_sample on the host copy of the row, with the history the penalties read (plus the slot's
- * pending token when the step's last token was STEP_TOKEN_FROM_DEVICE, as the CPU backend does). */
+ * pending token when the step's last token was STEP_TOKEN_FROM_DEVICE, as the CPU backend does;
+ * no history means no penalties, so nothing to append). */
 static int32_t host_sample(struct backend *b, const step_batch *st, int i, float *row, seq_result *out) {
     const sampling_params *p = &st->params[i];
     const int32_t *hist = st->history[i];
     int hist_len = st->history_len[i];
     int32_t *with_pending = NULL;
-    if (st->token_ids[st->query_start[i + 1] - 1] == STEP_TOKEN_FROM_DEVICE) {
+    if (hist && st->token_ids[st->query_start[i + 1] - 1] == STEP_TOKEN_FROM_DEVICE) {
         with_pending = xmalloc((size_t)(hist_len + 1) * sizeof *with_pending);
         if (hist_len) memcpy(with_pending, hist, (size_t)hist_len * sizeof *hist);
         with_pending[hist_len++] = b->slot_last_host[st->slot[i]];
