@@ -47,6 +47,7 @@ extern "C" {
 
 #include <dirent.h>
 #include <float.h>
+#include <stdarg.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -94,10 +95,25 @@ static void cmp_rows(cmp_stats *s, const float *got, const float *ref, int rows,
 
 static double rel_l2(const cmp_stats *s) { return s->r2 > 0 ? sqrt(s->d2 / s->r2) : sqrt(s->d2); }
 
+/* The headline numbers, printed last (the device script shows each test's last lines). */
+static char g_summary[4][256];
+static void summary_add(int line, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void summary_add(int line, const char *fmt, ...) {
+    char buf[160];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    size_t n = strlen(g_summary[line]);
+    snprintf(g_summary[line] + n, sizeof g_summary[line] - n, "%s%s", n ? "; " : "", buf);
+}
+
 /* Prints and checks: relative L2 <= l2_tol, top-1 on >= 99% of the clear positions. */
 static void cmp_report(const char *what, const cmp_stats *s, double l2_tol, double max_tol) {
     const double l2 = rel_l2(s), mx = s->max_ref > 0 ? s->max_diff / s->max_ref : s->max_diff;
     const double top1 = s->clear ? (double)s->clear_agree / s->clear : 1.0;
+    if (strstr(what, "all schedules") || strstr(what, "alone") || strstr(what, "20b") || strstr(what, "tiny64"))
+        summary_add(strstr(what, "all schedules") ? 1 : 2, "%s: relL2 %.1e max %.1e top1 %.3f", what, l2, mx, top1);
     fprintf(stderr, "  %-44s rows %5ld  relL2 %.2e  max|d|/max|logit| %.2e  top1 %.4f (%ld/%ld clear), all %.4f\n",
             what, s->rows, l2, mx, top1, s->clear_agree, s->clear, s->rows ? (double)s->agree / s->rows : 1.0);
     CHECK(s->rows > 0, "%s: no rows compared", what);
@@ -445,6 +461,7 @@ static void check_sampling(rng_t *rng) {
     }
     /* A draw may differ where u * z lies within float rounding of a boundary (expf to an ulp). */
     fprintf(stderr, "  %zu rows, %d draws, %d draws differ\n", cases.size(), n_draw, draw_mismatch);
+    summary_add(0, "sampling: %zu rows, %d/%d draws differ", cases.size(), draw_mismatch, n_draw);
     CHECK(draw_mismatch <= n_draw / 50, "%d of %d temperature draws differ from sampler.c", draw_mismatch, n_draw);
 }
 
@@ -489,6 +506,7 @@ static void teacher_forced(const char *dir, const model_weights *w, rng_t *rng) 
         cuda_backend_get_stats(be, &st);
         fprintf(stderr, "  graphs: %ld captured, %ld replays, %ld eager decode steps\n", st.graph_captures,
                 st.graph_replays, st.eager_decode_steps);
+        if (graphs) summary_add(3, "graphs: %ld captured, %ld replays", st.graph_captures, st.graph_replays);
         if (graphs) CHECK(st.graph_replays > 0 && st.graph_captures > 0, "decode steps never replayed a graph");
         cuda_backend_ops.destroy(be);
     }
@@ -602,6 +620,7 @@ static void engine_checks(const char *dir, rng_t *rng) {
         }
     }
     fprintf(stderr, "  greedy: %d tokens equal, %d requests diverged (%d at a clear margin)\n", compared, diverged, bad);
+    summary_add(0, "engine greedy: %d equal, %d diverged, %d at a clear margin", compared, diverged, bad);
     CHECK(bad == 0, "%d greedy tokens differ where the CPU's margin is > 0.25", bad);
     CHECK(compared >= 48, "only %d greedy tokens agreed before divergence", compared);
 
@@ -734,6 +753,7 @@ static void real_width(rng_t *rng) {
         const bool same = got[1].size() == got[0].size() && !memcmp(got[0].data(), got[1].data(), got[0].size() * 4);
         CHECK(same, "synthetic:20b:layers=2 made on the GPU differs from the same checkpoint loaded from disk");
         fprintf(stderr, "  GPU-made synthetic weights give bit-identical logits: %s\n", same ? "yes" : "NO");
+        summary_add(3, "synthetic:20b == checkpoint: %s", same ? "yes" : "NO");
     }
 }
 
@@ -852,5 +872,7 @@ int main(int argc, char **argv) {
 
     if (!gpu_test_flag(argc, argv, "--skip-real")) real_width(&rng);
     fixture_tiny64(&rng);
+    for (int i = 0; i < 4; i++)
+        if (g_summary[i][0]) fprintf(stderr, "summary: %s\n", g_summary[i]);
     return check_report("test_cuda_forward");
 }
