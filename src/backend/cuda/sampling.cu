@@ -183,14 +183,23 @@ __global__ void __launch_bounds__(SP_THREADS, 1)
     const int lo = warp * span, hi = min(V, lo + span);
     double run = 0.0, run1 = 0.0;
     int last = -1; /* highest id with a positive weight (the draw's fallback, as in sampler.c) */
-    for (int base = lo; base < hi; base += 32) {
-        const int i = base + lane;
-        const float xv = i < hi ? x[i] : 0.0f;
-        const float w = i < hi ? weight(dT, xv) : 0.0f;
-        if (w > 0.0f) last = i;
-        const double s = warp_scan_incl((double)w, lane);
-        run += __shfl_sync(FULL_MASK, s, 31);
-        if (need1) run1 += warp_sum(i < hi ? (double)weight(d1, xv) : 0.0);
+    if (d.mode == GPU_ROW_TEMP) { /* the draw repeats these exact additions: a scan per tile */
+        for (int base = lo; base < hi; base += 32) {
+            const int i = base + lane;
+            const float xv = i < hi ? x[i] : 0.0f;
+            const float w = i < hi ? weight(dT, xv) : 0.0f;
+            if (w > 0.0f) last = i;
+            const double s = warp_scan_incl((double)w, lane);
+            run += __shfl_sync(FULL_MASK, s, 31);
+            if (need1) run1 += i < hi ? (double)weight(d1, xv) : 0.0; /* per lane; reduced below */
+        }
+        if (need1) run1 = warp_sum(run1);
+    } else { /* only the normaliser: per-lane sums, one warp reduction */
+        for (int base = lo; base < hi; base += 32) {
+            const int i = base + lane;
+            if (i < hi) run += (double)weight(dT, x[i]);
+        }
+        run = warp_sum(run);
     }
     if (lane == 0) span_sum[warp] = run, span_sum1[warp] = run1;
     last = block_max_int(last, red32); /* also orders the span_sum writes before the reads below */
