@@ -1,9 +1,10 @@
 /* gptoss bench latency: in-process decode and prefill speed of a backend (no HTTP, no engine), each
  * line held against the roofline of bench/roofline.h.
  *
- * Decode at batch B and context C: B sequences are filled with a C-token prompt first (prefill steps
- * of up to 8192 tokens, several sequences each), then every batch size runs its own decode steps from
- * position C on: a few warm-up steps (the first step of a batch size captures its CUDA graph), then
+ * Decode at batch B and context C: B sequences are filled with a C-token prompt first (prefill
+ * steps of up to 8192 tokens, several sequences each), then every batch size runs its own decode
+ * steps from position C on: a few warm-up steps (the first step of a batch size captures its CUDA
+ * graph), then
  * --decode-steps timed steps, each timed from launch to wait on the host clock (what the engine
  * sees); the line reports the median. The same filled sequences serve every batch size (a smaller
  * batch takes the first B), so the fill is paid once. Tokens come from the device
@@ -13,12 +14,13 @@
  * The steps are built here the way the engine builds them, with a fixed block layout: each sequence
  * owns a contiguous run of full-pool blocks; its sliding-pool blocks that outlive the prompt are a
  * ring of window / block + 3 blocks (logical block j lives in ring slot j mod R, never needed by
- * then), and the prompt's earlier sliding blocks come from a scratch area shared by the sequences of
- * one fill step.
+ * then), and the prompt's earlier sliding blocks come from a scratch area shared by the sequences
+ * of one fill step.
  *
  * Roofline: decode lines use roofline_decode (batch, context = C + half the decode steps); prefill
  * lines sum roofline_decode's FLOPs over the prompt's positions (lm_head on the last token only),
- * with the weights and the touched experts read once. Defaults: 4.2 TB/s, 790 TFLOP/s (DESIGN.md). */
+ * with the weights and the touched experts read once. Defaults: 4.2 TB/s, 790 TFLOP/s (DESIGN.md).
+ */
 #include "backend/backend.h"
 #include "base/error.h"
 #include "base/log.h"
@@ -46,8 +48,10 @@ static const char USAGE[] =
     "                            [--warmup 3] [--prefill 1024,8192] [--output-json FILE]\n"
     "                            [--gpu-memory-utilization F] [--max-cudagraph-capture-size N]\n"
     "                            [--bandwidth GB/s] [--flops TFLOP/s]\n"
-    "In-process decode tokens/s at each batch size (context C, KV filled by a prefill first; median\n"
-    "step time from launch to wait) and prefill tokens/s for each prompt length, with the fraction of\n"
+    "In-process decode tokens/s at each batch size (context C, KV filled by a prefill first; "
+    "median\n"
+    "step time from launch to wait) and prefill tokens/s for each prompt length, with the fraction "
+    "of\n"
     "the roofline (gptoss roofline). Prints a markdown table; --output-json writes the numbers.\n"
     "synthetic:MODEL[:layers=N][:seed=S] makes random weights of the real shapes on the GPU.\n";
 
@@ -62,18 +66,23 @@ typedef struct {
 /* ---- the block layout ---- */
 
 typedef struct {
-    int C, W, R, jr, F;  /* context, window, ring blocks, first ring-held logical block, fill group */
-    int n_dec, nfs, nfp; /* decode sequences; full blocks per decode sequence; blocks of the prefill seq */
+    int C, W, R, jr,
+        F; /* context, window, ring blocks, first ring-held logical block, fill group */
+    int n_dec, nfs,
+        nfp; /* decode sequences; full blocks per decode sequence; blocks of the prefill seq */
     int full_pre, swa_ring, swa_scratch, swa_pre; /* region starts */
     int num_full, num_swa;
     bool has_full, has_swa;
 } layout;
 
-static void layout_make(layout *L, const model_config *c, int n_dec, int C, int decode_total, int max_prefill) {
+static void layout_make(layout *L, const model_config *c, int n_dec, int C, int decode_total,
+                        int max_prefill) {
     memset(L, 0, sizeof *L);
     for (int l = 0; l < c->n_layers; l++) {
-        if (c->layer_sliding[l]) L->has_swa = true;
-        else L->has_full = true;
+        if (c->layer_sliding[l])
+            L->has_swa = true;
+        else
+            L->has_full = true;
     }
     L->C = C, L->W = c->sliding_window, L->n_dec = n_dec;
     L->R = (L->W + BS - 1) / BS + 3;
@@ -142,15 +151,17 @@ static void sb_reserve(stepbuf *s, int n, int T, int fstride, int sstride) {
 
 static void sb_free(stepbuf *s) {
     step_batch *b = &s->b;
-    free(b->slot), free(b->query_start), free(b->start_pos), free(b->swa_first), free(b->sample), free(b->reset_slot);
-    free(b->params), free(b->output_len), free((void *)b->history), free(b->history_len), free(b->prompt_len);
+    free(b->slot), free(b->query_start), free(b->start_pos), free(b->swa_first), free(b->sample),
+        free(b->reset_slot);
+    free(b->params), free(b->output_len), free((void *)b->history), free(b->history_len),
+        free(b->prompt_len);
     free(b->token_ids), free(b->positions), free(b->full_tables), free(b->swa_tables);
 }
 
-/* A step where sequences seq[0..n) each run nn tokens from position p0 (the same for all). Token ids
- * come from `prompt` (fill and prefill) or from the device (prompt NULL: decode). */
-static void sb_build(stepbuf *s, const layout *L, const int *seq, int n, int p0, int nn, const int32_t *prompt,
-                     int vocab) {
+/* A step where sequences seq[0..n) each run nn tokens from position p0 (the same for all). Token
+ * ids come from `prompt` (fill and prefill) or from the device (prompt NULL: decode). */
+static void sb_build(stepbuf *s, const layout *L, const int *seq, int n, int p0, int nn,
+                     const int32_t *prompt, int vocab) {
     const int last = p0 + nn - 1, lo = (p0 - L->W + 1 > 0 ? p0 - L->W + 1 : 0) / BS;
     const int fstride = last / BS + 1, sstride = last / BS - lo + 1;
     sb_reserve(s, n, n * nn, fstride, sstride);
@@ -170,11 +181,14 @@ static void sb_build(stepbuf *s, const layout *L, const int *seq, int n, int p0,
         b->history[k] = NULL, b->history_len[k] = 0;
         b->prompt_len[k] = prompt ? p0 + nn : L->C;
         for (int j = 0; j < nn; j++) {
-            b->token_ids[k * nn + j] = prompt ? prompt[(p0 + j + 7919 * seq[k]) % vocab] % vocab : STEP_TOKEN_FROM_DEVICE;
+            b->token_ids[k * nn + j] =
+                prompt ? prompt[(p0 + j + 7919 * seq[k]) % vocab] % vocab : STEP_TOKEN_FROM_DEVICE;
             b->positions[k * nn + j] = p0 + j;
         }
-        for (int j = 0; j < fstride; j++) b->full_tables[k * fstride + j] = L->has_full ? full_block(L, seq[k], j) : -1;
-        for (int j = 0; j < sstride; j++) b->swa_tables[k * sstride + j] = L->has_swa ? swa_block(L, seq[k], lo + j) : -1;
+        for (int j = 0; j < fstride; j++)
+            b->full_tables[k * fstride + j] = L->has_full ? full_block(L, seq[k], j) : -1;
+        for (int j = 0; j < sstride; j++)
+            b->swa_tables[k * sstride + j] = L->has_swa ? swa_block(L, seq[k], lo + j) : -1;
     }
     b->query_start[n] = n * nn;
 }
@@ -201,7 +215,8 @@ static double median(double *v, int n) {
 /* ---- the roofline of a prefill ---- */
 
 static double prefill_roofline_tps(const model_config *c, int P, double bw, double fl) {
-    roofline_in in = {.batch = 1, .context = 1, .kv_bytes = 2, .tp = 1, .bandwidth = bw, .flops = fl};
+    roofline_in in = {
+        .batch = 1, .context = 1, .kv_bytes = 2, .tp = 1, .bandwidth = bw, .flops = fl};
     roofline_out o;
     double flops = 0;
     for (int p = 1; p <= P; p++) {
@@ -227,7 +242,8 @@ typedef struct {
     double util, bw, fl;
 } bench_opts;
 
-static int bench_run(const bench_opts *o, bench_line **lines_out, int *n_lines_out, model_config *cfg_out) {
+static int bench_run(const bench_opts *o, bench_line **lines_out, int *n_lines_out,
+                     model_config *cfg_out) {
     const backend_ops *ops = backend_find(o->backend);
     if (!ops) return err_set("backend '%s' is not built into this program", o->backend);
     int bmax = 1, pmax = 1;
@@ -242,12 +258,14 @@ static int bench_run(const bench_opts *o, bench_line **lines_out, int *n_lines_o
         char preset[32];
         const char *p = o->model + 10, *colon = strchr(p, ':');
         size_t len = colon ? (size_t)(colon - p) : strlen(p);
-        snprintf(preset, sizeof preset, "%.*s", (int)(len < sizeof preset ? len : sizeof preset - 1), p);
+        snprintf(preset, sizeof preset, "%.*s",
+                 (int)(len < sizeof preset ? len : sizeof preset - 1), p);
         if (config_preset(preset, &cfg) != 0) return -1;
         const char *lay = strstr(o->model, ":layers=");
         if (lay) {
             cfg.n_layers = atoi(lay + 8);
-            for (int i = 0; i < cfg.n_layers && i < CONFIG_MAX_LAYERS; i++) cfg.layer_sliding[i] = (i % 2 == 0);
+            for (int i = 0; i < cfg.n_layers && i < CONFIG_MAX_LAYERS; i++)
+                cfg.layer_sliding[i] = (i % 2 == 0);
         }
     } else if (config_load(o->model, &cfg) != 0) {
         return -1;
@@ -276,8 +294,9 @@ static int bench_run(const bench_opts *o, bench_line **lines_out, int *n_lines_o
     ops->kv_blocks(be, &nf, &ns, &kbs);
     if ((L.has_full && nf < L.num_full) || (L.has_swa && ns < L.num_swa) || kbs != BS) {
         ops->destroy(be);
-        return err_set("the backend gave %d/%d KV blocks of %d tokens, the benchmark needs %d/%d of %d", nf, ns, kbs,
-                       L.num_full, L.num_swa, BS);
+        return err_set(
+            "the backend gave %d/%d KV blocks of %d tokens, the benchmark needs %d/%d of %d", nf,
+            ns, kbs, L.num_full, L.num_swa, BS);
     }
 
     const int V = c->vocab;
@@ -299,7 +318,8 @@ static int bench_run(const bench_opts *o, bench_line **lines_out, int *n_lines_o
         for (int s0 = 0; s0 < bmax && rc == 0; s0 += L.F) {
             int n = bmax - s0 < L.F ? bmax - s0 : L.F;
             for (int k = 0; k < n; k++) seq[k] = s0 + k;
-            for (int p0 = 0; p0 < C && rc == 0; p0 += FILL_TOKENS) { /* contexts longer than a step: chunks */
+            for (int p0 = 0; p0 < C && rc == 0;
+                 p0 += FILL_TOKENS) { /* contexts longer than a step: chunks */
                 int nn = C - p0 < FILL_TOKENS ? C - p0 : FILL_TOKENS;
                 sb_build(&sb, &L, seq, n, p0, nn, prompt, V);
                 rc = run_step(ops, be, &sb, NULL);
@@ -315,7 +335,8 @@ static int bench_run(const bench_opts *o, bench_line **lines_out, int *n_lines_o
             double dt = now_seconds() - t0;
             bench_line *ln = &lines[n_lines++];
             ln->phase = "fill", ln->batch = L.F, ln->context = C, ln->tokens = bmax * C;
-            ln->seconds = dt / (fill_steps > 0 ? fill_steps : 1), ln->tokens_per_s = (double)bmax * C / dt;
+            ln->seconds = dt / (fill_steps > 0 ? fill_steps : 1),
+            ln->tokens_per_s = (double)bmax * C / dt;
             ln->roofline_tps = prefill_roofline_tps(c, C, o->bw, o->fl);
             fprintf(stderr, "bench: filled %d sequences x %d tokens in %.1f s\n", bmax, C, dt);
         }
@@ -334,15 +355,20 @@ static int bench_run(const bench_opts *o, bench_line **lines_out, int *n_lines_o
         }
         if (rc) break;
         const double med = median(times, nt);
-        roofline_in in = {.batch = B, .context = C + (int)o->steps / 2, .kv_bytes = 2, .tp = 1, .bandwidth = o->bw,
+        roofline_in in = {.batch = B,
+                          .context = C + (int)o->steps / 2,
+                          .kv_bytes = 2,
+                          .tp = 1,
+                          .bandwidth = o->bw,
                           .flops = o->fl};
         roofline_out ro;
         roofline_decode(c, &in, &ro);
         bench_line *ln = &lines[n_lines++];
         ln->phase = "decode", ln->batch = B, ln->context = C, ln->tokens = B;
         ln->seconds = med, ln->tokens_per_s = B / med, ln->roofline_tps = ro.tokens_per_second;
-        fprintf(stderr, "bench: decode B=%d: %.2f ms/step, %.0f tokens/s (%.0f%% of the roofline)\n", B, med * 1e3,
-                B / med, 100 * (B / med) / ro.tokens_per_second);
+        fprintf(stderr,
+                "bench: decode B=%d: %.2f ms/step, %.0f tokens/s (%.0f%% of the roofline)\n", B,
+                med * 1e3, B / med, 100 * (B / med) / ro.tokens_per_second);
     }
 
     /* Prefill: one sequence, one step, median of 3 after a warm-up. */
@@ -359,8 +385,10 @@ static int bench_run(const bench_opts *o, bench_line **lines_out, int *n_lines_o
         const double med = median(times, 3);
         bench_line *ln = &lines[n_lines++];
         ln->phase = "prefill", ln->batch = 1, ln->context = P, ln->tokens = P;
-        ln->seconds = med, ln->tokens_per_s = P / med, ln->roofline_tps = prefill_roofline_tps(c, P, o->bw, o->fl);
-        fprintf(stderr, "bench: prefill %d tokens: %.1f ms, %.0f tokens/s\n", P, med * 1e3, P / med);
+        ln->seconds = med, ln->tokens_per_s = P / med,
+        ln->roofline_tps = prefill_roofline_tps(c, P, o->bw, o->fl);
+        fprintf(stderr, "bench: prefill %d tokens: %.1f ms, %.0f tokens/s\n", P, med * 1e3,
+                P / med);
     }
     if (rc) err_prefix("bench step failed");
 
@@ -368,9 +396,12 @@ static int bench_run(const bench_opts *o, bench_line **lines_out, int *n_lines_o
     if (!strcmp(ops->name, "cuda")) {
         cuda_backend_stats st;
         cuda_backend_get_stats(be, &st);
-        fprintf(stderr, "bench: weights %.2f GB, activations %.2f GB, KV %.2f GB; CUDA graphs up to batch %d: %ld captured, "
-                "%ld replays, %ld eager decode steps\n", st.weights_gb, st.workspace_gb, st.kv_gb, st.graph_max_batch,
-                st.graph_captures, st.graph_replays, st.eager_decode_steps);
+        fprintf(stderr,
+                "bench: weights %.2f GB, activations %.2f GB, KV %.2f GB; CUDA graphs up to batch "
+                "%d: %ld captured, "
+                "%ld replays, %ld eager decode steps\n",
+                st.weights_gb, st.workspace_gb, st.kv_gb, st.graph_max_batch, st.graph_captures,
+                st.graph_replays, st.eager_decode_steps);
     }
 #endif
     ops->destroy(be);
@@ -381,12 +412,14 @@ static int bench_run(const bench_opts *o, bench_line **lines_out, int *n_lines_o
 }
 
 static void print_table(const bench_opts *o, const bench_line *lines, int n) {
-    printf("\n| model | backend | phase | batch | context | tokens/s | ms/step | roofline tokens/s | of roofline |\n");
+    printf("\n| model | backend | phase | batch | context | tokens/s | ms/step | roofline tokens/s "
+           "| of roofline |\n");
     printf("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
     for (int i = 0; i < n; i++) {
         const bench_line *l = &lines[i];
-        printf("| %s | %s | %s | %d | %d | %.0f | %.2f | %.0f | %.1f%% |\n", o->model, o->backend, l->phase, l->batch,
-               l->context, l->tokens_per_s, l->seconds * 1e3, l->roofline_tps, 100 * l->tokens_per_s / l->roofline_tps);
+        printf("| %s | %s | %s | %d | %d | %.0f | %.2f | %.0f | %.1f%% |\n", o->model, o->backend,
+               l->phase, l->batch, l->context, l->tokens_per_s, l->seconds * 1e3, l->roofline_tps,
+               100 * l->tokens_per_s / l->roofline_tps);
     }
 }
 
@@ -399,13 +432,16 @@ static int write_json(const bench_opts *o, const model_config *c, const bench_li
     json_object_set_new(root, "flops_tflops", json_real(o->fl / 1e12));
     for (int i = 0; i < n; i++) {
         const bench_line *l = &lines[i];
-        json_array_append_new(arr, json_pack("{sssisisisfsfsfsf}", "phase", l->phase, "batch", l->batch, "context",
-                                             l->context, "tokens", l->tokens, "seconds", l->seconds, "tokens_per_s",
-                                             l->tokens_per_s, "roofline_tokens_per_s", l->roofline_tps,
-                                             "roofline_fraction", l->tokens_per_s / l->roofline_tps));
+        json_array_append_new(
+            arr, json_pack("{sssisisisfsfsfsf}", "phase", l->phase, "batch", l->batch, "context",
+                           l->context, "tokens", l->tokens, "seconds", l->seconds, "tokens_per_s",
+                           l->tokens_per_s, "roofline_tokens_per_s", l->roofline_tps,
+                           "roofline_fraction", l->tokens_per_s / l->roofline_tps));
     }
     json_object_set_new(root, "results", arr);
-    int rc = json_dump_file(root, o->json_path, JSON_INDENT(2)) == 0 ? 0 : err_set("cannot write %s", o->json_path);
+    int rc = json_dump_file(root, o->json_path, JSON_INDENT(2)) == 0
+                 ? 0
+                 : err_set("cannot write %s", o->json_path);
     json_decref(root);
     return rc;
 }
@@ -413,8 +449,14 @@ static int write_json(const bench_opts *o, const model_config *c, const bench_li
 static int bench_latency(int argc, char **argv) {
     args_t a;
     args_init(&a, argc, argv);
-    bench_opts o = {.backend = "cuda", .context = 1024, .steps = 32, .warmup = 3, .graphs = 0, .util = 0,
-                    .bw = ROOFLINE_H200_BANDWIDTH, .fl = ROOFLINE_H200_FLOPS};
+    bench_opts o = {.backend = "cuda",
+                    .context = 1024,
+                    .steps = 32,
+                    .warmup = 3,
+                    .graphs = 0,
+                    .util = 0,
+                    .bw = ROOFLINE_H200_BANDWIDTH,
+                    .fl = ROOFLINE_H200_FLOPS};
     const char *v;
     const char *batches = "1,8,64,256,1024", *prefills = "1024,8192";
     double d;
@@ -439,10 +481,13 @@ static int bench_latency(int argc, char **argv) {
         } else if (args_opt(&a, "--warmup", &v)) {
             if (args_int("--warmup", v, 0, 1000, &o.warmup)) return args_fail(&a);
         } else if (args_opt(&a, "--max-cudagraph-capture-size", &v)) {
-            if (args_int("--max-cudagraph-capture-size", v, -1, 1 << 16, &o.graphs)) return args_fail(&a);
-            if (o.graphs == 0) o.graphs = -1; /* 0 here means off; the backend's 0 means its default */
+            if (args_int("--max-cudagraph-capture-size", v, -1, 1 << 16, &o.graphs))
+                return args_fail(&a);
+            if (o.graphs == 0)
+                o.graphs = -1; /* 0 here means off; the backend's 0 means its default */
         } else if (args_opt(&a, "--gpu-memory-utilization", &v)) {
-            if (args_double("--gpu-memory-utilization", v, 0.01, 1.0, &o.util)) return args_fail(&a);
+            if (args_double("--gpu-memory-utilization", v, 0.01, 1.0, &o.util))
+                return args_fail(&a);
         } else if (args_opt(&a, "--bandwidth", &v)) {
             if (args_double("--bandwidth", v, 1, 1e6, &d)) return args_fail(&a);
             o.bw = d * 1e9;
@@ -462,9 +507,11 @@ static int bench_latency(int argc, char **argv) {
         (*prefills && args_int_list("--prefill", prefills, &o.prefills, &o.n_prefills)))
         return args_fail(&a);
     for (int i = 0; i < o.n_batches; i++)
-        if (o.batches[i] < 1) return fprintf(stderr, "gptoss bench latency: batch sizes must be >= 1\n"), 2;
+        if (o.batches[i] < 1)
+            return fprintf(stderr, "gptoss bench latency: batch sizes must be >= 1\n"), 2;
     for (int i = 0; i < o.n_prefills; i++)
-        if (o.prefills[i] < 1) return fprintf(stderr, "gptoss bench latency: prompt lengths must be >= 1\n"), 2;
+        if (o.prefills[i] < 1)
+            return fprintf(stderr, "gptoss bench latency: prompt lengths must be >= 1\n"), 2;
     bench_line *lines = NULL;
     int n = 0;
     model_config cfg;
@@ -479,7 +526,8 @@ static int bench_latency(int argc, char **argv) {
 int cmd_bench(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "latency")) return bench_latency(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "tokenizer")) return cmd_bench_tokenizer(argc - 1, argv + 1);
-    fprintf(stderr, "usage: gptoss bench latency [options]   (in-process decode/prefill speed; --help)\n"
-                    "       gptoss bench tokenizer [options] (same as bench-tokenizer)\n");
+    fprintf(stderr,
+            "usage: gptoss bench latency [options]   (in-process decode/prefill speed; --help)\n"
+            "       gptoss bench tokenizer [options] (same as bench-tokenizer)\n");
     return argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) ? 0 : 2;
 }

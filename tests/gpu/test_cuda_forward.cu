@@ -1,27 +1,26 @@
-/* The whole CUDA forward pass (testing ladder step 3) through the backend interface, against the CPU
- * reference, plus the GPU sampling kernel against engine/sampler.c.
+/* The whole CUDA forward pass (testing ladder step 3) through the backend interface, against the
+ * CPU reference, plus the GPU sampling kernel against engine/sampler.c.
  *
- *   (e) sampling: random and pathological logits rows (ties, NaN, +-inf, -0, thousands of equal maxima,
- *       the real vocabulary) through sampling_launch vs sampler_draw / sampler_top_logprobs: the same
- *       greedy token, the same temperature draw for the same (seed, position), the same top-K ids, the
- *       logprobs within 1e-4.
- *   (a) a synthetic model with head_dim 64 and 8 query heads per KV head (hidden 128, 16 heads, 2 KV
- *       heads, intermediate 128, 8 experts top-4, 4 layers, window 16, vocab 1024), written with
- *       synthetic_write: teacher-forced prompts of several lengths (one token to past the window) as
- *       whole prompts, in chunks, decode-like (one token a step: the decode kernel and the CUDA graphs)
- *       and all together in mixed steps; with graphs on and off. Logits vs cpu_forward: relative L2
- *       error, max|d|/max|logit| (reported), top-1 agreement on >= 99% of the positions where the CPU's
- *       top-1 margin is > 0.05. Then greedy generation through the engine (async scheduling, chunked
- *       prefill) with the CUDA and the CPU backend: the same tokens wherever the CPU's margin is clear;
- *       and seeded sampling on the GPU path and on the host path (top-k + penalty) gives the same
+ *   (e) sampling: random and pathological logits rows (ties, NaN, +-inf, -0, thousands of equal
+ * maxima, the real vocabulary) through sampling_launch vs sampler_draw / sampler_top_logprobs: the
+ * same greedy token, the same temperature draw for the same (seed, position), the same top-K ids,
+ * the logprobs within 1e-4. (a) a synthetic model with head_dim 64 and 8 query heads per KV head
+ * (hidden 128, 16 heads, 2 KV heads, intermediate 128, 8 experts top-4, 4 layers, window 16, vocab
+ * 1024), written with synthetic_write: teacher-forced prompts of several lengths (one token to past
+ * the window) as whole prompts, in chunks, decode-like (one token a step: the decode kernel and the
+ * CUDA graphs) and all together in mixed steps; with graphs on and off. Logits vs cpu_forward:
+ * relative L2 error, max|d|/max|logit| (reported), top-1 agreement on >= 99% of the positions where
+ * the CPU's top-1 margin is > 0.05. Then greedy generation through the engine (async scheduling,
+ * chunked prefill) with the CUDA and the CPU backend: the same tokens wherever the CPU's margin is
+ * clear; and seeded sampling on the GPU path and on the host path (top-k + penalty) gives the same
  *       tokens with async scheduling on and off.
  *   (b) batched vs alone on the GPU: 8 sequences alone (whole prompt) vs inside a batch of 64 with
- *       chunked prefill, staggered arrivals and mixed steps: top-1 >= 99%, logits within bf16 tolerance.
- *   (c) a 2-layer real-width gpt-oss-20b (synthetic_write to /tmp, ~3.3 GB): CUDA vs CPU top-1 on >= 99%
- *       of the checked positions of a 40-token prompt; and `synthetic:20b:layers=2` made on the GPU
- *       gives bit-identical logits to the same checkpoint loaded from disk. --skip-real skips it.
- *   (d) the transformers fixture tests/fixtures/tiny64 (+ tiny64_reference.safetensors), when present:
- *       logits within tolerance, greedy tokens where the reference margin is > 0.05.
+ *       chunked prefill, staggered arrivals and mixed steps: top-1 >= 99%, logits within bf16
+ * tolerance. (c) a 2-layer real-width gpt-oss-20b (synthetic_write to /tmp, ~3.3 GB): CUDA vs CPU
+ * top-1 on >= 99% of the checked positions of a 40-token prompt; and `synthetic:20b:layers=2` made
+ * on the GPU gives bit-identical logits to the same checkpoint loaded from disk. --skip-real skips
+ * it. (d) the transformers fixture tests/fixtures/tiny64 (+ tiny64_reference.safetensors), when
+ * present: logits within tolerance, greedy tokens where the reference margin is > 0.05.
  * --seed N reproduces a run. */
 #include "gpu_check.h"
 
@@ -55,8 +54,9 @@ extern "C" {
 
 static const double MARGIN = 0.05;
 
-/* ------------------------------------------------------------------------------------------------ */
-/* Comparing logits                                                                                  */
+/* ------------------------------------------------------------------------------------------------
+ */
+/* Comparing logits */
 
 typedef struct {
     double max_diff, max_ref, d2, r2;
@@ -93,7 +93,9 @@ static void cmp_rows(cmp_stats *s, const float *got, const float *ref, int rows,
     }
 }
 
-static double rel_l2(const cmp_stats *s) { return s->r2 > 0 ? sqrt(s->d2 / s->r2) : sqrt(s->d2); }
+static double rel_l2(const cmp_stats *s) {
+    return s->r2 > 0 ? sqrt(s->d2 / s->r2) : sqrt(s->d2);
+}
 
 /* The headline numbers, printed last (the device script shows each test's last lines). */
 static char g_summary[4][256];
@@ -112,18 +114,25 @@ static void summary_add(int line, const char *fmt, ...) {
 static void cmp_report(const char *what, const cmp_stats *s, double l2_tol, double max_tol) {
     const double l2 = rel_l2(s), mx = s->max_ref > 0 ? s->max_diff / s->max_ref : s->max_diff;
     const double top1 = s->clear ? (double)s->clear_agree / s->clear : 1.0;
-    if (strstr(what, "all schedules") || strstr(what, "alone") || strstr(what, "20b") || strstr(what, "tiny64"))
-        summary_add(strstr(what, "all schedules") ? 1 : 2, "%s: relL2 %.1e max %.1e top1 %.3f", what, l2, mx, top1);
-    fprintf(stderr, "  %-44s rows %5ld  relL2 %.2e  max|d|/max|logit| %.2e  top1 %.4f (%ld/%ld clear), all %.4f\n",
-            what, s->rows, l2, mx, top1, s->clear_agree, s->clear, s->rows ? (double)s->agree / s->rows : 1.0);
+    if (strstr(what, "all schedules") || strstr(what, "alone") || strstr(what, "20b") ||
+        strstr(what, "tiny64"))
+        summary_add(strstr(what, "all schedules") ? 1 : 2, "%s: relL2 %.1e max %.1e top1 %.3f",
+                    what, l2, mx, top1);
+    fprintf(stderr,
+            "  %-44s rows %5ld  relL2 %.2e  max|d|/max|logit| %.2e  top1 %.4f (%ld/%ld clear), all "
+            "%.4f\n",
+            what, s->rows, l2, mx, top1, s->clear_agree, s->clear,
+            s->rows ? (double)s->agree / s->rows : 1.0);
     CHECK(s->rows > 0, "%s: no rows compared", what);
     CHECK(l2 <= l2_tol, "%s: relative L2 error %.3e > %.1e", what, l2, l2_tol);
     CHECK(mx <= max_tol, "%s: max|d|/max|logit| %.3e > %.2f", what, mx, max_tol);
-    CHECK(top1 >= 0.99, "%s: top-1 agreement %.4f < 0.99 on %ld clear positions", what, top1, s->clear);
+    CHECK(top1 >= 0.99, "%s: top-1 agreement %.4f < 0.99 on %ld clear positions", what, top1,
+          s->clear);
 }
 
-/* ------------------------------------------------------------------------------------------------ */
-/* A hand-driven paged KV: sequences, two block pools, steps built like the engine builds them       */
+/* ------------------------------------------------------------------------------------------------
+ */
+/* A hand-driven paged KV: sequences, two block pools, steps built like the engine builds them */
 
 typedef struct {
     std::vector<int32_t> toks;
@@ -175,17 +184,20 @@ static void drv_release(driver *d, tf_seq *s) {
     s->full.clear(), s->swa.clear(), s->swa_first = 0;
 }
 
-/* One step: sequence seqs[idx[k]] gets n_new[k] new tokens; every new token's logits come back (prompt
- * logprobs on, prompt_len = the whole sequence). Returns 0, or -1 when the backend failed. */
-static int drv_step(driver *d, std::vector<tf_seq> &seqs, const std::vector<int> &idx, const std::vector<int> &n_new) {
+/* One step: sequence seqs[idx[k]] gets n_new[k] new tokens; every new token's logits come back
+ * (prompt logprobs on, prompt_len = the whole sequence). Returns 0, or -1 when the backend failed.
+ */
+static int drv_step(driver *d, std::vector<tf_seq> &seqs, const std::vector<int> &idx,
+                    const std::vector<int> &n_new) {
     const int n = (int)idx.size(), bs = d->bs;
     int T = 0;
     for (int k = 0; k < n; k++) T += n_new[k];
-    std::vector<int32_t> token_ids(T), positions(T), slot(n), qs(n + 1), sp(n), sfirst(n), out_len(n), hist_len(n),
-        prompt_len(n);
+    std::vector<int32_t> token_ids(T), positions(T), slot(n), qs(n + 1), sp(n), sfirst(n),
+        out_len(n), hist_len(n), prompt_len(n);
     std::vector<const int32_t *> history(n, nullptr);
     std::vector<sampling_params> params(n);
-    bool *sample = (bool *)calloc((size_t)n, sizeof(bool)), *reset = (bool *)calloc((size_t)n, sizeof(bool));
+    bool *sample = (bool *)calloc((size_t)n, sizeof(bool)),
+         *reset = (bool *)calloc((size_t)n, sizeof(bool));
     int fstride = 1, sstride = 1;
     qs[0] = 0;
     for (int k = 0; k < n; k++) {
@@ -201,7 +213,8 @@ static int drv_step(driver *d, std::vector<tf_seq> &seqs, const std::vector<int>
         }
         if (s->swa.empty()) s->swa_first = lo;
         while (s->swa_first + (int)s->swa.size() <= last / bs) s->swa.push_back(take(d->free_swa));
-        for (int j = 0; j < nn; j++) token_ids[qs[k] + j] = s->toks[p0 + j], positions[qs[k] + j] = p0 + j;
+        for (int j = 0; j < nn; j++)
+            token_ids[qs[k] + j] = s->toks[p0 + j], positions[qs[k] + j] = p0 + j;
         qs[k + 1] = qs[k] + nn;
         slot[k] = s->slot, sp[k] = p0, sfirst[k] = s->swa_first;
         sample[k] = p0 + nn == (int)s->toks.size();
@@ -224,9 +237,12 @@ static int drv_step(driver *d, std::vector<tf_seq> &seqs, const std::vector<int>
     sb.n_seqs = n, sb.n_tokens = T, sb.block_size = bs;
     sb.token_ids = token_ids.data(), sb.positions = positions.data(), sb.slot = slot.data();
     sb.query_start = qs.data(), sb.start_pos = sp.data(), sb.swa_first = sfirst.data();
-    sb.sample = sample, sb.reset_slot = reset, sb.params = params.data(), sb.output_len = out_len.data();
-    sb.history = history.data(), sb.history_len = hist_len.data(), sb.prompt_len = prompt_len.data();
-    sb.full_tables = ft.data(), sb.full_stride = fstride, sb.swa_tables = stb.data(), sb.swa_stride = sstride;
+    sb.sample = sample, sb.reset_slot = reset, sb.params = params.data(),
+    sb.output_len = out_len.data();
+    sb.history = history.data(), sb.history_len = hist_len.data(),
+    sb.prompt_len = prompt_len.data();
+    sb.full_tables = ft.data(), sb.full_stride = fstride, sb.swa_tables = stb.data(),
+    sb.swa_stride = sstride;
     step_result res;
     memset(&res, 0, sizeof res);
     int rc = d->ops->launch(d->be, &sb);
@@ -238,18 +254,20 @@ static int drv_step(driver *d, std::vector<tf_seq> &seqs, const std::vector<int>
         for (int k = 0, r = 0; k < n && rows == T; k++) {
             tf_seq *s = &seqs[idx[k]];
             for (int j = 0; j < n_new[k]; j++, r++)
-                memcpy(s->logits.data() + (size_t)(s->done + j) * d->V, d->dbg.data() + (size_t)r * d->V,
-                       (size_t)d->V * sizeof(float));
+                memcpy(s->logits.data() + (size_t)(s->done + j) * d->V,
+                       d->dbg.data() + (size_t)r * d->V, (size_t)d->V * sizeof(float));
         }
-        /* The prompt logprobs must be the softmax of those rows: check the first sequence's first row. */
+        /* The prompt logprobs must be the softmax of those rows: check the first sequence's first
+         * row. */
         if (rows == T && res.seqs && res.seqs[0].n_prompt_rows == n_new[0]) {
             const float *row = d->dbg.data();
             int32_t id;
             float lp;
             sampler_top_logprobs(row, d->V, 0, 1, &id, &lp);
-            CHECK(res.seqs[0].prompt_top_ids[0] == id && fabsf(res.seqs[0].prompt_top_logprobs[0] - lp) < 1e-4f,
-                  "prompt logprob %d %.6f vs %d %.6f", res.seqs[0].prompt_top_ids[0], res.seqs[0].prompt_top_logprobs[0],
-                  id, lp);
+            CHECK(res.seqs[0].prompt_top_ids[0] == id &&
+                      fabsf(res.seqs[0].prompt_top_logprobs[0] - lp) < 1e-4f,
+                  "prompt logprob %d %.6f vs %d %.6f", res.seqs[0].prompt_top_ids[0],
+                  res.seqs[0].prompt_top_logprobs[0], id, lp);
         }
     }
     for (int k = 0; k < n; k++) seqs[idx[k]].done += n_new[k];
@@ -264,23 +282,33 @@ enum { POL_WHOLE, POL_CHUNK7, POL_DECODE, POL_RANDOM };
 static int policy_chunk(int pol, int step, int remaining, rng_t *rng) {
     int c;
     switch (pol) {
-    case POL_WHOLE: c = remaining; break;
-    case POL_CHUNK7: c = 7; break;
-    case POL_DECODE: c = step == 0 ? 10 : 1; break; /* a 10-token prefill, then decode steps */
-    default: c = 1 + rng_below(rng, 24); break;
+    case POL_WHOLE:
+        c = remaining;
+        break;
+    case POL_CHUNK7:
+        c = 7;
+        break;
+    case POL_DECODE:
+        c = step == 0 ? 10 : 1;
+        break; /* a 10-token prefill, then decode steps */
+    default:
+        c = 1 + rng_below(rng, 24);
+        break;
     }
     return c < remaining ? c : remaining;
 }
 
 /* Runs every sequence to its end. batched: all active sequences in each step (sequence k joins at
  * step k / stagger); else one sequence at a time. */
-static int run_schedule(driver *d, std::vector<tf_seq> &seqs, int pol, bool batched, int stagger, rng_t *rng) {
+static int run_schedule(driver *d, std::vector<tf_seq> &seqs, int pol, bool batched, int stagger,
+                        rng_t *rng) {
     const int n = (int)seqs.size();
     for (auto &s : seqs) s.done = 0, s.logits.assign(s.toks.size() * (size_t)d->V, NAN);
     if (!batched) {
         for (int k = 0; k < n; k++)
             for (int step = 0; seqs[k].done < (int)seqs[k].toks.size(); step++) {
-                std::vector<int> idx{k}, nn{policy_chunk(pol, step, (int)seqs[k].toks.size() - seqs[k].done, rng)};
+                std::vector<int> idx{k},
+                    nn{policy_chunk(pol, step, (int)seqs[k].toks.size() - seqs[k].done, rng)};
                 if (drv_step(d, seqs, idx, nn)) return -1;
             }
     } else {
@@ -311,7 +339,8 @@ static std::vector<tf_seq> make_seqs(const std::vector<int> &lens, int V, rng_t 
 }
 
 /* The CPU reference logits of every position of every sequence. */
-static std::vector<std::vector<float>> cpu_reference(const model_weights *w, const std::vector<tf_seq> &seqs) {
+static std::vector<std::vector<float>> cpu_reference(const model_weights *w,
+                                                     const std::vector<tf_seq> &seqs) {
     cpu_model m;
     cpu_model_init(&m, w);
     std::vector<std::vector<float>> out(seqs.size());
@@ -319,7 +348,8 @@ static std::vector<std::vector<float>> cpu_reference(const model_weights *w, con
         cpu_kv_cache kv;
         cpu_kv_init(&kv, &w->cfg);
         out[k].assign(seqs[k].toks.size() * (size_t)w->cfg.vocab, 0.0f);
-        int rc = cpu_forward(&m, &kv, seqs[k].toks.data(), (int)seqs[k].toks.size(), CPU_LOGITS_ALL, out[k].data());
+        int rc = cpu_forward(&m, &kv, seqs[k].toks.data(), (int)seqs[k].toks.size(), CPU_LOGITS_ALL,
+                             out[k].data());
         CHECK(rc == 0, "cpu forward: %s", err_msg());
         cpu_kv_free(&kv);
     }
@@ -339,8 +369,9 @@ static backend *make_cuda(const char *model, int max_slots, int graphs, int bloc
     return b;
 }
 
-/* ------------------------------------------------------------------------------------------------ */
-/* (e) the sampling kernel against sampler.c                                                         */
+/* ------------------------------------------------------------------------------------------------
+ */
+/* (e) the sampling kernel against sampler.c */
 
 typedef struct {
     int V;
@@ -378,13 +409,28 @@ static void check_sampling(rng_t *rng) {
         c.x.resize(c.V);
         for (auto &v : c.x) v = rng_normal(rng);
         switch (k % 7) {
-        case 0: std::fill(c.x.begin(), c.x.end(), 1.25f); break;            /* all equal */
-        case 1: c.x[17] = NAN, c.x[200] = INFINITY, c.x[5] = NAN; break;   /* one +inf among NaNs */
-        case 2: c.x[40] = INFINITY, c.x[300] = INFINITY; break;            /* two +inf */
-        case 3: std::fill(c.x.begin(), c.x.end(), -INFINITY); break;        /* nothing possible */
-        case 4: std::fill(c.x.begin(), c.x.end(), NAN); break;
-        case 5: for (auto &v : c.x) v = -fabsf(v); c.x[9] = -0.0f, c.x[3] = 0.0f; break; /* -0 ties +0 */
-        default: c.x[100] = -INFINITY, c.x[101] = -INFINITY; break;
+        case 0:
+            std::fill(c.x.begin(), c.x.end(), 1.25f);
+            break; /* all equal */
+        case 1:
+            c.x[17] = NAN, c.x[200] = INFINITY, c.x[5] = NAN;
+            break; /* one +inf among NaNs */
+        case 2:
+            c.x[40] = INFINITY, c.x[300] = INFINITY;
+            break; /* two +inf */
+        case 3:
+            std::fill(c.x.begin(), c.x.end(), -INFINITY);
+            break; /* nothing possible */
+        case 4:
+            std::fill(c.x.begin(), c.x.end(), NAN);
+            break;
+        case 5:
+            for (auto &v : c.x) v = -fabsf(v);
+            c.x[9] = -0.0f, c.x[3] = 0.0f;
+            break; /* -0 ties +0 */
+        default:
+            c.x[100] = -INFINITY, c.x[101] = -INFINITY;
+            break;
         }
         memset(&c.row, 0, sizeof c.row);
         c.row.mode = k < 7 ? GPU_ROW_GREEDY : GPU_ROW_TEMP;
@@ -393,7 +439,8 @@ static void check_sampling(rng_t *rng) {
         c.row.seed = rng_next(rng), c.row.output_pos = (uint64_t)k;
         cases.push_back(c);
     }
-    /* Thousands of equal maxima: the top-K gather overflows shared memory and takes the slow path. */
+    /* Thousands of equal maxima: the top-K gather overflows shared memory and takes the slow path.
+     */
     {
         samp_case c;
         c.V = 201088;
@@ -430,22 +477,27 @@ static void check_sampling(rng_t *rng) {
         sample_out so;
         memset(&so, 0, sizeof so);
         so.top_ids = ids.data(), so.top_logprobs = lps.data();
-        const int32_t tok = sampler_draw(c.x.data(), c.V, &p, c.row.seed, (int64_t)c.row.output_pos, &so);
+        const int32_t tok =
+            sampler_draw(c.x.data(), c.V, &p, c.row.seed, (int64_t)c.row.output_pos, &so);
         const bool draw = c.row.mode == GPU_ROW_TEMP;
         n_draw += draw;
         if (o.token != tok) {
             if (draw) draw_mismatch++;
             CHECK(draw, "case %zu (V %d, greedy): GPU token %d, CPU %d", ci, c.V, o.token, tok);
-            fprintf(stderr, "  case %zu (V %d, T %.2f): GPU drew %d, CPU %d\n", ci, c.V, c.row.temperature, o.token, tok);
+            fprintf(stderr, "  case %zu (V %d, T %.2f): GPU drew %d, CPU %d\n", ci, c.V,
+                    c.row.temperature, o.token, tok);
             continue;
         }
         CHECK(slot_tok == tok, "case %zu: slot_last %d, token %d", ci, slot_tok, tok);
-        const bool lp_ok = (isinf(so.logprob) && o.logprob == so.logprob) || fabsf(o.logprob - so.logprob) <= 1e-4f;
+        const bool lp_ok = (isinf(so.logprob) && o.logprob == so.logprob) ||
+                           fabsf(o.logprob - so.logprob) <= 1e-4f;
         CHECK(lp_ok, "case %zu: logprob %.7g vs %.7g", ci, o.logprob, so.logprob);
         CHECK(o.n_top == so.n_top, "case %zu: n_top %d vs %d", ci, o.n_top, so.n_top);
         for (int j = 0; j < so.n_top && j < o.n_top; j++) {
-            CHECK(o.top_ids[j] == ids[j], "case %zu: top[%d] id %d vs %d", ci, j, o.top_ids[j], ids[j]);
-            const bool ok = (isinf(lps[j]) && o.top_lp[j] == lps[j]) || fabsf(o.top_lp[j] - lps[j]) <= 1e-4f;
+            CHECK(o.top_ids[j] == ids[j], "case %zu: top[%d] id %d vs %d", ci, j, o.top_ids[j],
+                  ids[j]);
+            const bool ok =
+                (isinf(lps[j]) && o.top_lp[j] == lps[j]) || fabsf(o.top_lp[j] - lps[j]) <= 1e-4f;
             CHECK(ok, "case %zu: top[%d] logprob %.7g vs %.7g", ci, j, o.top_lp[j], lps[j]);
         }
         if (c.row.prompt_k > 0) {
@@ -453,23 +505,29 @@ static void check_sampling(rng_t *rng) {
             sampler_top_logprobs(c.x.data(), c.V, 0, pk, ids.data(), lps.data());
             CHECK(o.n_prompt == pk, "case %zu: n_prompt %d vs %d", ci, o.n_prompt, pk);
             for (int j = 0; j < pk; j++) {
-                CHECK(o.prompt_ids[j] == ids[j], "case %zu: prompt top[%d] id %d vs %d", ci, j, o.prompt_ids[j], ids[j]);
-                const bool ok = (isinf(lps[j]) && o.prompt_lp[j] == lps[j]) || fabsf(o.prompt_lp[j] - lps[j]) <= 1e-4f;
-                CHECK(ok, "case %zu: prompt top[%d] logprob %.7g vs %.7g", ci, j, o.prompt_lp[j], lps[j]);
+                CHECK(o.prompt_ids[j] == ids[j], "case %zu: prompt top[%d] id %d vs %d", ci, j,
+                      o.prompt_ids[j], ids[j]);
+                const bool ok = (isinf(lps[j]) && o.prompt_lp[j] == lps[j]) ||
+                                fabsf(o.prompt_lp[j] - lps[j]) <= 1e-4f;
+                CHECK(ok, "case %zu: prompt top[%d] logprob %.7g vs %.7g", ci, j, o.prompt_lp[j],
+                      lps[j]);
             }
         }
     }
     /* A draw may differ where u * z lies within float rounding of a boundary (expf to an ulp). */
     fprintf(stderr, "  %zu rows, %d draws, %d draws differ\n", cases.size(), n_draw, draw_mismatch);
     summary_add(0, "sampling: %zu rows, %d/%d draws differ", cases.size(), draw_mismatch, n_draw);
-    CHECK(draw_mismatch <= n_draw / 50, "%d of %d temperature draws differ from sampler.c", draw_mismatch, n_draw);
+    CHECK(draw_mismatch <= n_draw / 50, "%d of %d temperature draws differ from sampler.c",
+          draw_mismatch, n_draw);
 }
 
-/* ------------------------------------------------------------------------------------------------ */
-/* (a) and (b): the small model                                                                      */
+/* ------------------------------------------------------------------------------------------------
+ */
+/* (a) and (b): the small model */
 
 static void small_config(model_config *c) {
-    config_preset_tiny(c); /* 20b's RoPE/YaRN, norms, SwiGLU, 8 experts top-4, 4 layers, window 16 */
+    config_preset_tiny(
+        c); /* 20b's RoPE/YaRN, norms, SwiGLU, 8 experts top-4, 4 layers, window 16 */
     c->hidden = 128, c->n_heads = 16, c->n_kv_heads = 2, c->head_dim = 64, c->intermediate = 128;
     c->vocab = 1024;
 }
@@ -481,33 +539,41 @@ static void teacher_forced(const char *dir, const model_weights *w, rng_t *rng) 
         backend *be = make_cuda(dir, 16, graphs ? 0 : -1, 2048);
         CHECK(be != NULL, "cuda backend on %s", dir);
         if (!be) return;
-        fprintf(stderr, "(a) teacher-forced logits vs the CPU, CUDA graphs %s\n", graphs ? "on" : "off");
+        fprintf(stderr, "(a) teacher-forced logits vs the CPU, CUDA graphs %s\n",
+                graphs ? "on" : "off");
         driver d;
         drv_init(&d, &cuda_backend_ops, be, 2048, rng);
         std::vector<tf_seq> seqs = make_seqs(lens, V, rng, 0);
         std::vector<std::vector<float>> ref = cpu_reference(w, seqs);
-        const char *names[] = {"whole prompts", "chunks of 7", "10-token prefill + decode", "all together, random chunks"};
+        const char *names[] = {"whole prompts", "chunks of 7", "10-token prefill + decode",
+                               "all together, random chunks"};
         cmp_stats all;
         memset(&all, 0, sizeof all);
         for (int pol = 0; pol < 4; pol++) {
             const bool batched = pol == 3;
-            CHECK(run_schedule(&d, seqs, batched ? POL_RANDOM : pol, batched, 0, rng) == 0, "schedule %s", names[pol]);
+            CHECK(run_schedule(&d, seqs, batched ? POL_RANDOM : pol, batched, 0, rng) == 0,
+                  "schedule %s", names[pol]);
             cmp_stats s;
             memset(&s, 0, sizeof s);
             for (size_t k = 0; k < seqs.size(); k++)
                 cmp_rows(&s, seqs[k].logits.data(), ref[k].data(), (int)seqs[k].toks.size(), V);
             cmp_report(names[pol], &s, 3e-2, 0.25);
-            all.max_diff = fmax(all.max_diff, s.max_diff), all.max_ref = fmax(all.max_ref, s.max_ref);
+            all.max_diff = fmax(all.max_diff, s.max_diff),
+            all.max_ref = fmax(all.max_ref, s.max_ref);
             all.d2 += s.d2, all.r2 += s.r2, all.rows += s.rows, all.clear += s.clear;
             all.clear_agree += s.clear_agree, all.agree += s.agree;
         }
         cmp_report("all schedules", &all, 3e-2, 0.25);
         cuda_backend_stats st;
         cuda_backend_get_stats(be, &st);
-        fprintf(stderr, "  graphs: %ld captured, %ld replays, %ld eager decode steps\n", st.graph_captures,
-                st.graph_replays, st.eager_decode_steps);
-        if (graphs) summary_add(3, "graphs: %ld captured, %ld replays", st.graph_captures, st.graph_replays);
-        if (graphs) CHECK(st.graph_replays > 0 && st.graph_captures > 0, "decode steps never replayed a graph");
+        fprintf(stderr, "  graphs: %ld captured, %ld replays, %ld eager decode steps\n",
+                st.graph_captures, st.graph_replays, st.eager_decode_steps);
+        if (graphs)
+            summary_add(3, "graphs: %ld captured, %ld replays", st.graph_captures,
+                        st.graph_replays);
+        if (graphs)
+            CHECK(st.graph_replays > 0 && st.graph_captures > 0,
+                  "decode steps never replayed a graph");
         cuda_backend_ops.destroy(be);
     }
 }
@@ -530,7 +596,8 @@ static void batched_vs_alone(const char *dir, rng_t *rng) {
     cmp_stats s;
     memset(&s, 0, sizeof s);
     for (int k = 0; k < 8; k++)
-        cmp_rows(&s, batch[k * 8 + 3].logits.data(), alone[k].logits.data(), (int)alone[k].toks.size(), V);
+        cmp_rows(&s, batch[k * 8 + 3].logits.data(), alone[k].logits.data(),
+                 (int)alone[k].toks.size(), V);
     cmp_report("batch of 64 vs alone", &s, 1e-2, 0.1);
     const double all = s.rows ? (double)s.agree / s.rows : 0;
     CHECK(all >= 0.99, "top-1 agreement over every position %.4f < 0.99", all);
@@ -558,7 +625,8 @@ static void on_out(const engine_output *o, void *user) {
     if (o->finished) e->done = true;
 }
 
-static std::vector<eng_out> run_engine(const backend_ops *ops, const char *model, const std::vector<std::vector<int32_t>> &prompts,
+static std::vector<eng_out> run_engine(const backend_ops *ops, const char *model,
+                                       const std::vector<std::vector<int32_t>> &prompts,
                                        const sampling_params &params, int max_tokens, bool async) {
     std::vector<eng_out> outs(prompts.size());
     backend_options bo;
@@ -572,7 +640,8 @@ static std::vector<eng_out> run_engine(const backend_ops *ops, const char *model
     }
     engine_options eo;
     engine_options_default(&eo);
-    eo.max_num_seqs = 8, eo.max_num_batched_tokens = 48, eo.max_model_len = 512, eo.async_scheduling = async;
+    eo.max_num_seqs = 8, eo.max_num_batched_tokens = 48, eo.max_model_len = 512,
+    eo.async_scheduling = async;
     engine *e = NULL;
     if (engine_create(&eo, ops, b, &e) != 0) {
         CHECK(false, "engine: %s", err_msg());
@@ -588,7 +657,9 @@ static std::vector<eng_out> run_engine(const backend_ops *ops, const char *model
     }
     CHECK(engine_run_until_idle(e) >= 0, "%s engine run failed", ops->name);
     engine_destroy(e);
-    for (auto &o : outs) CHECK(o.done && (int)o.toks.size() == max_tokens, "request unfinished (%zu tokens)", o.toks.size());
+    for (auto &o : outs)
+        CHECK(o.done && (int)o.toks.size() == max_tokens, "request unfinished (%zu tokens)",
+              o.toks.size());
     return outs;
 }
 
@@ -608,19 +679,24 @@ static void engine_checks(const char *dir, rng_t *rng) {
     int compared = 0, bad = 0, diverged = 0;
     for (size_t k = 0; k < prompts.size(); k++) {
         for (size_t i = 0; i < cpu[k].toks.size() && i < gpu[k].toks.size(); i++) {
-            const double margin = i < cpu[k].lp1.size() ? (double)cpu[k].lp0[i] - cpu[k].lp1[i] : 1.0;
+            const double margin =
+                i < cpu[k].lp1.size() ? (double)cpu[k].lp0[i] - cpu[k].lp1[i] : 1.0;
             if (cpu[k].toks[i] != gpu[k].toks[i]) {
                 if (margin > 0.25) bad++;
                 diverged++;
-                fprintf(stderr, "  request %zu token %zu: CPU %d, CUDA %d (CPU margin %.3f): stop comparing\n", k, i,
-                        cpu[k].toks[i], gpu[k].toks[i], margin);
+                fprintf(
+                    stderr,
+                    "  request %zu token %zu: CPU %d, CUDA %d (CPU margin %.3f): stop comparing\n",
+                    k, i, cpu[k].toks[i], gpu[k].toks[i], margin);
                 break;
             }
             compared++;
         }
     }
-    fprintf(stderr, "  greedy: %d tokens equal, %d requests diverged (%d at a clear margin)\n", compared, diverged, bad);
-    summary_add(0, "engine greedy: %d equal, %d diverged, %d at a clear margin", compared, diverged, bad);
+    fprintf(stderr, "  greedy: %d tokens equal, %d requests diverged (%d at a clear margin)\n",
+            compared, diverged, bad);
+    summary_add(0, "engine greedy: %d equal, %d diverged, %d at a clear margin", compared, diverged,
+                bad);
     CHECK(bad == 0, "%d greedy tokens differ where the CPU's margin is > 0.25", bad);
     CHECK(compared >= 48, "only %d greedy tokens agreed before divergence", compared);
 
@@ -645,8 +721,9 @@ static void engine_checks(const char *dir, rng_t *rng) {
     }
 }
 
-/* ------------------------------------------------------------------------------------------------ */
-/* (c) real width                                                                                    */
+/* ------------------------------------------------------------------------------------------------
+ */
+/* (c) real width */
 
 static void remove_dir(const char *dir) {
     DIR *dd = opendir(dir);
@@ -678,7 +755,8 @@ static float *flat_v(void *ctx, int layer, int seq, int64_t pos) {
 }
 
 static void real_width(rng_t *rng) {
-    fprintf(stderr, "(c) 2-layer gpt-oss-20b at real width: CUDA vs CPU, and synthetic:20b:layers=2 on the GPU\n");
+    fprintf(stderr, "(c) 2-layer gpt-oss-20b at real width: CUDA vs CPU, and "
+                    "synthetic:20b:layers=2 on the GPU\n");
     char dir[] = "/tmp/gptoss-cuda-forward-XXXXXX";
     if (!mkdtemp(dir)) {
         CHECK(false, "mkdtemp failed");
@@ -720,7 +798,8 @@ static void real_width(rng_t *rng) {
         std::vector<int32_t> seq(T, 0);
         std::vector<int64_t> pos(T);
         for (int t = 0; t < T; t++) pos[t] = t;
-        rc = cpu_forward_batch(&m, &view, T, toks.data(), seq.data(), pos.data(), (int)rows.size(), rows.data(), ref.data());
+        rc = cpu_forward_batch(&m, &view, T, toks.data(), seq.data(), pos.data(), (int)rows.size(),
+                               rows.data(), ref.data());
         CHECK(rc == 0, "cpu forward: %s", err_msg());
         fprintf(stderr, "  CPU reference in %.1f s\n", now_seconds() - t0);
         weights_free(&w);
@@ -750,15 +829,19 @@ static void real_width(rng_t *rng) {
     cmp_rows(&s, sel.data(), ref.data(), (int)rows.size(), V);
     cmp_report("20b x 2 layers, 40-token prompt", &s, 3e-2, 0.25);
     if (!got[1].empty()) {
-        const bool same = got[1].size() == got[0].size() && !memcmp(got[0].data(), got[1].data(), got[0].size() * 4);
-        CHECK(same, "synthetic:20b:layers=2 made on the GPU differs from the same checkpoint loaded from disk");
-        fprintf(stderr, "  GPU-made synthetic weights give bit-identical logits: %s\n", same ? "yes" : "NO");
+        const bool same = got[1].size() == got[0].size() &&
+                          !memcmp(got[0].data(), got[1].data(), got[0].size() * 4);
+        CHECK(same, "synthetic:20b:layers=2 made on the GPU differs from the same checkpoint "
+                    "loaded from disk");
+        fprintf(stderr, "  GPU-made synthetic weights give bit-identical logits: %s\n",
+                same ? "yes" : "NO");
         summary_add(3, "synthetic:20b == checkpoint: %s", same ? "yes" : "NO");
     }
 }
 
-/* ------------------------------------------------------------------------------------------------ */
-/* (d) the transformers fixture with head_dim 64                                                     */
+/* ------------------------------------------------------------------------------------------------
+ */
+/* (d) the transformers fixture with head_dim 64 */
 
 static const st_tensor *find_tensor(const st_file *f, const char *name) {
     for (int i = 0; i < f->n_tensors; i++)
@@ -774,8 +857,10 @@ static void fixture_tiny64(rng_t *rng) {
     snprintf(dir, sizeof dir, "%s/tests/fixtures/tiny64", root);
     snprintf(ref_path, sizeof ref_path, "%s/tests/fixtures/tiny64_reference.safetensors", root);
     if (access(ref_path, R_OK) != 0 || access(dir, R_OK) != 0) {
-        fprintf(stderr, "(d) SKIPPED: %s or %s is absent (the head_dim-64 transformers fixture is not made yet)\n", dir,
-                ref_path);
+        fprintf(stderr,
+                "(d) SKIPPED: %s or %s is absent (the head_dim-64 transformers fixture is not made "
+                "yet)\n",
+                dir, ref_path);
         return;
     }
     fprintf(stderr, "(d) transformers fixture tiny64\n");
@@ -809,7 +894,8 @@ static void fixture_tiny64(rng_t *rng) {
         const st_tensor *gr_t = find_tensor(&ref, key);
         snprintf(key, sizeof key, "p%d.greedy_margin", p);
         const st_tensor *mg_t = find_tensor(&ref, key);
-        if (!lg_t || !gr_t || lg_t->dtype != ST_F32 || ids_t->dtype != ST_I64 || lg_t->shape[1] != V) {
+        if (!lg_t || !gr_t || lg_t->dtype != ST_F32 || ids_t->dtype != ST_I64 ||
+            lg_t->shape[1] != V) {
             CHECK(false, "tiny64 reference: prompt %d entries missing or of the wrong type", p);
             break;
         }
@@ -821,9 +907,11 @@ static void fixture_tiny64(rng_t *rng) {
         CHECK(run_schedule(&d, seqs, POL_WHOLE, false, 0, rng) == 0, "tiny64 prompt %d", p);
         cmp_rows(&s, seqs[0].logits.data(), (const float *)lg_t->data, T, V);
         prompts.push_back(seqs[0].toks);
-        greedy.push_back(std::vector<int64_t>((const int64_t *)gr_t->data, (const int64_t *)gr_t->data + gr_t->shape[0]));
+        greedy.push_back(std::vector<int64_t>((const int64_t *)gr_t->data,
+                                              (const int64_t *)gr_t->data + gr_t->shape[0]));
         margins.push_back(mg_t && mg_t->dtype == ST_F32
-                              ? std::vector<float>((const float *)mg_t->data, (const float *)mg_t->data + mg_t->shape[0])
+                              ? std::vector<float>((const float *)mg_t->data,
+                                                   (const float *)mg_t->data + mg_t->shape[0])
                               : std::vector<float>(gr_t->shape[0], 1.0f));
     }
     cuda_backend_ops.destroy(be);
@@ -833,10 +921,12 @@ static void fixture_tiny64(rng_t *rng) {
     g.temperature = 0;
     for (size_t p = 0; p < prompts.size(); p++) {
         std::vector<std::vector<int32_t>> one{prompts[p]};
-        std::vector<eng_out> o = run_engine(&cuda_backend_ops, dir, one, g, (int)greedy[p].size(), true);
+        std::vector<eng_out> o =
+            run_engine(&cuda_backend_ops, dir, one, g, (int)greedy[p].size(), true);
         for (size_t i = 0; i < greedy[p].size() && i < o[0].toks.size(); i++) {
             if (o[0].toks[i] == greedy[p][i]) continue;
-            CHECK(margins[p][i] <= MARGIN, "tiny64 prompt %zu greedy token %zu: %d, transformers %lld (margin %.3f)", p, i,
+            CHECK(margins[p][i] <= MARGIN,
+                  "tiny64 prompt %zu greedy token %zu: %d, transformers %lld (margin %.3f)", p, i,
                   o[0].toks[i], (long long)greedy[p][i], margins[p][i]);
             break;
         }

@@ -9,10 +9,10 @@
 extern "C" {
 #endif
 
-/* While out is not NULL, every later step also copies its logits rows to out (room for cap_rows rows
- * of vocab floats), in row order: for each sequence all its new tokens when it asks for prompt
- * logprobs, else its last token when it samples. After wait(), cuda_backend_debug_rows() says how many
- * rows the step wrote. For tests that compare logits with a reference. */
+/* While out is not NULL, every later step also copies its logits rows to out (room for cap_rows
+ * rows of vocab floats), in row order: for each sequence all its new tokens when it asks for prompt
+ * logprobs, else its last token when it samples. After wait(), cuda_backend_debug_rows() says how
+ * many rows the step wrote. For tests that compare logits with a reference. */
 void cuda_backend_debug_logits(backend *b, float *out, int cap_rows);
 int cuda_backend_debug_rows(const backend *b);
 

@@ -1,18 +1,19 @@
 /* CUDA graphs for decode steps.
  *
- * A decode step of 120b launches ~450 kernels; at small batch their launch gaps alone would cost about
- * as much as the math. A captured graph replays them with the launch work done once. A graph bakes in
- * every kernel argument - sizes, pointers, strides - so the step is made to look the same each time:
- *   - the batch is padded to a bucket (1, 2, 4, ..., max): padded sequences have one token at position
- *     0 whose KV slot is -1 (rope_kv skips the write), read block 0 (any finite data) and ask for no
- *     token (GPU_ROW_NONE), so they cost a little work and change nothing;
+ * A decode step of 120b launches ~450 kernels; at small batch their launch gaps alone would cost
+ * about as much as the math. A captured graph replays them with the launch work done once. A graph
+ * bakes in every kernel argument - sizes, pointers, strides - so the step is made to look the same
+ * each time:
+ *   - the batch is padded to a bucket (1, 2, 4, ..., max): padded sequences have one token at
+ * position 0 whose KV slot is -1 (rope_kv skips the write), read block 0 (any finite data) and ask
+ * for no token (GPU_ROW_NONE), so they cost a little work and change nothing;
  *   - the step's arrays live at fixed offsets of a fixed device buffer (up_layout for the bucket);
- *   - block tables get a fixed stride: the full table's stride is rounded up to a class (32, 64, ...
- *     blocks, up to max_model_len), the sliding one is window / block_size + 3 for every graph. One
+ *   - block tables get a fixed stride: the full table's stride is rounded up to a class (32, 64,
+ * ... blocks, up to max_model_len), the sliding one is window / block_size + 3 for every graph. One
  *     graph per (bucket, class), captured lazily the first time such a step comes: that step runs
  *     eagerly with the very same arguments, then the same calls are captured (capture does not run
- *     them), so warm-up, cuBLASLt's algorithm cache and the kernels' one-time attribute calls have all
- *     happened before capture;
+ *     them), so warm-up, cuBLASLt's algorithm cache and the kernels' one-time attribute calls have
+ * all happened before capture;
  *   - decode split counts and the MoE plan are functions of the bucket and class alone.
  * Anything else (prefill chunks, mixed steps, wider tables, a failed capture) runs eagerly. The
  * workspace growing (a step longer than any before) drops every graph; they are captured again. */
@@ -27,21 +28,23 @@ int graphs_init(struct backend *b, int max_size) {
     memset(g, 0, sizeof *g);
     if (max_size <= 0) return 0;
     if (max_size > b->max_slots) max_size = b->max_slots;
-    for (int s = 1; s < max_size && g->n_buckets < GRAPH_MAX_BUCKETS - 1; s *= 2) g->bucket[g->n_buckets++] = s;
+    for (int s = 1; s < max_size && g->n_buckets < GRAPH_MAX_BUCKETS - 1; s *= 2)
+        g->bucket[g->n_buckets++] = s;
     g->bucket[g->n_buckets++] = max_size;
     const int bs = b->block_size;
     if (b->n_full_layers) {
         const int G = (b->max_model_len + bs - 1) / bs;
         int c = 1024 / bs > 1 ? 1024 / bs : 1;
-        while (c < G && g->n_classes < GRAPH_MAX_CLASSES - 1) g->full_class[g->n_classes++] = c, c *= 2;
+        while (c < G && g->n_classes < GRAPH_MAX_CLASSES - 1)
+            g->full_class[g->n_classes++] = c, c *= 2;
         g->full_class[g->n_classes++] = G; /* every stride a sequence of max_model_len needs */
     } else {
         g->full_class[g->n_classes++] = 1;
     }
     g->swa_stride = b->n_swa_layers ? (b->W + bs - 1) / bs + 3 : 1;
     up_layout L;
-    up_layout_compute(&L, max_size, max_size, g->full_class[g->n_classes - 1], g->swa_stride, 0, 0, max_size,
-                      b->max_slots);
+    up_layout_compute(&L, max_size, max_size, g->full_class[g->n_classes - 1], g->swa_stride, 0, 0,
+                      max_size, b->max_slots);
     g->up_bytes = L.total;
     CU(cudaMalloc(&g->up_dev, g->up_bytes));
     g->max_size = max_size;
@@ -65,7 +68,8 @@ void graphs_free(struct backend *b) {
     b->graphs.max_size = 0;
 }
 
-bool graphs_pick(const struct backend *b, int n, int full_stride, int swa_stride, int *bucket, int *cls) {
+bool graphs_pick(const struct backend *b, int n, int full_stride, int swa_stride, int *bucket,
+                 int *cls) {
     const graph_cache *g = &b->graphs;
     if (g->max_size <= 0 || n > g->max_size) return false;
     if (b->n_swa_layers && swa_stride > g->swa_stride) return false;
@@ -96,16 +100,16 @@ int graphs_run(struct backend *b, int bucket_index, int cls, const fwd_plan *p) 
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
         s->state = -1;
-        log_warn("cuda backend: cannot capture a graph (batch %d): %s; such steps run eagerly", g->bucket[bucket_index],
-                 cudaGetErrorString(e));
+        log_warn("cuda backend: cannot capture a graph (batch %d): %s; such steps run eagerly",
+                 g->bucket[bucket_index], cudaGetErrorString(e));
         return 0;
     }
     int rc = runner_forward(b, p, false);
     cudaGraph_t graph = NULL;
     e = cudaStreamEndCapture(b->stream, &graph);
     if (rc != 0 || e != cudaSuccess || !graph) {
-        log_warn("cuda backend: graph capture for batch %d failed (%s); such steps run eagerly", g->bucket[bucket_index],
-                 rc != 0 ? err_msg() : cudaGetErrorString(e));
+        log_warn("cuda backend: graph capture for batch %d failed (%s); such steps run eagerly",
+                 g->bucket[bucket_index], rc != 0 ? err_msg() : cudaGetErrorString(e));
         if (graph) cudaGraphDestroy(graph);
         (void)cudaGetLastError();
         err_clear();
@@ -115,8 +119,9 @@ int graphs_run(struct backend *b, int bucket_index, int cls, const fwd_plan *p) 
     e = cudaGraphInstantiate(&s->exec, graph, 0);
     cudaGraphDestroy(graph);
     if (e != cudaSuccess) {
-        log_warn("cuda backend: graph instantiation for batch %d failed: %s; such steps run eagerly",
-                 g->bucket[bucket_index], cudaGetErrorString(e));
+        log_warn(
+            "cuda backend: graph instantiation for batch %d failed: %s; such steps run eagerly",
+            g->bucket[bucket_index], cudaGetErrorString(e));
         (void)cudaGetLastError();
         s->exec = NULL;
         s->state = -1;

@@ -3,20 +3,20 @@
  *   cuda_backend.c  the backend_ops entry points, options, the memory plan (weights, workspace, KV)
  *   weights_gpu.c   weights on the device: checkpoint upload (mmap -> pinned staging -> device) and
  *                   synthetic weights generated in place
- *   runner.c        one step: the host-side packing, the forward pass as a sequence of kernel calls,
- *                   the results
- *   graphs.c        CUDA graphs of decode steps, one per (batch bucket, block-table stride class)
+ *   runner.c        one step: the host-side packing, the forward pass as a sequence of kernel
+ * calls, the results graphs.c        CUDA graphs of decode steps, one per (batch bucket,
+ * block-table stride class)
  *
  * Memory plan (device):
- *   weights     dense tensors bf16 (QKV concatenated per layer so one GEMM makes the [q|k|v] row that
- *               rope_kv reads; sinks fp32), experts MXFP4 in moe.h's repacked layout
- *   workspace   one allocation carved per step kind, sized for T_cap tokens and R_cap logits rows
- *               (runner.c's workspace_ensure; grows on demand, which drops the captured graphs)
- *   step data   what the host packs per step, uploaded with one copy: an eager buffer (grows) and
- *               the graphs' buffer (fixed address, sized for the largest graph layout)
- *   slot_last   each slot's last sampled token (STEP_TOKEN_FROM_DEVICE)
- *   KV          per layer its pool's K and V, [num_blocks][n_kv_heads][block_size][head_dim] bf16,
- *               everything left under --gpu-memory-utilization */
+ *   weights     dense tensors bf16 (QKV concatenated per layer so one GEMM makes the [q|k|v] row
+ * that rope_kv reads; sinks fp32), experts MXFP4 in moe.h's repacked layout workspace   one
+ * allocation carved per step kind, sized for T_cap tokens and R_cap logits rows (runner.c's
+ * workspace_ensure; grows on demand, which drops the captured graphs) step data   what the host
+ * packs per step, uploaded with one copy: an eager buffer (grows) and the graphs' buffer (fixed
+ * address, sized for the largest graph layout) slot_last   each slot's last sampled token
+ * (STEP_TOKEN_FROM_DEVICE) KV          per layer its pool's K and V,
+ * [num_blocks][n_kv_heads][block_size][head_dim] bf16, everything left under
+ * --gpu-memory-utilization */
 #ifndef GPTOSS_BACKEND_CUDA_RUNNER_H
 #define GPTOSS_BACKEND_CUDA_RUNNER_H
 
@@ -39,19 +39,19 @@
     do {                                                                                           \
         cudaError_t cu_err_ = (call);                                                              \
         if (cu_err_ != cudaSuccess)                                                                \
-            return err_set("cuda backend: %s failed: %s (%s:%d)", #call, cudaGetErrorString(cu_err_), \
-                           __FILE__, __LINE__);                                                    \
+            return err_set("cuda backend: %s failed: %s (%s:%d)", #call,                           \
+                           cudaGetErrorString(cu_err_), __FILE__, __LINE__);                       \
     } while (0)
 
 /* ---- weights ---- */
 
 typedef struct {
     uint16_t *attn_norm, *qkv_w, *qkv_b, *o_w, *o_b, *mlp_norm, *router_w, *router_b;
-    float *sinks;                   /* [n_heads] fp32 */
+    float *sinks;                       /* [n_heads] fp32 */
     uint8_t *w1_q, *w1_s, *w2_q, *w2_s; /* repacked experts */
     uint16_t *b1, *b2;
-    moe_weights moe;                /* the views moe_experts takes */
-    uint16_t *k_cache, *v_cache;    /* this layer's storage in its pool */
+    moe_weights moe;             /* the views moe_experts takes */
+    uint16_t *k_cache, *v_cache; /* this layer's storage in its pool */
 } gpu_layer;
 
 typedef struct {
@@ -63,21 +63,21 @@ typedef struct {
 /* ---- activations ---- */
 
 typedef struct {
-    int T_cap, R_cap;  /* tokens per step, logits rows per lm_head chunk */
+    int T_cap, R_cap; /* tokens per step, logits rows per lm_head chunk */
     void *base;
     size_t bytes;
-    int32_t *ids;      /* [T] resolved token ids */
-    float *h;          /* [T][H] residual stream */
-    uint16_t *a;       /* [T][H] normalised input of the next GEMM */
-    uint16_t *qkv;     /* [T][QKV] */
-    uint16_t *q;       /* [T][Q] after RoPE */
-    uint16_t *attn;    /* [T][Q] attention output */
-    uint16_t *o;       /* [T][H] O projection */
-    float *router;     /* [T][E] */
-    void *routing;     /* moe_routing_bytes(T) */
-    uint16_t *act;     /* moe act */
-    float *y_slots;    /* moe per-slot outputs */
-    float *dec_ws;     /* decode split-K partials */
+    int32_t *ids;   /* [T] resolved token ids */
+    float *h;       /* [T][H] residual stream */
+    uint16_t *a;    /* [T][H] normalised input of the next GEMM */
+    uint16_t *qkv;  /* [T][QKV] */
+    uint16_t *q;    /* [T][Q] after RoPE */
+    uint16_t *attn; /* [T][Q] attention output */
+    uint16_t *o;    /* [T][H] O projection */
+    float *router;  /* [T][E] */
+    void *routing;  /* moe_routing_bytes(T) */
+    uint16_t *act;  /* moe act */
+    float *y_slots; /* moe per-slot outputs */
+    float *dec_ws;  /* decode split-K partials */
     size_t dec_ws_bytes;
     uint16_t *sel;     /* [R][H] final-normed rows */
     float *logits;     /* [R][V] */
@@ -87,8 +87,21 @@ typedef struct {
 /* ---- the step as uploaded: offsets of each array inside the packed buffer ---- */
 
 enum {
-    UP_TOKEN_IDS, UP_TOKEN_SLOT, UP_POSITIONS, UP_SLOTS_FULL, UP_SLOTS_SWA, UP_QUERY_START, UP_START_POS,
-    UP_SWA_FIRST, UP_FULL_TABLES, UP_SWA_TABLES, UP_WORK_FULL, UP_WORK_SWA, UP_ROWS, UP_FIXUPS, UP_COUNT
+    UP_TOKEN_IDS,
+    UP_TOKEN_SLOT,
+    UP_POSITIONS,
+    UP_SLOTS_FULL,
+    UP_SLOTS_SWA,
+    UP_QUERY_START,
+    UP_START_POS,
+    UP_SWA_FIRST,
+    UP_FULL_TABLES,
+    UP_SWA_TABLES,
+    UP_WORK_FULL,
+    UP_WORK_SWA,
+    UP_ROWS,
+    UP_FIXUPS,
+    UP_COUNT
 };
 
 typedef struct {
@@ -98,8 +111,8 @@ typedef struct {
 
 /* Sizes: n sequences, T tokens, table strides, prefill tiles per pool kind, logits rows, fixups.
  * The fixups come last, so a layout's other offsets do not depend on them. */
-void up_layout_compute(up_layout *L, int n, int T, int full_stride, int swa_stride, int work_full, int work_swa,
-                       int rows, int fixups);
+void up_layout_compute(up_layout *L, int n, int T, int full_stride, int swa_stride, int work_full,
+                       int work_swa, int rows, int fixups);
 
 /* Everything the forward pass needs to enqueue a step (device pointers into an upload buffer). */
 typedef struct {
@@ -109,9 +122,10 @@ typedef struct {
     bool has_decode;             /* some sequence has exactly one new token */
     int splits_full, splits_swa; /* attn_decode split counts */
     moe_plan moe;
-    int n_slots;                 /* MoE rows per token in y_slots */
+    int n_slots; /* MoE rows per token in y_slots */
     const int32_t *token_ids, *token_slot, *positions, *slots_full, *slots_swa;
-    const int32_t *query_start, *start_pos, *swa_first, *full_tables, *swa_tables, *work_full, *work_swa;
+    const int32_t *query_start, *start_pos, *swa_first, *full_tables, *swa_tables, *work_full,
+        *work_swa;
     const gpu_row *rows;
 } fwd_plan;
 
@@ -125,12 +139,12 @@ typedef struct {
 } graph_slot;
 
 typedef struct {
-    int max_size;                      /* largest captured batch; 0 = graphs off */
+    int max_size; /* largest captured batch; 0 = graphs off */
     int n_buckets, bucket[GRAPH_MAX_BUCKETS];
     int n_classes, full_class[GRAPH_MAX_CLASSES]; /* full-table strides (blocks), ascending */
-    int swa_stride;                    /* the sliding table stride of every graph */
+    int swa_stride;                               /* the sliding table stride of every graph */
     graph_slot slot[GRAPH_MAX_BUCKETS][GRAPH_MAX_CLASSES];
-    void *up_dev;                      /* the graphs' upload buffer (fixed address) */
+    void *up_dev; /* the graphs' upload buffer (fixed address) */
     size_t up_bytes;
     long captures, replays, eager_decodes;
 } graph_cache;
@@ -143,10 +157,10 @@ typedef struct {
     int32_t *row_host;    /* index into the host logits copy for GPU_ROW_HOST rows, else -1 */
     int n_host;
     int cap_seqs;
-    int32_t *seq_row0;    /* first row of each sequence */
-    int32_t *seq_nrows;   /* rows of each sequence (0: it needs no logits) */
-    int n_out_rows;       /* rows whose results are read back (graphs: the real sequences') */
-    bool graph;           /* replayed or captured: rows are per sequence, not compacted */
+    int32_t *seq_row0;  /* first row of each sequence */
+    int32_t *seq_nrows; /* rows of each sequence (0: it needs no logits) */
+    int n_out_rows;     /* rows whose results are read back (graphs: the real sequences') */
+    bool graph;         /* replayed or captured: rows are per sequence, not compacted */
 } step_book;
 
 /* ---- the backend ---- */
@@ -172,22 +186,22 @@ struct backend {
     int32_t *slot_last;      /* device [max_slots] */
     int32_t *slot_last_host; /* host mirror, updated at wait */
 
-    unsigned char *up_host;  /* pinned staging of the packed step */
+    unsigned char *up_host; /* pinned staging of the packed step */
     size_t up_host_cap;
-    void *up_dev;            /* device copy for eager steps */
+    void *up_dev; /* device copy for eager steps */
     size_t up_dev_cap;
     graph_cache graphs;
 
-    gpu_row_out *outs_host;  /* pinned: the rows' results */
+    gpu_row_out *outs_host; /* pinned: the rows' results */
     size_t outs_host_bytes;
-    float *hl_host;          /* pinned: logits rows sampled on the host */
+    float *hl_host; /* pinned: logits rows sampled on the host */
     size_t hl_host_bytes;
 
     step_book book;
-    int32_t *fix;            /* (slot, token) pairs sampled on the host, applied at the next launch */
+    int32_t *fix; /* (slot, token) pairs sampled on the host, applied at the next launch */
     int n_fix, cap_fix;
 
-    float *dbg_logits;       /* test hook: every logits row also copied here */
+    float *dbg_logits; /* test hook: every logits row also copied here */
     int dbg_cap, dbg_rows;
 
     bool running;
@@ -212,8 +226,10 @@ void runner_free(struct backend *b);
 int graphs_init(struct backend *b, int max_size);
 void graphs_invalidate(struct backend *b);
 void graphs_free(struct backend *b);
-/* Whether a decode-only step of n sequences with these strides fits a graph; gives its bucket and class. */
-bool graphs_pick(const struct backend *b, int n, int full_stride, int swa_stride, int *bucket, int *cls);
+/* Whether a decode-only step of n sequences with these strides fits a graph; gives its bucket and
+ * class. */
+bool graphs_pick(const struct backend *b, int n, int full_stride, int swa_stride, int *bucket,
+                 int *cls);
 /* Runs the step described by p (already uploaded to the graphs' buffer): replays the graph of
  * (bucket, cls), or on first use runs it eagerly and captures it for the next time. */
 int graphs_run(struct backend *b, int bucket_index, int cls, const fwd_plan *p);

@@ -1,12 +1,13 @@
-/* GPU sampling: greedy, temperature draws and top-K logprobs over one logits row per CTA. The contract
- * and the algorithm are in sampling.h; the CPU twin is engine/sampler.c.
+/* GPU sampling: greedy, temperature draws and top-K logprobs over one logits row per CTA. The
+ * contract and the algorithm are in sampling.h; the CPU twin is engine/sampler.c.
  *
- * A CTA has 512 threads (16 warps; 1024 would leave 64 registers a thread, and it spilled) and makes,
- * per row:
- *   1. one pass for the maximum: the largest (key, -id) pair, where key is the float's order-preserving
- *      integer (NaN -> -inf, -0 -> +0), so the winner is the lowest id among the maxima;
- *   2. one pass for the normaliser(s): warp w sums the weights of its contiguous span of ids, tile by
- *      tile (32 consecutive ids, an inclusive warp scan in double), and thread 0 prefixes the span
+ * A CTA has 512 threads (16 warps; 1024 would leave 64 registers a thread, and it spilled) and
+ * makes, per row:
+ *   1. one pass for the maximum: the largest (key, -id) pair, where key is the float's
+ * order-preserving integer (NaN -> -inf, -0 -> +0), so the winner is the lowest id among the
+ * maxima;
+ *   2. one pass for the normaliser(s): warp w sums the weights of its contiguous span of ids, tile
+ * by tile (32 consecutive ids, an inclusive warp scan in double), and thread 0 prefixes the span
  *      totals in order;
  *   3. (temperature) a walk over one span only, repeating pass 2's additions, to find the crossing;
  *   4. (top-K) a histogram pass, a gather pass and K block-wide max reductions in shared memory.
@@ -25,8 +26,8 @@ enum { DIST_FINITE = 0, DIST_POSINF = 1, DIST_NONE = 2 };
 /* ---- the float order and the (key, id) packing ---- */
 
 /* IEEE floats as unsigned integers in the same order: flip the sign bit of positives, every bit of
- * negatives. NaN becomes -inf first (never drawn, never wins a tie) and -0 becomes +0 (they tie). Done
- * on the bits so that no compiler rewrite of "x == 0 ? 0 : x" can lose it. */
+ * negatives. NaN becomes -inf first (never drawn, never wins a tie) and -0 becomes +0 (they tie).
+ * Done on the bits so that no compiler rewrite of "x == 0 ? 0 : x" can lose it. */
 static __device__ __forceinline__ uint32_t order_key(float x) {
     uint32_t u = __float_as_uint(x);
     if ((u & 0x7fffffffu) > 0x7f800000u) u = 0xff800000u;
@@ -78,7 +79,8 @@ static __device__ __forceinline__ double dev_uniform01d(uint64_t bits) {
 
 /* ---- block reductions (blockDim = SP_THREADS <= 1024; red has SP_WARPS + 1 entries) ---- */
 
-static __device__ __forceinline__ unsigned long long block_max_u64(unsigned long long v, unsigned long long *red) {
+static __device__ __forceinline__ unsigned long long block_max_u64(unsigned long long v,
+                                                                   unsigned long long *red) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) {
@@ -138,7 +140,8 @@ static __device__ __forceinline__ double warp_sum(double s) {
 /* ---- the kernel ---- */
 
 __global__ void __launch_bounds__(SP_THREADS, 1)
-    sampling_kernel(const float *logits, int V, const gpu_row *rows, gpu_row_out *outs, int32_t *slot_last, int max_slots) {
+    sampling_kernel(const float *logits, int V, const gpu_row *rows, gpu_row_out *outs,
+                    int32_t *slot_last, int max_slots) {
     __shared__ unsigned long long red64[SP_WARPS + 1];
     __shared__ int red32[SP_WARPS + 1];
     __shared__ double span_sum[SP_WARPS], span_sum1[SP_WARPS], prefix[SP_WARPS + 1];
@@ -167,11 +170,14 @@ __global__ void __launch_bounds__(SP_THREADS, 1)
     const int arg = unpack_id(best);
     dist dT;
     dT.max = x[arg];
-    dT.mode = (dT.max != dT.max || dT.max == -INFINITY) ? DIST_NONE : dT.max == INFINITY ? DIST_POSINF : DIST_FINITE;
+    dT.mode = (dT.max != dT.max || dT.max == -INFINITY) ? DIST_NONE
+              : dT.max == INFINITY                      ? DIST_POSINF
+                                                        : DIST_FINITE;
     float temp = 1.0f;
     if (d.mode == GPU_ROW_TEMP) {
-        temp = d.temperature > 0.0f ? d.temperature : 1.0f; /* the host sends GREEDY for T <= 0 or NaN */
-        if (temp == INFINITY) temp = FLT_MAX;               /* inf / inf would be NaN */
+        temp = d.temperature > 0.0f ? d.temperature
+                                    : 1.0f;   /* the host sends GREEDY for T <= 0 or NaN */
+        if (temp == INFINITY) temp = FLT_MAX; /* inf / inf would be NaN */
     }
     dT.temp = temp;
     dist d1 = dT;
@@ -266,7 +272,8 @@ __global__ void __launch_bounds__(SP_THREADS, 1)
     for (int i = tid; i < V; i += SP_THREADS) atomicAdd(&hist[order_key(x[i]) >> 21], 1u);
     __syncthreads();
     if (warp == 0) {
-        /* Lane l owns bins 2047 - 64 l - j (j = 0..63): the lanes walk down from the top together. */
+        /* Lane l owns bins 2047 - 64 l - j (j = 0..63): the lanes walk down from the top together.
+         */
         uint32_t c = 0;
         for (int j = 0; j < 64; j++) c += hist[SP_BINS - 1 - 64 * lane - j];
         uint32_t cum = c;
@@ -275,7 +282,8 @@ __global__ void __launch_bounds__(SP_THREADS, 1)
             const uint32_t t = __shfl_up_sync(FULL_MASK, cum, o);
             if (lane >= o) cum += t;
         }
-        const unsigned ball = __ballot_sync(FULL_MASK, cum >= (uint32_t)K); /* lane 31 holds V >= K */
+        const unsigned ball =
+            __ballot_sync(FULL_MASK, cum >= (uint32_t)K); /* lane 31 holds V >= K */
         if (lane == __ffs(ball) - 1) {
             uint32_t acc = cum - c;
             for (int j = 0; j < 64; j++) {
@@ -297,7 +305,8 @@ __global__ void __launch_bounds__(SP_THREADS, 1)
         for (int i = tid; i < V; i += SP_THREADS) {
             const uint32_t k = order_key(x[i]);
             if ((k >> 21) >= bin) {
-                const int at = atomicAdd(&s_count, 1); /* order does not matter: selection below is by value */
+                const int at =
+                    atomicAdd(&s_count, 1); /* order does not matter: selection below is by value */
                 if (at < SP_CAND) cand_key[at] = k, cand_id[at] = i;
             }
         }
@@ -341,10 +350,12 @@ __global__ void __launch_bounds__(SP_THREADS, 1)
     }
 }
 
-extern "C" cudaError_t sampling_launch(const float *logits, int vocab, const gpu_row *rows, int n_rows, gpu_row_out *outs,
-                                       int32_t *slot_last, int max_slots, cudaStream_t stream) {
+extern "C" cudaError_t sampling_launch(const float *logits, int vocab, const gpu_row *rows,
+                                       int n_rows, gpu_row_out *outs, int32_t *slot_last,
+                                       int max_slots, cudaStream_t stream) {
     if (vocab < 1 || n_rows < 0 || !logits || !rows || !outs) return cudaErrorInvalidValue;
     if (n_rows == 0) return cudaSuccess;
-    sampling_kernel<<<(unsigned)n_rows, SP_THREADS, 0, stream>>>(logits, vocab, rows, outs, slot_last, max_slots);
+    sampling_kernel<<<(unsigned)n_rows, SP_THREADS, 0, stream>>>(logits, vocab, rows, outs,
+                                                                 slot_last, max_slots);
     return cudaGetLastError();
 }

@@ -25,8 +25,9 @@
  *
  * Top-K without a sort: a 2048-bin histogram of the keys' top 11 bits finds the bin that holds the
  * K-th largest key; the (usually few) candidates at or above that bin are gathered into shared
- * memory, and K rounds of a block-wide max over (key, -id) pick them in order. A row whose candidate
- * set overflows shared memory (thousands of equal logits) falls back to K passes over the row.
+ * memory, and K rounds of a block-wide max over (key, -id) pick them in order. A row whose
+ * candidate set overflows shared memory (thousands of equal logits) falls back to K passes over the
+ * row.
  *
  * Plain C header (no CUDA types beyond the runtime API's), shared by the runner and the kernels. */
 #ifndef GPTOSS_BACKEND_CUDA_SAMPLING_H
@@ -51,12 +52,12 @@ enum gpu_row_mode {
 
 /* One logits row of a step (uploaded with the step; 48 bytes). */
 typedef struct {
-    int32_t tok;         /* token row of the step whose hidden state gives these logits */
-    int32_t mode;        /* enum gpu_row_mode */
-    float temperature;   /* GPU_ROW_TEMP: > 0 */
-    int32_t lp_k;        /* top logprobs of the sampled distribution (GPU modes), 0..GPU_TOPK_MAX */
-    int32_t prompt_k;    /* prompt top logprobs (softmax of the raw row), 0..GPU_TOPK_MAX */
-    int32_t slot;        /* GPU modes: slot whose last sampled token becomes this one; -1: none */
+    int32_t tok;       /* token row of the step whose hidden state gives these logits */
+    int32_t mode;      /* enum gpu_row_mode */
+    float temperature; /* GPU_ROW_TEMP: > 0 */
+    int32_t lp_k;      /* top logprobs of the sampled distribution (GPU modes), 0..GPU_TOPK_MAX */
+    int32_t prompt_k;  /* prompt top logprobs (softmax of the raw row), 0..GPU_TOPK_MAX */
+    int32_t slot;      /* GPU modes: slot whose last sampled token becomes this one; -1: none */
     int32_t pad0, pad1;
     uint64_t seed;       /* GPU_ROW_TEMP: the request's seed */
     uint64_t output_pos; /* GPU_ROW_TEMP: index of the token among the outputs */
@@ -74,11 +75,12 @@ typedef struct {
     float prompt_lp[GPU_TOPK_MAX];
 } gpu_row_out;
 
-/* Rows [0, n_rows) of logits [n_rows][vocab] fp32 with descriptors rows[0..n_rows) -> outs[0..n_rows).
- * Writes slot_last[rows[r].slot] = token for rows sampled here (slot in [0, max_slots)). Asynchronous
- * on stream, graph-capturable. */
-cudaError_t sampling_launch(const float *logits, int vocab, const gpu_row *rows, int n_rows, gpu_row_out *outs,
-                            int32_t *slot_last, int max_slots, cudaStream_t stream);
+/* Rows [0, n_rows) of logits [n_rows][vocab] fp32 with descriptors rows[0..n_rows) ->
+ * outs[0..n_rows). Writes slot_last[rows[r].slot] = token for rows sampled here (slot in [0,
+ * max_slots)). Asynchronous on stream, graph-capturable. */
+cudaError_t sampling_launch(const float *logits, int vocab, const gpu_row *rows, int n_rows,
+                            gpu_row_out *outs, int32_t *slot_last, int max_slots,
+                            cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -1,5 +1,6 @@
 /* Glue kernels of the step runner; see step_kernels.h. All tiny and memory-bound: what matters is
- * that they are one launch each, tolerate padded rows of a CUDA graph, and never read out of range. */
+ * that they are one launch each, tolerate padded rows of a CUDA graph, and never read out of range.
+ */
 #include "backend/cuda/step_kernels.h"
 
 #include <cuda_runtime.h>
@@ -14,8 +15,8 @@ __global__ void fixups_kernel(const int32_t *pairs, int n, int32_t *slot_last, i
     }
 }
 
-__global__ void resolve_kernel(const int32_t *token_ids, const int32_t *token_slot, int T, const int32_t *slot_last,
-                               int max_slots, int32_t *ids) {
+__global__ void resolve_kernel(const int32_t *token_ids, const int32_t *token_slot, int T,
+                               const int32_t *slot_last, int max_slots, int32_t *ids) {
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= T) return;
     int32_t id = token_ids[t];
@@ -26,17 +27,22 @@ __global__ void resolve_kernel(const int32_t *token_ids, const int32_t *token_sl
     ids[t] = id;
 }
 
-static __device__ __forceinline__ float bf16_to_float(uint32_t h16) { return __uint_as_float(h16 << 16); }
+static __device__ __forceinline__ float bf16_to_float(uint32_t h16) {
+    return __uint_as_float(h16 << 16);
+}
 
 static __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
     uint32_t r;
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo)); /* first source -> upper half */
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;"
+        : "=r"(r)
+        : "f"(hi), "f"(lo)); /* first source -> upper half */
     return r;
 }
 
 /* One block per row, one thread per 8 features (as norm.cu). */
-__global__ void final_rows_kernel(const float *h, const float *slots, int n_slots, const gpu_row *rows, int H,
-                                  const uint16_t *gain, float eps, uint16_t *out) {
+__global__ void final_rows_kernel(const float *h, const float *slots, int n_slots,
+                                  const gpu_row *rows, int H, const uint16_t *gain, float eps,
+                                  uint16_t *out) {
     __shared__ float red[32];
     const int r = blockIdx.x, c = threadIdx.x;
     const int tok = rows[r].tok;
@@ -49,7 +55,8 @@ __global__ void final_rows_kernel(const float *h, const float *slots, int n_slot
         if (slots) {
             const float *srow = slots + (size_t)tok * n_slots * H + 8 * c;
             for (int i = 0; i < n_slots; i++) {
-                const float4 s0 = *(const float4 *)(srow + (size_t)i * H), s1 = *(const float4 *)(srow + (size_t)i * H + 4);
+                const float4 s0 = *(const float4 *)(srow + (size_t)i * H),
+                             s1 = *(const float4 *)(srow + (size_t)i * H + 4);
                 dsum[0] += s0.x, dsum[1] += s0.y, dsum[2] += s0.z, dsum[3] += s0.w;
                 dsum[4] += s1.x, dsum[5] += s1.y, dsum[6] += s1.z, dsum[7] += s1.w;
             }
@@ -75,7 +82,8 @@ __global__ void final_rows_kernel(const float *h, const float *slots, int n_slot
     const uint32_t gw[4] = {g.x, g.y, g.z, g.w};
     float gf[8];
 #pragma unroll
-    for (int i = 0; i < 4; i++) gf[2 * i] = bf16_to_float(gw[i] & 0xffffu), gf[2 * i + 1] = bf16_to_float(gw[i] >> 16);
+    for (int i = 0; i < 4; i++)
+        gf[2 * i] = bf16_to_float(gw[i] & 0xffffu), gf[2 * i + 1] = bf16_to_float(gw[i] >> 16);
     uint4 o;
     o.x = pack_bf16x2(v[0] * inv * gf[0], v[1] * inv * gf[1]);
     o.y = pack_bf16x2(v[2] * inv * gf[2], v[3] * inv * gf[3]);
@@ -84,30 +92,35 @@ __global__ void final_rows_kernel(const float *h, const float *slots, int n_slot
     *(uint4 *)(out + (size_t)r * H + 8 * c) = o;
 }
 
-extern "C" cudaError_t step_apply_fixups(const int32_t *pairs, int n, int32_t *slot_last, int max_slots,
-                                         cudaStream_t stream) {
+extern "C" cudaError_t step_apply_fixups(const int32_t *pairs, int n, int32_t *slot_last,
+                                         int max_slots, cudaStream_t stream) {
     if (n < 0 || (n > 0 && (!pairs || !slot_last))) return cudaErrorInvalidValue;
     if (n == 0) return cudaSuccess;
     const int blocks = (n + GLUE_THREADS - 1) / GLUE_THREADS;
-    fixups_kernel<<<blocks < 1024 ? blocks : 1024, GLUE_THREADS, 0, stream>>>(pairs, n, slot_last, max_slots);
+    fixups_kernel < <<blocks<1024 ? blocks : 1024, GLUE_THREADS, 0, stream>>>(pairs, n, slot_last,
+                                                                              max_slots);
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t step_resolve_tokens(const int32_t *token_ids, const int32_t *token_slot, int T,
-                                           const int32_t *slot_last, int max_slots, int32_t *ids, cudaStream_t stream) {
+extern "C" cudaError_t step_resolve_tokens(const int32_t *token_ids, const int32_t *token_slot,
+                                           int T, const int32_t *slot_last, int max_slots,
+                                           int32_t *ids, cudaStream_t stream) {
     if (T < 0 || !token_ids || !token_slot || !slot_last || !ids) return cudaErrorInvalidValue;
     if (T == 0) return cudaSuccess;
-    resolve_kernel<<<(T + GLUE_THREADS - 1) / GLUE_THREADS, GLUE_THREADS, 0, stream>>>(token_ids, token_slot, T, slot_last,
-                                                                                     max_slots, ids);
+    resolve_kernel<<<(T + GLUE_THREADS - 1) / GLUE_THREADS, GLUE_THREADS, 0, stream>>>(
+        token_ids, token_slot, T, slot_last, max_slots, ids);
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t step_final_rows(const float *h, const float *slots, int n_slots, const gpu_row *rows, int n_rows,
-                                       int H, const uint16_t *gain, float eps, uint16_t *out, cudaStream_t stream) {
-    if (n_rows < 0 || H <= 0 || H % 8 || H > FINAL_MAX_H || !h || !rows || !gain || !out || (slots && n_slots < 1))
+extern "C" cudaError_t step_final_rows(const float *h, const float *slots, int n_slots,
+                                       const gpu_row *rows, int n_rows, int H, const uint16_t *gain,
+                                       float eps, uint16_t *out, cudaStream_t stream) {
+    if (n_rows < 0 || H <= 0 || H % 8 || H > FINAL_MAX_H || !h || !rows || !gain || !out ||
+        (slots && n_slots < 1))
         return cudaErrorInvalidValue;
     if (n_rows == 0) return cudaSuccess;
     const int threads = ((H / 8 + 31) / 32) * 32;
-    final_rows_kernel<<<n_rows, threads, 0, stream>>>(h, slots, slots ? n_slots : 0, rows, H, gain, eps, out);
+    final_rows_kernel<<<n_rows, threads, 0, stream>>>(h, slots, slots ? n_slots : 0, rows, H, gain,
+                                                      eps, out);
     return cudaGetLastError();
 }
