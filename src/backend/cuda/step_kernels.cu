@@ -96,9 +96,8 @@ extern "C" cudaError_t step_apply_fixups(const int32_t *pairs, int n, int32_t *s
                                          int max_slots, cudaStream_t stream) {
     if (n < 0 || (n > 0 && (!pairs || !slot_last))) return cudaErrorInvalidValue;
     if (n == 0) return cudaSuccess;
-    const int blocks = (n + GLUE_THREADS - 1) / GLUE_THREADS;
-    fixups_kernel < <<blocks<1024 ? blocks : 1024, GLUE_THREADS, 0, stream>>>(pairs, n, slot_last,
-                                                                              max_slots);
+    const int needed = (n + GLUE_THREADS - 1) / GLUE_THREADS, blocks = needed < 1024 ? needed : 1024;
+    fixups_kernel<<<blocks, GLUE_THREADS, 0, stream>>>(pairs, n, slot_last, max_slots);
     return cudaGetLastError();
 }
 
