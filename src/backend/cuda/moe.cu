@@ -657,7 +657,11 @@ cudaError_t moe_route(const float *logits, const moe_routing *r, cudaStream_t st
 moe_plan moe_plan_for(int T, int E, int k, int sm_count) {
     moe_plan p;
     const double avg = (double)T * k / E; /* pairs per expert */
-    p.large = avg >= 24.0;
+    /* Measured on the H200 (bench/results/kernels-2026-11-30-h200.md, E = 128): the small path beats
+     * the large one at T = 256 (0.76 vs 3.18 ms) and T = 1024 (1.92 vs 3.27 ms, 32 pairs per expert);
+     * the large path's mma.sync pipeline only pays at prefill sizes. Until it has wgmma, take it from
+     * 96 pairs per expert (T = 3072 for 120b). */
+    p.large = avg >= 96.0;
     p.ntp = avg <= 3.0 ? 1 : 2;
     p.down_splits = 1;
     if (!p.large) {
