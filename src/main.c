@@ -16,6 +16,7 @@ static const struct {
     {"tokenize", cmd_tokenize, "print the token ids of a text"},
     {"detokenize", cmd_detokenize, "print the text that token ids spell"},
     {"bench-tokenizer", cmd_bench_tokenizer, "measure tokenizer encoding speed (MB/s) on a file"},
+    {"serve", cmd_serve, "serve the OpenAI-compatible HTTP API (`serve --model synthetic:tiny` to try it)"},
 };
 
 static void usage(FILE *f) {

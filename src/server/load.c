@@ -1,0 +1,100 @@
+/* Loading what the server serves: the checkpoint (a synthetic one is written into the cache folder
+ * the first time), the tokenizer, the backend and the engine. Runs on the main thread while the
+ * loops already answer /health with 503. */
+#include "server/server_internal.h"
+
+#include "base/error.h"
+#include "base/files.h"
+#include "base/log.h"
+#include "base/timeutil.h"
+#include "base/xalloc.h"
+#include "model/synthetic.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void remove_dir(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        char *p = path_join(dir, e->d_name);
+        unlink(p);
+        free(p);
+    }
+    closedir(d);
+    rmdir(dir);
+}
+
+/* "synthetic:NAME" → $(cache_dir)/models/synthetic-NAME-seed0, written once. Several servers may
+ * start at once (parallel tests): each writes into a private folder and renames it into place;
+ * whoever loses the race discards its copy. */
+static char *resolve_synthetic(const char *preset) {
+    model_config c;
+    if (config_preset(preset, &c) != 0) return NULL;
+    char *cache = cache_dir();
+    char *models = path_join(cache, "models");
+    char name[128];
+    snprintf(name, sizeof name, "synthetic-%s-seed0", preset);
+    char *dir = path_join(models, name);
+    char *cfg = path_join(dir, "config.json");
+    int have = file_exists(cfg);
+    free(cfg), free(cache);
+    if (!have) {
+        char *tmp = xasprintf("%s.tmp.%ld", dir, (long)getpid());
+        log_info("writing the synthetic model '%s' into %s", preset, dir);
+        remove_dir(tmp);
+        if (dir_make_p(models) != 0 || synthetic_write(&c, tmp, 0, 1) != 0) {
+            remove_dir(tmp);
+            free(tmp), free(models), free(dir);
+            return NULL;
+        }
+        if (rename(tmp, dir) != 0) remove_dir(tmp); /* another process got there first */
+        free(tmp);
+    }
+    free(models);
+    return dir;
+}
+
+static const char *token_bytes(void *ctx, int32_t id, size_t *len) { return tokenizer_token_bytes(ctx, id, len); }
+
+int server_load_model(server *s) {
+    const server_options *o = &s->opt;
+    double t0 = now_seconds();
+    if (!strncmp(o->model, "synthetic:", 10)) s->model_dir = resolve_synthetic(o->model + 10);
+    else s->model_dir = xstrdup(o->model);
+    if (!s->model_dir) return err_prefix("--model %s", o->model);
+    s->tok = tokenizer_load_for_model(s->model_dir);
+    if (!s->tok) return -1;
+    const backend_ops *ops = backend_find(o->backend);
+    if (!ops) return err_set("--backend %s: not available in this build", o->backend);
+    backend_options bo = {.model = s->model_dir,
+                          .block_size = o->block_size > 0 ? o->block_size : 32,
+                          .num_full_blocks = o->num_kv_blocks,
+                          .num_swa_blocks = o->num_kv_blocks,
+                          .max_slots = o->eng.max_num_seqs,
+                          .max_model_len = o->eng.max_model_len,
+                          .gpu_memory_utilization = o->gpu_memory_utilization};
+    backend *b = NULL;
+    if (ops->create(&bo, &b) != 0) {
+        if (b) ops->destroy(b);
+        return err_prefix("loading %s", s->model_dir);
+    }
+    int max_pos = ops->config(b)->max_position;
+    engine_options eo = o->eng;
+    eo.token_bytes = token_bytes;
+    eo.token_bytes_ctx = s->tok;
+    if (engine_create(&eo, ops, b, &s->eng) != 0) return -1;
+    s->max_model_len = eo.max_model_len > 0 && eo.max_model_len < max_pos ? eo.max_model_len : max_pos;
+    s->api.served_model_name = s->model_name;
+    s->api.max_model_len = s->max_model_len;
+    s->api.default_max_tokens = 0; /* up to the model length */
+    s->api.current_date = NULL;
+    log_info("loaded %s (%s backend, max_model_len %d) in %.1f s", s->model_dir, ops->name, s->max_model_len,
+             now_seconds() - t0);
+    return 0;
+}
