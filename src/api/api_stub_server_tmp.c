@@ -225,7 +225,7 @@ typedef struct {
     char *text;
     size_t len;
     json_t *lp_tokens, *lp_values, *lp_top;
-    const char *finish;
+    char finish[16];
     int completion_tokens;
 } stub_choice;
 
@@ -330,7 +330,7 @@ int api_stream_feed(api_stream *s, const engine_output *o, char **out, size_t *o
         } else if (trim <= plen) {
             plen -= trim;
         }
-        c->finish = !strcmp(o->finish_reason, "abort") ? "abort" : o->finish_reason;
+        snprintf(c->finish, sizeof c->finish, "%s", o->finish_reason ? o->finish_reason : "stop");
         c->completion_tokens = o->completion_tokens;
         s->n_done++;
     }

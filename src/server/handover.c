@@ -14,9 +14,18 @@
 struct srv_msg {
     srv_msg *next;
     srv_req *r;
-    engine_output o; /* its pointers point into this message */
-    char finish_reason[16];
+    engine_output o; /* its arrays point into this message */
 };
+
+/* The engine's finish reasons are string literals; handing on a literal of our own (not a copy in
+ * the message, which is freed after use) keeps the pointer valid for as long as anyone holds it. */
+static const char *finish_reason_literal(const char *r) {
+    static const char *const known[] = {"stop", "length", "abort", "error"};
+    if (!r) return NULL;
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+        if (!strcmp(r, known[i])) return known[i];
+    return "error";
+}
 
 static size_t align8(size_t n) { return (n + 7) & ~(size_t)7; }
 
@@ -45,12 +54,7 @@ static srv_msg *msg_copy(const engine_output *o, srv_req *r) {
     m->o.top_logprobs = copy_into(&at, o->top_logprobs, ntop, sizeof(float));
     m->o.prompt_top_ids = copy_into(&at, o->prompt_top_ids, nprompt, sizeof(int32_t));
     m->o.prompt_top_logprobs = copy_into(&at, o->prompt_top_logprobs, nprompt, sizeof(float));
-    m->finish_reason[0] = 0;
-    if (o->finish_reason) {
-        strncpy(m->finish_reason, o->finish_reason, sizeof m->finish_reason - 1);
-        m->finish_reason[sizeof m->finish_reason - 1] = 0;
-        m->o.finish_reason = m->finish_reason;
-    }
+    m->o.finish_reason = finish_reason_literal(o->finish_reason);
     return m;
 }
 
