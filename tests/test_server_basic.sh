@@ -105,4 +105,37 @@ passed=$((passed + 1))
 
 stop_server
 passed=$((passed + 1))
+
+# A full waiting queue answers 429: one sequence runs, one may wait, the rest are refused.
+start_server --max-num-seqs 1 --max-waiting-requests 1 --max-model-len 4096 --shutdown-timeout 0
+pids=()
+for i in 1 2 3 4 5 6; do
+    curl -s -o /dev/null -w '%{http_code}\n' --max-time 60 \
+        -d '{"prompt":"Hello","max_tokens":40,"ignore_eos":true}' "$BASE/v1/completions" >>"$TMP/codes" &
+    pids+=($!)
+done
+wait "${pids[@]}"
+grep -q 429 "$TMP/codes" || fail "no 429 with --max-waiting-requests 1: $(sort "$TMP/codes" | uniq -c | tr '\n' ' ')"
+grep -q 200 "$TMP/codes" || fail "no request succeeded with --max-waiting-requests 1"
+passed=$((passed + 1))
+
+stop_server
+
+# SIGTERM drains: a short request in flight finishes normally, a long one is aborted when
+# --shutdown-timeout (2 s) runs out but still gets a proper end ([DONE]), and the exit code is 0.
+start_server --max-model-len 4096 --shutdown-timeout 2
+curl -sN --max-time 60 -d '{"prompt":"Hi","max_tokens":100000,"ignore_eos":true,"stream":true}' \
+    "$BASE/v1/completions" >"$TMP/long" &
+long=$!
+sleep 0.5
+curl -s --max-time 60 -d '{"prompt":"Hi","max_tokens":3,"ignore_eos":true}' "$BASE/v1/completions" >"$TMP/short" &
+short=$!
+sleep 0.2
+stop_server
+wait $long $short
+grep -q '"finish_reason":"abort"' "$TMP/long" || fail "drain: the long request was not aborted: $(tail -c 300 "$TMP/long")"
+grep -q '^data: \[DONE\]' "$TMP/long" || fail "drain: the aborted stream did not end with [DONE]"
+grep -q '"finish_reason":"length"' "$TMP/short" || fail "drain: the short request did not finish: $(cat "$TMP/short")"
+grep -q "draining" "$SERVER_LOG" || fail "drain: no drain in the log"
+passed=$((passed + 4))
 echo "test_server_basic: $passed passed, 0 failed"
