@@ -13,7 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-void api_error_set(api_error *err, int status, const char *type, const char *param, const char *fmt, ...) {
+void api_error_set(api_error *err, int status, const char *type, const char *param, const char *fmt,
+                   ...) {
     memset(err, 0, sizeof *err);
     err->status = status;
     snprintf(err->type, sizeof err->type, "%s", type ? type : "");
@@ -25,8 +26,8 @@ void api_error_set(api_error *err, int status, const char *type, const char *par
 }
 
 char *api_error_json(const api_error *err) {
-    json_t *e = json_pack("{s{sssssoso}}", "error", "message", err->message, "type", err->type, "param",
-                          err->param[0] ? json_string(err->param) : json_null(), "code",
+    json_t *e = json_pack("{s{sssssoso}}", "error", "message", err->message, "type", err->type,
+                          "param", err->param[0] ? json_string(err->param) : json_null(), "code",
                           err->code[0] ? json_string(err->code) : json_integer(err->status));
     char *s = json_dumps(e, JSON_COMPACT);
     json_decref(e);
@@ -73,12 +74,13 @@ static int boolean(json_t *o, const char *k, bool *out, api_error *err) {
     return 0;
 }
 
-static int parse_fields(json_t *root, const tokenizer *tok, const api_config *cfg, api_call *c, stub_priv *p,
-                        api_error *err) {
+static int parse_fields(json_t *root, const tokenizer *tok, const api_config *cfg, api_call *c,
+                        stub_priv *p, api_error *err) {
     engine_request *r = &c->req;
     json_t *model = json_object_get(root, "model");
     if (model && !json_is_string(model)) return bad(err, "model", "must be a string");
-    if (model && cfg->served_model_name && strcmp(json_string_value(model), cfg->served_model_name)) {
+    if (model && cfg->served_model_name &&
+        strcmp(json_string_value(model), cfg->served_model_name)) {
         api_error_set(err, 404, "invalid_request_error", "model", "The model `%s` does not exist.",
                       json_string_value(model));
         snprintf(err->code, sizeof err->code, "model_not_found");
@@ -86,7 +88,8 @@ static int parse_fields(json_t *root, const tokenizer *tok, const api_config *cf
     }
     c->model = xstrdup(model ? json_string_value(model) : cfg->served_model_name);
     json_t *prompt = json_object_get(root, "prompt");
-    if (json_is_array(prompt) && json_array_size(prompt) == 1 && json_is_string(json_array_get(prompt, 0)))
+    if (json_is_array(prompt) && json_array_size(prompt) == 1 &&
+        json_is_string(json_array_get(prompt, 0)))
         prompt = json_array_get(prompt, 0);
     ivec ids = {0};
     if (json_is_string(prompt)) {
@@ -95,7 +98,8 @@ static int parse_fields(json_t *root, const tokenizer *tok, const api_config *cf
         size_t i;
         json_t *v;
         json_array_foreach(prompt, i, v) {
-            if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX) {
+            if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+                json_integer_value(v) > INT32_MAX) {
                 ivec_free(&ids);
                 return bad(err, "prompt", "must be a string or an array of token ids");
             }
@@ -114,7 +118,8 @@ static int parse_fields(json_t *root, const tokenizer *tok, const api_config *cf
     r->params = sampling_params_default();
     double d = 16;
     json_t *mt = json_object_get(root, "max_tokens");
-    if (mt && !json_is_null(mt) && !json_is_integer(mt)) return bad(err, "max_tokens", "must be an integer");
+    if (mt && !json_is_null(mt) && !json_is_integer(mt))
+        return bad(err, "max_tokens", "must be an integer");
     if (num(root, "max_tokens", 1, 1 << 30, &d, err)) return -1;
     r->max_tokens = (int)d;
     d = 1;
@@ -150,8 +155,8 @@ static int parse_fields(json_t *root, const tokenizer *tok, const api_config *cf
         r->params.seed = (uint64_t)json_integer_value(seed);
         r->params.has_seed = true;
     }
-    if (boolean(root, "stream", &c->stream, err) || boolean(root, "ignore_eos", &r->ignore_eos, err) ||
-        boolean(root, "echo", &c->echo, err))
+    if (boolean(root, "stream", &c->stream, err) ||
+        boolean(root, "ignore_eos", &r->ignore_eos, err) || boolean(root, "echo", &c->echo, err))
         return -1;
     json_t *so = json_object_get(root, "stream_options");
     if (so && !json_is_null(so)) {
@@ -167,7 +172,8 @@ static int parse_fields(json_t *root, const tokenizer *tok, const api_config *cf
         size_t i;
         json_t *v;
         json_array_foreach(stop, i, v) {
-            if (!json_is_string(v) || !json_string_length(v)) return bad(err, "stop", "must be non-empty strings");
+            if (!json_is_string(v) || !json_string_length(v))
+                return bad(err, "stop", "must be non-empty strings");
             p->stops[p->n_stops++] = xstrdup(json_string_value(v));
         }
     } else if (stop && !json_is_null(stop)) {
@@ -177,8 +183,8 @@ static int parse_fields(json_t *root, const tokenizer *tok, const api_config *cf
     return 0;
 }
 
-int api_parse_completions(const char *body, size_t len, const tokenizer *tok, const api_config *cfg, api_call *out,
-                          api_error *err) {
+int api_parse_completions(const char *body, size_t len, const tokenizer *tok, const api_config *cfg,
+                          api_call *out, api_error *err) {
     memset(out, 0, sizeof *out);
     json_error_t jerr;
     json_t *root = json_loadb(body, len, 0, &jerr);
@@ -202,18 +208,19 @@ int api_parse_completions(const char *body, size_t len, const tokenizer *tok, co
 
 static int not_here(api_call *out, api_error *err, const char *what) {
     memset(out, 0, sizeof *out);
-    api_error_set(err, 501, "not_implemented", "", "%s needs the API layer (src/api), not merged in this build", what);
+    api_error_set(err, 501, "not_implemented", "",
+                  "%s needs the API layer (src/api), not merged in this build", what);
     return -1;
 }
 
-int api_parse_chat(const char *body, size_t len, const tokenizer *tok, const api_config *cfg, api_call *out,
-                   api_error *err) {
+int api_parse_chat(const char *body, size_t len, const tokenizer *tok, const api_config *cfg,
+                   api_call *out, api_error *err) {
     (void)body, (void)len, (void)tok, (void)cfg;
     return not_here(out, err, "/v1/chat/completions");
 }
 
-int api_parse_responses(const char *body, size_t len, const tokenizer *tok, const api_config *cfg, api_call *out,
-                        api_error *err) {
+int api_parse_responses(const char *body, size_t len, const tokenizer *tok, const api_config *cfg,
+                        api_call *out, api_error *err) {
     (void)body, (void)len, (void)tok, (void)cfg;
     return not_here(out, err, "/v1/responses");
 }
@@ -238,7 +245,8 @@ struct api_stream {
     stub_choice *ch;
 };
 
-api_stream *api_stream_new(const api_call *call, const tokenizer *tok, const char *id, long created) {
+api_stream *api_stream_new(const api_call *call, const tokenizer *tok, const char *id,
+                           long created) {
     api_stream *s = xcalloc(1, sizeof *s);
     s->call = call, s->tok = tok, s->created = created;
     snprintf(s->id, sizeof s->id, "%s", id);
@@ -253,7 +261,8 @@ void api_stream_free(api_stream *s) {
     for (int i = 0; i < s->n; i++) {
         tok_stream_free(&s->ch[i].ts);
         free(s->ch[i].text);
-        json_decref(s->ch[i].lp_tokens), json_decref(s->ch[i].lp_values), json_decref(s->ch[i].lp_top);
+        json_decref(s->ch[i].lp_tokens), json_decref(s->ch[i].lp_values),
+            json_decref(s->ch[i].lp_top);
     }
     free(s->ch);
     free(s);
@@ -278,14 +287,14 @@ static void sse(char **out, size_t *out_len, json_t *v) {
 static json_t *usage(const api_stream *s) {
     int comp = 0;
     for (int i = 0; i < s->n; i++) comp += s->ch[i].completion_tokens;
-    return json_pack("{sisisi}", "prompt_tokens", s->prompt_tokens, "completion_tokens", comp, "total_tokens",
-                     s->prompt_tokens + comp);
+    return json_pack("{sisisi}", "prompt_tokens", s->prompt_tokens, "completion_tokens", comp,
+                     "total_tokens", s->prompt_tokens + comp);
 }
 
 static json_t *logprobs_json(const stub_choice *c) {
     if (!c->lp_tokens) return json_null();
-    return json_pack("{sOsOsOs[]}", "tokens", c->lp_tokens, "token_logprobs", c->lp_values, "top_logprobs", c->lp_top,
-                     "text_offset");
+    return json_pack("{sOsOsOs[]}", "tokens", c->lp_tokens, "token_logprobs", c->lp_values,
+                     "top_logprobs", c->lp_top, "text_offset");
 }
 
 int api_stream_feed(api_stream *s, const engine_output *o, char **out, size_t *out_len) {
@@ -300,7 +309,8 @@ int api_stream_feed(api_stream *s, const engine_output *o, char **out, size_t *o
         if (tok_stream_push(s->tok, &c->ts, o->tokens[i], &t, &tl) != 0) tl = 0;
         append(&piece, &plen, t, tl);
         if (s->call->req.params.logprobs > 0) {
-            if (!c->lp_tokens) c->lp_tokens = json_array(), c->lp_values = json_array(), c->lp_top = json_array();
+            if (!c->lp_tokens)
+                c->lp_tokens = json_array(), c->lp_values = json_array(), c->lp_top = json_array();
             size_t bl;
             const char *b = tokenizer_token_bytes(s->tok, o->tokens[i], &bl);
             json_t *js = json_stringn(b ? b : "", b ? bl : 0);
@@ -336,19 +346,21 @@ int api_stream_feed(api_stream *s, const engine_output *o, char **out, size_t *o
     }
     if (s->call->stream) {
         if (plen > 0 || o->finished) {
-            json_t *choice = json_pack("{sisososo}", "index", o->index, "text", json_stringn(piece ? piece : "", plen),
-                                       "finish_reason", o->finished ? json_string(c->finish) : json_null(),
+            json_t *choice = json_pack("{sisososo}", "index", o->index, "text",
+                                       json_stringn(piece ? piece : "", plen), "finish_reason",
+                                       o->finished ? json_string(c->finish) : json_null(),
                                        "logprobs", json_null());
             sse(out, out_len,
-                json_pack("{sssssIsss[o]}", "id", s->id, "object", "text_completion", "created", (json_int_t)s->created,
-                          "model", s->call->model, "choices", choice));
+                json_pack("{sssssIsss[o]}", "id", s->id, "object", "text_completion", "created",
+                          (json_int_t)s->created, "model", s->call->model, "choices", choice));
         }
         free(piece);
         if (s->n_done < s->n) return 0;
         if (s->call->include_usage)
             sse(out, out_len,
-                json_pack("{sssssIsss[]so}", "id", s->id, "object", "text_completion", "created", (json_int_t)s->created,
-                          "model", s->call->model, "choices", "usage", usage(s)));
+                json_pack("{sssssIsss[]so}", "id", s->id, "object", "text_completion", "created",
+                          (json_int_t)s->created, "model", s->call->model, "choices", "usage",
+                          usage(s)));
         append(out, out_len, "data: [DONE]\n\n", 14);
         return 1;
     }
@@ -357,12 +369,14 @@ int api_stream_feed(api_stream *s, const engine_output *o, char **out, size_t *o
     if (s->n_done < s->n) return 0;
     json_t *choices = json_array();
     for (int i = 0; i < s->n; i++)
-        json_array_append_new(choices, json_pack("{sisososo}", "index", i, "text",
-                                                 json_stringn(s->ch[i].text ? s->ch[i].text : "", s->ch[i].len),
-                                                 "finish_reason", json_string(s->ch[i].finish), "logprobs",
-                                                 logprobs_json(&s->ch[i])));
+        json_array_append_new(
+            choices, json_pack("{sisososo}", "index", i, "text",
+                               json_stringn(s->ch[i].text ? s->ch[i].text : "", s->ch[i].len),
+                               "finish_reason", json_string(s->ch[i].finish), "logprobs",
+                               logprobs_json(&s->ch[i])));
     json_t *body = json_pack("{sssssIsssoso}", "id", s->id, "object", "text_completion", "created",
-                             (json_int_t)s->created, "model", s->call->model, "choices", choices, "usage", usage(s));
+                             (json_int_t)s->created, "model", s->call->model, "choices", choices,
+                             "usage", usage(s));
     char *j = json_dumps(body, JSON_COMPACT);
     json_decref(body);
     append(out, out_len, j, strlen(j));

@@ -10,9 +10,11 @@
 
 static const char USAGE[] =
     "usage: gptoss serve --model DIR|synthetic:tiny [options]\n"
-    "Serves the OpenAI API (/v1/completions, /v1/chat/completions, /v1/responses, /v1/models) plus\n"
+    "Serves the OpenAI API (/v1/completions, /v1/chat/completions, /v1/responses, /v1/models) "
+    "plus\n"
     "/tokenize, /detokenize, /health, /version and /metrics (Prometheus, vLLM's metric names).\n"
-    "`--model synthetic:tiny` writes a tiny random-weight model into the cache folder once and serves it.\n"
+    "`--model synthetic:tiny` writes a tiny random-weight model into the cache folder once and "
+    "serves it.\n"
     "\n"
     "server:\n"
     "  --host ADDR                    address to listen on (default 0.0.0.0)\n"
@@ -23,14 +25,16 @@ static const char USAGE[] =
     "  --max-request-bytes N          larger request bodies get 413 (default 33554432)\n"
     "  --max-header-bytes N           larger request heads get 413 (default 16384)\n"
     "  --timeout-keep-alive SECONDS   idle/stalled connections are closed after this (default 60)\n"
-    "  --shutdown-timeout SECONDS     on SIGTERM, in-flight requests get this long to finish (default 30)\n"
+    "  --shutdown-timeout SECONDS     on SIGTERM, in-flight requests get this long to finish "
+    "(default 30)\n"
     "  --stats-interval SECONDS       period of the stats log line (default 10; 0 = off)\n"
     "engine:\n"
     "  --backend cpu                  the backend (cpu; cuda when built)\n"
     "  --max-num-seqs N               sequences running at once (default 256)\n"
     "  --max-num-batched-tokens N     tokens per step, the chunked-prefill budget (default 8192)\n"
     "  --max-model-len N              longest sequence (default: the model's)\n"
-    "  --max-waiting-requests N       more waiting requests are refused with 429 (default 0 = no limit)\n"
+    "  --max-waiting-requests N       more waiting requests are refused with 429 (default 0 = no "
+    "limit)\n"
     "  --stream-interval N            stream every N tokens (the first at once; default 1)\n"
     "  --[no-]enable-prefix-caching   (default on)\n"
     "  --[no-]async-scheduling        (default on)\n"
@@ -65,11 +69,11 @@ int cmd_serve(int argc, char **argv) {
             fputs(USAGE, stdout);
             return 0;
         }
-#define INT_OPT(name, lo, hi, dst)                                                                            \
-    if (opt_int(&a, name, lo, hi, &iv, &m) != 0) return args_fail(&a);                                        \
-    if (m) {                                                                                                   \
-        dst = iv;                                                                                              \
-        continue;                                                                                              \
+#define INT_OPT(name, lo, hi, dst)                                                                 \
+    if (opt_int(&a, name, lo, hi, &iv, &m) != 0) return args_fail(&a);                             \
+    if (m) {                                                                                       \
+        dst = iv;                                                                                  \
+        continue;                                                                                  \
     }
         INT_OPT("--port", 0, 65535, o.port)
         INT_OPT("--api-server-threads", 1, 64, o.n_loops)
@@ -132,8 +136,10 @@ int cmd_serve(int argc, char **argv) {
         return 2;
     }
     if (!strcmp(o.backend, "cpu") && !strncmp(kd, "fp8", 3)) {
-        fprintf(stderr, "gptoss serve: --kv-cache-dtype %s: the cpu backend keeps its KV cache in float32 "
-                        "(bf16 precision); fp8 needs --backend cuda\n", kd);
+        fprintf(stderr,
+                "gptoss serve: --kv-cache-dtype %s: the cpu backend keeps its KV cache in float32 "
+                "(bf16 precision); fp8 needs --backend cuda\n",
+                kd);
         return 2;
     }
     return server_run(&o);

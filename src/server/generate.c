@@ -31,8 +31,10 @@ static void live_link(srv_loop *l, srv_req *r) {
 
 static void live_unlink_free(srv_req *r) {
     srv_loop *l = r->loop;
-    if (r->prev) r->prev->next = r->next;
-    else l->live = r->next;
+    if (r->prev)
+        r->prev->next = r->next;
+    else
+        l->live = r->next;
     if (r->next) r->next->prev = r->prev;
     if (r->watch) event_free(r->watch);
     if (r->stream) api_stream_free(r->stream);
@@ -163,9 +165,12 @@ static void reply_submit_error(server *s, struct evhttp_request *req, const char
 }
 
 static void make_id(server *s, api_kind kind, uint64_t id, char *out, size_t cap) {
-    const char *prefix = kind == API_COMPLETIONS ? "cmpl-" : kind == API_CHAT ? "chatcmpl-" : "resp_";
+    const char *prefix = kind == API_COMPLETIONS ? "cmpl-"
+                         : kind == API_CHAT      ? "chatcmpl-"
+                                                 : "resp_";
     uint64_t a = rng_hash2(s->id_salt, id), b = rng_hash2(a, id ^ 0x5bd1e995u);
-    snprintf(out, cap, "%s%016llx%08llx", prefix, (unsigned long long)a, (unsigned long long)(b & 0xffffffffu));
+    snprintf(out, cap, "%s%016llx%08llx", prefix, (unsigned long long)a,
+             (unsigned long long)(b & 0xffffffffu));
 }
 
 void generate_handle(srv_loop *l, struct evhttp_request *req, api_kind kind) {
@@ -176,11 +181,13 @@ void generate_handle(srv_loop *l, struct evhttp_request *req, api_kind kind) {
     api_error err;
     memset(&call, 0, sizeof call);
     memset(&err, 0, sizeof err);
-    int rc = kind == API_COMPLETIONS ? api_parse_completions(body, len, s->tok, &s->api, &call, &err)
-             : kind == API_CHAT      ? api_parse_chat(body, len, s->tok, &s->api, &call, &err)
-                                     : api_parse_responses(body, len, s->tok, &s->api, &call, &err);
+    int rc = kind == API_COMPLETIONS
+                 ? api_parse_completions(body, len, s->tok, &s->api, &call, &err)
+             : kind == API_CHAT ? api_parse_chat(body, len, s->tok, &s->api, &call, &err)
+                                : api_parse_responses(body, len, s->tok, &s->api, &call, &err);
     if (rc != 0) {
-        if (err.status == 0) api_error_set(&err, 400, "invalid_request_error", "", "invalid request");
+        if (err.status == 0)
+            api_error_set(&err, 400, "invalid_request_error", "", "invalid request");
         reply_api_error(s, req, &err);
         return;
     }

@@ -27,7 +27,9 @@ static const char *finish_reason_literal(const char *r) {
     return "error";
 }
 
-static size_t align8(size_t n) { return (n + 7) & ~(size_t)7; }
+static size_t align8(size_t n) {
+    return (n + 7) & ~(size_t)7;
+}
 
 /* Copies n elements of `size` bytes to *at (advancing it); NULL stays NULL. */
 static void *copy_into(char **at, const void *src, size_t n, size_t size) {
@@ -41,8 +43,11 @@ static void *copy_into(char **at, const void *src, size_t n, size_t size) {
 static srv_msg *msg_copy(const engine_output *o, srv_req *r) {
     size_t nt = o->n_tokens > 0 ? (size_t)o->n_tokens : 0;
     size_t ntop = o->top_ids ? nt * (size_t)(o->top_k > 0 ? o->top_k : 0) : 0;
-    size_t nprompt = o->prompt_top_ids ? (size_t)o->n_prompt_rows * (size_t)(o->prompt_k > 0 ? o->prompt_k : 0) : 0;
-    size_t bytes = align8(sizeof(srv_msg)) + align8(nt * 4) * 2 + align8(ntop * 4) * 2 + align8(nprompt * 4) * 2;
+    size_t nprompt = o->prompt_top_ids
+                         ? (size_t)o->n_prompt_rows * (size_t)(o->prompt_k > 0 ? o->prompt_k : 0)
+                         : 0;
+    size_t bytes = align8(sizeof(srv_msg)) + align8(nt * 4) * 2 + align8(ntop * 4) * 2 +
+                   align8(nprompt * 4) * 2;
     srv_msg *m = xmalloc(bytes);
     m->next = NULL;
     m->r = r;
@@ -64,8 +69,10 @@ void handover_on_output(const engine_output *o, void *user) {
     srv_msg *m = msg_copy(o, r);
     pthread_mutex_lock(&l->mu);
     bool was_empty = l->head == NULL;
-    if (l->tail) l->tail->next = m;
-    else l->head = m;
+    if (l->tail)
+        l->tail->next = m;
+    else
+        l->head = m;
     l->tail = m;
     pthread_mutex_unlock(&l->mu);
     /* One wake-up per batch: the loop takes the whole queue at once. */

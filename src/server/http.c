@@ -21,7 +21,8 @@
 
 /* Binds one listening socket; *port may be 0 (the kernel picks, and *port gets it). */
 static evutil_socket_t listen_on(const char *host, int *port) {
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
+    struct addrinfo hints = {
+        .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
     struct addrinfo *res = NULL;
     char portstr[16];
     snprintf(portstr, sizeof portstr, "%d", *port);
@@ -73,8 +74,9 @@ static void setup_http(srv_loop *l) {
      * middle of its request (slowloris) or stops reading a response is dropped after it. Reading is
      * off while a request is being answered, so long generations are not cut. */
     evhttp_set_timeout(h, o->idle_timeout);
-    evhttp_set_allowed_methods(h, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD | EVHTTP_REQ_PUT |
-                                      EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH);
+    evhttp_set_allowed_methods(h, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
+                                      EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS |
+                                      EVHTTP_REQ_PATCH);
     evhttp_set_default_content_type(h, "application/json");
 }
 
@@ -123,7 +125,8 @@ static void *loop_main(void *arg) {
 int loops_start(server *s) {
     for (int i = 0; i < s->n_loops; i++) {
         srv_loop *l = &s->loops[i];
-        if (pthread_create(&l->thread, NULL, loop_main, l) != 0) return err_set("cannot start a loop thread");
+        if (pthread_create(&l->thread, NULL, loop_main, l) != 0)
+            return err_set("cannot start a loop thread");
         l->thread_started = true;
     }
     return 0;
@@ -155,8 +158,10 @@ void loops_free(server *s) {
         generate_free_all(l);
         if (l->stats_timer) event_free(l->stats_timer);
         if (l->wake) event_free(l->wake);
-        if (l->http) evhttp_free(l->http); /* closes its connections and the listener */
-        else if (l->listen_fd >= 0) close(l->listen_fd);
+        if (l->http)
+            evhttp_free(l->http); /* closes its connections and the listener */
+        else if (l->listen_fd >= 0)
+            close(l->listen_fd);
         if (l->base) event_base_free(l->base);
         pthread_mutex_destroy(&l->mu);
     }

@@ -21,7 +21,9 @@ void handle_health(srv_loop *l, struct evhttp_request *req) {
         reply_json(s, req, 200, "{\"status\":\"ok\"}", 15);
         return;
     }
-    const char *why = st == SRV_LOADING ? "loading" : st == SRV_DRAINING ? "shutting down" : "failed";
+    const char *why = st == SRV_LOADING    ? "loading"
+                      : st == SRV_DRAINING ? "shutting down"
+                                           : "failed";
     reply_error(s, req, 503, "service_unavailable", "", "%s", why);
 }
 
@@ -31,9 +33,10 @@ void handle_version(srv_loop *l, struct evhttp_request *req) {
 
 void handle_models(srv_loop *l, struct evhttp_request *req) {
     server *s = l->srv;
-    json_t *m = json_pack("{sssssIsssssnsisi}", "id", s->model_name, "object", "model", "created",
-                          (json_int_t)s->created, "owned_by", "gptoss", "root", s->opt.model, "parent",
-                          "max_model_len", s->max_model_len, "max_num_seqs", s->opt.eng.max_num_seqs);
+    json_t *m =
+        json_pack("{sssssIsssssnsisi}", "id", s->model_name, "object", "model", "created",
+                  (json_int_t)s->created, "owned_by", "gptoss", "root", s->opt.model, "parent",
+                  "max_model_len", s->max_model_len, "max_num_seqs", s->opt.eng.max_num_seqs);
     reply_json_value(s, req, 200, json_pack("{sss[o]}", "object", "list", "data", m));
 }
 
@@ -56,7 +59,8 @@ static json_t *body_object(server *s, struct evhttp_request *req) {
     return v;
 }
 
-/* {"prompt": "...", "add_special_tokens": bool} → {"count", "max_model_len", "tokens"}. The chat form
+/* {"prompt": "...", "add_special_tokens": bool} → {"count", "max_model_len", "tokens"}. The chat
+ * form
  * ({"messages": [...]}) needs the harmony rendering of the api layer and comes with it. */
 void handle_tokenize(srv_loop *l, struct evhttp_request *req) {
     server *s = l->srv;
@@ -66,7 +70,8 @@ void handle_tokenize(srv_loop *l, struct evhttp_request *req) {
     json_t *ast = json_object_get(v, "add_special_tokens");
     if (ast && !json_is_boolean(ast)) {
         json_decref(v);
-        reply_error(s, req, 400, "invalid_request_error", "add_special_tokens", "add_special_tokens must be a boolean");
+        reply_error(s, req, 400, "invalid_request_error", "add_special_tokens",
+                    "add_special_tokens must be a boolean");
         return;
     }
     if (!prompt && json_object_get(v, "messages")) {
@@ -83,7 +88,8 @@ void handle_tokenize(srv_loop *l, struct evhttp_request *req) {
     /* gpt-oss has no BOS token, so add_special_tokens changes nothing; special-token names in the
      * text stay ordinary text, as in every other user-text path. */
     ivec ids = {0};
-    int rc = tokenizer_encode_ordinary(s->tok, json_string_value(prompt), json_string_length(prompt), &ids);
+    int rc = tokenizer_encode_ordinary(s->tok, json_string_value(prompt),
+                                       json_string_length(prompt), &ids);
     json_decref(v);
     if (rc != 0) {
         ivec_free(&ids);
@@ -92,8 +98,8 @@ void handle_tokenize(srv_loop *l, struct evhttp_request *req) {
     }
     json_t *toks = json_array();
     for (size_t i = 0; i < ids.len; i++) json_array_append_new(toks, json_integer(ids.v[i]));
-    json_t *out = json_pack("{sIsisosn}", "count", (json_int_t)ids.len, "max_model_len", s->max_model_len,
-                            "tokens", toks, "token_strs");
+    json_t *out = json_pack("{sIsisosn}", "count", (json_int_t)ids.len, "max_model_len",
+                            s->max_model_len, "tokens", toks, "token_strs");
     ivec_free(&ids);
     reply_json_value(s, req, 200, out);
 }
@@ -107,7 +113,8 @@ void handle_detokenize(srv_loop *l, struct evhttp_request *req) {
     json_t *toks = json_object_get(v, "tokens");
     if (!json_is_array(toks)) {
         json_decref(v);
-        reply_error(s, req, 400, "invalid_request_error", "tokens", "tokens must be an array of token ids");
+        reply_error(s, req, 400, "invalid_request_error", "tokens",
+                    "tokens must be an array of token ids");
         return;
     }
     int vocab = tokenizer_vocab_size(s->tok);
@@ -116,8 +123,8 @@ void handle_detokenize(srv_loop *l, struct evhttp_request *req) {
         json_t *t = json_array_get(toks, i);
         if (!json_is_integer(t) || json_integer_value(t) < 0 || json_integer_value(t) >= vocab) {
             json_decref(v);
-            reply_error(s, req, 400, "invalid_request_error", "tokens", "tokens[%zu] must be a token id in [0, %d)", i,
-                        vocab);
+            reply_error(s, req, 400, "invalid_request_error", "tokens",
+                        "tokens[%zu] must be a token id in [0, %d)", i, vocab);
             return;
         }
     }
@@ -129,7 +136,8 @@ void handle_detokenize(srv_loop *l, struct evhttp_request *req) {
         const char *piece;
         size_t plen;
         if (i < n) {
-            if (tok_stream_push(s->tok, &ts, (int32_t)json_integer_value(json_array_get(toks, i)), &piece, &plen) != 0)
+            if (tok_stream_push(s->tok, &ts, (int32_t)json_integer_value(json_array_get(toks, i)),
+                                &piece, &plen) != 0)
                 plen = 0;
         } else {
             tok_stream_flush(&ts, &piece, &plen);

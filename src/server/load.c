@@ -60,13 +60,17 @@ static char *resolve_synthetic(const char *preset) {
     return dir;
 }
 
-static const char *token_bytes(void *ctx, int32_t id, size_t *len) { return tokenizer_token_bytes(ctx, id, len); }
+static const char *token_bytes(void *ctx, int32_t id, size_t *len) {
+    return tokenizer_token_bytes(ctx, id, len);
+}
 
 int server_load_model(server *s) {
     const server_options *o = &s->opt;
     double t0 = now_seconds();
-    if (!strncmp(o->model, "synthetic:", 10)) s->model_dir = resolve_synthetic(o->model + 10);
-    else s->model_dir = xstrdup(o->model);
+    if (!strncmp(o->model, "synthetic:", 10))
+        s->model_dir = resolve_synthetic(o->model + 10);
+    else
+        s->model_dir = xstrdup(o->model);
     if (!s->model_dir) return err_prefix("--model %s", o->model);
     s->tok = tokenizer_load_for_model(s->model_dir);
     if (!s->tok) return -1;
@@ -89,12 +93,13 @@ int server_load_model(server *s) {
     eo.token_bytes = token_bytes;
     eo.token_bytes_ctx = s->tok;
     if (engine_create(&eo, ops, b, &s->eng) != 0) return -1;
-    s->max_model_len = eo.max_model_len > 0 && eo.max_model_len < max_pos ? eo.max_model_len : max_pos;
+    s->max_model_len =
+        eo.max_model_len > 0 && eo.max_model_len < max_pos ? eo.max_model_len : max_pos;
     s->api.served_model_name = s->model_name;
     s->api.max_model_len = s->max_model_len;
     s->api.default_max_tokens = 0; /* up to the model length */
     s->api.current_date = NULL;
-    log_info("loaded %s (%s backend, max_model_len %d) in %.1f s", s->model_dir, ops->name, s->max_model_len,
-             now_seconds() - t0);
+    log_info("loaded %s (%s backend, max_model_len %d) in %.1f s", s->model_dir, ops->name,
+             s->max_model_len, now_seconds() - t0);
     return 0;
 }

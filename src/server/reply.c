@@ -11,22 +11,33 @@
 
 static const char *reason_phrase(int status) {
     switch (status) {
-    case 200: return "OK";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 413: return "Payload Too Large";
-    case 429: return "Too Many Requests";
-    case 500: return "Internal Server Error";
-    case 501: return "Not Implemented";
-    case 503: return "Service Unavailable";
-    default: return status < 400 ? "OK" : "Error";
+    case 200:
+        return "OK";
+    case 400:
+        return "Bad Request";
+    case 401:
+        return "Unauthorized";
+    case 404:
+        return "Not Found";
+    case 405:
+        return "Method Not Allowed";
+    case 413:
+        return "Payload Too Large";
+    case 429:
+        return "Too Many Requests";
+    case 500:
+        return "Internal Server Error";
+    case 501:
+        return "Not Implemented";
+    case 503:
+        return "Service Unavailable";
+    default:
+        return status < 400 ? "OK" : "Error";
     }
 }
 
-void reply_text(server *s, struct evhttp_request *req, int status, const char *ctype, const char *body,
-                size_t len) {
+void reply_text(server *s, struct evhttp_request *req, int status, const char *ctype,
+                const char *body, size_t len) {
     struct evkeyvalq *h = evhttp_request_get_output_headers(req);
     evhttp_add_header(h, "Content-Type", ctype);
     router_common_headers(s, req);
@@ -46,8 +57,8 @@ void reply_api_error(server *s, struct evhttp_request *req, const api_error *err
     free(body);
 }
 
-void reply_error(server *s, struct evhttp_request *req, int status, const char *type, const char *param,
-                 const char *fmt, ...) {
+void reply_error(server *s, struct evhttp_request *req, int status, const char *type,
+                 const char *param, const char *fmt, ...) {
     api_error e;
     char msg[sizeof e.message];
     va_list ap;

@@ -14,9 +14,15 @@ enum {
 
 typedef void (*handler_fn)(srv_loop *l, struct evhttp_request *req);
 
-static void h_completions(srv_loop *l, struct evhttp_request *req) { generate_handle(l, req, API_COMPLETIONS); }
-static void h_chat(srv_loop *l, struct evhttp_request *req) { generate_handle(l, req, API_CHAT); }
-static void h_responses(srv_loop *l, struct evhttp_request *req) { generate_handle(l, req, API_RESPONSES); }
+static void h_completions(srv_loop *l, struct evhttp_request *req) {
+    generate_handle(l, req, API_COMPLETIONS);
+}
+static void h_chat(srv_loop *l, struct evhttp_request *req) {
+    generate_handle(l, req, API_CHAT);
+}
+static void h_responses(srv_loop *l, struct evhttp_request *req) {
+    generate_handle(l, req, API_RESPONSES);
+}
 
 static const struct {
     const char *path;
@@ -64,7 +70,9 @@ void router_handle(struct evhttp_request *req, void *arg) {
     const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
     if (!path || !path[0]) path = "/";
     enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
-    int m = cmd == EVHTTP_REQ_GET || cmd == EVHTTP_REQ_HEAD ? M_GET : cmd == EVHTTP_REQ_POST ? M_POST : 0;
+    int m = cmd == EVHTTP_REQ_GET || cmd == EVHTTP_REQ_HEAD ? M_GET
+            : cmd == EVHTTP_REQ_POST                        ? M_POST
+                                                            : 0;
     for (size_t i = 0; i < sizeof ROUTES / sizeof ROUTES[0]; i++) {
         if (strcmp(path, ROUTES[i].path) != 0) continue;
         if (!(ROUTES[i].methods & m)) {
@@ -72,7 +80,8 @@ void router_handle(struct evhttp_request *req, void *arg) {
                               ROUTES[i].methods == M_GET    ? "GET, HEAD"
                               : ROUTES[i].methods == M_POST ? "POST"
                                                             : "GET, HEAD, POST");
-            reply_error(s, req, 405, "invalid_request_error", "", "method not allowed for %s", path);
+            reply_error(s, req, 405, "invalid_request_error", "", "method not allowed for %s",
+                        path);
             return;
         }
         if ((ROUTES[i].flags & R_AUTH) && !authorized(s, req)) {
@@ -84,7 +93,8 @@ void router_handle(struct evhttp_request *req, void *arg) {
             int st = atomic_load(&s->state);
             if (st != SRV_READY) {
                 reply_error(s, req, 503, "service_unavailable", "", "%s",
-                            st == SRV_LOADING ? "the model is loading" : "the server is shutting down");
+                            st == SRV_LOADING ? "the model is loading"
+                                              : "the server is shutting down");
                 return;
             }
         }

@@ -54,12 +54,15 @@ static void drain(server *s, const sigset_t *sigs) {
     atomic_store(&s->state, SRV_DRAINING);
     loops_command(s, CMD_STOP_ACCEPT);
     int n = atomic_load(&s->inflight);
-    if (n > 0) log_info("draining: %d request(s) in flight, waiting up to %.0f s", n, s->opt.shutdown_timeout);
+    if (n > 0)
+        log_info("draining: %d request(s) in flight, waiting up to %.0f s", n,
+                 s->opt.shutdown_timeout);
     if (!wait_idle(s, s->opt.shutdown_timeout, sigs)) {
         log_warn("draining: aborting %d request(s) still running", atomic_load(&s->inflight));
         loops_command(s, CMD_ABORT_ALL);
         /* Aborts take effect at the engine's next step. */
-        if (!wait_idle(s, 10, sigs)) log_warn("draining: %d request(s) did not end", atomic_load(&s->inflight));
+        if (!wait_idle(s, 10, sigs))
+            log_warn("draining: %d request(s) did not end", atomic_load(&s->inflight));
     }
 }
 
@@ -86,7 +89,8 @@ int server_run(const server_options *o) {
         log_error("%s", err_msg());
         goto out;
     }
-    log_info("listening on http://%s:%d (%d event loop%s)", o->host, s->port, s->n_loops, s->n_loops > 1 ? "s" : "");
+    log_info("listening on http://%s:%d (%d event loop%s)", o->host, s->port, s->n_loops,
+             s->n_loops > 1 ? "s" : "");
     if (server_load_model(s) != 0) {
         log_error("%s", err_msg());
         atomic_store(&s->state, SRV_FAILED);

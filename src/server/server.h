@@ -24,8 +24,8 @@ typedef struct {
     size_t max_request_bytes;      /* request bodies beyond this get 413 */
     size_t max_header_bytes;       /* request line + headers beyond this get 413 */
     int idle_timeout;              /* seconds a connection may sit idle or stall mid-request */
-    double stats_interval;         /* seconds between stats log lines (only when there was activity) */
-    engine_options eng;            /* --max-num-seqs, --max-model-len, ... */
+    double stats_interval; /* seconds between stats log lines (only when there was activity) */
+    engine_options eng;    /* --max-num-seqs, --max-model-len, ... */
     int num_kv_blocks, block_size;
     double gpu_memory_utilization;
     const char *kv_cache_dtype; /* "auto", "bf16" or "fp8" */

@@ -73,10 +73,10 @@ struct server {
     int max_model_len;
     long created; /* unix time the model became ready */
 
-    _Atomic int state;           /* srv_state */
-    _Atomic uint64_t next_id;    /* engine request ids */
-    _Atomic int inflight;        /* live srv_reqs, all loops */
-    uint64_t id_salt;            /* makes response ids unpredictable across restarts */
+    _Atomic int state;        /* srv_state */
+    _Atomic uint64_t next_id; /* engine request ids */
+    _Atomic int inflight;     /* live srv_reqs, all loops */
+    uint64_t id_salt;         /* makes response ids unpredictable across restarts */
 
     /* Stats log (loop 0's timer only). */
     uint64_t last_prompt, last_gen, last_queries, last_hits;
@@ -104,9 +104,9 @@ void loops_join(server *s);
 void loops_free(server *s);
 
 /* handover.c */
-void handover_on_output(const engine_output *o, void *user); /* engine thread */
+void handover_on_output(const engine_output *o, void *user);   /* engine thread */
 void handover_wake(evutil_socket_t fd, short what, void *arg); /* loop thread: drains the queue */
-void handover_discard(srv_loop *l);                             /* teardown: drops queued messages */
+void handover_discard(srv_loop *l);                            /* teardown: drops queued messages */
 
 /* router.c: the evhttp callback for every request. */
 void router_handle(struct evhttp_request *req, void *arg);
@@ -115,11 +115,11 @@ void router_common_headers(server *s, struct evhttp_request *req);
 
 /* reply.c */
 void reply_json(server *s, struct evhttp_request *req, int status, const char *body, size_t len);
-void reply_text(server *s, struct evhttp_request *req, int status, const char *ctype, const char *body,
-                size_t len);
+void reply_text(server *s, struct evhttp_request *req, int status, const char *ctype,
+                const char *body, size_t len);
 void reply_api_error(server *s, struct evhttp_request *req, const api_error *err);
-void reply_error(server *s, struct evhttp_request *req, int status, const char *type, const char *param,
-                 const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+void reply_error(server *s, struct evhttp_request *req, int status, const char *type,
+                 const char *param, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 /* The request body as one contiguous buffer (not NUL-terminated). */
 const char *request_body(struct evhttp_request *req, size_t *len);
 

@@ -23,7 +23,8 @@ void stats_log_tick(evutil_socket_t fd, short what, void *arg) {
     uint64_t dq = m.prefix_cache_queries - s->last_queries, dh = m.prefix_cache_hits - s->last_hits;
     bool active = dp || dg || m.num_requests_running || m.num_requests_waiting;
     if (active && dt > 0)
-        log_info("Avg prompt throughput: %.1f tokens/s, Avg generation throughput: %.1f tokens/s, Running: %d reqs, "
+        log_info("Avg prompt throughput: %.1f tokens/s, Avg generation throughput: %.1f tokens/s, "
+                 "Running: %d reqs, "
                  "Waiting: %d reqs, GPU KV cache usage: %.1f%%, Prefix cache hit rate: %.1f%%",
                  (double)dp / dt, (double)dg / dt, m.num_requests_running, m.num_requests_waiting,
                  100.0 * m.kv_cache_usage, dq ? 100.0 * (double)dh / (double)dq : 0.0);
