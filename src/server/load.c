@@ -90,6 +90,19 @@ int server_load_model(server *s) {
     }
     int max_pos = ops->config(b)->max_position;
     engine_options eo = o->eng;
+    /* A sequence longer than the whole full-attention KV pool could never be scheduled: the
+     * default model length is what the pool holds, and a larger --max-model-len is refused (as
+     * vLLM does) instead of leaving such requests waiting forever. */
+    int n_full = 0, n_swa = 0;
+    ops->kv_blocks(b, &n_full, &n_swa);
+    long capacity = n_full > 0 ? (long)n_full * bo.block_size : (long)max_pos;
+    if (eo.max_model_len <= 0) eo.max_model_len = (int)(capacity < max_pos ? capacity : max_pos);
+    else if (eo.max_model_len > capacity) {
+        ops->destroy(b);
+        return err_set("--max-model-len %d is more than the KV cache holds (%ld tokens); lower it or raise "
+                       "--num-kv-blocks",
+                       eo.max_model_len, capacity);
+    }
     eo.token_bytes = token_bytes;
     eo.token_bytes_ctx = s->tok;
     if (engine_create(&eo, ops, b, &s->eng) != 0) return -1;
