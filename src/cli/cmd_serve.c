@@ -39,7 +39,7 @@ static const char USAGE[] =
     "  --[no-]enable-prefix-caching   (default on)\n"
     "  --[no-]async-scheduling        (default on)\n"
     "  --num-kv-blocks N              KV blocks (default: the backend's)\n"
-    "  --block-size N                 tokens per KV block (default 32)\n"
+    "  --block-size N                 tokens per KV block (32, the only size for now)\n"
     "  --gpu-memory-utilization F     fraction of GPU memory to use (CUDA backend)\n"
     "  --kv-cache-dtype auto|bf16|fp8 (fp8 needs the CUDA backend)\n";
 
@@ -128,6 +128,12 @@ int cmd_serve(int argc, char **argv) {
     }
     if (!o.model) {
         fprintf(stderr, "gptoss serve: --model is required\n%s", USAGE);
+        return 2;
+    }
+    /* The engine lays out its block tables in 32-token blocks whatever the backend was given
+     * (engine.c), so another size would make the backend index past its KV pools. */
+    if (o.block_size != 0 && o.block_size != 32) {
+        fprintf(stderr, "gptoss serve: --block-size %d: only 32 is supported for now\n", o.block_size);
         return 2;
     }
     const char *kd = o.kv_cache_dtype;
