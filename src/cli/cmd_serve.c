@@ -133,7 +133,8 @@ int cmd_serve(int argc, char **argv) {
     /* The engine lays out its block tables in 32-token blocks whatever the backend was given
      * (engine.c), so another size would make the backend index past its KV pools. */
     if (o.block_size != 0 && o.block_size != 32) {
-        fprintf(stderr, "gptoss serve: --block-size %d: only 32 is supported for now\n", o.block_size);
+        fprintf(stderr, "gptoss serve: --block-size %d: only 32 is supported for now\n",
+                o.block_size);
         return 2;
     }
     const char *kd = o.kv_cache_dtype;

@@ -96,12 +96,14 @@ int server_load_model(server *s) {
     int n_full = 0, n_swa = 0;
     ops->kv_blocks(b, &n_full, &n_swa);
     long capacity = n_full > 0 ? (long)n_full * bo.block_size : (long)max_pos;
-    if (eo.max_model_len <= 0) eo.max_model_len = (int)(capacity < max_pos ? capacity : max_pos);
+    if (eo.max_model_len <= 0)
+        eo.max_model_len = (int)(capacity < max_pos ? capacity : max_pos);
     else if (eo.max_model_len > capacity) {
         ops->destroy(b);
-        return err_set("--max-model-len %d is more than the KV cache holds (%ld tokens); lower it or raise "
-                       "--num-kv-blocks",
-                       eo.max_model_len, capacity);
+        return err_set(
+            "--max-model-len %d is more than the KV cache holds (%ld tokens); lower it or raise "
+            "--num-kv-blocks",
+            eo.max_model_len, capacity);
     }
     eo.token_bytes = token_bytes;
     eo.token_bytes_ctx = s->tok;
