@@ -17,6 +17,7 @@ static const struct {
     {"detokenize", cmd_detokenize, "print the text that token ids spell"},
     {"bench-tokenizer", cmd_bench_tokenizer, "measure tokenizer encoding speed (MB/s) on a file"},
     {"bench", cmd_bench, "in-process benchmarks: `bench latency` (decode/prefill tokens/s vs the roofline)"},
+    {"serve", cmd_serve, "serve the OpenAI-compatible HTTP API (`serve --model synthetic:tiny` to try it)"},
 };
 
 static void usage(FILE *f) {

@@ -248,7 +248,9 @@ int run_offline(const offline_opts *o) {
         return -1;
     }
     int n_req = 0, cap = 16, rc = 0;
-    collected *res = xcalloc((size_t)cap, sizeof *res);
+    /* One allocation per request: the engine keeps each one's address as its callback argument, so
+     * they must never move (an array grown with realloc would). */
+    collected **res = xcalloc((size_t)cap, sizeof *res);
     char *save = NULL;
     int line = 0;
     for (char *l = strtok_r(text, "\n", &save); l && rc == 0; l = strtok_r(NULL, "\n", &save)) {
@@ -264,8 +266,7 @@ int run_offline(const offline_opts *o) {
         memset(&r, 0, sizeof r);
         if (parse_request(obj, line, tok, &r) == 0) {
             if (n_req == cap) res = xrealloc(res, (size_t)(cap *= 2) * sizeof *res);
-            collected *c = &res[n_req];
-            memset(c, 0, sizeof *c);
+            collected *c = res[n_req] = xcalloc(1, sizeof *c);
             c->n = r.n;
             c->choices = xcalloc((size_t)r.n, sizeof *c->choices);
             for (int i = 0; i < r.n; i++)
@@ -287,7 +288,7 @@ int run_offline(const offline_opts *o) {
     }
     if (rc == 0 && engine_run_until_idle(e) < 0) rc = err_set("the backend failed: see the log above");
     for (int i = 0; i < n_req; i++) {
-        collected *c = &res[i];
+        collected *c = res[i];
         json_t *out = c->n == 1 ? json_incref(c->choices[0]) : json_pack("{s[]}", "choices");
         for (int j = 0; c->n > 1 && j < c->n; j++) json_array_append(json_object_get(out, "choices"), c->choices[j]);
         if (rc == 0 && o->print_as_generate) {
@@ -300,6 +301,7 @@ int run_offline(const offline_opts *o) {
         json_decref(out);
         for (int j = 0; j < c->n; j++) json_decref(c->choices[j]);
         free(c->choices);
+        free(c);
     }
     free(res);
     engine_destroy(e);
