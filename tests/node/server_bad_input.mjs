@@ -119,7 +119,7 @@ const good = '{"model":"tiny","prompt":"hello","max_tokens":3,"ignore_eos":true}
 {
   // Literal JSON text of each bad value, so numbers JavaScript cannot hold travel exactly.
   const bad = {
-    prompt: ['{}', 'true', '5', '[]', '[-1]', '["a",1]', '[1.5]', 'null', '[[1]]', '[300000]', '""'],
+    prompt: ['{}', 'true', '5', '[]', '[-1]', '["a",1]', '[1.5]', 'null', '[300000]', '""'],
     max_tokens: ['"5"', '-1', '1.5', '{}', '[]', 'true', '1e20', '-1e20', '9223372036854775807',
       '-9223372036854775808', '2147483648'],
     temperature: ['"hot"', '-1', '{}', '[]', 'true', '1e300'],
