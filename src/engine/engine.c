@@ -94,8 +94,13 @@ int engine_create(const engine_options *opt, const backend_ops *ops, backend *b,
     return 0;
 }
 
-static void free_list(seq_list *l) {
-    for (seq *s = l->head, *n; s; s = n) n = s->next, seq_destroy(s);
+/* At shutdown: every sequence still held gives its blocks back (bm_free also frees its tables). */
+static void free_list(engine *e, seq_list *l) {
+    for (seq *s = l->head, *n; s; s = n) {
+        n = s->next;
+        bm_free(e->bm, &s->kv);
+        seq_destroy(s);
+    }
     memset(l, 0, sizeof *l);
 }
 
@@ -119,7 +124,7 @@ void engine_destroy(engine *e) {
         for (seq *s = it->seqs, *sn; s; s = sn) sn = s->next, seq_destroy(s);
         free(it);
     }
-    free_list(&e->waiting), free_list(&e->running), free_list(&e->finished);
+    free_list(e, &e->waiting), free_list(e, &e->running), free_list(e, &e->finished);
     step_slot_free(&e->steps[0]), step_slot_free(&e->steps[1]);
     bm_destroy(e->bm);
     e->ops->destroy(e->be);
