@@ -13,5 +13,10 @@ cp build/tests/gpu/gpu_test_* .devcarry/bin/ 2>/dev/null || true
 for bin in .devcarry/bin/*; do
   ldd "$bin" | awk '/=> \// {print $3}' | grep -E 'jansson|pcre2|libevent|xxhash|gomp' || true
 done | sort -u | while read -r lib; do cp -L "$lib" .devcarry/lib/; done
+# The tokenizer, for the server (GPTOSS_CACHE=.devcarry/cache there).
+cache=${GPTOSS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gptoss}
+if [ -f "$cache/tokenizer/tokenizer.json" ]; then
+  mkdir -p .devcarry/cache/tokenizer && cp "$cache/tokenizer/tokenizer.json" .devcarry/cache/tokenizer/
+fi
 git rev-parse --short HEAD > .devcarry/commit.txt
 du -sh .devcarry
