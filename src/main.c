@@ -15,6 +15,7 @@ static const struct {
     {"roofline", cmd_roofline, "the least time a decode step can take on the hardware (performance model)"},
     {"tokenize", cmd_tokenize, "print the token ids of a text"},
     {"detokenize", cmd_detokenize, "print the text that token ids spell"},
+    {"bench", cmd_bench, "benchmarks: serve (an HTTP server), sweep (in-process), plot (the Pareto chart)"},
     {"bench-tokenizer", cmd_bench_tokenizer, "measure tokenizer encoding speed (MB/s) on a file"},
 };
 

@@ -9,5 +9,6 @@ int cmd_roofline(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
 int cmd_bench_tokenizer(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 
 #endif
