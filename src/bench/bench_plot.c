@@ -125,7 +125,7 @@ static int load_series(const char *path, const char *label, bool output_only, se
 
 typedef struct {
     double x, y; /* x < 0: no interactivity (a horizontal reference line) */
-    const char *series, *label, *engine;
+    const char *series, *label, *engine, *source;
     bool chart;
 } anchor;
 
@@ -153,9 +153,12 @@ static void anchors_from(anchor_set *as, json_t *doc, const bench_plot_opts *o, 
         if (isl > 0 && ai > 0 && (ai != isl || ao != osl)) continue;
         double y = num(p, o->output_only ? "output_tput_per_gpu" : "tput_per_gpu", -1);
         if (y <= 0) continue;
-        anchor a = {num(p, "interactivity", -1), y, json_string_value(json_object_get(p, "series")),
+        double x = num(p, "interactivity", -1);
+        /* Without an interactivity only an offline maximum means something on this chart. */
+        if (x <= 0 && !json_is_true(json_object_get(p, "ceiling"))) continue;
+        anchor a = {x, y, json_string_value(json_object_get(p, "series")),
                     json_string_value(json_object_get(p, "label")), json_string_value(json_object_get(p, "engine")),
-                    json_is_true(json_object_get(p, "read_from_chart"))};
+                    json_string_value(json_object_get(p, "source")), json_is_true(json_object_get(p, "read_from_chart"))};
         if (!a.label) a.label = "anchor";
         as->a = xrealloc(as->a, (size_t)(as->n + 1) * sizeof *as->a);
         as->a[as->n++] = a;
@@ -315,8 +318,8 @@ int bench_plot(const bench_plot_opts *o) {
     /* Roofline first (underneath), then the anchors, the envelope and the measured lines on top. */
     if (nr > 0) {
         char leg[160], *lbl[16], *ttl[16];
-        snprintf(leg, sizeof leg, "Roofline %s TP%d (%.1f TB/s, %.0f TF; decode%s)", o->roofline_model, o->roofline_tp,
-                 o->bandwidth / 1e12, o->flops / 1e12, o->output_only ? "" : ", prefill free");
+        snprintf(leg, sizeof leg, "Roofline %s TP%d, decode ceiling (%.1f TB/s, %.0f TFLOP/s)", o->roofline_model,
+                 o->roofline_tp, o->bandwidth / 1e12, o->flops / 1e12);
         for (int k = 0; k < nr; k++) {
             lbl[k] = (rb[k] == 1 || rb[k] == 8 || rb[k] == 64 || rb[k] == 512 || rb[k] == 4096)
                          ? xasprintf("B=%d", rb[k])
@@ -329,7 +332,7 @@ int bench_plot(const bench_plot_opts *o) {
         char note[256];
         snprintf(note, sizeof note,
                  "Roofline: bench/roofline.h per batch size B at the mean context (%d tokens); x = decode tokens/s "
-                 "per sequence, y = B x per GPU%s.",
+                 "per sequence, y = B x per GPU%s (prefill counted free: a ceiling).",
                  (int)(0.5 * (isl + (int)(isl * ratio)) + 0.25 * (osl + (int)(osl * ratio))),
                  o->output_only ? "" : " x (mean ISL + mean OSL) / mean OSL");
         svg_note(c, note);
@@ -354,8 +357,9 @@ int bench_plot(const bench_plot_opts *o) {
             if (used[j] || as.a[j].x < 0 || !same) continue;
             used[j] = true;
             x[m] = as.a[j].x, y[m] = as.a[j].y;
-            ttl[m++] = xasprintf("%s: %.0f tok/s/GPU at %.1f tok/s/user%s", as.a[j].label, as.a[j].y, as.a[j].x,
-                                 as.a[j].chart ? " (read from a chart)" : "");
+            ttl[m++] = xasprintf("%s: %.0f tok/s/GPU at %.1f tok/s/user%s. Source: %s", as.a[j].label, as.a[j].y,
+                                 as.a[j].x, as.a[j].chart ? " (read from a chart)" : "",
+                                 as.a[j].source ? as.a[j].source : "?");
         }
         for (int i = 1; i < m; i++) /* by x, for the line */
             for (int j = i; j > 0 && x[j - 1] > x[j]; j--) {

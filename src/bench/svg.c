@@ -331,12 +331,28 @@ int svg_chart_write(svg_chart *c, const char *path) {
     double lx = c->px1 + 18, ly = c->py0 + 6;
     for (int i = 0; i < c->n_legend; i++, ly += 19) {
         legend_sample(&out, &c->legend[i], lx, ly);
+        /* Long names wrap once at a space (the legend is narrow); anything longer is cut. */
+        const char *t = c->legend[i].text;
+        size_t len = strlen(t), cut = len;
+        enum { LINE = 44 };
+        if (len > LINE) {
+            cut = LINE;
+            while (cut > 0 && t[cut] != ' ') cut--;
+            if (cut == 0) cut = LINE;
+        }
+        char line[LINE * 2 + 8];
+        snprintf(line, sizeof line, "%.*s", (int)cut, t);
         bprintf(&out, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" fill=\"#222\">", lx + 36, ly + 4);
-        char t[60];
-        snprintf(t, sizeof t, "%s", c->legend[i].text);
-        if (strlen(c->legend[i].text) >= sizeof t) memcpy(t + sizeof t - 4, "...", 4);
-        besc(&out, t);
+        besc(&out, line);
         bput(&out, "</text>\n", 8);
+        if (cut < len) {
+            const char *rest = t + cut + (t[cut] == ' ');
+            snprintf(line, sizeof line, "%.*s%s", LINE + 4, rest, strlen(rest) > LINE + 4 ? "..." : "");
+            ly += 15;
+            bprintf(&out, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" fill=\"#222\">", lx + 44, ly + 4);
+            besc(&out, line);
+            bput(&out, "</text>\n", 8);
+        }
     }
     for (int i = 0; i < c->n_notes; i++) {
         bprintf(&out, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" fill=\"#666\">", 12.0, c->py1 + 62 + 15.0 * i);
