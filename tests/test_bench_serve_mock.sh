@@ -41,7 +41,7 @@ check() { node "$SRC/tests/node/bench_check_results.js" "$1" "$TMP/stats.json" "
 # 1. The InferenceMAX sweep 1→64 (10·C prompts, 2·C warm-ups), model from GET /v1/models.
 start_mock --ttft-ms 20 --itl-ms 4
 "$BIN" bench serve --url "$URL" --isl 64 --osl 32 --concurrency 1,2,4,8,16,32,64 --num-gpus 2 \
-    --output-json "$TMP/sweep.json" --no-progress >"$TMP/sweep.out" 2>&1 || { cat "$TMP/sweep.out"; fail "sweep exit $?"; }
+    --output-json "$TMP/sweep.json" --no-progress >"$TMP/sweep.out" 2>&1 || { rc=$?; cat "$TMP/sweep.out"; fail "sweep exit $rc"; }
 grep -q "============ Serving Benchmark Result ============" "$TMP/sweep.out" || fail "no vLLM-style result block"
 grep -q "^Failed requests: *0 " "$TMP/sweep.out" || fail "no 'Failed requests: 0' line"
 stats

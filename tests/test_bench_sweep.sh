@@ -17,7 +17,7 @@ fail() {
 export OMP_NUM_THREADS=1
 
 "$BIN" bench sweep --model synthetic:tiny --isl 24 --osl 8 --concurrency 1,4 --output-json "$TMP/s.json" \
-    --no-progress >"$TMP/out" 2>&1 || { cat "$TMP/out"; fail "sweep exit $?"; }
+    --no-progress >"$TMP/out" 2>&1 || { rc=$?; cat "$TMP/out"; fail "sweep exit $rc"; }
 grep -q "============ Serving Benchmark Result ============" "$TMP/out" || fail "no result block"
 node - "$TMP/s.json" "$SRC/tests/node/bench_check_results.js" <<'EOF' || fail "sweep results"
 const r = JSON.parse(require('fs').readFileSync(process.argv[2], 'utf8'));

@@ -25,6 +25,8 @@ void bench_serve_defaults(bench_serve_opts *o) {
     o->osl = 1024;
     o->range_ratio = 0.8;
     o->num_warmups = -1;
+    o->prompts_per_c = 10;
+    o->warmups_per_c = 2;
     o->num_gpus = 1;
     o->temperature = 0.0; /* InferenceMAX's client sends temperature 0 (greedy) */
     o->timeout = 600;
@@ -152,7 +154,9 @@ static void on_event(void *user, const char *data, size_t len) {
     req_state *s = user;
     if (s->err || (len == 6 && !memcmp(data, "[DONE]", 6))) return;
     json_error_t jerr;
-    json_t *j = json_loadb(data, len, 0, &jerr);
+    /* JSON_ALLOW_NUL: a token that is the byte 0 streams as a backslash-u0000 escape, valid JSON that
+     * jansson refuses by default (seen from our server on random prompts). */
+    json_t *j = json_loadb(data, len, JSON_ALLOW_NUL, &jerr);
     if (!j) {
         stream_fail(s, xasprintf("invalid JSON in the stream (%s): %.120s", jerr.text, data));
         return;
@@ -268,7 +272,7 @@ static void start_more(serve_ctx *c) {
         s->usage_completion = s->usage_prompt = -1;
         sse_init(&s->sse);
         s->rec->expected_output = it->osl;
-        s->rec->prompt_len = it->isl;
+        s->rec->prompt_len = s->rec->sent_prompt_len = it->isl;
         size_t len;
         char *body = c->o->chat ? chat_body(c, it, &len) : completion_body(c, it, &len);
         c->inflight++;
@@ -372,8 +376,8 @@ static int sweep(serve_ctx *c, const char *base_url) {
     int any_failed = 0, rc = 0;
     for (int k = 0; k < o->n_concurrency && rc == 0; k++) {
         int C = o->concurrency[k];
-        int n = o->num_prompts > 0 ? o->num_prompts : 10 * C;
-        int w = o->num_warmups >= 0 ? o->num_warmups : 2 * C;
+        int n = o->num_prompts > 0 ? o->num_prompts : o->prompts_per_c * C;
+        int w = o->num_warmups >= 0 ? o->num_warmups : o->warmups_per_c * C;
         /* Distinct prompts per level and for the warm-ups, so a prefix cache never serves one
          * measured prompt from an earlier request. */
         bench_item *items = xmalloc((size_t)(n + w + 1) * sizeof *items);

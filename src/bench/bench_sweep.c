@@ -25,6 +25,8 @@ void bench_sweep_defaults(bench_sweep_opts *o) {
     o->osl = 1024;
     o->range_ratio = 0.8;
     o->num_warmups = -1;
+    o->prompts_per_c = 10;
+    o->warmups_per_c = 2;
     o->num_gpus = 1;
     o->temperature = 0;
     o->progress = true;
@@ -126,7 +128,7 @@ static void submit_more(sweep_ctx *c, const bench_item *items, int concurrency, 
         q->c = c;
         q->rec = &c->run->rec[i];
         q->rec->expected_output = it->osl;
-        q->rec->prompt_len = it->isl;
+        q->rec->prompt_len = q->rec->sent_prompt_len = it->isl;
         bench_prompt_ids(it, ids);
         engine_request r = {0};
         r.id = (uint64_t)i + 1;
@@ -196,8 +198,8 @@ static int sweep(sweep_ctx *c) {
     int rc = 0, any_failed = 0;
     for (int k = 0; k < o->n_concurrency && rc == 0; k++) {
         int C = o->concurrency[k];
-        int n = o->num_prompts > 0 ? o->num_prompts : 10 * C;
-        int w = o->num_warmups >= 0 ? o->num_warmups : 2 * C;
+        int n = o->num_prompts > 0 ? o->num_prompts : o->prompts_per_c * C;
+        int w = o->num_warmups >= 0 ? o->num_warmups : o->warmups_per_c * C;
         bench_item *items = xmalloc((size_t)(n + w + 1) * sizeof *items);
         bench_workload(n, o->isl, o->osl, o->range_ratio, rng_hash2(o->seed, (uint64_t)C), items);
         bench_workload(w, o->isl, o->osl, o->range_ratio, rng_hash2(o->seed ^ 0x77a2u, (uint64_t)C), items + n);

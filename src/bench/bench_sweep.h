@@ -18,8 +18,9 @@ typedef struct {
     double range_ratio;
     const int32_t *concurrency;
     int n_concurrency;
-    int num_prompts; /* 0: 10 × C */
-    int num_warmups; /* < 0: 2 × C */
+    int num_prompts; /* 0: prompts_per_c × C */
+    int num_warmups; /* < 0: warmups_per_c × C */
+    int prompts_per_c, warmups_per_c; /* InferenceMAX: 10 and 2 */
     int num_gpus;
     const char *output_json;
     uint64_t seed;

@@ -126,6 +126,7 @@ void bench_metrics_compute(const bench_run *r, bench_metrics *m) {
     m->completed = m->failed = 0;
     m->total_input = m->total_output = 0;
     m->short_outputs = 0;
+    m->expected_input = m->expected_output = 0;
     for (int i = 0; i < r->n; i++) {
         const bench_record *q = &r->rec[i];
         if (!q->success) {
@@ -136,6 +137,8 @@ void bench_metrics_compute(const bench_run *r, bench_metrics *m) {
         m->total_input += q->prompt_len;
         m->total_output += q->output_len;
         if (q->output_len < q->expected_output) m->short_outputs++;
+        m->expected_input += q->sent_prompt_len;
+        m->expected_output += q->expected_output;
         if (q->output_len > 1) tpot[np++] = (q->latency - q->ttft) / (q->output_len - 1);
         ttft[nt] = q->ttft;
         e2el[nt++] = q->latency;
@@ -215,6 +218,9 @@ void bench_metrics_print(FILE *f, const bench_metrics *m) {
     if (m->failed > 0)
         fprintf(f, "FAILED: %d of %d requests failed; the first error: %s\n", m->failed, m->completed + m->failed,
                 m->first_error ? m->first_error : "(no message)");
+    if (m->total_output != m->expected_output)
+        fprintf(f, "WARNING: %lld output tokens received, %lld requested (max_tokens with ignore_eos)\n", m->total_output,
+                m->expected_output);
     if (m->short_outputs > 0)
         fprintf(f, "WARNING: %d requests returned fewer tokens than max_tokens (is ignore_eos honoured?)\n",
                 m->short_outputs);
@@ -241,7 +247,8 @@ static void put_dist(json_t *o, const char *name, const bench_dist *d) {
  * {mean,median,std,p90,p99}_{ttft,tpot,itl,e2el}_ms. Ours after them: the workload (isl, osl,
  * random_range_ratio, num_warmups, seed, base_url), num_gpus and InferenceMAX's derived figures
  * (tput_per_gpu, output_tput_per_gpu, input_tput_per_gpu, median_intvty), client_cpu_seconds and
- * short_outputs. */
+ * short_outputs, expected_input_tokens and expected_output_tokens (the sums of what was sent: prompt
+ * lengths and max_tokens of the completed requests). */
 json_t *bench_metrics_json(const bench_metrics *m, const bench_meta *meta) {
     int gpus = m->num_gpus > 0 ? m->num_gpus : 1;
     char date[32];
@@ -286,6 +293,8 @@ json_t *bench_metrics_json(const bench_metrics *m, const bench_meta *meta) {
     json_object_set_new(o, "median_intvty", json_real(bench_interactivity(m)));
     json_object_set_new(o, "client_cpu_seconds", json_real(m->client_cpu_seconds));
     json_object_set_new(o, "short_outputs", json_integer(m->short_outputs));
+    json_object_set_new(o, "expected_input_tokens", json_integer(m->expected_input));
+    json_object_set_new(o, "expected_output_tokens", json_integer(m->expected_output));
     return o;
 }
 

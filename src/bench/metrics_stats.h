@@ -34,7 +34,8 @@ typedef struct {
     double latency; /* last chunk − start */
     double *itl;    /* gaps between chunks */
     int n_itl, cap_itl;
-    int prompt_len, output_len, expected_output;
+    int prompt_len, output_len;
+    int sent_prompt_len, expected_output; /* what the client sent: prompt tokens (ids) and max_tokens */
     bool success;
 } bench_record;
 
@@ -71,6 +72,8 @@ typedef struct {
     int max_concurrent_requests;
     bench_dist ttft, tpot, itl, e2el;
     int short_outputs;         /* completed with fewer tokens than asked (ignore_eos not honoured?) */
+    long long expected_input;  /* the same sums as total_input/total_output, from what was sent: with */
+    long long expected_output; /* token-id prompts and ignore_eos they must be equal */
     double client_cpu_seconds; /* user + system CPU of the benchmark process during the run */
     const char *first_error;   /* borrowed from the run */
 } bench_metrics;

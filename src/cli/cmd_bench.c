@@ -28,6 +28,7 @@ static const char SERVE_USAGE[] =
     "  --concurrency 1,4,16    the concurrency levels (default 1,4,8,16,32,64)\n"
     "  --num-prompts N         measured requests per level (default 10*C)\n"
     "  --num-warmups N         warm-up requests per level, not counted (default 2*C)\n"
+    "  --prompts-per-concurrency K, --warmups-per-concurrency K   the multiples of C (default 10, 2)\n"
     "  --endpoint completions|chat  /v1/completions with token ids (default) or /v1/chat/completions\n"
     "                          with text (the ids decoded by the tokenizer, or random words)\n"
     "  --num-gpus G            GPUs behind the server, for the per-GPU figures (default 1)\n"
@@ -48,6 +49,7 @@ static const char SWEEP_USAGE[] =
     "  --model DIR|synthetic:NAME  a checkpoint, or a synthetic preset (tiny, 20b, 120b)\n"
     "  --backend cpu|cuda      (default cpu)\n"
     "  --isl N --osl N --random-range-ratio R --concurrency LIST --num-prompts N --num-warmups N\n"
+    "  --prompts-per-concurrency K --warmups-per-concurrency K\n"
     "  --num-gpus G --output-json PATH --label TEXT --seed S --no-progress   as for `bench serve`\n"
     "  --temperature T         sampling temperature (default 0, greedy)\n"
     "engine options (defaults: what InferenceMAX gives vLLM):\n"
@@ -85,7 +87,7 @@ static bool want_help(int argc, char **argv) {
 
 /* Options that serve and sweep share; returns 1 when it matched one, 0 when not, -1 on a bad value. */
 static int common_opt(args_t *a, int *isl, int *osl, double *ratio, int32_t **conc, int *n_conc, int *num_prompts,
-                      int *num_warmups, int *num_gpus, const char **out, const char **label, uint64_t *seed,
+                      int *num_warmups, int *prompts_per_c, int *warmups_per_c, int *num_gpus, const char **out, const char **label, uint64_t *seed,
                       double *temperature, bool *progress) {
     const char *v;
     long x;
@@ -111,6 +113,12 @@ static int common_opt(args_t *a, int *isl, int *osl, double *ratio, int32_t **co
     } else if (args_opt(a, "--num-warmups", &v)) {
         if (args_int("--num-warmups", v, 0, 100000000, &x)) return -1;
         *num_warmups = (int)x;
+    } else if (args_opt(a, "--prompts-per-concurrency", &v)) {
+        if (args_int("--prompts-per-concurrency", v, 1, 1000000, &x)) return -1;
+        *prompts_per_c = (int)x;
+    } else if (args_opt(a, "--warmups-per-concurrency", &v)) {
+        if (args_int("--warmups-per-concurrency", v, 0, 1000000, &x)) return -1;
+        *warmups_per_c = (int)x;
     } else if (args_opt(a, "--num-gpus", &v)) {
         if (args_int("--num-gpus", v, 1, 4096, &x)) return -1;
         *num_gpus = (int)x;
@@ -151,7 +159,7 @@ static int bench_serve_cmd(int argc, char **argv) {
     long x;
     while (a.i < argc) {
         int m = common_opt(&a, &o.isl, &o.osl, &o.range_ratio, &conc, &n_conc, &o.num_prompts, &o.num_warmups,
-                           &o.num_gpus, &o.output_json, &o.label, &o.seed, &o.temperature, &o.progress);
+                           &o.prompts_per_c, &o.warmups_per_c, &o.num_gpus, &o.output_json, &o.label, &o.seed, &o.temperature, &o.progress);
         if (m < 0) goto fail;
         if (m > 0) continue;
         if (args_opt(&a, "--url", &v) || args_opt(&a, "--base-url", &v)) {
@@ -213,7 +221,7 @@ static int bench_sweep_cmd(int argc, char **argv) {
     bool dummy_progress = true;
     while (a.i < argc) {
         int m = common_opt(&a, &o.isl, &o.osl, &o.range_ratio, &conc, &n_conc, &o.num_prompts, &o.num_warmups,
-                           &o.num_gpus, &o.output_json, &o.label, &o.seed, &o.temperature, &dummy_progress);
+                           &o.prompts_per_c, &o.warmups_per_c, &o.num_gpus, &o.output_json, &o.label, &o.seed, &o.temperature, &dummy_progress);
         if (m < 0) goto fail;
         if (m > 0) continue;
         if (args_opt(&a, "--model", &v)) {

@@ -1,5 +1,6 @@
 // Checks a `gptoss bench serve` results file against what the mock server saw (tests/node/
-// bench_mock_server.js /stats). Usage:
+// bench_mock_server.js /stats; "-" for a real server: then only the client's own sums and no timing
+// are checked). Usage:
 //   node bench_check_results.js RESULTS.json STATS.json '{"itlMs":4,"ttftMs":20,"isl":64,"osl":32,
 //        "tokensPerChunk":1,"warmupsPerC":2,"promptsPerC":10,"chat":false}'
 // Exits 1 with one line per problem.
@@ -7,7 +8,7 @@
 const fs = require('fs');
 const [resultsPath, statsPath, cfgText] = process.argv.slice(2);
 const results = JSON.parse(fs.readFileSync(resultsPath, 'utf8'));
-const stats = JSON.parse(fs.readFileSync(statsPath, 'utf8'));
+const stats = statsPath === '-' ? null : JSON.parse(fs.readFileSync(statsPath, 'utf8'));
 const cfg = JSON.parse(cfgText);
 const problems = [];
 const fail = (m) => problems.push(m);
@@ -22,7 +23,8 @@ for (const m of ['ttft', 'tpot', 'itl', 'e2el'])
     for (const s of ['mean', 'median', 'std', 'p90', 'p99']) VLLM.push(`${s}_${m}_ms`);
 // ... and ours, documented in src/bench/metrics_stats.c.
 const OURS = ['isl', 'osl', 'random_range_ratio', 'num_warmups', 'seed', 'base_url', 'num_gpus', 'tput_per_gpu',
-    'output_tput_per_gpu', 'input_tput_per_gpu', 'median_intvty', 'client_cpu_seconds', 'short_outputs'];
+    'output_tput_per_gpu', 'input_tput_per_gpu', 'median_intvty', 'client_cpu_seconds', 'short_outputs',
+    'expected_input_tokens', 'expected_output_tokens'];
 const REQUIRED = ['max_concurrency', 'num_prompts', 'completed', 'failed', 'total_input_tokens', 'total_output_tokens',
     'request_throughput', 'output_throughput', 'total_token_throughput', 'duration', 'num_gpus', 'isl', 'osl',
     'client_cpu_seconds'];
@@ -45,6 +47,13 @@ results.forEach((r, k) => {
     if (r.max_concurrency !== C) fail(`${where}: max_concurrency ${r.max_concurrency}`);
     if (r.num_prompts !== n || r.completed !== n || r.failed !== 0)
         fail(`${where}: num_prompts ${r.num_prompts} completed ${r.completed} failed ${r.failed}, expected ${n}/${n}/0`);
+    // ignore_eos with token-id prompts: what came back equals what was sent, token for token.
+    if (!cfg.chat && r.total_input_tokens !== r.expected_input_tokens)
+        fail(`${where}: total_input_tokens ${r.total_input_tokens}, prompts sent held ${r.expected_input_tokens}`);
+    if (r.total_output_tokens !== r.expected_output_tokens)
+        fail(`${where}: total_output_tokens ${r.total_output_tokens}, max_tokens asked ${r.expected_output_tokens}`);
+    if (r.short_outputs !== 0) fail(`${where}: ${r.short_outputs} short outputs`);
+    if (!stats) return;
     const measured = stats.requests.slice(cursor + w, cursor + w + n);
     cursor += w + n;
     if (measured.length !== n) fail(`${where}: the mock saw ${measured.length} measured requests, expected ${n}`);
@@ -77,10 +86,10 @@ results.forEach((r, k) => {
     close(r.tput_per_gpu, r.total_token_throughput / r.num_gpus, `${where}: tput_per_gpu`);
     if (cfg.model && r.model_id !== cfg.model) fail(`${where}: model_id ${r.model_id}`);
 });
-if (cursor !== stats.requests.length) fail(`the mock saw ${stats.requests.length} requests, the results account for ${cursor}`);
-if (stats.errors.length) fail(`the mock refused requests: ${stats.errors.slice(0, 3).join('; ')}`);
+if (stats && cursor !== stats.requests.length) fail(`the mock saw ${stats.requests.length} requests, the results account for ${cursor}`);
+if (stats && stats.errors.length) fail(`the mock refused requests: ${stats.errors.slice(0, 3).join('; ')}`);
 const maxC = Math.max(...cfg.concurrency);
-if (cfg.checkReuse) {
+if (stats && cfg.checkReuse) {
     // Keep-alive: one connection per stream in flight, reused across requests and levels.
     if (stats.connections > maxC + 2) fail(`${stats.connections} TCP connections for at most ${maxC} streams (no reuse?)`);
     if (stats.maxInflight !== maxC) fail(`the mock saw at most ${stats.maxInflight} streams at once, expected ${maxC}`);
@@ -89,4 +98,4 @@ if (problems.length) {
     for (const p of problems) console.error('FAIL: ' + p);
     process.exit(1);
 }
-console.log(`ok: ${results.length} levels, ${cursor} requests, ${stats.connections} connections`);
+console.log(`ok: ${results.length} levels` + (stats ? `, ${cursor} requests, ${stats.connections} connections` : ''));

@@ -71,8 +71,10 @@ function stream(req, res, body, chat) {
     let sent = 0, closed = false;
     res.on('close', () => { if (!closed) { closed = true; stats.inflight--; } });
     const chunk = (k, last) => {
-        const choice = chat ? {index: 0, delta: {content: ' tok'.repeat(k)}, logprobs: null, finish_reason: last ? 'length' : null}
-                            : {index: 0, text: ' tok'.repeat(k), logprobs: null, finish_reason: last ? 'length' : null};
+        // The first chunk carries a NUL character ("\u0000" in JSON): a byte-0 token does that in real servers.
+        const text = (sent === k ? '\u0000' : '') + ' tok'.repeat(k);
+        const choice = chat ? {index: 0, delta: {content: text}, logprobs: null, finish_reason: last ? 'length' : null}
+                            : {index: 0, text, logprobs: null, finish_reason: last ? 'length' : null};
         return {id, object: chat ? 'chat.completion.chunk' : 'text_completion', created: 0, model: body.model,
                 choices: [choice], usage: null};
     };
