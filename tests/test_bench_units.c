@@ -1,6 +1,6 @@
 /* The benchmark's pure parts: numpy-identical statistics, vLLM's metric definitions on hand-made
- * records, the HTTP/1.1 response parser and the SSE reader fed in every possible split, the workload's
- * bounds and determinism, URL parsing and the Pareto envelope. */
+ * records, the HTTP/1.1 response parser and the SSE reader fed in every possible split, the
+ * workload's bounds and determinism, URL parsing and the Pareto envelope. */
 #include "check.h"
 
 #include "base/xalloc.h"
@@ -59,8 +59,8 @@ static void test_metrics(void) {
     bench_metrics m = {.max_concurrency = 2, .num_gpus = 2};
     bench_metrics_compute(&r, &m);
     CHECK(m.completed == 2 && m.failed == 1, "completed %d failed %d", m.completed, m.failed);
-    CHECK(m.total_input == 90 && m.total_output == 15, "tokens %lld/%lld (failed requests excluded)", m.total_input,
-          m.total_output);
+    CHECK(m.total_input == 90 && m.total_output == 15,
+          "tokens %lld/%lld (failed requests excluded)", m.total_input, m.total_output);
     CHECK_NEAR(m.request_throughput, 1.0, 1e-12, "request throughput");
     CHECK_NEAR(m.output_throughput, 7.5, 1e-12, "output throughput");
     CHECK_NEAR(m.total_token_throughput, 52.5, 1e-12, "total throughput");
@@ -74,18 +74,42 @@ static void test_metrics(void) {
     CHECK_NEAR(m.e2el.median, 235, 1e-9, "E2EL median");
     CHECK(m.short_outputs == 1, "short outputs %d", m.short_outputs);
     CHECK(m.max_concurrent_requests == 2, "peak concurrency %d", m.max_concurrent_requests);
-    CHECK_NEAR(m.max_output_tokens_per_s, 12, 0, "peak chunks per second bucket"); /* 10 + 2 chunks */
-    CHECK(m.first_error && !strcmp(m.first_error, "HTTP 500: boom") && r.n_errors == 2, "first error kept");
+    CHECK_NEAR(m.max_output_tokens_per_s, 12, 0,
+               "peak chunks per second bucket"); /* 10 + 2 chunks */
+    CHECK(m.first_error && !strcmp(m.first_error, "HTTP 500: boom") && r.n_errors == 2,
+          "first error kept");
     CHECK_NEAR(bench_interactivity(&m), 1000.0 / 15, 1e-9, "interactivity = 1000 / median TPOT");
 
     bench_meta meta = {"openai", "m", NULL, "http://x", 0};
     json_t *j = bench_metrics_json(&m, &meta);
-    static const char *const keys[] = {
-        "max_concurrency", "num_prompts", "completed", "failed", "total_input_tokens", "total_output_tokens",
-        "request_throughput", "output_throughput", "total_token_throughput", "duration", "mean_ttft_ms",
-        "median_ttft_ms", "p90_ttft_ms", "p99_ttft_ms", "std_ttft_ms", "mean_tpot_ms", "median_tpot_ms",
-        "p99_tpot_ms", "mean_itl_ms", "median_itl_ms", "p99_itl_ms", "mean_e2el_ms", "median_e2el_ms",
-        "p99_e2el_ms", "num_gpus", "client_cpu_seconds", "tput_per_gpu", "median_intvty"};
+    static const char *const keys[] = {"max_concurrency",
+                                       "num_prompts",
+                                       "completed",
+                                       "failed",
+                                       "total_input_tokens",
+                                       "total_output_tokens",
+                                       "request_throughput",
+                                       "output_throughput",
+                                       "total_token_throughput",
+                                       "duration",
+                                       "mean_ttft_ms",
+                                       "median_ttft_ms",
+                                       "p90_ttft_ms",
+                                       "p99_ttft_ms",
+                                       "std_ttft_ms",
+                                       "mean_tpot_ms",
+                                       "median_tpot_ms",
+                                       "p99_tpot_ms",
+                                       "mean_itl_ms",
+                                       "median_itl_ms",
+                                       "p99_itl_ms",
+                                       "mean_e2el_ms",
+                                       "median_e2el_ms",
+                                       "p99_e2el_ms",
+                                       "num_gpus",
+                                       "client_cpu_seconds",
+                                       "tput_per_gpu",
+                                       "median_intvty"};
     for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
         CHECK(json_object_get(j, keys[k]) != NULL, "JSON key %s", keys[k]);
     CHECK_NEAR(json_real_value(json_object_get(j, "tput_per_gpu")), 26.25, 1e-12, "per GPU");
@@ -122,29 +146,36 @@ static long feed(http_parser *p, const char *msg, size_t len, size_t step, sink 
 }
 
 static void test_http(void) {
-    static const char chunked[] = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-                                  "Transfer-Encoding: chunked\r\n\r\n"
-                                  "7\r\ndata: a\r\n2\r\n\n\n\r\nB;ext=1\r\ndata: bcd\n\n\r\n0\r\nX-Trailer: 1\r\n\r\n";
+    static const char chunked[] =
+        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+        "Transfer-Encoding: chunked\r\n\r\n"
+        "7\r\ndata: a\r\n2\r\n\n\n\r\nB;ext=1\r\ndata: bcd\n\n\r\n0\r\nX-Trailer: 1\r\n\r\n";
     http_parser p;
     sink s;
     for (size_t step = 0; step <= 9; step++) {
         long n = feed(&p, chunked, sizeof chunked - 1, step, &s);
-        CHECK(n == (long)sizeof chunked - 1 && hp_done(&p), "chunked, step %zu: consumed %ld, error '%s'", step, n,
-              p.error);
-        CHECK(p.status == 200 && p.keep_alive && p.chunked, "chunked, step %zu: status/flags", step);
-        CHECK(!strcmp(s.buf, "data: a\n\ndata: bcd\n\n"), "chunked, step %zu: body '%s'", step, s.buf);
+        CHECK(n == (long)sizeof chunked - 1 && hp_done(&p),
+              "chunked, step %zu: consumed %ld, error '%s'", step, n, p.error);
+        CHECK(p.status == 200 && p.keep_alive && p.chunked, "chunked, step %zu: status/flags",
+              step);
+        CHECK(!strcmp(s.buf, "data: a\n\ndata: bcd\n\n"), "chunked, step %zu: body '%s'", step,
+              s.buf);
     }
     /* Content-Length, Connection: close, and bytes after the message are left alone. */
-    static const char fixed[] = "HTTP/1.1 400 Bad Request\r\nconnection: Close\r\ncontent-length: 5\r\n\r\nhelloEXTRA";
+    static const char fixed[] =
+        "HTTP/1.1 400 Bad Request\r\nconnection: Close\r\ncontent-length: 5\r\n\r\nhelloEXTRA";
     long n = feed(&p, fixed, sizeof fixed - 1, 0, &s);
     CHECK(n == (long)sizeof fixed - 1 - 5 && hp_done(&p) && p.status == 400 && !p.keep_alive,
           "content-length: consumed %ld status %d", n, p.status);
-    CHECK(!strcmp(s.buf, "hello") && !strcmp(p.reason, "Bad Request"), "content-length body '%s'", s.buf);
+    CHECK(!strcmp(s.buf, "hello") && !strcmp(p.reason, "Bad Request"), "content-length body '%s'",
+          s.buf);
     /* 100 Continue first; an HTTP/1.0 body that runs to the close. */
     static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.0 200 OK\r\n\r\nuntil close";
     n = feed(&p, cont, sizeof cont - 1, 1, &s);
-    CHECK(n == (long)sizeof cont - 1 && !hp_done(&p) && p.status == 200 && !p.keep_alive, "eof body: %ld", n);
-    CHECK(hp_eof(&p) == 0 && hp_done(&p) && !strcmp(s.buf, "until close"), "eof body ends at the close");
+    CHECK(n == (long)sizeof cont - 1 && !hp_done(&p) && p.status == 200 && !p.keep_alive,
+          "eof body: %ld", n);
+    CHECK(hp_eof(&p) == 0 && hp_done(&p) && !strcmp(s.buf, "until close"),
+          "eof body ends at the close");
     /* Errors. */
     const char *bad = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n";
     n = feed(&p, bad, strlen(bad), 0, &s);
@@ -152,7 +183,8 @@ static void test_http(void) {
     n = feed(&p, "SSH-2.0-OpenSSH\r\n", strlen("SSH-2.0-OpenSSH\r\n"), 0, &s);
     CHECK(n == -1 && strstr(p.error, "status line"), "not HTTP: '%s'", p.error);
     hp_init(&p);
-    CHECK(hp_eof(&p) == -1 && strstr(p.error, "without a response"), "closed before answering: '%s'", p.error);
+    CHECK(hp_eof(&p) == -1 && strstr(p.error, "without a response"),
+          "closed before answering: '%s'", p.error);
     hp_init(&p);
     const char *trunc = "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc";
     hp_feed(&p, trunc, strlen(trunc), body_sink, &s);
@@ -172,8 +204,9 @@ static void on_ev(void *user, const char *d, size_t len) {
 }
 
 static void test_sse(void) {
-    static const char stream[] = ": ping\r\n\r\ndata: {\"a\":1}\r\n\r\nevent: x\ndata:two\ndata: lines\n\n"
-                                 "id: 3\r\rdata: [DONE]\n\ndata: tail";
+    static const char stream[] =
+        ": ping\r\n\r\ndata: {\"a\":1}\r\n\r\nevent: x\ndata:two\ndata: lines\n\n"
+        "id: 3\r\rdata: [DONE]\n\ndata: tail";
     for (size_t step = 1; step <= sizeof stream; step++) {
         sse_parser s;
         events e = {0};
@@ -185,8 +218,8 @@ static void test_sse(void) {
         CHECK(e.n == 3, "step %zu: %d events before the end", step, e.n);
         sse_finish(&s, on_ev, &e);
         CHECK(e.n == 4, "step %zu: %d events", step, e.n);
-        CHECK(!strcmp(e.ev[0], "{\"a\":1}") && !strcmp(e.ev[1], "two\nlines") && !strcmp(e.ev[2], "[DONE]") &&
-                  !strcmp(e.ev[3], "tail"),
+        CHECK(!strcmp(e.ev[0], "{\"a\":1}") && !strcmp(e.ev[1], "two\nlines") &&
+                  !strcmp(e.ev[2], "[DONE]") && !strcmp(e.ev[3], "tail"),
               "step %zu: events '%s' '%s' '%s' '%s'", step, e.ev[0], e.ev[1], e.ev[2], e.ev[3]);
         sse_free(&s);
     }
@@ -195,8 +228,10 @@ static void test_sse(void) {
 /* ---- workload ---- */
 
 static void test_workload(void) {
-    CHECK(bench_len_lower(1024, 0.8) == 819, "int(0.8 * 1024) = 819, got %d", bench_len_lower(1024, 0.8));
-    CHECK(bench_len_lower(10, 0.8) == 8 && bench_len_lower(1, 0.8) == 1 && bench_len_lower(8192, 1.0) == 8192,
+    CHECK(bench_len_lower(1024, 0.8) == 819, "int(0.8 * 1024) = 819, got %d",
+          bench_len_lower(1024, 0.8));
+    CHECK(bench_len_lower(10, 0.8) == 8 && bench_len_lower(1, 0.8) == 1 &&
+              bench_len_lower(8192, 1.0) == 8192,
           "lower bounds");
     enum { N = 4000 };
     bench_item *a = xmalloc(N * sizeof *a), *b = xmalloc(N * sizeof *b);
@@ -212,8 +247,8 @@ static void test_workload(void) {
         if (a[i].osl < min_o) min_o = a[i].osl;
         if (a[i].osl > max_o) max_o = a[i].osl;
     }
-    CHECK(min_i == 819 && max_i == 1024 && min_o == 102 && max_o == 128, "ranges [%d,%d] [%d,%d]", min_i, max_i,
-          min_o, max_o);
+    CHECK(min_i == 819 && max_i == 1024 && min_o == 102 && max_o == 128, "ranges [%d,%d] [%d,%d]",
+          min_i, max_i, min_o, max_o);
     CHECK_NEAR(si / N, (819 + 1024) / 2.0, 5, "mean ISL");
     CHECK_NEAR(so / N, (102 + 128) / 2.0, 1, "mean OSL");
     bench_workload(N, 1024, 128, 0.8, 43, b);
@@ -223,7 +258,8 @@ static void test_workload(void) {
     bench_prompt_ids(&a[0], ids2);
     bool in_range = true;
     for (int j = 0; j < a[0].isl; j++) in_range &= ids[j] >= 0 && ids[j] < BENCH_TOKEN_LIMIT;
-    CHECK(in_range && !memcmp(ids, ids2, (size_t)a[0].isl * sizeof *ids), "ids ordinary and deterministic");
+    CHECK(in_range && !memcmp(ids, ids2, (size_t)a[0].isl * sizeof *ids),
+          "ids ordinary and deterministic");
     bench_prompt_ids(&a[1], ids2);
     CHECK(memcmp(ids, ids2, 16 * sizeof *ids) != 0, "prompts differ");
     bench_item w = {.isl = 5, .osl = 3, .seed = 9};
@@ -237,24 +273,26 @@ static void test_workload(void) {
 
 static void test_url_pareto(void) {
     hc_url u;
-    CHECK(hc_url_parse("http://127.0.0.1:8000", &u) == 0 && !strcmp(u.host, "127.0.0.1") && u.port == 8000 &&
-              !strcmp(u.prefix, ""),
+    CHECK(hc_url_parse("http://127.0.0.1:8000", &u) == 0 && !strcmp(u.host, "127.0.0.1") &&
+              u.port == 8000 && !strcmp(u.prefix, ""),
           "plain url");
     hc_url_free(&u);
-    CHECK(hc_url_parse("http://gpu-box/v1/", &u) == 0 && !strcmp(u.host, "gpu-box") && u.port == 80 &&
-              !strcmp(u.prefix, "/v1"),
+    CHECK(hc_url_parse("http://gpu-box/v1/", &u) == 0 && !strcmp(u.host, "gpu-box") &&
+              u.port == 80 && !strcmp(u.prefix, "/v1"),
           "url with prefix");
     hc_url_free(&u);
-    CHECK(hc_url_parse("http://[::1]:9000/x", &u) == 0 && !strcmp(u.host, "::1") && u.port == 9000, "ipv6 url");
+    CHECK(hc_url_parse("http://[::1]:9000/x", &u) == 0 && !strcmp(u.host, "::1") && u.port == 9000,
+          "ipv6 url");
     hc_url_free(&u);
     CHECK(hc_url_parse("https://x", &u) == -1, "https refused");
     CHECK(hc_url_parse("http://x:0", &u) == -1, "bad port refused");
 
-    /* (x, y): (10, 100) (20, 90) (15, 80: dominated by 20/90) (40, 50) (40, 20: dominated) (5, 60: dominated) */
+    /* (x, y): (10, 100) (20, 90) (15, 80: dominated by 20/90) (40, 50) (40, 20: dominated) (5, 60:
+     * dominated) */
     double x[] = {10, 20, 15, 40, 40, 5}, y[] = {100, 90, 80, 50, 20, 60};
     int idx[6], m = bench_pareto(x, y, 6, idx);
-    CHECK(m == 3 && idx[0] == 0 && idx[1] == 1 && idx[2] == 3, "pareto: %d points (%d %d %d)", m, idx[0], idx[1],
-          idx[2]);
+    CHECK(m == 3 && idx[0] == 0 && idx[1] == 1 && idx[2] == 3, "pareto: %d points (%d %d %d)", m,
+          idx[0], idx[1], idx[2]);
 }
 
 int main(void) {

@@ -136,7 +136,9 @@ typedef struct {
     int n;
 } anchor_set;
 
-static bool str_ieq(const char *a, const char *b) { return a && b && !strcasecmp(a, b); }
+static bool str_ieq(const char *a, const char *b) {
+    return a && b && !strcasecmp(a, b);
+}
 
 static void anchors_from(anchor_set *as, json_t *doc, const bench_plot_opts *o, int isl, int osl,
                          const char *model_filter) {
@@ -156,17 +158,21 @@ static void anchors_from(anchor_set *as, json_t *doc, const bench_plot_opts *o, 
         double x = num(p, "interactivity", -1);
         /* Without an interactivity only an offline maximum means something on this chart. */
         if (x <= 0 && !json_is_true(json_object_get(p, "ceiling"))) continue;
-        anchor a = {x, y, json_string_value(json_object_get(p, "series")),
-                    json_string_value(json_object_get(p, "label")), json_string_value(json_object_get(p, "engine")),
-                    json_string_value(json_object_get(p, "source")), json_is_true(json_object_get(p, "read_from_chart"))};
+        anchor a = {x,
+                    y,
+                    json_string_value(json_object_get(p, "series")),
+                    json_string_value(json_object_get(p, "label")),
+                    json_string_value(json_object_get(p, "engine")),
+                    json_string_value(json_object_get(p, "source")),
+                    json_is_true(json_object_get(p, "read_from_chart"))};
         if (!a.label) a.label = "anchor";
         as->a = xrealloc(as->a, (size_t)(as->n + 1) * sizeof *as->a);
         as->a[as->n++] = a;
     }
 }
 
-static int load_anchor_file(anchor_set *as, const char *path, const bench_plot_opts *o, int isl, int osl,
-                            const char *model_filter) {
+static int load_anchor_file(anchor_set *as, const char *path, const bench_plot_opts *o, int isl,
+                            int osl, const char *model_filter) {
     json_error_t je;
     json_t *doc = json_load_file(path, 0, &je);
     if (!doc) return err_set("%s: %s (line %d)", path, je.text, je.line);
@@ -180,9 +186,12 @@ static int load_anchor_file(anchor_set *as, const char *path, const bench_plot_o
     return 0;
 }
 
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
 
-static int load_anchors(anchor_set *as, const bench_plot_opts *o, int isl, int osl, const char *model_filter) {
+static int load_anchors(anchor_set *as, const bench_plot_opts *o, int isl, int osl,
+                        const char *model_filter) {
     const char *path = o->anchors;
     if (path && !strcmp(path, "none")) return 0;
     if (!path) {
@@ -220,8 +229,8 @@ static void anchors_free(anchor_set *as) {
 
 /* ---- the chart ---- */
 
-static const char *const PALETTE[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf",
-                                      "#bcbd22"};
+static const char *const PALETTE[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd",
+                                      "#8c564b", "#e377c2", "#17becf", "#bcbd22"};
 static const char *const ANCHOR_COLORS[] = {"#6b7280", "#b45309", "#0f766e", "#7c3aed", "#be185d"};
 
 typedef struct {
@@ -236,8 +245,8 @@ static void grow(bounds *b, double x, double y) {
 }
 
 /* The roofline frontier: one point per batch size. */
-static int roofline_points(const bench_plot_opts *o, const model_config *cfg, int isl, int osl, double ratio,
-                           double *x, double *y, int *batch) {
+static int roofline_points(const bench_plot_opts *o, const model_config *cfg, int isl, int osl,
+                           double ratio, double *x, double *y, int *batch) {
     double mi = 0.5 * (isl + (int)(isl * ratio)), mo = 0.5 * (osl + (int)(osl * ratio));
     if (mi < 1) mi = isl;
     if (mo < 1) mo = osl;
@@ -256,7 +265,8 @@ static int roofline_points(const bench_plot_opts *o, const model_config *cfg, in
 }
 
 int bench_plot(const bench_plot_opts *o) {
-    if (o->n_files == 0 && !o->roofline_model) return err_set("nothing to plot: give results files (or a roofline)");
+    if (o->n_files == 0 && !o->roofline_model)
+        return err_set("nothing to plot: give results files (or a roofline)");
     series *ss = xcalloc((size_t)o->n_files + 1, sizeof *ss);
     char *labels = o->labels ? xstrdup(o->labels) : NULL, *save = NULL;
     char *lab = labels ? strtok_r(labels, ",", &save) : NULL;
@@ -310,28 +320,32 @@ int bench_plot(const bench_plot_opts *o) {
                                   : "Token throughput per GPU (input + output tokens/s)"};
     if (o->linear) ax.lo = 0, ay.lo = 0;
     char sub[320];
-    snprintf(sub, sizeof sub, "ISL %d / OSL %d, each uniform in [%.0f%%, 100%%]; random prompts, ignore_eos; "
+    snprintf(sub, sizeof sub,
+             "ISL %d / OSL %d, each uniform in [%.0f%%, 100%%]; random prompts, ignore_eos; "
              "%d points from %d files",
              isl, osl, ratio * 100, total, o->n_files);
-    svg_chart *c = svg_chart_new(1180, 700, o->title ? o->title : "Throughput vs interactivity", sub, ax, ay);
+    svg_chart *c =
+        svg_chart_new(1180, 700, o->title ? o->title : "Throughput vs interactivity", sub, ax, ay);
 
     /* Roofline first (underneath), then the anchors, the envelope and the measured lines on top. */
     if (nr > 0) {
         char leg[160], *lbl[16], *ttl[16];
-        snprintf(leg, sizeof leg, "Roofline %s TP%d, decode ceiling (%.1f TB/s, %.0f TFLOP/s)", o->roofline_model,
-                 o->roofline_tp, o->bandwidth / 1e12, o->flops / 1e12);
+        snprintf(leg, sizeof leg, "Roofline %s TP%d, decode ceiling (%.1f TB/s, %.0f TFLOP/s)",
+                 o->roofline_model, o->roofline_tp, o->bandwidth / 1e12, o->flops / 1e12);
         for (int k = 0; k < nr; k++) {
             lbl[k] = (rb[k] == 1 || rb[k] == 8 || rb[k] == 64 || rb[k] == 512 || rb[k] == 4096)
                          ? xasprintf("B=%d", rb[k])
                          : NULL;
-            ttl[k] = xasprintf("roofline B=%d: %.0f tok/s/user, %.0f tok/s/GPU", rb[k], rx[k], ry[k]);
+            ttl[k] =
+                xasprintf("roofline B=%d: %.0f tok/s/user, %.0f tok/s/GPU", rb[k], rx[k], ry[k]);
         }
         svg_style st = {"#111111", 1.6, "7 4", 0.9, SVG_MARK_CIRCLE, 2.2, leg};
         svg_series(c, rx, ry, nr, &st, (const char *const *)ttl, (const char *const *)lbl);
         for (int k = 0; k < nr; k++) free(lbl[k]), free(ttl[k]);
         char note[256];
         snprintf(note, sizeof note,
-                 "Roofline: bench/roofline.h per batch size B at the mean context (%d tokens); x = decode tokens/s "
+                 "Roofline: bench/roofline.h per batch size B at the mean context (%d tokens); x = "
+                 "decode tokens/s "
                  "per sequence, y = B x per GPU%s (prefill counted free: a ceiling).",
                  (int)(0.5 * (isl + (int)(isl * ratio)) + 0.25 * (osl + (int)(osl * ratio))),
                  o->output_only ? "" : " x (mean ISL + mean OSL) / mean OSL");
@@ -342,7 +356,8 @@ int bench_plot(const bench_plot_opts *o) {
     bool *used = xcalloc((size_t)as.n + 1, sizeof *used);
     for (int k = 0; k < as.n; k++) {
         if (used[k]) continue;
-        const char *color = ANCHOR_COLORS[color_i++ % (sizeof ANCHOR_COLORS / sizeof ANCHOR_COLORS[0])];
+        const char *color =
+            ANCHOR_COLORS[color_i++ % (sizeof ANCHOR_COLORS / sizeof ANCHOR_COLORS[0])];
         if (as.a[k].x < 0) { /* no interactivity: a throughput ceiling line */
             used[k] = true;
             svg_style st = {color, 1.2, "2 3", 1, SVG_MARK_NONE, 0, as.a[k].label};
@@ -353,13 +368,15 @@ int bench_plot(const bench_plot_opts *o) {
         char *ttl[64];
         int m = 0;
         for (int j = k; j < as.n && m < 64; j++) {
-            bool same = j == k || (as.a[k].series && as.a[j].series && !strcmp(as.a[k].series, as.a[j].series));
+            bool same = j == k || (as.a[k].series && as.a[j].series &&
+                                   !strcmp(as.a[k].series, as.a[j].series));
             if (used[j] || as.a[j].x < 0 || !same) continue;
             used[j] = true;
             x[m] = as.a[j].x, y[m] = as.a[j].y;
-            ttl[m++] = xasprintf("%s: %.0f tok/s/GPU at %.1f tok/s/user%s. Source: %s", as.a[j].label, as.a[j].y,
-                                 as.a[j].x, as.a[j].chart ? " (read from a chart)" : "",
-                                 as.a[j].source ? as.a[j].source : "?");
+            ttl[m++] =
+                xasprintf("%s: %.0f tok/s/GPU at %.1f tok/s/user%s. Source: %s", as.a[j].label,
+                          as.a[j].y, as.a[j].x, as.a[j].chart ? " (read from a chart)" : "",
+                          as.a[j].source ? as.a[j].source : "?");
         }
         for (int i = 1; i < m; i++) /* by x, for the line */
             for (int j = i; j > 0 && x[j - 1] > x[j]; j--) {
@@ -368,14 +385,20 @@ int bench_plot(const bench_plot_opts *o) {
                 x[j] = x[j - 1], y[j] = y[j - 1], ttl[j] = ttl[j - 1];
                 x[j - 1] = tx, y[j - 1] = ty, ttl[j - 1] = tt;
             }
-        svg_style st = {color, m > 1 ? 1.2 : 0, "1 3", 1, SVG_MARK_DIAMOND, 4.2,
+        svg_style st = {color,
+                        m > 1 ? 1.2 : 0,
+                        "1 3",
+                        1,
+                        SVG_MARK_DIAMOND,
+                        4.2,
                         as.a[k].series ? as.a[k].series : as.a[k].label};
         svg_series(c, x, y, m, &st, (const char *const *)ttl, NULL);
         for (int i = 0; i < m; i++) free(ttl[i]);
     }
     free(used);
-    if (as.n > 0) svg_note(c, "Anchors: published points (bench/anchors, each with its source); hover a "
-                              "marker for the value. Chart readings carry about 2% error.");
+    if (as.n > 0)
+        svg_note(c, "Anchors: published points (bench/anchors, each with its source); hover a "
+                    "marker for the value. Chart readings carry about 2% error.");
 
     /* The Pareto envelope over every measured point. */
     if (total > 1) {
@@ -386,32 +409,43 @@ int bench_plot(const bench_plot_opts *o) {
         int m = bench_pareto(px, py, n, idx);
         double *ex = xmalloc((size_t)m * sizeof *ex), *ey = xmalloc((size_t)m * sizeof *ey);
         for (int k = 0; k < m; k++) ex[k] = px[idx[k]], ey[k] = py[idx[k]];
-        svg_style st = {"#ff7f0e", 9, NULL, 0.28, SVG_MARK_NONE, 0, "Pareto envelope (all results)"};
+        svg_style st = {
+            "#ff7f0e", 9, NULL, 0.28, SVG_MARK_NONE, 0, "Pareto envelope (all results)"};
         svg_series(c, ex, ey, m, &st, NULL, NULL);
         free(px), free(py), free(idx), free(ex), free(ey);
     }
     for (int i = 0; i < o->n_files; i++) {
         series *s = &ss[i];
-        double *x = xmalloc((size_t)(s->n + 1) * sizeof *x), *y = xmalloc((size_t)(s->n + 1) * sizeof *y);
-        char **ttl = xcalloc((size_t)s->n + 1, sizeof *ttl), **lbl = xcalloc((size_t)s->n + 1, sizeof *lbl);
+        double *x = xmalloc((size_t)(s->n + 1) * sizeof *x),
+               *y = xmalloc((size_t)(s->n + 1) * sizeof *y);
+        char **ttl = xcalloc((size_t)s->n + 1, sizeof *ttl),
+             **lbl = xcalloc((size_t)s->n + 1, sizeof *lbl);
         for (int k = 0; k < s->n; k++) {
             x[k] = s->p[k].x, y[k] = s->p[k].y;
-            ttl[k] = xasprintf("%s, concurrency %d: %.0f tok/s/GPU at %.1f tok/s/user", s->label, s->p[k].conc,
-                               s->p[k].y, s->p[k].x);
+            ttl[k] = xasprintf("%s, concurrency %d: %.0f tok/s/GPU at %.1f tok/s/user", s->label,
+                               s->p[k].conc, s->p[k].y, s->p[k].x);
             lbl[k] = s->p[k].conc > 0 ? xasprintf("%d", s->p[k].conc) : NULL;
         }
-        svg_style st = {PALETTE[i % (sizeof PALETTE / sizeof PALETTE[0])], 2.2, NULL, 1, SVG_MARK_CIRCLE, 4, s->label};
+        svg_style st = {PALETTE[i % (sizeof PALETTE / sizeof PALETTE[0])],
+                        2.2,
+                        NULL,
+                        1,
+                        SVG_MARK_CIRCLE,
+                        4,
+                        s->label};
         svg_series(c, x, y, s->n, &st, (const char *const *)ttl, (const char *const *)lbl);
         for (int k = 0; k < s->n; k++) free(ttl[k]), free(lbl[k]);
         free(ttl), free(lbl), free(x), free(y);
     }
-    svg_note(c, "Measured: gptoss bench serve|sweep (vLLM's metric definitions, InferenceMAX's workload); "
-                "labels on markers are the concurrency.");
+    svg_note(
+        c,
+        "Measured: gptoss bench serve|sweep (vLLM's metric definitions, InferenceMAX's workload); "
+        "labels on markers are the concurrency.");
     rc = svg_chart_write(c, o->out);
     svg_chart_free(c);
     if (rc == 0)
-        fprintf(stderr, "wrote %s: %d series, %d points, %d anchors%s\n", o->out, o->n_files, total, as.n,
-                nr ? ", roofline" : "");
+        fprintf(stderr, "wrote %s: %d series, %d points, %d anchors%s\n", o->out, o->n_files, total,
+                as.n, nr ? ", roofline" : "");
 out:
     anchors_free(&as);
     for (int i = 0; i < o->n_files; i++) free(ss[i].label), free(ss[i].p);

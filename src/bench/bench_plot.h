@@ -4,11 +4,12 @@
  *   - one line per results file, a marker per concurrency level (labelled with C);
  *   - the Pareto envelope over every point: the points no other point beats on both axes;
  *   - the roofline frontier (bench/roofline.h): for each batch size B, the decode ceiling at the
- *     workload's mean context (mean ISL + mean OSL / 2): x = tokens/s per sequence, y = B times that
- *     per GPU; on the total-throughput chart y is scaled by (mean ISL + mean OSL) / mean OSL, the
+ *     workload's mean context (mean ISL + mean OSL / 2): x = tokens/s per sequence, y = B times
+ * that per GPU; on the total-throughput chart y is scaled by (mean ISL + mean OSL) / mean OSL, the
  *     input tokens each output token carries, which treats prefill as free — a ceiling, never a
  *     prediction;
- *   - the published anchor points from bench/anchors (one JSON file per source set), filtered by GPU, workload and model. */
+ *   - the published anchor points from bench/anchors (one JSON file per source set), filtered by
+ * GPU, workload and model. */
 #ifndef GPTOSS_BENCH_BENCH_PLOT_H
 #define GPTOSS_BENCH_BENCH_PLOT_H
 
@@ -24,10 +25,10 @@ typedef struct {
     const char *roofline_model; /* "120b", "20b" or a checkpoint folder; NULL: no roofline */
     int roofline_tp;
     int kv_bytes;
-    double bandwidth, flops;     /* bytes/s, FLOP/s */
-    int isl, osl;                /* 0: from the results */
-    const char *anchors;         /* file or folder; NULL: bench/anchors if present; "none" */
-    const char *anchor_gpu;      /* "H200" (default) or "all" */
+    double bandwidth, flops; /* bytes/s, FLOP/s */
+    int isl, osl;            /* 0: from the results */
+    const char *anchors;     /* file or folder; NULL: bench/anchors if present; "none" */
+    const char *anchor_gpu;  /* "H200" (default) or "all" */
     bool linear;
 } bench_plot_opts;
 
@@ -35,7 +36,8 @@ void bench_plot_defaults(bench_plot_opts *o);
 int bench_plot(const bench_plot_opts *o);
 
 /* Indices of the Pareto-optimal points (larger x and larger y are better), by increasing x; returns
- * how many. A point is kept when no other point has both x >= and y >= it with one of them larger. */
+ * how many. A point is kept when no other point has both x >= and y >= it with one of them larger.
+ */
 int bench_pareto(const double *x, const double *y, int n, int *out);
 
 #endif

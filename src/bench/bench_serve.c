@@ -82,7 +82,9 @@ static void sb_put(sbuf *b, const char *s, size_t n) {
     b->len += n;
     b->p[b->len] = 0;
 }
-static void sb_str(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
+static void sb_str(sbuf *b, const char *s) {
+    sb_put(b, s, strlen(s));
+}
 
 static void sb_int(sbuf *b, long v) {
     char t[24];
@@ -123,7 +125,8 @@ static char *completion_body(serve_ctx *c, const bench_item *it, size_t *len) {
     return b.p;
 }
 
-/* Chat: one user message with a text prompt; vLLM's client names the limit max_completion_tokens. */
+/* Chat: one user message with a text prompt; vLLM's client names the limit max_completion_tokens.
+ */
 static char *chat_body(serve_ctx *c, const bench_item *it, size_t *len) {
     char *text = bench_prompt_text(it, c->tok);
     json_t *msg = json_pack("[{ss ss}]", "role", "user", "content", text);
@@ -144,8 +147,10 @@ static char *chat_body(serve_ctx *c, const bench_item *it, size_t *len) {
 /* ---- one streamed response ---- */
 
 static void stream_fail(req_state *s, char *msg) {
-    if (!s->err) s->err = msg;
-    else free(msg);
+    if (!s->err)
+        s->err = msg;
+    else
+        free(msg);
 }
 
 /* One SSE event: a chunk with a choice is a token arrival (vLLM counts it even when its text is
@@ -154,8 +159,8 @@ static void on_event(void *user, const char *data, size_t len) {
     req_state *s = user;
     if (s->err || (len == 6 && !memcmp(data, "[DONE]", 6))) return;
     json_error_t jerr;
-    /* JSON_ALLOW_NUL: a token that is the byte 0 streams as a backslash-u0000 escape, valid JSON that
-     * jansson refuses by default (seen from our server on random prompts). */
+    /* JSON_ALLOW_NUL: a token that is the byte 0 streams as a backslash-u0000 escape, valid JSON
+     * that jansson refuses by default (seen from our server on random prompts). */
     json_t *j = json_loadb(data, len, JSON_ALLOW_NUL, &jerr);
     if (!j) {
         stream_fail(s, xasprintf("invalid JSON in the stream (%s): %.120s", jerr.text, data));
@@ -180,7 +185,8 @@ static void on_event(void *user, const char *data, size_t len) {
     }
     json_t *u = json_object_get(j, "usage");
     if (json_is_object(u)) {
-        json_t *ct = json_object_get(u, "completion_tokens"), *pt = json_object_get(u, "prompt_tokens");
+        json_t *ct = json_object_get(u, "completion_tokens"),
+               *pt = json_object_get(u, "prompt_tokens");
         if (json_is_integer(ct)) s->usage_completion = (int)json_integer_value(ct);
         if (json_is_integer(pt)) s->usage_prompt = (int)json_integer_value(pt);
     }
@@ -279,7 +285,8 @@ static void start_more(serve_ctx *c) {
         s->rec->start = now_seconds(); /* vLLM: perf_counter() just before session.post */
         int rc = hc_request(c->pool, "POST", c->path, c->headers, body, len, &STREAM_HANDLER, s);
         free(body);
-        if (rc != 0) finish_state(c, s, err_msg()); /* no connection: fails at once, the loop goes on */
+        if (rc != 0)
+            finish_state(c, s, err_msg()); /* no connection: fails at once, the loop goes on */
     }
 }
 
@@ -342,9 +349,12 @@ static char *first_model(serve_ctx *c, const char *prefix) {
         err_set("GET %s/models: HTTP %d: %.200s", prefix, m.status, m.body.p ? m.body.p : "");
     } else {
         json_t *j = json_loadb(m.body.p ? m.body.p : "", m.body.len, 0, NULL);
-        const char *s = json_string_value(json_object_get(json_array_get(json_object_get(j, "data"), 0), "id"));
-        if (s) id = xstrdup(s);
-        else err_set("GET %s/models: no model id in the answer (give --model)", prefix);
+        const char *s =
+            json_string_value(json_object_get(json_array_get(json_object_get(j, "data"), 0), "id"));
+        if (s)
+            id = xstrdup(s);
+        else
+            err_set("GET %s/models: no model id in the answer (give --model)", prefix);
         json_decref(j);
     }
     free(m.body.p);
@@ -357,8 +367,8 @@ static char *first_model(serve_ctx *c, const char *prefix) {
 static double cpu_seconds(void) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_sec +
-           1e-6 * (double)ru.ru_stime.tv_usec;
+    return (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
+           (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
 }
 
 /* Thousands of streams need thousands of descriptors: lift the soft limit to the hard one. */
@@ -382,24 +392,27 @@ static int sweep(serve_ctx *c, const char *base_url) {
          * measured prompt from an earlier request. */
         bench_item *items = xmalloc((size_t)(n + w + 1) * sizeof *items);
         bench_workload(n, o->isl, o->osl, o->range_ratio, rng_hash2(o->seed, (uint64_t)C), items);
-        bench_workload(w, o->isl, o->osl, o->range_ratio, rng_hash2(o->seed ^ 0x77a2u, (uint64_t)C), items + n);
-        printf("\nConcurrency %d: %d prompts after %d warm-ups; ISL uniform in [%d, %d], OSL in [%d, %d]; %s\n", C, n,
-               w, bench_len_lower(o->isl, o->range_ratio), o->isl, bench_len_lower(o->osl, o->range_ratio), o->osl,
-               c->path);
+        bench_workload(w, o->isl, o->osl, o->range_ratio, rng_hash2(o->seed ^ 0x77a2u, (uint64_t)C),
+                       items + n);
+        printf("\nConcurrency %d: %d prompts after %d warm-ups; ISL uniform in [%d, %d], OSL in "
+               "[%d, %d]; %s\n",
+               C, n, w, bench_len_lower(o->isl, o->range_ratio), o->isl,
+               bench_len_lower(o->osl, o->range_ratio), o->osl, c->path);
         fflush(stdout);
 
         bench_run warm;
         bench_run_init(&warm, w);
         run_phase(c, items + n, w, C, &warm, "warmup");
         if (w > 0 && warm.n_errors == w) {
-            rc = err_set("every warm-up request failed at concurrency %d; the first error: %s", C, warm.first_error);
+            rc = err_set("every warm-up request failed at concurrency %d; the first error: %s", C,
+                         warm.first_error);
             bench_run_free(&warm);
             free(items);
             break;
         }
         if (warm.n_errors > 0)
-            fprintf(stderr, "warning: %d of %d warm-up requests failed; the first error: %s\n", warm.n_errors, w,
-                    warm.first_error);
+            fprintf(stderr, "warning: %d of %d warm-up requests failed; the first error: %s\n",
+                    warm.n_errors, w, warm.first_error);
         bench_run_free(&warm);
 
         bench_run run;
@@ -417,13 +430,16 @@ static int sweep(serve_ctx *c, const char *base_url) {
                            .osl = o->osl,
                            .range_ratio = o->range_ratio,
                            .client_cpu_seconds = cpu_seconds() - cpu0};
-        bench_meta meta = {o->chat ? "openai-chat" : "openai", c->model_name, o->label, base_url, o->seed};
+        bench_meta meta = {o->chat ? "openai-chat" : "openai", c->model_name, o->label, base_url,
+                           o->seed};
         if (bench_report_level(&run, &m, &meta, results, o->output_json) != 0) rc = -1;
-        printf("client: %d connections opened so far (keep-alive reuse), %d open\n", hc_pool_opened(c->pool),
-               hc_pool_open_now(c->pool));
+        printf("client: %d connections opened so far (keep-alive reuse), %d open\n",
+               hc_pool_opened(c->pool), hc_pool_open_now(c->pool));
         if (m.failed > 0) {
             any_failed = 1;
-            fprintf(stderr, "gptoss bench serve: %d of %d requests failed at concurrency %d; the first error: %s\n",
+            fprintf(stderr,
+                    "gptoss bench serve: %d of %d requests failed at concurrency %d; the first "
+                    "error: %s\n",
                     m.failed, n, C, run.first_error ? run.first_error : "(none)");
         }
         bench_run_free(&run);
@@ -443,7 +459,8 @@ int bench_serve(const bench_serve_opts *o) {
     int rc = -1;
     /* "http://h:p" and "http://h:p/v1" both name the same API. */
     size_t pl = strlen(u.prefix);
-    char *v1 = pl >= 3 && !strcmp(u.prefix + pl - 3, "/v1") ? xstrdup(u.prefix) : xasprintf("%s/v1", u.prefix);
+    char *v1 = pl >= 3 && !strcmp(u.prefix + pl - 3, "/v1") ? xstrdup(u.prefix)
+                                                            : xasprintf("%s/v1", u.prefix);
     c.path = xasprintf("%s/%s", v1, o->chat ? "chat/completions" : "completions");
     const char *key = o->api_key ? o->api_key : getenv("OPENAI_API_KEY");
     c.headers = key && *key ? xasprintf("Authorization: Bearer %s\r\n", key) : xstrdup("");
@@ -464,7 +481,8 @@ int bench_serve(const bench_serve_opts *o) {
     json_t *ms = json_string(model);
     c.model_json = json_dumps(ms, JSON_ENCODE_ANY);
     json_decref(ms);
-    printf("gptoss bench serve: %s (POST %s), model %s, ISL %d, OSL %d (range ratio %.2f), ignore_eos, "
+    printf("gptoss bench serve: %s (POST %s), model %s, ISL %d, OSL %d (range ratio %.2f), "
+           "ignore_eos, "
            "request rate inf\n",
            o->url, c.path, model, o->isl, o->osl, o->range_ratio);
     rc = sweep(&c, o->url);

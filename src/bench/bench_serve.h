@@ -1,5 +1,5 @@
-/* gptoss bench serve: the InferenceMAX sweep against any OpenAI-compatible server (ours, vLLM, SGLang,
- * TRT-LLM), measured the way `vllm bench serve` measures (bench/metrics_stats.h).
+/* gptoss bench serve: the InferenceMAX sweep against any OpenAI-compatible server (ours, vLLM,
+ * SGLang, TRT-LLM), measured the way `vllm bench serve` measures (bench/metrics_stats.h).
  *
  * For each concurrency C: 2·C warm-up requests (not counted), then 10·C measured requests with at
  * most C in flight and no pacing (request rate inf); each is a streamed completion of random token
@@ -21,8 +21,8 @@ typedef struct {
     double range_ratio;
     const int32_t *concurrency;
     int n_concurrency;
-    int num_prompts; /* 0: prompts_per_c × C */
-    int num_warmups; /* < 0: warmups_per_c × C */
+    int num_prompts;                  /* 0: prompts_per_c × C */
+    int num_warmups;                  /* < 0: warmups_per_c × C */
     int prompts_per_c, warmups_per_c; /* InferenceMAX: 10 and 2 */
     int num_gpus;
     const char *output_json; /* NULL: no file */
@@ -34,9 +34,9 @@ typedef struct {
 
 void bench_serve_defaults(bench_serve_opts *o);
 
-/* Runs the sweep, printing a report per concurrency on stdout. Returns 0 when every measured request
- * succeeded, 1 when some failed (the counts and the first error are printed, the results are still
- * written), -1 + err_set() when the benchmark could not run. */
+/* Runs the sweep, printing a report per concurrency on stdout. Returns 0 when every measured
+ * request succeeded, 1 when some failed (the counts and the first error are printed, the results
+ * are still written), -1 + err_set() when the benchmark could not run. */
 int bench_serve(const bench_serve_opts *o);
 
 #endif

@@ -34,7 +34,8 @@ void bench_sweep_defaults(bench_sweep_opts *o) {
     engine_options_default(&o->eng);
     o->eng.max_num_seqs = 0;
     o->eng.max_model_len = 0;
-    o->eng.enable_prefix_caching = false; /* InferenceMAX starts every server with prefix caching off */
+    o->eng.enable_prefix_caching =
+        false; /* InferenceMAX starts every server with prefix caching off */
 }
 
 char *bench_resolve_model(const char *model) {
@@ -103,7 +104,8 @@ static void on_output(const engine_output *out, void *user) {
         q->last = t;
     }
     if (!out->finished) return;
-    bool ok = q->got_token && strcmp(out->finish_reason, "error") != 0 && strcmp(out->finish_reason, "abort") != 0;
+    bool ok = q->got_token && strcmp(out->finish_reason, "error") != 0 &&
+              strcmp(out->finish_reason, "abort") != 0;
     r->success = ok;
     if (ok) {
         r->latency = q->last - r->start;
@@ -111,8 +113,8 @@ static void on_output(const engine_output *out, void *user) {
         r->prompt_len = out->prompt_tokens;
     } else {
         char msg[128];
-        snprintf(msg, sizeof msg, "the engine finished the request with '%s' after %d tokens", out->finish_reason,
-                 out->completion_tokens);
+        snprintf(msg, sizeof msg, "the engine finished the request with '%s' after %d tokens",
+                 out->finish_reason, out->completion_tokens);
         bench_run_error(c->run, msg);
     }
     progress_step(&c->prog, !ok);
@@ -144,7 +146,8 @@ static void submit_more(sweep_ctx *c, const bench_item *items, int concurrency, 
         r.user = q;
         q->rec->start = now_seconds();
         c->inflight++;
-        if (engine_submit(c->e, &r) != 0) { /* refused (too long for the model?): a failed request */
+        if (engine_submit(c->e, &r) !=
+            0) { /* refused (too long for the model?): a failed request */
             bench_run_error(c->run, err_msg());
             progress_step(&c->prog, true);
             c->inflight--;
@@ -188,8 +191,8 @@ static int run_phase(sweep_ctx *c, const bench_item *items, int n, int concurren
 static double cpu_seconds(void) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_sec +
-           1e-6 * (double)ru.ru_stime.tv_usec;
+    return (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
+           (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
 }
 
 static int sweep(sweep_ctx *c) {
@@ -202,18 +205,20 @@ static int sweep(sweep_ctx *c) {
         int w = o->num_warmups >= 0 ? o->num_warmups : o->warmups_per_c * C;
         bench_item *items = xmalloc((size_t)(n + w + 1) * sizeof *items);
         bench_workload(n, o->isl, o->osl, o->range_ratio, rng_hash2(o->seed, (uint64_t)C), items);
-        bench_workload(w, o->isl, o->osl, o->range_ratio, rng_hash2(o->seed ^ 0x77a2u, (uint64_t)C), items + n);
-        printf("\nConcurrency %d: %d prompts after %d warm-ups; ISL uniform in [%d, %d], OSL in [%d, %d]; in-process "
+        bench_workload(w, o->isl, o->osl, o->range_ratio, rng_hash2(o->seed ^ 0x77a2u, (uint64_t)C),
+                       items + n);
+        printf("\nConcurrency %d: %d prompts after %d warm-ups; ISL uniform in [%d, %d], OSL in "
+               "[%d, %d]; in-process "
                "engine (%s backend)\n",
-               C, n, w, bench_len_lower(o->isl, o->range_ratio), o->isl, bench_len_lower(o->osl, o->range_ratio),
-               o->osl, o->backend);
+               C, n, w, bench_len_lower(o->isl, o->range_ratio), o->isl,
+               bench_len_lower(o->osl, o->range_ratio), o->osl, o->backend);
         fflush(stdout);
         bench_run warm;
         bench_run_init(&warm, w);
         rc = run_phase(c, items + n, w, C, &warm, "warmup");
         if (rc == 0 && warm.n_errors > 0)
-            fprintf(stderr, "warning: %d of %d warm-up requests failed; the first error: %s\n", warm.n_errors, w,
-                    warm.first_error);
+            fprintf(stderr, "warning: %d of %d warm-up requests failed; the first error: %s\n",
+                    warm.n_errors, w, warm.first_error);
         bench_run_free(&warm);
         if (rc == 0) {
             bench_run run;
@@ -234,7 +239,9 @@ static int sweep(sweep_ctx *c) {
                 if (bench_report_level(&run, &m, &meta, results, o->output_json) != 0) rc = -1;
                 if (m.failed > 0) {
                     any_failed = 1;
-                    fprintf(stderr, "gptoss bench sweep: %d of %d requests failed at concurrency %d; the first error: %s\n",
+                    fprintf(stderr,
+                            "gptoss bench sweep: %d of %d requests failed at concurrency %d; the "
+                            "first error: %s\n",
                             m.failed, n, C, run.first_error ? run.first_error : "(none)");
                 }
             }
@@ -251,7 +258,8 @@ int bench_sweep(const bench_sweep_opts *o) {
     const backend_ops *ops = backend_find(o->backend);
     if (!ops) {
         if (!strcmp(o->backend, "cuda"))
-            return err_set("--backend cuda: this build has no CUDA backend (it is built when nvcc is found and the "
+            return err_set("--backend cuda: this build has no CUDA backend (it is built when nvcc "
+                           "is found and the "
                            "backend is in the tree); use --backend cpu");
         return err_set("--backend %s: unknown backend (cpu or cuda)", o->backend);
     }
@@ -264,10 +272,12 @@ int bench_sweep(const bench_sweep_opts *o) {
         if (o->concurrency[i] > max_c) max_c = o->concurrency[i];
     engine_options eo = o->eng;
     if (eo.max_num_seqs <= 0) eo.max_num_seqs = max_c;
-    if (eo.max_model_len <= 0) eo.max_model_len = o->isl + o->osl + 20; /* InferenceMAX: ISL + OSL + 20 */
+    if (eo.max_model_len <= 0)
+        eo.max_model_len = o->isl + o->osl + 20; /* InferenceMAX: ISL + OSL + 20 */
     int block_size = o->block_size > 0 ? o->block_size : 32;
     int kv_blocks = o->num_kv_blocks;
-    if (kv_blocks <= 0 && !strcmp(o->backend, "cpu")) /* the CPU default fits only a few sequences */
+    if (kv_blocks <= 0 &&
+        !strcmp(o->backend, "cpu")) /* the CPU default fits only a few sequences */
         kv_blocks = eo.max_num_seqs * ((eo.max_model_len + block_size - 1) / block_size + 1);
     backend_options bo = {.model = model,
                           .block_size = block_size,
@@ -288,10 +298,11 @@ int bench_sweep(const bench_sweep_opts *o) {
         free(model);
         return -1;
     }
-    printf("gptoss bench sweep: %s on the %s backend (loaded in %.1f s), ISL %d, OSL %d (range ratio %.2f), "
+    printf("gptoss bench sweep: %s on the %s backend (loaded in %.1f s), ISL %d, OSL %d (range "
+           "ratio %.2f), "
            "max_num_seqs %d, max_model_len %d, prefix caching %s, ignore_eos\n",
-           o->model, o->backend, now_seconds() - t0, o->isl, o->osl, o->range_ratio, eo.max_num_seqs,
-           eo.max_model_len, eo.enable_prefix_caching ? "on" : "off");
+           o->model, o->backend, now_seconds() - t0, o->isl, o->osl, o->range_ratio,
+           eo.max_num_seqs, eo.max_model_len, eo.enable_prefix_caching ? "on" : "off");
     int rc = sweep(&c);
     engine_destroy(c.e);
     free(model);

@@ -1,7 +1,7 @@
-/* gptoss bench sweep: the `bench serve` sweep without HTTP — requests go straight into an in-process
- * engine, and tokens are timed in the engine's output callbacks. The workload, the metric definitions
- * and the JSON are those of `bench serve`, so a quick GPU frontier and a served one plot side by side
- * (the gap between them is what HTTP, JSON and detokenisation cost). */
+/* gptoss bench sweep: the `bench serve` sweep without HTTP — requests go straight into an
+ * in-process engine, and tokens are timed in the engine's output callbacks. The workload, the
+ * metric definitions and the JSON are those of `bench serve`, so a quick GPU frontier and a served
+ * one plot side by side (the gap between them is what HTTP, JSON and detokenisation cost). */
 #ifndef GPTOSS_BENCH_BENCH_SWEEP_H
 #define GPTOSS_BENCH_BENCH_SWEEP_H
 
@@ -18,8 +18,8 @@ typedef struct {
     double range_ratio;
     const int32_t *concurrency;
     int n_concurrency;
-    int num_prompts; /* 0: prompts_per_c × C */
-    int num_warmups; /* < 0: warmups_per_c × C */
+    int num_prompts;                  /* 0: prompts_per_c × C */
+    int num_warmups;                  /* < 0: warmups_per_c × C */
     int prompts_per_c, warmups_per_c; /* InferenceMAX: 10 and 2 */
     int num_gpus;
     const char *output_json;
@@ -34,7 +34,8 @@ typedef struct {
 
 void bench_sweep_defaults(bench_sweep_opts *o);
 
-/* 0 when every measured request finished, 1 when some failed, -1 + err_set() when it could not run. */
+/* 0 when every measured request finished, 1 when some failed, -1 + err_set() when it could not run.
+ */
 int bench_sweep(const bench_sweep_opts *o);
 
 /* "synthetic:NAME" for a backend that reads checkpoints from disk: the folder

@@ -26,13 +26,13 @@ struct hc_conn {
     struct bufferevent *bev;
     http_parser hp;
     bool busy;
-    int served;             /* responses completed on this connection */
-    const hc_handler *h;    /* the request in flight */
+    int served;          /* responses completed on this connection */
+    const hc_handler *h; /* the request in flight */
     void *user;
-    char *req;              /* its bytes, kept for one resend until the response starts */
+    char *req; /* its bytes, kept for one resend until the response starts */
     size_t req_len;
-    double t_read;          /* when the current read began */
-    hc_conn *prev, *next;   /* all connections */
+    double t_read;        /* when the current read began */
+    hc_conn *prev, *next; /* all connections */
     hc_conn *next_idle;
 };
 
@@ -49,8 +49,10 @@ struct hc_pool {
 
 int hc_url_parse(const char *url, hc_url *out) {
     memset(out, 0, sizeof *out);
-    if (!strncmp(url, "https://", 8)) return err_set("--url %s: https is not supported (use http://)", url);
-    if (strncmp(url, "http://", 7) != 0) return err_set("--url %s: expected http://host[:port][/prefix]", url);
+    if (!strncmp(url, "https://", 8))
+        return err_set("--url %s: https is not supported (use http://)", url);
+    if (strncmp(url, "http://", 7) != 0)
+        return err_set("--url %s: expected http://host[:port][/prefix]", url);
     const char *h = url + 7, *slash = strchr(h, '/');
     const char *end = slash ? slash : h + strlen(h);
     const char *colon = NULL;
@@ -103,14 +105,19 @@ hc_pool *hc_pool_new(struct event_base *base, const char *host, int port, double
     memcpy(&p->addr, res->ai_addr, res->ai_addrlen);
     p->addr_len = (int)res->ai_addrlen;
     freeaddrinfo(res);
-    p->host_header = strchr(host, ':') ? xasprintf("[%s]:%d", host, port) : xasprintf("%s:%d", host, port);
+    p->host_header =
+        strchr(host, ':') ? xasprintf("[%s]:%d", host, port) : xasprintf("%s:%d", host, port);
     p->timeout.tv_sec = (long)timeout_s;
     p->timeout.tv_usec = (long)((timeout_s - (double)(long)timeout_s) * 1e6);
     return p;
 }
 
-int hc_pool_opened(const hc_pool *p) { return p->opened; }
-int hc_pool_open_now(const hc_pool *p) { return p->open_now; }
+int hc_pool_opened(const hc_pool *p) {
+    return p->opened;
+}
+int hc_pool_open_now(const hc_pool *p) {
+    return p->open_now;
+}
 
 static void idle_remove(hc_pool *p, hc_conn *c) {
     for (hc_conn **pp = &p->idle; *pp; pp = &(*pp)->next_idle)
@@ -124,8 +131,10 @@ static void idle_remove(hc_pool *p, hc_conn *c) {
 static void conn_close(hc_conn *c) {
     hc_pool *p = c->pool;
     if (!c->busy) idle_remove(p, c);
-    if (c->prev) c->prev->next = c->next;
-    else p->all = c->next;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        p->all = c->next;
     if (c->next) c->next->prev = c->prev;
     bufferevent_free(c->bev);
     free(c->req);
@@ -155,7 +164,8 @@ static hc_conn *conn_open(hc_pool *p) {
     bufferevent_setcb(bev, read_cb, NULL, event_cb, c);
     bufferevent_enable(bev, EV_READ | EV_WRITE);
     if (bufferevent_socket_connect(bev, (struct sockaddr *)&p->addr, p->addr_len) != 0) {
-        err_set("connect to %s: %s", p->host_header, evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
+        err_set("connect to %s: %s", p->host_header,
+                evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
         bufferevent_free(bev);
         free(c);
         return NULL;
@@ -181,12 +191,13 @@ static void conn_send(hc_conn *c, const hc_handler *h, void *user, char *req, si
     bufferevent_write(c->bev, req, req_len);
 }
 
-int hc_request(hc_pool *p, const char *method, const char *path, const char *extra_headers, const char *body,
-               size_t body_len, const hc_handler *h, void *user) {
-    char *head = xasprintf("%s %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: gptoss-bench\r\nAccept: */*\r\n"
-                           "%s%s",
-                           method, path, p->host_header, extra_headers ? extra_headers : "",
-                           body ? "Content-Type: application/json\r\n" : "");
+int hc_request(hc_pool *p, const char *method, const char *path, const char *extra_headers,
+               const char *body, size_t body_len, const hc_handler *h, void *user) {
+    char *head =
+        xasprintf("%s %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: gptoss-bench\r\nAccept: */*\r\n"
+                  "%s%s",
+                  method, path, p->host_header, extra_headers ? extra_headers : "",
+                  body ? "Content-Type: application/json\r\n" : "");
     char *cl = body ? xasprintf("Content-Length: %zu\r\n\r\n", body_len) : xstrdup("\r\n");
     size_t hl = strlen(head), cll = strlen(cl), n = hl + cll + (body ? body_len : 0);
     char *req = xmalloc(n);
@@ -207,7 +218,8 @@ int hc_request(hc_pool *p, const char *method, const char *path, const char *ext
     return 0;
 }
 
-/* The request on c ended; c is idle (or closed) before the handler runs, so the handler can reuse it. */
+/* The request on c ended; c is idle (or closed) before the handler runs, so the handler can reuse
+ * it. */
 static void conn_finish(hc_conn *c, int status, const char *error, bool keep) {
     const hc_handler *h = c->h;
     void *user = c->user;
@@ -310,12 +322,14 @@ static void event_cb(struct bufferevent *bev, short events, void *arg) {
         snprintf(msg, sizeof msg, "%s", c->hp.error);
     } else if (events & BEV_EVENT_TIMEOUT) {
         snprintf(msg, sizeof msg, "no data from %s for %ld s (%s)", c->pool->host_header,
-                 (long)c->pool->timeout.tv_sec, c->hp.n_bytes ? "in the middle of the response" : "no response");
+                 (long)c->pool->timeout.tv_sec,
+                 c->hp.n_bytes ? "in the middle of the response" : "no response");
     } else {
         int err = EVUTIL_SOCKET_ERROR();
         if (try_resend(c)) return;
-        snprintf(msg, sizeof msg, "%s %s: %s", c->hp.n_bytes || c->served ? "connection to" : "connect to",
-                 c->pool->host_header, err ? evutil_socket_error_to_string(err) : "socket error");
+        snprintf(msg, sizeof msg, "%s %s: %s",
+                 c->hp.n_bytes || c->served ? "connection to" : "connect to", c->pool->host_header,
+                 err ? evutil_socket_error_to_string(err) : "socket error");
     }
     conn_finish(c, c->hp.status, msg, false);
 }

@@ -36,7 +36,8 @@ static int status_line(http_parser *p, char *s) {
         return (int)fail(p, "bad status code in '%.60s'", s);
     p->status = (int)code;
     snprintf(p->reason, sizeof p->reason, "%s", *end ? end + 1 : "");
-    p->keep_alive = !p->http10; /* the version's default, until a Connection header says otherwise */
+    p->keep_alive =
+        !p->http10; /* the version's default, until a Connection header says otherwise */
     p->content_length = -1;
     p->chunked = false;
     return 0;
@@ -72,8 +73,10 @@ static int header_line(http_parser *p, char *s) {
     } else if (!strcasecmp(s, "Transfer-Encoding")) {
         p->chunked = has_token(v, "chunked");
     } else if (!strcasecmp(s, "Connection")) {
-        if (has_token(v, "close")) p->keep_alive = false;
-        else if (has_token(v, "keep-alive")) p->keep_alive = true;
+        if (has_token(v, "close"))
+            p->keep_alive = false;
+        else if (has_token(v, "keep-alive"))
+            p->keep_alive = true;
     }
     return 0;
 }
@@ -164,7 +167,8 @@ long hp_feed(http_parser *p, const char *data, size_t len, hp_body_fn on_body, v
             if (p->line_len > 0 && p->line[p->line_len - 1] == '\r') p->line_len--;
             if (on_line(p)) return -1;
         } else {
-            if (p->line_len + 1 >= HP_LINE_MAX) return fail(p, "header or chunk line over %d bytes", HP_LINE_MAX);
+            if (p->line_len + 1 >= HP_LINE_MAX)
+                return fail(p, "header or chunk line over %d bytes", HP_LINE_MAX);
             p->line[p->line_len++] = c;
         }
     }

@@ -1,12 +1,13 @@
 /* An incremental HTTP/1.1 response parser for the benchmark client.
  *
- * Bytes arrive in whatever pieces the socket gives; the parser keeps its state between calls and hands
- * the decoded body (chunked transfer encoding removed) to a callback as soon as it has it, because the
- * benchmark times every streamed token at the moment its bytes arrive. It understands exactly what a
- * streaming OpenAI server sends: a status line, headers (Content-Length, Transfer-Encoding: chunked,
- * Connection), then a body delimited by length, by chunks or by the end of the connection. Interim
- * 1xx responses are skipped. No pipelining: the bytes after the end of one message are not consumed
- * and the caller treats them as a protocol error. Pure code, no I/O, so it is tested byte by byte. */
+ * Bytes arrive in whatever pieces the socket gives; the parser keeps its state between calls and
+ * hands the decoded body (chunked transfer encoding removed) to a callback as soon as it has it,
+ * because the benchmark times every streamed token at the moment its bytes arrive. It understands
+ * exactly what a streaming OpenAI server sends: a status line, headers (Content-Length,
+ * Transfer-Encoding: chunked, Connection), then a body delimited by length, by chunks or by the end
+ * of the connection. Interim 1xx responses are skipped. No pipelining: the bytes after the end of
+ * one message are not consumed and the caller treats them as a protocol error. Pure code, no I/O,
+ * so it is tested byte by byte. */
 #ifndef GPTOSS_BENCH_HTTP_PARSE_H
 #define GPTOSS_BENCH_HTTP_PARSE_H
 
@@ -57,6 +58,8 @@ long hp_feed(http_parser *p, const char *data, size_t len, hp_body_fn on_body, v
  * p->error set when the message was incomplete. */
 int hp_eof(http_parser *p);
 
-static inline bool hp_done(const http_parser *p) { return p->state == HP_DONE; }
+static inline bool hp_done(const http_parser *p) {
+    return p->state == HP_DONE;
+}
 
 #endif

@@ -120,8 +120,10 @@ void bench_metrics_compute(const bench_run *r, bench_metrics *m) {
     size_t n_itl = 0;
     for (int i = 0; i < r->n; i++)
         if (r->rec[i].success) n_itl += (size_t)r->rec[i].n_itl;
-    double *ttft = xmalloc((size_t)(r->n + 1) * sizeof *ttft), *tpot = xmalloc((size_t)(r->n + 1) * sizeof *tpot);
-    double *e2el = xmalloc((size_t)(r->n + 1) * sizeof *e2el), *itl = xmalloc((n_itl + 1) * sizeof *itl);
+    double *ttft = xmalloc((size_t)(r->n + 1) * sizeof *ttft),
+           *tpot = xmalloc((size_t)(r->n + 1) * sizeof *tpot);
+    double *e2el = xmalloc((size_t)(r->n + 1) * sizeof *e2el),
+           *itl = xmalloc((n_itl + 1) * sizeof *itl);
     size_t nt = 0, np = 0, ni = 0;
     m->completed = m->failed = 0;
     m->total_input = m->total_output = 0;
@@ -161,7 +163,9 @@ void bench_metrics_compute(const bench_run *r, bench_metrics *m) {
     free(ttft), free(tpot), free(e2el), free(itl);
 }
 
-double bench_interactivity(const bench_metrics *m) { return m->tpot.median > 0 ? 1000.0 / m->tpot.median : 0; }
+double bench_interactivity(const bench_metrics *m) {
+    return m->tpot.median > 0 ? 1000.0 / m->tpot.median : 0;
+}
 
 /* Python's "{s:{c}^{n}}": centred, the odd fill character on the right. */
 static void header(FILE *f, const char *title, char fill) {
@@ -173,8 +177,12 @@ static void header(FILE *f, const char *title, char fill) {
 }
 
 /* "{:<40} {:<10.2f}" and "{:<40} {:<10}" */
-static void row_f(FILE *f, const char *label, double v) { fprintf(f, "%-40s %-10.2f\n", label, v); }
-static void row_i(FILE *f, const char *label, long long v) { fprintf(f, "%-40s %-10lld\n", label, v); }
+static void row_f(FILE *f, const char *label, double v) {
+    fprintf(f, "%-40s %-10.2f\n", label, v);
+}
+static void row_i(FILE *f, const char *label, long long v) {
+    fprintf(f, "%-40s %-10lld\n", label, v);
+}
 
 static void dist_block(FILE *f, const char *title, const char *name, const bench_dist *d) {
     char l[64];
@@ -213,16 +221,21 @@ void bench_metrics_print(FILE *f, const bench_metrics *m) {
     row_f(f, "Output token throughput per GPU (tok/s):", m->output_throughput / gpus);
     row_f(f, "Interactivity (tok/s/user):", bench_interactivity(m));
     row_f(f, "Client CPU time (s):", m->client_cpu_seconds);
-    row_f(f, "Client CPU use (% of one core):", m->duration > 0 ? 100 * m->client_cpu_seconds / m->duration : 0);
+    row_f(f, "Client CPU use (% of one core):",
+          m->duration > 0 ? 100 * m->client_cpu_seconds / m->duration : 0);
     header(f, "", '=');
     if (m->failed > 0)
-        fprintf(f, "FAILED: %d of %d requests failed; the first error: %s\n", m->failed, m->completed + m->failed,
-                m->first_error ? m->first_error : "(no message)");
+        fprintf(f, "FAILED: %d of %d requests failed; the first error: %s\n", m->failed,
+                m->completed + m->failed, m->first_error ? m->first_error : "(no message)");
     if (m->total_output != m->expected_output)
-        fprintf(f, "WARNING: %lld output tokens received, %lld requested (max_tokens with ignore_eos)\n", m->total_output,
-                m->expected_output);
+        fprintf(
+            f,
+            "WARNING: %lld output tokens received, %lld requested (max_tokens with ignore_eos)\n",
+            m->total_output, m->expected_output);
     if (m->short_outputs > 0)
-        fprintf(f, "WARNING: %d requests returned fewer tokens than max_tokens (is ignore_eos honoured?)\n",
+        fprintf(f,
+                "WARNING: %d requests returned fewer tokens than max_tokens (is ignore_eos "
+                "honoured?)\n",
                 m->short_outputs);
 }
 
@@ -247,8 +260,8 @@ static void put_dist(json_t *o, const char *name, const bench_dist *d) {
  * {mean,median,std,p90,p99}_{ttft,tpot,itl,e2el}_ms. Ours after them: the workload (isl, osl,
  * random_range_ratio, num_warmups, seed, base_url), num_gpus and InferenceMAX's derived figures
  * (tput_per_gpu, output_tput_per_gpu, input_tput_per_gpu, median_intvty), client_cpu_seconds and
- * short_outputs, expected_input_tokens and expected_output_tokens (the sums of what was sent: prompt
- * lengths and max_tokens of the completed requests). */
+ * short_outputs, expected_input_tokens and expected_output_tokens (the sums of what was sent:
+ * prompt lengths and max_tokens of the completed requests). */
 json_t *bench_metrics_json(const bench_metrics *m, const bench_meta *meta) {
     int gpus = m->num_gpus > 0 ? m->num_gpus : 1;
     char date[32];
@@ -311,8 +324,8 @@ int bench_results_write(const char *path, json_t *array) {
     return rc ? err_prefix("%s", path) : 0;
 }
 
-int bench_report_level(const bench_run *r, bench_metrics *m, const bench_meta *meta, json_t *results,
-                       const char *path) {
+int bench_report_level(const bench_run *r, bench_metrics *m, const bench_meta *meta,
+                       json_t *results, const char *path) {
     bench_metrics_compute(r, m);
     bench_metrics_print(stdout, m);
     fflush(stdout);

@@ -14,12 +14,11 @@
  *   mean / median / std (population) / percentiles with numpy's default linear interpolation, over
  *          successful requests only (ITL over all their chunks); an empty set gives 0, as numpy on
  *          [0] does in vLLM;
- *   throughputs: completed requests, output tokens and input + output tokens divided by the duration
- *          (start of the measured run → last request done), failed requests excluded;
- *   peak output tokens/s and peak concurrent requests: vLLM's one-second buckets of chunk arrivals
- *          and its sweep over [start, start + E2EL).
- * InferenceMAX adds: throughput per GPU = total_token_throughput / num_gpus and interactivity =
- * 1000 / median TPOT (tokens/s per user). */
+ *   throughputs: completed requests, output tokens and input + output tokens divided by the
+ * duration (start of the measured run → last request done), failed requests excluded; peak output
+ * tokens/s and peak concurrent requests: vLLM's one-second buckets of chunk arrivals and its sweep
+ * over [start, start + E2EL). InferenceMAX adds: throughput per GPU = total_token_throughput /
+ * num_gpus and interactivity = 1000 / median TPOT (tokens/s per user). */
 #ifndef GPTOSS_BENCH_METRICS_STATS_H
 #define GPTOSS_BENCH_METRICS_STATS_H
 
@@ -35,7 +34,8 @@ typedef struct {
     double *itl;    /* gaps between chunks */
     int n_itl, cap_itl;
     int prompt_len, output_len;
-    int sent_prompt_len, expected_output; /* what the client sent: prompt tokens (ids) and max_tokens */
+    int sent_prompt_len,
+        expected_output; /* what the client sent: prompt tokens (ids) and max_tokens */
     bool success;
 } bench_record;
 
@@ -71,8 +71,9 @@ typedef struct {
     double max_output_tokens_per_s;
     int max_concurrent_requests;
     bench_dist ttft, tpot, itl, e2el;
-    int short_outputs;         /* completed with fewer tokens than asked (ignore_eos not honoured?) */
-    long long expected_input;  /* the same sums as total_input/total_output, from what was sent: with */
+    int short_outputs; /* completed with fewer tokens than asked (ignore_eos not honoured?) */
+    long long
+        expected_input; /* the same sums as total_input/total_output, from what was sent: with */
     long long expected_output; /* token-id prompts and ignore_eos they must be equal */
     double client_cpu_seconds; /* user + system CPU of the benchmark process during the run */
     const char *first_error;   /* borrowed from the run */
@@ -102,16 +103,18 @@ typedef struct {
     unsigned long long seed;
 } bench_meta;
 
-/* One result object with vLLM's key names (and InferenceMAX's derived ones); see metrics_stats.c. */
+/* One result object with vLLM's key names (and InferenceMAX's derived ones); see metrics_stats.c.
+ */
 json_t *bench_metrics_json(const bench_metrics *m, const bench_meta *meta);
 
 /* Writes an array of result objects to path (pretty-printed; through a temporary file). */
 int bench_results_write(const char *path, json_t *array);
 
-/* The end of one concurrency level, shared by `bench serve` and `bench sweep`: computes m from the run,
- * prints the report on stdout, appends the JSON object to results and rewrites path with the whole
- * array (so a sweep that dies later keeps what it measured). Returns -1 only when writing fails. */
-int bench_report_level(const bench_run *r, bench_metrics *m, const bench_meta *meta, json_t *results,
-                       const char *path);
+/* The end of one concurrency level, shared by `bench serve` and `bench sweep`: computes m from the
+ * run, prints the report on stdout, appends the JSON object to results and rewrites path with the
+ * whole array (so a sweep that dies later keeps what it measured). Returns -1 only when writing
+ * fails. */
+int bench_report_level(const bench_run *r, bench_metrics *m, const bench_meta *meta,
+                       json_t *results, const char *path);
 
 #endif

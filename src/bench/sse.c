@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-void sse_init(sse_parser *s) { memset(s, 0, sizeof *s); }
+void sse_init(sse_parser *s) {
+    memset(s, 0, sizeof *s);
+}
 
 void sse_free(sse_parser *s) {
     free(s->line);
@@ -43,7 +45,8 @@ static void on_line(sse_parser *s, sse_event_fn on_event, void *user) {
     if (l[0] == ':') return; /* comment */
     const char *colon = memchr(l, ':', n);
     size_t name_len = colon ? (size_t)(colon - l) : n;
-    if (name_len != 4 || memcmp(l, "data", 4) != 0) return; /* event:, id:, retry: mean nothing here */
+    if (name_len != 4 || memcmp(l, "data", 4) != 0)
+        return; /* event:, id:, retry: mean nothing here */
     const char *v = colon ? colon + 1 : l + n;
     if (v < l + n && *v == ' ') v++;
     size_t vlen = (size_t)(l + n - v);

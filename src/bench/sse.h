@@ -1,8 +1,8 @@
 /* An incremental server-sent-events reader: the body of a streaming OpenAI response arrives in
- * arbitrary pieces, and each complete event's data (its "data:" lines joined by "\n") is handed on as
- * soon as the blank line that ends it arrives. Lines end in LF, CRLF or CR; comment lines (":" pings)
- * and fields other than data are ignored, as the SSE specification says. Pure code, tested byte by
- * byte. */
+ * arbitrary pieces, and each complete event's data (its "data:" lines joined by "\n") is handed on
+ * as soon as the blank line that ends it arrives. Lines end in LF, CRLF or CR; comment lines (":"
+ * pings) and fields other than data are ignored, as the SSE specification says. Pure code, tested
+ * byte by byte. */
 #ifndef GPTOSS_BENCH_SSE_H
 #define GPTOSS_BENCH_SSE_H
 

@@ -35,12 +35,13 @@ void bench_prompt_ids(const bench_item *it, int32_t *ids) {
 
 /* Common short words: without a tokenizer each is about one token. */
 static const char *const WORDS[] = {
-    "the",  "of",    "and",   "to",    "in",    "is",    "that",  "for",   "it",    "as",    "was",
-    "with", "be",    "by",    "on",    "not",   "he",    "this",  "are",   "or",    "his",   "from",
-    "at",   "which", "but",   "have",  "an",    "had",   "they",  "you",   "were",  "their", "one",
-    "all",  "we",    "can",   "her",   "has",   "there", "been",  "if",    "more",  "when",  "will",
-    "would", "who",  "so",    "no",    "time",  "world", "water", "light", "house", "river", "stone",
-    "green", "small", "large", "early", "music", "paper", "table", "train", "cloud", "field"};
+    "the",   "of",    "and",   "to",    "in",    "is",    "that",  "for",   "it",    "as",
+    "was",   "with",  "be",    "by",    "on",    "not",   "he",    "this",  "are",   "or",
+    "his",   "from",  "at",    "which", "but",   "have",  "an",    "had",   "they",  "you",
+    "were",  "their", "one",   "all",   "we",    "can",   "her",   "has",   "there", "been",
+    "if",    "more",  "when",  "will",  "would", "who",   "so",    "no",    "time",  "world",
+    "water", "light", "house", "river", "stone", "green", "small", "large", "early", "music",
+    "paper", "table", "train", "cloud", "field"};
 
 char *bench_prompt_text(const bench_item *it, const tokenizer *tok) {
     size_t cap = 64, len = 0;

@@ -1,5 +1,5 @@
-/* The InferenceMAX workload ("random" dataset of vLLM's benchmark_serving.py as InferenceMAX runs it):
- * every request's input length and output length are drawn independently and uniformly from
+/* The InferenceMAX workload ("random" dataset of vLLM's benchmark_serving.py as InferenceMAX runs
+ * it): every request's input length and output length are drawn independently and uniformly from
  * [int(ratio·L), L] (ratio 0.8 by default), and its prompt is random token ids, so no two prompts
  * share a prefix and a prefix cache has nothing to hit. Output is forced to the drawn length with
  * ignore_eos.
@@ -15,8 +15,8 @@
 #include <stdint.h>
 
 /* Prompt ids are drawn from [0, BENCH_TOKEN_LIMIT): o200k_harmony's ordinary BPE tokens. Ids from
- * 199998 up are special or reserved tokens (<|start|>, <|end|>, ...), which would let a random prompt
- * spell harmony structure. */
+ * 199998 up are special or reserved tokens (<|start|>, <|end|>, ...), which would let a random
+ * prompt spell harmony structure. */
 #define BENCH_TOKEN_LIMIT 199998
 
 typedef struct {

@@ -10,17 +10,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char USAGE[] =
-    "usage: gptoss bench serve --url URL [options]      sweep concurrencies against an OpenAI-compatible server\n"
-    "       gptoss bench sweep --model DIR|synthetic:NAME [options]   the same sweep in-process (no HTTP)\n"
-    "       gptoss bench plot RESULTS.json... --out FILE.svg [options]  the throughput/interactivity chart\n"
-    "`gptoss bench SUBCOMMAND --help` lists a subcommand's options.\n";
+static const char USAGE[] = "usage: gptoss bench serve --url URL [options]      sweep "
+                            "concurrencies against an OpenAI-compatible server\n"
+                            "       gptoss bench sweep --model DIR|synthetic:NAME [options]   the "
+                            "same sweep in-process (no HTTP)\n"
+                            "       gptoss bench plot RESULTS.json... --out FILE.svg [options]  "
+                            "the throughput/interactivity chart\n"
+                            "`gptoss bench SUBCOMMAND --help` lists a subcommand's options.\n";
 
 static const char SERVE_USAGE[] =
     "usage: gptoss bench serve --url http://HOST:PORT [options]\n"
-    "InferenceMAX's workload, measured as `vllm bench serve` measures it: per concurrency C, 2*C warm-up\n"
-    "requests, then 10*C streamed requests with at most C in flight (request rate inf); prompts of random\n"
-    "token ids; input and output lengths uniform in [0.8*L, L]; ignore_eos; max_tokens = the drawn output.\n"
+    "InferenceMAX's workload, measured as `vllm bench serve` measures it: per concurrency C, 2*C "
+    "warm-up\n"
+    "requests, then 10*C streamed requests with at most C in flight (request rate inf); prompts of "
+    "random\n"
+    "token ids; input and output lengths uniform in [0.8*L, L]; ignore_eos; max_tokens = the drawn "
+    "output.\n"
     "  --url URL               the server (http://host:port, optionally with a /v1 prefix)\n"
     "  --model NAME            model name to send (default: the first of GET /v1/models)\n"
     "  --isl N --osl N         input / output length L (default 1024 / 1024)\n"
@@ -28,18 +33,22 @@ static const char SERVE_USAGE[] =
     "  --concurrency 1,4,16    the concurrency levels (default 1,4,8,16,32,64)\n"
     "  --num-prompts N         measured requests per level (default 10*C)\n"
     "  --num-warmups N         warm-up requests per level, not counted (default 2*C)\n"
-    "  --prompts-per-concurrency K, --warmups-per-concurrency K   the multiples of C (default 10, 2)\n"
-    "  --endpoint completions|chat  /v1/completions with token ids (default) or /v1/chat/completions\n"
+    "  --prompts-per-concurrency K, --warmups-per-concurrency K   the multiples of C (default 10, "
+    "2)\n"
+    "  --endpoint completions|chat  /v1/completions with token ids (default) or "
+    "/v1/chat/completions\n"
     "                          with text (the ids decoded by the tokenizer, or random words)\n"
     "  --num-gpus G            GPUs behind the server, for the per-GPU figures (default 1)\n"
-    "  --output-json PATH      write the results (a JSON array, one object per level, vLLM's keys)\n"
+    "  --output-json PATH      write the results (a JSON array, one object per level, vLLM's "
+    "keys)\n"
     "  --label TEXT            stored in the results (the plot's legend)\n"
     "  --seed S                prompts and lengths (default 0)\n"
     "  --temperature T         sent with every request (default 0, as InferenceMAX; -1: not sent)\n"
     "  --api-key KEY           Authorization: Bearer KEY (default: $OPENAI_API_KEY)\n"
     "  --timeout S             a request with no byte for S seconds fails (default 600)\n"
     "  --no-progress           no progress bar (it is drawn only on a terminal anyway)\n"
-    "Exit status: 0 when every measured request succeeded, 1 when some failed (counts and the first\n"
+    "Exit status: 0 when every measured request succeeded, 1 when some failed (counts and the "
+    "first\n"
     "error are printed; the results are still written), 2 for bad options.\n";
 
 static const char SWEEP_USAGE[] =
@@ -62,18 +71,23 @@ static const char SWEEP_USAGE[] =
 
 static const char PLOT_USAGE[] =
     "usage: gptoss bench plot RESULTS.json... --out FILE.svg [options]\n"
-    "Throughput per GPU (y) against interactivity, tokens/s per user = 1000 / median TPOT (x): one line\n"
-    "per results file, the Pareto envelope over all of them, the roofline frontier and the published\n"
+    "Throughput per GPU (y) against interactivity, tokens/s per user = 1000 / median TPOT (x): one "
+    "line\n"
+    "per results file, the Pareto envelope over all of them, the roofline frontier and the "
+    "published\n"
     "anchor points. Hand-written SVG.\n"
     "  --out FILE.svg          the chart\n"
     "  --title TEXT            its title\n"
-    "  --y total|output        total (input + output, InferenceMAX's headline) or output tokens/s/GPU\n"
+    "  --y total|output        total (input + output, InferenceMAX's headline) or output "
+    "tokens/s/GPU\n"
     "                          (default total)\n"
-    "  --labels A,B,...        legend names of the files (default: their label, else the file name)\n"
+    "  --labels A,B,...        legend names of the files (default: their label, else the file "
+    "name)\n"
     "  --roofline-model 120b|20b|DIR  draw the decode roofline of that model (default: none)\n"
     "  --roofline-tp N         tensor parallelism of the roofline (default 1)\n"
     "  --kv-dtype bf16|fp8     KV bytes of the roofline (default bf16)\n"
-    "  --bandwidth GB/s --flops TFLOP/s  the roofline's hardware (default the H200 here: 4200, 790)\n"
+    "  --bandwidth GB/s --flops TFLOP/s  the roofline's hardware (default the H200 here: 4200, "
+    "790)\n"
     "  --isl N --osl N         workload of the roofline (default: from the results)\n"
     "  --anchors PATH|none     anchor file or folder (default bench/anchors when it exists)\n"
     "  --anchor-gpu NAME       anchors measured on this GPU (default H200; 'all' for every one)\n"
@@ -85,9 +99,11 @@ static bool want_help(int argc, char **argv) {
     return false;
 }
 
-/* Options that serve and sweep share; returns 1 when it matched one, 0 when not, -1 on a bad value. */
-static int common_opt(args_t *a, int *isl, int *osl, double *ratio, int32_t **conc, int *n_conc, int *num_prompts,
-                      int *num_warmups, int *prompts_per_c, int *warmups_per_c, int *num_gpus, const char **out, const char **label, uint64_t *seed,
+/* Options that serve and sweep share; returns 1 when it matched one, 0 when not, -1 on a bad value.
+ */
+static int common_opt(args_t *a, int *isl, int *osl, double *ratio, int32_t **conc, int *n_conc,
+                      int *num_prompts, int *num_warmups, int *prompts_per_c, int *warmups_per_c,
+                      int *num_gpus, const char **out, const char **label, uint64_t *seed,
                       double *temperature, bool *progress) {
     const char *v;
     long x;
@@ -158,8 +174,9 @@ static int bench_serve_cmd(int argc, char **argv) {
     const char *v;
     long x;
     while (a.i < argc) {
-        int m = common_opt(&a, &o.isl, &o.osl, &o.range_ratio, &conc, &n_conc, &o.num_prompts, &o.num_warmups,
-                           &o.prompts_per_c, &o.warmups_per_c, &o.num_gpus, &o.output_json, &o.label, &o.seed, &o.temperature, &o.progress);
+        int m = common_opt(&a, &o.isl, &o.osl, &o.range_ratio, &conc, &n_conc, &o.num_prompts,
+                           &o.num_warmups, &o.prompts_per_c, &o.warmups_per_c, &o.num_gpus,
+                           &o.output_json, &o.label, &o.seed, &o.temperature, &o.progress);
         if (m < 0) goto fail;
         if (m > 0) continue;
         if (args_opt(&a, "--url", &v) || args_opt(&a, "--base-url", &v)) {
@@ -170,8 +187,10 @@ static int bench_serve_cmd(int argc, char **argv) {
             if (!(o.api_key = v)) goto fail;
         } else if (args_opt(&a, "--endpoint", &v)) {
             if (!v) goto fail;
-            if (!strcmp(v, "chat") || !strcmp(v, "/v1/chat/completions")) o.chat = true;
-            else if (!strcmp(v, "completions") || !strcmp(v, "/v1/completions")) o.chat = false;
+            if (!strcmp(v, "chat") || !strcmp(v, "/v1/chat/completions"))
+                o.chat = true;
+            else if (!strcmp(v, "completions") || !strcmp(v, "/v1/completions"))
+                o.chat = false;
             else {
                 err_set("option --endpoint: '%s' is not completions or chat", v);
                 goto fail;
@@ -220,8 +239,9 @@ static int bench_sweep_cmd(int argc, char **argv) {
     long x;
     bool dummy_progress = true;
     while (a.i < argc) {
-        int m = common_opt(&a, &o.isl, &o.osl, &o.range_ratio, &conc, &n_conc, &o.num_prompts, &o.num_warmups,
-                           &o.prompts_per_c, &o.warmups_per_c, &o.num_gpus, &o.output_json, &o.label, &o.seed, &o.temperature, &dummy_progress);
+        int m = common_opt(&a, &o.isl, &o.osl, &o.range_ratio, &conc, &n_conc, &o.num_prompts,
+                           &o.num_warmups, &o.prompts_per_c, &o.warmups_per_c, &o.num_gpus,
+                           &o.output_json, &o.label, &o.seed, &o.temperature, &dummy_progress);
         if (m < 0) goto fail;
         if (m > 0) continue;
         if (args_opt(&a, "--model", &v)) {
@@ -247,7 +267,8 @@ static int bench_sweep_cmd(int argc, char **argv) {
             if (args_int("--block-size", v, 1, 4096, &x)) goto fail;
             o.block_size = (int)x;
         } else if (args_opt(&a, "--gpu-memory-utilization", &v)) {
-            if (args_double("--gpu-memory-utilization", v, 0.01, 1, &o.gpu_memory_utilization)) goto fail;
+            if (args_double("--gpu-memory-utilization", v, 0.01, 1, &o.gpu_memory_utilization))
+                goto fail;
         } else if (args_flag(&a, "--enable-prefix-caching")) {
             o.eng.enable_prefix_caching = true;
         } else if (args_flag(&a, "--no-enable-prefix-caching")) {
