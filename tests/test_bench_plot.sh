@@ -61,6 +61,13 @@ if (!svg.includes('Pareto envelope')) bad('no envelope legend');
 // The roofline: 13 batch sizes (1 .. 4096), the legend, B labels.
 const roof = polylines.filter(p => p.color === '#111111');
 if (roof.length !== 1 || roof[0].n !== 13 || !svg.includes('Roofline 120b TP1') || !svg.includes('>B=64<')) bad('roofline: ' + JSON.stringify(roof));
+// Its ends against performance-anchors.md §5: batch 1 near the bandwidth ceiling at 4.2 TB/s (5.05 GB a
+// step: about 830 tokens/s), and the large-batch end at the compute ceiling for total tokens (A9: about
+// 74.5k tok/s/GPU at 790 TFLOP/s and 1k context).
+const roofAt = (b) => { const m = svg.match(new RegExp('roofline B=' + b + ': (\\d+) tok/s/user, (\\d+) tok/s/GPU')); return m ? [+m[1], +m[2]] : null; };
+const r1 = roofAt(1), r4096 = roofAt(4096);
+if (!r1 || r1[0] < 780 || r1[0] > 860) bad('roofline at B=1: ' + r1);
+if (!r4096 || r4096[1] < 70000 || r4096[1] > 76000) bad('roofline at B=4096: ' + r4096);
 // Anchors: H200 at 1k/1k only — the vLLM launch frontier (7 points), issue #40838, the TRT-LLM ceiling.
 if (!svg.includes('vLLM 0.10.2 H200, InferenceMAX launch')) bad('no vLLM H200 anchor series');
 if ((svg.match(/vLLM 0\.10\.2 H200 TP[^:]*: \d+ tok\/s\/GPU/g) || []).length !== 7) bad('vLLM launch anchors: expected 7');

@@ -244,7 +244,14 @@ static void grow(bounds *b, double x, double y) {
     if (y > b->yhi) b->yhi = y;
 }
 
-/* The roofline frontier: one point per batch size. */
+/* The roofline frontier: one point per batch size B. In steady state every step gives each of the
+ * B sequences one token, and for each output token the server must also prefill mean ISL / mean OSL
+ * prompt tokens. So a step takes at least max(the decode step's bytes / bandwidth, (its FLOPs + the
+ * prefill FLOPs of B · ISL/OSL prompt tokens) / matrix rate), where decode runs at the mean context
+ * (mean ISL + mean OSL / 2) and a prompt token attends to half the prompt on average. Prefill's own
+ * memory traffic is left out (it shares the step's weight reads): a ceiling, never a prediction.
+ * x = 1 / step time (tokens/s per sequence), y = B · x per GPU (times (ISL + OSL) / OSL on the
+ * total-throughput chart). */
 static int roofline_points(const bench_plot_opts *o, const model_config *cfg, int isl, int osl,
                            double ratio, double *x, double *y, int *batch) {
     double mi = 0.5 * (isl + (int)(isl * ratio)), mo = 0.5 * (osl + (int)(osl * ratio));
@@ -252,13 +259,19 @@ static int roofline_points(const bench_plot_opts *o, const model_config *cfg, in
     if (mo < 1) mo = osl;
     int ctx = (int)(mi + mo / 2);
     double scale = o->output_only ? 1.0 : (mi + mo) / mo;
+    roofline_in pin = {1, (int)(mi / 2), o->kv_bytes, o->roofline_tp, o->bandwidth, o->flops};
+    roofline_out pre;
+    roofline_decode(cfg, &pin, &pre); /* flops_per_step of B = 1: one prompt token, per GPU */
     int n = 0;
     for (int b = 1; b <= 4096; b *= 2) {
         roofline_in in = {b, ctx, o->kv_bytes, o->roofline_tp, o->bandwidth, o->flops};
         roofline_out r;
         roofline_decode(cfg, &in, &r);
-        x[n] = r.tokens_per_second / b;
-        y[n] = r.tokens_per_second / o->roofline_tp * scale;
+        double t_mem = r.bytes_per_step / o->bandwidth;
+        double t_flop = (r.flops_per_step + b * (mi / mo) * pre.flops_per_step) / o->flops;
+        double t = t_mem > t_flop ? t_mem : t_flop;
+        x[n] = 1.0 / t;
+        y[n] = b / t / o->roofline_tp * scale;
         batch[n++] = b;
     }
     return n;
@@ -320,18 +333,19 @@ int bench_plot(const bench_plot_opts *o) {
                                   : "Token throughput per GPU (input + output tokens/s)"};
     if (o->linear) ax.lo = 0, ay.lo = 0;
     char sub[320];
+    char count[64] = "no measurement";
+    if (o->n_files > 0) snprintf(count, sizeof count, "%d points from %d files", total, o->n_files);
     snprintf(sub, sizeof sub,
-             "ISL %d / OSL %d, each uniform in [%.0f%%, 100%%]; random prompts, ignore_eos; "
-             "%d points from %d files",
-             isl, osl, ratio * 100, total, o->n_files);
+             "ISL %d / OSL %d, each uniform in [%.0f%%, 100%%]; random prompts, ignore_eos; %s",
+             isl, osl, ratio * 100, count);
     svg_chart *c =
         svg_chart_new(1180, 700, o->title ? o->title : "Throughput vs interactivity", sub, ax, ay);
 
     /* Roofline first (underneath), then the anchors, the envelope and the measured lines on top. */
     if (nr > 0) {
         char leg[160], *lbl[16], *ttl[16];
-        snprintf(leg, sizeof leg, "Roofline %s TP%d, decode ceiling (%.1f TB/s, %.0f TFLOP/s)",
-                 o->roofline_model, o->roofline_tp, o->bandwidth / 1e12, o->flops / 1e12);
+        snprintf(leg, sizeof leg, "Roofline %s TP%d (%.1f TB/s, %.0f TFLOP/s)", o->roofline_model,
+                 o->roofline_tp, o->bandwidth / 1e12, o->flops / 1e12);
         for (int k = 0; k < nr; k++) {
             lbl[k] = (rb[k] == 1 || rb[k] == 8 || rb[k] == 64 || rb[k] == 512 || rb[k] == 4096)
                          ? xasprintf("B=%d", rb[k])
@@ -342,13 +356,14 @@ int bench_plot(const bench_plot_opts *o) {
         svg_style st = {"#111111", 1.6, "7 4", 0.9, SVG_MARK_CIRCLE, 2.2, leg};
         svg_series(c, rx, ry, nr, &st, (const char *const *)ttl, (const char *const *)lbl);
         for (int k = 0; k < nr; k++) free(lbl[k]), free(ttl[k]);
-        char note[256];
-        snprintf(note, sizeof note,
-                 "Roofline: bench/roofline.h per batch size B at the mean context (%d tokens); x = "
-                 "decode tokens/s "
-                 "per sequence, y = B x per GPU%s (prefill counted free: a ceiling).",
-                 (int)(0.5 * (isl + (int)(isl * ratio)) + 0.25 * (osl + (int)(osl * ratio))),
-                 o->output_only ? "" : " x (mean ISL + mean OSL) / mean OSL");
+        char note[400];
+        snprintf(
+            note, sizeof note,
+            "Roofline (bench/roofline.h): per batch size B, a decode step at the mean context "
+            "(%d tokens) plus the prefill FLOPs of the ISL/OSL prompt tokens each output token "
+            "brings; x = tokens/s per sequence, y = B x per GPU%s.",
+            (int)(0.5 * (isl + (int)(isl * ratio)) + 0.25 * (osl + (int)(osl * ratio))),
+            o->output_only ? "" : " x (ISL + OSL) / OSL");
         svg_note(c, note);
     }
     /* Anchors: grouped by their "series" (one published frontier = one dotted line). */
@@ -437,10 +452,9 @@ int bench_plot(const bench_plot_opts *o) {
         for (int k = 0; k < s->n; k++) free(ttl[k]), free(lbl[k]);
         free(ttl), free(lbl), free(x), free(y);
     }
-    svg_note(
-        c,
-        "Measured: gptoss bench serve|sweep (vLLM's metric definitions, InferenceMAX's workload); "
-        "labels on markers are the concurrency.");
+    if (o->n_files > 0)
+        svg_note(c, "Measured: gptoss bench serve|sweep (vLLM's metric definitions, InferenceMAX's "
+                    "workload); labels on markers are the concurrency.");
     rc = svg_chart_write(c, o->out);
     svg_chart_free(c);
     if (rc == 0)

@@ -3,11 +3,11 @@
  * results (or vLLM's own --save-result files: the keys are the same), with:
  *   - one line per results file, a marker per concurrency level (labelled with C);
  *   - the Pareto envelope over every point: the points no other point beats on both axes;
- *   - the roofline frontier (bench/roofline.h): for each batch size B, the decode ceiling at the
- *     workload's mean context (mean ISL + mean OSL / 2): x = tokens/s per sequence, y = B times
- * that per GPU; on the total-throughput chart y is scaled by (mean ISL + mean OSL) / mean OSL, the
- *     input tokens each output token carries, which treats prefill as free — a ceiling, never a
- *     prediction;
+ *   - the roofline frontier (bench/roofline.h): for each batch size B, the least time of a step
+ *     that decodes B tokens at the workload's mean context and also prefills the B · ISL/OSL prompt
+ *     tokens that come with them: x = tokens/s per sequence, y = B times that per GPU (on the
+ *     total-throughput chart, times (mean ISL + mean OSL) / mean OSL) — a ceiling, never a
+ *     prediction (see roofline_points in bench_plot.c);
  *   - the published anchor points from bench/anchors (one JSON file per source set), filtered by
  * GPU, workload and model. */
 #ifndef GPTOSS_BENCH_BENCH_PLOT_H
