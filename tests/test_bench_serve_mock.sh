@@ -84,7 +84,16 @@ node -e 'const r = JSON.parse(require("fs").readFileSync(process.argv[1]))[0];
     if (r.failed !== 4 || r.completed !== 16) { console.error(r); process.exit(1); }' "$TMP/fail.json" ||
     fail "failed/completed in the JSON"
 
-# 6. Nothing listening: a clear error, exit 1.
+# 6. Connections the server closes: after every third response with Connection: close (not reused),
+#    and silently after every fifth (the keep-alive race: the next request must be resent).
+start_mock --ttft-ms 5 --itl-ms 1 --close-every 3 --drop-every 5
+"$BIN" bench serve --url "$URL" --model m --isl 8 --osl 8 --concurrency 1,4,4,8 --prompts-per-concurrency 4 \
+    --output-json "$TMP/close.json" --no-progress >"$TMP/close.out" 2>&1 || { cat "$TMP/close.out"; fail "closing server"; }
+stats
+check "$TMP/close.json" '{"concurrency":[1,4,4,8],"isl":8,"osl":8,"warmupsPerC":2,"promptsPerC":4}' \
+    "a server that closes connections"
+
+# 7. Nothing listening: a clear error, exit 1.
 kill "$MOCK_PID" && wait "$MOCK_PID" 2>/dev/null
 MOCK_PID=
 "$BIN" bench serve --url "$URL" --model m --isl 8 --osl 8 --concurrency 2 --no-progress >"$TMP/down.out" 2>&1
@@ -92,7 +101,7 @@ rc=$?
 [ "$rc" = 1 ] || fail "unreachable server: exit $rc"
 grep -q "every warm-up request failed.*127.0.0.1" "$TMP/down.out" || { cat "$TMP/down.out"; fail "unreachable: message"; }
 
-# 7. Bad options.
+# 8. Bad options.
 "$BIN" bench serve --isl 8 >/dev/null 2>&1
 [ $? = 2 ] || fail "missing --url must exit 2"
 "$BIN" bench serve --url "$URL" --concurrency 4,x >/dev/null 2>&1

@@ -6,7 +6,10 @@
 // interval), then a usage chunk (unless --no-usage) and [DONE]. It checks what the benchmark must
 // send — token-id prompts in the ordinary range, ignore_eos, stream with include_usage — and answers
 // 400 otherwise, so a wrong request shows up as a failed request in the test. --fail-every N answers
-// every Nth request with 500.
+// every Nth request with 500. --close-every N closes the connection after every Nth response
+// (Connection: close); --drop-every N closes the connection silently right after every Nth response,
+// keep-alive advertised: the keep-alive race a client must survive (it has already sent its next
+// request on that connection, and must resend it on a fresh one).
 //
 // GET /v1/models lists "mock-model". GET /stats returns what it saw: every request's prompt length
 // and max_tokens in arrival order, the TCP connections opened, the most streams in flight at once.
@@ -14,7 +17,7 @@
 'use strict';
 const http = require('http');
 
-const opt = {port: 0, ttftMs: 20, itlMs: 5, tokensPerChunk: 1, usage: true, failEvery: 0};
+const opt = {port: 0, ttftMs: 20, itlMs: 5, tokensPerChunk: 1, usage: true, failEvery: 0, closeEvery: 0, dropEvery: 0};
 for (let i = 2; i < process.argv.length; i++) {
     const a = process.argv[i], v = process.argv[i + 1];
     if (a === '--port') opt.port = +v, i++;
@@ -23,6 +26,8 @@ for (let i = 2; i < process.argv.length; i++) {
     else if (a === '--tokens-per-chunk') opt.tokensPerChunk = +v, i++;
     else if (a === '--no-usage') opt.usage = false;
     else if (a === '--fail-every') opt.failEvery = +v, i++;
+    else if (a === '--close-every') opt.closeEvery = +v, i++;
+    else if (a === '--drop-every') opt.dropEvery = +v, i++;
     else throw new Error('unknown option ' + a);
 }
 
@@ -63,7 +68,9 @@ function stream(req, res, body, chat) {
         res.end(JSON.stringify({error: {message: 'injected failure', type: 'InternalServerError', code: 500}}));
         return;
     }
-    res.writeHead(200, {'Content-Type': 'text/event-stream', 'Cache-Control': 'no-cache'});
+    const headers = {'Content-Type': 'text/event-stream', 'Cache-Control': 'no-cache'};
+    if (opt.closeEvery > 0 && stats.requests.length % opt.closeEvery === 0) headers.Connection = 'close';
+    res.writeHead(200, headers);
     stats.inflight++;
     stats.maxInflight = Math.max(stats.maxInflight, stats.inflight);
     const id = 'cmpl-' + Math.random().toString(36).slice(2);
@@ -95,7 +102,9 @@ function stream(req, res, body, chat) {
         res.write('data: [DONE]\n\n');
         closed = true;
         stats.inflight--;
-        res.end();
+        // The socket is detached from res once the response is done: keep it for the drop.
+        const nth = stats.requests.length, sock = res.socket;
+        res.end(() => { if (opt.dropEvery > 0 && nth % opt.dropEvery === 0) sock.destroy(); });
     };
     const first = t0 + opt.ttftMs + (Math.min(opt.tokensPerChunk, n) - 1) * opt.itlMs;
     setTimeout(next, Math.max(0, first - Date.now()));
