@@ -254,8 +254,11 @@ static void on_done(void *user, int status, const char *error, double t) {
         request_done(c, s, s->err);
         return;
     }
-    if (!s->got_choice) {
-        request_done(c, s, "the stream ended without a chunk carrying a choice (no first token)");
+    if (!s->got_choice) { /* e.g. a server that ignored stream: true and sent one JSON object */
+        char msg[400];
+        snprintf(msg, sizeof msg,
+                 "the response had no streamed chunk carrying a choice; it began: %.200s", s->head);
+        request_done(c, s, msg);
         return;
     }
     bench_record *r = s->rec;
