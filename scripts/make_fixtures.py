@@ -190,7 +190,10 @@ def main():
         ("rope", lambda: rope_reference(os.path.join(outdir, "rope_reference.safetensors"))),
         ("tiny64", lambda: tiny64(os.path.join(outdir, "tiny64"))),
     ]
+    only = sys.argv[3:]  # optional: run only the named steps
     for name, fn in steps:
+        if only and name not in only:
+            continue
         print(f"[{name}]")
         try:
             fn()

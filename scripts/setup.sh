@@ -38,7 +38,9 @@ if [ ! -s "$tokdir/tokenizer.json" ]; then
   rm -rf "$tmp"
 fi
 
-if [ -f "$here/tests/node/package.json" ] && [ ! -d "$here/tests/node/node_modules" ]; then
+# Again whenever the lock file changed since the last install (a new test dependency).
+nm="$here/tests/node/node_modules"
+if [ -f "$here/tests/node/package.json" ] && { [ ! -d "$nm" ] || [ "$here/tests/node/package-lock.json" -nt "$nm/.package-lock.json" ]; }; then
   echo "setup: installing the Node.js reference packages for the tests"
   (cd "$here/tests/node" && npm install --silent --no-audit --no-fund >/dev/null)
 fi

@@ -15,8 +15,9 @@ static const struct {
     {"roofline", cmd_roofline, "the least time a decode step can take on the hardware (performance model)"},
     {"tokenize", cmd_tokenize, "print the token ids of a text"},
     {"detokenize", cmd_detokenize, "print the text that token ids spell"},
-    {"bench", cmd_bench, "benchmarks: serve (an HTTP server), sweep (in-process), plot (the Pareto chart)"},
     {"bench-tokenizer", cmd_bench_tokenizer, "measure tokenizer encoding speed (MB/s) on a file"},
+    {"bench", cmd_bench, "benchmarks: serve (a server's frontier), sweep (in-process), plot, latency, tokenizer"},
+    {"serve", cmd_serve, "serve the OpenAI-compatible HTTP API (`serve --model synthetic:tiny` to try it)"},
 };
 
 static void usage(FILE *f) {

@@ -9,6 +9,7 @@
 
 #include "backend/cpu/cpu_model.h"
 #include "base/error.h"
+#include "base/files.h"
 #include "base/xalloc.h"
 #include "engine/sampler.h"
 #include "model/weights.h"
@@ -95,5 +96,7 @@ static void check_fixture(const char *name) {
 int main(void) {
     check_fixture("tiny");
     check_fixture("pyckpt");
+    /* tiny64 (the real head geometry, for the CUDA kernels) is made by the same script. */
+    if (file_exists(GPTOSS_SOURCE_DIR "/tests/fixtures/tiny64_reference.safetensors")) check_fixture("tiny64");
     return check_report("test_fixture_transformers");
 }

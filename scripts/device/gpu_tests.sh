@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine, in one call: run every GPU test binary carried in .devcarry/bin (built here by
-# scripts/device/prepare.sh), then each one's benchmark mode, and print a short table at the end.
+# scripts/device/prepare.sh), then each one's benchmark mode, then $BENCH_CMD if set (e.g. the
+# `gptoss bench latency` runs, limit $BENCH_CMD_LIMIT seconds), and print a short table at the end.
 # Full logs go to $OUT.
 set -uo pipefail
 out=${OUT:-/tmp/gpu-out}
@@ -25,5 +26,11 @@ echo "== benchmarks"
   timeout "$blimit" "$t" --bench >"$out/$(basename "$t").bench.log" 2>&1
   grep -E '^\|' "$out/$(basename "$t").bench.log" || tail -3 "$out/$(basename "$t").bench.log"
 done
+if [ -n "${BENCH_CMD:-}" ]; then
+  echo "== bench command: $BENCH_CMD"
+  if timeout "${BENCH_CMD_LIMIT:-420}" bash -c "$BENCH_CMD" >"$out/bench_cmd.log" 2>&1; then r=PASS; else r="FAIL($?)"; fi
+  grep -E '^\||^bench:' "$out/bench_cmd.log" || tail -20 "$out/bench_cmd.log"
+  summary+="bench command: $r"$'\n'
+fi
 echo "== tests"
 printf '%s' "$summary"

@@ -24,7 +24,8 @@ typedef struct {
     int num_swa_blocks;  /* KV blocks for the sliding-window layers; 0 = derived */
     int max_slots;       /* sequences that can be in flight at once (= --max-num-seqs) */
     int max_model_len;   /* longest sequence */
-    double gpu_memory_utilization;
+    double gpu_memory_utilization; /* GPU backends: share of device memory to use (0 = 0.9) */
+    int max_cudagraph_capture_size; /* CUDA: decode steps up to this batch replay graphs (0 = 512, < 0 = off) */
 } backend_options;
 
 typedef struct {
@@ -40,6 +41,9 @@ typedef struct {
 } backend_ops;
 
 extern const backend_ops cpu_backend_ops;
+#ifdef GPTOSS_HAVE_CUDA
+extern const backend_ops cuda_backend_ops;
+#endif
 
 /* "cpu" or "cuda" (when built). */
 const backend_ops *backend_find(const char *name);

@@ -1,4 +1,5 @@
-/* gptoss bench serve|sweep|plot: the throughput–interactivity benchmarks (bench/README.md). */
+/* gptoss bench serve|sweep|plot: the throughput–interactivity benchmarks (bench/README.md); also
+ * dispatches `bench latency` (bench/bench_latency.c) and `bench tokenizer` (= bench-tokenizer). */
 #include "base/error.h"
 #include "bench/bench_plot.h"
 #include "bench/bench_serve.h"
@@ -10,13 +11,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char USAGE[] = "usage: gptoss bench serve --url URL [options]      sweep "
-                            "concurrencies against an OpenAI-compatible server\n"
-                            "       gptoss bench sweep --model DIR|synthetic:NAME [options]   the "
-                            "same sweep in-process (no HTTP)\n"
-                            "       gptoss bench plot RESULTS.json... --out FILE.svg [options]  "
-                            "the throughput/interactivity chart\n"
-                            "`gptoss bench SUBCOMMAND --help` lists a subcommand's options.\n";
+static const char USAGE[] =
+    "usage: gptoss bench SUBCOMMAND [options]\n"
+    "  serve    the concurrency sweep against an OpenAI-compatible server (InferenceMAX's "
+    "workload)\n"
+    "  sweep    the same sweep in-process, straight into the engine (no HTTP)\n"
+    "  plot     throughput per GPU against tokens/s per user, with the roofline and published "
+    "points\n"
+    "  latency  decode and prefill speed of the engine against the roofline\n"
+    "  tokenizer  tokenizer encoding speed (the same as bench-tokenizer)\n"
+    "`gptoss bench SUBCOMMAND --help` lists a subcommand's options.\n";
 
 static const char SERVE_USAGE[] =
     "usage: gptoss bench serve --url http://HOST:PORT [options]\n"
@@ -393,6 +397,8 @@ int cmd_bench(int argc, char **argv) {
     if (!strcmp(argv[1], "serve")) return bench_serve_cmd(argc - 1, argv + 1);
     if (!strcmp(argv[1], "sweep")) return bench_sweep_cmd(argc - 1, argv + 1);
     if (!strcmp(argv[1], "plot")) return bench_plot_cmd(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "latency")) return cmd_bench_latency(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "tokenizer")) return cmd_bench_tokenizer(argc - 1, argv + 1);
     fprintf(stderr, "gptoss bench: unknown subcommand '%s'\n%s", argv[1], USAGE);
     return 2;
 }

@@ -23,11 +23,14 @@ static const char USAGE[] =
     "usage: gptoss generate --model DIR (--prompt-ids 12,34,56 | --prompt TEXT | --chat TEXT)\n"
     "                       [--max-tokens N] [--temperature T]\n"
     "                       [--seed S] [--logprobs K] [--prompt-logprobs K] [--ignore-eos] [--json]\n"
-    "       gptoss generate --model DIR --prompts-file FILE.jsonl [engine options]\n"
+    "                       [--backend cpu|cuda] [--gpu-memory-utilization F]\n"
+    "       gptoss generate --model DIR --prompts-file FILE.jsonl [engine options] [--backend cpu|cuda]\n"
     "--prompt encodes raw text; --chat renders one user message with harmony (system message with\n"
     "today's date and reasoning medium) and appends <|start|>assistant. Both need the tokenizer\n"
     "(DIR/tokenizer.json or the cache that scripts/setup.sh fills); the output then includes the text.\n"
-    "Runs the CPU reference backend. Temperature 0 (the default) is greedy. Generation stops at\n"
+    "Runs the CPU reference backend, or with --backend cuda the GPU (through the engine; the model may\n"
+    "then also be synthetic:20b or synthetic:120b[:layers=N], random weights made on the GPU).\n"
+    "Temperature 0 (the default) is greedy. Generation stops at\n"
     "max-tokens or at a stop token (<|return|>, <|call|> and the config's eos_token_id) unless\n"
     "--ignore-eos is given.\n"
     "With --prompts-file, every line is a request ({\"prompt_ids\":[…], \"max_tokens\":N, \"temperature\",\n"
@@ -173,6 +176,27 @@ static int run(const gen_opts *o) {
     return rc;
 }
 
+/* One prompt through the engine on another backend: the request as a JSON line for run_offline,
+ * which prints it the way run() does. */
+static int run_engine_single(const gen_opts *o, offline_opts *off) {
+    if (o->max_tokens == 0) return err_set("--max-tokens 0 is only supported with --backend cpu");
+    json_t *ids = json_array();
+    for (int i = 0; i < o->n_prompt; i++) json_array_append_new(ids, json_integer(o->prompt[i]));
+    json_t *req = json_pack("{sosIsfsIsIsIsb}", "prompt_ids", ids, "max_tokens", (json_int_t)o->max_tokens,
+                            "temperature", o->temperature, "seed", (json_int_t)o->seed, "logprobs",
+                            (json_int_t)o->logprobs, "prompt_logprobs", (json_int_t)o->prompt_logprobs, "ignore_eos",
+                            o->ignore_eos);
+    char *line = json_dumps(req, JSON_COMPACT);
+    json_decref(req);
+    off->model = o->model;
+    off->prompts_text = line;
+    off->print_as_generate = o->json ? 2 : 1;
+    off->print_text = o->tok != NULL;
+    int rc = run_offline(off);
+    free(line);
+    return rc;
+}
+
 int cmd_generate(int argc, char **argv) {
     args_t a;
     args_init(&a, argc, argv);
@@ -208,6 +232,17 @@ int cmd_generate(int argc, char **argv) {
             if (args_int("--seed", v, 0, INT64_MAX, &o.seed)) return args_fail(&a);
         } else if (args_opt(&a, "--temperature", &v)) {
             if (args_double("--temperature", v, 0, 100, &o.temperature)) return args_fail(&a);
+        } else if (args_opt(&a, "--backend", &off.backend)) {
+            if (!off.backend) return args_fail(&a);
+            if (!backend_find(off.backend)) {
+                fprintf(stderr, "gptoss generate: backend '%s' is not built into this program\n", off.backend);
+                free(o.prompt);
+                return 2;
+            }
+        } else if (args_opt(&a, "--gpu-memory-utilization", &v)) {
+            double u;
+            if (args_double("--gpu-memory-utilization", v, 0.01, 1.0, &u)) return args_fail(&a);
+            off.gpu_memory_utilization = u;
         } else if (args_opt(&a, "--prompts-file", &off.prompts_file)) {
             if (!off.prompts_file) return args_fail(&a);
         } else if (args_opt(&a, "--max-num-seqs", &v)) {
@@ -263,7 +298,8 @@ int cmd_generate(int argc, char **argv) {
         free(o.prompt);
         return 2;
     }
-    int rc = run(&o);
+    const bool other_backend = off.backend && strcmp(off.backend, "cpu");
+    int rc = other_backend ? run_engine_single(&o, &off) : run(&o);
     free(o.prompt);
     tokenizer_free(o.tok);
     if (rc != 0) {

@@ -190,35 +190,67 @@ static int parse_request(json_t *obj, int line, const tokenizer *tok, engine_req
     return 0;
 }
 
+/* Prints one request's result the way `gptoss generate` prints a single prompt. */
+static void print_generate(json_t *out, const tokenizer *tok, int mode, bool with_text) {
+    json_t *tokens = json_object_get(out, "tokens");
+    size_t n = json_array_size(tokens), len = 0;
+    int32_t *ids = xmalloc((n ? n : 1) * sizeof *ids);
+    for (size_t i = 0; i < n; i++) ids[i] = (int32_t)json_integer_value(json_array_get(tokens, i));
+    char *text = NULL;
+    if (with_text && tok && tokenizer_decode(tok, ids, n, &text, &len) != 0) text = NULL;
+    if (mode == 2) {
+        if (text) json_object_set_new(out, "text", json_string(text));
+        char *s = json_dumps(out, JSON_COMPACT | JSON_REAL_PRECISION(9));
+        printf("%s\n", s);
+        free(s);
+    } else if (text) {
+        printf("%s\n", text);
+    } else {
+        for (size_t i = 0; i < n; i++) printf("%s%d", i ? "," : "", ids[i]);
+        printf("\n");
+    }
+    free(text), free(ids);
+}
+
 int run_offline(const offline_opts *o) {
     size_t len;
-    char *text = file_read_all(o->prompts_file, &len);
+    const char *source = o->prompts_text ? "the prompt" : o->prompts_file;
+    char *text = o->prompts_text ? xstrdup(o->prompts_text) : file_read_all(o->prompts_file, &len);
     if (!text) return -1;
+    const char *bname = o->backend ? o->backend : "cpu";
+    const backend_ops *ops = backend_find(bname);
+    if (!ops) {
+        free(text);
+        return err_set("backend '%s' is not built into this program", bname);
+    }
     backend_options bo = {.model = o->model,
                           .block_size = o->block_size > 0 ? o->block_size : 32,
                           .num_full_blocks = o->num_kv_blocks,
                           .num_swa_blocks = o->num_kv_blocks,
                           .max_slots = o->eng.max_num_seqs,
-                          .max_model_len = o->eng.max_model_len};
+                          .max_model_len = o->eng.max_model_len,
+                          .gpu_memory_utilization = o->gpu_memory_utilization};
     /* The tokenizer is optional here: it serves text prompts and stop strings. */
     tokenizer *tok = tokenizer_load_for_model(o->model);
     engine_options eng = o->eng;
     if (tok) eng.token_bytes = token_bytes, eng.token_bytes_ctx = tok;
-    backend *b;
-    if (cpu_backend_ops.create(&bo, &b) != 0) {
+    backend *b = NULL;
+    if (ops->create(&bo, &b) != 0) {
         tokenizer_free(tok);
-        cpu_backend_ops.destroy(b);
+        if (b) ops->destroy(b);
         free(text);
         return -1;
     }
     engine *e;
-    if (engine_create(&eng, &cpu_backend_ops, b, &e) != 0) {
+    if (engine_create(&eng, ops, b, &e) != 0) {
         tokenizer_free(tok);
         free(text);
         return -1;
     }
     int n_req = 0, cap = 16, rc = 0;
-    collected *res = xcalloc((size_t)cap, sizeof *res);
+    /* One allocation per request: the engine keeps each one's address as its callback argument, so
+     * they must never move (an array grown with realloc would). */
+    collected **res = xcalloc((size_t)cap, sizeof *res);
     char *save = NULL;
     int line = 0;
     for (char *l = strtok_r(text, "\n", &save); l && rc == 0; l = strtok_r(NULL, "\n", &save)) {
@@ -227,15 +259,14 @@ int run_offline(const offline_opts *o) {
         json_error_t jerr;
         json_t *obj = json_loads(l, 0, &jerr);
         if (!obj) {
-            rc = err_set("%s line %d: invalid JSON: %s", o->prompts_file, line, jerr.text);
+            rc = err_set("%s line %d: invalid JSON: %s", source, line, jerr.text);
             break;
         }
         engine_request r;
         memset(&r, 0, sizeof r);
         if (parse_request(obj, line, tok, &r) == 0) {
             if (n_req == cap) res = xrealloc(res, (size_t)(cap *= 2) * sizeof *res);
-            collected *c = &res[n_req];
-            memset(c, 0, sizeof *c);
+            collected *c = res[n_req] = xcalloc(1, sizeof *c);
             c->n = r.n;
             c->choices = xcalloc((size_t)r.n, sizeof *c->choices);
             for (int i = 0; i < r.n; i++)
@@ -246,9 +277,9 @@ int run_offline(const offline_opts *o) {
             r.on_output = on_output;
             r.user = c;
             n_req++;
-            if (engine_submit(e, &r) != 0) rc = err_prefix("%s line %d", o->prompts_file, line);
+            if (engine_submit(e, &r) != 0) rc = err_prefix("%s line %d", source, line);
         } else {
-            rc = err_prefix("%s", o->prompts_file);
+            rc = err_prefix("%s", source);
         }
         free((void *)r.prompt), free((void *)r.stop_token_ids);
         for (int k = 0; k < r.n_stop_strings; k++) free((void *)r.stop_strings[k]);
@@ -257,10 +288,12 @@ int run_offline(const offline_opts *o) {
     }
     if (rc == 0 && engine_run_until_idle(e) < 0) rc = err_set("the backend failed: see the log above");
     for (int i = 0; i < n_req; i++) {
-        collected *c = &res[i];
+        collected *c = res[i];
         json_t *out = c->n == 1 ? json_incref(c->choices[0]) : json_pack("{s[]}", "choices");
         for (int j = 0; c->n > 1 && j < c->n; j++) json_array_append(json_object_get(out, "choices"), c->choices[j]);
-        if (rc == 0) {
+        if (rc == 0 && o->print_as_generate) {
+            print_generate(out, tok, o->print_as_generate, o->print_text);
+        } else if (rc == 0) {
             char *s = json_dumps(out, JSON_COMPACT | JSON_REAL_PRECISION(9));
             printf("%s\n", s);
             free(s);
@@ -268,6 +301,7 @@ int run_offline(const offline_opts *o) {
         json_decref(out);
         for (int j = 0; j < c->n; j++) json_decref(c->choices[j]);
         free(c->choices);
+        free(c);
     }
     free(res);
     engine_destroy(e);

@@ -10,6 +10,7 @@
 #include "engine/engine_internal.h"
 
 #include "base/log.h"
+#include "base/timeutil.h"
 #include "base/xalloc.h"
 
 #include <string.h>
@@ -214,7 +215,10 @@ void schedule_step(engine *e, step_slot *st, bool allow_preempt) {
         seq_list_insert_ordered(&e->running, s);
         pthread_mutex_lock(&e->mu);
         e->inbox_waiting--;
-        if (first_admission) e->metrics.prompt_tokens += (uint64_t)s->prompt_len;
+        if (first_admission) {
+            e->metrics.prompt_tokens += (uint64_t)s->prompt_len;
+            histogram_observe(&e->metrics.queue_time, now_seconds() - s->t_arrival);
+        }
         pthread_mutex_unlock(&e->mu);
         add_seq(st, s, n_new);
         budget -= n_new;

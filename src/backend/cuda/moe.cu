@@ -500,11 +500,10 @@ __global__ void __launch_bounds__(LG_THREADS, 1) moe_large_kernel(const moe_args
 
 /* One warp per token: k rounds of a warp arg-max over the E logits (value descending, index
  * ascending), then softmax over the k winners in order, as cpu_topk_softmax does. */
-__global__ void moe_topk_kernel(const float *logits, int T, int E, int k, int *idx_out, float *w_out) {
-    const int lane = threadIdx.x & 31;
-    const int tok = blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5);
-    if (tok >= T) return;
-    const float *l = logits + (size_t)tok * E;
+/* The top-k of one token's E logits by one warp: k rounds of a warp arg-max (value descending, index
+ * ascending), then softmax over the k winners in order, as cpu_topk_softmax does. Lane 0 returns the
+ * k (index, weight) pairs. */
+__device__ __forceinline__ void topk_warp(const float *l, int E, int k, int lane, int *idx, float *wts) {
     float v[8];
     unsigned taken = 0;
 #pragma unroll
@@ -545,10 +544,48 @@ __global__ void moe_topk_kernel(const float *logits, int T, int E, int k, int *i
 #pragma unroll
         for (int j = 0; j < 8; j++) {
             if (j >= k) break;
-            idx_out[(size_t)tok * k + j] = sel_i[j];
-            w_out[(size_t)tok * k + j] = ex[j] / sum;
+            idx[j] = sel_i[j];
+            wts[j] = ex[j] / sum;
         }
     }
+}
+
+/* One warp per token. */
+__global__ void moe_topk_kernel(const float *logits, int T, int E, int k, int *idx_out, float *w_out) {
+    const int lane = threadIdx.x & 31;
+    const int tok = blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5);
+    if (tok >= T) return;
+    topk_warp(logits + (size_t)tok * E, E, k, lane, idx_out + (size_t)tok * k, w_out + (size_t)tok * k);
+}
+
+/* Decode-sized routing in one launch (T <= 32 tokens, T*k <= 64 pairs): one warp per token picks its
+ * experts, then one thread groups the few pairs: the same counts, offsets, touched list, tile list and
+ * stable counting sort (pairs in order within an expert) as moe_group_kernel. At batch 1 the two
+ * general kernels cost ~17 µs per layer, most of it the 1024-thread grouping block's fixed work. */
+__global__ void moe_route_small_kernel(const float *logits, int T, int E, int k, int BN, int *idx_out, float *w_out,
+                                       int *count, int *offset, int *pair_sorted, int *touched, int *n_touched,
+                                       int *tiles, int *n_tiles) {
+    __shared__ int cnt[256];
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    for (int e = threadIdx.x; e < E; e += blockDim.x) cnt[e] = 0;
+    if (w < T) topk_warp(logits + (size_t)w * E, E, k, lane, idx_out + (size_t)w * k, w_out + (size_t)w * k);
+    __syncthreads(); /* also makes lane 0's global writes above visible to thread 0 of this block */
+    if (threadIdx.x != 0) return;
+    const int P = T * k;
+    for (int p = 0; p < P; p++) cnt[idx_out[p]]++;
+    int o = 0, nt = 0, ntl = 0;
+    for (int e = 0; e < E; e++) {
+        offset[e] = o, count[e] = cnt[e];
+        const int c = cnt[e];
+        cnt[e] = o; /* becomes the next free position of expert e */
+        o += c;
+        if (c) touched[nt++] = e;
+        for (int b = 0; b * BN < c; b++) tiles[ntl++] = (e << 16) | b;
+    }
+    offset[E] = o;
+    *n_touched = nt;
+    *n_tiles = ntl;
+    for (int p = 0; p < P; p++) pair_sorted[cnt[idx_out[p]]++] = p;
 }
 
 /* One block of 1024 threads: counts per expert, prefix sums, the touched list, the large-path tile
@@ -642,6 +679,12 @@ cudaError_t moe_route(const float *logits, const moe_routing *r, cudaStream_t st
     if (!logits || !r || r->T < 0 || r->E < 1 || r->E > 256 || r->k < 1 || r->k > 8 || r->k > r->E)
         return cudaErrorInvalidValue;
     if (r->T == 0) return cudaSuccess;
+    if (r->T <= 32 && r->T * r->k <= 64) {
+        moe_route_small_kernel<<<1, 32 * r->T, 0, stream>>>(logits, r->T, r->E, r->k, MOE_TILE_TOKENS, r->topk_idx,
+                                                            r->topk_w, r->count, r->offset, r->pair_sorted,
+                                                            r->touched, r->n_touched, r->tiles, r->n_tiles);
+        return cudaGetLastError();
+    }
     const int warps = 8;
     moe_topk_kernel<<<(r->T + warps - 1) / warps, warps * 32, 0, stream>>>(logits, r->T, r->E, r->k, r->topk_idx, r->topk_w);
     TRY(cudaGetLastError());
@@ -657,7 +700,11 @@ cudaError_t moe_route(const float *logits, const moe_routing *r, cudaStream_t st
 moe_plan moe_plan_for(int T, int E, int k, int sm_count) {
     moe_plan p;
     const double avg = (double)T * k / E; /* pairs per expert */
-    p.large = avg >= 24.0;
+    /* Measured on the H200 (bench/results/kernels-2026-11-30-h200.md, E = 128): the small path beats
+     * the large one at T = 256 (0.76 vs 3.18 ms) and T = 1024 (1.92 vs 3.27 ms, 32 pairs per expert);
+     * the large path's mma.sync pipeline only pays at prefill sizes. Until it has wgmma, take it from
+     * 96 pairs per expert (T = 3072 for 120b). */
+    p.large = avg >= 96.0;
     p.ntp = avg <= 3.0 ? 1 : 2;
     p.down_splits = 1;
     if (!p.large) {

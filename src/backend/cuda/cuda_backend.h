@@ -1,0 +1,31 @@
+/* The CUDA backend's extras for tests and tools, beyond backend.h (which is all the engine uses).
+ * No CUDA types here. */
+#ifndef GPTOSS_BACKEND_CUDA_CUDA_BACKEND_H
+#define GPTOSS_BACKEND_CUDA_CUDA_BACKEND_H
+
+#include "backend/backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* While out is not NULL, every later step also copies its logits rows to out (room for cap_rows
+ * rows of vocab floats), in row order: for each sequence all its new tokens when it asks for prompt
+ * logprobs, else its last token when it samples. After wait(), cuda_backend_debug_rows() says how
+ * many rows the step wrote. For tests that compare logits with a reference. */
+void cuda_backend_debug_logits(backend *b, float *out, int cap_rows);
+int cuda_backend_debug_rows(const backend *b);
+
+typedef struct {
+    long graph_captures, graph_replays, eager_decode_steps;
+    double weights_gb, workspace_gb, kv_gb;
+    int graph_max_batch;
+} cuda_backend_stats;
+
+void cuda_backend_get_stats(const backend *b, cuda_backend_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

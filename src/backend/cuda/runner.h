@@ -1,0 +1,237 @@
+/* The CUDA backend's insides, shared by its files (never included by the engine):
+ *
+ *   cuda_backend.c  the backend_ops entry points, options, the memory plan (weights, workspace, KV)
+ *   weights_gpu.c   weights on the device: checkpoint upload (mmap -> pinned staging -> device) and
+ *                   synthetic weights generated in place
+ *   runner.c        one step: the host-side packing, the forward pass as a sequence of kernel
+ * calls, the results graphs.c        CUDA graphs of decode steps, one per (batch bucket,
+ * block-table stride class)
+ *
+ * Memory plan (device):
+ *   weights     dense tensors bf16 (QKV concatenated per layer so one GEMM makes the [q|k|v] row
+ * that rope_kv reads; sinks fp32), experts MXFP4 in moe.h's repacked layout workspace   one
+ * allocation carved per step kind, sized for T_cap tokens and R_cap logits rows (runner.c's
+ * workspace_ensure; grows on demand, which drops the captured graphs) step data   what the host
+ * packs per step, uploaded with one copy: an eager buffer (grows) and the graphs' buffer (fixed
+ * address, sized for the largest graph layout) slot_last   each slot's last sampled token
+ * (STEP_TOKEN_FROM_DEVICE) KV          per layer its pool's K and V,
+ * [num_blocks][n_kv_heads][block_size][head_dim] bf16, everything left under
+ * --gpu-memory-utilization */
+#ifndef GPTOSS_BACKEND_CUDA_RUNNER_H
+#define GPTOSS_BACKEND_CUDA_RUNNER_H
+
+#include "backend/backend.h"
+#include "backend/cuda/attention.h"
+#include "backend/cuda/gemm.h"
+#include "backend/cuda/moe.h"
+#include "backend/cuda/rope_kv.h"
+#include "backend/cuda/sampling.h"
+#include "base/error.h"
+#include "model/config.h"
+
+#include <cuda_runtime_api.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Returns -1 with a message naming the call when a CUDA runtime call fails. */
+#define CU(call)                                                                                   \
+    do {                                                                                           \
+        cudaError_t cu_err_ = (call);                                                              \
+        if (cu_err_ != cudaSuccess)                                                                \
+            return err_set("cuda backend: %s failed: %s (%s:%d)", #call,                           \
+                           cudaGetErrorString(cu_err_), __FILE__, __LINE__);                       \
+    } while (0)
+
+/* ---- weights ---- */
+
+typedef struct {
+    uint16_t *attn_norm, *qkv_w, *qkv_b, *o_w, *o_b, *mlp_norm, *router_w, *router_b;
+    float *sinks;                       /* [n_heads] fp32 */
+    uint8_t *w1_q, *w1_s, *w2_q, *w2_s; /* repacked experts */
+    uint16_t *b1, *b2;
+    moe_weights moe;             /* the views moe_experts takes */
+    uint16_t *k_cache, *v_cache; /* this layer's storage in its pool */
+} gpu_layer;
+
+typedef struct {
+    uint16_t *embed, *final_norm, *lm_head;
+    gpu_layer *layers;
+    size_t bytes;
+} gpu_weights;
+
+/* ---- activations ---- */
+
+typedef struct {
+    int T_cap, R_cap; /* tokens per step, logits rows per lm_head chunk */
+    void *base;
+    size_t bytes;
+    int32_t *ids;   /* [T] resolved token ids */
+    float *h;       /* [T][H] residual stream */
+    uint16_t *a;    /* [T][H] normalised input of the next GEMM */
+    uint16_t *qkv;  /* [T][QKV] */
+    uint16_t *q;    /* [T][Q] after RoPE */
+    uint16_t *attn; /* [T][Q] attention output */
+    uint16_t *o;    /* [T][H] O projection */
+    float *router;  /* [T][E] */
+    void *routing;  /* moe_routing_bytes(T) */
+    uint16_t *act;  /* moe act */
+    float *y_slots; /* moe per-slot outputs */
+    float *dec_ws;  /* decode split-K partials */
+    size_t dec_ws_bytes;
+    uint16_t *sel;     /* [R][H] final-normed rows */
+    float *logits;     /* [R][V] */
+    gpu_row_out *outs; /* [T] one per logits row */
+} gpu_workspace;
+
+/* ---- the step as uploaded: offsets of each array inside the packed buffer ---- */
+
+enum {
+    UP_TOKEN_IDS,
+    UP_TOKEN_SLOT,
+    UP_POSITIONS,
+    UP_SLOTS_FULL,
+    UP_SLOTS_SWA,
+    UP_QUERY_START,
+    UP_START_POS,
+    UP_SWA_FIRST,
+    UP_FULL_TABLES,
+    UP_SWA_TABLES,
+    UP_WORK_FULL,
+    UP_WORK_SWA,
+    UP_ROWS,
+    UP_FIXUPS,
+    UP_COUNT
+};
+
+typedef struct {
+    size_t off[UP_COUNT];
+    size_t total;
+} up_layout;
+
+/* Sizes: n sequences, T tokens, table strides, prefill tiles per pool kind, logits rows, fixups.
+ * The fixups come last, so a layout's other offsets do not depend on them. */
+void up_layout_compute(up_layout *L, int n, int T, int full_stride, int swa_stride, int work_full,
+                       int work_swa, int rows, int fixups);
+
+/* Everything the forward pass needs to enqueue a step (device pointers into an upload buffer). */
+typedef struct {
+    int T, n_seqs, n_rows;
+    int full_stride, swa_stride;
+    int n_work_full, n_work_swa; /* prefill tiles (sequences with >= 2 new tokens) */
+    bool has_decode;             /* some sequence has exactly one new token */
+    int splits_full, splits_swa; /* attn_decode split counts */
+    moe_plan moe;
+    int n_slots; /* MoE rows per token in y_slots */
+    const int32_t *token_ids, *token_slot, *positions, *slots_full, *slots_swa;
+    const int32_t *query_start, *start_pos, *swa_first, *full_tables, *swa_tables, *work_full,
+        *work_swa;
+    const gpu_row *rows;
+} fwd_plan;
+
+/* ---- CUDA graphs ---- */
+
+enum { GRAPH_MAX_BUCKETS = 16, GRAPH_MAX_CLASSES = 16 };
+
+typedef struct {
+    cudaGraphExec_t exec;
+    int state; /* 0: not captured yet, 1: ready, -1: capture failed (runs eagerly) */
+} graph_slot;
+
+typedef struct {
+    int max_size; /* largest captured batch; 0 = graphs off */
+    int n_buckets, bucket[GRAPH_MAX_BUCKETS];
+    int n_classes, full_class[GRAPH_MAX_CLASSES]; /* full-table strides (blocks), ascending */
+    int swa_stride;                               /* the sliding table stride of every graph */
+    graph_slot slot[GRAPH_MAX_BUCKETS][GRAPH_MAX_CLASSES];
+    void *up_dev; /* the graphs' upload buffer (fixed address) */
+    size_t up_bytes;
+    long captures, replays, eager_decodes;
+} graph_cache;
+
+/* ---- per-step host bookkeeping (built at launch, read at wait) ---- */
+
+typedef struct {
+    int n_rows, cap_rows; /* device rows of the step (graphs: one per padded token) */
+    int32_t *row_mode;    /* enum gpu_row_mode of each row */
+    int32_t *row_host;    /* index into the host logits copy for GPU_ROW_HOST rows, else -1 */
+    int n_host;
+    int cap_seqs;
+    int32_t *seq_row0;  /* first row of each sequence */
+    int32_t *seq_nrows; /* rows of each sequence (0: it needs no logits) */
+    int n_out_rows;     /* rows whose results are read back (graphs: the real sequences') */
+    bool graph;         /* replayed or captured: rows are per sequence, not compacted */
+} step_book;
+
+/* ---- the backend ---- */
+
+struct backend {
+    model_config cfg;
+    int V, H, Q, KVD, QKV, E, K, I, L, W;
+    float eps, scale;
+    attn_dims dims;
+    rope_kv_freq freq;
+    int block_size, max_slots, max_model_len;
+    int num_full, num_swa, n_full_layers, n_swa_layers;
+    int sm_count;
+    size_t kv_bytes;
+
+    cudaStream_t stream;
+    cudaEvent_t done;
+    gemm_ctx *gemm;
+    gpu_weights gw;
+    gpu_workspace ws;
+    int T_reserve;
+
+    int32_t *slot_last;      /* device [max_slots] */
+    int32_t *slot_last_host; /* host mirror, updated at wait */
+
+    unsigned char *up_host; /* pinned staging of the packed step */
+    size_t up_host_cap;
+    void *up_dev; /* device copy for eager steps */
+    size_t up_dev_cap;
+    graph_cache graphs;
+
+    gpu_row_out *outs_host; /* pinned: the rows' results */
+    size_t outs_host_bytes;
+    float *hl_host; /* pinned: logits rows sampled on the host */
+    size_t hl_host_bytes;
+
+    step_book book;
+    int32_t *fix; /* (slot, token) pairs sampled on the host, applied at the next launch */
+    int n_fix, cap_fix;
+
+    float *dbg_logits; /* test hook: every logits row also copied here */
+    int dbg_cap, dbg_rows;
+
+    bool running;
+    const step_batch *inflight;
+};
+
+/* weights_gpu.c */
+int weights_gpu_alloc(struct backend *b);
+int weights_gpu_upload(struct backend *b, const char *dir);
+int weights_gpu_synthetic(struct backend *b, uint64_t seed);
+void weights_gpu_free(struct backend *b);
+
+/* runner.c */
+int workspace_ensure(struct backend *b, int T);
+void workspace_free(struct backend *b);
+int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows);
+int runner_launch(struct backend *b, const step_batch *st);
+int runner_collect(struct backend *b, step_result *res);
+void runner_free(struct backend *b);
+
+/* graphs.c */
+int graphs_init(struct backend *b, int max_size);
+void graphs_invalidate(struct backend *b);
+void graphs_free(struct backend *b);
+/* Whether a decode-only step of n sequences with these strides fits a graph; gives its bucket and
+ * class. */
+bool graphs_pick(const struct backend *b, int n, int full_stride, int swa_stride, int *bucket,
+                 int *cls);
+/* Runs the step described by p (already uploaded to the graphs' buffer): replays the graph of
+ * (bucket, cls), or on first use runs it eagerly and captures it for the next time. */
+int graphs_run(struct backend *b, int bucket_index, int cls, const fwd_plan *p);
+
+#endif

@@ -1,0 +1,361 @@
+/* GPU sampling: greedy, temperature draws and top-K logprobs over one logits row per CTA. The
+ * contract and the algorithm are in sampling.h; the CPU twin is engine/sampler.c.
+ *
+ * A CTA has 512 threads (16 warps; 1024 would leave 64 registers a thread, and it spilled) and
+ * makes, per row:
+ *   1. one pass for the maximum: the largest (key, -id) pair, where key is the float's
+ * order-preserving integer (NaN -> -inf, -0 -> +0), so the winner is the lowest id among the
+ * maxima;
+ *   2. one pass for the normaliser(s): warp w sums the weights of its contiguous span of ids, tile
+ * by tile (32 consecutive ids, an inclusive warp scan in double), and thread 0 prefixes the span
+ *      totals in order;
+ *   3. (temperature) a walk over one span only, repeating pass 2's additions, to find the crossing;
+ *   4. (top-K) a histogram pass, a gather pass and K block-wide max reductions in shared memory.
+ * Every reduction has a fixed shape, so a row gives the same bits whatever else is in the batch. */
+#include "backend/cuda/sampling.h"
+
+#include <cuda_runtime.h>
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+
+enum { SP_THREADS = 512, SP_WARPS = SP_THREADS / 32, SP_BINS = 2048, SP_CAND = 2048 };
+enum { DIST_FINITE = 0, DIST_POSINF = 1, DIST_NONE = 2 };
+#define FULL_MASK 0xffffffffu
+
+/* ---- the float order and the (key, id) packing ---- */
+
+/* IEEE floats as unsigned integers in the same order: flip the sign bit of positives, every bit of
+ * negatives. NaN becomes -inf first (never drawn, never wins a tie) and -0 becomes +0 (they tie).
+ * Done on the bits so that no compiler rewrite of "x == 0 ? 0 : x" can lose it. */
+static __device__ __forceinline__ uint32_t order_key(float x) {
+    uint32_t u = __float_as_uint(x);
+    if ((u & 0x7fffffffu) > 0x7f800000u) u = 0xff800000u;
+    if ((u & 0x7fffffffu) == 0u) u = 0u;
+    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+/* Larger key first, then lower id: the low word holds the id complemented. Every real pair is > 0
+ * (the smallest key, of -inf, is 0x007fffff), so 0 means "nothing". */
+static __device__ __forceinline__ unsigned long long pack_kid(uint32_t key, int id) {
+    return ((unsigned long long)key << 32) | (unsigned long long)(0xffffffffu - (uint32_t)id);
+}
+static __device__ __forceinline__ int unpack_id(unsigned long long p) {
+    return (int)(0xffffffffu - (uint32_t)(p & 0xffffffffull));
+}
+
+/* ---- the distribution (sampler.c's dist) ---- */
+
+typedef struct {
+    float max, temp;
+    int mode;
+} dist;
+
+/* (x - max) / T rounded as the CPU rounds it (no fused or approximate division). */
+static __device__ __forceinline__ float scaled(const dist &d, float x) {
+    if (d.mode == DIST_FINITE) return x != x ? -INFINITY : __fdiv_rn(__fsub_rn(x, d.max), d.temp);
+    if (d.mode == DIST_POSINF) return x == INFINITY ? 0.0f : -INFINITY;
+    return 0.0f;
+}
+static __device__ __forceinline__ float weight(const dist &d, float x) {
+    const float s = scaled(d, x);
+    return s < -104.0f ? 0.0f : expf(s);
+}
+
+/* ---- base/rng.h on the device ---- */
+
+static __device__ __forceinline__ uint64_t dev_splitmix64(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+static __device__ __forceinline__ uint64_t dev_rng_hash2(uint64_t key, uint64_t counter) {
+    return dev_splitmix64(dev_splitmix64(key) ^ (counter * 0xd1b54a32d192ed03ull));
+}
+static __device__ __forceinline__ double dev_uniform01d(uint64_t bits) {
+    return (double)(bits >> 11) * (1.0 / 9007199254740992.0);
+}
+
+/* ---- block reductions (blockDim = SP_THREADS <= 1024; red has SP_WARPS + 1 entries) ---- */
+
+static __device__ __forceinline__ unsigned long long block_max_u64(unsigned long long v,
+                                                                   unsigned long long *red) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const unsigned long long t = __shfl_xor_sync(FULL_MASK, v, o);
+        v = t > v ? t : v;
+    }
+    if (lane == 0) red[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        v = lane < SP_WARPS ? red[lane] : 0ull;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+            const unsigned long long t = __shfl_xor_sync(FULL_MASK, v, o);
+            v = t > v ? t : v;
+        }
+        if (lane == 0) red[SP_WARPS] = v;
+    }
+    __syncthreads();
+    v = red[SP_WARPS];
+    __syncthreads(); /* red may be reused at once */
+    return v;
+}
+
+static __device__ __forceinline__ int block_max_int(int v, int *red) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = max(v, __shfl_xor_sync(FULL_MASK, v, o));
+    if (lane == 0) red[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        v = lane < SP_WARPS ? red[lane] : -1;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) v = max(v, __shfl_xor_sync(FULL_MASK, v, o));
+        if (lane == 0) red[SP_WARPS] = v;
+    }
+    __syncthreads();
+    v = red[SP_WARPS];
+    __syncthreads();
+    return v;
+}
+
+/* Inclusive scan of one double per lane, in lane order (a fixed sequence of additions). */
+static __device__ __forceinline__ double warp_scan_incl(double s, int lane) {
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const double t = __shfl_up_sync(FULL_MASK, s, o);
+        if (lane >= o) s += t;
+    }
+    return s;
+}
+static __device__ __forceinline__ double warp_sum(double s) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(FULL_MASK, s, o);
+    return s;
+}
+
+/* ---- the kernel ---- */
+
+__global__ void __launch_bounds__(SP_THREADS, 1)
+    sampling_kernel(const float *logits, int V, const gpu_row *rows, gpu_row_out *outs,
+                    int32_t *slot_last, int max_slots) {
+    __shared__ unsigned long long red64[SP_WARPS + 1];
+    __shared__ int red32[SP_WARPS + 1];
+    __shared__ double span_sum[SP_WARPS], span_sum1[SP_WARPS], prefix[SP_WARPS + 1];
+    __shared__ uint32_t hist[SP_BINS];
+    __shared__ uint32_t cand_key[SP_CAND];
+    __shared__ int32_t cand_id[SP_CAND];
+    __shared__ int32_t top[GPU_TOPK_MAX];
+    __shared__ double s_z, s_z1, s_target;
+    __shared__ int s_wstar, s_token, s_bin, s_ncand, s_count;
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const gpu_row d = rows[blockIdx.x];
+    const bool on_gpu = d.mode == GPU_ROW_GREEDY || d.mode == GPU_ROW_TEMP;
+    const int lp_k = on_gpu ? min(max(d.lp_k, 0), min(GPU_TOPK_MAX, V)) : 0;
+    const int pk = min(max(d.prompt_k, 0), min(GPU_TOPK_MAX, V));
+    if (!on_gpu && pk == 0) return; /* uniform: the whole CTA leaves */
+    const float *x = logits + (size_t)blockIdx.x * (size_t)V;
+
+    /* 1. The maximum (lowest id on ties) and the distribution's mode. */
+    unsigned long long best = 0;
+    for (int i = tid; i < V; i += SP_THREADS) {
+        const unsigned long long p = pack_kid(order_key(x[i]), i);
+        best = p > best ? p : best;
+    }
+    best = block_max_u64(best, red64);
+    const int arg = unpack_id(best);
+    dist dT;
+    dT.max = x[arg];
+    dT.mode = (dT.max != dT.max || dT.max == -INFINITY) ? DIST_NONE
+              : dT.max == INFINITY                      ? DIST_POSINF
+                                                        : DIST_FINITE;
+    float temp = 1.0f;
+    if (d.mode == GPU_ROW_TEMP) {
+        temp = d.temperature > 0.0f ? d.temperature
+                                    : 1.0f;   /* the host sends GREEDY for T <= 0 or NaN */
+        if (temp == INFINITY) temp = FLT_MAX; /* inf / inf would be NaN */
+    }
+    dT.temp = temp;
+    dist d1 = dT;
+    d1.temp = 1.0f;
+    const bool need1 = pk > 0 && temp != 1.0f; /* prompt logprobs want softmax at T = 1 too */
+
+    /* 2. Span sums. Warp w owns ids [w * span, (w + 1) * span), span a multiple of 32. */
+    const int span = (((V + SP_WARPS - 1) / SP_WARPS) + 31) & ~31;
+    const int lo = warp * span, hi = min(V, lo + span);
+    double run = 0.0, run1 = 0.0;
+    int last = -1; /* highest id with a positive weight (the draw's fallback, as in sampler.c) */
+    if (d.mode == GPU_ROW_TEMP) { /* the draw repeats these exact additions: a scan per tile */
+        for (int base = lo; base < hi; base += 32) {
+            const int i = base + lane;
+            const float xv = i < hi ? x[i] : 0.0f;
+            const float w = i < hi ? weight(dT, xv) : 0.0f;
+            if (w > 0.0f) last = i;
+            const double s = warp_scan_incl((double)w, lane);
+            run += __shfl_sync(FULL_MASK, s, 31);
+            if (need1) run1 += i < hi ? (double)weight(d1, xv) : 0.0; /* per lane; reduced below */
+        }
+        if (need1) run1 = warp_sum(run1);
+    } else { /* only the normaliser: per-lane sums, one warp reduction */
+        for (int base = lo; base < hi; base += 32) {
+            const int i = base + lane;
+            if (i < hi) run += (double)weight(dT, x[i]);
+        }
+        run = warp_sum(run);
+    }
+    if (lane == 0) span_sum[warp] = run, span_sum1[warp] = run1;
+    last = block_max_int(last, red32); /* also orders the span_sum writes before the reads below */
+    if (tid == 0) {
+        double p = 0.0, p1 = 0.0;
+        prefix[0] = 0.0;
+        for (int w = 0; w < SP_WARPS; w++) {
+            p += span_sum[w];
+            prefix[w + 1] = p;
+            p1 += span_sum1[w];
+        }
+        s_z = p;
+        s_z1 = need1 ? p1 : p;
+        s_token = arg;
+        s_wstar = -1;
+        if (d.mode == GPU_ROW_TEMP) {
+            const double target = dev_uniform01d(dev_rng_hash2(d.seed, d.output_pos)) * p;
+            s_target = target;
+            for (int w = 0; w < SP_WARPS; w++)
+                if (prefix[w + 1] > target) {
+                    s_wstar = w;
+                    break;
+                }
+            if (s_wstar < 0) s_token = last >= 0 ? last : arg; /* u * z rounded up to z */
+        }
+    }
+    __syncthreads();
+
+    /* 3. The draw: walk span w* with pass 2's additions until prefix + running sum > target. */
+    if (d.mode == GPU_ROW_TEMP && warp == s_wstar) {
+        const double pre = prefix[warp], target = s_target;
+        double r = 0.0;
+        for (int base = lo; base < hi; base += 32) {
+            const int i = base + lane;
+            const float w = i < hi ? weight(dT, x[i]) : 0.0f;
+            const double s = warp_scan_incl((double)w, lane);
+            const unsigned hit = __ballot_sync(FULL_MASK, pre + (r + s) > target);
+            if (hit) {
+                if (lane == 0) s_token = base + __ffs(hit) - 1;
+                break;
+            }
+            r += __shfl_sync(FULL_MASK, s, 31);
+        }
+    }
+    __syncthreads();
+    const int token = s_token;
+    const double log_z = log(s_z), log_z1 = log(s_z1);
+    if (tid == 0) {
+        gpu_row_out *o = outs + blockIdx.x;
+        o->n_top = lp_k;
+        o->n_prompt = pk;
+        if (on_gpu) {
+            o->token = token;
+            o->logprob = (float)((double)scaled(dT, x[token]) - log_z);
+            if (d.slot >= 0 && d.slot < max_slots) slot_last[d.slot] = token;
+        }
+    }
+
+    /* 4. Top-K entries, K = max(lp_k, pk). */
+    const int K = max(lp_k, pk);
+    if (K == 0) return;
+    for (int b = tid; b < SP_BINS; b += SP_THREADS) hist[b] = 0u;
+    __syncthreads();
+    for (int i = tid; i < V; i += SP_THREADS) atomicAdd(&hist[order_key(x[i]) >> 21], 1u);
+    __syncthreads();
+    if (warp == 0) {
+        /* Lane l owns bins 2047 - 64 l - j (j = 0..63): the lanes walk down from the top together.
+         */
+        uint32_t c = 0;
+        for (int j = 0; j < 64; j++) c += hist[SP_BINS - 1 - 64 * lane - j];
+        uint32_t cum = c;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const uint32_t t = __shfl_up_sync(FULL_MASK, cum, o);
+            if (lane >= o) cum += t;
+        }
+        const unsigned ball =
+            __ballot_sync(FULL_MASK, cum >= (uint32_t)K); /* lane 31 holds V >= K */
+        if (lane == __ffs(ball) - 1) {
+            uint32_t acc = cum - c;
+            for (int j = 0; j < 64; j++) {
+                acc += hist[SP_BINS - 1 - 64 * lane - j];
+                if (acc >= (uint32_t)K) {
+                    s_bin = SP_BINS - 1 - 64 * lane - j;
+                    s_ncand = (int)acc;
+                    break;
+                }
+            }
+        }
+        if (lane == 0) s_count = 0;
+    }
+    __syncthreads();
+    const uint32_t bin = (uint32_t)s_bin;
+    const int ncand = s_ncand;
+    unsigned long long prev = ~0ull;
+    if (ncand <= SP_CAND) {
+        for (int i = tid; i < V; i += SP_THREADS) {
+            const uint32_t k = order_key(x[i]);
+            if ((k >> 21) >= bin) {
+                const int at =
+                    atomicAdd(&s_count, 1); /* order does not matter: selection below is by value */
+                if (at < SP_CAND) cand_key[at] = k, cand_id[at] = i;
+            }
+        }
+        __syncthreads();
+        const int n = min(s_count, SP_CAND);
+        for (int r = 0; r < K; r++) {
+            unsigned long long b = 0;
+            for (int j = tid; j < n; j += SP_THREADS) {
+                const unsigned long long p = pack_kid(cand_key[j], cand_id[j]);
+                if (p < prev && p > b) b = p;
+            }
+            b = block_max_u64(b, red64);
+            if (tid == 0) top[r] = b ? unpack_id(b) : 0;
+            prev = b;
+        }
+    } else { /* thousands of tied candidates: K passes over the row */
+        for (int r = 0; r < K; r++) {
+            unsigned long long b = 0;
+            for (int i = tid; i < V; i += SP_THREADS) {
+                const unsigned long long p = pack_kid(order_key(x[i]), i);
+                if (p < prev && p > b) b = p;
+            }
+            b = block_max_u64(b, red64);
+            if (tid == 0) top[r] = b ? unpack_id(b) : 0;
+            prev = b;
+        }
+    }
+    __syncthreads();
+    if (tid < K) {
+        gpu_row_out *o = outs + blockIdx.x;
+        const int id = top[tid];
+        const float xv = x[id];
+        if (tid < lp_k) {
+            o->top_ids[tid] = id;
+            o->top_lp[tid] = (float)((double)scaled(dT, xv) - log_z);
+        }
+        if (tid < pk) {
+            o->prompt_ids[tid] = id;
+            o->prompt_lp[tid] = (float)((double)scaled(d1, xv) - log_z1);
+        }
+    }
+}
+
+extern "C" cudaError_t sampling_launch(const float *logits, int vocab, const gpu_row *rows,
+                                       int n_rows, gpu_row_out *outs, int32_t *slot_last,
+                                       int max_slots, cudaStream_t stream) {
+    if (vocab < 1 || n_rows < 0 || !logits || !rows || !outs) return cudaErrorInvalidValue;
+    if (n_rows == 0) return cudaSuccess;
+    sampling_kernel<<<(unsigned)n_rows, SP_THREADS, 0, stream>>>(logits, vocab, rows, outs,
+                                                                 slot_last, max_slots);
+    return cudaGetLastError();
+}

@@ -1,0 +1,484 @@
+/* Weights on the GPU: allocation, upload from a checkpoint, and synthetic weights made in place.
+ *
+ * Upload. weights_load() maps the safetensors files and checks every tensor; the bytes then travel
+ * mapping -> pinned staging buffer -> device. Two 64 MiB pinned buffers alternate: while the DMA
+ * engine copies one to the device, the CPU fills the other (OpenMP threads, which also fault the
+ * mapping's pages in parallel - the disk or page cache is the limit, not one core's memcpy). An
+ * event per buffer says when it may be refilled. Dense tensors arrive bf16 (F32 checkpoints are
+ * narrowed on the host, the sinks widened to fp32); MXFP4 experts go to a device scratch a group of
+ * experts at a time and moe_repack_device() writes them in the kernels' layout - 4.25 bits per
+ * weight before and after.
+ *
+ * Synthetic. `--model synthetic:20b` generates the tensors with synth.cu's hash kernels, in the
+ * same order and with the same keys as model/synthetic.c, so the bytes equal a `make-model`
+ * checkpoint of the same config and seed. */
+#include "backend/cuda/runner.h"
+#include "backend/cuda/synth.h"
+#include "base/log.h"
+#include "base/numfmt.h"
+#include "base/timeutil.h"
+#include "base/xalloc.h"
+#include "model/tensors.h"
+#include "model/weights.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { STAGE_BYTES = 64 << 20, EXPERT_SCRATCH_BYTES = 256 << 20, PAR_PIECE = 4 << 20 };
+
+/* ---- allocation ---- */
+
+static int dalloc(void **p, size_t bytes, size_t *total) {
+    *p = NULL;
+    CU(cudaMalloc(p, bytes ? bytes : 256));
+    *total += bytes;
+    return 0;
+}
+#define DALLOC(ptr, nbytes)                                                                        \
+    do {                                                                                           \
+        void *dalloc_p_;                                                                           \
+        if (dalloc(&dalloc_p_, (nbytes), &w->bytes)) return -1;                                    \
+        (ptr) = dalloc_p_;                                                                         \
+    } while (0)
+
+int weights_gpu_alloc(struct backend *b) {
+    gpu_weights *w = &b->gw;
+    const size_t H = (size_t)b->H, V = (size_t)b->V, Q = (size_t)b->Q, QKV = (size_t)b->QKV,
+                 E = (size_t)b->E, I = (size_t)b->I;
+    w->layers = xcalloc((size_t)b->L, sizeof *w->layers);
+    DALLOC(w->embed, V * H * 2);
+    DALLOC(w->final_norm, H * 2);
+    DALLOC(w->lm_head, V * H * 2);
+    for (int l = 0; l < b->L; l++) {
+        gpu_layer *ly = &w->layers[l];
+        DALLOC(ly->attn_norm, H * 2);
+        DALLOC(ly->qkv_w, QKV * H * 2);
+        DALLOC(ly->qkv_b, QKV * 2);
+        DALLOC(ly->o_w, H * Q * 2);
+        DALLOC(ly->o_b, H * 2);
+        DALLOC(ly->sinks, (size_t)b->cfg.n_heads * 4);
+        DALLOC(ly->mlp_norm, H * 2);
+        DALLOC(ly->router_w, E * H * 2);
+        DALLOC(ly->router_b, E * 2);
+        DALLOC(ly->w1_q, moe_repack_q_bytes(b->E, 2 * b->I, b->H));
+        DALLOC(ly->w1_s, moe_repack_s_bytes(b->E, 2 * b->I, b->H));
+        DALLOC(ly->b1, E * 2 * I * 2);
+        DALLOC(ly->w2_q, moe_repack_q_bytes(b->E, b->H, b->I));
+        DALLOC(ly->w2_s, moe_repack_s_bytes(b->E, b->H, b->I));
+        DALLOC(ly->b2, E * H * 2);
+        moe_weights *m = &ly->moe;
+        m->w1_q = ly->w1_q, m->w1_s = ly->w1_s, m->b1 = ly->b1;
+        m->w2_q = ly->w2_q, m->w2_s = ly->w2_s, m->b2 = ly->b2;
+        m->E = b->E, m->H = b->H, m->I = b->I;
+        m->swiglu_alpha = (float)b->cfg.swiglu_alpha, m->swiglu_limit = (float)b->cfg.swiglu_limit;
+    }
+    return 0;
+}
+
+void weights_gpu_free(struct backend *b) {
+    gpu_weights *w = &b->gw;
+    cudaFree(w->embed), cudaFree(w->final_norm), cudaFree(w->lm_head);
+    for (int l = 0; w->layers && l < b->L; l++) {
+        gpu_layer *ly = &w->layers[l];
+        void *ps[] = {ly->attn_norm, ly->qkv_w,    ly->qkv_b,    ly->o_w,      ly->o_b,
+                      ly->sinks,     ly->mlp_norm, ly->router_w, ly->router_b, ly->w1_q,
+                      ly->w1_s,      ly->b1,       ly->w2_q,     ly->w2_s,     ly->b2};
+        for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) cudaFree(ps[i]);
+    }
+    free(w->layers);
+    memset(w, 0, sizeof *w);
+}
+
+/* ---- the staging pipeline ---- */
+
+typedef struct {
+    struct backend *b;
+    unsigned char *pin[2];
+    cudaEvent_t ev[2];
+    int cur;
+    size_t done, total;
+    double t0, last_print;
+} uploader;
+
+static int up_init(uploader *u, struct backend *b, size_t total) {
+    memset(u, 0, sizeof *u);
+    u->b = b, u->total = total;
+    for (int i = 0; i < 2; i++) {
+        CU(cudaHostAlloc((void **)&u->pin[i], STAGE_BYTES, cudaHostAllocDefault));
+        CU(cudaEventCreateWithFlags(&u->ev[i], cudaEventDisableTiming));
+        CU(cudaEventRecord(u->ev[i], b->stream)); /* "free" from the start */
+    }
+    u->t0 = u->last_print = now_seconds();
+    return 0;
+}
+
+static void up_free(uploader *u) {
+    for (int i = 0; i < 2; i++) {
+        if (u->ev[i]) cudaEventSynchronize(u->ev[i]), cudaEventDestroy(u->ev[i]);
+        if (u->pin[i]) cudaFreeHost(u->pin[i]);
+    }
+}
+
+static void up_progress(uploader *u, size_t n, bool final) {
+    u->done += n;
+    double t = now_seconds();
+    if (!final && t - u->last_print < 0.5) return;
+    u->last_print = t;
+    double el = t - u->t0 > 1e-9 ? t - u->t0 : 1e-9;
+    fprintf(stderr, "\rcuda backend: loading weights %.2f / %.2f GB (%.2f GB/s)%s",
+            (double)u->done / 1e9, (double)u->total / 1e9, (double)u->done / 1e9 / el,
+            final ? "\n" : "");
+}
+
+/* Waits until staging buffer `cur` may be refilled and returns it. */
+static unsigned char *up_buffer(uploader *u) {
+    if (cudaEventSynchronize(u->ev[u->cur]) != cudaSuccess) return NULL;
+    return u->pin[u->cur];
+}
+
+/* Sends staging buffer `cur` (len bytes) to dst and switches buffers. */
+static int up_send(uploader *u, void *dst, size_t len) {
+    CU(cudaMemcpyAsync(dst, u->pin[u->cur], len, cudaMemcpyHostToDevice, u->b->stream));
+    CU(cudaEventRecord(u->ev[u->cur], u->b->stream));
+    u->cur ^= 1;
+    up_progress(u, len, false);
+    return 0;
+}
+
+static void copy_par(unsigned char *dst, const unsigned char *src, size_t n) {
+    if (n < 2 * (size_t)PAR_PIECE) {
+        memcpy(dst, src, n);
+        return;
+    }
+    long pieces = (long)((n + PAR_PIECE - 1) / PAR_PIECE);
+#pragma omp parallel for schedule(dynamic, 1)
+    for (long i = 0; i < pieces; i++) {
+        size_t off = (size_t)i * PAR_PIECE,
+               len = n - off < (size_t)PAR_PIECE ? n - off : (size_t)PAR_PIECE;
+        memcpy(dst + off, src + off, len);
+    }
+}
+
+/* Raw bytes, host -> device. */
+static int up_bytes(uploader *u, void *dst, const void *src, size_t n) {
+    for (size_t off = 0; off < n; off += STAGE_BYTES) {
+        size_t len = n - off < (size_t)STAGE_BYTES ? n - off : (size_t)STAGE_BYTES;
+        unsigned char *pin = up_buffer(u);
+        if (!pin)
+            return err_set("cuda backend: staging buffer wait failed: %s",
+                           cudaGetErrorString(cudaGetLastError()));
+        copy_par(pin, (const unsigned char *)src + off, len);
+        if (up_send(u, (unsigned char *)dst + off, len)) return -1;
+    }
+    return 0;
+}
+
+/* A dense tensor of n elements to bf16 (dst_f32 = 0) or fp32 (dst_f32 = 1) device memory,
+ * converting from the file's dtype (BF16 or F32) on the way. */
+static int up_dense(uploader *u, dense_ref src, size_t n, void *dst, int dst_f32) {
+    if (!dst_f32 && src.dtype == ST_BF16) return up_bytes(u, dst, src.data, n * 2);
+    const size_t es = dst_f32 ? 4 : 2,
+                 per = STAGE_BYTES / 4; /* elements per chunk (room for fp32) */
+    for (size_t off = 0; off < n; off += per) {
+        size_t len = n - off < per ? n - off : per;
+        unsigned char *pin = up_buffer(u);
+        if (!pin) return err_set("cuda backend: staging buffer wait failed");
+        if (dst_f32) {
+            dense_read(src, off, len, (float *)pin);
+        } else { /* F32 file -> bf16: read as floats into the upper half of the buffer, narrow down
+                  */
+            float *tmp = (float *)(pin + (size_t)STAGE_BYTES / 2);
+            uint16_t *o = (uint16_t *)pin;
+            for (size_t p = 0; p < len; p += per / 2) {
+                size_t m = len - p < per / 2 ? len - p : per / 2;
+                dense_read(src, off + p, m, tmp);
+                for (size_t j = 0; j < m; j++) o[p + j] = f32_to_bf16(tmp[j]);
+            }
+        }
+        if (up_send(u, (unsigned char *)dst + off * es, len * es)) return -1;
+    }
+    return 0;
+}
+
+/* ---- experts ---- */
+
+/* Experts of one matrix (R rows, Kd inputs): checkpoint blocks/scales in groups through `scratch`,
+ * repacked into q/s. */
+static int up_experts(uploader *u, const uint8_t *blocks, const uint8_t *scales, int R, int Kd,
+                      int gate_up, uint8_t *q, uint8_t *s, uint8_t *scratch) {
+    struct backend *b = u->b;
+    const size_t bb = (size_t)R * (size_t)(Kd / 32) * 16, sb = (size_t)R * (size_t)(Kd / 32);
+    int group = (int)(EXPERT_SCRATCH_BYTES / (bb + sb));
+    if (group < 1)
+        return err_set("cuda backend: one expert (%zu bytes) exceeds the repack scratch", bb + sb);
+    for (int e0 = 0; e0 < b->E; e0 += group) {
+        int eg = b->E - e0 < group ? b->E - e0 : group;
+        if (up_bytes(u, scratch, blocks + (size_t)e0 * bb, (size_t)eg * bb)) return -1;
+        if (up_bytes(u, scratch + (size_t)eg * bb, scales + (size_t)e0 * sb, (size_t)eg * sb))
+            return -1;
+        CU(moe_repack_device(scratch, scratch + (size_t)eg * bb, eg, R, Kd, gate_up,
+                             q + (size_t)e0 * R * Kd / 2, s + (size_t)e0 * R * Kd / 32, b->stream));
+    }
+    return 0;
+}
+
+/* ---- from a checkpoint ---- */
+
+static size_t tensor_bytes(const st_tensor *t) {
+    size_t n = st_dtype_size(t->dtype);
+    for (int d = 0; d < t->ndim; d++) n *= (size_t)t->shape[d];
+    return n;
+}
+
+static int upload_all(uploader *u, const model_weights *mw, uint8_t *scratch) {
+    struct backend *b = u->b;
+    gpu_weights *g = &b->gw;
+    const size_t H = (size_t)b->H, V = (size_t)b->V, Q = (size_t)b->Q, KV = (size_t)b->KVD,
+                 E = (size_t)b->E, I = (size_t)b->I;
+    if (up_dense(u, weights_dense(mw, -1, TK_EMBED), V * H, g->embed, 0)) return -1;
+    for (int l = 0; l < b->L; l++) {
+        gpu_layer *ly = &g->layers[l];
+        if (up_dense(u, weights_dense(mw, l, TK_ATTN_NORM), H, ly->attn_norm, 0) ||
+            up_dense(u, weights_dense(mw, l, TK_Q_W), Q * H, ly->qkv_w, 0) ||
+            up_dense(u, weights_dense(mw, l, TK_K_W), KV * H, ly->qkv_w + Q * H, 0) ||
+            up_dense(u, weights_dense(mw, l, TK_V_W), KV * H, ly->qkv_w + (Q + KV) * H, 0) ||
+            up_dense(u, weights_dense(mw, l, TK_Q_B), Q, ly->qkv_b, 0) ||
+            up_dense(u, weights_dense(mw, l, TK_K_B), KV, ly->qkv_b + Q, 0) ||
+            up_dense(u, weights_dense(mw, l, TK_V_B), KV, ly->qkv_b + Q + KV, 0) ||
+            up_dense(u, weights_dense(mw, l, TK_O_W), H * Q, ly->o_w, 0) ||
+            up_dense(u, weights_dense(mw, l, TK_O_B), H, ly->o_b, 0) ||
+            up_dense(u, weights_dense(mw, l, TK_SINKS), (size_t)b->cfg.n_heads, ly->sinks, 1) ||
+            up_dense(u, weights_dense(mw, l, TK_MLP_NORM), H, ly->mlp_norm, 0) ||
+            up_dense(u, weights_dense(mw, l, TK_ROUTER_W), E * H, ly->router_w, 0) ||
+            up_dense(u, weights_dense(mw, l, TK_ROUTER_B), E, ly->router_b, 0) ||
+            up_dense(u, weights_dense(mw, l, TK_GATE_UP_BIAS), E * 2 * I, ly->b1, 0) ||
+            up_dense(u, weights_dense(mw, l, TK_DOWN_BIAS), E * H, ly->b2, 0))
+            return err_prefix("layer %d", l);
+        if (up_experts(u, weights_bytes(mw, l, TK_GATE_UP_BLOCKS),
+                       weights_bytes(mw, l, TK_GATE_UP_SCALES), 2 * b->I, b->H, 1, ly->w1_q,
+                       ly->w1_s, scratch) ||
+            up_experts(u, weights_bytes(mw, l, TK_DOWN_BLOCKS),
+                       weights_bytes(mw, l, TK_DOWN_SCALES), b->H, b->I, 0, ly->w2_q, ly->w2_s,
+                       scratch))
+            return err_prefix("layer %d experts", l);
+    }
+    if (up_dense(u, weights_dense(mw, -1, TK_FINAL_NORM), H, g->final_norm, 0) ||
+        up_dense(u, weights_dense(mw, -1, TK_LM_HEAD), V * H, g->lm_head, 0))
+        return -1;
+    return 0;
+}
+
+int weights_gpu_upload(struct backend *b, const char *dir) {
+    model_weights mw;
+    if (weights_load(dir, &mw) != 0) return -1;
+    size_t total = 0;
+    for (int k = 0; k < TK_COUNT; k++)
+        if (mw.global[k]) total += tensor_bytes(mw.global[k]);
+    for (int l = 0; l < mw.cfg.n_layers; l++)
+        for (int k = 0; k < TK_COUNT; k++)
+            if (mw.layers[l].t[k]) total += tensor_bytes(mw.layers[l].t[k]);
+    uploader u;
+    void *scratch = NULL;
+    double t0 = now_seconds();
+    int rc = up_init(&u, b, total);
+    if (rc == 0 && cudaMalloc(&scratch, EXPERT_SCRATCH_BYTES) != cudaSuccess)
+        rc = err_set("cuda backend: cannot allocate the %d MiB expert repack scratch",
+                     EXPERT_SCRATCH_BYTES >> 20);
+    if (rc == 0) rc = upload_all(&u, &mw, scratch);
+    /* Everything queued must finish before the mapping and the staging buffers go away. */
+    cudaError_t e = cudaStreamSynchronize(b->stream);
+    if (rc == 0 && e != cudaSuccess)
+        rc = err_set("cuda backend: weight upload failed: %s", cudaGetErrorString(e));
+    if (rc == 0) {
+        up_progress(&u, 0, true);
+        double dt = now_seconds() - t0;
+        log_info("cuda backend: %.2f GB of checkpoint in %.1f s (%.2f GB/s); %.2f GB on the device",
+                 (double)total / 1e9, dt, (double)total / 1e9 / (dt > 1e-9 ? dt : 1e-9),
+                 (double)b->gw.bytes / 1e9);
+    }
+    up_free(&u);
+    cudaFree(scratch);
+    weights_free(&mw);
+    return rc;
+}
+
+/* ---- synthetic ---- */
+
+/* model/synthetic.c's draw_for (mean and standard deviation of each kind). Keep the two in step:
+ * the GPU test compares a synthetic:… model with a synthetic_write checkpoint bit for bit. */
+typedef struct {
+    double mean, std;
+} draw;
+
+static draw draw_for(const model_config *c, enum tensor_kind k) {
+    double H = c->hidden, Q = (double)c->n_heads * c->head_dim, I = c->intermediate;
+    switch (k) {
+    case TK_EMBED:
+        return (draw){0, 1.0};
+    case TK_ATTN_NORM:
+    case TK_MLP_NORM:
+    case TK_FINAL_NORM:
+        return (draw){1.0, 0.1};
+    case TK_Q_W:
+    case TK_K_W:
+    case TK_V_W:
+        return (draw){0, 1.0 / sqrt(H)};
+    case TK_Q_B:
+    case TK_K_B:
+    case TK_V_B:
+        return (draw){0, 0.1};
+    case TK_O_W:
+        return (draw){0, 0.5 / sqrt(Q)};
+    case TK_O_B:
+        return (draw){0, 0.02};
+    case TK_SINKS:
+        return (draw){0.5, 1.0};
+    case TK_ROUTER_W:
+        return (draw){0, 2.0 / sqrt(H)};
+    case TK_ROUTER_B:
+        return (draw){0, 0.1};
+    case TK_GATE_UP_BLOCKS:
+        return (draw){0, 1.0 / sqrt(H)};
+    case TK_DOWN_BLOCKS:
+        return (draw){0, 0.5 / sqrt(I)};
+    case TK_GATE_UP_BIAS:
+        return (draw){0, 0.05};
+    case TK_DOWN_BIAS:
+        return (draw){0, 0.02};
+    case TK_LM_HEAD:
+        return (draw){0, 3.0 / sqrt(H)};
+    default:
+        return (draw){0, 0};
+    }
+}
+
+/* synthetic.c's fill_scales base exponent for a target standard deviation. */
+static int scale_base(double std) {
+    return 127 + (int)lround(log2(std / 2.926));
+}
+
+/* Where a dense tensor goes (bf16 unless *f32). */
+static void *dense_dst(struct backend *b, const tensor_spec *s, int *f32) {
+    gpu_weights *g = &b->gw;
+    const size_t H = (size_t)b->H, Q = (size_t)b->Q, KV = (size_t)b->KVD;
+    *f32 = 0;
+    if (s->layer < 0)
+        return s->kind == TK_EMBED        ? g->embed
+               : s->kind == TK_FINAL_NORM ? g->final_norm
+                                          : g->lm_head;
+    gpu_layer *ly = &g->layers[s->layer];
+    switch (s->kind) {
+    case TK_ATTN_NORM:
+        return ly->attn_norm;
+    case TK_Q_W:
+        return ly->qkv_w;
+    case TK_K_W:
+        return ly->qkv_w + Q * H;
+    case TK_V_W:
+        return ly->qkv_w + (Q + KV) * H;
+    case TK_Q_B:
+        return ly->qkv_b;
+    case TK_K_B:
+        return ly->qkv_b + Q;
+    case TK_V_B:
+        return ly->qkv_b + Q + KV;
+    case TK_O_W:
+        return ly->o_w;
+    case TK_O_B:
+        return ly->o_b;
+    case TK_SINKS:
+        *f32 = 1;
+        return ly->sinks;
+    case TK_MLP_NORM:
+        return ly->mlp_norm;
+    case TK_ROUTER_W:
+        return ly->router_w;
+    case TK_ROUTER_B:
+        return ly->router_b;
+    case TK_GATE_UP_BIAS:
+        return ly->b1;
+    case TK_DOWN_BIAS:
+        return ly->b2;
+    default:
+        return NULL;
+    }
+}
+
+static uint64_t spec_elements(const tensor_spec *s) {
+    uint64_t n = 1;
+    for (int d = 0; d < s->ndim; d++) n *= (uint64_t)s->shape[d];
+    return n;
+}
+
+/* One expert matrix: blocks (tensor index bi) and scales (index si) generated a group at a time
+ * into scratch, then repacked. */
+static int synth_experts(struct backend *b, uint64_t seed, int bi, int si, double std, int R,
+                         int Kd, int gate_up, uint8_t *q, uint8_t *s, uint8_t *scratch) {
+    const size_t bb = (size_t)R * (size_t)(Kd / 32) * 16, sb = (size_t)R * (size_t)(Kd / 32);
+    int group = (int)(EXPERT_SCRATCH_BYTES / (bb + sb));
+    if (group < 1)
+        return err_set("cuda backend: one expert (%zu bytes) exceeds the repack scratch", bb + sb);
+    const uint64_t kb = synth_key(seed, bi), ks = synth_key(seed, si);
+    const int base = scale_base(std);
+    for (int e0 = 0; e0 < b->E; e0 += group) {
+        int eg = b->E - e0 < group ? b->E - e0 : group;
+        CU(synth_blocks(scratch, (size_t)e0 * bb, (size_t)eg * bb, kb, b->stream));
+        CU(synth_scales(scratch + (size_t)eg * bb, (size_t)e0 * sb, (size_t)eg * sb, ks, base,
+                        b->stream));
+        CU(moe_repack_device(scratch, scratch + (size_t)eg * bb, eg, R, Kd, gate_up,
+                             q + (size_t)e0 * R * Kd / 2, s + (size_t)e0 * R * Kd / 32, b->stream));
+    }
+    return 0;
+}
+
+static int synth_all(struct backend *b, uint64_t seed, uint8_t *scratch) {
+    const model_config *c = &b->cfg;
+    const int n = tensor_count(c);
+    for (int i = 0; i < n; i++) {
+        tensor_spec s;
+        tensor_spec_at(c, i, &s);
+        if (s.kind == TK_GATE_UP_SCALES || s.kind == TK_DOWN_SCALES)
+            continue; /* made with their blocks */
+        if (s.kind == TK_GATE_UP_BLOCKS || s.kind == TK_DOWN_BLOCKS) {
+            tensor_spec sc;
+            tensor_spec_at(c, i + 1, &sc);
+            const int gu = s.kind == TK_GATE_UP_BLOCKS;
+            if (sc.kind != (gu ? TK_GATE_UP_SCALES : TK_DOWN_SCALES) || sc.layer != s.layer)
+                return err_set("cuda backend: tensor order: %s is not followed by its scales",
+                               s.name);
+            gpu_layer *ly = &b->gw.layers[s.layer];
+            if (synth_experts(b, seed, i, i + 1, draw_for(c, s.kind).std, gu ? 2 * b->I : b->H,
+                              gu ? b->H : b->I, gu, gu ? ly->w1_q : ly->w2_q,
+                              gu ? ly->w1_s : ly->w2_s, scratch))
+                return err_prefix("%s", s.name);
+            continue;
+        }
+        int f32;
+        void *dst = dense_dst(b, &s, &f32);
+        if (!dst) return err_set("cuda backend: no destination for synthetic tensor %s", s.name);
+        draw d = draw_for(c, s.kind);
+        const uint64_t key = synth_key(seed, i), ne = spec_elements(&s);
+        if (f32)
+            CU(synth_dense_f32(dst, 0, ne, key, (float)d.mean, (float)d.std, b->stream));
+        else
+            CU(synth_dense_bf16(dst, 0, ne, key, (float)d.mean, (float)d.std, b->stream));
+    }
+    return 0;
+}
+
+int weights_gpu_synthetic(struct backend *b, uint64_t seed) {
+    double t0 = now_seconds();
+    void *scratch = NULL;
+    CU(cudaMalloc(&scratch, EXPERT_SCRATCH_BYTES));
+    int rc = synth_all(b, seed, scratch);
+    cudaError_t e = cudaStreamSynchronize(b->stream);
+    if (rc == 0 && e != cudaSuccess)
+        rc = err_set("cuda backend: synthetic weights failed: %s", cudaGetErrorString(e));
+    cudaFree(scratch);
+    if (rc == 0)
+        log_info("cuda backend: synthetic weights (seed %llu), %.2f GB on the device in %.2f s",
+                 (unsigned long long)seed, (double)b->gw.bytes / 1e9, now_seconds() - t0);
+    return rc;
+}

@@ -1,0 +1,158 @@
+/* The small endpoints: /health, /version, /v1/models, /tokenize, /detokenize (vLLM's shapes). */
+#include "server/server_internal.h"
+
+#include "base/vec.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void reply_json_value(server *s, struct evhttp_request *req, int status, json_t *v) {
+    char *body = json_dumps(v, JSON_COMPACT);
+    json_decref(v);
+    reply_json(s, req, status, body, strlen(body));
+    free(body);
+}
+
+void handle_health(srv_loop *l, struct evhttp_request *req) {
+    server *s = l->srv;
+    int st = atomic_load(&s->state);
+    if (st == SRV_READY) {
+        reply_json(s, req, 200, "{\"status\":\"ok\"}", 15);
+        return;
+    }
+    const char *why = st == SRV_LOADING    ? "loading"
+                      : st == SRV_DRAINING ? "shutting down"
+                                           : "failed";
+    reply_error(s, req, 503, "service_unavailable", "", "%s", why);
+}
+
+void handle_version(srv_loop *l, struct evhttp_request *req) {
+    reply_json_value(l->srv, req, 200, json_pack("{ss}", "version", GPTOSS_VERSION));
+}
+
+void handle_models(srv_loop *l, struct evhttp_request *req) {
+    server *s = l->srv;
+    json_t *m =
+        json_pack("{sssssIsssssnsisi}", "id", s->model_name, "object", "model", "created",
+                  (json_int_t)s->created, "owned_by", "gptoss", "root", s->opt.model, "parent",
+                  "max_model_len", s->max_model_len, "max_num_seqs", s->opt.eng.max_num_seqs);
+    reply_json_value(s, req, 200, json_pack("{sss[o]}", "object", "list", "data", m));
+}
+
+/* Parses the body as a JSON object; on failure replies 400 and returns NULL. */
+static json_t *body_object(server *s, struct evhttp_request *req) {
+    size_t len;
+    const char *body = request_body(req, &len);
+    json_error_t jerr;
+    /* jansson refuses invalid UTF-8 and embedded NULs, and limits nesting depth. */
+    json_t *v = json_loadb(body, len, 0, &jerr);
+    if (!v) {
+        reply_error(s, req, 400, "invalid_request_error", "", "invalid JSON body: %s", jerr.text);
+        return NULL;
+    }
+    if (!json_is_object(v)) {
+        json_decref(v);
+        reply_error(s, req, 400, "invalid_request_error", "", "the body must be a JSON object");
+        return NULL;
+    }
+    return v;
+}
+
+/* {"prompt": "...", "add_special_tokens": bool} → {"count", "max_model_len", "tokens"}. The chat
+ * form
+ * ({"messages": [...]}) needs the harmony rendering of the api layer and comes with it. */
+void handle_tokenize(srv_loop *l, struct evhttp_request *req) {
+    server *s = l->srv;
+    json_t *v = body_object(s, req);
+    if (!v) return;
+    json_t *prompt = json_object_get(v, "prompt");
+    json_t *ast = json_object_get(v, "add_special_tokens");
+    if (ast && !json_is_boolean(ast)) {
+        json_decref(v);
+        reply_error(s, req, 400, "invalid_request_error", "add_special_tokens",
+                    "add_special_tokens must be a boolean");
+        return;
+    }
+    if (!prompt && json_object_get(v, "messages")) {
+        json_decref(v);
+        reply_error(s, req, 400, "invalid_request_error", "messages",
+                    "tokenizing messages is not supported yet; send {\"prompt\": \"...\"}");
+        return;
+    }
+    if (!json_is_string(prompt)) {
+        json_decref(v);
+        reply_error(s, req, 400, "invalid_request_error", "prompt", "prompt must be a string");
+        return;
+    }
+    /* gpt-oss has no BOS token, so add_special_tokens changes nothing; special-token names in the
+     * text stay ordinary text, as in every other user-text path. */
+    ivec ids = {0};
+    int rc = tokenizer_encode_ordinary(s->tok, json_string_value(prompt),
+                                       json_string_length(prompt), &ids);
+    json_decref(v);
+    if (rc != 0) {
+        ivec_free(&ids);
+        reply_error(s, req, 400, "invalid_request_error", "prompt", "cannot tokenize the prompt");
+        return;
+    }
+    json_t *toks = json_array();
+    for (size_t i = 0; i < ids.len; i++) json_array_append_new(toks, json_integer(ids.v[i]));
+    json_t *out = json_pack("{sIsisosn}", "count", (json_int_t)ids.len, "max_model_len",
+                            s->max_model_len, "tokens", toks, "token_strs");
+    ivec_free(&ids);
+    reply_json_value(s, req, 200, out);
+}
+
+/* {"tokens": [ids]} → {"prompt": text}. Bytes that are not valid UTF-8 (a character split by the
+ * ids) come out as U+FFFD so the answer is always valid JSON. */
+void handle_detokenize(srv_loop *l, struct evhttp_request *req) {
+    server *s = l->srv;
+    json_t *v = body_object(s, req);
+    if (!v) return;
+    json_t *toks = json_object_get(v, "tokens");
+    if (!json_is_array(toks)) {
+        json_decref(v);
+        reply_error(s, req, 400, "invalid_request_error", "tokens",
+                    "tokens must be an array of token ids");
+        return;
+    }
+    int vocab = tokenizer_vocab_size(s->tok);
+    size_t n = json_array_size(toks);
+    for (size_t i = 0; i < n; i++) {
+        json_t *t = json_array_get(toks, i);
+        if (!json_is_integer(t) || json_integer_value(t) < 0 || json_integer_value(t) >= vocab) {
+            json_decref(v);
+            reply_error(s, req, 400, "invalid_request_error", "tokens",
+                        "tokens[%zu] must be a token id in [0, %d)", i, vocab);
+            return;
+        }
+    }
+    tok_stream ts;
+    tok_stream_init(&ts);
+    char *text = NULL;
+    size_t tlen = 0, tcap = 0;
+    for (size_t i = 0; i <= n; i++) {
+        const char *piece;
+        size_t plen;
+        if (i < n) {
+            if (tok_stream_push(s->tok, &ts, (int32_t)json_integer_value(json_array_get(toks, i)),
+                                &piece, &plen) != 0)
+                plen = 0;
+        } else {
+            tok_stream_flush(&ts, &piece, &plen);
+        }
+        if (tlen + plen + 1 > tcap) {
+            tcap = (tlen + plen + 1) * 2;
+            text = xrealloc(text, tcap);
+        }
+        memcpy(text + tlen, piece, plen);
+        tlen += plen;
+    }
+    tok_stream_free(&ts);
+    json_decref(v);
+    json_t *out = json_object();
+    json_object_set_new(out, "prompt", json_stringn(text ? text : "", tlen));
+    free(text);
+    reply_json_value(s, req, 200, out);
+}

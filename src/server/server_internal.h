@@ -1,0 +1,151 @@
+/* Server internals shared by the files of src/server. Not for other modules.
+ *
+ * Threads and ownership (Redis-like: every object has one owning thread):
+ *   main thread    creates the listening sockets and the loops, loads the model, then waits for
+ *                  SIGTERM/SIGINT and runs the drain. It writes `server` fields once, before the
+ *                  state becomes SRV_READY; afterwards they are read-only.
+ *   loop threads   (--api-server-threads) each own an event_base, an evhttp bound to its own
+ *                  SO_REUSEPORT socket (the kernel spreads connections), every connection accepted
+ *                  there and every srv_req created there. Parsing, tokenising, JSON and socket
+ *                  writes happen only here.
+ *   engine thread  owns all scheduling state. Its output callback (handover_on_output) only copies
+ *                  the output into a message, appends it to the owning loop's queue under that
+ *                  loop's mutex and wakes the loop (event_active); it never touches a socket or
+ *                  dereferences anything of the request but its (immutable) loop pointer.
+ *
+ * A srv_req lives until both sides are done with it: the engine has sent the final output of each
+ * of its n sequences (after which the engine never mentions the request again), and the HTTP side
+ * has finished the response or seen the client go away. Only its loop thread frees it. */
+#ifndef GPTOSS_SERVER_SERVER_INTERNAL_H
+#define GPTOSS_SERVER_SERVER_INTERNAL_H
+
+#include "api/api.h"
+#include "server/server.h"
+
+#include <event2/event.h>
+#include <event2/http.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+typedef enum { SRV_LOADING, SRV_READY, SRV_DRAINING, SRV_FAILED } srv_state;
+
+/* Commands the main thread posts to a loop (bit flags, handled on the loop thread). */
+enum { CMD_STOP_ACCEPT = 1, CMD_ABORT_ALL = 2, CMD_EXIT = 4 };
+
+typedef struct srv_msg srv_msg;
+typedef struct srv_req srv_req;
+typedef struct server server;
+
+typedef struct srv_loop {
+    server *srv;
+    int index;
+    struct event_base *base;
+    struct evhttp *http;
+    evutil_socket_t listen_fd;
+    struct evhttp_bound_socket *bound;
+    pthread_t thread;
+    bool thread_started;
+    struct event *wake;        /* activated from other threads: the queue or commands changed */
+    struct event *stats_timer; /* loop 0 only */
+
+    /* The hand-over queue (engine thread → this loop) and commands (main → this loop). */
+    pthread_mutex_t mu;
+    srv_msg *head, *tail;
+    int commands;
+
+    /* Loop-thread only. */
+    srv_req *live; /* requests in flight here (doubly linked) */
+} srv_loop;
+
+struct server {
+    server_options opt;
+    const char *model_name; /* served name */
+    srv_loop *loops;
+    int n_loops;
+    int port; /* the bound port (opt.port, or the one the kernel picked for 0) */
+
+    /* Set by the main thread before state becomes SRV_READY. */
+    engine *eng;
+    tokenizer *tok;
+    char *model_dir;
+    api_config api;
+    int max_model_len;
+    long created; /* unix time the model became ready */
+
+    _Atomic int state;        /* srv_state */
+    _Atomic uint64_t next_id; /* engine request ids */
+    _Atomic int inflight;     /* live srv_reqs, all loops */
+    uint64_t id_salt;         /* makes response ids unpredictable across restarts */
+
+    /* Stats log (loop 0's timer only). */
+    uint64_t last_prompt, last_gen, last_queries, last_hits;
+    double last_t;
+};
+
+struct srv_req {
+    srv_loop *loop;
+    struct evhttp_request *req; /* NULL once the response is finished or the client went away */
+    struct evhttp_connection *evcon;
+    struct event *watch; /* notices the client closing while we generate */
+    uint64_t id;
+    api_call call;
+    api_stream *stream;
+    int n_seqs, n_final; /* sequences, and final outputs received from the engine */
+    bool streaming, started, http_done, aborted;
+    srv_req *prev, *next;
+};
+
+/* http.c: sockets and loops. */
+int loops_create(server *s);
+int loops_start(server *s);
+void loops_command(server *s, int cmd);
+void loops_join(server *s);
+void loops_free(server *s);
+
+/* handover.c */
+void handover_on_output(const engine_output *o, void *user);   /* engine thread */
+void handover_wake(evutil_socket_t fd, short what, void *arg); /* loop thread: drains the queue */
+void handover_discard(srv_loop *l);                            /* teardown: drops queued messages */
+
+/* router.c: the evhttp callback for every request. */
+void router_handle(struct evhttp_request *req, void *arg);
+/* Adds "Connection: close" while draining, so keep-alive clients move on. */
+void router_common_headers(server *s, struct evhttp_request *req);
+
+/* reply.c */
+void reply_json(server *s, struct evhttp_request *req, int status, const char *body, size_t len);
+void reply_text(server *s, struct evhttp_request *req, int status, const char *ctype,
+                const char *body, size_t len);
+void reply_api_error(server *s, struct evhttp_request *req, const api_error *err);
+void reply_error(server *s, struct evhttp_request *req, int status, const char *type,
+                 const char *param, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+/* The request body as one contiguous buffer (not NUL-terminated). */
+const char *request_body(struct evhttp_request *req, size_t *len);
+
+/* generate.c: /v1/completions, /v1/chat/completions, /v1/responses. */
+void generate_handle(srv_loop *l, struct evhttp_request *req, api_kind kind);
+void generate_on_output(srv_req *r, const engine_output *o); /* loop thread */
+void generate_abort_all(srv_loop *l);
+void generate_free_all(srv_loop *l); /* teardown, after the engine has stopped */
+
+/* info.c */
+void handle_health(srv_loop *l, struct evhttp_request *req);
+void handle_version(srv_loop *l, struct evhttp_request *req);
+void handle_models(srv_loop *l, struct evhttp_request *req);
+void handle_tokenize(srv_loop *l, struct evhttp_request *req);
+void handle_detokenize(srv_loop *l, struct evhttp_request *req);
+
+/* metrics_prom.c */
+void handle_metrics(srv_loop *l, struct evhttp_request *req);
+/* The Prometheus text exposition of m (heap string). */
+char *metrics_prom_render(const engine_metrics *m, const char *model_name, size_t *len);
+
+/* stats_log.c */
+void stats_log_tick(evutil_socket_t fd, short what, void *arg);
+
+/* load.c: resolves the model (synthetic:tiny is written to the cache once), loads the tokenizer,
+ * creates the backend and the engine. */
+int server_load_model(server *s);
+
+#endif
