@@ -16,7 +16,7 @@ static const struct {
     {"tokenize", cmd_tokenize, "print the token ids of a text"},
     {"detokenize", cmd_detokenize, "print the text that token ids spell"},
     {"bench-tokenizer", cmd_bench_tokenizer, "measure tokenizer encoding speed (MB/s) on a file"},
-    {"bench", cmd_bench, "in-process benchmarks: `bench latency` (decode/prefill tokens/s vs the roofline)"},
+    {"bench", cmd_bench, "benchmarks: serve (a server's frontier), sweep (in-process), plot, latency, tokenizer"},
     {"serve", cmd_serve, "serve the OpenAI-compatible HTTP API (`serve --model synthetic:tiny` to try it)"},
 };
 

@@ -523,11 +523,8 @@ static int bench_latency(int argc, char **argv) {
     return rc ? 1 : 0;
 }
 
-int cmd_bench(int argc, char **argv) {
-    if (argc >= 2 && !strcmp(argv[1], "latency")) return bench_latency(argc - 1, argv + 1);
-    if (argc >= 2 && !strcmp(argv[1], "tokenizer")) return cmd_bench_tokenizer(argc - 1, argv + 1);
-    fprintf(stderr,
-            "usage: gptoss bench latency [options]   (in-process decode/prefill speed; --help)\n"
-            "       gptoss bench tokenizer [options] (same as bench-tokenizer)\n");
-    return argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) ? 0 : 2;
+/* `gptoss bench latency …`: argv starts at "latency"; the `bench` command (cli/cmd_bench.c)
+ * dispatches. */
+int cmd_bench_latency(int argc, char **argv) {
+    return bench_latency(argc, argv);
 }

@@ -1,0 +1,317 @@
+#include "bench/bench_sweep.h"
+
+#include "base/error.h"
+#include "base/files.h"
+#include "base/log.h"
+#include "base/rng.h"
+#include "base/timeutil.h"
+#include "base/xalloc.h"
+#include "bench/metrics_stats.h"
+#include "bench/progress.h"
+#include "bench/workload.h"
+#include "model/synthetic.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+void bench_sweep_defaults(bench_sweep_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->backend = "cpu";
+    o->isl = 1024;
+    o->osl = 1024;
+    o->range_ratio = 0.8;
+    o->num_warmups = -1;
+    o->prompts_per_c = 10;
+    o->warmups_per_c = 2;
+    o->num_gpus = 1;
+    o->temperature = 0;
+    o->progress = true;
+    o->gpu_memory_utilization = 0.9;
+    engine_options_default(&o->eng);
+    o->eng.max_num_seqs = 0;
+    o->eng.max_model_len = 0;
+    o->eng.enable_prefix_caching =
+        false; /* InferenceMAX starts every server with prefix caching off */
+}
+
+char *bench_resolve_model(const char *model) {
+    if (strncmp(model, "synthetic:", 10) != 0) return xstrdup(model);
+    const char *preset = model + 10;
+    model_config c;
+    if (config_preset(preset, &c) != 0) return NULL;
+    char *cache = cache_dir(), *models = path_join(cache, "models");
+    char name[128];
+    snprintf(name, sizeof name, "synthetic-%s-seed0", preset);
+    char *dir = path_join(models, name), *cfg = path_join(dir, "config.json");
+    int have = file_exists(cfg);
+    free(cfg), free(cache);
+    if (!have) {
+        /* Written under a private name and renamed into place: a server or another sweep may be
+         * writing the same model at the same moment. */
+        char *tmp = xasprintf("%s.tmp.%ld", dir, (long)getpid());
+        log_info("writing the synthetic model '%s' into %s", preset, dir);
+        if (dir_make_p(models) != 0 || synthetic_write(&c, tmp, 0, 1) != 0) {
+            free(tmp), free(models), free(dir);
+            return NULL;
+        }
+        if (rename(tmp, dir) != 0) {
+            char *cmd = xasprintf("rm -rf '%s'", tmp); /* someone else got there first */
+            if (system(cmd) != 0) log_warn("could not remove %s", tmp);
+            free(cmd);
+        }
+        free(tmp);
+    }
+    free(models);
+    return dir;
+}
+
+typedef struct sweep_ctx sweep_ctx;
+
+typedef struct {
+    sweep_ctx *c;
+    bench_record *rec;
+    double last;
+    bool got_token;
+} sweep_req;
+
+struct sweep_ctx {
+    const bench_sweep_opts *o;
+    engine *e;
+    bench_run *run;
+    sweep_req *reqs;
+    int n, next, inflight, done;
+    double t_end;
+    bench_progress prog;
+};
+
+/* On the engine's thread, which is ours: engine_step() calls it. */
+static void on_output(const engine_output *out, void *user) {
+    sweep_req *q = user;
+    sweep_ctx *c = q->c;
+    bench_record *r = q->rec;
+    double t = now_seconds();
+    if (out->n_tokens > 0) { /* one streamed event = one chunk of the HTTP stream */
+        if (!q->got_token) {
+            q->got_token = true;
+            r->ttft = t - r->start;
+        } else {
+            bench_record_itl(r, t - q->last);
+        }
+        q->last = t;
+    }
+    if (!out->finished) return;
+    bool ok = q->got_token && strcmp(out->finish_reason, "error") != 0 &&
+              strcmp(out->finish_reason, "abort") != 0;
+    r->success = ok;
+    if (ok) {
+        r->latency = q->last - r->start;
+        r->output_len = out->completion_tokens;
+        r->prompt_len = out->prompt_tokens;
+    } else {
+        char msg[128];
+        snprintf(msg, sizeof msg, "the engine finished the request with '%s' after %d tokens",
+                 out->finish_reason, out->completion_tokens);
+        bench_run_error(c->run, msg);
+    }
+    progress_step(&c->prog, !ok);
+    c->inflight--;
+    if (++c->done == c->n) c->t_end = t;
+}
+
+static void submit_more(sweep_ctx *c, const bench_item *items, int concurrency, int32_t *ids) {
+    while (c->inflight < concurrency && c->next < c->n) {
+        int i = c->next++;
+        const bench_item *it = &items[i];
+        sweep_req *q = &c->reqs[i];
+        q->c = c;
+        q->rec = &c->run->rec[i];
+        q->rec->expected_output = it->osl;
+        q->rec->prompt_len = q->rec->sent_prompt_len = it->isl;
+        bench_prompt_ids(it, ids);
+        engine_request r = {0};
+        r.id = (uint64_t)i + 1;
+        r.prompt = ids;
+        r.n_prompt = it->isl;
+        r.params = sampling_params_default();
+        r.params.temperature = (float)c->o->temperature;
+        r.params.seed = it->seed, r.params.has_seed = true;
+        r.max_tokens = it->osl;
+        r.ignore_eos = true;
+        r.n = 1;
+        r.on_output = on_output;
+        r.user = q;
+        q->rec->start = now_seconds();
+        c->inflight++;
+        if (engine_submit(c->e, &r) !=
+            0) { /* refused (too long for the model?): a failed request */
+            bench_run_error(c->run, err_msg());
+            progress_step(&c->prog, true);
+            c->inflight--;
+            if (++c->done == c->n) c->t_end = now_seconds();
+        }
+    }
+}
+
+/* Runs items[0..n) with at most `concurrency` in the engine; -1 when the backend failed. */
+static int run_phase(sweep_ctx *c, const bench_item *items, int n, int concurrency, bench_run *run,
+                     const char *what) {
+    c->run = run;
+    c->n = n;
+    c->next = c->inflight = c->done = 0;
+    c->t_end = 0;
+    c->reqs = xcalloc((size_t)(n > 0 ? n : 1), sizeof *c->reqs);
+    int32_t *ids = xmalloc((size_t)c->o->isl * sizeof *ids);
+    progress_start(&c->prog, c->o->progress, what, concurrency, n);
+    int rc = 0;
+    while (c->done < c->n) {
+        submit_more(c, items, concurrency, ids);
+        if (c->done == c->n) break;
+        int s = engine_step(c->e);
+        if (s < 0) {
+            rc = err_set("the backend failed during the %s at concurrency %d", what, concurrency);
+            break;
+        }
+        if (s == 0 && c->inflight > 0 && c->next >= c->n) {
+            rc = err_set("internal: the engine went idle with %d requests unfinished", c->inflight);
+            break;
+        }
+    }
+    /* Every request has finished, but with asynchronous scheduling a step that still names some of
+     * them may be in flight, and the engine keeps them until it completes: step until idle, so the
+     * next phase starts clean and engine_destroy finds nothing left (it would leak their block
+     * tables: seq_destroy does not give KV back). */
+    if (rc == 0 && engine_run_until_idle(c->e) < 0)
+        rc =
+            err_set("the backend failed at the end of the %s at concurrency %d", what, concurrency);
+    progress_end(&c->prog);
+    if (c->t_end == 0) c->t_end = now_seconds();
+    free(ids);
+    free(c->reqs);
+    c->reqs = NULL;
+    return rc;
+}
+
+static double cpu_seconds(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
+           (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
+}
+
+static int sweep(sweep_ctx *c) {
+    const bench_sweep_opts *o = c->o;
+    json_t *results = json_array();
+    int rc = 0, any_failed = 0;
+    for (int k = 0; k < o->n_concurrency && rc == 0; k++) {
+        int C = o->concurrency[k];
+        int n = o->num_prompts > 0 ? o->num_prompts : o->prompts_per_c * C;
+        int w = o->num_warmups >= 0 ? o->num_warmups : o->warmups_per_c * C;
+        bench_item *items = xmalloc((size_t)(n + w + 1) * sizeof *items);
+        bench_workload(n, o->isl, o->osl, o->range_ratio, rng_hash2(o->seed, (uint64_t)C), items);
+        bench_workload(w, o->isl, o->osl, o->range_ratio, rng_hash2(o->seed ^ 0x77a2u, (uint64_t)C),
+                       items + n);
+        printf("\nConcurrency %d: %d prompts after %d warm-ups; ISL uniform in [%d, %d], OSL in "
+               "[%d, %d]; in-process "
+               "engine (%s backend)\n",
+               C, n, w, bench_len_lower(o->isl, o->range_ratio), o->isl,
+               bench_len_lower(o->osl, o->range_ratio), o->osl, o->backend);
+        fflush(stdout);
+        bench_run warm;
+        bench_run_init(&warm, w);
+        rc = run_phase(c, items + n, w, C, &warm, "warmup");
+        if (rc == 0 && warm.n_errors > 0)
+            fprintf(stderr, "warning: %d of %d warm-up requests failed; the first error: %s\n",
+                    warm.n_errors, w, warm.first_error);
+        bench_run_free(&warm);
+        if (rc == 0) {
+            bench_run run;
+            bench_run_init(&run, n);
+            double cpu0 = cpu_seconds(), t0 = now_seconds();
+            rc = run_phase(c, items, n, C, &run, "run");
+            run.duration = c->t_end - t0;
+            if (rc == 0) {
+                bench_metrics m = {.max_concurrency = C,
+                                   .num_prompts = n,
+                                   .num_warmups = w,
+                                   .num_gpus = o->num_gpus,
+                                   .isl = o->isl,
+                                   .osl = o->osl,
+                                   .range_ratio = o->range_ratio,
+                                   .client_cpu_seconds = cpu_seconds() - cpu0};
+                bench_meta meta = {"gptoss-engine", o->model, o->label, NULL, o->seed};
+                if (bench_report_level(&run, &m, &meta, results, o->output_json) != 0) rc = -1;
+                if (m.failed > 0) {
+                    any_failed = 1;
+                    fprintf(stderr,
+                            "gptoss bench sweep: %d of %d requests failed at concurrency %d; the "
+                            "first error: %s\n",
+                            m.failed, n, C, run.first_error ? run.first_error : "(none)");
+                }
+            }
+            bench_run_free(&run);
+        }
+        free(items);
+    }
+    if (rc == 0 && o->output_json) fprintf(stderr, "results: %s\n", o->output_json);
+    json_decref(results);
+    return rc ? rc : any_failed;
+}
+
+int bench_sweep(const bench_sweep_opts *o) {
+    const backend_ops *ops = backend_find(o->backend);
+    if (!ops) {
+        if (!strcmp(o->backend, "cuda"))
+            return err_set("--backend cuda: this build has no CUDA backend (it is built when nvcc "
+                           "is found and the "
+                           "backend is in the tree); use --backend cpu");
+        return err_set("--backend %s: unknown backend (cpu or cuda)", o->backend);
+    }
+    /* The CPU backend reads checkpoints from disk; the CUDA backend makes synthetic weights on the
+     * device from the spec itself. */
+    char *model = !strcmp(o->backend, "cpu") ? bench_resolve_model(o->model) : xstrdup(o->model);
+    if (!model) return err_prefix("--model %s", o->model);
+    int max_c = 1;
+    for (int i = 0; i < o->n_concurrency; i++)
+        if (o->concurrency[i] > max_c) max_c = o->concurrency[i];
+    engine_options eo = o->eng;
+    if (eo.max_num_seqs <= 0) eo.max_num_seqs = max_c;
+    if (eo.max_model_len <= 0)
+        eo.max_model_len = o->isl + o->osl + 20; /* InferenceMAX: ISL + OSL + 20 */
+    int block_size = o->block_size > 0 ? o->block_size : 32;
+    int kv_blocks = o->num_kv_blocks;
+    if (kv_blocks <= 0 &&
+        !strcmp(o->backend, "cpu")) /* the CPU default fits only a few sequences */
+        kv_blocks = eo.max_num_seqs * ((eo.max_model_len + block_size - 1) / block_size + 1);
+    backend_options bo = {.model = model,
+                          .block_size = block_size,
+                          .num_full_blocks = kv_blocks,
+                          .num_swa_blocks = 0,
+                          .max_slots = eo.max_num_seqs,
+                          .max_model_len = eo.max_model_len,
+                          .gpu_memory_utilization = o->gpu_memory_utilization};
+    backend *b = NULL;
+    double t0 = now_seconds();
+    if (ops->create(&bo, &b) != 0) {
+        if (b) ops->destroy(b);
+        free(model);
+        return err_prefix("loading %s on the %s backend", o->model, o->backend);
+    }
+    sweep_ctx c = {.o = o};
+    if (engine_create(&eo, ops, b, &c.e) != 0) {
+        free(model);
+        return -1;
+    }
+    printf("gptoss bench sweep: %s on the %s backend (loaded in %.1f s), ISL %d, OSL %d (range "
+           "ratio %.2f), "
+           "max_num_seqs %d, max_model_len %d, prefix caching %s, ignore_eos\n",
+           o->model, o->backend, now_seconds() - t0, o->isl, o->osl, o->range_ratio,
+           eo.max_num_seqs, eo.max_model_len, eo.enable_prefix_caching ? "on" : "off");
+    int rc = sweep(&c);
+    engine_destroy(c.e);
+    free(model);
+    return rc;
+}

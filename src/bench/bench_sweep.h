@@ -1,0 +1,46 @@
+/* gptoss bench sweep: the `bench serve` sweep without HTTP — requests go straight into an
+ * in-process engine, and tokens are timed in the engine's output callbacks. The workload, the
+ * metric definitions and the JSON are those of `bench serve`, so a quick GPU frontier and a served
+ * one plot side by side (the gap between them is what HTTP, JSON and detokenisation cost). */
+#ifndef GPTOSS_BENCH_BENCH_SWEEP_H
+#define GPTOSS_BENCH_BENCH_SWEEP_H
+
+#include "engine/engine.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct {
+    const char *model;   /* a checkpoint folder or "synthetic:PRESET" */
+    const char *backend; /* "cpu" or "cuda" */
+    const char *label;
+    int isl, osl;
+    double range_ratio;
+    const int32_t *concurrency;
+    int n_concurrency;
+    int num_prompts;                  /* 0: prompts_per_c × C */
+    int num_warmups;                  /* < 0: warmups_per_c × C */
+    int prompts_per_c, warmups_per_c; /* InferenceMAX: 10 and 2 */
+    int num_gpus;
+    const char *output_json;
+    uint64_t seed;
+    double temperature;
+    bool progress;
+    engine_options eng; /* 0 in max_num_seqs / max_model_len: derived from the sweep */
+    int num_kv_blocks;  /* 0: the CPU backend gets room for every sequence; CUDA sizes itself */
+    int block_size;
+    double gpu_memory_utilization;
+} bench_sweep_opts;
+
+void bench_sweep_defaults(bench_sweep_opts *o);
+
+/* 0 when every measured request finished, 1 when some failed, -1 + err_set() when it could not run.
+ */
+int bench_sweep(const bench_sweep_opts *o);
+
+/* "synthetic:NAME" for a backend that reads checkpoints from disk: the folder
+ * $(cache)/models/synthetic-NAME-seed0, written once (the layout `gptoss serve` uses, so both share
+ * it). Other model strings are returned as they are. Heap string, NULL + err_set() on failure. */
+char *bench_resolve_model(const char *model);
+
+#endif
