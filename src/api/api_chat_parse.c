@@ -455,17 +455,5 @@ static int parse_chat_fields(const json_t *root, const tokenizer *tok, const api
 
 int api_parse_chat(const char *body, size_t len, const tokenizer *tok, const api_config *cfg,
                    api_call *out, api_error *err) {
-    api_call_init(out, API_CHAT);
-    json_t *root = api_json_load(body, len, err);
-    if (!root) {
-        api_call_free(out);
-        return -1;
-    }
-    api_conv c;
-    api_conv_init(&c, cfg);
-    int rc = parse_chat_fields(root, tok, cfg, out, &c, err);
-    api_conv_free(&c);
-    json_decref(root);
-    if (rc < 0) api_call_free(out);
-    return rc < 0 ? -1 : 0;
+    return api_parse_conversation(body, len, API_CHAT, parse_chat_fields, tok, cfg, out, err);
 }

@@ -257,3 +257,20 @@ int api_parse_function_def(const json_t *fn, const char *param, api_conv *c, boo
     if (add) api_conv_add_tool(c, name, desc, params);
     return 0;
 }
+
+int api_parse_conversation(const char *body, size_t len, api_kind kind, api_conv_fields_fn fields,
+                           const tokenizer *tok, const api_config *cfg, api_call *out, api_error *err) {
+    api_call_init(out, kind);
+    json_t *root = api_json_load(body, len, err);
+    if (!root) {
+        api_call_free(out);
+        return -1;
+    }
+    api_conv c;
+    api_conv_init(&c, cfg);
+    int rc = fields(root, tok, cfg, out, &c, err);
+    api_conv_free(&c);
+    json_decref(root);
+    if (rc < 0) api_call_free(out);
+    return rc < 0 ? -1 : 0;
+}

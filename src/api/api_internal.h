@@ -139,6 +139,14 @@ typedef struct {
 
 void api_conv_init(api_conv *c, const api_config *cfg);
 void api_conv_free(api_conv *c);
+
+/* The fields of a conversation request (chat or responses) into out, through the conversation c. */
+typedef int (*api_conv_fields_fn)(const json_t *root, const tokenizer *tok, const api_config *cfg,
+                                  api_call *out, api_conv *c, api_error *err);
+/* The shared frame of api_parse_chat and api_parse_responses: parse the body, run `fields` with a
+ * fresh conversation, and leave nothing to free on failure. */
+int api_parse_conversation(const char *body, size_t len, api_kind kind, api_conv_fields_fn fields,
+                           const tokenizer *tok, const api_config *cfg, api_call *out, api_error *err);
 /* Takes ownership of s (heap) and returns it. */
 const char *api_conv_own(api_conv *c, char *s);
 /* Appends a message (zeroed but for role) and returns it. */

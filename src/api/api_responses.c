@@ -415,17 +415,5 @@ static int parse_fields(const json_t *root, const tokenizer *tok, const api_conf
 
 int api_parse_responses(const char *body, size_t len, const tokenizer *tok, const api_config *cfg,
                         api_call *out, api_error *err) {
-    api_call_init(out, API_RESPONSES);
-    json_t *root = api_json_load(body, len, err);
-    if (!root) {
-        api_call_free(out);
-        return -1;
-    }
-    api_conv c;
-    api_conv_init(&c, cfg);
-    int rc = parse_fields(root, tok, cfg, out, &c, err);
-    api_conv_free(&c);
-    json_decref(root);
-    if (rc < 0) api_call_free(out);
-    return rc < 0 ? -1 : 0;
+    return api_parse_conversation(body, len, API_RESPONSES, parse_fields, tok, cfg, out, err);
 }
