@@ -24,6 +24,7 @@
  * sink, so it is never -inf (masked keys are -inf, exp2(-inf) = 0, and a fully masked tile changes
  * nothing), and exp2(sink - m) <= 1 when the sink finally joins the denominator, once. */
 #include "backend/cuda/attention.h"
+#include "backend/cuda/pdl.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -180,6 +181,7 @@ static __device__ __forceinline__ void load_kv_tile(const attn_args &a, const in
  * writes its (m, l, O) and attn_decode_merge_kernel combines the splits (the sink joins there, once).
  * A split with no chunks writes (sink, 0, 0), which merges as nothing. */
 __global__ void __launch_bounds__(DEC_THREADS) attn_decode_kernel(attn_args a) {
+    pdl_prologue(); /* first: see pdl.cuh */
     extern __shared__ __align__(128) unsigned char smem[];
     const int kvh = blockIdx.x, seq = blockIdx.y, split = blockIdx.z;
     const int q_row = a.query_start[seq];
@@ -328,6 +330,7 @@ __global__ void __launch_bounds__(DEC_THREADS) attn_decode_kernel(attn_args a) {
 
 /* Grid (n_kv_heads, n_seqs), 128 threads: out = sum_s O_s 2^(m_s - M) / (2^(sink - M) + sum_s l_s 2^(m_s - M)). */
 __global__ void __launch_bounds__(DEC_THREADS) attn_decode_merge_kernel(attn_args a) {
+    pdl_prologue(); /* first: see pdl.cuh */
     const int kvh = blockIdx.x, seq = blockIdx.y;
     const int q_row = a.query_start[seq];
     if (a.query_start[seq + 1] - q_row != 1) return;
@@ -370,6 +373,7 @@ __global__ void __launch_bounds__(DEC_THREADS) attn_decode_merge_kernel(attn_arg
  * tiles are masked per element, the others not at all. Tiles entirely outside every row's window are
  * never loaded (the loop starts at k_first and ends at the last token's position). */
 __global__ void __launch_bounds__(PF_THREADS, 2) attn_prefill_kernel(attn_args a) {
+    pdl_prologue(); /* first: see pdl.cuh */
     extern __shared__ __align__(128) unsigned char smem[];
     const int kvh = blockIdx.y;
     const int seq = a.work[2 * blockIdx.x], tok0 = a.work[2 * blockIdx.x + 1];
@@ -618,10 +622,10 @@ extern "C" cudaError_t attn_decode(const attn_dims *d, const attn_seqs *s, const
     a.num_splits = num_splits, a.ws = workspace;
     e = allow_smem((const void *)attn_decode_kernel, DEC_SMEM, &g_decode_smem_dev);
     if (e != cudaSuccess) return e;
-    attn_decode_kernel<<<dim3(d->n_kv_heads, s->n_seqs, num_splits), DEC_THREADS, DEC_SMEM, stream>>>(a);
+    pdl_launch(attn_decode_kernel, dim3(d->n_kv_heads, s->n_seqs, num_splits), dim3(DEC_THREADS), DEC_SMEM, stream, a);
     e = cudaGetLastError();
     if (e != cudaSuccess || num_splits == 1) return e;
-    attn_decode_merge_kernel<<<dim3(d->n_kv_heads, s->n_seqs), DEC_THREADS, 0, stream>>>(a);
+    pdl_launch(attn_decode_merge_kernel, dim3(d->n_kv_heads, s->n_seqs), dim3(DEC_THREADS), 0, stream, a);
     return cudaGetLastError();
 }
 
@@ -677,6 +681,6 @@ extern "C" cudaError_t attn_prefill(const attn_dims *d, const attn_seqs *s, cons
     a.work = work;
     e = allow_smem((const void *)attn_prefill_kernel, PF_SMEM, &g_prefill_smem_dev);
     if (e != cudaSuccess) return e;
-    attn_prefill_kernel<<<dim3(n_work, d->n_kv_heads), PF_THREADS, PF_SMEM, stream>>>(a);
+    pdl_launch(attn_prefill_kernel, dim3(n_work, d->n_kv_heads), dim3(PF_THREADS), PF_SMEM, stream, a);
     return cudaGetLastError();
 }

@@ -29,6 +29,7 @@
  *
  * Large M goes to cuBLASLt (compute-bound; cuBLAS is good there). */
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/pdl.cuh"
 
 #include <cublasLt.h>
 #include <stdio.h>
@@ -106,6 +107,7 @@ static __device__ __forceinline__ void store_out(void *y, size_t i, float v) {
  * 2·U 16-byte loads per thread). */
 template <int NT, bool OUT_F32>
 __global__ void __launch_bounds__(SK_THREADS, 2) skinny_gemm_kernel(const skinny_args a) {
+    pdl_prologue(); /* first: see pdl.cuh */
     constexpr int U = NT <= 2 ? 8 : 4;
     constexpr int MC = NT * 8; /* tokens per chunk */
     extern __shared__ uint4 smem_raw[];
@@ -216,6 +218,7 @@ __global__ void __launch_bounds__(SK_THREADS, 2) skinny_gemm_kernel(const skinny
 
 /* fp32 output + bf16 bias on the cuBLASLt path (cuBLASLt wants the bias in the output type). */
 __global__ void add_bias_f32_kernel(float *y, const uint16_t *bias, long total, int N) {
+    pdl_prologue(); /* first: see pdl.cuh */
     for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < total; i += (long)gridDim.x * blockDim.x)
         y[i] += bf16_bits_to_f32(bias[i % N]);
 }
@@ -452,7 +455,7 @@ static cudaError_t gemm_cublas(gemm_ctx *c, const uint16_t *x, int M, int K, con
     if (bias && !bias_epi) {
         long total = (long)M * N;
         int blocks = (int)((total + 255) / 256 < 4096 ? (total + 255) / 256 : 4096);
-        add_bias_f32_kernel<<<blocks, 256, 0, stream>>>((float *)y, bias, total, N);
+        pdl_launch(add_bias_f32_kernel, dim3(blocks), dim3(256), 0, stream, (float *)y, bias, total, N);
         TRY(cudaGetLastError());
     }
     return cudaSuccess;
@@ -465,8 +468,8 @@ static cudaError_t gemm_skinny(gemm_ctx *c, const skinny_plan *p, const uint16_t
     a.x = x, a.W = W, a.bias = bias, a.y = y, a.ws = c->ws, a.counters = c->counters;
     a.M = M, a.K = K, a.N = N, a.S = p->S, a.Z = p->Z, a.tpw = p->tpw, a.lds = p->lds;
     const long blocks = (long)p->n_rb * p->S * p->Z;
-    skinny_kernel_for(p->nt, out == GEMM_OUT_F32)<<<(unsigned)blocks, SK_THREADS, p->smem, stream>>>(a);
-    return cudaGetLastError();
+    return pdl_launch(skinny_kernel_for(p->nt, out == GEMM_OUT_F32), dim3((unsigned)blocks), dim3(SK_THREADS), p->smem,
+                      stream, a);
 }
 
 /* AUTO: the skinny kernel up to 128 tokens (two chunks of 64), cuBLASLt beyond. */

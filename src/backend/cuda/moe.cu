@@ -36,6 +36,7 @@
  * memory; each warp reads its A fragments (16 B / lane / k-step, already in fragment order) and
  * dequantises them in registers, then runs mma.sync against 64 tokens. */
 #include "backend/cuda/moe.h"
+#include "backend/cuda/pdl.cuh"
 
 #include <math.h>
 #include <stdio.h>
@@ -271,16 +272,33 @@ static __device__ __forceinline__ void tile_epilogue(const moe_args &a, int e, i
 /* ---------------------------------------------------------------------------------------------- */
 /* Small batch: one block per (touched expert, row block of WARPS tiles, K split)                  */
 
+/* Codes and scale words of k steps kb … kb+U−1 of one warp's tile (zeros past nk). */
+template <int U>
+static __device__ __forceinline__ void load_batch(const uint4 *qp, const uint32_t *sp, int kb, int nk, uint4 qv[U],
+                                                  uint32_t sv[U]) {
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        if (kb + u < nk) {
+            qv[u] = ldg_stream16(qp + (size_t)(kb + u) * 32);
+            sv[u] = __ldg(sp + (size_t)(kb + u) * 8);
+        } else {
+            qv[u] = make_uint4(0, 0, 0, 0);
+            sv[u] = 0;
+        }
+    }
+}
+
 template <int NTP>
 struct small_cfg {
     static constexpr int CAP = 8 * NTP;              /* tokens staged per pass */
     static constexpr int WARPS = NTP == 1 ? 4 : 8;   /* 16-row tiles per block */
     static constexpr int THREADS = WARPS * 32;
-    static constexpr int U = 8;                      /* k steps loaded per batch: 8 × 16 B in flight */
+    static constexpr int U = 6; /* k steps per batch: 6–12 × 16 B in flight (two batches; U = 7 spills) */
 };
 
 template <int NTP, int MODE>
 __global__ void __launch_bounds__(small_cfg<NTP>::THREADS, NTP == 1 ? 4 : 2) moe_small_kernel(const moe_args a) {
+    pdl_prologue(); /* first: see pdl.cuh */
     typedef small_cfg<NTP> C;
     extern __shared__ uint4 smem_raw[];
     uint16_t *xs = (uint16_t *)smem_raw; /* [CAP][lds] */
@@ -302,6 +320,12 @@ __global__ void __launch_bounds__(small_cfg<NTP>::THREADS, NTP == 1 ? 4 : 2) moe
     const uint32_t *sp = a.wsc + tile_kk * 8 + g;
     const uint16_t *xb = xs + g * lds + 8 * t;
 
+    /* The first batch of codes depends only on the work item: its loads fly while the tokens are
+     * staged. */
+    uint4 qv[C::U];
+    uint32_t sv[C::U];
+    load_batch<C::U>(qp, sp, 0, active ? nk : 0, qv, sv);
+
     for (int p0 = 0; p0 < cnt; p0 += C::CAP) {
         const int pc = min(C::CAP, cnt - p0);
         /* Stage the pass's tokens (zeros past pc) for k in [64·kk0, 64·kk1). */
@@ -321,19 +345,15 @@ __global__ void __launch_bounds__(small_cfg<NTP>::THREADS, NTP == 1 ? 4 : 2) moe
             float acc[NTP][4];
 #pragma unroll
             for (int nt = 0; nt < NTP; nt++) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
+            /* Two register batches: the loads of batch kb + U are issued before batch kb is
+             * dequantised and multiplied, so a warp always has up to 2U 16-byte loads in flight
+             * instead of draining to zero once per batch (a K range of 45 steps was ~6 full memory
+             * round trips in a row). */
+            if (p0 > 0) load_batch<C::U>(qp, sp, 0, nk, qv, sv); /* another pass: again, from L2 */
             for (int kb = 0; kb < nk; kb += C::U) {
-                uint4 qv[C::U];
-                uint32_t sv[C::U];
-#pragma unroll
-                for (int u = 0; u < C::U; u++) {
-                    if (kb + u < nk) {
-                        qv[u] = ldg_stream16(qp + (size_t)(kb + u) * 32);
-                        sv[u] = __ldg(sp + (size_t)(kb + u) * 8);
-                    } else {
-                        qv[u] = make_uint4(0, 0, 0, 0);
-                        sv[u] = 0;
-                    }
-                }
+                uint4 qn[C::U];
+                uint32_t sn[C::U];
+                load_batch<C::U>(qp, sp, kb + C::U, nk, qn, sn);
 #pragma unroll
                 for (int u = 0; u < C::U; u++) {
                     if (kb + u >= nk) break;
@@ -349,6 +369,8 @@ __global__ void __launch_bounds__(small_cfg<NTP>::THREADS, NTP == 1 ? 4 : 2) moe
                         }
                     }
                 }
+#pragma unroll
+                for (int u = 0; u < C::U; u++) qv[u] = qn[u], sv[u] = sn[u];
             }
 #pragma unroll
             for (int nt = 0; nt < NTP; nt++) tile_epilogue<MODE>(a, e, off, rt, p0 + nt * 8, p0 + pc, s, acc[nt]);
@@ -379,6 +401,7 @@ static __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.
 
 template <int MODE>
 __global__ void __launch_bounds__(LG_THREADS, 1) moe_large_kernel(const moe_args a) {
+    pdl_prologue(); /* first: see pdl.cuh */
     extern __shared__ uint4 smem_raw[];
     char *smem = (char *)smem_raw; /* LG_STAGES × { B [128][64] bf16 swizzled | A [8][512 B] | S [8][32 B] } */
 
@@ -552,40 +575,73 @@ __device__ __forceinline__ void topk_warp(const float *l, int E, int k, int lane
 
 /* One warp per token. */
 __global__ void moe_topk_kernel(const float *logits, int T, int E, int k, int *idx_out, float *w_out) {
+    pdl_prologue(); /* first: see pdl.cuh */
     const int lane = threadIdx.x & 31;
     const int tok = blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5);
     if (tok >= T) return;
     topk_warp(logits + (size_t)tok * E, E, k, lane, idx_out + (size_t)tok * k, w_out + (size_t)tok * k);
 }
 
-/* Decode-sized routing in one launch (T <= 32 tokens, T*k <= 64 pairs): one warp per token picks its
- * experts, then one thread groups the few pairs: the same counts, offsets, touched list, tile list and
- * stable counting sort (pairs in order within an expert) as moe_group_kernel. At batch 1 the two
- * general kernels cost ~17 µs per layer, most of it the 1024-thread grouping block's fixed work. */
+/* Decode-sized routing in one launch (T <= 32 tokens, T*k <= 64 pairs), with the same outputs as
+ * moe_topk_kernel + moe_group_kernel: counts, offsets, the touched list, the tile list and the
+ * stable counting sort (pairs in order within an expert). Warp w < T picks token w's experts into
+ * shared memory; then thread e < E counts expert e's pairs (a ≤ 64-entry shared scan), three
+ * block-wide exclusive scans give its offset, its place in the touched list and its first tile, and
+ * thread p < P places pair p after the earlier pairs of its expert. No thread loops over E, and no
+ * value makes a round trip through global memory: an earlier version grouped the pairs in one
+ * thread, reading back its own global writes, and took ~14 µs per layer at batch 1 (ncu, H200). */
+enum { ROUTE_SMALL_MIN_THREADS = 256 }; /* one thread per expert (E <= 256) */
+
 __global__ void moe_route_small_kernel(const float *logits, int T, int E, int k, int BN, int *idx_out, float *w_out,
                                        int *count, int *offset, int *pair_sorted, int *touched, int *n_touched,
                                        int *tiles, int *n_tiles) {
-    __shared__ int cnt[256];
-    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-    for (int e = threadIdx.x; e < E; e += blockDim.x) cnt[e] = 0;
-    if (w < T) topk_warp(logits + (size_t)w * E, E, k, lane, idx_out + (size_t)w * k, w_out + (size_t)w * k);
-    __syncthreads(); /* also makes lane 0's global writes above visible to thread 0 of this block */
-    if (threadIdx.x != 0) return;
-    const int P = T * k;
-    for (int p = 0; p < P; p++) cnt[idx_out[p]]++;
-    int o = 0, nt = 0, ntl = 0;
-    for (int e = 0; e < E; e++) {
-        offset[e] = o, count[e] = cnt[e];
-        const int c = cnt[e];
-        cnt[e] = o; /* becomes the next free position of expert e */
-        o += c;
-        if (c) touched[nt++] = e;
-        for (int b = 0; b * BN < c; b++) tiles[ntl++] = (e << 16) | b;
+    pdl_prologue(); /* first: see pdl.cuh */
+    __shared__ int s_idx[64];
+    __shared__ float s_w[64];
+    __shared__ int s_off[256];
+    __shared__ int s_warp[3][ROUTE_SMALL_MIN_THREADS / 32];
+    const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, P = T * k;
+    if (w < T) topk_warp(logits + (size_t)w * E, E, k, lane, s_idx + w * k, s_w + w * k);
+    __syncthreads();
+    if (tid < P) idx_out[tid] = s_idx[tid], w_out[tid] = s_w[tid];
+
+    /* Per expert: pairs, touched (0/1), large-path tiles; then inclusive warp scans of the three. */
+    int c = 0;
+    if (tid < E)
+        for (int p = 0; p < P; p++) c += s_idx[p] == tid;
+    const int tc = c > 0, tl = (c + BN - 1) / BN;
+    int ic = c, it = tc, il = tl;
+    if (tid < ROUTE_SMALL_MIN_THREADS) {
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const int a = __shfl_up_sync(0xffffffffu, ic, o), b = __shfl_up_sync(0xffffffffu, it, o),
+                      d = __shfl_up_sync(0xffffffffu, il, o);
+            if (lane >= o) ic += a, it += b, il += d;
+        }
+        if (lane == 31) s_warp[0][w] = ic, s_warp[1][w] = it, s_warp[2][w] = il;
     }
-    offset[E] = o;
-    *n_touched = nt;
-    *n_tiles = ntl;
-    for (int p = 0; p < P; p++) pair_sorted[cnt[idx_out[p]]++] = p;
+    __syncthreads();
+    if (tid < ROUTE_SMALL_MIN_THREADS) {
+        int pc = 0, pt = 0, pl = 0, tot_c = 0, tot_t = 0, tot_l = 0;
+        for (int ww = 0; ww < ROUTE_SMALL_MIN_THREADS / 32; ww++) {
+            if (ww < w) pc += s_warp[0][ww], pt += s_warp[1][ww], pl += s_warp[2][ww];
+            tot_c += s_warp[0][ww], tot_t += s_warp[1][ww], tot_l += s_warp[2][ww];
+        }
+        const int oc = pc + ic - c, ot = pt + it - tc, ol = pl + il - tl; /* exclusive */
+        if (tid < E) {
+            offset[tid] = oc, count[tid] = c, s_off[tid] = oc;
+            if (c) touched[ot] = tid;
+            for (int b = 0; b < tl; b++) tiles[ol + b] = (tid << 16) | b;
+        }
+        if (tid == 0) offset[E] = tot_c, *n_touched = tot_t, *n_tiles = tot_l;
+    }
+    __syncthreads();
+    if (tid < P) {
+        const int e = s_idx[tid];
+        int r = 0;
+        for (int q = 0; q < tid; q++) r += s_idx[q] == e;
+        pair_sorted[s_off[e] + r] = tid;
+    }
 }
 
 /* One block of 1024 threads: counts per expert, prefix sums, the touched list, the large-path tile
@@ -595,6 +651,7 @@ __global__ void moe_route_small_kernel(const float *logits, int T, int E, int k,
 __global__ void __launch_bounds__(1024) moe_group_kernel(const int *idx, int P, int E, int BN, int *count, int *offset,
                                                          int *pair_sorted, int *touched, int *n_touched, int *tiles,
                                                          int *n_tiles) {
+    pdl_prologue(); /* first: see pdl.cuh */
     extern __shared__ int gsm[];
     int *cnt = gsm;      /* [E] */
     int *run = cnt + E;  /* [E] next free position of each expert */
@@ -680,16 +737,17 @@ cudaError_t moe_route(const float *logits, const moe_routing *r, cudaStream_t st
         return cudaErrorInvalidValue;
     if (r->T == 0) return cudaSuccess;
     if (r->T <= 32 && r->T * r->k <= 64) {
-        moe_route_small_kernel<<<1, 32 * r->T, 0, stream>>>(logits, r->T, r->E, r->k, MOE_TILE_TOKENS, r->topk_idx,
+        const int threads = 32 * r->T > ROUTE_SMALL_MIN_THREADS ? 32 * r->T : ROUTE_SMALL_MIN_THREADS;
+        pdl_launch(moe_route_small_kernel, dim3(1), dim3(threads), 0, stream, logits, r->T, r->E, r->k, MOE_TILE_TOKENS, r->topk_idx,
                                                             r->topk_w, r->count, r->offset, r->pair_sorted,
                                                             r->touched, r->n_touched, r->tiles, r->n_tiles);
         return cudaGetLastError();
     }
     const int warps = 8;
-    moe_topk_kernel<<<(r->T + warps - 1) / warps, warps * 32, 0, stream>>>(logits, r->T, r->E, r->k, r->topk_idx, r->topk_w);
+    pdl_launch(moe_topk_kernel, dim3((r->T + warps - 1) / warps), dim3(warps * 32), 0, stream, logits, r->T, r->E, r->k, r->topk_idx, r->topk_w);
     TRY(cudaGetLastError());
     const size_t smem = (size_t)(2 + 32) * r->E * sizeof(int);
-    moe_group_kernel<<<1, 1024, smem, stream>>>(r->topk_idx, r->T * r->k, r->E, MOE_TILE_TOKENS, r->count, r->offset,
+    pdl_launch(moe_group_kernel, dim3(1), dim3(1024), smem, stream, r->topk_idx, r->T * r->k, r->E, MOE_TILE_TOKENS, r->count, r->offset,
                                                 r->pair_sorted, r->touched, r->n_touched, r->tiles, r->n_tiles);
     return cudaGetLastError();
 }
@@ -761,9 +819,9 @@ static cudaError_t launch(const moe_args &a0, int mode, const moe_plan *plan, co
         a.n_rb = (a.RT + 7) / 8;
         const dim3 grid((unsigned)a.n_rb, (unsigned)max_tiles(r->T, r->E, r->k));
         if (mode == MODE_GATE_UP)
-            moe_large_kernel<MODE_GATE_UP><<<grid, LG_THREADS, LG_SMEM, stream>>>(a);
+            pdl_launch(moe_large_kernel<MODE_GATE_UP>, dim3(grid), dim3(LG_THREADS), LG_SMEM, stream, a);
         else
-            moe_large_kernel<MODE_DOWN><<<grid, LG_THREADS, LG_SMEM, stream>>>(a);
+            pdl_launch(moe_large_kernel<MODE_DOWN>, dim3(grid), dim3(LG_THREADS), LG_SMEM, stream, a);
         return cudaGetLastError();
     }
     const int ntp = plan->ntp == 1 ? 1 : 2;
@@ -776,14 +834,14 @@ static cudaError_t launch(const moe_args &a0, int mode, const moe_plan *plan, co
     if (blocks < 1) return cudaSuccess;
     if (ntp == 1) {
         if (mode == MODE_GATE_UP)
-            moe_small_kernel<1, MODE_GATE_UP><<<(unsigned)blocks, small_cfg<1>::THREADS, smem, stream>>>(a);
+            pdl_launch(moe_small_kernel<1, MODE_GATE_UP>, dim3((unsigned)blocks), dim3(small_cfg<1>::THREADS), smem, stream, a);
         else
-            moe_small_kernel<1, MODE_DOWN><<<(unsigned)blocks, small_cfg<1>::THREADS, smem, stream>>>(a);
+            pdl_launch(moe_small_kernel<1, MODE_DOWN>, dim3((unsigned)blocks), dim3(small_cfg<1>::THREADS), smem, stream, a);
     } else {
         if (mode == MODE_GATE_UP)
-            moe_small_kernel<2, MODE_GATE_UP><<<(unsigned)blocks, small_cfg<2>::THREADS, smem, stream>>>(a);
+            pdl_launch(moe_small_kernel<2, MODE_GATE_UP>, dim3((unsigned)blocks), dim3(small_cfg<2>::THREADS), smem, stream, a);
         else
-            moe_small_kernel<2, MODE_DOWN><<<(unsigned)blocks, small_cfg<2>::THREADS, smem, stream>>>(a);
+            pdl_launch(moe_small_kernel<2, MODE_DOWN>, dim3((unsigned)blocks), dim3(small_cfg<2>::THREADS), smem, stream, a);
     }
     return cudaGetLastError();
 }

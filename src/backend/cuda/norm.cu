@@ -6,6 +6,7 @@
  * normalised row written as bf16. Memory-bound: at 4096 tokens and 4 MoE slots a pass moves
  * ≈ 280 MB, ~70 µs at 4 TB/s; at one token it is a few µs of latency. */
 #include "backend/cuda/norm.h"
+#include "backend/cuda/pdl.cuh"
 
 enum { NORM_MAX_H = 8192, NORM_MAX_THREADS = 1024 };
 
@@ -62,6 +63,7 @@ static __device__ __forceinline__ void write_norm(const float v[8], bool active,
 
 __global__ void norm_add_kernel(float *h, const uint16_t *delta, const float *slots, int n_slots, int H,
                                 const uint16_t *gain, float eps, uint16_t *y) {
+    pdl_prologue(); /* first: see pdl.cuh */
     __shared__ float red[32];
     const int t = blockIdx.x, c = threadIdx.x; /* c: 8-feature group */
     const bool active = 8 * c < H;
@@ -96,6 +98,7 @@ __global__ void norm_add_kernel(float *h, const uint16_t *delta, const float *sl
 
 __global__ void norm_embed_kernel(const int32_t *tokens, const uint16_t *table, int vocab, int H, float *h,
                                   const uint16_t *gain, float eps, uint16_t *y) {
+    pdl_prologue(); /* first: see pdl.cuh */
     __shared__ float red[32];
     const int t = blockIdx.x, c = threadIdx.x;
     const bool active = 8 * c < H;
@@ -118,7 +121,7 @@ cudaError_t norm_add_rmsnorm(float *h, const uint16_t *delta, const float *slots
                              const uint16_t *gain, float eps, uint16_t *y, cudaStream_t stream) {
     if (!shape_ok(T, H) || !h || (slots && n_slots < 1) || (y && !gain)) return cudaErrorInvalidValue;
     if (T == 0) return cudaSuccess;
-    norm_add_kernel<<<T, threads_for(H), 0, stream>>>(h, delta, slots, slots ? n_slots : 0, H, gain, eps, y);
+    pdl_launch(norm_add_kernel, dim3(T), dim3(threads_for(H)), 0, stream, h, delta, slots, slots ? n_slots : 0, H, gain, eps, y);
     return cudaGetLastError();
 }
 
@@ -126,7 +129,7 @@ cudaError_t norm_rmsnorm(const float *h, int T, int H, const uint16_t *gain, flo
     if (!shape_ok(T, H) || !h || !gain || !y) return cudaErrorInvalidValue;
     if (T == 0) return cudaSuccess;
     /* No delta and no slots: the kernel only reads h. */
-    norm_add_kernel<<<T, threads_for(H), 0, stream>>>((float *)h, NULL, NULL, 0, H, gain, eps, y);
+    pdl_launch(norm_add_kernel, dim3(T), dim3(threads_for(H)), 0, stream, (float *)h, nullptr, nullptr, 0, H, gain, eps, y);
     return cudaGetLastError();
 }
 
@@ -134,6 +137,6 @@ cudaError_t norm_embed(const int32_t *tokens, int T, const uint16_t *table, int 
                        const uint16_t *gain, float eps, uint16_t *y, cudaStream_t stream) {
     if (!shape_ok(T, H) || !tokens || !table || !h || vocab < 1 || (gain && !y)) return cudaErrorInvalidValue;
     if (T == 0) return cudaSuccess;
-    norm_embed_kernel<<<T, threads_for(H), 0, stream>>>(tokens, table, vocab, H, h, gain, eps, y);
+    pdl_launch(norm_embed_kernel, dim3(T), dim3(threads_for(H)), 0, stream, tokens, table, vocab, H, h, gain, eps, y);
     return cudaGetLastError();
 }

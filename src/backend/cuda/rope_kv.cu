@@ -8,6 +8,7 @@
  * flops: it is a bandwidth kernel, and at decode batch sizes a latency one (fusing it into the QKV GEMM's
  * epilogue is the later step). */
 #include "backend/cuda/rope_kv.h"
+#include "backend/cuda/pdl.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -38,6 +39,7 @@ static __device__ __forceinline__ size_t cache_offset(int slot, int kv_head, int
 }
 
 __global__ void __launch_bounds__(ROPE_KV_THREADS) rope_kv_kernel(rope_kv_args a, rope_kv_freq f) {
+    pdl_prologue(); /* first: see pdl.cuh */
     __shared__ float s_cos[ROPE_KV_MAX_HALF], s_sin[ROPE_KV_MAX_HALF];
     const int t = blockIdx.x;
     const int pos = a.positions[t];
@@ -138,6 +140,6 @@ extern "C" cudaError_t rope_kv_launch(const attn_dims *d, const rope_kv_freq *f,
     a.q_out = q_out, a.k_cache = k_cache, a.v_cache = v_cache;
     a.qkv_stride = qkv_stride, a.n_heads = d->n_heads, a.n_kv_heads = d->n_kv_heads, a.head_dim = d->head_dim;
     a.bs_shift = bs_shift;
-    rope_kv_kernel<<<n_tokens, ROPE_KV_THREADS, 0, stream>>>(a, *f);
+    pdl_launch(rope_kv_kernel, dim3(n_tokens), dim3(ROPE_KV_THREADS), 0, stream, a, *f);
     return cudaGetLastError();
 }

@@ -2,6 +2,7 @@
  * that they are one launch each, tolerate padded rows of a CUDA graph, and never read out of range.
  */
 #include "backend/cuda/step_kernels.h"
+#include "backend/cuda/pdl.cuh"
 
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -9,6 +10,7 @@
 enum { GLUE_THREADS = 256, FINAL_MAX_H = 8192 };
 
 __global__ void fixups_kernel(const int32_t *pairs, int n, int32_t *slot_last, int max_slots) {
+    pdl_prologue(); /* first: see pdl.cuh */
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
         const int32_t slot = pairs[2 * i], tok = pairs[2 * i + 1];
         if (slot >= 0 && slot < max_slots) slot_last[slot] = tok;
@@ -17,6 +19,7 @@ __global__ void fixups_kernel(const int32_t *pairs, int n, int32_t *slot_last, i
 
 __global__ void resolve_kernel(const int32_t *token_ids, const int32_t *token_slot, int T,
                                const int32_t *slot_last, int max_slots, int32_t *ids) {
+    pdl_prologue(); /* first: see pdl.cuh */
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= T) return;
     int32_t id = token_ids[t];
@@ -43,6 +46,7 @@ static __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
 __global__ void final_rows_kernel(const float *h, const float *slots, int n_slots,
                                   const gpu_row *rows, int H, const uint16_t *gain, float eps,
                                   uint16_t *out) {
+    pdl_prologue(); /* first: see pdl.cuh */
     __shared__ float red[32];
     const int r = blockIdx.x, c = threadIdx.x;
     const int tok = rows[r].tok;
@@ -97,7 +101,7 @@ extern "C" cudaError_t step_apply_fixups(const int32_t *pairs, int n, int32_t *s
     if (n < 0 || (n > 0 && (!pairs || !slot_last))) return cudaErrorInvalidValue;
     if (n == 0) return cudaSuccess;
     const int needed = (n + GLUE_THREADS - 1) / GLUE_THREADS, blocks = needed < 1024 ? needed : 1024;
-    fixups_kernel<<<blocks, GLUE_THREADS, 0, stream>>>(pairs, n, slot_last, max_slots);
+    pdl_launch(fixups_kernel, dim3(blocks), dim3(GLUE_THREADS), 0, stream, pairs, n, slot_last, max_slots);
     return cudaGetLastError();
 }
 
@@ -106,8 +110,7 @@ extern "C" cudaError_t step_resolve_tokens(const int32_t *token_ids, const int32
                                            int32_t *ids, cudaStream_t stream) {
     if (T < 0 || !token_ids || !token_slot || !slot_last || !ids) return cudaErrorInvalidValue;
     if (T == 0) return cudaSuccess;
-    resolve_kernel<<<(T + GLUE_THREADS - 1) / GLUE_THREADS, GLUE_THREADS, 0, stream>>>(
-        token_ids, token_slot, T, slot_last, max_slots, ids);
+    pdl_launch(resolve_kernel, dim3((T + GLUE_THREADS - 1) / GLUE_THREADS), dim3(GLUE_THREADS), 0, stream, token_ids, token_slot, T, slot_last, max_slots, ids);
     return cudaGetLastError();
 }
 
@@ -119,7 +122,7 @@ extern "C" cudaError_t step_final_rows(const float *h, const float *slots, int n
         return cudaErrorInvalidValue;
     if (n_rows == 0) return cudaSuccess;
     const int threads = ((H / 8 + 31) / 32) * 32;
-    final_rows_kernel<<<n_rows, threads, 0, stream>>>(h, slots, slots ? n_slots : 0, rows, H, gain,
+    pdl_launch(final_rows_kernel, dim3(n_rows), dim3(threads), 0, stream, h, slots, slots ? n_slots : 0, rows, H, gain,
                                                       eps, out);
     return cudaGetLastError();
 }

@@ -1,0 +1,48 @@
+/* Programmatic dependent launch (PDL): let the next kernel's blocks be launched while this one
+ * finishes, so the launch latency between two small kernels (~1–3 µs, ten times a layer at batch
+ * 1) hides behind the tail of the first.
+ *
+ * The contract has two halves. The host launches a kernel with
+ * cudaLaunchAttributeProgrammaticStreamSerialization (pdl_launch below); such a kernel may start
+ * before its predecessor in the stream has finished. So every kernel launched that way calls
+ * pdl_prologue() first, in every thread, before it touches global memory: griddepcontrol.wait
+ * returns once the predecessor grid has completed and its writes are visible (a no-op when the
+ * kernel was launched without the attribute). Calling it before any early return also keeps the
+ * chain transitive: no kernel completes before its predecessor did. The prologue then signals
+ * launch_dependents, which lets the *next* kernel's blocks be scheduled once every block of this
+ * one has started; they spin in their own wait until this grid completes.
+ *
+ * Captured into CUDA graphs, the attribute becomes a programmatic edge. GPTOSS_PDL=0 turns it off
+ * (plain launches), for A/B measurements. */
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <utility>
+
+extern "C" int pdl_enabled(void);
+
+static __device__ __forceinline__ void pdl_prologue(void) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+template <typename... KArgs, typename... Args>
+static cudaError_t pdl_launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                              Args &&...args) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = pdl_enabled() ? 1 : 0;
+    /* Each argument converted to its parameter's type first (NULL, int → size_t, …), as <<<>>> does. */
+    static_assert(sizeof...(KArgs) == sizeof...(Args), "pdl_launch: wrong number of kernel arguments");
+    return cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(std::forward<Args>(args))...);
+}
