@@ -150,6 +150,11 @@ static moe_weights weights_of(const layer_dev *D, int E) {
     moe_weights w;
     w.w1_q = D->w1q, w.w1_s = D->w1s, w.b1 = D->b1, w.w2_q = D->w2q, w.w2_s = D->w2s, w.b2 = D->b2;
     w.E = E, w.H = H, w.I = I, w.swiglu_alpha = ALPHA, w.swiglu_limit = LIMIT;
+    int m1 = -1, m2 = -1;
+    CUDA_CHECK(moe_scales_max(D->w1s, moe_repack_s_bytes(E, 2 * I, H), &m1, 0));
+    CUDA_CHECK(moe_scales_max(D->w2s, moe_repack_s_bytes(E, H, I), &m2, 0));
+    CHECK(m1 == 122 && m2 == 122, "moe_scales_max: %d and %d, the scales were drawn from 120…122", m1, m2);
+    w.w1_folded = m1 <= MOE_FOLDED_SCALE_MAX, w.w2_folded = m2 <= MOE_FOLDED_SCALE_MAX;
     return w;
 }
 
@@ -371,9 +376,14 @@ static void test_E(int E, cudaStream_t st, int sm) {
         std::vector<float> y1, y2;
         for (size_t i = 0; i < plans.size(); i++)
             run_experts_case(&w, &r, &plans[i], d_x, d_act, d_y, T, E, toks, ref, st, i == 0 ? &y1 : NULL);
-        run_experts_case(&w, &r, &plans[0], d_x, d_act, d_y, T, E, toks, ref, st, &y2);
+        /* Again with the two-multiply dequantisation: the folded one rounds the same exact products
+         * once, so the bits must not change (and two runs must agree anyway). */
+        moe_weights wu = w;
+        wu.w1_folded = wu.w2_folded = 0;
+        CHECK(w.w1_folded && w.w2_folded, "E=%d: the folded dequantisation is not exercised", E);
+        run_experts_case(&wu, &r, &plans[0], d_x, d_act, d_y, T, E, toks, ref, st, &y2);
         CHECK(y1.size() == y2.size() && !memcmp(y1.data(), y2.data(), y1.size() * 4),
-              "E=%d T=%d: two runs of the same plan differ", E, T);
+              "E=%d T=%d: folded vs two-multiply dequantisation (or two runs of one plan) differ", E, T);
         CUDA_CHECK(cudaFree(d_act));
         CUDA_CHECK(cudaFree(d_y));
         CUDA_CHECK(cudaFree(rbuf));

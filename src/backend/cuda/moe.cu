@@ -150,6 +150,32 @@ cudaError_t moe_repack_device(const uint8_t *blocks, const uint8_t *scales, int 
     return cudaGetLastError();
 }
 
+/* The largest scale byte of a (repacked or checkpoint) scale array: decides the folded dequantisation. */
+__global__ void scales_max_kernel(const uint8_t *s, size_t n, int *out) {
+    int m = 0;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        m = max(m, (int)s[i]);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
+    if ((threadIdx.x & 31) == 0) atomicMax(out, m); /* max is order-free: deterministic */
+}
+
+cudaError_t moe_scales_max(const uint8_t *s, size_t n, int *max_out, cudaStream_t stream) {
+    if (!s || !max_out) return cudaErrorInvalidValue;
+    int *d = NULL;
+    TRY(cudaMallocAsync((void **)&d, sizeof(int), stream));
+    cudaError_t e = cudaMemsetAsync(d, 0, sizeof(int), stream);
+    if (e == cudaSuccess && n > 0) {
+        const size_t blocks = (n + 255) / 256;
+        scales_max_kernel<<<(unsigned)(blocks < 4096 ? blocks : 4096), 256, 0, stream>>>(s, n, d);
+        e = cudaGetLastError();
+    }
+    if (e == cudaSuccess) e = cudaMemcpyAsync(max_out, d, sizeof(int), cudaMemcpyDeviceToHost, stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
+    cudaError_t f = cudaFreeAsync(d, stream);
+    return e != cudaSuccess ? e : f;
+}
+
 /* ---------------------------------------------------------------------------------------------- */
 /* Device helpers                                                                                  */
 
@@ -198,6 +224,31 @@ static __device__ __forceinline__ void dequant_word(uint32_t q, uint32_t scale2,
     r[3] = ((q >> 3) & 0x01800180u) | ((q >> 7) & 0x00400040u) | ((q << 1) & 0x80008000u);
 #pragma unroll
     for (int i = 0; i < 4; i++) r[i] = bf16x2_mul(bf16x2_mul(r[i], TWO_126), scale2);
+}
+
+/* When every scale byte S of a matrix is ≤ 128, the two multiplies (by 2^126, then by 2^(S−127)) fold
+ * into one by 2^(S−1): the bf16 pair with exponent field S + 126, i.e. scale_pair + (126 << 7) in
+ * each half (S + 126 ≤ 254 stays finite). The product is the same exact value rounded once, so the
+ * bits equal the two-multiply result (and S = 0 now gives the true tiny value instead of 0). That
+ * removes 4 of the ~21 instructions per word from the integer/FMA pipes, which at batch ≥ 64 are
+ * as busy as the memory system (moe_scales_max decides at load). */
+static __device__ __forceinline__ uint32_t scale_pair_folded(uint32_t sw, int j) {
+    return scale_pair(sw, j) + 0x3F003F00u;
+}
+
+template <bool FOLDED>
+static __device__ __forceinline__ void dequant_word_t(uint32_t q, uint32_t sw, int j, uint32_t r[4]) {
+    if (!FOLDED) {
+        dequant_word(q, scale_pair(sw, j), r);
+        return;
+    }
+    const uint32_t M = 0x81C081C0u, f = scale_pair_folded(sw, j);
+    r[0] = q & M;
+    r[1] = (q << 3) & M;
+    r[2] = (q << 6) & M;
+    r[3] = ((q >> 3) & 0x01800180u) | ((q >> 7) & 0x00400040u) | ((q << 1) & 0x80008000u);
+#pragma unroll
+    for (int i = 0; i < 4; i++) r[i] = bf16x2_mul(r[i], f);
 }
 
 /* The two MMAs of one 32-wide k chunk for one 16-row tile: rows g (ag) and g+8 (a8), B = 16 bytes of
@@ -296,7 +347,7 @@ struct small_cfg {
     static constexpr int U = 6; /* k steps per batch: 6–12 × 16 B in flight (two batches; U = 7 spills) */
 };
 
-template <int NTP, int MODE>
+template <int NTP, int MODE, bool FOLDED>
 __global__ void __launch_bounds__(small_cfg<NTP>::THREADS, NTP == 1 ? 4 : 2) moe_small_kernel(const moe_args a) {
     pdl_prologue(); /* first: see pdl.cuh */
     typedef small_cfg<NTP> C;
@@ -360,8 +411,8 @@ __global__ void __launch_bounds__(small_cfg<NTP>::THREADS, NTP == 1 ? 4 : 2) moe
 #pragma unroll
                     for (int h = 0; h < 2; h++) { /* the two 32-wide chunks of this k step */
                         uint32_t ag[4], a8[4];
-                        dequant_word(h ? qv[u].z : qv[u].x, scale_pair(sv[u], 2 * h), ag);
-                        dequant_word(h ? qv[u].w : qv[u].y, scale_pair(sv[u], 2 * h + 1), a8);
+                        dequant_word_t<FOLDED>(h ? qv[u].z : qv[u].x, sv[u], 2 * h, ag);
+                        dequant_word_t<FOLDED>(h ? qv[u].w : qv[u].y, sv[u], 2 * h + 1, a8);
 #pragma unroll
                         for (int nt = 0; nt < NTP; nt++) {
                             const uint4 xv = *(const uint4 *)(xb + nt * 8 * lds + (kb + u) * 64 + h * 32);
@@ -592,23 +643,16 @@ __global__ void moe_topk_kernel(const float *logits, int T, int E, int k, int *i
  * thread, reading back its own global writes, and took ~14 µs per layer at batch 1 (ncu, H200). */
 enum { ROUTE_SMALL_MIN_THREADS = 256 }; /* one thread per expert (E <= 256) */
 
-__global__ void moe_route_small_kernel(const float *logits, int T, int E, int k, int BN, int *idx_out, float *w_out,
-                                       int *count, int *offset, int *pair_sorted, int *touched, int *n_touched,
-                                       int *tiles, int *n_tiles) {
-    pdl_prologue(); /* first: see pdl.cuh */
-    __shared__ int s_idx[64];
-    __shared__ float s_w[64];
-    __shared__ int s_off[256];
+/* The grouping's per-expert outputs from expert tid's pair count c (threads tid < E; every thread of
+ * the block calls this, blockDim ≥ 256): count, offset (exclusive prefix sum, also into s_off), the
+ * touched list and the large-path tile list, in ascending expert order, and the three totals. Three
+ * block-wide exclusive scans (warp shuffles, then the 8 warp totals): no thread walks the E
+ * experts. */
+static __device__ __forceinline__ void expert_offsets(int c, int E, int BN, int *count, int *offset, int *touched,
+                                                      int *n_touched, int *tiles, int *n_tiles, int *s_off) {
     __shared__ int s_warp[3][ROUTE_SMALL_MIN_THREADS / 32];
-    const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, P = T * k;
-    if (w < T) topk_warp(logits + (size_t)w * E, E, k, lane, s_idx + w * k, s_w + w * k);
-    __syncthreads();
-    if (tid < P) idx_out[tid] = s_idx[tid], w_out[tid] = s_w[tid];
-
-    /* Per expert: pairs, touched (0/1), large-path tiles; then inclusive warp scans of the three. */
-    int c = 0;
-    if (tid < E)
-        for (int p = 0; p < P; p++) c += s_idx[p] == tid;
+    const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
+    if (tid >= E) c = 0;
     const int tc = c > 0, tl = (c + BN - 1) / BN;
     int ic = c, it = tc, il = tl;
     if (tid < ROUTE_SMALL_MIN_THREADS) {
@@ -636,6 +680,25 @@ __global__ void moe_route_small_kernel(const float *logits, int T, int E, int k,
         if (tid == 0) offset[E] = tot_c, *n_touched = tot_t, *n_tiles = tot_l;
     }
     __syncthreads();
+}
+
+
+__global__ void moe_route_small_kernel(const float *logits, int T, int E, int k, int BN, int *idx_out, float *w_out,
+                                       int *count, int *offset, int *pair_sorted, int *touched, int *n_touched,
+                                       int *tiles, int *n_tiles) {
+    pdl_prologue(); /* first: see pdl.cuh */
+    __shared__ int s_idx[64];
+    __shared__ float s_w[64];
+    __shared__ int s_off[256];
+    const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, P = T * k;
+    if (w < T) topk_warp(logits + (size_t)w * E, E, k, lane, s_idx + w * k, s_w + w * k);
+    __syncthreads();
+    if (tid < P) idx_out[tid] = s_idx[tid], w_out[tid] = s_w[tid];
+
+    int c = 0;
+    if (tid < E)
+        for (int p = 0; p < P; p++) c += s_idx[p] == tid;
+    expert_offsets(c, E, BN, count, offset, touched, n_touched, tiles, n_tiles, s_off);
     if (tid < P) {
         const int e = s_idx[tid];
         int r = 0;
@@ -661,19 +724,7 @@ __global__ void __launch_bounds__(1024) moe_group_kernel(const int *idx, int P, 
     __syncthreads();
     for (int p = tid; p < P; p += blockDim.x) atomicAdd(&cnt[idx[p]], 1); /* integer: order-free */
     __syncthreads();
-    if (tid == 0) {
-        int o = 0, nt = 0, ntl = 0;
-        for (int e = 0; e < E; e++) {
-            offset[e] = o, run[e] = o, count[e] = cnt[e];
-            o += cnt[e];
-            if (cnt[e]) touched[nt++] = e;
-            for (int b = 0; b * BN < cnt[e]; b++) tiles[ntl++] = (e << 16) | b;
-        }
-        offset[E] = o;
-        *n_touched = nt;
-        *n_tiles = ntl;
-    }
-    __syncthreads();
+    expert_offsets(tid < E ? cnt[tid] : 0, E, BN, count, offset, touched, n_touched, tiles, n_tiles, run);
     for (int base = 0; base < P; base += blockDim.x) {
         for (int i = tid; i < 32 * E; i += blockDim.x) wc[i] = 0;
         __syncthreads();
@@ -787,12 +838,22 @@ size_t moe_y_slots_bytes(int T, int k, int H, const moe_plan *plan) {
 
 static int g_attrs_set = 0;
 
+typedef void (*small_fn)(moe_args);
+static small_fn small_kernel_for(int ntp, int mode, int folded) {
+#define SMALL_CASE(n, m)                                                                           \
+    if (ntp == n && mode == m) return folded ? moe_small_kernel<n, m, true> : moe_small_kernel<n, m, false>;
+    SMALL_CASE(1, MODE_GATE_UP) SMALL_CASE(1, MODE_DOWN) SMALL_CASE(2, MODE_GATE_UP) SMALL_CASE(2, MODE_DOWN)
+#undef SMALL_CASE
+    return NULL;
+}
+
 static cudaError_t set_attrs(void) {
     if (g_attrs_set) return cudaSuccess;
-    TRY(cudaFuncSetAttribute((const void *)moe_small_kernel<1, MODE_GATE_UP>, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024));
-    TRY(cudaFuncSetAttribute((const void *)moe_small_kernel<1, MODE_DOWN>, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024));
-    TRY(cudaFuncSetAttribute((const void *)moe_small_kernel<2, MODE_GATE_UP>, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024));
-    TRY(cudaFuncSetAttribute((const void *)moe_small_kernel<2, MODE_DOWN>, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024));
+    for (int ntp = 1; ntp <= 2; ntp++)
+        for (int mode = 0; mode < 2; mode++)
+            for (int folded = 0; folded < 2; folded++)
+                TRY(cudaFuncSetAttribute((const void *)small_kernel_for(ntp, mode, folded),
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024));
     TRY(cudaFuncSetAttribute((const void *)moe_large_kernel<MODE_GATE_UP>, cudaFuncAttributeMaxDynamicSharedMemorySize, LG_SMEM));
     TRY(cudaFuncSetAttribute((const void *)moe_large_kernel<MODE_DOWN>, cudaFuncAttributeMaxDynamicSharedMemorySize, LG_SMEM));
     g_attrs_set = 1;
@@ -809,7 +870,8 @@ static moe_args base_args(const moe_weights *w, const moe_routing *r) {
     return a;
 }
 
-static cudaError_t launch(const moe_args &a0, int mode, const moe_plan *plan, const moe_routing *r, cudaStream_t stream) {
+static cudaError_t launch(const moe_args &a0, int mode, int folded, const moe_plan *plan, const moe_routing *r,
+                          cudaStream_t stream) {
     moe_args a = a0;
     const int max_touched = r->E < r->T * r->k ? r->E : r->T * r->k;
     if (plan->large) {
@@ -832,17 +894,8 @@ static cudaError_t launch(const moe_args &a0, int mode, const moe_plan *plan, co
     if (smem > 227 * 1024) return cudaErrorInvalidValue;
     const long blocks = (long)max_touched * a.n_rb * a.S;
     if (blocks < 1) return cudaSuccess;
-    if (ntp == 1) {
-        if (mode == MODE_GATE_UP)
-            pdl_launch(moe_small_kernel<1, MODE_GATE_UP>, dim3((unsigned)blocks), dim3(small_cfg<1>::THREADS), smem, stream, a);
-        else
-            pdl_launch(moe_small_kernel<1, MODE_DOWN>, dim3((unsigned)blocks), dim3(small_cfg<1>::THREADS), smem, stream, a);
-    } else {
-        if (mode == MODE_GATE_UP)
-            pdl_launch(moe_small_kernel<2, MODE_GATE_UP>, dim3((unsigned)blocks), dim3(small_cfg<2>::THREADS), smem, stream, a);
-        else
-            pdl_launch(moe_small_kernel<2, MODE_DOWN>, dim3((unsigned)blocks), dim3(small_cfg<2>::THREADS), smem, stream, a);
-    }
+    const int threads = ntp == 1 ? small_cfg<1>::THREADS : small_cfg<2>::THREADS;
+    TRY(pdl_launch(small_kernel_for(ntp, mode, folded), dim3((unsigned)blocks), dim3(threads), smem, stream, a));
     return cudaGetLastError();
 }
 
@@ -860,7 +913,7 @@ cudaError_t moe_gate_up(const moe_weights *w, const uint16_t *x, const moe_routi
     a.wq = (const uint4 *)w->w1_q, a.wsc = (const uint32_t *)w->w1_s, a.bias = w->b1;
     a.x = x, a.act = act;
     a.K = w->H, a.R = 2 * w->I, a.RT = a.R / 16, a.KK = a.K / 64, a.S = 1;
-    return launch(a, MODE_GATE_UP, plan, r, stream);
+    return launch(a, MODE_GATE_UP, w->w1_folded, plan, r, stream);
 }
 
 cudaError_t moe_down(const moe_weights *w, const moe_routing *r, const moe_plan *plan, const uint16_t *act,
@@ -874,7 +927,7 @@ cudaError_t moe_down(const moe_weights *w, const moe_routing *r, const moe_plan 
     a.K = w->I, a.R = w->H, a.RT = a.R / 16, a.KK = a.K / 64;
     a.S = plan->large ? 1 : plan->down_splits;
     if (a.S < 1 || a.S > a.KK) return cudaErrorInvalidValue; /* y_slots is laid out for this S */
-    return launch(a, MODE_DOWN, plan, r, stream);
+    return launch(a, MODE_DOWN, w->w2_folded, plan, r, stream);
 }
 
 cudaError_t moe_experts(const moe_weights *w, const uint16_t *x, const moe_routing *r, const moe_plan *plan,

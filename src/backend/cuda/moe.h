@@ -56,7 +56,13 @@ typedef struct {
     const uint16_t *b2;         /* [E][H] bf16 */
     int E, H, I;
     float swiglu_alpha, swiglu_limit; /* 1.702, 7.0 */
+    int w1_folded, w2_folded; /* every scale byte of w1 (w2) ≤ 128: one multiply per dequantised pair
+                               * (moe.cu); set from moe_scales_max, 0 is always correct */
 } moe_weights;
+
+/* The largest byte of n scale bytes (device pointer) into *max_out (host), synchronously on stream. */
+cudaError_t moe_scales_max(const uint8_t *s, size_t n, int *max_out, cudaStream_t stream);
+enum { MOE_FOLDED_SCALE_MAX = 128 };
 
 /* ---- routing ---- */
 

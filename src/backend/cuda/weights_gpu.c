@@ -91,6 +91,24 @@ void weights_gpu_free(struct backend *b) {
     memset(w, 0, sizeof *w);
 }
 
+/* After the experts are on the device: may each matrix use the folded dequantisation (moe.h)? */
+static int decide_folded_scales(struct backend *b) {
+    int n_folded = 0;
+    for (int l = 0; l < b->L; l++) {
+        gpu_layer *ly = &b->gw.layers[l];
+        int m1 = 0, m2 = 0;
+        CU(moe_scales_max(ly->w1_s, moe_repack_s_bytes(b->E, 2 * b->I, b->H), &m1, b->stream));
+        CU(moe_scales_max(ly->w2_s, moe_repack_s_bytes(b->E, b->H, b->I), &m2, b->stream));
+        ly->moe.w1_folded = m1 <= MOE_FOLDED_SCALE_MAX;
+        ly->moe.w2_folded = m2 <= MOE_FOLDED_SCALE_MAX;
+        n_folded += ly->moe.w1_folded + ly->moe.w2_folded;
+    }
+    log_info("cuda backend: %d of %d expert matrices have every scale <= 2^%d (one multiply per weight "
+             "pair)",
+             n_folded, 2 * b->L, MOE_FOLDED_SCALE_MAX - 127);
+    return 0;
+}
+
 /* ---- the staging pipeline ---- */
 
 typedef struct {
@@ -291,6 +309,7 @@ int weights_gpu_upload(struct backend *b, const char *dir) {
     cudaError_t e = cudaStreamSynchronize(b->stream);
     if (rc == 0 && e != cudaSuccess)
         rc = err_set("cuda backend: weight upload failed: %s", cudaGetErrorString(e));
+    if (rc == 0) rc = decide_folded_scales(b);
     if (rc == 0) {
         up_progress(&u, 0, true);
         double dt = now_seconds() - t0;
@@ -477,6 +496,7 @@ int weights_gpu_synthetic(struct backend *b, uint64_t seed) {
     if (rc == 0 && e != cudaSuccess)
         rc = err_set("cuda backend: synthetic weights failed: %s", cudaGetErrorString(e));
     cudaFree(scratch);
+    if (rc == 0) rc = decide_folded_scales(b);
     if (rc == 0)
         log_info("cuda backend: synthetic weights (seed %llu), %.2f GB on the device in %.2f s",
                  (unsigned long long)seed, (double)b->gw.bytes / 1e9, now_seconds() - t0);
