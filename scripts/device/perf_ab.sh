@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call for a performance change: the GPU tests (unless SKIP_TESTS=1), then
 # `gptoss bench latency` for 120b decode at batch sizes $BATCHES (context 1k) with programmatic
-# dependent launch on and off (GPTOSS_PDL=0), and a short table. Logs and JSON go to $OUT
+# dependent launch on (GPTOSS_PDL=1) and off, and a short table. Logs and JSON go to $OUT
 # (packed: the device returns at most 8 files). Needs .devcarry from scripts/device/prepare.sh.
 set -uo pipefail
 out=${OUT:-/tmp/perf-out}
