@@ -13,7 +13,7 @@ echo "commit $(cat .devcarry/commit.txt 2>/dev/null)" | tee -a "$out/gpu.txt"
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
   OUT="$out/logs" bash scripts/device/gpu_tests.sh test 2>&1 | tail -12
 fi
-for pdl in 1 0; do
+for pdl in ${PDL_MODES:-0 1}; do
   echo "== bench latency 120b, GPTOSS_PDL=$pdl"
   GPTOSS_PDL=$pdl timeout 200 .devcarry/bin/gptoss bench latency --model synthetic:120b --batches "$batches" \
     --prefill ${PREFILL:-1024} --decode-steps 24 --output-json "$out/latency-120b-pdl$pdl.json" \

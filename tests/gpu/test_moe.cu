@@ -349,6 +349,37 @@ static void test_E(int E, cudaStream_t st, int sm) {
         routing_host rh;
         download_routing(&r, &rh);
         check_routing(lg, T, E, &rh);
+        {
+            /* The split form (hi + lo + bf16 bias, runner.c) routes exactly like its fp32 sum. */
+            const size_t nb = moe_routing_bytes(T, E, TOPK);
+            std::vector<float> hi(lg.size()), lo(lg.size()), sum(lg.size());
+            std::vector<uint16_t> bias(E);
+            for (auto &b : bias) b = f32_to_bf16(tu_uniform(-1.0f, 1.0f));
+            for (size_t i = 0; i < lg.size(); i++) {
+                hi[i] = lg[i], lo[i] = tu_uniform(-1e-3f, 1e-3f);
+                sum[i] = (hi[i] + lo[i]) + bf16_to_f32(bias[i % E]);
+            }
+            float *d_hi = tu_dev_upload(hi.data(), hi.size()), *d_lo = tu_dev_upload(lo.data(), lo.size());
+            float *d_sum = tu_dev_upload(sum.data(), sum.size());
+            uint16_t *d_b = tu_dev_upload(bias.data(), bias.size());
+            std::vector<uint8_t> want(nb), got(nb);
+            CUDA_CHECK(cudaMemsetAsync(rbuf, 0xff, nb, st));
+            CUDA_CHECK(moe_route(d_sum, &r, st));
+            CUDA_CHECK(cudaStreamSynchronize(st));
+            tu_download(want.data(), (uint8_t *)rbuf, nb);
+            CUDA_CHECK(cudaMemsetAsync(rbuf, 0xff, nb, st));
+            CUDA_CHECK(moe_route_split(d_hi, d_lo, d_b, &r, st));
+            CUDA_CHECK(cudaStreamSynchronize(st));
+            tu_download(got.data(), (uint8_t *)rbuf, nb);
+            CHECK(!memcmp(want.data(), got.data(), nb), "E=%d T=%d: split routing differs from routing its sum", E, T);
+            CUDA_CHECK(cudaFree(d_hi));
+            CUDA_CHECK(cudaFree(d_lo));
+            CUDA_CHECK(cudaFree(d_sum));
+            CUDA_CHECK(cudaFree(d_b));
+            /* Back to the plain routing for the expert runs below. */
+            CUDA_CHECK(moe_route(d_lg, &r, st));
+            CUDA_CHECK(cudaStreamSynchronize(st));
+        }
 
         std::vector<int> toks;
         if (T <= 64) {

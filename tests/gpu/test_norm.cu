@@ -9,6 +9,8 @@ extern "C" {
 }
 #include "backend/cuda/norm.h"
 
+#include <string.h>
+
 static const int H = 2880;
 static const float EPS = 1e-5f;
 
@@ -59,6 +61,28 @@ static void check_add(int T, bool with_delta, int n_slots, cudaStream_t st, cons
     const double err = tu_rel_err(yf.data(), y_ref.data(), n);
     CHECK(err <= 1e-2, "T=%d delta=%d slots=%d: rmsnorm relative error %.3g", T, with_delta, n_slots, err);
     fprintf(stderr, "  add+norm T=%-4d delta=%d slots=%-2d rel err %.2e\n", T, with_delta, n_slots, err);
+
+    /* The split form (norm.h): the same bf16 row, plus a residue that brings hi + lo within ~2^-16 of
+     * the fp32 result (bf16 alone: ~2^-9). */
+    CUDA_CHECK(cudaMemcpy(d_h, h.data(), n * 4, cudaMemcpyHostToDevice));
+    uint16_t *d_y2 = tu_dev_alloc<uint16_t>(n), *d_lo = tu_dev_alloc<uint16_t>(n);
+    tu_poison(d_y2, n * 2, st);
+    tu_poison(d_lo, n * 2, st);
+    CUDA_CHECK(norm_add_rmsnorm_split(d_h, d_d, d_s, n_slots, T, H, d_gain, EPS, d_y2, d_lo, st));
+    CUDA_CHECK(cudaStreamSynchronize(st));
+    std::vector<uint16_t> y2(n), lo(n);
+    tu_download(y2.data(), d_y2, n);
+    tu_download(lo.data(), d_lo, n);
+    CHECK(!memcmp(y2.data(), y_gpu.data(), n * 2), "T=%d: the split form's bf16 row differs from the plain one", T);
+    CHECK(tu_count_nonfinite_bf16(lo.data(), n) == 0, "T=%d: residue not fully written", T);
+    std::vector<float> sum(n);
+    for (size_t i = 0; i < n; i++) sum[i] = bf16_to_f32(y2[i]) + bf16_to_f32(lo[i]);
+    const double err2 = tu_rel_err(sum.data(), y_ref.data(), n);
+    CHECK(err2 <= 3e-5, "T=%d delta=%d slots=%d: split hi + lo relative error %.3g > 3e-5", T, with_delta, n_slots,
+          err2);
+    if (T == 1 || T == 64) fprintf(stderr, "  split form: hi + lo rel err %.2e (hi alone %.2e)\n", err2, err);
+    CUDA_CHECK(cudaFree(d_y2));
+    CUDA_CHECK(cudaFree(d_lo));
     CUDA_CHECK(cudaFree(d_h));
     if (d_s) CUDA_CHECK(cudaFree(d_s));
     if (d_d) CUDA_CHECK(cudaFree(d_d));

@@ -13,6 +13,8 @@ extern "C" {
 }
 #include "backend/cuda/rope_kv.h"
 
+#include <string.h>
+
 enum { NH = 64, NKV = 8, HDIM = 64, QKV = (NH + 2 * NKV) * HDIM, WINDOW = 128 };
 
 typedef struct {
@@ -71,59 +73,84 @@ static void run_case(const rope_table *rt, const rope_kv_freq *freq, int bs, boo
     int32_t *d_pos = (int32_t *)gpu_upload(positions, n_tokens * 4), *d_slots = (int32_t *)gpu_upload(slots, n_tokens * 4);
     uint16_t *d_q = (uint16_t *)gpu_alloc((size_t)n_tokens * NH * HDIM * 2);
     uint16_t *d_k = (uint16_t *)gpu_alloc(cache_elems * 2), *d_v = (uint16_t *)gpu_alloc(cache_elems * 2);
-    gpu_poison(d_q, (size_t)n_tokens * NH * HDIM * 2);
-    gpu_poison(d_k, cache_elems * 2);
-    gpu_poison(d_v, cache_elems * 2);
 
     attn_dims d = {NH, NKV, HDIM, bs};
-    CUDA_CHECK(rope_kv_launch(&d, freq, d_qkv, QKV, n_tokens, d_pos, d_slots, d_q, d_k, d_v, 0));
-    CUDA_CHECK(cudaDeviceSynchronize());
-
     uint16_t *q = (uint16_t *)malloc((size_t)n_tokens * NH * HDIM * 2);
     uint16_t *kc = (uint16_t *)malloc(cache_elems * 2), *vc = (uint16_t *)malloc(cache_elems * 2);
-    CUDA_CHECK(cudaMemcpy(q, d_q, (size_t)n_tokens * NH * HDIM * 2, cudaMemcpyDeviceToHost));
-    CUDA_CHECK(cudaMemcpy(kc, d_k, cache_elems * 2, cudaMemcpyDeviceToHost));
-    CUDA_CHECK(cudaMemcpy(vc, d_v, cache_elems * 2, cudaMemcpyDeviceToHost));
-
-    /* Reference, token by token; mark every cache element that should have been written. */
     char *written = (char *)calloc(cache_elems, 1);
-    relerr_acc eq = {0, 0, 0}, ek = {0, 0, 0};
-    long v_mismatch = 0;
-    float cosv[ROPE_MAX_HALF], sinv[ROPE_MAX_HALF], x[HDIM];
-    for (int tk = 0; tk < n_tokens; tk++) {
-        rope_cos_sin(rt, positions[tk], cosv, sinv);
-        const uint16_t *row = qkv + (size_t)tk * QKV;
-        for (int h = 0; h < NH + NKV; h++) {
-            for (int i = 0; i < HDIM; i++) x[i] = bf16_to_f32(row[h * HDIM + i]);
-            rope_apply(rt, cosv, sinv, x);
-            if (h < NH) {
-                for (int i = 0; i < HDIM; i++) relerr_add(&eq, bf16_to_f32(q[((size_t)tk * NH + h) * HDIM + i]), x[i]);
-            } else if (slots[tk] >= 0) {
-                const int s = slots[tk], j = h - NH;
-                const size_t off = (((size_t)(s / bs) * NKV + j) * bs + s % bs) * HDIM;
-                for (int i = 0; i < HDIM; i++) relerr_add(&ek, bf16_to_f32(kc[off + i]), x[i]), written[off + i] = 1;
-            }
-        }
-        if (slots[tk] >= 0) {
-            const int s = slots[tk];
-            for (int j = 0; j < NKV; j++) {
-                const size_t off = (((size_t)(s / bs) * NKV + j) * bs + s % bs) * HDIM;
-                for (int i = 0; i < HDIM; i++)
-                    v_mismatch += vc[off + i] != row[(NH + NKV + j) * HDIM + i];
-            }
-        }
-    }
-    long stray_k = 0, stray_v = 0;
-    for (size_t k = 0; k < cache_elems; k++)
-        if (!written[k]) stray_k += !bf16_is_poison(kc[k]), stray_v += !bf16_is_poison(vc[k]);
 
-    const double rq = relerr_get(&eq), rk = relerr_get(&ek);
-    printf("rope_kv bs=%d %s: %d tokens, q rel err %.2e, k rel err %.2e, v mismatches %ld, stray writes %ld/%ld\n", bs,
-           sliding ? "sliding" : "full", n_tokens, rq, rk, v_mismatch, stray_k, stray_v);
-    CHECK(rq <= 4e-3, "q relative error %.3e (bs %d, %s)", rq, bs, sliding ? "sliding" : "full");
-    CHECK(rk <= 4e-3, "k relative error %.3e (bs %d, %s)", rk, bs, sliding ? "sliding" : "full");
-    CHECK(v_mismatch == 0, "%ld V values differ from the input", v_mismatch);
-    CHECK(stray_k == 0 && stray_v == 0, "cache elements written outside the slots: k %ld, v %ld", stray_k, stray_v);
+    /* The fp32 form's inputs (rope_kv_launch_f32): rows hi and lo and a bf16 bias, summed in that order. */
+    const size_t nq = (size_t)n_tokens * QKV;
+    float *hi = (float *)malloc(nq * 4), *lo = (float *)malloc(nq * 4);
+    uint16_t *bias = (uint16_t *)malloc(QKV * 2);
+    for (size_t k = 0; k < nq; k++) hi[k] = 2.0f * rng_normal(rng), lo[k] = 0.004f * rng_normal(rng);
+    for (int k = 0; k < QKV; k++) bias[k] = f32_to_bf16(0.5f * rng_normal(rng));
+    float *d_hi = (float *)gpu_upload(hi, nq * 4), *d_lo = (float *)gpu_upload(lo, nq * 4);
+    uint16_t *d_bias = (uint16_t *)gpu_upload(bias, QKV * 2);
+
+    for (int form = 0; form < 2; form++) { /* 0: bf16 rows; 1: fp32 hi + lo + bias */
+        gpu_poison(d_q, (size_t)n_tokens * NH * HDIM * 2);
+        gpu_poison(d_k, cache_elems * 2);
+        gpu_poison(d_v, cache_elems * 2);
+        if (form == 0)
+            CUDA_CHECK(rope_kv_launch(&d, freq, d_qkv, QKV, n_tokens, d_pos, d_slots, d_q, d_k, d_v, 0));
+        else
+            CUDA_CHECK(rope_kv_launch_f32(&d, freq, d_hi, d_lo, d_bias, QKV, n_tokens, d_pos, d_slots, d_q, d_k, d_v, 0));
+        CUDA_CHECK(cudaDeviceSynchronize());
+        CUDA_CHECK(cudaMemcpy(q, d_q, (size_t)n_tokens * NH * HDIM * 2, cudaMemcpyDeviceToHost));
+        CUDA_CHECK(cudaMemcpy(kc, d_k, cache_elems * 2, cudaMemcpyDeviceToHost));
+        CUDA_CHECK(cudaMemcpy(vc, d_v, cache_elems * 2, cudaMemcpyDeviceToHost));
+        auto input = [&](int tk, int idx) -> float {
+            const size_t k = (size_t)tk * QKV + idx;
+            return form == 0 ? bf16_to_f32(qkv[k]) : (hi[k] + lo[k]) + bf16_to_f32(bias[idx]);
+        };
+
+        /* Reference, token by token; mark every cache element that should have been written. */
+        memset(written, 0, cache_elems);
+        relerr_acc eq = {0, 0, 0}, ek = {0, 0, 0};
+        long v_mismatch = 0;
+        float cosv[ROPE_MAX_HALF], sinv[ROPE_MAX_HALF], x[HDIM];
+        for (int tk = 0; tk < n_tokens; tk++) {
+            rope_cos_sin(rt, positions[tk], cosv, sinv);
+            for (int h = 0; h < NH + NKV; h++) {
+                for (int i = 0; i < HDIM; i++) x[i] = input(tk, h * HDIM + i);
+                rope_apply(rt, cosv, sinv, x);
+                if (h < NH) {
+                    for (int i = 0; i < HDIM; i++) relerr_add(&eq, bf16_to_f32(q[((size_t)tk * NH + h) * HDIM + i]), x[i]);
+                } else if (slots[tk] >= 0) {
+                    const int s = slots[tk], j = h - NH;
+                    const size_t off = (((size_t)(s / bs) * NKV + j) * bs + s % bs) * HDIM;
+                    for (int i = 0; i < HDIM; i++) relerr_add(&ek, bf16_to_f32(kc[off + i]), x[i]), written[off + i] = 1;
+                }
+            }
+            if (slots[tk] >= 0) {
+                const int s = slots[tk];
+                for (int j = 0; j < NKV; j++) {
+                    const size_t off = (((size_t)(s / bs) * NKV + j) * bs + s % bs) * HDIM;
+                    for (int i = 0; i < HDIM; i++)
+                        v_mismatch += vc[off + i] != f32_to_bf16(input(tk, (NH + NKV + j) * HDIM + i));
+                }
+            }
+        }
+        long stray_k = 0, stray_v = 0;
+        for (size_t k = 0; k < cache_elems; k++)
+            if (!written[k]) stray_k += !bf16_is_poison(kc[k]), stray_v += !bf16_is_poison(vc[k]);
+
+        const double rq = relerr_get(&eq), rk = relerr_get(&ek);
+        const char *fn = form == 0 ? "bf16 rows" : "fp32 hi+lo+bias";
+        printf("rope_kv bs=%d %s, %s: %d tokens, q rel err %.2e, k rel err %.2e, v mismatches %ld, stray writes "
+               "%ld/%ld\n",
+               bs, sliding ? "sliding" : "full", fn, n_tokens, rq, rk, v_mismatch, stray_k, stray_v);
+        CHECK(rq <= 4e-3, "%s: q relative error %.3e (bs %d, %s)", fn, rq, bs, sliding ? "sliding" : "full");
+        CHECK(rk <= 4e-3, "%s: k relative error %.3e (bs %d, %s)", fn, rk, bs, sliding ? "sliding" : "full");
+        CHECK(v_mismatch == 0, "%s: %ld V values differ from the input rounded once", fn, v_mismatch);
+        CHECK(stray_k == 0 && stray_v == 0, "%s: cache elements written outside the slots: k %ld, v %ld", fn, stray_k,
+              stray_v);
+    }
+    free(hi), free(lo), free(bias);
+    CUDA_CHECK(cudaFree(d_hi));
+    CUDA_CHECK(cudaFree(d_lo));
+    CUDA_CHECK(cudaFree(d_bias));
 
     free(written), free(q), free(kc), free(vc), free(qkv), free(positions), free(slots), free(tables), free(perm);
     CUDA_CHECK(cudaFree(d_qkv));

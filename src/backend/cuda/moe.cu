@@ -577,13 +577,17 @@ __global__ void __launch_bounds__(LG_THREADS, 1) moe_large_kernel(const moe_args
 /* The top-k of one token's E logits by one warp: k rounds of a warp arg-max (value descending, index
  * ascending), then softmax over the k winners in order, as cpu_topk_softmax does. Lane 0 returns the
  * k (index, weight) pairs. */
-__device__ __forceinline__ void topk_warp(const float *l, int E, int k, int lane, int *idx, float *wts) {
+__device__ __forceinline__ void topk_warp(const float *l, const float *l_lo, const uint16_t *bias, int E, int k,
+                                          int lane, int *idx, float *wts) {
     float v[8];
     unsigned taken = 0;
 #pragma unroll
     for (int i = 0; i < 8; i++) {
         const int ex = lane + 32 * i;
+        /* logit = hi (+ lo) (+ bias), in this order (the split-bf16 router GEMM, norm.h) */
         v[i] = ex < E ? l[ex] : 0.0f;
+        if (ex < E && l_lo) v[i] += l_lo[ex];
+        if (ex < E && bias) v[i] += bf16_bits_to_f32(bias[ex]);
         if (ex >= E) taken |= 1u << i;
     }
     float sel_v[8];
@@ -625,12 +629,14 @@ __device__ __forceinline__ void topk_warp(const float *l, int E, int k, int lane
 }
 
 /* One warp per token. */
-__global__ void moe_topk_kernel(const float *logits, int T, int E, int k, int *idx_out, float *w_out) {
+__global__ void moe_topk_kernel(const float *logits, const float *logits_lo, const uint16_t *bias, int T, int E, int k,
+                                int *idx_out, float *w_out) {
     pdl_prologue(); /* first: see pdl.cuh */
     const int lane = threadIdx.x & 31;
     const int tok = blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5);
     if (tok >= T) return;
-    topk_warp(logits + (size_t)tok * E, E, k, lane, idx_out + (size_t)tok * k, w_out + (size_t)tok * k);
+    topk_warp(logits + (size_t)tok * E, logits_lo ? logits_lo + (size_t)tok * E : NULL, bias, E, k, lane,
+              idx_out + (size_t)tok * k, w_out + (size_t)tok * k);
 }
 
 /* Decode-sized routing in one launch (T <= 32 tokens, T*k <= 64 pairs), with the same outputs as
@@ -683,7 +689,8 @@ static __device__ __forceinline__ void expert_offsets(int c, int E, int BN, int 
 }
 
 
-__global__ void moe_route_small_kernel(const float *logits, int T, int E, int k, int BN, int *idx_out, float *w_out,
+__global__ void moe_route_small_kernel(const float *logits, const float *logits_lo, const uint16_t *bias, int T, int E,
+                                       int k, int BN, int *idx_out, float *w_out,
                                        int *count, int *offset, int *pair_sorted, int *touched, int *n_touched,
                                        int *tiles, int *n_tiles) {
     pdl_prologue(); /* first: see pdl.cuh */
@@ -691,7 +698,9 @@ __global__ void moe_route_small_kernel(const float *logits, int T, int E, int k,
     __shared__ float s_w[64];
     __shared__ int s_off[256];
     const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, P = T * k;
-    if (w < T) topk_warp(logits + (size_t)w * E, E, k, lane, s_idx + w * k, s_w + w * k);
+    if (w < T)
+        topk_warp(logits + (size_t)w * E, logits_lo ? logits_lo + (size_t)w * E : NULL, bias, E, k, lane, s_idx + w * k,
+                  s_w + w * k);
     __syncthreads();
     if (tid < P) idx_out[tid] = s_idx[tid], w_out[tid] = s_w[tid];
 
@@ -784,18 +793,23 @@ void moe_routing_carve(moe_routing *r, void *buf, int T, int E, int k) {
 }
 
 cudaError_t moe_route(const float *logits, const moe_routing *r, cudaStream_t stream) {
+    return moe_route_split(logits, NULL, NULL, r, stream);
+}
+
+cudaError_t moe_route_split(const float *logits, const float *logits_lo, const uint16_t *bias, const moe_routing *r,
+                            cudaStream_t stream) {
     if (!logits || !r || r->T < 0 || r->E < 1 || r->E > 256 || r->k < 1 || r->k > 8 || r->k > r->E)
         return cudaErrorInvalidValue;
     if (r->T == 0) return cudaSuccess;
     if (r->T <= 32 && r->T * r->k <= 64) {
         const int threads = 32 * r->T > ROUTE_SMALL_MIN_THREADS ? 32 * r->T : ROUTE_SMALL_MIN_THREADS;
-        pdl_launch(moe_route_small_kernel, dim3(1), dim3(threads), 0, stream, logits, r->T, r->E, r->k, MOE_TILE_TOKENS, r->topk_idx,
+        pdl_launch(moe_route_small_kernel, dim3(1), dim3(threads), 0, stream, logits, logits_lo, bias, r->T, r->E, r->k, MOE_TILE_TOKENS, r->topk_idx,
                                                             r->topk_w, r->count, r->offset, r->pair_sorted,
                                                             r->touched, r->n_touched, r->tiles, r->n_tiles);
         return cudaGetLastError();
     }
     const int warps = 8;
-    pdl_launch(moe_topk_kernel, dim3((r->T + warps - 1) / warps), dim3(warps * 32), 0, stream, logits, r->T, r->E, r->k, r->topk_idx, r->topk_w);
+    pdl_launch(moe_topk_kernel, dim3((r->T + warps - 1) / warps), dim3(warps * 32), 0, stream, logits, logits_lo, bias, r->T, r->E, r->k, r->topk_idx, r->topk_w);
     TRY(cudaGetLastError());
     const size_t smem = (size_t)(2 + 32) * r->E * sizeof(int);
     pdl_launch(moe_group_kernel, dim3(1), dim3(1024), smem, stream, r->topk_idx, r->T * r->k, r->E, MOE_TILE_TOKENS, r->count, r->offset,

@@ -89,6 +89,10 @@ void moe_routing_carve(moe_routing *r, void *buf, int T, int E, int k);
 /* From fp32 router logits [T][E] (bias already added): top-k (lowest index on ties), softmax over the
  * k, and the grouping by expert. E ≤ 256, k ≤ 8. Two launches on stream. */
 cudaError_t moe_route(const float *logits, const moe_routing *r, cudaStream_t stream);
+/* The same with logits = logits[t] + logits_lo[t] + bias (fp32 sums in that order; logits_lo and the
+ * bf16 bias [E] may be NULL): the two halves of the split-bf16 router GEMM (norm.h). */
+cudaError_t moe_route_split(const float *logits, const float *logits_lo, const uint16_t *bias, const moe_routing *r,
+                            cudaStream_t stream);
 
 /* ---- experts ---- */
 

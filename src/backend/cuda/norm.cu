@@ -41,9 +41,11 @@ static __device__ __forceinline__ float block_sum(float v, float *red) {
     return s;
 }
 
-/* Normalises v (this thread's 8 values, already final) and writes them as bf16. */
+/* Normalises v (this thread's 8 values, already final) and writes them as bf16; with ylo also the
+ * rounding residue, bf16(x − bf16(x)), so that y + ylo carries x to ~16 significant bits (the "split
+ * bf16" input of the QKV and router GEMMs, runner.c). */
 static __device__ __forceinline__ void write_norm(const float v[8], bool active, int H, const uint16_t *gain, float eps,
-                                                  uint16_t *yrow, int c, float *red) {
+                                                  uint16_t *yrow, uint16_t *ylorow, int c, float *red) {
     float ss = 0.0f;
     if (active)
 #pragma unroll
@@ -51,18 +53,30 @@ static __device__ __forceinline__ void write_norm(const float v[8], bool active,
     ss = block_sum(ss, red);
     if (!active) return;
     const float inv = 1.0f / sqrtf(ss / (float)H + eps);
-    float gf[8];
+    float gf[8], x[8];
     unpack8(*(const uint4 *)(gain + 8 * c), gf);
+#pragma unroll
+    for (int i = 0; i < 8; i++) x[i] = v[i] * inv * gf[i];
     uint4 o;
-    o.x = pack_bf16x2(v[0] * inv * gf[0], v[1] * inv * gf[1]);
-    o.y = pack_bf16x2(v[2] * inv * gf[2], v[3] * inv * gf[3]);
-    o.z = pack_bf16x2(v[4] * inv * gf[4], v[5] * inv * gf[5]);
-    o.w = pack_bf16x2(v[6] * inv * gf[6], v[7] * inv * gf[7]);
+    o.x = pack_bf16x2(x[0], x[1]);
+    o.y = pack_bf16x2(x[2], x[3]);
+    o.z = pack_bf16x2(x[4], x[5]);
+    o.w = pack_bf16x2(x[6], x[7]);
     *(uint4 *)(yrow + 8 * c) = o;
+    if (ylorow) {
+        float hi[8];
+        unpack8(o, hi);
+        uint4 l;
+        l.x = pack_bf16x2(x[0] - hi[0], x[1] - hi[1]);
+        l.y = pack_bf16x2(x[2] - hi[2], x[3] - hi[3]);
+        l.z = pack_bf16x2(x[4] - hi[4], x[5] - hi[5]);
+        l.w = pack_bf16x2(x[6] - hi[6], x[7] - hi[7]);
+        *(uint4 *)(ylorow + 8 * c) = l;
+    }
 }
 
 __global__ void norm_add_kernel(float *h, const uint16_t *delta, const float *slots, int n_slots, int H,
-                                const uint16_t *gain, float eps, uint16_t *y) {
+                                const uint16_t *gain, float eps, uint16_t *y, uint16_t *ylo) {
     pdl_prologue(); /* first: see pdl.cuh */
     __shared__ float red[32];
     const int t = blockIdx.x, c = threadIdx.x; /* c: 8-feature group */
@@ -93,11 +107,11 @@ __global__ void norm_add_kernel(float *h, const uint16_t *delta, const float *sl
             *(float4 *)(hrow + 8 * c + 4) = make_float4(v[4], v[5], v[6], v[7]);
         }
     }
-    if (y) write_norm(v, active, H, gain, eps, y + (size_t)t * H, c, red);
+    if (y) write_norm(v, active, H, gain, eps, y + (size_t)t * H, ylo ? ylo + (size_t)t * H : NULL, c, red);
 }
 
 __global__ void norm_embed_kernel(const int32_t *tokens, const uint16_t *table, int vocab, int H, float *h,
-                                  const uint16_t *gain, float eps, uint16_t *y) {
+                                  const uint16_t *gain, float eps, uint16_t *y, uint16_t *ylo) {
     pdl_prologue(); /* first: see pdl.cuh */
     __shared__ float red[32];
     const int t = blockIdx.x, c = threadIdx.x;
@@ -110,33 +124,44 @@ __global__ void norm_embed_kernel(const int32_t *tokens, const uint16_t *table, 
         *(float4 *)hrow = make_float4(v[0], v[1], v[2], v[3]);
         *(float4 *)(hrow + 4) = make_float4(v[4], v[5], v[6], v[7]);
     }
-    if (gain && y) write_norm(v, active, H, gain, eps, y + (size_t)t * H, c, red);
+    if (gain && y) write_norm(v, active, H, gain, eps, y + (size_t)t * H, ylo ? ylo + (size_t)t * H : NULL, c, red);
 }
 
 static int threads_for(int H) { return ((H / 8 + 31) / 32) * 32; }
 
 static int shape_ok(int T, int H) { return T >= 0 && H > 0 && H % 8 == 0 && H <= NORM_MAX_H; }
 
+cudaError_t norm_add_rmsnorm_split(float *h, const uint16_t *delta, const float *slots, int n_slots, int T, int H,
+                                   const uint16_t *gain, float eps, uint16_t *y, uint16_t *y_lo, cudaStream_t stream) {
+    if (!shape_ok(T, H) || !h || (slots && n_slots < 1) || (y && !gain) || (y_lo && !y)) return cudaErrorInvalidValue;
+    if (T == 0) return cudaSuccess;
+    return pdl_launch(norm_add_kernel, dim3(T), dim3(threads_for(H)), 0, stream, h, delta, slots, slots ? n_slots : 0,
+                      H, gain, eps, y, y_lo);
+}
+
 cudaError_t norm_add_rmsnorm(float *h, const uint16_t *delta, const float *slots, int n_slots, int T, int H,
                              const uint16_t *gain, float eps, uint16_t *y, cudaStream_t stream) {
-    if (!shape_ok(T, H) || !h || (slots && n_slots < 1) || (y && !gain)) return cudaErrorInvalidValue;
-    if (T == 0) return cudaSuccess;
-    pdl_launch(norm_add_kernel, dim3(T), dim3(threads_for(H)), 0, stream, h, delta, slots, slots ? n_slots : 0, H, gain, eps, y);
-    return cudaGetLastError();
+    return norm_add_rmsnorm_split(h, delta, slots, n_slots, T, H, gain, eps, y, nullptr, stream);
 }
 
 cudaError_t norm_rmsnorm(const float *h, int T, int H, const uint16_t *gain, float eps, uint16_t *y, cudaStream_t stream) {
     if (!shape_ok(T, H) || !h || !gain || !y) return cudaErrorInvalidValue;
     if (T == 0) return cudaSuccess;
     /* No delta and no slots: the kernel only reads h. */
-    pdl_launch(norm_add_kernel, dim3(T), dim3(threads_for(H)), 0, stream, (float *)h, nullptr, nullptr, 0, H, gain, eps, y);
-    return cudaGetLastError();
+    return pdl_launch(norm_add_kernel, dim3(T), dim3(threads_for(H)), 0, stream, (float *)h, nullptr, nullptr, 0, H,
+                      gain, eps, y, nullptr);
+}
+
+cudaError_t norm_embed_split(const int32_t *tokens, int T, const uint16_t *table, int vocab, int H, float *h,
+                             const uint16_t *gain, float eps, uint16_t *y, uint16_t *y_lo, cudaStream_t stream) {
+    if (!shape_ok(T, H) || !tokens || !table || !h || vocab < 1 || (gain && !y) || (y_lo && !y))
+        return cudaErrorInvalidValue;
+    if (T == 0) return cudaSuccess;
+    return pdl_launch(norm_embed_kernel, dim3(T), dim3(threads_for(H)), 0, stream, tokens, table, vocab, H, h, gain,
+                      eps, y, y_lo);
 }
 
 cudaError_t norm_embed(const int32_t *tokens, int T, const uint16_t *table, int vocab, int H, float *h,
                        const uint16_t *gain, float eps, uint16_t *y, cudaStream_t stream) {
-    if (!shape_ok(T, H) || !tokens || !table || !h || vocab < 1 || (gain && !y)) return cudaErrorInvalidValue;
-    if (T == 0) return cudaSuccess;
-    pdl_launch(norm_embed_kernel, dim3(T), dim3(threads_for(H)), 0, stream, tokens, table, vocab, H, h, gain, eps, y);
-    return cudaGetLastError();
+    return norm_embed_split(tokens, T, table, vocab, H, h, gain, eps, y, nullptr, stream);
 }

@@ -33,6 +33,16 @@ cudaError_t norm_embed(const int32_t *tokens, int T, const uint16_t *table, int 
 cudaError_t norm_add_rmsnorm(float *h, const uint16_t *delta, const float *slots, int n_slots, int T, int H,
                              const uint16_t *gain, float eps, uint16_t *y, cudaStream_t stream);
 
+/* The same with the normalised row also as its bf16 rounding residue: y_lo[t] = bf16(x − y[t]) where
+ * x is the fp32 result, so y + y_lo holds x to ~16 significant bits. A GEMM over the 2T rows [y; y_lo]
+ * summed per token is then nearly an fp32-input GEMM for the price of the same weight bytes (runner.c
+ * does this for QKV and the router: bf16 rounding of their inputs moved router logits enough to
+ * swap near-tied experts, bench/NOTES.md). y_lo may be NULL. */
+cudaError_t norm_embed_split(const int32_t *tokens, int T, const uint16_t *table, int vocab, int H, float *h,
+                             const uint16_t *gain, float eps, uint16_t *y, uint16_t *y_lo, cudaStream_t stream);
+cudaError_t norm_add_rmsnorm_split(float *h, const uint16_t *delta, const float *slots, int n_slots, int T, int H,
+                                   const uint16_t *gain, float eps, uint16_t *y, uint16_t *y_lo, cudaStream_t stream);
+
 /* y[t] = rmsnorm(h[t])·gain (the final norm). */
 cudaError_t norm_rmsnorm(const float *h, int T, int H, const uint16_t *gain, float eps, uint16_t *y,
                          cudaStream_t stream);

@@ -17,7 +17,9 @@
 enum { ROPE_KV_THREADS = 128 };
 
 typedef struct {
-    const uint16_t *qkv;
+    const uint16_t *qkv;            /* bf16 input, or: */
+    const float *qkv_f32, *qkv_lo;  /* fp32 input rows and (may be NULL) rows to add to them */
+    const uint16_t *bias;           /* bf16 [qkv width] added to fp32 input (may be NULL) */
     const int32_t *positions, *slots;
     uint16_t *q_out, *k_cache, *v_cache;
     int qkv_stride, n_heads, n_kv_heads, head_dim, bs_shift;
@@ -31,6 +33,27 @@ static __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
     return *reinterpret_cast<uint32_t *>(&v);
 }
 
+/* Four consecutive inputs x[i..i+3] of token t's row: bf16, or fp32 hi (+ lo) (+ bias) summed in
+ * that order. */
+template <bool F32>
+static __device__ __forceinline__ void load4(const rope_kv_args &a, int t, int i, float x[4]) {
+    if (!F32) {
+        const uint2 u = *reinterpret_cast<const uint2 *>(a.qkv + (size_t)t * (size_t)a.qkv_stride + i);
+        x[0] = bf16_lo(u.x), x[1] = bf16_hi(u.x), x[2] = bf16_lo(u.y), x[3] = bf16_hi(u.y);
+        return;
+    }
+    const float4 h = *reinterpret_cast<const float4 *>(a.qkv_f32 + (size_t)t * (size_t)a.qkv_stride + i);
+    x[0] = h.x, x[1] = h.y, x[2] = h.z, x[3] = h.w;
+    if (a.qkv_lo) {
+        const float4 l = *reinterpret_cast<const float4 *>(a.qkv_lo + (size_t)t * (size_t)a.qkv_stride + i);
+        x[0] += l.x, x[1] += l.y, x[2] += l.z, x[3] += l.w;
+    }
+    if (a.bias) {
+        const uint2 b = *reinterpret_cast<const uint2 *>(a.bias + i);
+        x[0] += bf16_lo(b.x), x[1] += bf16_hi(b.x), x[2] += bf16_lo(b.y), x[3] += bf16_hi(b.y);
+    }
+}
+
 /* Element offset of (slot, kv head) in the head-major paged cache: block, head, row, dim. */
 static __device__ __forceinline__ size_t cache_offset(int slot, int kv_head, int n_kv_heads, int head_dim,
                                                       int bs_shift) {
@@ -38,6 +61,7 @@ static __device__ __forceinline__ size_t cache_offset(int slot, int kv_head, int
     return (((block * (size_t)n_kv_heads + (size_t)kv_head) << bs_shift) + row) * (size_t)head_dim;
 }
 
+template <bool F32>
 __global__ void __launch_bounds__(ROPE_KV_THREADS) rope_kv_kernel(rope_kv_args a, rope_kv_freq f) {
     pdl_prologue(); /* first: see pdl.cuh */
     __shared__ float s_cos[ROPE_KV_MAX_HALF], s_sin[ROPE_KV_MAX_HALF];
@@ -53,10 +77,9 @@ __global__ void __launch_bounds__(ROPE_KV_THREADS) rope_kv_kernel(rope_kv_args a
     __syncthreads();
 
     const int slot = a.slots[t];
-    const uint16_t *row = a.qkv + (size_t)t * (size_t)a.qkv_stride;
 
     /* Rotations: (query heads, then KV heads) x (half / 4 groups of 4 pairs). The k heads follow the
-     * q heads in the row, so head h's values start at row + h * head_dim for both. */
+     * q heads in the row, so head h's values start at h * head_dim for both. */
     const int quads = half >> 2;
     const int n_rot = (a.n_heads + a.n_kv_heads) * quads;
     for (int it = threadIdx.x; it < n_rot; it += blockDim.x) {
@@ -68,11 +91,9 @@ __global__ void __launch_bounds__(ROPE_KV_THREADS) rope_kv_kernel(rope_kv_args a
             dst = a.k_cache + cache_offset(slot, h - a.n_heads, a.n_kv_heads, hd, a.bs_shift);
         else
             continue;
-        const uint16_t *x = row + (size_t)h * hd;
-        const uint2 u1 = *reinterpret_cast<const uint2 *>(x + i0);
-        const uint2 u2 = *reinterpret_cast<const uint2 *>(x + i0 + half);
-        const float x1[4] = {bf16_lo(u1.x), bf16_hi(u1.x), bf16_lo(u1.y), bf16_hi(u1.y)};
-        const float x2[4] = {bf16_lo(u2.x), bf16_hi(u2.x), bf16_lo(u2.y), bf16_hi(u2.y)};
+        float x1[4], x2[4];
+        load4<F32>(a, t, h * hd + i0, x1);
+        load4<F32>(a, t, h * hd + i0 + half, x2);
         float o1[4], o2[4];
 #pragma unroll
         for (int j = 0; j < 4; j++) {
@@ -84,13 +105,21 @@ __global__ void __launch_bounds__(ROPE_KV_THREADS) rope_kv_kernel(rope_kv_args a
         *reinterpret_cast<uint2 *>(dst + i0 + half) = make_uint2(pack_bf16(o2[0], o2[1]), pack_bf16(o2[2], o2[3]));
     }
 
-    /* V: copied as projected, 16 bytes (8 values) per thread. */
+    /* V: as projected, 8 values per thread (rounded to bf16 on the fp32 path). */
     if (slot < 0) return;
     const int chunks = hd >> 3;
-    const uint16_t *v = row + (size_t)(a.n_heads + a.n_kv_heads) * hd;
+    const int v0 = (a.n_heads + a.n_kv_heads) * hd;
     for (int it = threadIdx.x; it < a.n_kv_heads * chunks; it += blockDim.x) {
         const int j = it / chunks, c = it - j * chunks;
-        const uint4 val = *reinterpret_cast<const uint4 *>(v + (size_t)j * hd + c * 8);
+        uint4 val;
+        if (!F32) {
+            val = *reinterpret_cast<const uint4 *>(a.qkv + (size_t)t * (size_t)a.qkv_stride + v0 + (size_t)j * hd + c * 8);
+        } else {
+            float x[8];
+            load4<true>(a, t, v0 + j * hd + c * 8, x);
+            load4<true>(a, t, v0 + j * hd + c * 8 + 4, x + 4);
+            val = make_uint4(pack_bf16(x[0], x[1]), pack_bf16(x[2], x[3]), pack_bf16(x[4], x[5]), pack_bf16(x[6], x[7]));
+        }
         *reinterpret_cast<uint4 *>(a.v_cache + cache_offset(slot, j, a.n_kv_heads, hd, a.bs_shift) + c * 8) = val;
     }
 }
@@ -125,21 +154,40 @@ static int log2_exact(int x) {
     return (1 << s) == x ? s : -1;
 }
 
+static cudaError_t launch(const attn_dims *d, const rope_kv_freq *f, const rope_kv_args &a0, const void *in,
+                          int n_tokens, bool f32, cudaStream_t stream) {
+    const int bs_shift = log2_exact(d->block_size);
+    if (n_tokens < 0 || bs_shift < 0 || d->head_dim != 2 * f->half || f->half % 4 != 0 ||
+        f->half > ROPE_KV_MAX_HALF || a0.qkv_stride % 8 != 0 ||
+        a0.qkv_stride < (d->n_heads + 2 * d->n_kv_heads) * d->head_dim || ((uintptr_t)in & 15) ||
+        ((uintptr_t)a0.qkv_lo & 15) || ((uintptr_t)a0.bias & 7) || ((uintptr_t)a0.q_out & 15) ||
+        ((uintptr_t)a0.k_cache & 15) || ((uintptr_t)a0.v_cache & 15))
+        return cudaErrorInvalidValue;
+    if (n_tokens == 0) return cudaSuccess;
+    rope_kv_args a = a0;
+    a.n_heads = d->n_heads, a.n_kv_heads = d->n_kv_heads, a.head_dim = d->head_dim;
+    a.bs_shift = bs_shift;
+    if (f32) return pdl_launch(rope_kv_kernel<true>, dim3(n_tokens), dim3(ROPE_KV_THREADS), 0, stream, a, *f);
+    return pdl_launch(rope_kv_kernel<false>, dim3(n_tokens), dim3(ROPE_KV_THREADS), 0, stream, a, *f);
+}
+
 extern "C" cudaError_t rope_kv_launch(const attn_dims *d, const rope_kv_freq *f, const uint16_t *qkv, int qkv_stride,
                                       int n_tokens, const int32_t *positions, const int32_t *slots, uint16_t *q_out,
                                       uint16_t *k_cache, uint16_t *v_cache, cudaStream_t stream) {
-    const int bs_shift = log2_exact(d->block_size);
-    if (n_tokens < 0 || bs_shift < 0 || d->head_dim != 2 * f->half || f->half % 4 != 0 ||
-        f->half > ROPE_KV_MAX_HALF || qkv_stride % 8 != 0 ||
-        qkv_stride < (d->n_heads + 2 * d->n_kv_heads) * d->head_dim || ((uintptr_t)qkv & 15) ||
-        ((uintptr_t)q_out & 15) || ((uintptr_t)k_cache & 15) || ((uintptr_t)v_cache & 15))
-        return cudaErrorInvalidValue;
-    if (n_tokens == 0) return cudaSuccess;
-    rope_kv_args a;
-    a.qkv = qkv, a.positions = positions, a.slots = slots;
+    if (!qkv) return cudaErrorInvalidValue;
+    rope_kv_args a = {};
+    a.qkv = qkv, a.positions = positions, a.slots = slots, a.qkv_stride = qkv_stride;
     a.q_out = q_out, a.k_cache = k_cache, a.v_cache = v_cache;
-    a.qkv_stride = qkv_stride, a.n_heads = d->n_heads, a.n_kv_heads = d->n_kv_heads, a.head_dim = d->head_dim;
-    a.bs_shift = bs_shift;
-    pdl_launch(rope_kv_kernel, dim3(n_tokens), dim3(ROPE_KV_THREADS), 0, stream, a, *f);
-    return cudaGetLastError();
+    return launch(d, f, a, qkv, n_tokens, false, stream);
+}
+
+extern "C" cudaError_t rope_kv_launch_f32(const attn_dims *d, const rope_kv_freq *f, const float *qkv,
+                                          const float *qkv_lo, const uint16_t *bias, int qkv_stride, int n_tokens,
+                                          const int32_t *positions, const int32_t *slots, uint16_t *q_out,
+                                          uint16_t *k_cache, uint16_t *v_cache, cudaStream_t stream) {
+    if (!qkv) return cudaErrorInvalidValue;
+    rope_kv_args a = {};
+    a.qkv_f32 = qkv, a.qkv_lo = qkv_lo, a.bias = bias, a.positions = positions, a.slots = slots;
+    a.qkv_stride = qkv_stride, a.q_out = q_out, a.k_cache = k_cache, a.v_cache = v_cache;
+    return launch(d, f, a, qkv, n_tokens, true, stream);
 }

@@ -56,6 +56,15 @@ cudaError_t rope_kv_launch(const attn_dims *d, const rope_kv_freq *f, const uint
                            int n_tokens, const int32_t *positions, const int32_t *slots, uint16_t *q_out,
                            uint16_t *k_cache, uint16_t *v_cache, cudaStream_t stream);
 
+/* The same from fp32 rows: input = qkv[t] (+ qkv_lo[t]) (+ bias), summed in fp32 in that order, then
+ * rotated and rounded to bf16 once. runner.c passes the two halves of a split-bf16 GEMM (norm.h) and
+ * the bias here, so q, k and v are rounded once instead of after the GEMM and again after RoPE. qkv_lo
+ * and bias may be NULL; qkv_stride (elements, a multiple of 8) applies to both row arrays. */
+cudaError_t rope_kv_launch_f32(const attn_dims *d, const rope_kv_freq *f, const float *qkv, const float *qkv_lo,
+                               const uint16_t *bias, int qkv_stride, int n_tokens, const int32_t *positions,
+                               const int32_t *slots, uint16_t *q_out, uint16_t *k_cache, uint16_t *v_cache,
+                               cudaStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -117,11 +117,13 @@ int workspace_ensure(struct backend *b, int T) {
     cap = (cap + 255) & ~255;
     const size_t Tc = (size_t)cap, H = (size_t)b->H, R = (size_t)w->R_cap;
     size_t o = 0;
+    /* a, qkv and router hold 2T rows: the split-bf16 GEMM inputs [hi; lo] and their two fp32 products
+     * (norm.h). */
     const size_t o_ids = carve(&o, Tc * 4), o_h = carve(&o, Tc * H * 4),
-                 o_a = carve(&o, Tc * H * 2);
-    const size_t o_qkv = carve(&o, Tc * (size_t)b->QKV * 2), o_q = carve(&o, Tc * (size_t)b->Q * 2);
+                 o_a = carve(&o, 2 * Tc * H * 2);
+    const size_t o_qkv = carve(&o, 2 * Tc * (size_t)b->QKV * 4), o_q = carve(&o, Tc * (size_t)b->Q * 2);
     const size_t o_attn = carve(&o, Tc * (size_t)b->Q * 2), o_o = carve(&o, Tc * H * 2);
-    const size_t o_router = carve(&o, Tc * (size_t)b->E * 4),
+    const size_t o_router = carve(&o, 2 * Tc * (size_t)b->E * 4),
                  o_routing = carve(&o, moe_routing_bytes(cap, b->E, b->K));
     const size_t o_act = carve(&o, moe_act_bytes(cap, b->K, b->I)),
                  o_y = carve(&o, y_slots_bytes_max(b, cap));
@@ -138,7 +140,7 @@ int workspace_ensure(struct backend *b, int T) {
     char *p = base;
     w->base = base, w->bytes = o, w->T_cap = cap;
     w->ids = (int32_t *)(p + o_ids), w->h = (float *)(p + o_h), w->a = (uint16_t *)(p + o_a);
-    w->qkv = (uint16_t *)(p + o_qkv), w->q = (uint16_t *)(p + o_q),
+    w->qkv = (float *)(p + o_qkv), w->q = (uint16_t *)(p + o_q),
     w->attn = (uint16_t *)(p + o_attn);
     w->o = (uint16_t *)(p + o_o), w->router = (float *)(p + o_router), w->routing = p + o_routing;
     w->act = (uint16_t *)(p + o_act), w->y_slots = (float *)(p + o_y);
@@ -187,7 +189,13 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
         return err_set("cuda backend: step of %d tokens exceeds the workspace", T);
 
     CU(step_resolve_tokens(p->token_ids, p->token_slot, T, b->slot_last, b->max_slots, w->ids, s));
-    CU(norm_embed(w->ids, T, g->embed, b->V, H, w->h, g->layers[0].attn_norm, b->eps, w->a, s));
+    /* Precision: the inputs of the QKV and router GEMMs go in as split bf16 (a = a_hi + a_lo, 2T rows,
+     * one pass over the weights) with fp32 products, and q/k/v are rounded to bf16 once, after RoPE.
+     * Rounding those inputs to bf16 moved router logits by ~3e-3 — enough to swap near-tied experts and
+     * flip top-1 tokens against the fp32 reference (tests/fixtures/tiny64, bench/NOTES.md). */
+    uint16_t *a_lo = w->a + (size_t)T * H;
+    const float *qkv_lo = w->qkv + (size_t)T * b->QKV, *router_lo = w->router + (size_t)T * b->E;
+    CU(norm_embed_split(w->ids, T, g->embed, b->V, H, w->h, g->layers[0].attn_norm, b->eps, w->a, a_lo, s));
     moe_routing rt;
     moe_routing_carve(&rt, w->routing, T, b->E, b->K);
 
@@ -196,12 +204,12 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
         const bool sliding = b->cfg.layer_sliding[l];
         /* The previous layer's MoE slots join the residual here, then the attention norm. */
         if (l > 0)
-            CU(norm_add_rmsnorm(w->h, NULL, w->y_slots, p->n_slots, T, H, ly->attn_norm, b->eps,
-                                w->a, s));
-        CU(gemm_bf16(b->gemm, w->a, T, H, ly->qkv_w, b->QKV, ly->qkv_b, w->qkv, GEMM_OUT_BF16, s));
-        CU(rope_kv_launch(&b->dims, &b->freq, w->qkv, b->QKV, T, p->positions,
-                          sliding ? p->slots_swa : p->slots_full, w->q, ly->k_cache, ly->v_cache,
-                          s));
+            CU(norm_add_rmsnorm_split(w->h, NULL, w->y_slots, p->n_slots, T, H, ly->attn_norm, b->eps,
+                                      w->a, a_lo, s));
+        CU(gemm_bf16(b->gemm, w->a, 2 * T, H, ly->qkv_w, b->QKV, NULL, w->qkv, GEMM_OUT_F32, s));
+        CU(rope_kv_launch_f32(&b->dims, &b->freq, w->qkv, qkv_lo, ly->qkv_b, b->QKV, T, p->positions,
+                              sliding ? p->slots_swa : p->slots_full, w->q, ly->k_cache, ly->v_cache,
+                              s));
         attn_seqs as;
         as.n_seqs = p->n_seqs, as.query_start = p->query_start, as.start_pos = p->start_pos;
         as.tables = sliding ? p->swa_tables : p->full_tables;
@@ -216,10 +224,9 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
             CU(attn_decode(&b->dims, &as, w->q, ly->k_cache, ly->v_cache, ly->sinks, b->scale,
                            w->attn, sliding ? p->splits_swa : p->splits_full, w->dec_ws, s));
         CU(gemm_bf16(b->gemm, w->attn, T, b->Q, ly->o_w, H, ly->o_b, w->o, GEMM_OUT_BF16, s));
-        CU(norm_add_rmsnorm(w->h, w->o, NULL, 0, T, H, ly->mlp_norm, b->eps, w->a, s));
-        CU(gemm_bf16(b->gemm, w->a, T, H, ly->router_w, b->E, ly->router_b, w->router, GEMM_OUT_F32,
-                     s));
-        CU(moe_route(w->router, &rt, s));
+        CU(norm_add_rmsnorm_split(w->h, w->o, NULL, 0, T, H, ly->mlp_norm, b->eps, w->a, a_lo, s));
+        CU(gemm_bf16(b->gemm, w->a, 2 * T, H, ly->router_w, b->E, NULL, w->router, GEMM_OUT_F32, s));
+        CU(moe_route_split(w->router, router_lo, ly->router_b, &rt, s));
         CU(moe_experts(&ly->moe, w->a, &rt, &p->moe, w->act, w->y_slots, s));
     }
 

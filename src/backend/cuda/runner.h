@@ -68,12 +68,12 @@ typedef struct {
     size_t bytes;
     int32_t *ids;   /* [T] resolved token ids */
     float *h;       /* [T][H] residual stream */
-    uint16_t *a;    /* [T][H] normalised input of the next GEMM */
-    uint16_t *qkv;  /* [T][QKV] */
+    uint16_t *a;    /* [2T][H] normalised input of the next GEMM: T rows bf16, T rows residue */
+    float *qkv;     /* [2T][QKV] fp32 products of the two halves of a (bias added in rope_kv) */
     uint16_t *q;    /* [T][Q] after RoPE */
     uint16_t *attn; /* [T][Q] attention output */
     uint16_t *o;    /* [T][H] O projection */
-    float *router;  /* [T][E] */
+    float *router;  /* [2T][E] the same for the router (bias added in the routing) */
     void *routing;  /* moe_routing_bytes(T) */
     uint16_t *act;  /* moe act */
     float *y_slots; /* moe per-slot outputs */
