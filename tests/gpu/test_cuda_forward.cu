@@ -110,8 +110,14 @@ static void summary_add(int line, const char *fmt, ...) {
     snprintf(g_summary[line] + n, sizeof g_summary[line] - n, "%s%s", n ? "; " : "", buf);
 }
 
-/* Prints and checks: relative L2 <= l2_tol, top-1 on >= 99% of the clear positions. */
-static void cmp_report(const char *what, const cmp_stats *s, double l2_tol, double max_tol) {
+/* Prints and checks: relative L2 <= l2_tol, and (check_top1) top-1 on >= 99% of the clear positions.
+ * On the random tiny models the CUDA path (bf16 activations) and the fp32 CPU disagree on ~0.3–0.7 %
+ * of clear positions, mostly where a token's 4th and 5th router logits nearly tie and the bf16
+ * noise swaps an expert (measured by emulating each rounding point on the CPU, bench/NOTES.md). At
+ * ~275 positions "≥ 99 %" is a 3-flip threshold that a fair run crosses by chance, so the teacher-
+ * forced schedules check it once over their union (~1,200 distinct positions, 4 schedules). */
+static void cmp_report(const char *what, const cmp_stats *s, double l2_tol, double max_tol,
+                       bool check_top1 = true) {
     const double l2 = rel_l2(s), mx = s->max_ref > 0 ? s->max_diff / s->max_ref : s->max_diff;
     const double top1 = s->clear ? (double)s->clear_agree / s->clear : 1.0;
     if (strstr(what, "all schedules") || strstr(what, "alone") || strstr(what, "20b") ||
@@ -126,8 +132,9 @@ static void cmp_report(const char *what, const cmp_stats *s, double l2_tol, doub
     CHECK(s->rows > 0, "%s: no rows compared", what);
     CHECK(l2 <= l2_tol, "%s: relative L2 error %.3e > %.1e", what, l2, l2_tol);
     CHECK(mx <= max_tol, "%s: max|d|/max|logit| %.3e > %.2f", what, mx, max_tol);
-    CHECK(top1 >= 0.99, "%s: top-1 agreement %.4f < 0.99 on %ld clear positions", what, top1,
-          s->clear);
+    if (check_top1)
+        CHECK(top1 >= 0.99, "%s: top-1 agreement %.4f < 0.99 on %ld clear positions", what, top1,
+              s->clear);
 }
 
 /* ------------------------------------------------------------------------------------------------
@@ -534,7 +541,7 @@ static void small_config(model_config *c) {
 
 static void teacher_forced(const char *dir, const model_weights *w, rng_t *rng) {
     const int V = w->cfg.vocab;
-    const std::vector<int> lens{1, 2, 5, 15, 16, 17, 33, 40, 64, 100};
+    const std::vector<int> lens{1, 2, 5, 15, 16, 17, 33, 40, 64, 100, 129, 200, 256, 300};
     for (int graphs = 0; graphs < 2; graphs++) {
         backend *be = make_cuda(dir, 16, graphs ? 0 : -1, 2048);
         CHECK(be != NULL, "cuda backend on %s", dir);
@@ -557,7 +564,7 @@ static void teacher_forced(const char *dir, const model_weights *w, rng_t *rng) 
             memset(&s, 0, sizeof s);
             for (size_t k = 0; k < seqs.size(); k++)
                 cmp_rows(&s, seqs[k].logits.data(), ref[k].data(), (int)seqs[k].toks.size(), V);
-            cmp_report(names[pol], &s, 3e-2, 0.25);
+            cmp_report(names[pol], &s, 3e-2, 0.25, false);
             all.max_diff = fmax(all.max_diff, s.max_diff),
             all.max_ref = fmax(all.max_ref, s.max_ref);
             all.d2 += s.d2, all.r2 += s.r2, all.rows += s.rows, all.clear += s.clear;
