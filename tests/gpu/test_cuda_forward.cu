@@ -466,15 +466,18 @@ static void check_sampling(rng_t *rng) {
         gpu_row *d_row = (gpu_row *)gpu_upload(&c.row, sizeof c.row);
         gpu_row_out *d_out = (gpu_row_out *)gpu_alloc(sizeof(gpu_row_out));
         int32_t *d_slot = (int32_t *)gpu_alloc(sizeof(int32_t));
+        const size_t ws_bytes = sampling_workspace_bytes(1);
+        void *d_ws = gpu_alloc(ws_bytes);
+        CUDA_CHECK(cudaMemset(d_ws, 0, ws_bytes));
         gpu_poison(d_out, sizeof(gpu_row_out));
         CUDA_CHECK(cudaMemset(d_slot, 0xff, sizeof(int32_t)));
-        CUDA_CHECK(sampling_launch(d_x, c.V, d_row, 1, d_out, d_slot, 1, 0));
+        CUDA_CHECK(sampling_launch(d_x, c.V, d_row, 1, d_out, d_slot, 1, d_ws, 1, 0));
         CUDA_CHECK(cudaDeviceSynchronize());
         gpu_row_out o;
         int32_t slot_tok;
         CUDA_CHECK(cudaMemcpy(&o, d_out, sizeof o, cudaMemcpyDeviceToHost));
         CUDA_CHECK(cudaMemcpy(&slot_tok, d_slot, sizeof slot_tok, cudaMemcpyDeviceToHost));
-        cudaFree(d_x), cudaFree(d_row), cudaFree(d_out), cudaFree(d_slot);
+        cudaFree(d_x), cudaFree(d_row), cudaFree(d_out), cudaFree(d_slot), cudaFree(d_ws);
 
         sampling_params p = sampling_params_default();
         p.temperature = c.row.mode == GPU_ROW_GREEDY ? 0.0f : c.row.temperature;

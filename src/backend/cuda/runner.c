@@ -130,6 +130,7 @@ int workspace_ensure(struct backend *b, int T) {
     const size_t o_dec = carve(&o, DEC_WS_BYTES), o_sel = carve(&o, R * H * 2);
     const size_t o_logits = carve(&o, R * (size_t)b->V * 4),
                  o_outs = carve(&o, Tc * sizeof(gpu_row_out));
+    const size_t samp_bytes = sampling_workspace_bytes(w->R_cap), o_samp = carve(&o, samp_bytes);
     void *base = NULL;
     if (cudaMalloc(&base, o) != cudaSuccess) {
         (void)cudaGetLastError();
@@ -147,6 +148,9 @@ int workspace_ensure(struct backend *b, int T) {
     w->dec_ws = (float *)(p + o_dec), w->dec_ws_bytes = DEC_WS_BYTES;
     w->sel = (uint16_t *)(p + o_sel), w->logits = (float *)(p + o_logits),
     w->outs = (gpu_row_out *)(p + o_outs);
+    w->samp_ws = p + o_samp;
+    /* Once: sampling's counters start at 0 (each launch leaves them at 0 again). */
+    CU(cudaMemsetAsync(w->samp_ws, 0, samp_bytes, b->stream));
     return 0;
 }
 
@@ -237,7 +241,7 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
                            w->sel, s));
         CU(gemm_bf16(b->gemm, w->sel, nr, H, g->lm_head, b->V, NULL, w->logits, GEMM_OUT_F32, s));
         CU(sampling_launch(w->logits, b->V, p->rows + r0, nr, w->outs + r0, b->slot_last,
-                           b->max_slots, s));
+                           b->max_slots, w->samp_ws, w->R_cap, s));
         if (copy_host_rows && copy_rows_out(b, r0, nr)) return -1;
     }
     return 0;

@@ -82,6 +82,8 @@ typedef struct {
     uint16_t *sel;     /* [R][H] final-normed rows */
     float *logits;     /* [R][V] */
     gpu_row_out *outs; /* [T] one per logits row */
+    void *samp_ws;     /* sampling_workspace_bytes(R_cap): the greedy fast path's scratch, zeroed
+                          once at allocation (every launch leaves its counters at 0) */
 } gpu_workspace;
 
 /* ---- the step as uploaded: offsets of each array inside the packed buffer ---- */
