@@ -379,9 +379,12 @@ __global__ void __launch_bounds__(small_cfg<NTP>::THREADS, NTP == 1 ? 4 : 2) moe
 
     for (int p0 = 0; p0 < cnt; p0 += C::CAP) {
         const int pc = min(C::CAP, cnt - p0);
-        /* Stage the pass's tokens (zeros past pc) for k in [64·kk0, 64·kk1). */
+        /* 8-token groups this pass really has: at batch 256 an expert averages 8 tokens, so with
+         * 16-token passes about half the blocks would multiply a group of zeros (and stage it). */
+        const int ngroups = (pc + 7) >> 3;
+        /* Stage the pass's tokens (zeros past pc, up to the last group) for k in [64·kk0, 64·kk1). */
         const int vpr = nk * 8;
-        for (int idx = threadIdx.x; idx < C::CAP * vpr; idx += C::THREADS) {
+        for (int idx = threadIdx.x; idx < ngroups * 8 * vpr; idx += C::THREADS) {
             const int r = idx / vpr, v = idx - r * vpr;
             uint4 val = make_uint4(0, 0, 0, 0);
             if (r < pc) {
@@ -415,6 +418,7 @@ __global__ void __launch_bounds__(small_cfg<NTP>::THREADS, NTP == 1 ? 4 : 2) moe
                         dequant_word_t<FOLDED>(h ? qv[u].w : qv[u].y, sv[u], 2 * h + 1, a8);
 #pragma unroll
                         for (int nt = 0; nt < NTP; nt++) {
+                            if (nt > 0 && nt >= ngroups) break; /* block-uniform */
                             const uint4 xv = *(const uint4 *)(xb + nt * 8 * lds + (kb + u) * 64 + h * 32);
                             mma_chunk(acc[nt], ag, a8, xv);
                         }
@@ -424,7 +428,8 @@ __global__ void __launch_bounds__(small_cfg<NTP>::THREADS, NTP == 1 ? 4 : 2) moe
                 for (int u = 0; u < C::U; u++) qv[u] = qn[u], sv[u] = sn[u];
             }
 #pragma unroll
-            for (int nt = 0; nt < NTP; nt++) tile_epilogue<MODE>(a, e, off, rt, p0 + nt * 8, p0 + pc, s, acc[nt]);
+            for (int nt = 0; nt < NTP; nt++)
+                if (nt < ngroups) tile_epilogue<MODE>(a, e, off, rt, p0 + nt * 8, p0 + pc, s, acc[nt]);
         }
         __syncthreads(); /* the next pass overwrites xs */
     }
