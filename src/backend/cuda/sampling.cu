@@ -82,8 +82,9 @@ static __device__ __forceinline__ double dev_uniform01d(uint64_t bits) {
     return (double)(bits >> 11) * (1.0 / 9007199254740992.0);
 }
 
-/* ---- block reductions (blockDim = SP_THREADS <= 1024; red has SP_WARPS + 1 entries) ---- */
+/* ---- block reductions (NW warps <= 32 in the block; red has NW + 1 entries) ---- */
 
+template <int NW>
 static __device__ __forceinline__ unsigned long long block_max_u64(unsigned long long v,
                                                                    unsigned long long *red) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -95,16 +96,16 @@ static __device__ __forceinline__ unsigned long long block_max_u64(unsigned long
     if (lane == 0) red[warp] = v;
     __syncthreads();
     if (warp == 0) {
-        v = lane < SP_WARPS ? red[lane] : 0ull;
+        v = lane < NW ? red[lane] : 0ull;
 #pragma unroll
         for (int o = 16; o > 0; o >>= 1) {
             const unsigned long long t = __shfl_xor_sync(FULL_MASK, v, o);
             v = t > v ? t : v;
         }
-        if (lane == 0) red[SP_WARPS] = v;
+        if (lane == 0) red[NW] = v;
     }
     __syncthreads();
-    v = red[SP_WARPS];
+    v = red[NW];
     __syncthreads(); /* red may be reused at once */
     return v;
 }
@@ -180,7 +181,7 @@ __global__ void __launch_bounds__(SP_THREADS, 1)
         const unsigned long long p = pack_kid(order_key(x[i]), i);
         best = p > best ? p : best;
     }
-    best = block_max_u64(best, red64);
+    best = block_max_u64<SP_WARPS>(best, red64);
     const int arg = unpack_id(best);
     dist dT;
     dT.max = x[arg];
@@ -332,7 +333,7 @@ __global__ void __launch_bounds__(SP_THREADS, 1)
                 const unsigned long long p = pack_kid(cand_key[j], cand_id[j]);
                 if (p < prev && p > b) b = p;
             }
-            b = block_max_u64(b, red64);
+            b = block_max_u64<SP_WARPS>(b, red64);
             if (tid == 0) top[r] = b ? unpack_id(b) : 0;
             prev = b;
         }
@@ -343,7 +344,7 @@ __global__ void __launch_bounds__(SP_THREADS, 1)
                 const unsigned long long p = pack_kid(order_key(x[i]), i);
                 if (p < prev && p > b) b = p;
             }
-            b = block_max_u64(b, red64);
+            b = block_max_u64<SP_WARPS>(b, red64);
             if (tid == 0) top[r] = b ? unpack_id(b) : 0;
             prev = b;
         }
@@ -435,28 +436,17 @@ static __device__ __forceinline__ dist dist_at(float m) {
     return r;
 }
 
-/* Block reductions over GF_THREADS threads; every thread gets the result. red has GF_WARPS + 1
- * entries. */
-static __device__ __forceinline__ unsigned long long gf_max_u64(unsigned long long v,
-                                                                unsigned long long *red) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+/* GF_UNROLL values of the chunk, loads in flight together: x[base + u·GF_THREADS + tid] (0 past hi). */
+static __device__ __forceinline__ void gf_load(const float *x, int base, int hi, float v[GF_UNROLL]) {
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        const unsigned long long t = __shfl_xor_sync(FULL_MASK, v, o);
-        v = t > v ? t : v;
+    for (int u = 0; u < GF_UNROLL; u++) {
+        const int i = base + u * GF_THREADS + (int)threadIdx.x;
+        v[u] = i < hi ? x[i] : 0.0f;
     }
-    if (lane == 0) red[warp] = v;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        unsigned long long m = red[0];
-        for (int w = 1; w < GF_WARPS; w++) m = red[w] > m ? red[w] : m;
-        red[GF_WARPS] = m;
-    }
-    __syncthreads();
-    v = red[GF_WARPS];
-    __syncthreads(); /* red may be reused at once */
-    return v;
 }
+
+/* Block reductions over GF_THREADS threads (block_max_u64<GF_WARPS> for the maximum); every thread
+ * gets the result. red has GF_WARPS + 1 entries. */
 /* The sum: each warp's xor tree, then the warp totals in warp order. */
 static __device__ __forceinline__ double gf_sum(double v, double *red) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -505,11 +495,7 @@ __global__ void __launch_bounds__(GF_THREADS)
     unsigned long long best = 0;
     for (int base = lo; base < hi; base += GF_THREADS * GF_UNROLL) {
         float v[GF_UNROLL];
-#pragma unroll
-        for (int u = 0; u < GF_UNROLL; u++) {
-            const int i = base + u * GF_THREADS + tid;
-            v[u] = i < hi ? x[i] : 0.0f;
-        }
+        gf_load(x, base, hi, v);
 #pragma unroll
         for (int u = 0; u < GF_UNROLL; u++) {
             const int i = base + u * GF_THREADS + tid;
@@ -519,7 +505,7 @@ __global__ void __launch_bounds__(GF_THREADS)
             }
         }
     }
-    best = gf_max_u64(best, red64);
+    best = block_max_u64<GF_WARPS>(best, red64);
     const int arg = unpack_id(best);
     const dist dc = dist_at(x[arg]);
 
@@ -527,11 +513,7 @@ __global__ void __launch_bounds__(GF_THREADS)
     double z = 0.0;
     for (int base = lo; base < hi; base += GF_THREADS * GF_UNROLL) {
         float v[GF_UNROLL];
-#pragma unroll
-        for (int u = 0; u < GF_UNROLL; u++) {
-            const int i = base + u * GF_THREADS + tid;
-            v[u] = i < hi ? x[i] : 0.0f;
-        }
+        gf_load(x, base, hi, v);
 #pragma unroll
         for (int u = 0; u < GF_UNROLL; u++) {
             const int i = base + u * GF_THREADS + tid;
@@ -561,7 +543,7 @@ __global__ void __launch_bounds__(GF_THREADS)
     const gf_part *pr = parts + (size_t)row * (size_t)G;
     const unsigned long long pb = tid < G ? __ldcg(&pr[tid].best) : 0ull;
     const double pz = tid < G ? __ldcg(&pr[tid].z) : 0.0;
-    const unsigned long long gbest = gf_max_u64(pb, red64);
+    const unsigned long long gbest = block_max_u64<GF_WARPS>(pb, red64);
     const int garg = unpack_id(gbest);
     const dist dM = dist_at(x[garg]);
     double zc = 0.0;
