@@ -61,7 +61,11 @@ static const double MARGIN = 0.05;
 typedef struct {
     double max_diff, max_ref, d2, r2;
     long rows, clear, clear_agree, agree;
+    long outliers;  /* rows whose max |d| exceeds OUTLIER x their max |logit| */
+    long nonfinite; /* rows with a non-finite logit */
 } cmp_stats;
+
+static const double OUTLIER = 0.25;
 
 static void top2(const float *x, int V, int *arg, double *margin) {
     int a = 0;
@@ -76,13 +80,19 @@ static void top2(const float *x, int V, int *arg, double *margin) {
 static void cmp_rows(cmp_stats *s, const float *got, const float *ref, int rows, int V) {
     for (int r = 0; r < rows; r++) {
         const float *g = got + (size_t)r * V, *f = ref + (size_t)r * V;
+        double row_d = 0.0, row_ref = 0.0;
+        bool finite = true;
         for (int i = 0; i < V; i++) {
             double d = (double)g[i] - f[i];
-            if (!isfinite(g[i])) d = INFINITY;
-            s->max_diff = fmax(s->max_diff, fabs(d));
-            s->max_ref = fmax(s->max_ref, fabs((double)f[i]));
+            if (!isfinite(g[i])) d = INFINITY, finite = false;
+            row_d = fmax(row_d, fabs(d));
+            row_ref = fmax(row_ref, fabs((double)f[i]));
             s->d2 += d * d, s->r2 += (double)f[i] * f[i];
         }
+        s->max_diff = fmax(s->max_diff, row_d);
+        s->max_ref = fmax(s->max_ref, row_ref);
+        s->outliers += row_d > OUTLIER * row_ref;
+        s->nonfinite += !finite;
         int ag, af;
         double mg, mf;
         top2(g, V, &ag, &mg);
@@ -110,14 +120,19 @@ static void summary_add(int line, const char *fmt, ...) {
     snprintf(g_summary[line] + n, sizeof g_summary[line] - n, "%s%s", n ? "; " : "", buf);
 }
 
-/* Prints and checks: relative L2 <= l2_tol, and (check_top1) top-1 on >= 99% of the clear positions.
- * On the random tiny models the CUDA path (bf16 activations) and the fp32 CPU disagree on ~0.3–0.7 %
- * of clear positions, mostly where a token's 4th and 5th router logits nearly tie and the bf16
- * noise swaps an expert (measured by emulating each rounding point on the CPU, bench/NOTES.md). At
- * ~275 positions "≥ 99 %" is a 3-flip threshold that a fair run crosses by chance, so the teacher-
- * forced schedules check it once over their union (~1,200 distinct positions, 4 schedules). */
+/* Prints and checks: every logit finite, relative L2 <= l2_tol, max|d|/max|logit| <= max_tol, top-1
+ * on >= 99% of the clear positions.
+ *
+ * many_rows: the teacher-forced schedules on the random tiny models. There the CUDA path (bf16
+ * activations) and the fp32 CPU disagree on ~0.3 % of clear positions, mostly where a token's 4th and
+ * 5th router logits nearly tie and bf16 noise swaps an expert; such a swap can move one row's logits
+ * by a large fraction (measured by emulating each rounding point on the CPU, bench/NOTES.md). At ~275
+ * positions "top-1 ≥ 99 %" was a 3-flip threshold a fair run crossed by chance, and one swapped row
+ * is enough to break a max bound. So these check top-1 once over the union of the schedules (~1,200
+ * distinct positions) and, instead of the max, that at most 1 % of rows are outliers (row max |d| >
+ * 0.25 x row max |logit|): a real bug — a wrong slot, a stale block — spoils whole chunks of rows. */
 static void cmp_report(const char *what, const cmp_stats *s, double l2_tol, double max_tol,
-                       bool check_top1 = true) {
+                       bool many_rows = false, bool check_top1 = true) {
     const double l2 = rel_l2(s), mx = s->max_ref > 0 ? s->max_diff / s->max_ref : s->max_diff;
     const double top1 = s->clear ? (double)s->clear_agree / s->clear : 1.0;
     if (strstr(what, "all schedules") || strstr(what, "alone") || strstr(what, "20b") ||
@@ -126,12 +141,17 @@ static void cmp_report(const char *what, const cmp_stats *s, double l2_tol, doub
                     what, l2, mx, top1);
     fprintf(stderr,
             "  %-44s rows %5ld  relL2 %.2e  max|d|/max|logit| %.2e  top1 %.4f (%ld/%ld clear), all "
-            "%.4f\n",
+            "%.4f, outlier rows %ld\n",
             what, s->rows, l2, mx, top1, s->clear_agree, s->clear,
-            s->rows ? (double)s->agree / s->rows : 1.0);
+            s->rows ? (double)s->agree / s->rows : 1.0, s->outliers);
     CHECK(s->rows > 0, "%s: no rows compared", what);
+    CHECK(s->nonfinite == 0, "%s: %ld rows with non-finite logits", what, s->nonfinite);
     CHECK(l2 <= l2_tol, "%s: relative L2 error %.3e > %.1e", what, l2, l2_tol);
-    CHECK(mx <= max_tol, "%s: max|d|/max|logit| %.3e > %.2f", what, mx, max_tol);
+    if (many_rows)
+        CHECK(s->outliers * 100 <= s->rows, "%s: %ld of %ld rows off by more than %.2f of their max logit",
+              what, s->outliers, s->rows, OUTLIER);
+    else
+        CHECK(mx <= max_tol, "%s: max|d|/max|logit| %.3e > %.2f", what, mx, max_tol);
     if (check_top1)
         CHECK(top1 >= 0.99, "%s: top-1 agreement %.4f < 0.99 on %ld clear positions", what, top1,
               s->clear);
@@ -567,13 +587,14 @@ static void teacher_forced(const char *dir, const model_weights *w, rng_t *rng) 
             memset(&s, 0, sizeof s);
             for (size_t k = 0; k < seqs.size(); k++)
                 cmp_rows(&s, seqs[k].logits.data(), ref[k].data(), (int)seqs[k].toks.size(), V);
-            cmp_report(names[pol], &s, 3e-2, 0.25, false);
+            cmp_report(names[pol], &s, 3e-2, 0.25, true, false);
             all.max_diff = fmax(all.max_diff, s.max_diff),
             all.max_ref = fmax(all.max_ref, s.max_ref);
             all.d2 += s.d2, all.r2 += s.r2, all.rows += s.rows, all.clear += s.clear;
             all.clear_agree += s.clear_agree, all.agree += s.agree;
+            all.outliers += s.outliers, all.nonfinite += s.nonfinite;
         }
-        cmp_report("all schedules", &all, 3e-2, 0.25);
+        cmp_report("all schedules", &all, 3e-2, 0.25, true, true);
         cuda_backend_stats st;
         cuda_backend_get_stats(be, &st);
         fprintf(stderr, "  graphs: %ld captured, %ld replays, %ld eager decode steps\n",
