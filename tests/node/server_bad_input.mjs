@@ -214,11 +214,17 @@ const good = '{"model":"tiny","prompt":"hello","max_tokens":3,"ignore_eos":true}
 // ---------------------------------------------------------------- header floods
 {
   const many = Array.from({ length: 1000 }, (_, i) => `X-Flood-${i}: ${'v'.repeat(80)}\r\n`).join('');
+  // Past --max-header-bytes evhttp (libevent 2.1) answers 413 itself and closes at once: it has no
+  // lingering close for headers, only for bodies. Whatever the client has sent beyond what was read
+  // is then unread, so the kernel resets the connection, and a reset that overtakes the answer
+  // destroys it on the client's side: status 0. Usually the answer wins; on a loaded machine it did
+  // not (CI, 2026-11-30). Both outcomes are accepted here; the server must stay healthy either way
+  // (checked after the batch).
   const cases = [
-    ['1000 headers', Buffer.from(`GET /health HTTP/1.1\r\nHost: x\r\n${many}Connection: close\r\n\r\n`), [400, 413, 431]],
-    ['one 1 MB header', Buffer.from(`GET /health HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(1 << 20)}\r\n\r\n`), [400, 413, 431]],
-    ['100 KB URI', Buffer.from(`GET /${'a'.repeat(100000)} HTTP/1.1\r\nHost: x\r\n\r\n`), [400, 413, 414, 431]],
-    ['headers without end', Buffer.from(`GET /health HTTP/1.1\r\n${'X: y\r\n'.repeat(10000)}`), [400, 413, 431]],
+    ['1000 headers', Buffer.from(`GET /health HTTP/1.1\r\nHost: x\r\n${many}Connection: close\r\n\r\n`), [0, 400, 413, 431]],
+    ['one 1 MB header', Buffer.from(`GET /health HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(1 << 20)}\r\n\r\n`), [0, 400, 413, 431]],
+    ['100 KB URI', Buffer.from(`GET /${'a'.repeat(100000)} HTTP/1.1\r\nHost: x\r\n\r\n`), [0, 400, 413, 414, 431]],
+    ['headers without end', Buffer.from(`GET /health HTTP/1.1\r\n${'X: y\r\n'.repeat(10000)}`), [0, 400, 413, 431]],
     ['header without colon', Buffer.from('GET /health HTTP/1.1\r\nHost x\r\nConnection: close\r\n\r\n'), [200, 400]],
   ];
   await batch('header floods', cases, 5);
