@@ -6,6 +6,7 @@
 #include "bench/bench_sweep.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/engine_args.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -240,7 +241,6 @@ static int bench_sweep_cmd(int argc, char **argv) {
     int32_t *conc = NULL;
     int n_conc = 0, rc = 2;
     const char *v;
-    long x;
     bool dummy_progress = true;
     while (a.i < argc) {
         int m = common_opt(&a, &o.isl, &o.osl, &o.range_ratio, &conc, &n_conc, &o.num_prompts,
@@ -248,39 +248,13 @@ static int bench_sweep_cmd(int argc, char **argv) {
                            &o.output_json, &o.label, &o.seed, &o.temperature, &dummy_progress);
         if (m < 0) goto fail;
         if (m > 0) continue;
+        const engine_args ea = {&o.eng, &o.num_kv_blocks, &o.block_size, &o.gpu_memory_utilization};
+        if ((m = engine_args_parse(&a, &ea)) < 0) goto fail;
+        if (m > 0) continue;
         if (args_opt(&a, "--model", &v)) {
             if (!(o.model = v)) goto fail;
         } else if (args_opt(&a, "--backend", &v)) {
             if (!(o.backend = v)) goto fail;
-        } else if (args_opt(&a, "--max-num-seqs", &v)) {
-            if (args_int("--max-num-seqs", v, 1, 1 << 20, &x)) goto fail;
-            o.eng.max_num_seqs = (int)x;
-        } else if (args_opt(&a, "--max-num-batched-tokens", &v)) {
-            if (args_int("--max-num-batched-tokens", v, 1, 1 << 24, &x)) goto fail;
-            o.eng.max_num_batched_tokens = (int)x;
-        } else if (args_opt(&a, "--max-model-len", &v)) {
-            if (args_int("--max-model-len", v, 2, 1 << 24, &x)) goto fail;
-            o.eng.max_model_len = (int)x;
-        } else if (args_opt(&a, "--stream-interval", &v)) {
-            if (args_int("--stream-interval", v, 1, 1 << 20, &x)) goto fail;
-            o.eng.stream_interval = (int)x;
-        } else if (args_opt(&a, "--num-kv-blocks", &v)) {
-            if (args_int("--num-kv-blocks", v, 1, 1 << 30, &x)) goto fail;
-            o.num_kv_blocks = (int)x;
-        } else if (args_opt(&a, "--block-size", &v)) {
-            if (args_int("--block-size", v, 1, 4096, &x)) goto fail;
-            o.block_size = (int)x;
-        } else if (args_opt(&a, "--gpu-memory-utilization", &v)) {
-            if (args_double("--gpu-memory-utilization", v, 0.01, 1, &o.gpu_memory_utilization))
-                goto fail;
-        } else if (args_flag(&a, "--enable-prefix-caching")) {
-            o.eng.enable_prefix_caching = true;
-        } else if (args_flag(&a, "--no-enable-prefix-caching")) {
-            o.eng.enable_prefix_caching = false;
-        } else if (args_flag(&a, "--async-scheduling")) {
-            o.eng.async_scheduling = true;
-        } else if (args_flag(&a, "--no-async-scheduling")) {
-            o.eng.async_scheduling = false;
         } else {
             fprintf(stderr, "gptoss bench sweep: unknown option '%s'\n%s", argv[a.i], SWEEP_USAGE);
             free(conc);

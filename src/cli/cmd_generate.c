@@ -6,6 +6,7 @@
 #include "base/error.h"
 #include "base/xalloc.h"
 #include "cli/args.h"
+#include "cli/engine_args.h"
 #include "cli/commands.h"
 #include "cli/offline.h"
 #include "engine/sampler.h"
@@ -203,9 +204,15 @@ int cmd_generate(int argc, char **argv) {
     gen_opts o = {.max_tokens = 16};
     offline_opts off = {0};
     engine_options_default(&off.eng);
-    long lv;
     const char *v = NULL;
+    const engine_args ea = {&off.eng, &off.num_kv_blocks, &off.block_size, &off.gpu_memory_utilization};
     while (a.i < argc) {
+        const int em = engine_args_parse(&a, &ea);
+        if (em < 0) {
+            free(o.prompt);
+            return args_fail(&a);
+        }
+        if (em > 0) continue;
         if (args_flag(&a, "--help") || args_flag(&a, "-h")) {
             fputs(USAGE, stdout);
             return 0;
@@ -239,38 +246,8 @@ int cmd_generate(int argc, char **argv) {
                 free(o.prompt);
                 return 2;
             }
-        } else if (args_opt(&a, "--gpu-memory-utilization", &v)) {
-            double u;
-            if (args_double("--gpu-memory-utilization", v, 0.01, 1.0, &u)) return args_fail(&a);
-            off.gpu_memory_utilization = u;
         } else if (args_opt(&a, "--prompts-file", &off.prompts_file)) {
             if (!off.prompts_file) return args_fail(&a);
-        } else if (args_opt(&a, "--max-num-seqs", &v)) {
-            if (args_int("--max-num-seqs", v, 1, 65536, &lv)) return args_fail(&a);
-            off.eng.max_num_seqs = (int)lv;
-        } else if (args_opt(&a, "--max-num-batched-tokens", &v)) {
-            if (args_int("--max-num-batched-tokens", v, 1, 1 << 24, &lv)) return args_fail(&a);
-            off.eng.max_num_batched_tokens = (int)lv;
-        } else if (args_opt(&a, "--max-model-len", &v)) {
-            if (args_int("--max-model-len", v, 2, 1 << 24, &lv)) return args_fail(&a);
-            off.eng.max_model_len = (int)lv;
-        } else if (args_opt(&a, "--num-kv-blocks", &v)) {
-            if (args_int("--num-kv-blocks", v, 1, 1 << 24, &lv)) return args_fail(&a);
-            off.num_kv_blocks = (int)lv;
-        } else if (args_opt(&a, "--block-size", &v)) {
-            if (args_int("--block-size", v, 1, 4096, &lv)) return args_fail(&a);
-            off.block_size = (int)lv;
-        } else if (args_opt(&a, "--stream-interval", &v)) {
-            if (args_int("--stream-interval", v, 1, 1 << 20, &lv)) return args_fail(&a);
-            off.eng.stream_interval = (int)lv;
-        } else if (args_flag(&a, "--enable-prefix-caching")) {
-            off.eng.enable_prefix_caching = true;
-        } else if (args_flag(&a, "--no-enable-prefix-caching")) {
-            off.eng.enable_prefix_caching = false;
-        } else if (args_flag(&a, "--async-scheduling")) {
-            off.eng.async_scheduling = true;
-        } else if (args_flag(&a, "--no-async-scheduling")) {
-            off.eng.async_scheduling = false;
         } else {
             fprintf(stderr, "gptoss generate: unknown option '%s'\n%s", argv[a.i], USAGE);
             free(o.prompt);

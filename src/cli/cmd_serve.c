@@ -2,6 +2,7 @@
  * scripts carry over. */
 #include "base/error.h"
 #include "cli/args.h"
+#include "cli/engine_args.h"
 #include "cli/commands.h"
 #include "server/server.h"
 
@@ -59,7 +60,11 @@ int cmd_serve(int argc, char **argv) {
     server_options o;
     server_options_default(&o);
     o.eng.max_model_len = 0; /* the model's, unless given */
+    const engine_args ea = {&o.eng, &o.num_kv_blocks, &o.block_size, &o.gpu_memory_utilization};
     while (a.i < argc) {
+        const int em = engine_args_parse(&a, &ea);
+        if (em < 0) return args_fail(&a);
+        if (em > 0) continue;
         const char *v = NULL;
         bool m = false;
         int iv = 0;
@@ -78,13 +83,7 @@ int cmd_serve(int argc, char **argv) {
         INT_OPT("--port", 0, 65535, o.port)
         INT_OPT("--api-server-threads", 1, 64, o.n_loops)
         INT_OPT("--timeout-keep-alive", 1, 86400, o.idle_timeout)
-        INT_OPT("--max-num-seqs", 1, 65536, o.eng.max_num_seqs)
-        INT_OPT("--max-num-batched-tokens", 1, 1 << 24, o.eng.max_num_batched_tokens)
-        INT_OPT("--max-model-len", 2, 1 << 24, o.eng.max_model_len)
         INT_OPT("--max-waiting-requests", 0, 1 << 24, o.eng.max_waiting)
-        INT_OPT("--stream-interval", 1, 1 << 20, o.eng.stream_interval)
-        INT_OPT("--num-kv-blocks", 1, 1 << 24, o.num_kv_blocks)
-        INT_OPT("--block-size", 1, 4096, o.block_size)
 #undef INT_OPT
         if (args_opt(&a, "--model", &o.model)) {
             if (!o.model) return args_fail(&a);
@@ -110,17 +109,6 @@ int cmd_serve(int argc, char **argv) {
         } else if (args_opt(&a, "--stats-interval", &v)) {
             if (args_double("--stats-interval", v, 0, 86400, &dv)) return args_fail(&a);
             o.stats_interval = dv;
-        } else if (args_opt(&a, "--gpu-memory-utilization", &v)) {
-            if (args_double("--gpu-memory-utilization", v, 0.01, 1, &dv)) return args_fail(&a);
-            o.gpu_memory_utilization = dv;
-        } else if (args_flag(&a, "--enable-prefix-caching")) {
-            o.eng.enable_prefix_caching = true;
-        } else if (args_flag(&a, "--no-enable-prefix-caching")) {
-            o.eng.enable_prefix_caching = false;
-        } else if (args_flag(&a, "--async-scheduling")) {
-            o.eng.async_scheduling = true;
-        } else if (args_flag(&a, "--no-async-scheduling")) {
-            o.eng.async_scheduling = false;
         } else {
             fprintf(stderr, "gptoss serve: unknown option '%s'\n%s", argv[a.i], USAGE);
             return 2;

@@ -1,0 +1,48 @@
+#include "cli/engine_args.h"
+
+#include <stddef.h>
+
+typedef struct {
+    const char *name;
+    long lo, hi;
+} int_opt;
+
+/* One integer option into *dst: 1 matched, 0 not this option, -1 bad value. */
+static int take_int(args_t *a, int_opt o, int *dst) {
+    const char *v;
+    if (!args_opt(a, o.name, &v)) return 0;
+    long x;
+    if (!v || args_int(o.name, v, o.lo, o.hi, &x) != 0) return -1;
+    *dst = (int)x;
+    return 1;
+}
+
+int engine_args_parse(args_t *a, const engine_args *t) {
+    engine_options *e = t->eng;
+    const struct {
+        int_opt o;
+        int *dst;
+    } ints[] = {
+        {{"--max-num-seqs", 1, 65536}, &e->max_num_seqs},
+        {{"--max-num-batched-tokens", 1, 1 << 24}, &e->max_num_batched_tokens},
+        {{"--max-model-len", 2, 1 << 24}, &e->max_model_len},
+        {{"--stream-interval", 1, 1 << 20}, &e->stream_interval},
+        {{"--num-kv-blocks", 1, 1 << 24}, t->num_kv_blocks},
+        {{"--block-size", 1, 4096}, t->block_size},
+    };
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+        int rc = take_int(a, ints[i].o, ints[i].dst);
+        if (rc != 0) return rc;
+    }
+    const char *v;
+    if (args_opt(a, "--gpu-memory-utilization", &v)) {
+        if (!v || args_double("--gpu-memory-utilization", v, 0.01, 1, t->gpu_memory_utilization))
+            return -1;
+        return 1;
+    }
+    if (args_flag(a, "--enable-prefix-caching")) return e->enable_prefix_caching = true, 1;
+    if (args_flag(a, "--no-enable-prefix-caching")) return e->enable_prefix_caching = false, 1;
+    if (args_flag(a, "--async-scheduling")) return e->async_scheduling = true, 1;
+    if (args_flag(a, "--no-async-scheduling")) return e->async_scheduling = false, 1;
+    return 0;
+}
