@@ -4,6 +4,7 @@
 #include "base/rng.h"
 #include "base/timeutil.h"
 #include "base/xalloc.h"
+#include "bench/bench_plan.h"
 #include "bench/http_client.h"
 #include "bench/metrics_stats.h"
 #include "bench/progress.h"
@@ -21,16 +22,8 @@
 
 void bench_serve_defaults(bench_serve_opts *o) {
     memset(o, 0, sizeof *o);
-    o->isl = 1024;
-    o->osl = 1024;
-    o->range_ratio = 0.8;
-    o->num_warmups = -1;
-    o->prompts_per_c = 10;
-    o->warmups_per_c = 2;
-    o->num_gpus = 1;
-    o->temperature = 0.0; /* InferenceMAX's client sends temperature 0 (greedy) */
+    bench_plan_defaults(&o->plan);
     o->timeout = 600;
-    o->progress = true;
 }
 
 typedef struct serve_ctx serve_ctx;
@@ -98,8 +91,8 @@ static void common_fields(serve_ctx *c, sbuf *b, const char *max_tokens_key, int
     snprintf(t, sizeof t, ",\"%s\":", max_tokens_key);
     sb_str(b, t);
     sb_int(b, osl);
-    if (c->o->temperature >= 0) {
-        snprintf(t, sizeof t, ",\"temperature\":%.17g", c->o->temperature);
+    if (c->o->plan.temperature >= 0) {
+        snprintf(t, sizeof t, ",\"temperature\":%.17g", c->o->plan.temperature);
         sb_str(b, t);
     }
     sb_str(b, ",\"ignore_eos\":true,\"stream\":true,\"stream_options\":{\"include_usage\":true}}");
@@ -301,7 +294,7 @@ static void run_phase(serve_ctx *c, const bench_item *items, int n, int concurre
     c->n = n;
     c->next = c->inflight = c->done = 0;
     c->concurrency = concurrency;
-    progress_start(&c->prog, c->o->progress, what, concurrency, n);
+    progress_start(&c->prog, c->o->plan.progress, what, concurrency, n);
     if (n > 0) {
         start_more(c);
         if (c->done < c->n) event_base_dispatch(c->base);
@@ -367,13 +360,6 @@ static char *first_model(serve_ctx *c, const char *prefix) {
 
 /* ---- the sweep ---- */
 
-static double cpu_seconds(void) {
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
-           (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
-}
-
 /* Thousands of streams need thousands of descriptors: lift the soft limit to the hard one. */
 static void raise_fd_limit(void) {
     struct rlimit rl;
@@ -385,70 +371,44 @@ static void raise_fd_limit(void) {
 
 static int sweep(serve_ctx *c, const char *base_url) {
     const bench_serve_opts *o = c->o;
+    const bench_plan *p = &o->plan;
     json_t *results = json_array();
     int any_failed = 0, rc = 0;
-    for (int k = 0; k < o->n_concurrency && rc == 0; k++) {
-        int C = o->concurrency[k];
-        int n = o->num_prompts > 0 ? o->num_prompts : o->prompts_per_c * C;
-        int w = o->num_warmups >= 0 ? o->num_warmups : o->warmups_per_c * C;
-        /* Distinct prompts per level and for the warm-ups, so a prefix cache never serves one
-         * measured prompt from an earlier request. */
-        bench_item *items = xmalloc((size_t)(n + w + 1) * sizeof *items);
-        bench_workload(n, o->isl, o->osl, o->range_ratio, rng_hash2(o->seed, (uint64_t)C), items);
-        bench_workload(w, o->isl, o->osl, o->range_ratio, rng_hash2(o->seed ^ 0x77a2u, (uint64_t)C),
-                       items + n);
-        printf("\nConcurrency %d: %d prompts after %d warm-ups; ISL uniform in [%d, %d], OSL in "
-               "[%d, %d]; %s\n",
-               C, n, w, bench_len_lower(o->isl, o->range_ratio), o->isl,
-               bench_len_lower(o->osl, o->range_ratio), o->osl, c->path);
-        fflush(stdout);
-
+    for (int k = 0; k < p->n_concurrency && rc == 0; k++) {
+        bench_level lv;
+        bench_level_init(p, k, c->path, &lv);
         bench_run warm;
-        bench_run_init(&warm, w);
-        run_phase(c, items + n, w, C, &warm, "warmup");
-        if (w > 0 && warm.n_errors == w) {
-            rc = err_set("every warm-up request failed at concurrency %d; the first error: %s", C,
+        bench_run_init(&warm, lv.w);
+        run_phase(c, lv.items + lv.n, lv.w, lv.C, &warm, "warmup");
+        if (lv.w > 0 && warm.n_errors == lv.w) {
+            rc = err_set("every warm-up request failed at concurrency %d; the first error: %s", lv.C,
                          warm.first_error);
             bench_run_free(&warm);
-            free(items);
+            bench_level_free(&lv);
             break;
         }
         if (warm.n_errors > 0)
             fprintf(stderr, "warning: %d of %d warm-up requests failed; the first error: %s\n",
-                    warm.n_errors, w, warm.first_error);
+                    warm.n_errors, lv.w, warm.first_error);
         bench_run_free(&warm);
 
         bench_run run;
-        bench_run_init(&run, n);
-        double cpu0 = cpu_seconds();
+        bench_run_init(&run, lv.n);
+        bench_level_start(&lv);
         c->t_end = 0;
         double t0 = now_seconds();
-        run_phase(c, items, n, C, &run, "run");
+        run_phase(c, lv.items, lv.n, lv.C, &run, "run");
         run.duration = c->t_end - t0;
-        bench_metrics m = {.max_concurrency = C,
-                           .num_prompts = n,
-                           .num_warmups = w,
-                           .num_gpus = o->num_gpus,
-                           .isl = o->isl,
-                           .osl = o->osl,
-                           .range_ratio = o->range_ratio,
-                           .client_cpu_seconds = cpu_seconds() - cpu0};
-        bench_meta meta = {o->chat ? "openai-chat" : "openai", c->model_name, o->label, base_url,
-                           o->seed};
-        if (bench_report_level(&run, &m, &meta, results, o->output_json) != 0) rc = -1;
+        bench_meta meta = {o->chat ? "openai-chat" : "openai", c->model_name, p->label, base_url,
+                           p->seed};
+        if (bench_level_report(p, &lv, &run, &meta, results, "gptoss bench serve", &any_failed) != 0)
+            rc = -1;
         printf("client: %d connections opened so far (keep-alive reuse), %d open\n",
                hc_pool_opened(c->pool), hc_pool_open_now(c->pool));
-        if (m.failed > 0) {
-            any_failed = 1;
-            fprintf(stderr,
-                    "gptoss bench serve: %d of %d requests failed at concurrency %d; the first "
-                    "error: %s\n",
-                    m.failed, n, C, run.first_error ? run.first_error : "(none)");
-        }
         bench_run_free(&run);
-        free(items);
+        bench_level_free(&lv);
     }
-    if (rc == 0 && o->output_json) fprintf(stderr, "results: %s\n", o->output_json);
+    if (rc == 0 && p->output_json) fprintf(stderr, "results: %s\n", p->output_json);
     json_decref(results);
     return rc ? rc : any_failed;
 }
@@ -487,7 +447,7 @@ int bench_serve(const bench_serve_opts *o) {
     printf("gptoss bench serve: %s (POST %s), model %s, ISL %d, OSL %d (range ratio %.2f), "
            "ignore_eos, "
            "request rate inf\n",
-           o->url, c.path, model, o->isl, o->osl, o->range_ratio);
+           o->url, c.path, model, o->plan.isl, o->plan.osl, o->plan.range_ratio);
     rc = sweep(&c, o->url);
 out:
     hc_pool_free(c.pool);

@@ -8,6 +8,8 @@
 #ifndef GPTOSS_BENCH_BENCH_SERVE_H
 #define GPTOSS_BENCH_BENCH_SERVE_H
 
+#include "bench/bench_plan.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -15,21 +17,9 @@ typedef struct {
     const char *url;     /* http://host:port[/prefix] */
     const char *model;   /* NULL: the first model GET /v1/models lists */
     const char *api_key; /* NULL: $OPENAI_API_KEY when set */
-    const char *label;
     bool chat; /* /v1/chat/completions with text prompts instead of /v1/completions with ids */
-    int isl, osl;
-    double range_ratio;
-    const int32_t *concurrency;
-    int n_concurrency;
-    int num_prompts;                  /* 0: prompts_per_c × C */
-    int num_warmups;                  /* < 0: warmups_per_c × C */
-    int prompts_per_c, warmups_per_c; /* InferenceMAX: 10 and 2 */
-    int num_gpus;
-    const char *output_json; /* NULL: no file */
-    uint64_t seed;
-    double temperature; /* < 0: not sent (the server's default) */
-    double timeout;     /* seconds a request may go without a byte before it fails */
-    bool progress;
+    double timeout; /* seconds a request may go without a byte before it fails */
+    bench_plan plan;
 } bench_serve_opts;
 
 void bench_serve_defaults(bench_serve_opts *o);

@@ -6,6 +6,7 @@
 #include "base/rng.h"
 #include "base/timeutil.h"
 #include "base/xalloc.h"
+#include "bench/bench_plan.h"
 #include "bench/metrics_stats.h"
 #include "bench/progress.h"
 #include "bench/workload.h"
@@ -15,21 +16,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 void bench_sweep_defaults(bench_sweep_opts *o) {
     memset(o, 0, sizeof *o);
     o->backend = "cpu";
-    o->isl = 1024;
-    o->osl = 1024;
-    o->range_ratio = 0.8;
-    o->num_warmups = -1;
-    o->prompts_per_c = 10;
-    o->warmups_per_c = 2;
-    o->num_gpus = 1;
-    o->temperature = 0;
-    o->progress = true;
+    bench_plan_defaults(&o->plan);
     o->gpu_memory_utilization = 0.9;
     engine_options_default(&o->eng);
     o->eng.max_num_seqs = 0;
@@ -137,7 +129,7 @@ static void submit_more(sweep_ctx *c, const bench_item *items, int concurrency, 
         r.prompt = ids;
         r.n_prompt = it->isl;
         r.params = sampling_params_default();
-        r.params.temperature = (float)c->o->temperature;
+        r.params.temperature = (float)c->o->plan.temperature;
         r.params.seed = it->seed, r.params.has_seed = true;
         r.max_tokens = it->osl;
         r.ignore_eos = true;
@@ -164,8 +156,8 @@ static int run_phase(sweep_ctx *c, const bench_item *items, int n, int concurren
     c->next = c->inflight = c->done = 0;
     c->t_end = 0;
     c->reqs = xcalloc((size_t)(n > 0 ? n : 1), sizeof *c->reqs);
-    int32_t *ids = xmalloc((size_t)c->o->isl * sizeof *ids);
-    progress_start(&c->prog, c->o->progress, what, concurrency, n);
+    int32_t *ids = xmalloc((size_t)c->o->plan.isl * sizeof *ids);
+    progress_start(&c->prog, c->o->plan.progress, what, concurrency, n);
     int rc = 0;
     while (c->done < c->n) {
         submit_more(c, items, concurrency, ids);
@@ -195,68 +187,39 @@ static int run_phase(sweep_ctx *c, const bench_item *items, int n, int concurren
     return rc;
 }
 
-static double cpu_seconds(void) {
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
-           (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
-}
-
 static int sweep(sweep_ctx *c) {
     const bench_sweep_opts *o = c->o;
+    const bench_plan *p = &o->plan;
     json_t *results = json_array();
     int rc = 0, any_failed = 0;
-    for (int k = 0; k < o->n_concurrency && rc == 0; k++) {
-        int C = o->concurrency[k];
-        int n = o->num_prompts > 0 ? o->num_prompts : o->prompts_per_c * C;
-        int w = o->num_warmups >= 0 ? o->num_warmups : o->warmups_per_c * C;
-        bench_item *items = xmalloc((size_t)(n + w + 1) * sizeof *items);
-        bench_workload(n, o->isl, o->osl, o->range_ratio, rng_hash2(o->seed, (uint64_t)C), items);
-        bench_workload(w, o->isl, o->osl, o->range_ratio, rng_hash2(o->seed ^ 0x77a2u, (uint64_t)C),
-                       items + n);
-        printf("\nConcurrency %d: %d prompts after %d warm-ups; ISL uniform in [%d, %d], OSL in "
-               "[%d, %d]; in-process "
-               "engine (%s backend)\n",
-               C, n, w, bench_len_lower(o->isl, o->range_ratio), o->isl,
-               bench_len_lower(o->osl, o->range_ratio), o->osl, o->backend);
-        fflush(stdout);
+    char where[96];
+    snprintf(where, sizeof where, "in-process engine (%s backend)", o->backend);
+    for (int k = 0; k < p->n_concurrency && rc == 0; k++) {
+        bench_level lv;
+        bench_level_init(p, k, where, &lv);
         bench_run warm;
-        bench_run_init(&warm, w);
-        rc = run_phase(c, items + n, w, C, &warm, "warmup");
+        bench_run_init(&warm, lv.w);
+        rc = run_phase(c, lv.items + lv.n, lv.w, lv.C, &warm, "warmup");
         if (rc == 0 && warm.n_errors > 0)
             fprintf(stderr, "warning: %d of %d warm-up requests failed; the first error: %s\n",
-                    warm.n_errors, w, warm.first_error);
+                    warm.n_errors, lv.w, warm.first_error);
         bench_run_free(&warm);
+        bench_run run;
+        bench_run_init(&run, lv.n);
         if (rc == 0) {
-            bench_run run;
-            bench_run_init(&run, n);
-            double cpu0 = cpu_seconds(), t0 = now_seconds();
-            rc = run_phase(c, items, n, C, &run, "run");
+            bench_level_start(&lv);
+            const double t0 = now_seconds();
+            rc = run_phase(c, lv.items, lv.n, lv.C, &run, "run");
             run.duration = c->t_end - t0;
-            if (rc == 0) {
-                bench_metrics m = {.max_concurrency = C,
-                                   .num_prompts = n,
-                                   .num_warmups = w,
-                                   .num_gpus = o->num_gpus,
-                                   .isl = o->isl,
-                                   .osl = o->osl,
-                                   .range_ratio = o->range_ratio,
-                                   .client_cpu_seconds = cpu_seconds() - cpu0};
-                bench_meta meta = {"gptoss-engine", o->model, o->label, NULL, o->seed};
-                if (bench_report_level(&run, &m, &meta, results, o->output_json) != 0) rc = -1;
-                if (m.failed > 0) {
-                    any_failed = 1;
-                    fprintf(stderr,
-                            "gptoss bench sweep: %d of %d requests failed at concurrency %d; the "
-                            "first error: %s\n",
-                            m.failed, n, C, run.first_error ? run.first_error : "(none)");
-                }
-            }
-            bench_run_free(&run);
         }
-        free(items);
+        bench_meta meta = {"gptoss-engine", o->model, p->label, NULL, p->seed};
+        if (rc == 0 &&
+            bench_level_report(p, &lv, &run, &meta, results, "gptoss bench sweep", &any_failed) != 0)
+            rc = -1;
+        bench_run_free(&run);
+        bench_level_free(&lv);
     }
-    if (rc == 0 && o->output_json) fprintf(stderr, "results: %s\n", o->output_json);
+    if (rc == 0 && p->output_json) fprintf(stderr, "results: %s\n", p->output_json);
     json_decref(results);
     return rc ? rc : any_failed;
 }
@@ -275,12 +238,12 @@ int bench_sweep(const bench_sweep_opts *o) {
     char *model = !strcmp(o->backend, "cpu") ? bench_resolve_model(o->model) : xstrdup(o->model);
     if (!model) return err_prefix("--model %s", o->model);
     int max_c = 1;
-    for (int i = 0; i < o->n_concurrency; i++)
-        if (o->concurrency[i] > max_c) max_c = o->concurrency[i];
+    for (int i = 0; i < o->plan.n_concurrency; i++)
+        if (o->plan.concurrency[i] > max_c) max_c = o->plan.concurrency[i];
     engine_options eo = o->eng;
     if (eo.max_num_seqs <= 0) eo.max_num_seqs = max_c;
     if (eo.max_model_len <= 0)
-        eo.max_model_len = o->isl + o->osl + 20; /* InferenceMAX: ISL + OSL + 20 */
+        eo.max_model_len = o->plan.isl + o->plan.osl + 20; /* InferenceMAX: ISL + OSL + 20 */
     int block_size = o->block_size > 0 ? o->block_size : 32;
     int kv_blocks = o->num_kv_blocks;
     if (kv_blocks <= 0 &&
@@ -308,7 +271,7 @@ int bench_sweep(const bench_sweep_opts *o) {
     printf("gptoss bench sweep: %s on the %s backend (loaded in %.1f s), ISL %d, OSL %d (range "
            "ratio %.2f), "
            "max_num_seqs %d, max_model_len %d, prefix caching %s, ignore_eos\n",
-           o->model, o->backend, now_seconds() - t0, o->isl, o->osl, o->range_ratio,
+           o->model, o->backend, now_seconds() - t0, o->plan.isl, o->plan.osl, o->plan.range_ratio,
            eo.max_num_seqs, eo.max_model_len, eo.enable_prefix_caching ? "on" : "off");
     int rc = sweep(&c);
     engine_destroy(c.e);

@@ -5,6 +5,7 @@
 #ifndef GPTOSS_BENCH_BENCH_SWEEP_H
 #define GPTOSS_BENCH_BENCH_SWEEP_H
 
+#include "bench/bench_plan.h"
 #include "engine/engine.h"
 
 #include <stdbool.h>
@@ -13,19 +14,7 @@
 typedef struct {
     const char *model;   /* a checkpoint folder or "synthetic:PRESET" */
     const char *backend; /* "cpu" or "cuda" */
-    const char *label;
-    int isl, osl;
-    double range_ratio;
-    const int32_t *concurrency;
-    int n_concurrency;
-    int num_prompts;                  /* 0: prompts_per_c × C */
-    int num_warmups;                  /* < 0: warmups_per_c × C */
-    int prompts_per_c, warmups_per_c; /* InferenceMAX: 10 and 2 */
-    int num_gpus;
-    const char *output_json;
-    uint64_t seed;
-    double temperature;
-    bool progress;
+    bench_plan plan;
     engine_options eng; /* 0 in max_num_seqs / max_model_len: derived from the sweep */
     int num_kv_blocks;  /* 0: the CPU backend gets room for every sequence; CUDA sizes itself */
     int block_size;

@@ -104,58 +104,58 @@ static bool want_help(int argc, char **argv) {
     return false;
 }
 
-/* Options that serve and sweep share; returns 1 when it matched one, 0 when not, -1 on a bad value.
- */
-static int common_opt(args_t *a, int *isl, int *osl, double *ratio, int32_t **conc, int *n_conc,
-                      int *num_prompts, int *num_warmups, int *prompts_per_c, int *warmups_per_c,
-                      int *num_gpus, const char **out, const char **label, uint64_t *seed,
-                      double *temperature, bool *progress) {
+/* The plan's options (bench/bench_plan.h), which serve and sweep share; returns 1 when it matched
+ * one, 0 when not, -1 on a bad value. *conc owns the parsed --concurrency list (the caller frees it). */
+static int plan_opt(args_t *a, bench_plan *p, int32_t **conc) {
     const char *v;
     long x;
     if (args_opt(a, "--isl", &v)) {
         if (args_int("--isl", v, 1, 1 << 24, &x)) return -1;
-        *isl = (int)x;
+        p->isl = (int)x;
     } else if (args_opt(a, "--osl", &v)) {
         if (args_int("--osl", v, 1, 1 << 24, &x)) return -1;
-        *osl = (int)x;
+        p->osl = (int)x;
     } else if (args_opt(a, "--random-range-ratio", &v)) {
-        if (args_double("--random-range-ratio", v, 0, 1, ratio)) return -1;
+        if (args_double("--random-range-ratio", v, 0, 1, &p->range_ratio)) return -1;
     } else if (args_opt(a, "--concurrency", &v) || args_opt(a, "--max-concurrency", &v)) {
         free(*conc);
         *conc = NULL;
-        if (args_int_list("--concurrency", v, conc, n_conc)) return -1;
-        for (int i = 0; i < *n_conc; i++)
+        p->concurrency = NULL;
+        int n = 0;
+        if (args_int_list("--concurrency", v, conc, &n)) return -1;
+        for (int i = 0; i < n; i++)
             if ((*conc)[i] < 1 || (*conc)[i] > 1000000)
                 return err_set("option --concurrency: %d is out of range [1, 1000000]", (*conc)[i]);
-        if (*n_conc == 0) return err_set("option --concurrency: empty list");
+        if (n == 0) return err_set("option --concurrency: empty list");
+        p->concurrency = *conc, p->n_concurrency = n;
     } else if (args_opt(a, "--num-prompts", &v)) {
         if (args_int("--num-prompts", v, 1, 100000000, &x)) return -1;
-        *num_prompts = (int)x;
+        p->num_prompts = (int)x;
     } else if (args_opt(a, "--num-warmups", &v)) {
         if (args_int("--num-warmups", v, 0, 100000000, &x)) return -1;
-        *num_warmups = (int)x;
+        p->num_warmups = (int)x;
     } else if (args_opt(a, "--prompts-per-concurrency", &v)) {
         if (args_int("--prompts-per-concurrency", v, 1, 1000000, &x)) return -1;
-        *prompts_per_c = (int)x;
+        p->prompts_per_c = (int)x;
     } else if (args_opt(a, "--warmups-per-concurrency", &v)) {
         if (args_int("--warmups-per-concurrency", v, 0, 1000000, &x)) return -1;
-        *warmups_per_c = (int)x;
+        p->warmups_per_c = (int)x;
     } else if (args_opt(a, "--num-gpus", &v)) {
         if (args_int("--num-gpus", v, 1, 4096, &x)) return -1;
-        *num_gpus = (int)x;
+        p->num_gpus = (int)x;
     } else if (args_opt(a, "--output-json", &v)) {
         if (!v) return -1;
-        *out = v;
+        p->output_json = v;
     } else if (args_opt(a, "--label", &v)) {
         if (!v) return -1;
-        *label = v;
+        p->label = v;
     } else if (args_opt(a, "--seed", &v)) {
         if (args_int("--seed", v, 0, 0x7fffffffffffffffL, &x)) return -1;
-        *seed = (uint64_t)x;
+        p->seed = (uint64_t)x;
     } else if (args_opt(a, "--temperature", &v)) {
-        if (args_double("--temperature", v, -1, 100, temperature)) return -1;
+        if (args_double("--temperature", v, -1, 100, &p->temperature)) return -1;
     } else if (args_flag(a, "--no-progress")) {
-        *progress = false;
+        p->progress = false;
     } else {
         return 0;
     }
@@ -163,6 +163,13 @@ static int common_opt(args_t *a, int *isl, int *osl, double *ratio, int32_t **co
 }
 
 static const int32_t DEFAULT_CONC[] = {1, 4, 8, 16, 32, 64};
+
+/* The default levels when --concurrency was not given. */
+static void plan_finish(bench_plan *p) {
+    if (p->concurrency) return;
+    p->concurrency = DEFAULT_CONC;
+    p->n_concurrency = (int)(sizeof DEFAULT_CONC / sizeof DEFAULT_CONC[0]);
+}
 
 static int bench_serve_cmd(int argc, char **argv) {
     if (want_help(argc, argv)) {
@@ -175,13 +182,11 @@ static int bench_serve_cmd(int argc, char **argv) {
     bench_serve_opts o;
     bench_serve_defaults(&o);
     int32_t *conc = NULL;
-    int n_conc = 0, rc = 2;
+    int rc = 2;
     const char *v;
     long x;
     while (a.i < argc) {
-        int m = common_opt(&a, &o.isl, &o.osl, &o.range_ratio, &conc, &n_conc, &o.num_prompts,
-                           &o.num_warmups, &o.prompts_per_c, &o.warmups_per_c, &o.num_gpus,
-                           &o.output_json, &o.label, &o.seed, &o.temperature, &o.progress);
+        int m = plan_opt(&a, &o.plan, &conc);
         if (m < 0) goto fail;
         if (m > 0) continue;
         if (args_opt(&a, "--url", &v) || args_opt(&a, "--base-url", &v)) {
@@ -214,8 +219,7 @@ static int bench_serve_cmd(int argc, char **argv) {
         free(conc);
         return 2;
     }
-    o.concurrency = conc ? conc : DEFAULT_CONC;
-    o.n_concurrency = conc ? n_conc : (int)(sizeof DEFAULT_CONC / sizeof DEFAULT_CONC[0]);
+    plan_finish(&o.plan);
     rc = bench_serve(&o);
     if (rc < 0) {
         fprintf(stderr, "gptoss bench serve: %s\n", err_msg());
@@ -239,13 +243,10 @@ static int bench_sweep_cmd(int argc, char **argv) {
     bench_sweep_opts o;
     bench_sweep_defaults(&o);
     int32_t *conc = NULL;
-    int n_conc = 0, rc = 2;
+    int rc = 2;
     const char *v;
-    bool dummy_progress = true;
     while (a.i < argc) {
-        int m = common_opt(&a, &o.isl, &o.osl, &o.range_ratio, &conc, &n_conc, &o.num_prompts,
-                           &o.num_warmups, &o.prompts_per_c, &o.warmups_per_c, &o.num_gpus,
-                           &o.output_json, &o.label, &o.seed, &o.temperature, &dummy_progress);
+        int m = plan_opt(&a, &o.plan, &conc);
         if (m < 0) goto fail;
         if (m > 0) continue;
         const engine_args ea = {&o.eng, &o.num_kv_blocks, &o.block_size, &o.gpu_memory_utilization};
@@ -261,14 +262,12 @@ static int bench_sweep_cmd(int argc, char **argv) {
             return 2;
         }
     }
-    o.progress = dummy_progress;
     if (!o.model) {
         fprintf(stderr, "gptoss bench sweep: --model is required\n%s", SWEEP_USAGE);
         free(conc);
         return 2;
     }
-    o.concurrency = conc ? conc : DEFAULT_CONC;
-    o.n_concurrency = conc ? n_conc : (int)(sizeof DEFAULT_CONC / sizeof DEFAULT_CONC[0]);
+    plan_finish(&o.plan);
     rc = bench_sweep(&o);
     if (rc < 0) {
         fprintf(stderr, "gptoss bench sweep: %s\n", err_msg());
