@@ -316,7 +316,9 @@ static int parse_tools(const json_t *root, api_conv *c, api_error *err) {
             return -1;
         }
     }
-    if (!tools || json_is_null(tools)) {
+    const int present = api_tools_present(tools, err);
+    if (present < 0) return -1;
+    if (!present) {
         if (named) {
             api_error_set(err, 400, NULL, "tool_choice",
                           "Invalid value for 'tool_choice': no tools were given");
@@ -324,31 +326,17 @@ static int parse_tools(const json_t *root, api_conv *c, api_error *err) {
         }
         return 0;
     }
-    if (!json_is_array(tools)) {
-        api_error_set(err, 400, NULL, "tools",
-                      "Invalid type for 'tools': expected an array, but got %s",
-                      api_json_type_name(tools));
-        return -1;
-    }
     bool found = false;
     size_t i;
     json_t *t;
     json_array_foreach(tools, i, t) {
-        char p[48], pt[64];
-        snprintf(p, sizeof p, "tools[%zu]", i);
-        snprintf(pt, sizeof pt, "tools[%zu].type", i);
-        if (!json_is_object(t)) {
-            api_error_set(err, 400, NULL, p,
-                          "Invalid type for '%s': expected an object, but got %s", p,
-                          api_json_type_name(t));
-            return -1;
-        }
-        const char *type = NULL;
-        if (api_get_string(t, "type", pt, &type, err) < 0) return -1;
+        api_tool_paths tp;
+        const char *type;
+        if (api_tool_entry(t, i, &tp, &type, err) < 0) return -1;
         if (type && strcmp(type, "function") != 0) {
-            api_error_set(err, 400, NULL, pt,
+            api_error_set(err, 400, NULL, tp.type_path,
                           "Invalid value for '%s': '%.40s' (only 'function' tools are supported)",
-                          pt, type);
+                          tp.type_path, type);
             return -1;
         }
         char pf[64];

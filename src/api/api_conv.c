@@ -274,3 +274,23 @@ int api_parse_conversation(const char *body, size_t len, api_kind kind, api_conv
     if (rc < 0) api_call_free(out);
     return rc < 0 ? -1 : 0;
 }
+
+int api_tools_present(const json_t *tools, api_error *err) {
+    if (!tools || json_is_null(tools)) return 0;
+    if (json_is_array(tools)) return 1;
+    api_error_set(err, 400, NULL, "tools", "Invalid type for 'tools': expected an array, but got %s",
+                  api_json_type_name(tools));
+    return -1;
+}
+
+int api_tool_entry(const json_t *t, size_t i, api_tool_paths *tp, const char **type, api_error *err) {
+    snprintf(tp->path, sizeof tp->path, "tools[%zu]", i);
+    snprintf(tp->type_path, sizeof tp->type_path, "tools[%zu].type", i);
+    *type = NULL;
+    if (!json_is_object(t)) {
+        api_error_set(err, 400, NULL, tp->path, "Invalid type for '%s': expected an object, but got %s",
+                      tp->path, api_json_type_name(t));
+        return -1;
+    }
+    return api_get_string(t, "type", tp->type_path, type, err) < 0 ? -1 : 0;
+}

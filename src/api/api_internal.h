@@ -166,6 +166,15 @@ int api_check_function_name(const char *name, const char *param, api_error *err)
  * checked, and added to the conversation's tools when `add`. */
 int api_parse_function_def(const json_t *fn, const char *param, api_conv *c, bool add,
                            api_error *err);
+/* The request's 'tools' array, as chat and responses both take it: 1 when it is an array, 0 when absent
+ * or null, -1 (a 400 naming 'tools') otherwise. */
+int api_tools_present(const json_t *tools, api_error *err);
+/* Entry i of it: must be an object; *type gets its "type" string (NULL when absent). path and
+ * type_path receive "tools[i]" and "tools[i].type" for the caller's own errors. */
+typedef struct {
+    char path[48], type_path[64];
+} api_tool_paths;
+int api_tool_entry(const json_t *t, size_t i, api_tool_paths *tp, const char **type, api_error *err);
 /* system + developer (if instructions, tools or a response format) + the messages, with earlier
  * chain of thought dropped, ending in <|start|>assistant; tokens appended to out. */
 int api_conv_render(api_conv *c, const tokenizer *tok, ivec *out, api_error *err);

@@ -249,30 +249,17 @@ static int parse_tools(const json_t *root, api_conv *c, api_error *err) {
         }
     }
     json_t *tools = json_object_get(root, "tools");
-    if (!tools || json_is_null(tools)) return 0;
-    if (!json_is_array(tools)) {
-        api_error_set(err, 400, NULL, "tools",
-                      "Invalid type for 'tools': expected an array, but got %s",
-                      api_json_type_name(tools));
-        return -1;
-    }
+    const int present = api_tools_present(tools, err);
+    if (present <= 0) return present;
     size_t i;
     json_t *t;
     json_array_foreach(tools, i, t) {
-        char p[48], pt[64];
-        snprintf(p, sizeof p, "tools[%zu]", i);
-        snprintf(pt, sizeof pt, "tools[%zu].type", i);
-        if (!json_is_object(t)) {
-            api_error_set(err, 400, NULL, p,
-                          "Invalid type for '%s': expected an object, but got %s", p,
-                          api_json_type_name(t));
-            return -1;
-        }
-        const char *type = NULL;
-        if (api_get_string(t, "type", pt, &type, err) < 0) return -1;
-        if (!type) return missing(pt, err);
-        if (strcmp(type, "function") != 0) continue;
-        if (api_parse_function_def(t, p, c, render, err) < 0) return -1;
+        api_tool_paths tp;
+        const char *type;
+        if (api_tool_entry(t, i, &tp, &type, err) < 0) return -1;
+        if (!type) return missing(tp.type_path, err);
+        if (strcmp(type, "function") != 0) continue; /* built-in tools: not offered to the model */
+        if (api_parse_function_def(t, tp.path, c, render, err) < 0) return -1;
     }
     return 0;
 }
