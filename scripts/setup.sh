@@ -16,7 +16,7 @@ pkgs=(build-essential cmake pkg-config git libjansson-dev libpcre2-dev libevent-
       libomp-dev clang libclang-rt-14-dev gnuplot-nox)
 missing=()
 for p in "${pkgs[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  [ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" = "install ok installed" ] || missing+=("$p")
 done
 # Node.js may come from NodeSource (which bundles npm) or from Debian (nodejs + npm).
 command -v node >/dev/null || missing+=(nodejs)

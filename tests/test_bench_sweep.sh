@@ -44,7 +44,8 @@ EOF
 # A backend that is not in this build.
 out=$("$BIN" bench sweep --model synthetic:tiny --backend nosuch --concurrency 1 2>&1)
 [ $? = 1 ] && grep -q "unknown backend" <<<"$out" || fail "unknown backend: $out"
-if ! "$BIN" bench sweep --help | grep -q cuda; then fail "help"; fi
+help=$("$BIN" bench sweep --help)
+grep -q cuda <<<"$help" || fail "help"
 out=$("$BIN" bench sweep --model synthetic:nope --concurrency 1 --isl 4 --osl 2 2>&1)
 [ $? = 1 ] && grep -q "nope" <<<"$out" || fail "bad preset: $out"
 echo "ok: bench sweep"

@@ -107,7 +107,8 @@ stop_server
 passed=$((passed + 1))
 
 # A full waiting queue answers 429: one sequence runs, one may wait, the rest are refused.
-start_server --max-num-seqs 1 --max-waiting-requests 1 --max-model-len 4096 --shutdown-timeout 0
+start_server --max-num-seqs 1 --max-waiting-requests 1 --max-model-len 4096 --shutdown-timeout 0 \
+    --timeout-keep-alive 1
 pids=()
 for i in 1 2 3 4 5 6; do
     curl -s -o /dev/null -w '%{http_code}\n' --max-time 60 \
@@ -118,6 +119,23 @@ wait "${pids[@]}"
 grep -q 429 "$TMP/codes" || fail "no 429 with --max-waiting-requests 1: $(sort "$TMP/codes" | uniq -c | tr '\n' ' ')"
 grep -q 200 "$TMP/codes" || fail "no request succeeded with --max-waiting-requests 1"
 passed=$((passed + 1))
+
+# A stream that waits in the queue longer than --timeout-keep-alive (1 s here) for its first token
+# is not an idle connection: it must not be cut. The first request holds the only slot for seconds.
+curl -sN --max-time 120 -d '{"prompt":"Hi","max_tokens":400,"ignore_eos":true,"stream":true}' \
+    "$BASE/v1/completions" >"$TMP/first" &
+first=$!
+sleep 0.3
+t0=$(date +%s%N)
+curl -sN --max-time 120 -d '{"prompt":"Hi","max_tokens":2,"ignore_eos":true,"stream":true}' \
+    "$BASE/v1/completions" >"$TMP/queued"
+waited=$(awk -v a="$t0" -v b="$(date +%s%N)" 'BEGIN { printf "%.2f", (b - a) / 1e9 }')
+wait $first
+grep -q '"finish_reason":"length"' "$TMP/first" || fail "keep-alive: the first stream did not finish"
+grep -q '^data: \[DONE\]' "$TMP/queued" && grep -q '"finish_reason":"length"' "$TMP/queued" ||
+    fail "keep-alive: a stream queued for ${waited} s was cut: $(tail -c 300 "$TMP/queued")"
+awk -v w="$waited" 'BEGIN { exit !(w > 1.5) }' || fail "keep-alive: the queued stream waited only ${waited} s (the test needs > 1.5 s)"
+passed=$((passed + 2))
 
 stop_server
 

@@ -48,12 +48,26 @@ static void maybe_free(srv_req *r) {
     if (r->http_done && r->n_final >= r->n_seqs) live_unlink_free(r);
 }
 
+/* While we owe a response, the connection has no read timeout. evhttp re-enables reading (for
+ * close detection) with the connection's read timeout on every write of a streamed reply, so a
+ * stream waiting longer than --timeout-keep-alive for its next token (queued behind a full batch, a
+ * long prefill) would be cut as if it were an idle client. on_watch notices a client that hangs
+ * up; the write timeout stays, so a client that stops reading is still dropped. Once the response
+ * is done the idle keep-alive timeout applies again. */
+static void set_read_timeout(srv_req *r, bool on) {
+    struct bufferevent *bev = r->evcon ? evhttp_connection_get_bufferevent(r->evcon) : NULL;
+    if (!bev) return;
+    struct timeval tv = {.tv_sec = r->loop->srv->opt.idle_timeout};
+    bufferevent_set_timeouts(bev, on ? &tv : NULL, &tv);
+}
+
 /* The HTTP side is over (response finished or client gone): stop watching the connection. */
 static void detach_http(srv_req *r) {
     if (r->watch) {
         event_free(r->watch);
         r->watch = NULL;
     }
+    set_read_timeout(r, true);
     if (r->evcon) evhttp_connection_set_closecb(r->evcon, NULL, NULL);
     r->evcon = NULL;
     r->req = NULL;
@@ -222,6 +236,7 @@ void generate_handle(srv_loop *l, struct evhttp_request *req, api_kind kind) {
     /* From here the engine may call back at any time, but the outputs are handled on this thread,
      * after this function returns. */
     evhttp_connection_set_closecb(r->evcon, on_close, r);
+    set_read_timeout(r, false);
     struct bufferevent *bev = evhttp_connection_get_bufferevent(r->evcon);
     evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
     if (fd >= 0) {

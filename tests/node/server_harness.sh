@@ -61,7 +61,10 @@ stop_server() {
 server_rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$SERVER_PID/status"; }
 
 # Under ASan/UBSan the server is several times slower: suites scale their work with this.
-if nm -an "$BIN" 2>/dev/null | grep -q __asan_init || ldd "$BIN" 2>/dev/null | grep -q libasan; then
+# (Not `nm | grep -q`: under pipefail grep's early exit can kill nm with SIGPIPE and turn the match
+# into a failure. That made CI run the ASan server with the full-size load and fail on time.)
+sanitizer_marks=$(nm -an "$BIN" 2>/dev/null; ldd "$BIN" 2>/dev/null)
+if grep -qE '__asan_init|libasan' <<<"$sanitizer_marks"; then
     SANITIZED=1
 else
     SANITIZED=0
