@@ -122,6 +122,13 @@ static void test_input(void) {
     expect_error("{\"input\":\"hi\",\"tools\":[{\"type\":\"function\"}]}", 400, "tools[0].name");
     expect_error("{\"input\":\"hi\",\"text\":{\"format\":{\"type\":\"xml\"}}}", 400,
                  "text.format.type");
+    expect_error("{\"input\":\"hi\",\"text\":{\"format\":{}}}", 400, "text.format.type");
+    expect_error("{\"input\":\"hi\",\"text\":{\"format\":{\"type\":\"json_schema\",\"name\":5}}}", 400,
+                 "text.format.name");
+    expect_error("{\"input\":\"hi\",\"text\":{\"format\":{\"type\":\"json_schema\",\"description\":[]}}}",
+                 400, "text.format.description");
+    expect_error("{\"input\":\"hi\",\"text\":{\"format\":{\"type\":\"json_schema\",\"schema\":[]}}}", 400,
+                 "text.format.schema");
     expect_error("{\"input\":\"hi\",\"model\":\"other\"}", 404, "model");
 }
 

@@ -364,40 +364,15 @@ static int parse_response_format(const json_t *root, api_conv *c, api_error *err
                       api_json_type_name(rf));
         return -1;
     }
-    const char *type = NULL;
-    if (api_get_string(rf, "type", "response_format.type", &type, err) < 0) return -1;
-    if (!type) {
-        api_error_set(err, 400, NULL, "response_format.type",
-                      "Missing required parameter: 'response_format.type'");
-        return -1;
-    }
-    if (!strcmp(type, "text") || !strcmp(type, "json_object")) return 0;
-    if (strcmp(type, "json_schema") != 0) {
-        api_error_set(err, 400, NULL, "response_format.type",
-                      "Invalid value for 'response_format.type': '%.40s' (expected 'text', "
-                      "'json_object' or 'json_schema')",
-                      type);
-        return -1;
-    }
+    const int is_schema = api_format_type(rf, "response_format", err);
+    if (is_schema <= 0) return is_schema;
     json_t *js = json_object_get(rf, "json_schema");
     if (!json_is_object(js)) {
         api_error_set(err, 400, NULL, "response_format.json_schema",
                       "Missing required parameter: 'response_format.json_schema'");
         return -1;
     }
-    const char *name = NULL, *desc = NULL;
-    if (api_get_string(js, "name", "response_format.json_schema.name", &name, err) < 0) return -1;
-    if (api_get_string(js, "description", "response_format.json_schema.description", &desc, err) <
-        0)
-        return -1;
-    json_t *schema = json_object_get(js, "schema");
-    if (schema && !json_is_null(schema) && !json_is_object(schema)) {
-        api_error_set(err, 400, NULL, "response_format.json_schema.schema",
-                      "Invalid type for 'response_format.json_schema.schema': expected an object");
-        return -1;
-    }
-    api_conv_set_response_format(c, name, desc, json_is_object(schema) ? schema : NULL);
-    return 0;
+    return api_format_schema(js, "response_format.json_schema", c, err);
 }
 
 static int parse_chat_fields(const json_t *root, const tokenizer *tok, const api_config *cfg,

@@ -294,3 +294,37 @@ int api_tool_entry(const json_t *t, size_t i, api_tool_paths *tp, const char **t
     }
     return api_get_string(t, "type", tp->type_path, type, err) < 0 ? -1 : 0;
 }
+
+int api_format_type(const json_t *format, const char *path, api_error *err) {
+    char tp[64];
+    snprintf(tp, sizeof tp, "%s.type", path);
+    const char *type = NULL;
+    if (api_get_string(format, "type", tp, &type, err) < 0) return -1;
+    if (!type) {
+        api_error_set(err, 400, NULL, tp, "Missing required parameter: '%s'", tp);
+        return -1;
+    }
+    if (!strcmp(type, "text") || !strcmp(type, "json_object")) return 0;
+    if (!strcmp(type, "json_schema")) return 1;
+    api_error_set(err, 400, NULL, tp,
+                  "Invalid value for '%s': '%.40s' (expected 'text', 'json_object' or 'json_schema')",
+                  tp, type);
+    return -1;
+}
+
+int api_format_schema(const json_t *def, const char *path, api_conv *c, api_error *err) {
+    char name_p[80], desc_p[80], schema_p[80];
+    snprintf(name_p, sizeof name_p, "%s.name", path);
+    snprintf(desc_p, sizeof desc_p, "%s.description", path);
+    snprintf(schema_p, sizeof schema_p, "%s.schema", path);
+    const char *name = NULL, *desc = NULL;
+    if (api_get_string(def, "name", name_p, &name, err) < 0) return -1;
+    if (api_get_string(def, "description", desc_p, &desc, err) < 0) return -1;
+    json_t *schema = json_object_get(def, "schema");
+    if (schema && !json_is_null(schema) && !json_is_object(schema)) {
+        api_error_set(err, 400, NULL, schema_p, "Invalid type for '%s': expected an object", schema_p);
+        return -1;
+    }
+    api_conv_set_response_format(c, name, desc, json_is_object(schema) ? schema : NULL);
+    return 0;
+}

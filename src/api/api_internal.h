@@ -175,6 +175,12 @@ typedef struct {
     char path[48], type_path[64];
 } api_tool_paths;
 int api_tool_entry(const json_t *t, size_t i, api_tool_paths *tp, const char **type, api_error *err);
+/* A response-format object at `path` ("response_format" in chat, "text.format" in responses): its
+ * "type" is 0 for text or json_object, 1 for json_schema, -1 (a 400 naming path.type) otherwise. */
+int api_format_type(const json_t *format, const char *path, api_error *err);
+/* A json_schema format's name, description and schema, read from `def` at `path` (chat nests them
+ * in "response_format.json_schema", responses keeps them in "text.format"), checked and set on c. */
+int api_format_schema(const json_t *def, const char *path, api_conv *c, api_error *err);
 /* system + developer (if instructions, tools or a response format) + the messages, with earlier
  * chain of thought dropped, ending in <|start|>assistant; tokens appended to out. */
 int api_conv_render(api_conv *c, const tokenizer *tok, ivec *out, api_error *err);

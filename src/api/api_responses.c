@@ -282,27 +282,9 @@ static int parse_text_format(const json_t *root, api_conv *c, api_error *err) {
                       api_json_type_name(f));
         return -1;
     }
-    const char *type = NULL, *name = NULL, *desc = NULL;
-    if (api_get_string(f, "type", "text.format.type", &type, err) < 0) return -1;
-    if (!type) return missing("text.format.type", err);
-    if (!strcmp(type, "text") || !strcmp(type, "json_object")) return 0;
-    if (strcmp(type, "json_schema") != 0) {
-        api_error_set(err, 400, NULL, "text.format.type",
-                      "Invalid value for 'text.format.type': '%.40s' (expected 'text', "
-                      "'json_object' or 'json_schema')",
-                      type);
-        return -1;
-    }
-    if (api_get_string(f, "name", "text.format.name", &name, err) < 0) return -1;
-    if (api_get_string(f, "description", "text.format.description", &desc, err) < 0) return -1;
-    json_t *schema = json_object_get(f, "schema");
-    if (schema && !json_is_null(schema) && !json_is_object(schema)) {
-        api_error_set(err, 400, NULL, "text.format.schema",
-                      "Invalid type for 'text.format.schema': expected an object");
-        return -1;
-    }
-    api_conv_set_response_format(c, name, desc, json_is_object(schema) ? schema : NULL);
-    return 0;
+    const int is_schema = api_format_type(f, "text.format", err);
+    if (is_schema <= 0) return is_schema;
+    return api_format_schema(f, "text.format", c, err);
 }
 
 static void echo_field(json_t *echo, const json_t *root, const char *key, json_t *dflt) {
