@@ -285,36 +285,19 @@ static int parse_messages(const json_t *root, api_conv *c, api_error *err) {
 /* tools + tool_choice: which functions the developer message lists. */
 static int parse_tools(const json_t *root, api_conv *c, api_error *err) {
     json_t *tools = json_object_get(root, "tools");
-    json_t *choice = json_object_get(root, "tool_choice");
-    bool render = true;
+    const json_t *choice = NULL;
+    const int render_i = api_tool_choice(root, &choice, err);
+    if (render_i < 0) return -1;
+    const bool render = render_i;
     const char *named = NULL;
-    if (choice && !json_is_null(choice)) {
-        if (json_is_string(choice)) {
-            const char *s = json_string_value(choice);
-            if (!strcmp(s, "none"))
-                render = false;
-            else if (strcmp(s, "auto") && strcmp(s, "required")) {
-                api_error_set(err, 400, NULL, "tool_choice",
-                              "Invalid value for 'tool_choice': '%.40s' (expected 'none', 'auto', "
-                              "'required' or a named function)",
-                              s);
-                return -1;
-            }
-        } else if (json_is_object(choice)) {
-            json_t *fn = json_object_get(choice, "function");
-            if (!json_is_object(fn) || !json_is_string(json_object_get(fn, "name"))) {
-                api_error_set(err, 400, NULL, "tool_choice.function.name",
-                              "Missing required parameter: 'tool_choice.function.name'");
-                return -1;
-            }
-            named = json_string_value(json_object_get(fn, "name"));
-        } else {
-            api_error_set(
-                err, 400, NULL, "tool_choice",
-                "Invalid type for 'tool_choice': expected a string or an object, but got %s",
-                api_json_type_name(choice));
+    if (choice) { /* {"type": "function", "function": {"name": ...}} */
+        json_t *fn = json_object_get(choice, "function");
+        if (!json_is_object(fn) || !json_is_string(json_object_get(fn, "name"))) {
+            api_error_set(err, 400, NULL, "tool_choice.function.name",
+                          "Missing required parameter: 'tool_choice.function.name'");
             return -1;
         }
+        named = json_string_value(json_object_get(fn, "name"));
     }
     const int present = api_tools_present(tools, err);
     if (present < 0) return -1;

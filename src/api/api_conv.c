@@ -328,3 +328,27 @@ int api_format_schema(const json_t *def, const char *path, api_conv *c, api_erro
     api_conv_set_response_format(c, name, desc, json_is_object(schema) ? schema : NULL);
     return 0;
 }
+
+int api_tool_choice(const json_t *root, const json_t **object, api_error *err) {
+    const json_t *choice = json_object_get(root, "tool_choice");
+    *object = NULL;
+    if (!choice || json_is_null(choice)) return 1;
+    if (json_is_object(choice)) {
+        *object = choice;
+        return 1;
+    }
+    if (!json_is_string(choice)) {
+        api_error_set(err, 400, NULL, "tool_choice",
+                      "Invalid type for 'tool_choice': expected a string or an object, but got %s",
+                      api_json_type_name(choice));
+        return -1;
+    }
+    const char *s = json_string_value(choice);
+    if (!strcmp(s, "none")) return 0;
+    if (!strcmp(s, "auto") || !strcmp(s, "required")) return 1;
+    api_error_set(err, 400, NULL, "tool_choice",
+                  "Invalid value for 'tool_choice': '%.40s' (expected 'none', 'auto', 'required' or "
+                  "an object naming a function)",
+                  s);
+    return -1;
+}

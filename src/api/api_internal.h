@@ -175,6 +175,10 @@ typedef struct {
     char path[48], type_path[64];
 } api_tool_paths;
 int api_tool_entry(const json_t *t, size_t i, api_tool_paths *tp, const char **type, api_error *err);
+/* The request's 'tool_choice', as chat and responses both take it: absent, null, "auto" or
+ * "required" → 1 (list the tools), "none" → 0 (hide them), an object → 1 with *object set to it
+ * (its shape is each API's own); other strings and types → -1, a 400 naming 'tool_choice'. */
+int api_tool_choice(const json_t *root, const json_t **object, api_error *err);
 /* A response-format object at `path` ("response_format" in chat, "text.format" in responses): its
  * "type" is 0 for text or json_object, 1 for json_schema, -1 (a 400 naming path.type) otherwise. */
 int api_format_type(const json_t *format, const char *path, api_error *err);

@@ -226,28 +226,10 @@ static int parse_input(const json_t *root, api_conv *c, api_error *err) {
 }
 
 static int parse_tools(const json_t *root, api_conv *c, api_error *err) {
-    json_t *choice = json_object_get(root, "tool_choice");
-    bool render = true;
-    if (choice && !json_is_null(choice)) {
-        if (json_is_string(choice)) {
-            const char *s = json_string_value(choice);
-            if (!strcmp(s, "none"))
-                render = false;
-            else if (strcmp(s, "auto") && strcmp(s, "required")) {
-                api_error_set(err, 400, NULL, "tool_choice",
-                              "Invalid value for 'tool_choice': '%.40s' (expected 'none', 'auto', "
-                              "'required' or a function)",
-                              s);
-                return -1;
-            }
-        } else if (!json_is_object(choice)) {
-            api_error_set(
-                err, 400, NULL, "tool_choice",
-                "Invalid type for 'tool_choice': expected a string or an object, but got %s",
-                api_json_type_name(choice));
-            return -1;
-        }
-    }
+    /* An object (a named function, or a built-in tool) is accepted and not enforced. */
+    const json_t *choice;
+    const int render = api_tool_choice(root, &choice, err);
+    if (render < 0) return -1;
     json_t *tools = json_object_get(root, "tools");
     const int present = api_tools_present(tools, err);
     if (present <= 0) return present;
