@@ -123,6 +123,10 @@ static void test_input(void) {
     expect_error("{\"input\":\"hi\",\"text\":{\"format\":{\"type\":\"xml\"}}}", 400,
                  "text.format.type");
     expect_error("{\"input\":\"hi\",\"text\":{\"format\":{}}}", 400, "text.format.type");
+    expect_error("{\"input\":\"hi\",\"text\":5}", 400, "text");
+    expect_error("{\"input\":\"hi\",\"text\":{\"format\":\"json\"}}", 400, "text.format");
+    expect_error("{\"input\":\"hi\",\"reasoning\":\"high\"}", 400, "reasoning");
+    expect_error("{\"input\":\"hi\",\"stream_options\":[]}", 400, "stream_options");
     expect_error("{\"input\":\"hi\",\"tool_choice\":\"sometimes\"}", 400, "tool_choice");
     expect_error("{\"input\":\"hi\",\"tool_choice\":5}", 400, "tool_choice");
     /* tool_choice "none" hides the tools; a named function is accepted (and not enforced). */

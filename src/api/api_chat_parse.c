@@ -339,14 +339,9 @@ static int parse_tools(const json_t *root, api_conv *c, api_error *err) {
 
 /* response_format: text | json_object | json_schema {name, description, schema}. */
 static int parse_response_format(const json_t *root, api_conv *c, api_error *err) {
-    json_t *rf = json_object_get(root, "response_format");
-    if (!rf || json_is_null(rf)) return 0;
-    if (!json_is_object(rf)) {
-        api_error_set(err, 400, NULL, "response_format",
-                      "Invalid type for 'response_format': expected an object, but got %s",
-                      api_json_type_name(rf));
-        return -1;
-    }
+    json_t *rf = NULL;
+    const int has = api_get_object(root, "response_format", "response_format", &rf, err);
+    if (has <= 0) return has;
     const int is_schema = api_format_type(rf, "response_format", err);
     if (is_schema <= 0) return is_schema;
     json_t *js = json_object_get(rf, "json_schema");

@@ -48,6 +48,8 @@ const char *api_json_type_name(const json_t *v);
 int api_get_bool(const json_t *obj, const char *key, const char *param, bool *out, api_error *err);
 int api_get_string(const json_t *obj, const char *key, const char *param, const char **out,
                    api_error *err);
+int api_get_object(const json_t *obj, const char *key, const char *param, json_t **out,
+                   api_error *err);
 /* Numbers in [lo, hi] (lo excluded when lo_open). */
 int api_get_number(const json_t *obj, const char *key, const char *param, double lo, bool lo_open,
                    double hi, double *out, api_error *err);

@@ -103,6 +103,15 @@ int api_get_string(const json_t *obj, const char *key, const char *param, const 
     return 1;
 }
 
+int api_get_object(const json_t *obj, const char *key, const char *param, json_t **out,
+                   api_error *err) {
+    json_t *v = field(obj, key);
+    if (!v) return 0;
+    if (!json_is_object(v)) return wrong_type(v, param, "an object", err);
+    *out = v;
+    return 1;
+}
+
 int api_get_number(const json_t *obj, const char *key, const char *param, double lo, bool lo_open,
                    double hi, double *out, api_error *err) {
     json_t *v = field(obj, key);

@@ -204,14 +204,10 @@ int api_parse_sampling(const json_t *root, const tokenizer *tok, bool allow_n, a
     if (api_get_bool(root, "stream", "stream", &call->stream, err) < 0) return -1;
     /* stream_options without stream is accepted and has no effect (vLLM refuses it; being
      * lenient costs nothing). */
-    json_t *so = json_object_get(root, "stream_options");
-    if (so && !json_is_null(so)) {
-        if (!json_is_object(so)) {
-            api_error_set(err, 400, NULL, "stream_options",
-                          "Invalid type for 'stream_options': expected an object, but got %s",
-                          api_json_type_name(so));
-            return -1;
-        }
+    json_t *so = NULL;
+    const int has_so = api_get_object(root, "stream_options", "stream_options", &so, err);
+    if (has_so < 0) return -1;
+    if (has_so) {
         if (api_get_bool(so, "include_usage", "stream_options.include_usage", &call->include_usage,
                          err) < 0)
             return -1;

@@ -248,22 +248,11 @@ static int parse_tools(const json_t *root, api_conv *c, api_error *err) {
 
 /* text.format: {type: text | json_object | json_schema, name, description, schema}. */
 static int parse_text_format(const json_t *root, api_conv *c, api_error *err) {
-    json_t *text = json_object_get(root, "text");
-    if (!text || json_is_null(text)) return 0;
-    if (!json_is_object(text)) {
-        api_error_set(err, 400, NULL, "text",
-                      "Invalid type for 'text': expected an object, but got %s",
-                      api_json_type_name(text));
-        return -1;
-    }
-    json_t *f = json_object_get(text, "format");
-    if (!f || json_is_null(f)) return 0;
-    if (!json_is_object(f)) {
-        api_error_set(err, 400, NULL, "text.format",
-                      "Invalid type for 'text.format': expected an object, but got %s",
-                      api_json_type_name(f));
-        return -1;
-    }
+    json_t *text = NULL, *f = NULL;
+    int has = api_get_object(root, "text", "text", &text, err);
+    if (has <= 0) return has;
+    has = api_get_object(text, "format", "text.format", &f, err);
+    if (has <= 0) return has;
     const int is_schema = api_format_type(f, "text.format", err);
     if (is_schema <= 0) return is_schema;
     return api_format_schema(f, "text.format", c, err);
@@ -336,14 +325,10 @@ static int parse_fields(const json_t *root, const tokenizer *tok, const api_conf
     const char *instructions = NULL;
     if (api_get_string(root, "instructions", "instructions", &instructions, err) < 0) return -1;
     api_conv_add_instructions(c, instructions);
-    json_t *reasoning = json_object_get(root, "reasoning");
-    if (reasoning && !json_is_null(reasoning)) {
-        if (!json_is_object(reasoning)) {
-            api_error_set(err, 400, NULL, "reasoning",
-                          "Invalid type for 'reasoning': expected an object, but got %s",
-                          api_json_type_name(reasoning));
-            return -1;
-        }
+    json_t *reasoning = NULL;
+    const int has_reasoning = api_get_object(root, "reasoning", "reasoning", &reasoning, err);
+    if (has_reasoning < 0) return -1;
+    if (has_reasoning) {
         if (api_parse_effort(json_object_get(reasoning, "effort"), "reasoning.effort", &c->effort,
                              err) < 0)
             return -1;
