@@ -85,7 +85,20 @@ int args_int_list(const char *opt, const char *s, int32_t **out, int *n) {
     return 0;
 }
 
-int args_fail(const args_t *a) {
+int args_error_exit(const args_t *a, int code) {
     fprintf(stderr, "gptoss %s: %s\n", a->cmd, err_msg());
+    return code;
+}
+
+int args_fail(const args_t *a) { return args_error_exit(a, 2); }
+
+int args_unknown(const args_t *a, const char *usage) {
+    char message[160];
+    snprintf(message, sizeof message, "unknown option '%.120s'", a->argv[a->i]);
+    return args_usage_error(a, message, usage);
+}
+
+int args_usage_error(const args_t *a, const char *message, const char *usage) {
+    fprintf(stderr, "gptoss %s: %s\n%s", a->cmd, message, usage);
     return 2;
 }

@@ -24,7 +24,13 @@ int args_int(const char *opt, const char *s, long lo, long hi, long *out);
 int args_double(const char *opt, const char *s, double lo, double hi, double *out);
 /* Parses "1,2,3" into a fresh array. */
 int args_int_list(const char *opt, const char *s, int32_t **out, int *n);
-/* Prints "gptoss CMD: <err_msg>" and returns 2. */
+/* Prints "gptoss CMD: <err_msg>" and returns 2 (a bad option); args_error_exit returns `code`
+ * (1 for a command that failed while running). */
 int args_fail(const args_t *a);
+int args_error_exit(const args_t *a, int code);
+/* Print "gptoss CMD: <message>" and the command's usage text, and return 2: args_unknown's message
+ * is "unknown option 'ARG'" for the current argument. */
+int args_unknown(const args_t *a, const char *usage);
+int args_usage_error(const args_t *a, const char *message, const char *usage);
 
 #endif

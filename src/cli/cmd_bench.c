@@ -209,22 +209,17 @@ static int bench_serve_cmd(int argc, char **argv) {
             if (args_int("--timeout", v, 1, 86400 * 7, &x)) goto fail;
             o.timeout = (double)x;
         } else {
-            fprintf(stderr, "gptoss bench serve: unknown option '%s'\n%s", argv[a.i], SERVE_USAGE);
             free(conc);
-            return 2;
+            return args_unknown(&a, SERVE_USAGE);
         }
     }
     if (!o.url) {
-        fprintf(stderr, "gptoss bench serve: --url is required\n%s", SERVE_USAGE);
         free(conc);
-        return 2;
+        return args_usage_error(&a, "--url is required", SERVE_USAGE);
     }
     plan_finish(&o.plan);
     rc = bench_serve(&o);
-    if (rc < 0) {
-        fprintf(stderr, "gptoss bench serve: %s\n", err_msg());
-        rc = 1;
-    }
+    if (rc < 0) rc = args_error_exit(&a, 1);
     free(conc);
     return rc;
 fail:
@@ -257,22 +252,17 @@ static int bench_sweep_cmd(int argc, char **argv) {
         } else if (args_opt(&a, "--backend", &v)) {
             if (!(o.backend = v)) goto fail;
         } else {
-            fprintf(stderr, "gptoss bench sweep: unknown option '%s'\n%s", argv[a.i], SWEEP_USAGE);
             free(conc);
-            return 2;
+            return args_unknown(&a, SWEEP_USAGE);
         }
     }
     if (!o.model) {
-        fprintf(stderr, "gptoss bench sweep: --model is required\n%s", SWEEP_USAGE);
         free(conc);
-        return 2;
+        return args_usage_error(&a, "--model is required", SWEEP_USAGE);
     }
     plan_finish(&o.plan);
     rc = bench_sweep(&o);
-    if (rc < 0) {
-        fprintf(stderr, "gptoss bench sweep: %s\n", err_msg());
-        rc = 1;
-    }
+    if (rc < 0) rc = args_error_exit(&a, 1);
     free(conc);
     return rc;
 fail:
@@ -339,22 +329,19 @@ static int bench_plot_cmd(int argc, char **argv) {
         } else if (args_flag(&a, "--linear")) {
             o.linear = true;
         } else if (argv[a.i][0] == '-' && argv[a.i][1]) {
-            fprintf(stderr, "gptoss bench plot: unknown option '%s'\n%s", argv[a.i], PLOT_USAGE);
             free(files);
-            return 2;
+            return args_unknown(&a, PLOT_USAGE);
         } else {
             files[n_files++] = argv[a.i++];
         }
     }
     if (!o.out) {
-        fprintf(stderr, "gptoss bench plot: --out is required\n%s", PLOT_USAGE);
         free(files);
-        return 2;
+        return args_usage_error(&a, "--out is required", PLOT_USAGE);
     }
     o.files = files;
     o.n_files = n_files;
-    rc = bench_plot(&o) == 0 ? 0 : 1;
-    if (rc) fprintf(stderr, "gptoss bench plot: %s\n", err_msg());
+    rc = bench_plot(&o) == 0 ? 0 : args_error_exit(&a, 1);
     free(files);
     return rc;
 fail:

@@ -249,39 +249,27 @@ int cmd_generate(int argc, char **argv) {
         } else if (args_opt(&a, "--prompts-file", &off.prompts_file)) {
             if (!off.prompts_file) return args_fail(&a);
         } else {
-            fprintf(stderr, "gptoss generate: unknown option '%s'\n%s", argv[a.i], USAGE);
             free(o.prompt);
-            return 2;
+            return args_unknown(&a, USAGE);
         }
     }
     if (o.model && off.prompts_file) {
         free(o.prompt);
         off.model = o.model;
-        if (run_offline(&off) != 0) {
-            fprintf(stderr, "gptoss generate: %s\n", err_msg());
-            return 1;
-        }
-        return 0;
+        return run_offline(&off) != 0 ? args_error_exit(&a, 1) : 0;
     }
     if (o.model && (o.prompt_text || o.chat_text) && text_prompt(&o) != 0) {
-        fprintf(stderr, "gptoss generate: %s\n", err_msg());
         free(o.prompt);
         tokenizer_free(o.tok);
-        return 1;
+        return args_error_exit(&a, 1);
     }
     if (!o.model || !o.prompt || o.n_prompt == 0) {
-        fprintf(stderr, "gptoss generate: --model and a prompt (--prompt-ids, --prompt or --chat) are required\n%s",
-                USAGE);
         free(o.prompt);
-        return 2;
+        return args_usage_error(&a, "--model and a prompt (--prompt-ids, --prompt or --chat) are required", USAGE);
     }
     const bool other_backend = off.backend && strcmp(off.backend, "cpu");
     int rc = other_backend ? run_engine_single(&o, &off) : run(&o);
     free(o.prompt);
     tokenizer_free(o.tok);
-    if (rc != 0) {
-        fprintf(stderr, "gptoss generate: %s\n", err_msg());
-        return 1;
-    }
-    return 0;
+    return rc != 0 ? args_error_exit(&a, 1) : 0;
 }

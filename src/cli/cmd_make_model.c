@@ -41,13 +41,11 @@ int cmd_make_model(int argc, char **argv) {
         } else if (args_opt(&a, "--shards", &v)) {
             if (args_int("--shards", v, 1, 10000, &shards)) return args_fail(&a);
         } else {
-            fprintf(stderr, "gptoss make-model: unknown option '%s'\n%s", argv[a.i], USAGE);
-            return 2;
+            return args_unknown(&a, USAGE);
         }
     }
     if (!preset || !out) {
-        fprintf(stderr, "gptoss make-model: --preset and --out are required\n%s", USAGE);
-        return 2;
+        return args_usage_error(&a, "--preset and --out are required", USAGE);
     }
     model_config c;
     if (config_preset(preset, &c) != 0) return args_fail(&a);
@@ -63,10 +61,7 @@ int cmd_make_model(int argc, char **argv) {
     /* Shard counts of the releases: 20b has 3 files, 120b 15; small models get 2 so sharding is used. */
     int n_shards = shards > 0 ? (int)shards : !strcmp(preset, "120b") ? 15 : !strcmp(preset, "20b") ? 3 : 2;
     double t0 = now_seconds();
-    if (synthetic_write(&c, out, (uint64_t)seed, n_shards) != 0) {
-        fprintf(stderr, "gptoss make-model: %s\n", err_msg());
-        return 1;
-    }
+    if (synthetic_write(&c, out, (uint64_t)seed, n_shards) != 0) return args_error_exit(&a, 1);
     fprintf(stderr, "gptoss make-model: wrote %s (%s, %d layers, %d experts, seed %ld) in %.1f s\n", out, preset,
             c.n_layers, c.n_experts, seed, now_seconds() - t0);
     return 0;

@@ -42,23 +42,19 @@ int cmd_roofline(int argc, char **argv) {
         } else if (args_opt(&a, "--flops", &v)) {
             if (args_double("--flops", v, 1, 1e6, &fl)) return args_fail(&a);
         } else {
-            fprintf(stderr, "gptoss roofline: unknown option '%s'\n%s", argv[a.i], USAGE);
-            return 2;
+            return args_unknown(&a, USAGE);
         }
     }
     if (!model) {
-        fprintf(stderr, "gptoss roofline: --model is required\n%s", USAGE);
-        return 2;
+        return args_usage_error(&a, "--model is required", USAGE);
     }
     if (strcmp(kv, "bf16") && strcmp(kv, "fp8")) {
         fprintf(stderr, "gptoss roofline: option --kv-dtype: '%s' is not bf16 or fp8\n", kv);
         return 2;
     }
     model_config c;
-    if (strcmp(model, "120b") && strcmp(model, "20b") ? config_load(model, &c) : config_preset(model, &c)) {
-        fprintf(stderr, "gptoss roofline: %s\n", err_msg());
-        return 1;
-    }
+    if (strcmp(model, "120b") && strcmp(model, "20b") ? config_load(model, &c) : config_preset(model, &c))
+        return args_error_exit(&a, 1);
     roofline_in in = {(int)batch, (int)context, strcmp(kv, "fp8") ? 2 : 1, (int)tp, bw * 1e9, fl * 1e12};
     roofline_out o;
     roofline_decode(&c, &in, &o);

@@ -110,13 +110,11 @@ int cmd_serve(int argc, char **argv) {
             if (args_double("--stats-interval", v, 0, 86400, &dv)) return args_fail(&a);
             o.stats_interval = dv;
         } else {
-            fprintf(stderr, "gptoss serve: unknown option '%s'\n%s", argv[a.i], USAGE);
-            return 2;
+            return args_unknown(&a, USAGE);
         }
     }
     if (!o.model) {
-        fprintf(stderr, "gptoss serve: --model is required\n%s", USAGE);
-        return 2;
+        return args_usage_error(&a, "--model is required", USAGE);
     }
     const char *kd = o.kv_cache_dtype;
     if (strcmp(kd, "auto") && strcmp(kd, "bf16") && strcmp(kd, "fp8") && strcmp(kd, "fp8_e4m3")) {
