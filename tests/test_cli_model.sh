@@ -86,5 +86,14 @@ expect_broken "broken index" "$tmp/x" model.safetensors.index.json
 fresh; perl -0777 -pi -e 's/"rope_type": "yarn"/"rope_type": "ntk"/' "$tmp/x/config.json"
 expect_broken "rope type" "$tmp/x" rope_type
 
+# --model synthetic:tiny (as serve takes it): written once into the cache as seed 0, then the same
+# tokens as the checkpoint make-model writes with seed 0.
+"$gptoss" make-model --preset tiny --out "$tmp/s0" --seed 0 2>/dev/null || fail "make-model seed 0"
+want=$("$gptoss" generate --model "$tmp/s0" --prompt-ids 1,2,3 --max-tokens 6 --json) || fail "generate seed 0"
+got=$(GPTOSS_CACHE="$tmp/cache" "$gptoss" generate --model synthetic:tiny --prompt-ids 1,2,3 --max-tokens 6 --json 2>/dev/null) ||
+  fail "generate --model synthetic:tiny"
+[ -n "$want" ] && [ "$got" = "$want" ] || fail "synthetic:tiny: '$got', want '$want'"
+[ -f "$tmp/cache/models/synthetic-tiny-seed0/config.json" ] || fail "synthetic:tiny was not written into the cache"
+
 [ $fails -eq 0 ] && echo "test_cli_model: all passed" || echo "test_cli_model: $fails failed"
 exit $((fails > 0))

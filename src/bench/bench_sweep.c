@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 void bench_sweep_defaults(bench_sweep_opts *o) {
     memset(o, 0, sizeof *o);
@@ -28,37 +27,6 @@ void bench_sweep_defaults(bench_sweep_opts *o) {
     o->eng.max_model_len = 0;
     o->eng.enable_prefix_caching =
         false; /* InferenceMAX starts every server with prefix caching off */
-}
-
-char *bench_resolve_model(const char *model) {
-    if (strncmp(model, "synthetic:", 10) != 0) return xstrdup(model);
-    const char *preset = model + 10;
-    model_config c;
-    if (config_preset(preset, &c) != 0) return NULL;
-    char *cache = cache_dir(), *models = path_join(cache, "models");
-    char name[128];
-    snprintf(name, sizeof name, "synthetic-%s-seed0", preset);
-    char *dir = path_join(models, name), *cfg = path_join(dir, "config.json");
-    int have = file_exists(cfg);
-    free(cfg), free(cache);
-    if (!have) {
-        /* Written under a private name and renamed into place: a server or another sweep may be
-         * writing the same model at the same moment. */
-        char *tmp = xasprintf("%s.tmp.%ld", dir, (long)getpid());
-        log_info("writing the synthetic model '%s' into %s", preset, dir);
-        if (dir_make_p(models) != 0 || synthetic_write(&c, tmp, 0, 1) != 0) {
-            free(tmp), free(models), free(dir);
-            return NULL;
-        }
-        if (rename(tmp, dir) != 0) {
-            char *cmd = xasprintf("rm -rf '%s'", tmp); /* someone else got there first */
-            if (system(cmd) != 0) log_warn("could not remove %s", tmp);
-            free(cmd);
-        }
-        free(tmp);
-    }
-    free(models);
-    return dir;
 }
 
 typedef struct sweep_ctx sweep_ctx;
@@ -233,9 +201,7 @@ int bench_sweep(const bench_sweep_opts *o) {
                            "backend is in the tree); use --backend cpu");
         return err_set("--backend %s: unknown backend (cpu or cuda)", o->backend);
     }
-    /* The CPU backend reads checkpoints from disk; the CUDA backend makes synthetic weights on the
-     * device from the spec itself. */
-    char *model = !strcmp(o->backend, "cpu") ? bench_resolve_model(o->model) : xstrdup(o->model);
+    char *model = synthetic_resolve(o->model, o->backend);
     if (!model) return err_prefix("--model %s", o->model);
     int max_c = 1;
     for (int i = 0; i < o->plan.n_concurrency; i++)

@@ -27,9 +27,4 @@ void bench_sweep_defaults(bench_sweep_opts *o);
  */
 int bench_sweep(const bench_sweep_opts *o);
 
-/* "synthetic:NAME" for a backend that reads checkpoints from disk: the folder
- * $(cache)/models/synthetic-NAME-seed0, written once (the layout `gptoss serve` uses, so both share
- * it). Other model strings are returned as they are. Heap string, NULL + err_set() on failure. */
-char *bench_resolve_model(const char *model);
-
 #endif

@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "cli/offline.h"
 #include "engine/sampler.h"
+#include "model/synthetic.h"
 #include "model/weights.h"
 #include "tokenizer/bpe.h"
 #include "tokenizer/harmony_render.h"
@@ -21,7 +22,7 @@
 #include <time.h>
 
 static const char USAGE[] =
-    "usage: gptoss generate --model DIR (--prompt-ids 12,34,56 | --prompt TEXT | --chat TEXT)\n"
+    "usage: gptoss generate --model DIR|synthetic:tiny (--prompt-ids 12,34,56 | --prompt TEXT | --chat TEXT)\n"
     "                       [--max-tokens N] [--temperature T]\n"
     "                       [--seed S] [--logprobs K] [--prompt-logprobs K] [--ignore-eos] [--json]\n"
     "                       [--backend cpu|cuda] [--gpu-memory-utilization F]\n"
@@ -253,23 +254,32 @@ int cmd_generate(int argc, char **argv) {
             return args_unknown(&a, USAGE);
         }
     }
-    if (o.model && off.prompts_file) {
-        free(o.prompt);
-        off.model = o.model;
-        return run_offline(&off) != 0 ? args_error_exit(&a, 1) : 0;
-    }
-    if (o.model && (o.prompt_text || o.chat_text) && text_prompt(&o) != 0) {
-        free(o.prompt);
-        tokenizer_free(o.tok);
-        return args_error_exit(&a, 1);
-    }
-    if (!o.model || !o.prompt || o.n_prompt == 0) {
+    if (!o.model || (!o.prompt && !o.prompt_text && !o.chat_text && !off.prompts_file)) {
         free(o.prompt);
         return args_usage_error(&a, "--model and a prompt (--prompt-ids, --prompt or --chat) are required", USAGE);
     }
-    const bool other_backend = off.backend && strcmp(off.backend, "cpu");
-    int rc = other_backend ? run_engine_single(&o, &off) : run(&o);
+    /* synthetic:NAME → the checkpoint on disk where the backend reads one, as `serve` does. */
+    char *model = synthetic_resolve(o.model, off.backend ? off.backend : "cpu");
+    int rc = 0;
+    if (!model) {
+        err_prefix("--model %s", o.model);
+        rc = -1;
+    } else if (off.prompts_file) {
+        off.model = model;
+        rc = run_offline(&off);
+    } else {
+        o.model = model;
+        if ((o.prompt_text || o.chat_text) && text_prompt(&o) != 0) {
+            rc = -1;
+        } else if (!o.prompt || o.n_prompt == 0) {
+            rc = err_set("the prompt is empty");
+        } else {
+            const bool other_backend = off.backend && strcmp(off.backend, "cpu");
+            rc = other_backend ? run_engine_single(&o, &off) : run(&o);
+        }
+    }
     free(o.prompt);
     tokenizer_free(o.tok);
+    free(model);
     return rc != 0 ? args_error_exit(&a, 1) : 0;
 }

@@ -19,4 +19,11 @@ int config_preset(const char *name, model_config *c);
 /* Writes the checkpoint into out_dir (created if needed) in n_shards safetensors files. */
 int synthetic_write(const model_config *c, const char *out_dir, uint64_t seed, int n_shards);
 
+/* The model string a backend should load. "synthetic:NAME" (a preset) becomes the folder
+ * $(cache)/models/synthetic-NAME-seed0, written on first use (synthetic_cache.c), when the backend
+ * reads checkpoints from disk: the CPU backend always, any backend for the tiny model. The GPU
+ * backend makes synthetic:20b and synthetic:120b[:layers=N] in device memory, so those, and every
+ * other model string, are returned as they are. Heap string, NULL + err_set() on failure. */
+char *synthetic_resolve(const char *model, const char *backend);
+
 #endif
