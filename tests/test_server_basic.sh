@@ -124,9 +124,11 @@ passed=$((passed + 1))
 # is not an idle connection: it must not be cut. A long stream holds the only slot until its client
 # hangs up after 2.5 s (whatever the machine's speed); then the queued one runs and must finish.
 curl -sN --max-time 120 -d '{"prompt":"Hi","max_tokens":4000,"ignore_eos":true,"stream":true}' \
-    "$BASE/v1/completions" >/dev/null &
+    "$BASE/v1/completions" >"$TMP/first" &
 first=$!
-sleep 0.3
+# The queued request must come second: wait for the first one's tokens (it holds the slot).
+for _ in $(seq 1 300); do [ -s "$TMP/first" ] && break; sleep 0.1; done
+[ -s "$TMP/first" ] || fail "keep-alive: the first stream produced nothing in 30 s"
 t0=$(date +%s%N)
 curl -sN --max-time 120 -d '{"prompt":"Hi","max_tokens":2,"ignore_eos":true,"stream":true}' \
     "$BASE/v1/completions" >"$TMP/queued" &
