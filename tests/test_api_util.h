@@ -7,7 +7,7 @@
 #include "base/error.h"
 #include "base/vec.h"
 #include "check.h"
-#include "tokenizer/harmony_strbuf.h"
+#include "harmony/harmony_strbuf.h"
 
 #include <jansson.h>
 #include <stdio.h>

@@ -4,7 +4,7 @@
 #include "check.h"
 
 #include "backend/cpu/ops.h"
-#include "backend/cpu/rope.h"
+#include "model/rope.h"
 #include "base/error.h"
 #include "model/synthetic.h"
 

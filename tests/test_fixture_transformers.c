@@ -11,7 +11,7 @@
 #include "base/error.h"
 #include "base/files.h"
 #include "base/xalloc.h"
-#include "engine/sampler.h"
+#include "step/sampler.h"
 #include "model/weights.h"
 
 #include <stdlib.h>

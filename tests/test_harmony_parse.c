@@ -14,9 +14,9 @@
 #include "base/rng.h"
 #include "base/vec.h"
 #include "check.h"
-#include "tokenizer/harmony_parse.h"
-#include "tokenizer/harmony_special.h"
-#include "tokenizer/harmony_utf8.h"
+#include "harmony/harmony_parse.h"
+#include "harmony/harmony_special.h"
+#include "harmony/harmony_utf8.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -6,16 +6,16 @@
 #include "base/error.h"
 #include "base/files.h"
 #include "check.h"
-#include "tokenizer/harmony_render.h"
-#include "tokenizer/harmony_special.h"
-#include "tokenizer/harmony_strbuf.h"
-#include "tokenizer/harmony_tools.h"
+#include "harmony/harmony_render.h"
+#include "harmony/harmony_special.h"
+#include "harmony/harmony_strbuf.h"
+#include "harmony/harmony_tools.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "tokenizer/bpe.h"
-#include "tokenizer/harmony_parse.h"
+#include "harmony/harmony_parse.h"
 
 #define GOLDEN_DIR GPTOSS_SOURCE_DIR "/tests/fixtures/harmony-golden/"
 #define N(a)       (sizeof(a) / sizeof((a)[0]))

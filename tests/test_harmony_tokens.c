@@ -15,9 +15,9 @@
 #include "base/error.h"
 #include "base/vec.h"
 #include "check.h"
-#include "tokenizer/harmony_parse.h"
-#include "tokenizer/harmony_render.h"
-#include "tokenizer/harmony_special.h"
+#include "harmony/harmony_parse.h"
+#include "harmony/harmony_render.h"
+#include "harmony/harmony_special.h"
 
 #include <stdlib.h>
 #include <string.h>

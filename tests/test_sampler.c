@@ -5,7 +5,7 @@
 #include "check.h"
 
 #include "base/rng.h"
-#include "engine/sampler.h"
+#include "step/sampler.h"
 
 #include <float.h>
 #include <stdbool.h>

@@ -18,8 +18,8 @@
 
 #include "base/error.h"
 #include "base/xalloc.h"
-#include "tokenizer/harmony_special.h"
-#include "tokenizer/harmony_tools.h"
+#include "harmony/harmony_special.h"
+#include "harmony/harmony_tools.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -11,7 +11,7 @@
 #include "api/api_internal.h"
 
 #include "base/xalloc.h"
-#include "tokenizer/harmony_special.h"
+#include "harmony/harmony_special.h"
 
 #include <string.h>
 

@@ -14,9 +14,9 @@
 #define GPTOSS_API_API_INTERNAL_H
 
 #include "api/api.h"
-#include "tokenizer/harmony_parse.h"
-#include "tokenizer/harmony_render.h"
-#include "tokenizer/harmony_strbuf.h"
+#include "harmony/harmony_parse.h"
+#include "harmony/harmony_render.h"
+#include "harmony/harmony_strbuf.h"
 
 #include <jansson.h>
 #include <stdbool.h>

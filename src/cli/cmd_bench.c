@@ -1,5 +1,5 @@
 /* gptoss bench serve|sweep|plot: the throughput–interactivity benchmarks (bench/README.md); also
- * dispatches `bench latency` (bench/bench_latency.c) and `bench tokenizer` (= bench-tokenizer). */
+ * dispatches `bench latency` (src/cli/cmd_bench_latency.c) and `bench tokenizer` (= bench-tokenizer). */
 #include "base/error.h"
 #include "bench/bench_plot.h"
 #include "bench/bench_serve.h"

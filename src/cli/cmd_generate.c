@@ -9,11 +9,11 @@
 #include "cli/engine_args.h"
 #include "cli/commands.h"
 #include "cli/offline.h"
-#include "engine/sampler.h"
+#include "step/sampler.h"
 #include "model/synthetic.h"
 #include "model/weights.h"
 #include "tokenizer/bpe.h"
-#include "tokenizer/harmony_render.h"
+#include "harmony/harmony_render.h"
 
 #include <jansson.h>
 #include <stdio.h>

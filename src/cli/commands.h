@@ -11,7 +11,7 @@ int cmd_detokenize(int argc, char **argv);
 int cmd_bench_tokenizer(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
-/* `gptoss bench latency` (src/bench/bench_latency.c), dispatched by cmd_bench (src/cli/cmd_bench.c). */
+/* `gptoss bench latency` (src/cli/cmd_bench_latency.c), dispatched by cmd_bench (src/cli/cmd_bench.c). */
 int cmd_bench_latency(int argc, char **argv);
 
 #endif

@@ -14,9 +14,9 @@
 #ifndef GPTOSS_ENGINE_ENGINE_H
 #define GPTOSS_ENGINE_ENGINE_H
 
-#include "backend/backend.h"
+#include "step/backend.h"
 #include "engine/metrics.h"
-#include "engine/sampling_params.h"
+#include "step/sampling_params.h"
 
 #include <stdbool.h>
 #include <stddef.h>

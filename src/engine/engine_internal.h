@@ -3,7 +3,7 @@
 #ifndef GPTOSS_ENGINE_ENGINE_INTERNAL_H
 #define GPTOSS_ENGINE_ENGINE_INTERNAL_H
 
-#include "engine/batch.h"
+#include "step/batch.h"
 #include "engine/block_manager.h"
 #include "engine/engine.h"
 

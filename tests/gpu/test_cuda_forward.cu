@@ -1,5 +1,5 @@
 /* The whole CUDA forward pass (testing ladder step 3) through the backend interface, against the
- * CPU reference, plus the GPU sampling kernel against engine/sampler.c.
+ * CPU reference, plus the GPU sampling kernel against step/sampler.c.
  *
  *   (e) sampling: random and pathological logits rows (ties, NaN, +-inf, -0, thousands of equal
  * maxima, the real vocabulary) through sampling_launch vs sampler_draw / sampler_top_logprobs: the
@@ -28,14 +28,14 @@
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 extern "C" {
-#include "backend/backend.h"
+#include "step/backend.h"
 #include "backend/cpu/cpu_model.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "base/timeutil.h"
 #include "base/xalloc.h"
 #include "engine/engine.h"
-#include "engine/sampler.h"
+#include "step/sampler.h"
 #include "model/safetensors.h"
 #include "model/synthetic.h"
 #include "model/weights.h"

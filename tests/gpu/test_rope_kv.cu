@@ -1,5 +1,5 @@
 /* RoPE + KV write (src/backend/cuda/rope_kv.cu) against the CPU reference (rope_init / rope_cos_sin /
- * rope_apply of backend/cpu/rope.c) on random bf16 QKV rows at real shapes (64 q heads, 8 KV heads,
+ * rope_apply of model/rope.c) on random bf16 QKV rows at real shapes (64 q heads, 8 KV heads,
  * head_dim 64), random positions up to 131071, random shuffled block tables of both pools (the sliding
  * one starting at swa_first > 0), block sizes 16/32/64, and a padding row with slot -1.
  * Checks: q and k within bf16 rounding of the reference, V copied bit-exactly, every output written,
@@ -8,7 +8,7 @@
 #include "gpu_check.h"
 
 extern "C" {
-#include "backend/cpu/rope.h"
+#include "model/rope.h"
 #include "model/config.h"
 }
 #include "backend/cuda/rope_kv.h"

@@ -5,7 +5,7 @@
 //
 //   node bench_tiktoken.js [--repeat N] [--js] [--pathological] [FILE...]
 //
-// --pathological runs the generated worst cases of bench_tokenizer.c (same generators, same bytes) at
+// --pathological runs the generated worst cases of cmd_bench_tokenizer.c (same generators, same bytes) at
 // growing sizes (4 KiB ... 1 MiB, x4), and stops growing a case when the next size would take longer
 // than --cap seconds (default 20) if it grew quadratically, as tiktoken's merge loop does in the length
 // of a piece.
@@ -52,7 +52,7 @@ function measure(name, encode, text, repeat, cap = Infinity) {
   return med;
 }
 
-// The generators of src/bench/bench_tokenizer.c, byte for byte (31-bit LCG, seed 12345).
+// The generators of src/cli/cmd_bench_tokenizer.c, byte for byte (31-bit LCG, seed 12345).
 function gen(kind, n) {
   const B64 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/';
   let x = 12345;

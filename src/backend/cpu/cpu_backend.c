@@ -1,12 +1,13 @@
 /* The CPU backend behind backend.h: the reference forward pass over a step batch, with paged KV pools
  * (float32 rows) and one worker thread so that launch() returns at once and the engine can prepare the
  * next step meanwhile, exactly as it will with the GPU. */
-#include "backend/backend.h"
+#include "step/backend.h"
 #include "backend/cpu/cpu_model.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "base/xalloc.h"
-#include "engine/sampler.h"
+#include "step/sample_row.h"
+#include "step/sampler.h"
 #include "model/weights.h"
 
 #include <pthread.h>
@@ -116,27 +117,7 @@ static int run_step(struct backend *b, const step_batch *st, step_result *res) {
         }
         if (!st->sample[i]) continue;
         float *row = logits + (size_t)(r - 1) * V; /* penalties and bias edit it in place */
-        /* History for the penalties: what the engine knows, plus the token this slot sampled last when
-         * the engine did not know it yet (asynchronous scheduling). */
-        const int32_t *hist = st->history[i];
-        int hist_len = st->history_len[i];
-        int32_t *with_pending = NULL;
-        if (hist && st->token_ids[st->query_start[i + 1] - 1] == STEP_TOKEN_FROM_DEVICE) {
-            with_pending = xmalloc((size_t)(hist_len + 1) * sizeof *with_pending);
-            memcpy(with_pending, hist, (size_t)hist_len * sizeof *hist);
-            with_pending[hist_len++] = b->slot_last[st->slot[i]];
-            hist = with_pending;
-        }
-        if (p->logprobs > 0) {
-            out->top_ids = xmalloc((size_t)p->logprobs * sizeof(int32_t));
-            out->top_logprobs = xmalloc((size_t)p->logprobs * sizeof(float));
-        }
-        sample_out so = {.top_ids = out->top_ids, .top_logprobs = out->top_logprobs};
-        out->token = sampler_sample(row, V, p, hist, hist_len, st->prompt_len[i], p->seed,
-                                    (int64_t)st->output_len[i], &so);
-        out->logprob = so.logprob;
-        out->n_top = so.n_top;
-        free(with_pending);
+        out->token = step_sample_row(st, i, row, V, b->slot_last[st->slot[i]], out);
         b->slot_last[st->slot[i]] = out->token;
         res->n++;
     }

@@ -4,7 +4,7 @@
 #ifndef GPTOSS_BACKEND_CPU_CPU_MODEL_H
 #define GPTOSS_BACKEND_CPU_CPU_MODEL_H
 
-#include "backend/cpu/rope.h"
+#include "model/rope.h"
 #include "model/weights.h"
 
 #include <stdint.h>

@@ -13,7 +13,7 @@
  * so one (block, KV head) is block_size * head_dim * 2 bytes contiguous (4 KiB at block_size 32): a CTA
  * that owns one KV head streams whole contiguous runs, and a 16-byte load never straddles two heads.
  * Position pos of a sequence lives at physical block b = table[pos / block_size - first] (see
- * engine/batch.h: first = 0 in the full pool, swa_first[i] in the sliding pool), row pos % block_size.
+ * step/batch.h: first = 0 in the full pool, swa_first[i] in the sliding pool), row pos % block_size.
  * A "slot" is b * block_size + row. block_size is 16, 32 or 64 (any power of two from 8 to 256 works;
  * 32 is the suggested default: 4 KiB runs, and a 128-key window spans at most 5 blocks).
  * Every layer of a pool uses the same block ids in its own k/v arrays.
@@ -54,7 +54,7 @@ typedef struct {
     int block_size; /* tokens per KV block, a power of two */
 } attn_dims;
 
-/* The step's sequences as one layer sees them (the arrays of engine/batch.h, uploaded). */
+/* The step's sequences as one layer sees them (the arrays of step/batch.h, uploaded). */
 typedef struct {
     int n_seqs;
     const int32_t *query_start; /* [n_seqs + 1]: sequence i owns token rows [query_start[i], query_start[i+1]) */

@@ -10,7 +10,7 @@
  * step is queued, wait synchronises on the step's event. */
 #include "backend/cuda/cuda_backend.h"
 
-#include "backend/cpu/rope.h"
+#include "model/rope.h"
 #include "backend/cuda/runner.h"
 #include "base/log.h"
 #include "base/xalloc.h"

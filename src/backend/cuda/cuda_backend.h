@@ -3,7 +3,7 @@
 #ifndef GPTOSS_BACKEND_CUDA_CUDA_BACKEND_H
 #define GPTOSS_BACKEND_CUDA_CUDA_BACKEND_H
 
-#include "backend/backend.h"
+#include "step/backend.h"
 
 #ifdef __cplusplus
 extern "C" {

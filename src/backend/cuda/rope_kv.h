@@ -7,7 +7,7 @@
  *     c = cos(angle) * concentration,  s = sin(angle) * concentration
  *     x'[i] = x[i] c - x[i+half] s,    x'[i+half] = x[i+half] c + x[i] s
  * with accurate sincosf (angles reach 131072 rad; __sincosf would be off by far more than bf16).
- * inv_freq and the concentration come from rope_init (backend/cpu/rope.c) on the host, so the GPU uses
+ * inv_freq and the concentration come from rope_init (model/rope.c) on the host, so the GPU uses
  * bit-identical frequencies to the CPU reference.
  *
  * Outputs: rotated q to q_out[n_tokens][n_heads][head_dim]; rotated k and plain v to the paged cache at

@@ -21,7 +21,7 @@
 #include "backend/cuda/step_kernels.h"
 #include "base/log.h"
 #include "base/xalloc.h"
-#include "engine/sampler.h"
+#include "step/sample_row.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -266,7 +266,7 @@ static int row_mode_for(const sampling_params *p, int V) {
     return filtered ? GPU_ROW_HOST : GPU_ROW_TEMP;
 }
 
-/* The contract of engine/batch.h, checked before anything reaches the device. */
+/* The contract of step/batch.h, checked before anything reaches the device. */
 static int validate(const struct backend *b, const step_batch *st) {
     const int n = st->n_seqs, T = st->n_tokens, bs = b->block_size;
     if (n < 1 || T < 1) return err_set("cuda backend: empty step (%d sequences, %d tokens)", n, T);
@@ -605,34 +605,9 @@ static void add_fixup(struct backend *b, int32_t slot, int32_t token) {
     b->n_fix++;
 }
 
-/* sampler_sample on the host copy of the row, with the history the penalties read (plus the slot's
- * pending token when the step's last token was STEP_TOKEN_FROM_DEVICE, as the CPU backend does;
- * no history means no penalties, so nothing to append). */
-static int32_t host_sample(struct backend *b, const step_batch *st, int i, float *row,
-                           seq_result *out) {
-    const sampling_params *p = &st->params[i];
-    const int32_t *hist = st->history[i];
-    int hist_len = st->history_len[i];
-    int32_t *with_pending = NULL;
-    if (hist && st->token_ids[st->query_start[i + 1] - 1] == STEP_TOKEN_FROM_DEVICE) {
-        with_pending = xmalloc((size_t)(hist_len + 1) * sizeof *with_pending);
-        if (hist_len) memcpy(with_pending, hist, (size_t)hist_len * sizeof *hist);
-        with_pending[hist_len++] = b->slot_last_host[st->slot[i]];
-        hist = with_pending;
-    }
-    if (p->logprobs > 0) {
-        out->top_ids = xmalloc((size_t)p->logprobs * sizeof(int32_t));
-        out->top_logprobs = xmalloc((size_t)p->logprobs * sizeof(float));
-    }
-    sample_out so = {.top_ids = out->top_ids, .top_logprobs = out->top_logprobs};
-    int32_t token = sampler_sample(row, b->V, p, hist, hist_len, st->prompt_len[i], p->seed,
-                                   (int64_t)st->output_len[i], &so);
-    out->logprob = so.logprob;
-    out->n_top = so.n_top;
-    free(with_pending);
-    return token;
-}
-
+/* Waits for the step, then fills the result: rows the device sampled are copied out of its output
+ * records; rows it could not (penalties, bias) are sampled here from their host copy with
+ * step_sample_row, and their token is queued as a fix-up for the slot's device-side last token. */
 int runner_collect(struct backend *b, step_result *res) {
     const step_batch *st = b->inflight;
     b->inflight = NULL;
@@ -664,7 +639,8 @@ int runner_collect(struct backend *b, step_result *res) {
         if (!st->sample[i] || nr < 1) continue;
         const int r = r0 + nr - 1;
         if (bk->row_mode[r] == GPU_ROW_HOST) {
-            out->token = host_sample(b, st, i, b->hl_host + (size_t)bk->row_host[r] * b->V, out);
+            out->token = step_sample_row(st, i, b->hl_host + (size_t)bk->row_host[r] * b->V, b->V,
+                                         b->slot_last_host[st->slot[i]], out);
             add_fixup(b, st->slot[i], out->token);
         } else {
             const gpu_row_out *ro = &b->outs_host[r];

@@ -20,7 +20,7 @@
 #ifndef GPTOSS_BACKEND_CUDA_RUNNER_H
 #define GPTOSS_BACKEND_CUDA_RUNNER_H
 
-#include "backend/backend.h"
+#include "step/backend.h"
 #include "backend/cuda/attention.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/moe.h"

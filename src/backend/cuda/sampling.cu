@@ -1,5 +1,5 @@
 /* GPU sampling: greedy, temperature draws and top-K logprobs over one logits row per CTA. The
- * contract and the algorithm are in sampling.h; the CPU twin is engine/sampler.c.
+ * contract and the algorithm are in sampling.h; the CPU twin is step/sampler.c.
  *
  * A CTA has 512 threads (16 warps; 1024 would leave 64 registers a thread, and it spilled) and
  * makes, per row:

@@ -1,5 +1,5 @@
 /* Sampling on the GPU: one CTA per logits row turns the row into a token, its logprob and top-K
- * logprob lists, with the semantics of engine/sampler.h (read that first). Plain greedy rows (no
+ * logprob lists, with the semantics of step/sampler.h (read that first). Plain greedy rows (no
  * top-K list of either kind) take a faster road, several CTAs per row, to the same token and the
  * same logprob up to rounding (see "The greedy fast path" below). The semantics:
  *

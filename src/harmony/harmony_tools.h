@@ -1,4 +1,4 @@
-/* Tool descriptions for the system and developer messages (internal to src/tokenizer/harmony_*).
+/* Tool descriptions for the system and developer messages (internal to src/harmony/harmony_*).
  *
  * gpt-oss was trained to read tools as a TypeScript-like namespace, not as JSON Schema:
  *
@@ -19,8 +19,8 @@
 #ifndef GPTOSS_TOKENIZER_HARMONY_TOOLS_H
 #define GPTOSS_TOKENIZER_HARMONY_TOOLS_H
 
-#include "tokenizer/harmony_render.h"
-#include "tokenizer/harmony_strbuf.h"
+#include "harmony/harmony_render.h"
+#include "harmony/harmony_strbuf.h"
 
 #include <jansson.h>
 

@@ -32,8 +32,8 @@
 #ifndef GPTOSS_TOKENIZER_HARMONY_PARSE_H
 #define GPTOSS_TOKENIZER_HARMONY_PARSE_H
 
-#include "tokenizer/harmony_render.h"
-#include "tokenizer/harmony_strbuf.h"
+#include "harmony/harmony_render.h"
+#include "harmony/harmony_strbuf.h"
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -11,7 +11,7 @@
  * and the result is exact — at the last level a bin is a single float value, which is also why
  * ties at the boundary are kept whole. Nothing of vocabulary size is ever sorted; only the few top
  * logprob entries are. */
-#include "engine/sampler.h"
+#include "step/sampler.h"
 
 #include "base/rng.h"
 #include "base/xalloc.h"

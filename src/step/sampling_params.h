@@ -1,5 +1,5 @@
 /* Per-request sampling parameters, with the OpenAI/vLLM meanings. The engine copies them into every
- * step that samples the request; the backends implement them (CPU in engine/sampler.c, CUDA on the
+ * step that samples the request; the backends implement them (CPU in step/sampler.c, CUDA on the
  * device) with identical semantics:
  *   1. logits += logit_bias; repetition penalty (vLLM's: divide positive logits, multiply negative,
  *      for tokens seen in prompt or output), then presence/frequency penalties over output tokens;

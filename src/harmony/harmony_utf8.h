@@ -1,4 +1,4 @@
-/* UTF-8 checking for streamed token bytes (internal to src/tokenizer/harmony_*).
+/* UTF-8 checking for streamed token bytes (internal to src/harmony/harmony_*).
  *
  * One BPE token can end in the middle of a multi-byte character (emoji are often split across two
  * or three tokens), and a model can sample byte sequences that are not UTF-8 at all. Clients must
@@ -9,7 +9,7 @@
 #ifndef GPTOSS_TOKENIZER_HARMONY_UTF8_H
 #define GPTOSS_TOKENIZER_HARMONY_UTF8_H
 
-#include "tokenizer/harmony_strbuf.h"
+#include "harmony/harmony_strbuf.h"
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,7 +1,7 @@
 /* Compact JSON printing that matches serde_json's Display (see harmony_tools.h for why). jansson's
  * own json_dumps differs in how it prints reals (17 significant digits: 0.1 → 0.10000000000000001).
  */
-#include "tokenizer/harmony_tools.h"
+#include "harmony/harmony_tools.h"
 
 #include <math.h>
 #include <stdio.h>

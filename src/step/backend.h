@@ -1,5 +1,5 @@
 /* The one interface the engine calls. A backend owns the weights, the paged KV storage and the
- * per-slot sampling state, and runs steps described by engine/batch.h:
+ * per-slot sampling state, and runs steps described by step/batch.h:
  *
  *   launch(step)  starts the step and returns at once (the CUDA backend enqueues it on its stream;
  *                 the CPU backend hands it to a worker thread);
@@ -10,7 +10,7 @@
 #ifndef GPTOSS_BACKEND_BACKEND_H
 #define GPTOSS_BACKEND_BACKEND_H
 
-#include "engine/batch.h"
+#include "step/batch.h"
 #include "model/config.h"
 
 #include <stddef.h>

@@ -1,7 +1,7 @@
 /* The built-in tools gpt-oss was trained with, as the system message describes them. The texts are
  * the model's training-time prompt and must stay byte-exact (see the golden test_browser_*.txt). */
 #include "base/error.h"
-#include "tokenizer/harmony_tools.h"
+#include "harmony/harmony_tools.h"
 
 #include <string.h>
 

@@ -1,9 +1,9 @@
 /* Messages and conversations → pieces (see harmony_render.h for the format). */
-#include "tokenizer/harmony_render.h"
+#include "harmony/harmony_render.h"
 #include "base/error.h"
-#include "tokenizer/harmony_special.h"
-#include "tokenizer/harmony_strbuf.h"
-#include "tokenizer/harmony_tools.h"
+#include "harmony/harmony_special.h"
+#include "harmony/harmony_strbuf.h"
+#include "harmony/harmony_tools.h"
 
 #include <string.h>
 

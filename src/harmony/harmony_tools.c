@@ -12,7 +12,7 @@
  *   - "oneOf" → one " | TYPE" line per variant, each with its own trailing comments.
  *   - "nullable": true adds " | null".
  * Descriptions and examples are written raw (not escaped): the model saw them so. */
-#include "tokenizer/harmony_tools.h"
+#include "harmony/harmony_tools.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-#include "engine/batch.h"
+#include "step/batch.h"
 
 #include <stdlib.h>
 

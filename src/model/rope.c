@@ -1,4 +1,4 @@
-#include "backend/cpu/rope.h"
+#include "model/rope.h"
 
 #include <math.h>
 

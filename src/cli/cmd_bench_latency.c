@@ -21,7 +21,7 @@
  * lines sum roofline_decode's FLOPs over the prompt's positions (lm_head on the last token only),
  * with the weights and the touched experts read once. Defaults: 4.2 TB/s, 790 TFLOP/s (DESIGN.md).
  */
-#include "backend/backend.h"
+#include "step/backend.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "base/rng.h"

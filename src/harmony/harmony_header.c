@@ -9,8 +9,8 @@
  * Where the reference gives up, this salvages and sets `malformed`: an unknown first word is taken
  * as a tool's name (a tool result header "functions.f to=assistant"); "role:name" is split; a lone
  * "<|constrain|>json" is a content type, not a recipient; surplus words are dropped. */
-#include "tokenizer/harmony_parse.h"
-#include "tokenizer/harmony_utf8.h"
+#include "harmony/harmony_parse.h"
+#include "harmony/harmony_utf8.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -8,9 +8,9 @@
  * words can come in any order and split across tokens arbitrarily. Content is streamed: each
  * ordinary token's bytes go out at once, except an unfinished UTF-8 character at the end, which
  * waits for the next token. */
-#include "tokenizer/harmony_parse.h"
-#include "tokenizer/harmony_special.h"
-#include "tokenizer/harmony_utf8.h"
+#include "harmony/harmony_parse.h"
+#include "harmony/harmony_special.h"
+#include "harmony/harmony_utf8.h"
 
 #include <string.h>
 

@@ -5,7 +5,7 @@
  * id. That keeps the cost O(history), independent of the 201,088-entry vocabulary, and touches each
  * distinct token's logit exactly once (a token seen 50 times is divided by the penalty once, not 50
  * times). */
-#include "engine/sampler.h"
+#include "step/sampler.h"
 
 #include "base/xalloc.h"
 

@@ -1,4 +1,4 @@
-#include "tokenizer/harmony_special.h"
+#include "harmony/harmony_special.h"
 
 #include <stddef.h>
 

@@ -23,7 +23,7 @@
 #ifndef GPTOSS_ENGINE_BATCH_H
 #define GPTOSS_ENGINE_BATCH_H
 
-#include "engine/sampling_params.h"
+#include "step/sampling_params.h"
 
 #include <stdbool.h>
 #include <stdint.h>

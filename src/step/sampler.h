@@ -50,7 +50,7 @@
 #ifndef GPTOSS_ENGINE_SAMPLER_H
 #define GPTOSS_ENGINE_SAMPLER_H
 
-#include "engine/sampling_params.h"
+#include "step/sampling_params.h"
 
 #include <stdint.h>
 

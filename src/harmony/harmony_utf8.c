@@ -1,4 +1,4 @@
-#include "tokenizer/harmony_utf8.h"
+#include "harmony/harmony_utf8.h"
 
 int harmony_utf8_step(const unsigned char *s, size_t n) {
     unsigned c = s[0];

@@ -1,4 +1,4 @@
-#include "backend/backend.h"
+#include "step/backend.h"
 
 #include <string.h>
 

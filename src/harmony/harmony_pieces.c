@@ -1,8 +1,8 @@
 /* The piece list a rendering produces, and its two outputs: the text form and token ids. */
 #include "base/error.h"
-#include "tokenizer/harmony_render.h"
-#include "tokenizer/harmony_special.h"
-#include "tokenizer/harmony_strbuf.h"
+#include "harmony/harmony_render.h"
+#include "harmony/harmony_special.h"
+#include "harmony/harmony_strbuf.h"
 
 #include <stdlib.h>
 #include <string.h>
