@@ -2,7 +2,8 @@
 # Here (no GPU): build with nvcc for sm_90a and gather what a device call needs into .devcarry/
 # (ignored by git): the GPU test binaries, the gptoss program, and the shared libraries the device
 # image may lack (jansson, PCRE2, libevent, xxHash, libgomp). Then call the device tool with
-# carry [".devcarry"] and command `bash scripts/device/gpu_tests.sh`.
+# carry [".devcarry"] and command `bash scripts/device/gpu_tests.sh`. BASE=REV also builds the program at
+# REV into .devcarry/base/ for scripts/device/ab.sh (a change held against its base in one call).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
@@ -19,4 +20,14 @@ if [ -f "$cache/tokenizer/tokenizer.json" ]; then
   mkdir -p .devcarry/cache/tokenizer && cp "$cache/tokenizer/tokenizer.json" .devcarry/cache/tokenizer/
 fi
 git rev-parse --short HEAD > .devcarry/commit.txt
+# BASE=REV: also the program built at REV (in a worktree under build-base/), for scripts/device/ab.sh.
+if [ -n "${BASE:-}" ]; then
+  wt=build-base/src
+  [ -d "$wt" ] || git worktree add --detach "$wt" "$BASE" >/dev/null
+  git -C "$wt" checkout -q --detach "$BASE"
+  cmake -S "$wt" -B build-base/build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  cmake --build build-base/build -j "$(nproc)" --target gptoss
+  mkdir -p .devcarry/base && cp build-base/build/gptoss .devcarry/base/
+  git -C "$wt" rev-parse --short HEAD > .devcarry/base/commit.txt
+fi
 du -sh .devcarry

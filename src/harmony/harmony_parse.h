@@ -29,8 +29,8 @@
  *     HARMONY_END_TRUNCATED (flushing an unfinished character as U+FFFD).
  * Nothing is retained once a message is over: memory is bounded by one header plus 3 held-back
  * bytes. */
-#ifndef GPTOSS_TOKENIZER_HARMONY_PARSE_H
-#define GPTOSS_TOKENIZER_HARMONY_PARSE_H
+#ifndef GPTOSS_HARMONY_PARSE_H
+#define GPTOSS_HARMONY_PARSE_H
 
 #include "harmony/harmony_render.h"
 #include "harmony/harmony_strbuf.h"

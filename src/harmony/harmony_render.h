@@ -17,8 +17,8 @@
  *
  * The data model is a *view*: every pointer is borrowed from the caller (typically strings inside
  * the request's JSON), nothing is copied or freed by the renderer. Zero-initialise and fill in. */
-#ifndef GPTOSS_TOKENIZER_HARMONY_RENDER_H
-#define GPTOSS_TOKENIZER_HARMONY_RENDER_H
+#ifndef GPTOSS_HARMONY_RENDER_H
+#define GPTOSS_HARMONY_RENDER_H
 
 #include "base/vec.h"
 

@@ -4,8 +4,8 @@
  * id at or above HARMONY_FIRST_SPECIAL (<|startoftext|>, <|endoftext|>, the <|reserved_N|> block)
  * is a special token that harmony never emits, so the parser ignores it rather than treating its
  * name as text. */
-#ifndef GPTOSS_TOKENIZER_HARMONY_SPECIAL_H
-#define GPTOSS_TOKENIZER_HARMONY_SPECIAL_H
+#ifndef GPTOSS_HARMONY_SPECIAL_H
+#define GPTOSS_HARMONY_SPECIAL_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -1,7 +1,7 @@
 /* A growable byte string for building harmony texts (internal to src/harmony/harmony_*).
  * Zero-initialise to start; the bytes are always NUL-terminated once anything was appended. */
-#ifndef GPTOSS_TOKENIZER_HARMONY_STRBUF_H
-#define GPTOSS_TOKENIZER_HARMONY_STRBUF_H
+#ifndef GPTOSS_HARMONY_STRBUF_H
+#define GPTOSS_HARMONY_STRBUF_H
 
 #include "base/xalloc.h"
 

@@ -16,8 +16,8 @@
  *
  * These functions turn a schema into that text, reproducing the reference renderer's output byte
  * for byte (its quirks included: they are what the model saw in training). */
-#ifndef GPTOSS_TOKENIZER_HARMONY_TOOLS_H
-#define GPTOSS_TOKENIZER_HARMONY_TOOLS_H
+#ifndef GPTOSS_HARMONY_TOOLS_H
+#define GPTOSS_HARMONY_TOOLS_H
 
 #include "harmony/harmony_render.h"
 #include "harmony/harmony_strbuf.h"

@@ -6,8 +6,8 @@
  * So the parser keeps back a trailing sequence that is still a valid *prefix* of a character, and
  * replaces each invalid stretch by one U+FFFD, using the "maximal subpart" rule of the Unicode
  * standard (the same rule as Rust's from_utf8_lossy and Python's errors="replace"). */
-#ifndef GPTOSS_TOKENIZER_HARMONY_UTF8_H
-#define GPTOSS_TOKENIZER_HARMONY_UTF8_H
+#ifndef GPTOSS_HARMONY_UTF8_H
+#define GPTOSS_HARMONY_UTF8_H
 
 #include "harmony/harmony_strbuf.h"
 

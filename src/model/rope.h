@@ -5,8 +5,8 @@
  * by `factor` (slow dimensions, i >= high) along a linear ramp between the correction dimensions
  * low/high, which are NOT rounded when truncate is false. cos and sin are both multiplied by the
  * "concentration" 0.1*ln(factor) + 1, so q.k scores grow by its square. */
-#ifndef GPTOSS_BACKEND_CPU_ROPE_H
-#define GPTOSS_BACKEND_CPU_ROPE_H
+#ifndef GPTOSS_MODEL_ROPE_H
+#define GPTOSS_MODEL_ROPE_H
 
 #include "model/config.h"
 

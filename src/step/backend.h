@@ -7,8 +7,8 @@
  *
  * At most one step is in flight. Between launch and wait the engine may prepare the next step but
  * must not touch the launched step's arrays. */
-#ifndef GPTOSS_BACKEND_BACKEND_H
-#define GPTOSS_BACKEND_BACKEND_H
+#ifndef GPTOSS_STEP_BACKEND_H
+#define GPTOSS_STEP_BACKEND_H
 
 #include "step/batch.h"
 #include "model/config.h"

@@ -20,8 +20,8 @@
  * Outputs. For sequences with sample[i] set, the backend samples one token from the logits of the
  * sequence's last new token (a decode step, or the last chunk of a prefill) with params[i]. Prompt
  * logprobs, when asked, need the logits of every new token of the sequence. */
-#ifndef GPTOSS_ENGINE_BATCH_H
-#define GPTOSS_ENGINE_BATCH_H
+#ifndef GPTOSS_STEP_BATCH_H
+#define GPTOSS_STEP_BATCH_H
 
 #include "step/sampling_params.h"
 

@@ -3,52 +3,52 @@
  * The pipeline, for one sequence (each step is a choice that a GPU implementation must repeat):
  *
  *   1. Adjust (sampler_apply_penalties, in place): logits[t] += bias for each logit_bias entry (two
- *      entries for one token both add); then, for every token that appears in the history (prompt
- * or output), the repetition penalty: l > 0 ? l / r : l * r; then, for tokens that appear in the
+ *      entries for one token both add); then, for every token that appears in the history (prompt or
+ *      output), the repetition penalty: l > 0 ? l / r : l * r; then, for tokens that appear in the
  *      output, l -= frequency_penalty * (float)count, then l -= presence_penalty. Token ids outside
  *      [0, vocab) in the history or the bias list are ignored.
  *
- *   2. Clean: NaN logits count as -inf (the token can never be drawn, and never wins a tie). When
- * any logit is +inf, the distribution is the limit of softmax: the +inf tokens share all the
+ *   2. Clean: NaN logits count as -inf (the token can never be drawn, and never wins a tie). When any
+ *      logit is +inf, the distribution is the limit of softmax: the +inf tokens share all the
  *      probability equally and every other token has none. When every logit is -inf or NaN there is
- *      nothing to prefer, so the distribution is uniform over the whole vocabulary (greedy: token
- * 0). -0.0 and +0.0 are the same value.
+ *      nothing to prefer, so the distribution is uniform over the whole vocabulary (greedy: token 0).
+ *      -0.0 and +0.0 are the same value.
  *
  *   3. Greedy when temperature is 0 (or negative, or NaN): the argmax, lowest id on ties.
  *
  *   4. Otherwise weights w_i = expf((l_i - max) / T), so the top token weighs exactly 1 and nothing
  *      overflows for any T > 0 (T = 1e-6 just drives the others to 0; T = +inf acts as FLT_MAX).
  *      Then the filters, each a set of kept tokens, intersected:
- *        top_k:  the k highest logits. TIES: a token tied with the k-th highest is kept too, so
- * more than k tokens may survive (the rule is a threshold "l >= k-th largest", which is what a GPU
- * computes naturally and what vLLM does). Off when k <= 0 or k >= vocab. top_p:  on the
- * top_k-renormalised distribution, the shortest run of most likely tokens whose probability sum
- * reaches top_p, whole tie groups at the boundary included. At least one token (the top group)
- * survives; top_p <= 0 keeps just the top group; off when top_p >= 1 or NaN. min_p:  keep w_i >=
- * min_p (i.e. p_i >= min_p * p_max, unchanged by renormalisation, so its place in the order does
- * not matter). Off when <= 0 or NaN; >= 1 keeps the top group. The kept set is always {l_i >=
- * threshold} ∩ {w_i >= min_p}; it always holds the top token.
+ *        top_k:  the k highest logits. TIES: a token tied with the k-th highest is kept too, so more
+ *                than k tokens may survive (the rule is a threshold "l >= k-th largest", which is what a
+ *                GPU computes naturally and what vLLM does). Off when k <= 0 or k >= vocab.
+ *        top_p:  on the top_k-renormalised distribution, the shortest run of most likely tokens whose
+ *                probability sum reaches top_p, whole tie groups at the boundary included. At least one
+ *                token (the top group) survives; top_p <= 0 keeps just the top group; off when
+ *                top_p >= 1 or NaN.
+ *        min_p:  keep w_i >= min_p (i.e. p_i >= min_p * p_max, unchanged by renormalisation, so its
+ *                place in the order does not matter). Off when <= 0 or NaN; >= 1 keeps the top group.
+ *      The kept set is always {l_i >= threshold} ∩ {w_i >= min_p}; it always holds the top token.
  *
- *   5. Draw: u = rng_uniform01d(rng_hash2(seed, output_pos)) (53 bits, in [0, 1)); walk the kept
- * tokens in increasing id order summing w_i in double, and return the first token where the running
- * sum exceeds u * (sum of kept w_i). A token of weight 0 is never returned. The token depends only
- * on (logits, params, seed, output_pos): never on the call order or on other sequences.
+ *   5. Draw: u = rng_uniform01d(rng_hash2(seed, output_pos)) (53 bits, in [0, 1)); walk the kept tokens
+ *      in increasing id order summing w_i in double, and return the first token where the running sum
+ *      exceeds u * (sum of kept w_i). A token of weight 0 is never returned. The token depends only on
+ *      (logits, params, seed, output_pos): never on the call order or on other sequences.
  *
- * Logprobs are of the distribution after step 1 and the temperature, before any filtering: log p_i
- * = (l_i - max) / T - log(sum_j w_j) (T = 1 when greedy). The top entries are ordered by logit,
- * highest first, lowest id on ties.
+ * Logprobs are of the distribution after step 1 and the temperature, before any filtering: log p_i =
+ * (l_i - max) / T - log(sum_j w_j) (T = 1 when greedy). The top entries are ordered by logit, highest
+ * first, lowest id on ties.
  *
  * Cost on a 201,088 vocabulary: a few linear passes, no sort of the vocabulary (about 1-2 ms on
  * one core; the single expf pass for the normaliser is the largest part). top_k, top_p and the top
  * logprobs find their threshold by a radix select on the float bits (histograms of 2048 bins,
  * refined at most twice; 256 bins for short spans) and sort only the handful of chosen entries;
- * penalties cost O(history) with a small hash table. Thread-safe: no state between calls.
- *
- * For a GPU implementation: every filter is a threshold on the (penalised) logit plus the min_p
- * test on the weight, and the draw is a prefix sum of kept weights in id order searched for
- * u * total, so the same rules map onto parallel reductions and scans. */
-#ifndef GPTOSS_ENGINE_SAMPLER_H
-#define GPTOSS_ENGINE_SAMPLER_H
+ * penalties cost O(history) with a small hash table. Thread-safe: no state between calls. For a
+ * GPU implementation: every filter is a threshold on the (penalised) logit plus the min_p test on
+ * the weight, and the draw is a prefix sum of kept weights in id order searched for u * total, so
+ * the same rules map onto parallel reductions and scans. */
+#ifndef GPTOSS_STEP_SAMPLER_H
+#define GPTOSS_STEP_SAMPLER_H
 
 #include "step/sampling_params.h"
 

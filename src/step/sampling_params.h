@@ -9,8 +9,8 @@
  *      same seed gives the same tokens whatever else is in the batch.
  * Logprobs are of the distribution after step 1 and the temperature, before filtering (what was
  * "drawn from"); with temperature 0 the plain softmax. */
-#ifndef GPTOSS_ENGINE_SAMPLING_PARAMS_H
-#define GPTOSS_ENGINE_SAMPLING_PARAMS_H
+#ifndef GPTOSS_STEP_SAMPLING_PARAMS_H
+#define GPTOSS_STEP_SAMPLING_PARAMS_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# One device call that holds a change against its base: the GPU tests of the new build, the same seeded
+# `generate --prompts-file` run with both builds (identical JSON expected for a change that must not
+# alter outputs), and `gptoss bench latency` of both builds, interleaved (base, new, base, new per
+# model) so that clock drift hits both, with a table of the ratio new / base at every line.
+# Needs .devcarry (scripts/device/prepare.sh) with the base build's program in .devcarry/base/gptoss
+# (BASE=REV bash scripts/device/prepare.sh puts it there).
+# Knobs: SKIP_TESTS=1, MODELS="120b 20b", BATCHES=1,8,64,256,1024, PREFILL=1024, ROUNDS=1,
+# GEN_MODEL=synthetic:20b:layers=4.
+set -uo pipefail
+out=${OUT:-/tmp/ab-out}
+mkdir -p "$out/logs"
+export LD_LIBRARY_PATH="$PWD/.devcarry/lib:${LD_LIBRARY_PATH:-}"
+export GPTOSS_CACHE="$PWD/.devcarry/cache"
+new=.devcarry/bin/gptoss base=.devcarry/base/gptoss
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader | tee "$out/gpu.txt"
+echo "new $(cat .devcarry/commit.txt) base $(cat .devcarry/base/commit.txt)" | tee -a "$out/gpu.txt"
+if [ "${SKIP_TESTS:-0}" != 1 ]; then
+  echo "== GPU tests (new build)"
+  OUT="$out/logs" bash scripts/device/gpu_tests.sh test 2>&1 | sed -n '/^== tests/,$p'
+fi
+echo "== seeded generate, base vs new (${GEN_MODEL:-synthetic:20b:layers=4})"
+for b in base new; do
+  bin=$base; [ $b = new ] && bin=$new
+  timeout 240 $bin generate --backend cuda --model "${GEN_MODEL:-synthetic:20b:layers=4}" \
+    --prompts-file bench/prompts/seeded-ab.jsonl >"$out/gen-$b.json" 2>"$out/logs/gen-$b.log" || echo "generate $b failed ($?)"
+done
+if [ -s "$out/gen-new.json" ] && cmp -s "$out/gen-base.json" "$out/gen-new.json"; then
+  echo "generate: identical ($(wc -l <"$out/gen-new.json") requests, $(md5sum <"$out/gen-new.json" | cut -c1-12))"
+else
+  echo "generate: DIFFERENT"; diff <(head -c 2000 "$out/gen-base.json") <(head -c 2000 "$out/gen-new.json") | head -8
+fi
+for m in ${MODELS:-120b 20b}; do
+  for r in $(seq 1 "${ROUNDS:-1}"); do
+    for b in base new; do
+      bin=$base; [ $b = new ] && bin=$new
+      timeout "${LIMIT:-200}" $bin bench latency --model "synthetic:$m" --batches "${BATCHES:-1,8,64,256,1024}" \
+        --prefill "${PREFILL:-1024}" --output-json "$out/lat-$m-$b-$r.json" >"$out/logs/lat-$m-$b-$r.log" 2>&1 \
+        || echo "bench $m $b failed ($?)"
+    done
+  done
+done
+python3 - "$out" <<'PY'
+import json, sys, glob, os, statistics
+out = sys.argv[1]
+def lines(path):
+    d = json.load(open(path))
+    return {(l["phase"], l["batch"], l["context"]): l for l in d["results"] if l["phase"] != "fill"}
+print("| model | phase | batch | ctx | base tok/s | new tok/s | new/base | of roofline (new) |")
+print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+for m in sorted({os.path.basename(p).split("-")[1] for p in glob.glob(out + "/lat-*-new-*.json")}):
+    runs = {b: [lines(p) for p in sorted(glob.glob(f"{out}/lat-{m}-{b}-*.json"))] for b in ("base", "new")}
+    if not runs["base"] or not runs["new"]: continue
+    for k, l in runs["new"][0].items():
+        tb = statistics.median(r[k]["tokens_per_s"] for r in runs["base"] if k in r)
+        tn = statistics.median(r[k]["tokens_per_s"] for r in runs["new"] if k in r)
+        print(f"| {m} | {k[0]} | {k[1]} | {k[2]} | {tb:.0f} | {tn:.0f} | {tn/tb:.3f} | {100*l['roofline_fraction']:.1f}% |")
+PY
+tar czf "$out/logs.tgz" -C "$out" logs && rm -rf "$out/logs"
