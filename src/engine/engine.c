@@ -283,8 +283,6 @@ static void update_gauges(engine *e) {
     e->metrics.num_requests_running = e->running.n;
     e->metrics.num_requests_waiting = e->waiting.n;
     e->metrics.kv_cache_usage = bm_usage(e->bm);
-    bm_stats bs = bm_get_stats(e->bm);
-    (void)bs;
     pthread_mutex_unlock(&e->mu);
 }
 
