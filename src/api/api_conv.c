@@ -214,14 +214,6 @@ int api_conv_render(api_conv *c, const tokenizer *tok, ivec *out, api_error *err
     return rc;
 }
 
-char *api_conv_render_text(api_conv *c, api_error *err) {
-    harmony_pieces pieces = {0};
-    char *s = NULL;
-    if (render_pieces(c, &pieces, err) == 0) s = harmony_pieces_to_text(&pieces, NULL);
-    harmony_pieces_free(&pieces);
-    return s;
-}
-
 int api_parse_function_def(const json_t *fn, const char *param, api_conv *c, bool add,
                            api_error *err) {
     char p[96];

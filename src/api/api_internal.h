@@ -190,8 +190,6 @@ int api_format_schema(const json_t *def, const char *path, api_conv *c, api_erro
 /* system + developer (if instructions, tools or a response format) + the messages, with earlier
  * chain of thought dropped, ending in <|start|>assistant; tokens appended to out. */
 int api_conv_render(api_conv *c, const tokenizer *tok, ivec *out, api_error *err);
-/* The same as harmony text (specials spelled out), for tests and debugging. */
-char *api_conv_render_text(api_conv *c, api_error *err);
 
 /* ---- api_hout.c ------------------------------------------------------------------------------ */
 

@@ -1,10 +1,9 @@
 /* The engine loop: inbox → schedule → launch → collect → outputs. See engine.h for the contract and
- * scheduler.c / output.c for the policies. */
+ * scheduler.c / output.c for the policies and seq.c for a sequence and the memory it owns. */
 #include "engine/engine_internal.h"
 
 #include "base/error.h"
 #include "base/log.h"
-#include "base/rng.h"
 #include "base/timeutil.h"
 #include "base/xalloc.h"
 
@@ -19,43 +18,6 @@ void engine_options_default(engine_options *o) {
     o->stream_interval = 1;
     o->enable_prefix_caching = true;
     o->async_scheduling = true;
-}
-
-/* ---- lists ---- */
-
-void seq_list_push(seq_list *l, seq *s) {
-    s->next = NULL;
-    if (l->tail) l->tail->next = s;
-    else l->head = s;
-    l->tail = s;
-    l->n++;
-}
-
-void seq_list_remove(seq_list *l, seq *s) {
-    seq *prev = NULL;
-    for (seq *c = l->head; c; prev = c, c = c->next)
-        if (c == s) {
-            if (prev) prev->next = c->next;
-            else l->head = c->next;
-            if (l->tail == c) l->tail = prev;
-            l->n--;
-            s->next = NULL;
-            return;
-        }
-}
-
-static bool before(const seq *a, const seq *b) {
-    return a->priority < b->priority || (a->priority == b->priority && a->arrival < b->arrival);
-}
-
-void seq_list_insert_ordered(seq_list *l, seq *s) {
-    seq *prev = NULL, *c = l->head;
-    while (c && !before(s, c)) prev = c, c = c->next;
-    s->next = c;
-    if (prev) prev->next = s;
-    else l->head = s;
-    if (!c) l->tail = s;
-    l->n++;
 }
 
 /* ---- create / destroy ---- */
@@ -164,50 +126,6 @@ static int validate(const engine *e, const engine_request *r) {
     return 0;
 }
 
-static seq *make_seq(engine *e, const engine_request *r, int index, seq *parent) {
-    seq *s = xcalloc(1, sizeof *s);
-    s->request_id = r->id;
-    s->index = index;
-    s->parent = parent;
-    s->priority = r->priority;
-    s->cap = r->n_prompt + 16;
-    s->tokens = xmalloc((size_t)s->cap * sizeof *s->tokens);
-    memcpy(s->tokens, r->prompt, (size_t)r->n_prompt * sizeof *s->tokens);
-    s->n_known = s->prompt_len = r->n_prompt;
-    s->slot = -1;
-    s->params = r->params;
-    /* Without a seed, draw one per sequence; with one, the i-th of n samples uses seed + i. */
-    s->params.seed = r->params.has_seed ? r->params.seed + (uint64_t)index
-                                        : rng_hash2(0x9e3779b97f4a7c15ull ^ (uint64_t)now_seconds(), r->id * 131 + (uint64_t)index);
-    if (r->params.n_logit_bias > 0) {
-        s->logit_bias = xmalloc((size_t)r->params.n_logit_bias * sizeof *s->logit_bias);
-        memcpy(s->logit_bias, r->params.logit_bias, (size_t)r->params.n_logit_bias * sizeof *s->logit_bias);
-        s->params.logit_bias = s->logit_bias;
-    }
-    int max_new = e->opt.max_model_len - r->n_prompt;
-    s->max_tokens = r->max_tokens > 0 && r->max_tokens < max_new ? r->max_tokens : max_new;
-    /* Stop tokens: harmony's <|return|> and <|call|> and the config's eos unless ignore_eos; the
-     * request's own stop_token_ids always. */
-    s->stop_ids = xmalloc((size_t)(r->n_stop_token_ids + 2 + e->cfg->n_eos) * sizeof *s->stop_ids);
-    if (!r->ignore_eos) {
-        s->stop_ids[s->n_stop_ids++] = 200002;
-        s->stop_ids[s->n_stop_ids++] = 200012;
-        for (int i = 0; i < e->cfg->n_eos; i++) s->stop_ids[s->n_stop_ids++] = e->cfg->eos[i];
-    }
-    for (int i = 0; i < r->n_stop_token_ids; i++) s->stop_ids[s->n_stop_ids++] = r->stop_token_ids[i];
-    if (r->n_stop_strings > 0) {
-        s->stop_strings = xmalloc((size_t)r->n_stop_strings * sizeof *s->stop_strings);
-        for (int i = 0; i < r->n_stop_strings; i++) s->stop_strings[i] = xstrdup(r->stop_strings[i]);
-        s->n_stop_strings = r->n_stop_strings;
-    }
-    s->stop_token = -1;
-    s->stop_string = -1;
-    s->on_output = r->on_output;
-    s->user = r->user;
-    s->t_arrival = now_seconds();
-    return s;
-}
-
 int engine_submit(engine *e, const engine_request *r) {
     if (validate(e, r) != 0) return -1;
     int n = r->n > 0 ? r->n : 1;
@@ -220,7 +138,7 @@ int engine_submit(engine *e, const engine_request *r) {
     it->id = r->id;
     seq *first = NULL, *last = NULL;
     for (int i = 0; i < n; i++) {
-        seq *s = make_seq(e, r, i, first);
+        seq *s = seq_create(r, i, first, e->opt.max_model_len, e->cfg);
         if (last) last->next = s;
         else first = s;
         last = s;
@@ -365,8 +283,6 @@ static void update_gauges(engine *e) {
     e->metrics.num_requests_running = e->running.n;
     e->metrics.num_requests_waiting = e->waiting.n;
     e->metrics.kv_cache_usage = bm_usage(e->bm);
-    bm_stats bs = bm_get_stats(e->bm);
-    (void)bs;
     pthread_mutex_unlock(&e->mu);
 }
 

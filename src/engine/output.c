@@ -1,13 +1,12 @@
 /* From sampled tokens to what a request sees: stop conditions (stop tokens, stop strings across token
- * boundaries, max_tokens, the model length), logprobs bookkeeping, and streaming every
- * stream_interval tokens (the first at once; tokens that might be the start of a stop string are held
- * back so streamed text never shows part of one). */
+ * boundaries, max_tokens, the model length), token metrics, and streaming every stream_interval
+ * tokens (the first at once; tokens that might be the start of a stop string are held back so
+ * streamed text never shows part of one). The arrays the tokens and logprobs are kept in are
+ * seq.c's. */
 #include "engine/engine_internal.h"
 
 #include "base/timeutil.h"
-#include "base/xalloc.h"
 
-#include <stdlib.h>
 #include <string.h>
 
 static bool is_stop_token(const seq *s, int32_t tok) {
@@ -23,10 +22,7 @@ static void check_stop_strings(engine *e, seq *s, int32_t tok) {
     const char *bytes = e->opt.token_bytes(e->opt.token_bytes_ctx, tok, &n);
     if (!bytes) n = 0;
     size_t before = s->text_len;
-    s->tail = xrealloc(s->tail, s->text_len + n + 1);
-    memcpy(s->tail + s->text_len, bytes, n);
-    s->text_len += n;
-    s->tail[s->text_len] = 0;
+    seq_append_text(s, bytes, n);
     for (int k = 0; k < s->n_stop_strings; k++) {
         size_t L = strlen(s->stop_strings[k]);
         if (L == 0 || L > s->text_len) continue;
@@ -67,23 +63,8 @@ static int held_tokens(engine *e, const seq *s) {
 }
 
 void seq_append_token(engine *e, seq *s, int32_t tok, const seq_result *r) {
-    if (s->n_known + 1 > s->cap) {
-        s->cap = s->cap * 2 + 16;
-        s->tokens = xrealloc(s->tokens, (size_t)s->cap * sizeof *s->tokens);
-    }
-    s->tokens[s->n_known++] = tok;
-    int i = s->n_output++;
-    s->logprobs = xrealloc(s->logprobs, (size_t)s->n_output * sizeof *s->logprobs);
-    s->logprobs[i] = r->logprob;
-    int k = s->params.logprobs;
-    if (k > 0) {
-        s->top_ids = xrealloc(s->top_ids, (size_t)s->n_output * k * sizeof *s->top_ids);
-        s->top_logprobs = xrealloc(s->top_logprobs, (size_t)s->n_output * k * sizeof *s->top_logprobs);
-        for (int j = 0; j < k; j++) {
-            s->top_ids[(size_t)i * k + j] = j < r->n_top ? r->top_ids[j] : -1;
-            s->top_logprobs[(size_t)i * k + j] = j < r->n_top ? r->top_logprobs[j] : 0;
-        }
-    }
+    seq_store_token(s, tok, r);
+    int i = s->n_output - 1;
     double now = now_seconds();
     pthread_mutex_lock(&e->mu);
     e->metrics.generation_tokens++;
@@ -101,23 +82,6 @@ void seq_append_token(engine *e, seq *s, int32_t tok, const seq_result *r) {
     check_stop_strings(e, s, tok);
     if (s->status == SEQ_FINISHED) return;
     if (s->n_output >= s->max_tokens || s->n_known >= e->opt.max_model_len) seq_finish(e, s, "length");
-}
-
-void seq_record_prompt_rows(seq *s, int64_t start_pos, const seq_result *r) {
-    int k = s->params.prompt_logprobs;
-    if (k <= 0 || !r->prompt_top_ids || r->prompt_k != k) return;
-    if (!s->prompt_top_ids && s->prompt_len > 1) {
-        s->prompt_top_ids = xcalloc((size_t)(s->prompt_len - 1) * k, sizeof *s->prompt_top_ids);
-        s->prompt_top_logprobs = xcalloc((size_t)(s->prompt_len - 1) * k, sizeof *s->prompt_top_logprobs);
-    }
-    for (int j = 0; j < r->n_prompt_rows; j++) {
-        int64_t q = start_pos + j + 1; /* the prompt position this row predicts */
-        if (q < 1 || q >= s->prompt_len) continue;
-        memcpy(s->prompt_top_ids + (size_t)(q - 1) * k, r->prompt_top_ids + (size_t)j * k, (size_t)k * sizeof(int32_t));
-        memcpy(s->prompt_top_logprobs + (size_t)(q - 1) * k, r->prompt_top_logprobs + (size_t)j * k,
-               (size_t)k * sizeof(float));
-        if (q > s->prompt_rows_done) s->prompt_rows_done = q;
-    }
 }
 
 void seq_finish(engine *e, seq *s, const char *reason) {
@@ -196,13 +160,4 @@ void seq_release(engine *e, seq *s) {
     s->slot = -1;
     seq_list_remove(&e->finished, s);
     seq_destroy(s);
-}
-
-void seq_destroy(seq *s) {
-    free(s->tokens), free(s->logit_bias), free(s->stop_ids);
-    for (int i = 0; i < s->n_stop_strings; i++) free(s->stop_strings[i]);
-    free(s->stop_strings);
-    free(s->logprobs), free(s->top_ids), free(s->top_logprobs);
-    free(s->prompt_top_ids), free(s->prompt_top_logprobs), free(s->tail);
-    free(s);
 }

@@ -157,13 +157,11 @@ void schedule_step(engine *e, step_slot *st, bool allow_preempt) {
         int64_t remaining = total_len(s) - s->num_scheduled;
         if (remaining <= 0) continue;
         int64_t n_new = remaining < budget ? remaining : budget;
-        bool scheduled = false;
         for (;;) {
             if (bm_can_grow(e->bm, &s->kv, s->num_scheduled + n_new, s->num_scheduled)) {
                 bm_grow(e->bm, &s->kv, s->num_scheduled + n_new, s->num_scheduled);
                 add_seq(st, s, n_new);
                 budget -= n_new;
-                scheduled = true;
                 break;
             }
             if (!allow_preempt) break;
@@ -172,10 +170,11 @@ void schedule_step(engine *e, step_slot *st, bool allow_preempt) {
                 preempt(e, s);
                 break;
             }
-            if (victim == next) next = victim->next; /* never true: victim is the tail */
+            /* The tail is `next` whenever s is the last but one: preempted, it moves to the waiting
+             * list, so the loop must not step onto it (it ends here instead: the tail has no next). */
+            if (victim == next) next = victim->next;
             preempt(e, victim);
         }
-        (void)scheduled;
     }
 
     /* 2. waiting sequences, in (priority, arrival) order */

@@ -71,10 +71,6 @@ void harmony_parser_free(harmony_parser *p) {
     hsb_free(&p->fields);
 }
 
-bool harmony_parser_in_message(const harmony_parser *p) {
-    return p->state == S_CONTENT;
-}
-
 static void emit(harmony_parser *p, harmony_event_kind kind, const char *text, size_t len,
                  harmony_end_reason end) {
     harmony_event ev = {kind, p->n_messages - 1, &p->hdr, text, len, end};

@@ -129,8 +129,6 @@ void harmony_parser_feed(harmony_parser *p, int32_t token);
 /* End of output: closes an open message (HARMONY_END_TRUNCATED) or salvages an open header. Further
  * feeds are ignored. */
 void harmony_parser_finish(harmony_parser *p);
-/* True while a message is open (between its START and END events). */
-bool harmony_parser_in_message(const harmony_parser *p);
 void harmony_parser_free(harmony_parser *p);
 
 /* Parses a header's text (ordinary bytes, with <|channel|> and <|constrain|> spelled out) into
