@@ -43,7 +43,7 @@ EOF
 
 # A backend that is not in this build.
 out=$("$BIN" bench sweep --model synthetic:tiny --backend nosuch --concurrency 1 2>&1)
-[ $? = 1 ] && grep -q "unknown backend" <<<"$out" || fail "unknown backend: $out"
+[ $? = 2 ] && grep -q "unknown backend" <<<"$out" || fail "unknown backend: $out"
 help=$("$BIN" bench sweep --help)
 grep -q cuda <<<"$help" || fail "help"
 out=$("$BIN" bench sweep --model synthetic:nope --concurrency 1 --isl 4 --osl 2 2>&1)

@@ -10,23 +10,22 @@
 #include "bench/metrics_stats.h"
 #include "bench/progress.h"
 #include "bench/workload.h"
-#include "model/synthetic.h"
 
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* serve's defaults except where InferenceMAX starts vLLM otherwise for a sweep: --max-num-seqs
+ * the largest concurrency, --max-model-len ISL + OSL + 20, prefix caching off (bench_sweep fills
+ * the zeros once the plan is known). */
 void bench_sweep_defaults(bench_sweep_opts *o) {
     memset(o, 0, sizeof *o);
-    o->backend = "cpu";
+    runtime_args_default(&o->rt);
     bench_plan_defaults(&o->plan);
-    o->gpu_memory_utilization = 0.9;
-    engine_options_default(&o->eng);
-    o->eng.max_num_seqs = 0;
-    o->eng.max_model_len = 0;
-    o->eng.enable_prefix_caching =
-        false; /* InferenceMAX starts every server with prefix caching off */
+    o->rt.eng.max_num_seqs = 0;
+    o->rt.eng.max_model_len = 0;
+    o->rt.eng.enable_prefix_caching = false;
 }
 
 typedef struct sweep_ctx sweep_ctx;
@@ -161,7 +160,7 @@ static int sweep(sweep_ctx *c) {
     json_t *results = json_array();
     int rc = 0, any_failed = 0;
     char where[96];
-    snprintf(where, sizeof where, "in-process engine (%s backend)", o->backend);
+    snprintf(where, sizeof where, "in-process engine (%s backend)", o->rt.backend);
     for (int k = 0; k < p->n_concurrency && rc == 0; k++) {
         bench_level lv;
         bench_level_init(p, k, where, &lv);
@@ -180,7 +179,7 @@ static int sweep(sweep_ctx *c) {
             rc = run_phase(c, lv.items, lv.n, lv.C, &run, "run");
             run.duration = c->t_end - t0;
         }
-        bench_meta meta = {"gptoss-engine", o->model, p->label, NULL, p->seed};
+        bench_meta meta = {"gptoss-engine", o->rt.model, p->label, NULL, p->seed};
         if (rc == 0 &&
             bench_level_report(p, &lv, &run, &meta, results, "gptoss bench sweep", &any_failed) != 0)
             rc = -1;
@@ -193,52 +192,33 @@ static int sweep(sweep_ctx *c) {
 }
 
 int bench_sweep(const bench_sweep_opts *o) {
-    const backend_ops *ops = backend_find(o->backend);
-    if (!ops) {
-        if (!strcmp(o->backend, "cuda"))
-            return err_set("--backend cuda: this build has no CUDA backend (it is built when nvcc "
-                           "is found and the "
-                           "backend is in the tree); use --backend cpu");
-        return err_set("--backend %s: unknown backend (cpu or cuda)", o->backend);
-    }
-    char *model = synthetic_resolve(o->model, o->backend);
-    if (!model) return err_prefix("--model %s", o->model);
+    runtime_args ra = o->rt;
     int max_c = 1;
     for (int i = 0; i < o->plan.n_concurrency; i++)
         if (o->plan.concurrency[i] > max_c) max_c = o->plan.concurrency[i];
-    engine_options eo = o->eng;
-    if (eo.max_num_seqs <= 0) eo.max_num_seqs = max_c;
-    if (eo.max_model_len <= 0)
-        eo.max_model_len = o->plan.isl + o->plan.osl + 20; /* InferenceMAX: ISL + OSL + 20 */
-    int block_size = o->block_size > 0 ? o->block_size : 32;
-    int kv_blocks = o->num_kv_blocks;
-    if (kv_blocks <= 0 &&
-        !strcmp(o->backend, "cpu")) /* the CPU default fits only a few sequences */
-        kv_blocks = eo.max_num_seqs * ((eo.max_model_len + block_size - 1) / block_size + 1);
-    backend_options bo = {.model = model,
-                          .block_size = block_size,
-                          .num_full_blocks = kv_blocks,
-                          .num_swa_blocks = 0,
-                          .max_slots = eo.max_num_seqs,
-                          .max_model_len = eo.max_model_len,
-                          .gpu_memory_utilization = o->gpu_memory_utilization};
-    backend *b = NULL;
+    engine_options *eo = &ra.eng;
+    if (eo->max_num_seqs <= 0) eo->max_num_seqs = max_c;
+    if (eo->max_model_len <= 0)
+        eo->max_model_len = o->plan.isl + o->plan.osl + 20; /* InferenceMAX: ISL + OSL + 20 */
+    const int block_size = ra.block_size > 0 ? ra.block_size : 32;
+    if (ra.num_kv_blocks <= 0 && ra.backend && !strcmp(ra.backend, "cpu"))
+        /* the CPU default fits only a few sequences: room for every one */
+        ra.num_kv_blocks = eo->max_num_seqs * ((eo->max_model_len + block_size - 1) / block_size + 1);
+    char *model = runtime_resolve_model(&ra);
+    if (!model) return -1;
     double t0 = now_seconds();
-    if (ops->create(&bo, &b) != 0) {
-        if (b) ops->destroy(b);
-        free(model);
-        return err_prefix("loading %s on the %s backend", o->model, o->backend);
-    }
-    sweep_ctx c = {.o = o};
-    if (engine_create(&eo, ops, b, &c.e) != 0) {
+    runtime rt;
+    if (runtime_build(&ra, model, &rt) != 0) {
         free(model);
         return -1;
     }
+    sweep_ctx c = {.o = o, .e = rt.eng};
     printf("gptoss bench sweep: %s on the %s backend (loaded in %.1f s), ISL %d, OSL %d (range "
            "ratio %.2f), "
            "max_num_seqs %d, max_model_len %d, prefix caching %s, ignore_eos\n",
-           o->model, o->backend, now_seconds() - t0, o->plan.isl, o->plan.osl, o->plan.range_ratio,
-           eo.max_num_seqs, eo.max_model_len, eo.enable_prefix_caching ? "on" : "off");
+           ra.model, rt.ops->name, now_seconds() - t0, o->plan.isl, o->plan.osl,
+           o->plan.range_ratio, rt.opt.max_num_seqs, rt.max_model_len,
+           rt.opt.enable_prefix_caching ? "on" : "off");
     int rc = sweep(&c);
     engine_destroy(c.e);
     free(model);

@@ -6,19 +6,17 @@
 #define GPTOSS_BENCH_BENCH_SWEEP_H
 
 #include "bench/bench_plan.h"
-#include "engine/engine.h"
+#include "engine/runtime.h"
 
 #include <stdbool.h>
 #include <stdint.h>
 
 typedef struct {
-    const char *model;   /* a checkpoint folder or "synthetic:PRESET" */
-    const char *backend; /* "cpu" or "cuda" */
+    /* --model, --backend and the engine options, built by runtime_build as serve builds them; 0 in
+     * eng.max_num_seqs / eng.max_model_len / num_kv_blocks: derived from the sweep (see
+     * bench_sweep_defaults). */
+    runtime_args rt;
     bench_plan plan;
-    engine_options eng; /* 0 in max_num_seqs / max_model_len: derived from the sweep */
-    int num_kv_blocks;  /* 0: the CPU backend gets room for every sequence; CUDA sizes itself */
-    int block_size;
-    double gpu_memory_utilization;
 } bench_sweep_opts;
 
 void bench_sweep_defaults(bench_sweep_opts *o);

@@ -61,18 +61,13 @@ static const char SWEEP_USAGE[] =
     "The `bench serve` sweep run in-process: requests go straight to the engine (no HTTP, no\n"
     "tokenizer), timed from the engine's output callbacks. Same workload, metrics and JSON.\n"
     "  --model DIR|synthetic:NAME  a checkpoint, or a synthetic preset (tiny, 20b, 120b)\n"
-    "  --backend cpu|cuda      (default cpu)\n"
     "  --isl N --osl N --random-range-ratio R --concurrency LIST --num-prompts N --num-warmups N\n"
     "  --prompts-per-concurrency K --warmups-per-concurrency K\n"
     "  --num-gpus G --output-json PATH --label TEXT --seed S --no-progress   as for `bench serve`\n"
     "  --temperature T         sampling temperature (default 0, greedy)\n"
-    "engine options (defaults: what InferenceMAX gives vLLM):\n"
-    "  --max-num-seqs N        (default: the largest concurrency)\n"
-    "  --max-num-batched-tokens N  (default 8192)\n"
-    "  --max-model-len N       (default ISL + OSL + 20)\n"
-    "  --stream-interval N     (default 1)\n"
-    "  --[no-]enable-prefix-caching  (default off)   --[no-]async-scheduling (default on)\n"
-    "  --num-kv-blocks N --block-size N --gpu-memory-utilization F\n";
+    "Engine defaults that differ from serve's (what InferenceMAX gives vLLM): --max-num-seqs the\n"
+    "largest concurrency, --max-model-len ISL + OSL + 20, prefix caching off; on the cpu backend\n"
+    "--num-kv-blocks defaults to room for every sequence.\n" ENGINE_ARGS_HELP;
 
 static const char PLOT_USAGE[] =
     "usage: gptoss bench plot RESULTS.json... --out FILE.svg [options]\n"
@@ -239,27 +234,20 @@ static int bench_sweep_cmd(int argc, char **argv) {
     bench_sweep_defaults(&o);
     int32_t *conc = NULL;
     int rc = 2;
-    const char *v;
     while (a.i < argc) {
         int m = plan_opt(&a, &o.plan, &conc);
         if (m < 0) goto fail;
         if (m > 0) continue;
-        const engine_args ea = {&o.eng, &o.num_kv_blocks, &o.block_size, &o.gpu_memory_utilization};
-        if ((m = engine_args_parse(&a, &ea)) < 0) goto fail;
+        if ((m = engine_args_parse(&a, &o.rt)) < 0) goto fail;
         if (m > 0) continue;
-        if (args_opt(&a, "--model", &v)) {
-            if (!(o.model = v)) goto fail;
-        } else if (args_opt(&a, "--backend", &v)) {
-            if (!(o.backend = v)) goto fail;
-        } else {
-            free(conc);
-            return args_unknown(&a, SWEEP_USAGE);
-        }
+        free(conc);
+        return args_unknown(&a, SWEEP_USAGE);
     }
-    if (!o.model) {
+    if (!o.rt.model) {
         free(conc);
         return args_usage_error(&a, "--model is required", SWEEP_USAGE);
     }
+    if (runtime_check(&o.rt) != 0) goto fail;
     plan_finish(&o.plan);
     rc = bench_sweep(&o);
     if (rc < 0) rc = args_error_exit(&a, 1);

@@ -47,13 +47,16 @@ static const char USAGE[] =
     "                            [--batches 1,8,64,256,1024] [--context 1024] [--decode-steps 32]\n"
     "                            [--warmup 3] [--prefill 1024,8192] [--output-json FILE]\n"
     "                            [--gpu-memory-utilization F] [--max-cudagraph-capture-size N]\n"
+    "                            [--enforce-eager]\n"
     "                            [--bandwidth GB/s] [--flops TFLOP/s]\n"
     "In-process decode tokens/s at each batch size (context C, KV filled by a prefill first; "
     "median\n"
     "step time from launch to wait) and prefill tokens/s for each prompt length, with the fraction "
     "of\n"
     "the roofline (gptoss roofline). Prints a markdown table; --output-json writes the numbers.\n"
-    "synthetic:MODEL[:layers=N][:seed=S] makes random weights of the real shapes on the GPU.\n";
+    "synthetic:MODEL[:layers=N][:seed=S] makes random weights of the real shapes on the GPU.\n"
+    "CUDA graphs: decode batches up to --max-cudagraph-capture-size (default 512; 0 = none) replay\n"
+    "them; --enforce-eager runs without any.\n";
 
 enum { BS = 32, FILL_TOKENS = 8192 };
 
@@ -239,6 +242,7 @@ typedef struct {
     int32_t *batches, *prefills;
     int n_batches, n_prefills;
     long context, steps, warmup, graphs;
+    bool eager; /* --enforce-eager */
     double util, bw, fl;
 } bench_opts;
 
@@ -280,7 +284,8 @@ static int bench_run(const bench_opts *o, bench_line **lines_out, int *n_lines_o
                           .max_slots = (bmax > 0 ? bmax : 1) + 1,
                           .max_model_len = (C + decode_total > pmax ? C + decode_total : pmax) + BS,
                           .gpu_memory_utilization = o->util,
-                          .max_cudagraph_capture_size = (int)o->graphs};
+                          .max_cudagraph_capture_size = (int)o->graphs,
+                          .enforce_eager = o->eager};
     double t0 = now_seconds();
     backend *be = NULL;
     if (ops->create(&bo, &be) != 0) {
@@ -481,10 +486,12 @@ static int bench_latency(int argc, char **argv) {
         } else if (args_opt(&a, "--warmup", &v)) {
             if (args_int("--warmup", v, 0, 1000, &o.warmup)) return args_fail(&a);
         } else if (args_opt(&a, "--max-cudagraph-capture-size", &v)) {
-            if (args_int("--max-cudagraph-capture-size", v, -1, 1 << 16, &o.graphs))
+            if (args_int("--max-cudagraph-capture-size", v, 0, 1 << 16, &o.graphs))
                 return args_fail(&a);
             if (o.graphs == 0)
                 o.graphs = -1; /* 0 here means off; the backend's 0 means its default */
+        } else if (args_flag(&a, "--enforce-eager")) {
+            o.eager = true;
         } else if (args_opt(&a, "--gpu-memory-utilization", &v)) {
             if (args_double("--gpu-memory-utilization", v, 0.01, 1.0, &o.util))
                 return args_fail(&a);

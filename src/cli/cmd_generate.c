@@ -10,7 +10,6 @@
 #include "cli/commands.h"
 #include "cli/offline.h"
 #include "step/sampler.h"
-#include "model/synthetic.h"
 #include "model/weights.h"
 #include "tokenizer/bpe.h"
 #include "harmony/harmony_render.h"
@@ -25,8 +24,8 @@ static const char USAGE[] =
     "usage: gptoss generate --model DIR|synthetic:tiny (--prompt-ids 12,34,56 | --prompt TEXT | --chat TEXT)\n"
     "                       [--max-tokens N] [--temperature T]\n"
     "                       [--seed S] [--logprobs K] [--prompt-logprobs K] [--ignore-eos] [--json]\n"
-    "                       [--backend cpu|cuda] [--gpu-memory-utilization F]\n"
-    "       gptoss generate --model DIR --prompts-file FILE.jsonl [engine options] [--backend cpu|cuda]\n"
+    "                       [--backend cpu|cuda] [engine options]\n"
+    "       gptoss generate --model DIR --prompts-file FILE.jsonl [--backend cpu|cuda] [engine options]\n"
     "--prompt encodes raw text; --chat renders one user message with harmony (system message with\n"
     "today's date and reasoning medium) and appends <|start|>assistant. Both need the tokenizer\n"
     "(DIR/tokenizer.json or the cache that scripts/setup.sh fills); the output then includes the text.\n"
@@ -39,9 +38,8 @@ static const char USAGE[] =
     "\"seed\", \"top_p\", \"top_k\", \"min_p\", \"presence_penalty\", \"frequency_penalty\",\n"
     "\"repetition_penalty\", \"logprobs\", \"prompt_logprobs\", \"stop_token_ids\", \"ignore_eos\", \"n\",\n"
     "\"priority\"}); all run concurrently through the engine and one JSON object per request is printed\n"
-    "in input order. Engine options: --max-num-seqs N, --max-num-batched-tokens N, --max-model-len N,\n"
-    "--num-kv-blocks N, --block-size N, --stream-interval N, --[no-]enable-prefix-caching,\n"
-    "--[no-]async-scheduling.\n";
+    "in input order. The engine options are serve's (one prompt on the CPU reference backend runs\n"
+    "without the engine and checks them only):\n" ENGINE_ARGS_HELP;
 
 typedef struct {
     const char *model;
@@ -190,7 +188,7 @@ static int run_engine_single(const gen_opts *o, offline_opts *off) {
                             o->ignore_eos);
     char *line = json_dumps(req, JSON_COMPACT);
     json_decref(req);
-    off->model = o->model;
+    off->model_dir = o->model;
     off->prompts_text = line;
     off->print_as_generate = o->json ? 2 : 1;
     off->print_text = o->tok != NULL;
@@ -204,11 +202,10 @@ int cmd_generate(int argc, char **argv) {
     args_init(&a, argc, argv);
     gen_opts o = {.max_tokens = 16};
     offline_opts off = {0};
-    engine_options_default(&off.eng);
+    runtime_args_default(&off.rt);
     const char *v = NULL;
-    const engine_args ea = {&off.eng, &off.num_kv_blocks, &off.block_size, &off.gpu_memory_utilization};
     while (a.i < argc) {
-        const int em = engine_args_parse(&a, &ea);
+        const int em = engine_args_parse(&a, &off.rt);
         if (em < 0) {
             free(o.prompt);
             return args_fail(&a);
@@ -221,8 +218,6 @@ int cmd_generate(int argc, char **argv) {
             o.json = 1;
         } else if (args_flag(&a, "--ignore-eos")) {
             o.ignore_eos = 1;
-        } else if (args_opt(&a, "--model", &o.model)) {
-            if (!o.model) return args_fail(&a);
         } else if (args_opt(&a, "--prompt-ids", &v)) {
             free(o.prompt);
             if (args_int_list("--prompt-ids", v, &o.prompt, &o.n_prompt)) return args_fail(&a);
@@ -240,13 +235,6 @@ int cmd_generate(int argc, char **argv) {
             if (args_int("--seed", v, 0, INT64_MAX, &o.seed)) return args_fail(&a);
         } else if (args_opt(&a, "--temperature", &v)) {
             if (args_double("--temperature", v, 0, 100, &o.temperature)) return args_fail(&a);
-        } else if (args_opt(&a, "--backend", &off.backend)) {
-            if (!off.backend) return args_fail(&a);
-            if (!backend_find(off.backend)) {
-                fprintf(stderr, "gptoss generate: backend '%s' is not built into this program\n", off.backend);
-                free(o.prompt);
-                return 2;
-            }
         } else if (args_opt(&a, "--prompts-file", &off.prompts_file)) {
             if (!off.prompts_file) return args_fail(&a);
         } else {
@@ -254,18 +242,23 @@ int cmd_generate(int argc, char **argv) {
             return args_unknown(&a, USAGE);
         }
     }
-    if (!o.model || (!o.prompt && !o.prompt_text && !o.chat_text && !off.prompts_file)) {
+    if (!off.rt.model || (!o.prompt && !o.prompt_text && !o.chat_text && !off.prompts_file)) {
         free(o.prompt);
         return args_usage_error(&a, "--model and a prompt (--prompt-ids, --prompt or --chat) are required", USAGE);
     }
+    /* The engine and backend options are checked even where the CPU reference path ignores them,
+     * so that generate refuses what serve refuses. */
+    if (runtime_check(&off.rt) != 0) {
+        free(o.prompt);
+        return args_fail(&a);
+    }
     /* synthetic:NAME → the checkpoint on disk where the backend reads one, as `serve` does. */
-    char *model = synthetic_resolve(o.model, off.backend ? off.backend : "cpu");
+    char *model = runtime_resolve_model(&off.rt);
     int rc = 0;
     if (!model) {
-        err_prefix("--model %s", o.model);
         rc = -1;
     } else if (off.prompts_file) {
-        off.model = model;
+        off.model_dir = model;
         rc = run_offline(&off);
     } else {
         o.model = model;
@@ -274,7 +267,7 @@ int cmd_generate(int argc, char **argv) {
         } else if (!o.prompt || o.n_prompt == 0) {
             rc = err_set("the prompt is empty");
         } else {
-            const bool other_backend = off.backend && strcmp(off.backend, "cpu");
+            const bool other_backend = strcmp(off.rt.backend, "cpu") != 0;
             rc = other_backend ? run_engine_single(&o, &off) : run(&o);
         }
     }

@@ -17,8 +17,17 @@ static int take_int(args_t *a, int_opt o, int *dst) {
     return 1;
 }
 
-int engine_args_parse(args_t *a, const engine_args *t) {
-    engine_options *e = t->eng;
+/* One string option into *dst: 1 matched, 0 not this option, -1 no value. */
+static int take_str(args_t *a, const char *name, const char **dst) {
+    const char *v;
+    if (!args_opt(a, name, &v)) return 0;
+    if (!v) return -1;
+    *dst = v;
+    return 1;
+}
+
+int engine_args_parse(args_t *a, runtime_args *r) {
+    engine_options *e = &r->eng;
     const struct {
         int_opt o;
         int *dst;
@@ -27,16 +36,29 @@ int engine_args_parse(args_t *a, const engine_args *t) {
         {{"--max-num-batched-tokens", 1, 1 << 24}, &e->max_num_batched_tokens},
         {{"--max-model-len", 2, 1 << 24}, &e->max_model_len},
         {{"--stream-interval", 1, 1 << 20}, &e->stream_interval},
-        {{"--num-kv-blocks", 1, 1 << 24}, t->num_kv_blocks},
-        {{"--block-size", 1, 4096}, t->block_size},
+        {{"--num-kv-blocks", 1, 1 << 24}, &r->num_kv_blocks},
+        {{"--block-size", 1, 4096}, &r->block_size},
+        {{"--max-cudagraph-capture-size", 0, 65536}, &r->max_cudagraph_capture_size},
     };
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
         int rc = take_int(a, ints[i].o, ints[i].dst);
         if (rc != 0) return rc;
     }
+    const struct {
+        const char *name;
+        const char **dst;
+    } strs[] = {
+        {"--model", &r->model},
+        {"--backend", &r->backend},
+        {"--kv-cache-dtype", &r->kv_cache_dtype},
+    };
+    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
+        int rc = take_str(a, strs[i].name, strs[i].dst);
+        if (rc != 0) return rc;
+    }
     const char *v;
     if (args_opt(a, "--gpu-memory-utilization", &v)) {
-        if (!v || args_double("--gpu-memory-utilization", v, 0.01, 1, t->gpu_memory_utilization))
+        if (!v || args_double("--gpu-memory-utilization", v, 0.01, 1, &r->gpu_memory_utilization))
             return -1;
         return 1;
     }
@@ -44,5 +66,6 @@ int engine_args_parse(args_t *a, const engine_args *t) {
     if (args_flag(a, "--no-enable-prefix-caching")) return e->enable_prefix_caching = false, 1;
     if (args_flag(a, "--async-scheduling")) return e->async_scheduling = true, 1;
     if (args_flag(a, "--no-async-scheduling")) return e->async_scheduling = false, 1;
+    if (args_flag(a, "--enforce-eager")) return r->enforce_eager = true, 1;
     return 0;
 }

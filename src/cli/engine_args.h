@@ -1,22 +1,36 @@
-/* The options every engine-running command takes (serve, generate --prompts-file, bench sweep),
- * with vLLM's names, parsed in one place so that they mean and accept the same everywhere. */
+/* The options every engine-running command takes (serve, generate, bench sweep), with vLLM's names,
+ * parsed in one place into the runtime_args that src/engine/runtime.h turns into a backend and an
+ * engine, so that they mean and accept the same everywhere. */
 #ifndef GPTOSS_CLI_ENGINE_ARGS_H
 #define GPTOSS_CLI_ENGINE_ARGS_H
 
 #include "cli/args.h"
-#include "engine/engine.h"
-
-typedef struct {
-    engine_options *eng;           /* --max-num-seqs, --max-num-batched-tokens, --max-model-len,
-                                    * --stream-interval, --[no-]enable-prefix-caching,
-                                    * --[no-]async-scheduling */
-    int *num_kv_blocks;            /* --num-kv-blocks */
-    int *block_size;               /* --block-size */
-    double *gpu_memory_utilization; /* --gpu-memory-utilization */
-} engine_args;
+#include "engine/runtime.h"
 
 /* 1 when argv[a->i] is one of them (consumed, its value stored); 0 when it is not one (nothing
- * consumed); -1 on a bad value (err_set names the option; report it with args_fail). */
-int engine_args_parse(args_t *a, const engine_args *t);
+ * consumed); -1 on a bad value (err_set names the option; report it with args_fail). --model is
+ * one of them; the cross-option checks (backend, KV dtype) are runtime_check's, after parsing. */
+int engine_args_parse(args_t *a, runtime_args *r);
+
+/* Their --help lines (serve's defaults), appended to each command's usage text. */
+#define ENGINE_ARGS_HELP                                                                           \
+    "engine and backend (the same for serve, generate and bench sweep):\n"                        \
+    "  --backend cpu|cuda             the backend (default cpu; cuda when built)\n"                \
+    "  --max-num-seqs N               sequences running at once (default 256)\n"                   \
+    "  --max-num-batched-tokens N     tokens per step, the chunked-prefill budget (default 8192)\n" \
+    "  --max-model-len N              longest sequence (default: the model's, as far as the KV\n"  \
+    "                                 cache holds it; more than the cache holds is refused)\n"     \
+    "  --stream-interval N            stream every N tokens (the first at once; default 1)\n"      \
+    "  --[no-]enable-prefix-caching   (default on)\n"                                              \
+    "  --[no-]async-scheduling        (default on)\n"                                              \
+    "  --num-kv-blocks N              blocks of each KV pool, full and sliding (default: the\n"    \
+    "                                 backend sizes them)\n"                                       \
+    "  --block-size N                 tokens per KV block (default 32)\n"                          \
+    "  --gpu-memory-utilization F     fraction of GPU memory to use (CUDA backend; default 0.9)\n" \
+    "  --kv-cache-dtype auto|bf16|fp8 (default auto = bf16; fp8 is refused until a backend has an\n" \
+    "                                 FP8 KV cache)\n"                                             \
+    "  --enforce-eager                no CUDA graphs: every step launched kernel by kernel\n"      \
+    "  --max-cudagraph-capture-size N decode batches up to N replay CUDA graphs (default 512;\n"  \
+    "                                 0 = none)\n"
 
 #endif

@@ -217,36 +217,17 @@ int run_offline(const offline_opts *o) {
     const char *source = o->prompts_text ? "the prompt" : o->prompts_file;
     char *text = o->prompts_text ? xstrdup(o->prompts_text) : file_read_all(o->prompts_file, &len);
     if (!text) return -1;
-    const char *bname = o->backend ? o->backend : "cpu";
-    const backend_ops *ops = backend_find(bname);
-    if (!ops) {
-        free(text);
-        return err_set("backend '%s' is not built into this program", bname);
-    }
-    backend_options bo = {.model = o->model,
-                          .block_size = o->block_size > 0 ? o->block_size : 32,
-                          .num_full_blocks = o->num_kv_blocks,
-                          .num_swa_blocks = o->num_kv_blocks,
-                          .max_slots = o->eng.max_num_seqs,
-                          .max_model_len = o->eng.max_model_len,
-                          .gpu_memory_utilization = o->gpu_memory_utilization};
     /* The tokenizer is optional here: it serves text prompts and stop strings. */
-    tokenizer *tok = tokenizer_load_for_model(o->model);
-    engine_options eng = o->eng;
-    if (tok) eng.token_bytes = token_bytes, eng.token_bytes_ctx = tok;
-    backend *b = NULL;
-    if (ops->create(&bo, &b) != 0) {
-        tokenizer_free(tok);
-        if (b) ops->destroy(b);
-        free(text);
-        return -1;
-    }
-    engine *e;
-    if (engine_create(&eng, ops, b, &e) != 0) {
+    tokenizer *tok = tokenizer_load_for_model(o->model_dir);
+    runtime_args ra = o->rt;
+    if (tok) ra.eng.token_bytes = token_bytes, ra.eng.token_bytes_ctx = tok;
+    runtime rt;
+    if (runtime_build(&ra, o->model_dir, &rt) != 0) {
         tokenizer_free(tok);
         free(text);
         return -1;
     }
+    engine *e = rt.eng;
     int n_req = 0, cap = 16, rc = 0;
     /* One allocation per request: the engine keeps each one's address as its callback argument, so
      * they must never move (an array grown with realloc would). */

@@ -3,16 +3,12 @@
 #ifndef GPTOSS_CLI_OFFLINE_H
 #define GPTOSS_CLI_OFFLINE_H
 
-#include "engine/engine.h"
+#include "engine/runtime.h"
 
 typedef struct {
-    const char *model;
+    runtime_args rt;          /* the engine and backend options; rt.model as the user gave it */
+    const char *model_dir;    /* what the backend loads (runtime_resolve_model) */
     const char *prompts_file;
-    engine_options eng;
-    int num_kv_blocks; /* full-pool blocks (0 = backend default); small values force preemption */
-    int block_size;
-    const char *backend;           /* backend_find() name: "cpu" (NULL) or "cuda" */
-    double gpu_memory_utilization; /* GPU backends; 0 = their default */
     const char *prompts_text;      /* the JSON lines themselves, instead of prompts_file */
     int print_as_generate;         /* one request printed as `generate` prints it: 1 = plain, 2 = its
                                       JSON object; 0 = one JSON object per request (the default) */

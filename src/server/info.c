@@ -35,8 +35,8 @@ void handle_models(srv_loop *l, struct evhttp_request *req) {
     server *s = l->srv;
     json_t *m =
         json_pack("{sssssIsssssnsisi}", "id", s->model_name, "object", "model", "created",
-                  (json_int_t)s->created, "owned_by", "gptoss", "root", s->opt.model, "parent",
-                  "max_model_len", s->max_model_len, "max_num_seqs", s->opt.eng.max_num_seqs);
+                  (json_int_t)s->created, "owned_by", "gptoss", "root", s->opt.rt.model, "parent",
+                  "max_model_len", s->max_model_len, "max_num_seqs", s->opt.rt.eng.max_num_seqs);
     reply_json_value(s, req, 200, json_pack("{sss[o]}", "object", "list", "data", m));
 }
 

@@ -21,16 +21,13 @@ void server_options_default(server_options *o) {
     memset(o, 0, sizeof *o);
     o->host = "0.0.0.0";
     o->port = 8000;
-    o->backend = "cpu";
     o->n_loops = 2;
     o->shutdown_timeout = 30;
     o->max_request_bytes = 32u << 20;
     o->max_header_bytes = 16u << 10;
     o->idle_timeout = 60;
     o->stats_interval = 10;
-    o->gpu_memory_utilization = 0.9;
-    o->kv_cache_dtype = "auto";
-    engine_options_default(&o->eng);
+    runtime_args_default(&o->rt);
 }
 
 /* Waits up to `seconds` for in-flight requests to end; false if some remain. A second signal cuts
@@ -69,11 +66,11 @@ static void drain(server *s, const sigset_t *sigs) {
 int server_run(const server_options *o) {
     server *s = xcalloc(1, sizeof *s);
     s->opt = *o;
-    s->model_name = o->served_model_name ? o->served_model_name : o->model;
+    s->model_name = o->served_model_name ? o->served_model_name : o->rt.model;
     atomic_store(&s->state, SRV_LOADING);
     atomic_store(&s->next_id, 1);
     s->id_salt = ((uint64_t)time(NULL) << 20) ^ (uint64_t)getpid() ^ (uint64_t)(uintptr_t)s;
-    log_info("gptoss serve %s: model %s, served as '%s'", GPTOSS_VERSION, o->model, s->model_name);
+    log_info("gptoss serve %s: model %s, served as '%s'", GPTOSS_VERSION, o->rt.model, s->model_name);
 
     /* Signals go to the main thread only: block them before any thread starts (threads inherit the
      * mask) and collect them with sigwait. Writes to closed sockets must not kill the process. */

@@ -5,7 +5,7 @@
 #ifndef GPTOSS_SERVER_SERVER_H
 #define GPTOSS_SERVER_SERVER_H
 
-#include "engine/engine.h"
+#include "engine/runtime.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -13,22 +13,19 @@
 #define GPTOSS_VERSION "0.1.0"
 
 typedef struct {
-    const char *model;             /* checkpoint folder, or "synthetic:tiny" */
     const char *host;              /* default "0.0.0.0" */
     int port;                      /* default 8000; 0 = any free port (logged at start) */
     const char *api_key;           /* NULL: no authentication */
     const char *served_model_name; /* NULL: the --model argument */
-    const char *backend;           /* "cpu" (default) or "cuda" */
     int n_loops;                   /* --api-server-threads */
     double shutdown_timeout;       /* seconds in-flight requests get to finish after SIGTERM */
     size_t max_request_bytes;      /* request bodies beyond this get 413 */
     size_t max_header_bytes;       /* request line + headers beyond this get 413 */
     int idle_timeout;              /* seconds a connection may sit idle or stall mid-request */
     double stats_interval; /* seconds between stats log lines (only when there was activity) */
-    engine_options eng;    /* --max-num-seqs, --max-model-len, ... */
-    int num_kv_blocks, block_size;
-    double gpu_memory_utilization;
-    const char *kv_cache_dtype; /* "auto", "bf16" or "fp8" */
+    /* --model, --backend and the engine options (runtime_build's); rt.eng.max_waiting is
+     * --max-waiting-requests, which only the server takes. */
+    runtime_args rt;
 } server_options;
 
 void server_options_default(server_options *o);

@@ -13,6 +13,7 @@
 #include "step/batch.h"
 #include "model/config.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 
 typedef struct backend backend;
@@ -25,8 +26,14 @@ typedef struct {
     int max_slots;       /* sequences that can be in flight at once (= --max-num-seqs) */
     int max_model_len;   /* longest sequence */
     double gpu_memory_utilization; /* GPU backends: share of device memory to use (0 = 0.9) */
-    int max_cudagraph_capture_size; /* CUDA: decode steps up to this batch replay graphs (0 = 512, < 0 = off) */
+    /* CUDA: decode steps up to this batch replay graphs (0 = BACKEND_CUDAGRAPH_CAPTURE_DEFAULT,
+     * < 0 = off); --max-cudagraph-capture-size. */
+    int max_cudagraph_capture_size;
+    bool enforce_eager; /* CUDA: no graphs at all, every step launched kernel by kernel (--enforce-eager) */
 } backend_options;
+
+/* The largest decode batch the CUDA backend captures in a graph unless told otherwise. */
+enum { BACKEND_CUDAGRAPH_CAPTURE_DEFAULT = 512 };
 
 typedef struct {
     const char *name;

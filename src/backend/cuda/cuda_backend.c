@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { T_RESERVE = 8192, R_CAP_MIN = 512, GRAPH_DEFAULT_MAX = 512, KV_SAFETY_MB = 512 };
+enum { T_RESERVE = 8192, R_CAP_MIN = 512, KV_SAFETY_MB = 512 };
 
 /* "synthetic:PRESET[:layers=N][:seed=S]" */
 static int parse_synthetic(const char *spec, model_config *cfg, uint64_t *seed) {
@@ -199,10 +199,9 @@ static int create_inner(struct backend *b, const backend_options *opt) {
     if (weights_gpu_alloc(b)) return -1;
     if (synthetic ? weights_gpu_synthetic(b, seed) : weights_gpu_upload(b, opt->model)) return -1;
 
-    int gmax =
-        opt->max_cudagraph_capture_size == 0 ? GRAPH_DEFAULT_MAX : opt->max_cudagraph_capture_size;
-    const char *env = getenv("GPTOSS_CUDA_GRAPHS");
-    if (env && !strcmp(env, "0")) gmax = -1;
+    const int gmax = opt->enforce_eager                    ? -1
+                     : opt->max_cudagraph_capture_size == 0 ? BACKEND_CUDAGRAPH_CAPTURE_DEFAULT
+                                                            : opt->max_cudagraph_capture_size;
     const int geff = gmax > 0 ? (gmax < b->max_slots ? gmax : b->max_slots) : 0;
     b->ws.R_cap = geff > R_CAP_MIN ? geff : R_CAP_MIN;
     b->T_reserve = geff > T_RESERVE ? geff : T_RESERVE;

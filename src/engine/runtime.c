@@ -1,0 +1,121 @@
+#include "engine/runtime.h"
+
+#include "base/error.h"
+#include "model/synthetic.h"
+
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The backends this program knows, built or not, and how each keeps its KV cache (what --kv-cache-dtype
+ * fp8 would silently not get). */
+static const struct {
+    const char *name, *kv;
+} BACKENDS[] = {
+    {"cpu", "float32"},
+    {"cuda", "bf16"},
+};
+
+static const char *backend_name(const runtime_args *a) { return a->backend ? a->backend : "cpu"; }
+
+void runtime_args_default(runtime_args *a) {
+    memset(a, 0, sizeof *a);
+    a->backend = "cpu";
+    engine_options_default(&a->eng);
+    a->eng.max_model_len = 0; /* the model's, as far as the KV pool holds it */
+    a->block_size = 32;
+    a->gpu_memory_utilization = 0.9;
+    a->kv_cache_dtype = "auto";
+    a->max_cudagraph_capture_size = BACKEND_CUDAGRAPH_CAPTURE_DEFAULT;
+}
+
+int runtime_check_kv_cache_dtype(const char *name, const char *kv) {
+    if (!kv || !strcmp(kv, "auto") || !strcmp(kv, "bf16")) return 0;
+    if (strcmp(kv, "fp8") && strcmp(kv, "fp8_e4m3"))
+        return err_set("--kv-cache-dtype %s: expected auto, bf16 or fp8", kv);
+    const char *keeps = "bf16";
+    for (size_t i = 0; i < sizeof BACKENDS / sizeof BACKENDS[0]; i++)
+        if (!strcmp(name, BACKENDS[i].name)) keeps = BACKENDS[i].kv;
+    return err_set("--kv-cache-dtype %s: the %s backend has no FP8 KV cache yet (it keeps K and V "
+                   "in %s); use --kv-cache-dtype auto or bf16",
+                   kv, name, keeps);
+}
+
+int runtime_check(const runtime_args *a) {
+    const char *name = backend_name(a);
+    bool known = false;
+    for (size_t i = 0; i < sizeof BACKENDS / sizeof BACKENDS[0]; i++)
+        known = known || !strcmp(name, BACKENDS[i].name);
+    if (!known) return err_set("--backend %s: unknown backend (cpu or cuda)", name);
+    /* Before the build check: fp8 is refused for what the backend does, built here or not. */
+    if (runtime_check_kv_cache_dtype(name, a->kv_cache_dtype) != 0) return -1;
+    if (!backend_find(name))
+        return err_set("--backend %s: this build has no %s backend (it is built when nvcc is found "
+                       "and the backend is in the tree); use --backend cpu",
+                       name, name);
+    return 0;
+}
+
+char *runtime_resolve_model(const runtime_args *a) {
+    if (runtime_check(a) != 0) return NULL;
+    if (!a->model) return err_set("--model is required"), NULL;
+    char *dir = synthetic_resolve(a->model, backend_name(a));
+    if (!dir) err_prefix("--model %s", a->model);
+    return dir;
+}
+
+void runtime_backend_options(const runtime_args *a, const char *model_dir, backend_options *out) {
+    memset(out, 0, sizeof *out);
+    out->model = model_dir;
+    out->block_size = a->block_size > 0 ? a->block_size : 32;
+    out->num_full_blocks = a->num_kv_blocks;
+    out->num_swa_blocks = a->num_kv_blocks;
+    out->max_slots = a->eng.max_num_seqs;
+    out->max_model_len = a->eng.max_model_len;
+    out->gpu_memory_utilization = a->gpu_memory_utilization;
+    /* The flag's 0 means no graphs; the backend's 0 means its default. */
+    out->max_cudagraph_capture_size = a->max_cudagraph_capture_size > 0 ? a->max_cudagraph_capture_size : -1;
+    out->enforce_eager = a->enforce_eager;
+}
+
+/* The model length the engine gets: by default what the full-attention pool holds (at most the
+ * model's); a longer --max-model-len could never be scheduled, so it is refused. */
+static int settle_model_len(const backend_ops *ops, backend *b, engine_options *eo) {
+    const int max_pos = ops->config(b)->max_position;
+    int n_full = 0, n_swa = 0, block_size = 0;
+    ops->kv_blocks(b, &n_full, &n_swa, &block_size);
+    const long capacity = n_full > 0 ? (long)n_full * block_size : (long)max_pos;
+    if (eo->max_model_len <= 0) {
+        eo->max_model_len = (int)(capacity < max_pos ? capacity : max_pos);
+        return 0;
+    }
+    if (eo->max_model_len > capacity)
+        return err_set("--max-model-len %d is more than the KV cache holds (%ld tokens); lower it or "
+                       "raise --num-kv-blocks",
+                       eo->max_model_len, capacity);
+    return 0;
+}
+
+int runtime_build(const runtime_args *a, const char *model_dir, runtime *rt) {
+    memset(rt, 0, sizeof *rt);
+    if (runtime_check(a) != 0) return -1;
+    const char *name = backend_name(a);
+    const backend_ops *ops = backend_find(name);
+    backend_options bo;
+    runtime_backend_options(a, model_dir, &bo);
+    backend *b = NULL;
+    if (ops->create(&bo, &b) != 0) {
+        if (b) ops->destroy(b);
+        return err_prefix("loading %s on the %s backend", model_dir, name);
+    }
+    engine_options eo = a->eng;
+    if (settle_model_len(ops, b, &eo) != 0 || engine_create(&eo, ops, b, &rt->eng) != 0) {
+        ops->destroy(b); /* engine_create owns the backend only once it succeeded */
+        return -1;
+    }
+    const int max_pos = ops->config(b)->max_position;
+    rt->ops = ops;
+    rt->opt = eo;
+    rt->max_model_len = eo.max_model_len < max_pos ? eo.max_model_len : max_pos;
+    return 0;
+}

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# The engine and backend options are one set for serve, generate and bench sweep (src/cli/engine_args.c
+# parses them, src/engine/runtime.c builds from them): each command refuses a bad value with the same
+# message and exit 2, refuses --kv-cache-dtype fp8 (with --backend cuda too, which a CPU-only build
+# answers the same way because the fp8 check comes first), accepts --enforce-eager and
+# --max-cudagraph-capture-size, and refuses a --max-model-len beyond the KV cache with serve's message.
+set -u
+BIN=${1:?usage: $0 path/to/gptoss [source dir]}
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+export OMP_NUM_THREADS=1
+fails=0
+fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+
+# Each command with what it needs besides the engine options (timeout: a serve that wrongly accepted
+# everything would run until killed).
+cmd() { # name → the command line as words
+  case $1 in
+  serve) echo serve --port 0 ;;
+  generate) echo generate --prompt-ids 1,2 --max-tokens 2 ;;
+  sweep) echo bench sweep --concurrency 1 --isl 4 --osl 2 --no-progress ;;
+  esac
+}
+# Runs one command; sets rc and msg (stderr without the "gptoss CMD: " prefix).
+run() { # name, args...
+  local name=$1
+  shift
+  timeout 60 "$BIN" $(cmd "$name") "$@" >"$TMP/out" 2>"$TMP/err"
+  rc=$?
+  msg=$(sed -E 's/^gptoss (serve|generate|bench sweep): //' "$TMP/err")
+}
+
+# The same bad value, the same message and exit 2 from every command.
+same_refusal() { # description, args...
+  local what=$1 want=""
+  shift
+  for c in serve generate sweep; do
+    run "$c" --model synthetic:tiny "$@"
+    [ "$rc" = 2 ] || fail "$c $what: exit $rc, want 2 ($msg)"
+    [ "$(wc -l <"$TMP/err")" -eq 1 ] || fail "$c $what: not one line: $(cat "$TMP/err")"
+    if [ -z "$want" ]; then want=$msg; elif [ "$msg" != "$want" ]; then
+      fail "$c $what: '$msg' differs from serve's '$want'"
+    fi
+  done
+  [ -n "${VERBOSE:-}" ] && echo "$what: $want"
+  grep -qF -- "${what%% *}" <<<"$want" || fail "$what: the message does not name the option: $want"
+}
+same_refusal "--max-num-seqs 0" --max-num-seqs 0
+same_refusal "--max-model-len 1" --max-model-len 1
+same_refusal "--block-size x" --block-size x
+same_refusal "--gpu-memory-utilization 2" --gpu-memory-utilization 2
+same_refusal "--max-cudagraph-capture-size -1" --max-cudagraph-capture-size -1
+same_refusal "--max-cudagraph-capture-size 65537" --max-cudagraph-capture-size 65537
+same_refusal "--kv-cache-dtype fp16" --kv-cache-dtype fp16
+same_refusal "--backend nosuch" --backend nosuch
+same_refusal "--stream-interval" --stream-interval
+
+# fp8 KV: no backend has it, so it is refused, naming the flag and the backend.
+same_refusal "--kv-cache-dtype fp8 (cuda)" --kv-cache-dtype fp8 --backend cuda
+grep -qF -- "--kv-cache-dtype fp8: the cuda backend has no FP8 KV cache" <<<"$msg" || fail "cuda fp8: $msg"
+same_refusal "--kv-cache-dtype fp8_e4m3 (cuda)" --backend cuda --kv-cache-dtype fp8_e4m3
+same_refusal "--kv-cache-dtype fp8 (cpu)" --kv-cache-dtype fp8
+grep -qF -- "the cpu backend has no FP8 KV cache" <<<"$msg" || fail "cpu fp8: $msg"
+
+# The graph flags are parsed by every command: with them (and no --model) each gets as far as asking
+# for the model, never "unknown option".
+for c in serve generate sweep; do
+  run "$c" --enforce-eager --max-cudagraph-capture-size 0 --max-cudagraph-capture-size 64
+  [ "$rc" = 2 ] && grep -q -- "--model.*required" <<<"$msg" || fail "$c: graph flags: exit $rc: $msg"
+done
+"$BIN" bench latency --enforce-eager --max-cudagraph-capture-size 8 2>"$TMP/err" >/dev/null
+grep -q -- "--model is required" "$TMP/err" || fail "bench latency: graph flags: $(cat "$TMP/err")"
+for c in serve generate "bench sweep" "bench latency"; do
+  help=$("$BIN" $c --help)
+  for f in --enforce-eager --max-cudagraph-capture-size; do
+    grep -qF -- "$f" <<<"$help" || fail "$c --help does not mention $f"
+  done
+done
+for c in serve generate "bench sweep"; do
+  help=$("$BIN" $c --help)
+  for f in --kv-cache-dtype --num-kv-blocks --gpu-memory-utilization --max-model-len --backend; do
+    grep -qF -- "$f" <<<"$help" || fail "$c --help does not mention $f"
+  done
+done
+
+# And they run: generate --prompts-file and bench sweep on the CPU backend with them given.
+printf '{"prompt_ids":[1,2,3],"max_tokens":3}\n' >"$TMP/p.jsonl"
+"$BIN" generate --model synthetic:tiny --prompts-file "$TMP/p.jsonl" --enforce-eager \
+  --max-cudagraph-capture-size 16 >"$TMP/out" 2>"$TMP/err" || fail "generate with graph flags: $(cat "$TMP/err")"
+grep -q '"finish_reason":"length"' "$TMP/out" || fail "generate with graph flags: $(cat "$TMP/out")"
+"$BIN" bench sweep --model synthetic:tiny --concurrency 1 --isl 4 --osl 2 --prompts-per-concurrency 1 \
+  --warmups-per-concurrency 0 --no-progress --enforce-eager --max-cudagraph-capture-size 16 \
+  >"$TMP/out" 2>&1 || fail "sweep with graph flags: $(cat "$TMP/out")"
+
+# A --max-model-len the KV cache cannot hold (4 blocks of 32 tokens): the same refusal from the builder
+# for all three (serve logs it and exits 1; generate needs --prompts-file to reach the engine).
+long=(--max-model-len 100000 --num-kv-blocks 4)
+want="--max-model-len 100000 is more than the KV cache holds (128 tokens)"
+timeout 60 "$BIN" serve --model synthetic:tiny --port 0 "${long[@]}" >"$TMP/out" 2>&1
+rc=$?
+[ "$rc" = 1 ] && grep -qF -- "$want" "$TMP/out" || fail "serve long model: exit $rc: $(cat "$TMP/out")"
+"$BIN" generate --model synthetic:tiny --prompts-file "$TMP/p.jsonl" "${long[@]}" >"$TMP/out" 2>&1
+rc=$?
+[ "$rc" = 1 ] && grep -qF -- "$want" "$TMP/out" || fail "generate long model: exit $rc: $(cat "$TMP/out")"
+"$BIN" $(cmd sweep) --model synthetic:tiny "${long[@]}" >"$TMP/out" 2>&1
+rc=$?
+[ "$rc" = 1 ] && grep -qF -- "$want" "$TMP/out" || fail "sweep long model: exit $rc: $(cat "$TMP/out")"
+
+[ $fails -eq 0 ] && echo "test_cli_engine_args: all passed" || echo "test_cli_engine_args: $fails failed"
+exit $((fails > 0))

@@ -1,0 +1,131 @@
+/* The runtime builder (src/engine/runtime.h) that serve, generate and bench sweep share: serve's
+ * defaults, the checks that need no model (KV dtype, backend), the backend options it derives, and
+ * the model-length check against the KV pool, on the CPU backend with a tiny synthetic model. The
+ * CUDA fp8 refusal is checked here directly because a CPU-only build has no CUDA backend to ask. */
+#include "check.h"
+
+#include "base/error.h"
+#include "engine/runtime.h"
+#include "model/synthetic.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static void test_defaults(void) {
+    runtime_args a;
+    runtime_args_default(&a);
+    CHECK(!strcmp(a.backend, "cpu"), "backend %s", a.backend);
+    CHECK(a.eng.max_num_seqs == 256 && a.eng.max_num_batched_tokens == 8192, "engine defaults");
+    CHECK(a.eng.max_model_len == 0, "max_model_len %d: the model's by default", a.eng.max_model_len);
+    CHECK(a.eng.enable_prefix_caching && a.eng.async_scheduling, "prefix caching and async on");
+    CHECK(a.block_size == 32 && a.num_kv_blocks == 0, "KV geometry defaults");
+    CHECK(a.gpu_memory_utilization == 0.9, "gpu_memory_utilization %g", a.gpu_memory_utilization);
+    CHECK(!strcmp(a.kv_cache_dtype, "auto"), "kv dtype %s", a.kv_cache_dtype);
+    CHECK(!a.enforce_eager && a.max_cudagraph_capture_size == BACKEND_CUDAGRAPH_CAPTURE_DEFAULT &&
+              BACKEND_CUDAGRAPH_CAPTURE_DEFAULT == 512,
+          "graphs default to batch 512 (the backend's old limit)");
+}
+
+static void test_checks(void) {
+    CHECK(runtime_check_kv_cache_dtype("cuda", "auto") == 0, "auto");
+    CHECK(runtime_check_kv_cache_dtype("cuda", "bf16") == 0, "bf16");
+    /* fp8 on the CUDA backend ran bf16 silently; now it is refused, naming the flag. */
+    CHECK(runtime_check_kv_cache_dtype("cuda", "fp8") == -1, "cuda fp8 accepted");
+    CHECK_MSG_HAS(err_msg(), "--kv-cache-dtype fp8");
+    CHECK_MSG_HAS(err_msg(), "cuda backend has no FP8 KV cache");
+    CHECK(runtime_check_kv_cache_dtype("cuda", "fp8_e4m3") == -1, "cuda fp8_e4m3 accepted");
+    CHECK_MSG_HAS(err_msg(), "--kv-cache-dtype fp8_e4m3");
+    CHECK(runtime_check_kv_cache_dtype("cpu", "fp8") == -1, "cpu fp8 accepted");
+    CHECK_MSG_HAS(err_msg(), "cpu backend has no FP8 KV cache");
+    CHECK(runtime_check_kv_cache_dtype("cpu", "fp16") == -1, "fp16 accepted");
+    CHECK_MSG_HAS(err_msg(), "--kv-cache-dtype fp16: expected auto, bf16 or fp8");
+
+    runtime_args a;
+    runtime_args_default(&a);
+    CHECK(runtime_check(&a) == 0, "defaults refused: %s", err_msg());
+    /* The fp8 refusal comes before "not in this build", so a CPU-only build says the same. */
+    a.backend = "cuda", a.kv_cache_dtype = "fp8";
+    CHECK(runtime_check(&a) == -1, "cuda fp8 passed runtime_check");
+    CHECK_MSG_HAS(err_msg(), "--kv-cache-dtype fp8: the cuda backend has no FP8 KV cache");
+    a.backend = "nosuch", a.kv_cache_dtype = "auto";
+    CHECK(runtime_check(&a) == -1, "unknown backend passed");
+    CHECK_MSG_HAS(err_msg(), "--backend nosuch: unknown backend");
+    a.backend = "cuda";
+    if (!backend_find("cuda")) {
+        CHECK(runtime_check(&a) == -1, "cuda passed in a build without it");
+        CHECK_MSG_HAS(err_msg(), "this build has no cuda backend");
+    }
+    a.backend = "cpu", a.model = NULL;
+    CHECK(runtime_resolve_model(&a) == NULL, "no model resolved");
+    CHECK_MSG_HAS(err_msg(), "--model is required");
+}
+
+static void test_backend_options(void) {
+    runtime_args a;
+    runtime_args_default(&a);
+    a.num_kv_blocks = 40, a.eng.max_num_seqs = 7, a.eng.max_model_len = 300, a.block_size = 16;
+    backend_options bo;
+    runtime_backend_options(&a, "/some/dir", &bo);
+    CHECK(!strcmp(bo.model, "/some/dir"), "model %s", bo.model);
+    /* --num-kv-blocks sizes both pools, everywhere (bench sweep used to leave the sliding pool 0). */
+    CHECK(bo.num_full_blocks == 40 && bo.num_swa_blocks == 40, "pools %d/%d", bo.num_full_blocks,
+          bo.num_swa_blocks);
+    CHECK(bo.block_size == 16 && bo.max_slots == 7 && bo.max_model_len == 300, "geometry");
+    CHECK(bo.gpu_memory_utilization == 0.9, "util %g", bo.gpu_memory_utilization);
+    CHECK(bo.max_cudagraph_capture_size == 512 && !bo.enforce_eager, "graphs %d",
+          bo.max_cudagraph_capture_size);
+    a.max_cudagraph_capture_size = 0; /* the flag's 0 = no graphs; the backend's 0 = its default */
+    runtime_backend_options(&a, "/some/dir", &bo);
+    CHECK(bo.max_cudagraph_capture_size < 0, "capture size 0 gave %d", bo.max_cudagraph_capture_size);
+    a.max_cudagraph_capture_size = 64, a.enforce_eager = true;
+    runtime_backend_options(&a, "/some/dir", &bo);
+    CHECK(bo.max_cudagraph_capture_size == 64 && bo.enforce_eager, "eager / 64");
+}
+
+static void test_build(const char *dir) {
+    runtime_args a;
+    runtime_args_default(&a);
+    a.model = dir;
+    a.num_kv_blocks = 8, a.block_size = 16, a.eng.max_num_seqs = 4;
+    runtime rt;
+    /* Default model length: what the full pool holds (8 x 16), below the model's. */
+    CHECK(runtime_build(&a, dir, &rt) == 0, "build: %s", err_msg());
+    if (rt.eng) {
+        CHECK(rt.max_model_len == 128 && rt.opt.max_model_len == 128, "max_model_len %d",
+              rt.max_model_len);
+        CHECK(!strcmp(rt.ops->name, "cpu"), "backend %s", rt.ops->name);
+        engine_destroy(rt.eng);
+    }
+    a.eng.max_model_len = 129;
+    CHECK(runtime_build(&a, dir, &rt) == -1 && !rt.eng, "a model length beyond the pool was built");
+    CHECK_MSG_HAS(err_msg(), "--max-model-len 129 is more than the KV cache holds (128 tokens)");
+    a.eng.max_model_len = 100;
+    CHECK(runtime_build(&a, dir, &rt) == 0, "build 100: %s", err_msg());
+    if (rt.eng) {
+        CHECK(rt.max_model_len == 100, "max_model_len %d", rt.max_model_len);
+        engine_destroy(rt.eng);
+    }
+    a.kv_cache_dtype = "fp8";
+    CHECK(runtime_build(&a, dir, &rt) == -1, "fp8 built");
+    CHECK_MSG_HAS(err_msg(), "--kv-cache-dtype fp8");
+}
+
+int main(void) {
+    test_defaults();
+    test_checks();
+    test_backend_options();
+    char dir[256];
+    snprintf(dir, sizeof dir, "/tmp/gptoss-test-runtime-%d", (int)getpid());
+    model_config c;
+    config_preset_tiny(&c);
+    if (synthetic_write(&c, dir, 11, 1) != 0) {
+        fprintf(stderr, "make model: %s\n", err_msg());
+        return 1;
+    }
+    test_build(dir);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    return check_report("test_runtime");
+}
