@@ -43,7 +43,7 @@ static __device__ __forceinline__ float block_sum(float v, float *red) {
 
 /* Normalises v (this thread's 8 values, already final) and writes them as bf16; with ylo also the
  * rounding residue, bf16(x − bf16(x)), so that y + ylo carries x to ~16 significant bits (the "split
- * bf16" input of the QKV and router GEMMs, runner.c). */
+ * bf16" input of the QKV and router GEMMs, runner_forward.c). */
 static __device__ __forceinline__ void write_norm(const float v[8], bool active, int H, const uint16_t *gain, float eps,
                                                   uint16_t *yrow, uint16_t *ylorow, int c, float *red) {
     float ss = 0.0f;

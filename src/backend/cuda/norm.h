@@ -35,7 +35,7 @@ cudaError_t norm_add_rmsnorm(float *h, const uint16_t *delta, const float *slots
 
 /* The same with the normalised row also as its bf16 rounding residue: y_lo[t] = bf16(x − y[t]) where
  * x is the fp32 result, so y + y_lo holds x to ~16 significant bits. A GEMM over the 2T rows [y; y_lo]
- * summed per token is then nearly an fp32-input GEMM for the price of the same weight bytes (runner.c
+ * summed per token is then nearly an fp32-input GEMM for the price of the same weight bytes (runner_forward.c
  * does this for QKV and the router: bf16 rounding of their inputs moved router logits enough to
  * swap near-tied experts, bench/NOTES.md). y_lo may be NULL. */
 cudaError_t norm_embed_split(const int32_t *tokens, int T, const uint16_t *table, int vocab, int H, float *h,

@@ -57,7 +57,7 @@ cudaError_t rope_kv_launch(const attn_dims *d, const rope_kv_freq *f, const uint
                            uint16_t *k_cache, uint16_t *v_cache, cudaStream_t stream);
 
 /* The same from fp32 rows: input = qkv[t] (+ qkv_lo[t]) (+ bias), summed in fp32 in that order, then
- * rotated and rounded to bf16 once. runner.c passes the two halves of a split-bf16 GEMM (norm.h) and
+ * rotated and rounded to bf16 once. runner_forward.c passes the two halves of a split-bf16 GEMM (norm.h) and
  * the bias here, so q, k and v are rounded once instead of after the GEMM and again after RoPE. qkv_lo
  * and bias may be NULL; qkv_stride (elements, a multiple of 8) applies to both row arrays. */
 cudaError_t rope_kv_launch_f32(const attn_dims *d, const rope_kv_freq *f, const float *qkv, const float *qkv_lo,

@@ -1,4 +1,4 @@
-/* Small glue kernels of the step runner (runner.c): everything between the step's uploaded arrays
+/* Small glue kernels of the step runner (runner*.c): everything between the step's uploaded arrays
  * and the big kernels that is too small to deserve a file of its own.
  *
  *   step_apply_fixups    slot_last[slot] = token for tokens that were sampled on the host in the
