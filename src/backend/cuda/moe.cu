@@ -36,17 +36,13 @@
  * memory; each warp reads its A fragments (16 B / lane / k-step, already in fragment order) and
  * dequantises them in registers, then runs mma.sync against 64 tokens. */
 #include "backend/cuda/moe.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_util.cuh"
 #include "backend/cuda/pdl.cuh"
 
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-
-#define TRY(x)                                                                                     \
-    do {                                                                                           \
-        cudaError_t try_err_ = (x);                                                                \
-        if (try_err_ != cudaSuccess) return try_err_;                                              \
-    } while (0)
 
 /* ---------------------------------------------------------------------------------------------- */
 /* Repack (shared by the CPU and GPU versions)                                                     */
@@ -163,7 +159,7 @@ __global__ void scales_max_kernel(const uint8_t *s, size_t n, int *out) {
 cudaError_t moe_scales_max(const uint8_t *s, size_t n, int *max_out, cudaStream_t stream) {
     if (!s || !max_out) return cudaErrorInvalidValue;
     int *d = NULL;
-    TRY(cudaMallocAsync((void **)&d, sizeof(int), stream));
+    CUDA_TRY(cudaMallocAsync((void **)&d, sizeof(int), stream));
     cudaError_t e = cudaMemsetAsync(d, 0, sizeof(int), stream);
     if (e == cudaSuccess && n > 0) {
         const size_t blocks = (n + 255) / 256;
@@ -177,36 +173,12 @@ cudaError_t moe_scales_max(const uint8_t *s, size_t n, int *max_out, cudaStream_
 }
 
 /* ---------------------------------------------------------------------------------------------- */
-/* Device helpers                                                                                  */
-
-static __device__ __forceinline__ uint4 ldg_stream16(const void *p) {
-    uint4 v;
-    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-        : "l"(p));
-    return v;
-}
-
-static __device__ __forceinline__ void mma_bf16_16816(float c[4], uint32_t a0, uint32_t a1, uint32_t a2,
-                                                      uint32_t a3, uint32_t b0, uint32_t b1) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
+/* Dequantisation and the MMA of one k chunk                                                       */
 
 static __device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, uint32_t b) {
     uint32_t d;
     asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
     return d;
-}
-
-static __device__ __forceinline__ float bf16_bits_to_f32(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
-
-static __device__ __forceinline__ uint16_t f32_to_bf16_bits(float f) {
-    uint16_t r;
-    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r) : "f"(f));
-    return r;
 }
 
 /* bf16x2 {2^(S−127), 2^(S−127)} for scale byte j of a scale word: bytes (0, S, 0, S) shifted right by 1
@@ -447,14 +419,6 @@ enum { LG_THREADS = 256, LG_BM = 128, LG_BN = MOE_TILE_TOKENS, LG_STAGES = 4 };
 enum { LG_B_BYTES = LG_BN * 64 * 2, LG_A_BYTES = 8 * 512, LG_S_BYTES = 8 * 32 };
 enum { LG_STAGE_BYTES = LG_B_BYTES + LG_A_BYTES + LG_S_BYTES, LG_SMEM = LG_STAGES * LG_STAGE_BYTES };
 
-static __device__ __forceinline__ void cp_async16(void *smem_dst, const void *gsrc, int src_bytes) {
-    const unsigned d = (unsigned)__cvta_generic_to_shared(smem_dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(gsrc), "r"(src_bytes) : "memory");
-}
-static __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int N>
-static __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
-
 template <int MODE>
 __global__ void __launch_bounds__(LG_THREADS, 1) moe_large_kernel(const moe_args a) {
     pdl_prologue(); /* first: see pdl.cuh */
@@ -504,10 +468,10 @@ __global__ void __launch_bounds__(LG_THREADS, 1) moe_large_kernel(const moe_args
         for (int i = 0; i < 4; i++) {
             const uint32_t o = row_off[(tid >> 3) + 32 * i];
             const uint16_t *src = a.x + (o == ~0u ? 0u : o) + cc * 8 + (size_t)kk * 64; /* valid even when zero-filling */
-            cp_async16(base + dst0 + i * 32 * 128, src, o == ~0u ? 0 : 16);
+            cp_async16(smem_u32(base + dst0 + i * 32 * 128), src, o == ~0u ? 0 : 16);
         }
-        cp_async16(base + LG_B_BYTES + tid * 16, a_src + (size_t)kk * 512, a_bytes);
-        if (tid < 16) cp_async16(base + LG_B_BYTES + LG_A_BYTES + tid * 16, s_src + (size_t)kk * 32, s_bytes);
+        cp_async16(smem_u32(base + LG_B_BYTES + tid * 16), a_src + (size_t)kk * 512, a_bytes);
+        if (tid < 16) cp_async16(smem_u32(base + LG_B_BYTES + LG_A_BYTES + tid * 16), s_src + (size_t)kk * 32, s_bytes);
     };
 
     int rts[2];
@@ -815,7 +779,7 @@ cudaError_t moe_route_split(const float *logits, const float *logits_lo, const u
     }
     const int warps = 8;
     pdl_launch(moe_topk_kernel, dim3((r->T + warps - 1) / warps), dim3(warps * 32), 0, stream, logits, logits_lo, bias, r->T, r->E, r->k, r->topk_idx, r->topk_w);
-    TRY(cudaGetLastError());
+    CUDA_TRY(cudaGetLastError());
     const size_t smem = (size_t)(2 + 32) * r->E * sizeof(int);
     pdl_launch(moe_group_kernel, dim3(1), dim3(1024), smem, stream, r->topk_idx, r->T * r->k, r->E, MOE_TILE_TOKENS, r->count, r->offset,
                                                 r->pair_sorted, r->touched, r->n_touched, r->tiles, r->n_tiles);
@@ -871,10 +835,10 @@ static cudaError_t set_attrs(void) {
     for (int ntp = 1; ntp <= 2; ntp++)
         for (int mode = 0; mode < 2; mode++)
             for (int folded = 0; folded < 2; folded++)
-                TRY(cudaFuncSetAttribute((const void *)small_kernel_for(ntp, mode, folded),
+                CUDA_TRY(cudaFuncSetAttribute((const void *)small_kernel_for(ntp, mode, folded),
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024));
-    TRY(cudaFuncSetAttribute((const void *)moe_large_kernel<MODE_GATE_UP>, cudaFuncAttributeMaxDynamicSharedMemorySize, LG_SMEM));
-    TRY(cudaFuncSetAttribute((const void *)moe_large_kernel<MODE_DOWN>, cudaFuncAttributeMaxDynamicSharedMemorySize, LG_SMEM));
+    CUDA_TRY(cudaFuncSetAttribute((const void *)moe_large_kernel<MODE_GATE_UP>, cudaFuncAttributeMaxDynamicSharedMemorySize, LG_SMEM));
+    CUDA_TRY(cudaFuncSetAttribute((const void *)moe_large_kernel<MODE_DOWN>, cudaFuncAttributeMaxDynamicSharedMemorySize, LG_SMEM));
     g_attrs_set = 1;
     return cudaSuccess;
 }
@@ -914,7 +878,7 @@ static cudaError_t launch(const moe_args &a0, int mode, int folded, const moe_pl
     const long blocks = (long)max_touched * a.n_rb * a.S;
     if (blocks < 1) return cudaSuccess;
     const int threads = ntp == 1 ? small_cfg<1>::THREADS : small_cfg<2>::THREADS;
-    TRY(pdl_launch(small_kernel_for(ntp, mode, folded), dim3((unsigned)blocks), dim3(threads), smem, stream, a));
+    CUDA_TRY(pdl_launch(small_kernel_for(ntp, mode, folded), dim3((unsigned)blocks), dim3(threads), smem, stream, a));
     return cudaGetLastError();
 }
 
@@ -927,7 +891,7 @@ cudaError_t moe_gate_up(const moe_weights *w, const uint16_t *x, const moe_routi
                         uint16_t *act, cudaStream_t stream) {
     if (!weights_ok(w) || !x || !r || !plan || !act || r->E != w->E) return cudaErrorInvalidValue;
     if (r->T == 0) return cudaSuccess;
-    TRY(set_attrs());
+    CUDA_TRY(set_attrs());
     moe_args a = base_args(w, r);
     a.wq = (const uint4 *)w->w1_q, a.wsc = (const uint32_t *)w->w1_s, a.bias = w->b1;
     a.x = x, a.act = act;
@@ -939,7 +903,7 @@ cudaError_t moe_down(const moe_weights *w, const moe_routing *r, const moe_plan 
                      float *y_slots, cudaStream_t stream) {
     if (!weights_ok(w) || !r || !plan || !act || !y_slots || r->E != w->E) return cudaErrorInvalidValue;
     if (r->T == 0) return cudaSuccess;
-    TRY(set_attrs());
+    CUDA_TRY(set_attrs());
     moe_args a = base_args(w, r);
     a.wq = (const uint4 *)w->w2_q, a.wsc = (const uint32_t *)w->w2_s, a.bias = w->b2;
     a.x = act, a.y = y_slots;
@@ -951,6 +915,6 @@ cudaError_t moe_down(const moe_weights *w, const moe_routing *r, const moe_plan 
 
 cudaError_t moe_experts(const moe_weights *w, const uint16_t *x, const moe_routing *r, const moe_plan *plan,
                         uint16_t *act, float *y_slots, cudaStream_t stream) {
-    TRY(moe_gate_up(w, x, r, plan, act, stream));
+    CUDA_TRY(moe_gate_up(w, x, r, plan, act, stream));
     return moe_down(w, r, plan, act, y_slots, stream);
 }

@@ -8,9 +8,9 @@
  * flops: it is a bandwidth kernel, and at decode batch sizes a latency one (fusing it into the QKV GEMM's
  * epilogue is the later step). */
 #include "backend/cuda/rope_kv.h"
+#include "backend/cuda/device_util.cuh"
 #include "backend/cuda/pdl.cuh"
 
-#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
 
@@ -25,21 +25,13 @@ typedef struct {
     int qkv_stride, n_heads, n_kv_heads, head_dim, bs_shift;
 } rope_kv_args;
 
-static __device__ __forceinline__ float bf16_lo(uint32_t u) { return __uint_as_float(u << 16); }
-static __device__ __forceinline__ float bf16_hi(uint32_t u) { return __uint_as_float(u & 0xffff0000u); }
-/* Two floats to a bf16 pair (round to nearest even), lo in the low half. */
-static __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<uint32_t *>(&v);
-}
-
 /* Four consecutive inputs x[i..i+3] of token t's row: bf16, or fp32 hi (+ lo) (+ bias) summed in
  * that order. */
 template <bool F32>
 static __device__ __forceinline__ void load4(const rope_kv_args &a, int t, int i, float x[4]) {
     if (!F32) {
         const uint2 u = *reinterpret_cast<const uint2 *>(a.qkv + (size_t)t * (size_t)a.qkv_stride + i);
-        x[0] = bf16_lo(u.x), x[1] = bf16_hi(u.x), x[2] = bf16_lo(u.y), x[3] = bf16_hi(u.y);
+        x[0] = bf16x2_lo(u.x), x[1] = bf16x2_hi(u.x), x[2] = bf16x2_lo(u.y), x[3] = bf16x2_hi(u.y);
         return;
     }
     const float4 h = *reinterpret_cast<const float4 *>(a.qkv_f32 + (size_t)t * (size_t)a.qkv_stride + i);
@@ -50,7 +42,7 @@ static __device__ __forceinline__ void load4(const rope_kv_args &a, int t, int i
     }
     if (a.bias) {
         const uint2 b = *reinterpret_cast<const uint2 *>(a.bias + i);
-        x[0] += bf16_lo(b.x), x[1] += bf16_hi(b.x), x[2] += bf16_lo(b.y), x[3] += bf16_hi(b.y);
+        x[0] += bf16x2_lo(b.x), x[1] += bf16x2_hi(b.x), x[2] += bf16x2_lo(b.y), x[3] += bf16x2_hi(b.y);
     }
 }
 
@@ -101,8 +93,8 @@ __global__ void __launch_bounds__(ROPE_KV_THREADS) rope_kv_kernel(rope_kv_args a
             o1[j] = x1[j] * c - x2[j] * s;
             o2[j] = x2[j] * c + x1[j] * s;
         }
-        *reinterpret_cast<uint2 *>(dst + i0) = make_uint2(pack_bf16(o1[0], o1[1]), pack_bf16(o1[2], o1[3]));
-        *reinterpret_cast<uint2 *>(dst + i0 + half) = make_uint2(pack_bf16(o2[0], o2[1]), pack_bf16(o2[2], o2[3]));
+        *reinterpret_cast<uint2 *>(dst + i0) = make_uint2(pack_bf16x2(o1[0], o1[1]), pack_bf16x2(o1[2], o1[3]));
+        *reinterpret_cast<uint2 *>(dst + i0 + half) = make_uint2(pack_bf16x2(o2[0], o2[1]), pack_bf16x2(o2[2], o2[3]));
     }
 
     /* V: as projected, 8 values per thread (rounded to bf16 on the fp32 path). */
@@ -118,7 +110,7 @@ __global__ void __launch_bounds__(ROPE_KV_THREADS) rope_kv_kernel(rope_kv_args a
             float x[8];
             load4<true>(a, t, v0 + j * hd + c * 8, x);
             load4<true>(a, t, v0 + j * hd + c * 8 + 4, x + 4);
-            val = make_uint4(pack_bf16(x[0], x[1]), pack_bf16(x[2], x[3]), pack_bf16(x[4], x[5]), pack_bf16(x[6], x[7]));
+            val = make_uint4(pack_bf16x2(x[0], x[1]), pack_bf16x2(x[2], x[3]), pack_bf16x2(x[4], x[5]), pack_bf16x2(x[6], x[7]));
         }
         *reinterpret_cast<uint4 *>(a.v_cache + cache_offset(slot, j, a.n_kv_heads, hd, a.bs_shift) + c * 8) = val;
     }
