@@ -59,7 +59,7 @@ static void emu_dequant(uint32_t q, uint8_t S, float out[8]) {
     }
 }
 
-/* Checkpoint row of tile row i of row tile rt (mirror of moe.cu's tile_row). */
+/* Checkpoint row of tile row i of row tile rt (mirror of moe_repack.cu's tile_row). */
 static int ref_tile_row(int rt, int i, int gate_up) { return gate_up ? 2 * (8 * rt + (i & 7)) + (i >> 3) : 16 * rt + i; }
 
 /* Repacks one expert on the CPU and checks every word against the checkpoint values. */
