@@ -18,6 +18,7 @@
  * alone. Both kernels decide with the same predicate (greedy_fast), so every row is done exactly
  * once. */
 #include "backend/cuda/sampling.h"
+#include "base/rng.h"
 
 #include <cuda_runtime.h>
 #include <float.h>
@@ -65,21 +66,6 @@ static __device__ __forceinline__ float scaled(const dist &d, float x) {
 static __device__ __forceinline__ float weight(const dist &d, float x) {
     const float s = scaled(d, x);
     return s < -104.0f ? 0.0f : expf(s);
-}
-
-/* ---- base/rng.h on the device ---- */
-
-static __device__ __forceinline__ uint64_t dev_splitmix64(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-static __device__ __forceinline__ uint64_t dev_rng_hash2(uint64_t key, uint64_t counter) {
-    return dev_splitmix64(dev_splitmix64(key) ^ (counter * 0xd1b54a32d192ed03ull));
-}
-static __device__ __forceinline__ double dev_uniform01d(uint64_t bits) {
-    return (double)(bits >> 11) * (1.0 / 9007199254740992.0);
 }
 
 /* ---- block reductions (NW warps <= 32 in the block; red has NW + 1 entries) ---- */
@@ -237,7 +223,7 @@ __global__ void __launch_bounds__(SP_THREADS, 1)
         s_token = arg;
         s_wstar = -1;
         if (d.mode == GPU_ROW_TEMP) {
-            const double target = dev_uniform01d(dev_rng_hash2(d.seed, d.output_pos)) * p;
+            const double target = rng_uniform01d(rng_hash2(d.seed, d.output_pos)) * p;
             s_target = target;
             for (int w = 0; w < SP_WARPS; w++)
                 if (prefix[w + 1] > target) {
