@@ -95,6 +95,15 @@ static inline void gpu_fill_bf16(uint16_t *p, size_t n, uint64_t seed, float sca
     gpu_fill_bf16_kernel<<<1024, 256>>>(p, n, seed, scale);
     CUDA_CHECK(cudaGetLastError());
 }
+/* The same values in fp32. */
+static __global__ void gpu_fill_f32_kernel(float *p, size_t n, uint64_t seed, float scale) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        p[i] = (2.f * rng_uniform01(splitmix64(seed ^ splitmix64(i))) - 1.f) * scale;
+}
+static inline void gpu_fill_f32(float *p, size_t n, uint64_t seed, float scale) {
+    gpu_fill_f32_kernel<<<1024, 256>>>(p, n, seed, scale);
+    CUDA_CHECK(cudaGetLastError());
+}
 
 static int cmp_float(const void *a, const void *b) {
     float x = *(const float *)a, y = *(const float *)b;

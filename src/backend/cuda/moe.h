@@ -41,11 +41,9 @@ extern "C" {
 size_t moe_repack_q_bytes(int E, int R, int K); /* E·R·K/2 */
 size_t moe_repack_s_bytes(int E, int R, int K); /* E·R·K/32 */
 
-/* Checkpoint layout (blocks [E][R][K/32][16], scales [E][R][K/32]) → repacked q, s. gate_up != 0
- * applies the gate/up row pairing. CPU version (host pointers) and GPU version (device pointers,
- * asynchronous on stream). Both return non-zero / an error on unsupported shapes. */
-int moe_repack_host(const uint8_t *blocks, const uint8_t *scales, int E, int R, int K, int gate_up, uint8_t *q,
-                    uint8_t *s);
+/* Checkpoint layout (blocks [E][R][K/32][16], scales [E][R][K/32]) → repacked q, s (device pointers,
+ * asynchronous on stream). gate_up != 0 applies the gate/up row pairing. cudaErrorInvalidValue on
+ * unsupported shapes. */
 cudaError_t moe_repack_device(const uint8_t *blocks, const uint8_t *scales, int E, int R, int K, int gate_up,
                               uint8_t *q, uint8_t *s, cudaStream_t stream);
 
@@ -89,11 +87,11 @@ static inline size_t moe_max_tiles(int T, int E, int k) { return (size_t)T * k /
 size_t moe_routing_bytes(int T, int E, int k);
 void moe_routing_carve(moe_routing *r, void *buf, int T, int E, int k);
 
-/* From fp32 router logits [T][E] (bias already added): top-k (lowest index on ties), softmax over the
- * k, and the grouping by expert. E ≤ 256, k ≤ 8. Two launches on stream. */
-cudaError_t moe_route(const float *logits, const moe_routing *r, cudaStream_t stream);
-/* The same with logits = logits[t] + logits_lo[t] + bias (fp32 sums in that order; logits_lo and the
- * bf16 bias [E] may be NULL): the two halves of the split-bf16 router GEMM (norm.h). */
+/* From fp32 router logits [T][E]: top-k (lowest index on ties), softmax over the k, and the grouping
+ * by expert. The logit of (t, e) is logits[t][e] + logits_lo[t][e] + bias[e], fp32 sums in that order
+ * (logits_lo and the bf16 bias [E] may be NULL): the two halves of the split-bf16 router GEMM
+ * (norm.h) and the router bias. E ≤ 256, k ≤ 8. One launch on stream for decode-sized steps, two
+ * otherwise. */
 cudaError_t moe_route_split(const float *logits, const float *logits_lo, const uint16_t *bias, const moe_routing *r,
                             cudaStream_t stream);
 

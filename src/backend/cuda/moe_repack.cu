@@ -2,8 +2,9 @@
  * describes it; moe_dequant.cuh turns its words back into bf16), and the largest scale byte of a
  * matrix (moe_scales_max), which decides the folded dequantisation.
  *
- * The repack of one output word is a pure function of its index (repack_one), so the GPU version is
- * one thread per word. The bit positions a code is moved to are the ones moe_dequant.cuh's
+ * The repack of one output word is a pure function of its index (repack_one): one thread per word.
+ * The test (tests/gpu/test_moe.cu) decodes every word of the result on the host and compares it with
+ * the checkpoint's values. The bit positions a code is moved to are the ones moe_dequant.cuh's
  * shift-and-mask expects:
  *
  *     pair 0 (k 0,1): m@6  e0@7  e1@8  s@15
@@ -13,10 +14,8 @@
 #include "backend/cuda/moe.h"
 #include "backend/cuda/cuda_check.h"
 
-#include <string.h>
-
 /* Where the 4 bits of the code for element i (0…7, k order) of a word go: bit positions of m, e0, e1, s. */
-static __host__ __device__ __forceinline__ uint32_t pack_code(uint32_t c, int i) {
+static __device__ __forceinline__ uint32_t pack_code(uint32_t c, int i) {
     const int base = 16 * (i & 1), pair = i >> 1;
     int pm, pe0, pe1, ps;
     switch (pair) {
@@ -31,21 +30,21 @@ static __host__ __device__ __forceinline__ uint32_t pack_code(uint32_t c, int i)
 
 /* src: 4 checkpoint bytes read little-endian, so element i (k = 8t+i) is the nibble at bits 4i…4i+3
  * (byte i/2, low nibble for even i). */
-static __host__ __device__ __forceinline__ uint32_t pack_word(uint32_t src) {
+static __device__ __forceinline__ uint32_t pack_word(uint32_t src) {
     uint32_t w = 0;
     for (int i = 0; i < 8; i++) w |= pack_code((src >> (4 * i)) & 15u, i);
     return w;
 }
 
 /* Checkpoint row of tile row i (0…15) of row tile rt. */
-static __host__ __device__ __forceinline__ int tile_row(int rt, int i, int gate_up) {
+static __device__ __forceinline__ int tile_row(int rt, int i, int gate_up) {
     if (!gate_up) return 16 * rt + i;
     const int o = 8 * rt + (i & 7); /* SwiGLU output index */
     return 2 * o + (i >> 3);       /* rows 0…7 gate (even), 8…15 up (odd) */
 }
 
 /* One output word: index w over [E][RT][KK][32][4]. */
-static __host__ __device__ __forceinline__ void repack_one(const uint8_t *blocks, const uint8_t *scales, int R, int K,
+static __device__ __forceinline__ void repack_one(const uint8_t *blocks, const uint8_t *scales, int R, int K,
                                                            int gate_up, size_t w, uint32_t *q_out, uint8_t *s_out,
                                                            int *write_scale, size_t *s_index) {
     const int KK = K / 64, RT = R / 16, nb = K / 32;
@@ -73,22 +72,6 @@ size_t moe_repack_s_bytes(int E, int R, int K) { return (size_t)E * R * K / 32; 
 
 static int repack_shape_ok(int E, int R, int K, int gate_up) {
     return E > 0 && R > 0 && K > 0 && R % 16 == 0 && K % 64 == 0 && E < 65536 && (!gate_up || R % 2 == 0);
-}
-
-int moe_repack_host(const uint8_t *blocks, const uint8_t *scales, int E, int R, int K, int gate_up, uint8_t *q,
-                    uint8_t *s) {
-    if (!repack_shape_ok(E, R, K, gate_up)) return -1;
-    const size_t n_words = moe_repack_q_bytes(E, R, K) / 4;
-    for (size_t w = 0; w < n_words; w++) {
-        uint32_t word;
-        uint8_t sc;
-        int ws;
-        size_t si;
-        repack_one(blocks, scales, R, K, gate_up, w, &word, &sc, &ws, &si);
-        memcpy(q + 4 * w, &word, 4);
-        if (ws) s[si] = sc;
-    }
-    return 0;
 }
 
 __global__ void moe_repack_kernel(const uint8_t *blocks, const uint8_t *scales, int R, int K, int gate_up, size_t n_words,

@@ -230,10 +230,6 @@ void moe_routing_carve(moe_routing *r, void *buf, int T, int E, int k) {
     r->n_tiles = (int *)p;
 }
 
-cudaError_t moe_route(const float *logits, const moe_routing *r, cudaStream_t stream) {
-    return moe_route_split(logits, NULL, NULL, r, stream);
-}
-
 cudaError_t moe_route_split(const float *logits, const float *logits_lo, const uint16_t *bias, const moe_routing *r,
                             cudaStream_t stream) {
     if (!logits || !r || r->T < 0 || r->E < 1 || r->E > 256 || r->k < 1 || r->k > 8 || r->k > r->E)

@@ -1,4 +1,4 @@
-/* Residual add + RMSNorm, embedding gather, final norm. See norm.h.
+/* Residual add + RMSNorm and the embedding gather. See norm.h.
  *
  * One block per token row, one thread per 8 features (H = 2880: 360 threads of a 384-thread block):
  * the row is read once with 16-byte loads, updated and written back, its sum of squares reduced
@@ -122,19 +122,6 @@ cudaError_t norm_add_rmsnorm_split(float *h, const uint16_t *delta, const float 
                       H, gain, eps, y, y_lo);
 }
 
-cudaError_t norm_add_rmsnorm(float *h, const uint16_t *delta, const float *slots, int n_slots, int T, int H,
-                             const uint16_t *gain, float eps, uint16_t *y, cudaStream_t stream) {
-    return norm_add_rmsnorm_split(h, delta, slots, n_slots, T, H, gain, eps, y, nullptr, stream);
-}
-
-cudaError_t norm_rmsnorm(const float *h, int T, int H, const uint16_t *gain, float eps, uint16_t *y, cudaStream_t stream) {
-    if (!shape_ok(T, H) || !h || !gain || !y) return cudaErrorInvalidValue;
-    if (T == 0) return cudaSuccess;
-    /* No delta and no slots: the kernel only reads h. */
-    return pdl_launch(norm_add_kernel, dim3(T), dim3(threads_for(H)), 0, stream, (float *)h, nullptr, nullptr, 0, H,
-                      gain, eps, y, nullptr);
-}
-
 cudaError_t norm_embed_split(const int32_t *tokens, int T, const uint16_t *table, int vocab, int H, float *h,
                              const uint16_t *gain, float eps, uint16_t *y, uint16_t *y_lo, cudaStream_t stream) {
     if (!shape_ok(T, H) || !tokens || !table || !h || vocab < 1 || (gain && !y) || (y_lo && !y))
@@ -142,9 +129,4 @@ cudaError_t norm_embed_split(const int32_t *tokens, int T, const uint16_t *table
     if (T == 0) return cudaSuccess;
     return pdl_launch(norm_embed_kernel, dim3(T), dim3(threads_for(H)), 0, stream, tokens, table, vocab, H, h, gain,
                       eps, y, y_lo);
-}
-
-cudaError_t norm_embed(const int32_t *tokens, int T, const uint16_t *table, int vocab, int H, float *h,
-                       const uint16_t *gain, float eps, uint16_t *y, cudaStream_t stream) {
-    return norm_embed_split(tokens, T, table, vocab, H, h, gain, eps, y, nullptr, stream);
 }

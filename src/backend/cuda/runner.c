@@ -52,14 +52,11 @@ void up_layout_compute(up_layout *L, int n, int T, int full_stride, int swa_stri
     L->total = o;
 }
 
-/* attn_decode_num_splits for the decoding sequences, capped so the partials of a grid of n_grid
- * sequences fit the workspace. */
+/* attn_decode_num_splits for the decoding sequences, lowered until the partials of a grid of n_grid
+ * sequences (attn_decode_workspace_bytes) fit the workspace's share for them. */
 static int decode_splits(const struct backend *b, int n_grid, int n_decode, int max_keys) {
     int s = attn_decode_num_splits(&b->dims, n_decode, max_keys);
-    const size_t per =
-        (size_t)n_grid * (size_t)b->cfg.n_heads * (size_t)(b->cfg.head_dim + 2) * sizeof(float);
-    const size_t cap = per ? b->ws.dec_ws_bytes / per : 1;
-    if ((size_t)s > cap) s = (int)cap;
+    while (s > 1 && attn_decode_workspace_bytes(&b->dims, n_grid, s) > b->ws.dec_ws_bytes) s--;
     return s < 1 ? 1 : s;
 }
 
