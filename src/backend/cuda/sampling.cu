@@ -70,22 +70,23 @@ static __device__ __forceinline__ float weight(const dist &d, float x) {
 
 /* ---- block reductions (NW warps <= 32 in the block; red has NW + 1 entries) ---- */
 
-template <int NW>
-static __device__ __forceinline__ unsigned long long block_max_u64(unsigned long long v,
-                                                                   unsigned long long *red) {
+/* The maximum of v over the block, in every thread; `none` is below every real value (what the lanes
+ * of missing warps contribute). */
+template <int NW, typename T>
+static __device__ __forceinline__ T block_max(T v, T *red, T none) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) {
-        const unsigned long long t = __shfl_xor_sync(FULL_MASK, v, o);
+        const T t = __shfl_xor_sync(FULL_MASK, v, o);
         v = t > v ? t : v;
     }
     if (lane == 0) red[warp] = v;
     __syncthreads();
     if (warp == 0) {
-        v = lane < NW ? red[lane] : 0ull;
+        v = lane < NW ? red[lane] : none;
 #pragma unroll
         for (int o = 16; o > 0; o >>= 1) {
-            const unsigned long long t = __shfl_xor_sync(FULL_MASK, v, o);
+            const T t = __shfl_xor_sync(FULL_MASK, v, o);
             v = t > v ? t : v;
         }
         if (lane == 0) red[NW] = v;
@@ -93,24 +94,6 @@ static __device__ __forceinline__ unsigned long long block_max_u64(unsigned long
     __syncthreads();
     v = red[NW];
     __syncthreads(); /* red may be reused at once */
-    return v;
-}
-
-static __device__ __forceinline__ int block_max_int(int v, int *red) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v = max(v, __shfl_xor_sync(FULL_MASK, v, o));
-    if (lane == 0) red[warp] = v;
-    __syncthreads();
-    if (warp == 0) {
-        v = lane < SP_WARPS ? red[lane] : -1;
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) v = max(v, __shfl_xor_sync(FULL_MASK, v, o));
-        if (lane == 0) red[SP_WARPS] = v;
-    }
-    __syncthreads();
-    v = red[SP_WARPS];
-    __syncthreads();
     return v;
 }
 
@@ -167,7 +150,7 @@ __global__ void __launch_bounds__(SP_THREADS, 1)
         const unsigned long long p = pack_kid(order_key(x[i]), i);
         best = p > best ? p : best;
     }
-    best = block_max_u64<SP_WARPS>(best, red64);
+    best = block_max<SP_WARPS>(best, red64, 0ull);
     const int arg = unpack_id(best);
     dist dT;
     dT.max = x[arg];
@@ -209,7 +192,7 @@ __global__ void __launch_bounds__(SP_THREADS, 1)
         run = warp_sum(run);
     }
     if (lane == 0) span_sum[warp] = run, span_sum1[warp] = run1;
-    last = block_max_int(last, red32); /* also orders the span_sum writes before the reads below */
+    last = block_max<SP_WARPS>(last, red32, -1); /* also orders the span_sum writes before the reads below */
     if (tid == 0) {
         double p = 0.0, p1 = 0.0;
         prefix[0] = 0.0;
@@ -319,7 +302,7 @@ __global__ void __launch_bounds__(SP_THREADS, 1)
                 const unsigned long long p = pack_kid(cand_key[j], cand_id[j]);
                 if (p < prev && p > b) b = p;
             }
-            b = block_max_u64<SP_WARPS>(b, red64);
+            b = block_max<SP_WARPS>(b, red64, 0ull);
             if (tid == 0) top[r] = b ? unpack_id(b) : 0;
             prev = b;
         }
@@ -330,7 +313,7 @@ __global__ void __launch_bounds__(SP_THREADS, 1)
                 const unsigned long long p = pack_kid(order_key(x[i]), i);
                 if (p < prev && p > b) b = p;
             }
-            b = block_max_u64<SP_WARPS>(b, red64);
+            b = block_max<SP_WARPS>(b, red64, 0ull);
             if (tid == 0) top[r] = b ? unpack_id(b) : 0;
             prev = b;
         }
@@ -431,7 +414,7 @@ static __device__ __forceinline__ void gf_load(const float *x, int base, int hi,
     }
 }
 
-/* Block reductions over GF_THREADS threads (block_max_u64<GF_WARPS> for the maximum); every thread
+/* Block reductions over GF_THREADS threads (block_max<GF_WARPS> for the maximum); every thread
  * gets the result. red has GF_WARPS + 1 entries. */
 /* The sum: each warp's xor tree, then the warp totals in warp order. */
 static __device__ __forceinline__ double gf_sum(double v, double *red) {
@@ -491,7 +474,7 @@ __global__ void __launch_bounds__(GF_THREADS)
             }
         }
     }
-    best = block_max_u64<GF_WARPS>(best, red64);
+    best = block_max<GF_WARPS>(best, red64, 0ull);
     const int arg = unpack_id(best);
     const dist dc = dist_at(x[arg]);
 
@@ -529,7 +512,7 @@ __global__ void __launch_bounds__(GF_THREADS)
     const gf_part *pr = parts + (size_t)row * (size_t)G;
     const unsigned long long pb = tid < G ? __ldcg(&pr[tid].best) : 0ull;
     const double pz = tid < G ? __ldcg(&pr[tid].z) : 0.0;
-    const unsigned long long gbest = block_max_u64<GF_WARPS>(pb, red64);
+    const unsigned long long gbest = block_max<GF_WARPS>(pb, red64, 0ull);
     const int garg = unpack_id(gbest);
     const dist dM = dist_at(x[garg]);
     double zc = 0.0;
