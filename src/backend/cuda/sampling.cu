@@ -70,25 +70,27 @@ static __device__ __forceinline__ float weight(const dist &d, float x) {
 
 /* ---- block reductions (NW warps <= 32 in the block; red has NW + 1 entries) ---- */
 
-/* The maximum of v over the block, in every thread; `none` is below every real value (what the lanes
- * of missing warps contribute). */
-template <int NW, typename T>
-static __device__ __forceinline__ T block_max(T v, T *red, T none) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+/* The maximum of v over the warp, in every lane. */
+template <typename T>
+static __device__ __forceinline__ T warp_max(T v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) {
         const T t = __shfl_xor_sync(FULL_MASK, v, o);
         v = t > v ? t : v;
     }
+    return v;
+}
+
+/* The maximum of v over the block, in every thread; `none` is below every real value (what the lanes
+ * of missing warps contribute). */
+template <int NW, typename T>
+static __device__ __forceinline__ T block_max(T v, T *red, T none) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    v = warp_max(v);
     if (lane == 0) red[warp] = v;
     __syncthreads();
     if (warp == 0) {
-        v = lane < NW ? red[lane] : none;
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) {
-            const T t = __shfl_xor_sync(FULL_MASK, v, o);
-            v = t > v ? t : v;
-        }
+        v = warp_max(lane < NW ? red[lane] : none);
         if (lane == 0) red[NW] = v;
     }
     __syncthreads();
