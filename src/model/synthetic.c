@@ -36,38 +36,31 @@ int config_preset(const char *name, model_config *c) {
     return 0;
 }
 
-/* How each tensor's random values are drawn. Dense weights: approximately normal with standard
- * deviation `std` around `mean`. The 1/sqrt(fan_in) scales keep every projection's output near unit
- * variance after RMSNorm; the output projections are halved so the residual stream grows slowly over
- * the layers, as in trained models; lm_head is scaled up so logits have a spread of a few units. */
-typedef struct {
-    double mean, std;
-} draw;
-
-static draw draw_for(const model_config *c, enum tensor_kind k) {
+/* The table of synthetic.h's synthetic_draw_for. */
+synthetic_draw synthetic_draw_for(const model_config *c, enum tensor_kind k) {
     double H = c->hidden, Q = (double)c->n_heads * c->head_dim, I = c->intermediate;
     switch (k) {
-    case TK_EMBED: return (draw){0, 1.0};
+    case TK_EMBED: return (synthetic_draw){0, 1.0};
     case TK_ATTN_NORM:
     case TK_MLP_NORM:
-    case TK_FINAL_NORM: return (draw){1.0, 0.1};
+    case TK_FINAL_NORM: return (synthetic_draw){1.0, 0.1};
     case TK_Q_W:
     case TK_K_W:
-    case TK_V_W: return (draw){0, 1.0 / sqrt(H)};
+    case TK_V_W: return (synthetic_draw){0, 1.0 / sqrt(H)};
     case TK_Q_B:
     case TK_K_B:
-    case TK_V_B: return (draw){0, 0.1};
-    case TK_O_W: return (draw){0, 0.5 / sqrt(Q)};
-    case TK_O_B: return (draw){0, 0.02};
-    case TK_SINKS: return (draw){0.5, 1.0};
-    case TK_ROUTER_W: return (draw){0, 2.0 / sqrt(H)};
-    case TK_ROUTER_B: return (draw){0, 0.1};
-    case TK_GATE_UP_BLOCKS: return (draw){0, 1.0 / sqrt(H)};
-    case TK_DOWN_BLOCKS: return (draw){0, 0.5 / sqrt(I)};
-    case TK_GATE_UP_BIAS: return (draw){0, 0.05};
-    case TK_DOWN_BIAS: return (draw){0, 0.02};
-    case TK_LM_HEAD: return (draw){0, 3.0 / sqrt(H)};
-    default: return (draw){0, 0};
+    case TK_V_B: return (synthetic_draw){0, 0.1};
+    case TK_O_W: return (synthetic_draw){0, 0.5 / sqrt(Q)};
+    case TK_O_B: return (synthetic_draw){0, 0.02};
+    case TK_SINKS: return (synthetic_draw){0.5, 1.0};
+    case TK_ROUTER_W: return (synthetic_draw){0, 2.0 / sqrt(H)};
+    case TK_ROUTER_B: return (synthetic_draw){0, 0.1};
+    case TK_GATE_UP_BLOCKS: return (synthetic_draw){0, 1.0 / sqrt(H)};
+    case TK_DOWN_BLOCKS: return (synthetic_draw){0, 0.5 / sqrt(I)};
+    case TK_GATE_UP_BIAS: return (synthetic_draw){0, 0.05};
+    case TK_DOWN_BIAS: return (synthetic_draw){0, 0.02};
+    case TK_LM_HEAD: return (synthetic_draw){0, 3.0 / sqrt(H)};
+    default: return (synthetic_draw){0, 0};
     }
 }
 
@@ -81,7 +74,7 @@ static inline float approx_normal(uint64_t bits) {
 
 enum { CHUNK = 1 << 16 };
 
-static void fill_dense(uint16_t *out, uint64_t n, uint64_t key, draw d) {
+static void fill_dense(uint16_t *out, uint64_t n, uint64_t key, synthetic_draw d) {
     uint64_t chunks = (n + CHUNK - 1) / CHUNK;
 #pragma omp parallel for schedule(dynamic, 16)
     for (uint64_t ch = 0; ch < chunks; ch++) {
@@ -133,9 +126,9 @@ static void fill_tensor(const model_config *c, const tensor_spec *s, int index, 
     switch (s->kind) {
     case TK_GATE_UP_BLOCKS:
     case TK_DOWN_BLOCKS: fill_blocks(out, n, key); break;
-    case TK_GATE_UP_SCALES: fill_scales(out, n, key, draw_for(c, TK_GATE_UP_BLOCKS).std); break;
-    case TK_DOWN_SCALES: fill_scales(out, n, key, draw_for(c, TK_DOWN_BLOCKS).std); break;
-    default: fill_dense(out, n, key, draw_for(c, s->kind)); break;
+    case TK_GATE_UP_SCALES: fill_scales(out, n, key, synthetic_draw_for(c, TK_GATE_UP_BLOCKS).std); break;
+    case TK_DOWN_SCALES: fill_scales(out, n, key, synthetic_draw_for(c, TK_DOWN_BLOCKS).std); break;
+    default: fill_dense(out, n, key, synthetic_draw_for(c, s->kind)); break;
     }
 }
 

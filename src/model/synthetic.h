@@ -7,6 +7,7 @@
 #define GPTOSS_MODEL_SYNTHETIC_H
 
 #include "model/config.h"
+#include "model/tensors.h"
 
 #include <stdint.h>
 
@@ -15,6 +16,17 @@
 void config_preset_tiny(model_config *c);
 /* Looks up "tiny", "20b" or "120b"; -1 with an error naming the preset otherwise. */
 int config_preset(const char *name, model_config *c);
+
+/* How each tensor's random values are drawn. Dense weights: approximately normal with standard
+ * deviation `std` around `mean`. The 1/sqrt(fan_in) scales keep every projection's output near unit
+ * variance after RMSNorm; the output projections are halved so the residual stream grows slowly over
+ * the layers, as in trained models; lm_head is scaled up so logits have a spread of a few units.
+ * MXFP4 blocks: `std` is the target the scale bytes are chosen for. The GPU backend makes synthetic
+ * weights in place from the same table, bit for bit equal to a written checkpoint. */
+typedef struct {
+    double mean, std;
+} synthetic_draw;
+synthetic_draw synthetic_draw_for(const model_config *c, enum tensor_kind k);
 
 /* Writes the checkpoint into out_dir (created if needed) in n_shards safetensors files. */
 int synthetic_write(const model_config *c, const char *out_dir, uint64_t seed, int n_shards);

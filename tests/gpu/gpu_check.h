@@ -84,21 +84,24 @@ static inline void *gpu_upload(const void *host, size_t bytes) {
 }
 
 /* Device fill with bf16 values uniform in [-scale, scale) (for benchmarks: never time zeros). */
-static __device__ __forceinline__ uint64_t gpu_mix64(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
 static __global__ void gpu_fill_bf16_kernel(uint16_t *p, size_t n, uint64_t seed, float scale) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        const uint64_t h = gpu_mix64(seed ^ gpu_mix64(i));
-        const float u = (float)(h >> 40) * (1.0f / 16777216.0f);
+        const uint64_t h = splitmix64(seed ^ splitmix64(i));
+        const float u = rng_uniform01(h);
         p[i] = (uint16_t)(__float_as_uint((2.f * u - 1.f) * scale) >> 16);
     }
 }
 static inline void gpu_fill_bf16(uint16_t *p, size_t n, uint64_t seed, float scale) {
     gpu_fill_bf16_kernel<<<1024, 256>>>(p, n, seed, scale);
+    CUDA_CHECK(cudaGetLastError());
+}
+/* The same values in fp32. */
+static __global__ void gpu_fill_f32_kernel(float *p, size_t n, uint64_t seed, float scale) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        p[i] = (2.f * rng_uniform01(splitmix64(seed ^ splitmix64(i))) - 1.f) * scale;
+}
+static inline void gpu_fill_f32(float *p, size_t n, uint64_t seed, float scale) {
+    gpu_fill_f32_kernel<<<1024, 256>>>(p, n, seed, scale);
     CUDA_CHECK(cudaGetLastError());
 }
 

@@ -1,8 +1,10 @@
 /* The MoE kernels (moe.h) against the CPU reference (cpu_topk_softmax, cpu_mxfp4_linear, cpu_swiglu,
  * the same expert loop as cpu_model.c's moe_block), at the real shapes H = I = 2880, top-4, E = 32 and
  * 128, for T = 1, 3, 8, 64, 300, 2048 tokens:
- *   - the repack: GPU and CPU versions byte-identical, and every repacked word decodes (by a host
- *     emulation of the kernel's bit tricks) to the checkpoint's values;
+ *   - the repack (moe_repack_device): every repacked word decodes (by a host emulation of the
+ *     kernels' bit tricks) to the checkpoint's values, signs of zero included, and every scale byte
+ *     is the checkpoint's (one expert with every byte value and the whole range of scales, and the
+ *     first and last expert of each test layer);
  *   - routing: top-4 indices identical to the CPU's (logits with deliberate ties: rounded values and
  *     all-equal rows), weights equal to rounding, grouping a stable permutation with consistent
  *     counts, offsets, touched list and tile list;
@@ -12,8 +14,7 @@
  * Random MXFP4 codes with scales 2^-7 … 2^-5, fresh every run.
  *
  * --bench: 120b shapes (E = 128), T = 1, 8, 64, 256, 1024, 4096, random routing, three copies of the
- * layer's weights rotated; routing, experts and the combine timed separately.
- * --host: only the host-side checks (repack layout and dequantisation emulation); needs no GPU. */
+ * layer's weights rotated; routing, experts and the combine timed separately. */
 #include "moe_test_util.h"
 
 extern "C" {
@@ -59,15 +60,16 @@ static void emu_dequant(uint32_t q, uint8_t S, float out[8]) {
     }
 }
 
-/* Checkpoint row of tile row i of row tile rt (mirror of moe.cu's tile_row). */
+/* Checkpoint row of tile row i of row tile rt (mirror of moe_repack.cu's tile_row). */
 static int ref_tile_row(int rt, int i, int gate_up) { return gate_up ? 2 * (8 * rt + (i & 7)) + (i >> 3) : 16 * rt + i; }
 
-/* Repacks one expert on the CPU and checks every word against the checkpoint values. */
-static void check_repack_layout(const uint8_t *blocks, const uint8_t *scales, int R, int K, int gate_up, const char *what) {
-    std::vector<uint8_t> q(moe_repack_q_bytes(1, R, K)), s(moe_repack_s_bytes(1, R, K));
-    CHECK(moe_repack_host(blocks, scales, 1, R, K, gate_up, q.data(), s.data()) == 0, "%s: repack refused", what);
+/* Checks one repacked expert (host copies q, s of moe_repack_device's output) word by word against
+ * the checkpoint's blocks and scales: each word's 8 values as the kernels decode them, zero signs
+ * included, and each scale byte, so that every bit of the layout is pinned. */
+static void check_repack_layout(const uint8_t *blocks, const uint8_t *scales, const uint8_t *q, const uint8_t *s, int R,
+                                int K, int gate_up, const char *what) {
     const int RT = R / 16, KK = K / 64, nb = K / 32;
-    size_t bad = 0;
+    size_t bad = 0, bad_scale = 0;
     for (int rt = 0; rt < RT; rt++)
         for (int kk = 0; kk < KK; kk++)
             for (int lane = 0; lane < 32; lane++)
@@ -80,19 +82,42 @@ static void check_repack_layout(const uint8_t *blocks, const uint8_t *scales, in
                     float v[8];
                     emu_dequant(word, S, v);
                     const int row = ref_tile_row(rt, g + 8 * (j & 1), gate_up), chunk = 2 * kk + (j >> 1);
+                    bad_scale += S != scales[(size_t)row * nb + chunk];
                     const float sc = e8m0_to_f32(scales[(size_t)row * nb + chunk]);
                     for (int i = 0; i < 8; i++) {
                         const int k = 8 * t + i;
                         const uint8_t byte = blocks[((size_t)row * nb + chunk) * 16 + k / 2];
                         const float ref = MXFP4_VALUES[(k & 1) ? byte >> 4 : byte & 15] * sc;
-                        if (v[i] != ref) bad++;
+                        if (v[i] != ref || signbit(v[i]) != signbit(ref)) bad++;
                     }
                 }
     CHECK(bad == 0, "%s: %zu repacked values decode differently from the checkpoint", what, bad);
+    CHECK(bad_scale == 0, "%s: %zu repacked scale bytes differ from the checkpoint's", what, bad_scale);
 }
 
-static void host_checks(void) {
-    /* One expert of each matrix, random codes and scales, plus every code in every position. */
+/* Repacks one expert (checkpoint layout, host) on the GPU and checks the result. */
+static void check_repack_one(const uint8_t *blocks, const uint8_t *scales, int R, int K, int gate_up, const char *what) {
+    const size_t nb = (size_t)R * (K / 32) * 16, ns = (size_t)R * (K / 32);
+    const size_t nq = moe_repack_q_bytes(1, R, K), nsq = moe_repack_s_bytes(1, R, K);
+    uint8_t *d_b = tu_dev_upload(blocks, nb), *d_s = tu_dev_upload(scales, ns);
+    uint8_t *d_q = tu_dev_alloc<uint8_t>(nq), *d_sq = tu_dev_alloc<uint8_t>(nsq);
+    tu_poison(d_q, nq, 0);
+    tu_poison(d_sq, nsq, 0);
+    CUDA_CHECK(moe_repack_device(d_b, d_s, 1, R, K, gate_up, d_q, d_sq, 0));
+    CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<uint8_t> q(nq), s(nsq);
+    tu_download(q.data(), d_q, nq);
+    tu_download(s.data(), d_sq, nsq);
+    check_repack_layout(blocks, scales, q.data(), s.data(), R, K, gate_up, what);
+    CUDA_CHECK(cudaFree(d_b));
+    CUDA_CHECK(cudaFree(d_s));
+    CUDA_CHECK(cudaFree(d_q));
+    CUDA_CHECK(cudaFree(d_sq));
+}
+
+/* One expert of each matrix, random codes and scales over the whole normal range, plus every byte
+ * value in row 0. */
+static void check_repack_random(void) {
     const int R1 = 2 * I, R2 = H;
     std::vector<uint8_t> b1((size_t)R1 * (H / 32) * 16), s1((size_t)R1 * (H / 32));
     std::vector<uint8_t> b2((size_t)R2 * (I / 32) * 16), s2((size_t)R2 * (I / 32));
@@ -101,8 +126,11 @@ static void host_checks(void) {
     for (auto &v : s1) v = (uint8_t)(1 + rng_next(&tu_rng) % 254); /* the whole normal range */
     for (auto &v : s2) v = (uint8_t)(110 + rng_next(&tu_rng) % 20);
     for (size_t i = 0; i < 256; i++) b1[i] = (uint8_t)i; /* all byte values in row 0 */
-    check_repack_layout(b1.data(), s1.data(), R1, H, 1, "gate_up repack");
-    check_repack_layout(b2.data(), s2.data(), R2, I, 0, "down repack");
+    check_repack_one(b1.data(), s1.data(), R1, H, 1, "gate_up repack");
+    check_repack_one(b2.data(), s2.data(), R2, I, 0, "down repack");
+}
+
+static void check_plans(void) {
     moe_plan p = moe_plan_for(1, 128, 4, 132);
     CHECK(!p.large && p.down_splits >= 1, "plan T=1: large=%d splits=%d", p.large, p.down_splits);
     p = moe_plan_for(4096, 128, 4, 132);
@@ -158,8 +186,8 @@ static moe_weights weights_of(const layer_dev *D, int E) {
     return w;
 }
 
-/* The GPU repack equals the CPU repack (first and last expert). */
-static void check_repack_device(const layer_host *L, const layer_dev *D) {
+/* The layer's repack (all experts in one launch, as at load), first and last expert checked. */
+static void check_repack_layer(const layer_host *L, const layer_dev *D) {
     const int E = L->E;
     for (int e : {0, E - 1}) {
         for (int m = 0; m < 2; m++) {
@@ -167,12 +195,12 @@ static void check_repack_device(const layer_host *L, const layer_dev *D) {
             const uint8_t *blocks = (m == 0 ? L->w1b.data() : L->w2b.data()) + (size_t)e * R * (K / 32) * 16;
             const uint8_t *scales = (m == 0 ? L->w1s.data() : L->w2s.data()) + (size_t)e * R * (K / 32);
             const size_t qn = moe_repack_q_bytes(1, R, K), sn = moe_repack_s_bytes(1, R, K);
-            std::vector<uint8_t> qh(qn), sh(sn), qd(qn), sd(sn);
-            moe_repack_host(blocks, scales, 1, R, K, m == 0, qh.data(), sh.data());
+            std::vector<uint8_t> qd(qn), sd(sn);
             tu_download(qd.data(), (m == 0 ? D->w1q : D->w2q) + (size_t)e * qn, qn);
             tu_download(sd.data(), (m == 0 ? D->w1s : D->w2s) + (size_t)e * sn, sn);
-            CHECK(!memcmp(qh.data(), qd.data(), qn) && !memcmp(sh.data(), sd.data(), sn),
-                  "E=%d expert %d %s: GPU repack differs from CPU repack", E, e, m == 0 ? "gate_up" : "down");
+            char what[64];
+            snprintf(what, sizeof what, "E=%d expert %d %s", E, e, m == 0 ? "gate_up" : "down");
+            check_repack_layout(blocks, scales, qd.data(), sd.data(), R, K, m == 0, what);
         }
     }
 }
@@ -326,7 +354,7 @@ static void test_E(int E, cudaStream_t st, int sm) {
     gen_layer(&L, E);
     layer_dev D;
     upload_layer(&L, &D, 1);
-    check_repack_device(&L, &D);
+    check_repack_layer(&L, &D);
     const moe_weights w = weights_of(&D, E);
 
     for (int T : TS) {
@@ -344,13 +372,14 @@ static void test_E(int E, cudaStream_t st, int sm) {
         moe_routing r;
         moe_routing_carve(&r, rbuf, T, E, TOPK);
         CUDA_CHECK(cudaMemsetAsync(rbuf, 0xff, moe_routing_bytes(T, E, TOPK), st)); /* poison */
-        CUDA_CHECK(moe_route(d_lg, &r, st));
+        CUDA_CHECK(moe_route_split(d_lg, NULL, NULL, &r, st));
         CUDA_CHECK(cudaStreamSynchronize(st));
         routing_host rh;
         download_routing(&r, &rh);
         check_routing(lg, T, E, &rh);
         {
-            /* The split form (hi + lo + bf16 bias, runner.c) routes exactly like its fp32 sum. */
+            /* hi + lo + a bf16 bias (as runner_forward.c passes them) route exactly like their fp32 sum
+             * passed alone. */
             const size_t nb = moe_routing_bytes(T, E, TOPK);
             std::vector<float> hi(lg.size()), lo(lg.size()), sum(lg.size());
             std::vector<uint16_t> bias(E);
@@ -364,20 +393,20 @@ static void test_E(int E, cudaStream_t st, int sm) {
             uint16_t *d_b = tu_dev_upload(bias.data(), bias.size());
             std::vector<uint8_t> want(nb), got(nb);
             CUDA_CHECK(cudaMemsetAsync(rbuf, 0xff, nb, st));
-            CUDA_CHECK(moe_route(d_sum, &r, st));
+            CUDA_CHECK(moe_route_split(d_sum, NULL, NULL, &r, st));
             CUDA_CHECK(cudaStreamSynchronize(st));
             tu_download(want.data(), (uint8_t *)rbuf, nb);
             CUDA_CHECK(cudaMemsetAsync(rbuf, 0xff, nb, st));
             CUDA_CHECK(moe_route_split(d_hi, d_lo, d_b, &r, st));
             CUDA_CHECK(cudaStreamSynchronize(st));
             tu_download(got.data(), (uint8_t *)rbuf, nb);
-            CHECK(!memcmp(want.data(), got.data(), nb), "E=%d T=%d: split routing differs from routing its sum", E, T);
+            CHECK(!memcmp(want.data(), got.data(), nb), "E=%d T=%d: hi + lo + bias route differently from their sum", E, T);
             CUDA_CHECK(cudaFree(d_hi));
             CUDA_CHECK(cudaFree(d_lo));
             CUDA_CHECK(cudaFree(d_sum));
             CUDA_CHECK(cudaFree(d_b));
-            /* Back to the plain routing for the expert runs below. */
-            CUDA_CHECK(moe_route(d_lg, &r, st));
+            /* Back to the first routing for the expert runs below. */
+            CUDA_CHECK(moe_route_split(d_lg, NULL, NULL, &r, st));
             CUDA_CHECK(cudaStreamSynchronize(st));
         }
 
@@ -447,14 +476,14 @@ static void bench(cudaStream_t st, int sm) {
         void *rbuf = tu_dev_alloc<uint8_t>(moe_routing_bytes(T, E, TOPK));
         moe_routing r;
         moe_routing_carve(&r, rbuf, T, E, TOPK);
-        CUDA_CHECK(moe_route(d_lg, &r, st));
+        CUDA_CHECK(moe_route_split(d_lg, NULL, NULL, &r, st));
         int n_touched = 0;
         CUDA_CHECK(cudaMemcpyAsync(&n_touched, r.n_touched, 4, cudaMemcpyDeviceToHost, st));
         CUDA_CHECK(cudaStreamSynchronize(st));
         const size_t P = (size_t)T * TOPK;
         char name[160];
 
-        double us = tu_time_us(st, 3, 50, [&](int) { CUDA_CHECK(moe_route(d_lg, &r, st)); });
+        double us = tu_time_us(st, 3, 50, [&](int) { CUDA_CHECK(moe_route_split(d_lg, NULL, NULL, &r, st)); });
         snprintf(name, sizeof name, "moe route E=128 T=%d (top-4 + grouping)", T);
         tu_bench_row(name, us, (double)T * E * 4 + P * 16, 0);
 
@@ -487,7 +516,7 @@ static void bench(cudaStream_t st, int sm) {
             CUDA_CHECK(cudaMemsetAsync(d_h, 0, (size_t)T * H * 4, st));
             CUDA_CHECK(cudaMemsetAsync(d_y, 0, P * S * H * 4, st));
             us = tu_time_us(st, 3, 50, [&](int) {
-                CUDA_CHECK(norm_add_rmsnorm(d_h, NULL, d_y, TOPK * S, T, H, d_g, 1e-5f, d_out, st));
+                CUDA_CHECK(norm_add_rmsnorm_split(d_h, NULL, d_y, TOPK * S, T, H, d_g, 1e-5f, d_out, NULL, st));
             });
             snprintf(name, sizeof name, "moe combine+residual+rmsnorm T=%d slots=%d", T, TOPK * S);
             tu_bench_row(name, us, (double)T * H * (8.0 + 4.0 * TOPK * S + 2.0), 0);
@@ -506,14 +535,14 @@ static void bench(cudaStream_t st, int sm) {
 
 int main(int argc, char **argv) {
     tu_init("test_moe");
-    host_checks();
-    if (tu_has_flag(argc, argv, "--host")) return check_report("test_moe (host checks)");
+    check_plans();
     cudaStream_t st;
     CUDA_CHECK(cudaStreamCreate(&st));
     const int sm = tu_sm_count();
     if (tu_has_flag(argc, argv, "--bench")) {
         bench(st, sm);
     } else {
+        check_repack_random();
         test_E(32, st, sm);
         test_E(128, st, sm);
     }

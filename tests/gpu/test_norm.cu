@@ -1,7 +1,10 @@
-/* Residual add + RMSNorm, embedding gather and the final norm (norm.h) against cpu_rmsnorm, H = 2880,
- * T = 1, 3, 8, 64, 300, 2048: the residual update must match the same fp32 sums exactly (same order),
- * the normalised bf16 output within bf16 rounding of the reference; outputs poisoned with NaN first.
- * --bench: T = 1 … 4096, the MoE combine (4 and 20 fp32 slots) and the attention residual (bf16). */
+/* Residual add + RMSNorm and the embedding gather (norm.h) against cpu_rmsnorm, H = 2880, T = 1, 3, 8,
+ * 64, 300, 2048: the residual update must match the same fp32 sums exactly (same order), the
+ * normalised bf16 output within bf16 rounding of the reference, the rounding residue (y_lo, the
+ * form runner_forward.c uses) bringing hi + lo within 3e-5; a plain RMSNorm (no delta, no slots)
+ * leaves h alone; outputs poisoned with NaN first.
+ * --bench: T = 1 … 4096, the MoE combine (4 and 20 fp32 slots), the attention residual (bf16) and a
+ * plain RMSNorm. */
 #include "moe_test_util.h"
 
 extern "C" {
@@ -34,7 +37,7 @@ static void check_add(int T, bool with_delta, int n_slots, cudaStream_t st, cons
     uint16_t *d_d = with_delta ? tu_dev_upload(delta.data(), n) : NULL;
     uint16_t *d_y = tu_dev_alloc<uint16_t>(n);
     tu_poison(d_y, n * 2, st);
-    CUDA_CHECK(norm_add_rmsnorm(d_h, d_d, d_s, n_slots, T, H, d_gain, EPS, d_y, st));
+    CUDA_CHECK(norm_add_rmsnorm_split(d_h, d_d, d_s, n_slots, T, H, d_gain, EPS, d_y, NULL, st));
     CUDA_CHECK(cudaStreamSynchronize(st));
     std::vector<float> h_gpu(n);
     std::vector<uint16_t> y_gpu(n);
@@ -62,8 +65,8 @@ static void check_add(int T, bool with_delta, int n_slots, cudaStream_t st, cons
     CHECK(err <= 1e-2, "T=%d delta=%d slots=%d: rmsnorm relative error %.3g", T, with_delta, n_slots, err);
     fprintf(stderr, "  add+norm T=%-4d delta=%d slots=%-2d rel err %.2e\n", T, with_delta, n_slots, err);
 
-    /* The split form (norm.h): the same bf16 row, plus a residue that brings hi + lo within ~2^-16 of
-     * the fp32 result (bf16 alone: ~2^-9). */
+    /* With the residue (y_lo, as runner_forward.c asks for it): the same bf16 row, plus a residue that
+     * brings hi + lo within ~2^-16 of the fp32 result (bf16 alone: ~2^-9). */
     CUDA_CHECK(cudaMemcpy(d_h, h.data(), n * 4, cudaMemcpyHostToDevice));
     uint16_t *d_y2 = tu_dev_alloc<uint16_t>(n), *d_lo = tu_dev_alloc<uint16_t>(n);
     tu_poison(d_y2, n * 2, st);
@@ -73,7 +76,7 @@ static void check_add(int T, bool with_delta, int n_slots, cudaStream_t st, cons
     std::vector<uint16_t> y2(n), lo(n);
     tu_download(y2.data(), d_y2, n);
     tu_download(lo.data(), d_lo, n);
-    CHECK(!memcmp(y2.data(), y_gpu.data(), n * 2), "T=%d: the split form's bf16 row differs from the plain one", T);
+    CHECK(!memcmp(y2.data(), y_gpu.data(), n * 2), "T=%d: the bf16 row with a residue differs from the one without", T);
     CHECK(tu_count_nonfinite_bf16(lo.data(), n) == 0, "T=%d: residue not fully written", T);
     std::vector<float> sum(n);
     for (size_t i = 0; i < n; i++) sum[i] = bf16_to_f32(y2[i]) + bf16_to_f32(lo[i]);
@@ -92,21 +95,24 @@ static void check_add(int T, bool with_delta, int n_slots, cudaStream_t st, cons
 static void check_final_and_embed(int T, cudaStream_t st, const uint16_t *d_gain, const std::vector<uint16_t> &gain) {
     const size_t n = (size_t)T * H;
     dense_ref g = {gain.data(), ST_BF16};
-    /* Final norm: h is read only. */
+    /* A plain RMSNorm (no delta, no slots): h is read only. */
     std::vector<float> h(n);
     for (auto &v : h) v = tu_uniform(-50.0f, 50.0f);
     float *d_h = tu_dev_upload(h.data(), n);
     uint16_t *d_y = tu_dev_alloc<uint16_t>(n);
     tu_poison(d_y, n * 2, st);
-    CUDA_CHECK(norm_rmsnorm(d_h, T, H, d_gain, EPS, d_y, st));
+    CUDA_CHECK(norm_add_rmsnorm_split(d_h, NULL, NULL, 0, T, H, d_gain, EPS, d_y, NULL, st));
     CUDA_CHECK(cudaStreamSynchronize(st));
     std::vector<uint16_t> y(n);
     tu_download(y.data(), d_y, n);
+    std::vector<float> h_after(n);
+    tu_download(h_after.data(), d_h, n);
+    CHECK(!memcmp(h_after.data(), h.data(), n * 4), "plain norm T=%d: h was written", T);
     std::vector<float> ref(n), yf = bf16_vec_to_f32(y);
     cpu_rmsnorm(h.data(), g, T, H, EPS, ref.data());
-    CHECK(tu_count_nonfinite_bf16(y.data(), n) == 0, "final norm T=%d: output not fully written", T);
+    CHECK(tu_count_nonfinite_bf16(y.data(), n) == 0, "plain norm T=%d: output not fully written", T);
     double err = tu_rel_err(yf.data(), ref.data(), n);
-    CHECK(err <= 1e-2, "final norm T=%d: relative error %.3g", T, err);
+    CHECK(err <= 1e-2, "plain norm T=%d: relative error %.3g", T, err);
 
     /* Embedding: a small table, ids including out-of-range ones (→ zero rows). */
     const int vocab = 1000;
@@ -119,7 +125,7 @@ static void check_final_and_embed(int T, cudaStream_t st, const uint16_t *d_gain
     int32_t *d_ids = tu_dev_upload(ids.data(), (size_t)T);
     tu_poison(d_h, n * 4, st);
     tu_poison(d_y, n * 2, st);
-    CUDA_CHECK(norm_embed(d_ids, T, d_tab, vocab, H, d_h, d_gain, EPS, d_y, st));
+    CUDA_CHECK(norm_embed_split(d_ids, T, d_tab, vocab, H, d_h, d_gain, EPS, d_y, NULL, st));
     CUDA_CHECK(cudaStreamSynchronize(st));
     std::vector<float> hg(n);
     tu_download(hg.data(), d_h, n);
@@ -153,16 +159,16 @@ static void bench(cudaStream_t st, const uint16_t *d_gain) {
     tu_bench_header();
     for (int T : TS) {
         char name[128];
-        double us = tu_time_us(st, 5, 100, [&](int) { CUDA_CHECK(norm_add_rmsnorm(d_h, d_d, NULL, 0, T, H, d_gain, EPS, d_y, st)); });
+        double us = tu_time_us(st, 5, 100, [&](int) { CUDA_CHECK(norm_add_rmsnorm_split(d_h, d_d, NULL, 0, T, H, d_gain, EPS, d_y, NULL, st)); });
         snprintf(name, sizeof name, "norm residual(bf16)+rmsnorm T=%d", T);
         tu_bench_row(name, us, (double)T * H * (8 + 2 + 2), 0);
         for (int S : {4, 20}) {
-            us = tu_time_us(st, 5, 100, [&](int) { CUDA_CHECK(norm_add_rmsnorm(d_h, NULL, d_s, S, T, H, d_gain, EPS, d_y, st)); });
+            us = tu_time_us(st, 5, 100, [&](int) { CUDA_CHECK(norm_add_rmsnorm_split(d_h, NULL, d_s, S, T, H, d_gain, EPS, d_y, NULL, st)); });
             snprintf(name, sizeof name, "norm moe-combine(%d fp32 slots)+rmsnorm T=%d", S, T);
             tu_bench_row(name, us, (double)T * H * (8 + 4.0 * S + 2), 0);
         }
-        us = tu_time_us(st, 5, 100, [&](int) { CUDA_CHECK(norm_rmsnorm(d_h, T, H, d_gain, EPS, d_y, st)); });
-        snprintf(name, sizeof name, "norm final rmsnorm T=%d", T);
+        us = tu_time_us(st, 5, 100, [&](int) { CUDA_CHECK(norm_add_rmsnorm_split(d_h, NULL, NULL, 0, T, H, d_gain, EPS, d_y, NULL, st)); });
+        snprintf(name, sizeof name, "norm plain rmsnorm T=%d", T);
         tu_bench_row(name, us, (double)T * H * (4 + 2), 0);
     }
     CUDA_CHECK(cudaFree(d_h));

@@ -1,10 +1,13 @@
-/* RoPE + KV write (src/backend/cuda/rope_kv.cu) against the CPU reference (rope_init / rope_cos_sin /
- * rope_apply of model/rope.c) on random bf16 QKV rows at real shapes (64 q heads, 8 KV heads,
+/* RoPE + KV write (src/backend/cuda/rope_kv.cu, rope_kv_launch_f32) against the CPU reference
+ * (rope_init / rope_cos_sin / rope_apply of model/rope.c) at real shapes (64 q heads, 8 KV heads,
  * head_dim 64), random positions up to 131071, random shuffled block tables of both pools (the sliding
- * one starting at swa_first > 0), block sizes 16/32/64, and a padding row with slot -1.
- * Checks: q and k within bf16 rounding of the reference, V copied bit-exactly, every output written,
- * and not one other cache element touched (the whole cache is poisoned with NaN before the launch).
- * --bench times the kernel for 1..8192 tokens. --seed N reproduces a run. */
+ * one starting at swa_first > 0), block sizes 16/32/64, and a padding row with slot -1. Two kinds of
+ * input rows: bf16 values widened to fp32 with no second row and no bias (V must then come out
+ * bit-exact), and fp32 hi + lo + a bf16 bias, as runner_forward.c passes them.
+ * Checks: q and k within bf16 rounding of the reference, V the input rounded once, every output
+ * written, and not one other cache element touched (the whole cache is poisoned with NaN before the
+ * launch). --bench times the kernel (hi + lo + bias, as in the forward pass) for 1..8192 tokens.
+ * --seed N reproduces a run. */
 #include "gpu_check.h"
 
 extern "C" {
@@ -64,12 +67,16 @@ static void run_case(const rope_table *rt, const rope_kv_freq *freq, int bs, boo
         for (int j = 0; j < sp[i].n_new; j++) positions[query_start[i] + j] = sp[i].start_pos + j;
     positions[n_seq_tokens] = 12345, slots[n_seq_tokens] = -1;
 
-    /* Random bf16 QKV rows (post-bias activations: a few units). */
+    /* Random bf16 QKV rows (post-bias activations: a few units), passed widened to fp32. */
     uint16_t *qkv = (uint16_t *)malloc((size_t)n_tokens * QKV * sizeof(uint16_t));
-    for (size_t k = 0; k < (size_t)n_tokens * QKV; k++) qkv[k] = f32_to_bf16(2.0f * rng_normal(rng));
+    float *qkv_f = (float *)malloc((size_t)n_tokens * QKV * sizeof(float));
+    for (size_t k = 0; k < (size_t)n_tokens * QKV; k++) {
+        qkv[k] = f32_to_bf16(2.0f * rng_normal(rng));
+        qkv_f[k] = bf16_to_f32(qkv[k]);
+    }
 
     const size_t cache_elems = (size_t)num_blocks * NKV * bs * HDIM;
-    uint16_t *d_qkv = (uint16_t *)gpu_upload(qkv, (size_t)n_tokens * QKV * 2);
+    float *d_qkv = (float *)gpu_upload(qkv_f, (size_t)n_tokens * QKV * 4);
     int32_t *d_pos = (int32_t *)gpu_upload(positions, n_tokens * 4), *d_slots = (int32_t *)gpu_upload(slots, n_tokens * 4);
     uint16_t *d_q = (uint16_t *)gpu_alloc((size_t)n_tokens * NH * HDIM * 2);
     uint16_t *d_k = (uint16_t *)gpu_alloc(cache_elems * 2), *d_v = (uint16_t *)gpu_alloc(cache_elems * 2);
@@ -79,7 +86,7 @@ static void run_case(const rope_table *rt, const rope_kv_freq *freq, int bs, boo
     uint16_t *kc = (uint16_t *)malloc(cache_elems * 2), *vc = (uint16_t *)malloc(cache_elems * 2);
     char *written = (char *)calloc(cache_elems, 1);
 
-    /* The fp32 form's inputs (rope_kv_launch_f32): rows hi and lo and a bf16 bias, summed in that order. */
+    /* The forward pass's inputs: rows hi and lo and a bf16 bias, summed in that order. */
     const size_t nq = (size_t)n_tokens * QKV;
     float *hi = (float *)malloc(nq * 4), *lo = (float *)malloc(nq * 4);
     uint16_t *bias = (uint16_t *)malloc(QKV * 2);
@@ -88,12 +95,12 @@ static void run_case(const rope_table *rt, const rope_kv_freq *freq, int bs, boo
     float *d_hi = (float *)gpu_upload(hi, nq * 4), *d_lo = (float *)gpu_upload(lo, nq * 4);
     uint16_t *d_bias = (uint16_t *)gpu_upload(bias, QKV * 2);
 
-    for (int form = 0; form < 2; form++) { /* 0: bf16 rows; 1: fp32 hi + lo + bias */
+    for (int form = 0; form < 2; form++) { /* 0: bf16 rows widened, alone; 1: fp32 hi + lo + bias */
         gpu_poison(d_q, (size_t)n_tokens * NH * HDIM * 2);
         gpu_poison(d_k, cache_elems * 2);
         gpu_poison(d_v, cache_elems * 2);
         if (form == 0)
-            CUDA_CHECK(rope_kv_launch(&d, freq, d_qkv, QKV, n_tokens, d_pos, d_slots, d_q, d_k, d_v, 0));
+            CUDA_CHECK(rope_kv_launch_f32(&d, freq, d_qkv, NULL, NULL, QKV, n_tokens, d_pos, d_slots, d_q, d_k, d_v, 0));
         else
             CUDA_CHECK(rope_kv_launch_f32(&d, freq, d_hi, d_lo, d_bias, QKV, n_tokens, d_pos, d_slots, d_q, d_k, d_v, 0));
         CUDA_CHECK(cudaDeviceSynchronize());
@@ -152,7 +159,8 @@ static void run_case(const rope_table *rt, const rope_kv_freq *freq, int bs, boo
     CUDA_CHECK(cudaFree(d_lo));
     CUDA_CHECK(cudaFree(d_bias));
 
-    free(written), free(q), free(kc), free(vc), free(qkv), free(positions), free(slots), free(tables), free(perm);
+    free(written), free(q), free(kc), free(vc), free(qkv), free(qkv_f), free(positions), free(slots), free(tables);
+    free(perm);
     CUDA_CHECK(cudaFree(d_qkv));
     CUDA_CHECK(cudaFree(d_pos));
     CUDA_CHECK(cudaFree(d_slots));
@@ -171,8 +179,12 @@ static void bench(const rope_kv_freq *freq, uint64_t seed) {
         const int n = sizes[c];
         const int num_blocks = (n + bs - 1) / bs;
         attn_dims d = {NH, NKV, HDIM, bs};
-        uint16_t *d_qkv = (uint16_t *)gpu_alloc((size_t)n * QKV * 2);
-        gpu_fill_bf16(d_qkv, (size_t)n * QKV, seed + c, 3.f);
+        /* As the forward pass calls it: fp32 hi and lo rows and a bf16 bias. */
+        float *d_hi = (float *)gpu_alloc((size_t)n * QKV * 4), *d_lo = (float *)gpu_alloc((size_t)n * QKV * 4);
+        uint16_t *d_bias = (uint16_t *)gpu_alloc(QKV * 2);
+        gpu_fill_f32(d_hi, (size_t)n * QKV, seed + c, 3.f);
+        gpu_fill_f32(d_lo, (size_t)n * QKV, seed + c + 100, 0.01f);
+        gpu_fill_bf16(d_bias, QKV, seed + c + 200, 0.5f);
         int32_t *pos = (int32_t *)malloc(n * 4), *slots = (int32_t *)malloc(n * 4);
         for (int i = 0; i < n; i++) pos[i] = 5000 + i, slots[i] = i; /* one sequence, blocks in order */
         int32_t *d_pos = (int32_t *)gpu_upload(pos, n * 4), *d_slots = (int32_t *)gpu_upload(slots, n * 4);
@@ -184,16 +196,18 @@ static void bench(const rope_kv_freq *freq, uint64_t seed) {
         cudaGraphExec_t exec;
         CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
         for (int r = 0; r < reps; r++)
-            CUDA_CHECK(rope_kv_launch(&d, freq, d_qkv, QKV, n, d_pos, d_slots, d_q, d_k, d_v, st));
+            CUDA_CHECK(rope_kv_launch_f32(&d, freq, d_hi, d_lo, d_bias, QKV, n, d_pos, d_slots, d_q, d_k, d_v, st));
         CUDA_CHECK(cudaStreamEndCapture(st, &graph));
         CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
         const float us = gpu_time_graph_us(exec, st, reps, 15);
-        const double bytes = (double)n * (QKV + NH * HDIM + 2 * NKV * HDIM) * 2;
+        const double bytes = (double)n * (2.0 * QKV * 4 + (NH * HDIM + 2 * NKV * HDIM) * 2) + QKV * 2;
         const double gbps = bytes / (us * 1e-6) / 1e9;
         printf("| rope_kv %d tokens | %.2f | %.0f GB/s | %.2f |\n", n, us, gbps, gbps / H200_GBPS);
         CUDA_CHECK(cudaGraphExecDestroy(exec));
         CUDA_CHECK(cudaGraphDestroy(graph));
-        CUDA_CHECK(cudaFree(d_qkv));
+        CUDA_CHECK(cudaFree(d_hi));
+        CUDA_CHECK(cudaFree(d_lo));
+        CUDA_CHECK(cudaFree(d_bias));
         CUDA_CHECK(cudaFree(d_pos));
         CUDA_CHECK(cudaFree(d_slots));
         CUDA_CHECK(cudaFree(d_q));

@@ -24,9 +24,9 @@
  * sink, so it is never -inf (masked keys are -inf, exp2(-inf) = 0, and a fully masked tile changes
  * nothing), and exp2(sink - m) <= 1 when the sink finally joins the denominator, once. */
 #include "backend/cuda/attention.h"
+#include "backend/cuda/device_util.cuh"
 #include "backend/cuda/pdl.cuh"
 
-#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
@@ -76,18 +76,6 @@ typedef struct {
 /* ------------------------------------------------------------------------------------------------ */
 /* PTX wrappers                                                                                       */
 
-static __device__ __forceinline__ uint32_t smem_u32(const void *p) {
-    return (uint32_t)__cvta_generic_to_shared(p);
-}
-/* 16-byte global -> shared copy; when !valid nothing is read and the 16 bytes are zero-filled. */
-static __device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, bool valid) {
-    const int n = valid ? 16 : 0;
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n) : "memory");
-}
-static __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N> static __device__ __forceinline__ void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
 static __device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], uint32_t addr) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
@@ -100,22 +88,11 @@ static __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], uint32_t
                  : "r"(addr)
                  : "memory");
 }
-/* c += a b (m16n8k16, bf16 inputs, fp32 accumulators). */
-static __device__ __forceinline__ void mma_bf16(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 /* Transposes an 8x8 bf16 matrix held in the standard fragment layout (lane: row g, cols 2t, 2t+1). */
 static __device__ __forceinline__ uint32_t movmatrix_trans(uint32_t x) {
     uint32_t y;
     asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
     return y;
-}
-static __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<uint32_t *>(&v);
 }
 /* 2^x by the SFU (ex2.approx: ~2 ulp; inputs are <= 0 here, tiny results flush to 0, -inf gives 0). */
 static __device__ __forceinline__ float fast_exp2(float x) {
@@ -157,8 +134,8 @@ static __device__ __forceinline__ void load_kv_tile(const attn_args &a, const in
             const size_t off = kv_offset(a, table, first, kvh, key) + (size_t)c * 8;
             ks += off, vs += off;
         }
-        cp_async16(s_k + swz(r, c), ks, valid);
-        cp_async16(s_v + swz(r, c), vs, valid);
+        cp_async16(s_k + swz(r, c), ks, valid ? 16 : 0);
+        cp_async16(s_v + swz(r, c), vs, valid ? 16 : 0);
     }
 }
 
@@ -245,7 +222,7 @@ __global__ void __launch_bounds__(DEC_THREADS) attn_decode_kernel(attn_args a) {
         for (int kc = 0; kc < 4; kc++) {
             uint32_t ka[4];
             ldmatrix_x4(ka, sk + swz(warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, kc * 2 + (lane >> 4)));
-            mma_bf16(s, ka, qb[kc][0], qb[kc][1]);
+            mma_bf16_16816(s, ka, qb[kc][0], qb[kc][1]);
         }
         if (key_w + g >= key_end) s[0] = s[1] = -INFINITY;
         if (key_w + g + 8 >= key_end) s[2] = s[3] = -INFINITY;
@@ -265,7 +242,7 @@ __global__ void __launch_bounds__(DEC_THREADS) attn_decode_kernel(attn_args a) {
         for (int mt = 0; mt < 4; mt++) acc[mt][0] *= corr0, acc[mt][1] *= corr1, acc[mt][2] *= corr0, acc[mt][3] *= corr1;
 
         /* P^T as the B operand: transpose the two 8x8 halves (keys 0-7 and 8-15) in registers. */
-        const uint32_t pb0 = movmatrix_trans(pack_bf16(p0, p1)), pb1 = movmatrix_trans(pack_bf16(p2, p3));
+        const uint32_t pb0 = movmatrix_trans(pack_bf16x2(p0, p1)), pb1 = movmatrix_trans(pack_bf16x2(p2, p3));
 
         /* O^T += V^T P^T: m-tile mt covers dims [16mt, 16mt+16). ldmatrix.trans matrices: (keys 0-7,
          * dims +0), (keys 0-7, dims +8), (keys 8-15, dims +0), (keys 8-15, dims +8) = a0..a3. */
@@ -274,7 +251,7 @@ __global__ void __launch_bounds__(DEC_THREADS) attn_decode_kernel(attn_args a) {
             uint32_t va[4];
             const int j = lane >> 3;
             ldmatrix_x4_trans(va, sv + swz(warp * 16 + (lane & 7) + (j >> 1) * 8, mt * 2 + (j & 1)));
-            mma_bf16(acc[mt], va, pb0, pb1);
+            mma_bf16_16816(acc[mt], va, pb0, pb1);
         }
     }
     cp_async_wait<0>();
@@ -317,7 +294,7 @@ __global__ void __launch_bounds__(DEC_THREADS) attn_decode_kernel(attn_args a) {
         L += fast_exp2(a.sinks[head] * LOG2E - M); /* M >= the sink: every warp's max started there */
         const float inv = 1.f / L;
         *reinterpret_cast<uint2 *>(a.out + ((size_t)q_row * (size_t)a.n_heads + (size_t)head) * HD + d0) =
-            make_uint2(pack_bf16(o4[0] * inv, o4[1] * inv), pack_bf16(o4[2] * inv, o4[3] * inv));
+            make_uint2(pack_bf16x2(o4[0] * inv, o4[1] * inv), pack_bf16x2(o4[2] * inv, o4[3] * inv));
     } else {
         const size_t part = ((size_t)seq * (size_t)a.n_heads + (size_t)head) * (size_t)a.num_splits + (size_t)split;
         *reinterpret_cast<float4 *>(a.ws + part * HD + d0) = make_float4(o4[0], o4[1], o4[2], o4[3]);
@@ -350,7 +327,7 @@ __global__ void __launch_bounds__(DEC_THREADS) attn_decode_merge_kernel(attn_arg
     }
     const float inv = 1.f / L;
     *reinterpret_cast<uint2 *>(a.out + ((size_t)q_row * (size_t)a.n_heads + (size_t)head) * HD + d0) =
-        make_uint2(pack_bf16(o4[0] * inv, o4[1] * inv), pack_bf16(o4[2] * inv, o4[3] * inv));
+        make_uint2(pack_bf16x2(o4[0] * inv, o4[1] * inv), pack_bf16x2(o4[2] * inv, o4[3] * inv));
 }
 
 /* ------------------------------------------------------------------------------------------------ */
@@ -401,7 +378,7 @@ __global__ void __launch_bounds__(PF_THREADS, 2) attn_prefill_kernel(attn_args a
         if (valid)
             src += ((size_t)(qs + tok0 + tt) * (size_t)a.n_heads + (size_t)kvh * GQA + (size_t)(r & 7)) * HD +
                    (size_t)c * 8;
-        cp_async16(s_q + swz(r, c), src, valid);
+        cp_async16(s_q + swz(r, c), src, valid ? 16 : 0);
     }
     cp_async_commit();
 #pragma unroll
@@ -452,8 +429,8 @@ __global__ void __launch_bounds__(PF_THREADS, 2) attn_prefill_kernel(attn_args a
             for (int kp = 0; kp < 2; kp++) {
                 uint32_t kb[4];
                 ldmatrix_x4(kb, sk + swz(nt * 8 + (lane & 7), kp * 4 + (lane >> 3)));
-                mma_bf16(s[nt], qa[2 * kp], kb[0], kb[1]);
-                mma_bf16(s[nt], qa[2 * kp + 1], kb[2], kb[3]);
+                mma_bf16_16816(s[nt], qa[2 * kp], kb[0], kb[1]);
+                mma_bf16_16816(s[nt], qa[2 * kp + 1], kb[2], kb[3]);
             }
         }
         /* Edge tiles: causal diagonal (a key past some row's position) or window start. */
@@ -502,16 +479,16 @@ __global__ void __launch_bounds__(PF_THREADS, 2) attn_prefill_kernel(attn_args a
          * 2kk and 2kk+1. V's B fragments via ldmatrix.trans, two dim n-tiles per x4. */
 #pragma unroll
         for (int kk = 0; kk < PF_KTILE / 16; kk++) {
-            const uint32_t pa[4] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]), pack_bf16(s[2 * kk][2], s[2 * kk][3]),
-                                    pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                                    pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+            const uint32_t pa[4] = {pack_bf16x2(s[2 * kk][0], s[2 * kk][1]), pack_bf16x2(s[2 * kk][2], s[2 * kk][3]),
+                                    pack_bf16x2(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                                    pack_bf16x2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
 #pragma unroll
             for (int np = 0; np < 4; np++) {
                 uint32_t vb[4];
                 const int j = lane >> 3;
                 ldmatrix_x4_trans(vb, sv + swz(kk * 16 + (lane & 7) + (j & 1) * 8, np * 2 + (j >> 1)));
-                mma_bf16(acc[2 * np], pa, vb[0], vb[1]);
-                mma_bf16(acc[2 * np + 1], pa, vb[2], vb[3]);
+                mma_bf16_16816(acc[2 * np], pa, vb[0], vb[1]);
+                mma_bf16_16816(acc[2 * np + 1], pa, vb[2], vb[3]);
             }
         }
     }
@@ -526,13 +503,13 @@ __global__ void __launch_bounds__(PF_THREADS, 2) attn_prefill_kernel(attn_args a
         uint16_t *o = a.out + ((size_t)(qs + tok0 + 2 * warp) * (size_t)a.n_heads + (size_t)head) * HD + 2 * t;
 #pragma unroll
         for (int nt = 0; nt < 8; nt++)
-            *reinterpret_cast<uint32_t *>(o + nt * 8) = pack_bf16(acc[nt][0] * inv_a, acc[nt][1] * inv_a);
+            *reinterpret_cast<uint32_t *>(o + nt * 8) = pack_bf16x2(acc[nt][0] * inv_a, acc[nt][1] * inv_a);
     }
     if (2 * warp + 1 < n_valid) {
         uint16_t *o = a.out + ((size_t)(qs + tok0 + 2 * warp + 1) * (size_t)a.n_heads + (size_t)head) * HD + 2 * t;
 #pragma unroll
         for (int nt = 0; nt < 8; nt++)
-            *reinterpret_cast<uint32_t *>(o + nt * 8) = pack_bf16(acc[nt][2] * inv_b, acc[nt][3] * inv_b);
+            *reinterpret_cast<uint32_t *>(o + nt * 8) = pack_bf16x2(acc[nt][2] * inv_b, acc[nt][3] * inv_b);
     }
 }
 

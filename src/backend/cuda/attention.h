@@ -19,7 +19,7 @@
  * Every layer of a pool uses the same block ids in its own k/v arrays.
  *
  * ---- Other buffers ----
- *   q    [n_tokens][n_heads][head_dim] bf16, RoPE applied (written by rope_kv_launch)
+ *   q    [n_tokens][n_heads][head_dim] bf16, RoPE applied (written by rope_kv_launch_f32)
  *   out  [n_tokens][n_heads][head_dim] bf16, the concatenated heads (input of the O projection)
  *   sinks[n_heads] fp32 (the checkpoint's bf16 sinks widened once at load)
  * All pointers in the launch functions are device pointers unless marked "host".

@@ -29,48 +29,14 @@
  *
  * Large M goes to cuBLASLt (compute-bound; cuBLAS is good there). */
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_util.cuh"
 #include "backend/cuda/pdl.cuh"
 
 #include <cublasLt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define TRY(x)                                                                                     \
-    do {                                                                                           \
-        cudaError_t try_err_ = (x);                                                                \
-        if (try_err_ != cudaSuccess) return try_err_;                                              \
-    } while (0)
-
-/* ---------------------------------------------------------------------------------------------- */
-/* Device helpers                                                                                  */
-
-/* A 16-byte streaming load of read-only data that is used once: skip L1. */
-static __device__ __forceinline__ uint4 ldg_stream16(const void *p) {
-    uint4 v;
-    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-        : "l"(p));
-    return v;
-}
-
-/* D = A·B + D for one m16n8k16 tile, bf16 inputs, fp32 accumulators (PTX fragment layout). */
-static __device__ __forceinline__ void mma_bf16_16816(float c[4], uint32_t a0, uint32_t a1, uint32_t a2,
-                                                      uint32_t a3, uint32_t b0, uint32_t b1) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-static __device__ __forceinline__ float bf16_bits_to_f32(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
-
-/* float → bf16 bits, round to nearest even (NaN stays NaN). */
-static __device__ __forceinline__ uint16_t f32_to_bf16_bits(float f) {
-    uint16_t r;
-    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r) : "f"(f));
-    return r;
-}
 
 /* ---------------------------------------------------------------------------------------------- */
 /* The skinny kernel                                                                               */
@@ -456,7 +422,7 @@ static cudaError_t gemm_cublas(gemm_ctx *c, const uint16_t *x, int M, int K, con
         long total = (long)M * N;
         int blocks = (int)((total + 255) / 256 < 4096 ? (total + 255) / 256 : 4096);
         pdl_launch(add_bias_f32_kernel, dim3(blocks), dim3(256), 0, stream, (float *)y, bias, total, N);
-        TRY(cudaGetLastError());
+        CUDA_TRY(cudaGetLastError());
     }
     return cudaSuccess;
 }

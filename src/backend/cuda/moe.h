@@ -19,7 +19,7 @@
  * For row tile rt, k step kk (64 wide) and lane (g = lane/4, t = lane%4) the 16 bytes are 4 words:
  * word 0 = row ρ(g) at k ∈ 64kk + [8t, 8t+8), word 1 = row ρ(g+8) at the same k, words 2 and 3 the
  * same rows at k + 32. Inside a word the 8 codes are bit-shuffled so that four shift/mask operations
- * place them straight into bf16 bit positions (see moe.cu, "dequantisation"). ρ is the identity
+ * place them straight into bf16 bit positions (moe_dequant.cuh). ρ is the identity
  * (ρ(i) = 16rt + i) for down; for gate_up ρ(g) = 2(8rt+g) (gate) and ρ(g+8) = 2(8rt+g)+1 (up), so
  * that one thread ends up holding both halves of each SwiGLU pair. Scale word g holds the 4 scale
  * bytes of words 0…3 of lanes 4g…4g+3. Requires K % 64 == 0 and R % 16 == 0 (2880 and 5760 are).
@@ -41,11 +41,9 @@ extern "C" {
 size_t moe_repack_q_bytes(int E, int R, int K); /* E·R·K/2 */
 size_t moe_repack_s_bytes(int E, int R, int K); /* E·R·K/32 */
 
-/* Checkpoint layout (blocks [E][R][K/32][16], scales [E][R][K/32]) → repacked q, s. gate_up != 0
- * applies the gate/up row pairing. CPU version (host pointers) and GPU version (device pointers,
- * asynchronous on stream). Both return non-zero / an error on unsupported shapes. */
-int moe_repack_host(const uint8_t *blocks, const uint8_t *scales, int E, int R, int K, int gate_up, uint8_t *q,
-                    uint8_t *s);
+/* Checkpoint layout (blocks [E][R][K/32][16], scales [E][R][K/32]) → repacked q, s (device pointers,
+ * asynchronous on stream). gate_up != 0 applies the gate/up row pairing. cudaErrorInvalidValue on
+ * unsupported shapes. */
 cudaError_t moe_repack_device(const uint8_t *blocks, const uint8_t *scales, int E, int R, int K, int gate_up,
                               uint8_t *q, uint8_t *s, cudaStream_t stream);
 
@@ -57,7 +55,7 @@ typedef struct {
     int E, H, I;
     float swiglu_alpha, swiglu_limit; /* 1.702, 7.0 */
     int w1_folded, w2_folded; /* every scale byte of w1 (w2) ≤ 128: one multiply per dequantised pair
-                               * (moe.cu); set from moe_scales_max, 0 is always correct */
+                               * (moe_dequant.cuh); set from moe_scales_max, 0 is always correct */
 } moe_weights;
 
 /* The largest byte of n scale bytes (device pointer) into *max_out (host), synchronously on stream. */
@@ -77,20 +75,23 @@ typedef struct {
     int *pair_sorted; /* [T·k] pair ids grouped by expert (ascending), ascending inside a group */
     int *touched;     /* [E] experts with count > 0, ascending; entries past n_touched unused */
     int *n_touched;   /* [1] */
-    int *tiles;       /* [T·k/MOE_TILE_TOKENS + E] large-batch tiles, (expert << 16) | tile index */
+    int *tiles;       /* [moe_max_tiles] large-batch tiles, (expert << 16) | tile index */
     int *n_tiles;     /* [1] */
 } moe_routing;
 
 enum { MOE_TILE_TOKENS = 128 }; /* tokens per tile on the large-batch path */
 
+/* Room for the large path's tile list: each expert's pairs in ceil(count / MOE_TILE_TOKENS) tiles. */
+static inline size_t moe_max_tiles(int T, int E, int k) { return (size_t)T * k / MOE_TILE_TOKENS + E; }
+
 size_t moe_routing_bytes(int T, int E, int k);
 void moe_routing_carve(moe_routing *r, void *buf, int T, int E, int k);
 
-/* From fp32 router logits [T][E] (bias already added): top-k (lowest index on ties), softmax over the
- * k, and the grouping by expert. E ≤ 256, k ≤ 8. Two launches on stream. */
-cudaError_t moe_route(const float *logits, const moe_routing *r, cudaStream_t stream);
-/* The same with logits = logits[t] + logits_lo[t] + bias (fp32 sums in that order; logits_lo and the
- * bf16 bias [E] may be NULL): the two halves of the split-bf16 router GEMM (norm.h). */
+/* From fp32 router logits [T][E]: top-k (lowest index on ties), softmax over the k, and the grouping
+ * by expert. The logit of (t, e) is logits[t][e] + logits_lo[t][e] + bias[e], fp32 sums in that order
+ * (logits_lo and the bf16 bias [E] may be NULL): the two halves of the split-bf16 router GEMM
+ * (norm.h) and the router bias. E ≤ 256, k ≤ 8. One launch on stream for decode-sized steps, two
+ * otherwise. */
 cudaError_t moe_route_split(const float *logits, const float *logits_lo, const uint16_t *bias, const moe_routing *r,
                             cudaStream_t stream);
 

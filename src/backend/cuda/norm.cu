@@ -1,4 +1,4 @@
-/* Residual add + RMSNorm, embedding gather, final norm. See norm.h.
+/* Residual add + RMSNorm and the embedding gather. See norm.h.
  *
  * One block per token row, one thread per 8 features (H = 2880: 360 threads of a 384-thread block):
  * the row is read once with 16-byte loads, updated and written back, its sum of squares reduced
@@ -6,27 +6,10 @@
  * normalised row written as bf16. Memory-bound: at 4096 tokens and 4 MoE slots a pass moves
  * ≈ 280 MB, ~70 µs at 4 TB/s; at one token it is a few µs of latency. */
 #include "backend/cuda/norm.h"
+#include "backend/cuda/device_util.cuh"
 #include "backend/cuda/pdl.cuh"
 
 enum { NORM_MAX_H = 8192, NORM_MAX_THREADS = 1024 };
-
-static __device__ __forceinline__ float bf16_bits_to_f32(uint32_t h16) { return __uint_as_float(h16 << 16); }
-
-static __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
-    uint32_t r;
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo)); /* first source → upper half */
-    return r;
-}
-
-/* 8 bf16 (one uint4) → 8 floats. */
-static __device__ __forceinline__ void unpack8(uint4 u, float f[8]) {
-    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        f[2 * i] = bf16_bits_to_f32(w[i] & 0xffffu);
-        f[2 * i + 1] = bf16_bits_to_f32(w[i] >> 16);
-    }
-}
 
 /* Sum over the block; every thread gets the total (fixed reduction tree: deterministic). */
 static __device__ __forceinline__ float block_sum(float v, float *red) {
@@ -43,7 +26,7 @@ static __device__ __forceinline__ float block_sum(float v, float *red) {
 
 /* Normalises v (this thread's 8 values, already final) and writes them as bf16; with ylo also the
  * rounding residue, bf16(x − bf16(x)), so that y + ylo carries x to ~16 significant bits (the "split
- * bf16" input of the QKV and router GEMMs, runner.c). */
+ * bf16" input of the QKV and router GEMMs, runner_forward.c). */
 static __device__ __forceinline__ void write_norm(const float v[8], bool active, int H, const uint16_t *gain, float eps,
                                                   uint16_t *yrow, uint16_t *ylorow, int c, float *red) {
     float ss = 0.0f;
@@ -54,7 +37,7 @@ static __device__ __forceinline__ void write_norm(const float v[8], bool active,
     if (!active) return;
     const float inv = 1.0f / sqrtf(ss / (float)H + eps);
     float gf[8], x[8];
-    unpack8(*(const uint4 *)(gain + 8 * c), gf);
+    unpack_bf16x8(*(const uint4 *)(gain + 8 * c), gf);
 #pragma unroll
     for (int i = 0; i < 8; i++) x[i] = v[i] * inv * gf[i];
     uint4 o;
@@ -65,7 +48,7 @@ static __device__ __forceinline__ void write_norm(const float v[8], bool active,
     *(uint4 *)(yrow + 8 * c) = o;
     if (ylorow) {
         float hi[8];
-        unpack8(o, hi);
+        unpack_bf16x8(o, hi);
         uint4 l;
         l.x = pack_bf16x2(x[0] - hi[0], x[1] - hi[1]);
         l.y = pack_bf16x2(x[2] - hi[2], x[3] - hi[3]);
@@ -96,7 +79,7 @@ __global__ void norm_add_kernel(float *h, const uint16_t *delta, const float *sl
         }
         if (delta) {
             float db[8];
-            unpack8(*(const uint4 *)(delta + (size_t)t * H + 8 * c), db);
+            unpack_bf16x8(*(const uint4 *)(delta + (size_t)t * H + 8 * c), db);
 #pragma unroll
             for (int i = 0; i < 8; i++) d[i] += db[i];
         }
@@ -119,7 +102,7 @@ __global__ void norm_embed_kernel(const int32_t *tokens, const uint16_t *table, 
     float v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     if (active) {
         const int id = tokens[t];
-        if (id >= 0 && id < vocab) unpack8(*(const uint4 *)(table + (size_t)id * H + 8 * c), v);
+        if (id >= 0 && id < vocab) unpack_bf16x8(*(const uint4 *)(table + (size_t)id * H + 8 * c), v);
         float *hrow = h + (size_t)t * H + 8 * c;
         *(float4 *)hrow = make_float4(v[0], v[1], v[2], v[3]);
         *(float4 *)(hrow + 4) = make_float4(v[4], v[5], v[6], v[7]);
@@ -139,19 +122,6 @@ cudaError_t norm_add_rmsnorm_split(float *h, const uint16_t *delta, const float 
                       H, gain, eps, y, y_lo);
 }
 
-cudaError_t norm_add_rmsnorm(float *h, const uint16_t *delta, const float *slots, int n_slots, int T, int H,
-                             const uint16_t *gain, float eps, uint16_t *y, cudaStream_t stream) {
-    return norm_add_rmsnorm_split(h, delta, slots, n_slots, T, H, gain, eps, y, nullptr, stream);
-}
-
-cudaError_t norm_rmsnorm(const float *h, int T, int H, const uint16_t *gain, float eps, uint16_t *y, cudaStream_t stream) {
-    if (!shape_ok(T, H) || !h || !gain || !y) return cudaErrorInvalidValue;
-    if (T == 0) return cudaSuccess;
-    /* No delta and no slots: the kernel only reads h. */
-    return pdl_launch(norm_add_kernel, dim3(T), dim3(threads_for(H)), 0, stream, (float *)h, nullptr, nullptr, 0, H,
-                      gain, eps, y, nullptr);
-}
-
 cudaError_t norm_embed_split(const int32_t *tokens, int T, const uint16_t *table, int vocab, int H, float *h,
                              const uint16_t *gain, float eps, uint16_t *y, uint16_t *y_lo, cudaStream_t stream) {
     if (!shape_ok(T, H) || !tokens || !table || !h || vocab < 1 || (gain && !y) || (y_lo && !y))
@@ -159,9 +129,4 @@ cudaError_t norm_embed_split(const int32_t *tokens, int T, const uint16_t *table
     if (T == 0) return cudaSuccess;
     return pdl_launch(norm_embed_kernel, dim3(T), dim3(threads_for(H)), 0, stream, tokens, table, vocab, H, h, gain,
                       eps, y, y_lo);
-}
-
-cudaError_t norm_embed(const int32_t *tokens, int T, const uint16_t *table, int vocab, int H, float *h,
-                       const uint16_t *gain, float eps, uint16_t *y, cudaStream_t stream) {
-    return norm_embed_split(tokens, T, table, vocab, H, h, gain, eps, y, nullptr, stream);
 }

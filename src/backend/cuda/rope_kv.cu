@@ -2,47 +2,32 @@
  *
  * One CTA per token. Its threads first compute the token's half = 32 (cos, sin) pairs into shared
  * memory (accurate sincosf, once per token instead of once per head), then every thread takes groups of
- * 4 rotation pairs: it loads x[i0..i0+3] and x[i0+half..i0+half+3] (two 8-byte loads), rotates them in
- * fp32, rounds to bf16 and stores them to q_out (query heads) or to the cache at the token's slot (KV
- * heads). V is copied as it is, 16 bytes per thread. The kernel moves ~20 KiB per token and does ~3k
- * flops: it is a bandwidth kernel, and at decode batch sizes a latency one (fusing it into the QKV GEMM's
- * epilogue is the later step). */
+ * 4 rotation pairs: it loads x[i0..i0+3] and x[i0+half..i0+half+3] (16-byte loads of each fp32 row,
+ * summed with the bias), rotates them in fp32, rounds to bf16 and stores them to q_out (query heads) or
+ * to the cache at the token's slot (KV heads). V is summed and rounded the same way, 8 values per
+ * thread. The kernel moves ~50 KiB per token and does ~3k flops: it is a bandwidth kernel, and at
+ * decode batch sizes a latency one (fusing it into the QKV GEMM's epilogue is the later step). */
 #include "backend/cuda/rope_kv.h"
+#include "backend/cuda/device_util.cuh"
 #include "backend/cuda/pdl.cuh"
 
-#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
 
 enum { ROPE_KV_THREADS = 128 };
 
 typedef struct {
-    const uint16_t *qkv;            /* bf16 input, or: */
-    const float *qkv_f32, *qkv_lo;  /* fp32 input rows and (may be NULL) rows to add to them */
-    const uint16_t *bias;           /* bf16 [qkv width] added to fp32 input (may be NULL) */
+    const float *qkv, *qkv_lo; /* fp32 input rows and (may be NULL) rows to add to them */
+    const uint16_t *bias;      /* bf16 [qkv width] added to them (may be NULL) */
     const int32_t *positions, *slots;
     uint16_t *q_out, *k_cache, *v_cache;
     int qkv_stride, n_heads, n_kv_heads, head_dim, bs_shift;
 } rope_kv_args;
 
-static __device__ __forceinline__ float bf16_lo(uint32_t u) { return __uint_as_float(u << 16); }
-static __device__ __forceinline__ float bf16_hi(uint32_t u) { return __uint_as_float(u & 0xffff0000u); }
-/* Two floats to a bf16 pair (round to nearest even), lo in the low half. */
-static __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<uint32_t *>(&v);
-}
-
-/* Four consecutive inputs x[i..i+3] of token t's row: bf16, or fp32 hi (+ lo) (+ bias) summed in
- * that order. */
-template <bool F32>
+/* Four consecutive inputs x[i..i+3] of token t's row: hi (+ lo) (+ bias), summed in fp32 in that
+ * order. */
 static __device__ __forceinline__ void load4(const rope_kv_args &a, int t, int i, float x[4]) {
-    if (!F32) {
-        const uint2 u = *reinterpret_cast<const uint2 *>(a.qkv + (size_t)t * (size_t)a.qkv_stride + i);
-        x[0] = bf16_lo(u.x), x[1] = bf16_hi(u.x), x[2] = bf16_lo(u.y), x[3] = bf16_hi(u.y);
-        return;
-    }
-    const float4 h = *reinterpret_cast<const float4 *>(a.qkv_f32 + (size_t)t * (size_t)a.qkv_stride + i);
+    const float4 h = *reinterpret_cast<const float4 *>(a.qkv + (size_t)t * (size_t)a.qkv_stride + i);
     x[0] = h.x, x[1] = h.y, x[2] = h.z, x[3] = h.w;
     if (a.qkv_lo) {
         const float4 l = *reinterpret_cast<const float4 *>(a.qkv_lo + (size_t)t * (size_t)a.qkv_stride + i);
@@ -50,7 +35,7 @@ static __device__ __forceinline__ void load4(const rope_kv_args &a, int t, int i
     }
     if (a.bias) {
         const uint2 b = *reinterpret_cast<const uint2 *>(a.bias + i);
-        x[0] += bf16_lo(b.x), x[1] += bf16_hi(b.x), x[2] += bf16_lo(b.y), x[3] += bf16_hi(b.y);
+        x[0] += bf16x2_lo(b.x), x[1] += bf16x2_hi(b.x), x[2] += bf16x2_lo(b.y), x[3] += bf16x2_hi(b.y);
     }
 }
 
@@ -61,7 +46,6 @@ static __device__ __forceinline__ size_t cache_offset(int slot, int kv_head, int
     return (((block * (size_t)n_kv_heads + (size_t)kv_head) << bs_shift) + row) * (size_t)head_dim;
 }
 
-template <bool F32>
 __global__ void __launch_bounds__(ROPE_KV_THREADS) rope_kv_kernel(rope_kv_args a, rope_kv_freq f) {
     pdl_prologue(); /* first: see pdl.cuh */
     __shared__ float s_cos[ROPE_KV_MAX_HALF], s_sin[ROPE_KV_MAX_HALF];
@@ -92,8 +76,8 @@ __global__ void __launch_bounds__(ROPE_KV_THREADS) rope_kv_kernel(rope_kv_args a
         else
             continue;
         float x1[4], x2[4];
-        load4<F32>(a, t, h * hd + i0, x1);
-        load4<F32>(a, t, h * hd + i0 + half, x2);
+        load4(a, t, h * hd + i0, x1);
+        load4(a, t, h * hd + i0 + half, x2);
         float o1[4], o2[4];
 #pragma unroll
         for (int j = 0; j < 4; j++) {
@@ -101,25 +85,21 @@ __global__ void __launch_bounds__(ROPE_KV_THREADS) rope_kv_kernel(rope_kv_args a
             o1[j] = x1[j] * c - x2[j] * s;
             o2[j] = x2[j] * c + x1[j] * s;
         }
-        *reinterpret_cast<uint2 *>(dst + i0) = make_uint2(pack_bf16(o1[0], o1[1]), pack_bf16(o1[2], o1[3]));
-        *reinterpret_cast<uint2 *>(dst + i0 + half) = make_uint2(pack_bf16(o2[0], o2[1]), pack_bf16(o2[2], o2[3]));
+        *reinterpret_cast<uint2 *>(dst + i0) = make_uint2(pack_bf16x2(o1[0], o1[1]), pack_bf16x2(o1[2], o1[3]));
+        *reinterpret_cast<uint2 *>(dst + i0 + half) = make_uint2(pack_bf16x2(o2[0], o2[1]), pack_bf16x2(o2[2], o2[3]));
     }
 
-    /* V: as projected, 8 values per thread (rounded to bf16 on the fp32 path). */
+    /* V: as projected, 8 values per thread, rounded to bf16. */
     if (slot < 0) return;
     const int chunks = hd >> 3;
     const int v0 = (a.n_heads + a.n_kv_heads) * hd;
     for (int it = threadIdx.x; it < a.n_kv_heads * chunks; it += blockDim.x) {
         const int j = it / chunks, c = it - j * chunks;
-        uint4 val;
-        if (!F32) {
-            val = *reinterpret_cast<const uint4 *>(a.qkv + (size_t)t * (size_t)a.qkv_stride + v0 + (size_t)j * hd + c * 8);
-        } else {
-            float x[8];
-            load4<true>(a, t, v0 + j * hd + c * 8, x);
-            load4<true>(a, t, v0 + j * hd + c * 8 + 4, x + 4);
-            val = make_uint4(pack_bf16(x[0], x[1]), pack_bf16(x[2], x[3]), pack_bf16(x[4], x[5]), pack_bf16(x[6], x[7]));
-        }
+        float x[8];
+        load4(a, t, v0 + j * hd + c * 8, x);
+        load4(a, t, v0 + j * hd + c * 8 + 4, x + 4);
+        const uint4 val =
+            make_uint4(pack_bf16x2(x[0], x[1]), pack_bf16x2(x[2], x[3]), pack_bf16x2(x[4], x[5]), pack_bf16x2(x[6], x[7]));
         *reinterpret_cast<uint4 *>(a.v_cache + cache_offset(slot, j, a.n_kv_heads, hd, a.bs_shift) + c * 8) = val;
     }
 }
@@ -154,40 +134,22 @@ static int log2_exact(int x) {
     return (1 << s) == x ? s : -1;
 }
 
-static cudaError_t launch(const attn_dims *d, const rope_kv_freq *f, const rope_kv_args &a0, const void *in,
-                          int n_tokens, bool f32, cudaStream_t stream) {
-    const int bs_shift = log2_exact(d->block_size);
-    if (n_tokens < 0 || bs_shift < 0 || d->head_dim != 2 * f->half || f->half % 4 != 0 ||
-        f->half > ROPE_KV_MAX_HALF || a0.qkv_stride % 8 != 0 ||
-        a0.qkv_stride < (d->n_heads + 2 * d->n_kv_heads) * d->head_dim || ((uintptr_t)in & 15) ||
-        ((uintptr_t)a0.qkv_lo & 15) || ((uintptr_t)a0.bias & 7) || ((uintptr_t)a0.q_out & 15) ||
-        ((uintptr_t)a0.k_cache & 15) || ((uintptr_t)a0.v_cache & 15))
-        return cudaErrorInvalidValue;
-    if (n_tokens == 0) return cudaSuccess;
-    rope_kv_args a = a0;
-    a.n_heads = d->n_heads, a.n_kv_heads = d->n_kv_heads, a.head_dim = d->head_dim;
-    a.bs_shift = bs_shift;
-    if (f32) return pdl_launch(rope_kv_kernel<true>, dim3(n_tokens), dim3(ROPE_KV_THREADS), 0, stream, a, *f);
-    return pdl_launch(rope_kv_kernel<false>, dim3(n_tokens), dim3(ROPE_KV_THREADS), 0, stream, a, *f);
-}
-
-extern "C" cudaError_t rope_kv_launch(const attn_dims *d, const rope_kv_freq *f, const uint16_t *qkv, int qkv_stride,
-                                      int n_tokens, const int32_t *positions, const int32_t *slots, uint16_t *q_out,
-                                      uint16_t *k_cache, uint16_t *v_cache, cudaStream_t stream) {
-    if (!qkv) return cudaErrorInvalidValue;
-    rope_kv_args a = {};
-    a.qkv = qkv, a.positions = positions, a.slots = slots, a.qkv_stride = qkv_stride;
-    a.q_out = q_out, a.k_cache = k_cache, a.v_cache = v_cache;
-    return launch(d, f, a, qkv, n_tokens, false, stream);
-}
-
 extern "C" cudaError_t rope_kv_launch_f32(const attn_dims *d, const rope_kv_freq *f, const float *qkv,
                                           const float *qkv_lo, const uint16_t *bias, int qkv_stride, int n_tokens,
                                           const int32_t *positions, const int32_t *slots, uint16_t *q_out,
                                           uint16_t *k_cache, uint16_t *v_cache, cudaStream_t stream) {
-    if (!qkv) return cudaErrorInvalidValue;
+    const int bs_shift = log2_exact(d->block_size);
+    if (!qkv || n_tokens < 0 || bs_shift < 0 || d->head_dim != 2 * f->half || f->half % 4 != 0 ||
+        f->half > ROPE_KV_MAX_HALF || qkv_stride % 8 != 0 ||
+        qkv_stride < (d->n_heads + 2 * d->n_kv_heads) * d->head_dim || ((uintptr_t)qkv & 15) ||
+        ((uintptr_t)qkv_lo & 15) || ((uintptr_t)bias & 7) || ((uintptr_t)q_out & 15) ||
+        ((uintptr_t)k_cache & 15) || ((uintptr_t)v_cache & 15))
+        return cudaErrorInvalidValue;
+    if (n_tokens == 0) return cudaSuccess;
     rope_kv_args a = {};
-    a.qkv_f32 = qkv, a.qkv_lo = qkv_lo, a.bias = bias, a.positions = positions, a.slots = slots;
-    a.qkv_stride = qkv_stride, a.q_out = q_out, a.k_cache = k_cache, a.v_cache = v_cache;
-    return launch(d, f, a, qkv, n_tokens, true, stream);
+    a.qkv = qkv, a.qkv_lo = qkv_lo, a.bias = bias, a.positions = positions, a.slots = slots;
+    a.q_out = q_out, a.k_cache = k_cache, a.v_cache = v_cache;
+    a.qkv_stride = qkv_stride, a.n_heads = d->n_heads, a.n_kv_heads = d->n_kv_heads, a.head_dim = d->head_dim;
+    a.bs_shift = bs_shift;
+    return pdl_launch(rope_kv_kernel, dim3(n_tokens), dim3(ROPE_KV_THREADS), 0, stream, a, *f);
 }

@@ -1,8 +1,9 @@
 /* YaRN RoPE on q and k, and the KV-cache write, in one pass over the QKV projection's output.
  *
- * Input row of token t (bias already added): [q: n_heads x head_dim | k: n_kv_heads x head_dim |
- * v: n_kv_heads x head_dim] bf16 (5120 values for gpt-oss). For every q and k head, dimension i < half
- * rotates with i + half (half = head_dim / 2, "half-split" pairing, spec §2.3):
+ * Input row of token t: [q: n_heads x head_dim | k: n_kv_heads x head_dim | v: n_kv_heads x head_dim]
+ * (5120 values for gpt-oss), fp32: the sum of up to two GEMM products and the bias (below), rounded
+ * to bf16 only once, on output. For every q and k head, dimension i < half rotates with i + half
+ * (half = head_dim / 2, "half-split" pairing, spec §2.3):
  *     angle = (float)pos * inv_freq[i]                  (fp32, as the reference)
  *     c = cos(angle) * concentration,  s = sin(angle) * concentration
  *     x'[i] = x[i] c - x[i+half] s,    x'[i+half] = x[i+half] c + x[i] s
@@ -50,16 +51,11 @@ int rope_kv_freq_init(rope_kv_freq *f, const float *inv_freq, int half, float co
 int rope_kv_slots(int n_seqs, const int32_t *query_start, const int32_t *start_pos, const int32_t *tables, int stride,
                   const int32_t *table_first, int block_size, int32_t *slots);
 
-/* q_out may not alias qkv. qkv_stride is the distance between token rows of qkv in elements (a multiple
- * of 8, at least (n_heads + 2 n_kv_heads) head_dim). positions and slots are per token. */
-cudaError_t rope_kv_launch(const attn_dims *d, const rope_kv_freq *f, const uint16_t *qkv, int qkv_stride,
-                           int n_tokens, const int32_t *positions, const int32_t *slots, uint16_t *q_out,
-                           uint16_t *k_cache, uint16_t *v_cache, cudaStream_t stream);
-
-/* The same from fp32 rows: input = qkv[t] (+ qkv_lo[t]) (+ bias), summed in fp32 in that order, then
- * rotated and rounded to bf16 once. runner.c passes the two halves of a split-bf16 GEMM (norm.h) and
- * the bias here, so q, k and v are rounded once instead of after the GEMM and again after RoPE. qkv_lo
- * and bias may be NULL; qkv_stride (elements, a multiple of 8) applies to both row arrays. */
+/* Input row t = qkv[t] (+ qkv_lo[t]) (+ bias), summed in fp32 in that order, then rotated and rounded
+ * to bf16 once. runner_forward.c passes the two halves of a split-bf16 GEMM (norm.h) and the bias
+ * here, so q, k and v are rounded once instead of after the GEMM and again after RoPE. qkv_lo and bias
+ * may be NULL. qkv_stride is the distance between token rows of both row arrays in elements (a
+ * multiple of 8, at least (n_heads + 2 n_kv_heads) head_dim); positions and slots are per token. */
 cudaError_t rope_kv_launch_f32(const attn_dims *d, const rope_kv_freq *f, const float *qkv, const float *qkv_lo,
                                const uint16_t *bias, int qkv_stride, int n_tokens, const int32_t *positions,
                                const int32_t *slots, uint16_t *q_out, uint16_t *k_cache, uint16_t *v_cache,

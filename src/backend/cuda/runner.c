@@ -1,25 +1,23 @@
-/* One step on the GPU: pack, upload, enqueue the forward pass, sample, read back.
+/* One step on the GPU: check, pack, upload, enqueue the forward pass, read back; then collect.
  *
  * launch (runner_launch), all on one stream, nothing waits:
  *   1. checks the step against the contract (an engine bug must not become a stray memory access);
  *   2. decides the logits rows: for each sequence every new token when it asks for prompt logprobs,
  *      else its last token when it samples; and for each row how it is sampled (sampling.h's modes:
  *      greedy and plain temperature on the GPU; top-k/top-p/min-p, penalties, logit bias on the
- * host from a copy of the row with sampler_sample - correct, just slower, and rare);
+ *      host from a copy of the row with step_sample_row - correct, just slower, and rare);
  *   3. packs every array the kernels read (tokens, positions, per-pool KV slots from rope_kv_slots,
  *      block tables, prefill work lists, row descriptors, host-sampled tokens to feed back) into
- * one pinned buffer and uploads it with one copy;
- *   4. runs the forward pass (runner_forward: per layer norm -> QKV -> RoPE + KV write -> attention
- * -> O -> norm -> router -> top-4 -> experts, the MoE combine folded into the next norm), the final
- *      norm on the logits rows only, lm_head and the sampling kernel, in chunks of R_cap rows; or,
- * for a decode-only step that fits a captured bucket, replays its CUDA graph (graphs.c);
+ *      one pinned buffer and uploads it with one copy;
+ *   4. runs the forward pass (runner_forward.c), or, for a decode-only step that fits a captured
+ *      bucket, replays its CUDA graph (graphs.c);
  *   5. copies the rows' results back (one copy) and records an event.
- * wait (runner_collect) synchronises on the event, samples the host rows, fills the step_result and
- * remembers each slot's token (the device copy was written by the sampling kernel already). */
-#include "backend/cuda/norm.h"
-#include "backend/cuda/runner.h"
+ * collect (runner_collect) synchronises on the event, samples the host rows, fills the step_result
+ * and remembers each slot's token (the device copy was written by the sampling kernel already).
+ *
+ * The workspace the forward pass runs in is runner_workspace.c. */
+#include "backend/cuda/runner_internal.h"
 #include "backend/cuda/step_kernels.h"
-#include "base/log.h"
 #include "base/xalloc.h"
 #include "step/sample_row.h"
 
@@ -27,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { DEC_WS_BYTES = 64 << 20, UP_ALIGN = 128, WS_ALIGN = 256 };
+enum { UP_ALIGN = 128 };
 
 static size_t align_up(size_t x, size_t a) {
     return (x + a - 1) / a * a;
@@ -54,197 +52,12 @@ void up_layout_compute(up_layout *L, int n, int T, int full_stride, int swa_stri
     L->total = o;
 }
 
-/* ---- plans ---- */
-
-/* moe_plan_for, with the down projection's K split kept within its K steps (I / 64): the small-path
- * kernel refuses more. */
-static moe_plan plan_moe(const struct backend *b, int T) {
-    moe_plan p = moe_plan_for(T, b->E, b->K, b->sm_count);
-    const int ksteps = b->I / 64;
-    if (p.down_splits > ksteps) p.down_splits = ksteps;
-    if (p.down_splits < 1) p.down_splits = 1;
-    return p;
-}
-static int moe_slots(const struct backend *b, const moe_plan *p) {
-    return b->K * (p->large ? 1 : p->down_splits);
-}
-
-/* attn_decode_num_splits for the decoding sequences, capped so the partials of a grid of n_grid
- * sequences fit the workspace. */
+/* attn_decode_num_splits for the decoding sequences, lowered until the partials of a grid of n_grid
+ * sequences (attn_decode_workspace_bytes) fit the workspace's share for them. */
 static int decode_splits(const struct backend *b, int n_grid, int n_decode, int max_keys) {
     int s = attn_decode_num_splits(&b->dims, n_decode, max_keys);
-    const size_t per =
-        (size_t)n_grid * (size_t)b->cfg.n_heads * (size_t)(b->cfg.head_dim + 2) * sizeof(float);
-    const size_t cap = per ? b->ws.dec_ws_bytes / per : 1;
-    if ((size_t)s > cap) s = (int)cap;
+    while (s > 1 && attn_decode_workspace_bytes(&b->dims, n_grid, s) > b->ws.dec_ws_bytes) s--;
     return s < 1 ? 1 : s;
-}
-
-/* ---- workspace ---- */
-
-static size_t carve(size_t *o, size_t bytes) {
-    size_t at = *o;
-    *o += align_up(bytes ? bytes : 1, WS_ALIGN);
-    return at;
-}
-
-static size_t y_slots_bytes_max(const struct backend *b, int T) {
-    size_t best = 0;
-    for (int t = 1; t <= T; t++) {
-        moe_plan p = plan_moe(b, t);
-        size_t v = moe_y_slots_bytes(t, b->K, b->H, &p);
-        if (v > best) best = v;
-    }
-    return best;
-}
-
-int workspace_ensure(struct backend *b, int T) {
-    gpu_workspace *w = &b->ws;
-    if (w->base && T <= w->T_cap) return 0;
-    int cap = T;
-    if (w->base) {
-        cap = T > 2 * w->T_cap ? T : 2 * w->T_cap;
-        log_info("cuda backend: a step of %d tokens: growing the activation workspace from %d to "
-                 "%d tokens "
-                 "(CUDA graphs are captured again)",
-                 T, w->T_cap, cap);
-        CU(cudaStreamSynchronize(b->stream));
-        graphs_invalidate(b);
-        cudaFree(w->base);
-        w->base = NULL;
-        w->T_cap = 0;
-    }
-    cap = (cap + 255) & ~255;
-    const size_t Tc = (size_t)cap, H = (size_t)b->H, R = (size_t)w->R_cap;
-    size_t o = 0;
-    /* a, qkv and router hold 2T rows: the split-bf16 GEMM inputs [hi; lo] and their two fp32 products
-     * (norm.h). */
-    const size_t o_ids = carve(&o, Tc * 4), o_h = carve(&o, Tc * H * 4),
-                 o_a = carve(&o, 2 * Tc * H * 2);
-    const size_t o_qkv = carve(&o, 2 * Tc * (size_t)b->QKV * 4), o_q = carve(&o, Tc * (size_t)b->Q * 2);
-    const size_t o_attn = carve(&o, Tc * (size_t)b->Q * 2), o_o = carve(&o, Tc * H * 2);
-    const size_t o_router = carve(&o, 2 * Tc * (size_t)b->E * 4),
-                 o_routing = carve(&o, moe_routing_bytes(cap, b->E, b->K));
-    const size_t o_act = carve(&o, moe_act_bytes(cap, b->K, b->I)),
-                 o_y = carve(&o, y_slots_bytes_max(b, cap));
-    const size_t o_dec = carve(&o, DEC_WS_BYTES), o_sel = carve(&o, R * H * 2);
-    const size_t o_logits = carve(&o, R * (size_t)b->V * 4),
-                 o_outs = carve(&o, Tc * sizeof(gpu_row_out));
-    const size_t samp_bytes = sampling_workspace_bytes(w->R_cap), o_samp = carve(&o, samp_bytes);
-    void *base = NULL;
-    if (cudaMalloc(&base, o) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return err_set(
-            "cuda backend: cannot allocate %.2f GB of activations for steps of %d tokens",
-            (double)o / 1e9, cap);
-    }
-    char *p = base;
-    w->base = base, w->bytes = o, w->T_cap = cap;
-    w->ids = (int32_t *)(p + o_ids), w->h = (float *)(p + o_h), w->a = (uint16_t *)(p + o_a);
-    w->qkv = (float *)(p + o_qkv), w->q = (uint16_t *)(p + o_q),
-    w->attn = (uint16_t *)(p + o_attn);
-    w->o = (uint16_t *)(p + o_o), w->router = (float *)(p + o_router), w->routing = p + o_routing;
-    w->act = (uint16_t *)(p + o_act), w->y_slots = (float *)(p + o_y);
-    w->dec_ws = (float *)(p + o_dec), w->dec_ws_bytes = DEC_WS_BYTES;
-    w->sel = (uint16_t *)(p + o_sel), w->logits = (float *)(p + o_logits),
-    w->outs = (gpu_row_out *)(p + o_outs);
-    w->samp_ws = p + o_samp;
-    /* Once: sampling's counters start at 0 (each launch leaves them at 0 again). */
-    CU(cudaMemsetAsync(w->samp_ws, 0, samp_bytes, b->stream));
-    return 0;
-}
-
-void workspace_free(struct backend *b) {
-    cudaFree(b->ws.base);
-    int R = b->ws.R_cap;
-    memset(&b->ws, 0, sizeof b->ws);
-    b->ws.R_cap = R;
-}
-
-/* ---- the forward pass ---- */
-
-/* Host copies of the rows the host samples, and the test hook's copy of every row, for rows
- * [r0, r0 + nr) now in the logits buffer (as rows 0..nr-1). Eager steps only (graphs:
- * runner_launch). */
-static int copy_rows_out(struct backend *b, int r0, int nr) {
-    const size_t rowb = (size_t)b->V * sizeof(float);
-    for (int r = r0; r < r0 + nr && b->book.n_host > 0; r++) {
-        const int hi = b->book.row_host[r];
-        if (hi >= 0)
-            CU(cudaMemcpyAsync(b->hl_host + (size_t)hi * b->V,
-                               b->ws.logits + (size_t)(r - r0) * b->V, rowb, cudaMemcpyDeviceToHost,
-                               b->stream));
-    }
-    if (b->dbg_logits && r0 < b->dbg_cap) {
-        const int m = r0 + nr <= b->dbg_cap ? nr : b->dbg_cap - r0;
-        CU(cudaMemcpyAsync(b->dbg_logits + (size_t)r0 * b->V, b->ws.logits, (size_t)m * rowb,
-                           cudaMemcpyDeviceToHost, b->stream));
-        b->dbg_rows = r0 + m;
-    }
-    return 0;
-}
-
-int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
-    const cudaStream_t s = b->stream;
-    gpu_workspace *w = &b->ws;
-    gpu_weights *g = &b->gw;
-    const int T = p->T, H = b->H;
-    if (T < 1 || T > w->T_cap)
-        return err_set("cuda backend: step of %d tokens exceeds the workspace", T);
-
-    CU(step_resolve_tokens(p->token_ids, p->token_slot, T, b->slot_last, b->max_slots, w->ids, s));
-    /* Precision: the inputs of the QKV and router GEMMs go in as split bf16 (a = a_hi + a_lo, 2T rows,
-     * one pass over the weights) with fp32 products, and q/k/v are rounded to bf16 once, after RoPE.
-     * Rounding those inputs to bf16 moved router logits by ~3e-3 — enough to swap near-tied experts and
-     * flip top-1 tokens against the fp32 reference (tests/fixtures/tiny64, bench/NOTES.md). */
-    uint16_t *a_lo = w->a + (size_t)T * H;
-    const float *qkv_lo = w->qkv + (size_t)T * b->QKV, *router_lo = w->router + (size_t)T * b->E;
-    CU(norm_embed_split(w->ids, T, g->embed, b->V, H, w->h, g->layers[0].attn_norm, b->eps, w->a, a_lo, s));
-    moe_routing rt;
-    moe_routing_carve(&rt, w->routing, T, b->E, b->K);
-
-    for (int l = 0; l < b->L; l++) {
-        gpu_layer *ly = &g->layers[l];
-        const bool sliding = b->cfg.layer_sliding[l];
-        /* The previous layer's MoE slots join the residual here, then the attention norm. */
-        if (l > 0)
-            CU(norm_add_rmsnorm_split(w->h, NULL, w->y_slots, p->n_slots, T, H, ly->attn_norm, b->eps,
-                                      w->a, a_lo, s));
-        CU(gemm_bf16(b->gemm, w->a, 2 * T, H, ly->qkv_w, b->QKV, NULL, w->qkv, GEMM_OUT_F32, s));
-        CU(rope_kv_launch_f32(&b->dims, &b->freq, w->qkv, qkv_lo, ly->qkv_b, b->QKV, T, p->positions,
-                              sliding ? p->slots_swa : p->slots_full, w->q, ly->k_cache, ly->v_cache,
-                              s));
-        attn_seqs as;
-        as.n_seqs = p->n_seqs, as.query_start = p->query_start, as.start_pos = p->start_pos;
-        as.tables = sliding ? p->swa_tables : p->full_tables;
-        as.stride = sliding ? p->swa_stride : p->full_stride;
-        as.table_first = sliding ? p->swa_first : NULL;
-        as.window = sliding ? b->W : 0;
-        const int n_work = sliding ? p->n_work_swa : p->n_work_full;
-        if (n_work > 0)
-            CU(attn_prefill(&b->dims, &as, sliding ? p->work_swa : p->work_full, n_work, w->q,
-                            ly->k_cache, ly->v_cache, ly->sinks, b->scale, w->attn, s));
-        if (p->has_decode)
-            CU(attn_decode(&b->dims, &as, w->q, ly->k_cache, ly->v_cache, ly->sinks, b->scale,
-                           w->attn, sliding ? p->splits_swa : p->splits_full, w->dec_ws, s));
-        CU(gemm_bf16(b->gemm, w->attn, T, b->Q, ly->o_w, H, ly->o_b, w->o, GEMM_OUT_BF16, s));
-        CU(norm_add_rmsnorm_split(w->h, w->o, NULL, 0, T, H, ly->mlp_norm, b->eps, w->a, a_lo, s));
-        CU(gemm_bf16(b->gemm, w->a, 2 * T, H, ly->router_w, b->E, NULL, w->router, GEMM_OUT_F32, s));
-        CU(moe_route_split(w->router, router_lo, ly->router_b, &rt, s));
-        CU(moe_experts(&ly->moe, w->a, &rt, &p->moe, w->act, w->y_slots, s));
-    }
-
-    /* Logits only for the rows that need them, R_cap rows at a time. */
-    for (int r0 = 0; r0 < p->n_rows; r0 += w->R_cap) {
-        const int nr = p->n_rows - r0 < w->R_cap ? p->n_rows - r0 : w->R_cap;
-        CU(step_final_rows(w->h, w->y_slots, p->n_slots, p->rows + r0, nr, H, g->final_norm, b->eps,
-                           w->sel, s));
-        CU(gemm_bf16(b->gemm, w->sel, nr, H, g->lm_head, b->V, NULL, w->logits, GEMM_OUT_F32, s));
-        CU(sampling_launch(w->logits, b->V, p->rows + r0, nr, w->outs + r0, b->slot_last,
-                           b->max_slots, w->samp_ws, w->R_cap, s));
-        if (copy_host_rows && copy_rows_out(b, r0, nr)) return -1;
-    }
-    return 0;
 }
 
 /* ---- launch ---- */
@@ -535,8 +348,8 @@ int runner_launch(struct backend *b, const step_batch *st) {
     } else {
         p.splits_full = p.splits_swa = 1;
     }
-    p.moe = plan_moe(b, Tp);
-    p.n_slots = moe_slots(b, &p.moe);
+    p.moe = runner_moe_plan(b, Tp);
+    p.n_slots = runner_moe_slots(b, &p.moe);
     p.token_ids = (const int32_t *)(dev + L.off[UP_TOKEN_IDS]);
     p.token_slot = (const int32_t *)(dev + L.off[UP_TOKEN_SLOT]);
     p.positions = (const int32_t *)(dev + L.off[UP_POSITIONS]);

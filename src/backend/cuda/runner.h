@@ -1,22 +1,24 @@
 /* The CUDA backend's insides, shared by its files (never included by the engine):
  *
- *   cuda_backend.c  the backend_ops entry points, options, the memory plan (weights, workspace, KV)
- *   weights_gpu.c   weights on the device: checkpoint upload (mmap -> pinned staging -> device) and
- *                   synthetic weights generated in place
- *   runner.c        one step: the host-side packing, the forward pass as a sequence of kernel
- * calls, the results graphs.c        CUDA graphs of decode steps, one per (batch bucket,
- * block-table stride class)
+ *   cuda_backend.c      the backend_ops entry points, options, the memory plan (weights, workspace,
+ *                       KV)
+ *   weights_gpu.c       weights on the device: checkpoint upload (mmap -> pinned staging -> device)
+ *                       and synthetic weights generated in place
+ *   runner.c            one step: launch (check, pack, upload, enqueue) and collect (wait, results)
+ *   runner_forward.c    the forward pass as a sequence of kernel calls
+ *   runner_workspace.c  the activation workspace and the MoE plan it is sized for
+ *   graphs.c            CUDA graphs of decode steps, one per (batch bucket, block-table stride class)
  *
  * Memory plan (device):
  *   weights     dense tensors bf16 (QKV concatenated per layer so one GEMM makes the [q|k|v] row
- * that rope_kv reads; sinks fp32), experts MXFP4 in moe.h's repacked layout workspace   one
- * allocation carved per step kind, sized for T_cap tokens and R_cap logits rows (runner.c's
- * workspace_ensure; grows on demand, which drops the captured graphs) step data   what the host
- * packs per step, uploaded with one copy: an eager buffer (grows) and the graphs' buffer (fixed
- * address, sized for the largest graph layout) slot_last   each slot's last sampled token
- * (STEP_TOKEN_FROM_DEVICE) KV          per layer its pool's K and V,
- * [num_blocks][n_kv_heads][block_size][head_dim] bf16, everything left under
- * --gpu-memory-utilization */
+ *               that rope_kv reads; sinks fp32), experts MXFP4 in moe.h's repacked layout
+ *   workspace   one allocation carved per step kind, sized for T_cap tokens and R_cap logits rows
+ *               (workspace_ensure; grows on demand, which drops the captured graphs)
+ *   step data   what the host packs per step, uploaded with one copy: an eager buffer (grows) and
+ *               the graphs' buffer (fixed address, sized for the largest graph layout)
+ *   slot_last   each slot's last sampled token (STEP_TOKEN_FROM_DEVICE)
+ *   KV          per layer its pool's K and V, [num_blocks][n_kv_heads][block_size][head_dim] bf16,
+ *               everything left under --gpu-memory-utilization */
 #ifndef GPTOSS_BACKEND_CUDA_RUNNER_H
 #define GPTOSS_BACKEND_CUDA_RUNNER_H
 
@@ -216,10 +218,15 @@ int weights_gpu_upload(struct backend *b, const char *dir);
 int weights_gpu_synthetic(struct backend *b, uint64_t seed);
 void weights_gpu_free(struct backend *b);
 
-/* runner.c */
+/* runner_workspace.c: makes the workspace hold steps of T tokens (a no-op when it does). */
 int workspace_ensure(struct backend *b, int T);
 void workspace_free(struct backend *b);
+
+/* runner_forward.c: enqueues the step p describes; copy_host_rows also copies the logits rows the
+ * host samples (and the test hook's rows) out after each lm_head chunk (eager steps only). */
 int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows);
+
+/* runner.c */
 int runner_launch(struct backend *b, const step_batch *st);
 int runner_collect(struct backend *b, step_result *res);
 void runner_free(struct backend *b);

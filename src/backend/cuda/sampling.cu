@@ -18,6 +18,7 @@
  * alone. Both kernels decide with the same predicate (greedy_fast), so every row is done exactly
  * once. */
 #include "backend/cuda/sampling.h"
+#include "base/rng.h"
 
 #include <cuda_runtime.h>
 #include <float.h>
@@ -67,64 +68,34 @@ static __device__ __forceinline__ float weight(const dist &d, float x) {
     return s < -104.0f ? 0.0f : expf(s);
 }
 
-/* ---- base/rng.h on the device ---- */
-
-static __device__ __forceinline__ uint64_t dev_splitmix64(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-static __device__ __forceinline__ uint64_t dev_rng_hash2(uint64_t key, uint64_t counter) {
-    return dev_splitmix64(dev_splitmix64(key) ^ (counter * 0xd1b54a32d192ed03ull));
-}
-static __device__ __forceinline__ double dev_uniform01d(uint64_t bits) {
-    return (double)(bits >> 11) * (1.0 / 9007199254740992.0);
-}
-
 /* ---- block reductions (NW warps <= 32 in the block; red has NW + 1 entries) ---- */
 
-template <int NW>
-static __device__ __forceinline__ unsigned long long block_max_u64(unsigned long long v,
-                                                                   unsigned long long *red) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+/* The maximum of v over the warp, in every lane. */
+template <typename T>
+static __device__ __forceinline__ T warp_max(T v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) {
-        const unsigned long long t = __shfl_xor_sync(FULL_MASK, v, o);
+        const T t = __shfl_xor_sync(FULL_MASK, v, o);
         v = t > v ? t : v;
     }
+    return v;
+}
+
+/* The maximum of v over the block, in every thread; `none` is below every real value (what the lanes
+ * of missing warps contribute). */
+template <int NW, typename T>
+static __device__ __forceinline__ T block_max(T v, T *red, T none) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    v = warp_max(v);
     if (lane == 0) red[warp] = v;
     __syncthreads();
     if (warp == 0) {
-        v = lane < NW ? red[lane] : 0ull;
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) {
-            const unsigned long long t = __shfl_xor_sync(FULL_MASK, v, o);
-            v = t > v ? t : v;
-        }
+        v = warp_max(lane < NW ? red[lane] : none);
         if (lane == 0) red[NW] = v;
     }
     __syncthreads();
     v = red[NW];
     __syncthreads(); /* red may be reused at once */
-    return v;
-}
-
-static __device__ __forceinline__ int block_max_int(int v, int *red) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v = max(v, __shfl_xor_sync(FULL_MASK, v, o));
-    if (lane == 0) red[warp] = v;
-    __syncthreads();
-    if (warp == 0) {
-        v = lane < SP_WARPS ? red[lane] : -1;
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) v = max(v, __shfl_xor_sync(FULL_MASK, v, o));
-        if (lane == 0) red[SP_WARPS] = v;
-    }
-    __syncthreads();
-    v = red[SP_WARPS];
-    __syncthreads();
     return v;
 }
 
@@ -181,7 +152,7 @@ __global__ void __launch_bounds__(SP_THREADS, 1)
         const unsigned long long p = pack_kid(order_key(x[i]), i);
         best = p > best ? p : best;
     }
-    best = block_max_u64<SP_WARPS>(best, red64);
+    best = block_max<SP_WARPS>(best, red64, 0ull);
     const int arg = unpack_id(best);
     dist dT;
     dT.max = x[arg];
@@ -223,7 +194,7 @@ __global__ void __launch_bounds__(SP_THREADS, 1)
         run = warp_sum(run);
     }
     if (lane == 0) span_sum[warp] = run, span_sum1[warp] = run1;
-    last = block_max_int(last, red32); /* also orders the span_sum writes before the reads below */
+    last = block_max<SP_WARPS>(last, red32, -1); /* also orders the span_sum writes before the reads below */
     if (tid == 0) {
         double p = 0.0, p1 = 0.0;
         prefix[0] = 0.0;
@@ -237,7 +208,7 @@ __global__ void __launch_bounds__(SP_THREADS, 1)
         s_token = arg;
         s_wstar = -1;
         if (d.mode == GPU_ROW_TEMP) {
-            const double target = dev_uniform01d(dev_rng_hash2(d.seed, d.output_pos)) * p;
+            const double target = rng_uniform01d(rng_hash2(d.seed, d.output_pos)) * p;
             s_target = target;
             for (int w = 0; w < SP_WARPS; w++)
                 if (prefix[w + 1] > target) {
@@ -333,7 +304,7 @@ __global__ void __launch_bounds__(SP_THREADS, 1)
                 const unsigned long long p = pack_kid(cand_key[j], cand_id[j]);
                 if (p < prev && p > b) b = p;
             }
-            b = block_max_u64<SP_WARPS>(b, red64);
+            b = block_max<SP_WARPS>(b, red64, 0ull);
             if (tid == 0) top[r] = b ? unpack_id(b) : 0;
             prev = b;
         }
@@ -344,7 +315,7 @@ __global__ void __launch_bounds__(SP_THREADS, 1)
                 const unsigned long long p = pack_kid(order_key(x[i]), i);
                 if (p < prev && p > b) b = p;
             }
-            b = block_max_u64<SP_WARPS>(b, red64);
+            b = block_max<SP_WARPS>(b, red64, 0ull);
             if (tid == 0) top[r] = b ? unpack_id(b) : 0;
             prev = b;
         }
@@ -445,7 +416,7 @@ static __device__ __forceinline__ void gf_load(const float *x, int base, int hi,
     }
 }
 
-/* Block reductions over GF_THREADS threads (block_max_u64<GF_WARPS> for the maximum); every thread
+/* Block reductions over GF_THREADS threads (block_max<GF_WARPS> for the maximum); every thread
  * gets the result. red has GF_WARPS + 1 entries. */
 /* The sum: each warp's xor tree, then the warp totals in warp order. */
 static __device__ __forceinline__ double gf_sum(double v, double *red) {
@@ -505,7 +476,7 @@ __global__ void __launch_bounds__(GF_THREADS)
             }
         }
     }
-    best = block_max_u64<GF_WARPS>(best, red64);
+    best = block_max<GF_WARPS>(best, red64, 0ull);
     const int arg = unpack_id(best);
     const dist dc = dist_at(x[arg]);
 
@@ -543,7 +514,7 @@ __global__ void __launch_bounds__(GF_THREADS)
     const gf_part *pr = parts + (size_t)row * (size_t)G;
     const unsigned long long pb = tid < G ? __ldcg(&pr[tid].best) : 0ull;
     const double pz = tid < G ? __ldcg(&pr[tid].z) : 0.0;
-    const unsigned long long gbest = block_max_u64<GF_WARPS>(pb, red64);
+    const unsigned long long gbest = block_max<GF_WARPS>(pb, red64, 0ull);
     const int garg = unpack_id(gbest);
     const dist dM = dist_at(x[garg]);
     double zc = 0.0;

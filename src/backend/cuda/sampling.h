@@ -9,7 +9,7 @@
  *                u = rng_uniform01d(rng_hash2(seed, output_pos)) - the same counter hash as
  *                base/rng.h - walked over the tokens in increasing id order: the first token whose
  *                running sum exceeds u * z. No filters on this path (top_k / top_p / min_p /
- *                penalties / logit_bias rows are sampled on the host by sampler_sample, see
+ *                penalties / logit_bias rows are sampled on the host by step_sample_row, see
  *                runner.c).
  *   top-K lists  the K (<= GPU_TOPK_MAX) largest logits, highest first, lowest id on ties, with
  *                log p = (l - max) / T - log z (T = 1 for greedy and for prompt logprobs).

@@ -2,6 +2,7 @@
  * that they are one launch each, tolerate padded rows of a CUDA graph, and never read out of range.
  */
 #include "backend/cuda/step_kernels.h"
+#include "backend/cuda/device_util.cuh"
 #include "backend/cuda/pdl.cuh"
 
 #include <cuda_runtime.h>
@@ -28,18 +29,6 @@ __global__ void resolve_kernel(const int32_t *token_ids, const int32_t *token_sl
         id = s >= 0 && s < max_slots ? slot_last[s] : 0;
     }
     ids[t] = id;
-}
-
-static __device__ __forceinline__ float bf16_to_float(uint32_t h16) {
-    return __uint_as_float(h16 << 16);
-}
-
-static __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
-    uint32_t r;
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;"
-        : "=r"(r)
-        : "f"(hi), "f"(lo)); /* first source -> upper half */
-    return r;
 }
 
 /* One block per row, one thread per 8 features (as norm.cu). */
@@ -82,12 +71,8 @@ __global__ void final_rows_kernel(const float *h, const float *slots, int n_slot
     for (int o = 16; o > 0; o >>= 1) tot += __shfl_xor_sync(0xffffffffu, tot, o);
     if (!active) return;
     const float inv = 1.0f / sqrtf(tot / (float)H + eps);
-    const uint4 g = *(const uint4 *)(gain + 8 * c);
-    const uint32_t gw[4] = {g.x, g.y, g.z, g.w};
     float gf[8];
-#pragma unroll
-    for (int i = 0; i < 4; i++)
-        gf[2 * i] = bf16_to_float(gw[i] & 0xffffu), gf[2 * i + 1] = bf16_to_float(gw[i] >> 16);
+    unpack_bf16x8(*(const uint4 *)(gain + 8 * c), gf);
     uint4 o;
     o.x = pack_bf16x2(v[0] * inv * gf[0], v[1] * inv * gf[1]);
     o.y = pack_bf16x2(v[2] * inv * gf[2], v[3] * inv * gf[3]);

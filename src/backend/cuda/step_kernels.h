@@ -1,13 +1,13 @@
-/* Small glue kernels of the step runner (runner.c): everything between the step's uploaded arrays
+/* Small glue kernels of the step runner (runner*.c): everything between the step's uploaded arrays
  * and the big kernels that is too small to deserve a file of its own.
  *
  *   step_apply_fixups    slot_last[slot] = token for tokens that were sampled on the host in the
  *                        previous step (so STEP_TOKEN_FROM_DEVICE finds them);
  *   step_resolve_tokens  the step's token ids with STEP_TOKEN_FROM_DEVICE (-1) replaced by the
- * slot's last sampled token (input of norm_embed); step_final_rows      for each logits row: h[tok]
- * + sum of the MoE slots of the last layer (the combine the next layer's norm would have done),
- * then the final RMSNorm, as bf16 rows for the lm_head GEMM; only rows that need logits are
- * touched.
+ *                        slot's last sampled token (input of norm_embed_split);
+ *   step_final_rows      for each logits row: h[tok] + sum of the MoE slots of the last layer (the
+ *                        combine the next layer's norm would have done), then the final RMSNorm, as
+ *                        bf16 rows for the lm_head GEMM; only rows that need logits are touched.
  *
  * Device pointers throughout; bf16 as uint16_t bit patterns. Plain C header. */
 #ifndef GPTOSS_BACKEND_CUDA_STEP_KERNELS_H

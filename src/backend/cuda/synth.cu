@@ -1,24 +1,16 @@
 /* Synthetic weights on the GPU; see synth.h. The arithmetic repeats model/synthetic.c operation by
- * operation: integer hashing is exact anywhere, and the few float operations use the _rn intrinsics
+ * operation: the integer hashing is base/rng.h's own (compiled for the device too), exact anywhere,
+ * and the few float operations use the _rn intrinsics
  * so nvcc cannot fuse a multiply and an add into one FMA (the host code, built for plain x86-64,
  * rounds after each). bf16 narrowing is numfmt.h's f32_to_bf16 (round to nearest even, quiet NaN).
  */
 #include "backend/cuda/synth.h"
+#include "base/rng.h"
 
 #include <cuda_runtime.h>
 #include <stdint.h>
 
 enum { SYNTH_THREADS = 256, SYNTH_MAX_BLOCKS = 8192 };
-
-static __host__ __device__ __forceinline__ uint64_t mix64(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-static __device__ __forceinline__ uint64_t hash2(uint64_t key, uint64_t counter) {
-    return mix64(mix64(key) ^ (counter * 0xd1b54a32d192ed03ull));
-}
 
 /* synthetic.c's approx_normal: four 16-bit uniforms summed (Irwin-Hall), centred, scaled. */
 static __device__ __forceinline__ float approx_normal(uint64_t bits) {
@@ -36,7 +28,7 @@ static __device__ __forceinline__ uint16_t to_bf16(float f) {
 
 static __device__ __forceinline__ uint16_t dense_value(uint64_t key, uint64_t i, float mean,
                                                        float std) {
-    return to_bf16(__fadd_rn(mean, __fmul_rn(std, approx_normal(hash2(key, i)))));
+    return to_bf16(__fadd_rn(mean, __fmul_rn(std, approx_normal(rng_hash2(key, i)))));
 }
 
 __global__ void synth_bf16_kernel(uint16_t *out, uint64_t first, uint64_t n, uint64_t key,
@@ -58,14 +50,14 @@ __global__ void synth_blocks_kernel(uint64_t *out, uint64_t first_word, uint64_t
                                     uint64_t key) {
     for (uint64_t j = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; j < n_words;
          j += (uint64_t)gridDim.x * blockDim.x)
-        out[j] = hash2(key, first_word + j);
+        out[j] = rng_hash2(key, first_word + j);
 }
 
 __global__ void synth_scales_kernel(uint8_t *out, uint64_t first, uint64_t n, uint64_t key,
                                     int base) {
     for (uint64_t j = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; j < n;
          j += (uint64_t)gridDim.x * blockDim.x) {
-        const uint64_t r = hash2(key, first + j) & 3;
+        const uint64_t r = rng_hash2(key, first + j) & 3;
         int s = base + (r == 0 ? -1 : r == 1 ? 1 : 0);
         out[j] = (uint8_t)(s < 0 ? 0 : s > 254 ? 254 : s);
     }
@@ -78,7 +70,7 @@ static unsigned grid_for(size_t n) {
 }
 
 extern "C" uint64_t synth_key(uint64_t seed, int tensor_index) {
-    return mix64(seed * 0x100000001b3ull + (uint64_t)tensor_index);
+    return splitmix64(seed * 0x100000001b3ull + (uint64_t)tensor_index);
 }
 
 extern "C" cudaError_t synth_dense_bf16(uint16_t *out, size_t first, size_t n, uint64_t key,

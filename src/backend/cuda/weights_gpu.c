@@ -18,6 +18,7 @@
 #include "base/numfmt.h"
 #include "base/timeutil.h"
 #include "base/xalloc.h"
+#include "model/synthetic.h"
 #include "model/tensors.h"
 #include "model/weights.h"
 
@@ -325,54 +326,6 @@ int weights_gpu_upload(struct backend *b, const char *dir) {
 
 /* ---- synthetic ---- */
 
-/* model/synthetic.c's draw_for (mean and standard deviation of each kind). Keep the two in step:
- * the GPU test compares a synthetic:… model with a synthetic_write checkpoint bit for bit. */
-typedef struct {
-    double mean, std;
-} draw;
-
-static draw draw_for(const model_config *c, enum tensor_kind k) {
-    double H = c->hidden, Q = (double)c->n_heads * c->head_dim, I = c->intermediate;
-    switch (k) {
-    case TK_EMBED:
-        return (draw){0, 1.0};
-    case TK_ATTN_NORM:
-    case TK_MLP_NORM:
-    case TK_FINAL_NORM:
-        return (draw){1.0, 0.1};
-    case TK_Q_W:
-    case TK_K_W:
-    case TK_V_W:
-        return (draw){0, 1.0 / sqrt(H)};
-    case TK_Q_B:
-    case TK_K_B:
-    case TK_V_B:
-        return (draw){0, 0.1};
-    case TK_O_W:
-        return (draw){0, 0.5 / sqrt(Q)};
-    case TK_O_B:
-        return (draw){0, 0.02};
-    case TK_SINKS:
-        return (draw){0.5, 1.0};
-    case TK_ROUTER_W:
-        return (draw){0, 2.0 / sqrt(H)};
-    case TK_ROUTER_B:
-        return (draw){0, 0.1};
-    case TK_GATE_UP_BLOCKS:
-        return (draw){0, 1.0 / sqrt(H)};
-    case TK_DOWN_BLOCKS:
-        return (draw){0, 0.5 / sqrt(I)};
-    case TK_GATE_UP_BIAS:
-        return (draw){0, 0.05};
-    case TK_DOWN_BIAS:
-        return (draw){0, 0.02};
-    case TK_LM_HEAD:
-        return (draw){0, 3.0 / sqrt(H)};
-    default:
-        return (draw){0, 0};
-    }
-}
-
 /* synthetic.c's fill_scales base exponent for a target standard deviation. */
 static int scale_base(double std) {
     return 127 + (int)lround(log2(std / 2.926));
@@ -468,16 +421,16 @@ static int synth_all(struct backend *b, uint64_t seed, uint8_t *scratch) {
                 return err_set("cuda backend: tensor order: %s is not followed by its scales",
                                s.name);
             gpu_layer *ly = &b->gw.layers[s.layer];
-            if (synth_experts(b, seed, i, i + 1, draw_for(c, s.kind).std, gu ? 2 * b->I : b->H,
-                              gu ? b->H : b->I, gu, gu ? ly->w1_q : ly->w2_q,
-                              gu ? ly->w1_s : ly->w2_s, scratch))
+            const double std = synthetic_draw_for(c, s.kind).std;
+            if (synth_experts(b, seed, i, i + 1, std, gu ? 2 * b->I : b->H, gu ? b->H : b->I, gu,
+                              gu ? ly->w1_q : ly->w2_q, gu ? ly->w1_s : ly->w2_s, scratch))
                 return err_prefix("%s", s.name);
             continue;
         }
         int f32;
         void *dst = dense_dst(b, &s, &f32);
         if (!dst) return err_set("cuda backend: no destination for synthetic tensor %s", s.name);
-        draw d = draw_for(c, s.kind);
+        const synthetic_draw d = synthetic_draw_for(c, s.kind);
         const uint64_t key = synth_key(seed, i), ne = spec_elements(&s);
         if (f32)
             CU(synth_dense_f32(dst, 0, ne, key, (float)d.mean, (float)d.std, b->stream));

@@ -1,0 +1,480 @@
+/* The MoE expert matrices on the GPU (moe.h): gate_up with the clamped SwiGLU fused, down with its
+ * bias and the routing weight fused, over the MXFP4 weights in moe_repack.cu's layout, dequantised
+ * in registers (moe_dequant.cuh). CPU reference: cpu_mxfp4_linear and cpu_swiglu
+ * (backend/cpu/ops.c); tests/gpu/test_moe.cu holds the two side by side.
+ *
+ * ── Tensor-core fragments without shuffles ─────────────────────────────────────────────────────
+ * mma.sync m16n8k16 (bf16 → fp32): A = 16 weight rows × 16 k, B = 16 k × 8 tokens. A sum over k does
+ * not care about the order of k, so we let thread (g, t) own physical k = 8t … 8t+7 of a 32-wide chunk
+ * and call them the fragment's logical k {2t, 2t+1, 2t+8, 2t+9} (first MMA) and the same for the
+ * second MMA: one word of codes per row per chunk feeds two MMAs, and 16 bytes of activations
+ * (token g, k 8t…8t+7) loaded from shared memory give both MMAs' B operands.
+ *
+ * ── Two schedules ─────────────────────────────────────────────────────────────────────────────
+ * Small batch (decode): the work list is (touched expert, row block, K split); a block stages the
+ * expert's tokens (≤ 8·NTP per pass) in shared memory and each warp streams one 16-row tile's codes
+ * over its K range. Bandwidth-bound: only the touched experts' bytes are read, once (a second pass for
+ * an expert with more tokens re-reads them from L2).
+ * Large batch (prefill): a grouped GEMM over (expert, 128-token tile, 128-row block); the tile's
+ * tokens (gathered by expert), the codes and the scales go through a 4-stage cp.async ring in shared
+ * memory; each warp reads its A fragments (16 B / lane / k-step, already in fragment order) and
+ * dequantises them in registers, then runs mma.sync against 64 tokens. */
+#include "backend/cuda/moe.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_util.cuh"
+#include "backend/cuda/moe_dequant.cuh"
+#include "backend/cuda/pdl.cuh"
+
+#include <math.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------------------------------------- */
+/* What both schedules share                                                                       */
+
+/* The two MMAs of one 32-wide k chunk for one 16-row tile: rows g (ag) and g+8 (a8), B = 16 bytes of
+ * token g's activations at k 8t…8t+7. */
+static __device__ __forceinline__ void mma_chunk(float acc[4], const uint32_t ag[4], const uint32_t a8[4], uint4 xv) {
+    mma_bf16_16816(acc, ag[0], a8[0], ag[1], a8[1], xv.x, xv.y);
+    mma_bf16_16816(acc, ag[2], a8[2], ag[3], a8[3], xv.z, xv.w);
+}
+
+static __device__ __forceinline__ float swiglu(float gate, float up, float alpha, float limit) {
+    const float g = fminf(gate, limit);
+    const float u = fminf(fmaxf(up, -limit), limit);
+    return g / (1.0f + expf(-alpha * g)) * (u + 1.0f);
+}
+
+/* Arguments of both expert kernels (one matrix: gate_up or down). */
+struct moe_args {
+    const uint4 *wq;       /* repacked codes */
+    const uint32_t *wsc;   /* repacked scale words */
+    const uint16_t *bias;  /* [E][R] */
+    const uint16_t *x;     /* gate_up: x [T][K] gathered by token; down: act [T·k][K] in sorted order */
+    uint16_t *act;         /* gate_up output [T·k][R/2] */
+    float *y;              /* down output [T][k·S][R] */
+    const int *count, *offset, *pair_sorted, *touched, *n_touched, *tiles, *n_tiles;
+    const float *topk_w;
+    int K, R, RT, KK; /* reduction length, rows, row tiles (R/16), k steps (K/64) */
+    int topk;         /* k experts per token */
+    int S;            /* K splits (down, small path) */
+    int n_rb;         /* row blocks per expert */
+    float alpha, limit;
+};
+
+enum { MODE_GATE_UP = 0, MODE_DOWN = 1 };
+
+/* Epilogue for one 16-row tile rt and 8-token group: acc[2·hh + q] = (tile row g + 8·hh, token
+ * n0 + 2t + q), n local to the expert's sorted list, valid when < n_end. */
+template <int MODE>
+static __device__ __forceinline__ void tile_epilogue(const moe_args &a, int e, int off, int rt, int n0, int n_end,
+                                                     int s, const float acc[4]) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    if (MODE == MODE_GATE_UP) {
+        const int o = rt * 8 + g; /* output feature; tile row g = its gate, g+8 = its up */
+        const int I = a.R / 2;
+        const float bg = bf16_bits_to_f32(a.bias[(size_t)e * a.R + 2 * o]);
+        const float bu = bf16_bits_to_f32(a.bias[(size_t)e * a.R + 2 * o + 1]);
+#pragma unroll
+        for (int q = 0; q < 2; q++) {
+            const int n = n0 + 2 * t + q;
+            if (n >= n_end) continue;
+            const float v = swiglu(acc[q] + bg, acc[2 + q] + bu, a.alpha, a.limit);
+            a.act[(size_t)(off + n) * I + o] = f32_to_bf16_bits(v);
+        }
+    } else {
+#pragma unroll
+        for (int q = 0; q < 2; q++) {
+            const int n = n0 + 2 * t + q;
+            if (n >= n_end) continue;
+            const int pair = a.pair_sorted[off + n];
+            const int tok = pair / a.topk, j = pair - tok * a.topk;
+            const float wgt = a.topk_w[pair];
+            float *yrow = a.y + ((size_t)tok * a.topk * a.S + (size_t)j * a.S + s) * a.R;
+#pragma unroll
+            for (int hh = 0; hh < 2; hh++) {
+                const int row = rt * 16 + g + 8 * hh;
+                const float b = s == 0 ? bf16_bits_to_f32(a.bias[(size_t)e * a.R + row]) : 0.0f;
+                yrow[row] = wgt * (acc[2 * hh + q] + b);
+            }
+        }
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Small batch: one block per (touched expert, row block of WARPS tiles, K split)                  */
+
+/* Codes and scale words of k steps kb … kb+U−1 of one warp's tile (zeros past nk). */
+template <int U>
+static __device__ __forceinline__ void load_batch(const uint4 *qp, const uint32_t *sp, int kb, int nk, uint4 qv[U],
+                                                  uint32_t sv[U]) {
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        if (kb + u < nk) {
+            qv[u] = ldg_stream16(qp + (size_t)(kb + u) * 32);
+            sv[u] = __ldg(sp + (size_t)(kb + u) * 8);
+        } else {
+            qv[u] = make_uint4(0, 0, 0, 0);
+            sv[u] = 0;
+        }
+    }
+}
+
+template <int NTP>
+struct small_cfg {
+    static constexpr int CAP = 8 * NTP;              /* tokens staged per pass */
+    static constexpr int WARPS = NTP == 1 ? 4 : 8;   /* 16-row tiles per block */
+    static constexpr int THREADS = WARPS * 32;
+    static constexpr int U = 6; /* k steps per batch: 6–12 × 16 B in flight (two batches; U = 7 spills) */
+};
+
+template <int NTP, int MODE, bool FOLDED>
+__global__ void __launch_bounds__(small_cfg<NTP>::THREADS, NTP == 1 ? 4 : 2) moe_small_kernel(const moe_args a) {
+    pdl_prologue(); /* first: see pdl.cuh */
+    typedef small_cfg<NTP> C;
+    extern __shared__ uint4 smem_raw[];
+    uint16_t *xs = (uint16_t *)smem_raw; /* [CAP][lds] */
+
+    int b = blockIdx.x;
+    const int s = b % a.S;
+    b /= a.S;
+    const int rb = b % a.n_rb, i = b / a.n_rb;
+    if (i >= *a.n_touched) return; /* whole block: a work item past the touched experts */
+    const int e = a.touched[i], cnt = a.count[e], off = a.offset[e];
+    const int kk0 = (int)((long)s * a.KK / a.S), kk1 = (int)((long)(s + 1) * a.KK / a.S), nk = kk1 - kk0;
+    const int lds = nk * 64 + 32; /* row stride ≡ 64 bytes mod 128: rows g, g+1 on different banks */
+
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+    const int rt = rb * C::WARPS + w;
+    const bool active = rt < a.RT;
+    const size_t tile_kk = ((size_t)e * a.RT + (active ? rt : 0)) * a.KK + kk0;
+    const uint4 *qp = a.wq + tile_kk * 32 + lane;
+    const uint32_t *sp = a.wsc + tile_kk * 8 + g;
+    const uint16_t *xb = xs + g * lds + 8 * t;
+
+    /* The first batch of codes depends only on the work item: its loads fly while the tokens are
+     * staged. */
+    uint4 qv[C::U];
+    uint32_t sv[C::U];
+    load_batch<C::U>(qp, sp, 0, active ? nk : 0, qv, sv);
+
+    for (int p0 = 0; p0 < cnt; p0 += C::CAP) {
+        const int pc = min(C::CAP, cnt - p0);
+        /* 8-token groups this pass really has: at batch 256 an expert averages 8 tokens, so with
+         * 16-token passes about half the blocks would multiply a group of zeros (and stage it). */
+        const int ngroups = (pc + 7) >> 3;
+        /* Stage the pass's tokens (zeros past pc, up to the last group) for k in [64·kk0, 64·kk1). */
+        const int vpr = nk * 8;
+        for (int idx = threadIdx.x; idx < ngroups * 8 * vpr; idx += C::THREADS) {
+            const int r = idx / vpr, v = idx - r * vpr;
+            uint4 val = make_uint4(0, 0, 0, 0);
+            if (r < pc) {
+                const size_t row = MODE == MODE_GATE_UP ? (size_t)(a.pair_sorted[off + p0 + r] / a.topk) : (size_t)(off + p0 + r);
+                val = *(const uint4 *)(a.x + row * a.K + (size_t)kk0 * 64 + v * 8);
+            }
+            *(uint4 *)(xs + r * lds + v * 8) = val;
+        }
+        __syncthreads();
+
+        if (active) {
+            float acc[NTP][4];
+#pragma unroll
+            for (int nt = 0; nt < NTP; nt++) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
+            /* Two register batches: the loads of batch kb + U are issued before batch kb is
+             * dequantised and multiplied, so a warp always has up to 2U 16-byte loads in flight
+             * instead of draining to zero once per batch (a K range of 45 steps was ~6 full memory
+             * round trips in a row). */
+            if (p0 > 0) load_batch<C::U>(qp, sp, 0, nk, qv, sv); /* another pass: again, from L2 */
+            for (int kb = 0; kb < nk; kb += C::U) {
+                uint4 qn[C::U];
+                uint32_t sn[C::U];
+                load_batch<C::U>(qp, sp, kb + C::U, nk, qn, sn);
+#pragma unroll
+                for (int u = 0; u < C::U; u++) {
+                    if (kb + u >= nk) break;
+#pragma unroll
+                    for (int h = 0; h < 2; h++) { /* the two 32-wide chunks of this k step */
+                        uint32_t ag[4], a8[4];
+                        dequant_word_t<FOLDED>(h ? qv[u].z : qv[u].x, sv[u], 2 * h, ag);
+                        dequant_word_t<FOLDED>(h ? qv[u].w : qv[u].y, sv[u], 2 * h + 1, a8);
+#pragma unroll
+                        for (int nt = 0; nt < NTP; nt++) {
+                            if (nt > 0 && nt >= ngroups) break; /* block-uniform */
+                            const uint4 xv = *(const uint4 *)(xb + nt * 8 * lds + (kb + u) * 64 + h * 32);
+                            mma_chunk(acc[nt], ag, a8, xv);
+                        }
+                    }
+                }
+#pragma unroll
+                for (int u = 0; u < C::U; u++) qv[u] = qn[u], sv[u] = sn[u];
+            }
+#pragma unroll
+            for (int nt = 0; nt < NTP; nt++)
+                if (nt < ngroups) tile_epilogue<MODE>(a, e, off, rt, p0 + nt * 8, p0 + pc, s, acc[nt]);
+        }
+        __syncthreads(); /* the next pass overwrites xs */
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Large batch: grouped GEMM, block = 128 rows × 128 tokens, 8 warps as 4 (rows) × 2 (tokens).      */
+/* Each warp owns 32 rows × 64 tokens (64 fp32 accumulators per thread); 140 registers, so one block */
+/* per SM (capping at 128 for two blocks spilled in the inner loop). A 4-stage cp.async ring brings  */
+/* the gathered tokens, the block's 8 row tiles of codes and their scales into shared memory.        */
+
+enum { LG_THREADS = 256, LG_BM = 128, LG_BN = MOE_TILE_TOKENS, LG_STAGES = 4 };
+/* One pipeline stage: B = 128 tokens × 64 k bf16 (16 KB), A = 8 row tiles × 512 B of codes (4 KB),
+ * scales = 8 row tiles × 32 B. */
+enum { LG_B_BYTES = LG_BN * 64 * 2, LG_A_BYTES = 8 * 512, LG_S_BYTES = 8 * 32 };
+enum { LG_STAGE_BYTES = LG_B_BYTES + LG_A_BYTES + LG_S_BYTES, LG_SMEM = LG_STAGES * LG_STAGE_BYTES };
+
+template <int MODE>
+__global__ void __launch_bounds__(LG_THREADS, 1) moe_large_kernel(const moe_args a) {
+    pdl_prologue(); /* first: see pdl.cuh */
+    extern __shared__ uint4 smem_raw[];
+    char *smem = (char *)smem_raw; /* LG_STAGES × { B [128][64] bf16 swizzled | A [8][512 B] | S [8][32 B] } */
+
+    const int slot = blockIdx.y;
+    if (slot >= *a.n_tiles) return;
+    const int td = a.tiles[slot], e = td >> 16, tl = td & 0xffff;
+    const int cnt = a.count[e], off = a.offset[e];
+    const int n_base = tl * LG_BN, n_valid = min(LG_BN, cnt - n_base);
+    const int rb = blockIdx.x;
+
+    const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, g = lane >> 2, t = lane & 3;
+    const int wm = w & 3, wn = w >> 2;
+
+    /* cp.async jobs of this thread, per stage:
+     *  B: 16-byte chunk cc of token rows r = tid/8 + 32·i (i < 4). Chunk c of row r is stored at chunk
+     *     c ^ 4·(r&1): a quarter-warp reading rows 2m, 2m+1 then touches all 32 banks once.
+     *  A: 16 bytes of row tile tid/32 (its 512-byte k-step block: lane tid%32).
+     *  S: threads < 16: 16 bytes of the 8 tiles' scale words (tile tid/2, half tid%2). */
+    /* Row table: element offset of each of the tile's token rows in a.x (< 2^32: at most 64K rows of
+     * 2880), or ~0u past the expert's tokens (those rows are zero-filled). */
+    __shared__ uint32_t row_off[LG_BN];
+    for (int r = tid; r < LG_BN; r += LG_THREADS) {
+        uint32_t o = ~0u;
+        if (r < n_valid) {
+            const size_t row = MODE == MODE_GATE_UP ? (size_t)(a.pair_sorted[off + n_base + r] / a.topk) : (size_t)(off + n_base + r);
+            o = (uint32_t)(row * a.K);
+        }
+        row_off[r] = o;
+    }
+    __syncthreads();
+    const int cc = tid & 7;
+    /* Rows r and r + 32i have the same parity, so one swizzled offset serves all four. */
+    const int dst0 = ((tid >> 3) * 64 + ((cc ^ (((tid >> 3) & 1) << 2)) * 8)) * 2;
+    const int a_rt = rb * 8 + (tid >> 5);
+    const int a_bytes = a_rt < a.RT ? 16 : 0;
+    const char *a_src = (const char *)a.wq + (((size_t)e * a.RT + (a_rt < a.RT ? a_rt : 0)) * a.KK * 512) + lane * 16;
+    const int s_rt = rb * 8 + (tid >> 1);
+    const int s_bytes = (tid < 16 && s_rt < a.RT) ? 16 : 0;
+    const char *s_src = (const char *)a.wsc + (((size_t)e * a.RT + (s_rt < a.RT ? s_rt : 0)) * a.KK * 32) + (tid & 1) * 16;
+
+    auto load_stage = [&](int kk, int stage) {
+        char *base = smem + stage * LG_STAGE_BYTES;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const uint32_t o = row_off[(tid >> 3) + 32 * i];
+            const uint16_t *src = a.x + (o == ~0u ? 0u : o) + cc * 8 + (size_t)kk * 64; /* valid even when zero-filling */
+            cp_async16(smem_u32(base + dst0 + i * 32 * 128), src, o == ~0u ? 0 : 16);
+        }
+        cp_async16(smem_u32(base + LG_B_BYTES + tid * 16), a_src + (size_t)kk * 512, a_bytes);
+        if (tid < 16) cp_async16(smem_u32(base + LG_B_BYTES + LG_A_BYTES + tid * 16), s_src + (size_t)kk * 32, s_bytes);
+    };
+
+    int rts[2];
+    bool rt_ok[2];
+#pragma unroll
+    for (int mi = 0; mi < 2; mi++) {
+        rts[mi] = rb * 8 + wm * 2 + mi;
+        rt_ok[mi] = rts[mi] < a.RT;
+    }
+
+    float acc[2][8][4];
+#pragma unroll
+    for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++) acc[mi][nt][0] = acc[mi][nt][1] = acc[mi][nt][2] = acc[mi][nt][3] = 0.0f;
+
+#pragma unroll
+    for (int st = 0; st < LG_STAGES - 1; st++) {
+        if (st < a.KK) load_stage(st, st);
+        cp_async_commit();
+    }
+
+    for (int kk = 0; kk < a.KK; kk++) {
+        cp_async_wait<LG_STAGES - 2>();
+        __syncthreads(); /* stage kk landed for everyone; the stage read in step kk−1 is free again */
+        if (kk + LG_STAGES - 1 < a.KK) load_stage(kk + LG_STAGES - 1, (kk + LG_STAGES - 1) % LG_STAGES);
+        cp_async_commit();
+
+        const char *base = smem + (kk % LG_STAGES) * LG_STAGE_BYTES;
+        const uint16_t *bstage = (const uint16_t *)base;
+        uint4 qc[2];
+        uint32_t sc[2];
+#pragma unroll
+        for (int mi = 0; mi < 2; mi++) {
+            qc[mi] = *(const uint4 *)(base + LG_B_BYTES + (wm * 2 + mi) * 512 + lane * 16);
+            sc[mi] = *(const uint32_t *)(base + LG_B_BYTES + LG_A_BYTES + (wm * 2 + mi) * 32 + g * 4);
+        }
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            uint32_t ag[2][4], a8[2][4];
+#pragma unroll
+            for (int mi = 0; mi < 2; mi++) {
+                dequant_word(h ? qc[mi].z : qc[mi].x, scale_pair(sc[mi], 2 * h), ag[mi]);
+                dequant_word(h ? qc[mi].w : qc[mi].y, scale_pair(sc[mi], 2 * h + 1), a8[mi]);
+            }
+            const int pc = (h * 4 + t) ^ ((g & 1) << 2);
+#pragma unroll
+            for (int nt = 0; nt < 8; nt++) {
+                const int r = wn * 64 + nt * 8 + g;
+                const uint4 xv = *(const uint4 *)(bstage + r * 64 + pc * 8);
+#pragma unroll
+                for (int mi = 0; mi < 2; mi++) mma_chunk(acc[mi][nt], ag[mi], a8[mi], xv);
+            }
+        }
+    }
+    cp_async_wait<0>();
+
+#pragma unroll
+    for (int mi = 0; mi < 2; mi++) {
+        if (!rt_ok[mi]) continue;
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++)
+            tile_epilogue<MODE>(a, e, off, rts[mi], n_base + wn * 64 + nt * 8, n_base + n_valid, 0, acc[mi][nt]);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Plans and launches                                                                              */
+
+moe_plan moe_plan_for(int T, int E, int k, int sm_count) {
+    moe_plan p;
+    const double avg = (double)T * k / E; /* pairs per expert */
+    /* Measured on the H200 (bench/results/kernels-2026-11-30-h200.md, E = 128): the small path beats
+     * the large one at T = 256 (0.76 vs 3.18 ms) and T = 1024 (1.92 vs 3.27 ms, 32 pairs per expert);
+     * the large path's mma.sync pipeline only pays at prefill sizes. Until it has wgmma, take it from
+     * 96 pairs per expert (T = 3072 for 120b). */
+    p.large = avg >= 96.0;
+    p.ntp = avg <= 3.0 ? 1 : 2;
+    p.down_splits = 1;
+    if (!p.large) {
+        /* Expected touched experts E·(1 − (1 − k/E)^T); the down projection has H/16 row tiles per
+         * expert in blocks of 4 or 8 warps, and 4 (resp. 2) such blocks fit on an SM at once. Split K
+         * as far as one wave of resident blocks allows (a second, nearly empty wave would cost a
+         * whole block time). */
+        const double touched = E * (1.0 - pow(1.0 - (double)k / E, (double)T));
+        const double blocks = touched * (p.ntp == 1 ? 45.0 : 23.0);
+        const double resident = (p.ntp == 1 ? 4.0 : 2.0) * (sm_count > 0 ? sm_count : 132);
+        int S = (int)floor(resident / (blocks > 1 ? blocks : 1));
+        p.down_splits = S < 1 ? 1 : (S > 5 ? 5 : S);
+    }
+    return p;
+}
+
+size_t moe_act_bytes(int T, int k, int I) { return (size_t)T * k * I * 2; }
+
+size_t moe_y_slots_bytes(int T, int k, int H, const moe_plan *plan) {
+    return (size_t)T * k * (plan->large ? 1 : plan->down_splits) * H * sizeof(float);
+}
+
+static int g_attrs_set = 0;
+
+typedef void (*small_fn)(moe_args);
+static small_fn small_kernel_for(int ntp, int mode, int folded) {
+#define SMALL_CASE(n, m)                                                                           \
+    if (ntp == n && mode == m) return folded ? moe_small_kernel<n, m, true> : moe_small_kernel<n, m, false>;
+    SMALL_CASE(1, MODE_GATE_UP) SMALL_CASE(1, MODE_DOWN) SMALL_CASE(2, MODE_GATE_UP) SMALL_CASE(2, MODE_DOWN)
+#undef SMALL_CASE
+    return NULL;
+}
+
+static cudaError_t set_attrs(void) {
+    if (g_attrs_set) return cudaSuccess;
+    for (int ntp = 1; ntp <= 2; ntp++)
+        for (int mode = 0; mode < 2; mode++)
+            for (int folded = 0; folded < 2; folded++)
+                CUDA_TRY(cudaFuncSetAttribute((const void *)small_kernel_for(ntp, mode, folded),
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024));
+    CUDA_TRY(cudaFuncSetAttribute((const void *)moe_large_kernel<MODE_GATE_UP>, cudaFuncAttributeMaxDynamicSharedMemorySize, LG_SMEM));
+    CUDA_TRY(cudaFuncSetAttribute((const void *)moe_large_kernel<MODE_DOWN>, cudaFuncAttributeMaxDynamicSharedMemorySize, LG_SMEM));
+    g_attrs_set = 1;
+    return cudaSuccess;
+}
+
+static moe_args base_args(const moe_weights *w, const moe_routing *r) {
+    moe_args a;
+    memset(&a, 0, sizeof a);
+    a.count = r->count, a.offset = r->offset, a.pair_sorted = r->pair_sorted, a.touched = r->touched;
+    a.n_touched = r->n_touched, a.tiles = r->tiles, a.n_tiles = r->n_tiles, a.topk_w = r->topk_w;
+    a.topk = r->k;
+    a.alpha = w->swiglu_alpha, a.limit = w->swiglu_limit;
+    return a;
+}
+
+static cudaError_t launch(const moe_args &a0, int mode, int folded, const moe_plan *plan, const moe_routing *r,
+                          cudaStream_t stream) {
+    moe_args a = a0;
+    const int max_touched = r->E < r->T * r->k ? r->E : r->T * r->k;
+    if (plan->large) {
+        /* The large kernel keeps row offsets into its input as 32-bit element offsets. */
+        if ((size_t)r->T * r->k * a.K >= 0xffffffffull) return cudaErrorInvalidValue;
+        a.S = 1;
+        a.n_rb = (a.RT + 7) / 8;
+        const dim3 grid((unsigned)a.n_rb, (unsigned)moe_max_tiles(r->T, r->E, r->k));
+        if (mode == MODE_GATE_UP)
+            pdl_launch(moe_large_kernel<MODE_GATE_UP>, dim3(grid), dim3(LG_THREADS), LG_SMEM, stream, a);
+        else
+            pdl_launch(moe_large_kernel<MODE_DOWN>, dim3(grid), dim3(LG_THREADS), LG_SMEM, stream, a);
+        return cudaGetLastError();
+    }
+    const int ntp = plan->ntp == 1 ? 1 : 2;
+    const int warps = ntp == 1 ? small_cfg<1>::WARPS : small_cfg<2>::WARPS;
+    a.n_rb = (a.RT + warps - 1) / warps;
+    const int nk_max = (a.KK + a.S - 1) / a.S;
+    const size_t smem = (size_t)8 * ntp * (nk_max * 64 + 32) * 2;
+    if (smem > 227 * 1024) return cudaErrorInvalidValue;
+    const long blocks = (long)max_touched * a.n_rb * a.S;
+    if (blocks < 1) return cudaSuccess;
+    const int threads = ntp == 1 ? small_cfg<1>::THREADS : small_cfg<2>::THREADS;
+    CUDA_TRY(pdl_launch(small_kernel_for(ntp, mode, folded), dim3((unsigned)blocks), dim3(threads), smem, stream, a));
+    return cudaGetLastError();
+}
+
+static int weights_ok(const moe_weights *w) {
+    return w && w->E >= 1 && w->H % 64 == 0 && w->I % 64 == 0 && w->H > 0 && w->I > 0 && w->w1_q && w->w1_s &&
+           w->b1 && w->w2_q && w->w2_s && w->b2;
+}
+
+cudaError_t moe_gate_up(const moe_weights *w, const uint16_t *x, const moe_routing *r, const moe_plan *plan,
+                        uint16_t *act, cudaStream_t stream) {
+    if (!weights_ok(w) || !x || !r || !plan || !act || r->E != w->E) return cudaErrorInvalidValue;
+    if (r->T == 0) return cudaSuccess;
+    CUDA_TRY(set_attrs());
+    moe_args a = base_args(w, r);
+    a.wq = (const uint4 *)w->w1_q, a.wsc = (const uint32_t *)w->w1_s, a.bias = w->b1;
+    a.x = x, a.act = act;
+    a.K = w->H, a.R = 2 * w->I, a.RT = a.R / 16, a.KK = a.K / 64, a.S = 1;
+    return launch(a, MODE_GATE_UP, w->w1_folded, plan, r, stream);
+}
+
+cudaError_t moe_down(const moe_weights *w, const moe_routing *r, const moe_plan *plan, const uint16_t *act,
+                     float *y_slots, cudaStream_t stream) {
+    if (!weights_ok(w) || !r || !plan || !act || !y_slots || r->E != w->E) return cudaErrorInvalidValue;
+    if (r->T == 0) return cudaSuccess;
+    CUDA_TRY(set_attrs());
+    moe_args a = base_args(w, r);
+    a.wq = (const uint4 *)w->w2_q, a.wsc = (const uint32_t *)w->w2_s, a.bias = w->b2;
+    a.x = act, a.y = y_slots;
+    a.K = w->I, a.R = w->H, a.RT = a.R / 16, a.KK = a.K / 64;
+    a.S = plan->large ? 1 : plan->down_splits;
+    if (a.S < 1 || a.S > a.KK) return cudaErrorInvalidValue; /* y_slots is laid out for this S */
+    return launch(a, MODE_DOWN, w->w2_folded, plan, r, stream);
+}
+
+cudaError_t moe_experts(const moe_weights *w, const uint16_t *x, const moe_routing *r, const moe_plan *plan,
+                        uint16_t *act, float *y_slots, cudaStream_t stream) {
+    CUDA_TRY(moe_gate_up(w, x, r, plan, act, stream));
+    return moe_down(w, r, plan, act, y_slots, stream);
+}

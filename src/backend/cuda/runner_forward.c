@@ -1,0 +1,96 @@
+/* The forward pass of one step as a sequence of kernel launches on the backend's stream (nothing
+ * here waits or touches the host's view of the step): the embedding, then per layer
+ *   attention norm -> QKV -> RoPE + KV write -> attention (prefill tiles and/or decode) -> O ->
+ *   residual + MLP norm -> router -> top-4 routing -> experts,
+ * with each layer's MoE combine folded into the next layer's norm, and finally, R_cap logits rows
+ * at a time, the final norm of those rows only, lm_head and the sampling kernels.
+ *
+ * runner_launch calls it for eager steps; graphs.c calls it inside a stream capture. Everything it
+ * reads about the step comes from the fwd_plan (device pointers into the uploaded step). */
+#include "backend/cuda/norm.h"
+#include "backend/cuda/runner.h"
+#include "backend/cuda/step_kernels.h"
+
+/* Host copies of the rows the host samples, and the test hook's copy of every row, for rows
+ * [r0, r0 + nr) now in the logits buffer (as rows 0..nr-1). Eager steps only (graphs:
+ * runner_launch). */
+static int copy_rows_out(struct backend *b, int r0, int nr) {
+    const size_t rowb = (size_t)b->V * sizeof(float);
+    for (int r = r0; r < r0 + nr && b->book.n_host > 0; r++) {
+        const int hi = b->book.row_host[r];
+        if (hi >= 0)
+            CU(cudaMemcpyAsync(b->hl_host + (size_t)hi * b->V,
+                               b->ws.logits + (size_t)(r - r0) * b->V, rowb, cudaMemcpyDeviceToHost,
+                               b->stream));
+    }
+    if (b->dbg_logits && r0 < b->dbg_cap) {
+        const int m = r0 + nr <= b->dbg_cap ? nr : b->dbg_cap - r0;
+        CU(cudaMemcpyAsync(b->dbg_logits + (size_t)r0 * b->V, b->ws.logits, (size_t)m * rowb,
+                           cudaMemcpyDeviceToHost, b->stream));
+        b->dbg_rows = r0 + m;
+    }
+    return 0;
+}
+
+int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
+    const cudaStream_t s = b->stream;
+    gpu_workspace *w = &b->ws;
+    gpu_weights *g = &b->gw;
+    const int T = p->T, H = b->H;
+    if (T < 1 || T > w->T_cap)
+        return err_set("cuda backend: step of %d tokens exceeds the workspace", T);
+
+    CU(step_resolve_tokens(p->token_ids, p->token_slot, T, b->slot_last, b->max_slots, w->ids, s));
+    /* Precision: the inputs of the QKV and router GEMMs go in as split bf16 (a = a_hi + a_lo, 2T rows,
+     * one pass over the weights) with fp32 products, and q/k/v are rounded to bf16 once, after RoPE.
+     * Rounding those inputs to bf16 moved router logits by ~3e-3 — enough to swap near-tied experts and
+     * flip top-1 tokens against the fp32 reference (tests/fixtures/tiny64, bench/NOTES.md). */
+    uint16_t *a_lo = w->a + (size_t)T * H;
+    const float *qkv_lo = w->qkv + (size_t)T * b->QKV, *router_lo = w->router + (size_t)T * b->E;
+    CU(norm_embed_split(w->ids, T, g->embed, b->V, H, w->h, g->layers[0].attn_norm, b->eps, w->a, a_lo, s));
+    moe_routing rt;
+    moe_routing_carve(&rt, w->routing, T, b->E, b->K);
+
+    for (int l = 0; l < b->L; l++) {
+        gpu_layer *ly = &g->layers[l];
+        const bool sliding = b->cfg.layer_sliding[l];
+        /* The previous layer's MoE slots join the residual here, then the attention norm. */
+        if (l > 0)
+            CU(norm_add_rmsnorm_split(w->h, NULL, w->y_slots, p->n_slots, T, H, ly->attn_norm, b->eps,
+                                      w->a, a_lo, s));
+        CU(gemm_bf16(b->gemm, w->a, 2 * T, H, ly->qkv_w, b->QKV, NULL, w->qkv, GEMM_OUT_F32, s));
+        CU(rope_kv_launch_f32(&b->dims, &b->freq, w->qkv, qkv_lo, ly->qkv_b, b->QKV, T, p->positions,
+                              sliding ? p->slots_swa : p->slots_full, w->q, ly->k_cache, ly->v_cache,
+                              s));
+        attn_seqs as;
+        as.n_seqs = p->n_seqs, as.query_start = p->query_start, as.start_pos = p->start_pos;
+        as.tables = sliding ? p->swa_tables : p->full_tables;
+        as.stride = sliding ? p->swa_stride : p->full_stride;
+        as.table_first = sliding ? p->swa_first : NULL;
+        as.window = sliding ? b->W : 0;
+        const int n_work = sliding ? p->n_work_swa : p->n_work_full;
+        if (n_work > 0)
+            CU(attn_prefill(&b->dims, &as, sliding ? p->work_swa : p->work_full, n_work, w->q,
+                            ly->k_cache, ly->v_cache, ly->sinks, b->scale, w->attn, s));
+        if (p->has_decode)
+            CU(attn_decode(&b->dims, &as, w->q, ly->k_cache, ly->v_cache, ly->sinks, b->scale,
+                           w->attn, sliding ? p->splits_swa : p->splits_full, w->dec_ws, s));
+        CU(gemm_bf16(b->gemm, w->attn, T, b->Q, ly->o_w, H, ly->o_b, w->o, GEMM_OUT_BF16, s));
+        CU(norm_add_rmsnorm_split(w->h, w->o, NULL, 0, T, H, ly->mlp_norm, b->eps, w->a, a_lo, s));
+        CU(gemm_bf16(b->gemm, w->a, 2 * T, H, ly->router_w, b->E, NULL, w->router, GEMM_OUT_F32, s));
+        CU(moe_route_split(w->router, router_lo, ly->router_b, &rt, s));
+        CU(moe_experts(&ly->moe, w->a, &rt, &p->moe, w->act, w->y_slots, s));
+    }
+
+    /* Logits only for the rows that need them, R_cap rows at a time. */
+    for (int r0 = 0; r0 < p->n_rows; r0 += w->R_cap) {
+        const int nr = p->n_rows - r0 < w->R_cap ? p->n_rows - r0 : w->R_cap;
+        CU(step_final_rows(w->h, w->y_slots, p->n_slots, p->rows + r0, nr, H, g->final_norm, b->eps,
+                           w->sel, s));
+        CU(gemm_bf16(b->gemm, w->sel, nr, H, g->lm_head, b->V, NULL, w->logits, GEMM_OUT_F32, s));
+        CU(sampling_launch(w->logits, b->V, p->rows + r0, nr, w->outs + r0, b->slot_last,
+                           b->max_slots, w->samp_ws, w->R_cap, s));
+        if (copy_host_rows && copy_rows_out(b, r0, nr)) return -1;
+    }
+    return 0;
+}
