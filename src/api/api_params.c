@@ -7,6 +7,7 @@
  * as vLLM does by default. */
 #include "api/api_internal.h"
 
+#include "base/rng.h"
 #include "base/xalloc.h"
 
 #include <errno.h>
@@ -300,23 +301,16 @@ void api_call_free(api_call *c) {
     memset(c, 0, sizeof *c);
 }
 
-static uint64_t mix64(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
 void api_make_id(char *buf, size_t cap, const char *prefix, const char *response_id, int choice,
                  int k) {
     static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
     uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a over the response id */
     for (const char *c = response_id ? response_id : ""; *c; c++)
         h = (h ^ (unsigned char)*c) * 0x100000001b3ull;
-    h = mix64(h ^ mix64(((uint64_t)(uint32_t)choice << 32) | (uint32_t)k));
+    h = splitmix64(h ^ splitmix64(((uint64_t)(uint32_t)choice << 32) | (uint32_t)k));
     size_t o = (size_t)snprintf(buf, cap, "%s", prefix);
     for (int i = 0; i < 24 && o + 1 < cap; i++) {
-        if (i % 8 == 0) h = mix64(h + (uint64_t)i);
+        if (i % 8 == 0) h = splitmix64(h + (uint64_t)i);
         buf[o++] = alphabet[h % 62];
         h /= 62;
     }

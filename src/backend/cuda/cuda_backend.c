@@ -2,7 +2,7 @@
  *
  * create: the model's config (a checkpoint's config.json, or a preset for "synthetic:20b|120b
  *   [:layers=N][:seed=S]"), the weights on the device (weights_gpu.c), the activation workspace for
- *   steps of up to 8192 tokens (runner.c; it grows if a longer step comes), the CUDA-graph buffers
+ *   steps of up to 8192 tokens (runner_workspace.c; it grows if a longer step comes), the CUDA-graph buffers
  *   (graphs.c), and then the KV pools from what is left: the sliding pool sized for max_slots
  * sequences of window / block_size + 2 blocks plus a prefill chunk's worth, the full pool
  * everything else under gpu_memory_utilization x total memory (unless the options give the block
