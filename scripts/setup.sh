@@ -13,7 +13,7 @@ SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
 pkgs=(build-essential cmake pkg-config git libjansson-dev libpcre2-dev libevent-dev libxxhash-dev
-      libomp-dev clang libclang-rt-14-dev gnuplot-nox)
+      libomp-dev clang clang-format libclang-rt-14-dev gnuplot-nox)
 missing=()
 for p in "${pkgs[@]}"; do
   [ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" = "install ok installed" ] || missing+=("$p")

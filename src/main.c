@@ -9,15 +9,19 @@ static const struct {
     int (*run)(int argc, char **argv);
     const char *help;
 } COMMANDS[] = {
-    {"make-model", cmd_make_model, "write a synthetic checkpoint in the Hugging Face release layout"},
+    {"make-model", cmd_make_model,
+     "write a synthetic checkpoint in the Hugging Face release layout"},
     {"generate", cmd_generate, "generate tokens from a prompt on the CPU reference backend"},
     {"inspect", cmd_inspect, "check a checkpoint and print its configuration and tensors"},
-    {"roofline", cmd_roofline, "the least time a decode step can take on the hardware (performance model)"},
+    {"roofline", cmd_roofline,
+     "the least time a decode step can take on the hardware (performance model)"},
     {"tokenize", cmd_tokenize, "print the token ids of a text"},
     {"detokenize", cmd_detokenize, "print the text that token ids spell"},
     {"bench-tokenizer", cmd_bench_tokenizer, "measure tokenizer encoding speed (MB/s) on a file"},
-    {"bench", cmd_bench, "benchmarks: serve (a server's frontier), sweep (in-process), plot, latency, tokenizer"},
-    {"serve", cmd_serve, "serve the OpenAI-compatible HTTP API (`serve --model synthetic:tiny` to try it)"},
+    {"bench", cmd_bench,
+     "benchmarks: serve (a server's frontier), sweep (in-process), plot, latency, tokenizer"},
+    {"serve", cmd_serve,
+     "serve the OpenAI-compatible HTTP API (`serve --model synthetic:tiny` to try it)"},
 };
 
 static void usage(FILE *f) {

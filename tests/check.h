@@ -21,11 +21,12 @@ static int check_failures, check_count;
     } while (0)
 
 #define CHECK_NEAR(a, b, tol, what)                                                                \
-    CHECK(fabs((double)(a) - (double)(b)) <= (tol), "%s: %.9g vs %.9g (tol %.3g)", what,          \
+    CHECK(fabs((double)(a) - (double)(b)) <= (tol), "%s: %.9g vs %.9g (tol %.3g)", what,           \
           (double)(a), (double)(b), (double)(tol))
 
 /* The error message must contain every given fragment (case-sensitive). */
-#define CHECK_MSG_HAS(msg, frag) CHECK(strstr((msg), (frag)) != NULL, "message '%s' lacks '%s'", (msg), (frag))
+#define CHECK_MSG_HAS(msg, frag)                                                                   \
+    CHECK(strstr((msg), (frag)) != NULL, "message '%s' lacks '%s'", (msg), (frag))
 
 static inline int check_report(const char *name) {
     if (check_failures)

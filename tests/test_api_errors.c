@@ -186,11 +186,13 @@ static void test_params(void) {
            CHAT(",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"x\","
                 "\"schema\":[]}}"),
            400, "response_format.json_schema.schema", NULL);
-    expect(chat, CHAT(",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":5}}"),
-           400, "response_format.json_schema.name", NULL);
     expect(chat,
-           CHAT(",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"description\":1}}"),
-           400, "response_format.json_schema.description", NULL);
+           CHAT(",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":5}}"),
+           400, "response_format.json_schema.name", NULL);
+    expect(
+        chat,
+        CHAT(",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"description\":1}}"),
+        400, "response_format.json_schema.description", NULL);
     /* Accepted: nulls, unknown fields, the limits themselves. */
     expect_ok(chat, CHAT(",\"temperature\":null,\"top_p\":1,\"n\":128,\"seed\":0,\"stop\":null,"
                          "\"foo\":{\"bar\":[1,2]}"));

@@ -130,20 +130,24 @@ static void test_input(void) {
     expect_error("{\"input\":\"hi\",\"tool_choice\":\"sometimes\"}", 400, "tool_choice");
     expect_error("{\"input\":\"hi\",\"tool_choice\":5}", 400, "tool_choice");
     /* tool_choice "none" hides the tools; a named function is accepted (and not enforced). */
-    expect_prompt("{\"input\":\"hi\",\"tool_choice\":\"none\",\"tools\":[{\"type\":\"function\",\"name\":\"f\"}]}",
+    expect_prompt("{\"input\":\"hi\",\"tool_choice\":\"none\",\"tools\":[{\"type\":\"function\","
+                  "\"name\":\"f\"}]}",
                   "<|start|>user<|message|>hi<|end|><|start|>assistant", "tool_choice none");
-    expect_prompt("{\"input\":\"hi\",\"tool_choice\":{\"type\":\"function\",\"name\":\"f\"},"
-                  "\"tools\":[{\"type\":\"function\",\"name\":\"f\"}]}",
-                  "<|start|>developer<|message|># Tools\n\n## functions\n\nnamespace functions {\n\n"
-                  "type f = () => any;\n\n} // namespace functions<|end|>"
-                  "<|start|>user<|message|>hi<|end|><|start|>assistant",
-                  "tool_choice names a function");
-    expect_error("{\"input\":\"hi\",\"text\":{\"format\":{\"type\":\"json_schema\",\"name\":5}}}", 400,
-                 "text.format.name");
-    expect_error("{\"input\":\"hi\",\"text\":{\"format\":{\"type\":\"json_schema\",\"description\":[]}}}",
-                 400, "text.format.description");
-    expect_error("{\"input\":\"hi\",\"text\":{\"format\":{\"type\":\"json_schema\",\"schema\":[]}}}", 400,
-                 "text.format.schema");
+    expect_prompt(
+        "{\"input\":\"hi\",\"tool_choice\":{\"type\":\"function\",\"name\":\"f\"},"
+        "\"tools\":[{\"type\":\"function\",\"name\":\"f\"}]}",
+        "<|start|>developer<|message|># Tools\n\n## functions\n\nnamespace functions {\n\n"
+        "type f = () => any;\n\n} // namespace functions<|end|>"
+        "<|start|>user<|message|>hi<|end|><|start|>assistant",
+        "tool_choice names a function");
+    expect_error("{\"input\":\"hi\",\"text\":{\"format\":{\"type\":\"json_schema\",\"name\":5}}}",
+                 400, "text.format.name");
+    expect_error(
+        "{\"input\":\"hi\",\"text\":{\"format\":{\"type\":\"json_schema\",\"description\":[]}}}",
+        400, "text.format.description");
+    expect_error(
+        "{\"input\":\"hi\",\"text\":{\"format\":{\"type\":\"json_schema\",\"schema\":[]}}}", 400,
+        "text.format.schema");
     expect_error("{\"input\":\"hi\",\"model\":\"other\"}", 404, "model");
 }
 

@@ -9,11 +9,12 @@
 #include "model/synthetic.h"
 
 static const double SPEC_INV_FREQ[32] = {
-    1.000000000e+00, 6.890443059e-01, 4.747820555e-01, 3.271458719e-01, 2.254180002e-01, 1.553229895e-01,
-    1.070244215e-01, 7.374456821e-02, 5.081327482e-02, 3.170569618e-02, 1.933500113e-02, 1.159204926e-02,
-    6.794959490e-03, 3.860359317e-03, 2.093792379e-03, 1.052602101e-03, 4.564839192e-04, 1.293187012e-04,
-    3.830881237e-05, 2.639646903e-05, 1.818833668e-05, 1.253256982e-05, 8.635495875e-06, 5.950239261e-06,
-    4.099978482e-06, 2.825066827e-06, 1.946596211e-06, 1.341291035e-06, 9.242089502e-07, 6.368209146e-07,
+    1.000000000e+00, 6.890443059e-01, 4.747820555e-01, 3.271458719e-01, 2.254180002e-01,
+    1.553229895e-01, 1.070244215e-01, 7.374456821e-02, 5.081327482e-02, 3.170569618e-02,
+    1.933500113e-02, 1.159204926e-02, 6.794959490e-03, 3.860359317e-03, 2.093792379e-03,
+    1.052602101e-03, 4.564839192e-04, 1.293187012e-04, 3.830881237e-05, 2.639646903e-05,
+    1.818833668e-05, 1.253256982e-05, 8.635495875e-06, 5.950239261e-06, 4.099978482e-06,
+    2.825066827e-06, 1.946596211e-06, 1.341291035e-06, 9.242089502e-07, 6.368209146e-07,
     4.387978251e-07, 3.023511428e-07};
 
 static const st_tensor *find(const st_file *f, const char *name) {
@@ -31,8 +32,8 @@ static void test_rope(void) {
     CHECK_NEAR(r.high, 17.39802450158856, 1e-12, "high");
     CHECK_NEAR(r.concentration, 1.3465735902799727, 1e-7, "concentration");
     for (int i = 0; i < 32; i++)
-        CHECK(fabs(r.inv_freq[i] - SPEC_INV_FREQ[i]) <= 2e-6 * SPEC_INV_FREQ[i], "inv_freq[%d] %.9e vs %.9e", i,
-              r.inv_freq[i], SPEC_INV_FREQ[i]);
+        CHECK(fabs(r.inv_freq[i] - SPEC_INV_FREQ[i]) <= 2e-6 * SPEC_INV_FREQ[i],
+              "inv_freq[%d] %.9e vs %.9e", i, r.inv_freq[i], SPEC_INV_FREQ[i]);
 
     /* transformers' own values (scripts/make_fixtures.py). */
     st_file f;
@@ -42,14 +43,16 @@ static void test_rope(void) {
     const float *inv = find(&f, "inv_freq")->data;
     /* Within one float32 ulp: powf and torch's pow may round the last bit differently. */
     for (int i = 0; i < 32; i++)
-        CHECK(fabsf(r.inv_freq[i] - inv[i]) <= 2.4e-7f * inv[i], "inv_freq[%d] %.9e vs transformers %.9e", i,
-              r.inv_freq[i], inv[i]);
-    const st_tensor *pos = find(&f, "positions"), *cos_t = find(&f, "cos"), *sin_t = find(&f, "sin");
+        CHECK(fabsf(r.inv_freq[i] - inv[i]) <= 2.4e-7f * inv[i],
+              "inv_freq[%d] %.9e vs transformers %.9e", i, r.inv_freq[i], inv[i]);
+    const st_tensor *pos = find(&f, "positions"), *cos_t = find(&f, "cos"),
+                    *sin_t = find(&f, "sin");
     for (int p = 0; p < pos->shape[0]; p++) {
         float cv[32], sv[32];
         int64_t position = ((const int64_t *)pos->data)[p];
         rope_cos_sin(&r, position, cv, sv);
-        const float *rc_ = (const float *)cos_t->data + (size_t)p * 32, *rs = (const float *)sin_t->data + (size_t)p * 32;
+        const float *rc_ = (const float *)cos_t->data + (size_t)p * 32,
+                    *rs = (const float *)sin_t->data + (size_t)p * 32;
         for (int i = 0; i < 32; i++) {
             CHECK_NEAR(cv[i], rc_[i], 2e-5 * (1 + fabs(position * inv[i]) * 1e-2), "cos");
             CHECK_NEAR(sv[i], rs[i], 2e-5 * (1 + fabs(position * inv[i]) * 1e-2), "sin");
@@ -90,12 +93,14 @@ static void test_routing(void) {
     int idx[4];
     float w[4];
     cpu_topk_softmax(logits, 6, 4, idx, w);
-    CHECK(idx[0] == 1 && idx[1] == 3 && idx[2] == 5 && idx[3] == 4, "top-4 order with the lower index first on ties: %d %d %d %d",
-          idx[0], idx[1], idx[2], idx[3]);
+    CHECK(idx[0] == 1 && idx[1] == 3 && idx[2] == 5 && idx[3] == 4,
+          "top-4 order with the lower index first on ties: %d %d %d %d", idx[0], idx[1], idx[2],
+          idx[3]);
     double d = 2 * exp(2.0) + exp(1.5) + exp(0.5);
     CHECK_NEAR(w[0], exp(2.0) / d, 1e-6, "w0");
     CHECK_NEAR(w[2], exp(1.5) / d, 1e-6, "w2");
-    CHECK_NEAR(w[0] + w[1] + w[2] + w[3], 1.0, 1e-6, "weights sum to 1 (softmax over the selected only)");
+    CHECK_NEAR(w[0] + w[1] + w[2] + w[3], 1.0, 1e-6,
+               "weights sum to 1 (softmax over the selected only)");
 }
 
 static void test_swiglu(void) {
@@ -103,7 +108,8 @@ static void test_swiglu(void) {
     cpu_swiglu(gu, 4, 1.702f, 7.0f, out);
     CHECK_NEAR(out[0], 1.0 / (1 + exp(-1.702)) * 1.5, 1e-6, "plain");
     CHECK_NEAR(out[1], 7.0 / (1 + exp(-1.702 * 7)) * 8.0, 1e-5, "gate and up clamped at 7");
-    CHECK_NEAR(out[2], -2.0 / (1 + exp(1.702 * 2)) * (-7.0 + 1), 1e-6, "up clamped at -7, gate not from below");
+    CHECK_NEAR(out[2], -2.0 / (1 + exp(1.702 * 2)) * (-7.0 + 1), 1e-6,
+               "up clamped at -7, gate not from below");
     CHECK_NEAR(out[3], 0.0, 1e-9, "zero gate");
 }
 

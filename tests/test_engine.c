@@ -39,7 +39,8 @@ static void collect(const engine_output *o, void *user) {
     got *g = &r->g[o->index];
     if (g->events == 0) g->first_event_tokens = o->n_tokens;
     g->events++;
-    for (int i = 0; i < o->n_tokens && g->n_tokens < 4096; i++) g->tokens[g->n_tokens++] = o->tokens[i];
+    for (int i = 0; i < o->n_tokens && g->n_tokens < 4096; i++)
+        g->tokens[g->n_tokens++] = o->tokens[i];
     if (o->n_prompt_rows) {
         g->prompt_rows = o->n_prompt_rows;
         g->prompt_lp0 = o->prompt_top_logprobs[0];
@@ -68,8 +69,12 @@ typedef struct {
 } cfg;
 
 static engine *make_engine(cfg c) {
-    backend_options bo = {.model = model_dir, .block_size = 32, .num_full_blocks = c.kv_blocks,
-                          .num_swa_blocks = c.kv_blocks, .max_slots = c.max_num_seqs, .max_model_len = 4096};
+    backend_options bo = {.model = model_dir,
+                          .block_size = 32,
+                          .num_full_blocks = c.kv_blocks,
+                          .num_swa_blocks = c.kv_blocks,
+                          .max_slots = c.max_num_seqs,
+                          .max_model_len = 4096};
     backend *b;
     if (cpu_backend_ops.create(&bo, &b) != 0) {
         fprintf(stderr, "backend: %s\n", err_msg());
@@ -108,8 +113,10 @@ static void make_jobs(job *jobs, int n, uint64_t seed, const int32_t *shared, in
         job *j = &jobs[i];
         memset(j, 0, sizeof *j);
         j->n_prompt = 1 + (int)(rng_next(&r) % 300);
-        if (shared && i % 2 == 0) j->n_prompt = 100 + (int)(rng_next(&r) % 200); /* long enough to share */
-        int from_shared = shared && (i % 2 == 0) ? (n_shared < j->n_prompt ? n_shared : j->n_prompt - 1) : 0;
+        if (shared && i % 2 == 0)
+            j->n_prompt = 100 + (int)(rng_next(&r) % 200); /* long enough to share */
+        int from_shared =
+            shared && (i % 2 == 0) ? (n_shared < j->n_prompt ? n_shared : j->n_prompt - 1) : 0;
         for (int t = 0; t < j->n_prompt; t++)
             j->prompt[t] = t < from_shared ? shared[t] : (int32_t)(rng_next(&r) % 201088);
         j->max_tokens = 1 + (int)(rng_next(&r) % 24);
@@ -149,7 +156,8 @@ static void run_batch(cfg c, const job *jobs, int n, req_out *outs, engine_metri
     int step = 0, submitted = 0, rc = 1;
     while (submitted < n || rc > 0) {
         for (int i = 0; i < n; i++)
-            if (jobs[i].arrival_step == step) submit(e, &jobs[i], (uint64_t)i, &outs[i]), submitted++;
+            if (jobs[i].arrival_step == step)
+                submit(e, &jobs[i], (uint64_t)i, &outs[i]), submitted++;
         rc = engine_step(e);
         CHECK(rc >= 0, "engine_step failed");
         if (rc < 0) break;
@@ -172,12 +180,14 @@ static void compare(const char *what, const job *jobs, int n, const req_out *a, 
     for (int i = 0; i < n; i++)
         for (int k = 0; k < jobs[i].n; k++) {
             const got *x = &a[i].g[k], *y = &b[i].g[k];
-            CHECK(x->final_events == 1 && y->final_events == 1, "%s: job %d: final events %d/%d", what, i,
-                  x->final_events, y->final_events);
-            CHECK(x->n_tokens == y->n_tokens && !memcmp(x->tokens, y->tokens, (size_t)x->n_tokens * 4),
-                  "%s: job %d sample %d: tokens differ (%d vs %d tokens)", what, i, k, x->n_tokens, y->n_tokens);
-            CHECK(x->n_tokens == jobs[i].max_tokens, "%s: job %d: %d tokens, max_tokens %d", what, i, x->n_tokens,
-                  jobs[i].max_tokens);
+            CHECK(x->final_events == 1 && y->final_events == 1, "%s: job %d: final events %d/%d",
+                  what, i, x->final_events, y->final_events);
+            CHECK(x->n_tokens == y->n_tokens &&
+                      !memcmp(x->tokens, y->tokens, (size_t)x->n_tokens * 4),
+                  "%s: job %d sample %d: tokens differ (%d vs %d tokens)", what, i, k, x->n_tokens,
+                  y->n_tokens);
+            CHECK(x->n_tokens == jobs[i].max_tokens, "%s: job %d: %d tokens, max_tokens %d", what,
+                  i, x->n_tokens, jobs[i].max_tokens);
         }
 }
 
@@ -190,9 +200,12 @@ static void test_batching_invariance(void) {
     run_alone(base, jobs, N, alone);
     cfg variants[] = {
         {.max_num_seqs = 16, .max_batched = 4096, .async = false, .prefix = false},
-        {.max_num_seqs = 16, .max_batched = 64, .async = false, .prefix = true}, /* chunked prefill */
+        {.max_num_seqs = 16,
+         .max_batched = 64,
+         .async = false,
+         .prefix = true}, /* chunked prefill */
         {.max_num_seqs = 16, .max_batched = 64, .async = true, .prefix = true},
-        {.max_num_seqs = 3, .max_batched = 100, .async = true, .prefix = false},  /* few slots */
+        {.max_num_seqs = 3, .max_batched = 100, .async = true, .prefix = false}, /* few slots */
     };
     for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
         char what[64];
@@ -216,17 +229,20 @@ static void test_prefix_cache_and_preemption(void) {
 
     engine_metrics m;
     cfg cached = {.max_num_seqs = 8, .max_batched = 128, .async = true, .prefix = true};
-    for (int i = 0; i < N; i++) jobs[i].arrival_step = i * 3; /* later arrivals find earlier prompts cached */
+    for (int i = 0; i < N; i++)
+        jobs[i].arrival_step = i * 3; /* later arrivals find earlier prompts cached */
     run_batch(cached, jobs, N, batched, &m);
     compare("prefix cache", jobs, N, alone, batched);
-    CHECK(m.prefix_cache_hits > 0 && m.prefix_cache_hits <= m.prefix_cache_queries, "prefix hits %llu of %llu",
-          (unsigned long long)m.prefix_cache_hits, (unsigned long long)m.prefix_cache_queries);
+    CHECK(m.prefix_cache_hits > 0 && m.prefix_cache_hits <= m.prefix_cache_queries,
+          "prefix hits %llu of %llu", (unsigned long long)m.prefix_cache_hits,
+          (unsigned long long)m.prefix_cache_queries);
 
     /* A pool far too small for the load: preemption and eviction, same tokens. Longer generations so
      * that running sequences keep needing blocks after admission. */
     for (int i = 0; i < N; i++) jobs[i].arrival_step = 0, jobs[i].max_tokens = 40 + 5 * i;
     run_alone(base, jobs, N, alone);
-    cfg tight = {.max_num_seqs = 8, .max_batched = 256, .async = true, .prefix = true, .kv_blocks = 20};
+    cfg tight = {
+        .max_num_seqs = 8, .max_batched = 256, .async = true, .prefix = true, .kv_blocks = 20};
     run_batch(tight, jobs, N, batched, &m);
     compare("preemption", jobs, N, alone, batched);
     uint64_t preempted_async = m.num_preemptions;
@@ -234,8 +250,9 @@ static void test_prefix_cache_and_preemption(void) {
     tight_sync.async = false;
     run_batch(tight_sync, jobs, N, batched, &m);
     compare("preemption (sync)", jobs, N, alone, batched);
-    CHECK(m.num_preemptions > 0 && preempted_async > 0, "preemptions: %llu async, %llu sync with 24 blocks",
-          (unsigned long long)preempted_async, (unsigned long long)m.num_preemptions);
+    CHECK(m.num_preemptions > 0 && preempted_async > 0,
+          "preemptions: %llu async, %llu sync with 24 blocks", (unsigned long long)preempted_async,
+          (unsigned long long)m.num_preemptions);
 }
 
 static void test_stops_and_cancel(void) {
@@ -269,7 +286,8 @@ static void test_stops_and_cancel(void) {
     memset(&o, 0, sizeof o);
     engine_request r = {0};
     r.id = 1, r.prompt = j.prompt, r.n_prompt = j.n_prompt, r.params = sampling_params_default();
-    r.params.temperature = 0.7f, r.params.seed = 3, r.params.has_seed = true, r.max_tokens = 20, r.ignore_eos = true;
+    r.params.temperature = 0.7f, r.params.seed = 3, r.params.has_seed = true, r.max_tokens = 20,
+    r.ignore_eos = true;
     r.n = 1, r.on_output = collect, r.user = &o;
     const char *stops[] = {"zzzzzzzz", stop};
     r.stop_strings = stops, r.n_stop_strings = 2;
@@ -281,11 +299,12 @@ static void test_stops_and_cancel(void) {
     size_t bytes = 0;
     int n_expected = 0;
     while (bytes < end) bytes += strlen(token_text[ref.g[0].tokens[n_expected++]]);
-    CHECK(!strcmp(o.g[0].finish, "stop") && o.g[0].stop_string == 1, "stop string finish: %s %d", o.g[0].finish,
-          o.g[0].stop_string);
-    CHECK(o.g[0].n_tokens == n_expected, "stopped after %d tokens, expected %d", o.g[0].n_tokens, n_expected);
-    CHECK(o.g[0].trim_bytes == (int)(bytes - (size_t)(hit - text)), "trim %d, expected %zu", o.g[0].trim_bytes,
-          bytes - (size_t)(hit - text));
+    CHECK(!strcmp(o.g[0].finish, "stop") && o.g[0].stop_string == 1, "stop string finish: %s %d",
+          o.g[0].finish, o.g[0].stop_string);
+    CHECK(o.g[0].n_tokens == n_expected, "stopped after %d tokens, expected %d", o.g[0].n_tokens,
+          n_expected);
+    CHECK(o.g[0].trim_bytes == (int)(bytes - (size_t)(hit - text)), "trim %d, expected %zu",
+          o.g[0].trim_bytes, bytes - (size_t)(hit - text));
 
     /* Stop token: the 4th generated token of the reference run, given as stop_token_ids. */
     memset(&o, 0, sizeof o);
@@ -296,8 +315,8 @@ static void test_stops_and_cancel(void) {
     engine_run_until_idle(e);
     int first = 0;
     while (ref.g[0].tokens[first] != stop_id) first++;
-    CHECK(o.g[0].n_tokens == first + 1 && !strcmp(o.g[0].finish, "stop"), "stop token after %d tokens (expected %d)",
-          o.g[0].n_tokens, first + 1);
+    CHECK(o.g[0].n_tokens == first + 1 && !strcmp(o.g[0].finish, "stop"),
+          "stop token after %d tokens (expected %d)", o.g[0].n_tokens, first + 1);
 
     /* Cancellation of a long request mid-way: one final "abort" event, and the engine goes idle. */
     memset(&o, 0, sizeof o);
@@ -306,8 +325,8 @@ static void test_stops_and_cancel(void) {
     for (int s = 0; s < 5; s++) engine_step(e);
     engine_abort(e, 3);
     CHECK(engine_run_until_idle(e) == 0, "idle after abort");
-    CHECK(o.g[0].final_events == 1 && !strcmp(o.g[0].finish, "abort") && o.g[0].n_tokens < 1000, "abort: %s after %d",
-          o.g[0].finish ? o.g[0].finish : "(none)", o.g[0].n_tokens);
+    CHECK(o.g[0].final_events == 1 && !strcmp(o.g[0].finish, "abort") && o.g[0].n_tokens < 1000,
+          "abort: %s after %d", o.g[0].finish ? o.g[0].finish : "(none)", o.g[0].n_tokens);
 
     /* n = 3 with a seed: three different samples, each reproducible; stream interval 4: the first event
      * carries one token, later ones up to four. */
@@ -321,16 +340,22 @@ static void test_stops_and_cancel(void) {
     CHECK(engine_submit(e, &r) == 0, "submit n=3");
     engine_run_until_idle(e);
     for (int k = 0; k < 3; k++) {
-        CHECK(o.g[k].n_tokens == 13 && o.g[k].final_events == 1, "sample %d: %d tokens", k, o.g[k].n_tokens);
-        CHECK(o.g[k].first_event_tokens == 1, "sample %d: first event has %d tokens", k, o.g[k].first_event_tokens);
-        CHECK(o.g[k].events <= 1 + 3 + 1, "sample %d: %d events with stream interval 4", k, o.g[k].events);
-        CHECK(o.g[k].prompt_rows == j.n_prompt - 1, "sample %d: %d prompt rows", k, o.g[k].prompt_rows);
+        CHECK(o.g[k].n_tokens == 13 && o.g[k].final_events == 1, "sample %d: %d tokens", k,
+              o.g[k].n_tokens);
+        CHECK(o.g[k].first_event_tokens == 1, "sample %d: first event has %d tokens", k,
+              o.g[k].first_event_tokens);
+        CHECK(o.g[k].events <= 1 + 3 + 1, "sample %d: %d events with stream interval 4", k,
+              o.g[k].events);
+        CHECK(o.g[k].prompt_rows == j.n_prompt - 1, "sample %d: %d prompt rows", k,
+              o.g[k].prompt_rows);
     }
     CHECK(memcmp(o.g[0].tokens, o.g[1].tokens, 13 * 4) != 0, "samples 0 and 1 identical");
-    CHECK(!memcmp(o.g[0].tokens, ref.g[0].tokens, 13 * 4), "sample 0 (seed 3) differs from the seed-3 run");
+    CHECK(!memcmp(o.g[0].tokens, ref.g[0].tokens, 13 * 4),
+          "sample 0 (seed 3) differs from the seed-3 run");
     engine_metrics m;
     engine_get_metrics(e, &m);
-    CHECK(m.prefix_cache_hits > 0, "n > 1 samples share the prompt's blocks through the prefix cache");
+    CHECK(m.prefix_cache_hits > 0,
+          "n > 1 samples share the prompt's blocks through the prefix cache");
 
     /* Bad requests are refused with the field named. */
     r.n = 1;

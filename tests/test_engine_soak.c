@@ -31,8 +31,8 @@ static void on_output(const engine_output *o, void *user) {
         r->finals++;
         if (o->index >= 0 && o->index < 4) r->finals_per_index[o->index]++;
         r->reason = o->finish_reason;
-        CHECK(o->completion_tokens <= r->max_tokens, "request %ld: %d tokens > max %d", (long)(r - reqs),
-              o->completion_tokens, r->max_tokens);
+        CHECK(o->completion_tokens <= r->max_tokens, "request %ld: %d tokens > max %d",
+              (long)(r - reqs), o->completion_tokens, r->max_tokens);
     }
 }
 
@@ -57,17 +57,23 @@ int main(void) {
 
     for (int variant = 0; variant < 2; variant++) {
         memset(reqs, 0, sizeof reqs);
-        backend_options bo = {.model = dir, .block_size = 16, .num_full_blocks = 40, .num_swa_blocks = 40,
-                              .max_slots = 8, .max_model_len = 512};
+        backend_options bo = {.model = dir,
+                              .block_size = 16,
+                              .num_full_blocks = 40,
+                              .num_swa_blocks = 40,
+                              .max_slots = 8,
+                              .max_model_len = 512};
         backend *b;
         if (cpu_backend_ops.create(&bo, &b) != 0) return fprintf(stderr, "%s\n", err_msg()), 1;
         engine_options o;
         engine_options_default(&o);
-        o.max_num_seqs = 8, o.max_num_batched_tokens = 96, o.max_model_len = 512, o.stream_interval = 3;
+        o.max_num_seqs = 8, o.max_num_batched_tokens = 96, o.max_model_len = 512,
+        o.stream_interval = 3;
         o.async_scheduling = variant == 0;
         o.token_bytes = token_bytes;
         engine *e;
-        if (engine_create(&o, &cpu_backend_ops, b, &e) != 0) return fprintf(stderr, "%s\n", err_msg()), 1;
+        if (engine_create(&o, &cpu_backend_ops, b, &e) != 0)
+            return fprintf(stderr, "%s\n", err_msg()), 1;
         rng_t r;
         rng_seed(&r, 42 + variant);
         int n_req = 0;
@@ -76,7 +82,8 @@ int main(void) {
             if (n_req < MAX_REQ && rng_next(&r) % 3 == 0) {
                 int32_t prompt[200];
                 int len = 1 + (int)(rng_next(&r) % 200);
-                for (int t = 0; t < len; t++) prompt[t] = (int32_t)(rng_next(&r) % (t < 40 ? 4 : 1024));
+                for (int t = 0; t < len; t++)
+                    prompt[t] = (int32_t)(rng_next(&r) % (t < 40 ? 4 : 1024));
                 engine_request q = {0};
                 q.id = (uint64_t)n_req;
                 q.prompt = prompt, q.n_prompt = len;
@@ -106,19 +113,21 @@ int main(void) {
         }
         engine_metrics m;
         engine_get_metrics(e, &m);
-        CHECK(m.num_requests_running == 0 && m.num_requests_waiting == 0, "left: %d running, %d waiting",
-              m.num_requests_running, m.num_requests_waiting);
+        CHECK(m.num_requests_running == 0 && m.num_requests_waiting == 0,
+              "left: %d running, %d waiting", m.num_requests_running, m.num_requests_waiting);
         CHECK(m.kv_cache_usage == 0, "KV still in use: %g", m.kv_cache_usage);
-        if (steps >= 1000) CHECK(m.num_preemptions > 0, "variant %d: no preemption with a small pool", variant);
+        if (steps >= 1000)
+            CHECK(m.num_preemptions > 0, "variant %d: no preemption with a small pool", variant);
         for (int i = 0; i < n_req; i++) {
             for (int k = 0; k < reqs[i].n; k++)
-                CHECK(reqs[i].finals_per_index[k] == 1, "request %d sample %d: %d final events", i, k,
-                      reqs[i].finals_per_index[k]);
+                CHECK(reqs[i].finals_per_index[k] == 1, "request %d sample %d: %d final events", i,
+                      k, reqs[i].finals_per_index[k]);
             CHECK(reqs[i].aborted || strcmp(reqs[i].reason ? reqs[i].reason : "", "abort") != 0,
                   "request %d aborted without being cancelled", i);
         }
-        fprintf(stderr, "soak variant %d: %d requests, %llu preemptions, %llu generated tokens\n", variant, n_req,
-                (unsigned long long)m.num_preemptions, (unsigned long long)m.generation_tokens);
+        fprintf(stderr, "soak variant %d: %d requests, %llu preemptions, %llu generated tokens\n",
+                variant, n_req, (unsigned long long)m.num_preemptions,
+                (unsigned long long)m.generation_tokens);
         engine_destroy(e);
     }
     char cmd[200];

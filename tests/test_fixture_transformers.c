@@ -25,7 +25,8 @@ static const st_tensor *find(const st_file *f, const char *name) {
 static void check_fixture(const char *name) {
     char dir[512], ref_path[512];
     snprintf(dir, sizeof dir, "%s/tests/fixtures/%s", GPTOSS_SOURCE_DIR, name);
-    snprintf(ref_path, sizeof ref_path, "%s/tests/fixtures/%s_reference.safetensors", GPTOSS_SOURCE_DIR, name);
+    snprintf(ref_path, sizeof ref_path, "%s/tests/fixtures/%s_reference.safetensors",
+             GPTOSS_SOURCE_DIR, name);
     model_weights w;
     int rc = weights_load(dir, &w);
     CHECK(rc == 0, "%s: load failed: %s", name, err_msg());
@@ -50,7 +51,8 @@ static void check_fixture(const char *name) {
         const st_tensor *lg_t = find(&ref, key);
         snprintf(key, sizeof key, "p%d.greedy", p);
         const st_tensor *gr_t = find(&ref, key);
-        CHECK(lg_t && gr_t && lg_t->dtype == ST_F32 && ids_t->dtype == ST_I64, "%s: prompt %d entries", name, p);
+        CHECK(lg_t && gr_t && lg_t->dtype == ST_F32 && ids_t->dtype == ST_I64,
+              "%s: prompt %d entries", name, p);
         if (!lg_t || !gr_t) break;
         int T = (int)ids_t->shape[0];
         CHECK(lg_t->shape[0] == T && lg_t->shape[1] == V, "%s: prompt %d logits shape", name, p);
@@ -69,19 +71,22 @@ static void check_fixture(const char *name) {
             max_diff = fmax(max_diff, fabs((double)logits[i] - ref_lg[i]));
         }
         CHECK(nonfinite == 0, "%s: prompt %d: %d non-finite logits", name, p, nonfinite);
-        CHECK(max_diff / max_abs <= 1e-4, "%s: prompt %d (len %d): max|Δlogit| %.3g / max|logit| %.3g = %.3g > 1e-4",
-              name, p, T, max_diff, max_abs, max_diff / max_abs);
-        fprintf(stderr, "%s prompt %d len %3d: max|Δ|/max|logit| = %.2e\n", name, p, T, max_diff / max_abs);
+        CHECK(max_diff / max_abs <= 1e-4,
+              "%s: prompt %d (len %d): max|Δlogit| %.3g / max|logit| %.3g = %.3g > 1e-4", name, p,
+              T, max_diff, max_abs, max_diff / max_abs);
+        fprintf(stderr, "%s prompt %d len %3d: max|Δ|/max|logit| = %.2e\n", name, p, T,
+                max_diff / max_abs);
 
         /* Greedy continuation through the KV cache (one token at a time), as generation runs. */
         const int64_t *greedy = (const int64_t *)gr_t->data;
         const float *last = logits + (size_t)(T - 1) * V;
         for (int i = 0; i < (int)gr_t->shape[0]; i++) {
             int32_t tok = sampler_pick(last, V, 0, 0, 0);
-            CHECK(tok == greedy[i], "%s: prompt %d: greedy token %d is %d, transformers gave %lld", name, p, i, tok,
-                  (long long)greedy[i]);
+            CHECK(tok == greedy[i], "%s: prompt %d: greedy token %d is %d, transformers gave %lld",
+                  name, p, i, tok, (long long)greedy[i]);
             if (tok != greedy[i]) break;
-            CHECK(cpu_forward(&m, &kv, &tok, 1, CPU_LOGITS_LAST, logits) == 0, "decode: %s", err_msg());
+            CHECK(cpu_forward(&m, &kv, &tok, 1, CPU_LOGITS_LAST, logits) == 0, "decode: %s",
+                  err_msg());
             last = logits;
         }
         cpu_kv_free(&kv);
@@ -97,6 +102,7 @@ int main(void) {
     check_fixture("tiny");
     check_fixture("pyckpt");
     /* tiny64 (the real head geometry, for the CUDA kernels) is made by the same script. */
-    if (file_exists(GPTOSS_SOURCE_DIR "/tests/fixtures/tiny64_reference.safetensors")) check_fixture("tiny64");
+    if (file_exists(GPTOSS_SOURCE_DIR "/tests/fixtures/tiny64_reference.safetensors"))
+        check_fixture("tiny64");
     return check_report("test_fixture_transformers");
 }

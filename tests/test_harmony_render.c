@@ -55,11 +55,13 @@ static void count_event(void *ctx, const harmony_event *ev) {
 static void check_golden_tokens(const char *name, const harmony_pieces *p, const char *want) {
     if (!real_tok) return;
     ivec got = {0}, ref = {0};
-    CHECK(harmony_pieces_to_tokens(p, tokenizer_encode_ordinary_cb, real_tok, &got) == 0, "%s: to tokens: %s",
-          name, err_msg());
-    CHECK(tokenizer_encode_with_specials(real_tok, want, strlen(want), &ref) == 0, "%s: encode", name);
+    CHECK(harmony_pieces_to_tokens(p, tokenizer_encode_ordinary_cb, real_tok, &got) == 0,
+          "%s: to tokens: %s", name, err_msg());
+    CHECK(tokenizer_encode_with_specials(real_tok, want, strlen(want), &ref) == 0, "%s: encode",
+          name);
     bool same = got.len == ref.len && !memcmp(got.v, ref.v, got.len * sizeof *got.v);
-    CHECK(same, "%s: token ids differ from the golden text's (%zu vs %zu ids)", name, got.len, ref.len);
+    CHECK(same, "%s: token ids differ from the golden text's (%zu vs %zu ids)", name, got.len,
+          ref.len);
     int starts = 0;
     for (const char *q = want; (q = strstr(q, "<|start|>")); q++) starts++;
     /* A completion prompt ends in an open header (<|start|>assistant) that holds no message yet. */
@@ -72,8 +74,8 @@ static void check_golden_tokens(const char *name, const harmony_pieces *p, const
     for (size_t i = 0; i < ref.len; i++) harmony_parser_feed(&hp, ref.v[i]);
     harmony_parser_finish(&hp);
     harmony_parser_free(&hp);
-    CHECK(c.starts == starts && c.ends == starts, "%s: parser found %d starts / %d ends, the text has %d", name,
-          c.starts, c.ends, starts);
+    CHECK(c.starts == starts && c.ends == starts,
+          "%s: parser found %d starts / %d ends, the text has %d", name, c.starts, c.ends, starts);
     ivec_free(&got), ivec_free(&ref);
 }
 
@@ -481,7 +483,9 @@ static void test_schema_shapes(void) {
 
 int main(void) {
     real_tok = tokenizer_load_for_model(NULL);
-    if (!real_tok) fprintf(stderr, "test_harmony_render: no tokenizer (%s): token-level checks skipped\n", err_msg());
+    if (!real_tok)
+        fprintf(stderr, "test_harmony_render: no tokenizer (%s): token-level checks skipped\n",
+                err_msg());
     test_simple_convo();
     test_simple_convo_with_effort();
     test_reasoning_system_messages();

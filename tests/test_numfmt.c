@@ -14,7 +14,8 @@ int main(void) {
     CHECK(isnan(bf16_to_f32(f32_to_bf16(NAN))), "NaN stays NaN");
 
     /* The e2m1 table, code by code. */
-    const float expect[16] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6, -0.0f, -0.5f, -1, -1.5f, -2, -3, -4, -6};
+    const float expect[16] = {0,     0.5f,  1,  1.5f,  2,  3,  4,  6,
+                              -0.0f, -0.5f, -1, -1.5f, -2, -3, -4, -6};
     for (int i = 0; i < 16; i++) CHECK(MXFP4_VALUES[i] == expect[i], "code %d", i);
     CHECK(signbit(MXFP4_VALUES[8]), "code 8 is -0");
 
@@ -30,7 +31,9 @@ int main(void) {
         CHECK(out[32 + 2 * j] == 0.5f * 8, "block 1 low: %g", out[32 + 2 * j]);
         CHECK(out[32 + 2 * j + 1] == 6.0f * 8, "block 1 high: %g", out[32 + 2 * j + 1]);
     }
-    CHECK(e8m0_to_f32(127) == 1.0f && e8m0_to_f32(0) == ldexpf(1, -127) && e8m0_to_f32(254) == ldexpf(1, 127), "e8m0");
+    CHECK(e8m0_to_f32(127) == 1.0f && e8m0_to_f32(0) == ldexpf(1, -127) &&
+              e8m0_to_f32(254) == ldexpf(1, 127),
+          "e8m0");
 
     /* Encoding: values already on the grid survive a round trip exactly; others land on the nearest. */
     float x[32], y[32];

@@ -17,7 +17,8 @@ static void test_defaults(void) {
     runtime_args_default(&a);
     CHECK(!strcmp(a.backend, "cpu"), "backend %s", a.backend);
     CHECK(a.eng.max_num_seqs == 256 && a.eng.max_num_batched_tokens == 8192, "engine defaults");
-    CHECK(a.eng.max_model_len == 0, "max_model_len %d: the model's by default", a.eng.max_model_len);
+    CHECK(a.eng.max_model_len == 0, "max_model_len %d: the model's by default",
+          a.eng.max_model_len);
     CHECK(a.eng.enable_prefix_caching && a.eng.async_scheduling, "prefix caching and async on");
     CHECK(a.block_size == 32 && a.num_kv_blocks == 0, "KV geometry defaults");
     CHECK(a.gpu_memory_utilization == 0.9, "gpu_memory_utilization %g", a.gpu_memory_utilization);
@@ -77,7 +78,8 @@ static void test_backend_options(void) {
           bo.max_cudagraph_capture_size);
     a.max_cudagraph_capture_size = 0; /* the flag's 0 = no graphs; the backend's 0 = its default */
     runtime_backend_options(&a, "/some/dir", &bo);
-    CHECK(bo.max_cudagraph_capture_size < 0, "capture size 0 gave %d", bo.max_cudagraph_capture_size);
+    CHECK(bo.max_cudagraph_capture_size < 0, "capture size 0 gave %d",
+          bo.max_cudagraph_capture_size);
     a.max_cudagraph_capture_size = 64, a.enforce_eager = true;
     runtime_backend_options(&a, "/some/dir", &bo);
     CHECK(bo.max_cudagraph_capture_size == 64 && bo.enforce_eager, "eager / 64");

@@ -11,14 +11,16 @@ static const tensor_spec *lookup(const tensor_spec *all, int n, const char *name
     return NULL;
 }
 
-static void expect(const tensor_spec *all, int n, const char *name, enum st_dtype dt, int ndim, int64_t a, int64_t b,
-                   int64_t c, int64_t d) {
+static void expect(const tensor_spec *all, int n, const char *name, enum st_dtype dt, int ndim,
+                   int64_t a, int64_t b, int64_t c, int64_t d) {
     const tensor_spec *t = lookup(all, n, name);
     CHECK(t != NULL, "%s missing", name);
     if (!t) return;
     int64_t want[4] = {a, b, c, d};
     CHECK(t->dtype == dt && t->ndim == ndim, "%s dtype/ndim", name);
-    for (int i = 0; i < ndim; i++) CHECK(t->shape[i] == want[i], "%s dim %d: %lld vs %lld", name, i, (long long)t->shape[i], (long long)want[i]);
+    for (int i = 0; i < ndim; i++)
+        CHECK(t->shape[i] == want[i], "%s dim %d: %lld vs %lld", name, i, (long long)t->shape[i],
+              (long long)want[i]);
 }
 
 static uint64_t payload(const model_config *c, tensor_spec *all, int n) {
@@ -38,7 +40,8 @@ int main(void) {
     config_preset_20b(&c);
     int n = tensor_count(&c);
     CHECK(n == 3 + 24 * 19, "20b tensor count %d", n);
-    CHECK(payload(&c, all, n) == 13761264768ull, "20b payload %llu (spec: 10,152,345,600 MXFP4 + 3,608,919,168 BF16)",
+    CHECK(payload(&c, all, n) == 13761264768ull,
+          "20b payload %llu (spec: 10,152,345,600 MXFP4 + 3,608,919,168 BF16)",
           (unsigned long long)payload(&c, all, n));
     expect(all, n, "model.embed_tokens.weight", ST_BF16, 2, 201088, 2880, 0, 0);
     expect(all, n, "lm_head.weight", ST_BF16, 2, 201088, 2880, 0, 0);
@@ -65,7 +68,8 @@ int main(void) {
     config_preset_120b(&c);
     n = tensor_count(&c);
     CHECK(n == 3 + 36 * 19, "120b tensor count %d", n);
-    CHECK(payload(&c, all, n) == 65248815744ull, "120b payload %llu (spec: 60,914,073,600 + 4,334,742,144)",
+    CHECK(payload(&c, all, n) == 65248815744ull,
+          "120b payload %llu (spec: 60,914,073,600 + 4,334,742,144)",
           (unsigned long long)payload(&c, all, n));
     expect(all, n, "model.layers.35.mlp.experts.gate_up_proj_blocks", ST_U8, 4, 128, 5760, 90, 16);
     expect(all, n, "model.layers.35.mlp.router.weight", ST_BF16, 2, 128, 2880, 0, 0);

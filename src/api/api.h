@@ -27,35 +27,35 @@
 typedef enum { API_COMPLETIONS, API_CHAT, API_RESPONSES } api_kind;
 
 typedef struct {
-    int status;          /* 400, 401, 404, 413, 429, 503, 500 */
+    int status; /* 400, 401, 404, 413, 429, 503, 500 */
     char message[512];
-    char type[64];       /* "invalid_request_error", ... */
-    char param[64];      /* the offending field ("messages[2].content"), or "" */
-    char code[64];       /* or "" */
+    char type[64];  /* "invalid_request_error", ... */
+    char param[64]; /* the offending field ("messages[2].content"), or "" */
+    char code[64];  /* or "" */
 } api_error;
 
 /* Server-wide settings the mapping needs. */
 typedef struct {
     const char *served_model_name; /* requests naming another model get 404 */
     int max_model_len;
-    int default_max_tokens;        /* when the request gives none: max_model_len - prompt */
-    const char *current_date;      /* "YYYY-MM-DD" for the harmony system message; NULL: today
+    int default_max_tokens;   /* when the request gives none: max_model_len - prompt */
+    const char *current_date; /* "YYYY-MM-DD" for the harmony system message; NULL: today
                                       (local time); "": no "Current date" line */
 } api_config;
 
 /* A parsed request. Owns everything it points to (free with api_call_free). */
 typedef struct api_call {
     api_kind kind;
-    engine_request req;  /* prompt, params, stops, n ... (on_output/user/id set by the server) */
+    engine_request req; /* prompt, params, stops, n ... (on_output/user/id set by the server) */
     bool stream, include_usage, echo;
-    char *model;         /* as given */
-    void *priv;          /* per-kind state (tools, reasoning settings, prompt text for echo, ...) */
+    char *model; /* as given */
+    void *priv;  /* per-kind state (tools, reasoning settings, prompt text for echo, ...) */
 } api_call;
 
 int api_parse_completions(const char *body, size_t len, const tokenizer *tok, const api_config *cfg,
                           api_call *out, api_error *err);
-int api_parse_chat(const char *body, size_t len, const tokenizer *tok, const api_config *cfg, api_call *out,
-                   api_error *err);
+int api_parse_chat(const char *body, size_t len, const tokenizer *tok, const api_config *cfg,
+                   api_call *out, api_error *err);
 int api_parse_responses(const char *body, size_t len, const tokenizer *tok, const api_config *cfg,
                         api_call *out, api_error *err);
 void api_call_free(api_call *c);
@@ -65,7 +65,8 @@ typedef struct api_stream api_stream;
 
 /* created/id: the response id ("chatcmpl-…", "cmpl-…", "resp_…") and creation time. The stream
  * copies what it needs from the call: the call may be freed once the request is submitted. */
-api_stream *api_stream_new(const api_call *call, const tokenizer *tok, const char *id, long created);
+api_stream *api_stream_new(const api_call *call, const tokenizer *tok, const char *id,
+                           long created);
 /* Appends to *out (a growing heap string, *out_len bytes) what the client must receive for this
  * engine output: zero or more SSE events when streaming; when not streaming nothing until the
  * final output, then the whole JSON body. Returns 1 when the response is complete. */
@@ -78,7 +79,7 @@ int api_stream_status(const api_stream *s);
 
 /* Fills err and returns the JSON error body (heap string). */
 char *api_error_json(const api_error *err);
-void api_error_set(api_error *err, int status, const char *type, const char *param, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
+void api_error_set(api_error *err, int status, const char *type, const char *param, const char *fmt,
+                   ...) __attribute__((format(printf, 5, 6)));
 
 #endif

@@ -251,7 +251,8 @@ int api_parse_function_def(const json_t *fn, const char *param, api_conv *c, boo
 }
 
 int api_parse_conversation(const char *body, size_t len, api_kind kind, api_conv_fields_fn fields,
-                           const tokenizer *tok, const api_config *cfg, api_call *out, api_error *err) {
+                           const tokenizer *tok, const api_config *cfg, api_call *out,
+                           api_error *err) {
     api_call_init(out, kind);
     json_t *root = api_json_load(body, len, err);
     if (!root) {
@@ -270,18 +271,21 @@ int api_parse_conversation(const char *body, size_t len, api_kind kind, api_conv
 int api_tools_present(const json_t *tools, api_error *err) {
     if (!tools || json_is_null(tools)) return 0;
     if (json_is_array(tools)) return 1;
-    api_error_set(err, 400, NULL, "tools", "Invalid type for 'tools': expected an array, but got %s",
+    api_error_set(err, 400, NULL, "tools",
+                  "Invalid type for 'tools': expected an array, but got %s",
                   api_json_type_name(tools));
     return -1;
 }
 
-int api_tool_entry(const json_t *t, size_t i, api_tool_paths *tp, const char **type, api_error *err) {
+int api_tool_entry(const json_t *t, size_t i, api_tool_paths *tp, const char **type,
+                   api_error *err) {
     snprintf(tp->path, sizeof tp->path, "tools[%zu]", i);
     snprintf(tp->type_path, sizeof tp->type_path, "tools[%zu].type", i);
     *type = NULL;
     if (!json_is_object(t)) {
-        api_error_set(err, 400, NULL, tp->path, "Invalid type for '%s': expected an object, but got %s",
-                      tp->path, api_json_type_name(t));
+        api_error_set(err, 400, NULL, tp->path,
+                      "Invalid type for '%s': expected an object, but got %s", tp->path,
+                      api_json_type_name(t));
         return -1;
     }
     return api_get_string(t, "type", tp->type_path, type, err) < 0 ? -1 : 0;
@@ -298,9 +302,10 @@ int api_format_type(const json_t *format, const char *path, api_error *err) {
     }
     if (!strcmp(type, "text") || !strcmp(type, "json_object")) return 0;
     if (!strcmp(type, "json_schema")) return 1;
-    api_error_set(err, 400, NULL, tp,
-                  "Invalid value for '%s': '%.40s' (expected 'text', 'json_object' or 'json_schema')",
-                  tp, type);
+    api_error_set(
+        err, 400, NULL, tp,
+        "Invalid value for '%s': '%.40s' (expected 'text', 'json_object' or 'json_schema')", tp,
+        type);
     return -1;
 }
 
@@ -314,7 +319,8 @@ int api_format_schema(const json_t *def, const char *path, api_conv *c, api_erro
     if (api_get_string(def, "description", desc_p, &desc, err) < 0) return -1;
     json_t *schema = json_object_get(def, "schema");
     if (schema && !json_is_null(schema) && !json_is_object(schema)) {
-        api_error_set(err, 400, NULL, schema_p, "Invalid type for '%s': expected an object", schema_p);
+        api_error_set(err, 400, NULL, schema_p, "Invalid type for '%s': expected an object",
+                      schema_p);
         return -1;
     }
     api_conv_set_response_format(c, name, desc, json_is_object(schema) ? schema : NULL);
@@ -338,9 +344,10 @@ int api_tool_choice(const json_t *root, const json_t **object, api_error *err) {
     const char *s = json_string_value(choice);
     if (!strcmp(s, "none")) return 0;
     if (!strcmp(s, "auto") || !strcmp(s, "required")) return 1;
-    api_error_set(err, 400, NULL, "tool_choice",
-                  "Invalid value for 'tool_choice': '%.40s' (expected 'none', 'auto', 'required' or "
-                  "an object naming a function)",
-                  s);
+    api_error_set(
+        err, 400, NULL, "tool_choice",
+        "Invalid value for 'tool_choice': '%.40s' (expected 'none', 'auto', 'required' or "
+        "an object naming a function)",
+        s);
     return -1;
 }

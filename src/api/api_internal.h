@@ -148,7 +148,8 @@ typedef int (*api_conv_fields_fn)(const json_t *root, const tokenizer *tok, cons
 /* The shared frame of api_parse_chat and api_parse_responses: parse the body, run `fields` with a
  * fresh conversation, and leave nothing to free on failure. */
 int api_parse_conversation(const char *body, size_t len, api_kind kind, api_conv_fields_fn fields,
-                           const tokenizer *tok, const api_config *cfg, api_call *out, api_error *err);
+                           const tokenizer *tok, const api_config *cfg, api_call *out,
+                           api_error *err);
 /* Takes ownership of s (heap) and returns it. */
 const char *api_conv_own(api_conv *c, char *s);
 /* Appends a message (zeroed but for role) and returns it. */
@@ -176,7 +177,8 @@ int api_tools_present(const json_t *tools, api_error *err);
 typedef struct {
     char path[48], type_path[64];
 } api_tool_paths;
-int api_tool_entry(const json_t *t, size_t i, api_tool_paths *tp, const char **type, api_error *err);
+int api_tool_entry(const json_t *t, size_t i, api_tool_paths *tp, const char **type,
+                   api_error *err);
 /* The request's 'tool_choice', as chat and responses both take it: absent, null, "auto" or
  * "required" → 1 (list the tools), "none" → 0 (hide them), an object → 1 with *object set to it
  * (its shape is each API's own); other strings and types → -1, a 400 naming 'tool_choice'. */

@@ -37,5 +37,9 @@ int err_prefix(const char *fmt, ...) {
     return -1;
 }
 
-const char *err_msg(void) { return err_buf; }
-void err_clear(void) { err_buf[0] = 0; }
+const char *err_msg(void) {
+    return err_buf;
+}
+void err_clear(void) {
+    err_buf[0] = 0;
+}

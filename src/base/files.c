@@ -73,7 +73,8 @@ int dir_make_p(const char *path) {
         *s = '/';
     }
     int r = 0;
-    if (mkdir(p, 0755) != 0 && errno != EEXIST) r = err_set("%s: cannot create folder: %s", p, strerror(errno));
+    if (mkdir(p, 0755) != 0 && errno != EEXIST)
+        r = err_set("%s: cannot create folder: %s", p, strerror(errno));
     free(p);
     return r;
 }

@@ -8,7 +8,9 @@
 
 static int log_threshold = -1;
 
-void log_set_level(enum log_level level) { log_threshold = (int)level; }
+void log_set_level(enum log_level level) {
+    log_threshold = (int)level;
+}
 
 static int threshold(void) {
     if (log_threshold >= 0) return log_threshold;

@@ -30,7 +30,9 @@ extern const float MXFP4_VALUES[16];
 
 /* 2^(S-127) exactly; S = 0 gives 2^-127 (a float32 subnormal), S = 255 gives 2^128 = +inf as in the
  * reference loader, which has no special case for it. */
-static inline float e8m0_to_f32(uint8_t s) { return ldexpf(1.0f, (int)s - 127); }
+static inline float e8m0_to_f32(uint8_t s) {
+    return ldexpf(1.0f, (int)s - 127);
+}
 
 /* Decodes one MXFP4 row of n_blocks*32 elements into out. */
 void mxfp4_decode_row(const uint8_t *blocks, const uint8_t *scales, int n_blocks, float *out);

@@ -29,17 +29,23 @@ static inline RNG_HD uint64_t rng_hash2(uint64_t key, uint64_t counter) {
 }
 
 /* Uniform in [0, 1) with 24 random bits (exactly representable as float). */
-static inline RNG_HD float rng_uniform01(uint64_t bits) { return (float)(bits >> 40) * (1.0f / 16777216.0f); }
+static inline RNG_HD float rng_uniform01(uint64_t bits) {
+    return (float)(bits >> 40) * (1.0f / 16777216.0f);
+}
 
 /* Uniform in [0, 1) as double with 53 bits. */
-static inline RNG_HD double rng_uniform01d(uint64_t bits) { return (double)(bits >> 11) * (1.0 / 9007199254740992.0); }
+static inline RNG_HD double rng_uniform01d(uint64_t bits) {
+    return (double)(bits >> 11) * (1.0 / 9007199254740992.0);
+}
 
 /* A simple sequential generator for code that draws numbers one after another. */
 typedef struct {
     uint64_t state;
 } rng_t;
 
-static inline void rng_seed(rng_t *r, uint64_t seed) { r->state = splitmix64(seed ^ 0x5eed5eed5eedull); }
+static inline void rng_seed(rng_t *r, uint64_t seed) {
+    r->state = splitmix64(seed ^ 0x5eed5eed5eedull);
+}
 /* SplitMix64: the state advances by the golden-ratio increment splitmix64 adds, and the output is
  * the mix of the advanced state. */
 static inline uint64_t rng_next(rng_t *r) {

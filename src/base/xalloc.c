@@ -29,7 +29,9 @@ void *xrealloc(void *p, size_t n) {
     return q;
 }
 
-char *xstrdup(const char *s) { return xstrndup(s, strlen(s)); }
+char *xstrdup(const char *s) {
+    return xstrndup(s, strlen(s));
+}
 
 char *xstrndup(const char *s, size_t n) {
     char *p = xmalloc(n + 1);

@@ -35,7 +35,8 @@ void bench_level_init(const bench_plan *p, int k, const char *where, bench_level
     lv->w = p->num_warmups >= 0 ? p->num_warmups : p->warmups_per_c * C;
     lv->cpu0 = 0;
     lv->items = xmalloc((size_t)(lv->n + lv->w + 1) * sizeof *lv->items);
-    bench_workload(lv->n, p->isl, p->osl, p->range_ratio, rng_hash2(p->seed, (uint64_t)C), lv->items);
+    bench_workload(lv->n, p->isl, p->osl, p->range_ratio, rng_hash2(p->seed, (uint64_t)C),
+                   lv->items);
     bench_workload(lv->w, p->isl, p->osl, p->range_ratio, rng_hash2(p->seed ^ 0x77a2u, (uint64_t)C),
                    lv->items + lv->n);
     printf("\nConcurrency %d: %d prompts after %d warm-ups; ISL uniform in [%d, %d], OSL in "
@@ -50,7 +51,9 @@ void bench_level_free(bench_level *lv) {
     lv->items = NULL;
 }
 
-void bench_level_start(bench_level *lv) { lv->cpu0 = cpu_seconds(); }
+void bench_level_start(bench_level *lv) {
+    lv->cpu0 = cpu_seconds();
+}
 
 int bench_level_report(const bench_plan *p, const bench_level *lv, const bench_run *run,
                        const bench_meta *meta, json_t *results, const char *who, int *any_failed) {
@@ -65,8 +68,8 @@ int bench_level_report(const bench_plan *p, const bench_level *lv, const bench_r
     const int rc = bench_report_level(run, &m, meta, results, p->output_json);
     if (m.failed > 0) {
         *any_failed = 1;
-        fprintf(stderr, "%s: %d of %d requests failed at concurrency %d; the first error: %s\n", who,
-                m.failed, lv->n, lv->C, run->first_error ? run->first_error : "(none)");
+        fprintf(stderr, "%s: %d of %d requests failed at concurrency %d; the first error: %s\n",
+                who, m.failed, lv->n, lv->C, run->first_error ? run->first_error : "(none)");
     }
     return rc != 0 ? -1 : 0;
 }

@@ -381,8 +381,8 @@ static int sweep(serve_ctx *c, const char *base_url) {
         bench_run_init(&warm, lv.w);
         run_phase(c, lv.items + lv.n, lv.w, lv.C, &warm, "warmup");
         if (lv.w > 0 && warm.n_errors == lv.w) {
-            rc = err_set("every warm-up request failed at concurrency %d; the first error: %s", lv.C,
-                         warm.first_error);
+            rc = err_set("every warm-up request failed at concurrency %d; the first error: %s",
+                         lv.C, warm.first_error);
             bench_run_free(&warm);
             bench_level_free(&lv);
             break;
@@ -401,7 +401,8 @@ static int sweep(serve_ctx *c, const char *base_url) {
         run.duration = c->t_end - t0;
         bench_meta meta = {o->chat ? "openai-chat" : "openai", c->model_name, p->label, base_url,
                            p->seed};
-        if (bench_level_report(p, &lv, &run, &meta, results, "gptoss bench serve", &any_failed) != 0)
+        if (bench_level_report(p, &lv, &run, &meta, results, "gptoss bench serve", &any_failed) !=
+            0)
             rc = -1;
         printf("client: %d connections opened so far (keep-alive reuse), %d open\n",
                hc_pool_opened(c->pool), hc_pool_open_now(c->pool));

@@ -17,7 +17,7 @@ typedef struct {
     const char *url;     /* http://host:port[/prefix] */
     const char *model;   /* NULL: the first model GET /v1/models lists */
     const char *api_key; /* NULL: $OPENAI_API_KEY when set */
-    bool chat; /* /v1/chat/completions with text prompts instead of /v1/completions with ids */
+    bool chat;      /* /v1/chat/completions with text prompts instead of /v1/completions with ids */
     double timeout; /* seconds a request may go without a byte before it fails */
     bench_plan plan;
 } bench_serve_opts;

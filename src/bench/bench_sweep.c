@@ -180,8 +180,8 @@ static int sweep(sweep_ctx *c) {
             run.duration = c->t_end - t0;
         }
         bench_meta meta = {"gptoss-engine", o->rt.model, p->label, NULL, p->seed};
-        if (rc == 0 &&
-            bench_level_report(p, &lv, &run, &meta, results, "gptoss bench sweep", &any_failed) != 0)
+        if (rc == 0 && bench_level_report(p, &lv, &run, &meta, results, "gptoss bench sweep",
+                                          &any_failed) != 0)
             rc = -1;
         bench_run_free(&run);
         bench_level_free(&lv);
@@ -203,7 +203,8 @@ int bench_sweep(const bench_sweep_opts *o) {
     const int block_size = ra.block_size > 0 ? ra.block_size : 32;
     if (ra.num_kv_blocks <= 0 && ra.backend && !strcmp(ra.backend, "cpu"))
         /* the CPU default fits only a few sequences: room for every one */
-        ra.num_kv_blocks = eo->max_num_seqs * ((eo->max_model_len + block_size - 1) / block_size + 1);
+        ra.num_kv_blocks =
+            eo->max_num_seqs * ((eo->max_model_len + block_size - 1) / block_size + 1);
     char *model = runtime_resolve_model(&ra);
     if (!model) return -1;
     double t0 = now_seconds();

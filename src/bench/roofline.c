@@ -3,12 +3,15 @@
 #include <math.h>
 
 void roofline_decode(const model_config *c, const roofline_in *in, roofline_out *o) {
-    const double H = c->hidden, I = c->intermediate, E = c->n_experts, K = c->experts_per_tok, L = c->n_layers;
-    const double Q = (double)c->n_heads * c->head_dim, KV = (double)c->n_kv_heads * c->head_dim, V = c->vocab;
+    const double H = c->hidden, I = c->intermediate, E = c->n_experts, K = c->experts_per_tok,
+                 L = c->n_layers;
+    const double Q = (double)c->n_heads * c->head_dim, KV = (double)c->n_kv_heads * c->head_dim,
+                 V = c->vocab;
     const double B = in->batch, C = in->context, tp = in->tp > 0 ? in->tp : 1;
 
     /* bf16 dense weights, read once per step */
-    double attn = H * (Q + 2 * KV) + Q * H + (Q + 2 * KV + H) + c->n_heads; /* weights, biases, sinks */
+    double attn =
+        H * (Q + 2 * KV) + Q * H + (Q + 2 * KV + H) + c->n_heads; /* weights, biases, sinks */
     double router = E * H + E, norms = 2 * H;
     double dense_params = L * (attn + router + norms) + V * H /* lm_head */ + H /* final norm */;
     o->weight_bytes = dense_params * 2 + B * H * 2 /* embedding rows */;

@@ -14,7 +14,7 @@
 typedef struct {
     int batch;
     int context;
-    int kv_bytes;     /* per element: 2 (bf16) or 1 (fp8) */
+    int kv_bytes; /* per element: 2 (bf16) or 1 (fp8) */
     int tp;
     double bandwidth; /* bytes/s */
     double flops;     /* FLOP/s */
@@ -30,7 +30,7 @@ typedef struct {
 
 /* Measured on our H200 (DESIGN.md): copy bandwidth and dense bf16 matrix rate. */
 #define ROOFLINE_H200_BANDWIDTH 4.2e12
-#define ROOFLINE_H200_FLOPS 790e12
+#define ROOFLINE_H200_FLOPS     790e12
 
 void roofline_decode(const model_config *c, const roofline_in *in, roofline_out *out);
 

@@ -47,7 +47,8 @@ int args_int(const char *opt, const char *s, long lo, long hi, long *out) {
     errno = 0;
     long v = strtol(s, &end, 10);
     if (errno || end == s || *end) return err_set("option %s: '%s' is not an integer", opt, s);
-    if (v < lo || v > hi) return err_set("option %s: %ld is out of range [%ld, %ld]", opt, v, lo, hi);
+    if (v < lo || v > hi)
+        return err_set("option %s: %ld is out of range [%ld, %ld]", opt, v, lo, hi);
     *out = v;
     return 0;
 }
@@ -57,7 +58,8 @@ int args_double(const char *opt, const char *s, double lo, double hi, double *ou
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (errno || end == s || *end || !isfinite(v)) return err_set("option %s: '%s' is not a number", opt, s);
+    if (errno || end == s || *end || !isfinite(v))
+        return err_set("option %s: '%s' is not a number", opt, s);
     if (v < lo || v > hi) return err_set("option %s: %g is out of range [%g, %g]", opt, v, lo, hi);
     *out = v;
     return 0;
@@ -74,7 +76,8 @@ int args_int_list(const char *opt, const char *s, int32_t **out, int *n) {
         long x = strtol(p, &end, 10);
         if (errno || end == p || x < 0 || x > INT32_MAX || (*end && *end != ',')) {
             free(v);
-            return err_set("option %s: '%s' is not a comma-separated list of non-negative integers", opt, s);
+            return err_set("option %s: '%s' is not a comma-separated list of non-negative integers",
+                           opt, s);
         }
         if (len == cap) v = xrealloc(v, (size_t)(cap *= 2) * sizeof *v);
         v[len++] = (int32_t)x;
@@ -90,7 +93,9 @@ int args_error_exit(const args_t *a, int code) {
     return code;
 }
 
-int args_fail(const args_t *a) { return args_error_exit(a, 2); }
+int args_fail(const args_t *a) {
+    return args_error_exit(a, 2);
+}
 
 int args_unknown(const args_t *a, const char *usage) {
     char message[160];

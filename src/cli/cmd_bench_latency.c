@@ -55,7 +55,8 @@ static const char USAGE[] =
     "of\n"
     "the roofline (gptoss roofline). Prints a markdown table; --output-json writes the numbers.\n"
     "synthetic:MODEL[:layers=N][:seed=S] makes random weights of the real shapes on the GPU.\n"
-    "CUDA graphs: decode batches up to --max-cudagraph-capture-size (default 512; 0 = none) replay\n"
+    "CUDA graphs: decode batches up to --max-cudagraph-capture-size (default 512; 0 = none) "
+    "replay\n"
     "them; --enforce-eager runs without any.\n";
 
 enum { BS = 32, FILL_TOKENS = 8192 };

@@ -21,23 +21,31 @@
 #include <time.h>
 
 static const char USAGE[] =
-    "usage: gptoss generate --model DIR|synthetic:tiny (--prompt-ids 12,34,56 | --prompt TEXT | --chat TEXT)\n"
+    "usage: gptoss generate --model DIR|synthetic:tiny (--prompt-ids 12,34,56 | --prompt TEXT | "
+    "--chat TEXT)\n"
     "                       [--max-tokens N] [--temperature T]\n"
-    "                       [--seed S] [--logprobs K] [--prompt-logprobs K] [--ignore-eos] [--json]\n"
+    "                       [--seed S] [--logprobs K] [--prompt-logprobs K] [--ignore-eos] "
+    "[--json]\n"
     "                       [--backend cpu|cuda] [engine options]\n"
-    "       gptoss generate --model DIR --prompts-file FILE.jsonl [--backend cpu|cuda] [engine options]\n"
+    "       gptoss generate --model DIR --prompts-file FILE.jsonl [--backend cpu|cuda] [engine "
+    "options]\n"
     "--prompt encodes raw text; --chat renders one user message with harmony (system message with\n"
     "today's date and reasoning medium) and appends <|start|>assistant. Both need the tokenizer\n"
-    "(DIR/tokenizer.json or the cache that scripts/setup.sh fills); the output then includes the text.\n"
-    "Runs the CPU reference backend, or with --backend cuda the GPU (through the engine; the model may\n"
+    "(DIR/tokenizer.json or the cache that scripts/setup.sh fills); the output then includes the "
+    "text.\n"
+    "Runs the CPU reference backend, or with --backend cuda the GPU (through the engine; the model "
+    "may\n"
     "then also be synthetic:20b or synthetic:120b[:layers=N], random weights made on the GPU).\n"
     "Temperature 0 (the default) is greedy. Generation stops at\n"
     "max-tokens or at a stop token (<|return|>, <|call|> and the config's eos_token_id) unless\n"
     "--ignore-eos is given.\n"
-    "With --prompts-file, every line is a request ({\"prompt_ids\":[…], \"max_tokens\":N, \"temperature\",\n"
+    "With --prompts-file, every line is a request ({\"prompt_ids\":[…], \"max_tokens\":N, "
+    "\"temperature\",\n"
     "\"seed\", \"top_p\", \"top_k\", \"min_p\", \"presence_penalty\", \"frequency_penalty\",\n"
-    "\"repetition_penalty\", \"logprobs\", \"prompt_logprobs\", \"stop_token_ids\", \"ignore_eos\", \"n\",\n"
-    "\"priority\"}); all run concurrently through the engine and one JSON object per request is printed\n"
+    "\"repetition_penalty\", \"logprobs\", \"prompt_logprobs\", \"stop_token_ids\", "
+    "\"ignore_eos\", \"n\",\n"
+    "\"priority\"}); all run concurrently through the engine and one JSON object per request is "
+    "printed\n"
     "in input order. The engine options are serve's (one prompt on the CPU reference backend runs\n"
     "without the engine and checks them only):\n" ENGINE_ARGS_HELP;
 
@@ -60,7 +68,8 @@ static int render_chat(const tokenizer *tok, const char *text, ivec *out) {
     strftime(date, sizeof date, "%Y-%m-%d", gmtime_r(&now, &tm));
     harmony_system sys = harmony_system_defaults();
     sys.current_date = date;
-    harmony_message msgs[2] = {{.role = HARMONY_ROLE_SYSTEM, .system = &sys}, {.role = HARMONY_ROLE_USER, .text = text}};
+    harmony_message msgs[2] = {{.role = HARMONY_ROLE_SYSTEM, .system = &sys},
+                               {.role = HARMONY_ROLE_USER, .text = text}};
     harmony_conversation conv = {msgs, 2};
     harmony_pieces p = {0};
     int rc = harmony_render_conversation(&conv, true, true, &p);
@@ -74,8 +83,9 @@ static int text_prompt(gen_opts *o) {
     o->tok = tokenizer_load_for_model(o->model);
     if (!o->tok) return err_prefix("--prompt/--chat need a tokenizer");
     ivec ids = {0};
-    int rc = o->chat_text ? render_chat(o->tok, o->chat_text, &ids)
-                          : tokenizer_encode_ordinary(o->tok, o->prompt_text, strlen(o->prompt_text), &ids);
+    int rc = o->chat_text
+                 ? render_chat(o->tok, o->chat_text, &ids)
+                 : tokenizer_encode_ordinary(o->tok, o->prompt_text, strlen(o->prompt_text), &ids);
     if (rc == 0 && ids.len == 0) rc = err_set("--prompt: the text encodes to no tokens");
     if (rc == 0) {
         free(o->prompt);
@@ -92,7 +102,8 @@ static json_t *top_json(const float *logits, int vocab, float temperature, int k
     float *lp = xmalloc((size_t)k * sizeof *lp);
     sampler_top_logprobs(logits, vocab, temperature, k, ids, lp);
     json_t *arr = json_array();
-    for (int j = 0; j < k && j < vocab; j++) json_array_append_new(arr, json_pack("[if]", ids[j], (double)lp[j]));
+    for (int j = 0; j < k && j < vocab; j++)
+        json_array_append_new(arr, json_pack("[if]", ids[j], (double)lp[j]));
     free(ids), free(lp);
     return arr;
 }
@@ -131,17 +142,20 @@ static int run(const gen_opts *o) {
     const char *finish = "length";
     int want_all = o->prompt_logprobs > 0;
     float *logits = xmalloc((size_t)(want_all ? o->n_prompt : 1) * V * sizeof *logits);
-    int rc = cpu_forward(&m, &kv, o->prompt, o->n_prompt, want_all ? CPU_LOGITS_ALL : CPU_LOGITS_LAST, logits);
+    int rc = cpu_forward(&m, &kv, o->prompt, o->n_prompt,
+                         want_all ? CPU_LOGITS_ALL : CPU_LOGITS_LAST, logits);
     if (rc == 0 && want_all) {
         json_array_append_new(plps, json_null());
         for (int t = 0; t + 1 < o->n_prompt; t++)
-            json_array_append_new(plps, top_json(logits + (size_t)t * V, V, 0, (int)o->prompt_logprobs));
+            json_array_append_new(plps,
+                                  top_json(logits + (size_t)t * V, V, 0, (int)o->prompt_logprobs));
     }
     const float *last = logits + (size_t)(want_all ? o->n_prompt - 1 : 0) * V;
     for (long i = 0; rc == 0 && i < o->max_tokens; i++) {
         int32_t tok = sampler_pick(last, V, (float)o->temperature, (uint64_t)o->seed, (uint64_t)i);
         json_array_append_new(tokens, json_integer(tok));
-        if (o->logprobs) json_array_append_new(lps, top_json(last, V, (float)o->temperature, (int)o->logprobs));
+        if (o->logprobs)
+            json_array_append_new(lps, top_json(last, V, (float)o->temperature, (int)o->logprobs));
         if (!o->ignore_eos && is_stop(c, tok)) {
             finish = "stop";
             break;
@@ -152,8 +166,8 @@ static int run(const gen_opts *o) {
     }
     if (rc == 0) {
         if (o->json) {
-            json_t *out = json_pack("{sOsOsOss}", "tokens", tokens, "logprobs", lps, "prompt_logprobs", plps,
-                                    "finish_reason", finish);
+            json_t *out = json_pack("{sOsOsOss}", "tokens", tokens, "logprobs", lps,
+                                    "prompt_logprobs", plps, "finish_reason", finish);
             if (o->tok) json_object_set_new(out, "text", json_string(decoded_text(o->tok, tokens)));
             char *s = json_dumps(out, JSON_COMPACT | JSON_REAL_PRECISION(9));
             printf("%s\n", s);
@@ -164,7 +178,8 @@ static int run(const gen_opts *o) {
                 printf("%s\n", decoded_text(o->tok, tokens));
             } else {
                 for (size_t i = 0; i < json_array_size(tokens); i++)
-                    printf("%s%lld", i ? "," : "", (long long)json_integer_value(json_array_get(tokens, i)));
+                    printf("%s%lld", i ? "," : "",
+                           (long long)json_integer_value(json_array_get(tokens, i)));
                 printf("\n");
             }
         }
@@ -182,10 +197,11 @@ static int run_engine_single(const gen_opts *o, offline_opts *off) {
     if (o->max_tokens == 0) return err_set("--max-tokens 0 is only supported with --backend cpu");
     json_t *ids = json_array();
     for (int i = 0; i < o->n_prompt; i++) json_array_append_new(ids, json_integer(o->prompt[i]));
-    json_t *req = json_pack("{sosIsfsIsIsIsb}", "prompt_ids", ids, "max_tokens", (json_int_t)o->max_tokens,
-                            "temperature", o->temperature, "seed", (json_int_t)o->seed, "logprobs",
-                            (json_int_t)o->logprobs, "prompt_logprobs", (json_int_t)o->prompt_logprobs, "ignore_eos",
-                            o->ignore_eos);
+    json_t *req =
+        json_pack("{sosIsfsIsIsIsb}", "prompt_ids", ids, "max_tokens", (json_int_t)o->max_tokens,
+                  "temperature", o->temperature, "seed", (json_int_t)o->seed, "logprobs",
+                  (json_int_t)o->logprobs, "prompt_logprobs", (json_int_t)o->prompt_logprobs,
+                  "ignore_eos", o->ignore_eos);
     char *line = json_dumps(req, JSON_COMPACT);
     json_decref(req);
     off->model_dir = o->model;
@@ -244,7 +260,8 @@ int cmd_generate(int argc, char **argv) {
     }
     if (!off.rt.model || (!o.prompt && !o.prompt_text && !o.chat_text && !off.prompts_file)) {
         free(o.prompt);
-        return args_usage_error(&a, "--model and a prompt (--prompt-ids, --prompt or --chat) are required", USAGE);
+        return args_usage_error(
+            &a, "--model and a prompt (--prompt-ids, --prompt or --chat) are required", USAGE);
     }
     /* The engine and backend options are checked even where the CPU reference path ignores them,
      * so that generate refuses what serve refuses. */

@@ -9,7 +9,8 @@
 #include <string.h>
 
 static const char USAGE[] =
-    "usage: gptoss make-model --preset tiny|20b|120b --out DIR [--seed N] [--layers N] [--experts N]\n"
+    "usage: gptoss make-model --preset tiny|20b|120b --out DIR [--seed N] [--layers N] [--experts "
+    "N]\n"
     "                         [--vocab N] [--sliding-window N] [--shards N]\n"
     "Writes random weights in the Hugging Face release layout (bf16 dense tensors, MXFP4 experts,\n"
     "sharded safetensors with an index, config.json, generation_config.json, tokenizer files).\n"
@@ -56,13 +57,17 @@ int cmd_make_model(int argc, char **argv) {
     if (experts > 0) c.n_experts = (int)experts;
     if (c.experts_per_tok > c.n_experts) c.experts_per_tok = c.n_experts;
     if (vocab > 0) c.vocab = (int)vocab;
-    if (c.pad_token >= c.vocab) c.pad_token = c.vocab - 1; /* transformers wants padding_idx < vocab */
+    if (c.pad_token >= c.vocab)
+        c.pad_token = c.vocab - 1; /* transformers wants padding_idx < vocab */
     if (window > 0) c.sliding_window = (int)window;
     /* Shard counts of the releases: 20b has 3 files, 120b 15; small models get 2 so sharding is used. */
-    int n_shards = shards > 0 ? (int)shards : !strcmp(preset, "120b") ? 15 : !strcmp(preset, "20b") ? 3 : 2;
+    int n_shards = shards > 0                ? (int)shards
+                   : !strcmp(preset, "120b") ? 15
+                   : !strcmp(preset, "20b")  ? 3
+                                             : 2;
     double t0 = now_seconds();
     if (synthetic_write(&c, out, (uint64_t)seed, n_shards) != 0) return args_error_exit(&a, 1);
-    fprintf(stderr, "gptoss make-model: wrote %s (%s, %d layers, %d experts, seed %ld) in %.1f s\n", out, preset,
-            c.n_layers, c.n_experts, seed, now_seconds() - t0);
+    fprintf(stderr, "gptoss make-model: wrote %s (%s, %d layers, %d experts, seed %ld) in %.1f s\n",
+            out, preset, c.n_layers, c.n_experts, seed, now_seconds() - t0);
     return 0;
 }

@@ -9,7 +9,8 @@
 #include <string.h>
 
 static const char USAGE[] =
-    "usage: gptoss roofline --model 120b|20b|DIR --batch B --context C [--kv-dtype bf16|fp8] [--tp N]\n"
+    "usage: gptoss roofline --model 120b|20b|DIR --batch B --context C [--kv-dtype bf16|fp8] [--tp "
+    "N]\n"
     "                       [--bandwidth GB/s] [--flops TFLOP/s] [--json]\n"
     "The least time a decode step can take: max(bytes / bandwidth, FLOPs / matrix rate), per GPU.\n"
     "Defaults are the H200 figures measured here: 4200 GB/s and 790 TFLOP/s.\n";
@@ -53,23 +54,28 @@ int cmd_roofline(int argc, char **argv) {
         return 2;
     }
     model_config c;
-    if (strcmp(model, "120b") && strcmp(model, "20b") ? config_load(model, &c) : config_preset(model, &c))
+    if (strcmp(model, "120b") && strcmp(model, "20b") ? config_load(model, &c)
+                                                      : config_preset(model, &c))
         return args_error_exit(&a, 1);
-    roofline_in in = {(int)batch, (int)context, strcmp(kv, "fp8") ? 2 : 1, (int)tp, bw * 1e9, fl * 1e12};
+    roofline_in in = {(int)batch, (int)context, strcmp(kv, "fp8") ? 2 : 1,
+                      (int)tp,    bw * 1e9,     fl * 1e12};
     roofline_out o;
     roofline_decode(&c, &in, &o);
     if (json) {
-        printf("{\"bytes_per_step\":%.0f,\"flops_per_step\":%.0f,\"seconds_per_step\":%.9g,\"tokens_per_second\":%.6g,"
-               "\"bound\":\"%s\",\"weight_bytes\":%.0f,\"expert_bytes\":%.0f,\"kv_bytes\":%.0f,\"distinct_experts\":%.3f}\n",
+        printf("{\"bytes_per_step\":%.0f,\"flops_per_step\":%.0f,\"seconds_per_step\":%.9g,"
+               "\"tokens_per_second\":%.6g,"
+               "\"bound\":\"%s\",\"weight_bytes\":%.0f,\"expert_bytes\":%.0f,\"kv_bytes\":%.0f,"
+               "\"distinct_experts\":%.3f}\n",
                o.bytes_per_step, o.flops_per_step, o.seconds_per_step, o.tokens_per_second,
-               o.memory_bound ? "memory" : "compute", o.weight_bytes / in.tp, o.expert_bytes / in.tp,
-               o.kv_bytes / in.tp, o.distinct_experts);
+               o.memory_bound ? "memory" : "compute", o.weight_bytes / in.tp,
+               o.expert_bytes / in.tp, o.kv_bytes / in.tp, o.distinct_experts);
     } else {
-        printf("model %s, batch %ld, context %ld, kv %s, tp %ld, %.0f GB/s, %.0f TFLOP/s\n", model, batch, context, kv,
-               tp, bw, fl);
-        printf("bytes/step per GPU  %.3f GB (dense weights %.3f, experts %.3f over %.1f distinct/layer, KV %.3f)\n",
-               o.bytes_per_step / 1e9, o.weight_bytes / tp / 1e9, o.expert_bytes / tp / 1e9, o.distinct_experts,
-               o.kv_bytes / tp / 1e9);
+        printf("model %s, batch %ld, context %ld, kv %s, tp %ld, %.0f GB/s, %.0f TFLOP/s\n", model,
+               batch, context, kv, tp, bw, fl);
+        printf("bytes/step per GPU  %.3f GB (dense weights %.3f, experts %.3f over %.1f "
+               "distinct/layer, KV %.3f)\n",
+               o.bytes_per_step / 1e9, o.weight_bytes / tp / 1e9, o.expert_bytes / tp / 1e9,
+               o.distinct_experts, o.kv_bytes / tp / 1e9);
         printf("FLOPs/step per GPU  %.3f TFLOP\n", o.flops_per_step / 1e12);
         printf("bound               %s, %.3f ms/step, %.1f tokens/s (%.1f tokens/s per sequence)\n",
                o.memory_bound ? "memory" : "compute", o.seconds_per_step * 1e3, o.tokens_per_second,

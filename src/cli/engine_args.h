@@ -14,10 +14,11 @@ int engine_args_parse(args_t *a, runtime_args *r);
 
 /* Their --help lines (serve's defaults), appended to each command's usage text. */
 #define ENGINE_ARGS_HELP                                                                           \
-    "engine and backend (the same for serve, generate and bench sweep):\n"                        \
+    "engine and backend (the same for serve, generate and bench sweep):\n"                         \
     "  --backend cpu|cuda             the backend (default cpu; cuda when built)\n"                \
     "  --max-num-seqs N               sequences running at once (default 256)\n"                   \
-    "  --max-num-batched-tokens N     tokens per step, the chunked-prefill budget (default 8192)\n" \
+    "  --max-num-batched-tokens N     tokens per step, the chunked-prefill budget (default "       \
+    "8192)\n"                                                                                      \
     "  --max-model-len N              longest sequence (default: the model's, as far as the KV\n"  \
     "                                 cache holds it; more than the cache holds is refused)\n"     \
     "  --stream-interval N            stream every N tokens (the first at once; default 1)\n"      \
@@ -27,10 +28,11 @@ int engine_args_parse(args_t *a, runtime_args *r);
     "                                 backend sizes them)\n"                                       \
     "  --block-size N                 tokens per KV block (default 32)\n"                          \
     "  --gpu-memory-utilization F     fraction of GPU memory to use (CUDA backend; default 0.9)\n" \
-    "  --kv-cache-dtype auto|bf16|fp8 (default auto = bf16; fp8 is refused until a backend has an\n" \
+    "  --kv-cache-dtype auto|bf16|fp8 (default auto = bf16; fp8 is refused until a backend has "   \
+    "an\n"                                                                                         \
     "                                 FP8 KV cache)\n"                                             \
     "  --enforce-eager                no CUDA graphs: every step launched kernel by kernel\n"      \
-    "  --max-cudagraph-capture-size N decode batches up to N replay CUDA graphs (default 512;\n"  \
+    "  --max-cudagraph-capture-size N decode batches up to N replay CUDA graphs (default 512;\n"   \
     "                                 0 = none)\n"
 
 #endif

@@ -13,7 +13,8 @@
 /* One request's accumulated output: a JSON object per sample. */
 typedef struct {
     int n;
-    json_t **choices; /* {"tokens":[], "logprobs":[] or null, "prompt_logprobs":…, "finish_reason":…} */
+    json_t *
+        *choices; /* {"tokens":[], "logprobs":[] or null, "prompt_logprobs":…, "finish_reason":…} */
     int done;
 } collected;
 
@@ -22,7 +23,8 @@ static json_t *top_rows(const int32_t *ids, const float *lps, int rows, int k) {
     for (int r = 0; r < rows; r++) {
         json_t *row = json_array();
         for (int j = 0; j < k; j++)
-            json_array_append_new(row, json_pack("[if]", ids[(size_t)r * k + j], (double)lps[(size_t)r * k + j]));
+            json_array_append_new(
+                row, json_pack("[if]", ids[(size_t)r * k + j], (double)lps[(size_t)r * k + j]));
         json_array_append_new(arr, row);
     }
     return arr;
@@ -42,7 +44,8 @@ static void on_output(const engine_output *o, void *user) {
     if (o->n_prompt_rows > 0) {
         json_t *pl = json_array();
         json_array_append_new(pl, json_null());
-        json_t *rows = top_rows(o->prompt_top_ids, o->prompt_top_logprobs, o->n_prompt_rows, o->prompt_k);
+        json_t *rows =
+            top_rows(o->prompt_top_ids, o->prompt_top_logprobs, o->n_prompt_rows, o->prompt_k);
         json_array_extend(pl, rows);
         json_decref(rows);
         json_object_set_new(ch, "prompt_logprobs", pl);
@@ -59,7 +62,8 @@ static int get_num(json_t *obj, const char *key, double lo, double hi, int line,
     if (!v) return 0;
     if (!json_is_number(v)) return err_set("line %d: field '%s' must be a number", line, key);
     double d = json_number_value(v);
-    if (!(d >= lo && d <= hi)) return err_set("line %d: field '%s' = %g is out of range [%g, %g]", line, key, d, lo, hi);
+    if (!(d >= lo && d <= hi))
+        return err_set("line %d: field '%s' = %g is out of range [%g, %g]", line, key, d, lo, hi);
     *out = d;
     return 0;
 }
@@ -68,7 +72,8 @@ static int int_array(json_t *obj, const char *key, int line, int32_t **out, int 
     json_t *a = json_object_get(obj, key);
     *out = NULL, *n = 0;
     if (!a) return 0;
-    if (!json_is_array(a)) return err_set("line %d: field '%s' must be an array of integers", line, key);
+    if (!json_is_array(a))
+        return err_set("line %d: field '%s' must be an array of integers", line, key);
     *out = xmalloc((json_array_size(a) + 1) * sizeof **out);
     size_t i;
     json_t *v;
@@ -91,7 +96,9 @@ static const char *token_bytes(void *ctx, int32_t id, size_t *len) {
 static int text_prompt(json_t *obj, int line, const tokenizer *tok, int32_t **ids, int *n) {
     const char *text = json_string_value(json_object_get(obj, "prompt"));
     if (!text) return 0;
-    if (!tok) return err_set("line %d: field 'prompt' needs a tokenizer (none found for the model)", line);
+    if (!tok)
+        return err_set("line %d: field 'prompt' needs a tokenizer (none found for the model)",
+                       line);
     ivec v = {0};
     if (tokenizer_encode_ordinary(tok, text, strlen(text), &v) != 0) return -1;
     *ids = v.v, *n = (int)v.len;
@@ -108,12 +115,14 @@ static int stop_strings(json_t *obj, int line, char ***out, int *n) {
         (*out)[(*n)++] = xstrdup(json_string_value(st));
         return 0;
     }
-    if (!json_is_array(st)) return err_set("line %d: field 'stop' must be a string or an array of strings", line);
+    if (!json_is_array(st))
+        return err_set("line %d: field 'stop' must be a string or an array of strings", line);
     *out = xmalloc((json_array_size(st) + 1) * sizeof **out);
     size_t i;
     json_t *v;
     json_array_foreach(st, i, v) {
-        if (!json_is_string(v)) return err_set("line %d: field 'stop[%zu]' must be a string", line, i);
+        if (!json_is_string(v))
+            return err_set("line %d: field 'stop[%zu]' must be a string", line, i);
         (*out)[(*n)++] = xstrdup(json_string_value(v));
     }
     return 0;
@@ -174,12 +183,14 @@ static int parse_request(json_t *obj, int line, const tokenizer *tok, engine_req
     r->priority = (int)v;
     json_t *seed = json_object_get(obj, "seed");
     if (seed && !json_is_null(seed)) {
-        if (!json_is_integer(seed) || json_integer_value(seed) < 0) return err_set("line %d: field 'seed' must be a non-negative integer", line);
+        if (!json_is_integer(seed) || json_integer_value(seed) < 0)
+            return err_set("line %d: field 'seed' must be a non-negative integer", line);
         r->params.seed = (uint64_t)json_integer_value(seed);
         r->params.has_seed = true;
     }
     json_t *ie = json_object_get(obj, "ignore_eos");
-    if (ie && !json_is_boolean(ie)) return err_set("line %d: field 'ignore_eos' must be true or false", line);
+    if (ie && !json_is_boolean(ie))
+        return err_set("line %d: field 'ignore_eos' must be true or false", line);
     r->ignore_eos = ie && json_is_true(ie);
     int32_t *stops;
     if (int_array(obj, "stop_token_ids", line, &stops, &n)) return -1;
@@ -252,8 +263,8 @@ int run_offline(const offline_opts *o) {
             c->choices = xcalloc((size_t)r.n, sizeof *c->choices);
             for (int i = 0; i < r.n; i++)
                 c->choices[i] = json_pack("{s[]sosnsn}", "tokens", "logprobs",
-                                          r.params.logprobs > 0 ? json_array() : json_null(), "prompt_logprobs",
-                                          "finish_reason");
+                                          r.params.logprobs > 0 ? json_array() : json_null(),
+                                          "prompt_logprobs", "finish_reason");
             r.id = (uint64_t)n_req;
             r.on_output = on_output;
             r.user = c;
@@ -267,11 +278,13 @@ int run_offline(const offline_opts *o) {
         free((void *)r.stop_strings);
         json_decref(obj);
     }
-    if (rc == 0 && engine_run_until_idle(e) < 0) rc = err_set("the backend failed: see the log above");
+    if (rc == 0 && engine_run_until_idle(e) < 0)
+        rc = err_set("the backend failed: see the log above");
     for (int i = 0; i < n_req; i++) {
         collected *c = res[i];
         json_t *out = c->n == 1 ? json_incref(c->choices[0]) : json_pack("{s[]}", "choices");
-        for (int j = 0; c->n > 1 && j < c->n; j++) json_array_append(json_object_get(out, "choices"), c->choices[j]);
+        for (int j = 0; c->n > 1 && j < c->n; j++)
+            json_array_append(json_object_get(out, "choices"), c->choices[j]);
         if (rc == 0 && o->print_as_generate) {
             print_generate(out, tok, o->print_as_generate, o->print_text);
         } else if (rc == 0) {

@@ -6,13 +6,13 @@
 #include "engine/runtime.h"
 
 typedef struct {
-    runtime_args rt;          /* the engine and backend options; rt.model as the user gave it */
-    const char *model_dir;    /* what the backend loads (runtime_resolve_model) */
+    runtime_args rt;       /* the engine and backend options; rt.model as the user gave it */
+    const char *model_dir; /* what the backend loads (runtime_resolve_model) */
     const char *prompts_file;
-    const char *prompts_text;      /* the JSON lines themselves, instead of prompts_file */
-    int print_as_generate;         /* one request printed as `generate` prints it: 1 = plain, 2 = its
+    const char *prompts_text; /* the JSON lines themselves, instead of prompts_file */
+    int print_as_generate;    /* one request printed as `generate` prints it: 1 = plain, 2 = its
                                       JSON object; 0 = one JSON object per request (the default) */
-    bool print_text;               /* with print_as_generate: the decoded text too (text prompts) */
+    bool print_text;          /* with print_as_generate: the decoded text too (text prompts) */
 } offline_opts;
 
 int run_offline(const offline_opts *o);

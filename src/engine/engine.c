@@ -68,9 +68,12 @@ static void free_list(engine *e, seq_list *l) {
 
 static void step_slot_free(step_slot *st) {
     step_batch *b = &st->b;
-    free(st->seqs), free(b->slot), free(b->query_start), free(b->start_pos), free(b->swa_first), free(b->sample);
-    free(b->reset_slot), free(b->params), free(b->output_len), free((void *)b->history), free(b->history_len);
-    free(b->prompt_len), free(st->hist_buf), free(b->token_ids), free(b->positions), free(b->full_tables), free(b->swa_tables);
+    free(st->seqs), free(b->slot), free(b->query_start), free(b->start_pos), free(b->swa_first),
+        free(b->sample);
+    free(b->reset_slot), free(b->params), free(b->output_len), free((void *)b->history),
+        free(b->history_len);
+    free(b->prompt_len), free(st->hist_buf), free(b->token_ids), free(b->positions),
+        free(b->full_tables), free(b->swa_tables);
 }
 
 void engine_destroy(engine *e) {
@@ -102,27 +105,35 @@ static int validate(const engine *e, const engine_request *r) {
     const sampling_params *p = &r->params;
     if (r->n_prompt < 1) return err_set("prompt: must hold at least one token");
     if (r->n_prompt >= e->opt.max_model_len)
-        return err_set("prompt: %d tokens leave no room to generate within the model length of %d", r->n_prompt,
-                       e->opt.max_model_len);
+        return err_set("prompt: %d tokens leave no room to generate within the model length of %d",
+                       r->n_prompt, e->opt.max_model_len);
     for (int i = 0; i < r->n_prompt; i++)
         if (r->prompt[i] < 0 || r->prompt[i] >= e->cfg->vocab)
-            return err_set("prompt: token id %d at index %d is outside the vocabulary [0, %d)", r->prompt[i], i,
-                           e->cfg->vocab);
-    if (!(p->temperature >= 0) || p->temperature > 1e4) return err_set("temperature: must be in [0, 10000]");
+            return err_set("prompt: token id %d at index %d is outside the vocabulary [0, %d)",
+                           r->prompt[i], i, e->cfg->vocab);
+    if (!(p->temperature >= 0) || p->temperature > 1e4)
+        return err_set("temperature: must be in [0, 10000]");
     if (!(p->top_p > 0 && p->top_p <= 1)) return err_set("top_p: must be in (0, 1]");
     if (!(p->min_p >= 0 && p->min_p <= 1)) return err_set("min_p: must be in [0, 1]");
-    if (!(p->repetition_penalty > 0) || p->repetition_penalty > 100) return err_set("repetition_penalty: must be in (0, 100]");
-    if (!(p->presence_penalty >= -2 && p->presence_penalty <= 2)) return err_set("presence_penalty: must be in [-2, 2]");
-    if (!(p->frequency_penalty >= -2 && p->frequency_penalty <= 2)) return err_set("frequency_penalty: must be in [-2, 2]");
+    if (!(p->repetition_penalty > 0) || p->repetition_penalty > 100)
+        return err_set("repetition_penalty: must be in (0, 100]");
+    if (!(p->presence_penalty >= -2 && p->presence_penalty <= 2))
+        return err_set("presence_penalty: must be in [-2, 2]");
+    if (!(p->frequency_penalty >= -2 && p->frequency_penalty <= 2))
+        return err_set("frequency_penalty: must be in [-2, 2]");
     if (p->logprobs < 0 || p->logprobs > 20) return err_set("logprobs: must be in [0, 20]");
-    if (p->prompt_logprobs < 0 || p->prompt_logprobs > 20) return err_set("prompt_logprobs: must be in [0, 20]");
+    if (p->prompt_logprobs < 0 || p->prompt_logprobs > 20)
+        return err_set("prompt_logprobs: must be in [0, 20]");
     if (r->n < 1 || r->n > 128) return err_set("n: must be in [1, 128]");
     for (int i = 0; i < p->n_logit_bias; i++)
         if (p->logit_bias[i].token < 0 || p->logit_bias[i].token >= e->cfg->vocab)
-            return err_set("logit_bias: token id %d is outside the vocabulary", p->logit_bias[i].token);
-    if (r->n_stop_strings > 0 && !e->opt.token_bytes) return err_set("stop: stop strings need a tokenizer");
+            return err_set("logit_bias: token id %d is outside the vocabulary",
+                           p->logit_bias[i].token);
+    if (r->n_stop_strings > 0 && !e->opt.token_bytes)
+        return err_set("stop: stop strings need a tokenizer");
     for (int i = 0; i < r->n_stop_strings; i++)
-        if (!r->stop_strings[i] || !r->stop_strings[i][0]) return err_set("stop: stop strings must not be empty");
+        if (!r->stop_strings[i] || !r->stop_strings[i][0])
+            return err_set("stop: stop strings must not be empty");
     return 0;
 }
 
@@ -132,22 +143,28 @@ int engine_submit(engine *e, const engine_request *r) {
     pthread_mutex_lock(&e->mu);
     bool full = e->opt.max_waiting > 0 && e->inbox_waiting + n > e->opt.max_waiting;
     pthread_mutex_unlock(&e->mu);
-    if (full) return err_set("too many requests are waiting (--max-waiting-requests %d)", e->opt.max_waiting);
+    if (full)
+        return err_set("too many requests are waiting (--max-waiting-requests %d)",
+                       e->opt.max_waiting);
     inbox_item *it = xcalloc(1, sizeof *it);
     it->kind = INBOX_SUBMIT;
     it->id = r->id;
     seq *first = NULL, *last = NULL;
     for (int i = 0; i < n; i++) {
         seq *s = seq_create(r, i, first, e->opt.max_model_len, e->cfg);
-        if (last) last->next = s;
-        else first = s;
+        if (last)
+            last->next = s;
+        else
+            first = s;
         last = s;
     }
     it->seqs = first;
     pthread_mutex_lock(&e->mu);
     e->inbox_waiting += n;
-    if (e->inbox_tail) e->inbox_tail->next = it;
-    else e->inbox_head = it;
+    if (e->inbox_tail)
+        e->inbox_tail->next = it;
+    else
+        e->inbox_head = it;
     e->inbox_tail = it;
     pthread_cond_signal(&e->wake);
     pthread_mutex_unlock(&e->mu);
@@ -159,8 +176,10 @@ void engine_abort(engine *e, uint64_t request_id) {
     it->kind = INBOX_ABORT;
     it->id = request_id;
     pthread_mutex_lock(&e->mu);
-    if (e->inbox_tail) e->inbox_tail->next = it;
-    else e->inbox_head = it;
+    if (e->inbox_tail)
+        e->inbox_tail->next = it;
+    else
+        e->inbox_head = it;
     e->inbox_tail = it;
     pthread_cond_signal(&e->wake);
     pthread_mutex_unlock(&e->mu);
@@ -217,7 +236,8 @@ static void launch(engine *e, int idx) {
         /* Publish the blocks this step completes now, not when it returns: every later step runs after
          * this one, so a request that finds them will read finished KV — and the sliding window may
          * recycle them before this step's results are collected. */
-        bm_commit(e->bm, &s->kv, s->tokens, s->num_scheduled < s->n_known ? s->num_scheduled : s->n_known);
+        bm_commit(e->bm, &s->kv, s->tokens,
+                  s->num_scheduled < s->n_known ? s->num_scheduled : s->n_known);
     }
     if (e->ops->launch(e->be, &st->b) != 0) {
         log_error("backend launch failed: %s", err_msg());
@@ -236,10 +256,12 @@ static void collect(engine *e, int idx, step_result *r) {
         if (st->b.sample[i]) s->n_pending--;
         int64_t end = st->b.start_pos[i] + (st->b.query_start[i + 1] - st->b.query_start[i]);
         if (end > s->num_computed) s->num_computed = end;
-        if (s->status == SEQ_FINISHED) continue; /* stopped while this step ran: its extra work is dropped */
+        if (s->status == SEQ_FINISHED)
+            continue; /* stopped while this step ran: its extra work is dropped */
         if (r) seq_record_prompt_rows(s, st->b.start_pos[i], &r->seqs[i]);
         if (r && st->b.sample[i]) seq_append_token(e, s, r->seqs[i].token, &r->seqs[i]);
-        bm_commit(e->bm, &s->kv, s->tokens, s->num_computed < s->n_known ? s->num_computed : s->n_known);
+        bm_commit(e->bm, &s->kv, s->tokens,
+                  s->num_computed < s->n_known ? s->num_computed : s->n_known);
         seq_emit(e, s, false);
     }
 }
@@ -323,7 +345,8 @@ int engine_step(engine *e) {
 
 int engine_run_until_idle(engine *e) {
     int rc;
-    while ((rc = engine_step(e)) > 0) {}
+    while ((rc = engine_step(e)) > 0) {
+    }
     return rc;
 }
 
@@ -344,7 +367,8 @@ static void *engine_thread(void *arg) {
 }
 
 int engine_start(engine *e) {
-    if (pthread_create(&e->thread, NULL, engine_thread, e) != 0) return err_set("cannot start the engine thread");
+    if (pthread_create(&e->thread, NULL, engine_thread, e) != 0)
+        return err_set("cannot start the engine thread");
     e->thread_running = true;
     return 0;
 }

@@ -29,10 +29,10 @@ typedef struct engine engine;
  * during the call. */
 typedef struct {
     uint64_t request_id;
-    int index;                /* which of the request's n sequences */
-    const int32_t *tokens;    /* new tokens */
-    const float *logprobs;    /* logprob of each new token */
-    const int32_t *top_ids;   /* [n_tokens * top_k] when logprobs were asked */
+    int index;              /* which of the request's n sequences */
+    const int32_t *tokens;  /* new tokens */
+    const float *logprobs;  /* logprob of each new token */
+    const int32_t *top_ids; /* [n_tokens * top_k] when logprobs were asked */
     const float *top_logprobs;
     int n_tokens, top_k;
     /* prompt logprobs (first event only): rows for prompt positions 1..prompt_len-1 */
@@ -43,7 +43,7 @@ typedef struct {
     const char *finish_reason; /* "stop", "length", "abort" or "error" */
     int32_t stop_token;        /* the stop token id that ended it, or -1 */
     int stop_string;           /* index of the stop string that ended it, or -1 */
-    int trim_bytes;            /* when a stop string ended it: bytes at the end of the generated text
+    int trim_bytes; /* when a stop string ended it: bytes at the end of the generated text
                                   (decoded) to drop — the stop string and anything after it */
     int prompt_tokens, cached_tokens, completion_tokens;
     double ttft, e2e; /* seconds, at finish */
@@ -55,8 +55,8 @@ typedef struct {
     uint64_t id;
     const int32_t *prompt; /* copied by engine_submit */
     int n_prompt;
-    sampling_params params; /* logit_bias is copied too */
-    int max_tokens;         /* <= 0: up to the model length */
+    sampling_params params;        /* logit_bias is copied too */
+    int max_tokens;                /* <= 0: up to the model length */
     const int32_t *stop_token_ids; /* in addition to the model's (unless ignore_eos) */
     int n_stop_token_ids;
     const char *const *stop_strings; /* copied */
@@ -75,7 +75,7 @@ typedef struct {
     int stream_interval;        /* --stream-interval */
     bool enable_prefix_caching;
     bool async_scheduling;
-    int max_waiting;            /* submissions beyond this many waiting are refused (0 = no limit) */
+    int max_waiting; /* submissions beyond this many waiting are refused (0 = no limit) */
     /* The model's bytes of a token, for stop strings (NULL: stop strings are refused). */
     const char *(*token_bytes)(void *ctx, int32_t id, size_t *len);
     void *token_bytes_ctx;

@@ -48,7 +48,7 @@ struct engine {
 
     pthread_mutex_t mu; /* guards inbox, metrics, n_waiting_submitted and the thread flags */
     inbox_item *inbox_head, *inbox_tail;
-    int inbox_waiting;  /* sequences submitted but not yet finished or running (for max_waiting) */
+    int inbox_waiting; /* sequences submitted but not yet finished or running (for max_waiting) */
     engine_metrics metrics;
     pthread_t thread;
     pthread_cond_t wake;

@@ -3,9 +3,11 @@
 #include <string.h>
 
 /* Bucket bounds close to vLLM's for the same series. */
-static const double LATENCY_BOUNDS[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
-                                        2.5,   5.0,   7.5,  10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0};
-static const double COUNT_BOUNDS[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384};
+static const double LATENCY_BOUNDS[] = {0.001, 0.005, 0.01, 0.02,  0.04,  0.06,  0.08, 0.1,
+                                        0.25,  0.5,   0.75, 1.0,   2.5,   5.0,   7.5,  10.0,
+                                        20.0,  40.0,  80.0, 160.0, 640.0, 2560.0};
+static const double COUNT_BOUNDS[] = {1,   2,   4,    8,    16,   32,   64,   128,
+                                      256, 512, 1024, 2048, 4096, 8192, 16384};
 
 static void hist_init(histogram *h, const double *bounds, int n) {
     memset(h, 0, sizeof *h);

@@ -11,7 +11,7 @@ enum { HIST_MAX_BUCKETS = 24 };
 
 typedef struct {
     int n_buckets;
-    const double *bounds;          /* upper bounds, ascending (the +Inf bucket is implicit) */
+    const double *bounds; /* upper bounds, ascending (the +Inf bucket is implicit) */
     uint64_t counts[HIST_MAX_BUCKETS + 1];
     double sum;
     uint64_t count;
@@ -25,7 +25,8 @@ typedef struct {
     uint64_t prompt_tokens, generation_tokens;
     uint64_t prefix_cache_queries, prefix_cache_hits; /* in tokens */
     uint64_t num_preemptions;
-    uint64_t requests_finished_stop, requests_finished_length, requests_finished_abort, requests_finished_error;
+    uint64_t requests_finished_stop, requests_finished_length, requests_finished_abort,
+        requests_finished_error;
     uint64_t steps;
     /* histograms (seconds, or counts) */
     histogram ttft, itl, e2e, queue_time, step_time, batch_tokens, batch_seqs;

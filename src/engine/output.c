@@ -68,8 +68,10 @@ void seq_append_token(engine *e, seq *s, int32_t tok, const seq_result *r) {
     double now = now_seconds();
     pthread_mutex_lock(&e->mu);
     e->metrics.generation_tokens++;
-    if (i == 0) histogram_observe(&e->metrics.ttft, now - s->t_arrival);
-    else histogram_observe(&e->metrics.itl, now - s->t_last_token);
+    if (i == 0)
+        histogram_observe(&e->metrics.ttft, now - s->t_arrival);
+    else
+        histogram_observe(&e->metrics.itl, now - s->t_last_token);
     pthread_mutex_unlock(&e->mu);
     if (i == 0) s->t_first_token = now;
     s->t_last_token = now;
@@ -81,12 +83,14 @@ void seq_append_token(engine *e, seq *s, int32_t tok, const seq_result *r) {
     }
     check_stop_strings(e, s, tok);
     if (s->status == SEQ_FINISHED) return;
-    if (s->n_output >= s->max_tokens || s->n_known >= e->opt.max_model_len) seq_finish(e, s, "length");
+    if (s->n_output >= s->max_tokens || s->n_known >= e->opt.max_model_len)
+        seq_finish(e, s, "length");
 }
 
 void seq_finish(engine *e, seq *s, const char *reason) {
     if (s->status == SEQ_FINISHED) return;
-    if (s->status == SEQ_RUNNING) seq_list_remove(&e->running, s);
+    if (s->status == SEQ_RUNNING)
+        seq_list_remove(&e->running, s);
     else if (s->status == SEQ_WAITING) {
         seq_list_remove(&e->waiting, s);
         pthread_mutex_lock(&e->mu);
@@ -99,10 +103,14 @@ void seq_finish(engine *e, seq *s, const char *reason) {
     double now = now_seconds();
     pthread_mutex_lock(&e->mu);
     histogram_observe(&e->metrics.e2e, now - s->t_arrival);
-    if (!strcmp(reason, "stop")) e->metrics.requests_finished_stop++;
-    else if (!strcmp(reason, "length")) e->metrics.requests_finished_length++;
-    else if (!strcmp(reason, "abort")) e->metrics.requests_finished_abort++;
-    else e->metrics.requests_finished_error++;
+    if (!strcmp(reason, "stop"))
+        e->metrics.requests_finished_stop++;
+    else if (!strcmp(reason, "length"))
+        e->metrics.requests_finished_length++;
+    else if (!strcmp(reason, "abort"))
+        e->metrics.requests_finished_abort++;
+    else
+        e->metrics.requests_finished_error++;
     pthread_mutex_unlock(&e->mu);
 }
 
@@ -111,7 +119,8 @@ void seq_emit(engine *e, seq *s, bool force) {
     bool finished = s->status == SEQ_FINISHED;
     int held = held_tokens(e, s);
     int ready = s->n_output - s->emitted - held;
-    bool prompt_rows = s->params.prompt_logprobs > 0 && !s->prompt_rows_sent && s->prompt_rows_done >= s->prompt_len - 1;
+    bool prompt_rows = s->params.prompt_logprobs > 0 && !s->prompt_rows_sent &&
+                       s->prompt_rows_done >= s->prompt_len - 1;
     bool due = ready > 0 && (s->emitted == 0 || ready >= e->opt.stream_interval);
     if (!finished && !due && !force) return;
     if (!finished && ready <= 0) return;

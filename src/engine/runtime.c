@@ -16,7 +16,9 @@ static const struct {
     {"cuda", "bf16"},
 };
 
-static const char *backend_name(const runtime_args *a) { return a->backend ? a->backend : "cpu"; }
+static const char *backend_name(const runtime_args *a) {
+    return a->backend ? a->backend : "cpu";
+}
 
 void runtime_args_default(runtime_args *a) {
     memset(a, 0, sizeof *a);
@@ -74,7 +76,8 @@ void runtime_backend_options(const runtime_args *a, const char *model_dir, backe
     out->max_model_len = a->eng.max_model_len;
     out->gpu_memory_utilization = a->gpu_memory_utilization;
     /* The flag's 0 means no graphs; the backend's 0 means its default. */
-    out->max_cudagraph_capture_size = a->max_cudagraph_capture_size > 0 ? a->max_cudagraph_capture_size : -1;
+    out->max_cudagraph_capture_size =
+        a->max_cudagraph_capture_size > 0 ? a->max_cudagraph_capture_size : -1;
     out->enforce_eager = a->enforce_eager;
 }
 
@@ -90,9 +93,10 @@ static int settle_model_len(const backend_ops *ops, backend *b, engine_options *
         return 0;
     }
     if (eo->max_model_len > capacity)
-        return err_set("--max-model-len %d is more than the KV cache holds (%ld tokens); lower it or "
-                       "raise --num-kv-blocks",
-                       eo->max_model_len, capacity);
+        return err_set(
+            "--max-model-len %d is more than the KV cache holds (%ld tokens); lower it or "
+            "raise --num-kv-blocks",
+            eo->max_model_len, capacity);
     return 0;
 }
 

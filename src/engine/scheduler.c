@@ -15,7 +15,9 @@
 
 #include <string.h>
 
-static int64_t total_len(const seq *s) { return s->n_known + s->n_pending; }
+static int64_t total_len(const seq *s) {
+    return s->n_known + s->n_pending;
+}
 
 static void ensure_caps(step_slot *st, int n_seqs, int n_tokens) {
     if (n_seqs + 1 > st->cap_seqs) {
@@ -67,7 +69,8 @@ static void add_seq(step_slot *st, seq *s, int64_t n_new) {
     /* Penalties read the sequence's history while the step runs; the engine may append to (and so
      * reallocate) s->tokens meanwhile, so the step carries its own copy — only when it is needed. */
     const sampling_params *p = &s->params;
-    bool penalized = p->repetition_penalty != 1.0f || p->presence_penalty != 0 || p->frequency_penalty != 0;
+    bool penalized =
+        p->repetition_penalty != 1.0f || p->presence_penalty != 0 || p->frequency_penalty != 0;
     b->history[i] = NULL;
     b->history_len[i] = 0;
     if (penalized && b->sample[i]) {
@@ -108,7 +111,8 @@ static void fill_tables(step_slot *st) {
     }
     for (int i = 0; i < b->n_seqs; i++) {
         const bm_seq *kv = &st->seqs[i]->kv;
-        int32_t *fr = b->full_tables + (size_t)i * full_stride, *sr = b->swa_tables + (size_t)i * swa_stride;
+        int32_t *fr = b->full_tables + (size_t)i * full_stride,
+                *sr = b->swa_tables + (size_t)i * swa_stride;
         for (int j = 0; j < full_stride; j++) fr[j] = j < kv->n_full ? kv->full[j] : -1;
         for (int j = 0; j < swa_stride; j++) sr[j] = j < kv->n_swa ? kv->swa[j] : -1;
         b->swa_first[i] = kv->swa_first;
@@ -140,7 +144,9 @@ static bool ready_to_admit(const seq *s) {
     return !p || p->status == SEQ_FINISHED || p->num_computed >= p->prompt_len;
 }
 
-static int running_in_step(const step_slot *st) { return st->b.n_seqs; }
+static int running_in_step(const step_slot *st) {
+    return st->b.n_seqs;
+}
 
 void schedule_step(engine *e, step_slot *st, bool allow_preempt) {
     st->b.n_seqs = 0;
@@ -180,14 +186,16 @@ void schedule_step(engine *e, step_slot *st, bool allow_preempt) {
     /* 2. waiting sequences, in (priority, arrival) order */
     for (seq *s = e->waiting.head, *next; s && budget > 0; s = next) {
         next = s->next;
-        if (running_in_step(st) >= e->opt.max_num_seqs || e->running.n >= e->opt.max_num_seqs || e->n_free_slots == 0)
+        if (running_in_step(st) >= e->opt.max_num_seqs || e->running.n >= e->opt.max_num_seqs ||
+            e->n_free_slots == 0)
             break;
         if (!ready_to_admit(s)) continue;
         if (s->num_scheduled == 0 && e->opt.enable_prefix_caching) {
             int64_t cached = bm_match_prefix(e->bm, &s->kv, s->tokens, s->n_known);
             if (cached < 0) cached = 0;
-            log_debug("request %llu.%d: %lld of %lld tokens found in the prefix cache", (unsigned long long)s->request_id,
-                      s->index, (long long)cached, (long long)s->n_known);
+            log_debug("request %llu.%d: %lld of %lld tokens found in the prefix cache",
+                      (unsigned long long)s->request_id, s->index, (long long)cached,
+                      (long long)s->n_known);
             s->num_scheduled = s->num_computed = cached;
             pthread_mutex_lock(&e->mu);
             if (!s->admitted_once) {

@@ -13,8 +13,10 @@
 
 void seq_list_push(seq_list *l, seq *s) {
     s->next = NULL;
-    if (l->tail) l->tail->next = s;
-    else l->head = s;
+    if (l->tail)
+        l->tail->next = s;
+    else
+        l->head = s;
     l->tail = s;
     l->n++;
 }
@@ -23,8 +25,10 @@ void seq_list_remove(seq_list *l, seq *s) {
     seq *prev = NULL;
     for (seq *c = l->head; c; prev = c, c = c->next)
         if (c == s) {
-            if (prev) prev->next = c->next;
-            else l->head = c->next;
+            if (prev)
+                prev->next = c->next;
+            else
+                l->head = c->next;
             if (l->tail == c) l->tail = prev;
             l->n--;
             s->next = NULL;
@@ -40,15 +44,18 @@ void seq_list_insert_ordered(seq_list *l, seq *s) {
     seq *prev = NULL, *c = l->head;
     while (c && !before(s, c)) prev = c, c = c->next;
     s->next = c;
-    if (prev) prev->next = s;
-    else l->head = s;
+    if (prev)
+        prev->next = s;
+    else
+        l->head = s;
     if (!c) l->tail = s;
     l->n++;
 }
 
 /* ---- create / destroy ---- */
 
-seq *seq_create(const engine_request *r, int index, seq *parent, int max_model_len, const model_config *cfg) {
+seq *seq_create(const engine_request *r, int index, seq *parent, int max_model_len,
+                const model_config *cfg) {
     seq *s = xcalloc(1, sizeof *s);
     s->request_id = r->id;
     s->index = index;
@@ -62,10 +69,12 @@ seq *seq_create(const engine_request *r, int index, seq *parent, int max_model_l
     s->params = r->params;
     /* Without a seed, draw one per sequence; with one, the i-th of n samples uses seed + i. */
     s->params.seed = r->params.has_seed ? r->params.seed + (uint64_t)index
-                                        : rng_hash2(0x9e3779b97f4a7c15ull ^ (uint64_t)now_seconds(), r->id * 131 + (uint64_t)index);
+                                        : rng_hash2(0x9e3779b97f4a7c15ull ^ (uint64_t)now_seconds(),
+                                                    r->id * 131 + (uint64_t)index);
     if (r->params.n_logit_bias > 0) {
         s->logit_bias = xmalloc((size_t)r->params.n_logit_bias * sizeof *s->logit_bias);
-        memcpy(s->logit_bias, r->params.logit_bias, (size_t)r->params.n_logit_bias * sizeof *s->logit_bias);
+        memcpy(s->logit_bias, r->params.logit_bias,
+               (size_t)r->params.n_logit_bias * sizeof *s->logit_bias);
         s->params.logit_bias = s->logit_bias;
     }
     int max_new = max_model_len - r->n_prompt;
@@ -78,10 +87,12 @@ seq *seq_create(const engine_request *r, int index, seq *parent, int max_model_l
         s->stop_ids[s->n_stop_ids++] = 200012;
         for (int i = 0; i < cfg->n_eos; i++) s->stop_ids[s->n_stop_ids++] = cfg->eos[i];
     }
-    for (int i = 0; i < r->n_stop_token_ids; i++) s->stop_ids[s->n_stop_ids++] = r->stop_token_ids[i];
+    for (int i = 0; i < r->n_stop_token_ids; i++)
+        s->stop_ids[s->n_stop_ids++] = r->stop_token_ids[i];
     if (r->n_stop_strings > 0) {
         s->stop_strings = xmalloc((size_t)r->n_stop_strings * sizeof *s->stop_strings);
-        for (int i = 0; i < r->n_stop_strings; i++) s->stop_strings[i] = xstrdup(r->stop_strings[i]);
+        for (int i = 0; i < r->n_stop_strings; i++)
+            s->stop_strings[i] = xstrdup(r->stop_strings[i]);
         s->n_stop_strings = r->n_stop_strings;
     }
     s->stop_token = -1;
@@ -115,7 +126,8 @@ void seq_store_token(seq *s, int32_t tok, const seq_result *r) {
     int k = s->params.logprobs;
     if (k > 0) {
         s->top_ids = xrealloc(s->top_ids, (size_t)s->n_output * k * sizeof *s->top_ids);
-        s->top_logprobs = xrealloc(s->top_logprobs, (size_t)s->n_output * k * sizeof *s->top_logprobs);
+        s->top_logprobs =
+            xrealloc(s->top_logprobs, (size_t)s->n_output * k * sizeof *s->top_logprobs);
         for (int j = 0; j < k; j++) {
             s->top_ids[(size_t)i * k + j] = j < r->n_top ? r->top_ids[j] : -1;
             s->top_logprobs[(size_t)i * k + j] = j < r->n_top ? r->top_logprobs[j] : 0;
@@ -128,12 +140,14 @@ void seq_record_prompt_rows(seq *s, int64_t start_pos, const seq_result *r) {
     if (k <= 0 || !r->prompt_top_ids || r->prompt_k != k) return;
     if (!s->prompt_top_ids && s->prompt_len > 1) {
         s->prompt_top_ids = xcalloc((size_t)(s->prompt_len - 1) * k, sizeof *s->prompt_top_ids);
-        s->prompt_top_logprobs = xcalloc((size_t)(s->prompt_len - 1) * k, sizeof *s->prompt_top_logprobs);
+        s->prompt_top_logprobs =
+            xcalloc((size_t)(s->prompt_len - 1) * k, sizeof *s->prompt_top_logprobs);
     }
     for (int j = 0; j < r->n_prompt_rows; j++) {
         int64_t q = start_pos + j + 1; /* the prompt position this row predicts */
         if (q < 1 || q >= s->prompt_len) continue;
-        memcpy(s->prompt_top_ids + (size_t)(q - 1) * k, r->prompt_top_ids + (size_t)j * k, (size_t)k * sizeof(int32_t));
+        memcpy(s->prompt_top_ids + (size_t)(q - 1) * k, r->prompt_top_ids + (size_t)j * k,
+               (size_t)k * sizeof(int32_t));
         memcpy(s->prompt_top_logprobs + (size_t)(q - 1) * k, r->prompt_top_logprobs + (size_t)j * k,
                (size_t)k * sizeof(float));
         if (q > s->prompt_rows_done) s->prompt_rows_done = q;

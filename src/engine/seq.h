@@ -21,7 +21,7 @@ typedef enum { SEQ_WAITING, SEQ_RUNNING, SEQ_FINISHED } seq_status;
 typedef struct seq seq;
 struct seq {
     uint64_t request_id;
-    int index; /* of the request's n */
+    int index;   /* of the request's n */
     seq *parent; /* index > 0: admitted once the parent's prompt is cached, to share its blocks */
     seq_status status;
     int priority;
@@ -31,15 +31,15 @@ struct seq {
     int32_t *tokens;
     int64_t n_known, cap;
     int64_t prompt_len;
-    int n_pending;          /* sampled by a launched step, not yet known here (0 or 1) */
-    int64_t num_scheduled;  /* KV positions computed or being computed by launched steps */
-    int64_t num_computed;   /* KV positions whose step has completed */
-    int n_output;           /* generated tokens known here */
-    int inflight;           /* launched steps containing this sequence, not yet processed */
-    int slot;               /* backend slot, -1 when none */
-    bool slot_fresh;        /* first step since the slot was taken */
+    int n_pending;         /* sampled by a launched step, not yet known here (0 or 1) */
+    int64_t num_scheduled; /* KV positions computed or being computed by launched steps */
+    int64_t num_computed;  /* KV positions whose step has completed */
+    int n_output;          /* generated tokens known here */
+    int inflight;          /* launched steps containing this sequence, not yet processed */
+    int slot;              /* backend slot, -1 when none */
+    bool slot_fresh;       /* first step since the slot was taken */
     bm_seq kv;
-    int64_t cached_tokens;  /* prompt tokens found in the prefix cache at first admission */
+    int64_t cached_tokens; /* prompt tokens found in the prefix cache at first admission */
     bool admitted_once;
 
     sampling_params params;
@@ -54,17 +54,17 @@ struct seq {
     void *user;
 
     /* output streaming */
-    int emitted;            /* generated tokens already sent to the callback */
-    float *logprobs;        /* per generated token */
-    int32_t *top_ids;       /* [n_output * params.logprobs] */
+    int emitted;      /* generated tokens already sent to the callback */
+    float *logprobs;  /* per generated token */
+    int32_t *top_ids; /* [n_output * params.logprobs] */
     float *top_logprobs;
     int32_t *prompt_top_ids; /* [(prompt_len - 1) * prompt_logprobs], filled as chunks complete */
     float *prompt_top_logprobs;
     int64_t prompt_rows_done; /* prompt positions 1..prompt_rows_done have rows */
     bool prompt_rows_sent;
-    char *tail;             /* the last bytes of generated text, for stop strings across tokens */
+    char *tail; /* the last bytes of generated text, for stop strings across tokens */
     size_t tail_len;
-    size_t text_len;        /* bytes of generated text so far */
+    size_t text_len; /* bytes of generated text so far */
     const char *finish_reason;
     int32_t stop_token;
     int stop_string;
@@ -88,7 +88,8 @@ void seq_list_insert_ordered(seq_list *l, seq *s);
 
 /* The index-th sample of a validated request, with copies of everything it points to. max_model_len
  * caps the generated tokens; cfg gives the model's eos tokens (stop tokens unless ignore_eos). */
-seq *seq_create(const engine_request *r, int index, seq *parent, int max_model_len, const model_config *cfg);
+seq *seq_create(const engine_request *r, int index, seq *parent, int max_model_len,
+                const model_config *cfg);
 void seq_destroy(seq *s);
 
 /* Stores a generated token with its logprob and top-logprob row; the stop checks are output.c's. */

@@ -21,20 +21,20 @@ typedef struct {
     int n_heads;         /* num_attention_heads */
     int n_kv_heads;      /* num_key_value_heads */
     int head_dim;
-    int vocab;           /* vocab_size */
-    int sliding_window;  /* keys visible on sliding layers, the current one included */
+    int vocab;          /* vocab_size */
+    int sliding_window; /* keys visible on sliding layers, the current one included */
     bool layer_sliding[CONFIG_MAX_LAYERS];
     double rope_theta;
-    double rope_factor;       /* yarn factor (32) */
-    double rope_beta_fast;    /* 32: gives the low end of the ramp */
-    double rope_beta_slow;    /* 1: gives the high end */
-    int rope_original_max;    /* original_max_position_embeddings (4096) */
-    bool rope_truncate;       /* round low/high to integers (false for gpt-oss) */
-    int max_position;         /* max_position_embeddings */
+    double rope_factor;    /* yarn factor (32) */
+    double rope_beta_fast; /* 32: gives the low end of the ramp */
+    double rope_beta_slow; /* 1: gives the high end */
+    int rope_original_max; /* original_max_position_embeddings (4096) */
+    bool rope_truncate;    /* round low/high to integers (false for gpt-oss) */
+    int max_position;      /* max_position_embeddings */
     double rms_norm_eps;
     double swiglu_limit;
     double swiglu_alpha;
-    bool mxfp4;               /* experts stored as MXFP4 blocks and scales */
+    bool mxfp4; /* experts stored as MXFP4 blocks and scales */
     int n_eos;
     int32_t eos[CONFIG_MAX_EOS];
     int32_t pad_token;

@@ -16,7 +16,7 @@ typedef struct {
     int half;                      /* head_dim / 2 */
     float inv_freq[ROPE_MAX_HALF]; /* float32, as the reference computes it */
     float concentration;
-    double low, high;              /* correction range (for tests) */
+    double low, high; /* correction range (for tests) */
 } rope_table;
 
 void rope_init(rope_table *r, const model_config *c);

@@ -16,7 +16,8 @@ void st_writer_init(st_writer *w) {
     w->fd = -1;
 }
 
-int st_writer_add(st_writer *w, const char *name, enum st_dtype dtype, int ndim, const int64_t *shape) {
+int st_writer_add(st_writer *w, const char *name, enum st_dtype dtype, int ndim,
+                  const int64_t *shape) {
     if (w->n == w->cap) {
         w->cap = w->cap ? 2 * w->cap : 64;
         w->entries = xrealloc(w->entries, (size_t)w->cap * sizeof *w->entries);
@@ -33,7 +34,9 @@ int st_writer_add(st_writer *w, const char *name, enum st_dtype dtype, int ndim,
     return w->n++;
 }
 
-uint64_t st_writer_data_bytes(const st_writer *w) { return w->n ? w->entries[w->n - 1].end : 0; }
+uint64_t st_writer_data_bytes(const st_writer *w) {
+    return w->n ? w->entries[w->n - 1].end : 0;
+}
 
 static char *header_json(const st_writer *w) {
     json_t *root = json_object();
@@ -59,7 +62,8 @@ static char *header_json(const st_writer *w) {
 int st_writer_open(st_writer *w, const char *path) {
     char *hdr = header_json(w);
     size_t hlen = strlen(hdr);
-    size_t padded = (hlen + 7) & ~(size_t)7; /* the data buffer starts 8-byte aligned, as torch writes it */
+    size_t padded =
+        (hlen + 7) & ~(size_t)7; /* the data buffer starts 8-byte aligned, as torch writes it */
     w->data_start = 8 + padded;
     w->map_len = w->data_start + st_writer_data_bytes(w);
     w->path = xstrdup(path);
@@ -86,13 +90,17 @@ int st_writer_open(st_writer *w, const char *path) {
     return 0;
 }
 
-void *st_writer_tensor(st_writer *w, int index) { return w->map + w->data_start + w->entries[index].begin; }
+void *st_writer_tensor(st_writer *w, int index) {
+    return w->map + w->data_start + w->entries[index].begin;
+}
 
 int st_writer_close(st_writer *w) {
     int rc = 0;
-    if (w->map && munmap(w->map, w->map_len) != 0) rc = err_set("%s: unmap failed: %s", w->path, strerror(errno));
+    if (w->map && munmap(w->map, w->map_len) != 0)
+        rc = err_set("%s: unmap failed: %s", w->path, strerror(errno));
     w->map = NULL;
-    if (w->fd >= 0 && close(w->fd) != 0 && rc == 0) rc = err_set("%s: close failed: %s", w->path, strerror(errno));
+    if (w->fd >= 0 && close(w->fd) != 0 && rc == 0)
+        rc = err_set("%s: close failed: %s", w->path, strerror(errno));
     w->fd = -1;
     return rc;
 }

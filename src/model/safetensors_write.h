@@ -31,7 +31,8 @@ typedef struct {
 
 void st_writer_init(st_writer *w);
 /* Declares a tensor; returns its index. */
-int st_writer_add(st_writer *w, const char *name, enum st_dtype dtype, int ndim, const int64_t *shape);
+int st_writer_add(st_writer *w, const char *name, enum st_dtype dtype, int ndim,
+                  const int64_t *shape);
 /* Total bytes of the declared tensors' data. */
 uint64_t st_writer_data_bytes(const st_writer *w);
 int st_writer_open(st_writer *w, const char *path);

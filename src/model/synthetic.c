@@ -29,10 +29,14 @@ void config_preset_tiny(model_config *c) {
 }
 
 int config_preset(const char *name, model_config *c) {
-    if (!strcmp(name, "tiny")) config_preset_tiny(c);
-    else if (!strcmp(name, "20b")) config_preset_20b(c);
-    else if (!strcmp(name, "120b")) config_preset_120b(c);
-    else return err_set("unknown preset '%s' (expected tiny, 20b or 120b)", name);
+    if (!strcmp(name, "tiny"))
+        config_preset_tiny(c);
+    else if (!strcmp(name, "20b"))
+        config_preset_20b(c);
+    else if (!strcmp(name, "120b"))
+        config_preset_120b(c);
+    else
+        return err_set("unknown preset '%s' (expected tiny, 20b or 120b)", name);
     return 0;
 }
 
@@ -40,35 +44,50 @@ int config_preset(const char *name, model_config *c) {
 synthetic_draw synthetic_draw_for(const model_config *c, enum tensor_kind k) {
     double H = c->hidden, Q = (double)c->n_heads * c->head_dim, I = c->intermediate;
     switch (k) {
-    case TK_EMBED: return (synthetic_draw){0, 1.0};
+    case TK_EMBED:
+        return (synthetic_draw){0, 1.0};
     case TK_ATTN_NORM:
     case TK_MLP_NORM:
-    case TK_FINAL_NORM: return (synthetic_draw){1.0, 0.1};
+    case TK_FINAL_NORM:
+        return (synthetic_draw){1.0, 0.1};
     case TK_Q_W:
     case TK_K_W:
-    case TK_V_W: return (synthetic_draw){0, 1.0 / sqrt(H)};
+    case TK_V_W:
+        return (synthetic_draw){0, 1.0 / sqrt(H)};
     case TK_Q_B:
     case TK_K_B:
-    case TK_V_B: return (synthetic_draw){0, 0.1};
-    case TK_O_W: return (synthetic_draw){0, 0.5 / sqrt(Q)};
-    case TK_O_B: return (synthetic_draw){0, 0.02};
-    case TK_SINKS: return (synthetic_draw){0.5, 1.0};
-    case TK_ROUTER_W: return (synthetic_draw){0, 2.0 / sqrt(H)};
-    case TK_ROUTER_B: return (synthetic_draw){0, 0.1};
-    case TK_GATE_UP_BLOCKS: return (synthetic_draw){0, 1.0 / sqrt(H)};
-    case TK_DOWN_BLOCKS: return (synthetic_draw){0, 0.5 / sqrt(I)};
-    case TK_GATE_UP_BIAS: return (synthetic_draw){0, 0.05};
-    case TK_DOWN_BIAS: return (synthetic_draw){0, 0.02};
-    case TK_LM_HEAD: return (synthetic_draw){0, 3.0 / sqrt(H)};
-    default: return (synthetic_draw){0, 0};
+    case TK_V_B:
+        return (synthetic_draw){0, 0.1};
+    case TK_O_W:
+        return (synthetic_draw){0, 0.5 / sqrt(Q)};
+    case TK_O_B:
+        return (synthetic_draw){0, 0.02};
+    case TK_SINKS:
+        return (synthetic_draw){0.5, 1.0};
+    case TK_ROUTER_W:
+        return (synthetic_draw){0, 2.0 / sqrt(H)};
+    case TK_ROUTER_B:
+        return (synthetic_draw){0, 0.1};
+    case TK_GATE_UP_BLOCKS:
+        return (synthetic_draw){0, 1.0 / sqrt(H)};
+    case TK_DOWN_BLOCKS:
+        return (synthetic_draw){0, 0.5 / sqrt(I)};
+    case TK_GATE_UP_BIAS:
+        return (synthetic_draw){0, 0.05};
+    case TK_DOWN_BIAS:
+        return (synthetic_draw){0, 0.02};
+    case TK_LM_HEAD:
+        return (synthetic_draw){0, 3.0 / sqrt(H)};
+    default:
+        return (synthetic_draw){0, 0};
     }
 }
 
 /* Approximately standard normal from 64 random bits: the sum of four 16-bit uniforms (Irwin-Hall),
  * centred and scaled to unit variance. Cheap enough to write 20 GB at disk speed. */
 static inline float approx_normal(uint64_t bits) {
-    uint32_t s = (uint32_t)(bits & 0xffff) + (uint32_t)((bits >> 16) & 0xffff) + (uint32_t)((bits >> 32) & 0xffff) +
-                 (uint32_t)(bits >> 48);
+    uint32_t s = (uint32_t)(bits & 0xffff) + (uint32_t)((bits >> 16) & 0xffff) +
+                 (uint32_t)((bits >> 32) & 0xffff) + (uint32_t)(bits >> 48);
     return ((float)s * (1.0f / 65536.0f) - 2.0f) * 1.7320508f;
 }
 
@@ -120,19 +139,30 @@ static uint64_t elements(const tensor_spec *s) {
     return n;
 }
 
-static void fill_tensor(const model_config *c, const tensor_spec *s, int index, uint64_t seed, void *out) {
+static void fill_tensor(const model_config *c, const tensor_spec *s, int index, uint64_t seed,
+                        void *out) {
     uint64_t key = splitmix64(seed * 0x100000001b3ull + (uint64_t)index);
     uint64_t n = elements(s);
     switch (s->kind) {
     case TK_GATE_UP_BLOCKS:
-    case TK_DOWN_BLOCKS: fill_blocks(out, n, key); break;
-    case TK_GATE_UP_SCALES: fill_scales(out, n, key, synthetic_draw_for(c, TK_GATE_UP_BLOCKS).std); break;
-    case TK_DOWN_SCALES: fill_scales(out, n, key, synthetic_draw_for(c, TK_DOWN_BLOCKS).std); break;
-    default: fill_dense(out, n, key, synthetic_draw_for(c, s->kind)); break;
+    case TK_DOWN_BLOCKS:
+        fill_blocks(out, n, key);
+        break;
+    case TK_GATE_UP_SCALES:
+        fill_scales(out, n, key, synthetic_draw_for(c, TK_GATE_UP_BLOCKS).std);
+        break;
+    case TK_DOWN_SCALES:
+        fill_scales(out, n, key, synthetic_draw_for(c, TK_DOWN_BLOCKS).std);
+        break;
+    default:
+        fill_dense(out, n, key, synthetic_draw_for(c, s->kind));
+        break;
     }
 }
 
-static char *shard_name(int i, int n) { return xasprintf("model-%05d-of-%05d.safetensors", i, n - 1); }
+static char *shard_name(int i, int n) {
+    return xasprintf("model-%05d-of-%05d.safetensors", i, n - 1);
+}
 
 static int write_text(const char *dir, const char *name, const char *text) {
     char *p = path_join(dir, name);
@@ -160,8 +190,11 @@ static void copy_tokenizer(const model_config *c, const char *out_dir) {
         char *tokdir = path_join(cache, "tokenizer");
         char *from = path_join(tokdir, names[i]);
         char *to = path_join(out_dir, names[i]);
-        if (!file_exists(from)) log_warn("%s not found (run scripts/setup.sh): the checkpoint has no %s", from, names[i]);
-        else if (copy_file(from, to) != 0) log_warn("copying the tokenizer: %s", err_msg());
+        if (!file_exists(from))
+            log_warn("%s not found (run scripts/setup.sh): the checkpoint has no %s", from,
+                     names[i]);
+        else if (copy_file(from, to) != 0)
+            log_warn("copying the tokenizer: %s", err_msg());
         free(tokdir), free(from), free(to);
     }
     free(cache);
@@ -172,7 +205,8 @@ static int write_index(const st_writer *shards, int n_shards, const char *out_di
     uint64_t total = 0;
     for (int s = 0; s < n_shards; s++) {
         char *name = shard_name(s, n_shards);
-        for (int i = 0; i < shards[s].n; i++) json_object_set_new(map, shards[s].entries[i].name, json_string(name));
+        for (int i = 0; i < shards[s].n; i++)
+            json_object_set_new(map, shards[s].entries[i].name, json_string(name));
         total += st_writer_data_bytes(&shards[s]);
         free(name);
     }
@@ -202,14 +236,18 @@ int synthetic_write(const model_config *c, const char *out_dir, uint64_t seed, i
     /* Tensors go to shards in checkpoint order, a new shard starting once the running total passes the
      * next equal share, as the release's converter packs them. */
     st_writer *shards = xcalloc((size_t)n_shards, sizeof *shards);
-    int *shard_of = xmalloc((size_t)n * sizeof *shard_of), *index_in = xmalloc((size_t)n * sizeof *index_in);
+    int *shard_of = xmalloc((size_t)n * sizeof *shard_of),
+        *index_in = xmalloc((size_t)n * sizeof *index_in);
     for (int s = 0; s < n_shards; s++) st_writer_init(&shards[s]);
     uint64_t running = 0;
     int cur = 0;
     for (int i = 0; i < n; i++) {
-        if (cur < n_shards - 1 && running >= total / (uint64_t)n_shards * (uint64_t)(cur + 1) && shards[cur].n > 0) cur++;
+        if (cur < n_shards - 1 && running >= total / (uint64_t)n_shards * (uint64_t)(cur + 1) &&
+            shards[cur].n > 0)
+            cur++;
         shard_of[i] = cur;
-        index_in[i] = st_writer_add(&shards[cur], specs[i].name, specs[i].dtype, specs[i].ndim, specs[i].shape);
+        index_in[i] = st_writer_add(&shards[cur], specs[i].name, specs[i].dtype, specs[i].ndim,
+                                    specs[i].shape);
         running += elements(&specs[i]) * st_dtype_size(specs[i].dtype);
     }
     int rc = 0;
@@ -230,8 +268,10 @@ int synthetic_write(const model_config *c, const char *out_dir, uint64_t seed, i
     }
     if (rc == 0)
         rc = write_text(out_dir, "generation_config.json",
-                        "{\n  \"bos_token_id\": 199998,\n  \"do_sample\": true,\n  \"eos_token_id\": [\n    200002,\n"
-                        "    199999,\n    200012\n  ],\n  \"pad_token_id\": 199999,\n  \"transformers_version\": "
+                        "{\n  \"bos_token_id\": 199998,\n  \"do_sample\": true,\n  "
+                        "\"eos_token_id\": [\n    200002,\n"
+                        "    199999,\n    200012\n  ],\n  \"pad_token_id\": 199999,\n  "
+                        "\"transformers_version\": "
                         "\"4.55.0.dev0\"\n}\n");
     if (rc == 0) copy_tokenizer(c, out_dir);
     for (int s = 0; s < n_shards; s++) st_writer_free(&shards[s]);

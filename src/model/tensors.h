@@ -9,12 +9,29 @@
 
 enum tensor_kind {
     /* global */
-    TK_EMBED, TK_FINAL_NORM, TK_LM_HEAD,
+    TK_EMBED,
+    TK_FINAL_NORM,
+    TK_LM_HEAD,
     /* per layer */
-    TK_ATTN_NORM, TK_Q_W, TK_Q_B, TK_K_W, TK_K_B, TK_V_W, TK_V_B, TK_O_W, TK_O_B, TK_SINKS,
-    TK_MLP_NORM, TK_ROUTER_W, TK_ROUTER_B,
-    TK_GATE_UP_BLOCKS, TK_GATE_UP_SCALES, TK_GATE_UP_BIAS,
-    TK_DOWN_BLOCKS, TK_DOWN_SCALES, TK_DOWN_BIAS,
+    TK_ATTN_NORM,
+    TK_Q_W,
+    TK_Q_B,
+    TK_K_W,
+    TK_K_B,
+    TK_V_W,
+    TK_V_B,
+    TK_O_W,
+    TK_O_B,
+    TK_SINKS,
+    TK_MLP_NORM,
+    TK_ROUTER_W,
+    TK_ROUTER_B,
+    TK_GATE_UP_BLOCKS,
+    TK_GATE_UP_SCALES,
+    TK_GATE_UP_BIAS,
+    TK_DOWN_BLOCKS,
+    TK_DOWN_SCALES,
+    TK_DOWN_BIAS,
     TK_COUNT
 };
 enum { TK_FIRST_LAYER_KIND = TK_ATTN_NORM, TK_LAYER_KINDS = TK_COUNT - TK_ATTN_NORM };
@@ -22,8 +39,8 @@ enum { TK_FIRST_LAYER_KIND = TK_ATTN_NORM, TK_LAYER_KINDS = TK_COUNT - TK_ATTN_N
 typedef struct {
     char name[96];
     enum tensor_kind kind;
-    int layer;               /* -1 for global tensors */
-    enum st_dtype dtype;     /* the release's dtype */
+    int layer;           /* -1 for global tensors */
+    enum st_dtype dtype; /* the release's dtype */
     int ndim;
     int64_t shape[4];
 } tensor_spec;

@@ -18,7 +18,8 @@ typedef struct {
 } dense_ref;
 
 static inline float dense_at(dense_ref r, size_t i) {
-    return r.dtype == ST_F32 ? ((const float *)r.data)[i] : bf16_to_f32(((const uint16_t *)r.data)[i]);
+    return r.dtype == ST_F32 ? ((const float *)r.data)[i]
+                             : bf16_to_f32(((const uint16_t *)r.data)[i]);
 }
 /* out[j] = r[offset + j] for j < n, as float32. */
 void dense_read(dense_ref r, size_t offset, size_t n, float *out);

@@ -70,7 +70,8 @@ int server_run(const server_options *o) {
     atomic_store(&s->state, SRV_LOADING);
     atomic_store(&s->next_id, 1);
     s->id_salt = ((uint64_t)time(NULL) << 20) ^ (uint64_t)getpid() ^ (uint64_t)(uintptr_t)s;
-    log_info("gptoss serve %s: model %s, served as '%s'", GPTOSS_VERSION, o->rt.model, s->model_name);
+    log_info("gptoss serve %s: model %s, served as '%s'", GPTOSS_VERSION, o->rt.model,
+             s->model_name);
 
     /* Signals go to the main thread only: block them before any thread starts (threads inherit the
      * mask) and collect them with sigwait. Writes to closed sockets must not kill the process. */

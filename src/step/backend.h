@@ -29,7 +29,8 @@ typedef struct {
     /* CUDA: decode steps up to this batch replay graphs (0 = BACKEND_CUDAGRAPH_CAPTURE_DEFAULT,
      * < 0 = off); --max-cudagraph-capture-size. */
     int max_cudagraph_capture_size;
-    bool enforce_eager; /* CUDA: no graphs at all, every step launched kernel by kernel (--enforce-eager) */
+    bool
+        enforce_eager; /* CUDA: no graphs at all, every step launched kernel by kernel (--enforce-eager) */
 } backend_options;
 
 /* The largest decode batch the CUDA backend captures in a graph unless told otherwise. */

@@ -41,14 +41,15 @@ typedef struct {
     /* per sequence [n_seqs] */
     /* Prompt logprobs are computed for a sequence's step when params[i].prompt_logprobs > 0 and the
      * step's tokens are still prompt tokens (start_pos < prompt_len). */
-    int32_t *slot;        /* the sequence's persistent slot in the backend (its sampled-token state) */
+    int32_t *slot; /* the sequence's persistent slot in the backend (its sampled-token state) */
     int32_t *query_start; /* [n_seqs + 1] */
-    int32_t *start_pos;   /* position of the sequence's first new token (= tokens already in the KV) */
-    int32_t *swa_first;   /* first logical block present in the sliding table */
-    bool *sample;         /* sample a token after this step */
-    bool *reset_slot;     /* the slot starts a new sequence: forget its penalty history */
+    int32_t
+        *start_pos; /* position of the sequence's first new token (= tokens already in the KV) */
+    int32_t *swa_first; /* first logical block present in the sliding table */
+    bool *sample;       /* sample a token after this step */
+    bool *reset_slot;   /* the slot starts a new sequence: forget its penalty history */
     sampling_params *params;
-    int32_t *output_len;  /* tokens generated so far (the sampling position for the seed) */
+    int32_t *output_len;     /* tokens generated so far (the sampling position for the seed) */
     const int32_t **history; /* prompt + generated tokens known to the engine, for the penalties;
                                 NULL (length 0) when the sequence uses none. The backend appends the
                                 slot's last sampled token when the step's last token is
@@ -66,9 +67,9 @@ typedef struct {
 /* What one sequence's step produced (for sequences with sample set, in batch order). */
 typedef struct {
     int32_t token;
-    float logprob;          /* of the sampled token */
-    int32_t n_top;          /* = params.logprobs */
-    int32_t *top_ids;       /* [n_top], owned by the result */
+    float logprob;    /* of the sampled token */
+    int32_t n_top;    /* = params.logprobs */
+    int32_t *top_ids; /* [n_top], owned by the result */
     float *top_logprobs;
     /* prompt logprobs (params.prompt_logprobs > 0): for each new token j of this step, the top-K of
      * the next-token distribution after it, i.e. of position start_pos + j + 1; the engine keeps the

@@ -30,8 +30,8 @@ typedef struct {
     float repetition_penalty; /* 1 = off */
     uint64_t seed;            /* used when has_seed; otherwise the engine draws one per request */
     bool has_seed;
-    int32_t logprobs;        /* top logprobs per generated token; 0 = none */
-    int32_t prompt_logprobs; /* top logprobs per prompt position; 0 = none */
+    int32_t logprobs;                   /* top logprobs per generated token; 0 = none */
+    int32_t prompt_logprobs;            /* top logprobs per prompt position; 0 = none */
     const logit_bias_entry *logit_bias; /* owned by the request */
     int32_t n_logit_bias;
 } sampling_params;

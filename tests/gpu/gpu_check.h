@@ -33,15 +33,21 @@ static inline int gpu_test_flag(int argc, char **argv, const char *flag) {
     return 0;
 }
 
-static inline float bf16_round(float x) { return bf16_to_f32(f32_to_bf16(x)); }
-static inline float rng_unif(rng_t *r, float lo, float hi) { return lo + (hi - lo) * rng_uniform01(rng_next(r)); }
+static inline float bf16_round(float x) {
+    return bf16_to_f32(f32_to_bf16(x));
+}
+static inline float rng_unif(rng_t *r, float lo, float hi) {
+    return lo + (hi - lo) * rng_uniform01(rng_next(r));
+}
 /* Standard normal (Box-Muller). */
 static inline float rng_normal(rng_t *r) {
     double u1 = rng_uniform01d(rng_next(r)), u2 = rng_uniform01d(rng_next(r));
     if (u1 < 1e-300) u1 = 1e-300;
     return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
 }
-static inline int rng_below(rng_t *r, int n) { return (int)(rng_next(r) % (uint64_t)n); }
+static inline int rng_below(rng_t *r, int n) {
+    return (int)(rng_next(r) % (uint64_t)n);
+}
 static inline void rng_shuffle(rng_t *r, int32_t *a, int n) {
     for (int i = n - 1; i > 0; i--) {
         int j = rng_below(r, i + 1);
@@ -51,8 +57,12 @@ static inline void rng_shuffle(rng_t *r, int32_t *a, int n) {
 }
 
 /* All-ones bytes: a NaN in bf16 (0xFFFF) and in fp32 (0xFFFFFFFF). */
-static inline void gpu_poison(void *p, size_t bytes) { CUDA_CHECK(cudaMemset(p, 0xFF, bytes)); }
-static inline int bf16_is_poison(uint16_t h) { return h == 0xFFFF; }
+static inline void gpu_poison(void *p, size_t bytes) {
+    CUDA_CHECK(cudaMemset(p, 0xFF, bytes));
+}
+static inline int bf16_is_poison(uint16_t h) {
+    return h == 0xFFFF;
+}
 
 /* ||out - ref|| / ||ref|| over n values; +inf when out holds a NaN or an infinity. */
 typedef struct {
@@ -85,7 +95,8 @@ static inline void *gpu_upload(const void *host, size_t bytes) {
 
 /* Device fill with bf16 values uniform in [-scale, scale) (for benchmarks: never time zeros). */
 static __global__ void gpu_fill_bf16_kernel(uint16_t *p, size_t n, uint64_t seed, float scale) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
         const uint64_t h = splitmix64(seed ^ splitmix64(i));
         const float u = rng_uniform01(h);
         p[i] = (uint16_t)(__float_as_uint((2.f * u - 1.f) * scale) >> 16);
@@ -97,7 +108,8 @@ static inline void gpu_fill_bf16(uint16_t *p, size_t n, uint64_t seed, float sca
 }
 /* The same values in fp32. */
 static __global__ void gpu_fill_f32_kernel(float *p, size_t n, uint64_t seed, float scale) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
         p[i] = (2.f * rng_uniform01(splitmix64(seed ^ splitmix64(i))) - 1.f) * scale;
 }
 static inline void gpu_fill_f32(float *p, size_t n, uint64_t seed, float scale) {
@@ -140,7 +152,7 @@ static inline float gpu_time_graph_us(cudaGraphExec_t exec, cudaStream_t st, int
 }
 
 /* Ceilings measured on this workplace's H200 (KINDS.md): copy bandwidth and dense bf16 matrix rate. */
-#define H200_GBPS 4200.0
+#define H200_GBPS   4200.0
 #define H200_TFLOPS 790.0
 
 #endif

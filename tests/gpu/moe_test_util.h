@@ -40,10 +40,13 @@ static inline uint64_t tu_seed_from_env(void) {
 static inline void tu_init(const char *name) {
     const uint64_t seed = tu_seed_from_env();
     rng_seed(&tu_rng, seed);
-    fprintf(stderr, "%s: seed %llu (set GPTOSS_TEST_SEED to replay)\n", name, (unsigned long long)seed);
+    fprintf(stderr, "%s: seed %llu (set GPTOSS_TEST_SEED to replay)\n", name,
+            (unsigned long long)seed);
 }
 
-static inline float tu_uniform(float lo, float hi) { return lo + (hi - lo) * rng_uniform01(rng_next(&tu_rng)); }
+static inline float tu_uniform(float lo, float hi) {
+    return lo + (hi - lo) * rng_uniform01(rng_next(&tu_rng));
+}
 
 /* Fills n bf16 values uniform in [lo, hi); also returns their exact float values when f != NULL. */
 static inline void tu_fill_bf16(uint16_t *b, float *f, size_t n, float lo, float hi) {
@@ -86,22 +89,21 @@ static inline size_t tu_count_nonfinite_bf16(const uint16_t *a, size_t n) {
 }
 
 /* NaN poison: all-ones bytes are NaN in both bf16 and fp32. */
-static inline void tu_poison(void *d, size_t bytes, cudaStream_t s) { CUDA_CHECK(cudaMemsetAsync(d, 0xff, bytes, s)); }
+static inline void tu_poison(void *d, size_t bytes, cudaStream_t s) {
+    CUDA_CHECK(cudaMemsetAsync(d, 0xff, bytes, s));
+}
 
-template <typename T>
-static inline T *tu_dev_alloc(size_t n) {
+template <typename T> static inline T *tu_dev_alloc(size_t n) {
     T *p = NULL;
     CUDA_CHECK(cudaMalloc((void **)&p, n * sizeof(T) > 0 ? n * sizeof(T) : 1));
     return p;
 }
-template <typename T>
-static inline T *tu_dev_upload(const T *h, size_t n) {
+template <typename T> static inline T *tu_dev_upload(const T *h, size_t n) {
     T *p = tu_dev_alloc<T>(n);
     CUDA_CHECK(cudaMemcpy(p, h, n * sizeof(T), cudaMemcpyHostToDevice));
     return p;
 }
-template <typename T>
-static inline void tu_download(T *h, const T *d, size_t n) {
+template <typename T> static inline void tu_download(T *h, const T *d, size_t n) {
     CUDA_CHECK(cudaMemcpy(h, d, n * sizeof(T), cudaMemcpyDeviceToHost));
 }
 
@@ -154,10 +156,11 @@ static inline void tu_bench_row(const char *name, double us, double bytes, doubl
     const double gbps = bytes / (us * 1e-6) / 1e9;
     if (flops > 0) {
         const double tf = flops / (us * 1e-6) / 1e12;
-        printf("| %s | %.1f | %.2f | %.0f | %.0f%% | %.1f | %.1f%% |\n", name, us, bytes / 1e6, gbps,
-               100.0 * gbps / TU_PEAK_GBPS, tf, 100.0 * tf / TU_PEAK_TFLOPS);
+        printf("| %s | %.1f | %.2f | %.0f | %.0f%% | %.1f | %.1f%% |\n", name, us, bytes / 1e6,
+               gbps, 100.0 * gbps / TU_PEAK_GBPS, tf, 100.0 * tf / TU_PEAK_TFLOPS);
     } else {
-        printf("| %s | %.1f | %.2f | %.0f | %.0f%% | | |\n", name, us, bytes / 1e6, gbps, 100.0 * gbps / TU_PEAK_GBPS);
+        printf("| %s | %.1f | %.2f | %.0f | %.0f%% | | |\n", name, us, bytes / 1e6, gbps,
+               100.0 * gbps / TU_PEAK_GBPS);
     }
     fflush(stdout);
 }

@@ -56,7 +56,8 @@ static void build_case(attn_case *c, int bs, int window, const seq_spec *sp, int
     for (int i = 0; i < ns; i++) {
         c->query_start[i + 1] = c->query_start[i] + sp[i].n_new;
         c->start_pos[i] = sp[i].ctx - sp[i].n_new;
-        c->kfirst[i] = window > 0 && c->start_pos[i] - window + 1 > 0 ? c->start_pos[i] - window + 1 : 0;
+        c->kfirst[i] =
+            window > 0 && c->start_pos[i] - window + 1 > 0 ? c->start_pos[i] - window + 1 : 0;
         const int lb0 = c->kfirst[i] / bs, lb1 = (sp[i].ctx - 1) / bs;
         const int extra = rng_below(rng, 2); /* an older sliding block not given back yet */
         c->first[i] = window > 0 ? (lb0 - extra > 0 ? lb0 - extra : 0) : 0;
@@ -74,12 +75,14 @@ static void build_case(attn_case *c, int bs, int window, const seq_spec *sp, int
     int next = 0;
     for (int i = 0; i < ns; i++) {
         const int lb1 = (sp[i].ctx - 1) / bs;
-        for (int lb = c->first[i]; lb <= lb1; lb++) c->tables[i * c->stride + lb - c->first[i]] = perm[next++];
+        for (int lb = c->first[i]; lb <= lb1; lb++)
+            c->tables[i * c->stride + lb - c->first[i]] = perm[next++];
     }
 
     /* K, V per sequence; the pool gets the readable positions, NaN everywhere else. */
     c->cache_elems = (size_t)num_blocks * NKV * bs * HDIM;
-    uint16_t *kc = (uint16_t *)malloc(c->cache_elems * 2), *vc = (uint16_t *)malloc(c->cache_elems * 2);
+    uint16_t *kc = (uint16_t *)malloc(c->cache_elems * 2),
+             *vc = (uint16_t *)malloc(c->cache_elems * 2);
     memset(kc, 0xFF, c->cache_elems * 2);
     memset(vc, 0xFF, c->cache_elems * 2);
     c->K = (float **)malloc(ns * sizeof(float *));
@@ -92,7 +95,8 @@ static void build_case(attn_case *c, int bs, int window, const seq_spec *sp, int
             for (int j = 0; j < NKV; j++) {
                 const size_t off = (((size_t)blk * NKV + j) * bs + p % bs) * HDIM;
                 for (int e = 0; e < HDIM; e++) {
-                    const uint16_t kb = f32_to_bf16(2.0f * rng_normal(rng)), vb = f32_to_bf16(rng_unif(rng, -1.f, 1.f));
+                    const uint16_t kb = f32_to_bf16(2.0f * rng_normal(rng)),
+                                   vb = f32_to_bf16(rng_unif(rng, -1.f, 1.f));
                     kc[off + e] = kb, vc[off + e] = vb;
                     c->K[i][(size_t)p * KVD + j * HDIM + e] = bf16_to_f32(kb);
                     c->V[i][(size_t)p * KVD + j * HDIM + e] = bf16_to_f32(vb);
@@ -101,9 +105,11 @@ static void build_case(attn_case *c, int bs, int window, const seq_spec *sp, int
         }
     }
     c->q = (uint16_t *)malloc((size_t)c->n_tokens * NH * HDIM * 2);
-    for (size_t k = 0; k < (size_t)c->n_tokens * NH * HDIM; k++) c->q[k] = f32_to_bf16(2.0f * rng_normal(rng));
+    for (size_t k = 0; k < (size_t)c->n_tokens * NH * HDIM; k++)
+        c->q[k] = f32_to_bf16(2.0f * rng_normal(rng));
     /* Sinks: mostly comparable to the scores' log-sum-exp, a few dominant, a few negligible. */
-    for (int h = 0; h < NH; h++) c->sinks[h] = h % 16 == 5 ? 14.f : h % 16 == 9 ? -20.f : rng_unif(rng, -4.f, 8.f);
+    for (int h = 0; h < NH; h++)
+        c->sinks[h] = h % 16 == 5 ? 14.f : h % 16 == 9 ? -20.f : rng_unif(rng, -4.f, 8.f);
 
     c->d_qs = (int32_t *)gpu_upload(c->query_start, (ns + 1) * 4);
     c->d_sp = (int32_t *)gpu_upload(c->start_pos, ns * 4);
@@ -123,8 +129,10 @@ static void build_case(attn_case *c, int bs, int window, const seq_spec *sp, int
     for (int i = 0; i < ns; i++) {
         const int n = sp[i].n_new;
         for (int j = 0; j < n; j++) {
-            bool take = n <= MAX_CHECK_ROWS || j < 4 || j >= n - 4 || rng_below(rng, n) < MAX_CHECK_ROWS - 8;
-            if (take) c->check_row[c->n_check] = c->query_start[i] + j, c->check_seq[c->n_check++] = i;
+            bool take = n <= MAX_CHECK_ROWS || j < 4 || j >= n - 4 ||
+                        rng_below(rng, n) < MAX_CHECK_ROWS - 8;
+            if (take)
+                c->check_row[c->n_check] = c->query_start[i] + j, c->check_seq[c->n_check++] = i;
         }
     }
     c->ref = (float *)malloc((size_t)c->n_check * NH * HDIM * sizeof(float));
@@ -134,9 +142,10 @@ static void build_case(attn_case *c, int bs, int window, const seq_spec *sp, int
         const int pos = c->start_pos[i] + (row - c->query_start[i]);
         const int k0 = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
         for (int h = 0; h < NH; h++) {
-            for (int e = 0; e < HDIM; e++) qf[e] = bf16_to_f32(c->q[((size_t)row * NH + h) * HDIM + e]);
-            cpu_sink_attention(qf, c->K[i], c->V[i], KVD, h / (NH / NKV), HDIM, k0, pos, SCALE, c->sinks[h],
-                               c->ref + ((size_t)r * NH + h) * HDIM);
+            for (int e = 0; e < HDIM; e++)
+                qf[e] = bf16_to_f32(c->q[((size_t)row * NH + h) * HDIM + e]);
+            cpu_sink_attention(qf, c->K[i], c->V[i], KVD, h / (NH / NKV), HDIM, k0, pos, SCALE,
+                               c->sinks[h], c->ref + ((size_t)r * NH + h) * HDIM);
         }
     }
 }
@@ -158,7 +167,8 @@ static void free_case(attn_case *c) {
 
 static attn_seqs case_seqs(const attn_case *c) {
     attn_seqs s;
-    s.n_seqs = c->ns, s.query_start = c->d_qs, s.start_pos = c->d_sp, s.tables = c->d_tables, s.stride = c->stride;
+    s.n_seqs = c->ns, s.query_start = c->d_qs, s.start_pos = c->d_sp, s.tables = c->d_tables,
+    s.stride = c->stride;
     s.table_first = c->window > 0 ? c->d_first : NULL;
     s.window = c->window;
     return s;
@@ -214,10 +224,12 @@ static void test_decode(int bs, int window, rng_t *rng) {
     for (int k = 0; k < 4; k++) {
         gpu_poison(c.d_out, (size_t)c.n_tokens * NH * HDIM * 2);
         gpu_poison(ws, attn_decode_workspace_bytes(&d, ns, 64));
-        CUDA_CHECK(attn_decode(&d, &s, c.d_q, c.d_k, c.d_v, c.d_sinks, SCALE, c.d_out, splits[k], ws, 0));
+        CUDA_CHECK(
+            attn_decode(&d, &s, c.d_q, c.d_k, c.d_v, c.d_sinks, SCALE, c.d_out, splits[k], ws, 0));
         CUDA_CHECK(cudaDeviceSynchronize());
         char what[128];
-        snprintf(what, sizeof what, "decode bs=%d %s splits=%d", bs, window ? "sliding" : "full", splits[k]);
+        snprintf(what, sizeof what, "decode bs=%d %s splits=%d", bs, window ? "sliding" : "full",
+                 splits[k]);
         check_output(&c, what);
     }
     CUDA_CHECK(cudaFree(ws));
@@ -225,8 +237,8 @@ static void test_decode(int bs, int window, rng_t *rng) {
 }
 
 static void test_prefill(int bs, int window, rng_t *rng) {
-    const seq_spec sp[] = {{1, 1},      {17, 17},   {128, 128}, {129, 129}, {1000, 1000}, {1000, 37},
-                           {4097, 300}, {200, 16},  {129, 1},   {4097, 1},  {300, 130},   {150, 2}};
+    const seq_spec sp[] = {{1, 1},      {17, 17},  {128, 128}, {129, 129}, {1000, 1000}, {1000, 37},
+                           {4097, 300}, {200, 16}, {129, 1},   {4097, 1},  {300, 130},   {150, 2}};
     const int ns = sizeof sp / sizeof sp[0];
     attn_case c;
     build_case(&c, bs, window, sp, ns, rng);
@@ -242,9 +254,11 @@ static void test_prefill(int bs, int window, rng_t *rng) {
     CHECK(n_work > 0, "attn_prefill_plan gave %d", n_work);
     CUDA_CHECK(cudaMemcpy(d_work, work, 2 * (size_t)n_work * 4, cudaMemcpyHostToDevice));
     gpu_poison(c.d_out, (size_t)c.n_tokens * NH * HDIM * 2);
-    CUDA_CHECK(attn_prefill(&d, &s, d_work, n_work, c.d_q, c.d_k, c.d_v, c.d_sinks, SCALE, c.d_out, 0));
+    CUDA_CHECK(
+        attn_prefill(&d, &s, d_work, n_work, c.d_q, c.d_k, c.d_v, c.d_sinks, SCALE, c.d_out, 0));
     CUDA_CHECK(cudaDeviceSynchronize());
-    snprintf(what, sizeof what, "prefill bs=%d %s (all sequences)", bs, window ? "sliding" : "full");
+    snprintf(what, sizeof what, "prefill bs=%d %s (all sequences)", bs,
+             window ? "sliding" : "full");
     check_output(&c, what);
 
     /* 2. a mixed step: prefill for n_new >= 2, decode (automatic splits) for the others */
@@ -253,11 +267,12 @@ static void test_prefill(int bs, int window, rng_t *rng) {
     const int splits = attn_decode_num_splits(&d, ns, window > 0 ? WINDOW : 4097);
     float *ws = (float *)gpu_alloc(attn_decode_workspace_bytes(&d, ns, splits));
     gpu_poison(c.d_out, (size_t)c.n_tokens * NH * HDIM * 2);
-    CUDA_CHECK(attn_prefill(&d, &s, d_work, n_work, c.d_q, c.d_k, c.d_v, c.d_sinks, SCALE, c.d_out, 0));
+    CUDA_CHECK(
+        attn_prefill(&d, &s, d_work, n_work, c.d_q, c.d_k, c.d_v, c.d_sinks, SCALE, c.d_out, 0));
     CUDA_CHECK(attn_decode(&d, &s, c.d_q, c.d_k, c.d_v, c.d_sinks, SCALE, c.d_out, splits, ws, 0));
     CUDA_CHECK(cudaDeviceSynchronize());
-    snprintf(what, sizeof what, "mixed bs=%d %s (prefill + decode, splits=%d)", bs, window ? "sliding" : "full",
-             splits);
+    snprintf(what, sizeof what, "mixed bs=%d %s (prefill + decode, splits=%d)", bs,
+             window ? "sliding" : "full", splits);
     check_output(&c, what);
 
     CUDA_CHECK(cudaFree(ws));
@@ -278,7 +293,8 @@ typedef struct {
     float *d_sinks;
 } bench_pool;
 
-static void bench_pool_make(bench_pool *p, int B, int ctx, int n_new, int window, int n_sets, uint64_t seed, rng_t *rng) {
+static void bench_pool_make(bench_pool *p, int B, int ctx, int n_new, int window, int n_sets,
+                            uint64_t seed, rng_t *rng) {
     const int bs = 32;
     const int start = ctx - n_new;
     const int kfirst = window > 0 && start - window + 1 > 0 ? start - window + 1 : 0;
@@ -290,7 +306,8 @@ static void bench_pool_make(bench_pool *p, int B, int ctx, int n_new, int window
     rng_shuffle(rng, perm, (int)blocks);
     p->d_tables = (int32_t *)gpu_upload(perm, blocks * sizeof(int32_t));
     free(perm);
-    int32_t *qs = (int32_t *)malloc((B + 1) * 4), *sp = (int32_t *)malloc(B * 4), *fi = (int32_t *)malloc(B * 4);
+    int32_t *qs = (int32_t *)malloc((B + 1) * 4), *sp = (int32_t *)malloc(B * 4),
+            *fi = (int32_t *)malloc(B * 4);
     for (int i = 0; i <= B; i++) qs[i] = i * n_new;
     for (int i = 0; i < B; i++) sp[i] = start, fi[i] = first;
     p->d_qs = (int32_t *)gpu_upload(qs, (B + 1) * 4);
@@ -344,17 +361,19 @@ static void bench_decode(int B, int ctx, int window, uint64_t seed, rng_t *rng, 
     CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
     for (int r = 0; r < reps; r++) {
         attn_seqs s;
-        s.n_seqs = B, s.query_start = p.d_qs, s.start_pos = p.d_sp, s.stride = p.stride, s.window = window;
+        s.n_seqs = B, s.query_start = p.d_qs, s.start_pos = p.d_sp, s.stride = p.stride,
+        s.window = window;
         s.tables = p.d_tables + (size_t)(r % n_sets) * B * p.stride;
         s.table_first = window > 0 ? p.d_first : NULL;
-        CUDA_CHECK(attn_decode(&d, &s, p.d_q, p.d_k, p.d_v, p.d_sinks, SCALE, p.d_out, splits, ws, st));
+        CUDA_CHECK(
+            attn_decode(&d, &s, p.d_q, p.d_k, p.d_v, p.d_sinks, SCALE, p.d_out, splits, ws, st));
     }
     CUDA_CHECK(cudaStreamEndCapture(st, &graph));
     CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
     const float us = gpu_time_graph_us(exec, st, reps, 11);
     const double gbps = bytes / (us * 1e-6) / 1e9;
-    printf("| decode B=%d ctx=%d %s (splits %d) | %.2f | %.0f GB/s | %.2f |\n", B, ctx, window ? "sliding" : "full",
-           splits, us, gbps, gbps / H200_GBPS);
+    printf("| decode B=%d ctx=%d %s (splits %d) | %.2f | %.0f GB/s | %.2f |\n", B, ctx,
+           window ? "sliding" : "full", splits, us, gbps, gbps / H200_GBPS);
     fflush(stdout);
     CUDA_CHECK(cudaGraphExecDestroy(exec));
     CUDA_CHECK(cudaGraphDestroy(graph));
@@ -362,7 +381,8 @@ static void bench_decode(int B, int ctx, int window, uint64_t seed, rng_t *rng, 
     bench_pool_free(&p);
 }
 
-static void bench_prefill(int ctx, int n_new, int window, uint64_t seed, rng_t *rng, cudaStream_t st) {
+static void bench_prefill(int ctx, int n_new, int window, uint64_t seed, rng_t *rng,
+                          cudaStream_t st) {
     bench_pool p;
     bench_pool_make(&p, 1, ctx, n_new, window, 1, seed, rng);
     attn_dims d = {NH, NKV, HDIM, p.bs};
@@ -376,21 +396,23 @@ static void bench_prefill(int ctx, int n_new, int window, uint64_t seed, rng_t *
     for (int t = start; t < ctx; t++) pairs += window > 0 && t + 1 > window ? window : t + 1;
     const double flops = pairs * NH * HDIM * 4.0; /* QK^T and PV: 2 flops per multiply-add each */
     attn_seqs s;
-    s.n_seqs = 1, s.query_start = p.d_qs, s.start_pos = p.d_sp, s.tables = p.d_tables, s.stride = p.stride;
+    s.n_seqs = 1, s.query_start = p.d_qs, s.start_pos = p.d_sp, s.tables = p.d_tables,
+    s.stride = p.stride;
     s.table_first = window > 0 ? p.d_first : NULL, s.window = window;
     const int reps = 10;
     cudaGraph_t graph;
     cudaGraphExec_t exec;
     CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
     for (int r = 0; r < reps; r++)
-        CUDA_CHECK(attn_prefill(&d, &s, d_work, n_work, p.d_q, p.d_k, p.d_v, p.d_sinks, SCALE, p.d_out, st));
+        CUDA_CHECK(attn_prefill(&d, &s, d_work, n_work, p.d_q, p.d_k, p.d_v, p.d_sinks, SCALE,
+                                p.d_out, st));
     CUDA_CHECK(cudaStreamEndCapture(st, &graph));
     CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
     const float us = gpu_time_graph_us(exec, st, reps, 7);
     const double tflops = flops / (us * 1e-6) / 1e12;
     printf("| prefill %d tokens%s %s | %.1f | %.1f TFLOP/s | %.2f |\n", n_new,
-           start ? (start == 6144 ? " at 6k (chunk)" : " (chunk)") : "", window ? "sliding" : "full", us, tflops,
-           tflops / H200_TFLOPS);
+           start ? (start == 6144 ? " at 6k (chunk)" : " (chunk)") : "",
+           window ? "sliding" : "full", us, tflops, tflops / H200_TFLOPS);
     fflush(stdout);
     CUDA_CHECK(cudaGraphExecDestroy(exec));
     CUDA_CHECK(cudaGraphDestroy(graph));
@@ -405,7 +427,8 @@ static void bench(uint64_t seed, rng_t *rng) {
     printf("| case | time (us) | achieved | fraction of ceiling |\n| --- | --- | --- | --- |\n");
     const int batches[] = {1, 8, 64, 256}, ctxs[] = {1024, 8192};
     for (int c = 0; c < 2; c++)
-        for (int b = 0; b < 4; b++) bench_decode(batches[b], ctxs[c], 0, seed + 17 * b + c, rng, st);
+        for (int b = 0; b < 4; b++)
+            bench_decode(batches[b], ctxs[c], 0, seed + 17 * b + c, rng, st);
     for (int b = 0; b < 4; b++) bench_decode(batches[b], 8192, WINDOW, seed + 101 + b, rng, st);
     bench_prefill(1024, 1024, 0, seed + 201, rng, st);
     bench_prefill(8192, 8192, 0, seed + 202, rng, st);

@@ -146,8 +146,9 @@ static void cmp_report(const char *what, const cmp_stats *s, double l2_tol, doub
     CHECK(s->nonfinite == 0, "%s: %ld rows with non-finite logits", what, s->nonfinite);
     CHECK(l2 <= l2_tol, "%s: relative L2 error %.3e > %.1e", what, l2, l2_tol);
     if (many_rows)
-        CHECK(s->outliers * 100 <= s->rows, "%s: %ld of %ld rows off by more than %.2f of their max logit",
-              what, s->outliers, s->rows, OUTLIER);
+        CHECK(s->outliers * 100 <= s->rows,
+              "%s: %ld of %ld rows off by more than %.2f of their max logit", what, s->outliers,
+              s->rows, OUTLIER);
     else
         CHECK(mx <= max_tol, "%s: max|d|/max|logit| %.3e > %.2f", what, mx, max_tol);
     if (check_top1)

@@ -22,8 +22,8 @@ typedef struct {
 } shape;
 
 static const shape SHAPES[] = {
-    {"qkv", 5120, 2880, GEMM_OUT_BF16, 1},     {"o", 2880, 4096, GEMM_OUT_BF16, 1},
-    {"router32", 32, 2880, GEMM_OUT_F32, 1},   {"router128", 128, 2880, GEMM_OUT_F32, 1},
+    {"qkv", 5120, 2880, GEMM_OUT_BF16, 1},      {"o", 2880, 4096, GEMM_OUT_BF16, 1},
+    {"router32", 32, 2880, GEMM_OUT_F32, 1},    {"router128", 128, 2880, GEMM_OUT_F32, 1},
     {"lm_head", 201088, 2880, GEMM_OUT_F32, 0},
 };
 
@@ -39,8 +39,10 @@ static void check_case(gemm_ctx *ctx, cudaStream_t st, const shape *sh, int M, e
     const size_t n_out = (size_t)M * sh->N;
     tu_poison(d_y, n_out * esz, st);
     cudaError_t e = gemm_bf16_path(ctx, d_x, M, sh->K, d_w, sh->N, d_b, d_y, sh->out, path, st);
-    if (path == GEMM_PATH_SKINNY && e == cudaErrorNotSupported) return; /* shape outside the kernel's limits */
-    CHECK(e == cudaSuccess, "%s M=%d %s: launch: %s", sh->name, M, path_name(path), cudaGetErrorString(e));
+    if (path == GEMM_PATH_SKINNY && e == cudaErrorNotSupported)
+        return; /* shape outside the kernel's limits */
+    CHECK(e == cudaSuccess, "%s M=%d %s: launch: %s", sh->name, M, path_name(path),
+          cudaGetErrorString(e));
     if (e != cudaSuccess) return;
     CUDA_CHECK(cudaStreamSynchronize(st));
     CUDA_CHECK(cudaGetLastError());
@@ -54,7 +56,8 @@ static void check_case(gemm_ctx *ctx, cudaStream_t st, const shape *sh, int M, e
         for (size_t i = 0; i < n_out; i++) y[i] = bf16_to_f32(yb[i]);
     }
     const size_t bad = tu_count_nonfinite_f32(y.data(), n_out);
-    CHECK(bad == 0, "%s M=%d %s: %zu of %zu outputs not finite (unwritten or NaN)", sh->name, M, path_name(path), bad, n_out);
+    CHECK(bad == 0, "%s M=%d %s: %zu of %zu outputs not finite (unwritten or NaN)", sh->name, M,
+          path_name(path), bad, n_out);
 
     const size_t nr = rows.size();
     std::vector<float> got((size_t)M * nr);
@@ -62,12 +65,14 @@ static void check_case(gemm_ctx *ctx, cudaStream_t st, const shape *sh, int M, e
         for (size_t j = 0; j < nr; j++) got[(size_t)m * nr + j] = y[(size_t)m * sh->N + rows[j]];
     const double err = tu_rel_err(got.data(), ref, got.size());
     const double tol = sh->out == GEMM_OUT_F32 ? 1e-3 : 1e-2;
-    CHECK(err <= tol, "%s M=%d %s: relative error %.3g > %.1g", sh->name, M, path_name(path), err, tol);
+    CHECK(err <= tol, "%s M=%d %s: relative error %.3g > %.1g", sh->name, M, path_name(path), err,
+          tol);
     fprintf(stderr, "  %-9s M=%-4d %-6s rel err %.2e\n", sh->name, M, path_name(path), err);
 }
 
 static void test_shape(gemm_ctx *ctx, cudaStream_t st, const shape *sh) {
-    static const int MS[] = {1, 3, 8, 64, 129, 300, 2048}; /* 129: three token chunks, the last of one token */
+    static const int MS[] = {1,   3,   8,   64,
+                             129, 300, 2048}; /* 129: three token chunks, the last of one token */
     const int maxM = 2048;
     const size_t wn = (size_t)sh->N * sh->K;
     std::vector<uint16_t> w(wn), b(sh->N), x((size_t)maxM * sh->K);
@@ -86,7 +91,8 @@ static void test_shape(gemm_ctx *ctx, cudaStream_t st, const shape *sh) {
             for (int r = 0; r < sh->N; r++) rows.push_back(r);
         } else {
             for (int r = 0; r < 16; r++) rows.push_back(r), rows.push_back(sh->N - 1 - r);
-            for (int i = 0; i < 480; i++) rows.push_back((int)(rng_next(&tu_rng) % (uint64_t)sh->N));
+            for (int i = 0; i < 480; i++)
+                rows.push_back((int)(rng_next(&tu_rng) % (uint64_t)sh->N));
         }
         const int nr = (int)rows.size();
         std::vector<uint16_t> wsub((size_t)nr * sh->K), bsub(nr);
@@ -100,8 +106,10 @@ static void test_shape(gemm_ctx *ctx, cudaStream_t st, const shape *sh) {
 
         const uint16_t *bias = sh->has_bias ? d_b : NULL;
         check_case(ctx, st, sh, M, GEMM_PATH_AUTO, d_x, d_w, bias, d_y, ref.data(), rows);
-        if (M <= 256) check_case(ctx, st, sh, M, GEMM_PATH_SKINNY, d_x, d_w, bias, d_y, ref.data(), rows);
-        if (M <= 64 || M == 2048) check_case(ctx, st, sh, M, GEMM_PATH_CUBLAS, d_x, d_w, bias, d_y, ref.data(), rows);
+        if (M <= 256)
+            check_case(ctx, st, sh, M, GEMM_PATH_SKINNY, d_x, d_w, bias, d_y, ref.data(), rows);
+        if (M <= 64 || M == 2048)
+            check_case(ctx, st, sh, M, GEMM_PATH_CUBLAS, d_x, d_w, bias, d_y, ref.data(), rows);
     }
     /* Same inputs, same bits: the split-K reduction is ordered. */
     {
@@ -115,7 +123,8 @@ static void test_shape(gemm_ctx *ctx, cudaStream_t st, const shape *sh) {
         CUDA_CHECK(gemm_bf16(ctx, d_x, M, sh->K, d_w, sh->N, bias, d_y, sh->out, st));
         CUDA_CHECK(cudaMemcpyAsync(y2.data(), d_y, n * esz, cudaMemcpyDeviceToHost, st));
         CUDA_CHECK(cudaStreamSynchronize(st));
-        CHECK(!memcmp(y1.data(), y2.data(), n * esz), "%s: two runs differ (non-deterministic)", sh->name);
+        CHECK(!memcmp(y1.data(), y2.data(), n * esz), "%s: two runs differ (non-deterministic)",
+              sh->name);
     }
     CUDA_CHECK(cudaFree(d_w));
     CUDA_CHECK(cudaFree(d_b));
@@ -144,7 +153,8 @@ static void bench(gemm_ctx *ctx, cudaStream_t st) {
         std::vector<uint16_t> hb(sh.N), hx((size_t)4096 * sh.K);
         tu_fill_bf16(hb.data(), NULL, hb.size(), -0.5f, 0.5f);
         tu_fill_bf16(hx.data(), NULL, hx.size(), -1.0f, 1.0f);
-        uint16_t *db = tu_dev_upload(hb.data(), hb.size()), *dx = tu_dev_upload(hx.data(), hx.size());
+        uint16_t *db = tu_dev_upload(hb.data(), hb.size()),
+                 *dx = tu_dev_upload(hx.data(), hx.size());
         void *dy = tu_dev_alloc<float>((size_t)4096 * sh.N);
         const uint16_t *bias = sh.has_bias ? db : NULL;
         for (int M : MS) {
@@ -152,23 +162,27 @@ static void bench(gemm_ctx *ctx, cudaStream_t st) {
                 const enum gemm_path path = (enum gemm_path)pi;
                 int S = 0, Z = 0, tpw = 0;
                 const int autop = gemm_plan_describe(ctx, M, sh.K, sh.N, &S, &Z, &tpw);
-                if (path == GEMM_PATH_SKINNY && (autop == GEMM_PATH_SKINNY || S == 0)) continue; /* = auto, or unsupported */
+                if (path == GEMM_PATH_SKINNY && (autop == GEMM_PATH_SKINNY || S == 0))
+                    continue; /* = auto, or unsupported */
                 if (path == GEMM_PATH_CUBLAS && autop == GEMM_PATH_CUBLAS) continue;
                 const int reps = M >= 1024 || sh.N > 100000 ? 20 : 100;
                 bool ok = true;
                 const double us = tu_time_us(st, 3, reps, [&](int i) {
-                    cudaError_t e = gemm_bf16_path(ctx, dx, M, sh.K, dw[i % copies], sh.N, bias, dy, sh.out, path, st);
+                    cudaError_t e = gemm_bf16_path(ctx, dx, M, sh.K, dw[i % copies], sh.N, bias, dy,
+                                                   sh.out, path, st);
                     if (e != cudaSuccess) ok = false;
                 });
                 if (!ok) continue;
                 char name[160];
                 const int used = path == GEMM_PATH_AUTO ? autop : (int)path;
                 if (used == GEMM_PATH_SKINNY)
-                    snprintf(name, sizeof name, "gemm %s M=%d %s (skinny S=%d Z=%d tpw=%d)", sh.name, M,
-                             path_name(path), S, Z, tpw);
+                    snprintf(name, sizeof name, "gemm %s M=%d %s (skinny S=%d Z=%d tpw=%d)",
+                             sh.name, M, path_name(path), S, Z, tpw);
                 else
-                    snprintf(name, sizeof name, "gemm %s M=%d %s (cublasLt)", sh.name, M, path_name(path));
-                const double bytes = (double)wbytes + (double)M * sh.K * 2 + (double)M * sh.N * (sh.out == GEMM_OUT_F32 ? 4 : 2);
+                    snprintf(name, sizeof name, "gemm %s M=%d %s (cublasLt)", sh.name, M,
+                             path_name(path));
+                const double bytes = (double)wbytes + (double)M * sh.K * 2 +
+                                     (double)M * sh.N * (sh.out == GEMM_OUT_F32 ? 4 : 2);
                 const double flops = 2.0 * M * sh.N * sh.K;
                 tu_bench_row(name, us, bytes, M >= 64 ? flops : 0);
             }

@@ -51,7 +51,8 @@ static void gen_layer(layer_host *L, int E) {
 static void emu_dequant(uint32_t q, uint8_t S, float out[8]) {
     const uint32_t M = 0x81C081C0u;
     const uint32_t r[4] = {q & M, (q << 3) & M, (q << 6) & M,
-                           ((q >> 3) & 0x01800180u) | ((q >> 7) & 0x00400040u) | ((q << 1) & 0x80008000u)};
+                           ((q >> 3) & 0x01800180u) | ((q >> 7) & 0x00400040u) |
+                               ((q << 1) & 0x80008000u)};
     const float scale = S ? ldexpf(1.0f, (int)S - 127) : 0.0f; /* the kernel maps S = 0 to 0 */
     const float two126 = ldexpf(1.0f, 126);
     for (int p = 0; p < 4; p++) {
@@ -61,13 +62,15 @@ static void emu_dequant(uint32_t q, uint8_t S, float out[8]) {
 }
 
 /* Checkpoint row of tile row i of row tile rt (mirror of moe_repack.cu's tile_row). */
-static int ref_tile_row(int rt, int i, int gate_up) { return gate_up ? 2 * (8 * rt + (i & 7)) + (i >> 3) : 16 * rt + i; }
+static int ref_tile_row(int rt, int i, int gate_up) {
+    return gate_up ? 2 * (8 * rt + (i & 7)) + (i >> 3) : 16 * rt + i;
+}
 
 /* Checks one repacked expert (host copies q, s of moe_repack_device's output) word by word against
  * the checkpoint's blocks and scales: each word's 8 values as the kernels decode them, zero signs
  * included, and each scale byte, so that every bit of the layout is pinned. */
-static void check_repack_layout(const uint8_t *blocks, const uint8_t *scales, const uint8_t *q, const uint8_t *s, int R,
-                                int K, int gate_up, const char *what) {
+static void check_repack_layout(const uint8_t *blocks, const uint8_t *scales, const uint8_t *q,
+                                const uint8_t *s, int R, int K, int gate_up, const char *what) {
     const int RT = R / 16, KK = K / 64, nb = K / 32;
     size_t bad = 0, bad_scale = 0;
     for (int rt = 0; rt < RT; rt++)
@@ -81,7 +84,8 @@ static void check_repack_layout(const uint8_t *blocks, const uint8_t *scales, co
                     const uint8_t S = s[(((size_t)rt * KK + kk) * 8 + g) * 4 + j];
                     float v[8];
                     emu_dequant(word, S, v);
-                    const int row = ref_tile_row(rt, g + 8 * (j & 1), gate_up), chunk = 2 * kk + (j >> 1);
+                    const int row = ref_tile_row(rt, g + 8 * (j & 1), gate_up),
+                              chunk = 2 * kk + (j >> 1);
                     bad_scale += S != scales[(size_t)row * nb + chunk];
                     const float sc = e8m0_to_f32(scales[(size_t)row * nb + chunk]);
                     for (int i = 0; i < 8; i++) {
@@ -92,11 +96,13 @@ static void check_repack_layout(const uint8_t *blocks, const uint8_t *scales, co
                     }
                 }
     CHECK(bad == 0, "%s: %zu repacked values decode differently from the checkpoint", what, bad);
-    CHECK(bad_scale == 0, "%s: %zu repacked scale bytes differ from the checkpoint's", what, bad_scale);
+    CHECK(bad_scale == 0, "%s: %zu repacked scale bytes differ from the checkpoint's", what,
+          bad_scale);
 }
 
 /* Repacks one expert (checkpoint layout, host) on the GPU and checks the result. */
-static void check_repack_one(const uint8_t *blocks, const uint8_t *scales, int R, int K, int gate_up, const char *what) {
+static void check_repack_one(const uint8_t *blocks, const uint8_t *scales, int R, int K,
+                             int gate_up, const char *what) {
     const size_t nb = (size_t)R * (K / 32) * 16, ns = (size_t)R * (K / 32);
     const size_t nq = moe_repack_q_bytes(1, R, K), nsq = moe_repack_s_bytes(1, R, K);
     uint8_t *d_b = tu_dev_upload(blocks, nb), *d_s = tu_dev_upload(scales, ns);
@@ -146,8 +152,10 @@ typedef struct {
 
 static void upload_layer(const layer_host *L, layer_dev *D, int copies) {
     const int E = L->E;
-    uint8_t *raw_b1 = tu_dev_upload(L->w1b.data(), L->w1b.size()), *raw_s1 = tu_dev_upload(L->w1s.data(), L->w1s.size());
-    uint8_t *raw_b2 = tu_dev_upload(L->w2b.data(), L->w2b.size()), *raw_s2 = tu_dev_upload(L->w2s.data(), L->w2s.size());
+    uint8_t *raw_b1 = tu_dev_upload(L->w1b.data(), L->w1b.size()),
+            *raw_s1 = tu_dev_upload(L->w1s.data(), L->w1s.size());
+    uint8_t *raw_b2 = tu_dev_upload(L->w2b.data(), L->w2b.size()),
+            *raw_s2 = tu_dev_upload(L->w2s.data(), L->w2s.size());
     for (int c = 0; c < copies; c++) {
         D[c].w1q = tu_dev_alloc<uint8_t>(moe_repack_q_bytes(E, 2 * I, H));
         D[c].w1s = tu_dev_alloc<uint8_t>(moe_repack_s_bytes(E, 2 * I, H));
@@ -181,7 +189,8 @@ static moe_weights weights_of(const layer_dev *D, int E) {
     int m1 = -1, m2 = -1;
     CUDA_CHECK(moe_scales_max(D->w1s, moe_repack_s_bytes(E, 2 * I, H), &m1, 0));
     CUDA_CHECK(moe_scales_max(D->w2s, moe_repack_s_bytes(E, H, I), &m2, 0));
-    CHECK(m1 == 122 && m2 == 122, "moe_scales_max: %d and %d, the scales were drawn from 120…122", m1, m2);
+    CHECK(m1 == 122 && m2 == 122, "moe_scales_max: %d and %d, the scales were drawn from 120…122",
+          m1, m2);
     w.w1_folded = m1 <= MOE_FOLDED_SCALE_MAX, w.w2_folded = m2 <= MOE_FOLDED_SCALE_MAX;
     return w;
 }
@@ -192,8 +201,10 @@ static void check_repack_layer(const layer_host *L, const layer_dev *D) {
     for (int e : {0, E - 1}) {
         for (int m = 0; m < 2; m++) {
             const int R = m == 0 ? 2 * I : H, K = m == 0 ? H : I;
-            const uint8_t *blocks = (m == 0 ? L->w1b.data() : L->w2b.data()) + (size_t)e * R * (K / 32) * 16;
-            const uint8_t *scales = (m == 0 ? L->w1s.data() : L->w2s.data()) + (size_t)e * R * (K / 32);
+            const uint8_t *blocks =
+                (m == 0 ? L->w1b.data() : L->w2b.data()) + (size_t)e * R * (K / 32) * 16;
+            const uint8_t *scales =
+                (m == 0 ? L->w1s.data() : L->w2s.data()) + (size_t)e * R * (K / 32);
             const size_t qn = moe_repack_q_bytes(1, R, K), sn = moe_repack_s_bytes(1, R, K);
             std::vector<uint8_t> qd(qn), sd(sn);
             tu_download(qd.data(), (m == 0 ? D->w1q : D->w2q) + (size_t)e * qn, qn);
@@ -225,7 +236,8 @@ typedef struct {
 
 static void download_routing(const moe_routing *r, routing_host *h) {
     const size_t P = (size_t)r->T * r->k;
-    h->idx.resize(P), h->w.resize(P), h->count.resize(r->E), h->offset.resize(r->E + 1), h->pair_sorted.resize(P);
+    h->idx.resize(P), h->w.resize(P), h->count.resize(r->E), h->offset.resize(r->E + 1),
+        h->pair_sorted.resize(P);
     h->touched.resize(r->E);
     tu_download(h->idx.data(), r->topk_idx, P);
     tu_download(h->w.data(), r->topk_w, P);
@@ -261,7 +273,8 @@ static void check_routing(const std::vector<float> &lg, int T, int E, const rout
     for (int e = 0; e < E; e++) {
         ok &= g->count[e] == cnt[e] && g->offset[e + 1] == g->offset[e] + cnt[e];
         if (cnt[e]) ok &= nt < E && g->touched[nt++] == e;
-        for (int b = 0; b * MOE_TILE_TOKENS < cnt[e]; b++) ok &= ntl < g->n_tiles && g->tiles[ntl++] == ((e << 16) | b);
+        for (int b = 0; b * MOE_TILE_TOKENS < cnt[e]; b++)
+            ok &= ntl < g->n_tiles && g->tiles[ntl++] == ((e << 16) | b);
     }
     ok &= g->n_touched == nt && g->n_tiles == ntl;
     CHECK(ok, "E=%d T=%d: counts / offsets / touched / tiles inconsistent", E, T);
@@ -270,21 +283,24 @@ static void check_routing(const std::vector<float> &lg, int T, int E, const rout
     for (int e = 0; e < E && perm; e++)
         for (int i = g->offset[e]; i < g->offset[e + 1]; i++) {
             const int p = g->pair_sorted[i];
-            perm &= p >= 0 && (size_t)p < P && !seen[p] && g->idx[p] == e && (i == g->offset[e] || g->pair_sorted[i - 1] < p);
+            perm &= p >= 0 && (size_t)p < P && !seen[p] && g->idx[p] == e &&
+                    (i == g->offset[e] || g->pair_sorted[i - 1] < p);
             if (perm) seen[p] = 1;
         }
     CHECK(perm, "E=%d T=%d: pair_sorted is not the stable grouping by expert", E, T);
 }
 
 /* Reference MoE output (before the residual add) for the given tokens, as moe_block computes it. */
-static void cpu_moe(const layer_host *L, const std::vector<float> &xf, const std::vector<float> &lg, int E,
-                    const std::vector<int> &toks, std::vector<float> &out) {
+static void cpu_moe(const layer_host *L, const std::vector<float> &xf, const std::vector<float> &lg,
+                    int E, const std::vector<int> &toks, std::vector<float> &out) {
     const int nb1 = H / 32, nb2 = I / 32, R1 = 2 * I;
     const int n = (int)toks.size();
     out.assign((size_t)n * H, 0.0f);
     std::vector<int> sidx((size_t)n * TOPK);
     std::vector<float> sw((size_t)n * TOPK);
-    for (int i = 0; i < n; i++) cpu_topk_softmax(&lg[(size_t)toks[i] * E], E, TOPK, &sidx[(size_t)i * TOPK], &sw[(size_t)i * TOPK]);
+    for (int i = 0; i < n; i++)
+        cpu_topk_softmax(&lg[(size_t)toks[i] * E], E, TOPK, &sidx[(size_t)i * TOPK],
+                         &sw[(size_t)i * TOPK]);
     dense_ref b1 = {L->b1.data(), ST_BF16}, b2 = {L->b2.data(), ST_BF16};
     std::vector<float> xin, gu, act, down;
     for (int e = 0; e < E; e++) {
@@ -292,18 +308,23 @@ static void cpu_moe(const layer_host *L, const std::vector<float> &xf, const std
         std::vector<float> gate;
         for (int i = 0; i < n; i++)
             for (int j = 0; j < TOPK; j++)
-                if (sidx[(size_t)i * TOPK + j] == e) who.push_back(i), gate.push_back(sw[(size_t)i * TOPK + j]);
+                if (sidx[(size_t)i * TOPK + j] == e)
+                    who.push_back(i), gate.push_back(sw[(size_t)i * TOPK + j]);
         if (who.empty()) continue;
         const int c = (int)who.size();
-        xin.resize((size_t)c * H), gu.resize((size_t)c * R1), act.resize((size_t)c * I), down.resize((size_t)c * H);
-        for (int i = 0; i < c; i++) memcpy(&xin[(size_t)i * H], &xf[(size_t)toks[who[i]] * H], (size_t)H * 4);
-        cpu_mxfp4_linear(xin.data(), c, H, L->w1b.data() + (size_t)e * R1 * nb1 * 16, L->w1s.data() + (size_t)e * R1 * nb1,
-                         b1, (size_t)e * R1, R1, gu.data());
-        for (int i = 0; i < c; i++) cpu_swiglu(&gu[(size_t)i * R1], I, ALPHA, LIMIT, &act[(size_t)i * I]);
-        cpu_mxfp4_linear(act.data(), c, I, L->w2b.data() + (size_t)e * H * nb2 * 16, L->w2s.data() + (size_t)e * H * nb2,
-                         b2, (size_t)e * H, H, down.data());
+        xin.resize((size_t)c * H), gu.resize((size_t)c * R1), act.resize((size_t)c * I),
+            down.resize((size_t)c * H);
         for (int i = 0; i < c; i++)
-            for (int r = 0; r < H; r++) out[(size_t)who[i] * H + r] += gate[i] * down[(size_t)i * H + r];
+            memcpy(&xin[(size_t)i * H], &xf[(size_t)toks[who[i]] * H], (size_t)H * 4);
+        cpu_mxfp4_linear(xin.data(), c, H, L->w1b.data() + (size_t)e * R1 * nb1 * 16,
+                         L->w1s.data() + (size_t)e * R1 * nb1, b1, (size_t)e * R1, R1, gu.data());
+        for (int i = 0; i < c; i++)
+            cpu_swiglu(&gu[(size_t)i * R1], I, ALPHA, LIMIT, &act[(size_t)i * I]);
+        cpu_mxfp4_linear(act.data(), c, I, L->w2b.data() + (size_t)e * H * nb2 * 16,
+                         L->w2s.data() + (size_t)e * H * nb2, b2, (size_t)e * H, H, down.data());
+        for (int i = 0; i < c; i++)
+            for (int r = 0; r < H; r++)
+                out[(size_t)who[i] * H + r] += gate[i] * down[(size_t)i * H + r];
     }
 }
 
@@ -315,9 +336,10 @@ static const char *plan_name(const moe_plan *p, char *buf, size_t n) {
     return buf;
 }
 
-static void run_experts_case(const moe_weights *w, const moe_routing *r, const moe_plan *plan, const uint16_t *d_x,
-                             uint16_t *d_act, float *d_y, int T, int E, const std::vector<int> &toks,
-                             const std::vector<float> &ref, cudaStream_t st, std::vector<float> *y_keep) {
+static void run_experts_case(const moe_weights *w, const moe_routing *r, const moe_plan *plan,
+                             const uint16_t *d_x, uint16_t *d_act, float *d_y, int T, int E,
+                             const std::vector<int> &toks, const std::vector<float> &ref,
+                             cudaStream_t st, std::vector<float> *y_keep) {
     char pn[64];
     plan_name(plan, pn, sizeof pn);
     const size_t P = (size_t)T * TOPK;
@@ -336,12 +358,15 @@ static void run_experts_case(const moe_weights *w, const moe_routing *r, const m
     tu_download(y.data(), d_y, ny);
     const size_t bad_act = tu_count_nonfinite_bf16(act.data(), act.size());
     const size_t bad_y = tu_count_nonfinite_f32(y.data(), ny);
-    CHECK(bad_act == 0, "E=%d T=%d %s: %zu of %zu activations not written / not finite", E, T, pn, bad_act, act.size());
-    CHECK(bad_y == 0, "E=%d T=%d %s: %zu of %zu slot outputs not written / not finite", E, T, pn, bad_y, ny);
+    CHECK(bad_act == 0, "E=%d T=%d %s: %zu of %zu activations not written / not finite", E, T, pn,
+          bad_act, act.size());
+    CHECK(bad_y == 0, "E=%d T=%d %s: %zu of %zu slot outputs not written / not finite", E, T, pn,
+          bad_y, ny);
     std::vector<float> got(toks.size() * H, 0.0f);
     for (size_t i = 0; i < toks.size(); i++)
         for (int sl = 0; sl < TOPK * S; sl++)
-            for (int c = 0; c < H; c++) got[i * H + c] += y[((size_t)toks[i] * TOPK * S + sl) * H + c];
+            for (int c = 0; c < H; c++)
+                got[i * H + c] += y[((size_t)toks[i] * TOPK * S + sl) * H + c];
     const double err = tu_rel_err(got.data(), ref.data(), got.size());
     CHECK(err <= 1e-2, "E=%d T=%d %s: relative error %.3g > 1e-2", E, T, pn, err);
     fprintf(stderr, "  E=%-3d T=%-4d %-20s rel err %.2e\n", E, T, pn, err);
@@ -388,7 +413,8 @@ static void test_E(int E, cudaStream_t st, int sm) {
                 hi[i] = lg[i], lo[i] = tu_uniform(-1e-3f, 1e-3f);
                 sum[i] = (hi[i] + lo[i]) + bf16_to_f32(bias[i % E]);
             }
-            float *d_hi = tu_dev_upload(hi.data(), hi.size()), *d_lo = tu_dev_upload(lo.data(), lo.size());
+            float *d_hi = tu_dev_upload(hi.data(), hi.size()),
+                  *d_lo = tu_dev_upload(lo.data(), lo.size());
             float *d_sum = tu_dev_upload(sum.data(), sum.size());
             uint16_t *d_b = tu_dev_upload(bias.data(), bias.size());
             std::vector<uint8_t> want(nb), got(nb);
@@ -400,7 +426,8 @@ static void test_E(int E, cudaStream_t st, int sm) {
             CUDA_CHECK(moe_route_split(d_hi, d_lo, d_b, &r, st));
             CUDA_CHECK(cudaStreamSynchronize(st));
             tu_download(got.data(), (uint8_t *)rbuf, nb);
-            CHECK(!memcmp(want.data(), got.data(), nb), "E=%d T=%d: hi + lo + bias route differently from their sum", E, T);
+            CHECK(!memcmp(want.data(), got.data(), nb),
+                  "E=%d T=%d: hi + lo + bias route differently from their sum", E, T);
             CUDA_CHECK(cudaFree(d_hi));
             CUDA_CHECK(cudaFree(d_lo));
             CUDA_CHECK(cudaFree(d_sum));
@@ -435,7 +462,8 @@ static void test_E(int E, cudaStream_t st, int sm) {
         float *d_y = tu_dev_alloc<float>((size_t)T * TOPK * maxS * H);
         std::vector<float> y1, y2;
         for (size_t i = 0; i < plans.size(); i++)
-            run_experts_case(&w, &r, &plans[i], d_x, d_act, d_y, T, E, toks, ref, st, i == 0 ? &y1 : NULL);
+            run_experts_case(&w, &r, &plans[i], d_x, d_act, d_y, T, E, toks, ref, st,
+                             i == 0 ? &y1 : NULL);
         /* Again with the two-multiply dequantisation: the folded one rounds the same exact products
          * once, so the bits must not change (and two runs must agree anyway). */
         moe_weights wu = w;
@@ -443,7 +471,8 @@ static void test_E(int E, cudaStream_t st, int sm) {
         CHECK(w.w1_folded && w.w2_folded, "E=%d: the folded dequantisation is not exercised", E);
         run_experts_case(&wu, &r, &plans[0], d_x, d_act, d_y, T, E, toks, ref, st, &y2);
         CHECK(y1.size() == y2.size() && !memcmp(y1.data(), y2.data(), y1.size() * 4),
-              "E=%d T=%d: folded vs two-multiply dequantisation (or two runs of one plan) differ", E, T);
+              "E=%d T=%d: folded vs two-multiply dequantisation (or two runs of one plan) differ",
+              E, T);
         CUDA_CHECK(cudaFree(d_act));
         CUDA_CHECK(cudaFree(d_y));
         CUDA_CHECK(cudaFree(rbuf));
@@ -464,7 +493,8 @@ static void bench(cudaStream_t st, int sm) {
     upload_layer(&L, D, COPIES);
     moe_weights W[COPIES];
     for (int c = 0; c < COPIES; c++) W[c] = weights_of(&D[c], E);
-    const double expert_bytes = (double)(2 * I) * H * 17 / 32 + (double)H * I * 17 / 32 + (2.0 * I + H) * 2;
+    const double expert_bytes =
+        (double)(2 * I) * H * 17 / 32 + (double)H * I * 17 / 32 + (2.0 * I + H) * 2;
     tu_bench_header();
     for (int T : TS) {
         std::vector<float> lg((size_t)T * E);
@@ -483,7 +513,8 @@ static void bench(cudaStream_t st, int sm) {
         const size_t P = (size_t)T * TOPK;
         char name[160];
 
-        double us = tu_time_us(st, 3, 50, [&](int) { CUDA_CHECK(moe_route_split(d_lg, NULL, NULL, &r, st)); });
+        double us = tu_time_us(st, 3, 50,
+                               [&](int) { CUDA_CHECK(moe_route_split(d_lg, NULL, NULL, &r, st)); });
         snprintf(name, sizeof name, "moe route E=128 T=%d (top-4 + grouping)", T);
         tu_bench_row(name, us, (double)T * E * 4 + P * 16, 0);
 
@@ -501,10 +532,14 @@ static void bench(cudaStream_t st, int sm) {
         for (auto &p : plans) {
             const int S = p.large ? 1 : p.down_splits;
             const int reps = T >= 1024 ? 10 : 50;
-            us = tu_time_us(st, 2, reps, [&](int i) { CUDA_CHECK(moe_experts(&W[i % COPIES], d_x, &r, &p, d_act, d_y, st)); });
+            us = tu_time_us(st, 2, reps, [&](int i) {
+                CUDA_CHECK(moe_experts(&W[i % COPIES], d_x, &r, &p, d_act, d_y, st));
+            });
             char pn[64];
-            snprintf(name, sizeof name, "moe experts 120b T=%d %s touched=%d", T, plan_name(&p, pn, sizeof pn), n_touched);
-            const double bytes = n_touched * expert_bytes + (double)T * H * 2 + 2.0 * P * I * 2 + (double)P * S * H * 4;
+            snprintf(name, sizeof name, "moe experts 120b T=%d %s touched=%d", T,
+                     plan_name(&p, pn, sizeof pn), n_touched);
+            const double bytes = n_touched * expert_bytes + (double)T * H * 2 + 2.0 * P * I * 2 +
+                                 (double)P * S * H * 4;
             const double flops = 2.0 * P * ((double)2 * I * H + (double)H * I);
             tu_bench_row(name, us, bytes, T >= 64 ? flops : 0);
         }
@@ -512,11 +547,13 @@ static void bench(cudaStream_t st, int sm) {
         {
             const int S = autop.large ? 1 : autop.down_splits;
             float *d_h = tu_dev_alloc<float>((size_t)T * H);
-            uint16_t *d_g = tu_dev_upload(xb.data(), (size_t)H), *d_out = tu_dev_alloc<uint16_t>((size_t)T * H);
+            uint16_t *d_g = tu_dev_upload(xb.data(), (size_t)H),
+                     *d_out = tu_dev_alloc<uint16_t>((size_t)T * H);
             CUDA_CHECK(cudaMemsetAsync(d_h, 0, (size_t)T * H * 4, st));
             CUDA_CHECK(cudaMemsetAsync(d_y, 0, P * S * H * 4, st));
             us = tu_time_us(st, 3, 50, [&](int) {
-                CUDA_CHECK(norm_add_rmsnorm_split(d_h, NULL, d_y, TOPK * S, T, H, d_g, 1e-5f, d_out, NULL, st));
+                CUDA_CHECK(norm_add_rmsnorm_split(d_h, NULL, d_y, TOPK * S, T, H, d_g, 1e-5f, d_out,
+                                                  NULL, st));
             });
             snprintf(name, sizeof name, "moe combine+residual+rmsnorm T=%d slots=%d", T, TOPK * S);
             tu_bench_row(name, us, (double)T * H * (8.0 + 4.0 * TOPK * S + 2.0), 0);

@@ -55,15 +55,19 @@ static void check_add(int T, bool with_delta, int n_slots, cudaStream_t st, cons
         }
     size_t h_bad = 0;
     for (size_t i = 0; i < n; i++) h_bad += h_gpu[i] != h_ref[i];
-    CHECK(h_bad == 0, "T=%d delta=%d slots=%d: %zu residual values differ from the fp32 sum", T, with_delta, n_slots, h_bad);
+    CHECK(h_bad == 0, "T=%d delta=%d slots=%d: %zu residual values differ from the fp32 sum", T,
+          with_delta, n_slots, h_bad);
     std::vector<float> y_ref(n);
     dense_ref g = {gain.data(), ST_BF16};
     cpu_rmsnorm(h_ref.data(), g, T, H, EPS, y_ref.data());
     std::vector<float> yf = bf16_vec_to_f32(y_gpu);
-    CHECK(tu_count_nonfinite_bf16(y_gpu.data(), n) == 0, "T=%d: normalised output not fully written", T);
+    CHECK(tu_count_nonfinite_bf16(y_gpu.data(), n) == 0,
+          "T=%d: normalised output not fully written", T);
     const double err = tu_rel_err(yf.data(), y_ref.data(), n);
-    CHECK(err <= 1e-2, "T=%d delta=%d slots=%d: rmsnorm relative error %.3g", T, with_delta, n_slots, err);
-    fprintf(stderr, "  add+norm T=%-4d delta=%d slots=%-2d rel err %.2e\n", T, with_delta, n_slots, err);
+    CHECK(err <= 1e-2, "T=%d delta=%d slots=%d: rmsnorm relative error %.3g", T, with_delta,
+          n_slots, err);
+    fprintf(stderr, "  add+norm T=%-4d delta=%d slots=%-2d rel err %.2e\n", T, with_delta, n_slots,
+            err);
 
     /* With the residue (y_lo, as runner_forward.c asks for it): the same bf16 row, plus a residue that
      * brings hi + lo within ~2^-16 of the fp32 result (bf16 alone: ~2^-9). */
@@ -76,14 +80,16 @@ static void check_add(int T, bool with_delta, int n_slots, cudaStream_t st, cons
     std::vector<uint16_t> y2(n), lo(n);
     tu_download(y2.data(), d_y2, n);
     tu_download(lo.data(), d_lo, n);
-    CHECK(!memcmp(y2.data(), y_gpu.data(), n * 2), "T=%d: the bf16 row with a residue differs from the one without", T);
+    CHECK(!memcmp(y2.data(), y_gpu.data(), n * 2),
+          "T=%d: the bf16 row with a residue differs from the one without", T);
     CHECK(tu_count_nonfinite_bf16(lo.data(), n) == 0, "T=%d: residue not fully written", T);
     std::vector<float> sum(n);
     for (size_t i = 0; i < n; i++) sum[i] = bf16_to_f32(y2[i]) + bf16_to_f32(lo[i]);
     const double err2 = tu_rel_err(sum.data(), y_ref.data(), n);
-    CHECK(err2 <= 3e-5, "T=%d delta=%d slots=%d: split hi + lo relative error %.3g > 3e-5", T, with_delta, n_slots,
-          err2);
-    if (T == 1 || T == 64) fprintf(stderr, "  split form: hi + lo rel err %.2e (hi alone %.2e)\n", err2, err);
+    CHECK(err2 <= 3e-5, "T=%d delta=%d slots=%d: split hi + lo relative error %.3g > 3e-5", T,
+          with_delta, n_slots, err2);
+    if (T == 1 || T == 64)
+        fprintf(stderr, "  split form: hi + lo rel err %.2e (hi alone %.2e)\n", err2, err);
     CUDA_CHECK(cudaFree(d_y2));
     CUDA_CHECK(cudaFree(d_lo));
     CUDA_CHECK(cudaFree(d_h));
@@ -92,7 +98,8 @@ static void check_add(int T, bool with_delta, int n_slots, cudaStream_t st, cons
     CUDA_CHECK(cudaFree(d_y));
 }
 
-static void check_final_and_embed(int T, cudaStream_t st, const uint16_t *d_gain, const std::vector<uint16_t> &gain) {
+static void check_final_and_embed(int T, cudaStream_t st, const uint16_t *d_gain,
+                                  const std::vector<uint16_t> &gain) {
     const size_t n = (size_t)T * H;
     dense_ref g = {gain.data(), ST_BF16};
     /* A plain RMSNorm (no delta, no slots): h is read only. */
@@ -110,7 +117,8 @@ static void check_final_and_embed(int T, cudaStream_t st, const uint16_t *d_gain
     CHECK(!memcmp(h_after.data(), h.data(), n * 4), "plain norm T=%d: h was written", T);
     std::vector<float> ref(n), yf = bf16_vec_to_f32(y);
     cpu_rmsnorm(h.data(), g, T, H, EPS, ref.data());
-    CHECK(tu_count_nonfinite_bf16(y.data(), n) == 0, "plain norm T=%d: output not fully written", T);
+    CHECK(tu_count_nonfinite_bf16(y.data(), n) == 0, "plain norm T=%d: output not fully written",
+          T);
     double err = tu_rel_err(yf.data(), ref.data(), n);
     CHECK(err <= 1e-2, "plain norm T=%d: relative error %.3g", T, err);
 
@@ -133,13 +141,15 @@ static void check_final_and_embed(int T, cudaStream_t st, const uint16_t *d_gain
     size_t bad = 0;
     for (int t = 0; t < T; t++)
         for (int c = 0; c < H; c++) {
-            const float want = ids[t] >= 0 && ids[t] < vocab ? bf16_to_f32(table[(size_t)ids[t] * H + c]) : 0.0f;
+            const float want =
+                ids[t] >= 0 && ids[t] < vocab ? bf16_to_f32(table[(size_t)ids[t] * H + c]) : 0.0f;
             bad += hg[(size_t)t * H + c] != want;
         }
     CHECK(bad == 0, "embed T=%d: %zu gathered values wrong", T, bad);
     cpu_rmsnorm(hg.data(), g, T, H, EPS, ref.data());
     yf = bf16_vec_to_f32(y);
-    CHECK(tu_count_nonfinite_bf16(y.data(), n) == 0, "embed T=%d: normalised output not fully written", T);
+    CHECK(tu_count_nonfinite_bf16(y.data(), n) == 0,
+          "embed T=%d: normalised output not fully written", T);
     err = tu_rel_err(yf.data(), ref.data(), n);
     CHECK(err <= 1e-2, "embed T=%d: rmsnorm relative error %.3g", T, err);
     CUDA_CHECK(cudaFree(d_h));
@@ -151,23 +161,33 @@ static void check_final_and_embed(int T, cudaStream_t st, const uint16_t *d_gain
 static void bench(cudaStream_t st, const uint16_t *d_gain) {
     static const int TS[] = {1, 8, 64, 256, 1024, 4096};
     const int maxT = 4096, maxS = 20;
-    float *d_h = tu_dev_alloc<float>((size_t)maxT * H), *d_s = tu_dev_alloc<float>((size_t)maxT * maxS * H);
-    uint16_t *d_d = tu_dev_alloc<uint16_t>((size_t)maxT * H), *d_y = tu_dev_alloc<uint16_t>((size_t)maxT * H);
+    float *d_h = tu_dev_alloc<float>((size_t)maxT * H),
+          *d_s = tu_dev_alloc<float>((size_t)maxT * maxS * H);
+    uint16_t *d_d = tu_dev_alloc<uint16_t>((size_t)maxT * H),
+             *d_y = tu_dev_alloc<uint16_t>((size_t)maxT * H);
     CUDA_CHECK(cudaMemset(d_h, 0, (size_t)maxT * H * 4));
     CUDA_CHECK(cudaMemset(d_s, 0, (size_t)maxT * maxS * H * 4));
     CUDA_CHECK(cudaMemset(d_d, 0, (size_t)maxT * H * 2));
     tu_bench_header();
     for (int T : TS) {
         char name[128];
-        double us = tu_time_us(st, 5, 100, [&](int) { CUDA_CHECK(norm_add_rmsnorm_split(d_h, d_d, NULL, 0, T, H, d_gain, EPS, d_y, NULL, st)); });
+        double us = tu_time_us(st, 5, 100, [&](int) {
+            CUDA_CHECK(norm_add_rmsnorm_split(d_h, d_d, NULL, 0, T, H, d_gain, EPS, d_y, NULL, st));
+        });
         snprintf(name, sizeof name, "norm residual(bf16)+rmsnorm T=%d", T);
         tu_bench_row(name, us, (double)T * H * (8 + 2 + 2), 0);
         for (int S : {4, 20}) {
-            us = tu_time_us(st, 5, 100, [&](int) { CUDA_CHECK(norm_add_rmsnorm_split(d_h, NULL, d_s, S, T, H, d_gain, EPS, d_y, NULL, st)); });
+            us = tu_time_us(st, 5, 100, [&](int) {
+                CUDA_CHECK(
+                    norm_add_rmsnorm_split(d_h, NULL, d_s, S, T, H, d_gain, EPS, d_y, NULL, st));
+            });
             snprintf(name, sizeof name, "norm moe-combine(%d fp32 slots)+rmsnorm T=%d", S, T);
             tu_bench_row(name, us, (double)T * H * (8 + 4.0 * S + 2), 0);
         }
-        us = tu_time_us(st, 5, 100, [&](int) { CUDA_CHECK(norm_add_rmsnorm_split(d_h, NULL, NULL, 0, T, H, d_gain, EPS, d_y, NULL, st)); });
+        us = tu_time_us(st, 5, 100, [&](int) {
+            CUDA_CHECK(
+                norm_add_rmsnorm_split(d_h, NULL, NULL, 0, T, H, d_gain, EPS, d_y, NULL, st));
+        });
         snprintf(name, sizeof name, "norm plain rmsnorm T=%d", T);
         tu_bench_row(name, us, (double)T * H * (4 + 2), 0);
     }

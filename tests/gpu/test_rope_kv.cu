@@ -24,17 +24,21 @@ typedef struct {
     int start_pos, n_new;
 } seq_spec;
 
-static void run_case(const rope_table *rt, const rope_kv_freq *freq, int bs, bool sliding, rng_t *rng) {
+static void run_case(const rope_table *rt, const rope_kv_freq *freq, int bs, bool sliding,
+                     rng_t *rng) {
     /* Sequences: fresh prompts, chunks in the middle of long sequences, decodes at large positions. */
-    const seq_spec fixed[] = {{0, 1}, {0, 17}, {100, 28}, {4090, 13}, {131000, 7}, {127, 1}, {128, 129}};
+    const seq_spec fixed[] = {{0, 1},      {0, 17},  {100, 28}, {4090, 13},
+                              {131000, 7}, {127, 1}, {128, 129}};
     enum { N_FIXED = sizeof fixed / sizeof fixed[0], N_RAND = 9, NS = N_FIXED + N_RAND };
     seq_spec sp[NS];
     for (int i = 0; i < N_FIXED; i++) sp[i] = fixed[i];
-    for (int i = N_FIXED; i < NS; i++) sp[i].start_pos = rng_below(rng, 131000), sp[i].n_new = 1 + rng_below(rng, 40);
+    for (int i = N_FIXED; i < NS; i++)
+        sp[i].start_pos = rng_below(rng, 131000), sp[i].n_new = 1 + rng_below(rng, 40);
 
     int32_t query_start[NS + 1], start_pos[NS], first[NS];
     query_start[0] = 0;
-    for (int i = 0; i < NS; i++) query_start[i + 1] = query_start[i] + sp[i].n_new, start_pos[i] = sp[i].start_pos;
+    for (int i = 0; i < NS; i++)
+        query_start[i + 1] = query_start[i] + sp[i].n_new, start_pos[i] = sp[i].start_pos;
     const int n_seq_tokens = query_start[NS];
     const int n_tokens = n_seq_tokens + 1; /* + one padding row (slot -1) */
 
@@ -60,7 +64,8 @@ static void run_case(const rope_table *rt, const rope_kv_freq *freq, int bs, boo
         for (int lb = lb0; lb <= lb1; lb++) tables[i * stride + lb - first[i]] = perm[next++];
     }
     int32_t *slots = (int32_t *)malloc(n_tokens * sizeof(int32_t));
-    int rc = rope_kv_slots(NS, query_start, start_pos, tables, stride, sliding ? first : NULL, bs, slots);
+    int rc = rope_kv_slots(NS, query_start, start_pos, tables, stride, sliding ? first : NULL, bs,
+                           slots);
     CHECK(rc == 0, "rope_kv_slots found a missing block");
     int32_t *positions = (int32_t *)malloc(n_tokens * sizeof(int32_t));
     for (int i = 0; i < NS; i++)
@@ -77,9 +82,11 @@ static void run_case(const rope_table *rt, const rope_kv_freq *freq, int bs, boo
 
     const size_t cache_elems = (size_t)num_blocks * NKV * bs * HDIM;
     float *d_qkv = (float *)gpu_upload(qkv_f, (size_t)n_tokens * QKV * 4);
-    int32_t *d_pos = (int32_t *)gpu_upload(positions, n_tokens * 4), *d_slots = (int32_t *)gpu_upload(slots, n_tokens * 4);
+    int32_t *d_pos = (int32_t *)gpu_upload(positions, n_tokens * 4),
+            *d_slots = (int32_t *)gpu_upload(slots, n_tokens * 4);
     uint16_t *d_q = (uint16_t *)gpu_alloc((size_t)n_tokens * NH * HDIM * 2);
-    uint16_t *d_k = (uint16_t *)gpu_alloc(cache_elems * 2), *d_v = (uint16_t *)gpu_alloc(cache_elems * 2);
+    uint16_t *d_k = (uint16_t *)gpu_alloc(cache_elems * 2),
+             *d_v = (uint16_t *)gpu_alloc(cache_elems * 2);
 
     attn_dims d = {NH, NKV, HDIM, bs};
     uint16_t *q = (uint16_t *)malloc((size_t)n_tokens * NH * HDIM * 2);
@@ -90,7 +97,8 @@ static void run_case(const rope_table *rt, const rope_kv_freq *freq, int bs, boo
     const size_t nq = (size_t)n_tokens * QKV;
     float *hi = (float *)malloc(nq * 4), *lo = (float *)malloc(nq * 4);
     uint16_t *bias = (uint16_t *)malloc(QKV * 2);
-    for (size_t k = 0; k < nq; k++) hi[k] = 2.0f * rng_normal(rng), lo[k] = 0.004f * rng_normal(rng);
+    for (size_t k = 0; k < nq; k++)
+        hi[k] = 2.0f * rng_normal(rng), lo[k] = 0.004f * rng_normal(rng);
     for (int k = 0; k < QKV; k++) bias[k] = f32_to_bf16(0.5f * rng_normal(rng));
     float *d_hi = (float *)gpu_upload(hi, nq * 4), *d_lo = (float *)gpu_upload(lo, nq * 4);
     uint16_t *d_bias = (uint16_t *)gpu_upload(bias, QKV * 2);
@@ -100,9 +108,11 @@ static void run_case(const rope_table *rt, const rope_kv_freq *freq, int bs, boo
         gpu_poison(d_k, cache_elems * 2);
         gpu_poison(d_v, cache_elems * 2);
         if (form == 0)
-            CUDA_CHECK(rope_kv_launch_f32(&d, freq, d_qkv, NULL, NULL, QKV, n_tokens, d_pos, d_slots, d_q, d_k, d_v, 0));
+            CUDA_CHECK(rope_kv_launch_f32(&d, freq, d_qkv, NULL, NULL, QKV, n_tokens, d_pos,
+                                          d_slots, d_q, d_k, d_v, 0));
         else
-            CUDA_CHECK(rope_kv_launch_f32(&d, freq, d_hi, d_lo, d_bias, QKV, n_tokens, d_pos, d_slots, d_q, d_k, d_v, 0));
+            CUDA_CHECK(rope_kv_launch_f32(&d, freq, d_hi, d_lo, d_bias, QKV, n_tokens, d_pos,
+                                          d_slots, d_q, d_k, d_v, 0));
         CUDA_CHECK(cudaDeviceSynchronize());
         CUDA_CHECK(cudaMemcpy(q, d_q, (size_t)n_tokens * NH * HDIM * 2, cudaMemcpyDeviceToHost));
         CUDA_CHECK(cudaMemcpy(kc, d_k, cache_elems * 2, cudaMemcpyDeviceToHost));
@@ -123,11 +133,13 @@ static void run_case(const rope_table *rt, const rope_kv_freq *freq, int bs, boo
                 for (int i = 0; i < HDIM; i++) x[i] = input(tk, h * HDIM + i);
                 rope_apply(rt, cosv, sinv, x);
                 if (h < NH) {
-                    for (int i = 0; i < HDIM; i++) relerr_add(&eq, bf16_to_f32(q[((size_t)tk * NH + h) * HDIM + i]), x[i]);
+                    for (int i = 0; i < HDIM; i++)
+                        relerr_add(&eq, bf16_to_f32(q[((size_t)tk * NH + h) * HDIM + i]), x[i]);
                 } else if (slots[tk] >= 0) {
                     const int s = slots[tk], j = h - NH;
                     const size_t off = (((size_t)(s / bs) * NKV + j) * bs + s % bs) * HDIM;
-                    for (int i = 0; i < HDIM; i++) relerr_add(&ek, bf16_to_f32(kc[off + i]), x[i]), written[off + i] = 1;
+                    for (int i = 0; i < HDIM; i++)
+                        relerr_add(&ek, bf16_to_f32(kc[off + i]), x[i]), written[off + i] = 1;
                 }
             }
             if (slots[tk] >= 0) {
@@ -135,7 +147,8 @@ static void run_case(const rope_table *rt, const rope_kv_freq *freq, int bs, boo
                 for (int j = 0; j < NKV; j++) {
                     const size_t off = (((size_t)(s / bs) * NKV + j) * bs + s % bs) * HDIM;
                     for (int i = 0; i < HDIM; i++)
-                        v_mismatch += vc[off + i] != f32_to_bf16(input(tk, (NH + NKV + j) * HDIM + i));
+                        v_mismatch +=
+                            vc[off + i] != f32_to_bf16(input(tk, (NH + NKV + j) * HDIM + i));
                 }
             }
         }
@@ -145,21 +158,27 @@ static void run_case(const rope_table *rt, const rope_kv_freq *freq, int bs, boo
 
         const double rq = relerr_get(&eq), rk = relerr_get(&ek);
         const char *fn = form == 0 ? "bf16 rows" : "fp32 hi+lo+bias";
-        printf("rope_kv bs=%d %s, %s: %d tokens, q rel err %.2e, k rel err %.2e, v mismatches %ld, stray writes "
+        printf("rope_kv bs=%d %s, %s: %d tokens, q rel err %.2e, k rel err %.2e, v mismatches %ld, "
+               "stray writes "
                "%ld/%ld\n",
-               bs, sliding ? "sliding" : "full", fn, n_tokens, rq, rk, v_mismatch, stray_k, stray_v);
-        CHECK(rq <= 4e-3, "%s: q relative error %.3e (bs %d, %s)", fn, rq, bs, sliding ? "sliding" : "full");
-        CHECK(rk <= 4e-3, "%s: k relative error %.3e (bs %d, %s)", fn, rk, bs, sliding ? "sliding" : "full");
-        CHECK(v_mismatch == 0, "%s: %ld V values differ from the input rounded once", fn, v_mismatch);
-        CHECK(stray_k == 0 && stray_v == 0, "%s: cache elements written outside the slots: k %ld, v %ld", fn, stray_k,
-              stray_v);
+               bs, sliding ? "sliding" : "full", fn, n_tokens, rq, rk, v_mismatch, stray_k,
+               stray_v);
+        CHECK(rq <= 4e-3, "%s: q relative error %.3e (bs %d, %s)", fn, rq, bs,
+              sliding ? "sliding" : "full");
+        CHECK(rk <= 4e-3, "%s: k relative error %.3e (bs %d, %s)", fn, rk, bs,
+              sliding ? "sliding" : "full");
+        CHECK(v_mismatch == 0, "%s: %ld V values differ from the input rounded once", fn,
+              v_mismatch);
+        CHECK(stray_k == 0 && stray_v == 0,
+              "%s: cache elements written outside the slots: k %ld, v %ld", fn, stray_k, stray_v);
     }
     free(hi), free(lo), free(bias);
     CUDA_CHECK(cudaFree(d_hi));
     CUDA_CHECK(cudaFree(d_lo));
     CUDA_CHECK(cudaFree(d_bias));
 
-    free(written), free(q), free(kc), free(vc), free(qkv), free(qkv_f), free(positions), free(slots), free(tables);
+    free(written), free(q), free(kc), free(vc), free(qkv), free(qkv_f), free(positions),
+        free(slots), free(tables);
     free(perm);
     CUDA_CHECK(cudaFree(d_qkv));
     CUDA_CHECK(cudaFree(d_pos));
@@ -180,14 +199,17 @@ static void bench(const rope_kv_freq *freq, uint64_t seed) {
         const int num_blocks = (n + bs - 1) / bs;
         attn_dims d = {NH, NKV, HDIM, bs};
         /* As the forward pass calls it: fp32 hi and lo rows and a bf16 bias. */
-        float *d_hi = (float *)gpu_alloc((size_t)n * QKV * 4), *d_lo = (float *)gpu_alloc((size_t)n * QKV * 4);
+        float *d_hi = (float *)gpu_alloc((size_t)n * QKV * 4),
+              *d_lo = (float *)gpu_alloc((size_t)n * QKV * 4);
         uint16_t *d_bias = (uint16_t *)gpu_alloc(QKV * 2);
         gpu_fill_f32(d_hi, (size_t)n * QKV, seed + c, 3.f);
         gpu_fill_f32(d_lo, (size_t)n * QKV, seed + c + 100, 0.01f);
         gpu_fill_bf16(d_bias, QKV, seed + c + 200, 0.5f);
         int32_t *pos = (int32_t *)malloc(n * 4), *slots = (int32_t *)malloc(n * 4);
-        for (int i = 0; i < n; i++) pos[i] = 5000 + i, slots[i] = i; /* one sequence, blocks in order */
-        int32_t *d_pos = (int32_t *)gpu_upload(pos, n * 4), *d_slots = (int32_t *)gpu_upload(slots, n * 4);
+        for (int i = 0; i < n; i++)
+            pos[i] = 5000 + i, slots[i] = i; /* one sequence, blocks in order */
+        int32_t *d_pos = (int32_t *)gpu_upload(pos, n * 4),
+                *d_slots = (int32_t *)gpu_upload(slots, n * 4);
         uint16_t *d_q = (uint16_t *)gpu_alloc((size_t)n * NH * HDIM * 2);
         const size_t cache = (size_t)num_blocks * NKV * bs * HDIM * 2;
         uint16_t *d_k = (uint16_t *)gpu_alloc(cache), *d_v = (uint16_t *)gpu_alloc(cache);
@@ -196,11 +218,13 @@ static void bench(const rope_kv_freq *freq, uint64_t seed) {
         cudaGraphExec_t exec;
         CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
         for (int r = 0; r < reps; r++)
-            CUDA_CHECK(rope_kv_launch_f32(&d, freq, d_hi, d_lo, d_bias, QKV, n, d_pos, d_slots, d_q, d_k, d_v, st));
+            CUDA_CHECK(rope_kv_launch_f32(&d, freq, d_hi, d_lo, d_bias, QKV, n, d_pos, d_slots, d_q,
+                                          d_k, d_v, st));
         CUDA_CHECK(cudaStreamEndCapture(st, &graph));
         CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
         const float us = gpu_time_graph_us(exec, st, reps, 15);
-        const double bytes = (double)n * (2.0 * QKV * 4 + (NH * HDIM + 2 * NKV * HDIM) * 2) + QKV * 2;
+        const double bytes =
+            (double)n * (2.0 * QKV * 4 + (NH * HDIM + 2 * NKV * HDIM) * 2) + QKV * 2;
         const double gbps = bytes / (us * 1e-6) / 1e9;
         printf("| rope_kv %d tokens | %.2f | %.0f GB/s | %.2f |\n", n, us, gbps, gbps / H200_GBPS);
         CUDA_CHECK(cudaGraphExecDestroy(exec));
@@ -229,7 +253,8 @@ int main(int argc, char **argv) {
     rope_table rt;
     rope_init(&rt, &c);
     rope_kv_freq freq;
-    CHECK(rope_kv_freq_init(&freq, rt.inv_freq, rt.half, rt.concentration) == 0, "rope_kv_freq_init");
+    CHECK(rope_kv_freq_init(&freq, rt.inv_freq, rt.half, rt.concentration) == 0,
+          "rope_kv_freq_init");
 
     const int block_sizes[] = {16, 32, 64};
     for (int b = 0; b < 3; b++)

@@ -133,23 +133,27 @@ static void check_sampling(rng_t *rng) {
         sample_out so;
         memset(&so, 0, sizeof so);
         so.top_ids = ids.data(), so.top_logprobs = lps.data();
-        const int32_t tok = sampler_draw(c.x.data(), c.V, &p, c.row.seed, (int64_t)c.row.output_pos, &so);
+        const int32_t tok =
+            sampler_draw(c.x.data(), c.V, &p, c.row.seed, (int64_t)c.row.output_pos, &so);
         const bool draw = c.row.mode == GPU_ROW_TEMP;
         n_draw += draw;
         if (o.token != tok) {
             if (draw) draw_mismatch++;
             CHECK(draw, "case %zu (V %d, greedy): GPU token %d, CPU %d", ci, c.V, o.token, tok);
-            fprintf(stderr, "  case %zu (V %d, T %.2f): GPU drew %d, CPU %d\n", ci, c.V, c.row.temperature, o.token,
-                    tok);
+            fprintf(stderr, "  case %zu (V %d, T %.2f): GPU drew %d, CPU %d\n", ci, c.V,
+                    c.row.temperature, o.token, tok);
             continue;
         }
         CHECK(slot_tok == tok, "case %zu: slot_last %d, token %d", ci, slot_tok, tok);
-        const bool lp_ok = (isinf(so.logprob) && o.logprob == so.logprob) || fabsf(o.logprob - so.logprob) <= 1e-4f;
+        const bool lp_ok = (isinf(so.logprob) && o.logprob == so.logprob) ||
+                           fabsf(o.logprob - so.logprob) <= 1e-4f;
         CHECK(lp_ok, "case %zu: logprob %.7g vs %.7g", ci, o.logprob, so.logprob);
         CHECK(o.n_top == so.n_top, "case %zu: n_top %d vs %d", ci, o.n_top, so.n_top);
         for (int j = 0; j < so.n_top && j < o.n_top; j++) {
-            CHECK(o.top_ids[j] == ids[j], "case %zu: top[%d] id %d vs %d", ci, j, o.top_ids[j], ids[j]);
-            const bool ok = (isinf(lps[j]) && o.top_lp[j] == lps[j]) || fabsf(o.top_lp[j] - lps[j]) <= 1e-4f;
+            CHECK(o.top_ids[j] == ids[j], "case %zu: top[%d] id %d vs %d", ci, j, o.top_ids[j],
+                  ids[j]);
+            const bool ok =
+                (isinf(lps[j]) && o.top_lp[j] == lps[j]) || fabsf(o.top_lp[j] - lps[j]) <= 1e-4f;
             CHECK(ok, "case %zu: top[%d] logprob %.7g vs %.7g", ci, j, o.top_lp[j], lps[j]);
         }
         if (c.row.prompt_k > 0) {
@@ -157,17 +161,20 @@ static void check_sampling(rng_t *rng) {
             sampler_top_logprobs(c.x.data(), c.V, 0, pk, ids.data(), lps.data());
             CHECK(o.n_prompt == pk, "case %zu: n_prompt %d vs %d", ci, o.n_prompt, pk);
             for (int j = 0; j < pk; j++) {
-                CHECK(o.prompt_ids[j] == ids[j], "case %zu: prompt top[%d] id %d vs %d", ci, j, o.prompt_ids[j],
-                      ids[j]);
-                const bool ok =
-                    (isinf(lps[j]) && o.prompt_lp[j] == lps[j]) || fabsf(o.prompt_lp[j] - lps[j]) <= 1e-4f;
-                CHECK(ok, "case %zu: prompt top[%d] logprob %.7g vs %.7g", ci, j, o.prompt_lp[j], lps[j]);
+                CHECK(o.prompt_ids[j] == ids[j], "case %zu: prompt top[%d] id %d vs %d", ci, j,
+                      o.prompt_ids[j], ids[j]);
+                const bool ok = (isinf(lps[j]) && o.prompt_lp[j] == lps[j]) ||
+                                fabsf(o.prompt_lp[j] - lps[j]) <= 1e-4f;
+                CHECK(ok, "case %zu: prompt top[%d] logprob %.7g vs %.7g", ci, j, o.prompt_lp[j],
+                      lps[j]);
             }
         }
     }
     /* A draw may differ where u * z lies within float rounding of a boundary (expf to an ulp). */
-    printf("sampling: %zu rows, %d draws, %d draws differ from sampler.c\n", cases.size(), n_draw, draw_mismatch);
-    CHECK(draw_mismatch <= n_draw / 50, "%d of %d temperature draws differ from sampler.c", draw_mismatch, n_draw);
+    printf("sampling: %zu rows, %d draws, %d draws differ from sampler.c\n", cases.size(), n_draw,
+           draw_mismatch);
+    CHECK(draw_mismatch <= n_draw / 50, "%d of %d temperature draws differ from sampler.c",
+          draw_mismatch, n_draw);
 }
 
 /* ---- --bench ---- */
@@ -175,12 +182,13 @@ static void check_sampling(rng_t *rng) {
 /* One launch of the first n_rows rows of x (the real vocabulary), all of one kind, timed by graph
  * replay. The achieved bandwidth counts one read of the logits (the fast path's only pass; the
  * others read a row two or three times). */
-static void bench_case(const char *what, const float *d_x, int mode, int lp_k, int n_rows, uint64_t seed,
-                       cudaStream_t st) {
+static void bench_case(const char *what, const float *d_x, int mode, int lp_k, int n_rows,
+                       uint64_t seed, cudaStream_t st) {
     std::vector<gpu_row> rows(n_rows);
     for (int r = 0; r < n_rows; r++) {
         memset(&rows[r], 0, sizeof rows[r]);
-        rows[r].tok = r, rows[r].mode = mode, rows[r].temperature = 0.8f, rows[r].lp_k = lp_k, rows[r].slot = r;
+        rows[r].tok = r, rows[r].mode = mode, rows[r].temperature = 0.8f, rows[r].lp_k = lp_k,
+        rows[r].slot = r;
         rows[r].seed = seed + r, rows[r].output_pos = 7;
     }
     gpu_row *d_rows = (gpu_row *)gpu_upload(rows.data(), rows.size() * sizeof(gpu_row));
@@ -195,12 +203,14 @@ static void bench_case(const char *what, const float *d_x, int mode, int lp_k, i
     cudaGraphExec_t exec;
     CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
     for (int r = 0; r < reps; r++)
-        CUDA_CHECK(sampling_launch(d_x, VOCAB, d_rows, n_rows, d_out, d_slot, n_rows, d_ws, n_rows, st));
+        CUDA_CHECK(
+            sampling_launch(d_x, VOCAB, d_rows, n_rows, d_out, d_slot, n_rows, d_ws, n_rows, st));
     CUDA_CHECK(cudaStreamEndCapture(st, &graph));
     CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
     const float us = gpu_time_graph_us(exec, st, reps, 15);
     const double gbps = (double)n_rows * VOCAB * sizeof(float) / (us * 1e-6) / 1e9;
-    printf("| sampling %s, %d rows | %.2f | %.0f GB/s | %.2f |\n", what, n_rows, us, gbps, gbps / H200_GBPS);
+    printf("| sampling %s, %d rows | %.2f | %.0f GB/s | %.2f |\n", what, n_rows, us, gbps,
+           gbps / H200_GBPS);
     fflush(stdout);
     CUDA_CHECK(cudaGraphExecDestroy(exec));
     CUDA_CHECK(cudaGraphDestroy(graph));
@@ -221,8 +231,10 @@ static void bench(uint64_t seed, rng_t *rng) {
     printf("| case | time (us) | achieved | fraction of ceiling |\n| --- | --- | --- | --- |\n");
     const int rows[] = {1, 8, 64, MAX_ROWS};
     for (int i = 0; i < 4; i++) bench_case("greedy", d_x, GPU_ROW_GREEDY, 0, rows[i], seed + i, st);
-    for (int i = 0; i < 4; i++) bench_case("temperature", d_x, GPU_ROW_TEMP, 0, rows[i], seed + 10 + i, st);
-    for (int i = 0; i < 4; i++) bench_case("temperature + top-20", d_x, GPU_ROW_TEMP, 20, rows[i], seed + 20 + i, st);
+    for (int i = 0; i < 4; i++)
+        bench_case("temperature", d_x, GPU_ROW_TEMP, 0, rows[i], seed + 10 + i, st);
+    for (int i = 0; i < 4; i++)
+        bench_case("temperature + top-20", d_x, GPU_ROW_TEMP, 20, rows[i], seed + 20 + i, st);
     CUDA_CHECK(cudaStreamDestroy(st));
     CUDA_CHECK(cudaFree(d_x));
 }

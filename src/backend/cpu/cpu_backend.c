@@ -19,7 +19,7 @@ struct backend {
     model_weights w;
     cpu_model m;
     int block_size, num_full, num_swa, kv_dim, max_slots;
-    float **k, **v; /* per layer: [num_blocks of the layer's pool][block_size][kv_dim] */
+    float **k, **v;     /* per layer: [num_blocks of the layer's pool][block_size][kv_dim] */
     int32_t *slot_last; /* each slot's last sampled token (STEP_TOKEN_FROM_DEVICE reads it) */
 
     pthread_t worker;
@@ -50,9 +50,11 @@ static float *paged_row(paged_view *pv, float **pool, int layer, int seq, int64_
     int32_t block;
     if (sliding) {
         int64_t j = logical - st->swa_first[seq];
-        block = (j >= 0 && j < st->swa_stride) ? st->swa_tables[(size_t)seq * st->swa_stride + j] : -1;
+        block =
+            (j >= 0 && j < st->swa_stride) ? st->swa_tables[(size_t)seq * st->swa_stride + j] : -1;
     } else {
-        block = logical < st->full_stride ? st->full_tables[(size_t)seq * st->full_stride + logical] : -1;
+        block = logical < st->full_stride ? st->full_tables[(size_t)seq * st->full_stride + logical]
+                                          : -1;
     }
     int limit = sliding ? b->num_swa : b->num_full;
     if (block < 0 || block >= limit) {
@@ -60,7 +62,8 @@ static float *paged_row(paged_view *pv, float **pool, int layer, int seq, int64_
         pv->bad = true;
         block = 0;
     }
-    return pool[layer] + ((size_t)block * st->block_size + (size_t)(pos % st->block_size)) * b->kv_dim;
+    return pool[layer] +
+           ((size_t)block * st->block_size + (size_t)(pos % st->block_size)) * b->kv_dim;
 }
 static float *view_k(void *ctx, int layer, int seq, int64_t pos) {
     paged_view *pv = ctx;
@@ -79,7 +82,8 @@ static bool wants_prompt_logprobs(const step_batch *st, int i) {
 
 static int run_step(struct backend *b, const step_batch *st, step_result *res) {
     const int V = b->w.cfg.vocab, T = st->n_tokens;
-    int32_t *tokens = xmalloc((size_t)T * sizeof *tokens), *seq_of = xmalloc((size_t)T * sizeof *seq_of);
+    int32_t *tokens = xmalloc((size_t)T * sizeof *tokens),
+            *seq_of = xmalloc((size_t)T * sizeof *seq_of);
     int64_t *pos = xmalloc((size_t)T * sizeof *pos);
     int32_t *rows = xmalloc((size_t)T * sizeof *rows);
     int n_rows = 0;
@@ -96,7 +100,8 @@ static int run_step(struct backend *b, const step_batch *st, step_result *res) {
     paged_view pv = {b, st, seq_of, false};
     cpu_kv_view view = {view_k, view_v, &pv};
     int rc = cpu_forward_batch(&b->m, &view, T, tokens, seq_of, pos, n_rows, rows, logits);
-    if (rc == 0 && pv.bad) rc = err_set("cpu backend: a block table entry is missing or out of range");
+    if (rc == 0 && pv.bad)
+        rc = err_set("cpu backend: a block table entry is missing or out of range");
     res->seqs = xcalloc((size_t)st->n_seqs, sizeof *res->seqs);
     res->n = 0;
     for (int i = 0, r = 0; rc == 0 && i < st->n_seqs; i++) {
@@ -167,11 +172,15 @@ static int cpu_create(const backend_options *opt, backend **out) {
     for (int l = 0; l < c->n_layers; l++) n_sliding += c->layer_sliding[l];
     /* Defaults: room for a few full-length sequences in the full pool; the sliding pool needs only a
      * window (+1 block, +a prefill chunk's worth) per slot. */
-    b->num_full = n_sliding == c->n_layers ? 0 : opt->num_full_blocks > 0 ? opt->num_full_blocks : 4 * blocks_per_seq;
-    b->num_swa = n_sliding == 0 ? 0
-                 : opt->num_swa_blocks > 0
-                     ? opt->num_swa_blocks
-                     : b->max_slots * ((c->sliding_window + b->block_size - 1) / b->block_size + 2) + blocks_per_seq;
+    b->num_full = n_sliding == c->n_layers   ? 0
+                  : opt->num_full_blocks > 0 ? opt->num_full_blocks
+                                             : 4 * blocks_per_seq;
+    b->num_swa =
+        n_sliding == 0 ? 0
+        : opt->num_swa_blocks > 0
+            ? opt->num_swa_blocks
+            : b->max_slots * ((c->sliding_window + b->block_size - 1) / b->block_size + 2) +
+                  blocks_per_seq;
     b->k = xcalloc((size_t)c->n_layers, sizeof *b->k);
     b->v = xcalloc((size_t)c->n_layers, sizeof *b->v);
     for (int l = 0; l < c->n_layers; l++) {
@@ -192,7 +201,9 @@ static int cpu_create(const backend_options *opt, backend **out) {
     return 0;
 }
 
-static const model_config *cpu_config(backend *b) { return &b->w.cfg; }
+static const model_config *cpu_config(backend *b) {
+    return &b->w.cfg;
+}
 
 static void cpu_kv_blocks(backend *b, int *full, int *swa, int *block_size) {
     *full = b->num_full;
@@ -208,8 +219,8 @@ static int cpu_launch(backend *b, const step_batch *step) {
     }
     if (step->block_size != b->block_size) {
         pthread_mutex_unlock(&b->mu);
-        return err_set("cpu backend: the step uses blocks of %d tokens, the pools have %d", step->block_size,
-                       b->block_size);
+        return err_set("cpu backend: the step uses blocks of %d tokens, the pools have %d",
+                       step->block_size, b->block_size);
     }
     for (int i = 0; i < step->n_seqs; i++)
         if (step->slot[i] < 0 || step->slot[i] >= b->max_slots) {

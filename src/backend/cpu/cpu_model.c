@@ -45,7 +45,8 @@ typedef struct {
 } scratch;
 
 static void scratch_alloc(scratch *s, const model_config *c, int T) {
-    size_t H = (size_t)c->hidden, Q = (size_t)c->n_heads * c->head_dim, KV = (size_t)c->n_kv_heads * c->head_dim;
+    size_t H = (size_t)c->hidden, Q = (size_t)c->n_heads * c->head_dim,
+           KV = (size_t)c->n_kv_heads * c->head_dim;
     size_t I = (size_t)c->intermediate, E = (size_t)c->n_experts, K = (size_t)c->experts_per_tok;
     s->x = xmalloc(T * H * sizeof(float));
     s->a = xmalloc(T * H * sizeof(float));
@@ -71,10 +72,12 @@ static void scratch_free(scratch *s) {
 }
 
 /* One query head of token (seq, p) over keys k0..p of its sequence, fetched through the view. */
-static void head_attention(const cpu_kv_view *kv, int layer, int seq, int kv_head, int head_dim, int64_t k0,
-                           int64_t p, float scale, float sink, const float *q, float *out) {
+static void head_attention(const cpu_kv_view *kv, int layer, int seq, int kv_head, int head_dim,
+                           int64_t k0, int64_t p, float scale, float sink, const float *q,
+                           float *out) {
     int64_t n = p - k0 + 1;
-    const float **k_rows = xmalloc((size_t)n * sizeof *k_rows), **v_rows = xmalloc((size_t)n * sizeof *v_rows);
+    const float **k_rows = xmalloc((size_t)n * sizeof *k_rows),
+                **v_rows = xmalloc((size_t)n * sizeof *v_rows);
     for (int64_t u = 0; u < n; u++) {
         k_rows[u] = kv->k_row(kv->ctx, layer, seq, k0 + u) + (size_t)kv_head * head_dim;
         v_rows[u] = kv->v_row(kv->ctx, layer, seq, k0 + u) + (size_t)kv_head * head_dim;
@@ -84,8 +87,8 @@ static void head_attention(const cpu_kv_view *kv, int layer, int seq, int kv_hea
 }
 
 /* h += Attention(RMSNorm(h)) for the batch's T tokens (spec §2.3). */
-static void attention_block(const cpu_model *m, const cpu_kv_view *kv, int layer, int T, const int32_t *seq,
-                            const int64_t *pos, scratch *s) {
+static void attention_block(const cpu_model *m, const cpu_kv_view *kv, int layer, int T,
+                            const int32_t *seq, const int64_t *pos, scratch *s) {
     const model_weights *w = m->w;
     const model_config *c = &w->cfg;
     const int H = c->hidden, D = c->head_dim, Q = c->n_heads * D, KVD = c->n_kv_heads * D;
@@ -100,10 +103,14 @@ static void attention_block(const cpu_model *m, const cpu_kv_view *kv, int layer
     float cosv[ROPE_MAX_HALF], sinv[ROPE_MAX_HALF];
     for (int t = 0; t < T; t++) {
         rope_cos_sin(&m->rope, pos[t], cosv, sinv);
-        for (int h = 0; h < c->n_heads; h++) rope_apply(&m->rope, cosv, sinv, s->q + (size_t)t * Q + (size_t)h * D);
-        for (int h = 0; h < c->n_kv_heads; h++) rope_apply(&m->rope, cosv, sinv, s->k + (size_t)t * KVD + (size_t)h * D);
-        memcpy(kv->k_row(kv->ctx, layer, seq[t], pos[t]), s->k + (size_t)t * KVD, (size_t)KVD * sizeof(float));
-        memcpy(kv->v_row(kv->ctx, layer, seq[t], pos[t]), s->v + (size_t)t * KVD, (size_t)KVD * sizeof(float));
+        for (int h = 0; h < c->n_heads; h++)
+            rope_apply(&m->rope, cosv, sinv, s->q + (size_t)t * Q + (size_t)h * D);
+        for (int h = 0; h < c->n_kv_heads; h++)
+            rope_apply(&m->rope, cosv, sinv, s->k + (size_t)t * KVD + (size_t)h * D);
+        memcpy(kv->k_row(kv->ctx, layer, seq[t], pos[t]), s->k + (size_t)t * KVD,
+               (size_t)KVD * sizeof(float));
+        memcpy(kv->v_row(kv->ctx, layer, seq[t], pos[t]), s->v + (size_t)t * KVD,
+               (size_t)KVD * sizeof(float));
     }
 
     /* Causal attention with sinks; sliding layers see the last `sliding_window` keys, the current one
@@ -115,9 +122,12 @@ static void attention_block(const cpu_model *m, const cpu_kv_view *kv, int layer
     for (int t = 0; t < T; t++)
         for (int h = 0; h < c->n_heads; h++) {
             int64_t p = pos[t];
-            int64_t k0 = c->layer_sliding[layer] && p - c->sliding_window + 1 > 0 ? p - c->sliding_window + 1 : 0;
-            head_attention(kv, layer, seq[t], h / group, D, k0, p, scale, dense_at(sinks, (size_t)h),
-                           s->q + (size_t)t * Q + (size_t)h * D, s->attn + (size_t)t * Q + (size_t)h * D);
+            int64_t k0 = c->layer_sliding[layer] && p - c->sliding_window + 1 > 0
+                             ? p - c->sliding_window + 1
+                             : 0;
+            head_attention(kv, layer, seq[t], h / group, D, k0, p, scale,
+                           dense_at(sinks, (size_t)h), s->q + (size_t)t * Q + (size_t)h * D,
+                           s->attn + (size_t)t * Q + (size_t)h * D);
         }
     cpu_linear(s->attn, T, Q, weights_dense(w, layer, TK_O_W), &ob, H, s->proj);
     for (size_t i = 0; i < (size_t)T * H; i++) s->x[i] += s->proj[i];
@@ -133,12 +143,16 @@ static void moe_block(const cpu_model *m, int layer, int T, scratch *s) {
     dense_ref rb = weights_dense(w, layer, TK_ROUTER_B);
     cpu_linear(s->a, T, H, weights_dense(w, layer, TK_ROUTER_W), &rb, E, s->router);
     for (int t = 0; t < T; t++)
-        cpu_topk_softmax(s->router + (size_t)t * E, E, K, s->slots_idx + (size_t)t * K, s->slots_w + (size_t)t * K);
+        cpu_topk_softmax(s->router + (size_t)t * E, E, K, s->slots_idx + (size_t)t * K,
+                         s->slots_w + (size_t)t * K);
     memset(s->moe, 0, (size_t)T * H * sizeof(float));
 
-    const uint8_t *gu_blocks = weights_bytes(w, layer, TK_GATE_UP_BLOCKS), *gu_scales = weights_bytes(w, layer, TK_GATE_UP_SCALES);
-    const uint8_t *dn_blocks = weights_bytes(w, layer, TK_DOWN_BLOCKS), *dn_scales = weights_bytes(w, layer, TK_DOWN_SCALES);
-    dense_ref gu_bias = weights_dense(w, layer, TK_GATE_UP_BIAS), dn_bias = weights_dense(w, layer, TK_DOWN_BIAS);
+    const uint8_t *gu_blocks = weights_bytes(w, layer, TK_GATE_UP_BLOCKS),
+                  *gu_scales = weights_bytes(w, layer, TK_GATE_UP_SCALES);
+    const uint8_t *dn_blocks = weights_bytes(w, layer, TK_DOWN_BLOCKS),
+                  *dn_scales = weights_bytes(w, layer, TK_DOWN_SCALES);
+    dense_ref gu_bias = weights_dense(w, layer, TK_GATE_UP_BIAS),
+              dn_bias = weights_dense(w, layer, TK_DOWN_BIAS);
     const size_t gu_rows = 2 * (size_t)I, gu_nb = (size_t)H / 32, dn_nb = (size_t)I / 32;
     int *tok = xmalloc((size_t)T * sizeof *tok);
     float *gate = xmalloc((size_t)T * sizeof *gate);
@@ -146,43 +160,51 @@ static void moe_block(const cpu_model *m, int layer, int T, scratch *s) {
         int n = 0; /* gather the tokens routed to expert e */
         for (int t = 0; t < T; t++)
             for (int j = 0; j < K; j++)
-                if (s->slots_idx[(size_t)t * K + j] == e) tok[n] = t, gate[n] = s->slots_w[(size_t)t * K + j], n++;
+                if (s->slots_idx[(size_t)t * K + j] == e)
+                    tok[n] = t, gate[n] = s->slots_w[(size_t)t * K + j], n++;
         if (!n) continue;
-        for (int i = 0; i < n; i++) memcpy(s->xin + (size_t)i * H, s->a + (size_t)tok[i] * H, (size_t)H * sizeof(float));
-        cpu_mxfp4_linear(s->xin, n, H, gu_blocks + (size_t)e * gu_rows * gu_nb * 16, gu_scales + (size_t)e * gu_rows * gu_nb,
-                         gu_bias, (size_t)e * gu_rows, (int)gu_rows, s->gate_up);
         for (int i = 0; i < n; i++)
-            cpu_swiglu(s->gate_up + (size_t)i * gu_rows, I, (float)c->swiglu_alpha, (float)c->swiglu_limit,
-                       s->act + (size_t)i * I);
-        cpu_mxfp4_linear(s->act, n, I, dn_blocks + (size_t)e * H * dn_nb * 16, dn_scales + (size_t)e * H * dn_nb,
-                         dn_bias, (size_t)e * H, H, s->down);
+            memcpy(s->xin + (size_t)i * H, s->a + (size_t)tok[i] * H, (size_t)H * sizeof(float));
+        cpu_mxfp4_linear(s->xin, n, H, gu_blocks + (size_t)e * gu_rows * gu_nb * 16,
+                         gu_scales + (size_t)e * gu_rows * gu_nb, gu_bias, (size_t)e * gu_rows,
+                         (int)gu_rows, s->gate_up);
+        for (int i = 0; i < n; i++)
+            cpu_swiglu(s->gate_up + (size_t)i * gu_rows, I, (float)c->swiglu_alpha,
+                       (float)c->swiglu_limit, s->act + (size_t)i * I);
+        cpu_mxfp4_linear(s->act, n, I, dn_blocks + (size_t)e * H * dn_nb * 16,
+                         dn_scales + (size_t)e * H * dn_nb, dn_bias, (size_t)e * H, H, s->down);
         /* The expert's bias is inside `down`; the routing weight multiplies the whole output. */
         for (int i = 0; i < n; i++)
-            for (int r = 0; r < H; r++) s->moe[(size_t)tok[i] * H + r] += gate[i] * s->down[(size_t)i * H + r];
+            for (int r = 0; r < H; r++)
+                s->moe[(size_t)tok[i] * H + r] += gate[i] * s->down[(size_t)i * H + r];
     }
     free(tok), free(gate);
     for (size_t i = 0; i < (size_t)T * H; i++) s->x[i] += s->moe[i];
 }
 
-int cpu_forward_batch(const cpu_model *m, const cpu_kv_view *kv, int T, const int32_t *tokens, const int32_t *seq,
-                      const int64_t *pos, int n_rows, const int32_t *rows, float *logits) {
+int cpu_forward_batch(const cpu_model *m, const cpu_kv_view *kv, int T, const int32_t *tokens,
+                      const int32_t *seq, const int64_t *pos, int n_rows, const int32_t *rows,
+                      float *logits) {
     const model_weights *w = m->w;
     const model_config *c = &w->cfg;
     const int H = c->hidden;
     if (T <= 0) return err_set("forward: no tokens");
     for (int t = 0; t < T; t++)
         if (tokens[t] < 0 || tokens[t] >= c->vocab)
-            return err_set("token id %d at index %d is outside the vocabulary [0, %d)", tokens[t], t, c->vocab);
+            return err_set("token id %d at index %d is outside the vocabulary [0, %d)", tokens[t],
+                           t, c->vocab);
     scratch s;
     scratch_alloc(&s, c, T);
     dense_ref embed = weights_dense(w, -1, TK_EMBED);
-    for (int t = 0; t < T; t++) dense_read(embed, (size_t)tokens[t] * H, (size_t)H, s.x + (size_t)t * H);
+    for (int t = 0; t < T; t++)
+        dense_read(embed, (size_t)tokens[t] * H, (size_t)H, s.x + (size_t)t * H);
     for (int l = 0; l < c->n_layers; l++) {
         attention_block(m, kv, l, T, seq, pos, &s);
         moe_block(m, l, T, &s);
     }
     if (n_rows > 0) {
-        for (int r = 0; r < n_rows; r++) memcpy(s.xin + (size_t)r * H, s.x + (size_t)rows[r] * H, (size_t)H * sizeof(float));
+        for (int r = 0; r < n_rows; r++)
+            memcpy(s.xin + (size_t)r * H, s.x + (size_t)rows[r] * H, (size_t)H * sizeof(float));
         cpu_rmsnorm(s.xin, weights_dense(w, -1, TK_FINAL_NORM), n_rows, H, c->rms_norm_eps, s.a);
         cpu_linear(s.a, n_rows, H, weights_dense(w, -1, TK_LM_HEAD), NULL, c->vocab, logits);
     }
@@ -202,8 +224,8 @@ static float *contig_v(void *ctx, int layer, int seq, int64_t pos) {
     return kv->v[layer] + (size_t)pos * kv->kv_dim;
 }
 
-int cpu_forward(const cpu_model *m, cpu_kv_cache *kv, const int32_t *tokens, int T, enum cpu_logits want,
-                float *logits) {
+int cpu_forward(const cpu_model *m, cpu_kv_cache *kv, const int32_t *tokens, int T,
+                enum cpu_logits want, float *logits) {
     if (T <= 0) return err_set("forward: no tokens");
     int64_t pos0 = kv->len;
     kv_reserve(kv, pos0 + T);

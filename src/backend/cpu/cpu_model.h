@@ -41,13 +41,14 @@ typedef struct {
  * pos[t]). Logits are computed for the n_rows tokens listed in rows[] (ascending), vocab floats each.
  * The math of one token never depends on the others in the batch (each output row is its own dot
  * product, summed in a fixed order), so a sequence gets bit-identical logits alone or batched. */
-int cpu_forward_batch(const cpu_model *m, const cpu_kv_view *kv, int T, const int32_t *tokens, const int32_t *seq,
-                      const int64_t *pos, int n_rows, const int32_t *rows, float *logits);
+int cpu_forward_batch(const cpu_model *m, const cpu_kv_view *kv, int T, const int32_t *tokens,
+                      const int32_t *seq, const int64_t *pos, int n_rows, const int32_t *rows,
+                      float *logits);
 
 /* Runs T new tokens at positions kv->len .. kv->len+T-1 and appends their K/V. Writes logits
  * (vocab floats per row) for the last token or for every token, as asked. Token ids are checked
  * against the vocabulary. */
-int cpu_forward(const cpu_model *m, cpu_kv_cache *kv, const int32_t *tokens, int T, enum cpu_logits want,
-                float *logits);
+int cpu_forward(const cpu_model *m, cpu_kv_cache *kv, const int32_t *tokens, int T,
+                enum cpu_logits want, float *logits);
 
 #endif

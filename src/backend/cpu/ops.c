@@ -30,14 +30,15 @@ void cpu_linear(const float *x, int T, int K, dense_ref W, const dense_ref *b, i
         for (int r = 0; r < N; r++) {
             dense_read(W, (size_t)r * K, (size_t)K, row);
             float bias = b ? dense_at(*b, (size_t)r) : 0.0f;
-            for (int t = 0; t < T; t++) y[(size_t)t * N + r] = dot(x + (size_t)t * K, row, K) + bias;
+            for (int t = 0; t < T; t++)
+                y[(size_t)t * N + r] = dot(x + (size_t)t * K, row, K) + bias;
         }
         free(row);
     }
 }
 
-void cpu_sink_attention_rows(const float *q, const float *const *k_rows, const float *const *v_rows, int64_t n,
-                             int head_dim, float scale, float sink, float *out) {
+void cpu_sink_attention_rows(const float *q, const float *const *k_rows, const float *const *v_rows,
+                             int64_t n, int head_dim, float scale, float sink, float *out) {
     float *s = xmalloc((size_t)(n ? n : 1) * sizeof *s);
     float m = sink; /* the sink joins the max so exp() never overflows */
     for (int64_t u = 0; u < n; u++) {
@@ -54,10 +55,12 @@ void cpu_sink_attention_rows(const float *q, const float *const *k_rows, const f
     free(s);
 }
 
-void cpu_sink_attention(const float *q, const float *k_cache, const float *v_cache, int kv_dim, int kv_head,
-                        int head_dim, int64_t k0, int64_t k1, float scale, float sink, float *out) {
+void cpu_sink_attention(const float *q, const float *k_cache, const float *v_cache, int kv_dim,
+                        int kv_head, int head_dim, int64_t k0, int64_t k1, float scale, float sink,
+                        float *out) {
     int64_t n = k1 - k0 + 1;
-    const float **k_rows = xmalloc((size_t)n * sizeof *k_rows), **v_rows = xmalloc((size_t)n * sizeof *v_rows);
+    const float **k_rows = xmalloc((size_t)n * sizeof *k_rows),
+                **v_rows = xmalloc((size_t)n * sizeof *v_rows);
     for (int64_t u = 0; u < n; u++) {
         k_rows[u] = k_cache + (size_t)(k0 + u) * kv_dim + (size_t)kv_head * head_dim;
         v_rows[u] = v_cache + (size_t)(k0 + u) * kv_dim + (size_t)kv_head * head_dim;

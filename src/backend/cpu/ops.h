@@ -16,12 +16,13 @@ void cpu_linear(const float *x, int T, int K, dense_ref W, const dense_ref *b, i
 /* Attention of one query head over n visible keys: softmax over the scaled scores plus a sink logit
  * that has no value, then the weighted sum of V. k_rows[u] / v_rows[u] point at key u's head vector
  * (head_dim values); q has head_dim values; out gets head_dim values. */
-void cpu_sink_attention_rows(const float *q, const float *const *k_rows, const float *const *v_rows, int64_t n,
-                             int head_dim, float scale, float sink, float *out);
+void cpu_sink_attention_rows(const float *q, const float *const *k_rows, const float *const *v_rows,
+                             int64_t n, int head_dim, float scale, float sink, float *out);
 
 /* The same over keys [k0, k1] of a contiguous cache laid out [pos][kv_dim], reading KV head kv_head. */
-void cpu_sink_attention(const float *q, const float *k_cache, const float *v_cache, int kv_dim, int kv_head,
-                        int head_dim, int64_t k0, int64_t k1, float scale, float sink, float *out);
+void cpu_sink_attention(const float *q, const float *k_cache, const float *v_cache, int kv_dim,
+                        int kv_head, int head_dim, int64_t k0, int64_t k1, float scale, float sink,
+                        float *out);
 
 /* Top-k of n logits (largest first; among equal values the lower index wins), then softmax over the
  * k selected logits. */

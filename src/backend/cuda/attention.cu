@@ -32,10 +32,10 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#define HD 64        /* head_dim this file is specialised for */
-#define GQA 8        /* query heads per KV head */
+#define HD        64  /* head_dim this file is specialised for */
+#define GQA       8   /* query heads per KV head */
 #define ROW_BYTES 128 /* one key's head_dim values in bf16 */
-#define LOG2E 1.4426950408889634f
+#define LOG2E     1.4426950408889634f
 
 /* Decode: 4 warps, each taking 16 keys of every 64-key chunk; 4 chunks (64 KiB) in the pipeline. */
 enum {
@@ -61,7 +61,8 @@ enum {
     PF_STAGE_BYTES = 2 * PF_KTILE * ROW_BYTES,
     PF_SMEM = PF_Q_BYTES + PF_STAGES * PF_STAGE_BYTES
 };
-static_assert((int)PF_TOKENS == (int)ATTN_PREFILL_TOKENS, "attention.h's tile size must match the kernel");
+static_assert((int)PF_TOKENS == (int)ATTN_PREFILL_TOKENS,
+              "attention.h's tile size must match the kernel");
 
 typedef struct {
     const int32_t *query_start, *start_pos, *tables, *table_first, *work;
@@ -100,17 +101,21 @@ static __device__ __forceinline__ float fast_exp2(float x) {
     asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
     return y;
 }
-static __device__ __forceinline__ float shfl_xor(float x, int m) { return __shfl_xor_sync(0xffffffffu, x, m); }
+static __device__ __forceinline__ float shfl_xor(float x, int m) {
+    return __shfl_xor_sync(0xffffffffu, x, m);
+}
 
 /* Byte offset of 16-byte chunk c of row r in a swizzled [rows][128 B] tile. */
-static __device__ __forceinline__ uint32_t swz(int r, int c) { return (uint32_t)(r * ROW_BYTES + ((c ^ (r & 7)) << 4)); }
+static __device__ __forceinline__ uint32_t swz(int r, int c) {
+    return (uint32_t)(r * ROW_BYTES + ((c ^ (r & 7)) << 4));
+}
 
 /* ------------------------------------------------------------------------------------------------ */
 /* Paged KV -> shared memory                                                                          */
 
 /* Element offset of key `key` of KV head kvh, through the sequence's block table. */
-static __device__ __forceinline__ size_t kv_offset(const attn_args &a, const int32_t *table, int first, int kvh,
-                                                   int key) {
+static __device__ __forceinline__ size_t kv_offset(const attn_args &a, const int32_t *table,
+                                                   int first, int kvh, int key) {
     const size_t block = (size_t)table[(key >> a.bs_shift) - first];
     const size_t row = (size_t)(key & ((1 << a.bs_shift) - 1));
     return (((block * (size_t)a.n_kv_heads + (size_t)kvh) << a.bs_shift) + row) * HD;
@@ -120,8 +125,9 @@ static __device__ __forceinline__ size_t kv_offset(const attn_args &a, const int
  * not read (their rows become zeros, so a masked key can never bring a NaN into P.V). Every thread
  * issues NKEYS * 8 / NTHREADS copies of each. */
 template <int NTHREADS, int NKEYS>
-static __device__ __forceinline__ void load_kv_tile(const attn_args &a, const int32_t *table, int first, int kvh,
-                                                    int key0, int key_end, uint32_t s_k, uint32_t s_v) {
+static __device__ __forceinline__ void load_kv_tile(const attn_args &a, const int32_t *table,
+                                                    int first, int kvh, int key0, int key_end,
+                                                    uint32_t s_k, uint32_t s_v) {
     static_assert((NKEYS * 8) % NTHREADS == 0, "tile copies must divide evenly");
 #pragma unroll
     for (int i = 0; i < NKEYS * 8 / NTHREADS; i++) {
@@ -181,7 +187,8 @@ __global__ void __launch_bounds__(DEC_THREADS) attn_decode_kernel(attn_args a) {
     for (int i = 0; i < DEC_STAGES - 1; i++) {
         if (i < n_my) {
             const uint32_t sk = s_base + i * DEC_STAGE_BYTES;
-            load_kv_tile<DEC_THREADS, DEC_CHUNK>(a, table, first, kvh, k_lo + (c_begin + i) * DEC_CHUNK, key_end, sk,
+            load_kv_tile<DEC_THREADS, DEC_CHUNK>(a, table, first, kvh,
+                                                 k_lo + (c_begin + i) * DEC_CHUNK, key_end, sk,
                                                  sk + DEC_CHUNK * ROW_BYTES);
         }
         cp_async_commit();
@@ -195,7 +202,8 @@ __global__ void __launch_bounds__(DEC_THREADS) attn_decode_kernel(attn_args a) {
     for (int kc = 0; kc < 4; kc++) qb[kc][0] = qg[kc * 8 + t], qb[kc][1] = qg[kc * 8 + 4 + t];
 
     const float sl2 = a.scale_log2;
-    float m0 = a.sinks[kvh * GQA + 2 * t] * LOG2E, m1 = a.sinks[kvh * GQA + 2 * t + 1] * LOG2E; /* heads 2t, 2t+1 */
+    float m0 = a.sinks[kvh * GQA + 2 * t] * LOG2E,
+          m1 = a.sinks[kvh * GQA + 2 * t + 1] * LOG2E; /* heads 2t, 2t+1 */
     float l0 = 0.f, l1 = 0.f;
     float acc[4][4];
 #pragma unroll
@@ -203,17 +211,19 @@ __global__ void __launch_bounds__(DEC_THREADS) attn_decode_kernel(attn_args a) {
 
     for (int i = 0; i < n_my; i++) {
         cp_async_wait<DEC_STAGES - 2>(); /* this thread's copies of chunk i are done ... */
-        __syncthreads();                 /* ... and everyone's; stage (i-1) % STAGES is free again */
+        __syncthreads(); /* ... and everyone's; stage (i-1) % STAGES is free again */
         {
             const int nx = i + DEC_STAGES - 1;
             if (nx < n_my) {
                 const uint32_t sk = s_base + (nx % DEC_STAGES) * DEC_STAGE_BYTES;
-                load_kv_tile<DEC_THREADS, DEC_CHUNK>(a, table, first, kvh, k_lo + (c_begin + nx) * DEC_CHUNK, key_end,
-                                                     sk, sk + DEC_CHUNK * ROW_BYTES);
+                load_kv_tile<DEC_THREADS, DEC_CHUNK>(a, table, first, kvh,
+                                                     k_lo + (c_begin + nx) * DEC_CHUNK, key_end, sk,
+                                                     sk + DEC_CHUNK * ROW_BYTES);
             }
             cp_async_commit();
         }
-        const uint32_t sk = s_base + (i % DEC_STAGES) * DEC_STAGE_BYTES, sv = sk + DEC_CHUNK * ROW_BYTES;
+        const uint32_t sk = s_base + (i % DEC_STAGES) * DEC_STAGE_BYTES,
+                       sv = sk + DEC_CHUNK * ROW_BYTES;
         const int key_w = k_lo + (c_begin + i) * DEC_CHUNK + warp * 16; /* this warp's first key */
 
         /* S^T = K Q^T: lane gets s0,s1 = (key g; heads 2t, 2t+1), s2,s3 = (key g+8; same heads). */
@@ -221,7 +231,8 @@ __global__ void __launch_bounds__(DEC_THREADS) attn_decode_kernel(attn_args a) {
 #pragma unroll
         for (int kc = 0; kc < 4; kc++) {
             uint32_t ka[4];
-            ldmatrix_x4(ka, sk + swz(warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, kc * 2 + (lane >> 4)));
+            ldmatrix_x4(
+                ka, sk + swz(warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, kc * 2 + (lane >> 4)));
             mma_bf16_16816(s, ka, qb[kc][0], qb[kc][1]);
         }
         if (key_w + g >= key_end) s[0] = s[1] = -INFINITY;
@@ -230,7 +241,8 @@ __global__ void __launch_bounds__(DEC_THREADS) attn_decode_kernel(attn_args a) {
         /* Online softmax per head: max over the warp's 16 keys (lanes with the same t). */
         float mx0 = fmaxf(s[0], s[2]) * sl2, mx1 = fmaxf(s[1], s[3]) * sl2;
 #pragma unroll
-        for (int o = 4; o < 32; o <<= 1) mx0 = fmaxf(mx0, shfl_xor(mx0, o)), mx1 = fmaxf(mx1, shfl_xor(mx1, o));
+        for (int o = 4; o < 32; o <<= 1)
+            mx0 = fmaxf(mx0, shfl_xor(mx0, o)), mx1 = fmaxf(mx1, shfl_xor(mx1, o));
         const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
         const float corr0 = fast_exp2(m0 - mn0), corr1 = fast_exp2(m1 - mn1);
         m0 = mn0, m1 = mn1;
@@ -239,10 +251,12 @@ __global__ void __launch_bounds__(DEC_THREADS) attn_decode_kernel(attn_args a) {
         l0 = l0 * corr0 + p0 + p2;
         l1 = l1 * corr1 + p1 + p3;
 #pragma unroll
-        for (int mt = 0; mt < 4; mt++) acc[mt][0] *= corr0, acc[mt][1] *= corr1, acc[mt][2] *= corr0, acc[mt][3] *= corr1;
+        for (int mt = 0; mt < 4; mt++)
+            acc[mt][0] *= corr0, acc[mt][1] *= corr1, acc[mt][2] *= corr0, acc[mt][3] *= corr1;
 
         /* P^T as the B operand: transpose the two 8x8 halves (keys 0-7 and 8-15) in registers. */
-        const uint32_t pb0 = movmatrix_trans(pack_bf16x2(p0, p1)), pb1 = movmatrix_trans(pack_bf16x2(p2, p3));
+        const uint32_t pb0 = movmatrix_trans(pack_bf16x2(p0, p1)),
+                       pb1 = movmatrix_trans(pack_bf16x2(p2, p3));
 
         /* O^T += V^T P^T: m-tile mt covers dims [16mt, 16mt+16). ldmatrix.trans matrices: (keys 0-7,
          * dims +0), (keys 0-7, dims +8), (keys 8-15, dims +0), (keys 8-15, dims +8) = a0..a3. */
@@ -250,7 +264,8 @@ __global__ void __launch_bounds__(DEC_THREADS) attn_decode_kernel(attn_args a) {
         for (int mt = 0; mt < 4; mt++) {
             uint32_t va[4];
             const int j = lane >> 3;
-            ldmatrix_x4_trans(va, sv + swz(warp * 16 + (lane & 7) + (j >> 1) * 8, mt * 2 + (j & 1)));
+            ldmatrix_x4_trans(va,
+                              sv + swz(warp * 16 + (lane & 7) + (j >> 1) * 8, mt * 2 + (j & 1)));
             mma_bf16_16816(acc[mt], va, pb0, pb1);
         }
     }
@@ -260,9 +275,9 @@ __global__ void __launch_bounds__(DEC_THREADS) attn_decode_kernel(attn_args a) {
     /* Merge the 4 warps: per head, M = max m_w, L = sum l_w 2^(m_w - M), O = sum O_w 2^(m_w - M). */
 #pragma unroll
     for (int o = 4; o < 32; o <<= 1) l0 += shfl_xor(l0, o), l1 += shfl_xor(l1, o);
-    float *s_m = reinterpret_cast<float *>(smem);     /* [DEC_WARPS][GQA] */
-    float *s_l = s_m + DEC_WARPS * GQA;                /* [DEC_WARPS][GQA] */
-    float *s_o = s_l + DEC_WARPS * GQA;                /* [DEC_WARPS][GQA][DEC_OPAD] */
+    float *s_m = reinterpret_cast<float *>(smem); /* [DEC_WARPS][GQA] */
+    float *s_l = s_m + DEC_WARPS * GQA;           /* [DEC_WARPS][GQA] */
+    float *s_o = s_l + DEC_WARPS * GQA;           /* [DEC_WARPS][GQA][DEC_OPAD] */
     if (g == 0) {
         s_m[warp * GQA + 2 * t] = m0, s_m[warp * GQA + 2 * t + 1] = m1;
         s_l[warp * GQA + 2 * t] = l0, s_l[warp * GQA + 2 * t + 1] = l1;
@@ -291,15 +306,20 @@ __global__ void __launch_bounds__(DEC_THREADS) attn_decode_kernel(attn_args a) {
     }
     const int head = kvh * GQA + h;
     if (a.num_splits == 1) {
-        L += fast_exp2(a.sinks[head] * LOG2E - M); /* M >= the sink: every warp's max started there */
+        L += fast_exp2(a.sinks[head] * LOG2E -
+                       M); /* M >= the sink: every warp's max started there */
         const float inv = 1.f / L;
-        *reinterpret_cast<uint2 *>(a.out + ((size_t)q_row * (size_t)a.n_heads + (size_t)head) * HD + d0) =
-            make_uint2(pack_bf16x2(o4[0] * inv, o4[1] * inv), pack_bf16x2(o4[2] * inv, o4[3] * inv));
+        *reinterpret_cast<uint2 *>(a.out + ((size_t)q_row * (size_t)a.n_heads + (size_t)head) * HD +
+                                   d0) = make_uint2(pack_bf16x2(o4[0] * inv, o4[1] * inv),
+                                                    pack_bf16x2(o4[2] * inv, o4[3] * inv));
     } else {
-        const size_t part = ((size_t)seq * (size_t)a.n_heads + (size_t)head) * (size_t)a.num_splits + (size_t)split;
-        *reinterpret_cast<float4 *>(a.ws + part * HD + d0) = make_float4(o4[0], o4[1], o4[2], o4[3]);
+        const size_t part =
+            ((size_t)seq * (size_t)a.n_heads + (size_t)head) * (size_t)a.num_splits + (size_t)split;
+        *reinterpret_cast<float4 *>(a.ws + part * HD + d0) =
+            make_float4(o4[0], o4[1], o4[2], o4[3]);
         if (d0 == 0) {
-            float *ml = a.ws + (size_t)a.n_seqs * (size_t)a.n_heads * (size_t)a.num_splits * HD + part * 2;
+            float *ml =
+                a.ws + (size_t)a.n_seqs * (size_t)a.n_heads * (size_t)a.num_splits * HD + part * 2;
             ml[0] = M, ml[1] = L;
         }
     }
@@ -326,7 +346,8 @@ __global__ void __launch_bounds__(DEC_THREADS) attn_decode_merge_kernel(attn_arg
         o4[0] += f * v.x, o4[1] += f * v.y, o4[2] += f * v.z, o4[3] += f * v.w;
     }
     const float inv = 1.f / L;
-    *reinterpret_cast<uint2 *>(a.out + ((size_t)q_row * (size_t)a.n_heads + (size_t)head) * HD + d0) =
+    *reinterpret_cast<uint2 *>(a.out + ((size_t)q_row * (size_t)a.n_heads + (size_t)head) * HD +
+                               d0) =
         make_uint2(pack_bf16x2(o4[0] * inv, o4[1] * inv), pack_bf16x2(o4[2] * inv, o4[3] * inv));
 }
 
@@ -376,7 +397,9 @@ __global__ void __launch_bounds__(PF_THREADS, 2) attn_prefill_kernel(attn_args a
         const bool valid = tt < n_valid;
         const uint16_t *src = a.q;
         if (valid)
-            src += ((size_t)(qs + tok0 + tt) * (size_t)a.n_heads + (size_t)kvh * GQA + (size_t)(r & 7)) * HD +
+            src += ((size_t)(qs + tok0 + tt) * (size_t)a.n_heads + (size_t)kvh * GQA +
+                    (size_t)(r & 7)) *
+                       HD +
                    (size_t)c * 8;
         cp_async16(s_q + swz(r, c), src, valid ? 16 : 0);
     }
@@ -385,8 +408,8 @@ __global__ void __launch_bounds__(PF_THREADS, 2) attn_prefill_kernel(attn_args a
     for (int i = 0; i < PF_STAGES - 1; i++) {
         if (i < n_tiles) {
             const uint32_t sk = s_kv + i * PF_STAGE_BYTES;
-            load_kv_tile<PF_THREADS, PF_KTILE>(a, table, first, kvh, k_first + i * PF_KTILE, key_end, sk,
-                                               sk + PF_KTILE * ROW_BYTES);
+            load_kv_tile<PF_THREADS, PF_KTILE>(a, table, first, kvh, k_first + i * PF_KTILE,
+                                               key_end, sk, sk + PF_KTILE * ROW_BYTES);
         }
         cp_async_commit();
     }
@@ -395,7 +418,8 @@ __global__ void __launch_bounds__(PF_THREADS, 2) attn_prefill_kernel(attn_args a
     uint32_t qa[4][4]; /* A fragments of the warp's 16 rows, k-chunks of 16 dims */
 #pragma unroll
     for (int kc = 0; kc < 4; kc++)
-        ldmatrix_x4(qa[kc], s_q + swz(warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, kc * 2 + (lane >> 4)));
+        ldmatrix_x4(qa[kc], s_q + swz(warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8,
+                                      kc * 2 + (lane >> 4)));
 
     const float sl2 = a.scale_log2;
     const float sink = a.sinks[kvh * GQA + g] * LOG2E;
@@ -411,12 +435,13 @@ __global__ void __launch_bounds__(PF_THREADS, 2) attn_prefill_kernel(attn_args a
             const int nx = it + PF_STAGES - 1;
             if (nx < n_tiles) {
                 const uint32_t sk = s_kv + (nx % PF_STAGES) * PF_STAGE_BYTES;
-                load_kv_tile<PF_THREADS, PF_KTILE>(a, table, first, kvh, k_first + nx * PF_KTILE, key_end, sk,
-                                                   sk + PF_KTILE * ROW_BYTES);
+                load_kv_tile<PF_THREADS, PF_KTILE>(a, table, first, kvh, k_first + nx * PF_KTILE,
+                                                   key_end, sk, sk + PF_KTILE * ROW_BYTES);
             }
             cp_async_commit();
         }
-        const uint32_t sk = s_kv + (it % PF_STAGES) * PF_STAGE_BYTES, sv = sk + PF_KTILE * ROW_BYTES;
+        const uint32_t sk = s_kv + (it % PF_STAGES) * PF_STAGE_BYTES,
+                       sv = sk + PF_KTILE * ROW_BYTES;
         const int kt = k_first + it * PF_KTILE;
 
         /* S = Q K^T. n-tile nt = keys [8nt, 8nt+8); one ldmatrix.x4 gives b0,b1 of two k-chunks of
@@ -442,7 +467,8 @@ __global__ void __launch_bounds__(PF_THREADS, 2) attn_prefill_kernel(attn_args a
 #pragma unroll
                 for (int j = 0; j < 4; j++) {
                     const int key = kt + nt * 8 + 2 * t + (j & 1);
-                    const bool ok = j < 2 ? (key <= p_a && key >= lo_a) : (key <= p_b && key >= lo_b);
+                    const bool ok =
+                        j < 2 ? (key <= p_a && key >= lo_a) : (key <= p_b && key >= lo_b);
                     if (!ok) s[nt][j] = -INFINITY;
                 }
             }
@@ -479,14 +505,16 @@ __global__ void __launch_bounds__(PF_THREADS, 2) attn_prefill_kernel(attn_args a
          * 2kk and 2kk+1. V's B fragments via ldmatrix.trans, two dim n-tiles per x4. */
 #pragma unroll
         for (int kk = 0; kk < PF_KTILE / 16; kk++) {
-            const uint32_t pa[4] = {pack_bf16x2(s[2 * kk][0], s[2 * kk][1]), pack_bf16x2(s[2 * kk][2], s[2 * kk][3]),
+            const uint32_t pa[4] = {pack_bf16x2(s[2 * kk][0], s[2 * kk][1]),
+                                    pack_bf16x2(s[2 * kk][2], s[2 * kk][3]),
                                     pack_bf16x2(s[2 * kk + 1][0], s[2 * kk + 1][1]),
                                     pack_bf16x2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
 #pragma unroll
             for (int np = 0; np < 4; np++) {
                 uint32_t vb[4];
                 const int j = lane >> 3;
-                ldmatrix_x4_trans(vb, sv + swz(kk * 16 + (lane & 7) + (j & 1) * 8, np * 2 + (j >> 1)));
+                ldmatrix_x4_trans(vb,
+                                  sv + swz(kk * 16 + (lane & 7) + (j & 1) * 8, np * 2 + (j >> 1)));
                 mma_bf16_16816(acc[2 * np], pa, vb[0], vb[1]);
                 mma_bf16_16816(acc[2 * np + 1], pa, vb[2], vb[3]);
             }
@@ -497,19 +525,26 @@ __global__ void __launch_bounds__(PF_THREADS, 2) attn_prefill_kernel(attn_args a
     /* Finish: the row sums were per lane; add the sink once, normalise, store bf16 pairs. */
     l_a += shfl_xor(l_a, 1), l_b += shfl_xor(l_b, 1);
     l_a += shfl_xor(l_a, 2), l_b += shfl_xor(l_b, 2);
-    const float inv_a = 1.f / (l_a + fast_exp2(sink - m_a)), inv_b = 1.f / (l_b + fast_exp2(sink - m_b));
+    const float inv_a = 1.f / (l_a + fast_exp2(sink - m_a)),
+                inv_b = 1.f / (l_b + fast_exp2(sink - m_b));
     const int head = kvh * GQA + g;
     if (2 * warp < n_valid) {
-        uint16_t *o = a.out + ((size_t)(qs + tok0 + 2 * warp) * (size_t)a.n_heads + (size_t)head) * HD + 2 * t;
+        uint16_t *o = a.out +
+                      ((size_t)(qs + tok0 + 2 * warp) * (size_t)a.n_heads + (size_t)head) * HD +
+                      2 * t;
 #pragma unroll
         for (int nt = 0; nt < 8; nt++)
-            *reinterpret_cast<uint32_t *>(o + nt * 8) = pack_bf16x2(acc[nt][0] * inv_a, acc[nt][1] * inv_a);
+            *reinterpret_cast<uint32_t *>(o + nt * 8) =
+                pack_bf16x2(acc[nt][0] * inv_a, acc[nt][1] * inv_a);
     }
     if (2 * warp + 1 < n_valid) {
-        uint16_t *o = a.out + ((size_t)(qs + tok0 + 2 * warp + 1) * (size_t)a.n_heads + (size_t)head) * HD + 2 * t;
+        uint16_t *o = a.out +
+                      ((size_t)(qs + tok0 + 2 * warp + 1) * (size_t)a.n_heads + (size_t)head) * HD +
+                      2 * t;
 #pragma unroll
         for (int nt = 0; nt < 8; nt++)
-            *reinterpret_cast<uint32_t *>(o + nt * 8) = pack_bf16x2(acc[nt][2] * inv_b, acc[nt][3] * inv_b);
+            *reinterpret_cast<uint32_t *>(o + nt * 8) =
+                pack_bf16x2(acc[nt][2] * inv_b, acc[nt][3] * inv_b);
     }
 }
 
@@ -522,21 +557,26 @@ static int log2_exact(int x) {
     return (1 << s) == x ? s : -1;
 }
 
-static bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+static bool aligned16(const void *p) {
+    return ((uintptr_t)p & 15) == 0;
+}
 
-static cudaError_t fill_args(const attn_dims *d, const attn_seqs *s, const uint16_t *q, const uint16_t *k_cache,
-                             const uint16_t *v_cache, const float *sinks, float scale, uint16_t *out, attn_args *a) {
+static cudaError_t fill_args(const attn_dims *d, const attn_seqs *s, const uint16_t *q,
+                             const uint16_t *k_cache, const uint16_t *v_cache, const float *sinks,
+                             float scale, uint16_t *out, attn_args *a) {
     const int bs_shift = log2_exact(d->block_size);
-    if (d->head_dim != HD || d->n_kv_heads <= 0 || d->n_heads != GQA * d->n_kv_heads || bs_shift < 3 ||
-        s->n_seqs < 0 || s->window < 0 || !aligned16(q) || !aligned16(k_cache) || !aligned16(v_cache) ||
-        !aligned16(out))
+    if (d->head_dim != HD || d->n_kv_heads <= 0 || d->n_heads != GQA * d->n_kv_heads ||
+        bs_shift < 3 || s->n_seqs < 0 || s->window < 0 || !aligned16(q) || !aligned16(k_cache) ||
+        !aligned16(v_cache) || !aligned16(out))
         return cudaErrorInvalidValue;
     a->query_start = s->query_start, a->start_pos = s->start_pos, a->tables = s->tables;
     a->table_first = s->table_first, a->work = NULL;
-    a->q = q, a->k_cache = k_cache, a->v_cache = v_cache, a->sinks = sinks, a->out = out, a->ws = NULL;
+    a->q = q, a->k_cache = k_cache, a->v_cache = v_cache, a->sinks = sinks, a->out = out,
+    a->ws = NULL;
     a->scale_log2 = scale * LOG2E;
     a->n_seqs = s->n_seqs, a->stride = s->stride, a->window = s->window;
-    a->n_heads = d->n_heads, a->n_kv_heads = d->n_kv_heads, a->bs_shift = bs_shift, a->num_splits = 1;
+    a->n_heads = d->n_heads, a->n_kv_heads = d->n_kv_heads, a->bs_shift = bs_shift,
+    a->num_splits = 1;
     return cudaSuccess;
 }
 
@@ -556,14 +596,21 @@ extern "C" int attn_decode_num_splits(const attn_dims *d, int n_seqs, int max_ke
     if (n_seqs <= 0 || max_keys <= 0) return 1;
     int dev = 0, sms = 132, per_sm = 3, v = 0;
     bool failed = cudaGetDevice(&dev) != cudaSuccess;
-    if (!failed && cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && v > 0) sms = v;
-    else failed = true;
-    if (!failed && allow_smem((const void *)attn_decode_kernel, DEC_SMEM, &g_decode_smem_dev) == cudaSuccess &&
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&v, attn_decode_kernel, DEC_THREADS, DEC_SMEM) == cudaSuccess &&
+    if (!failed && cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess &&
+        v > 0)
+        sms = v;
+    else
+        failed = true;
+    if (!failed &&
+        allow_smem((const void *)attn_decode_kernel, DEC_SMEM, &g_decode_smem_dev) == cudaSuccess &&
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&v, attn_decode_kernel, DEC_THREADS,
+                                                      DEC_SMEM) == cudaSuccess &&
         v > 0)
         per_sm = v;
-    else failed = true;
-    if (failed) (void)cudaGetLastError(); /* our failed query must not be reported by the next launch */
+    else
+        failed = true;
+    if (failed)
+        (void)cudaGetLastError(); /* our failed query must not be reported by the next launch */
     /* Cost in units of "one chunk streamed by one CTA": a CTA with `per` chunks costs per + 2 (the
      * pipeline's fill), the grid runs in waves of sms * per_sm CTAs, a merge pass costs about one unit.
      * Pick the cheapest split count; ties go to fewer splits. */
@@ -573,7 +620,8 @@ extern "C" int attn_decode_num_splits(const attn_dims *d, int n_seqs, int max_ke
     long best_cost = -1;
     for (int s = 1; s <= chunks && s <= 256; s++) {
         const int per = (chunks + s - 1) / s;
-        if ((chunks + per - 1) / per != s) continue; /* the same shares as a smaller s, with empty splits */
+        if ((chunks + per - 1) / per != s)
+            continue; /* the same shares as a smaller s, with empty splits */
         const long waves = (ctas * s + slots - 1) / slots;
         const long cost = waves * (per + 2) + (s > 1 ? 1 : 0);
         if (best_cost < 0 || cost < best_cost) best_cost = cost, best = s;
@@ -586,27 +634,32 @@ extern "C" size_t attn_decode_workspace_bytes(const attn_dims *d, int n_seqs, in
     return (size_t)n_seqs * (size_t)d->n_heads * (size_t)num_splits * (HD + 2) * sizeof(float);
 }
 
-extern "C" cudaError_t attn_decode(const attn_dims *d, const attn_seqs *s, const uint16_t *q, const uint16_t *k_cache,
-                                   const uint16_t *v_cache, const float *sinks, float scale, uint16_t *out,
-                                   int num_splits, float *workspace, cudaStream_t stream) {
+extern "C" cudaError_t attn_decode(const attn_dims *d, const attn_seqs *s, const uint16_t *q,
+                                   const uint16_t *k_cache, const uint16_t *v_cache,
+                                   const float *sinks, float scale, uint16_t *out, int num_splits,
+                                   float *workspace, cudaStream_t stream) {
     attn_args a;
     cudaError_t e = fill_args(d, s, q, k_cache, v_cache, sinks, scale, out, &a);
     if (e != cudaSuccess) return e;
-    if (num_splits < 1 || num_splits > 65535 || s->n_seqs > 65535 || (num_splits > 1 && !workspace) ||
-        !aligned16(workspace))
+    if (num_splits < 1 || num_splits > 65535 || s->n_seqs > 65535 ||
+        (num_splits > 1 && !workspace) || !aligned16(workspace))
         return cudaErrorInvalidValue;
     if (s->n_seqs == 0) return cudaSuccess;
     a.num_splits = num_splits, a.ws = workspace;
     e = allow_smem((const void *)attn_decode_kernel, DEC_SMEM, &g_decode_smem_dev);
     if (e != cudaSuccess) return e;
-    pdl_launch(attn_decode_kernel, dim3(d->n_kv_heads, s->n_seqs, num_splits), dim3(DEC_THREADS), DEC_SMEM, stream, a);
+    pdl_launch(attn_decode_kernel, dim3(d->n_kv_heads, s->n_seqs, num_splits), dim3(DEC_THREADS),
+               DEC_SMEM, stream, a);
     e = cudaGetLastError();
     if (e != cudaSuccess || num_splits == 1) return e;
-    pdl_launch(attn_decode_merge_kernel, dim3(d->n_kv_heads, s->n_seqs), dim3(DEC_THREADS), 0, stream, a);
+    pdl_launch(attn_decode_merge_kernel, dim3(d->n_kv_heads, s->n_seqs), dim3(DEC_THREADS), 0,
+               stream, a);
     return cudaGetLastError();
 }
 
-extern "C" int attn_prefill_max_tiles(int n_tokens, int n_seqs) { return n_tokens / PF_TOKENS + n_seqs; }
+extern "C" int attn_prefill_max_tiles(int n_tokens, int n_seqs) {
+    return n_tokens / PF_TOKENS + n_seqs;
+}
 
 typedef struct {
     int keys, seq, tok0;
@@ -619,8 +672,8 @@ static int pf_tile_cmp(const void *x, const void *y) {
     return a->tok0 < b->tok0 ? -1 : a->tok0 > b->tok0;
 }
 
-extern "C" int attn_prefill_plan(int n_seqs, const int32_t *query_start, const int32_t *start_pos, int window,
-                                 int min_new, int32_t *work, int cap) {
+extern "C" int attn_prefill_plan(int n_seqs, const int32_t *query_start, const int32_t *start_pos,
+                                 int window, int min_new, int32_t *work, int cap) {
     int n = 0;
     for (int i = 0; i < n_seqs; i++) {
         const int n_new = query_start[i + 1] - query_start[i];
@@ -635,7 +688,8 @@ extern "C" int attn_prefill_plan(int n_seqs, const int32_t *query_start, const i
         const int n_new = query_start[i + 1] - query_start[i];
         if (n_new < min_new || n_new <= 0) continue;
         for (int tok0 = 0; tok0 < n_new; tok0 += PF_TOKENS) {
-            const int p0 = start_pos[i] + tok0, p1 = p0 + (n_new - tok0 < PF_TOKENS ? n_new - tok0 : PF_TOKENS) - 1;
+            const int p0 = start_pos[i] + tok0,
+                      p1 = p0 + (n_new - tok0 < PF_TOKENS ? n_new - tok0 : PF_TOKENS) - 1;
             const int k0 = window > 0 && p0 - window + 1 > 0 ? p0 - window + 1 : 0;
             tiles[k].keys = p1 - k0 + 1, tiles[k].seq = i, tiles[k].tok0 = tok0;
             k++;
@@ -647,9 +701,10 @@ extern "C" int attn_prefill_plan(int n_seqs, const int32_t *query_start, const i
     return n;
 }
 
-extern "C" cudaError_t attn_prefill(const attn_dims *d, const attn_seqs *s, const int32_t *work, int n_work,
-                                    const uint16_t *q, const uint16_t *k_cache, const uint16_t *v_cache,
-                                    const float *sinks, float scale, uint16_t *out, cudaStream_t stream) {
+extern "C" cudaError_t attn_prefill(const attn_dims *d, const attn_seqs *s, const int32_t *work,
+                                    int n_work, const uint16_t *q, const uint16_t *k_cache,
+                                    const uint16_t *v_cache, const float *sinks, float scale,
+                                    uint16_t *out, cudaStream_t stream) {
     attn_args a;
     cudaError_t e = fill_args(d, s, q, k_cache, v_cache, sinks, scale, out, &a);
     if (e != cudaSuccess) return e;
@@ -658,6 +713,7 @@ extern "C" cudaError_t attn_prefill(const attn_dims *d, const attn_seqs *s, cons
     a.work = work;
     e = allow_smem((const void *)attn_prefill_kernel, PF_SMEM, &g_prefill_smem_dev);
     if (e != cudaSuccess) return e;
-    pdl_launch(attn_prefill_kernel, dim3(n_work, d->n_kv_heads), dim3(PF_THREADS), PF_SMEM, stream, a);
+    pdl_launch(attn_prefill_kernel, dim3(n_work, d->n_kv_heads), dim3(PF_THREADS), PF_SMEM, stream,
+               a);
     return cudaGetLastError();
 }

@@ -57,12 +57,15 @@ typedef struct {
 /* The step's sequences as one layer sees them (the arrays of step/batch.h, uploaded). */
 typedef struct {
     int n_seqs;
-    const int32_t *query_start; /* [n_seqs + 1]: sequence i owns token rows [query_start[i], query_start[i+1]) */
-    const int32_t *start_pos;   /* [n_seqs]: position of the first new token; its KV is already written */
-    const int32_t *tables;      /* [n_seqs][stride]: physical block of each logical block of this pool */
+    const int32_t *
+        query_start; /* [n_seqs + 1]: sequence i owns token rows [query_start[i], query_start[i+1]) */
+    const int32_t
+        *start_pos; /* [n_seqs]: position of the first new token; its KV is already written */
+    const int32_t *tables; /* [n_seqs][stride]: physical block of each logical block of this pool */
     int stride;
-    const int32_t *table_first; /* [n_seqs]: logical block of tables[i][0] (swa_first), or NULL for 0 */
-    int window;                 /* 0 on full layers; keys visible, the current one included, on sliding */
+    const int32_t
+        *table_first; /* [n_seqs]: logical block of tables[i][0] (swa_first), or NULL for 0 */
+    int window;       /* 0 on full layers; keys visible, the current one included, on sliding */
 } attn_seqs;
 
 /* ---- decode ---- */
@@ -79,9 +82,10 @@ size_t attn_decode_workspace_bytes(const attn_dims *d, int n_seqs, int num_split
 /* One query token per sequence (sequences with another count are left alone). num_splits >= 1; with
  * num_splits > 1 a merge kernel follows on the same stream and `workspace` (attn_decode_workspace_bytes)
  * must be given. Returns the launch's error (cudaSuccess when both launches were queued). */
-cudaError_t attn_decode(const attn_dims *d, const attn_seqs *s, const uint16_t *q, const uint16_t *k_cache,
-                        const uint16_t *v_cache, const float *sinks, float scale, uint16_t *out, int num_splits,
-                        float *workspace, cudaStream_t stream);
+cudaError_t attn_decode(const attn_dims *d, const attn_seqs *s, const uint16_t *q,
+                        const uint16_t *k_cache, const uint16_t *v_cache, const float *sinks,
+                        float scale, uint16_t *out, int num_splits, float *workspace,
+                        cudaStream_t stream);
 
 /* ---- prefill / chunked prefill ---- */
 
@@ -94,13 +98,13 @@ int attn_prefill_max_tiles(int n_tokens, int n_seqs);
  * sequences with at least min_new new tokens, longest key range first (so the big tiles start early and
  * the short ones fill the tail). query_start and start_pos are host copies of the step's arrays.
  * Writes 2 * count ints to work (capacity cap tiles) and returns count, or -1 when cap is too small. */
-int attn_prefill_plan(int n_seqs, const int32_t *query_start, const int32_t *start_pos, int window, int min_new,
-                      int32_t *work, int cap);
+int attn_prefill_plan(int n_seqs, const int32_t *query_start, const int32_t *start_pos, int window,
+                      int min_new, int32_t *work, int cap);
 
 /* Causal attention for the tiles of `work` (device copy of attn_prefill_plan's list, n_work tiles). */
-cudaError_t attn_prefill(const attn_dims *d, const attn_seqs *s, const int32_t *work, int n_work, const uint16_t *q,
-                         const uint16_t *k_cache, const uint16_t *v_cache, const float *sinks, float scale,
-                         uint16_t *out, cudaStream_t stream);
+cudaError_t attn_prefill(const attn_dims *d, const attn_seqs *s, const int32_t *work, int n_work,
+                         const uint16_t *q, const uint16_t *k_cache, const uint16_t *v_cache,
+                         const float *sinks, float scale, uint16_t *out, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

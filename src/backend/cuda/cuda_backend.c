@@ -199,7 +199,7 @@ static int create_inner(struct backend *b, const backend_options *opt) {
     if (weights_gpu_alloc(b)) return -1;
     if (synthetic ? weights_gpu_synthetic(b, seed) : weights_gpu_upload(b, opt->model)) return -1;
 
-    const int gmax = opt->enforce_eager                    ? -1
+    const int gmax = opt->enforce_eager                     ? -1
                      : opt->max_cudagraph_capture_size == 0 ? BACKEND_CUDAGRAPH_CAPTURE_DEFAULT
                                                             : opt->max_cudagraph_capture_size;
     const int geff = gmax > 0 ? (gmax < b->max_slots ? gmax : b->max_slots) : 0;

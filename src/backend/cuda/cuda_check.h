@@ -14,7 +14,7 @@
     do {                                                                                           \
         cudaError_t cuda_check_err_ = (x);                                                         \
         if (cuda_check_err_ != cudaSuccess) {                                                      \
-            fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #x,                     \
+            fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #x,                      \
                     cudaGetErrorString(cuda_check_err_));                                          \
             abort();                                                                               \
         }                                                                                          \

@@ -14,11 +14,17 @@
 /* ---- bf16 <-> fp32 ---- */
 
 /* The bf16 in the low 16 bits of h (higher bits are ignored), widened exactly. */
-static __device__ __forceinline__ float bf16_bits_to_f32(uint32_t h) { return __uint_as_float(h << 16); }
+static __device__ __forceinline__ float bf16_bits_to_f32(uint32_t h) {
+    return __uint_as_float(h << 16);
+}
 
 /* The two halves of a bf16x2 word, widened exactly. */
-static __device__ __forceinline__ float bf16x2_lo(uint32_t u) { return bf16_bits_to_f32(u); }
-static __device__ __forceinline__ float bf16x2_hi(uint32_t u) { return __uint_as_float(u & 0xffff0000u); }
+static __device__ __forceinline__ float bf16x2_lo(uint32_t u) {
+    return bf16_bits_to_f32(u);
+}
+static __device__ __forceinline__ float bf16x2_hi(uint32_t u) {
+    return __uint_as_float(u & 0xffff0000u);
+}
 
 /* Eight bf16 (one 16-byte vector, lowest index in .x's low half) -> eight floats. */
 static __device__ __forceinline__ void unpack_bf16x8(uint4 u, float f[8]) {
@@ -40,7 +46,9 @@ static __device__ __forceinline__ uint16_t f32_to_bf16_bits(float f) {
 /* Two floats -> one bf16x2 word (each rounded to nearest even), lo in the low half. */
 static __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
     uint32_t r;
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo)); /* first source -> upper half */
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;"
+        : "=r"(r)
+        : "f"(hi), "f"(lo)); /* first source -> upper half */
     return r;
 }
 
@@ -62,33 +70,41 @@ static __device__ __forceinline__ uint4 ldg_stream16(const void *p) {
  *   B: b0 = B[2t,2t+1][g]  b1 = B[2t+8,2t+9][g]
  *   C: c0,c1 = C[g][2t,2t+1]  c2,c3 = C[g+8][2t,2t+1]
  * (each a/b register a bf16x2 word, the lower k in the low half). */
-static __device__ __forceinline__ void mma_bf16_16816(float c[4], uint32_t a0, uint32_t a1, uint32_t a2,
-                                                      uint32_t a3, uint32_t b0, uint32_t b1) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+static __device__ __forceinline__ void mma_bf16_16816(float c[4], uint32_t a0, uint32_t a1,
+                                                      uint32_t a2, uint32_t a3, uint32_t b0,
+                                                      uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, "
         "{%0,%1,%2,%3};"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 /* The same with A as a fragment array {a0, a1, a2, a3}. */
-static __device__ __forceinline__ void mma_bf16_16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+static __device__ __forceinline__ void mma_bf16_16816(float c[4], const uint32_t a[4], uint32_t b0,
+                                                      uint32_t b1) {
     mma_bf16_16816(c, a[0], a[1], a[2], a[3], b0, b1);
 }
 
 /* ---- cp.async: global -> shared copies that do not pass through registers ---- */
 
 /* The shared-memory address (state space .shared) of a generic pointer into shared memory. */
-static __device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+static __device__ __forceinline__ uint32_t smem_u32(const void *p) {
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
 
 /* Copies 16 bytes, through L2 only (.cg); reads src_bytes (0 or 16) of them and zero-fills the rest,
  * so src_bytes = 0 writes 16 zeros without reading src. */
-static __device__ __forceinline__ void cp_async16(uint32_t smem_dst, const void *src, int src_bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_dst), "l"(src), "r"(src_bytes)
+static __device__ __forceinline__ void cp_async16(uint32_t smem_dst, const void *src,
+                                                  int src_bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_dst), "l"(src),
+                 "r"(src_bytes)
                  : "memory");
 }
 /* Closes the group of copies issued since the last commit. */
-static __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+static __device__ __forceinline__ void cp_async_commit() {
+    asm volatile("cp.async.commit_group;" ::: "memory");
+}
 /* Waits until at most N committed groups are still in flight. */
-template <int N>
-static __device__ __forceinline__ void cp_async_wait() {
+template <int N> static __device__ __forceinline__ void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }

@@ -185,7 +185,8 @@ __global__ void __launch_bounds__(SK_THREADS, 2) skinny_gemm_kernel(const skinny
 /* fp32 output + bf16 bias on the cuBLASLt path (cuBLASLt wants the bias in the output type). */
 __global__ void add_bias_f32_kernel(float *y, const uint16_t *bias, long total, int N) {
     pdl_prologue(); /* first: see pdl.cuh */
-    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < total; i += (long)gridDim.x * blockDim.x)
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < total;
+         i += (long)gridDim.x * blockDim.x)
         y[i] += bf16_bits_to_f32(bias[i % N]);
 }
 
@@ -193,7 +194,8 @@ typedef void (*skinny_fn)(const skinny_args);
 
 static skinny_fn skinny_kernel_for(int nt, int out_f32) {
 #define SK_CASE(n)                                                                                 \
-    case n: return out_f32 ? skinny_gemm_kernel<n, true> : skinny_gemm_kernel<n, false>;
+    case n:                                                                                        \
+        return out_f32 ? skinny_gemm_kernel<n, true> : skinny_gemm_kernel<n, false>;
     switch (nt) {
         SK_CASE(1) SK_CASE(2) SK_CASE(3) SK_CASE(4) SK_CASE(5) SK_CASE(6) SK_CASE(7) SK_CASE(8)
     }
@@ -294,7 +296,9 @@ cudaError_t gemm_ctx_create(gemm_ctx **out) {
     int dev = 0, l2 = 0;
     cudaError_t e;
     if ((e = cudaGetDevice(&dev)) != cudaSuccess) goto fail;
-    if ((e = cudaDeviceGetAttribute(&c->sm_count, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess) goto fail;
+    if ((e = cudaDeviceGetAttribute(&c->sm_count, cudaDevAttrMultiProcessorCount, dev)) !=
+        cudaSuccess)
+        goto fail;
     if ((e = cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev)) != cudaSuccess) goto fail;
     c->l2_bytes = (size_t)l2;
     c->ws_bytes = (size_t)32 << 20;
@@ -311,7 +315,8 @@ cudaError_t gemm_ctx_create(gemm_ctx **out) {
     for (int nt = 1; nt <= 8; nt++)
         for (int f = 0; f < 2; f++)
             if ((e = cudaFuncSetAttribute((const void *)skinny_kernel_for(nt, f),
-                                          cudaFuncAttributeMaxDynamicSharedMemorySize, SK_SMEM_LIMIT)) != cudaSuccess)
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          SK_SMEM_LIMIT)) != cudaSuccess)
                 goto fail;
     *out = c;
     return cudaSuccess;
@@ -350,7 +355,8 @@ static void lt_entry_free(lt_entry *en) {
     do {                                                                                           \
         cublasStatus_t lt_st_ = (x);                                                               \
         if (lt_st_ != CUBLAS_STATUS_SUCCESS) {                                                     \
-            fprintf(stderr, "gemm: %s failed (status %d) for M=%d N=%d K=%d\n", #x, (int)lt_st_, M, N, K); \
+            fprintf(stderr, "gemm: %s failed (status %d) for M=%d N=%d K=%d\n", #x, (int)lt_st_,   \
+                    M, N, K);                                                                      \
             lt_entry_free(en);                                                                     \
             return NULL;                                                                           \
         }                                                                                          \
@@ -359,10 +365,12 @@ static void lt_entry_free(lt_entry *en) {
 /* Finds or builds the cuBLASLt descriptors and algorithm for a shape.
  * Column-major view: y (row-major M×N) is yᵀ (col-major N×M, ld N) = W (as col-major K×N, ld K)ᵀ ·
  * x (as col-major K×M, ld K). So op(A) = T on W, op(B) = N on x. */
-static lt_entry *lt_lookup(gemm_ctx *c, int M, int N, int K, int out, int bias_epi, const void *bias) {
+static lt_entry *lt_lookup(gemm_ctx *c, int M, int N, int K, int out, int bias_epi,
+                           const void *bias) {
     for (int i = 0; i < LT_CACHE; i++) {
         lt_entry *en = &c->cache[i];
-        if (en->used && en->M == M && en->N == N && en->K == K && en->out == out && en->bias_epi == bias_epi)
+        if (en->used && en->M == M && en->N == N && en->K == K && en->out == out &&
+            en->bias_epi == bias_epi)
             return en;
     }
     lt_entry *en = &c->cache[c->cache_next];
@@ -377,20 +385,23 @@ static lt_entry *lt_lookup(gemm_ctx *c, int M, int N, int K, int out, int bias_e
     LT_TRY(cublasLtMatmulDescSetAttribute(en->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
     if (bias_epi) {
         cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_BIAS;
-        LT_TRY(cublasLtMatmulDescSetAttribute(en->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep));
-        LT_TRY(cublasLtMatmulDescSetAttribute(en->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+        LT_TRY(cublasLtMatmulDescSetAttribute(en->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep,
+                                              sizeof ep));
+        LT_TRY(cublasLtMatmulDescSetAttribute(en->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                              sizeof bias));
     }
     LT_TRY(cublasLtMatrixLayoutCreate(&en->la, CUDA_R_16BF, K, N, K));
     LT_TRY(cublasLtMatrixLayoutCreate(&en->lb, CUDA_R_16BF, K, M, K));
     LT_TRY(cublasLtMatrixLayoutCreate(&en->lc, dt, N, M, N));
     cublasLtMatmulPreference_t pref;
     LT_TRY(cublasLtMatmulPreferenceCreate(&pref));
-    cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                             &c->lt_ws_bytes, sizeof c->lt_ws_bytes);
+    cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &c->lt_ws_bytes, sizeof c->lt_ws_bytes);
     cublasLtMatmulHeuristicResult_t res;
     int n_res = 0;
     if (st == CUBLAS_STATUS_SUCCESS)
-        st = cublasLtMatmulAlgoGetHeuristic(c->lt, en->desc, en->la, en->lb, en->lc, en->lc, pref, 1, &res, &n_res);
+        st = cublasLtMatmulAlgoGetHeuristic(c->lt, en->desc, en->la, en->lb, en->lc, en->lc, pref,
+                                            1, &res, &n_res);
     cublasLtMatmulPreferenceDestroy(pref);
     LT_TRY(st);
     if (n_res < 1) {
@@ -402,40 +413,44 @@ static lt_entry *lt_lookup(gemm_ctx *c, int M, int N, int K, int out, int bias_e
     return en;
 }
 
-static cudaError_t gemm_cublas(gemm_ctx *c, const uint16_t *x, int M, int K, const uint16_t *W, int N,
-                               const uint16_t *bias, void *y, enum gemm_out out, cudaStream_t stream) {
+static cudaError_t gemm_cublas(gemm_ctx *c, const uint16_t *x, int M, int K, const uint16_t *W,
+                               int N, const uint16_t *bias, void *y, enum gemm_out out,
+                               cudaStream_t stream) {
     const int bias_epi = bias && out == GEMM_OUT_BF16;
     lt_entry *en = lt_lookup(c, M, N, K, (int)out, bias_epi, bias);
     if (!en) return cudaErrorUnknown;
     if (bias_epi) /* the pointer may differ from the cached one */
-        if (cublasLtMatmulDescSetAttribute(en->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias) !=
-            CUBLAS_STATUS_SUCCESS)
+        if (cublasLtMatmulDescSetAttribute(en->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                           sizeof bias) != CUBLAS_STATUS_SUCCESS)
             return cudaErrorUnknown;
     const float alpha = 1.0f, beta = 0.0f;
-    cublasStatus_t st = cublasLtMatmul(c->lt, en->desc, &alpha, W, en->la, x, en->lb, &beta, y, en->lc, y, en->lc,
-                                       &en->algo, c->lt_ws, c->lt_ws_bytes, stream);
+    cublasStatus_t st =
+        cublasLtMatmul(c->lt, en->desc, &alpha, W, en->la, x, en->lb, &beta, y, en->lc, y, en->lc,
+                       &en->algo, c->lt_ws, c->lt_ws_bytes, stream);
     if (st != CUBLAS_STATUS_SUCCESS) {
-        fprintf(stderr, "gemm: cublasLtMatmul failed (status %d) for M=%d N=%d K=%d\n", (int)st, M, N, K);
+        fprintf(stderr, "gemm: cublasLtMatmul failed (status %d) for M=%d N=%d K=%d\n", (int)st, M,
+                N, K);
         return cudaErrorUnknown;
     }
     if (bias && !bias_epi) {
         long total = (long)M * N;
         int blocks = (int)((total + 255) / 256 < 4096 ? (total + 255) / 256 : 4096);
-        pdl_launch(add_bias_f32_kernel, dim3(blocks), dim3(256), 0, stream, (float *)y, bias, total, N);
+        pdl_launch(add_bias_f32_kernel, dim3(blocks), dim3(256), 0, stream, (float *)y, bias, total,
+                   N);
         CUDA_TRY(cudaGetLastError());
     }
     return cudaSuccess;
 }
 
 static cudaError_t gemm_skinny(gemm_ctx *c, const skinny_plan *p, const uint16_t *x, int M, int K,
-                               const uint16_t *W, int N, const uint16_t *bias, void *y, enum gemm_out out,
-                               cudaStream_t stream) {
+                               const uint16_t *W, int N, const uint16_t *bias, void *y,
+                               enum gemm_out out, cudaStream_t stream) {
     skinny_args a;
     a.x = x, a.W = W, a.bias = bias, a.y = y, a.ws = c->ws, a.counters = c->counters;
     a.M = M, a.K = K, a.N = N, a.S = p->S, a.Z = p->Z, a.tpw = p->tpw, a.lds = p->lds;
     const long blocks = (long)p->n_rb * p->S * p->Z;
-    return pdl_launch(skinny_kernel_for(p->nt, out == GEMM_OUT_F32), dim3((unsigned)blocks), dim3(SK_THREADS), p->smem,
-                      stream, a);
+    return pdl_launch(skinny_kernel_for(p->nt, out == GEMM_OUT_F32), dim3((unsigned)blocks),
+                      dim3(SK_THREADS), p->smem, stream, a);
 }
 
 /* AUTO: the skinny kernel up to 128 tokens (two chunks of 64), cuBLASLt beyond. */
@@ -443,7 +458,9 @@ static cudaError_t gemm_skinny(gemm_ctx *c, const skinny_plan *p, const uint16_t
  * lm_head weights faster than the skinny kernel at every M (2.3 vs 1.9 TB/s at M = 1, 2.4 vs 0.6 at
  * M = 64); the skinny kernel only wins for short-and-wide products like the router (N <= 256) at
  * M <= 8. Until the skinny kernel is fixed, dispatch by that measurement. */
-static int auto_skinny(const skinny_plan *p, int M, int N) { return p->ok && M <= 8 && N <= 256; }
+static int auto_skinny(const skinny_plan *p, int M, int N) {
+    return p->ok && M <= 8 && N <= 256;
+}
 
 cudaError_t gemm_bf16_path(gemm_ctx *c, const uint16_t *x, int M, int K, const uint16_t *W, int N,
                            const uint16_t *bias, void *y, enum gemm_out out, enum gemm_path path,
@@ -453,17 +470,19 @@ cudaError_t gemm_bf16_path(gemm_ctx *c, const uint16_t *x, int M, int K, const u
     if (path != GEMM_PATH_CUBLAS) {
         skinny_plan p = plan_skinny(c, M, K, N);
         if (path == GEMM_PATH_SKINNY && !p.ok) return cudaErrorNotSupported;
-        if (path == GEMM_PATH_SKINNY || auto_skinny(&p, M, N)) return gemm_skinny(c, &p, x, M, K, W, N, bias, y, out, stream);
+        if (path == GEMM_PATH_SKINNY || auto_skinny(&p, M, N))
+            return gemm_skinny(c, &p, x, M, K, W, N, bias, y, out, stream);
     }
     return gemm_cublas(c, x, M, K, W, N, bias, y, out, stream);
 }
 
-cudaError_t gemm_bf16(gemm_ctx *c, const uint16_t *x, int M, int K, const uint16_t *W, int N, const uint16_t *bias,
-                      void *y, enum gemm_out out, cudaStream_t stream) {
+cudaError_t gemm_bf16(gemm_ctx *c, const uint16_t *x, int M, int K, const uint16_t *W, int N,
+                      const uint16_t *bias, void *y, enum gemm_out out, cudaStream_t stream) {
     return gemm_bf16_path(c, x, M, K, W, N, bias, y, out, GEMM_PATH_AUTO, stream);
 }
 
-int gemm_plan_describe(gemm_ctx *c, int M, int K, int N, int *splits, int *chunks, int *tiles_per_warp) {
+int gemm_plan_describe(gemm_ctx *c, int M, int K, int N, int *splits, int *chunks,
+                       int *tiles_per_warp) {
     skinny_plan p = plan_skinny(c, M, K, N);
     if (splits) *splits = p.S;
     if (chunks) *chunks = p.Z;

@@ -47,7 +47,8 @@ cudaError_t gemm_bf16_path(gemm_ctx *ctx, const uint16_t *x, int M, int K, const
 
 /* Which path AUTO takes for this shape (1 = skinny, 2 = cuBLASLt), and for the skinny path its plan:
  * K splits, token chunks, tiles per warp. For benchmark labels and tests. */
-int gemm_plan_describe(gemm_ctx *ctx, int M, int K, int N, int *splits, int *chunks, int *tiles_per_warp);
+int gemm_plan_describe(gemm_ctx *ctx, int M, int K, int N, int *splits, int *chunks,
+                       int *tiles_per_warp);
 
 #ifdef __cplusplus
 }

@@ -44,8 +44,8 @@ size_t moe_repack_s_bytes(int E, int R, int K); /* E·R·K/32 */
 /* Checkpoint layout (blocks [E][R][K/32][16], scales [E][R][K/32]) → repacked q, s (device pointers,
  * asynchronous on stream). gate_up != 0 applies the gate/up row pairing. cudaErrorInvalidValue on
  * unsupported shapes. */
-cudaError_t moe_repack_device(const uint8_t *blocks, const uint8_t *scales, int E, int R, int K, int gate_up,
-                              uint8_t *q, uint8_t *s, cudaStream_t stream);
+cudaError_t moe_repack_device(const uint8_t *blocks, const uint8_t *scales, int E, int R, int K,
+                              int gate_up, uint8_t *q, uint8_t *s, cudaStream_t stream);
 
 typedef struct {
     const uint8_t *w1_q, *w1_s; /* gate_up, repacked: R = 2I rows, K = H */
@@ -54,7 +54,8 @@ typedef struct {
     const uint16_t *b2;         /* [E][H] bf16 */
     int E, H, I;
     float swiglu_alpha, swiglu_limit; /* 1.702, 7.0 */
-    int w1_folded, w2_folded; /* every scale byte of w1 (w2) ≤ 128: one multiply per dequantised pair
+    int w1_folded,
+        w2_folded; /* every scale byte of w1 (w2) ≤ 128: one multiply per dequantised pair
                                * (moe_dequant.cuh); set from moe_scales_max, 0 is always correct */
 } moe_weights;
 
@@ -82,7 +83,9 @@ typedef struct {
 enum { MOE_TILE_TOKENS = 128 }; /* tokens per tile on the large-batch path */
 
 /* Room for the large path's tile list: each expert's pairs in ceil(count / MOE_TILE_TOKENS) tiles. */
-static inline size_t moe_max_tiles(int T, int E, int k) { return (size_t)T * k / MOE_TILE_TOKENS + E; }
+static inline size_t moe_max_tiles(int T, int E, int k) {
+    return (size_t)T * k / MOE_TILE_TOKENS + E;
+}
 
 size_t moe_routing_bytes(int T, int E, int k);
 void moe_routing_carve(moe_routing *r, void *buf, int T, int E, int k);
@@ -92,14 +95,14 @@ void moe_routing_carve(moe_routing *r, void *buf, int T, int E, int k);
  * (logits_lo and the bf16 bias [E] may be NULL): the two halves of the split-bf16 router GEMM
  * (norm.h) and the router bias. E ≤ 256, k ≤ 8. One launch on stream for decode-sized steps, two
  * otherwise. */
-cudaError_t moe_route_split(const float *logits, const float *logits_lo, const uint16_t *bias, const moe_routing *r,
-                            cudaStream_t stream);
+cudaError_t moe_route_split(const float *logits, const float *logits_lo, const uint16_t *bias,
+                            const moe_routing *r, cudaStream_t stream);
 
 /* ---- experts ---- */
 
 typedef struct {
-    int large;       /* 1: grouped GEMM over 128-token tiles (prefill); 0: per-expert streaming (decode) */
-    int ntp;         /* small path: tokens staged per pass = 8·ntp (1 or 2) */
+    int large; /* 1: grouped GEMM over 128-token tiles (prefill); 0: per-expert streaming (decode) */
+    int ntp;   /* small path: tokens staged per pass = 8·ntp (1 or 2) */
     int down_splits; /* K splits of the down projection (small path); y_slots has k·down_splits rows per token */
 } moe_plan;
 
@@ -112,14 +115,14 @@ size_t moe_y_slots_bytes(int T, int k, int H, const moe_plan *plan); /* T·k·sp
 /* x: [T][H] bf16 (the MLP RMSNorm output). act: scratch [T·k][I] bf16 (rows in pair_sorted order).
  * y_slots: [T][k·S][H] fp32, S = plan->down_splits (1 on the large path): row j·S + s of token t is
  * split s of w_j·(W2·act + b2) (the bias in split 0). Every row is written. */
-cudaError_t moe_experts(const moe_weights *w, const uint16_t *x, const moe_routing *r, const moe_plan *plan,
-                        uint16_t *act, float *y_slots, cudaStream_t stream);
+cudaError_t moe_experts(const moe_weights *w, const uint16_t *x, const moe_routing *r,
+                        const moe_plan *plan, uint16_t *act, float *y_slots, cudaStream_t stream);
 
 /* The two halves, for benchmarks and tests. */
-cudaError_t moe_gate_up(const moe_weights *w, const uint16_t *x, const moe_routing *r, const moe_plan *plan,
-                        uint16_t *act, cudaStream_t stream);
-cudaError_t moe_down(const moe_weights *w, const moe_routing *r, const moe_plan *plan, const uint16_t *act,
-                     float *y_slots, cudaStream_t stream);
+cudaError_t moe_gate_up(const moe_weights *w, const uint16_t *x, const moe_routing *r,
+                        const moe_plan *plan, uint16_t *act, cudaStream_t stream);
+cudaError_t moe_down(const moe_weights *w, const moe_routing *r, const moe_plan *plan,
+                     const uint16_t *act, float *y_slots, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -67,7 +67,8 @@ static __device__ __forceinline__ uint32_t scale_pair_folded(uint32_t sw, int j)
 
 /* dequant_word with scale byte j of scale word sw, folded (one multiply) or not. */
 template <bool FOLDED>
-static __device__ __forceinline__ void dequant_word_t(uint32_t q, uint32_t sw, int j, uint32_t r[4]) {
+static __device__ __forceinline__ void dequant_word_t(uint32_t q, uint32_t sw, int j,
+                                                      uint32_t r[4]) {
     if (!FOLDED) {
         dequant_word(q, scale_pair(sw, j), r);
         return;

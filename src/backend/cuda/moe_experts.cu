@@ -33,7 +33,8 @@
 
 /* The two MMAs of one 32-wide k chunk for one 16-row tile: rows g (ag) and g+8 (a8), B = 16 bytes of
  * token g's activations at k 8t…8t+7. */
-static __device__ __forceinline__ void mma_chunk(float acc[4], const uint32_t ag[4], const uint32_t a8[4], uint4 xv) {
+static __device__ __forceinline__ void mma_chunk(float acc[4], const uint32_t ag[4],
+                                                 const uint32_t a8[4], uint4 xv) {
     mma_bf16_16816(acc, ag[0], a8[0], ag[1], a8[1], xv.x, xv.y);
     mma_bf16_16816(acc, ag[2], a8[2], ag[3], a8[3], xv.z, xv.w);
 }
@@ -46,12 +47,12 @@ static __device__ __forceinline__ float swiglu(float gate, float up, float alpha
 
 /* Arguments of both expert kernels (one matrix: gate_up or down). */
 struct moe_args {
-    const uint4 *wq;       /* repacked codes */
-    const uint32_t *wsc;   /* repacked scale words */
-    const uint16_t *bias;  /* [E][R] */
-    const uint16_t *x;     /* gate_up: x [T][K] gathered by token; down: act [T·k][K] in sorted order */
-    uint16_t *act;         /* gate_up output [T·k][R/2] */
-    float *y;              /* down output [T][k·S][R] */
+    const uint4 *wq;      /* repacked codes */
+    const uint32_t *wsc;  /* repacked scale words */
+    const uint16_t *bias; /* [E][R] */
+    const uint16_t *x; /* gate_up: x [T][K] gathered by token; down: act [T·k][K] in sorted order */
+    uint16_t *act;     /* gate_up output [T·k][R/2] */
+    float *y;          /* down output [T][k·S][R] */
     const int *count, *offset, *pair_sorted, *touched, *n_touched, *tiles, *n_tiles;
     const float *topk_w;
     int K, R, RT, KK; /* reduction length, rows, row tiles (R/16), k steps (K/64) */
@@ -66,8 +67,8 @@ enum { MODE_GATE_UP = 0, MODE_DOWN = 1 };
 /* Epilogue for one 16-row tile rt and 8-token group: acc[2·hh + q] = (tile row g + 8·hh, token
  * n0 + 2t + q), n local to the expert's sorted list, valid when < n_end. */
 template <int MODE>
-static __device__ __forceinline__ void tile_epilogue(const moe_args &a, int e, int off, int rt, int n0, int n_end,
-                                                     int s, const float acc[4]) {
+static __device__ __forceinline__ void tile_epilogue(const moe_args &a, int e, int off, int rt,
+                                                     int n0, int n_end, int s, const float acc[4]) {
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     if (MODE == MODE_GATE_UP) {
         const int o = rt * 8 + g; /* output feature; tile row g = its gate, g+8 = its up */
@@ -105,8 +106,8 @@ static __device__ __forceinline__ void tile_epilogue(const moe_args &a, int e, i
 
 /* Codes and scale words of k steps kb … kb+U−1 of one warp's tile (zeros past nk). */
 template <int U>
-static __device__ __forceinline__ void load_batch(const uint4 *qp, const uint32_t *sp, int kb, int nk, uint4 qv[U],
-                                                  uint32_t sv[U]) {
+static __device__ __forceinline__ void load_batch(const uint4 *qp, const uint32_t *sp, int kb,
+                                                  int nk, uint4 qv[U], uint32_t sv[U]) {
 #pragma unroll
     for (int u = 0; u < U; u++) {
         if (kb + u < nk) {
@@ -119,16 +120,17 @@ static __device__ __forceinline__ void load_batch(const uint4 *qp, const uint32_
     }
 }
 
-template <int NTP>
-struct small_cfg {
-    static constexpr int CAP = 8 * NTP;              /* tokens staged per pass */
-    static constexpr int WARPS = NTP == 1 ? 4 : 8;   /* 16-row tiles per block */
+template <int NTP> struct small_cfg {
+    static constexpr int CAP = 8 * NTP;            /* tokens staged per pass */
+    static constexpr int WARPS = NTP == 1 ? 4 : 8; /* 16-row tiles per block */
     static constexpr int THREADS = WARPS * 32;
-    static constexpr int U = 6; /* k steps per batch: 6–12 × 16 B in flight (two batches; U = 7 spills) */
+    static constexpr int U =
+        6; /* k steps per batch: 6–12 × 16 B in flight (two batches; U = 7 spills) */
 };
 
 template <int NTP, int MODE, bool FOLDED>
-__global__ void __launch_bounds__(small_cfg<NTP>::THREADS, NTP == 1 ? 4 : 2) moe_small_kernel(const moe_args a) {
+__global__ void __launch_bounds__(small_cfg<NTP>::THREADS, NTP == 1 ? 4 : 2)
+    moe_small_kernel(const moe_args a) {
     pdl_prologue(); /* first: see pdl.cuh */
     typedef small_cfg<NTP> C;
     extern __shared__ uint4 smem_raw[];
@@ -140,8 +142,10 @@ __global__ void __launch_bounds__(small_cfg<NTP>::THREADS, NTP == 1 ? 4 : 2) moe
     const int rb = b % a.n_rb, i = b / a.n_rb;
     if (i >= *a.n_touched) return; /* whole block: a work item past the touched experts */
     const int e = a.touched[i], cnt = a.count[e], off = a.offset[e];
-    const int kk0 = (int)((long)s * a.KK / a.S), kk1 = (int)((long)(s + 1) * a.KK / a.S), nk = kk1 - kk0;
-    const int lds = nk * 64 + 32; /* row stride ≡ 64 bytes mod 128: rows g, g+1 on different banks */
+    const int kk0 = (int)((long)s * a.KK / a.S), kk1 = (int)((long)(s + 1) * a.KK / a.S),
+              nk = kk1 - kk0;
+    const int lds =
+        nk * 64 + 32; /* row stride ≡ 64 bytes mod 128: rows g, g+1 on different banks */
 
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     const int rt = rb * C::WARPS + w;
@@ -168,7 +172,9 @@ __global__ void __launch_bounds__(small_cfg<NTP>::THREADS, NTP == 1 ? 4 : 2) moe
             const int r = idx / vpr, v = idx - r * vpr;
             uint4 val = make_uint4(0, 0, 0, 0);
             if (r < pc) {
-                const size_t row = MODE == MODE_GATE_UP ? (size_t)(a.pair_sorted[off + p0 + r] / a.topk) : (size_t)(off + p0 + r);
+                const size_t row = MODE == MODE_GATE_UP
+                                       ? (size_t)(a.pair_sorted[off + p0 + r] / a.topk)
+                                       : (size_t)(off + p0 + r);
                 val = *(const uint4 *)(a.x + row * a.K + (size_t)kk0 * 64 + v * 8);
             }
             *(uint4 *)(xs + r * lds + v * 8) = val;
@@ -178,7 +184,8 @@ __global__ void __launch_bounds__(small_cfg<NTP>::THREADS, NTP == 1 ? 4 : 2) moe
         if (active) {
             float acc[NTP][4];
 #pragma unroll
-            for (int nt = 0; nt < NTP; nt++) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
+            for (int nt = 0; nt < NTP; nt++)
+                acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
             /* Two register batches: the loads of batch kb + U are issued before batch kb is
              * dequantised and multiplied, so a warp always has up to 2U 16-byte loads in flight
              * instead of draining to zero once per batch (a K range of 45 steps was ~6 full memory
@@ -199,7 +206,8 @@ __global__ void __launch_bounds__(small_cfg<NTP>::THREADS, NTP == 1 ? 4 : 2) moe
 #pragma unroll
                         for (int nt = 0; nt < NTP; nt++) {
                             if (nt > 0 && nt >= ngroups) break; /* block-uniform */
-                            const uint4 xv = *(const uint4 *)(xb + nt * 8 * lds + (kb + u) * 64 + h * 32);
+                            const uint4 xv =
+                                *(const uint4 *)(xb + nt * 8 * lds + (kb + u) * 64 + h * 32);
                             mma_chunk(acc[nt], ag, a8, xv);
                         }
                     }
@@ -209,7 +217,8 @@ __global__ void __launch_bounds__(small_cfg<NTP>::THREADS, NTP == 1 ? 4 : 2) moe
             }
 #pragma unroll
             for (int nt = 0; nt < NTP; nt++)
-                if (nt < ngroups) tile_epilogue<MODE>(a, e, off, rt, p0 + nt * 8, p0 + pc, s, acc[nt]);
+                if (nt < ngroups)
+                    tile_epilogue<MODE>(a, e, off, rt, p0 + nt * 8, p0 + pc, s, acc[nt]);
         }
         __syncthreads(); /* the next pass overwrites xs */
     }
@@ -225,13 +234,17 @@ enum { LG_THREADS = 256, LG_BM = 128, LG_BN = MOE_TILE_TOKENS, LG_STAGES = 4 };
 /* One pipeline stage: B = 128 tokens × 64 k bf16 (16 KB), A = 8 row tiles × 512 B of codes (4 KB),
  * scales = 8 row tiles × 32 B. */
 enum { LG_B_BYTES = LG_BN * 64 * 2, LG_A_BYTES = 8 * 512, LG_S_BYTES = 8 * 32 };
-enum { LG_STAGE_BYTES = LG_B_BYTES + LG_A_BYTES + LG_S_BYTES, LG_SMEM = LG_STAGES * LG_STAGE_BYTES };
+enum {
+    LG_STAGE_BYTES = LG_B_BYTES + LG_A_BYTES + LG_S_BYTES,
+    LG_SMEM = LG_STAGES * LG_STAGE_BYTES
+};
 
 template <int MODE>
 __global__ void __launch_bounds__(LG_THREADS, 1) moe_large_kernel(const moe_args a) {
     pdl_prologue(); /* first: see pdl.cuh */
     extern __shared__ uint4 smem_raw[];
-    char *smem = (char *)smem_raw; /* LG_STAGES × { B [128][64] bf16 swizzled | A [8][512 B] | S [8][32 B] } */
+    char *smem = (char *)
+        smem_raw; /* LG_STAGES × { B [128][64] bf16 swizzled | A [8][512 B] | S [8][32 B] } */
 
     const int slot = blockIdx.y;
     if (slot >= *a.n_tiles) return;
@@ -254,7 +267,9 @@ __global__ void __launch_bounds__(LG_THREADS, 1) moe_large_kernel(const moe_args
     for (int r = tid; r < LG_BN; r += LG_THREADS) {
         uint32_t o = ~0u;
         if (r < n_valid) {
-            const size_t row = MODE == MODE_GATE_UP ? (size_t)(a.pair_sorted[off + n_base + r] / a.topk) : (size_t)(off + n_base + r);
+            const size_t row = MODE == MODE_GATE_UP
+                                   ? (size_t)(a.pair_sorted[off + n_base + r] / a.topk)
+                                   : (size_t)(off + n_base + r);
             o = (uint32_t)(row * a.K);
         }
         row_off[r] = o;
@@ -265,21 +280,27 @@ __global__ void __launch_bounds__(LG_THREADS, 1) moe_large_kernel(const moe_args
     const int dst0 = ((tid >> 3) * 64 + ((cc ^ (((tid >> 3) & 1) << 2)) * 8)) * 2;
     const int a_rt = rb * 8 + (tid >> 5);
     const int a_bytes = a_rt < a.RT ? 16 : 0;
-    const char *a_src = (const char *)a.wq + (((size_t)e * a.RT + (a_rt < a.RT ? a_rt : 0)) * a.KK * 512) + lane * 16;
+    const char *a_src = (const char *)a.wq +
+                        (((size_t)e * a.RT + (a_rt < a.RT ? a_rt : 0)) * a.KK * 512) + lane * 16;
     const int s_rt = rb * 8 + (tid >> 1);
     const int s_bytes = (tid < 16 && s_rt < a.RT) ? 16 : 0;
-    const char *s_src = (const char *)a.wsc + (((size_t)e * a.RT + (s_rt < a.RT ? s_rt : 0)) * a.KK * 32) + (tid & 1) * 16;
+    const char *s_src = (const char *)a.wsc +
+                        (((size_t)e * a.RT + (s_rt < a.RT ? s_rt : 0)) * a.KK * 32) +
+                        (tid & 1) * 16;
 
     auto load_stage = [&](int kk, int stage) {
         char *base = smem + stage * LG_STAGE_BYTES;
 #pragma unroll
         for (int i = 0; i < 4; i++) {
             const uint32_t o = row_off[(tid >> 3) + 32 * i];
-            const uint16_t *src = a.x + (o == ~0u ? 0u : o) + cc * 8 + (size_t)kk * 64; /* valid even when zero-filling */
+            const uint16_t *src = a.x + (o == ~0u ? 0u : o) + cc * 8 +
+                                  (size_t)kk * 64; /* valid even when zero-filling */
             cp_async16(smem_u32(base + dst0 + i * 32 * 128), src, o == ~0u ? 0 : 16);
         }
         cp_async16(smem_u32(base + LG_B_BYTES + tid * 16), a_src + (size_t)kk * 512, a_bytes);
-        if (tid < 16) cp_async16(smem_u32(base + LG_B_BYTES + LG_A_BYTES + tid * 16), s_src + (size_t)kk * 32, s_bytes);
+        if (tid < 16)
+            cp_async16(smem_u32(base + LG_B_BYTES + LG_A_BYTES + tid * 16), s_src + (size_t)kk * 32,
+                       s_bytes);
     };
 
     int rts[2];
@@ -294,7 +315,8 @@ __global__ void __launch_bounds__(LG_THREADS, 1) moe_large_kernel(const moe_args
 #pragma unroll
     for (int mi = 0; mi < 2; mi++)
 #pragma unroll
-        for (int nt = 0; nt < 8; nt++) acc[mi][nt][0] = acc[mi][nt][1] = acc[mi][nt][2] = acc[mi][nt][3] = 0.0f;
+        for (int nt = 0; nt < 8; nt++)
+            acc[mi][nt][0] = acc[mi][nt][1] = acc[mi][nt][2] = acc[mi][nt][3] = 0.0f;
 
 #pragma unroll
     for (int st = 0; st < LG_STAGES - 1; st++) {
@@ -305,7 +327,8 @@ __global__ void __launch_bounds__(LG_THREADS, 1) moe_large_kernel(const moe_args
     for (int kk = 0; kk < a.KK; kk++) {
         cp_async_wait<LG_STAGES - 2>();
         __syncthreads(); /* stage kk landed for everyone; the stage read in step kk−1 is free again */
-        if (kk + LG_STAGES - 1 < a.KK) load_stage(kk + LG_STAGES - 1, (kk + LG_STAGES - 1) % LG_STAGES);
+        if (kk + LG_STAGES - 1 < a.KK)
+            load_stage(kk + LG_STAGES - 1, (kk + LG_STAGES - 1) % LG_STAGES);
         cp_async_commit();
 
         const char *base = smem + (kk % LG_STAGES) * LG_STAGE_BYTES;
@@ -315,7 +338,8 @@ __global__ void __launch_bounds__(LG_THREADS, 1) moe_large_kernel(const moe_args
 #pragma unroll
         for (int mi = 0; mi < 2; mi++) {
             qc[mi] = *(const uint4 *)(base + LG_B_BYTES + (wm * 2 + mi) * 512 + lane * 16);
-            sc[mi] = *(const uint32_t *)(base + LG_B_BYTES + LG_A_BYTES + (wm * 2 + mi) * 32 + g * 4);
+            sc[mi] =
+                *(const uint32_t *)(base + LG_B_BYTES + LG_A_BYTES + (wm * 2 + mi) * 32 + g * 4);
         }
 #pragma unroll
         for (int h = 0; h < 2; h++) {
@@ -342,7 +366,8 @@ __global__ void __launch_bounds__(LG_THREADS, 1) moe_large_kernel(const moe_args
         if (!rt_ok[mi]) continue;
 #pragma unroll
         for (int nt = 0; nt < 8; nt++)
-            tile_epilogue<MODE>(a, e, off, rts[mi], n_base + wn * 64 + nt * 8, n_base + n_valid, 0, acc[mi][nt]);
+            tile_epilogue<MODE>(a, e, off, rts[mi], n_base + wn * 64 + nt * 8, n_base + n_valid, 0,
+                                acc[mi][nt]);
     }
 }
 
@@ -373,7 +398,9 @@ moe_plan moe_plan_for(int T, int E, int k, int sm_count) {
     return p;
 }
 
-size_t moe_act_bytes(int T, int k, int I) { return (size_t)T * k * I * 2; }
+size_t moe_act_bytes(int T, int k, int I) {
+    return (size_t)T * k * I * 2;
+}
 
 size_t moe_y_slots_bytes(int T, int k, int H, const moe_plan *plan) {
     return (size_t)T * k * (plan->large ? 1 : plan->down_splits) * H * sizeof(float);
@@ -384,8 +411,12 @@ static int g_attrs_set = 0;
 typedef void (*small_fn)(moe_args);
 static small_fn small_kernel_for(int ntp, int mode, int folded) {
 #define SMALL_CASE(n, m)                                                                           \
-    if (ntp == n && mode == m) return folded ? moe_small_kernel<n, m, true> : moe_small_kernel<n, m, false>;
-    SMALL_CASE(1, MODE_GATE_UP) SMALL_CASE(1, MODE_DOWN) SMALL_CASE(2, MODE_GATE_UP) SMALL_CASE(2, MODE_DOWN)
+    if (ntp == n && mode == m)                                                                     \
+    return folded ? moe_small_kernel<n, m, true> : moe_small_kernel<n, m, false>
+    SMALL_CASE(1, MODE_GATE_UP);
+    SMALL_CASE(1, MODE_DOWN);
+    SMALL_CASE(2, MODE_GATE_UP);
+    SMALL_CASE(2, MODE_DOWN);
 #undef SMALL_CASE
     return NULL;
 }
@@ -396,9 +427,12 @@ static cudaError_t set_attrs(void) {
         for (int mode = 0; mode < 2; mode++)
             for (int folded = 0; folded < 2; folded++)
                 CUDA_TRY(cudaFuncSetAttribute((const void *)small_kernel_for(ntp, mode, folded),
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024));
-    CUDA_TRY(cudaFuncSetAttribute((const void *)moe_large_kernel<MODE_GATE_UP>, cudaFuncAttributeMaxDynamicSharedMemorySize, LG_SMEM));
-    CUDA_TRY(cudaFuncSetAttribute((const void *)moe_large_kernel<MODE_DOWN>, cudaFuncAttributeMaxDynamicSharedMemorySize, LG_SMEM));
+                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              227 * 1024));
+    CUDA_TRY(cudaFuncSetAttribute((const void *)moe_large_kernel<MODE_GATE_UP>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, LG_SMEM));
+    CUDA_TRY(cudaFuncSetAttribute((const void *)moe_large_kernel<MODE_DOWN>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, LG_SMEM));
     g_attrs_set = 1;
     return cudaSuccess;
 }
@@ -406,15 +440,16 @@ static cudaError_t set_attrs(void) {
 static moe_args base_args(const moe_weights *w, const moe_routing *r) {
     moe_args a;
     memset(&a, 0, sizeof a);
-    a.count = r->count, a.offset = r->offset, a.pair_sorted = r->pair_sorted, a.touched = r->touched;
+    a.count = r->count, a.offset = r->offset, a.pair_sorted = r->pair_sorted,
+    a.touched = r->touched;
     a.n_touched = r->n_touched, a.tiles = r->tiles, a.n_tiles = r->n_tiles, a.topk_w = r->topk_w;
     a.topk = r->k;
     a.alpha = w->swiglu_alpha, a.limit = w->swiglu_limit;
     return a;
 }
 
-static cudaError_t launch(const moe_args &a0, int mode, int folded, const moe_plan *plan, const moe_routing *r,
-                          cudaStream_t stream) {
+static cudaError_t launch(const moe_args &a0, int mode, int folded, const moe_plan *plan,
+                          const moe_routing *r, cudaStream_t stream) {
     moe_args a = a0;
     const int max_touched = r->E < r->T * r->k ? r->E : r->T * r->k;
     if (plan->large) {
@@ -424,9 +459,11 @@ static cudaError_t launch(const moe_args &a0, int mode, int folded, const moe_pl
         a.n_rb = (a.RT + 7) / 8;
         const dim3 grid((unsigned)a.n_rb, (unsigned)moe_max_tiles(r->T, r->E, r->k));
         if (mode == MODE_GATE_UP)
-            pdl_launch(moe_large_kernel<MODE_GATE_UP>, dim3(grid), dim3(LG_THREADS), LG_SMEM, stream, a);
+            pdl_launch(moe_large_kernel<MODE_GATE_UP>, dim3(grid), dim3(LG_THREADS), LG_SMEM,
+                       stream, a);
         else
-            pdl_launch(moe_large_kernel<MODE_DOWN>, dim3(grid), dim3(LG_THREADS), LG_SMEM, stream, a);
+            pdl_launch(moe_large_kernel<MODE_DOWN>, dim3(grid), dim3(LG_THREADS), LG_SMEM, stream,
+                       a);
         return cudaGetLastError();
     }
     const int ntp = plan->ntp == 1 ? 1 : 2;
@@ -438,17 +475,18 @@ static cudaError_t launch(const moe_args &a0, int mode, int folded, const moe_pl
     const long blocks = (long)max_touched * a.n_rb * a.S;
     if (blocks < 1) return cudaSuccess;
     const int threads = ntp == 1 ? small_cfg<1>::THREADS : small_cfg<2>::THREADS;
-    CUDA_TRY(pdl_launch(small_kernel_for(ntp, mode, folded), dim3((unsigned)blocks), dim3(threads), smem, stream, a));
+    CUDA_TRY(pdl_launch(small_kernel_for(ntp, mode, folded), dim3((unsigned)blocks), dim3(threads),
+                        smem, stream, a));
     return cudaGetLastError();
 }
 
 static int weights_ok(const moe_weights *w) {
-    return w && w->E >= 1 && w->H % 64 == 0 && w->I % 64 == 0 && w->H > 0 && w->I > 0 && w->w1_q && w->w1_s &&
-           w->b1 && w->w2_q && w->w2_s && w->b2;
+    return w && w->E >= 1 && w->H % 64 == 0 && w->I % 64 == 0 && w->H > 0 && w->I > 0 && w->w1_q &&
+           w->w1_s && w->b1 && w->w2_q && w->w2_s && w->b2;
 }
 
-cudaError_t moe_gate_up(const moe_weights *w, const uint16_t *x, const moe_routing *r, const moe_plan *plan,
-                        uint16_t *act, cudaStream_t stream) {
+cudaError_t moe_gate_up(const moe_weights *w, const uint16_t *x, const moe_routing *r,
+                        const moe_plan *plan, uint16_t *act, cudaStream_t stream) {
     if (!weights_ok(w) || !x || !r || !plan || !act || r->E != w->E) return cudaErrorInvalidValue;
     if (r->T == 0) return cudaSuccess;
     CUDA_TRY(set_attrs());
@@ -459,9 +497,10 @@ cudaError_t moe_gate_up(const moe_weights *w, const uint16_t *x, const moe_routi
     return launch(a, MODE_GATE_UP, w->w1_folded, plan, r, stream);
 }
 
-cudaError_t moe_down(const moe_weights *w, const moe_routing *r, const moe_plan *plan, const uint16_t *act,
-                     float *y_slots, cudaStream_t stream) {
-    if (!weights_ok(w) || !r || !plan || !act || !y_slots || r->E != w->E) return cudaErrorInvalidValue;
+cudaError_t moe_down(const moe_weights *w, const moe_routing *r, const moe_plan *plan,
+                     const uint16_t *act, float *y_slots, cudaStream_t stream) {
+    if (!weights_ok(w) || !r || !plan || !act || !y_slots || r->E != w->E)
+        return cudaErrorInvalidValue;
     if (r->T == 0) return cudaSuccess;
     CUDA_TRY(set_attrs());
     moe_args a = base_args(w, r);
@@ -473,8 +512,8 @@ cudaError_t moe_down(const moe_weights *w, const moe_routing *r, const moe_plan 
     return launch(a, MODE_DOWN, w->w2_folded, plan, r, stream);
 }
 
-cudaError_t moe_experts(const moe_weights *w, const uint16_t *x, const moe_routing *r, const moe_plan *plan,
-                        uint16_t *act, float *y_slots, cudaStream_t stream) {
+cudaError_t moe_experts(const moe_weights *w, const uint16_t *x, const moe_routing *r,
+                        const moe_plan *plan, uint16_t *act, float *y_slots, cudaStream_t stream) {
     CUDA_TRY(moe_gate_up(w, x, r, plan, act, stream));
     return moe_down(w, r, plan, act, y_slots, stream);
 }

@@ -19,13 +19,21 @@ static __device__ __forceinline__ uint32_t pack_code(uint32_t c, int i) {
     const int base = 16 * (i & 1), pair = i >> 1;
     int pm, pe0, pe1, ps;
     switch (pair) {
-    case 0: pm = 6, pe0 = 7, pe1 = 8, ps = 15; break;
-    case 1: pm = 3, pe0 = 4, pe1 = 5, ps = 12; break;
-    case 2: pm = 0, pe0 = 1, pe1 = 2, ps = 9; break;
-    default: pm = 13, pe0 = 10, pe1 = 11, ps = 14; break;
+    case 0:
+        pm = 6, pe0 = 7, pe1 = 8, ps = 15;
+        break;
+    case 1:
+        pm = 3, pe0 = 4, pe1 = 5, ps = 12;
+        break;
+    case 2:
+        pm = 0, pe0 = 1, pe1 = 2, ps = 9;
+        break;
+    default:
+        pm = 13, pe0 = 10, pe1 = 11, ps = 14;
+        break;
     }
-    return ((c & 1u) << (base + pm)) | (((c >> 1) & 1u) << (base + pe0)) | (((c >> 2) & 1u) << (base + pe1)) |
-           (((c >> 3) & 1u) << (base + ps));
+    return ((c & 1u) << (base + pm)) | (((c >> 1) & 1u) << (base + pe0)) |
+           (((c >> 2) & 1u) << (base + pe1)) | (((c >> 3) & 1u) << (base + ps));
 }
 
 /* src: 4 checkpoint bytes read little-endian, so element i (k = 8t+i) is the nibble at bits 4i…4i+3
@@ -40,13 +48,14 @@ static __device__ __forceinline__ uint32_t pack_word(uint32_t src) {
 static __device__ __forceinline__ int tile_row(int rt, int i, int gate_up) {
     if (!gate_up) return 16 * rt + i;
     const int o = 8 * rt + (i & 7); /* SwiGLU output index */
-    return 2 * o + (i >> 3);       /* rows 0…7 gate (even), 8…15 up (odd) */
+    return 2 * o + (i >> 3);        /* rows 0…7 gate (even), 8…15 up (odd) */
 }
 
 /* One output word: index w over [E][RT][KK][32][4]. */
-static __device__ __forceinline__ void repack_one(const uint8_t *blocks, const uint8_t *scales, int R, int K,
-                                                           int gate_up, size_t w, uint32_t *q_out, uint8_t *s_out,
-                                                           int *write_scale, size_t *s_index) {
+static __device__ __forceinline__ void repack_one(const uint8_t *blocks, const uint8_t *scales,
+                                                  int R, int K, int gate_up, size_t w,
+                                                  uint32_t *q_out, uint8_t *s_out, int *write_scale,
+                                                  size_t *s_index) {
     const int KK = K / 64, RT = R / 16, nb = K / 32;
     const int j = (int)(w & 3);
     const int lane = (int)((w >> 2) & 31);
@@ -59,7 +68,8 @@ static __device__ __forceinline__ void repack_one(const uint8_t *blocks, const u
     const int row = tile_row(rt, g + 8 * (j & 1), gate_up);
     const int chunk = 2 * kk + (j >> 1);
     const uint8_t *src = blocks + ((e * R + row) * nb + chunk) * 16 + 4 * t;
-    const uint32_t v = (uint32_t)src[0] | ((uint32_t)src[1] << 8) | ((uint32_t)src[2] << 16) | ((uint32_t)src[3] << 24);
+    const uint32_t v = (uint32_t)src[0] | ((uint32_t)src[1] << 8) | ((uint32_t)src[2] << 16) |
+                       ((uint32_t)src[3] << 24);
     *q_out = pack_word(v);
     /* Scale words: [E][RT][KK][8 g][4 j]; lane t == 0 of each g writes them. */
     *write_scale = t == 0;
@@ -67,16 +77,22 @@ static __device__ __forceinline__ void repack_one(const uint8_t *blocks, const u
     *s_out = scales[(e * R + row) * nb + chunk];
 }
 
-size_t moe_repack_q_bytes(int E, int R, int K) { return (size_t)E * R * K / 2; }
-size_t moe_repack_s_bytes(int E, int R, int K) { return (size_t)E * R * K / 32; }
-
-static int repack_shape_ok(int E, int R, int K, int gate_up) {
-    return E > 0 && R > 0 && K > 0 && R % 16 == 0 && K % 64 == 0 && E < 65536 && (!gate_up || R % 2 == 0);
+size_t moe_repack_q_bytes(int E, int R, int K) {
+    return (size_t)E * R * K / 2;
+}
+size_t moe_repack_s_bytes(int E, int R, int K) {
+    return (size_t)E * R * K / 32;
 }
 
-__global__ void moe_repack_kernel(const uint8_t *blocks, const uint8_t *scales, int R, int K, int gate_up, size_t n_words,
-                                  uint32_t *q, uint8_t *s) {
-    for (size_t w = blockIdx.x * (size_t)blockDim.x + threadIdx.x; w < n_words; w += (size_t)gridDim.x * blockDim.x) {
+static int repack_shape_ok(int E, int R, int K, int gate_up) {
+    return E > 0 && R > 0 && K > 0 && R % 16 == 0 && K % 64 == 0 && E < 65536 &&
+           (!gate_up || R % 2 == 0);
+}
+
+__global__ void moe_repack_kernel(const uint8_t *blocks, const uint8_t *scales, int R, int K,
+                                  int gate_up, size_t n_words, uint32_t *q, uint8_t *s) {
+    for (size_t w = blockIdx.x * (size_t)blockDim.x + threadIdx.x; w < n_words;
+         w += (size_t)gridDim.x * blockDim.x) {
         uint32_t word;
         uint8_t sc;
         int ws;
@@ -87,20 +103,21 @@ __global__ void moe_repack_kernel(const uint8_t *blocks, const uint8_t *scales, 
     }
 }
 
-cudaError_t moe_repack_device(const uint8_t *blocks, const uint8_t *scales, int E, int R, int K, int gate_up,
-                              uint8_t *q, uint8_t *s, cudaStream_t stream) {
+cudaError_t moe_repack_device(const uint8_t *blocks, const uint8_t *scales, int E, int R, int K,
+                              int gate_up, uint8_t *q, uint8_t *s, cudaStream_t stream) {
     if (!repack_shape_ok(E, R, K, gate_up)) return cudaErrorInvalidValue;
     const size_t n_words = moe_repack_q_bytes(E, R, K) / 4;
     const size_t blocks_n = (n_words + 255) / 256;
-    moe_repack_kernel<<<(unsigned)(blocks_n < 65536 ? blocks_n : 65536), 256, 0, stream>>>(blocks, scales, R, K, gate_up,
-                                                                                          n_words, (uint32_t *)q, s);
+    moe_repack_kernel<<<(unsigned)(blocks_n < 65536 ? blocks_n : 65536), 256, 0, stream>>>(
+        blocks, scales, R, K, gate_up, n_words, (uint32_t *)q, s);
     return cudaGetLastError();
 }
 
 /* The largest scale byte of a (repacked or checkpoint) scale array: decides the folded dequantisation. */
 __global__ void scales_max_kernel(const uint8_t *s, size_t n, int *out) {
     int m = 0;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
         m = max(m, (int)s[i]);
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
@@ -117,7 +134,8 @@ cudaError_t moe_scales_max(const uint8_t *s, size_t n, int *max_out, cudaStream_
         scales_max_kernel<<<(unsigned)(blocks < 4096 ? blocks : 4096), 256, 0, stream>>>(s, n, d);
         e = cudaGetLastError();
     }
-    if (e == cudaSuccess) e = cudaMemcpyAsync(max_out, d, sizeof(int), cudaMemcpyDeviceToHost, stream);
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(max_out, d, sizeof(int), cudaMemcpyDeviceToHost, stream);
     if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
     cudaError_t f = cudaFreeAsync(d, stream);
     return e != cudaSuccess ? e : f;

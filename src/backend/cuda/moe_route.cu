@@ -17,8 +17,9 @@
 /* The top-k of one token's E logits by one warp: k rounds of a warp arg-max (value descending, index
  * ascending), then softmax over the k winners in order, as cpu_topk_softmax does. Lane 0 returns the
  * k (index, weight) pairs. */
-static __device__ __forceinline__ void topk_warp(const float *l, const float *l_lo, const uint16_t *bias, int E, int k,
-                                                 int lane, int *idx, float *wts) {
+static __device__ __forceinline__ void topk_warp(const float *l, const float *l_lo,
+                                                 const uint16_t *bias, int E, int k, int lane,
+                                                 int *idx, float *wts) {
     float v[8];
     unsigned taken = 0;
 #pragma unroll
@@ -69,14 +70,14 @@ static __device__ __forceinline__ void topk_warp(const float *l, const float *l_
 }
 
 /* One warp per token. */
-__global__ void moe_topk_kernel(const float *logits, const float *logits_lo, const uint16_t *bias, int T, int E, int k,
-                                int *idx_out, float *w_out) {
+__global__ void moe_topk_kernel(const float *logits, const float *logits_lo, const uint16_t *bias,
+                                int T, int E, int k, int *idx_out, float *w_out) {
     pdl_prologue(); /* first: see pdl.cuh */
     const int lane = threadIdx.x & 31;
     const int tok = blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5);
     if (tok >= T) return;
-    topk_warp(logits + (size_t)tok * E, logits_lo ? logits_lo + (size_t)tok * E : NULL, bias, E, k, lane,
-              idx_out + (size_t)tok * k, w_out + (size_t)tok * k);
+    topk_warp(logits + (size_t)tok * E, logits_lo ? logits_lo + (size_t)tok * E : NULL, bias, E, k,
+              lane, idx_out + (size_t)tok * k, w_out + (size_t)tok * k);
 }
 
 /* Decode-sized routing in one launch (T <= 32 tokens, T*k <= 64 pairs), with the same outputs as
@@ -94,8 +95,9 @@ enum { ROUTE_SMALL_MIN_THREADS = 256 }; /* one thread per expert (E <= 256) */
  * touched list and the large-path tile list, in ascending expert order, and the three totals. Three
  * block-wide exclusive scans (warp shuffles, then the 8 warp totals): no thread walks the E
  * experts. */
-static __device__ __forceinline__ void expert_offsets(int c, int E, int BN, int *count, int *offset, int *touched,
-                                                      int *n_touched, int *tiles, int *n_tiles, int *s_off) {
+static __device__ __forceinline__ void expert_offsets(int c, int E, int BN, int *count, int *offset,
+                                                      int *touched, int *n_touched, int *tiles,
+                                                      int *n_tiles, int *s_off) {
     __shared__ int s_warp[3][ROUTE_SMALL_MIN_THREADS / 32];
     const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
     if (tid >= E) c = 0;
@@ -104,7 +106,8 @@ static __device__ __forceinline__ void expert_offsets(int c, int E, int BN, int 
     if (tid < ROUTE_SMALL_MIN_THREADS) {
 #pragma unroll
         for (int o = 1; o < 32; o <<= 1) {
-            const int a = __shfl_up_sync(0xffffffffu, ic, o), b = __shfl_up_sync(0xffffffffu, it, o),
+            const int a = __shfl_up_sync(0xffffffffu, ic, o),
+                      b = __shfl_up_sync(0xffffffffu, it, o),
                       d = __shfl_up_sync(0xffffffffu, il, o);
             if (lane >= o) ic += a, it += b, il += d;
         }
@@ -128,19 +131,19 @@ static __device__ __forceinline__ void expert_offsets(int c, int E, int BN, int 
     __syncthreads();
 }
 
-
-__global__ void moe_route_small_kernel(const float *logits, const float *logits_lo, const uint16_t *bias, int T, int E,
-                                       int k, int BN, int *idx_out, float *w_out,
-                                       int *count, int *offset, int *pair_sorted, int *touched, int *n_touched,
-                                       int *tiles, int *n_tiles) {
+__global__ void moe_route_small_kernel(const float *logits, const float *logits_lo,
+                                       const uint16_t *bias, int T, int E, int k, int BN,
+                                       int *idx_out, float *w_out, int *count, int *offset,
+                                       int *pair_sorted, int *touched, int *n_touched, int *tiles,
+                                       int *n_tiles) {
     pdl_prologue(); /* first: see pdl.cuh */
     __shared__ int s_idx[64];
     __shared__ float s_w[64];
     __shared__ int s_off[256];
     const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, P = T * k;
     if (w < T)
-        topk_warp(logits + (size_t)w * E, logits_lo ? logits_lo + (size_t)w * E : NULL, bias, E, k, lane, s_idx + w * k,
-                  s_w + w * k);
+        topk_warp(logits + (size_t)w * E, logits_lo ? logits_lo + (size_t)w * E : NULL, bias, E, k,
+                  lane, s_idx + w * k, s_w + w * k);
     __syncthreads();
     if (tid < P) idx_out[tid] = s_idx[tid], w_out[tid] = s_w[tid];
 
@@ -160,20 +163,21 @@ __global__ void moe_route_small_kernel(const float *logits, const float *logits_
  * list, and a stable counting sort of the pairs by expert (pairs taken 1024 at a time in order; inside
  * a chunk, positions come from per-warp counts prefixed in warp order and the lane rank among equal
  * experts). Deterministic: positions depend only on the routing. */
-__global__ void __launch_bounds__(1024) moe_group_kernel(const int *idx, int P, int E, int BN, int *count, int *offset,
-                                                         int *pair_sorted, int *touched, int *n_touched, int *tiles,
-                                                         int *n_tiles) {
+__global__ void __launch_bounds__(1024)
+    moe_group_kernel(const int *idx, int P, int E, int BN, int *count, int *offset,
+                     int *pair_sorted, int *touched, int *n_touched, int *tiles, int *n_tiles) {
     pdl_prologue(); /* first: see pdl.cuh */
     extern __shared__ int gsm[];
-    int *cnt = gsm;      /* [E] */
-    int *run = cnt + E;  /* [E] next free position of each expert */
-    int *wc = run + E;   /* [32][E] per-warp counts → positions, per chunk */
+    int *cnt = gsm;     /* [E] */
+    int *run = cnt + E; /* [E] next free position of each expert */
+    int *wc = run + E;  /* [32][E] per-warp counts → positions, per chunk */
     const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
     for (int e = tid; e < E; e += blockDim.x) cnt[e] = 0;
     __syncthreads();
     for (int p = tid; p < P; p += blockDim.x) atomicAdd(&cnt[idx[p]], 1); /* integer: order-free */
     __syncthreads();
-    expert_offsets(tid < E ? cnt[tid] : 0, E, BN, count, offset, touched, n_touched, tiles, n_tiles, run);
+    expert_offsets(tid < E ? cnt[tid] : 0, E, BN, count, offset, touched, n_touched, tiles, n_tiles,
+                   run);
     for (int base = 0; base < P; base += blockDim.x) {
         for (int i = tid; i < 32 * E; i += blockDim.x) wc[i] = 0;
         __syncthreads();
@@ -198,20 +202,22 @@ __global__ void __launch_bounds__(1024) moe_group_kernel(const int *idx, int P, 
     }
 }
 
-static size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+static size_t align_up(size_t x, size_t a) {
+    return (x + a - 1) / a * a;
+}
 
 size_t moe_routing_bytes(int T, int E, int k) {
     const size_t P = (size_t)T * k;
     size_t n = 0;
-    n += align_up(P * 4, 256);                /* topk_idx */
-    n += align_up(P * 4, 256);                /* topk_w */
-    n += align_up((size_t)E * 4, 256);        /* count */
-    n += align_up((size_t)(E + 1) * 4, 256);  /* offset */
-    n += align_up(P * 4, 256);                /* pair_sorted */
-    n += align_up((size_t)E * 4, 256);        /* touched */
-    n += 256;                                 /* n_touched */
+    n += align_up(P * 4, 256);                      /* topk_idx */
+    n += align_up(P * 4, 256);                      /* topk_w */
+    n += align_up((size_t)E * 4, 256);              /* count */
+    n += align_up((size_t)(E + 1) * 4, 256);        /* offset */
+    n += align_up(P * 4, 256);                      /* pair_sorted */
+    n += align_up((size_t)E * 4, 256);              /* touched */
+    n += 256;                                       /* n_touched */
     n += align_up(moe_max_tiles(T, E, k) * 4, 256); /* tiles */
-    n += 256;                                 /* n_tiles */
+    n += 256;                                       /* n_tiles */
     return n;
 }
 
@@ -230,24 +236,26 @@ void moe_routing_carve(moe_routing *r, void *buf, int T, int E, int k) {
     r->n_tiles = (int *)p;
 }
 
-cudaError_t moe_route_split(const float *logits, const float *logits_lo, const uint16_t *bias, const moe_routing *r,
-                            cudaStream_t stream) {
+cudaError_t moe_route_split(const float *logits, const float *logits_lo, const uint16_t *bias,
+                            const moe_routing *r, cudaStream_t stream) {
     if (!logits || !r || r->T < 0 || r->E < 1 || r->E > 256 || r->k < 1 || r->k > 8 || r->k > r->E)
         return cudaErrorInvalidValue;
     if (r->T == 0) return cudaSuccess;
     if (r->T <= 32 && r->T * r->k <= 64) {
-        const int threads = 32 * r->T > ROUTE_SMALL_MIN_THREADS ? 32 * r->T : ROUTE_SMALL_MIN_THREADS;
-        pdl_launch(moe_route_small_kernel, dim3(1), dim3(threads), 0, stream, logits, logits_lo, bias, r->T, r->E, r->k, MOE_TILE_TOKENS, r->topk_idx,
-                                                            r->topk_w, r->count, r->offset, r->pair_sorted,
-                                                            r->touched, r->n_touched, r->tiles, r->n_tiles);
+        const int threads =
+            32 * r->T > ROUTE_SMALL_MIN_THREADS ? 32 * r->T : ROUTE_SMALL_MIN_THREADS;
+        pdl_launch(moe_route_small_kernel, dim3(1), dim3(threads), 0, stream, logits, logits_lo,
+                   bias, r->T, r->E, r->k, MOE_TILE_TOKENS, r->topk_idx, r->topk_w, r->count,
+                   r->offset, r->pair_sorted, r->touched, r->n_touched, r->tiles, r->n_tiles);
         return cudaGetLastError();
     }
     const int warps = 8;
-    pdl_launch(moe_topk_kernel, dim3((r->T + warps - 1) / warps), dim3(warps * 32), 0, stream, logits, logits_lo, bias, r->T, r->E, r->k, r->topk_idx, r->topk_w);
+    pdl_launch(moe_topk_kernel, dim3((r->T + warps - 1) / warps), dim3(warps * 32), 0, stream,
+               logits, logits_lo, bias, r->T, r->E, r->k, r->topk_idx, r->topk_w);
     CUDA_TRY(cudaGetLastError());
     const size_t smem = (size_t)(2 + 32) * r->E * sizeof(int);
-    pdl_launch(moe_group_kernel, dim3(1), dim3(1024), smem, stream, r->topk_idx, r->T * r->k, r->E, MOE_TILE_TOKENS, r->count, r->offset,
-                                                r->pair_sorted, r->touched, r->n_touched, r->tiles, r->n_tiles);
+    pdl_launch(moe_group_kernel, dim3(1), dim3(1024), smem, stream, r->topk_idx, r->T * r->k, r->E,
+               MOE_TILE_TOKENS, r->count, r->offset, r->pair_sorted, r->touched, r->n_touched,
+               r->tiles, r->n_tiles);
     return cudaGetLastError();
 }
-

@@ -27,8 +27,9 @@ static __device__ __forceinline__ float block_sum(float v, float *red) {
 /* Normalises v (this thread's 8 values, already final) and writes them as bf16; with ylo also the
  * rounding residue, bf16(x − bf16(x)), so that y + ylo carries x to ~16 significant bits (the "split
  * bf16" input of the QKV and router GEMMs, runner_forward.c). */
-static __device__ __forceinline__ void write_norm(const float v[8], bool active, int H, const uint16_t *gain, float eps,
-                                                  uint16_t *yrow, uint16_t *ylorow, int c, float *red) {
+static __device__ __forceinline__ void write_norm(const float v[8], bool active, int H,
+                                                  const uint16_t *gain, float eps, uint16_t *yrow,
+                                                  uint16_t *ylorow, int c, float *red) {
     float ss = 0.0f;
     if (active)
 #pragma unroll
@@ -58,8 +59,9 @@ static __device__ __forceinline__ void write_norm(const float v[8], bool active,
     }
 }
 
-__global__ void norm_add_kernel(float *h, const uint16_t *delta, const float *slots, int n_slots, int H,
-                                const uint16_t *gain, float eps, uint16_t *y, uint16_t *ylo) {
+__global__ void norm_add_kernel(float *h, const uint16_t *delta, const float *slots, int n_slots,
+                                int H, const uint16_t *gain, float eps, uint16_t *y,
+                                uint16_t *ylo) {
     pdl_prologue(); /* first: see pdl.cuh */
     __shared__ float red[32];
     const int t = blockIdx.x, c = threadIdx.x; /* c: 8-feature group */
@@ -72,7 +74,8 @@ __global__ void norm_add_kernel(float *h, const uint16_t *delta, const float *sl
         if (slots) { /* Σ slots in order 0, 1, …: the deterministic MoE combine */
             const float *srow = slots + (size_t)t * n_slots * H + 8 * c;
             for (int i = 0; i < n_slots; i++) {
-                const float4 s0 = *(const float4 *)(srow + (size_t)i * H), s1 = *(const float4 *)(srow + (size_t)i * H + 4);
+                const float4 s0 = *(const float4 *)(srow + (size_t)i * H),
+                             s1 = *(const float4 *)(srow + (size_t)i * H + 4);
                 d[0] += s0.x, d[1] += s0.y, d[2] += s0.z, d[3] += s0.w;
                 d[4] += s1.x, d[5] += s1.y, d[6] += s1.z, d[7] += s1.w;
             }
@@ -90,11 +93,14 @@ __global__ void norm_add_kernel(float *h, const uint16_t *delta, const float *sl
             *(float4 *)(hrow + 8 * c + 4) = make_float4(v[4], v[5], v[6], v[7]);
         }
     }
-    if (y) write_norm(v, active, H, gain, eps, y + (size_t)t * H, ylo ? ylo + (size_t)t * H : NULL, c, red);
+    if (y)
+        write_norm(v, active, H, gain, eps, y + (size_t)t * H, ylo ? ylo + (size_t)t * H : NULL, c,
+                   red);
 }
 
-__global__ void norm_embed_kernel(const int32_t *tokens, const uint16_t *table, int vocab, int H, float *h,
-                                  const uint16_t *gain, float eps, uint16_t *y, uint16_t *ylo) {
+__global__ void norm_embed_kernel(const int32_t *tokens, const uint16_t *table, int vocab, int H,
+                                  float *h, const uint16_t *gain, float eps, uint16_t *y,
+                                  uint16_t *ylo) {
     pdl_prologue(); /* first: see pdl.cuh */
     __shared__ float red[32];
     const int t = blockIdx.x, c = threadIdx.x;
@@ -102,31 +108,41 @@ __global__ void norm_embed_kernel(const int32_t *tokens, const uint16_t *table, 
     float v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     if (active) {
         const int id = tokens[t];
-        if (id >= 0 && id < vocab) unpack_bf16x8(*(const uint4 *)(table + (size_t)id * H + 8 * c), v);
+        if (id >= 0 && id < vocab)
+            unpack_bf16x8(*(const uint4 *)(table + (size_t)id * H + 8 * c), v);
         float *hrow = h + (size_t)t * H + 8 * c;
         *(float4 *)hrow = make_float4(v[0], v[1], v[2], v[3]);
         *(float4 *)(hrow + 4) = make_float4(v[4], v[5], v[6], v[7]);
     }
-    if (gain && y) write_norm(v, active, H, gain, eps, y + (size_t)t * H, ylo ? ylo + (size_t)t * H : NULL, c, red);
+    if (gain && y)
+        write_norm(v, active, H, gain, eps, y + (size_t)t * H, ylo ? ylo + (size_t)t * H : NULL, c,
+                   red);
 }
 
-static int threads_for(int H) { return ((H / 8 + 31) / 32) * 32; }
+static int threads_for(int H) {
+    return ((H / 8 + 31) / 32) * 32;
+}
 
-static int shape_ok(int T, int H) { return T >= 0 && H > 0 && H % 8 == 0 && H <= NORM_MAX_H; }
+static int shape_ok(int T, int H) {
+    return T >= 0 && H > 0 && H % 8 == 0 && H <= NORM_MAX_H;
+}
 
-cudaError_t norm_add_rmsnorm_split(float *h, const uint16_t *delta, const float *slots, int n_slots, int T, int H,
-                                   const uint16_t *gain, float eps, uint16_t *y, uint16_t *y_lo, cudaStream_t stream) {
-    if (!shape_ok(T, H) || !h || (slots && n_slots < 1) || (y && !gain) || (y_lo && !y)) return cudaErrorInvalidValue;
+cudaError_t norm_add_rmsnorm_split(float *h, const uint16_t *delta, const float *slots, int n_slots,
+                                   int T, int H, const uint16_t *gain, float eps, uint16_t *y,
+                                   uint16_t *y_lo, cudaStream_t stream) {
+    if (!shape_ok(T, H) || !h || (slots && n_slots < 1) || (y && !gain) || (y_lo && !y))
+        return cudaErrorInvalidValue;
     if (T == 0) return cudaSuccess;
-    return pdl_launch(norm_add_kernel, dim3(T), dim3(threads_for(H)), 0, stream, h, delta, slots, slots ? n_slots : 0,
-                      H, gain, eps, y, y_lo);
+    return pdl_launch(norm_add_kernel, dim3(T), dim3(threads_for(H)), 0, stream, h, delta, slots,
+                      slots ? n_slots : 0, H, gain, eps, y, y_lo);
 }
 
-cudaError_t norm_embed_split(const int32_t *tokens, int T, const uint16_t *table, int vocab, int H, float *h,
-                             const uint16_t *gain, float eps, uint16_t *y, uint16_t *y_lo, cudaStream_t stream) {
+cudaError_t norm_embed_split(const int32_t *tokens, int T, const uint16_t *table, int vocab, int H,
+                             float *h, const uint16_t *gain, float eps, uint16_t *y, uint16_t *y_lo,
+                             cudaStream_t stream) {
     if (!shape_ok(T, H) || !tokens || !table || !h || vocab < 1 || (gain && !y) || (y_lo && !y))
         return cudaErrorInvalidValue;
     if (T == 0) return cudaSuccess;
-    return pdl_launch(norm_embed_kernel, dim3(T), dim3(threads_for(H)), 0, stream, tokens, table, vocab, H, h, gain,
-                      eps, y, y_lo);
+    return pdl_launch(norm_embed_kernel, dim3(T), dim3(threads_for(H)), 0, stream, tokens, table,
+                      vocab, H, h, gain, eps, y, y_lo);
 }

@@ -24,8 +24,9 @@ extern "C" {
 
 /* h[t] = table[tokens[t]] widened to fp32 (ids outside [0, vocab) give a zero row); if gain is not
  * NULL also y[t] = rmsnorm(h[t])·gain (bf16), and with y_lo the rounding residue (below). */
-cudaError_t norm_embed_split(const int32_t *tokens, int T, const uint16_t *table, int vocab, int H, float *h,
-                             const uint16_t *gain, float eps, uint16_t *y, uint16_t *y_lo, cudaStream_t stream);
+cudaError_t norm_embed_split(const int32_t *tokens, int T, const uint16_t *table, int vocab, int H,
+                             float *h, const uint16_t *gain, float eps, uint16_t *y, uint16_t *y_lo,
+                             cudaStream_t stream);
 
 /* h[t] += delta[t] (bf16 [T][H], may be NULL) + (slots[t][0] + … + slots[t][n_slots−1]) (fp32
  * [T][n_slots][H], may be NULL; summed in this fixed order first), then, if y is not NULL,
@@ -37,8 +38,9 @@ cudaError_t norm_embed_split(const int32_t *tokens, int T, const uint16_t *table
  * [y; y_lo] summed per token is then nearly an fp32-input GEMM for the price of the same weight bytes
  * (runner_forward.c does this for QKV and the router: bf16 rounding of their inputs moved router
  * logits enough to swap near-tied experts, bench/NOTES.md). */
-cudaError_t norm_add_rmsnorm_split(float *h, const uint16_t *delta, const float *slots, int n_slots, int T, int H,
-                                   const uint16_t *gain, float eps, uint16_t *y, uint16_t *y_lo, cudaStream_t stream);
+cudaError_t norm_add_rmsnorm_split(float *h, const uint16_t *delta, const float *slots, int n_slots,
+                                   int T, int H, const uint16_t *gain, float eps, uint16_t *y,
+                                   uint16_t *y_lo, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -36,8 +36,8 @@ static __device__ __forceinline__ void pdl_prologue(void) {
 }
 
 template <typename... KArgs, typename... Args>
-static cudaError_t pdl_launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
-                              Args &&...args) {
+static cudaError_t pdl_launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem,
+                              cudaStream_t stream, Args &&...args) {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
     cfg.blockDim = block;
@@ -49,6 +49,7 @@ static cudaError_t pdl_launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, s
     cfg.attrs = attr;
     cfg.numAttrs = pdl_enabled() ? 1 : 0;
     /* Each argument converted to its parameter's type first (NULL, int → size_t, …), as <<<>>> does. */
-    static_assert(sizeof...(KArgs) == sizeof...(Args), "pdl_launch: wrong number of kernel arguments");
+    static_assert(sizeof...(KArgs) == sizeof...(Args),
+                  "pdl_launch: wrong number of kernel arguments");
     return cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(std::forward<Args>(args))...);
 }

@@ -27,21 +27,24 @@ typedef struct {
 /* Four consecutive inputs x[i..i+3] of token t's row: hi (+ lo) (+ bias), summed in fp32 in that
  * order. */
 static __device__ __forceinline__ void load4(const rope_kv_args &a, int t, int i, float x[4]) {
-    const float4 h = *reinterpret_cast<const float4 *>(a.qkv + (size_t)t * (size_t)a.qkv_stride + i);
+    const float4 h =
+        *reinterpret_cast<const float4 *>(a.qkv + (size_t)t * (size_t)a.qkv_stride + i);
     x[0] = h.x, x[1] = h.y, x[2] = h.z, x[3] = h.w;
     if (a.qkv_lo) {
-        const float4 l = *reinterpret_cast<const float4 *>(a.qkv_lo + (size_t)t * (size_t)a.qkv_stride + i);
+        const float4 l =
+            *reinterpret_cast<const float4 *>(a.qkv_lo + (size_t)t * (size_t)a.qkv_stride + i);
         x[0] += l.x, x[1] += l.y, x[2] += l.z, x[3] += l.w;
     }
     if (a.bias) {
         const uint2 b = *reinterpret_cast<const uint2 *>(a.bias + i);
-        x[0] += bf16x2_lo(b.x), x[1] += bf16x2_hi(b.x), x[2] += bf16x2_lo(b.y), x[3] += bf16x2_hi(b.y);
+        x[0] += bf16x2_lo(b.x), x[1] += bf16x2_hi(b.x), x[2] += bf16x2_lo(b.y),
+            x[3] += bf16x2_hi(b.y);
     }
 }
 
 /* Element offset of (slot, kv head) in the head-major paged cache: block, head, row, dim. */
-static __device__ __forceinline__ size_t cache_offset(int slot, int kv_head, int n_kv_heads, int head_dim,
-                                                      int bs_shift) {
+static __device__ __forceinline__ size_t cache_offset(int slot, int kv_head, int n_kv_heads,
+                                                      int head_dim, int bs_shift) {
     size_t block = (size_t)(slot >> bs_shift), row = (size_t)(slot & ((1 << bs_shift) - 1));
     return (((block * (size_t)n_kv_heads + (size_t)kv_head) << bs_shift) + row) * (size_t)head_dim;
 }
@@ -85,8 +88,10 @@ __global__ void __launch_bounds__(ROPE_KV_THREADS) rope_kv_kernel(rope_kv_args a
             o1[j] = x1[j] * c - x2[j] * s;
             o2[j] = x2[j] * c + x1[j] * s;
         }
-        *reinterpret_cast<uint2 *>(dst + i0) = make_uint2(pack_bf16x2(o1[0], o1[1]), pack_bf16x2(o1[2], o1[3]));
-        *reinterpret_cast<uint2 *>(dst + i0 + half) = make_uint2(pack_bf16x2(o2[0], o2[1]), pack_bf16x2(o2[2], o2[3]));
+        *reinterpret_cast<uint2 *>(dst + i0) =
+            make_uint2(pack_bf16x2(o1[0], o1[1]), pack_bf16x2(o1[2], o1[3]));
+        *reinterpret_cast<uint2 *>(dst + i0 + half) =
+            make_uint2(pack_bf16x2(o2[0], o2[1]), pack_bf16x2(o2[2], o2[3]));
     }
 
     /* V: as projected, 8 values per thread, rounded to bf16. */
@@ -98,13 +103,15 @@ __global__ void __launch_bounds__(ROPE_KV_THREADS) rope_kv_kernel(rope_kv_args a
         float x[8];
         load4(a, t, v0 + j * hd + c * 8, x);
         load4(a, t, v0 + j * hd + c * 8 + 4, x + 4);
-        const uint4 val =
-            make_uint4(pack_bf16x2(x[0], x[1]), pack_bf16x2(x[2], x[3]), pack_bf16x2(x[4], x[5]), pack_bf16x2(x[6], x[7]));
-        *reinterpret_cast<uint4 *>(a.v_cache + cache_offset(slot, j, a.n_kv_heads, hd, a.bs_shift) + c * 8) = val;
+        const uint4 val = make_uint4(pack_bf16x2(x[0], x[1]), pack_bf16x2(x[2], x[3]),
+                                     pack_bf16x2(x[4], x[5]), pack_bf16x2(x[6], x[7]));
+        *reinterpret_cast<uint4 *>(a.v_cache + cache_offset(slot, j, a.n_kv_heads, hd, a.bs_shift) +
+                                   c * 8) = val;
     }
 }
 
-extern "C" int rope_kv_freq_init(rope_kv_freq *f, const float *inv_freq, int half, float concentration) {
+extern "C" int rope_kv_freq_init(rope_kv_freq *f, const float *inv_freq, int half,
+                                 float concentration) {
     if (half <= 0 || half > ROPE_KV_MAX_HALF) return -1;
     f->half = half;
     for (int i = 0; i < ROPE_KV_MAX_HALF; i++) f->inv_freq[i] = i < half ? inv_freq[i] : 0.0f;
@@ -112,15 +119,17 @@ extern "C" int rope_kv_freq_init(rope_kv_freq *f, const float *inv_freq, int hal
     return 0;
 }
 
-extern "C" int rope_kv_slots(int n_seqs, const int32_t *query_start, const int32_t *start_pos, const int32_t *tables,
-                             int stride, const int32_t *table_first, int block_size, int32_t *slots) {
+extern "C" int rope_kv_slots(int n_seqs, const int32_t *query_start, const int32_t *start_pos,
+                             const int32_t *tables, int stride, const int32_t *table_first,
+                             int block_size, int32_t *slots) {
     int rc = 0;
     for (int i = 0; i < n_seqs; i++) {
         const int first = table_first ? table_first[i] : 0;
         for (int tok = query_start[i]; tok < query_start[i + 1]; tok++) {
             const int64_t p = (int64_t)start_pos[i] + (tok - query_start[i]);
             const int64_t lb = p / block_size - first;
-            const int32_t b = lb >= 0 && lb < stride ? tables[(size_t)i * (size_t)stride + (size_t)lb] : -1;
+            const int32_t b =
+                lb >= 0 && lb < stride ? tables[(size_t)i * (size_t)stride + (size_t)lb] : -1;
             if (b < 0) rc = -1;
             slots[tok] = b < 0 ? -1 : (int32_t)(b * block_size + (int32_t)(p % block_size));
         }
@@ -134,10 +143,12 @@ static int log2_exact(int x) {
     return (1 << s) == x ? s : -1;
 }
 
-extern "C" cudaError_t rope_kv_launch_f32(const attn_dims *d, const rope_kv_freq *f, const float *qkv,
-                                          const float *qkv_lo, const uint16_t *bias, int qkv_stride, int n_tokens,
-                                          const int32_t *positions, const int32_t *slots, uint16_t *q_out,
-                                          uint16_t *k_cache, uint16_t *v_cache, cudaStream_t stream) {
+extern "C" cudaError_t rope_kv_launch_f32(const attn_dims *d, const rope_kv_freq *f,
+                                          const float *qkv, const float *qkv_lo,
+                                          const uint16_t *bias, int qkv_stride, int n_tokens,
+                                          const int32_t *positions, const int32_t *slots,
+                                          uint16_t *q_out, uint16_t *k_cache, uint16_t *v_cache,
+                                          cudaStream_t stream) {
     const int bs_shift = log2_exact(d->block_size);
     if (!qkv || n_tokens < 0 || bs_shift < 0 || d->head_dim != 2 * f->half || f->half % 4 != 0 ||
         f->half > ROPE_KV_MAX_HALF || qkv_stride % 8 != 0 ||
@@ -149,7 +160,8 @@ extern "C" cudaError_t rope_kv_launch_f32(const attn_dims *d, const rope_kv_freq
     rope_kv_args a = {};
     a.qkv = qkv, a.qkv_lo = qkv_lo, a.bias = bias, a.positions = positions, a.slots = slots;
     a.q_out = q_out, a.k_cache = k_cache, a.v_cache = v_cache;
-    a.qkv_stride = qkv_stride, a.n_heads = d->n_heads, a.n_kv_heads = d->n_kv_heads, a.head_dim = d->head_dim;
+    a.qkv_stride = qkv_stride, a.n_heads = d->n_heads, a.n_kv_heads = d->n_kv_heads,
+    a.head_dim = d->head_dim;
     a.bs_shift = bs_shift;
     return pdl_launch(rope_kv_kernel, dim3(n_tokens), dim3(ROPE_KV_THREADS), 0, stream, a, *f);
 }

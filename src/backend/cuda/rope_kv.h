@@ -34,9 +34,9 @@ enum { ROPE_KV_MAX_HALF = 64 };
 
 /* Passed by value to the kernel. */
 typedef struct {
-    int half;                          /* head_dim / 2 */
-    float inv_freq[ROPE_KV_MAX_HALF];  /* from rope_table.inv_freq */
-    float concentration;               /* from rope_table.concentration */
+    int half;                         /* head_dim / 2 */
+    float inv_freq[ROPE_KV_MAX_HALF]; /* from rope_table.inv_freq */
+    float concentration;              /* from rope_table.concentration */
 } rope_kv_freq;
 
 /* Copies the host-computed table (rope_init's inv_freq[0..half) and concentration). Returns -1 when
@@ -48,17 +48,19 @@ int rope_kv_freq_init(rope_kv_freq *f, const float *inv_freq, int half, float co
  * (first_i = table_first ? table_first[i] : 0). Arrays are host copies; slots gets query_start[n_seqs]
  * entries. A missing block (logical index out of the table or a -1 entry) gives slot -1 and returns -1
  * (the engine's contract says it cannot happen); otherwise returns 0. */
-int rope_kv_slots(int n_seqs, const int32_t *query_start, const int32_t *start_pos, const int32_t *tables, int stride,
-                  const int32_t *table_first, int block_size, int32_t *slots);
+int rope_kv_slots(int n_seqs, const int32_t *query_start, const int32_t *start_pos,
+                  const int32_t *tables, int stride, const int32_t *table_first, int block_size,
+                  int32_t *slots);
 
 /* Input row t = qkv[t] (+ qkv_lo[t]) (+ bias), summed in fp32 in that order, then rotated and rounded
  * to bf16 once. runner_forward.c passes the two halves of a split-bf16 GEMM (norm.h) and the bias
  * here, so q, k and v are rounded once instead of after the GEMM and again after RoPE. qkv_lo and bias
  * may be NULL. qkv_stride is the distance between token rows of both row arrays in elements (a
  * multiple of 8, at least (n_heads + 2 n_kv_heads) head_dim); positions and slots are per token. */
-cudaError_t rope_kv_launch_f32(const attn_dims *d, const rope_kv_freq *f, const float *qkv, const float *qkv_lo,
-                               const uint16_t *bias, int qkv_stride, int n_tokens, const int32_t *positions,
-                               const int32_t *slots, uint16_t *q_out, uint16_t *k_cache, uint16_t *v_cache,
+cudaError_t rope_kv_launch_f32(const attn_dims *d, const rope_kv_freq *f, const float *qkv,
+                               const float *qkv_lo, const uint16_t *bias, int qkv_stride,
+                               int n_tokens, const int32_t *positions, const int32_t *slots,
+                               uint16_t *q_out, uint16_t *k_cache, uint16_t *v_cache,
                                cudaStream_t stream);
 
 #ifdef __cplusplus

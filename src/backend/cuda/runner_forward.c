@@ -47,7 +47,8 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
      * flip top-1 tokens against the fp32 reference (tests/fixtures/tiny64, bench/NOTES.md). */
     uint16_t *a_lo = w->a + (size_t)T * H;
     const float *qkv_lo = w->qkv + (size_t)T * b->QKV, *router_lo = w->router + (size_t)T * b->E;
-    CU(norm_embed_split(w->ids, T, g->embed, b->V, H, w->h, g->layers[0].attn_norm, b->eps, w->a, a_lo, s));
+    CU(norm_embed_split(w->ids, T, g->embed, b->V, H, w->h, g->layers[0].attn_norm, b->eps, w->a,
+                        a_lo, s));
     moe_routing rt;
     moe_routing_carve(&rt, w->routing, T, b->E, b->K);
 
@@ -56,12 +57,12 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
         const bool sliding = b->cfg.layer_sliding[l];
         /* The previous layer's MoE slots join the residual here, then the attention norm. */
         if (l > 0)
-            CU(norm_add_rmsnorm_split(w->h, NULL, w->y_slots, p->n_slots, T, H, ly->attn_norm, b->eps,
-                                      w->a, a_lo, s));
+            CU(norm_add_rmsnorm_split(w->h, NULL, w->y_slots, p->n_slots, T, H, ly->attn_norm,
+                                      b->eps, w->a, a_lo, s));
         CU(gemm_bf16(b->gemm, w->a, 2 * T, H, ly->qkv_w, b->QKV, NULL, w->qkv, GEMM_OUT_F32, s));
-        CU(rope_kv_launch_f32(&b->dims, &b->freq, w->qkv, qkv_lo, ly->qkv_b, b->QKV, T, p->positions,
-                              sliding ? p->slots_swa : p->slots_full, w->q, ly->k_cache, ly->v_cache,
-                              s));
+        CU(rope_kv_launch_f32(&b->dims, &b->freq, w->qkv, qkv_lo, ly->qkv_b, b->QKV, T,
+                              p->positions, sliding ? p->slots_swa : p->slots_full, w->q,
+                              ly->k_cache, ly->v_cache, s));
         attn_seqs as;
         as.n_seqs = p->n_seqs, as.query_start = p->query_start, as.start_pos = p->start_pos;
         as.tables = sliding ? p->swa_tables : p->full_tables;
@@ -77,7 +78,8 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
                            w->attn, sliding ? p->splits_swa : p->splits_full, w->dec_ws, s));
         CU(gemm_bf16(b->gemm, w->attn, T, b->Q, ly->o_w, H, ly->o_b, w->o, GEMM_OUT_BF16, s));
         CU(norm_add_rmsnorm_split(w->h, w->o, NULL, 0, T, H, ly->mlp_norm, b->eps, w->a, a_lo, s));
-        CU(gemm_bf16(b->gemm, w->a, 2 * T, H, ly->router_w, b->E, NULL, w->router, GEMM_OUT_F32, s));
+        CU(gemm_bf16(b->gemm, w->a, 2 * T, H, ly->router_w, b->E, NULL, w->router, GEMM_OUT_F32,
+                     s));
         CU(moe_route_split(w->router, router_lo, ly->router_b, &rt, s));
         CU(moe_experts(&ly->moe, w->a, &rt, &p->moe, w->act, w->y_slots, s));
     }

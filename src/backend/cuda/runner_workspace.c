@@ -66,7 +66,8 @@ int workspace_ensure(struct backend *b, int T) {
      * (norm.h). */
     const size_t o_ids = carve(&o, Tc * 4), o_h = carve(&o, Tc * H * 4),
                  o_a = carve(&o, 2 * Tc * H * 2);
-    const size_t o_qkv = carve(&o, 2 * Tc * (size_t)b->QKV * 4), o_q = carve(&o, Tc * (size_t)b->Q * 2);
+    const size_t o_qkv = carve(&o, 2 * Tc * (size_t)b->QKV * 4),
+                 o_q = carve(&o, Tc * (size_t)b->Q * 2);
     const size_t o_attn = carve(&o, Tc * (size_t)b->Q * 2), o_o = carve(&o, Tc * H * 2);
     const size_t o_router = carve(&o, 2 * Tc * (size_t)b->E * 4),
                  o_routing = carve(&o, moe_routing_bytes(cap, b->E, b->K));
@@ -86,8 +87,7 @@ int workspace_ensure(struct backend *b, int T) {
     char *p = base;
     w->base = base, w->bytes = o, w->T_cap = cap;
     w->ids = (int32_t *)(p + o_ids), w->h = (float *)(p + o_h), w->a = (uint16_t *)(p + o_a);
-    w->qkv = (float *)(p + o_qkv), w->q = (uint16_t *)(p + o_q),
-    w->attn = (uint16_t *)(p + o_attn);
+    w->qkv = (float *)(p + o_qkv), w->q = (uint16_t *)(p + o_q), w->attn = (uint16_t *)(p + o_attn);
     w->o = (uint16_t *)(p + o_o), w->router = (float *)(p + o_router), w->routing = p + o_routing;
     w->act = (uint16_t *)(p + o_act), w->y_slots = (float *)(p + o_y);
     w->dec_ws = (float *)(p + o_dec), w->dec_ws_bytes = DEC_WS_BYTES;

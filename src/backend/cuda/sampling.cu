@@ -71,8 +71,7 @@ static __device__ __forceinline__ float weight(const dist &d, float x) {
 /* ---- block reductions (NW warps <= 32 in the block; red has NW + 1 entries) ---- */
 
 /* The maximum of v over the warp, in every lane. */
-template <typename T>
-static __device__ __forceinline__ T warp_max(T v) {
+template <typename T> static __device__ __forceinline__ T warp_max(T v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) {
         const T t = __shfl_xor_sync(FULL_MASK, v, o);
@@ -83,8 +82,7 @@ static __device__ __forceinline__ T warp_max(T v) {
 
 /* The maximum of v over the block, in every thread; `none` is below every real value (what the lanes
  * of missing warps contribute). */
-template <int NW, typename T>
-static __device__ __forceinline__ T block_max(T v, T *red, T none) {
+template <int NW, typename T> static __device__ __forceinline__ T block_max(T v, T *red, T none) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     v = warp_max(v);
     if (lane == 0) red[warp] = v;
@@ -143,7 +141,7 @@ __global__ void __launch_bounds__(SP_THREADS, 1)
     const int lp_k = on_gpu ? min(max(d.lp_k, 0), min(GPU_TOPK_MAX, V)) : 0;
     const int pk = min(max(d.prompt_k, 0), min(GPU_TOPK_MAX, V));
     if (!on_gpu && pk == 0) return; /* uniform: the whole CTA leaves */
-    if (greedy_fast(d, V)) return;   /* greedy_kernel's row (uniform too) */
+    if (greedy_fast(d, V)) return;  /* greedy_kernel's row (uniform too) */
     const float *x = logits + (size_t)blockIdx.x * (size_t)V;
 
     /* 1. The maximum (lowest id on ties) and the distribution's mode. */
@@ -194,7 +192,8 @@ __global__ void __launch_bounds__(SP_THREADS, 1)
         run = warp_sum(run);
     }
     if (lane == 0) span_sum[warp] = run, span_sum1[warp] = run1;
-    last = block_max<SP_WARPS>(last, red32, -1); /* also orders the span_sum writes before the reads below */
+    last = block_max<SP_WARPS>(last, red32,
+                               -1); /* also orders the span_sum writes before the reads below */
     if (tid == 0) {
         double p = 0.0, p1 = 0.0;
         prefix[0] = 0.0;
@@ -384,11 +383,11 @@ __global__ void __launch_bounds__(SP_THREADS, 1)
 enum {
     GF_THREADS = 256,
     GF_WARPS = GF_THREADS / 32,
-    GF_UNROLL = 8,        /* loads in flight per thread */
-    GF_BLOCKS = 512,      /* CTAs wanted per launch */
-    GF_CHUNKS_MAX = 128,  /* <= GF_THREADS: the merge holds one partial per thread */
-    GF_CHUNK_MIN = 2048,  /* ids */
-    GF_CHUNK_MAX = 12800  /* ids (50 KB) */
+    GF_UNROLL = 8,       /* loads in flight per thread */
+    GF_BLOCKS = 512,     /* CTAs wanted per launch */
+    GF_CHUNKS_MAX = 128, /* <= GF_THREADS: the merge holds one partial per thread */
+    GF_CHUNK_MIN = 2048, /* ids */
+    GF_CHUNK_MAX = 12800 /* ids (50 KB) */
 };
 static_assert(GF_CHUNKS_MAX <= GF_THREADS, "the merge holds one partial per thread");
 
@@ -408,7 +407,8 @@ static __device__ __forceinline__ dist dist_at(float m) {
 }
 
 /* GF_UNROLL values of the chunk, loads in flight together: x[base + u·GF_THREADS + tid] (0 past hi). */
-static __device__ __forceinline__ void gf_load(const float *x, int base, int hi, float v[GF_UNROLL]) {
+static __device__ __forceinline__ void gf_load(const float *x, int base, int hi,
+                                               float v[GF_UNROLL]) {
 #pragma unroll
     for (int u = 0; u < GF_UNROLL; u++) {
         const int i = base + u * GF_THREADS + (int)threadIdx.x;

@@ -85,8 +85,10 @@ extern "C" cudaError_t step_apply_fixups(const int32_t *pairs, int n, int32_t *s
                                          int max_slots, cudaStream_t stream) {
     if (n < 0 || (n > 0 && (!pairs || !slot_last))) return cudaErrorInvalidValue;
     if (n == 0) return cudaSuccess;
-    const int needed = (n + GLUE_THREADS - 1) / GLUE_THREADS, blocks = needed < 1024 ? needed : 1024;
-    pdl_launch(fixups_kernel, dim3(blocks), dim3(GLUE_THREADS), 0, stream, pairs, n, slot_last, max_slots);
+    const int needed = (n + GLUE_THREADS - 1) / GLUE_THREADS,
+              blocks = needed < 1024 ? needed : 1024;
+    pdl_launch(fixups_kernel, dim3(blocks), dim3(GLUE_THREADS), 0, stream, pairs, n, slot_last,
+               max_slots);
     return cudaGetLastError();
 }
 
@@ -95,7 +97,8 @@ extern "C" cudaError_t step_resolve_tokens(const int32_t *token_ids, const int32
                                            int32_t *ids, cudaStream_t stream) {
     if (T < 0 || !token_ids || !token_slot || !slot_last || !ids) return cudaErrorInvalidValue;
     if (T == 0) return cudaSuccess;
-    pdl_launch(resolve_kernel, dim3((T + GLUE_THREADS - 1) / GLUE_THREADS), dim3(GLUE_THREADS), 0, stream, token_ids, token_slot, T, slot_last, max_slots, ids);
+    pdl_launch(resolve_kernel, dim3((T + GLUE_THREADS - 1) / GLUE_THREADS), dim3(GLUE_THREADS), 0,
+               stream, token_ids, token_slot, T, slot_last, max_slots, ids);
     return cudaGetLastError();
 }
 
@@ -107,7 +110,7 @@ extern "C" cudaError_t step_final_rows(const float *h, const float *slots, int n
         return cudaErrorInvalidValue;
     if (n_rows == 0) return cudaSuccess;
     const int threads = ((H / 8 + 31) / 32) * 32;
-    pdl_launch(final_rows_kernel, dim3(n_rows), dim3(threads), 0, stream, h, slots, slots ? n_slots : 0, rows, H, gain,
-                                                      eps, out);
+    pdl_launch(final_rows_kernel, dim3(n_rows), dim3(threads), 0, stream, h, slots,
+               slots ? n_slots : 0, rows, H, gain, eps, out);
     return cudaGetLastError();
 }

@@ -104,9 +104,10 @@ static int decide_folded_scales(struct backend *b) {
         ly->moe.w2_folded = m2 <= MOE_FOLDED_SCALE_MAX;
         n_folded += ly->moe.w1_folded + ly->moe.w2_folded;
     }
-    log_info("cuda backend: %d of %d expert matrices have every scale <= 2^%d (one multiply per weight "
-             "pair)",
-             n_folded, 2 * b->L, MOE_FOLDED_SCALE_MAX - 127);
+    log_info(
+        "cuda backend: %d of %d expert matrices have every scale <= 2^%d (one multiply per weight "
+        "pair)",
+        n_folded, 2 * b->L, MOE_FOLDED_SCALE_MAX - 127);
     return 0;
 }
 
