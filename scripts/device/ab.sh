@@ -5,7 +5,7 @@
 # model) so that clock drift hits both, with a table of the ratio new / base at every line.
 # Needs .devcarry (scripts/device/prepare.sh) with the base build's program in .devcarry/base/gptoss
 # (BASE=REV bash scripts/device/prepare.sh puts it there).
-# Knobs: SKIP_TESTS=1, MODELS="120b 20b", BATCHES=1,8,64,256,1024, PREFILL=1024, ROUNDS=1,
+# Knobs: SKIP_TESTS=1, SKIP_GEN=1, MODELS="120b 20b", BATCHES=1,8,64,256,1024, PREFILL=1024, ROUNDS=1,
 # GEN_MODEL=synthetic:20b:layers=4.
 set -uo pipefail
 out=${OUT:-/tmp/ab-out}
@@ -19,6 +19,7 @@ if [ "${SKIP_TESTS:-0}" != 1 ]; then
   echo "== GPU tests (new build)"
   OUT="$out/logs" bash scripts/device/gpu_tests.sh test 2>&1 | sed -n '/^== tests/,$p'
 fi
+[ "${SKIP_GEN:-0}" = 1 ] || {
 echo "== seeded generate, base vs new (${GEN_MODEL:-synthetic:20b:layers=4})"
 for b in base new; do
   bin=$base; [ $b = new ] && bin=$new
@@ -30,6 +31,7 @@ if [ -s "$out/gen-new.json" ] && cmp -s "$out/gen-base.json" "$out/gen-new.json"
 else
   echo "generate: DIFFERENT"; diff <(head -c 2000 "$out/gen-base.json") <(head -c 2000 "$out/gen-new.json") | head -8
 fi
+}
 for m in ${MODELS:-120b 20b}; do
   for r in $(seq 1 "${ROUNDS:-1}"); do
     for b in base new; do
