@@ -137,6 +137,20 @@ static int validate(const engine *e, const engine_request *r) {
     return 0;
 }
 
+/* Appends an item to the inbox and wakes the engine thread (the only thread-safe entry into the
+ * engine's state); n_waiting counts the sequences it brings. */
+static void post(engine *e, inbox_item *it, int n_waiting) {
+    pthread_mutex_lock(&e->mu);
+    e->inbox_waiting += n_waiting;
+    if (e->inbox_tail)
+        e->inbox_tail->next = it;
+    else
+        e->inbox_head = it;
+    e->inbox_tail = it;
+    pthread_cond_signal(&e->wake);
+    pthread_mutex_unlock(&e->mu);
+}
+
 int engine_submit(engine *e, const engine_request *r) {
     if (validate(e, r) != 0) return -1;
     int n = r->n > 0 ? r->n : 1;
@@ -159,15 +173,7 @@ int engine_submit(engine *e, const engine_request *r) {
         last = s;
     }
     it->seqs = first;
-    pthread_mutex_lock(&e->mu);
-    e->inbox_waiting += n;
-    if (e->inbox_tail)
-        e->inbox_tail->next = it;
-    else
-        e->inbox_head = it;
-    e->inbox_tail = it;
-    pthread_cond_signal(&e->wake);
-    pthread_mutex_unlock(&e->mu);
+    post(e, it, n);
     return 0;
 }
 
@@ -175,14 +181,7 @@ void engine_abort(engine *e, uint64_t request_id) {
     inbox_item *it = xcalloc(1, sizeof *it);
     it->kind = INBOX_ABORT;
     it->id = request_id;
-    pthread_mutex_lock(&e->mu);
-    if (e->inbox_tail)
-        e->inbox_tail->next = it;
-    else
-        e->inbox_head = it;
-    e->inbox_tail = it;
-    pthread_cond_signal(&e->wake);
-    pthread_mutex_unlock(&e->mu);
+    post(e, it, 0);
 }
 
 static void abort_in(engine *e, seq_list *l, uint64_t id) {
