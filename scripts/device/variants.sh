@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# `gptoss bench latency` of one build under several environment variants, interleaved, in one
+# device call, with a table of each variant against the first. VARIANTS is a space-separated list of
+# NAME=ENV1=V1,ENV2=V2 (NAME=- for none), e.g. VARIANTS="base=- kw42=GPTOSS_MOE_KW=4,2".
+# Knobs: MODEL=120b, BATCHES=1,8,64, ROUNDS=2. Needs .devcarry (scripts/device/prepare.sh).
+set -uo pipefail
+out=${OUT:-/tmp/var-out}
+mkdir -p "$out/vlogs"
+export LD_LIBRARY_PATH="$PWD/.devcarry/lib:${LD_LIBRARY_PATH:-}"
+bin=.devcarry/bin/gptoss
+for r in $(seq 1 "${ROUNDS:-2}"); do
+  for v in $VARIANTS; do
+    name=${v%%=*} envs=${v#*=}
+    envargs=()
+    [ "$envs" = - ] || IFS=, read -r -a envargs <<<"$envs"
+    timeout 150 env "${envargs[@]}" $bin bench latency --model "synthetic:${MODEL:-120b}" \
+      --batches "${BATCHES:-1,8,64}" --prefill "" --output-json "$out/var-$name-$r.json" \
+      >"$out/vlogs/var-$name-$r.log" 2>&1 || echo "variant $name round $r failed ($?)"
+  done
+done
+python3 - "$out" "$VARIANTS" <<'PY'
+import json, sys, glob, statistics
+out, variants = sys.argv[1], sys.argv[2].split()
+names = [v.split("=", 1)[0] for v in variants]
+def load(n):
+    runs = [json.load(open(p))["results"] for p in sorted(glob.glob(f"{out}/var-{n}-*.json"))]
+    by = {}
+    for res in runs:
+        for l in res:
+            if l["phase"] == "decode":
+                by.setdefault(l["batch"], []).append(l)
+    return by
+data = {n: load(n) for n in names}
+base = names[0]
+print("| variant | batch | tok/s (median) | ms/step | vs " + base + " | of roofline |")
+print("| --- | ---: | ---: | ---: | ---: | ---: |")
+for n in names:
+    for b, ls in sorted(data[n].items()):
+        t = statistics.median(l["tokens_per_s"] for l in ls)
+        tb = statistics.median(l["tokens_per_s"] for l in data[base].get(b, ls))
+        ms = statistics.median(l["seconds"] for l in ls) * 1e3
+        rf = statistics.median(l["roofline_fraction"] for l in ls)
+        print(f"| {n} | {b} | {t:.0f} | {ms:.3f} | {t/tb:.3f} | {100*rf:.1f}% |")
+PY
