@@ -2,7 +2,9 @@
  * (backend/cpu/ops.c) on the same bf16-rounded inputs, at real shapes (64 q heads, 8 KV heads,
  * head_dim 64, scale 0.125, per-head sinks), paged KV in shuffled physical blocks of 16/32/64 tokens,
  * both layer kinds (full; sliding with window 128 and swa_first > 0), sequences of 1..20000 keys.
- *   decode:  one new token per sequence, split counts 1, automatic, 3 and 64 (more splits than chunks);
+ *   decode:  one new token per sequence, split counts 1, automatic, 3, 64 (more splits than
+ *            chunks) and ATTN_DECODE_MAX_SPLITS (256, the merge kernel's largest: most splits
+ *            empty); one more than that must be refused;
  *   prefill: whole prompts and chunks in the middle of sequences (start_pos > 0), all through the
  *            prefill kernel, then again as a mixed step (prefill for n_new >= 2, decode for the rest).
  * Every output is poisoned with NaN before the launch and must be finite after it; the KV pool is NaN
@@ -219,11 +221,15 @@ static void test_decode(int bs, int window, rng_t *rng) {
     attn_seqs s = case_seqs(&c);
     const int auto_splits = attn_decode_num_splits(&d, ns, window > 0 ? WINDOW : 20000);
     CHECK(auto_splits >= 1, "attn_decode_num_splits gave %d", auto_splits);
-    const int splits[] = {1, auto_splits, 3, 64};
-    float *ws = (float *)gpu_alloc(attn_decode_workspace_bytes(&d, ns, 64));
-    for (int k = 0; k < 4; k++) {
+    CHECK(auto_splits <= ATTN_DECODE_MAX_SPLITS, "attn_decode_num_splits gave %d > %d", auto_splits,
+          (int)ATTN_DECODE_MAX_SPLITS);
+    const int splits[] = {1, auto_splits, 3, 64, ATTN_DECODE_MAX_SPLITS};
+    const int n_cases = sizeof splits / sizeof splits[0];
+    const size_t ws_bytes = attn_decode_workspace_bytes(&d, ns, ATTN_DECODE_MAX_SPLITS);
+    float *ws = (float *)gpu_alloc(ws_bytes);
+    for (int k = 0; k < n_cases; k++) {
         gpu_poison(c.d_out, (size_t)c.n_tokens * NH * HDIM * 2);
-        gpu_poison(ws, attn_decode_workspace_bytes(&d, ns, 64));
+        gpu_poison(ws, ws_bytes);
         CUDA_CHECK(
             attn_decode(&d, &s, c.d_q, c.d_k, c.d_v, c.d_sinks, SCALE, c.d_out, splits[k], ws, 0));
         CUDA_CHECK(cudaDeviceSynchronize());
@@ -232,6 +238,22 @@ static void test_decode(int bs, int window, rng_t *rng) {
                  splits[k]);
         check_output(&c, what);
     }
+    /* One split past the cap: refused before anything is launched (the output keeps its poison). */
+    gpu_poison(c.d_out, (size_t)c.n_tokens * NH * HDIM * 2);
+    const cudaError_t e = attn_decode(&d, &s, c.d_q, c.d_k, c.d_v, c.d_sinks, SCALE, c.d_out,
+                                      ATTN_DECODE_MAX_SPLITS + 1, ws, 0);
+    CHECK(e == cudaErrorInvalidValue, "attn_decode with %d splits: %s, expected a refusal",
+          ATTN_DECODE_MAX_SPLITS + 1, cudaGetErrorString(e));
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaGetLastError());
+    const size_t n_out = (size_t)c.n_tokens * NH * HDIM;
+    uint16_t *out = (uint16_t *)malloc(n_out * 2);
+    CUDA_CHECK(cudaMemcpy(out, c.d_out, n_out * 2, cudaMemcpyDeviceToHost));
+    long written = 0;
+    for (size_t k = 0; k < n_out; k++) written += !bf16_is_poison(out[k]);
+    CHECK(written == 0, "attn_decode wrote %ld outputs while refusing %d splits", written,
+          ATTN_DECODE_MAX_SPLITS + 1);
+    free(out);
     CUDA_CHECK(cudaFree(ws));
     free_case(&c);
 }

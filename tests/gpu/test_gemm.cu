@@ -3,7 +3,9 @@
  * bias), for M = 1, 3, 8, 64, 129, 300, 2048 tokens, through the automatic path and each forced path.
  * Outputs are poisoned with NaN before every launch; every element must come back finite, and the
  * relative error ‖y − ref‖/‖ref‖ must be within bf16 bounds (the reference sees the same bf16 inputs).
- * For large outputs the reference covers a random subset of rows (all tokens).
+ * For large outputs the reference covers a random subset of rows (all tokens). The skinny path must
+ * have run at least once with many K splits whose count is not a multiple of 8 (the router: S = 45),
+ * so that the split-K fix-up's batches of 8 loads and its partial last batch are both exercised.
  *
  * --bench: median CUDA-event times at M = 1, 8, 64, 256, 4096 with weights rotated over enough copies
  * to defeat the 60 MB L2; one markdown row per case. */
@@ -30,6 +32,9 @@ static const shape SHAPES[] = {
 static const char *path_name(enum gemm_path p) {
     return p == GEMM_PATH_AUTO ? "auto" : p == GEMM_PATH_SKINNY ? "skinny" : "cublas";
 }
+
+/* Skinny launches checked so far whose split count S > 8 is not a multiple of 8. */
+static int g_skinny_odd_splits;
 
 /* One correctness case: uploads nothing (buffers given), runs the path, compares. */
 static void check_case(gemm_ctx *ctx, cudaStream_t st, const shape *sh, int M, enum gemm_path path,
@@ -67,7 +72,15 @@ static void check_case(gemm_ctx *ctx, cudaStream_t st, const shape *sh, int M, e
     const double tol = sh->out == GEMM_OUT_F32 ? 1e-3 : 1e-2;
     CHECK(err <= tol, "%s M=%d %s: relative error %.3g > %.1g", sh->name, M, path_name(path), err,
           tol);
-    fprintf(stderr, "  %-9s M=%-4d %-6s rel err %.2e\n", sh->name, M, path_name(path), err);
+    int S = 0;
+    const int autop = gemm_plan_describe(ctx, M, sh->K, sh->N, &S, NULL, NULL);
+    const bool skinny =
+        path == GEMM_PATH_SKINNY || (path == GEMM_PATH_AUTO && autop == GEMM_PATH_SKINNY);
+    if (skinny && err <= tol && S > 8 && S % 8 != 0) g_skinny_odd_splits++;
+    char splits[32] = "";
+    if (skinny) snprintf(splits, sizeof splits, " (skinny, S=%d)", S);
+    fprintf(stderr, "  %-9s M=%-4d %-6s rel err %.2e%s\n", sh->name, M, path_name(path), err,
+            splits);
 }
 
 static void test_shape(gemm_ctx *ctx, cudaStream_t st, const shape *sh) {
@@ -204,6 +217,8 @@ int main(int argc, char **argv) {
         bench(ctx, st);
     } else {
         for (const shape &sh : SHAPES) test_shape(ctx, st, &sh);
+        CHECK(g_skinny_odd_splits > 0,
+              "no skinny case ran with more than 8 K splits, not a multiple of 8 (fix-up batches)");
     }
     gemm_ctx_destroy(ctx);
     CUDA_CHECK(cudaStreamDestroy(st));

@@ -1,13 +1,14 @@
 /* RoPE + KV write (src/backend/cuda/rope_kv.cu, rope_kv_launch_f32) against the CPU reference
  * (rope_init / rope_cos_sin / rope_apply of model/rope.c) at real shapes (64 q heads, 8 KV heads,
  * head_dim 64), random positions up to 131071, random shuffled block tables of both pools (the sliding
- * one starting at swa_first > 0), block sizes 16/32/64, and a padding row with slot -1. Two kinds of
- * input rows: bf16 values widened to fp32 with no second row and no bias (V must then come out
- * bit-exact), and fp32 hi + lo + a bf16 bias, as runner_forward.c passes them.
+ * one starting at swa_first > 0), block sizes 16/32/64, and padding rows with slot -1; launches of
+ * 1, 2, 47 and 255 tokens (the kernel's spread layout, several CTAs per token) and >= 256. Two
+ * kinds of input rows: bf16 values widened to fp32 with no second row and no bias (V must then
+ * come out bit-exact), and fp32 hi + lo + a bf16 bias, as runner_forward.c passes them.
  * Checks: q and k within bf16 rounding of the reference, V the input rounded once, every output
  * written, and not one other cache element touched (the whole cache is poisoned with NaN before the
- * launch). --bench times the kernel (hi + lo + bias, as in the forward pass) for 1..8192 tokens.
- * --seed N reproduces a run. */
+ * launch), nor the q row past the last token. --bench times the kernel (hi + lo + bias, as in the
+ * forward pass) for 1..8192 tokens. --seed N reproduces a run. */
 #include "gpu_check.h"
 
 extern "C" {
@@ -24,28 +25,31 @@ typedef struct {
     int start_pos, n_new;
 } seq_spec;
 
+/* One launch: the sequences fixed[0..n_fixed) (start position, new tokens), n_rand more with
+ * random positions and 1..rand_max new tokens, and with pad one last padding row (slot -1, as a
+ * CUDA graph's rounded-up batch has). `label` names the case in the output. */
 static void run_case(const rope_table *rt, const rope_kv_freq *freq, int bs, bool sliding,
-                     rng_t *rng) {
-    /* Sequences: fresh prompts, chunks in the middle of long sequences, decodes at large positions. */
-    const seq_spec fixed[] = {{0, 1},      {0, 17},  {100, 28}, {4090, 13},
-                              {131000, 7}, {127, 1}, {128, 129}};
-    enum { N_FIXED = sizeof fixed / sizeof fixed[0], N_RAND = 9, NS = N_FIXED + N_RAND };
-    seq_spec sp[NS];
-    for (int i = 0; i < N_FIXED; i++) sp[i] = fixed[i];
-    for (int i = N_FIXED; i < NS; i++)
-        sp[i].start_pos = rng_below(rng, 131000), sp[i].n_new = 1 + rng_below(rng, 40);
+                     const seq_spec *fixed, int n_fixed, int n_rand, int rand_max, bool pad,
+                     const char *label, rng_t *rng) {
+    const int ns = n_fixed + n_rand;
+    seq_spec *sp = (seq_spec *)malloc(ns * sizeof(seq_spec));
+    for (int i = 0; i < n_fixed; i++) sp[i] = fixed[i];
+    for (int i = n_fixed; i < ns; i++)
+        sp[i].start_pos = rng_below(rng, 131000), sp[i].n_new = 1 + rng_below(rng, rand_max);
 
-    int32_t query_start[NS + 1], start_pos[NS], first[NS];
+    int32_t *query_start = (int32_t *)malloc((ns + 1) * sizeof(int32_t)),
+            *start_pos = (int32_t *)malloc(ns * sizeof(int32_t)),
+            *first = (int32_t *)malloc(ns * sizeof(int32_t));
     query_start[0] = 0;
-    for (int i = 0; i < NS; i++)
+    for (int i = 0; i < ns; i++)
         query_start[i + 1] = query_start[i] + sp[i].n_new, start_pos[i] = sp[i].start_pos;
-    const int n_seq_tokens = query_start[NS];
-    const int n_tokens = n_seq_tokens + 1; /* + one padding row (slot -1) */
+    const int n_seq_tokens = query_start[ns];
+    const int n_tokens = n_seq_tokens + (pad ? 1 : 0);
 
     /* Block tables: only the logical blocks the new tokens touch get (distinct, shuffled) physical
      * blocks; on the sliding pool the table starts at swa_first = the first touched block minus 0..1. */
     int stride = 0, n_touched = 0;
-    for (int i = 0; i < NS; i++) {
+    for (int i = 0; i < ns; i++) {
         const int lb0 = sp[i].start_pos / bs, lb1 = (sp[i].start_pos + sp[i].n_new - 1) / bs;
         const int extra = rng_below(rng, 2); /* an older block not yet given back */
         first[i] = sliding ? (lb0 - extra > 0 ? lb0 - extra : 0) : 0;
@@ -56,21 +60,21 @@ static void run_case(const rope_table *rt, const rope_kv_freq *freq, int bs, boo
     int32_t *perm = (int32_t *)malloc(num_blocks * sizeof(int32_t));
     for (int b = 0; b < num_blocks; b++) perm[b] = b;
     rng_shuffle(rng, perm, num_blocks);
-    int32_t *tables = (int32_t *)malloc((size_t)NS * stride * sizeof(int32_t));
-    for (int k = 0; k < NS * stride; k++) tables[k] = -1;
+    int32_t *tables = (int32_t *)malloc((size_t)ns * stride * sizeof(int32_t));
+    for (int k = 0; k < ns * stride; k++) tables[k] = -1;
     int next = 0;
-    for (int i = 0; i < NS; i++) {
+    for (int i = 0; i < ns; i++) {
         const int lb0 = sp[i].start_pos / bs, lb1 = (sp[i].start_pos + sp[i].n_new - 1) / bs;
         for (int lb = lb0; lb <= lb1; lb++) tables[i * stride + lb - first[i]] = perm[next++];
     }
     int32_t *slots = (int32_t *)malloc(n_tokens * sizeof(int32_t));
-    int rc = rope_kv_slots(NS, query_start, start_pos, tables, stride, sliding ? first : NULL, bs,
+    int rc = rope_kv_slots(ns, query_start, start_pos, tables, stride, sliding ? first : NULL, bs,
                            slots);
     CHECK(rc == 0, "rope_kv_slots found a missing block");
     int32_t *positions = (int32_t *)malloc(n_tokens * sizeof(int32_t));
-    for (int i = 0; i < NS; i++)
+    for (int i = 0; i < ns; i++)
         for (int j = 0; j < sp[i].n_new; j++) positions[query_start[i] + j] = sp[i].start_pos + j;
-    positions[n_seq_tokens] = 12345, slots[n_seq_tokens] = -1;
+    if (pad) positions[n_seq_tokens] = 12345, slots[n_seq_tokens] = -1;
 
     /* Random bf16 QKV rows (post-bias activations: a few units), passed widened to fp32. */
     uint16_t *qkv = (uint16_t *)malloc((size_t)n_tokens * QKV * sizeof(uint16_t));
@@ -84,12 +88,14 @@ static void run_case(const rope_table *rt, const rope_kv_freq *freq, int bs, boo
     float *d_qkv = (float *)gpu_upload(qkv_f, (size_t)n_tokens * QKV * 4);
     int32_t *d_pos = (int32_t *)gpu_upload(positions, n_tokens * 4),
             *d_slots = (int32_t *)gpu_upload(slots, n_tokens * 4);
-    uint16_t *d_q = (uint16_t *)gpu_alloc((size_t)n_tokens * NH * HDIM * 2);
+    /* q_out has one guard row past the last token, which must keep its poison. */
+    const size_t q_elems = (size_t)n_tokens * NH * HDIM, q_guard = NH * HDIM;
+    uint16_t *d_q = (uint16_t *)gpu_alloc((q_elems + q_guard) * 2);
     uint16_t *d_k = (uint16_t *)gpu_alloc(cache_elems * 2),
              *d_v = (uint16_t *)gpu_alloc(cache_elems * 2);
 
     attn_dims d = {NH, NKV, HDIM, bs};
-    uint16_t *q = (uint16_t *)malloc((size_t)n_tokens * NH * HDIM * 2);
+    uint16_t *q = (uint16_t *)malloc((q_elems + q_guard) * 2);
     uint16_t *kc = (uint16_t *)malloc(cache_elems * 2), *vc = (uint16_t *)malloc(cache_elems * 2);
     char *written = (char *)calloc(cache_elems, 1);
 
@@ -104,7 +110,7 @@ static void run_case(const rope_table *rt, const rope_kv_freq *freq, int bs, boo
     uint16_t *d_bias = (uint16_t *)gpu_upload(bias, QKV * 2);
 
     for (int form = 0; form < 2; form++) { /* 0: bf16 rows widened, alone; 1: fp32 hi + lo + bias */
-        gpu_poison(d_q, (size_t)n_tokens * NH * HDIM * 2);
+        gpu_poison(d_q, (q_elems + q_guard) * 2);
         gpu_poison(d_k, cache_elems * 2);
         gpu_poison(d_v, cache_elems * 2);
         if (form == 0)
@@ -114,7 +120,7 @@ static void run_case(const rope_table *rt, const rope_kv_freq *freq, int bs, boo
             CUDA_CHECK(rope_kv_launch_f32(&d, freq, d_hi, d_lo, d_bias, QKV, n_tokens, d_pos,
                                           d_slots, d_q, d_k, d_v, 0));
         CUDA_CHECK(cudaDeviceSynchronize());
-        CUDA_CHECK(cudaMemcpy(q, d_q, (size_t)n_tokens * NH * HDIM * 2, cudaMemcpyDeviceToHost));
+        CUDA_CHECK(cudaMemcpy(q, d_q, (q_elems + q_guard) * 2, cudaMemcpyDeviceToHost));
         CUDA_CHECK(cudaMemcpy(kc, d_k, cache_elems * 2, cudaMemcpyDeviceToHost));
         CUDA_CHECK(cudaMemcpy(vc, d_v, cache_elems * 2, cudaMemcpyDeviceToHost));
         auto input = [&](int tk, int idx) -> float {
@@ -152,25 +158,27 @@ static void run_case(const rope_table *rt, const rope_kv_freq *freq, int bs, boo
                 }
             }
         }
-        long stray_k = 0, stray_v = 0;
+        long stray_k = 0, stray_v = 0, stray_q = 0;
         for (size_t k = 0; k < cache_elems; k++)
             if (!written[k]) stray_k += !bf16_is_poison(kc[k]), stray_v += !bf16_is_poison(vc[k]);
+        for (size_t k = q_elems; k < q_elems + q_guard; k++) stray_q += !bf16_is_poison(q[k]);
 
         const double rq = relerr_get(&eq), rk = relerr_get(&ek);
         const char *fn = form == 0 ? "bf16 rows" : "fp32 hi+lo+bias";
-        printf("rope_kv bs=%d %s, %s: %d tokens, q rel err %.2e, k rel err %.2e, v mismatches %ld, "
-               "stray writes "
-               "%ld/%ld\n",
-               bs, sliding ? "sliding" : "full", fn, n_tokens, rq, rk, v_mismatch, stray_k,
-               stray_v);
-        CHECK(rq <= 4e-3, "%s: q relative error %.3e (bs %d, %s)", fn, rq, bs,
+        printf("rope_kv %s bs=%d %s, %s: %d tokens, q rel err %.2e, k rel err %.2e, v mismatches "
+               "%ld, stray writes %ld/%ld/%ld\n",
+               label, bs, sliding ? "sliding" : "full", fn, n_tokens, rq, rk, v_mismatch, stray_q,
+               stray_k, stray_v);
+        CHECK(rq <= 4e-3, "%s %s: q relative error %.3e (bs %d, %s)", label, fn, rq, bs,
               sliding ? "sliding" : "full");
-        CHECK(rk <= 4e-3, "%s: k relative error %.3e (bs %d, %s)", fn, rk, bs,
+        CHECK(rk <= 4e-3, "%s %s: k relative error %.3e (bs %d, %s)", label, fn, rk, bs,
               sliding ? "sliding" : "full");
-        CHECK(v_mismatch == 0, "%s: %ld V values differ from the input rounded once", fn,
+        CHECK(v_mismatch == 0, "%s %s: %ld V values differ from the input rounded once", label, fn,
               v_mismatch);
-        CHECK(stray_k == 0 && stray_v == 0,
-              "%s: cache elements written outside the slots: k %ld, v %ld", fn, stray_k, stray_v);
+        CHECK(stray_q == 0 && stray_k == 0 && stray_v == 0,
+              "%s %s: elements written outside the outputs: q %ld (past the last token), k %ld, "
+              "v %ld (outside the slots)",
+              label, fn, stray_q, stray_k, stray_v);
     }
     free(hi), free(lo), free(bias);
     CUDA_CHECK(cudaFree(d_hi));
@@ -179,7 +187,7 @@ static void run_case(const rope_table *rt, const rope_kv_freq *freq, int bs, boo
 
     free(written), free(q), free(kc), free(vc), free(qkv), free(qkv_f), free(positions),
         free(slots), free(tables);
-    free(perm);
+    free(perm), free(sp), free(query_start), free(start_pos), free(first);
     CUDA_CHECK(cudaFree(d_qkv));
     CUDA_CHECK(cudaFree(d_pos));
     CUDA_CHECK(cudaFree(d_slots));
@@ -256,9 +264,25 @@ int main(int argc, char **argv) {
     CHECK(rope_kv_freq_init(&freq, rt.inv_freq, rt.half, rt.concentration) == 0,
           "rope_kv_freq_init");
 
+    /* Launch sizes on both sides of the kernel's switch from 5 CTAs per token (below 256 tokens)
+     * to one: a lone decode (1 token), a decode in a batch padded to 2, 47 tokens (decodes, a
+     * chunk and a padding row), 255 (the largest spread launch) and a large mixed step (>= 256:
+     * fresh prompts, chunks in the middle of long sequences, decodes at large positions, 9 random
+     * sequences). */
+    const seq_spec one[] = {{70000, 1}}, two[] = {{5, 1}}, mid[] = {{100, 16}, {131000, 1}};
+    const seq_spec s255[] = {{0, 200}, {4090, 40}};
+    const seq_spec big[] = {{0, 1},      {0, 17},  {100, 28},  {4090, 13},
+                            {131000, 7}, {127, 1}, {128, 129}, {2000, 50}};
     const int block_sizes[] = {16, 32, 64};
     for (int b = 0; b < 3; b++)
-        for (int sl = 0; sl < 2; sl++) run_case(&rt, &freq, block_sizes[b], sl == 1, &rng);
+        for (int sl = 0; sl < 2; sl++) {
+            const int bs = block_sizes[b];
+            run_case(&rt, &freq, bs, sl == 1, one, 1, 0, 1, false, "1 token", &rng);
+            run_case(&rt, &freq, bs, sl == 1, two, 1, 0, 1, true, "2 tokens", &rng);
+            run_case(&rt, &freq, bs, sl == 1, mid, 2, 29, 1, true, "47 tokens", &rng);
+            run_case(&rt, &freq, bs, sl == 1, s255, 2, 15, 1, false, "255 tokens", &rng);
+            run_case(&rt, &freq, bs, sl == 1, big, 8, 9, 40, true, ">= 256 tokens", &rng);
+        }
 
     if (gpu_test_flag(argc, argv, "--bench")) bench(&freq, seed);
     return check_report("test_rope_kv");

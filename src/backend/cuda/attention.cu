@@ -45,7 +45,8 @@ enum {
     DEC_STAGES = 4,
     DEC_STAGE_BYTES = 2 * DEC_CHUNK * ROW_BYTES, /* K and V */
     DEC_SMEM = DEC_STAGES * DEC_STAGE_BYTES,
-    DEC_OPAD = HD + 4 /* padded row of the end-of-CTA merge buffer */
+    DEC_OPAD = HD + 4, /* padded row of the end-of-CTA merge buffer */
+    MERGE_BATCH = 8    /* splits whose partial outputs the merge kernel loads at once */
 };
 
 /* Prefill: 8 warps x 16 rows = 128 query rows (16 tokens x 8 heads), 32-key tiles, 4 stages. (64-key
@@ -325,25 +326,59 @@ __global__ void __launch_bounds__(DEC_THREADS) attn_decode_kernel(attn_args a) {
     }
 }
 
-/* Grid (n_kv_heads, n_seqs), 128 threads: out = sum_s O_s 2^(m_s - M) / (2^(sink - M) + sum_s l_s 2^(m_s - M)). */
+/* Grid (n_kv_heads, n_seqs), 128 threads; thread tid has head tid / 16 of the group, 4 of its dims.
+ *   out = sum_s O_s 2^(m_s - M) / (2^(sink - M) + sum_s l_s 2^(m_s - M)),  M = max(sink, max_s m_s)
+ * At batch 1 this kernel is pure latency (8 CTAs, a few KiB), so what counts is how many dependent
+ * round trips to memory a thread makes. Reading split after split costs S of them (~9.5 us at
+ * S = 16). Instead:
+ *   1. the (m, l) pairs of the group's 8 heads x S splits, contiguous in the workspace, go to
+ *      shared memory in one parallel read (one or a few independent 8-byte loads per thread);
+ *   2. the partial outputs are read MERGE_BATCH splits at a time, all loads of a batch issued
+ *      before the first is used: ceil(S / MERGE_BATCH) round trips instead of S.
+ * The arithmetic is the one-split-at-a-time loop's, in the same order: M = fmaxf over sink, m_0,
+ * ..., m_S-1 (a max: exact in any order, and here even the order is kept), then L and o4
+ * accumulate split 0, 1, ..., S-1 with the same expressions: the output is bit-identical to the
+ * old loop's. */
 __global__ void __launch_bounds__(DEC_THREADS) attn_decode_merge_kernel(attn_args a) {
-    pdl_prologue(); /* first: see pdl.cuh */
+    pdl_prologue();                                       /* first: see pdl.cuh */
+    __shared__ float2 s_ml[GQA * ATTN_DECODE_MAX_SPLITS]; /* [head of the group][split]: (m, l) */
     const int kvh = blockIdx.x, seq = blockIdx.y;
     const int q_row = a.query_start[seq];
-    if (a.query_start[seq + 1] - q_row != 1) return;
+    if (a.query_start[seq + 1] - q_row != 1) return; /* uniform per CTA: before any barrier */
     const int h = threadIdx.x >> 4, d0 = (threadIdx.x & 15) * 4;
     const int head = kvh * GQA + h, S = a.num_splits;
     const size_t part0 = ((size_t)seq * (size_t)a.n_heads + (size_t)head) * (size_t)S;
-    const float *ml = a.ws + (size_t)a.n_seqs * (size_t)a.n_heads * (size_t)S * HD + part0 * 2;
+
+    /* 1. (m, l) of splits 0..S-1 of heads kvh*8 .. kvh*8+7: GQA * S consecutive pairs. */
+    const float2 *ml_group = reinterpret_cast<const float2 *>(
+        a.ws + (size_t)a.n_seqs * (size_t)a.n_heads * (size_t)S * HD +
+        ((size_t)seq * (size_t)a.n_heads + (size_t)kvh * GQA) * (size_t)S * 2);
+#pragma unroll 4
+    for (int i = threadIdx.x; i < GQA * S; i += DEC_THREADS) s_ml[i] = ml_group[i];
+    __syncthreads();
+    const float2 *ml = s_ml + h * S; /* this thread's head */
+
     const float sink = a.sinks[head] * LOG2E;
     float M = sink;
-    for (int s = 0; s < S; s++) M = fmaxf(M, ml[2 * s]);
+    for (int s = 0; s < S; s++) M = fmaxf(M, ml[s].x);
+
+    /* 2. Batches of MERGE_BATCH splits: loads first (independent, all in flight), then the same
+     * per-split update as a one-by-one loop, split order kept. S >= 2 here (one split has no merge). */
     float L = fast_exp2(sink - M), o4[4] = {0.f, 0.f, 0.f, 0.f};
-    for (int s = 0; s < S; s++) {
-        const float f = fast_exp2(ml[2 * s] - M);
-        L += f * ml[2 * s + 1];
-        const float4 v = *reinterpret_cast<const float4 *>(a.ws + (part0 + (size_t)s) * HD + d0);
-        o4[0] += f * v.x, o4[1] += f * v.y, o4[2] += f * v.z, o4[3] += f * v.w;
+    const float *o_part = a.ws + part0 * HD + d0;
+    for (int s0 = 0; s0 < S; s0 += MERGE_BATCH) {
+        float4 v[MERGE_BATCH];
+#pragma unroll
+        for (int u = 0; u < MERGE_BATCH; u++) /* past S: split S - 1 again, not used; no branch */
+            v[u] = *reinterpret_cast<const float4 *>(o_part + (size_t)min(s0 + u, S - 1) * HD);
+#pragma unroll
+        for (int u = 0; u < MERGE_BATCH; u++) {
+            if (s0 + u < S) {
+                const float f = fast_exp2(ml[s0 + u].x - M);
+                L += f * ml[s0 + u].y;
+                o4[0] += f * v[u].x, o4[1] += f * v[u].y, o4[2] += f * v[u].z, o4[3] += f * v[u].w;
+            }
+        }
     }
     const float inv = 1.f / L;
     *reinterpret_cast<uint2 *>(a.out + ((size_t)q_row * (size_t)a.n_heads + (size_t)head) * HD +
@@ -618,7 +653,7 @@ extern "C" int attn_decode_num_splits(const attn_dims *d, int n_seqs, int max_ke
     const int chunks = (max_keys + DEC_CHUNK - 1) / DEC_CHUNK;
     int best = 1;
     long best_cost = -1;
-    for (int s = 1; s <= chunks && s <= 256; s++) {
+    for (int s = 1; s <= chunks && s <= ATTN_DECODE_MAX_SPLITS; s++) {
         const int per = (chunks + s - 1) / s;
         if ((chunks + per - 1) / per != s)
             continue; /* the same shares as a smaller s, with empty splits */
@@ -641,7 +676,7 @@ extern "C" cudaError_t attn_decode(const attn_dims *d, const attn_seqs *s, const
     attn_args a;
     cudaError_t e = fill_args(d, s, q, k_cache, v_cache, sinks, scale, out, &a);
     if (e != cudaSuccess) return e;
-    if (num_splits < 1 || num_splits > 65535 || s->n_seqs > 65535 ||
+    if (num_splits < 1 || num_splits > ATTN_DECODE_MAX_SPLITS || s->n_seqs > 65535 ||
         (num_splits > 1 && !workspace) || !aligned16(workspace))
         return cudaErrorInvalidValue;
     if (s->n_seqs == 0) return cudaSuccess;

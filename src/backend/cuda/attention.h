@@ -70,6 +70,11 @@ typedef struct {
 
 /* ---- decode ---- */
 
+/* Most splits of one decode launch: the merge kernel holds every split's (max, sum) of a KV head's
+ * 8 query heads in shared memory (16 KiB at 256). attn_decode_num_splits never returns more;
+ * attn_decode refuses more with cudaErrorInvalidValue. */
+enum { ATTN_DECODE_MAX_SPLITS = 256 };
+
 /* Splits of the keys per sequence that keep the GPU busy for n_seqs decoding sequences whose longest
  * visible key range is max_keys (min(context, window) on sliding layers). 1 means no merge pass. The
  * result depends only on its arguments and the device, so a CUDA graph captured for a batch size can
@@ -79,9 +84,10 @@ int attn_decode_num_splits(const attn_dims *d, int n_seqs, int max_keys);
 /* fp32 workspace for num_splits > 1: partial (max, sum, output) of every (sequence, head, split). */
 size_t attn_decode_workspace_bytes(const attn_dims *d, int n_seqs, int num_splits);
 
-/* One query token per sequence (sequences with another count are left alone). num_splits >= 1; with
- * num_splits > 1 a merge kernel follows on the same stream and `workspace` (attn_decode_workspace_bytes)
- * must be given. Returns the launch's error (cudaSuccess when both launches were queued). */
+/* One query token per sequence (sequences with another count are left alone). 1 <= num_splits <=
+ * ATTN_DECODE_MAX_SPLITS; with num_splits > 1 a merge kernel follows on the same stream and
+ * `workspace` (attn_decode_workspace_bytes) must be given. Returns the launch's error (cudaSuccess
+ * when both launches were queued). */
 cudaError_t attn_decode(const attn_dims *d, const attn_seqs *s, const uint16_t *q,
                         const uint16_t *k_cache, const uint16_t *v_cache, const float *sinks,
                         float scale, uint16_t *out, int num_splits, float *workspace,

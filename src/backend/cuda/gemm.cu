@@ -24,8 +24,8 @@
  *
  * K splits: when the matrix has few row tiles (O, router) one K range per work item would leave SMs
  * idle, so K is split S ways. Each split writes fp32 partial sums to a workspace; the last block of a
- * row block to finish (an atomic counter) adds the S partials in the fixed order s = 0 … S−1, adds the
- * bias and writes y. Same inputs, same bits, every run.
+ * row block to finish (an atomic counter) adds the S partials in the fixed order s = 0 … S−1 (loading
+ * 8 at a time), adds the bias and writes y. Same inputs, same bits, every run.
  *
  * Large M goes to cuBLASLt (compute-bound; cuBLAS is good there). */
 #include "backend/cuda/gemm.h"
@@ -45,6 +45,7 @@ enum { SK_WARPS = 8, SK_THREADS = SK_WARPS * 32, SK_MAX_TOKENS = 64 };
 /* Shared memory per block we allow ourselves: two blocks (16 warps) per SM at the largest slice. */
 enum { SK_SMEM_LIMIT = 110 * 1024 };
 enum { SK_MAX_COUNTERS = 16384 };
+enum { FIXUP_BATCH = 8 }; /* split-K partials the fix-up loads at once (see the kernel's end) */
 
 struct skinny_args {
     const uint16_t *x;    /* [M][K] */
@@ -161,7 +162,13 @@ __global__ void __launch_bounds__(SK_THREADS, 2) skinny_gemm_kernel(const skinny
     }
     if (a.S == 1) return;
 
-    /* Split-K fix-up: the last of the S blocks of (row block rb, token chunk z) sums the partials. */
+    /* Split-K fix-up: the last of the S blocks of (row block rb, token chunk z) sums the partials.
+     * For the router at decode (S = 45, one output per thread) this loop is the kernel's tail and
+     * pure latency: one load after another would be S round trips to L2. So the partials are read
+     * FIXUP_BATCH at a time into registers, all loads of a batch issued before the first add, and
+     * then added one by one in the order s = 0, 1, ..., S - 1 into a sum that starts at 0 — the same
+     * additions in the same order as a one-load-at-a-time loop, so the same bits. Past S the last
+     * batch reloads partial S - 1 (branch-free loads) and adds nothing. */
     __threadfence(); /* our partials are visible device-wide before we are counted */
     __syncthreads();
     const int grp = rb * a.Z + z;
@@ -174,8 +181,18 @@ __global__ void __launch_bounds__(SK_THREADS, 2) skinny_gemm_kernel(const skinny
     for (int i = threadIdx.x; i < mc * nrows; i += SK_THREADS) {
         const int ml = i / nrows, n = row0 + (i - ml * nrows);
         const size_t m = (size_t)(m0 + ml);
+        const float *part = a.ws + m * a.N + n; /* partial s2 at part[s2 * M * N] */
+        const size_t split_stride = (size_t)a.M * a.N;
         float sum = 0.0f;
-        for (int s2 = 0; s2 < a.S; s2++) sum += __ldcg(&a.ws[((size_t)s2 * a.M + m) * a.N + n]);
+        for (int s2 = 0; s2 < a.S; s2 += FIXUP_BATCH) {
+            float v[FIXUP_BATCH]; /* past S: partial S - 1 again (not added), so no branch */
+#pragma unroll
+            for (int u = 0; u < FIXUP_BATCH; u++)
+                v[u] = __ldcg(part + (size_t)min(s2 + u, a.S - 1) * split_stride);
+#pragma unroll
+            for (int u = 0; u < FIXUP_BATCH; u++)
+                if (s2 + u < a.S) sum += v[u];
+        }
         if (a.bias) sum += bf16_bits_to_f32(a.bias[n]);
         store_out<OUT_F32>(a.y, m * a.N + n, sum);
     }

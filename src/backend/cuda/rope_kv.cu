@@ -1,12 +1,13 @@
 /* YaRN RoPE on q and k + the paged KV-cache write (see rope_kv.h for the math and the layout).
  *
- * One CTA per token. Its threads first compute the token's half = 32 (cos, sin) pairs into shared
- * memory (accurate sincosf, once per token instead of once per head), then every thread takes groups of
- * 4 rotation pairs: it loads x[i0..i0+3] and x[i0+half..i0+half+3] (16-byte loads of each fp32 row,
- * summed with the bias), rotates them in fp32, rounds to bf16 and stores them to q_out (query heads) or
- * to the cache at the token's slot (KV heads). V is summed and rounded the same way, 8 values per
- * thread. The kernel moves ~50 KiB per token and does ~3k flops: it is a bandwidth kernel, and at
- * decode batch sizes a latency one (fusing it into the QKV GEMM's epilogue is the later step). */
+ * One CTA per token, or 5 at small launches (below). A CTA's threads first compute the token's
+ * half = 32 (cos, sin) pairs into shared memory (accurate sincosf, once per CTA instead of once per
+ * head), then every thread takes groups of 4 rotation pairs: it loads x[i0..i0+3] and
+ * x[i0+half..i0+half+3] (16-byte loads of each fp32 row, summed with the bias), rotates them in
+ * fp32, rounds to bf16 and stores them to q_out (query heads) or to the cache at the token's slot
+ * (KV heads). V is summed and rounded the same way, 8 values per thread. The kernel moves ~50 KiB
+ * per token and does ~3k flops: it is a bandwidth kernel, and at decode batch sizes a latency one
+ * (fusing it into the QKV GEMM's epilogue is the later step). */
 #include "backend/cuda/rope_kv.h"
 #include "backend/cuda/device_util.cuh"
 #include "backend/cuda/pdl.cuh"
@@ -14,7 +15,10 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
-enum { ROPE_KV_THREADS = 128 };
+enum {
+    ROPE_KV_THREADS = 128,
+    ROPE_KV_SPREAD_BELOW = 256 /* launches of fewer tokens give a token several CTAs (see below) */
+};
 
 typedef struct {
     const float *qkv, *qkv_lo; /* fp32 input rows and (may be NULL) rows to add to them */
@@ -49,6 +53,16 @@ static __device__ __forceinline__ size_t cache_offset(int slot, int kv_head, int
     return (((block * (size_t)n_kv_heads + (size_t)kv_head) << bs_shift) + row) * (size_t)head_dim;
 }
 
+/* Grid (n_tokens, ctas_per_token). A token's work is a list of items: (n_heads + n_kv_heads) *
+ * half / 4 rotations of 4 pairs (query heads, then KV heads), then n_kv_heads * head_dim / 8 V
+ * chunks: 640 items for gpt-oss. CTA y of a token takes items y * 128 + tid, then every
+ * gridDim.y * 128th. An item is a few independent loads and two stores, and a thread's items run
+ * one after another (the compiler cannot move the next item's loads above this one's stores), so
+ * one CTA per token means 5 dependent rounds of loads: at one token that latency is the kernel's
+ * whole time, not its bytes. Launches below ROPE_KV_SPREAD_BELOW tokens therefore give a token 5
+ * CTAs, one item per thread; larger ones keep one CTA per token (CTAs enough to fill the GPU).
+ * Each item does the same arithmetic either way: no sum spans two items, so the outputs are
+ * bit-identical. */
 __global__ void __launch_bounds__(ROPE_KV_THREADS) rope_kv_kernel(rope_kv_args a, rope_kv_freq f) {
     pdl_prologue(); /* first: see pdl.cuh */
     __shared__ float s_cos[ROPE_KV_MAX_HALF], s_sin[ROPE_KV_MAX_HALF];
@@ -64,49 +78,49 @@ __global__ void __launch_bounds__(ROPE_KV_THREADS) rope_kv_kernel(rope_kv_args a
     __syncthreads();
 
     const int slot = a.slots[t];
-
-    /* Rotations: (query heads, then KV heads) x (half / 4 groups of 4 pairs). The k heads follow the
-     * q heads in the row, so head h's values start at h * head_dim for both. */
     const int quads = half >> 2;
     const int n_rot = (a.n_heads + a.n_kv_heads) * quads;
-    for (int it = threadIdx.x; it < n_rot; it += blockDim.x) {
-        const int h = it / quads, i0 = (it - h * quads) * 4;
-        uint16_t *dst;
-        if (h < a.n_heads)
-            dst = a.q_out + ((size_t)t * (size_t)a.n_heads + (size_t)h) * (size_t)hd;
-        else if (slot >= 0)
-            dst = a.k_cache + cache_offset(slot, h - a.n_heads, a.n_kv_heads, hd, a.bs_shift);
-        else
-            continue;
-        float x1[4], x2[4];
-        load4(a, t, h * hd + i0, x1);
-        load4(a, t, h * hd + i0 + half, x2);
-        float o1[4], o2[4];
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            const float c = s_cos[i0 + j], s = s_sin[i0 + j];
-            o1[j] = x1[j] * c - x2[j] * s;
-            o2[j] = x2[j] * c + x1[j] * s;
-        }
-        *reinterpret_cast<uint2 *>(dst + i0) =
-            make_uint2(pack_bf16x2(o1[0], o1[1]), pack_bf16x2(o1[2], o1[3]));
-        *reinterpret_cast<uint2 *>(dst + i0 + half) =
-            make_uint2(pack_bf16x2(o2[0], o2[1]), pack_bf16x2(o2[2], o2[3]));
-    }
-
-    /* V: as projected, 8 values per thread, rounded to bf16. */
-    if (slot < 0) return;
     const int chunks = hd >> 3;
-    const int v0 = (a.n_heads + a.n_kv_heads) * hd;
-    for (int it = threadIdx.x; it < a.n_kv_heads * chunks; it += blockDim.x) {
-        const int j = it / chunks, c = it - j * chunks;
-        float x[8];
-        load4(a, t, v0 + j * hd + c * 8, x);
-        load4(a, t, v0 + j * hd + c * 8 + 4, x + 4);
-        const uint4 val = make_uint4(pack_bf16x2(x[0], x[1]), pack_bf16x2(x[2], x[3]),
-                                     pack_bf16x2(x[4], x[5]), pack_bf16x2(x[6], x[7]));
-        *reinterpret_cast<uint4 *>(a.v_cache + cache_offset(slot, j, a.n_kv_heads, hd, a.bs_shift) +
-                                   c * 8) = val;
+    const int n_items = n_rot + a.n_kv_heads * chunks;
+    for (int it = blockIdx.y * blockDim.x + threadIdx.x; it < n_items;
+         it += gridDim.y * blockDim.x) {
+        if (it < n_rot) {
+            /* Rotation of pairs (i0 + j, i0 + j + half), j < 4, of head h. The k heads follow the
+             * q heads in the row, so head h's values start at h * head_dim for both. */
+            const int h = it / quads, i0 = (it - h * quads) * 4;
+            uint16_t *dst;
+            if (h < a.n_heads)
+                dst = a.q_out + ((size_t)t * (size_t)a.n_heads + (size_t)h) * (size_t)hd;
+            else if (slot >= 0)
+                dst = a.k_cache + cache_offset(slot, h - a.n_heads, a.n_kv_heads, hd, a.bs_shift);
+            else
+                continue;
+            float x1[4], x2[4];
+            load4(a, t, h * hd + i0, x1);
+            load4(a, t, h * hd + i0 + half, x2);
+            float o1[4], o2[4];
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const float c = s_cos[i0 + j], s = s_sin[i0 + j];
+                o1[j] = x1[j] * c - x2[j] * s;
+                o2[j] = x2[j] * c + x1[j] * s;
+            }
+            *reinterpret_cast<uint2 *>(dst + i0) =
+                make_uint2(pack_bf16x2(o1[0], o1[1]), pack_bf16x2(o1[2], o1[3]));
+            *reinterpret_cast<uint2 *>(dst + i0 + half) =
+                make_uint2(pack_bf16x2(o2[0], o2[1]), pack_bf16x2(o2[2], o2[3]));
+        } else if (slot >= 0) {
+            /* V chunk c of KV head j: as projected, 8 values, rounded to bf16. */
+            const int v_item = it - n_rot, j = v_item / chunks, c = v_item - j * chunks;
+            const int v0 = (a.n_heads + a.n_kv_heads) * hd;
+            float x[8];
+            load4(a, t, v0 + j * hd + c * 8, x);
+            load4(a, t, v0 + j * hd + c * 8 + 4, x + 4);
+            const uint4 val = make_uint4(pack_bf16x2(x[0], x[1]), pack_bf16x2(x[2], x[3]),
+                                         pack_bf16x2(x[4], x[5]), pack_bf16x2(x[6], x[7]));
+            *reinterpret_cast<uint4 *>(
+                a.v_cache + cache_offset(slot, j, a.n_kv_heads, hd, a.bs_shift) + c * 8) = val;
+        }
     }
 }
 
@@ -163,5 +177,11 @@ extern "C" cudaError_t rope_kv_launch_f32(const attn_dims *d, const rope_kv_freq
     a.qkv_stride = qkv_stride, a.n_heads = d->n_heads, a.n_kv_heads = d->n_kv_heads,
     a.head_dim = d->head_dim;
     a.bs_shift = bs_shift;
-    return pdl_launch(rope_kv_kernel, dim3(n_tokens), dim3(ROPE_KV_THREADS), 0, stream, a, *f);
+    /* Below ROPE_KV_SPREAD_BELOW tokens, enough CTAs per token for one item per thread. */
+    const int items =
+        (d->n_heads + d->n_kv_heads) * (f->half / 4) + d->n_kv_heads * (d->head_dim / 8);
+    const int per_token =
+        n_tokens < ROPE_KV_SPREAD_BELOW ? (items + ROPE_KV_THREADS - 1) / ROPE_KV_THREADS : 1;
+    return pdl_launch(rope_kv_kernel, dim3(n_tokens, per_token), dim3(ROPE_KV_THREADS), 0, stream,
+                      a, *f);
 }
