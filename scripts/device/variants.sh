@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `gptoss bench latency` of one build under several environment variants, interleaved, in one
 # device call, with a table of each variant against the first. VARIANTS is a space-separated list of
-# NAME=ENV1=V1,ENV2=V2 (NAME=- for none), e.g. VARIANTS="base=- kw42=GPTOSS_MOE_KW=4,2".
+# NAME=ENV1=V1+ENV2=V2 (NAME=- for none; values may hold commas), e.g. VARIANTS="base=- pdl=GPTOSS_PDL=1".
 # Knobs: MODEL=120b, BATCHES=1,8,64, ROUNDS=2. Needs .devcarry (scripts/device/prepare.sh).
 set -uo pipefail
 out=${OUT:-/tmp/var-out}
@@ -12,7 +12,7 @@ for r in $(seq 1 "${ROUNDS:-2}"); do
   for v in $VARIANTS; do
     name=${v%%=*} envs=${v#*=}
     envargs=()
-    [ "$envs" = - ] || IFS=, read -r -a envargs <<<"$envs"
+    [ "$envs" = - ] || IFS=+ read -r -a envargs <<<"$envs"
     timeout 150 env "${envargs[@]}" $bin bench latency --model "synthetic:${MODEL:-120b}" \
       --batches "${BATCHES:-1,8,64}" --prefill "" --output-json "$out/var-$name-$r.json" \
       >"$out/vlogs/var-$name-$r.log" 2>&1 || echo "variant $name round $r failed ($?)"

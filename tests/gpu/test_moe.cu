@@ -332,8 +332,7 @@ static const char *plan_name(const moe_plan *p, char *buf, size_t n) {
     if (p->large)
         snprintf(buf, n, "large");
     else
-        snprintf(buf, n, "small(ntp=%d,S=%d,kw=%d/%d)", p->ntp, p->down_splits, p->kw_gate_up,
-                 p->kw_down);
+        snprintf(buf, n, "small(ntp=%d,S=%d)", p->ntp, p->down_splits);
     return buf;
 }
 
@@ -454,17 +453,9 @@ static void test_E(int E, cudaStream_t st, int sm) {
         moe_plan other = autop;
         other.large = !autop.large, other.ntp = 2, other.down_splits = 1;
         plans.push_back(other);
-        moe_plan small2 = {0, 1, 3, 1, 1};
+        moe_plan small2 = {0, 1, 3};
         if (!autop.large && autop.ntp == 1) small2.ntp = 2, small2.down_splits = 2;
         plans.push_back(small2);
-        /* The small path with 2 and 4 warps sharing a tile's K range (their sums meet in shared
-         * memory), for both token-group sizes. */
-        for (int ntp = 1; ntp <= 2; ntp++)
-            for (int kw = 2; kw <= 4; kw *= 2) {
-                moe_plan q = {0, ntp, 1, kw, 6 - kw};
-                moe_plan_set_down_splits(&q, T, E, TOPK, sm);
-                plans.push_back(q);
-            }
         int maxS = 1;
         for (auto &p : plans) maxS = std::max(maxS, p.large ? 1 : p.down_splits);
         uint16_t *d_act = tu_dev_alloc<uint16_t>((size_t)T * TOPK * I);
@@ -534,15 +525,6 @@ static void bench(cudaStream_t st, int sm) {
             o.large = !autop.large, o.ntp = 2, o.down_splits = 1;
             plans.push_back(o);
         }
-        if (!autop.large) /* warps sharing a tile's K range (kw), gate_up / down */
-            for (int kg = 1; kg <= 4; kg *= 2)
-                for (int kd = 1; kd <= 4; kd *= 2) {
-                    if (kg == 1 && kd == 1) continue;
-                    moe_plan q = autop;
-                    q.kw_gate_up = kg, q.kw_down = kd;
-                    moe_plan_set_down_splits(&q, T, E, TOPK, sm);
-                    plans.push_back(q);
-                }
         int maxS = 1;
         for (auto &p : plans) maxS = std::max(maxS, p.large ? 1 : p.down_splits);
         uint16_t *d_act = tu_dev_alloc<uint16_t>(P * I);

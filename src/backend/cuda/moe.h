@@ -104,14 +104,10 @@ typedef struct {
     int large; /* 1: grouped GEMM over 128-token tiles (prefill); 0: per-expert streaming (decode) */
     int ntp;   /* small path: tokens staged per pass = 8·ntp (1 or 2) */
     int down_splits; /* K splits of the down projection (small path); y_slots has k·down_splits rows per token */
-    int kw_gate_up,
-        kw_down; /* small path: warps that share one 16-row tile's K range (1, 2 or 4) */
 } moe_plan;
 
 /* The plan for T tokens (a pure function of its arguments, so the caller can size buffers). */
 moe_plan moe_plan_for(int T, int E, int k, int sm_count);
-/* Recomputes p->down_splits for its ntp and kw_down (after a caller changed them). */
-void moe_plan_set_down_splits(moe_plan *p, int T, int E, int k, int sm_count);
 
 size_t moe_act_bytes(int T, int k, int I);                           /* T·k·I bf16 */
 size_t moe_y_slots_bytes(int T, int k, int H, const moe_plan *plan); /* T·k·splits·H fp32 */

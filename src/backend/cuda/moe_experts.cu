@@ -120,33 +120,19 @@ static __device__ __forceinline__ void load_batch(const uint4 *qp, const uint32_
     }
 }
 
-/* Block shape of the small path: WARPS warps = TW row tiles × KW warps along K. With KW > 1 the
- * warps of one tile each stream a KW-th of the block's K range and their partial sums meet in
- * shared memory (in kw order, so the result does not depend on timing). At one token the grid has
- * only touched experts × row blocks of work; KW > 1 gives each SM more warps with shorter K runs,
- * so more of the weight bytes are in flight at once. */
-template <int NTP, int KW> struct small_cfg {
+template <int NTP> struct small_cfg {
     static constexpr int CAP = 8 * NTP;            /* tokens staged per pass */
-    static constexpr int WARPS = NTP == 1 ? 4 : 8; /* warps per block */
-    static constexpr int TW = WARPS / KW;          /* 16-row tiles per block */
+    static constexpr int WARPS = NTP == 1 ? 4 : 8; /* 16-row tiles per block */
     static constexpr int THREADS = WARPS * 32;
     static constexpr int U =
         6; /* k steps per batch: 6–12 × 16 B in flight (two batches; U = 7 spills) */
 };
 
-/* Shared memory of a small-path block: the staged tokens, then (KW > 1) the partial sums of the
- * warps with kw > 0. */
-static size_t small_smem_bytes(int ntp, int kw, int nk_max) {
-    const int warps = ntp == 1 ? 4 : 8;
-    return (size_t)8 * ntp * (nk_max * 64 + 32) * 2 +
-           (size_t)(kw - 1) * (warps / kw) * ntp * 32 * 4 * sizeof(float);
-}
-
-template <int NTP, int KW, int MODE, bool FOLDED>
-__global__ void __launch_bounds__(small_cfg<NTP, KW>::THREADS, NTP == 1 ? 4 : 2)
+template <int NTP, int MODE, bool FOLDED>
+__global__ void __launch_bounds__(small_cfg<NTP>::THREADS, NTP == 1 ? 4 : 2)
     moe_small_kernel(const moe_args a) {
     pdl_prologue(); /* first: see pdl.cuh */
-    typedef small_cfg<NTP, KW> C;
+    typedef small_cfg<NTP> C;
     extern __shared__ uint4 smem_raw[];
     uint16_t *xs = (uint16_t *)smem_raw; /* [CAP][lds] */
 
@@ -160,26 +146,20 @@ __global__ void __launch_bounds__(small_cfg<NTP, KW>::THREADS, NTP == 1 ? 4 : 2)
               nk = kk1 - kk0;
     const int lds =
         nk * 64 + 32; /* row stride ≡ 64 bytes mod 128: rows g, g+1 on different banks */
-    /* Partial sums of the warps with kw > 0: [KW-1][TW][NTP][32 lanes][4], after the tokens. */
-    float *red = (float *)(xs + (size_t)C::CAP * lds);
 
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-    /* This warp's tile in the block and its K part (spelled so that KW = 1 folds to w and 0). */
-    const int wt = KW == 1 ? w : w % C::TW, kw = KW == 1 ? 0 : w / C::TW;
-    const int rt = rb * C::TW + wt;
+    const int rt = rb * C::WARPS + w;
     const bool active = rt < a.RT;
-    /* This warp's k steps: [ks0, ks0 + nks) of the block's range (relative to kk0). */
-    const int ks0 = kw * nk / KW, nks = (kw + 1) * nk / KW - ks0;
-    const size_t tile_kk = ((size_t)e * a.RT + (active ? rt : 0)) * a.KK + kk0 + ks0;
+    const size_t tile_kk = ((size_t)e * a.RT + (active ? rt : 0)) * a.KK + kk0;
     const uint4 *qp = a.wq + tile_kk * 32 + lane;
     const uint32_t *sp = a.wsc + tile_kk * 8 + g;
-    const uint16_t *xb = xs + g * lds + 8 * t + ks0 * 64;
+    const uint16_t *xb = xs + g * lds + 8 * t;
 
     /* The first batch of codes depends only on the work item: its loads fly while the tokens are
      * staged. */
     uint4 qv[C::U];
     uint32_t sv[C::U];
-    load_batch<C::U>(qp, sp, 0, active ? nks : 0, qv, sv);
+    load_batch<C::U>(qp, sp, 0, active ? nk : 0, qv, sv);
 
     for (int p0 = 0; p0 < cnt; p0 += C::CAP) {
         const int pc = min(C::CAP, cnt - p0);
@@ -201,22 +181,23 @@ __global__ void __launch_bounds__(small_cfg<NTP, KW>::THREADS, NTP == 1 ? 4 : 2)
         }
         __syncthreads();
 
-        float acc[NTP][4];
-#pragma unroll
-        for (int nt = 0; nt < NTP; nt++) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
         if (active) {
+            float acc[NTP][4];
+#pragma unroll
+            for (int nt = 0; nt < NTP; nt++)
+                acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
             /* Two register batches: the loads of batch kb + U are issued before batch kb is
              * dequantised and multiplied, so a warp always has up to 2U 16-byte loads in flight
              * instead of draining to zero once per batch (a K range of 45 steps was ~6 full memory
              * round trips in a row). */
-            if (p0 > 0) load_batch<C::U>(qp, sp, 0, nks, qv, sv); /* another pass: again, from L2 */
-            for (int kb = 0; kb < nks; kb += C::U) {
+            if (p0 > 0) load_batch<C::U>(qp, sp, 0, nk, qv, sv); /* another pass: again, from L2 */
+            for (int kb = 0; kb < nk; kb += C::U) {
                 uint4 qn[C::U];
                 uint32_t sn[C::U];
-                load_batch<C::U>(qp, sp, kb + C::U, nks, qn, sn);
+                load_batch<C::U>(qp, sp, kb + C::U, nk, qn, sn);
 #pragma unroll
                 for (int u = 0; u < C::U; u++) {
-                    if (kb + u >= nks) break;
+                    if (kb + u >= nk) break;
 #pragma unroll
                     for (int h = 0; h < 2; h++) { /* the two 32-wide chunks of this k step */
                         uint32_t ag[4], a8[4];
@@ -234,32 +215,12 @@ __global__ void __launch_bounds__(small_cfg<NTP, KW>::THREADS, NTP == 1 ? 4 : 2)
 #pragma unroll
                 for (int u = 0; u < C::U; u++) qv[u] = qn[u], sv[u] = sn[u];
             }
-        }
-        if (KW > 1) {
-            /* The K parts of each tile meet: kw > 0 park their sums, kw = 0 adds them in kw order. */
-            if (active && kw > 0)
-#pragma unroll
-                for (int nt = 0; nt < NTP; nt++)
-#pragma unroll
-                    for (int c = 0; c < 4; c++)
-                        red[((((kw - 1) * C::TW + wt) * NTP + nt) * 32 + lane) * 4 + c] =
-                            acc[nt][c];
-            __syncthreads();
-            if (active && kw == 0)
-                for (int k2 = 1; k2 < KW; k2++)
-#pragma unroll
-                    for (int nt = 0; nt < NTP; nt++)
-#pragma unroll
-                        for (int c = 0; c < 4; c++)
-                            acc[nt][c] +=
-                                red[((((k2 - 1) * C::TW + wt) * NTP + nt) * 32 + lane) * 4 + c];
-        }
-        if (active && kw == 0)
 #pragma unroll
             for (int nt = 0; nt < NTP; nt++)
                 if (nt < ngroups)
                     tile_epilogue<MODE>(a, e, off, rt, p0 + nt * 8, p0 + pc, s, acc[nt]);
-        __syncthreads(); /* the next pass overwrites xs (and red) */
+        }
+        __syncthreads(); /* the next pass overwrites xs */
     }
 }
 
@@ -422,23 +383,19 @@ moe_plan moe_plan_for(int T, int E, int k, int sm_count) {
      * 96 pairs per expert (T = 3072 for 120b). */
     p.large = avg >= 96.0;
     p.ntp = avg <= 3.0 ? 1 : 2;
-    p.kw_gate_up = p.kw_down = 1;
     p.down_splits = 1;
-    if (!p.large) moe_plan_set_down_splits(&p, T, E, k, sm_count);
+    if (!p.large) {
+        /* Expected touched experts E·(1 − (1 − k/E)^T); the down projection has H/16 row tiles per
+         * expert in blocks of 4 or 8 warps, and 4 (resp. 2) such blocks fit on an SM at once. Split K
+         * as far as one wave of resident blocks allows (a second, nearly empty wave would cost a
+         * whole block time). */
+        const double touched = E * (1.0 - pow(1.0 - (double)k / E, (double)T));
+        const double blocks = touched * (p.ntp == 1 ? 45.0 : 23.0);
+        const double resident = (p.ntp == 1 ? 4.0 : 2.0) * (sm_count > 0 ? sm_count : 132);
+        int S = (int)floor(resident / (blocks > 1 ? blocks : 1));
+        p.down_splits = S < 1 ? 1 : (S > 5 ? 5 : S);
+    }
     return p;
-}
-
-void moe_plan_set_down_splits(moe_plan *p, int T, int E, int k, int sm_count) {
-    /* Expected touched experts E·(1 − (1 − k/E)^T); the down projection has H/16 = 180 row tiles
-     * per expert (120b and 20b) in blocks of 4/kw or 8/kw tiles, and 4 (resp. 2) such blocks fit on
-     * an SM at once. Split K as far as one wave of resident blocks allows (a second, nearly empty
-     * wave would cost a whole block time). */
-    const double touched = E * (1.0 - pow(1.0 - (double)k / E, (double)T));
-    const int tiles = (p->ntp == 1 ? 4 : 8) / (p->kw_down > 0 ? p->kw_down : 1);
-    const double blocks = touched * ((180 + tiles - 1) / tiles);
-    const double resident = (p->ntp == 1 ? 4.0 : 2.0) * (sm_count > 0 ? sm_count : 132);
-    int S = (int)floor(resident / (blocks > 1 ? blocks : 1));
-    p->down_splits = S < 1 ? 1 : (S > 5 ? 5 : S);
 }
 
 size_t moe_act_bytes(int T, int k, int I) {
@@ -452,32 +409,26 @@ size_t moe_y_slots_bytes(int T, int k, int H, const moe_plan *plan) {
 static int g_attrs_set = 0;
 
 typedef void (*small_fn)(moe_args);
-template <int NTP, int KW> static small_fn small_kernel_kw(int mode, int folded) {
-    if (mode == MODE_GATE_UP)
-        return folded ? moe_small_kernel<NTP, KW, MODE_GATE_UP, true>
-                      : moe_small_kernel<NTP, KW, MODE_GATE_UP, false>;
-    return folded ? moe_small_kernel<NTP, KW, MODE_DOWN, true>
-                  : moe_small_kernel<NTP, KW, MODE_DOWN, false>;
-}
-static small_fn small_kernel_for(int ntp, int kw, int mode, int folded) {
-    if (ntp == 1)
-        return kw == 4   ? small_kernel_kw<1, 4>(mode, folded)
-               : kw == 2 ? small_kernel_kw<1, 2>(mode, folded)
-                         : small_kernel_kw<1, 1>(mode, folded);
-    return kw == 4   ? small_kernel_kw<2, 4>(mode, folded)
-           : kw == 2 ? small_kernel_kw<2, 2>(mode, folded)
-                     : small_kernel_kw<2, 1>(mode, folded);
+static small_fn small_kernel_for(int ntp, int mode, int folded) {
+#define SMALL_CASE(n, m)                                                                           \
+    if (ntp == n && mode == m)                                                                     \
+    return folded ? moe_small_kernel<n, m, true> : moe_small_kernel<n, m, false>
+    SMALL_CASE(1, MODE_GATE_UP);
+    SMALL_CASE(1, MODE_DOWN);
+    SMALL_CASE(2, MODE_GATE_UP);
+    SMALL_CASE(2, MODE_DOWN);
+#undef SMALL_CASE
+    return NULL;
 }
 
 static cudaError_t set_attrs(void) {
     if (g_attrs_set) return cudaSuccess;
     for (int ntp = 1; ntp <= 2; ntp++)
-        for (int kw = 1; kw <= 4; kw *= 2)
-            for (int mode = 0; mode < 2; mode++)
-                for (int folded = 0; folded < 2; folded++)
-                    CUDA_TRY(cudaFuncSetAttribute(
-                        (const void *)small_kernel_for(ntp, kw, mode, folded),
-                        cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024));
+        for (int mode = 0; mode < 2; mode++)
+            for (int folded = 0; folded < 2; folded++)
+                CUDA_TRY(cudaFuncSetAttribute((const void *)small_kernel_for(ntp, mode, folded),
+                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              227 * 1024));
     CUDA_TRY(cudaFuncSetAttribute((const void *)moe_large_kernel<MODE_GATE_UP>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, LG_SMEM));
     CUDA_TRY(cudaFuncSetAttribute((const void *)moe_large_kernel<MODE_DOWN>,
@@ -516,18 +467,16 @@ static cudaError_t launch(const moe_args &a0, int mode, int folded, const moe_pl
         return cudaGetLastError();
     }
     const int ntp = plan->ntp == 1 ? 1 : 2;
-    const int kw = mode == MODE_GATE_UP ? plan->kw_gate_up : plan->kw_down;
-    if (kw != 1 && kw != 2 && kw != 4) return cudaErrorInvalidValue;
-    const int tiles = (ntp == 1 ? 4 : 8) / kw; /* row tiles per block */
-    a.n_rb = (a.RT + tiles - 1) / tiles;
+    const int warps = ntp == 1 ? small_cfg<1>::WARPS : small_cfg<2>::WARPS;
+    a.n_rb = (a.RT + warps - 1) / warps;
     const int nk_max = (a.KK + a.S - 1) / a.S;
-    const size_t smem = small_smem_bytes(ntp, kw, nk_max);
+    const size_t smem = (size_t)8 * ntp * (nk_max * 64 + 32) * 2;
     if (smem > 227 * 1024) return cudaErrorInvalidValue;
     const long blocks = (long)max_touched * a.n_rb * a.S;
     if (blocks < 1) return cudaSuccess;
-    const int threads = ntp == 1 ? 128 : 256;
-    CUDA_TRY(pdl_launch(small_kernel_for(ntp, kw, mode, folded), dim3((unsigned)blocks),
-                        dim3(threads), smem, stream, a));
+    const int threads = ntp == 1 ? small_cfg<1>::THREADS : small_cfg<2>::THREADS;
+    CUDA_TRY(pdl_launch(small_kernel_for(ntp, mode, folded), dim3((unsigned)blocks), dim3(threads),
+                        smem, stream, a));
     return cudaGetLastError();
 }
 

@@ -8,8 +8,6 @@
 #include "backend/cuda/runner_internal.h"
 #include "base/log.h"
 
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 /* The split-K partials of attn_decode: a fixed 64 MiB (runner.c caps the split count to fit). */
@@ -17,16 +15,6 @@ enum { DEC_WS_BYTES = 64 << 20, WS_ALIGN = 256 };
 
 moe_plan runner_moe_plan(const struct backend *b, int T) {
     moe_plan p = moe_plan_for(T, b->E, b->K, b->sm_count);
-    /* EXPERIMENT (to be removed once measured): GPTOSS_MOE_KW=G,D sets kw_gate_up and kw_down of
-     * the small path for every step up to GPTOSS_MOE_KW_T tokens (default 64). */
-    const char *kwv = getenv("GPTOSS_MOE_KW");
-    const char *kwt = getenv("GPTOSS_MOE_KW_T");
-    int kg = 1, kd = 1;
-    if (kwv && sscanf(kwv, "%d,%d", &kg, &kd) == 2 && !p.large && T <= (kwt ? atoi(kwt) : 64) &&
-        (kg == 1 || kg == 2 || kg == 4) && (kd == 1 || kd == 2 || kd == 4)) {
-        p.kw_gate_up = kg, p.kw_down = kd;
-        moe_plan_set_down_splits(&p, T, b->E, b->K, b->sm_count);
-    }
     const int ksteps = b->I / 64;
     if (p.down_splits > ksteps) p.down_splits = ksteps;
     if (p.down_splits < 1) p.down_splits = 1;
