@@ -14,8 +14,7 @@
  * Random MXFP4 codes with scales 2^-7 … 2^-5, fresh every run.
  *
  * --bench: 120b shapes (E = 128), T = 1, 8, 64, 256, 1024, 4096, random routing, three copies of the
- * layer's weights rotated; routing, experts and the combine timed separately, and at decode sizes
- * the fused router GEMV + routing (moe_router_route). */
+ * layer's weights rotated; routing, experts and the combine timed separately. */
 #include "moe_test_util.h"
 
 extern "C" {
@@ -23,8 +22,6 @@ extern "C" {
 }
 #include "backend/cuda/moe.h"
 #include "backend/cuda/norm.h"
-
-#include <functional>
 
 static const int H = 2880, I = 2880, TOPK = 4;
 static const float ALPHA = 1.702f, LIMIT = 7.0f;
@@ -293,87 +290,6 @@ static void check_routing(const std::vector<float> &lg, int T, int E, const rout
     CHECK(perm, "E=%d T=%d: pair_sorted is not the stable grouping by expert", E, T);
 }
 
-/* The router GEMV + routing in one launch (moe_router_route) against a double-precision reference:
- * logits = hi·W + lo·W + bias, routed by moe_route_split on the GPU. Tokens whose 4th and 5th logits
- * are closer than 1e-4 could legitimately pick either expert; a case with such a token is skipped
- * (and at most one of the four may be). Two launches in a row must give the same bytes (the block
- * counter is left at zero). */
-static void check_router_route(int E, cudaStream_t st) {
-    static const int TS[] = {1, 2, 3, 8};
-    int compared = 0;
-    for (int T : TS) {
-        CHECK(moe_router_route_fits(T, E, TOPK, H), "E=%d T=%d: the fused router should fit", E, T);
-        std::vector<uint16_t> x((size_t)2 * T * H), W((size_t)E * H), bias(E);
-        std::vector<float> xf(x.size()), Wf(W.size());
-        tu_fill_bf16(x.data(), xf.data(), (size_t)T * H, -1.0f, 1.0f);
-        tu_fill_bf16(x.data() + (size_t)T * H, xf.data() + (size_t)T * H, (size_t)T * H, -4e-3f,
-                     4e-3f);
-        tu_fill_bf16(W.data(), Wf.data(), W.size(), -0.05f, 0.05f);
-        for (auto &b : bias) b = f32_to_bf16(tu_uniform(-0.5f, 0.5f));
-        std::vector<float> ref((size_t)T * E);
-        bool clear = true;
-        for (int t = 0; t < T; t++) {
-            std::vector<double> l(E);
-            for (int e = 0; e < E; e++) {
-                double hi = 0, lo = 0;
-                for (int k = 0; k < H; k++) {
-                    hi += (double)xf[(size_t)t * H + k] * Wf[(size_t)e * H + k];
-                    lo += (double)xf[(size_t)(T + t) * H + k] * Wf[(size_t)e * H + k];
-                }
-                l[e] = hi + lo + bf16_to_f32(bias[e]);
-                ref[(size_t)t * E + e] = (float)l[e];
-            }
-            std::vector<double> srt(l);
-            std::sort(srt.begin(), srt.end(), std::greater<double>());
-            clear &= srt[TOPK - 1] - srt[TOPK] > 1e-4;
-        }
-        const size_t nb = moe_routing_bytes(T, E, TOPK);
-        void *rb_ref = tu_dev_alloc<uint8_t>(nb), *rb = tu_dev_alloc<uint8_t>(nb);
-        moe_routing r_ref, r;
-        moe_routing_carve(&r_ref, rb_ref, T, E, TOPK);
-        moe_routing_carve(&r, rb, T, E, TOPK);
-        float *d_ref = tu_dev_upload(ref.data(), ref.size());
-        uint16_t *d_x = tu_dev_upload(x.data(), x.size()), *d_W = tu_dev_upload(W.data(), W.size()),
-                 *d_b = tu_dev_upload(bias.data(), bias.size());
-        float *d_part = (float *)tu_dev_alloc<uint8_t>(moe_router_route_part_bytes(T, E, H));
-        int *d_cnt = tu_dev_alloc<int>(1);
-        CUDA_CHECK(cudaMemsetAsync(d_cnt, 0, sizeof(int), st));
-        CUDA_CHECK(cudaMemsetAsync(rb_ref, 0xff, nb, st));
-        CUDA_CHECK(moe_route_split(d_ref, NULL, NULL, &r_ref, st));
-        std::vector<uint8_t> got1(nb), got2(nb);
-        for (int run = 0; run < 2; run++) {
-            CUDA_CHECK(cudaMemsetAsync(rb, 0xff, nb, st)); /* poison */
-            CUDA_CHECK(moe_router_route(d_x, H, d_W, d_b, d_part, d_cnt, &r, st));
-            CUDA_CHECK(cudaStreamSynchronize(st));
-            tu_download((run ? got2 : got1).data(), (uint8_t *)rb, nb);
-        }
-        CHECK(got1 == got2, "E=%d T=%d: two fused router launches differ", E, T);
-        if (clear) {
-            compared++;
-            routing_host want, got;
-            download_routing(&r_ref, &want);
-            download_routing(&r, &got);
-            size_t w_bad = 0;
-            for (size_t p = 0; p < want.w.size(); p++) w_bad += fabsf(want.w[p] - got.w[p]) > 1e-4f;
-            CHECK(want.idx == got.idx && want.count == got.count && want.offset == got.offset &&
-                      want.pair_sorted == got.pair_sorted && want.touched == got.touched &&
-                      want.n_touched == got.n_touched && want.tiles == got.tiles,
-                  "E=%d T=%d: the fused router routes differently from the reference", E, T);
-            CHECK(w_bad == 0, "E=%d T=%d: %zu fused routing weights off by > 1e-4", E, T, w_bad);
-        }
-        CUDA_CHECK(cudaFree(rb_ref));
-        CUDA_CHECK(cudaFree(rb));
-        CUDA_CHECK(cudaFree(d_ref));
-        CUDA_CHECK(cudaFree(d_x));
-        CUDA_CHECK(cudaFree(d_W));
-        CUDA_CHECK(cudaFree(d_b));
-        CUDA_CHECK(cudaFree(d_part));
-        CUDA_CHECK(cudaFree(d_cnt));
-    }
-    CHECK(compared >= 3, "E=%d: only %d of 4 fused-router cases had clear top-k gaps", E, compared);
-    CHECK(!moe_router_route_fits(9, E, TOPK, H), "E=%d: T = 9 must not take the fused router", E);
-}
-
 /* Reference MoE output (before the residual add) for the given tokens, as moe_block computes it. */
 static void cpu_moe(const layer_host *L, const std::vector<float> &xf, const std::vector<float> &lg,
                     int E, const std::vector<int> &toks, std::vector<float> &out) {
@@ -601,25 +517,6 @@ static void bench(cudaStream_t st, int sm) {
                                [&](int) { CUDA_CHECK(moe_route_split(d_lg, NULL, NULL, &r, st)); });
         snprintf(name, sizeof name, "moe route E=128 T=%d (top-4 + grouping)", T);
         tu_bench_row(name, us, (double)T * E * 4 + P * 16, 0);
-        if (moe_router_route_fits(T, E, TOPK, H)) {
-            std::vector<uint16_t> xw((size_t)2 * T * H), Ww((size_t)E * H);
-            tu_fill_bf16(xw.data(), NULL, xw.size(), -1.0f, 1.0f);
-            tu_fill_bf16(Ww.data(), NULL, Ww.size(), -0.05f, 0.05f);
-            uint16_t *d_xw = tu_dev_upload(xw.data(), xw.size()),
-                     *d_Ww = tu_dev_upload(Ww.data(), Ww.size());
-            float *d_part = (float *)tu_dev_alloc<uint8_t>(moe_router_route_part_bytes(T, E, H));
-            int *d_cnt = tu_dev_alloc<int>(1);
-            CUDA_CHECK(cudaMemsetAsync(d_cnt, 0, sizeof(int), st));
-            us = tu_time_us(st, 3, 50, [&](int) {
-                CUDA_CHECK(moe_router_route(d_xw, H, d_Ww, NULL, d_part, d_cnt, &r, st));
-            });
-            snprintf(name, sizeof name, "moe router GEMV + route E=128 T=%d (one launch)", T);
-            tu_bench_row(name, us, (double)E * H * 2 + 2.0 * T * H * 2, 0);
-            CUDA_CHECK(cudaFree(d_xw));
-            CUDA_CHECK(cudaFree(d_Ww));
-            CUDA_CHECK(cudaFree(d_part));
-            CUDA_CHECK(cudaFree(d_cnt));
-        }
 
         const moe_plan autop = moe_plan_for(T, E, TOPK, sm);
         std::vector<moe_plan> plans = {autop};
@@ -683,8 +580,6 @@ int main(int argc, char **argv) {
         bench(st, sm);
     } else {
         check_repack_random();
-        check_router_route(32, st);
-        check_router_route(128, st);
         test_E(32, st, sm);
         test_E(128, st, sm);
     }

@@ -98,16 +98,6 @@ void moe_routing_carve(moe_routing *r, void *buf, int T, int E, int k);
 cudaError_t moe_route_split(const float *logits, const float *logits_lo, const uint16_t *bias,
                             const moe_routing *r, cudaStream_t stream);
 
-/* The router GEMV and the routing in one launch, for decode steps (moe_router_route_fits): x is the
- * split-bf16 input [hi; lo] ([2T][H] bf16, norm.h), W the router weight [E][H] bf16, bias [E] bf16
- * (or NULL); the logits are hi·W + lo·W + bias (fp32 sums in that order) and the outputs those of
- * moe_route_split. part: moe_router_route_part_bytes of scratch; counter: one int, zero before the
- * first launch (each launch leaves it at zero). */
-int moe_router_route_fits(int T, int E, int k, int H);
-size_t moe_router_route_part_bytes(int T, int E, int H);
-cudaError_t moe_router_route(const uint16_t *x, int H, const uint16_t *W, const uint16_t *bias,
-                             float *part, int *counter, const moe_routing *r, cudaStream_t stream);
-
 /* ---- experts ---- */
 
 typedef struct {

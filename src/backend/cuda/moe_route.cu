@@ -131,12 +131,12 @@ static __device__ __forceinline__ void expert_offsets(int c, int E, int BN, int 
     __syncthreads();
 }
 
-/* The body of moe_route_small_kernel, also run by the last block of moe_router_route_kernel (its
- * logits then live in shared memory). Every thread of the block calls it. */
-static __device__ __forceinline__ void
-route_small_block(const float *logits, const float *logits_lo, const uint16_t *bias, int T, int E,
-                  int k, int BN, int *idx_out, float *w_out, int *count, int *offset,
-                  int *pair_sorted, int *touched, int *n_touched, int *tiles, int *n_tiles) {
+__global__ void moe_route_small_kernel(const float *logits, const float *logits_lo,
+                                       const uint16_t *bias, int T, int E, int k, int BN,
+                                       int *idx_out, float *w_out, int *count, int *offset,
+                                       int *pair_sorted, int *touched, int *n_touched, int *tiles,
+                                       int *n_tiles) {
+    pdl_prologue(); /* first: see pdl.cuh */
     __shared__ int s_idx[64];
     __shared__ float s_w[64];
     __shared__ int s_off[256];
@@ -157,99 +157,6 @@ route_small_block(const float *logits, const float *logits_lo, const uint16_t *b
         for (int q = 0; q < tid; q++) r += s_idx[q] == e;
         pair_sorted[s_off[e] + r] = tid;
     }
-}
-
-__global__ void moe_route_small_kernel(const float *logits, const float *logits_lo,
-                                       const uint16_t *bias, int T, int E, int k, int BN,
-                                       int *idx_out, float *w_out, int *count, int *offset,
-                                       int *pair_sorted, int *touched, int *n_touched, int *tiles,
-                                       int *n_tiles) {
-    pdl_prologue(); /* first: see pdl.cuh */
-    route_small_block(logits, logits_lo, bias, T, E, k, BN, idx_out, w_out, count, offset,
-                      pair_sorted, touched, n_touched, tiles, n_tiles);
-}
-
-/* ---- the router GEMV and the routing in one launch (decode) ----
- *
- * logits[m][e] = Σ_k x[m][k]·W[e][k] for the 2T rows m of the split input [hi; lo] (norm.h), then
- * the routing of moe_route_small_kernel. Block b multiplies the K slice [64b, 64b + 64) of every
- * row: lanes 8q … 8q+7 of a warp hold one weight row's 64 k as 8 uint4 (lane v: k 8v … 8v+7), so a
- * warp covers 4 rows per load and 16 bytes per lane; the 8 lanes' partial dots (an fma chain in k
- * order) meet through a xor-shuffle tree of 3 levels. The slice's sums go to part[b][m][e]; the
- * last block to finish (a counter, as the skinny GEMM's split-K fix-up) adds the H/64 slices in
- * slice order, 8 loads in flight, into shared memory and routes from there. Deterministic: every sum
- * has a fixed order. At one token this replaces the router GEMM (11 split-K blocks + fix-up, ~7 µs)
- * and the routing launch (~6 µs) with one launch that reads the 0.74 MB of router weights once. */
-enum { RR_THREADS = 256, RR_KS = 64, RR_MAX_T = 8 };
-
-__global__ void __launch_bounds__(RR_THREADS)
-    moe_router_route_kernel(const uint16_t *x, int T, int H, const uint16_t *W,
-                            const uint16_t *bias, float *part, int *counter, int k, int BN,
-                            int *idx_out, float *w_out, int *count, int *offset, int *pair_sorted,
-                            int *touched, int *n_touched, int *tiles, int *n_tiles, int E) {
-    pdl_prologue();                               /* first: see pdl.cuh */
-    __shared__ float s_x[2 * RR_MAX_T][RR_KS];    /* this slice of the 2T input rows */
-    __shared__ float s_logit[2 * RR_MAX_T * 256]; /* the last block: [2T][E] */
-    __shared__ int s_is_last;
-    const int M = 2 * T, nb = gridDim.x, b = blockIdx.x, k0 = b * RR_KS;
-    const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, q = lane >> 3, v = lane & 7;
-
-    /* The weight loads depend on nothing the previous kernel wrote: issue them first. */
-    const int rows_per_warp = E / 8, groups = rows_per_warp / 4; /* E % 32 == 0 */
-    uint4 wv[8];
-#pragma unroll
-    for (int g = 0; g < 8; g++)
-        if (g < groups)
-            wv[g] = ldg_stream16(W + (size_t)(w * rows_per_warp + 4 * g + q) * H + k0 + 8 * v);
-    for (int i = tid; i < M * RR_KS; i += RR_THREADS) {
-        const int m = i / RR_KS, kk = i - m * RR_KS;
-        s_x[m][kk] = bf16_bits_to_f32(x[(size_t)m * H + k0 + kk]);
-    }
-    __syncthreads();
-#pragma unroll
-    for (int g = 0; g < 8; g++) {
-        if (g >= groups) break;
-        const int row = w * rows_per_warp + 4 * g + q;
-        const uint32_t ww[4] = {wv[g].x, wv[g].y, wv[g].z, wv[g].w};
-        for (int m = 0; m < M; m++) {
-            float acc = 0.0f;
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-                acc =
-                    fmaf(bf16_bits_to_f32((uint16_t)(ww[j] & 0xffffu)), s_x[m][8 * v + 2 * j], acc);
-                acc =
-                    fmaf(bf16_bits_to_f32((uint16_t)(ww[j] >> 16)), s_x[m][8 * v + 2 * j + 1], acc);
-            }
-            acc += __shfl_xor_sync(0xffffffffu, acc, 4);
-            acc += __shfl_xor_sync(0xffffffffu, acc, 2);
-            acc += __shfl_xor_sync(0xffffffffu, acc, 1);
-            if (v == 0) part[((size_t)b * M + m) * E + row] = acc;
-        }
-    }
-
-    __threadfence(); /* our slice is visible device-wide before we are counted */
-    __syncthreads();
-    if (tid == 0) s_is_last = atomicAdd(counter, 1) == nb - 1;
-    __syncthreads();
-    if (!s_is_last) return;
-    __threadfence();
-    for (int i = tid; i < M * E; i += RR_THREADS) {
-        float sum = 0.0f;
-        for (int b0 = 0; b0 < nb; b0 += 8) {
-            float pv[8];
-#pragma unroll
-            for (int j = 0; j < 8; j++) /* 8 loads in flight; past nb a valid slice, unused */
-                pv[j] = __ldcg(&part[(size_t)min(b0 + j, nb - 1) * M * E + i]);
-#pragma unroll
-            for (int j = 0; j < 8; j++)
-                if (b0 + j < nb) sum += pv[j];
-        }
-        s_logit[i] = sum;
-    }
-    if (tid == 0) *counter = 0; /* ready for the next launch (and graph replay) */
-    __syncthreads();
-    route_small_block(s_logit, s_logit + (size_t)T * E, bias, T, E, k, BN, idx_out, w_out, count,
-                      offset, pair_sorted, touched, n_touched, tiles, n_tiles);
 }
 
 /* One block of 1024 threads: counts per expert, prefix sums, the touched list, the large-path tile
@@ -350,24 +257,5 @@ cudaError_t moe_route_split(const float *logits, const float *logits_lo, const u
     pdl_launch(moe_group_kernel, dim3(1), dim3(1024), smem, stream, r->topk_idx, r->T * r->k, r->E,
                MOE_TILE_TOKENS, r->count, r->offset, r->pair_sorted, r->touched, r->n_touched,
                r->tiles, r->n_tiles);
-    return cudaGetLastError();
-}
-
-int moe_router_route_fits(int T, int E, int k, int H) {
-    return T >= 1 && T <= RR_MAX_T && T * k <= 64 && k <= 8 && k <= E && E % 32 == 0 && E <= 256 &&
-           H % RR_KS == 0 && H >= RR_KS;
-}
-
-size_t moe_router_route_part_bytes(int T, int E, int H) {
-    return (size_t)(H / RR_KS) * 2 * T * E * sizeof(float);
-}
-
-cudaError_t moe_router_route(const uint16_t *x, int H, const uint16_t *W, const uint16_t *bias,
-                             float *part, int *counter, const moe_routing *r, cudaStream_t stream) {
-    if (!x || !W || !part || !counter || !r || !moe_router_route_fits(r->T, r->E, r->k, H))
-        return cudaErrorInvalidValue;
-    pdl_launch(moe_router_route_kernel, dim3(H / RR_KS), dim3(RR_THREADS), 0, stream, x, r->T, H, W,
-               bias, part, counter, r->k, MOE_TILE_TOKENS, r->topk_idx, r->topk_w, r->count,
-               r->offset, r->pair_sorted, r->touched, r->n_touched, r->tiles, r->n_tiles, r->E);
     return cudaGetLastError();
 }

@@ -68,20 +68,18 @@ typedef struct {
     int T_cap, R_cap; /* tokens per step, logits rows per lm_head chunk */
     void *base;
     size_t bytes;
-    int32_t *ids;    /* [T] resolved token ids */
-    float *h;        /* [T][H] residual stream */
-    uint16_t *a;     /* [2T][H] normalised input of the next GEMM: T rows bf16, T rows residue */
-    float *qkv;      /* [2T][QKV] fp32 products of the two halves of a (bias added in rope_kv) */
-    uint16_t *q;     /* [T][Q] after RoPE */
-    uint16_t *attn;  /* [T][Q] attention output */
-    uint16_t *o;     /* [T][H] O projection */
-    float *router;   /* [2T][E] the same for the router (bias added in the routing) */
-    float *rr_part;  /* moe_router_route's per-slice sums (decode steps) */
-    int *rr_counter; /* its block counter: zeroed once at allocation, left at zero by each launch */
-    void *routing;   /* moe_routing_bytes(T) */
-    uint16_t *act;   /* moe act */
-    float *y_slots;  /* moe per-slot outputs */
-    float *dec_ws;   /* decode split-K partials */
+    int32_t *ids;   /* [T] resolved token ids */
+    float *h;       /* [T][H] residual stream */
+    uint16_t *a;    /* [2T][H] normalised input of the next GEMM: T rows bf16, T rows residue */
+    float *qkv;     /* [2T][QKV] fp32 products of the two halves of a (bias added in rope_kv) */
+    uint16_t *q;    /* [T][Q] after RoPE */
+    uint16_t *attn; /* [T][Q] attention output */
+    uint16_t *o;    /* [T][H] O projection */
+    float *router;  /* [2T][E] the same for the router (bias added in the routing) */
+    void *routing;  /* moe_routing_bytes(T) */
+    uint16_t *act;  /* moe act */
+    float *y_slots; /* moe per-slot outputs */
+    float *dec_ws;  /* decode split-K partials */
     size_t dec_ws_bytes;
     uint16_t *sel;     /* [R][H] final-normed rows */
     float *logits;     /* [R][V] */

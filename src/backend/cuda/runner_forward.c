@@ -78,15 +78,9 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
                            w->attn, sliding ? p->splits_swa : p->splits_full, w->dec_ws, s));
         CU(gemm_bf16(b->gemm, w->attn, T, b->Q, ly->o_w, H, ly->o_b, w->o, GEMM_OUT_BF16, s));
         CU(norm_add_rmsnorm_split(w->h, w->o, NULL, 0, T, H, ly->mlp_norm, b->eps, w->a, a_lo, s));
-        if (moe_router_route_fits(T, b->E, b->K, H)) {
-            /* Decode: the router GEMV and the routing in one launch (moe.h). */
-            CU(moe_router_route(w->a, H, ly->router_w, ly->router_b, w->rr_part, w->rr_counter, &rt,
-                                s));
-        } else {
-            CU(gemm_bf16(b->gemm, w->a, 2 * T, H, ly->router_w, b->E, NULL, w->router, GEMM_OUT_F32,
-                         s));
-            CU(moe_route_split(w->router, router_lo, ly->router_b, &rt, s));
-        }
+        CU(gemm_bf16(b->gemm, w->a, 2 * T, H, ly->router_w, b->E, NULL, w->router, GEMM_OUT_F32,
+                     s));
+        CU(moe_route_split(w->router, router_lo, ly->router_b, &rt, s));
         CU(moe_experts(&ly->moe, w->a, &rt, &p->moe, w->act, w->y_slots, s));
     }
 

@@ -71,8 +71,6 @@ int workspace_ensure(struct backend *b, int T) {
     const size_t o_attn = carve(&o, Tc * (size_t)b->Q * 2), o_o = carve(&o, Tc * H * 2);
     const size_t o_router = carve(&o, 2 * Tc * (size_t)b->E * 4),
                  o_routing = carve(&o, moe_routing_bytes(cap, b->E, b->K));
-    const size_t o_rr_part = carve(&o, moe_router_route_part_bytes(8, b->E, b->H)),
-                 o_rr_counter = carve(&o, sizeof(int));
     const size_t o_act = carve(&o, moe_act_bytes(cap, b->K, b->I)),
                  o_y = carve(&o, y_slots_bytes_max(b, cap));
     const size_t o_dec = carve(&o, DEC_WS_BYTES), o_sel = carve(&o, R * H * 2);
@@ -96,8 +94,6 @@ int workspace_ensure(struct backend *b, int T) {
     w->sel = (uint16_t *)(p + o_sel), w->logits = (float *)(p + o_logits),
     w->outs = (gpu_row_out *)(p + o_outs);
     w->samp_ws = p + o_samp;
-    w->rr_part = (float *)(p + o_rr_part), w->rr_counter = (int *)(p + o_rr_counter);
-    CU(cudaMemsetAsync(w->rr_counter, 0, sizeof(int), b->stream));
     /* Once: sampling's counters start at 0 (each launch leaves them at 0 again). */
     CU(cudaMemsetAsync(w->samp_ws, 0, samp_bytes, b->stream));
     return 0;
