@@ -332,7 +332,7 @@ static const char *plan_name(const moe_plan *p, char *buf, size_t n) {
     if (p->large)
         snprintf(buf, n, "large");
     else
-        snprintf(buf, n, "small(ntp=%d,S=%d,lean=%d)", p->ntp, p->down_splits, p->lean);
+        snprintf(buf, n, "small(ntp=%d,S=%d)", p->ntp, p->down_splits);
     return buf;
 }
 
@@ -453,16 +453,9 @@ static void test_E(int E, cudaStream_t st, int sm) {
         moe_plan other = autop;
         other.large = !autop.large, other.ntp = 2, other.down_splits = 1;
         plans.push_back(other);
-        moe_plan small2 = {0, 1, 3, 0};
+        moe_plan small2 = {0, 1, 3};
         if (!autop.large && autop.ntp == 1) small2.ntp = 2, small2.down_splits = 2;
         plans.push_back(small2);
-        /* The few-token forms (fewer registers, only T token rows staged) at every T they accept. */
-        if (T <= 8)
-            for (int lean = 1; lean <= 2; lean++) {
-                moe_plan q = {0, 1, 1, lean};
-                q.down_splits = autop.large ? 1 : std::max(1, autop.down_splits);
-                plans.push_back(q);
-            }
         int maxS = 1;
         for (auto &p : plans) maxS = std::max(maxS, p.large ? 1 : p.down_splits);
         uint16_t *d_act = tu_dev_alloc<uint16_t>((size_t)T * TOPK * I);
@@ -527,13 +520,6 @@ static void bench(cudaStream_t st, int sm) {
 
         const moe_plan autop = moe_plan_for(T, E, TOPK, sm);
         std::vector<moe_plan> plans = {autop};
-        if (!autop.large && autop.ntp == 1 && T <= 8) /* the few-token forms side by side */
-            for (int lean = 0; lean <= 2; lean++)
-                if (lean != autop.lean) {
-                    moe_plan q = autop;
-                    q.lean = lean;
-                    plans.push_back(q);
-                }
         if (T >= 256 && T <= 1024) { /* the crossover region: show the other path too */
             moe_plan o = autop;
             o.large = !autop.large, o.ntp = 2, o.down_splits = 1;

@@ -104,12 +104,7 @@ typedef struct {
     int large; /* 1: grouped GEMM over 128-token tiles (prefill); 0: per-expert streaming (decode) */
     int ntp;   /* small path: tokens staged per pass = 8·ntp (1 or 2) */
     int down_splits; /* K splits of the down projection (small path); y_slots has k·down_splits rows per token */
-    int lean; /* small path at ntp 1 and T ≤ 8: 0 plain, 1 or 2 the few-token forms (fewer
-               * registers per thread, T staged rows; moe_experts.cu) */
 } moe_plan;
-
-/* The plan takes the few-token form MOE_LEAN_DEFAULT up to MOE_LEAN_MAX_T tokens. */
-enum { MOE_LEAN_MAX_T = 2, MOE_LEAN_DEFAULT = 1 };
 
 /* The plan for T tokens (a pure function of its arguments, so the caller can size buffers). */
 moe_plan moe_plan_for(int T, int E, int k, int sm_count);

@@ -59,7 +59,6 @@ struct moe_args {
     int topk;         /* k experts per token */
     int S;            /* K splits (down, small path) */
     int n_rb;         /* row blocks per expert */
-    int xrows; /* small path, LEAN form: token rows staged (≤ T, the most an expert can get) */
     float alpha, limit;
 };
 
@@ -121,29 +120,19 @@ static __device__ __forceinline__ void load_batch(const uint4 *qp, const uint32_
     }
 }
 
-template <int NTP, int U_ = 6> struct small_cfg {
+template <int NTP> struct small_cfg {
     static constexpr int CAP = 8 * NTP;            /* tokens staged per pass */
     static constexpr int WARPS = NTP == 1 ? 4 : 8; /* 16-row tiles per block */
     static constexpr int THREADS = WARPS * 32;
-    static constexpr int U = U_; /* k steps per batch: U–2U × 16 B in flight (two batches) */
+    static constexpr int U =
+        6; /* k steps per batch: 6–12 × 16 B in flight (two batches; U = 7 spills) */
 };
 
-/* LEAN = the few-token forms (plan->lean; ncu at batch 1 with the plain form: 25 % theoretical
- * occupancy, 2.6 active warps per scheduler, half the cycles with no eligible warp, DRAM at 42 %):
- * fewer k steps per register batch, so the registers fit more blocks per SM (LEAN 1: U = 3, 6
- * blocks, 80 registers; LEAN 2: U = 2, 8 blocks, 64), and only the token rows the step can have
- * (a.xrows = T) are staged, so shared memory does not cap the blocks either (8 rows of a 45-step K
- * range are 46 KB). */
-template <int LEAN> struct lean_cfg {
-    static constexpr int U = LEAN == 0 ? 6 : (LEAN == 1 ? 3 : 2);
-    static constexpr int MINB = LEAN == 0 ? 4 : (LEAN == 1 ? 6 : 8);
-};
-
-template <int NTP, int MODE, bool FOLDED, int LEAN = 0>
-__global__ void __launch_bounds__(small_cfg<NTP>::THREADS, NTP == 1 ? lean_cfg<LEAN>::MINB : 2)
+template <int NTP, int MODE, bool FOLDED>
+__global__ void __launch_bounds__(small_cfg<NTP>::THREADS, NTP == 1 ? 4 : 2)
     moe_small_kernel(const moe_args a) {
     pdl_prologue(); /* first: see pdl.cuh */
-    typedef small_cfg<NTP, lean_cfg<LEAN>::U> C;
+    typedef small_cfg<NTP> C;
     extern __shared__ uint4 smem_raw[];
     uint16_t *xs = (uint16_t *)smem_raw; /* [CAP][lds] */
 
@@ -179,8 +168,7 @@ __global__ void __launch_bounds__(small_cfg<NTP>::THREADS, NTP == 1 ? lean_cfg<L
         const int ngroups = (pc + 7) >> 3;
         /* Stage the pass's tokens (zeros past pc, up to the last group) for k in [64·kk0, 64·kk1). */
         const int vpr = nk * 8;
-        const int nrows = LEAN ? min(ngroups * 8, a.xrows) : ngroups * 8; /* rows staged */
-        for (int idx = threadIdx.x; idx < nrows * vpr; idx += C::THREADS) {
+        for (int idx = threadIdx.x; idx < ngroups * 8 * vpr; idx += C::THREADS) {
             const int r = idx / vpr, v = idx - r * vpr;
             uint4 val = make_uint4(0, 0, 0, 0);
             if (r < pc) {
@@ -218,11 +206,8 @@ __global__ void __launch_bounds__(small_cfg<NTP>::THREADS, NTP == 1 ? lean_cfg<L
 #pragma unroll
                         for (int nt = 0; nt < NTP; nt++) {
                             if (nt > 0 && nt >= ngroups) break; /* block-uniform */
-                            /* LEAN: rows past a.xrows are not staged; their tokens are zeros. */
                             const uint4 xv =
-                                LEAN && g >= a.xrows
-                                    ? make_uint4(0, 0, 0, 0)
-                                    : *(const uint4 *)(xb + nt * 8 * lds + (kb + u) * 64 + h * 32);
+                                *(const uint4 *)(xb + nt * 8 * lds + (kb + u) * 64 + h * 32);
                             mma_chunk(acc[nt], ag, a8, xv);
                         }
                     }
@@ -398,7 +383,6 @@ moe_plan moe_plan_for(int T, int E, int k, int sm_count) {
      * 96 pairs per expert (T = 3072 for 120b). */
     p.large = avg >= 96.0;
     p.ntp = avg <= 3.0 ? 1 : 2;
-    p.lean = !p.large && T <= MOE_LEAN_MAX_T ? MOE_LEAN_DEFAULT : 0;
     p.down_splits = 1;
     if (!p.large) {
         /* Expected touched experts E·(1 − (1 − k/E)^T); the down projection has H/16 row tiles per
@@ -425,22 +409,16 @@ size_t moe_y_slots_bytes(int T, int k, int H, const moe_plan *plan) {
 static int g_attrs_set = 0;
 
 typedef void (*small_fn)(moe_args);
-template <int LEAN> static small_fn small_lean_for(int mode, int folded) {
-    if (mode == MODE_GATE_UP)
-        return folded ? moe_small_kernel<1, MODE_GATE_UP, true, LEAN>
-                      : moe_small_kernel<1, MODE_GATE_UP, false, LEAN>;
-    return folded ? moe_small_kernel<1, MODE_DOWN, true, LEAN>
-                  : moe_small_kernel<1, MODE_DOWN, false, LEAN>;
-}
-static small_fn small_kernel_for(int ntp, int mode, int folded, int lean) {
-    if (ntp == 1)
-        return lean == 2   ? small_lean_for<2>(mode, folded)
-               : lean == 1 ? small_lean_for<1>(mode, folded)
-                           : small_lean_for<0>(mode, folded);
-    if (mode == MODE_GATE_UP)
-        return folded ? moe_small_kernel<2, MODE_GATE_UP, true>
-                      : moe_small_kernel<2, MODE_GATE_UP, false>;
-    return folded ? moe_small_kernel<2, MODE_DOWN, true> : moe_small_kernel<2, MODE_DOWN, false>;
+static small_fn small_kernel_for(int ntp, int mode, int folded) {
+#define SMALL_CASE(n, m)                                                                           \
+    if (ntp == n && mode == m)                                                                     \
+    return folded ? moe_small_kernel<n, m, true> : moe_small_kernel<n, m, false>
+    SMALL_CASE(1, MODE_GATE_UP);
+    SMALL_CASE(1, MODE_DOWN);
+    SMALL_CASE(2, MODE_GATE_UP);
+    SMALL_CASE(2, MODE_DOWN);
+#undef SMALL_CASE
+    return NULL;
 }
 
 static cudaError_t set_attrs(void) {
@@ -448,10 +426,9 @@ static cudaError_t set_attrs(void) {
     for (int ntp = 1; ntp <= 2; ntp++)
         for (int mode = 0; mode < 2; mode++)
             for (int folded = 0; folded < 2; folded++)
-                for (int lean = 0; lean < 3; lean++)
-                    CUDA_TRY(cudaFuncSetAttribute(
-                        (const void *)small_kernel_for(ntp, mode, folded, lean),
-                        cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024));
+                CUDA_TRY(cudaFuncSetAttribute((const void *)small_kernel_for(ntp, mode, folded),
+                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              227 * 1024));
     CUDA_TRY(cudaFuncSetAttribute((const void *)moe_large_kernel<MODE_GATE_UP>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, LG_SMEM));
     CUDA_TRY(cudaFuncSetAttribute((const void *)moe_large_kernel<MODE_DOWN>,
@@ -490,18 +467,16 @@ static cudaError_t launch(const moe_args &a0, int mode, int folded, const moe_pl
         return cudaGetLastError();
     }
     const int ntp = plan->ntp == 1 ? 1 : 2;
-    const int lean = ntp == 1 && r->T <= 8 && plan->lean >= 1 && plan->lean <= 2 ? plan->lean : 0;
     const int warps = ntp == 1 ? small_cfg<1>::WARPS : small_cfg<2>::WARPS;
     a.n_rb = (a.RT + warps - 1) / warps;
-    a.xrows = lean ? r->T : 8 * ntp; /* an expert gets at most T tokens */
     const int nk_max = (a.KK + a.S - 1) / a.S;
-    const size_t smem = (size_t)a.xrows * (nk_max * 64 + 32) * 2;
+    const size_t smem = (size_t)8 * ntp * (nk_max * 64 + 32) * 2;
     if (smem > 227 * 1024) return cudaErrorInvalidValue;
     const long blocks = (long)max_touched * a.n_rb * a.S;
     if (blocks < 1) return cudaSuccess;
     const int threads = ntp == 1 ? small_cfg<1>::THREADS : small_cfg<2>::THREADS;
-    CUDA_TRY(pdl_launch(small_kernel_for(ntp, mode, folded, lean), dim3((unsigned)blocks),
-                        dim3(threads), smem, stream, a));
+    CUDA_TRY(pdl_launch(small_kernel_for(ntp, mode, folded), dim3((unsigned)blocks), dim3(threads),
+                        smem, stream, a));
     return cudaGetLastError();
 }
 
