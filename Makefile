@@ -21,6 +21,10 @@ asan:
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu' '*.cuh')
 
+# Fails (and names the include) when an include in src/ points up the layers of ARCHITECTURE.md.
+layers-check:
+	python3 scripts/check_layers.py
+
 # Fails (and names the files) when a source file is not formatted; CI runs it.
 format-check:
 	clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h' '*.cu' '*.cuh')
@@ -28,5 +32,5 @@ format-check:
 clean:
 	rm -rf build build-asan
 
-.PHONY: all test asan format format-check clean FORCE
+.PHONY: all test asan format format-check layers-check clean FORCE
 FORCE:
