@@ -108,3 +108,14 @@ static __device__ __forceinline__ void cp_async_commit() {
 template <int N> static __device__ __forceinline__ void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
+
+/* 16 bytes from shared memory at a 32-bit shared-window address (__cvta_generic_to_shared), so a
+ * loop can keep one register for the address instead of a generic pointer. volatile: it must not
+ * move above the __syncthreads that published the data. */
+static __device__ __forceinline__ uint4 lds128(uint32_t addr) {
+    uint4 v;
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "r"(addr));
+    return v;
+}

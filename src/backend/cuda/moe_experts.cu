@@ -153,7 +153,8 @@ __global__ void __launch_bounds__(small_cfg<NTP>::THREADS, NTP == 1 ? 4 : 2)
     const size_t tile_kk = ((size_t)e * a.RT + (active ? rt : 0)) * a.KK + kk0;
     const uint4 *qp = a.wq + tile_kk * 32 + lane;
     const uint32_t *sp = a.wsc + tile_kk * 8 + g;
-    const uint16_t *xb = xs + g * lds + 8 * t;
+    /* This lane's token fragment (token g, k 8t …) in shared memory, as a 32-bit shared address. */
+    const uint32_t xaddr = smem_u32(xs + g * lds + 8 * t);
 
     /* The first batch of codes depends only on the work item: its loads fly while the tokens are
      * staged. */
@@ -191,30 +192,39 @@ __global__ void __launch_bounds__(small_cfg<NTP>::THREADS, NTP == 1 ? 4 : 2)
              * instead of draining to zero once per batch (a K range of 45 steps was ~6 full memory
              * round trips in a row). */
             if (p0 > 0) load_batch<C::U>(qp, sp, 0, nk, qv, sv); /* another pass: again, from L2 */
-            for (int kb = 0; kb < nk; kb += C::U) {
+            /* One k step: dequantise its 4 words and multiply them with the staged tokens. The
+             * token fragments are read through a 32-bit shared address computed once (with a
+             * generic pointer the compiler rebuilt the address every step, ~6 instructions of ~87). */
+            auto k_step = [&](const uint4 q, const uint32_t sc, int ks) {
+#pragma unroll
+                for (int h = 0; h < 2; h++) { /* the two 32-wide chunks of this k step */
+                    uint32_t ag[4], a8[4];
+                    dequant_word_t<FOLDED>(h ? q.z : q.x, sc, 2 * h, ag);
+                    dequant_word_t<FOLDED>(h ? q.w : q.y, sc, 2 * h + 1, a8);
+#pragma unroll
+                    for (int nt = 0; nt < NTP; nt++) {
+                        if (nt > 0 && nt >= ngroups) break; /* block-uniform */
+                        const uint4 xv =
+                            lds128(xaddr + (uint32_t)(nt * 16 * lds + ks * 128 + h * 64));
+                        mma_chunk(acc[nt], ag, a8, xv);
+                    }
+                }
+            };
+            /* Full batches without a per-step bound check, then the tail batch (its loads were
+             * issued by the last full batch, or before staging when nk < U). */
+            int kb = 0;
+            for (; kb + C::U <= nk; kb += C::U) {
                 uint4 qn[C::U];
                 uint32_t sn[C::U];
                 load_batch<C::U>(qp, sp, kb + C::U, nk, qn, sn);
 #pragma unroll
-                for (int u = 0; u < C::U; u++) {
-                    if (kb + u >= nk) break;
-#pragma unroll
-                    for (int h = 0; h < 2; h++) { /* the two 32-wide chunks of this k step */
-                        uint32_t ag[4], a8[4];
-                        dequant_word_t<FOLDED>(h ? qv[u].z : qv[u].x, sv[u], 2 * h, ag);
-                        dequant_word_t<FOLDED>(h ? qv[u].w : qv[u].y, sv[u], 2 * h + 1, a8);
-#pragma unroll
-                        for (int nt = 0; nt < NTP; nt++) {
-                            if (nt > 0 && nt >= ngroups) break; /* block-uniform */
-                            const uint4 xv =
-                                *(const uint4 *)(xb + nt * 8 * lds + (kb + u) * 64 + h * 32);
-                            mma_chunk(acc[nt], ag, a8, xv);
-                        }
-                    }
-                }
+                for (int u = 0; u < C::U; u++) k_step(qv[u], sv[u], kb + u);
 #pragma unroll
                 for (int u = 0; u < C::U; u++) qv[u] = qn[u], sv[u] = sn[u];
             }
+#pragma unroll
+            for (int u = 0; u < C::U; u++)
+                if (kb + u < nk) k_step(qv[u], sv[u], kb + u);
 #pragma unroll
             for (int nt = 0; nt < NTP; nt++)
                 if (nt < ngroups)
