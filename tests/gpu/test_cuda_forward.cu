@@ -554,8 +554,8 @@ static void engine_checks(const char *dir, rng_t *rng) {
     /* A request may diverge at a clear margin once, late: one near-tied router logit that bf16
      * rounding tips the other way swaps an expert and can move a row's logits by a large fraction
      * (the teacher-forced checks above allow such outlier rows). Seed 16950537826046204227 does
-     * that at token 21 of request 3 (CPU margin 0.444), on this code and on the code before the
-     * 2026-12-01 kernel changes alike. An engine bug (positions, KV blocks, token feedback) breaks
+     * that at token 21 of request 3 (CPU margin 0.444), with the MoE kernels of 43ba997 and of
+     * add467e alike (bit-identical outputs). An engine bug (positions, KV blocks, token feedback) breaks
      * every request, and from its first tokens: so at most one request may diverge at a clear
      * margin, and only after 8 equal tokens. */
     int compared = 0, bad = 0, diverged = 0, late_clear = 0;
