@@ -555,9 +555,9 @@ static void engine_checks(const char *dir, rng_t *rng) {
      * rounding tips the other way swaps an expert and can move a row's logits by a large fraction
      * (the teacher-forced checks above allow such outlier rows). Seed 16950537826046204227 does
      * that at token 21 of request 3 (CPU margin 0.444), with the MoE kernels of 43ba997 and of
-     * add467e alike (bit-identical outputs). An engine bug (positions, KV blocks, token feedback) breaks
-     * every request, and from its first tokens: so at most one request may diverge at a clear
-     * margin, and only after 8 equal tokens. */
+     * add467e alike (their outputs are bit-identical). An engine bug (positions, KV blocks, token
+     * feedback) breaks every request, and from its first tokens: so at most one request may
+     * diverge at a clear margin, and only after 8 equal tokens. */
     int compared = 0, bad = 0, diverged = 0, late_clear = 0;
     for (size_t k = 0; k < prompts.size(); k++) {
         for (size_t i = 0; i < cpu[k].toks.size() && i < gpu[k].toks.size(); i++) {
