@@ -35,6 +35,7 @@
 
 #include <cublasLt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -223,8 +224,6 @@ static skinny_fn skinny_kernel_for(int nt, int out_f32) {
 /* Context, planning, cuBLASLt                                                                     */
 
 enum { LT_CACHE = 16 };
-/* Largest M (token rows) for which cuBLASLt is offered no workspace (see lt_lookup). */
-enum { LT_NO_WS_MAX_M = 16 };
 typedef struct {
     int used, M, N, K, out, bias_epi;
     cublasLtMatmulDesc_t desc;
@@ -416,11 +415,11 @@ static lt_entry *lt_lookup(gemm_ctx *c, int M, int N, int K, int out, int bias_e
     LT_TRY(cublasLtMatrixLayoutCreate(&en->lc, dt, N, M, N));
     cublasLtMatmulPreference_t pref;
     LT_TRY(cublasLtMatmulPreferenceCreate(&pref));
-    /* Decode sizes (M <= LT_NO_WS_MAX_M) offer cuBLASLt no workspace, so it picks an algorithm
-     * without a separate split-K reduction kernel. Measured on the H200 (gpu_test_gemm --bench,
-     * bench/NOTES.md): the O projection at M = 1 17.3 → 14.3 µs, QKV 14.0 → 12.9 µs; 120b decode
-     * +1.4 % at batch 1, +0.7 % at 8. */
-    const size_t ws_offer = M <= LT_NO_WS_MAX_M ? 0 : c->lt_ws_bytes;
+    /* EXPERIMENT (GPTOSS_LT_NOWS_M=N, to be removed once measured): for M <= N offer cuBLASLt no
+     * workspace, so that it picks an algorithm without a separate split-K reduction kernel. */
+    size_t ws_offer = c->lt_ws_bytes;
+    const char *nows = getenv("GPTOSS_LT_NOWS_M");
+    if (nows && M <= atoi(nows)) ws_offer = 0;
     cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
         pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_offer, sizeof ws_offer);
     cublasLtMatmulHeuristicResult_t res;
