@@ -4,7 +4,7 @@
  * Outputs are poisoned with NaN before every launch; every element must come back finite, and the
  * relative error ‖y − ref‖/‖ref‖ must be within bf16 bounds (the reference sees the same bf16 inputs).
  * For large outputs the reference covers a random subset of rows (all tokens). The skinny path must
- * have run at least once with many K splits whose count is not a multiple of 8 (the router: S = 11),
+ * have run at least once with many K splits whose count is not a multiple of 8 (the router: S = 45),
  * so that the split-K fix-up's batches of 8 loads and its partial last batch are both exercised.
  *
  * --bench: median CUDA-event times at M = 1, 8, 64, 256, 4096 with weights rotated over enough copies

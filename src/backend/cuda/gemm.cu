@@ -273,14 +273,11 @@ static skinny_plan plan_skinny(const gemm_ctx *ctx, int M, int K, int N) {
         if ((size_t)p.nt * 8 * lds_bytes <= SK_SMEM_LIMIT) break;
     }
     /* Split wanted for parallelism: as many warp work items as one resident wave holds (2 blocks of
-     * 8 warps per SM), each split ≥ 8 chunks (256 k). Each warp keeps 8–16 loads of 16 B in flight,
-     * far more than the ~32 KB per SM that hides the memory latency. Why 8 chunks: a split shorter
-     * than one load batch (U = 8 chunks at NT ≤ 2) buys no more bytes in flight, while every extra
-     * split costs the fix-up one more partial to read; the router (N = 128, K = 2880) went from 45
-     * splits of 2 chunks (7.4 µs at M = 2, ncu, H200) to 11 of 8. */
+     * 8 warps per SM), each split ≥ 2 chunks (64 k). Each warp keeps 8–16 loads of 16 B in flight,
+     * far more than the ~32 KB per SM that hides the memory latency. */
     const long target = (long)ctx->sm_count * 2 * SK_WARPS;
     long S_want = target / ((long)tiles * p.Z);
-    if (S_want > C / 8) S_want = C / 8;
+    if (S_want > C / 2) S_want = C / 2;
     if (S_want < 1) S_want = 1;
     /* Largest split whose partial sums fit in the workspace. */
     const long S_ws = (long)(ctx->ws_bytes / ((size_t)M * N * sizeof(float)));
