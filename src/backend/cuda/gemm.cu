@@ -412,13 +412,8 @@ static lt_entry *lt_lookup(gemm_ctx *c, int M, int N, int K, int out, int bias_e
     LT_TRY(cublasLtMatrixLayoutCreate(&en->lc, dt, N, M, N));
     cublasLtMatmulPreference_t pref;
     LT_TRY(cublasLtMatmulPreferenceCreate(&pref));
-    /* EXPERIMENT (GPTOSS_LT_NOWS_M=N, to be removed once measured): for M <= N offer cuBLASLt no
-     * workspace, so that it picks an algorithm without a separate split-K reduction kernel. */
-    size_t ws_offer = c->lt_ws_bytes;
-    const char *nows = getenv("GPTOSS_LT_NOWS_M");
-    if (nows && M <= atoi(nows)) ws_offer = 0;
     cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
-        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_offer, sizeof ws_offer);
+        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &c->lt_ws_bytes, sizeof c->lt_ws_bytes);
     cublasLtMatmulHeuristicResult_t res;
     int n_res = 0;
     if (st == CUBLAS_STATUS_SUCCESS)
