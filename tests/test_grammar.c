@@ -261,6 +261,8 @@ static void sample_add(samples *s, double x) {
 
 static int bench_mode, brute_left = 12;
 static samples cold, warm;
+static int cur_case, slow_case = -1, slow_step;
+static double slow_time;
 
 /* Compares the mask with asking the matcher about every token. */
 static void brute_check(grammar_matcher *m, const uint32_t *mask, const char *what) {
@@ -291,7 +293,13 @@ static char *generate(grammar *g, uint64_t seed, int max_steps, samples *times, 
         if (grammar_matcher_can_end(m)) break;
         double t0 = now_seconds();
         grammar_matcher_fill_mask(m, mask);
-        if (times) sample_add(times, now_seconds() - t0);
+        double dt = now_seconds() - t0;
+        if (times) sample_add(times, dt);
+        if (times == &warm && dt > slow_time) {
+            slow_time = dt;
+            slow_case = cur_case;
+            slow_step = step;
+        }
         if (brute && (step == 0 || step == 2 || step == 7) && brute_left > 0) {
             brute_left--;
             brute_check(m, mask, "mask vs matcher");
@@ -340,6 +348,7 @@ static void test_schemas(const char *dir) {
         grammar *g = schema(schema_cases[i]);
         if (!g) continue;
         json_t *js = json_loads(schema_cases[i], 0, NULL);
+        cur_case = (int)i;
         for (int pass = 0; pass < (bench_mode ? 2 : 1); pass++) {
             for (int k = 0; k < GENS; k++) {
                 size_t len = 0;
@@ -379,6 +388,91 @@ static void test_schemas(const char *dir) {
                    "tests/node)");
     if (rc == 0 && !getenv("GRAMMAR_KEEP")) unlink(path);
     free(path);
+}
+
+/* Hostile grammars that compile: a large enum, a very ambiguous anyOf, an ambiguous regex. Their
+ * masks must stay bounded in time and right. */
+static void test_hostile_masks(void) {
+    brute_left = 6;
+    /* 4000 values sharing prefixes, with non-ASCII text (written raw, as json_dumps writes it) */
+    size_t cap = 4000 * 40 + 64, n = 0;
+    char *big = malloc(cap);
+    n += (size_t)sprintf(big + n, "{\"enum\":[");
+    for (int i = 0; i < 4000; i++)
+        n += (size_t)sprintf(big + n, "%s\"item_%d_\xc3\xa9\"", i ? "," : "", i * 7919 % 100000);
+    sprintf(big + n, "]}");
+    grammar *g = grammar_compile_json_schema(big, strlen(big), NULL);
+    CHECK(g != NULL, "4000-value enum: %s", err_msg());
+    for (int k = 0; g && k < 3; k++) {
+        size_t len;
+        int steps;
+        char *out = generate(g, 900 + (uint64_t)k, 200, &cold, k == 0, &len, &steps);
+        CHECK(out && strstr(big, out), "enum output '%s' is one of the values", out ? out : "");
+        free(out);
+    }
+    grammar_free(g);
+    free(big);
+
+    /* 300 identical alternatives: 300 parses in parallel, capped at GRAMMAR_MAX_STACKS */
+    n = 0;
+    big = malloc(300 * 24 + 64);
+    n += (size_t)sprintf(big + n, "{\"anyOf\":[");
+    for (int i = 0; i < 300; i++)
+        n += (size_t)sprintf(big + n, "%s{\"type\":\"string\"}", i ? "," : "");
+    sprintf(big + n, "]}");
+    g = grammar_compile_json_schema(big, strlen(big), NULL);
+    CHECK(g != NULL, "300 alternatives: %s", err_msg());
+    if (g) {
+        double t0 = now_seconds();
+        size_t len;
+        int steps;
+        char *out = generate(g, 31, 50, NULL, 0, &len, &steps);
+        double per = (now_seconds() - t0) / (steps ? steps : 1);
+        fprintf(stderr, "300 alternatives: %d steps, %.0f us per step\n", steps, 1e6 * per);
+        CHECK(per < 0.05, "300 alternatives: %.0f us per step", 1e6 * per);
+        free(out);
+        grammar_free(g);
+    }
+    free(big);
+
+    const char *amb = "(a|ab|.)*(a.*){8}";
+    g = grammar_compile_regex(amb, strlen(amb));
+    CHECK(g != NULL, "ambiguous regex: %s", err_msg());
+    if (g) {
+        size_t len;
+        int steps;
+        char *out = generate(g, 5, 400, NULL, 1, &len, &steps);
+        free(out);
+        grammar_free(g);
+    }
+}
+
+/* Two grammars with the same string rule share its token tables through the vocab's cache. */
+static void test_shared_tables(void) {
+    const char *a = "{\"type\":\"string\"}";
+    const char *b = "{\"type\":\"array\",\"items\":{\"type\":\"string\"}}";
+    grammar *ga = schema(a), *gb = schema(b);
+    if (!ga || !gb) return;
+    uint32_t *ma = malloc(grammar_mask_words(V) * 4), *mb = malloc(grammar_mask_words(V) * 4);
+    grammar_matcher *xa = grammar_matcher_new(ga, V), *xb = grammar_matcher_new(gb, V);
+    CHECK(grammar_matcher_advance_bytes(xa, "\"ab", 3) == 0, "string prefix");
+    CHECK(grammar_matcher_advance_bytes(xb, "[\"ab", 4) == 0, "array prefix");
+    grammar_matcher_fill_mask(xa, ma);
+    size_t before = grammar_vocab_cached_tables(V);
+    grammar_matcher_fill_mask(xb, mb);
+    size_t after = grammar_vocab_cached_tables(V);
+    /* Inside the string both allow the same tokens, except those that close it and go on. */
+    size_t same = 0, words = grammar_mask_words(V);
+    for (size_t w = 0; w < words; w++) same += (size_t)__builtin_popcount(ma[w] & mb[w]);
+    CHECK(same > 150000, "string masks agree on most tokens (%zu)", same);
+    CHECK(after - before <= 3, "the array grammar reused the string tables (%zu new)",
+          after - before);
+    grammar_matcher_free(xa);
+    grammar_matcher_free(xb);
+    free(ma);
+    free(mb);
+    grammar_free(ga);
+    grammar_free(gb);
 }
 
 static void test_regex_and_choice(void) {
@@ -456,11 +550,15 @@ int main(int argc, char **argv) {
     CHECK(mkdtemp(dir) != NULL, "mkdtemp");
     test_schemas(dir);
     test_regex_and_choice();
+    test_hostile_masks();
+    test_shared_tables();
     rmdir(dir);
     if (bench_mode) {
         printf("| masks | n | p50 µs | p99 µs | max µs |\n| --- | --- | --- | --- | --- |\n");
         print_row("cold (tables built on first use)", &cold);
         print_row("warm (tables cached)", &warm);
+        printf("\nslowest warm mask: schema case %d, step %d: %.1f µs\n", slow_case, slow_step,
+               1e6 * slow_time);
     }
     free(cold.v);
     free(warm.v);

@@ -57,6 +57,11 @@ struct grammar {
     gr_table **tables;          /* [nnodes] */
 };
 
+typedef struct {
+    uint64_t k0, k1; /* a 128-bit fingerprint (table_cache.c) */
+    gr_table *t;
+} gr_cache_entry;
+
 /* The vocabulary trie (vocab.c), in preorder: node i's subtree is [i, end[i]). The root (the empty
  * string) is implicit; top-level nodes have depth 1. */
 struct grammar_vocab {
@@ -71,9 +76,14 @@ struct grammar_vocab {
      * dup_of[k] shares the trie node of dup_tok[k]. */
     int32_t *dup_tok, *dup_of;
     size_t ndup;
+    /* Token tables shared by every grammar (table_cache.c), under cache_lock. */
+    pthread_mutex_t cache_lock;
+    gr_cache_entry *cache;
+    size_t ncache, cache_cap, cache_bytes;
 };
 
 void gr_table_free(gr_table *t);
+void gr_cache_free(grammar_vocab *v);
 const gr_table *gr_table_get(grammar *g, const grammar_vocab *v, uint32_t node);
 
 #endif

@@ -76,6 +76,8 @@ typedef struct grammar_vocab grammar_vocab;
 grammar_vocab *grammar_vocab_new(const tokenizer *tok);
 void grammar_vocab_free(grammar_vocab *v);
 int grammar_vocab_size(const grammar_vocab *v);
+/* Token tables held in the vocab's cache, shared by all grammars (see table_cache.c). */
+size_t grammar_vocab_cached_tables(const grammar_vocab *v);
 /* uint32 words of a mask: ceil(vocab size / 32). */
 size_t grammar_mask_words(const grammar_vocab *v);
 

@@ -176,15 +176,6 @@ void gr_table_free(gr_table *t) {
     free(t);
 }
 
-const gr_table *gr_table_get(grammar *g, const grammar_vocab *v, uint32_t node) {
-    pthread_mutex_lock(&g->lock);
-    if (!g->vocab) g->vocab = v;
-    gr_table *t = g->tables[node];
-    if (!t) t = g->tables[node] = gr_table_build(g, v, node);
-    pthread_mutex_unlock(&g->lock);
-    return t;
-}
-
 void grammar_precompute_all(grammar *g, const grammar_vocab *v) {
     for (uint32_t i = 0; i < g->nnodes; i++) gr_table_get(g, v, i);
 }

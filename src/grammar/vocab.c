@@ -34,6 +34,7 @@ static int tok_cmp(const void *a, const void *b) {
 grammar_vocab *grammar_vocab_new(const tokenizer *tok) {
     grammar_vocab *v = xcalloc(1, sizeof *v);
     v->tok = tok;
+    pthread_mutex_init(&v->cache_lock, NULL);
     v->vocab_size = tokenizer_vocab_size(tok);
     v->bpe_size = tokenizer_bpe_size(tok);
     tok_ref *t = xmalloc((size_t)(v->bpe_size ? v->bpe_size : 1) * sizeof *t);
@@ -82,6 +83,7 @@ grammar_vocab *grammar_vocab_new(const tokenizer *tok) {
 
 void grammar_vocab_free(grammar_vocab *v) {
     if (!v) return;
+    gr_cache_free(v);
     free(v->byte);
     free(v->depth);
     free(v->end);
