@@ -34,6 +34,7 @@ static const char *const schema_cases[] = {
     /* enums and consts, with escapes and non-ASCII */
     "{\"enum\":[\"red\",\"green\",\"blue\",\"re\",\"r\\\"ed\",\"gr\\u00fcn\",\"\\u7eff\"]}",
     "{\"enum\":[1,2.5,null,true,\"x\",{\"a\":[1,2]},[\"y\"]]}",
+    "{\"type\":[\"string\",\"integer\"],\"enum\":[\"a\",1,2.0,2.5,null,\"b\",[1]]}",
     "{\"const\":{\"version\":3,\"tags\":[\"a\\\\b\",\"\\u00e9\"]}}",
     "{\"type\":\"object\",\"properties\":{\"unit\":{\"const\":\"celsius\"},\"t\":{\"type\":"
     "\"number\"}},\"required\":[\"unit\",\"t\"],\"additionalProperties\":false}",

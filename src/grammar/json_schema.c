@@ -117,8 +117,43 @@ static uint32_t compile_ref(jctx *c, const json_t *s, const char *path) {
     return c->b.failed ? JC_NONE : r;
 }
 
-static int compile_enum(jctx *c, uint32_t from, uint32_t to, const json_t *vals, int is_const,
-                        const char *path) {
+static int type_is(const char *t, const json_t *v) {
+    if (!t) return 0;
+    if (strcmp(t, "object") == 0) return json_is_object(v);
+    if (strcmp(t, "array") == 0) return json_is_array(v);
+    if (strcmp(t, "string") == 0) return json_is_string(v);
+    if (strcmp(t, "boolean") == 0) return json_is_boolean(v);
+    if (strcmp(t, "null") == 0) return json_is_null(v);
+    if (strcmp(t, "number") == 0) return json_is_number(v);
+    if (strcmp(t, "integer") == 0)
+        return json_is_integer(v) ||
+               (json_is_real(v) && json_real_value(v) == (double)(long long)json_real_value(v));
+    return 0;
+}
+
+/* Whether a value of an enum or const has one of the schema's types (all do without "type"). */
+static int type_allows(const json_t *type, const json_t *v) {
+    if (!type) return 1;
+    if (json_is_string(type)) return type_is(json_string_value(type), v);
+    for (size_t i = 0; i < json_array_size(type); i++)
+        if (type_is(json_string_value(json_array_get(type, i)), v)) return 1;
+    return 0;
+}
+
+/* enum and const: the values, written compactly, as literals. Beside them only "type" is allowed
+ * (it drops the values of other types); other constraints (a pattern, ...) would have to be checked
+ * against each value and are refused instead. */
+static int compile_enum(jctx *c, uint32_t from, uint32_t to, const json_t *s, const json_t *vals,
+                        int is_const, const char *path) {
+    const char *k;
+    json_t *kv;
+    json_object_foreach((json_t *)s, k, kv) {
+        (void)kv;
+        if (strcmp(k, "enum") && strcmp(k, "const") && strcmp(k, "type") && !IN(k, annotations))
+            return gb_fail(&c->b, "'%s' beside '%s' is not supported at %s", k,
+                           is_const ? "const" : "enum", path);
+    }
+    const json_t *type = json_object_get(s, "type");
     size_t n = is_const ? 1 : json_array_size(vals);
     if (!is_const && (!json_is_array(vals) || n == 0))
         return gb_fail(&c->b, "enum must be a non-empty array at %s", path);
@@ -128,15 +163,20 @@ static int compile_enum(jctx *c, uint32_t from, uint32_t to, const json_t *vals,
     char **txt = xcalloc(n, sizeof *txt);
     size_t *len = xcalloc(n, sizeof *len);
     int rc = 0;
+    size_t kept = 0;
     for (size_t i = 0; i < n && !rc; i++) {
         const json_t *v = is_const ? vals : json_array_get(vals, i);
-        txt[i] = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
-        if (!txt[i])
+        if (!type_allows(type, v)) continue;
+        txt[kept] = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+        if (!txt[kept])
             rc = gb_fail(&c->b, "enum value %zu at %s cannot be written", i, path);
         else
-            len[i] = strlen(txt[i]);
+            len[kept] = strlen(txt[kept]), kept++;
     }
-    if (!rc) rc = jc_literals(c, from, to, (const char *const *)txt, len, n, path);
+    if (!rc && kept == 0)
+        rc = gb_fail(&c->b, "no value of the %s at %s has the schema's type",
+                     is_const ? "const" : "enum", path);
+    if (!rc) rc = jc_literals(c, from, to, (const char *const *)txt, len, kept, path);
     for (size_t i = 0; i < n; i++) free(txt[i]);
     free(txt);
     free(len);
@@ -151,6 +191,13 @@ static int compile_object(jctx *c, uint32_t from, uint32_t to, const json_t *s, 
     const json_t *req = json_object_get(s, "required");
     if (props && !json_is_object(props))
         return gb_fail(b, "properties must be an object at %s", path);
+    if (req && !json_is_array(req)) return gb_fail(b, "required must be an array at %s", path);
+    for (size_t i = 0; i < json_array_size(req); i++) {
+        const char *name = json_string_value(json_array_get(req, i));
+        if (!name) return gb_fail(b, "required holds a non-string at %s", path);
+        if (!json_object_get(props, name))
+            return gb_fail(b, "required property '%s' is not in properties at %s", name, path);
+    }
     if (addl && !json_is_false(addl)) {
         if (props && json_object_size(props))
             return gb_fail(b, "additionalProperties other than false is not supported at %s", path);
@@ -165,13 +212,6 @@ static int compile_object(jctx *c, uint32_t from, uint32_t to, const json_t *s, 
     if (n > GRAMMAR_MAX_PROPERTIES)
         return gb_fail(b, "%zu properties at %s are over the limit of %d", n, path,
                        GRAMMAR_MAX_PROPERTIES);
-    if (req && !json_is_array(req)) return gb_fail(b, "required must be an array at %s", path);
-    for (size_t i = 0; i < json_array_size(req); i++) {
-        const char *name = json_string_value(json_array_get(req, i));
-        if (!name) return gb_fail(b, "required holds a non-string at %s", path);
-        if (!json_object_get(props, name))
-            return gb_fail(b, "required property '%s' is not in properties at %s", name, path);
-    }
     /* A_i: nothing written yet; B_i: something written (the next property needs a comma). */
     uint32_t open = gb_state(b, r), A = gb_state(b, r), B = gb_state(b, r);
     gb_bytes(b, from, '{', '{', open);
@@ -318,9 +358,9 @@ static int compile_type(jctx *c, uint32_t from, uint32_t to, const json_t *s, co
 static int compile_body(jctx *c, uint32_t from, uint32_t to, const json_t *s, const char *path) {
     gbuild *b = &c->b;
     if (json_object_get(s, "enum"))
-        return compile_enum(c, from, to, json_object_get(s, "enum"), 0, path);
+        return compile_enum(c, from, to, s, json_object_get(s, "enum"), 0, path);
     if (json_object_get(s, "const"))
-        return compile_enum(c, from, to, json_object_get(s, "const"), 1, path);
+        return compile_enum(c, from, to, s, json_object_get(s, "const"), 1, path);
     const json_t *any = json_object_get(s, "anyOf");
     if (any) {
         if (check_keywords(c, s, path, "anyOf")) return -1;
