@@ -173,6 +173,14 @@ static void test_refusals(void) {
     refused("{\"type\":\"string\",\"enum\":[\"a\"],\"pattern\":\"b\"}", "'pattern' beside 'enum'",
             NULL);
     refused("{\"type\":\"string\",\"enum\":[1,2]}", "schema's type", NULL);
+    /* malformed parts that the output would not use are refused too (json_schema_lint.c) */
+    refused("{\"type\":\"integer\",\"pattern\":\"(a\"}", "missing ')'", "pattern at #");
+    refused("{\"type\":\"null\",\"$defs\":{\"x\":{\"type\":\"strin\"}}}", "'strin'", "#/$defs/x");
+    refused("{\"type\":\"null\",\"$defs\":{\"x\":{\"$ref\":\"#/$defs/y\"}}}", "points at nothing",
+            NULL);
+    refused("{\"enum\":[1,{\"a\":1,\"b\":2},{\"b\":2,\"a\":1}]}", "twice", NULL);
+    refused("{\"type\":[\"string\",\"string\"]}", "twice", NULL);
+    refused("{\"enum\":[1],\"const\":1}", "'const' beside 'enum'", NULL);
     refused("not json", "not JSON", NULL);
     /* $ref loops that never read a byte */
     refused("{\"$defs\":{\"a\":{\"$ref\":\"#/$defs/a\"}},\"$ref\":\"#/$defs/a\"}", "$ref loop",

@@ -45,6 +45,10 @@ void jc_call_any_array(jctx *c, uint32_t from, uint32_t to);
  * against GRAMMAR_MAX_ENUM and GRAMMAR_MAX_LITERAL_BYTES; what names the source in messages. */
 int jc_literals(jctx *c, uint32_t from, uint32_t to, const char *const *s, const size_t *len,
                 size_t n, const char *what);
+/* The target of a local $ref ("#" or "#/a/b"), or NULL with the build failed. */
+const json_t *jc_resolve(jctx *c, const char *ref, const char *path);
+/* Checks every subschema of root, used or not (json_schema_lint.c); -1 with the build failed. */
+int jc_lint(jctx *c, const json_t *root);
 /* A JSON string whose content matches a pattern (search semantics) or a format by name. */
 int jc_string_pattern(jctx *c, uint32_t from, uint32_t to, const char *pattern, const char *path);
 int jc_string_format(jctx *c, uint32_t from, uint32_t to, const char *format, const char *path);

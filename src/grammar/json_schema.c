@@ -57,7 +57,7 @@ static int check_keywords(jctx *c, const json_t *s, const char *path, const char
 }
 
 /* Resolves a local reference: "#" or a JSON pointer "#/a/b~1c". */
-static const json_t *resolve(jctx *c, const char *ref, const char *path) {
+const json_t *jc_resolve(jctx *c, const char *ref, const char *path) {
     if (ref[0] != '#') {
         gb_fail(&c->b, "only local $ref (\"#...\") is supported, got '%s' at %s", ref, path);
         return NULL;
@@ -100,7 +100,7 @@ static uint32_t compile_ref(jctx *c, const json_t *s, const char *path) {
     if (check_keywords(c, s, path, "$ref")) return JC_NONE;
     const char *ref = json_string_value(json_object_get(s, "$ref"));
     if (!ref) return gb_fail(&c->b, "$ref must be a string at %s", path), JC_NONE;
-    const json_t *t = resolve(c, ref, path);
+    const json_t *t = jc_resolve(c, ref, path);
     if (!t) return JC_NONE;
     for (size_t i = 0; i < c->nmemo; i++)
         if (c->memo[i].target == t) return c->memo[i].rule;
@@ -149,7 +149,7 @@ static int compile_enum(jctx *c, uint32_t from, uint32_t to, const json_t *s, co
     json_t *kv;
     json_object_foreach((json_t *)s, k, kv) {
         (void)kv;
-        if (strcmp(k, "enum") && strcmp(k, "const") && strcmp(k, "type") && !IN(k, annotations))
+        if (strcmp(k, is_const ? "const" : "enum") && strcmp(k, "type") && !IN(k, annotations))
             return gb_fail(&c->b, "'%s' beside '%s' is not supported at %s", k,
                            is_const ? "const" : "enum", path);
     }
@@ -387,10 +387,20 @@ static int compile_body(jctx *c, uint32_t from, uint32_t to, const json_t *s, co
         return 0;
     }
     if (type) return gb_fail(b, "type must be a string or a list at %s", path);
-    if (json_object_get(s, "properties") || json_object_get(s, "additionalProperties"))
-        return compile_object(c, from, to, s, path);
-    if (json_object_get(s, "items")) return compile_array(c, from, to, s, path);
-    jc_call_value(c, from, to); /* {}: any JSON value */
+    /* No type: the keywords say which kinds of value are meant (each applies only to its own
+     * kind, so writing only those kinds, each with its keywords, is valid). None: any value. */
+    int object = json_object_get(s, "properties") || json_object_get(s, "additionalProperties") ||
+                 json_object_get(s, "required");
+    int array = json_object_get(s, "items") || json_object_get(s, "minItems") ||
+                json_object_get(s, "maxItems");
+    int string = json_object_get(s, "pattern") || json_object_get(s, "format");
+    if (!object && !array && !string) {
+        jc_call_value(c, from, to); /* {}: any JSON value */
+        return 0;
+    }
+    if (object && compile_object(c, from, to, s, path)) return -1;
+    if (array && compile_array(c, from, to, s, path)) return -1;
+    if (string && compile_type(c, from, to, s, "string", path)) return -1;
     return 0;
 }
 
@@ -442,7 +452,7 @@ grammar *grammar_compile_json_schema(const char *schema, size_t len, const gramm
     jctx c;
     jc_init(&c, opts);
     c.root = root;
-    grammar *g = finish(&c, compile_node(&c, root, "#"));
+    grammar *g = finish(&c, jc_lint(&c, root) ? JC_NONE : compile_node(&c, root, "#"));
     json_decref(root);
     return g;
 }

@@ -15,7 +15,13 @@ for (const line of lines) {
   const { case: idx, schema, output } = JSON.parse(line);
   let validate = compiled.get(idx);
   if (!validate) {
-    validate = ajv.compile(schema);
+    try {
+      validate = ajv.compile(schema);
+    } catch (e) {
+      console.error(`case ${idx}: ajv refuses the schema (${e.message}): ${JSON.stringify(schema)}`);
+      bad++;
+      continue;
+    }
     compiled.set(idx, validate);
   }
   let value;
