@@ -256,6 +256,22 @@ static void test_refusals(void) {
         grammar_matcher_free(m);
         grammar_free(g);
     }
+    /* a long output: a 4 MB string, fed in 1 KB pieces, keeps the matcher small */
+    g = grammar_compile_json_schema("{\"type\":\"string\"}", 17, NULL);
+    if (g) {
+        grammar_matcher *m = grammar_matcher_new(g, NULL);
+        char piece[1024];
+        memset(piece, 'a', sizeof piece);
+        int ok = grammar_matcher_advance_bytes(m, "\"", 1) == 0;
+        for (int i = 0; i < 4096 && ok; i++)
+            ok = grammar_matcher_advance_bytes(m, piece, sizeof piece) == 0;
+        ok = ok && grammar_matcher_advance_bytes(m, "\"", 1) == 0 && grammar_matcher_can_end(m);
+        CHECK(ok, "a 4 MB string: %s", err_msg());
+        CHECK(grammar_matcher_memory(m) < (8u << 20), "a 4 MB string holds %zu bytes",
+              grammar_matcher_memory(m));
+        grammar_matcher_free(m);
+        grammar_free(g);
+    }
 }
 
 /* ---- token masks ---- */

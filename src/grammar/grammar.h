@@ -105,6 +105,10 @@ bool grammar_matcher_is_terminated(const grammar_matcher *m);
  * other bit, special tokens included, is cleared. mask holds grammar_mask_words(v) words. */
 void grammar_matcher_fill_mask(grammar_matcher *m, uint32_t *mask);
 
+/* Bytes the matcher holds (its stack frames): in proportion to the output's nesting, not its
+ * length (old frames are compacted away). */
+size_t grammar_matcher_memory(const grammar_matcher *m);
+
 /* Computes every token table of the grammar now instead of on first use (for a grammar that is
  * reused by many requests, or to keep the first masks cheap). */
 void grammar_precompute_all(grammar *g, const grammar_vocab *v);

@@ -28,7 +28,41 @@ struct grammar_matcher {
     gr_set cur, a, b;
     gr_set walk[WALK_DEPTH]; /* per-depth sets of the context walks */
     uint32_t marks[WALK_DEPTH];
+    uint32_t compact_at; /* pool size that triggers the next compaction */
 };
+
+#define COMPACT_MIN (1u << 16)
+
+/* The frames of the state's stacks, copied into a fresh pool: frames only the past used (every
+ * accepted byte leaves a few) are dropped, so a long output holds memory in proportion to its
+ * current nesting, not to its length. Stacks share their tails, so a map from old to new ids
+ * copies each live frame once. */
+static void compact(grammar_matcher *m) {
+    gr_pool np;
+    pool_init(&np, GRAMMAR_MAX_FRAMES);
+    uint32_t *map = xmalloc((size_t)m->pool.n * sizeof *map);
+    memset(map, 0xff, (size_t)m->pool.n * sizeof *map);
+    ivec chain = {0};
+    for (uint32_t i = 0; i < m->cur.n; i++) {
+        chain.len = 0;
+        uint32_t s = m->cur.s[i];
+        while (s != GR_NIL && s != GR_CTX && map[s] == GR_NIL) {
+            ivec_push(&chain, (int32_t)s);
+            s = m->pool.f[s].parent;
+        }
+        uint32_t below = s == GR_NIL || s == GR_CTX ? s : map[s];
+        for (size_t k = chain.len; k-- > 0;) {
+            uint32_t old = (uint32_t)chain.v[k];
+            below = map[old] = pool_cons(&np, m->pool.f[old].node, below);
+        }
+        m->cur.s[i] = map[m->cur.s[i]];
+    }
+    ivec_free(&chain);
+    free(map);
+    pool_free(&m->pool);
+    m->pool = np;
+    m->compact_at = 4 * m->pool.n > COMPACT_MIN ? 4 * m->pool.n : COMPACT_MIN;
+}
 
 grammar_matcher *grammar_matcher_new(const grammar *g, const grammar_vocab *v) {
     grammar_matcher *m = xcalloc(1, sizeof *m);
@@ -52,6 +86,7 @@ void grammar_matcher_free(grammar_matcher *m) {
 void grammar_matcher_reset(grammar_matcher *m) {
     pool_rollback(&m->pool, 0);
     m->pool.overflow = 0;
+    m->compact_at = COMPACT_MIN;
     uint32_t root = pool_cons(&m->pool, m->g->rule_start[m->g->root], GR_NIL);
     set_single(m->g, &m->pool, root, &m->cur);
 }
@@ -75,7 +110,13 @@ int grammar_matcher_advance_bytes(grammar_matcher *m, const void *bytes, size_t 
     gr_set t = m->cur;
     m->cur = m->a;
     m->a = t;
+    if (m->pool.n > m->compact_at) compact(m);
     return 0;
+}
+
+size_t grammar_matcher_memory(const grammar_matcher *m) {
+    return sizeof *m + (size_t)m->pool.cap * sizeof(gr_frame) +
+           (size_t)m->pool.nbucket * sizeof(uint32_t);
 }
 
 int grammar_matcher_advance_token(grammar_matcher *m, int32_t token) {
