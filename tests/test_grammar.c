@@ -68,7 +68,12 @@ static void test_bytes(void) {
         CHECK(!grammar_matcher_can_end(m), "a prefix cannot end");
         CHECK(grammar_matcher_advance_bytes(m, "x", 1) != 0, "wrong byte refused");
         CHECK_MSG_HAS(err_msg(), "not allowed");
+        grammar_matcher *fork = grammar_matcher_clone(m);
         CHECK(grammar_matcher_advance_bytes(m, "e\":\"\",\"age\":7}", 14) == 0, "state kept");
+        CHECK(grammar_matcher_advance_bytes(fork, "e\" : \"q\", \"age\": 1 }", 20) == 0 &&
+                  grammar_matcher_can_end(fork),
+              "a clone goes its own way");
+        grammar_matcher_free(fork);
         CHECK(grammar_matcher_can_end(m) && grammar_matcher_is_terminated(m), "complete");
         grammar_matcher_free(m);
         grammar_free(g);
@@ -289,7 +294,7 @@ static void sample_add(samples *s, double x) {
     s->v[s->n++] = x;
 }
 
-static int bench_mode, brute_left = 12;
+static int bench_mode, brute_left = 12, brute_many;
 static samples cold, warm;
 static int cur_case, slow_case = -1, slow_step;
 static double slow_time;
@@ -330,7 +335,8 @@ static char *generate(grammar *g, uint64_t seed, int max_steps, samples *times, 
             slow_case = cur_case;
             slow_step = step;
         }
-        if (brute && (step == 0 || step == 2 || step == 7) && brute_left > 0) {
+        if (brute && (step == 0 || step == 2 || step == 7 || (brute_many && step % 7 == 0)) &&
+            brute_left > 0) {
             brute_left--;
             brute_check(m, mask, "mask vs matcher");
         }
@@ -383,8 +389,9 @@ static void test_schemas(const char *dir) {
             for (int k = 0; k < GENS; k++) {
                 size_t len = 0;
                 int steps = 0;
-                char *out = generate(g, 1000 * i + (uint64_t)k, MAX_STEPS, pass ? &warm : &cold,
-                                     pass == 0 && k == 0 && i % 4 == 0, &len, &steps);
+                char *out =
+                    generate(g, 1000 * i + (uint64_t)k, MAX_STEPS, pass ? &warm : &cold,
+                             pass == 0 && k == 0 && (i % 4 == 0 || brute_many), &len, &steps);
                 total_steps += steps;
                 CHECK(out != NULL, "schema %zu seed %d: no complete output in %d steps", i, k,
                       steps);
@@ -561,6 +568,10 @@ static void print_row(const char *name, samples *s) {
 
 int main(int argc, char **argv) {
     bench_mode = argc > 1 && strcmp(argv[1], "--bench") == 0;
+    if (getenv("GRAMMAR_BRUTE")) { /* GRAMMAR_BRUTE=n: n states checked token by token */
+        brute_left = atoi(getenv("GRAMMAR_BRUTE"));
+        brute_many = 1;
+    }
     test_bytes();
     test_refusals();
     char *path = tokenizer_find_json(NULL);

@@ -86,6 +86,8 @@ typedef struct grammar_matcher grammar_matcher;
 
 /* v may be NULL for a matcher that only reads bytes (no masks, no tokens). */
 grammar_matcher *grammar_matcher_new(const grammar *g, const grammar_vocab *v);
+/* An independent copy in the same state (for a sequence that forks: n > 1, beam, speculation). */
+grammar_matcher *grammar_matcher_clone(const grammar_matcher *m);
 void grammar_matcher_free(grammar_matcher *m);
 /* Back to the start of the grammar. */
 void grammar_matcher_reset(grammar_matcher *m);

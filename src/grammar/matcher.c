@@ -73,6 +73,22 @@ grammar_matcher *grammar_matcher_new(const grammar *g, const grammar_vocab *v) {
     return m;
 }
 
+grammar_matcher *grammar_matcher_clone(const grammar_matcher *src) {
+    grammar_matcher *m = xcalloc(1, sizeof *m);
+    m->g = src->g;
+    m->v = src->v;
+    m->compact_at = src->compact_at;
+    gr_pool *p = &m->pool;
+    *p = src->pool;
+    p->cap = p->n ? p->n : 1;
+    p->f = xmalloc((size_t)p->cap * sizeof *p->f);
+    memcpy(p->f, src->pool.f, (size_t)p->n * sizeof *p->f);
+    p->bucket = xmalloc((size_t)p->nbucket * sizeof *p->bucket);
+    memcpy(p->bucket, src->pool.bucket, (size_t)p->nbucket * sizeof *p->bucket);
+    set_copy(&m->cur, &src->cur);
+    return m;
+}
+
 void grammar_matcher_free(grammar_matcher *m) {
     if (!m) return;
     pool_free(&m->pool);
