@@ -1,28 +1,34 @@
 #!/usr/bin/env bash
-# Fuzzes the safetensors reader: scripts/fuzz.sh [seconds] (default 60).
+# Fuzzes a reader: scripts/fuzz.sh [target] [seconds] (default: safetensors, 60 s). Targets:
+# safetensors (the safetensors reader), grammar (the grammar compilers and matcher, src/grammar/).
 #
 # Configures a clang build in build-fuzz/ with -DGPTOSS_FUZZ=ON, runs one libFuzzer process seeded with
-# the committed corpus (tests/fuzz/corpus_safetensors), then merges what it found back into that corpus
+# the committed corpus (tests/fuzz/corpus_<target>), then merges what it found back into that corpus
 # with -merge=1, so the committed corpus stays minimal (only inputs that add coverage). A crash leaves
 # its input in build-fuzz/ (crash-*, leak-*, timeout-*) and makes the script fail.
 set -euo pipefail
 
+target=safetensors
+if [[ ${1:-} =~ ^[a-z_]+$ ]]; then
+    target=$1
+    shift
+fi
 secs=${1:-60}
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$root/build-fuzz
-corpus=$root/tests/fuzz/corpus_safetensors
-found=$build/found_safetensors # this run's new inputs, merged into $corpus at the end
+corpus=$root/tests/fuzz/corpus_$target
+found=$build/found_$target # this run's new inputs, merged into $corpus at the end
 
 cmake -S "$root" -B "$build" -DCMAKE_C_COMPILER=clang -DGPTOSS_FUZZ=ON -DGPTOSS_CUDA=OFF \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$build" --target fuzz_safetensors -j 1
-bin=$build/tests/fuzz/fuzz_safetensors
+cmake --build "$build" --target fuzz_$target -j 1
+bin=$build/tests/fuzz/fuzz_$target
 
 mkdir -p "$corpus" "$found"
 # One process (-jobs unset): the build machines are shared. Inputs stay small (headers of a few
 # tensors); the rss limit catches a parser that allocates from an untrusted count.
 "$bin" -max_total_time="$secs" -max_len=4096 -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
-    -dict="$root/tests/fuzz/safetensors.dict" -artifact_prefix="$build/" "$found" "$corpus"
+    -dict="$root/tests/fuzz/$target.dict" -artifact_prefix="$build/" "$found" "$corpus"
 
 merged=$(mktemp -d)
 trap 'rm -rf "$merged"' EXIT
