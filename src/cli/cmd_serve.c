@@ -19,7 +19,10 @@ static const char USAGE[] =
     "server:\n"
     "  --host ADDR                    address to listen on (default 0.0.0.0)\n"
     "  --port N                       port (default 8000; 0 picks a free one, printed at start)\n"
-    "  --api-key KEY                  require `Authorization: Bearer KEY` on /v1 routes\n"
+    "  --api-key KEY                  require `Authorization: Bearer KEY` on every route but "
+    "/health\n"
+    "  --metrics-no-auth              serve /metrics without the key (scrapers on a private "
+    "network)\n"
     "  --served-model-name NAME       the model name clients use (default: the --model argument)\n"
     "  --api-server-threads N         HTTP event-loop threads (default 2)\n"
     "  --max-request-bytes N          larger request bodies get 413 (default 33554432)\n"
@@ -74,6 +77,8 @@ int cmd_serve(int argc, char **argv) {
             if (!o.host) return args_fail(&a);
         } else if (args_opt(&a, "--api-key", &o.api_key)) {
             if (!o.api_key) return args_fail(&a);
+        } else if (args_flag(&a, "--metrics-no-auth")) {
+            o.metrics_no_auth = true;
         } else if (args_opt(&a, "--served-model-name", &o.served_model_name)) {
             if (!o.served_model_name) return args_fail(&a);
         } else if (args_opt(&a, "--max-request-bytes", &v)) {

@@ -15,7 +15,8 @@
 typedef struct {
     const char *host;              /* default "0.0.0.0" */
     int port;                      /* default 8000; 0 = any free port (logged at start) */
-    const char *api_key;           /* NULL: no authentication */
+    const char *api_key;           /* NULL: no authentication; else every route but /health */
+    bool metrics_no_auth;          /* --metrics-no-auth: /metrics answers without the key */
     const char *served_model_name; /* NULL: the --model argument */
     int n_loops;                   /* --api-server-threads */
     double shutdown_timeout;       /* seconds in-flight requests get to finish after SIGTERM */
