@@ -80,6 +80,13 @@ void router_handle(struct evhttp_request *req, void *arg) {
     int m = cmd == EVHTTP_REQ_GET || cmd == EVHTTP_REQ_HEAD ? M_GET
             : cmd == EVHTTP_REQ_POST                        ? M_POST
                                                             : 0;
+    char why[160];
+    if (!framing_check(req, why, sizeof why)) {
+        /* Nothing after this request can be trusted: answer and close (see framing.c). */
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
+        reply_error(s, req, 400, "invalid_request_error", "", "%s", why);
+        return;
+    }
     size_t r = 0, n_routes = sizeof ROUTES / sizeof ROUTES[0];
     while (r < n_routes && strcmp(path, ROUTES[r].path) != 0) r++;
     int flags = r < n_routes ? ROUTES[r].flags : 0;

@@ -108,6 +108,9 @@ void handover_on_output(const engine_output *o, void *user);   /* engine thread 
 void handover_wake(evutil_socket_t fd, short what, void *arg); /* loop thread: drains the queue */
 void handover_discard(srv_loop *l);                            /* teardown: drops queued messages */
 
+/* framing.c: false (and why) when the request's head frames its body ambiguously (RFC 9112). */
+bool framing_check(struct evhttp_request *req, char *why, size_t why_len);
+
 /* router.c: the evhttp callback for every request. */
 void router_handle(struct evhttp_request *req, void *arg);
 /* Adds "Connection: close" while draining, so keep-alive clients move on. */
