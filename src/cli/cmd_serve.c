@@ -27,6 +27,8 @@ static const char USAGE[] =
     "  --api-server-threads N         HTTP event-loop threads (default 2)\n"
     "  --max-request-bytes N          larger request bodies get 413 (default 33554432)\n"
     "  --max-header-bytes N           larger request heads get 413 (default 16384)\n"
+    "  --max-connections N            connections beyond N wait in the listen queue (default 0 = "
+    "the open-file limit)\n"
     "  --timeout-keep-alive SECONDS   idle/stalled connections are closed after this (default 60)\n"
     "  --shutdown-timeout SECONDS     on SIGTERM, in-flight requests get this long to finish "
     "(default 30)\n"
@@ -72,6 +74,7 @@ int cmd_serve(int argc, char **argv) {
         INT_OPT("--api-server-threads", 1, 64, o.n_loops)
         INT_OPT("--timeout-keep-alive", 1, 86400, o.idle_timeout)
         INT_OPT("--max-waiting-requests", 0, 1 << 24, o.rt.eng.max_waiting)
+        INT_OPT("--max-connections", 0, 1 << 24, o.max_connections)
 #undef INT_OPT
         if (args_opt(&a, "--host", &o.host)) {
             if (!o.host) return args_fail(&a);

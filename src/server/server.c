@@ -82,6 +82,8 @@ int server_run(const server_options *o) {
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
 
+    /* Every connection is a descriptor: take all the kernel allows us (admission.c). */
+    admission_raise_fd_limit();
     int rc = 1;
     if (loops_create(s) != 0 || loops_start(s) != 0) {
         log_error("%s", err_msg());
@@ -99,6 +101,7 @@ int server_run(const server_options *o) {
         goto out;
     }
     s->created = (long)time(NULL);
+    admission_limit_connections(o->max_connections);
     atomic_store(&s->state, SRV_READY);
     log_info("ready: http://%s:%d/v1 (model '%s')", o->host, s->port, s->model_name);
     int sig = 0;

@@ -22,6 +22,7 @@ typedef struct {
     double shutdown_timeout;       /* seconds in-flight requests get to finish after SIGTERM */
     size_t max_request_bytes;      /* request bodies beyond this get 413 */
     size_t max_header_bytes;       /* request line + headers beyond this get 413 */
+    int max_connections;           /* 0: as many as the open-file limit allows */
     int idle_timeout;              /* seconds a connection may sit idle or stall mid-request */
     double stats_interval; /* seconds between stats log lines (only when there was activity) */
     /* --model, --backend and the engine options (runtime_build's); rt.eng.max_waiting is
