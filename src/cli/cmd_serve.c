@@ -26,6 +26,10 @@ static const char USAGE[] =
     "  --served-model-name NAME       the model name clients use (default: the --model argument)\n"
     "  --api-server-threads N         HTTP event-loop threads (default 2)\n"
     "  --max-request-bytes N          larger request bodies get 413 (default 33554432)\n"
+    "  --max-echo-bytes N             completions: n x the echoed prompt with its logprobs may "
+    "make\n"
+    "                                 at most about N response bytes, else 400 (default "
+    "33554432)\n"
     "  --max-header-bytes N           larger request heads get 413 (default 16384)\n"
     "  --max-connections N            connections beyond N wait in the listen queue (default 0 = "
     "the open-file limit)\n"
@@ -87,6 +91,9 @@ int cmd_serve(int argc, char **argv) {
         } else if (args_opt(&a, "--max-request-bytes", &v)) {
             if (args_int("--max-request-bytes", v, 1024, 1L << 40, &lv)) return args_fail(&a);
             o.max_request_bytes = (size_t)lv;
+        } else if (args_opt(&a, "--max-echo-bytes", &v)) {
+            if (args_int("--max-echo-bytes", v, 1024, 1L << 40, &lv)) return args_fail(&a);
+            o.max_echo_bytes = (size_t)lv;
         } else if (args_opt(&a, "--max-header-bytes", &v)) {
             if (args_int("--max-header-bytes", v, 1024, 1L << 24, &lv)) return args_fail(&a);
             o.max_header_bytes = (size_t)lv;

@@ -24,6 +24,7 @@ void server_options_default(server_options *o) {
     o->n_loops = 2;
     o->shutdown_timeout = 30;
     o->max_request_bytes = 32u << 20;
+    o->max_echo_bytes = 32u << 20;
     o->max_header_bytes = 16u << 10;
     o->idle_timeout = 60;
     o->stats_interval = 10;

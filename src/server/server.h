@@ -21,6 +21,7 @@ typedef struct {
     int n_loops;                   /* --api-server-threads */
     double shutdown_timeout;       /* seconds in-flight requests get to finish after SIGTERM */
     size_t max_request_bytes;      /* request bodies beyond this get 413 */
+    size_t max_echo_bytes;         /* completions: n × echoed prompt response bytes (api.h) */
     size_t max_header_bytes;       /* request line + headers beyond this get 413 */
     int max_connections;           /* 0: as many as the open-file limit allows */
     int idle_timeout;              /* seconds a connection may sit idle or stall mid-request */
