@@ -84,10 +84,15 @@ int cmd_serve(int argc, char **argv) {
             if (!o.host) return args_fail(&a);
         } else if (args_opt(&a, "--api-key", &o.api_key)) {
             if (!o.api_key) return args_fail(&a);
+            /* An empty key would silently mean "no authentication". */
+            if (!o.api_key[0])
+                return args_usage_error(&a, "option --api-key: the key is empty", USAGE);
         } else if (args_flag(&a, "--metrics-no-auth")) {
             o.metrics_no_auth = true;
         } else if (args_opt(&a, "--served-model-name", &o.served_model_name)) {
             if (!o.served_model_name) return args_fail(&a);
+            if (!o.served_model_name[0])
+                return args_usage_error(&a, "option --served-model-name: the name is empty", USAGE);
         } else if (args_opt(&a, "--max-request-bytes", &v)) {
             if (args_int("--max-request-bytes", v, 1024, 1L << 40, &lv)) return args_fail(&a);
             o.max_request_bytes = (size_t)lv;
