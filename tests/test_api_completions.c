@@ -388,8 +388,55 @@ static void test_n(void) {
     api_call_free(&c);
 }
 
+/* echo × n × logprobs (issue 18): a 16k-token prompt of the longest token, echoed with logprobs
+ * n = 128 times, would be a response of hundreds of MB from a request of about 100 KB: refused
+ * before any work with a 400 naming the limit; one copy of it is accepted, and so is echo without
+ * the limit set. */
+static void test_echo_limit(void) {
+    int32_t longest = 0;
+    size_t longest_len = 0;
+    for (int32_t id = 0; id < 199998; id++) {
+        size_t len = 0;
+        if (tokenizer_token_bytes(T, id, &len) && len > longest_len)
+            longest = id, longest_len = len;
+    }
+    hsb b = {0};
+    hsb_add(&b, "{\"prompt\":[");
+    for (int i = 0; i < 16384; i++) hsb_printf(&b, "%s%d", i ? "," : "", longest);
+    hsb_add(&b, "],\"echo\":true,\"logprobs\":5,\"max_tokens\":1,\"n\":");
+    size_t head = b.len;
+    api_config cfg = CFG;
+    cfg.max_model_len = 1 << 20;
+    cfg.max_echo_bytes = 32u << 20;
+    for (int n = 128; n >= 1; n -= 127) {
+        b.len = head;
+        hsb_printf(&b, "%d}", n);
+        api_call c;
+        api_error e;
+        int rc = api_parse_completions(b.s, b.len, T, &cfg, &c, &e);
+        if (n == 128) {
+            CHECK(rc != 0 && e.status == 400 && !strcmp(e.param, "echo"),
+                  "n = 128: rc %d status %d param '%s'", rc, e.status, e.param);
+            if (rc != 0) CHECK_MSG_HAS(e.message, "--max-echo-bytes");
+        } else {
+            CHECK(rc == 0, "n = 1 (%zu-byte tokens): %s", longest_len, e.message);
+        }
+        if (rc == 0) api_call_free(&c);
+    }
+    cfg.max_echo_bytes = 0; /* no limit */
+    b.len = head;
+    hsb_printf(&b, "128}");
+    api_call c;
+    api_error e;
+    int rc = api_parse_completions(b.s, b.len, T, &cfg, &c, &e);
+    CHECK(rc == 0, "without a limit: %s", e.message);
+    if (rc == 0) api_call_free(&c);
+    hsb_free(&b);
+}
+
 int main(void) {
     api_test_load_tokenizer();
+    test_echo_limit();
     test_prompts();
     test_output();
     test_logprobs();

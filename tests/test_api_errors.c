@@ -164,6 +164,16 @@ static void test_params(void) {
     expect(chat, CHAT(",\"logit_bias\":{\"5\":200}"), 400, "logit_bias.5", NULL);
     expect(chat, CHAT(",\"logit_bias\":{\"5\":\"x\"}"), 400, "logit_bias.5", NULL);
     expect(chat, CHAT(",\"logit_bias\":[]"), 400, "logit_bias", NULL);
+    /* Issue 18: only the canonical spelling of a token id is a key; integers are JSON integers. */
+    expect(chat, CHAT(",\"logit_bias\":{\" 5\":1}"), 400, "logit_bias", " 5");
+    expect(chat, CHAT(",\"logit_bias\":{\"+5\":1}"), 400, "logit_bias", "+5");
+    expect(chat, CHAT(",\"logit_bias\":{\"05\":1}"), 400, "logit_bias", "05");
+    expect(chat, CHAT(",\"logit_bias\":{\"5 \":1}"), 400, "logit_bias", NULL);
+    expect(chat, CHAT(",\"logit_bias\":{\"\":1}"), 400, "logit_bias", NULL);
+    expect_ok(chat, CHAT(",\"logit_bias\":{\"0\":1,\"5\":-1,\"200000\":2}"));
+    expect(chat, CHAT(",\"n\":3.0"), 400, "n", "integer");
+    expect(chat, CHAT(",\"max_tokens\":8.0"), 400, "max_tokens", NULL);
+    expect(api_parse_completions, "{\"prompt\":[1,2.0]}", 400, "prompt[1]", NULL);
     expect(chat, CHAT(",\"ignore_eos\":\"true\""), 400, "ignore_eos", "boolean");
     expect(chat, CHAT(",\"stream\":\"yes\""), 400, "stream", "boolean");
     expect(chat, CHAT(",\"stream_options\":\"x\""), 400, "stream_options", NULL);

@@ -27,7 +27,9 @@ run() { # name, args...
   shift
   timeout 60 "$BIN" $(cmd "$name") "$@" >"$TMP/out" 2>"$TMP/err"
   rc=$?
-  msg=$(sed -E 's/^gptoss (serve|generate|bench sweep): //' "$TMP/err")
+  # The command's name and the --help hint differ by command; the message itself must not.
+  msg=$(sed -E -e 's/^gptoss (serve|generate|bench sweep): //' \
+    -e "s/ \(see 'gptoss (serve|generate|bench sweep) --help'\)\$//" "$TMP/err")
 }
 
 # The same bad value, the same message and exit 2 from every command.

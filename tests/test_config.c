@@ -124,6 +124,15 @@ int main(void) {
     expect_error("\"rope_theta\":150000", "\"rope_theta\":\"big\"", "rope_theta");
     expect_error("\"factor\":32.0", "\"factor\":0.5", "factor");
     expect_error("\"rms_norm_eps\":1e-05", "\"rms_norm_eps\":-1", "rms_norm_eps");
+    /* Issue 18: no int32 wrap of eos ids (2^32 + 110221 would be token 110221), no YaRN factor
+     * that overflows the tables. */
+    expect_error("\"eos_token_id\":200002", "\"eos_token_id\":4295077517", "eos_token_id");
+    expect_error("\"eos_token_id\":200002", "\"eos_token_id\":-1", "eos_token_id");
+    expect_error("\"eos_token_id\":200002", "\"eos_token_id\":1099511627776", "eos_token_id");
+    expect_error("\"eos_token_id\":200002", "\"eos_token_id\":[200002,4295077517]",
+                 "eos_token_id[1]");
+    expect_error("\"factor\":32.0", "\"factor\":1e308", "factor");
+    expect_error("\"factor\":32.0", "\"factor\":1025", "factor");
     expect_error("\"rope_scaling\":{", "\"rope_scalingX\":{", "rope_scaling");
     expect_error("\"quantization_config\":{", "\"quantization_configX\":{", "quantization_config");
     expect_error("{\"architectures\"", "[{\"architectures\"", "JSON");

@@ -25,7 +25,7 @@ AUTH=(-H "Authorization: Bearer sekret")
 
 expect 200 "health" "$BASE/health"
 body_has '"status":"ok"' "health"
-expect 200 "version" "$BASE/version"
+expect 200 "version" "${AUTH[@]}" "$BASE/version"
 body_has '"version"' "version"
 
 expect 200 "models" "${AUTH[@]}" "$BASE/v1/models"
@@ -33,14 +33,14 @@ expect 200 "models" "${AUTH[@]}" "$BASE/v1/models"
 [ "$(json 'b.data[0].max_model_len')" = 4096 ] || fail "models: max_model_len"
 [ "$(json 'b.object')" = list ] || fail "models: object"
 
-expect 200 "tokenize" -d '{"prompt":"Hello world"}' "$BASE/tokenize"
+expect 200 "tokenize" "${AUTH[@]}" -d '{"prompt":"Hello world"}' "$BASE/tokenize"
 [ "$(json 'b.tokens.join(",")')" = "13225,2375" ] || fail "tokenize: tokens $(cat "$TMP/body")"
 [ "$(json 'b.count')" = 2 ] || fail "tokenize: count"
 [ "$(json 'b.max_model_len')" = 4096 ] || fail "tokenize: max_model_len"
-expect 200 "detokenize" -d '{"tokens":[13225,2375]}' "$BASE/detokenize"
+expect 200 "detokenize" "${AUTH[@]}" -d '{"tokens":[13225,2375]}' "$BASE/detokenize"
 [ "$(json 'b.prompt')" = "Hello world" ] || fail "detokenize: $(cat "$TMP/body")"
-expect 400 "detokenize: id out of range" -d '{"tokens":[-1]}' "$BASE/detokenize"
-expect 400 "tokenize: prompt not a string" -d '{"prompt":5}' "$BASE/tokenize"
+expect 400 "detokenize: id out of range" "${AUTH[@]}" -d '{"tokens":[-1]}' "$BASE/detokenize"
+expect 400 "tokenize: prompt not a string" "${AUTH[@]}" -d '{"prompt":5}' "$BASE/tokenize"
 
 # Completions, not streamed: the tiny model's tokens are random, so only shapes and counts are checked.
 expect 200 "completions" "${AUTH[@]}" -H 'Content-Type: application/json' \
@@ -67,7 +67,7 @@ curl -s -D "$TMP/headers" -o /dev/null "${AUTH[@]}" -d '{"prompt":"Hi","max_toke
 grep -qi '^content-type: text/event-stream' "$TMP/headers" || fail "stream: content type"
 
 # Metrics: vLLM's names with the model_name label.
-expect 200 "metrics" "$BASE/metrics"
+expect 200 "metrics" "${AUTH[@]}" "$BASE/metrics"
 for name in 'vllm:num_requests_running{model_name="tiny"}' 'vllm:num_requests_waiting{' 'vllm:kv_cache_usage_perc{' \
     'vllm:prompt_tokens_total{' 'vllm:generation_tokens_total{' 'vllm:prefix_cache_queries_total{' \
     'vllm:prefix_cache_hits_total{' 'vllm:num_preemptions_total{' \
@@ -81,7 +81,7 @@ gen=$(grep '^vllm:generation_tokens_total' "$TMP/body" | awk '{print $2}')
 [ "$gen" -ge 12 ] || fail "metrics: generation_tokens_total = $gen"
 
 # Errors, in OpenAI's shape.
-expect 404 "unknown route" "$BASE/v2/nothing"
+expect 404 "unknown route" "${AUTH[@]}" "$BASE/v2/nothing"
 body_has '"error"' "404 body"
 expect 405 "GET on a POST route" "${AUTH[@]}" "$BASE/v1/completions"
 expect 405 "DELETE on a GET route" -X DELETE "$BASE/health"
@@ -89,7 +89,7 @@ expect 401 "no key" -d '{"prompt":"a"}' "$BASE/v1/completions"
 body_has '"type":"authentication_error"' "401 body"
 expect 401 "wrong key" -H "Authorization: Bearer nope" -d '{"prompt":"a"}' "$BASE/v1/completions"
 expect 401 "models need the key too" "$BASE/v1/models"
-expect 200 "metrics stay open" "$BASE/metrics"
+expect 401 "metrics need the key (without --metrics-no-auth)" "$BASE/metrics"
 expect 400 "malformed JSON" "${AUTH[@]}" -d '{"prompt":' "$BASE/v1/completions"
 body_has '"message"' "400 body"
 expect 400 "negative max_tokens" "${AUTH[@]}" -d '{"prompt":"a","max_tokens":-1}' "$BASE/v1/completions"

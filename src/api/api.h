@@ -41,6 +41,8 @@ typedef struct {
     int default_max_tokens;   /* when the request gives none: max_model_len - prompt */
     const char *current_date; /* "YYYY-MM-DD" for the harmony system message; NULL: today
                                       (local time); "": no "Current date" line */
+    size_t max_echo_bytes;    /* completions: n × the echoed prompt (text and logprobs) may make at
+                              most about this many response bytes; 0: no limit */
 } api_config;
 
 /* A parsed request. Owns everything it points to (free with api_call_free). */

@@ -22,8 +22,10 @@
  * as harmony's "# Response Formats" section; nothing constrains the sampling). */
 #include "api/api_internal.h"
 
+#include "base/strmap.h"
 #include "base/xalloc.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,7 +33,9 @@
 static const char *const TEXT_PARTS[] = {"text", "input_text", "output_text", NULL};
 static const char *const ASSISTANT_PARTS[] = {"text", "input_text", "output_text", "refusal", NULL};
 
-/* The tool calls seen so far, to name tool results. */
+/* The tool calls seen so far, to name tool results. A history may hold tens of thousands of calls
+ * and results: ids are found through a hash map and the next unanswered call through a cursor, so
+ * naming every result costs linear time in all (scanning the calls per result was quadratic). */
 typedef struct {
     const char *id, *name;
     size_t turn; /* index of the assistant message that made the call */
@@ -42,6 +46,8 @@ typedef struct {
     seen_call *v;
     size_t n, cap;
     size_t last_turn;
+    size_t next;  /* no call of the last turn before this index is unanswered */
+    strmap by_id; /* id → 1 + index of the latest call with that id */
 } calls;
 
 static void calls_add(calls *c, const char *id, const char *name, size_t turn) {
@@ -49,27 +55,39 @@ static void calls_add(calls *c, const char *id, const char *name, size_t turn) {
         c->cap = c->cap ? 2 * c->cap : 8;
         c->v = xrealloc(c->v, c->cap * sizeof *c->v);
     }
+    /* A new assistant turn: its calls are the ones the fallback may answer from now on. */
+    if (c->n == 0 || turn != c->last_turn) c->next = c->n;
+    if (id) strmap_put(&c->by_id, id, (void *)(uintptr_t)(c->n + 1));
     c->v[c->n++] = (seen_call){id, name, turn, false};
     c->last_turn = turn;
 }
 
-/* The function a tool result answers: the call with its tool_call_id, else the message's own
- * name; without either, the next unanswered call of the last assistant turn. An id that matches no
- * call is an error (NULL): the history is inconsistent. */
+static void calls_free(calls *c) {
+    free(c->v);
+    strmap_free(&c->by_id);
+}
+
+/* The function a tool result answers: the call with its tool_call_id (the latest of that id), else
+ * the message's own name; without either, the next unanswered call of the last assistant turn. An
+ * id that matches no call is an error (NULL): the history is inconsistent. */
 static const char *calls_resolve(calls *c, const char *id, const char *name) {
-    if (id)
-        for (size_t i = c->n; i-- > 0;)
-            if (c->v[i].id && !strcmp(c->v[i].id, id)) {
-                c->v[i].answered = true;
-                return c->v[i].name;
-            }
+    if (id) {
+        void **slot = strmap_find(&c->by_id, id);
+        if (slot) {
+            seen_call *sc = &c->v[(uintptr_t)*slot - 1];
+            sc->answered = true;
+            return sc->name;
+        }
+    }
     if (name) return name;
     if (id) return NULL;
-    for (size_t i = 0; i < c->n; i++)
-        if (c->v[i].turn == c->last_turn && !c->v[i].answered) {
-            c->v[i].answered = true;
-            return c->v[i].name;
-        }
+    /* Calls of the last turn are the last ones added; answered ones never become unanswered, so
+     * the cursor only moves forward. */
+    while (c->next < c->n && c->v[c->next].answered) c->next++;
+    if (c->next < c->n) {
+        c->v[c->next].answered = true;
+        return c->v[c->next].name;
+    }
     return NULL;
 }
 
@@ -278,7 +296,7 @@ static int parse_messages(const json_t *root, api_conv *c, api_error *err) {
         if (rc < 0) break;
         leading = leading && sysdev;
     }
-    free(seen.v);
+    calls_free(&seen);
     return rc < 0 ? -1 : 0;
 }
 

@@ -90,6 +90,44 @@ static int parse_prompt(const json_t *root, const tokenizer *tok, api_call *call
     return 0;
 }
 
+/* JSON-escaped length of text (what jansson writes: \uXXXX for control bytes). */
+static size_t escaped_len(const char *s, size_t n) {
+    size_t out = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        out += c == '"' || c == '\\' ? 2 : c < 0x20 ? 6 : 1;
+    }
+    return out;
+}
+
+/* echo × n × logprobs: a short request (a prompt of long tokens, n = 128) can ask for a response
+ * thousands of times its size, all of it built in memory. The echoed part is known before any work:
+ * n × (the prompt's text + per prompt token, with logprobs, its text and number in `tokens`,
+ * `token_logprobs`, `text_offset` and each of the k + 1 `top_logprobs` entries). The alternatives'
+ * texts are not known yet: they are counted at the prompt token's length. Refused with 400 naming
+ * the limit when over cfg->max_echo_bytes. */
+static int check_echo_size(const tokenizer *tok, const api_config *cfg, const api_call *call,
+                           const api_opts *o, api_error *err) {
+    if (!call->echo || !cfg->max_echo_bytes) return 0;
+    double per_choice = (double)escaped_len(o->prompt_text ? o->prompt_text : "",
+                                            o->prompt_text ? o->prompt_text_len : 0);
+    if (o->logprobs)
+        for (int i = 0; i < call->req.n_prompt; i++) {
+            size_t len = 0;
+            const char *b = tokenizer_token_bytes(tok, call->req.prompt[i], &len);
+            per_choice += (double)(o->top_logprobs + 3) * (double)((b ? len : 0) + 24);
+        }
+    int n = call->req.n > 0 ? call->req.n : 1;
+    double total = per_choice * n;
+    if (total <= (double)cfg->max_echo_bytes) return 0;
+    api_error_set(err, 400, NULL, "echo",
+                  "Invalid value for 'echo': n (%d) copies of the echoed prompt%s would make a "
+                  "response of about %.0f bytes, over this server's limit of %zu bytes "
+                  "(--max-echo-bytes); lower n, drop echo or logprobs, or shorten the prompt",
+                  n, o->logprobs ? " with its logprobs" : "", total, cfg->max_echo_bytes);
+    return -1;
+}
+
 static int parse_fields(const json_t *root, const tokenizer *tok, const api_config *cfg,
                         api_call *out, api_error *err) {
     api_opts *o = api_call_opts(out);
@@ -122,7 +160,8 @@ static int parse_fields(const json_t *root, const tokenizer *tok, const api_conf
     out->req.params.prompt_logprobs = want;
     if (parse_prompt(root, tok, out, o, err) < 0) return -1;
     static const char *const keys[] = {"max_tokens", NULL};
-    return api_finish_lengths(root, keys, "prompt", cfg, out, err);
+    if (api_finish_lengths(root, keys, "prompt", cfg, out, err) < 0) return -1;
+    return check_echo_size(tok, cfg, out, o, err);
 }
 
 int api_parse_completions(const char *body, size_t len, const tokenizer *tok, const api_config *cfg,

@@ -130,17 +130,10 @@ int api_get_number(const json_t *obj, const char *key, const char *param, double
 
 int api_check_int(const json_t *v, const char *param, long long lo, long long hi, long long *out,
                   api_error *err) {
-    long long x;
-    if (json_is_integer(v)) {
-        x = json_integer_value(v);
-    } else if (json_is_real(v)) {
-        double d = json_real_value(v);
-        if (d != floor(d) || !(d >= -9.2e18 && d <= 9.2e18))
-            return wrong_type(v, param, "an integer", err);
-        x = (long long)d;
-    } else {
-        return wrong_type(v, param, "an integer", err);
-    }
+    /* JSON integers only: 3.0 is a number with a fraction part in JSON, and accepting it for one
+     * field but not another (or rounding it) would make two readers of a body disagree. */
+    if (!json_is_integer(v)) return wrong_type(v, param, "an integer", err);
+    long long x = json_integer_value(v);
     if (x < lo || x > hi) {
         api_error_set(err, 400, NULL, param,
                       "Invalid value for '%s': %lld is out of range, must be in [%lld, %lld]",

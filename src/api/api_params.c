@@ -138,10 +138,14 @@ static int parse_logit_bias(const json_t *root, const tokenizer *tok, api_call *
     json_object_foreach(v, key, b) {
         char p[96];
         snprintf(p, sizeof p, "logit_bias.%.60s", key);
+        /* Decimal digits only, without a sign, spaces or leading zeros: " 5", "+5" and "05" are
+         * not the key "5" to a JSON reader, so they must not reach token 5 here either. */
+        bool canonical = key[0] >= '0' && key[0] <= '9' && !(key[0] == '0' && key[1]);
+        for (const char *k = key; canonical && *k; k++) canonical = *k >= '0' && *k <= '9';
         char *end;
         errno = 0;
-        long id = strtol(key, &end, 10);
-        if (!*key || *end || errno || id < 0 || id >= vocab) {
+        long id = canonical ? strtol(key, &end, 10) : -1;
+        if (!canonical || *end || errno || id < 0 || id >= vocab) {
             free(e);
             api_error_set(err, 400, NULL, "logit_bias",
                           "Invalid key in 'logit_bias': '%.60s' is not a token id in [0, %ld)", key,

@@ -23,6 +23,7 @@
  * for gpt-oss too). */
 #include "api/api_internal.h"
 
+#include "base/strmap.h"
 #include "base/xalloc.h"
 
 #include <stdio.h>
@@ -31,19 +32,13 @@
 static const char *const TEXT_PARTS[] = {"input_text", "output_text", "text", NULL};
 static const char *const ASSISTANT_PARTS[] = {"input_text", "output_text", "text", "refusal", NULL};
 
-typedef struct {
-    const char *call_id, *name;
-} known_call;
-
-typedef struct {
-    known_call *v;
-    size_t n, cap;
-} known_calls;
+/* function_call items by call_id (the latest of an id wins), to name function_call_output items:
+ * a hash map, so that a history with many calls costs linear time. */
+typedef strmap known_calls;
 
 static const char *lookup_call(const known_calls *k, const char *call_id) {
-    for (size_t i = k->n; i-- > 0;)
-        if (k->v[i].call_id && !strcmp(k->v[i].call_id, call_id)) return k->v[i].name;
-    return NULL;
+    void **name = strmap_find(k, call_id);
+    return name ? *name : NULL;
 }
 
 static int missing(const char *param, api_error *err) {
@@ -158,11 +153,7 @@ static int parse_item(const json_t *item, size_t i, api_conv *c, known_calls *ca
             m->text = "{}";
         else
             m->text = api_conv_own(c, json_dumps(args, JSON_COMPACT));
-        if (calls->n == calls->cap) {
-            calls->cap = calls->cap ? 2 * calls->cap : 8;
-            calls->v = xrealloc(calls->v, calls->cap * sizeof *calls->v);
-        }
-        calls->v[calls->n++] = (known_call){call_id, name};
+        if (call_id) strmap_put(calls, call_id, (void *)name);
     } else if (!strcmp(type, "function_call_output")) {
         const char *call_id = NULL;
         snprintf(p, sizeof p, "input[%zu].call_id", i);
@@ -221,7 +212,7 @@ static int parse_input(const json_t *root, api_conv *c, api_error *err) {
     int rc = 0;
     json_array_foreach(input, i,
                        item) if ((rc = parse_item(item, i, c, &calls, &leading, err)) < 0) break;
-    free(calls.v);
+    strmap_free(&calls);
     return rc;
 }
 

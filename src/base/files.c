@@ -4,34 +4,69 @@
 #include "base/xalloc.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-char *file_read_all(const char *path, size_t *len_out) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return err_set("%s: %s", path, strerror(errno)), NULL;
-    if (fseek(f, 0, SEEK_END) != 0) {
-        fclose(f);
-        return err_set("%s: cannot seek", path), NULL;
+static const char *file_kind(mode_t m) {
+    return S_ISDIR(m)    ? "a directory"
+           : S_ISFIFO(m) ? "a FIFO"
+           : S_ISCHR(m)  ? "a character device"
+           : S_ISBLK(m)  ? "a block device"
+           : S_ISSOCK(m) ? "a socket"
+                         : "not a plain file";
+}
+
+int file_open_regular(const char *path) {
+    /* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer; the flag is
+     * dropped again once fstat says the file is regular. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) return err_set("%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        err_set("%s: cannot stat: %s", path, strerror(errno));
+        close(fd);
+        return -1;
     }
-    long n = ftell(f);
-    if (n < 0) {
-        fclose(f);
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return err_set("%s: not a regular file (%s)", path, file_kind(st.st_mode));
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    return fd;
+}
+
+char *file_read_all(const char *path, size_t *len_out) {
+    int fd = file_open_regular(path);
+    if (fd < 0) return NULL;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || st.st_size < 0 || (uint64_t)st.st_size >= SIZE_MAX) {
+        close(fd);
         return err_set("%s: cannot tell size", path), NULL;
     }
-    rewind(f);
-    char *buf = xmalloc((size_t)n + 1);
-    size_t got = fread(buf, 1, (size_t)n, f);
-    fclose(f);
-    if (got != (size_t)n) {
-        free(buf);
-        return err_set("%s: short read (%zu of %ld bytes)", path, got, n), NULL;
+    size_t n = (size_t)st.st_size, got = 0;
+    char *buf = xmalloc(n + 1);
+    while (got < n) {
+        ssize_t r = read(fd, buf + got, n - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            int e = r < 0 ? errno : 0;
+            close(fd);
+            free(buf);
+            return err_set("%s: short read (%zu of %zu bytes)%s%s", path, got, n, e ? ": " : "",
+                           e ? strerror(e) : ""),
+                   NULL;
+        }
+        got += (size_t)r;
     }
+    close(fd);
     buf[n] = 0;
-    if (len_out) *len_out = (size_t)n;
+    if (len_out) *len_out = n;
     return buf;
 }
 

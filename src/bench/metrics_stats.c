@@ -144,8 +144,8 @@ void bench_metrics_compute(const bench_run *r, bench_metrics *m) {
         if (q->output_len > 1) tpot[np++] = (q->latency - q->ttft) / (q->output_len - 1);
         ttft[nt] = q->ttft;
         e2el[nt++] = q->latency;
-        if (q->n_itl > 0)
-            memcpy(itl + ni, q->itl, (size_t)q->n_itl * sizeof *itl); /* itl may be NULL */
+        /* A one-token answer has no inter-token latencies (and no array): memcpy takes no NULL. */
+        if (q->n_itl > 0) memcpy(itl + ni, q->itl, (size_t)q->n_itl * sizeof *itl);
         ni += (size_t)q->n_itl;
     }
     m->duration = r->duration;

@@ -74,7 +74,9 @@ int args_int_list(const char *opt, const char *s, int32_t **out, int *n) {
         char *end;
         errno = 0;
         long x = strtol(p, &end, 10);
-        if (errno || end == p || x < 0 || x > INT32_MAX || (*end && *end != ',')) {
+        /* "1,2," and "1,,2" are refused too: an empty element is a typo, not nothing. */
+        if (errno || end == p || x < 0 || x > INT32_MAX || (*end && *end != ',') ||
+            (*end == ',' && !end[1])) {
             free(v);
             return err_set("option %s: '%s' is not a comma-separated list of non-negative integers",
                            opt, s);
@@ -93,8 +95,10 @@ int args_error_exit(const args_t *a, int code) {
     return code;
 }
 
+/* A bad option: the message and where the options are described, on one line. */
 int args_fail(const args_t *a) {
-    return args_error_exit(a, 2);
+    fprintf(stderr, "gptoss %s: %s (see 'gptoss %s --help')\n", a->cmd, err_msg(), a->cmd);
+    return 2;
 }
 
 int args_unknown(const args_t *a, const char *usage) {
@@ -103,7 +107,9 @@ int args_unknown(const args_t *a, const char *usage) {
     return args_usage_error(a, message, usage);
 }
 
+/* One line: the whole usage text after every typo buries the message (`--help` prints it). */
 int args_usage_error(const args_t *a, const char *message, const char *usage) {
-    fprintf(stderr, "gptoss %s: %s\n%s", a->cmd, message, usage);
+    (void)usage;
+    fprintf(stderr, "gptoss %s: %s (see 'gptoss %s --help')\n", a->cmd, message, a->cmd);
     return 2;
 }

@@ -24,12 +24,14 @@ int args_int(const char *opt, const char *s, long lo, long hi, long *out);
 int args_double(const char *opt, const char *s, double lo, double hi, double *out);
 /* Parses "1,2,3" into a fresh array. */
 int args_int_list(const char *opt, const char *s, int32_t **out, int *n);
-/* Prints "gptoss CMD: <err_msg>" and returns 2 (a bad option); args_error_exit returns `code`
- * (1 for a command that failed while running). */
+/* Prints "gptoss CMD: <err_msg> (see 'gptoss CMD --help')" and returns 2 (a bad option);
+ * args_error_exit prints the message alone and returns `code` (1 for a command that failed while
+ * running). */
 int args_fail(const args_t *a);
 int args_error_exit(const args_t *a, int code);
-/* Print "gptoss CMD: <message>" and the command's usage text, and return 2: args_unknown's message
- * is "unknown option 'ARG'" for the current argument. */
+/* Print one line, "gptoss CMD: <message> (see 'gptoss CMD --help')", and return 2: args_unknown's
+ * message is "unknown option 'ARG'" for the current argument. `usage` is kept for callers that
+ * may print it in full one day; it is not printed. */
 int args_unknown(const args_t *a, const char *usage);
 int args_usage_error(const args_t *a, const char *message, const char *usage);
 

@@ -194,7 +194,6 @@ static int run(const gen_opts *o) {
 /* One prompt through the engine on another backend: the request as a JSON line for run_offline,
  * which prints it the way run() does. */
 static int run_engine_single(const gen_opts *o, offline_opts *off) {
-    if (o->max_tokens == 0) return err_set("--max-tokens 0 is only supported with --backend cpu");
     json_t *ids = json_array();
     for (int i = 0; i < o->n_prompt; i++) json_array_append_new(ids, json_integer(o->prompt[i]));
     json_t *req =
@@ -220,6 +219,7 @@ int cmd_generate(int argc, char **argv) {
     offline_opts off = {0};
     runtime_args_default(&off.rt);
     const char *v = NULL;
+    int n_prompt_flags = 0;
     while (a.i < argc) {
         const int em = engine_args_parse(&a, &off.rt);
         if (em < 0) {
@@ -236,27 +236,40 @@ int cmd_generate(int argc, char **argv) {
             o.ignore_eos = 1;
         } else if (args_opt(&a, "--prompt-ids", &v)) {
             free(o.prompt);
+            o.prompt = NULL;
+            n_prompt_flags++;
             if (args_int_list("--prompt-ids", v, &o.prompt, &o.n_prompt)) return args_fail(&a);
         } else if (args_opt(&a, "--prompt", &o.prompt_text)) {
-            if (!o.prompt_text) return args_fail(&a);
+            n_prompt_flags++;
+            if (!o.prompt_text) goto fail;
         } else if (args_opt(&a, "--chat", &o.chat_text)) {
-            if (!o.chat_text) return args_fail(&a);
+            n_prompt_flags++;
+            if (!o.chat_text) goto fail;
         } else if (args_opt(&a, "--max-tokens", &v)) {
-            if (args_int("--max-tokens", v, 0, 1 << 20, &o.max_tokens)) return args_fail(&a);
+            /* At least one: what the server and --prompts-file require (max_tokens >= 1). */
+            if (args_int("--max-tokens", v, 1, 1 << 20, &o.max_tokens)) goto fail;
         } else if (args_opt(&a, "--logprobs", &v)) {
-            if (args_int("--logprobs", v, 0, 1000, &o.logprobs)) return args_fail(&a);
+            /* The --prompts-file and vLLM limit (max_logprobs 20). */
+            if (args_int("--logprobs", v, 0, 20, &o.logprobs)) goto fail;
         } else if (args_opt(&a, "--prompt-logprobs", &v)) {
-            if (args_int("--prompt-logprobs", v, 0, 1000, &o.prompt_logprobs)) return args_fail(&a);
+            if (args_int("--prompt-logprobs", v, 0, 20, &o.prompt_logprobs)) goto fail;
         } else if (args_opt(&a, "--seed", &v)) {
-            if (args_int("--seed", v, 0, INT64_MAX, &o.seed)) return args_fail(&a);
+            if (args_int("--seed", v, 0, INT64_MAX, &o.seed)) goto fail;
         } else if (args_opt(&a, "--temperature", &v)) {
-            if (args_double("--temperature", v, 0, 100, &o.temperature)) return args_fail(&a);
+            if (args_double("--temperature", v, 0, 100, &o.temperature)) goto fail;
         } else if (args_opt(&a, "--prompts-file", &off.prompts_file)) {
-            if (!off.prompts_file) return args_fail(&a);
+            n_prompt_flags++;
+            if (!off.prompts_file) goto fail;
         } else {
             free(o.prompt);
             return args_unknown(&a, USAGE);
         }
+    }
+    if (n_prompt_flags > 1) {
+        free(o.prompt);
+        return args_usage_error(
+            &a, "give one prompt: --prompt-ids, --prompt, --chat or --prompts-file (not several)",
+            USAGE);
     }
     if (!off.rt.model || (!o.prompt && !o.prompt_text && !o.chat_text && !off.prompts_file)) {
         free(o.prompt);
@@ -292,4 +305,7 @@ int cmd_generate(int argc, char **argv) {
     tokenizer_free(o.tok);
     free(model);
     return rc != 0 ? args_error_exit(&a, 1) : 0;
+fail:
+    free(o.prompt);
+    return args_fail(&a);
 }

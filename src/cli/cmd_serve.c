@@ -19,11 +19,20 @@ static const char USAGE[] =
     "server:\n"
     "  --host ADDR                    address to listen on (default 0.0.0.0)\n"
     "  --port N                       port (default 8000; 0 picks a free one, printed at start)\n"
-    "  --api-key KEY                  require `Authorization: Bearer KEY` on /v1 routes\n"
+    "  --api-key KEY                  require `Authorization: Bearer KEY` on every route but "
+    "/health\n"
+    "  --metrics-no-auth              serve /metrics without the key (scrapers on a private "
+    "network)\n"
     "  --served-model-name NAME       the model name clients use (default: the --model argument)\n"
     "  --api-server-threads N         HTTP event-loop threads (default 2)\n"
     "  --max-request-bytes N          larger request bodies get 413 (default 33554432)\n"
+    "  --max-echo-bytes N             completions: n x the echoed prompt with its logprobs may "
+    "make\n"
+    "                                 at most about N response bytes, else 400 (default "
+    "33554432)\n"
     "  --max-header-bytes N           larger request heads get 413 (default 16384)\n"
+    "  --max-connections N            connections beyond N wait in the listen queue (default 0 = "
+    "the open-file limit)\n"
     "  --timeout-keep-alive SECONDS   idle/stalled connections are closed after this (default 60)\n"
     "  --shutdown-timeout SECONDS     on SIGTERM, in-flight requests get this long to finish "
     "(default 30)\n"
@@ -69,16 +78,27 @@ int cmd_serve(int argc, char **argv) {
         INT_OPT("--api-server-threads", 1, 64, o.n_loops)
         INT_OPT("--timeout-keep-alive", 1, 86400, o.idle_timeout)
         INT_OPT("--max-waiting-requests", 0, 1 << 24, o.rt.eng.max_waiting)
+        INT_OPT("--max-connections", 0, 1 << 24, o.max_connections)
 #undef INT_OPT
         if (args_opt(&a, "--host", &o.host)) {
             if (!o.host) return args_fail(&a);
         } else if (args_opt(&a, "--api-key", &o.api_key)) {
             if (!o.api_key) return args_fail(&a);
+            /* An empty key would silently mean "no authentication". */
+            if (!o.api_key[0])
+                return args_usage_error(&a, "option --api-key: the key is empty", USAGE);
+        } else if (args_flag(&a, "--metrics-no-auth")) {
+            o.metrics_no_auth = true;
         } else if (args_opt(&a, "--served-model-name", &o.served_model_name)) {
             if (!o.served_model_name) return args_fail(&a);
+            if (!o.served_model_name[0])
+                return args_usage_error(&a, "option --served-model-name: the name is empty", USAGE);
         } else if (args_opt(&a, "--max-request-bytes", &v)) {
             if (args_int("--max-request-bytes", v, 1024, 1L << 40, &lv)) return args_fail(&a);
             o.max_request_bytes = (size_t)lv;
+        } else if (args_opt(&a, "--max-echo-bytes", &v)) {
+            if (args_int("--max-echo-bytes", v, 1024, 1L << 40, &lv)) return args_fail(&a);
+            o.max_echo_bytes = (size_t)lv;
         } else if (args_opt(&a, "--max-header-bytes", &v)) {
             if (args_int("--max-header-bytes", v, 1024, 1L << 24, &lv)) return args_fail(&a);
             o.max_header_bytes = (size_t)lv;

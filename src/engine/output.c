@@ -15,51 +15,42 @@ static bool is_stop_token(const seq *s, int32_t tok) {
     return false;
 }
 
-/* Appends the token's bytes to the generated text and looks for a stop string that ends inside them. */
+/* Feeds the token's bytes to the stop-string matchers (stop_set.c): a stop string that ends inside
+ * them finishes the sequence, with trim_bytes covering it and what follows. */
 static void check_stop_strings(engine *e, seq *s, int32_t tok) {
-    if (!s->n_stop_strings || !e->opt.token_bytes) return;
+    if (!s->stops || !e->opt.token_bytes) return;
     size_t n = 0;
     const char *bytes = e->opt.token_bytes(e->opt.token_bytes_ctx, tok, &n);
     if (!bytes) n = 0;
-    size_t before = s->text_len;
-    seq_append_text(s, bytes, n);
-    for (int k = 0; k < s->n_stop_strings; k++) {
-        size_t L = strlen(s->stop_strings[k]);
-        if (L == 0 || L > s->text_len) continue;
-        /* a match must end in the new bytes: start in [before - L + 1, text_len - L] */
-        size_t from = before + 1 > L ? before + 1 - L : 0;
-        for (size_t at = from; at + L <= s->text_len; at++)
-            if (!memcmp(s->tail + at, s->stop_strings[k], L)) {
-                s->stop_string = k;
-                s->trim_bytes = (int)(s->text_len - at);
-                seq_finish(e, s, "stop");
-                return;
-            }
+    int64_t before = s->n_output > 1 ? s->text_ends[s->n_output - 2] : 0;
+    seq_note_text_end(s, before + (int64_t)n);
+    size_t trim = 0;
+    int k = stop_set_feed(s->stops, s->stop_state, bytes, n, &trim);
+    if (k >= 0) {
+        s->stop_string = k;
+        s->trim_bytes = (int)trim;
+        seq_finish(e, s, "stop");
     }
 }
 
 /* How many of the last generated tokens to hold back: those whose bytes could begin a stop string
- * that the next tokens might complete. */
+ * that the next tokens might complete. The fewest last tokens that cover those bytes, found by
+ * bisection over the text ends (a walk back over the tokens would cost the held text per token). */
 static int held_tokens(engine *e, const seq *s) {
-    if (!s->n_stop_strings || !e->opt.token_bytes || s->status == SEQ_FINISHED) return 0;
-    size_t longest = 0; /* longest suffix of the text that is a proper prefix of a stop string */
-    for (int k = 0; k < s->n_stop_strings; k++) {
-        size_t L = strlen(s->stop_strings[k]);
-        if (L < 2) continue;
-        for (size_t m = L - 1; m > longest && m >= 1; m--)
-            if (m <= s->text_len && !memcmp(s->tail + s->text_len - m, s->stop_strings[k], m)) {
-                longest = m;
-                break;
-            }
+    if (!s->stops || !e->opt.token_bytes || s->status == SEQ_FINISHED || s->n_output == 0) return 0;
+    int64_t longest = (int64_t)stop_set_partial(s->stops, s->stop_state);
+    if (longest == 0) return 0;
+    int n = s->n_output, lo = 0, hi = n - s->emitted; /* answer in [lo, hi] */
+    const int64_t end = s->text_ends[n - 1];
+    while (lo < hi) {
+        int h = lo + (hi - lo) / 2; /* do the last h tokens cover `longest` bytes? */
+        int64_t start = n - h - 1 >= 0 ? s->text_ends[n - h - 1] : 0;
+        if (end - start >= longest)
+            hi = h;
+        else
+            lo = h + 1;
     }
-    int held = 0;
-    size_t covered = 0;
-    for (int i = s->n_output - 1; i >= s->emitted && covered < longest; i--, held++) {
-        size_t n = 0;
-        e->opt.token_bytes(e->opt.token_bytes_ctx, s->tokens[s->prompt_len + i], &n);
-        covered += n;
-    }
-    return held;
+    return lo;
 }
 
 void seq_append_token(engine *e, seq *s, int32_t tok, const seq_result *r) {

@@ -89,12 +89,13 @@ seq *seq_create(const engine_request *r, int index, seq *parent, int max_model_l
     }
     for (int i = 0; i < r->n_stop_token_ids; i++)
         s->stop_ids[s->n_stop_ids++] = r->stop_token_ids[i];
-    if (r->n_stop_strings > 0) {
-        s->stop_strings = xmalloc((size_t)r->n_stop_strings * sizeof *s->stop_strings);
-        for (int i = 0; i < r->n_stop_strings; i++)
-            s->stop_strings[i] = xstrdup(r->stop_strings[i]);
-        s->n_stop_strings = r->n_stop_strings;
-    }
+    /* The stop strings are copied once per request, not once per sample: n = 128 samples of a
+     * request with megabytes of stop strings would otherwise hold 128 copies. */
+    if (parent && parent->stops)
+        s->stops = stop_set_ref(parent->stops);
+    else if (r->n_stop_strings > 0)
+        s->stops = stop_set_new(r->stop_strings, r->n_stop_strings);
+    if (s->stops) s->stop_state = xcalloc((size_t)s->stops->n, sizeof *s->stop_state);
     s->stop_token = -1;
     s->stop_string = -1;
     s->on_output = r->on_output;
@@ -105,10 +106,10 @@ seq *seq_create(const engine_request *r, int index, seq *parent, int max_model_l
 
 void seq_destroy(seq *s) {
     free(s->tokens), free(s->logit_bias), free(s->stop_ids);
-    for (int i = 0; i < s->n_stop_strings; i++) free(s->stop_strings[i]);
-    free(s->stop_strings);
+    stop_set_unref(s->stops);
+    free(s->stop_state), free(s->text_ends);
     free(s->logprobs), free(s->top_ids), free(s->top_logprobs);
-    free(s->prompt_top_ids), free(s->prompt_top_logprobs), free(s->tail);
+    free(s->prompt_top_ids), free(s->prompt_top_logprobs);
     free(s);
 }
 
@@ -154,9 +155,10 @@ void seq_record_prompt_rows(seq *s, int64_t start_pos, const seq_result *r) {
     }
 }
 
-void seq_append_text(seq *s, const char *bytes, size_t n) {
-    s->tail = xrealloc(s->tail, s->text_len + n + 1);
-    memcpy(s->tail + s->text_len, bytes, n);
-    s->text_len += n;
-    s->tail[s->text_len] = 0;
+void seq_note_text_end(seq *s, int64_t text_end) {
+    if (s->n_output > s->text_ends_cap) {
+        s->text_ends_cap = 2 * s->n_output + 16;
+        s->text_ends = xrealloc(s->text_ends, (size_t)s->text_ends_cap * sizeof *s->text_ends);
+    }
+    s->text_ends[s->n_output - 1] = text_end;
 }

@@ -9,6 +9,7 @@
 
 #include "engine/block_manager.h"
 #include "engine/engine.h"
+#include "engine/stop_set.h"
 #include "model/config.h"
 #include "step/batch.h"
 
@@ -47,9 +48,8 @@ struct seq {
     int max_tokens;
     int32_t *stop_ids;
     int n_stop_ids;
-    char **stop_strings;
-    int n_stop_strings;
-    size_t max_stop_len;
+    stop_set *stops;      /* the request's stop strings, shared by its sequences; NULL: none */
+    uint32_t *stop_state; /* per stop string: its matcher's state over the generated text */
     engine_output_fn on_output;
     void *user;
 
@@ -62,9 +62,8 @@ struct seq {
     float *prompt_top_logprobs;
     int64_t prompt_rows_done; /* prompt positions 1..prompt_rows_done have rows */
     bool prompt_rows_sent;
-    char *tail; /* the last bytes of generated text, for stop strings across tokens */
-    size_t tail_len;
-    size_t text_len; /* bytes of generated text so far */
+    int64_t *text_ends; /* with stop strings: bytes of generated text up to each output token */
+    int text_ends_cap;
     const char *finish_reason;
     int32_t stop_token;
     int stop_string;
@@ -96,7 +95,7 @@ void seq_destroy(seq *s);
 void seq_store_token(seq *s, int32_t tok, const seq_result *r);
 /* Keeps the prompt-logprob rows of a step that computed prompt positions from start_pos on. */
 void seq_record_prompt_rows(seq *s, int64_t start_pos, const seq_result *r);
-/* Appends a generated token's bytes to the text that stop strings are looked for in. */
-void seq_append_text(seq *s, const char *bytes, size_t n);
+/* Records that output token n_output - 1 brought the generated text to text_end bytes. */
+void seq_note_text_end(seq *s, int64_t text_end);
 
 #endif

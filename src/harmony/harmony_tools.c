@@ -14,6 +14,8 @@
  * Descriptions and examples are written raw (not escaped): the model saw them so. */
 #include "harmony/harmony_tools.h"
 
+#include "base/strmap.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -117,13 +119,14 @@ static void put_oneof_property(hsb *out, const char *key, bool required, const j
     hsb_printf(out, "%s,\n", indent);
 }
 
-static bool is_required(const json_t *schema, const char *key) {
+/* The schema's `required` names as a set: a schema may list tens of thousands of properties, and
+ * scanning the list once per property would make rendering quadratic in the request's size. */
+static void required_set(const json_t *schema, strmap *set) {
     const json_t *req = json_object_get(schema, "required");
     for (size_t i = 0; i < json_array_size(req); i++) {
         const char *r = json_string_value(json_array_get(req, i));
-        if (r && strcmp(r, key) == 0) return true;
+        if (r) strmap_put(set, r, (void *)r);
     }
-    return false;
 }
 
 static void put_object(hsb *out, const json_t *schema, const char *indent) {
@@ -133,9 +136,11 @@ static void put_object(hsb *out, const json_t *schema, const char *indent) {
     const json_t *props = json_object_get(schema, "properties");
     const char *key;
     json_t *prop;
+    strmap req = {0};
+    if (json_is_object(props)) required_set(schema, &req);
     if (json_is_object(props)) {
         json_object_foreach((json_t *)props, key, prop) {
-            bool required = is_required(schema, key);
+            bool required = strmap_has(&req, key);
             const json_t *one_of = json_object_get(prop, "oneOf");
             const char *title = get_str(prop, "title");
             if (title) hsb_printf(out, "%s// %s\n%s//\n", indent, title, indent);
@@ -170,6 +175,7 @@ static void put_object(hsb *out, const json_t *schema, const char *indent) {
             hsb_addc(out, '\n');
         }
     }
+    strmap_free(&req);
     hsb_printf(out, "%s}", indent);
 }
 

@@ -92,8 +92,11 @@ static int parse_rope(json_t *root, const char *path, model_config *c) {
         return err_set("%s: field '%smscale' is not supported", path, where);
     if (c->rope_theta <= 1)
         return err_set("%s: field 'rope_theta' = %g must be > 1", path, c->rope_theta);
-    if (c->rope_factor < 1)
-        return err_set("%s: field '%sfactor' = %g must be >= 1", path, where, c->rope_factor);
+    /* gpt-oss uses 32; a factor past 1024 (a context of millions of positions from a 4k base)
+     * is a broken file, and 1e308 would make the tables overflow to inf. */
+    if (!(c->rope_factor >= 1 && c->rope_factor <= 1024))
+        return err_set("%s: field '%sfactor' = %g must be in [1, 1024]", path, where,
+                       c->rope_factor);
     if (!(c->rope_beta_fast > c->rope_beta_slow && c->rope_beta_slow > 0))
         return err_set("%s: fields '%sbeta_fast' (%g) and 'beta_slow' (%g) must satisfy beta_fast "
                        "> beta_slow > 0",
@@ -149,8 +152,16 @@ static int parse_eos(json_t *root, const char *path, model_config *c) {
     json_t *e = json_object_get(root, "eos_token_id");
     c->n_eos = 0;
     if (!e || json_is_null(e)) return 0;
+    /* Range-checked before the cast: 2^32 + 110221 would otherwise wrap to the ordinary token
+     * 110221 and stop every answer that uses it. The bound is the largest vocabulary a config may
+     * declare, not this one's: small test checkpoints keep harmony's ids (200002) beyond their
+     * vocabulary, where they are never sampled and do no harm. */
     if (json_is_integer(e)) {
-        c->eos[c->n_eos++] = (int32_t)json_integer_value(e);
+        json_int_t id = json_integer_value(e);
+        if (id < 0 || id >= CONFIG_MAX_VOCAB)
+            return err_set("%s: field 'eos_token_id' = %lld is out of range [0, %d)", path,
+                           (long long)id, CONFIG_MAX_VOCAB);
+        c->eos[c->n_eos++] = (int32_t)id;
         return 0;
     }
     if (!json_is_array(e))
@@ -160,7 +171,11 @@ static int parse_eos(json_t *root, const char *path, model_config *c) {
     json_array_foreach(e, i, v) {
         if (!json_is_integer(v))
             return err_set("%s: field 'eos_token_id[%zu]' must be an integer", path, i);
-        if (c->n_eos < CONFIG_MAX_EOS) c->eos[c->n_eos++] = (int32_t)json_integer_value(v);
+        json_int_t id = json_integer_value(v);
+        if (id < 0 || id >= CONFIG_MAX_VOCAB)
+            return err_set("%s: field 'eos_token_id[%zu]' = %lld is out of range [0, %d)", path, i,
+                           (long long)id, CONFIG_MAX_VOCAB);
+        if (c->n_eos < CONFIG_MAX_EOS) c->eos[c->n_eos++] = (int32_t)id;
     }
     return 0;
 }
@@ -189,7 +204,7 @@ int config_parse(const char *text, const char *path, model_config *c) {
         get_int(root, "intermediate_size", NULL, 1, 1 << 16, true, 0, path, &c->intermediate) ||
         get_int(root, "num_attention_heads", NULL, 1, 1024, true, 0, path, &c->n_heads) ||
         get_int(root, "num_key_value_heads", NULL, 1, 1024, true, 0, path, &c->n_kv_heads) ||
-        get_int(root, "vocab_size", NULL, 1, 1 << 24, true, 0, path, &c->vocab) ||
+        get_int(root, "vocab_size", NULL, 1, CONFIG_MAX_VOCAB, true, 0, path, &c->vocab) ||
         get_int(root, "sliding_window", NULL, 1, 1 << 30, true, 0, path, &c->sliding_window) ||
         get_int(root, "max_position_embeddings", NULL, 1, 1 << 30, false, 131072, path,
                 &c->max_position) ||

@@ -10,7 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-enum { CONFIG_MAX_LAYERS = 256, CONFIG_MAX_EOS = 8 };
+enum { CONFIG_MAX_LAYERS = 256, CONFIG_MAX_EOS = 8, CONFIG_MAX_VOCAB = 1 << 24 };
 
 typedef struct {
     int n_layers;        /* num_hidden_layers */

@@ -374,17 +374,13 @@ int st_parse(const uint8_t *buf, size_t len, const char *path, st_file *out) {
 
 int st_file_open(const char *path, st_file *out) {
     memset(out, 0, sizeof *out);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return err_set("%s: cannot open: %s", path, strerror(errno));
+    int fd = file_open_regular(path);
+    if (fd < 0) return -1;
     struct stat sb;
     if (fstat(fd, &sb) != 0) {
         err_set("%s: cannot stat: %s", path, strerror(errno));
         close(fd);
         return -1;
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        close(fd);
-        return err_set("%s: not a regular file", path);
     }
     if ((uint64_t)sb.st_size > SIZE_MAX) {
         close(fd);

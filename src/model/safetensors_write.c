@@ -72,9 +72,12 @@ int st_writer_open(st_writer *w, const char *path) {
         free(hdr);
         return err_set("%s: cannot create: %s", path, strerror(errno));
     }
-    if (ftruncate(w->fd, (off_t)w->map_len) != 0) {
+    /* Blocks are reserved now, not when the mapping is first written: on a full disk a sparse
+     * file (ftruncate) would let mmap succeed and the process die of SIGBUS at the first store. */
+    int fe = posix_fallocate(w->fd, 0, (off_t)w->map_len);
+    if (fe != 0) {
         free(hdr);
-        return err_set("%s: cannot size to %zu bytes: %s", path, w->map_len, strerror(errno));
+        return err_set("%s: cannot reserve %zu bytes: %s", path, w->map_len, strerror(fe));
     }
     w->map = mmap(NULL, w->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, w->fd, 0);
     if (w->map == MAP_FAILED) {

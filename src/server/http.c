@@ -103,6 +103,7 @@ int loops_create(server *s) {
         setup_http(l);
         l->bound = evhttp_accept_socket_with_handle(l->http, l->listen_fd);
         if (!l->bound) return err_set("libevent: cannot accept on the listening socket");
+        if (admission_setup(l) != 0) return err_set("libevent: cannot set up accepting");
         l->wake = event_new(l->base, -1, EV_PERSIST, handover_wake, l);
         if (i == 0 && s->opt.stats_interval > 0) {
             l->stats_timer = event_new(l->base, -1, EV_PERSIST, stats_log_tick, s);
@@ -157,6 +158,7 @@ void loops_free(server *s) {
         handover_discard(l);
         generate_free_all(l);
         if (l->stats_timer) event_free(l->stats_timer);
+        admission_teardown(l);
         if (l->wake) event_free(l->wake);
         if (l->http)
             evhttp_free(l->http); /* closes its connections and the listener */

@@ -28,6 +28,7 @@ int server_load_model(server *s) {
     s->api.served_model_name = s->model_name;
     s->api.max_model_len = s->max_model_len;
     s->api.default_max_tokens = 0; /* up to the model length */
+    s->api.max_echo_bytes = s->opt.max_echo_bytes;
     s->api.current_date = NULL;
     log_info("loaded %s (%s backend, max_model_len %d) in %.1f s", s->model_dir, rt.ops->name,
              s->max_model_len, now_seconds() - t0);

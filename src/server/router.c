@@ -1,5 +1,11 @@
 /* Routing: path and method → handler, with the checks every route shares (authentication, model
- * loaded, draining). Unknown paths get 404, known paths with another method 405 (with Allow). */
+ * loaded, draining). Unknown paths get 404, known paths with another method 405 (with Allow).
+ *
+ * Authentication comes first: with --api-key every request needs the key except /health (probes
+ * from orchestrators carry no secrets) and /metrics when --metrics-no-auth opens it for scrapers.
+ * Even the 404 and 405 answers wait for the key, so an anonymous client learns nothing about the
+ * routes, and the only work done for it is what evhttp did to read the request (bounded by
+ * --max-header-bytes and --max-request-bytes). */
 #include "server/server_internal.h"
 
 #include <stdlib.h>
@@ -8,8 +14,9 @@
 
 enum { M_GET = 1, M_POST = 2 };
 enum {
-    R_AUTH = 1,  /* needs the API key when one is set (the /v1 routes, as vLLM) */
-    R_READY = 2, /* needs the model: 503 while loading or draining */
+    R_OPEN = 1,    /* answers without the API key (/health) */
+    R_READY = 2,   /* needs the model: 503 while loading or draining */
+    R_METRICS = 4, /* open when --metrics-no-auth */
 };
 
 typedef void (*handler_fn)(srv_loop *l, struct evhttp_request *req);
@@ -29,16 +36,16 @@ static const struct {
     int methods, flags;
     handler_fn fn;
 } ROUTES[] = {
-    {"/v1/completions", M_POST, R_AUTH | R_READY, h_completions},
-    {"/v1/chat/completions", M_POST, R_AUTH | R_READY, h_chat},
-    {"/v1/responses", M_POST, R_AUTH | R_READY, h_responses},
-    {"/v1/models", M_GET, R_AUTH | R_READY, handle_models},
+    {"/v1/completions", M_POST, R_READY, h_completions},
+    {"/v1/chat/completions", M_POST, R_READY, h_chat},
+    {"/v1/responses", M_POST, R_READY, h_responses},
+    {"/v1/models", M_GET, R_READY, handle_models},
     {"/tokenize", M_POST, R_READY, handle_tokenize},
     {"/detokenize", M_POST, R_READY, handle_detokenize},
-    {"/health", M_GET, 0, handle_health},
+    {"/health", M_GET, R_OPEN, handle_health},
     {"/ping", M_GET | M_POST, 0, handle_health},
     {"/version", M_GET, 0, handle_version},
-    {"/metrics", M_GET, 0, handle_metrics},
+    {"/metrics", M_GET, R_METRICS, handle_metrics},
 };
 
 void router_common_headers(server *s, struct evhttp_request *req) {
@@ -73,33 +80,41 @@ void router_handle(struct evhttp_request *req, void *arg) {
     int m = cmd == EVHTTP_REQ_GET || cmd == EVHTTP_REQ_HEAD ? M_GET
             : cmd == EVHTTP_REQ_POST                        ? M_POST
                                                             : 0;
-    for (size_t i = 0; i < sizeof ROUTES / sizeof ROUTES[0]; i++) {
-        if (strcmp(path, ROUTES[i].path) != 0) continue;
-        if (!(ROUTES[i].methods & m)) {
-            evhttp_add_header(evhttp_request_get_output_headers(req), "Allow",
-                              ROUTES[i].methods == M_GET    ? "GET, HEAD"
-                              : ROUTES[i].methods == M_POST ? "POST"
-                                                            : "GET, HEAD, POST");
-            reply_error(s, req, 405, "invalid_request_error", "", "method not allowed for %s",
-                        path);
-            return;
-        }
-        if ((ROUTES[i].flags & R_AUTH) && !authorized(s, req)) {
-            evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate", "Bearer");
-            reply_error(s, req, 401, "authentication_error", "", "invalid or missing API key");
-            return;
-        }
-        if (ROUTES[i].flags & R_READY) {
-            int st = atomic_load(&s->state);
-            if (st != SRV_READY) {
-                reply_error(s, req, 503, "service_unavailable", "", "%s",
-                            st == SRV_LOADING ? "the model is loading"
-                                              : "the server is shutting down");
-                return;
-            }
-        }
-        ROUTES[i].fn(l, req);
+    char why[160];
+    if (!framing_check(req, why, sizeof why)) {
+        /* Nothing after this request can be trusted: answer and close (see framing.c). */
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
+        reply_error(s, req, 400, "invalid_request_error", "", "%s", why);
         return;
     }
-    reply_error(s, req, 404, "invalid_request_error", "", "no route for %s", path);
+    size_t r = 0, n_routes = sizeof ROUTES / sizeof ROUTES[0];
+    while (r < n_routes && strcmp(path, ROUTES[r].path) != 0) r++;
+    int flags = r < n_routes ? ROUTES[r].flags : 0;
+    bool open = (flags & R_OPEN) || ((flags & R_METRICS) && s->opt.metrics_no_auth);
+    if (!open && !authorized(s, req)) {
+        evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate", "Bearer");
+        reply_error(s, req, 401, "authentication_error", "", "invalid or missing API key");
+        return;
+    }
+    if (r == n_routes) {
+        reply_error(s, req, 404, "invalid_request_error", "", "no route for %s", path);
+        return;
+    }
+    if (!(ROUTES[r].methods & m)) {
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Allow",
+                          ROUTES[r].methods == M_GET    ? "GET, HEAD"
+                          : ROUTES[r].methods == M_POST ? "POST"
+                                                        : "GET, HEAD, POST");
+        reply_error(s, req, 405, "invalid_request_error", "", "method not allowed for %s", path);
+        return;
+    }
+    if (flags & R_READY) {
+        int st = atomic_load(&s->state);
+        if (st != SRV_READY) {
+            reply_error(s, req, 503, "service_unavailable", "", "%s",
+                        st == SRV_LOADING ? "the model is loading" : "the server is shutting down");
+            return;
+        }
+    }
+    ROUTES[r].fn(l, req);
 }

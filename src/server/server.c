@@ -24,6 +24,7 @@ void server_options_default(server_options *o) {
     o->n_loops = 2;
     o->shutdown_timeout = 30;
     o->max_request_bytes = 32u << 20;
+    o->max_echo_bytes = 32u << 20;
     o->max_header_bytes = 16u << 10;
     o->idle_timeout = 60;
     o->stats_interval = 10;
@@ -82,6 +83,8 @@ int server_run(const server_options *o) {
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
 
+    /* Every connection is a descriptor: take all the kernel allows us (admission.c). */
+    admission_raise_fd_limit();
     int rc = 1;
     if (loops_create(s) != 0 || loops_start(s) != 0) {
         log_error("%s", err_msg());
@@ -99,6 +102,7 @@ int server_run(const server_options *o) {
         goto out;
     }
     s->created = (long)time(NULL);
+    admission_limit_connections(o->max_connections);
     atomic_store(&s->state, SRV_READY);
     log_info("ready: http://%s:%d/v1 (model '%s')", o->host, s->port, s->model_name);
     int sig = 0;

@@ -46,8 +46,9 @@ typedef struct srv_loop {
     struct evhttp_bound_socket *bound;
     pthread_t thread;
     bool thread_started;
-    struct event *wake;        /* activated from other threads: the queue or commands changed */
-    struct event *stats_timer; /* loop 0 only */
+    struct event *wake;         /* activated from other threads: the queue or commands changed */
+    struct event *stats_timer;  /* loop 0 only */
+    struct event *accept_retry; /* turns the listener back on after EMFILE (admission.c) */
 
     /* The hand-over queue (engine thread → this loop) and commands (main → this loop). */
     pthread_mutex_t mu;
@@ -73,10 +74,11 @@ struct server {
     int max_model_len;
     long created; /* unix time the model became ready */
 
-    _Atomic int state;        /* srv_state */
-    _Atomic uint64_t next_id; /* engine request ids */
-    _Atomic int inflight;     /* live srv_reqs, all loops */
-    uint64_t id_salt;         /* makes response ids unpredictable across restarts */
+    _Atomic int state;          /* srv_state */
+    _Atomic uint64_t next_id;   /* engine request ids */
+    _Atomic int inflight;       /* live srv_reqs, all loops */
+    uint64_t id_salt;           /* makes response ids unpredictable across restarts */
+    _Atomic bool accept_paused; /* a loop met EMFILE/ENFILE and has not accepted since */
 
     /* Stats log (loop 0's timer only). */
     uint64_t last_prompt, last_gen, last_queries, last_hits;
@@ -107,6 +109,15 @@ void loops_free(server *s);
 void handover_on_output(const engine_output *o, void *user);   /* engine thread */
 void handover_wake(evutil_socket_t fd, short what, void *arg); /* loop thread: drains the queue */
 void handover_discard(srv_loop *l);                            /* teardown: drops queued messages */
+
+/* admission.c: descriptor limits and pausing accept() at them. */
+void admission_raise_fd_limit(void);                   /* soft RLIMIT_NOFILE to the hard one */
+void admission_limit_connections(int max_connections); /* once ready; 0 = no limit */
+int admission_setup(srv_loop *l);                      /* after the listener is bound */
+void admission_teardown(srv_loop *l);                  /* after the loop stopped */
+
+/* framing.c: false (and why) when the request's head frames its body ambiguously (RFC 9112). */
+bool framing_check(struct evhttp_request *req, char *why, size_t why_len);
 
 /* router.c: the evhttp callback for every request. */
 void router_handle(struct evhttp_request *req, void *arg);

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Issue 18: the request shapes that were quadratic (tests/node/server_linear.mjs) are answered fast
+# and /health stays responsive meanwhile. Bounds are looser under the sanitizers.
+set -uo pipefail
+source "$(dirname "$0")/node/server_harness.sh"
+start_server --served-model-name tiny --max-model-len 4096
+if [ "$SANITIZED" = 1 ]; then bound=20 health=5; else bound=5 health=1; fi
+BASE=$BASE BOUND_S=$bound HEALTH_S=$health node "$SRC/tests/node/server_linear.mjs" ||
+    fail "a quadratic shape was slow or blocked /health"
+stop_server
