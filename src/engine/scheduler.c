@@ -162,6 +162,13 @@ void schedule_step(engine *e, step_slot *st, bool allow_preempt) {
         next = s->next;
         int64_t remaining = total_len(s) - s->num_scheduled;
         if (remaining <= 0) continue;
+        /* Asynchronous scheduling: when the token a launched step is sampling is this sequence's
+         * last (max_tokens or the model length), a step for it now would compute a token nobody
+         * reads and hold its blocks until that step ends (under ASan on a loaded machine, longer
+         * than a client waits for the server to go idle). */
+        if (s->n_pending > 0 && (s->n_output + s->n_pending >= s->max_tokens ||
+                                 s->n_known + s->n_pending >= e->opt.max_model_len))
+            continue;
         int64_t n_new = remaining < budget ? remaining : budget;
         for (;;) {
             if (bm_can_grow(e->bm, &s->kv, s->num_scheduled + n_new, s->num_scheduled)) {
