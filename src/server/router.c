@@ -5,7 +5,7 @@
  * from orchestrators carry no secrets) and /metrics when --metrics-no-auth opens it for scrapers.
  * Even the 404 and 405 answers wait for the key, so an anonymous client learns nothing about the
  * routes, and the only work done for it is what evhttp did to read the request (bounded by
- * --max-header-bytes and --max-request-bytes). */
+ * --max-header-bytes and --max-request-bytes). The one exception is a CORS preflight (cors.c). */
 #include "server/server_internal.h"
 
 #include <stdlib.h>
@@ -87,6 +87,8 @@ void router_handle(struct evhttp_request *req, void *arg) {
         reply_error(s, req, 400, "invalid_request_error", "", "%s", why);
         return;
     }
+    /* Before authentication: a preflight carries no key (see cors.c). */
+    if (cors_handle(s, req)) return;
     size_t r = 0, n_routes = sizeof ROUTES / sizeof ROUTES[0];
     while (r < n_routes && strcmp(path, ROUTES[r].path) != 0) r++;
     int flags = r < n_routes ? ROUTES[r].flags : 0;

@@ -119,6 +119,10 @@ void admission_teardown(srv_loop *l);                  /* after the loop stopped
 /* framing.c: false (and why) when the request's head frames its body ambiguously (RFC 9112). */
 bool framing_check(struct evhttp_request *req, char *why, size_t why_len);
 
+/* cors.c: answers a CORS preflight (true: done), or adds Access-Control-Allow-Origin for an allowed
+ * Origin to the response that will follow (false: route the request). */
+bool cors_handle(server *s, struct evhttp_request *req);
+
 /* router.c: the evhttp callback for every request. */
 void router_handle(struct evhttp_request *req, void *arg);
 /* Adds "Connection: close" while draining, so keep-alive clients move on. */
