@@ -10,8 +10,8 @@
 
 static const char USAGE[] =
     "usage: gptoss serve --model DIR|synthetic:tiny [options]\n"
-    "Serves the OpenAI API (/v1/completions, /v1/chat/completions, /v1/responses, /v1/models) "
-    "plus\n"
+    "Serves the OpenAI API (/v1/completions, /v1/chat/completions, /v1/responses, /v1/models,\n"
+    "/v1/models/{id}) plus "
     "/tokenize, /detokenize, /health, /version and /metrics (Prometheus, vLLM's metric names).\n"
     "`--model synthetic:tiny` writes a tiny random-weight model into the cache folder once and "
     "serves it.\n"

@@ -148,6 +148,9 @@ void generate_free_all(srv_loop *l); /* teardown, after the engine has stopped *
 void handle_health(srv_loop *l, struct evhttp_request *req);
 void handle_version(srv_loop *l, struct evhttp_request *req);
 void handle_models(srv_loop *l, struct evhttp_request *req);
+/* GET MODELS_PREFIX{id}: the model object, or 404 model_not_found. */
+#define MODELS_PREFIX "/v1/models/"
+void handle_model(srv_loop *l, struct evhttp_request *req);
 void handle_tokenize(srv_loop *l, struct evhttp_request *req);
 void handle_detokenize(srv_loop *l, struct evhttp_request *req);
 

@@ -37,6 +37,20 @@ test('models.list names the served model', async () => {
   assert(list.data[0].max_model_len > 0, 'max_model_len');
 });
 
+test('models.retrieve gets the served model; an unknown one is NotFoundError', async () => {
+  const m = await client.models.retrieve(MODEL);
+  eq(m.id, MODEL, 'model id');
+  eq(m.object, 'model', 'object');
+  let err;
+  try {
+    await client.models.retrieve('no-such-model');
+  } catch (e) {
+    err = e;
+  }
+  assert(err instanceof OpenAI.NotFoundError, `expected NotFoundError, got ${err}`);
+  eq(err.code, 'model_not_found', 'error code');
+});
+
 test('completions: not streamed', async () => {
   const r = await client.completions.create({ model: MODEL, prompt: 'Hello', max_tokens: 6, ignore_eos: true });
   eq(r.object, 'text_completion', 'object');
