@@ -223,11 +223,51 @@ static void test_logprobs(void) {
         prev = off;
         CHECK(json_real_value(json_array_get(jpath(lp, "token_logprobs"), i)) < 0, "logprob");
     }
-    CHECK_STR(joined.s, "Hello world, this is a test.");
+    /* The stop token gives no text but has its entry: as many entries as completion_tokens. */
+    CHECK_STR(joined.s, "Hello world, this is a test.<|endoftext|>");
     CHECK(json_integer_value(json_array_get(jpath(lp, "text_offset"), 1)) == 5,
           "offset of ' world'");
+    CHECK((long long)n == jint(r.body, "usage.completion_tokens"), "entries %zu, tokens %lld", n,
+          jint(r.body, "usage.completion_tokens"));
+    CHECK(json_integer_value(json_array_get(jpath(lp, "text_offset"), n - 1)) == 28,
+          "the stop token's offset is the end of the text");
     hsb_free(&joined);
     result_free(&r);
+
+    /* A special token hidden by skip_special_tokens keeps its entry too (issue 12), streamed or
+     * not: the arrays stay as long as completion_tokens, and the text has no trace of it. */
+    for (int stream = 0; stream < 2; stream++) {
+        r = run(stream ? "{\"prompt\":\"x\",\"logprobs\":1,\"stream\":true}"
+                       : "{\"prompt\":\"x\",\"logprobs\":1}",
+                "a<|start|>b<|endoftext|>", ro);
+        hsb toks = {0}, text = {0};
+        hsb_add(&toks, ""), hsb_add(&text, "");
+        size_t n_off = 0;
+        json_t *bodies = stream ? r.events : json_pack("[O]", r.body);
+        size_t i;
+        json_t *ev;
+        json_array_foreach(bodies, i, ev) {
+            json_t *l = jpath(ev, "choices.0.logprobs");
+            if (!l || json_is_null(l)) continue;
+            hsb_add(&text, jstr(ev, "choices.0.text"));
+            size_t j;
+            json_t *t;
+            json_array_foreach(json_object_get(l, "tokens"), j, t) {
+                hsb_printf(&toks, "%s|", json_string_value(t));
+            }
+            CHECK(json_array_size(json_object_get(l, "token_logprobs")) ==
+                      json_array_size(json_object_get(l, "tokens")),
+                  "token_logprobs as long as tokens");
+            n_off += json_array_size(json_object_get(l, "text_offset"));
+        }
+        CHECK_STR(toks.s, "a|<|start|>|b|<|endoftext|>|");
+        CHECK_STR(text.s, "ab");
+        CHECK(n_off == 4, "text_offset entries %zu", n_off);
+        if (!stream) json_decref(bodies);
+        hsb_free(&toks);
+        hsb_free(&text);
+        result_free(&r);
+    }
 
     /* Echo with logprobs: the prompt's tokens come first, the first with null. */
     api_call c;
@@ -264,7 +304,8 @@ static void test_logprobs(void) {
         CHECK(api_stream_feed(s, &o, &out, &len) == 1, "complete");
         json_t *b = json_loads(out, 0, NULL);
         json_t *tl = jpath(b, "choices.0.logprobs.token_logprobs");
-        CHECK(json_array_size(tl) == (size_t)np + 1, "prompt + 1 generated: %s", out);
+        CHECK(json_array_size(tl) == (size_t)np + 2,
+              "prompt + 2 generated (with the stop token): %s", out);
         CHECK(json_is_null(json_array_get(tl, 0)), "first prompt token: null");
         CHECK(np < 2 || json_is_real(json_array_get(tl, 1)), "found in its row");
         CHECK(np < 3 || json_is_null(json_array_get(tl, 2)), "not in its row: null");

@@ -7,8 +7,9 @@
  * (the engine reports its length in trim_bytes, and holds back the tokens that might start one, so
  * they all arrive in the last output).
  *
- * logprobs: {tokens, token_logprobs, top_logprobs, text_offset}, one entry per token that gives
- * text; top_logprobs maps the text of each alternative (and of the sampled token, as OpenAI does)
+ * logprobs: {tokens, token_logprobs, top_logprobs, text_offset}, one entry per sampled token (a
+ * hidden special token included, with its name as its text), so the arrays are as long as
+ * completion_tokens but for tokens cut with a stop string; top_logprobs maps the text of each alternative (and of the sampled token, as OpenAI does)
  * to its logprob; text_offset counts characters from the start of the choice's text. With echo, the
  * prompt's tokens come first: the first with null logprobs, the others with the logprob found in
  * the engine's prompt rows (null when the prompt token is not among the alternatives there).
@@ -193,20 +194,24 @@ int api_cmpl_stream_feed(api_stream *s, const engine_output *o, char **out, size
         }
         if (s->opts.prompt_logprobs > 0) c->prompt_lp = prompt_logprobs_json(s);
     }
-    /* Tokens of this output that give text (index into o), to drop trimmed ones afterwards. */
+    /* Tokens of this output with an entry (index into o), to drop trimmed ones afterwards. */
     int *rows = xmalloc(((size_t)o->n_tokens + 1) * sizeof *rows);
     int n_rows = 0;
     for (int i = 0; i < o->n_tokens; i++) {
         int32_t id = o->tokens[i];
         bool special = tokenizer_is_special(s->tok, id);
         bool is_stop = o->finished && i == o->n_tokens - 1 && id == o->stop_token;
-        /* vLLM: the output contains a stop token unless it is a special token. */
-        if (special && (is_stop || s->opts.skip_special_tokens)) continue;
+        /* vLLM: the output contains a stop token unless it is a special token. A hidden token
+         * still has its logprobs entry (at the current offset, adding no text): it was sampled
+         * and is counted in completion_tokens, and clients line the arrays up with that. */
+        bool hidden = special && (is_stop || s->opts.skip_special_tokens);
         const char *t;
         size_t n;
         size_t offset = c->chars + count_chars(text.s ? text.s : "", text.len);
-        if (tok_stream_push(s->tok, &c->ts, id, &t, &n) != 0) continue;
-        hsb_addn(&text, t, n);
+        if (!hidden) {
+            if (tok_stream_push(s->tok, &c->ts, id, &t, &n) != 0) continue;
+            hsb_addn(&text, t, n);
+        }
         if (s->opts.logprobs) {
             json_t *top = json_object();
             dict_set(s->tok, top, id, o->logprobs ? o->logprobs[i] : 0);

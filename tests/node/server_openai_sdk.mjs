@@ -202,6 +202,23 @@ test('chat: n > 1 and seed reproducibility', async () => {
   eq(JSON.stringify(a.choices.map((c) => c.message)), JSON.stringify(b.choices.map((c) => c.message)), 'same seed');
 }, { api: true });
 
+test('completions: logprobs arrays as long as completion_tokens over 40 seeds', async () => {
+  // The tiny model's random weights sample special tokens now and then; with skip_special_tokens
+  // (the default) they give no text but keep their logprobs entry, stop tokens included.
+  let specials = 0;
+  for (let seed = 0; seed < 40; seed++) {
+    const r = await client.completions.create({
+      model: MODEL, prompt: 'Hi', max_tokens: 24, temperature: 1, seed, logprobs: 1,
+    });
+    const lp = r.choices[0].logprobs;
+    const n = r.usage.completion_tokens;
+    for (const k of ['tokens', 'token_logprobs', 'top_logprobs', 'text_offset'])
+      eq(lp[k].length, n, `seed ${seed}: ${k} vs completion_tokens`);
+    specials += lp.tokens.filter((t) => /^<\|[a-z_0-9]+\|>$/.test(t)).length;
+  }
+  assert(specials > 0, 'no special token sampled in 40 seeds: the check proved nothing');
+});
+
 test('chat: logprobs and top_logprobs', async () => {
   const r = await client.chat.completions.create({
     model: MODEL, messages: [{ role: 'user', content: 'Hi' }], max_tokens: 4, ignore_eos: true, logprobs: true,
