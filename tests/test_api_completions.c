@@ -46,8 +46,41 @@ static void test_prompts(void) {
         CHECK(c.req.n_prompt == 3 && c.req.prompt[2] == 3, "one id list in an array");
         api_call_free(&c);
     }
-    expect_error("{\"prompt\":[\"a\",\"b\"]}", 400, "prompt");
-    expect_error("{\"prompt\":[[1],[2]]}", 400, "prompt");
+    /* A list of prompts (vLLM): one engine request each, max_tokens checked per prompt. */
+    if (parse("{\"prompt\":[\"a\",[1,2,3],\"Say hi\"],\"n\":2}", &c, &e) == 0) {
+        CHECK(api_call_n_prompts(&c) == 3, "3 prompts: %d", api_call_n_prompts(&c));
+        engine_request rq;
+        api_call_request(&c, 0, &rq);
+        CHECK(rq.n_prompt == 1 && rq.max_tokens == 4095 && rq.n == 2, "prompt 0: %d %d",
+              rq.n_prompt, rq.max_tokens);
+        api_call_request(&c, 1, &rq);
+        CHECK(rq.n_prompt == 3 && rq.prompt[2] == 3 && rq.max_tokens == 4093 && rq.n == 2,
+              "prompt 1: %d %d", rq.n_prompt, rq.max_tokens);
+        api_call_request(&c, 2, &rq);
+        CHECK(rq.n_prompt == 2 && rq.max_tokens == 4094, "prompt 2: %d", rq.n_prompt);
+        api_call_free(&c);
+    }
+    if (parse("{\"prompt\":[[1],[2]],\"max_tokens\":7}", &c, &e) == 0) {
+        engine_request rq;
+        api_call_request(&c, 1, &rq);
+        CHECK(api_call_n_prompts(&c) == 2 && rq.prompt[0] == 2 && rq.max_tokens == 7, "id lists");
+        api_call_free(&c);
+    }
+    if (parse("{\"prompt\":\"a\"}", &c, &e) == 0) {
+        CHECK(api_call_n_prompts(&c) == 1, "one prompt");
+        api_call_free(&c);
+    }
+    expect_error("{\"prompt\":[\"a\",5]}", 400, "prompt[1]");
+    expect_error("{\"prompt\":[\"a\",[1,-2]]}", 400, "prompt[1][1]");
+    expect_error("{\"prompt\":[\"a\",\"\"]}", 400, "prompt[1]");
+    expect_error("{\"prompt\":[\"a\",[]]}", 400, "prompt[1]");
+    expect_error("{\"prompt\":[\"a\",[1,2]],\"max_tokens\":4095}", 400, "max_tokens");
+    hsb many = {0};
+    hsb_add(&many, "{\"prompt\":[");
+    for (int i = 0; i < 1025; i++) hsb_add(&many, i ? ",\"a\"" : "\"a\"");
+    hsb_add(&many, "]}");
+    expect_error(many.s, 400, "prompt");
+    hsb_free(&many);
     expect_error("{\"prompt\":[1,-2]}", 400, "prompt[1]");
     expect_error("{\"prompt\":[1,201088]}", 400, "prompt[1]");
     expect_error("{\"prompt\":[1,\"x\"]}", 400, "prompt[1]");
@@ -194,6 +227,66 @@ static void test_output(void) {
     CHECK_STR(jstr(r.body, "choices.0.finish_reason"), "length");
     CHECK(json_is_null(jpath(r.body, "choices.0.stop_reason")), "stop_reason null");
     result_free(&r);
+}
+
+/* Several prompts × n: choices in order (prompt × n + sample), each with its own prompt's echo,
+ * usage summed over the prompts and choices; streamed, each chunk names its choice. */
+static void test_prompt_list(void) {
+    for (int stream = 0; stream < 2; stream++) {
+        api_call c;
+        api_error e;
+        if (parse(stream ? "{\"prompt\":[\"Say hi\",[17,18]],\"n\":2,\"echo\":true,\"stream\":true}"
+                         : "{\"prompt\":[\"Say hi\",[17,18]],\"n\":2,\"echo\":true}",
+                  &c, &e) != 0)
+            continue;
+        api_stream *s = api_stream_new(&c, T, "cmpl-l", 1);
+        api_call_free(&c);
+        hsb raw = {0};
+        hsb_add(&raw, "");
+        const char *gen[4] = {" a<|endoftext|>", " b<|endoftext|>", " c<|endoftext|>",
+                              " d<|endoftext|>"};
+        /* Out of order, as the engine may finish them. */
+        const int order[4] = {3, 0, 2, 1};
+        for (int k = 0; k < 4; k++) {
+            run_opts ro = stop_run(199999);
+            ro.index = order[k];
+            ro.prompt_tokens = 2;
+            ivec t = ids_of(gen[order[k]]);
+            char *out = run_stream(s, &t, &ro, NULL);
+            hsb_add(&raw, out);
+            free(out);
+            ivec_free(&t);
+        }
+        if (stream) {
+            json_t *ev = sse_parse(raw.s, NULL);
+            const char *want[4] = {"Say hi a", "Say hi b", "23 c", "23 d"};
+            for (int i = 0; i < 4; i++) {
+                char *t = concat_text(ev, i);
+                CHECK_STR(t, want[i]);
+                free(t);
+            }
+            CHECK(strstr(raw.s, "data: [DONE]") != NULL, "done");
+            json_decref(ev);
+        } else {
+            json_t *b = json_loads(raw.s, 0, NULL);
+            CHECK(json_array_size(jpath(b, "choices")) == 4, "4 choices: %s", raw.s);
+            CHECK_STR(jstr(b, "choices.0.text"), "Say hi a");
+            CHECK_STR(jstr(b, "choices.1.text"), "Say hi b");
+            CHECK_STR(jstr(b, "choices.2.text"), "23 c");
+            CHECK_STR(jstr(b, "choices.3.text"), "23 d");
+            for (int i = 0; i < 4; i++) {
+                char path[32];
+                snprintf(path, sizeof path, "choices.%d.index", i);
+                CHECK(jint(b, path) == i, "index %d", i);
+            }
+            CHECK(jint(b, "usage.prompt_tokens") == 4, "prompt tokens summed over prompts: %s",
+                  raw.s);
+            CHECK(jint(b, "usage.completion_tokens") == 8, "completion tokens summed: %s", raw.s);
+            json_decref(b);
+        }
+        hsb_free(&raw);
+        api_stream_free(s);
+    }
 }
 
 static void test_logprobs(void) {
@@ -480,6 +573,7 @@ int main(void) {
     test_echo_limit();
     test_prompts();
     test_output();
+    test_prompt_list();
     test_logprobs();
     test_prompt_logprobs();
     test_stop_string_and_utf8();

@@ -94,6 +94,9 @@ struct srv_req {
     api_call call;
     api_stream *stream;
     int n_seqs, n_final; /* sequences, and final outputs received from the engine */
+    /* Engine requests: one per prompt (completions with a list), ids id .. id + n_submitted - 1,
+     * each with n_per sequences. */
+    int n_prompts, n_submitted, n_per;
     bool streaming, started, http_done, aborted;
     srv_req *prev, *next;
 };
