@@ -234,8 +234,10 @@ test('completions: a list of prompts × n, not streamed and streamed (as LangCha
 test('completions: logprobs arrays as long as completion_tokens over 40 seeds', async () => {
   // The tiny model's random weights sample special tokens now and then; with skip_special_tokens
   // (the default) they give no text but keep their logprobs entry, stop tokens included.
+  // SEEDS: fewer under ASan (test_server_openai.sh), where a seed takes seconds.
+  const seeds = Number(process.env.SEEDS || 40);
   let specials = 0;
-  for (let seed = 0; seed < 40; seed++) {
+  for (let seed = 0; seed < seeds; seed++) {
     const r = await client.completions.create({
       model: MODEL, prompt: 'Hi', max_tokens: 24, temperature: 1, seed, logprobs: 1,
     });
@@ -245,7 +247,7 @@ test('completions: logprobs arrays as long as completion_tokens over 40 seeds', 
       eq(lp[k].length, n, `seed ${seed}: ${k} vs completion_tokens`);
     specials += lp.tokens.filter((t) => /^<\|[a-z_0-9]+\|>$/.test(t)).length;
   }
-  assert(specials > 0, 'no special token sampled in 40 seeds: the check proved nothing');
+  if (seeds >= 40) assert(specials > 0, 'no special token sampled in 40 seeds: the check proved nothing');
 });
 
 test('chat: logprobs and top_logprobs', async () => {
