@@ -46,8 +46,41 @@ static void test_prompts(void) {
         CHECK(c.req.n_prompt == 3 && c.req.prompt[2] == 3, "one id list in an array");
         api_call_free(&c);
     }
-    expect_error("{\"prompt\":[\"a\",\"b\"]}", 400, "prompt");
-    expect_error("{\"prompt\":[[1],[2]]}", 400, "prompt");
+    /* A list of prompts (vLLM): one engine request each, max_tokens checked per prompt. */
+    if (parse("{\"prompt\":[\"a\",[1,2,3],\"Say hi\"],\"n\":2}", &c, &e) == 0) {
+        CHECK(api_call_n_prompts(&c) == 3, "3 prompts: %d", api_call_n_prompts(&c));
+        engine_request rq;
+        api_call_request(&c, 0, &rq);
+        CHECK(rq.n_prompt == 1 && rq.max_tokens == 4095 && rq.n == 2, "prompt 0: %d %d",
+              rq.n_prompt, rq.max_tokens);
+        api_call_request(&c, 1, &rq);
+        CHECK(rq.n_prompt == 3 && rq.prompt[2] == 3 && rq.max_tokens == 4093 && rq.n == 2,
+              "prompt 1: %d %d", rq.n_prompt, rq.max_tokens);
+        api_call_request(&c, 2, &rq);
+        CHECK(rq.n_prompt == 2 && rq.max_tokens == 4094, "prompt 2: %d", rq.n_prompt);
+        api_call_free(&c);
+    }
+    if (parse("{\"prompt\":[[1],[2]],\"max_tokens\":7}", &c, &e) == 0) {
+        engine_request rq;
+        api_call_request(&c, 1, &rq);
+        CHECK(api_call_n_prompts(&c) == 2 && rq.prompt[0] == 2 && rq.max_tokens == 7, "id lists");
+        api_call_free(&c);
+    }
+    if (parse("{\"prompt\":\"a\"}", &c, &e) == 0) {
+        CHECK(api_call_n_prompts(&c) == 1, "one prompt");
+        api_call_free(&c);
+    }
+    expect_error("{\"prompt\":[\"a\",5]}", 400, "prompt[1]");
+    expect_error("{\"prompt\":[\"a\",[1,-2]]}", 400, "prompt[1][1]");
+    expect_error("{\"prompt\":[\"a\",\"\"]}", 400, "prompt[1]");
+    expect_error("{\"prompt\":[\"a\",[]]}", 400, "prompt[1]");
+    expect_error("{\"prompt\":[\"a\",[1,2]],\"max_tokens\":4095}", 400, "max_tokens");
+    hsb many = {0};
+    hsb_add(&many, "{\"prompt\":[");
+    for (int i = 0; i < 1025; i++) hsb_add(&many, i ? ",\"a\"" : "\"a\"");
+    hsb_add(&many, "]}");
+    expect_error(many.s, 400, "prompt");
+    hsb_free(&many);
     expect_error("{\"prompt\":[1,-2]}", 400, "prompt[1]");
     expect_error("{\"prompt\":[1,201088]}", 400, "prompt[1]");
     expect_error("{\"prompt\":[1,\"x\"]}", 400, "prompt[1]");
@@ -196,6 +229,66 @@ static void test_output(void) {
     result_free(&r);
 }
 
+/* Several prompts × n: choices in order (prompt × n + sample), each with its own prompt's echo,
+ * usage summed over the prompts and choices; streamed, each chunk names its choice. */
+static void test_prompt_list(void) {
+    for (int stream = 0; stream < 2; stream++) {
+        api_call c;
+        api_error e;
+        if (parse(stream ? "{\"prompt\":[\"Say hi\",[17,18]],\"n\":2,\"echo\":true,\"stream\":true}"
+                         : "{\"prompt\":[\"Say hi\",[17,18]],\"n\":2,\"echo\":true}",
+                  &c, &e) != 0)
+            continue;
+        api_stream *s = api_stream_new(&c, T, "cmpl-l", 1);
+        api_call_free(&c);
+        hsb raw = {0};
+        hsb_add(&raw, "");
+        const char *gen[4] = {" a<|endoftext|>", " b<|endoftext|>", " c<|endoftext|>",
+                              " d<|endoftext|>"};
+        /* Out of order, as the engine may finish them. */
+        const int order[4] = {3, 0, 2, 1};
+        for (int k = 0; k < 4; k++) {
+            run_opts ro = stop_run(199999);
+            ro.index = order[k];
+            ro.prompt_tokens = 2;
+            ivec t = ids_of(gen[order[k]]);
+            char *out = run_stream(s, &t, &ro, NULL);
+            hsb_add(&raw, out);
+            free(out);
+            ivec_free(&t);
+        }
+        if (stream) {
+            json_t *ev = sse_parse(raw.s, NULL);
+            const char *want[4] = {"Say hi a", "Say hi b", "23 c", "23 d"};
+            for (int i = 0; i < 4; i++) {
+                char *t = concat_text(ev, i);
+                CHECK_STR(t, want[i]);
+                free(t);
+            }
+            CHECK(strstr(raw.s, "data: [DONE]") != NULL, "done");
+            json_decref(ev);
+        } else {
+            json_t *b = json_loads(raw.s, 0, NULL);
+            CHECK(json_array_size(jpath(b, "choices")) == 4, "4 choices: %s", raw.s);
+            CHECK_STR(jstr(b, "choices.0.text"), "Say hi a");
+            CHECK_STR(jstr(b, "choices.1.text"), "Say hi b");
+            CHECK_STR(jstr(b, "choices.2.text"), "23 c");
+            CHECK_STR(jstr(b, "choices.3.text"), "23 d");
+            for (int i = 0; i < 4; i++) {
+                char path[32];
+                snprintf(path, sizeof path, "choices.%d.index", i);
+                CHECK(jint(b, path) == i, "index %d", i);
+            }
+            CHECK(jint(b, "usage.prompt_tokens") == 4, "prompt tokens summed over prompts: %s",
+                  raw.s);
+            CHECK(jint(b, "usage.completion_tokens") == 8, "completion tokens summed: %s", raw.s);
+            json_decref(b);
+        }
+        hsb_free(&raw);
+        api_stream_free(s);
+    }
+}
+
 static void test_logprobs(void) {
     run_opts ro = stop_run(199999);
     ro.top_k = 3;
@@ -223,11 +316,51 @@ static void test_logprobs(void) {
         prev = off;
         CHECK(json_real_value(json_array_get(jpath(lp, "token_logprobs"), i)) < 0, "logprob");
     }
-    CHECK_STR(joined.s, "Hello world, this is a test.");
+    /* The stop token gives no text but has its entry: as many entries as completion_tokens. */
+    CHECK_STR(joined.s, "Hello world, this is a test.<|endoftext|>");
     CHECK(json_integer_value(json_array_get(jpath(lp, "text_offset"), 1)) == 5,
           "offset of ' world'");
+    CHECK((long long)n == jint(r.body, "usage.completion_tokens"), "entries %zu, tokens %lld", n,
+          jint(r.body, "usage.completion_tokens"));
+    CHECK(json_integer_value(json_array_get(jpath(lp, "text_offset"), n - 1)) == 28,
+          "the stop token's offset is the end of the text");
     hsb_free(&joined);
     result_free(&r);
+
+    /* A special token hidden by skip_special_tokens keeps its entry too (issue 12), streamed or
+     * not: the arrays stay as long as completion_tokens, and the text has no trace of it. */
+    for (int stream = 0; stream < 2; stream++) {
+        r = run(stream ? "{\"prompt\":\"x\",\"logprobs\":1,\"stream\":true}"
+                       : "{\"prompt\":\"x\",\"logprobs\":1}",
+                "a<|start|>b<|endoftext|>", ro);
+        hsb toks = {0}, text = {0};
+        hsb_add(&toks, ""), hsb_add(&text, "");
+        size_t n_off = 0;
+        json_t *bodies = stream ? r.events : json_pack("[O]", r.body);
+        size_t i;
+        json_t *ev;
+        json_array_foreach(bodies, i, ev) {
+            json_t *l = jpath(ev, "choices.0.logprobs");
+            if (!l || json_is_null(l)) continue;
+            hsb_add(&text, jstr(ev, "choices.0.text"));
+            size_t j;
+            json_t *t;
+            json_array_foreach(json_object_get(l, "tokens"), j, t) {
+                hsb_printf(&toks, "%s|", json_string_value(t));
+            }
+            CHECK(json_array_size(json_object_get(l, "token_logprobs")) ==
+                      json_array_size(json_object_get(l, "tokens")),
+                  "token_logprobs as long as tokens");
+            n_off += json_array_size(json_object_get(l, "text_offset"));
+        }
+        CHECK_STR(toks.s, "a|<|start|>|b|<|endoftext|>|");
+        CHECK_STR(text.s, "ab");
+        CHECK(n_off == 4, "text_offset entries %zu", n_off);
+        if (!stream) json_decref(bodies);
+        hsb_free(&toks);
+        hsb_free(&text);
+        result_free(&r);
+    }
 
     /* Echo with logprobs: the prompt's tokens come first, the first with null. */
     api_call c;
@@ -264,7 +397,8 @@ static void test_logprobs(void) {
         CHECK(api_stream_feed(s, &o, &out, &len) == 1, "complete");
         json_t *b = json_loads(out, 0, NULL);
         json_t *tl = jpath(b, "choices.0.logprobs.token_logprobs");
-        CHECK(json_array_size(tl) == (size_t)np + 1, "prompt + 1 generated: %s", out);
+        CHECK(json_array_size(tl) == (size_t)np + 2,
+              "prompt + 2 generated (with the stop token): %s", out);
         CHECK(json_is_null(json_array_get(tl, 0)), "first prompt token: null");
         CHECK(np < 2 || json_is_real(json_array_get(tl, 1)), "found in its row");
         CHECK(np < 3 || json_is_null(json_array_get(tl, 2)), "not in its row: null");
@@ -439,6 +573,7 @@ int main(void) {
     test_echo_limit();
     test_prompts();
     test_output();
+    test_prompt_list();
     test_logprobs();
     test_prompt_logprobs();
     test_stop_string_and_utf8();

@@ -32,6 +32,22 @@ expect 200 "models" "${AUTH[@]}" "$BASE/v1/models"
 [ "$(json 'b.data[0].id')" = tiny ] || fail "models: id"
 [ "$(json 'b.data[0].max_model_len')" = 4096 ] || fail "models: max_model_len"
 [ "$(json 'b.object')" = list ] || fail "models: object"
+# GET /v1/models/{id}: the same object as in the list; an unknown id is OpenAI's 404.
+cp "$TMP/body" "$TMP/list"
+expect 200 "models/tiny" "${AUTH[@]}" "$BASE/v1/models/tiny"
+node -e "const f=require('fs'),l=JSON.parse(f.readFileSync('$TMP/list')),m=JSON.parse(f.readFileSync('$TMP/body'));
+  if (JSON.stringify(l.data[0]) !== JSON.stringify(m)) throw new Error('differs: ' + JSON.stringify(m))" ||
+    fail "models/tiny is not the list's object"
+[ "$(json 'b.object + b.id + b.owned_by + b.permission[0].object')" = modeltinygptossmodel_permission ] ||
+    fail "models/tiny: $(cat "$TMP/body")"
+expect 404 "models/unknown" "${AUTH[@]}" "$BASE/v1/models/gpt-5"
+[ "$(json 'b.error.code + " " + b.error.param + " " + b.error.type')" = \
+    "model_not_found model invalid_request_error" ] || fail "models/unknown: $(cat "$TMP/body")"
+body_has 'The model `gpt-5` does not exist.' "models/unknown message"
+expect 404 "models/ (no id) is no route" "${AUTH[@]}" "$BASE/v1/models/"
+body_has 'no route for /v1/models/' "models/ message"
+expect 401 "models/tiny needs the key" "$BASE/v1/models/tiny"
+expect 405 "POST models/tiny" "${AUTH[@]}" -d '{}' "$BASE/v1/models/tiny"
 
 expect 200 "tokenize" "${AUTH[@]}" -d '{"prompt":"Hello world"}' "$BASE/tokenize"
 [ "$(json 'b.tokens.join(",")')" = "13225,2375" ] || fail "tokenize: tokens $(cat "$TMP/body")"
@@ -147,7 +163,13 @@ stop_server
 
 # SIGTERM drains: a short request in flight finishes normally, a long one is aborted when
 # --shutdown-timeout runs out but still gets a proper end ([DONE]), and the exit code is 0.
-start_server --max-model-len 4096 --shutdown-timeout $([ "$SANITIZED" = 1 ] && echo 15 || echo 3)
+start_server --max-model-len 4096 --shutdown-timeout $([ "$SANITIZED" = 1 ] && echo 15 || echo 3) \
+    --served-model-name openai/gpt-oss-tiny
+# A model id with '/' in it, percent-encoded (as SDKs send it) or not.
+expect 200 "models/{id} with %2F" "$BASE/v1/models/openai%2Fgpt-oss-tiny"
+[ "$(json 'b.id')" = openai/gpt-oss-tiny ] || fail "models/%2F: $(cat "$TMP/body")"
+expect 200 "models/{id} with /" "$BASE/v1/models/openai/gpt-oss-tiny"
+expect 404 "models/{id}: a prefix of the name is not the name" "$BASE/v1/models/openai"
 curl -sN --max-time 60 -d '{"prompt":"Hi","max_tokens":4000,"ignore_eos":true,"stream":true}' \
     "$BASE/v1/completions" >"$TMP/long" &
 long=$!

@@ -61,6 +61,11 @@ int api_parse_chat(const char *body, size_t len, const tokenizer *tok, const api
 int api_parse_responses(const char *body, size_t len, const tokenizer *tok, const api_config *cfg,
                         api_call *out, api_error *err);
 void api_call_free(api_call *c);
+/* Completions with a list of prompts become one engine request per prompt, each with the call's
+ * n samples; the stream's choice index is prompt × n + sample. api_call_request fills *out with
+ * call->req for prompt p (its tokens and max_tokens; the pointers stay the call's). */
+int api_call_n_prompts(const api_call *c);
+void api_call_request(const api_call *c, int p, engine_request *out);
 
 /* The output side of one request. */
 typedef struct api_stream api_stream;

@@ -1,8 +1,8 @@
 /* POST /v1/completions: raw text or token ids in, no harmony.
  *
  * `prompt` is a string (encoded with encode_ordinary: special-token names in it are plain text), an
- * array of token ids, or an array holding exactly one of those; several prompts in one request are
- * refused (400) — send one request per prompt. `logprobs` is OpenAI's integer (0..5 alternatives
+ * array of token ids, or an array of those (several prompts, as vLLM takes them: one engine request
+ * each, choices prompt × n + sample, up to API_MAX_PROMPTS). `logprobs` is OpenAI's integer (0..5 alternatives
  * per token); `prompt_logprobs` is vLLM's extension (0..20 alternatives per prompt position);
  * `echo` puts the prompt in front of the text. `suffix` is not supported (as in vLLM). */
 #include "api/api_internal.h"
@@ -12,6 +12,7 @@
 #include "tokenizer/tok_utf8.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* An array of token ids → out (checked against the vocabulary). */
@@ -30,26 +31,9 @@ static int token_array(const json_t *a, const char *param, const tokenizer *tok,
     return 0;
 }
 
-static int parse_prompt(const json_t *root, const tokenizer *tok, api_call *call, api_opts *o,
-                        api_error *err) {
-    json_t *p = json_object_get(root, "prompt");
-    if (!p || json_is_null(p)) {
-        api_error_set(err, 400, NULL, "prompt", "Missing required parameter: 'prompt'");
-        return -1;
-    }
-    const char *param = "prompt";
-    /* One prompt wrapped in an array, as the SDKs allow: unwrap it. */
-    if (json_is_array(p) && json_array_size(p) >= 1 && !json_is_integer(json_array_get(p, 0))) {
-        if (json_array_size(p) > 1) {
-            api_error_set(err, 400, NULL, "prompt",
-                          "Invalid value for 'prompt': only one prompt per request is supported, "
-                          "got %zu (send one request per prompt)",
-                          json_array_size(p));
-            return -1;
-        }
-        p = json_array_get(p, 0);
-        param = "prompt[0]";
-    }
+/* One prompt (a string or an array of token ids) at `param` → *out, with its text for echo. */
+static int one_prompt(const json_t *p, const char *param, const tokenizer *tok, bool echo,
+                      api_prompt *out, api_error *err) {
     ivec ids = {0};
     if (json_is_string(p)) {
         const char *s = json_string_value(p);
@@ -59,23 +43,22 @@ static int parse_prompt(const json_t *root, const tokenizer *tok, api_call *call
             ivec_free(&ids);
             return -1;
         }
-        if (call->echo) {
-            o->prompt_text = xstrndup(s, n);
-            o->prompt_text_len = n;
+        if (echo) {
+            out->text = xstrndup(s, n);
+            out->text_len = n;
         }
     } else if (json_is_array(p)) {
         if (token_array(p, param, tok, &ids, err) < 0) {
             ivec_free(&ids);
             return -1;
         }
-        if (call->echo && ids.len) {
+        if (echo && ids.len) {
             char *text;
             size_t n;
             tokenizer_decode(tok, ids.v, ids.len, &text, &n);
-            o->prompt_text = xmalloc(3 * n + 1);
-            o->prompt_text_len =
-                utf8_repair((unsigned char *)text, n, (unsigned char *)o->prompt_text);
-            o->prompt_text[o->prompt_text_len] = 0;
+            out->text = xmalloc(3 * n + 1);
+            out->text_len = utf8_repair((unsigned char *)text, n, (unsigned char *)out->text);
+            out->text[out->text_len] = 0;
             free(text);
         }
     } else {
@@ -85,8 +68,51 @@ static int parse_prompt(const json_t *root, const tokenizer *tok, api_call *call
             api_json_type_name(p));
         return -1;
     }
-    call->req.prompt = ids.v;
-    call->req.n_prompt = (int)ids.len;
+    out->ids = ids.v ? ids.v : xcalloc(1, sizeof *out->ids);
+    out->n = (int)ids.len;
+    return 0;
+}
+
+/* `prompt`: one prompt, or a list of them (strings or arrays of token ids), as vLLM takes. Each is
+ * checked against the context with its own max_tokens. req gets the first prompt. */
+static int parse_prompt(const json_t *root, const tokenizer *tok, const api_config *cfg,
+                        api_call *call, api_opts *o, api_error *err) {
+    json_t *p = json_object_get(root, "prompt");
+    if (!p || json_is_null(p)) {
+        api_error_set(err, 400, NULL, "prompt", "Missing required parameter: 'prompt'");
+        return -1;
+    }
+    bool list =
+        json_is_array(p) && json_array_size(p) >= 1 && !json_is_integer(json_array_get(p, 0));
+    size_t n = list ? json_array_size(p) : 1;
+    if (n > API_MAX_PROMPTS) {
+        api_error_set(err, 400, NULL, "prompt",
+                      "Invalid value for 'prompt': at most %d prompts per request, got %zu",
+                      API_MAX_PROMPTS, n);
+        return -1;
+    }
+    o->prompts = xcalloc(n, sizeof *o->prompts);
+    static const char *const keys[] = {"max_tokens", NULL};
+    for (size_t i = 0; i < n; i++) {
+        char param[32] = "prompt";
+        if (list) snprintf(param, sizeof param, "prompt[%zu]", i);
+        api_prompt *ap = &o->prompts[o->n_prompts++];
+        if (one_prompt(list ? json_array_get(p, i) : p, param, tok, call->echo, ap, err) < 0)
+            return -1;
+        /* The length checks read req: point it at this prompt for them. */
+        call->req.prompt = ap->ids;
+        call->req.n_prompt = ap->n;
+        int rc = api_finish_lengths(root, keys, param, cfg, call, err);
+        call->req.prompt = NULL;
+        if (rc < 0) return -1;
+        ap->max_tokens = call->req.max_tokens;
+    }
+    /* req owns its own copy of the first prompt (api_request_free frees it). */
+    int32_t *first = xmalloc(((size_t)o->prompts[0].n + 1) * sizeof *first);
+    memcpy(first, o->prompts[0].ids, (size_t)o->prompts[0].n * sizeof *first);
+    call->req.prompt = first;
+    call->req.n_prompt = o->prompts[0].n;
+    call->req.max_tokens = o->prompts[0].max_tokens;
     return 0;
 }
 
@@ -109,14 +135,16 @@ static size_t escaped_len(const char *s, size_t n) {
 static int check_echo_size(const tokenizer *tok, const api_config *cfg, const api_call *call,
                            const api_opts *o, api_error *err) {
     if (!call->echo || !cfg->max_echo_bytes) return 0;
-    double per_choice = (double)escaped_len(o->prompt_text ? o->prompt_text : "",
-                                            o->prompt_text ? o->prompt_text_len : 0);
-    if (o->logprobs)
-        for (int i = 0; i < call->req.n_prompt; i++) {
+    double per_choice = 0; /* per sample: every prompt's echo */
+    for (int p = 0; p < o->n_prompts; p++) {
+        const api_prompt *ap = &o->prompts[p];
+        per_choice += (double)escaped_len(ap->text ? ap->text : "", ap->text ? ap->text_len : 0);
+        for (int i = 0; o->logprobs && i < ap->n; i++) {
             size_t len = 0;
-            const char *b = tokenizer_token_bytes(tok, call->req.prompt[i], &len);
+            const char *b = tokenizer_token_bytes(tok, ap->ids[i], &len);
             per_choice += (double)(o->top_logprobs + 3) * (double)((b ? len : 0) + 24);
         }
+    }
     int n = call->req.n > 0 ? call->req.n : 1;
     double total = per_choice * n;
     if (total <= (double)cfg->max_echo_bytes) return 0;
@@ -158,9 +186,7 @@ static int parse_fields(const json_t *root, const tokenizer *tok, const api_conf
         if (need > want) want = need;
     }
     out->req.params.prompt_logprobs = want;
-    if (parse_prompt(root, tok, out, o, err) < 0) return -1;
-    static const char *const keys[] = {"max_tokens", NULL};
-    if (api_finish_lengths(root, keys, "prompt", cfg, out, err) < 0) return -1;
+    if (parse_prompt(root, tok, cfg, out, o, err) < 0) return -1;
     return check_echo_size(tok, cfg, out, o, err);
 }
 

@@ -7,8 +7,9 @@
  * (the engine reports its length in trim_bytes, and holds back the tokens that might start one, so
  * they all arrive in the last output).
  *
- * logprobs: {tokens, token_logprobs, top_logprobs, text_offset}, one entry per token that gives
- * text; top_logprobs maps the text of each alternative (and of the sampled token, as OpenAI does)
+ * logprobs: {tokens, token_logprobs, top_logprobs, text_offset}, one entry per sampled token (a
+ * hidden special token included, with its name as its text), so the arrays are as long as
+ * completion_tokens but for tokens cut with a stop string; top_logprobs maps the text of each alternative (and of the sampled token, as OpenAI does)
  * to its logprob; text_offset counts characters from the start of the choice's text. With echo, the
  * prompt's tokens come first: the first with null logprobs, the others with the logprob found in
  * the engine's prompt rows (null when the prompt token is not among the alternatives there).
@@ -31,12 +32,16 @@ typedef struct {
     json_t *stop_reason;
 } cmpl_choice;
 
+/* The engine's prompt rows of one prompt, kept from whichever of its outputs brought them. */
+typedef struct {
+    int32_t *ids;
+    float *lps;
+    int n, k;
+} cmpl_rows;
+
 struct api_cmpl_state {
     cmpl_choice *ch;
-    /* The engine's prompt rows, kept from whichever output brought them. */
-    int32_t *rows_ids;
-    float *rows_lps;
-    int n_rows, rows_k;
+    cmpl_rows *rows; /* per prompt */
 };
 
 static json_t *lp_new(void) {
@@ -46,6 +51,7 @@ static json_t *lp_new(void) {
 int api_cmpl_stream_init(api_stream *s) {
     s->cmpl = xcalloc(1, sizeof *s->cmpl);
     s->cmpl->ch = xcalloc((size_t)s->n, sizeof *s->cmpl->ch);
+    s->cmpl->rows = xcalloc((size_t)(s->n / s->n_per), sizeof *s->cmpl->rows);
     for (int i = 0; i < s->n; i++) {
         tok_stream_init(&s->cmpl->ch[i].ts);
         s->cmpl->ch[i].lp = lp_new();
@@ -64,8 +70,9 @@ void api_cmpl_stream_free(api_stream *s) {
         json_decref(c->stop_reason);
     }
     free(s->cmpl->ch);
-    free(s->cmpl->rows_ids);
-    free(s->cmpl->rows_lps);
+    for (int p = 0; p < s->n / s->n_per; p++)
+        free(s->cmpl->rows[p].ids), free(s->cmpl->rows[p].lps);
+    free(s->cmpl->rows);
     free(s->cmpl);
     s->cmpl = NULL;
 }
@@ -76,16 +83,15 @@ static size_t count_chars(const char *t, size_t n) {
     return c;
 }
 
-static void keep_rows(api_stream *s, const engine_output *o) {
-    api_cmpl_state *st = s->cmpl;
-    if (st->rows_ids || o->n_prompt_rows <= 0 || o->prompt_k <= 0 || !o->prompt_top_ids) return;
+static void keep_rows(cmpl_rows *st, const engine_output *o) {
+    if (st->ids || o->n_prompt_rows <= 0 || o->prompt_k <= 0 || !o->prompt_top_ids) return;
     size_t n = (size_t)o->n_prompt_rows * (size_t)o->prompt_k;
-    st->rows_ids = xmalloc(n * sizeof *st->rows_ids);
-    st->rows_lps = xmalloc(n * sizeof *st->rows_lps);
-    memcpy(st->rows_ids, o->prompt_top_ids, n * sizeof *st->rows_ids);
-    memcpy(st->rows_lps, o->prompt_top_logprobs, n * sizeof *st->rows_lps);
-    st->n_rows = o->n_prompt_rows;
-    st->rows_k = o->prompt_k;
+    st->ids = xmalloc(n * sizeof *st->ids);
+    st->lps = xmalloc(n * sizeof *st->lps);
+    memcpy(st->ids, o->prompt_top_ids, n * sizeof *st->ids);
+    memcpy(st->lps, o->prompt_top_logprobs, n * sizeof *st->lps);
+    st->n = o->n_prompt_rows;
+    st->k = o->prompt_k;
 }
 
 static void dict_set(const tokenizer *tok, json_t *dict, int32_t id, float lp) {
@@ -107,18 +113,17 @@ static void lp_add(const tokenizer *tok, json_t *lp, int32_t id, json_t *logprob
 }
 
 /* The echoed prompt's entries. */
-static void echo_logprobs(api_stream *s, json_t *lp) {
-    api_cmpl_state *st = s->cmpl;
+static void echo_logprobs(api_stream *s, const api_prompt *pr, const cmpl_rows *st, json_t *lp) {
     size_t off = 0;
-    for (int q = 0; q < s->n_prompt; q++) {
+    for (int q = 0; q < pr->n; q++) {
         json_t *logprob = json_null(), *top = json_null();
-        if (q > 0 && st->rows_ids && q - 1 < st->n_rows) {
-            const int32_t *ids = st->rows_ids + (size_t)(q - 1) * st->rows_k;
-            const float *lps = st->rows_lps + (size_t)(q - 1) * st->rows_k;
+        if (q > 0 && st->ids && q - 1 < st->n) {
+            const int32_t *ids = st->ids + (size_t)(q - 1) * st->k;
+            const float *lps = st->lps + (size_t)(q - 1) * st->k;
             top = json_object();
-            for (int j = 0; j < st->rows_k; j++) {
+            for (int j = 0; j < st->k; j++) {
                 if (ids[j] < 0) continue;
-                if (ids[j] == s->prompt[q]) {
+                if (ids[j] == pr->ids[q]) {
                     json_decref(logprob);
                     logprob = api_jlogprob(lps[j]);
                     dict_set(s->tok, top, ids[j], lps[j]);
@@ -127,25 +132,24 @@ static void echo_logprobs(api_stream *s, json_t *lp) {
                 }
             }
         }
-        lp_add(s->tok, lp, s->prompt[q], logprob, top, off);
+        lp_add(s->tok, lp, pr->ids[q], logprob, top, off);
         size_t n;
-        char *t = api_token_text(s->tok, s->prompt[q], &n);
+        char *t = api_token_text(s->tok, pr->ids[q], &n);
         off += count_chars(t, n);
         free(t);
     }
 }
 
 /* vLLM's prompt_logprobs: [null, {"<id>": {logprob, rank, decoded_token}}, ...]. */
-static json_t *prompt_logprobs_json(api_stream *s) {
-    api_cmpl_state *st = s->cmpl;
-    if (!st->rows_ids) return json_null();
+static json_t *prompt_logprobs_json(api_stream *s, const cmpl_rows *st) {
+    if (!st->ids) return json_null();
     json_t *a = json_array();
     json_array_append_new(a, json_null());
-    int k = s->opts.prompt_logprobs < st->rows_k ? s->opts.prompt_logprobs : st->rows_k;
-    for (int r = 0; r < st->n_rows; r++) {
+    int k = s->opts.prompt_logprobs < st->k ? s->opts.prompt_logprobs : st->k;
+    for (int r = 0; r < st->n; r++) {
         json_t *row = json_object();
         for (int j = 0; j < k; j++) {
-            int32_t id = st->rows_ids[(size_t)r * st->rows_k + j];
+            int32_t id = st->ids[(size_t)r * st->k + j];
             if (id < 0) continue;
             char key[16];
             snprintf(key, sizeof key, "%d", id);
@@ -153,8 +157,8 @@ static json_t *prompt_logprobs_json(api_stream *s) {
             char *t = api_token_text(s->tok, id, &n);
             json_object_set_new(row, key,
                                 json_pack("{sosiso}", "logprob",
-                                          api_jlogprob(st->rows_lps[(size_t)r * st->rows_k + j]),
-                                          "rank", j + 1, "decoded_token", api_jstr(t, n)));
+                                          api_jlogprob(st->lps[(size_t)r * st->k + j]), "rank",
+                                          j + 1, "decoded_token", api_jstr(t, n)));
             free(t);
         }
         json_array_append_new(a, row);
@@ -181,32 +185,40 @@ static json_t *envelope(const api_stream *s, json_t *choices) {
 int api_cmpl_stream_feed(api_stream *s, const engine_output *o, char **out, size_t *out_len) {
     cmpl_choice *c = &s->cmpl->ch[o->index];
     if (c->finished) return 0;
-    keep_rows(s, o);
+    /* Which prompt: choices are numbered prompt × n + sample. */
+    int p = o->index / s->n_per;
+    const api_prompt *pr = p < s->opts.n_prompts ? &s->opts.prompts[p] : NULL;
+    cmpl_rows *rows_p = &s->cmpl->rows[p];
+    keep_rows(rows_p, o);
     hsb text = {0};
     json_t *lp = lp_new();
     bool first = !c->started;
     if (first) {
         c->started = true;
-        if (s->echo) {
-            hsb_addn(&text, s->opts.prompt_text, s->opts.prompt_text_len);
-            if (s->opts.logprobs && s->prompt) echo_logprobs(s, lp);
+        if (s->echo && pr) {
+            hsb_addn(&text, pr->text ? pr->text : "", pr->text ? pr->text_len : 0);
+            if (s->opts.logprobs) echo_logprobs(s, pr, rows_p, lp);
         }
-        if (s->opts.prompt_logprobs > 0) c->prompt_lp = prompt_logprobs_json(s);
+        if (s->opts.prompt_logprobs > 0) c->prompt_lp = prompt_logprobs_json(s, rows_p);
     }
-    /* Tokens of this output that give text (index into o), to drop trimmed ones afterwards. */
+    /* Tokens of this output with an entry (index into o), to drop trimmed ones afterwards. */
     int *rows = xmalloc(((size_t)o->n_tokens + 1) * sizeof *rows);
     int n_rows = 0;
     for (int i = 0; i < o->n_tokens; i++) {
         int32_t id = o->tokens[i];
         bool special = tokenizer_is_special(s->tok, id);
         bool is_stop = o->finished && i == o->n_tokens - 1 && id == o->stop_token;
-        /* vLLM: the output contains a stop token unless it is a special token. */
-        if (special && (is_stop || s->opts.skip_special_tokens)) continue;
+        /* vLLM: the output contains a stop token unless it is a special token. A hidden token
+         * still has its logprobs entry (at the current offset, adding no text): it was sampled
+         * and is counted in completion_tokens, and clients line the arrays up with that. */
+        bool hidden = special && (is_stop || s->opts.skip_special_tokens);
         const char *t;
         size_t n;
         size_t offset = c->chars + count_chars(text.s ? text.s : "", text.len);
-        if (tok_stream_push(s->tok, &c->ts, id, &t, &n) != 0) continue;
-        hsb_addn(&text, t, n);
+        if (!hidden) {
+            if (tok_stream_push(s->tok, &c->ts, id, &t, &n) != 0) continue;
+            hsb_addn(&text, t, n);
+        }
         if (s->opts.logprobs) {
             json_t *top = json_object();
             dict_set(s->tok, top, id, o->logprobs ? o->logprobs[i] : 0);

@@ -31,7 +31,9 @@ enum {
     API_MAX_STOP = 4,
     API_MAX_COMPLETION_LOGPROBS = 5,
     API_MAX_TOP_LOGPROBS = 20,
-    API_MAX_N = 128
+    API_MAX_N = 128,
+    /* completions: prompts in one request (each is an engine request with n samples) */
+    API_MAX_PROMPTS = 1024
 };
 
 /* ---- api_json.c ------------------------------------------------------------------------------ */
@@ -83,6 +85,15 @@ void api_out_json(char **out, size_t *out_len, json_t *v);
 
 /* ---- api_params.c ---------------------------------------------------------------------------- */
 
+/* One prompt of a completions request (a list of prompts gives several). */
+typedef struct {
+    int32_t *ids;
+    int n;
+    char *text; /* with echo: the prompt as text (else NULL) */
+    size_t text_len;
+    int max_tokens; /* max_tokens against this prompt's length */
+} api_prompt;
+
 /* What the request asked for beyond the engine request: options the output side needs. A plain
  * value (strings owned, freed by api_opts_free), copied into every stream. */
 typedef struct {
@@ -91,8 +102,8 @@ typedef struct {
     int prompt_logprobs; /* completions (vLLM extension): alternatives per prompt position shown */
     bool include_reasoning;
     bool skip_special_tokens;
-    char *prompt_text; /* completions with echo: the prompt as text */
-    size_t prompt_text_len;
+    api_prompt *prompts; /* completions: every prompt of the request, in order */
+    int n_prompts;
     char **stop; /* the stop strings (to report stop_reason) */
     int n_stop;
     json_t *echo; /* responses: request fields the response object repeats */
@@ -266,9 +277,8 @@ struct api_stream {
     long created;
     const tokenizer *tok;
     api_opts opts;
-    int n, n_finished;
-    int n_prompt;
-    int32_t *prompt; /* completions with echo and logprobs */
+    int n, n_finished; /* choices: prompts × samples per prompt */
+    int n_per;         /* samples per prompt (the request's n) */
     int prompt_tokens, cached_tokens, completion_tokens, reasoning_tokens;
     int status; /* HTTP status of the non-streamed body */
     bool done;

@@ -273,9 +273,19 @@ void api_request_free(engine_request *r) {
 
 void api_opts_copy(api_opts *dst, const api_opts *src) {
     *dst = *src;
-    if (src->prompt_text) {
-        dst->prompt_text = xmalloc(src->prompt_text_len + 1);
-        memcpy(dst->prompt_text, src->prompt_text, src->prompt_text_len + 1);
+    if (src->n_prompts) {
+        dst->prompts = xcalloc((size_t)src->n_prompts, sizeof *dst->prompts);
+        for (int i = 0; i < src->n_prompts; i++) {
+            const api_prompt *a = &src->prompts[i];
+            api_prompt *b = &dst->prompts[i];
+            *b = *a;
+            b->ids = xmalloc(((size_t)a->n + 1) * sizeof *b->ids);
+            if (a->n) memcpy(b->ids, a->ids, (size_t)a->n * sizeof *b->ids);
+            if (a->text) {
+                b->text = xmalloc(a->text_len + 1);
+                memcpy(b->text, a->text, a->text_len + 1);
+            }
+        }
     }
     if (src->n_stop) {
         dst->stop = xcalloc((size_t)src->n_stop, sizeof *dst->stop);
@@ -287,7 +297,8 @@ void api_opts_copy(api_opts *dst, const api_opts *src) {
 }
 
 void api_opts_free(api_opts *o) {
-    free(o->prompt_text);
+    for (int i = 0; i < o->n_prompts; i++) free(o->prompts[i].ids), free(o->prompts[i].text);
+    free(o->prompts);
     for (int i = 0; i < o->n_stop; i++) free(o->stop[i]);
     free(o->stop);
     json_decref(o->echo);
@@ -303,6 +314,20 @@ void api_call_free(api_call *c) {
         free(c->priv);
     }
     memset(c, 0, sizeof *c);
+}
+
+int api_call_n_prompts(const api_call *c) {
+    const api_opts *o = c->priv ? api_call_opts(c) : NULL;
+    return o && o->n_prompts > 0 ? o->n_prompts : 1;
+}
+
+void api_call_request(const api_call *c, int p, engine_request *out) {
+    *out = c->req;
+    const api_opts *o = c->priv ? api_call_opts(c) : NULL;
+    if (!o || p <= 0 || p >= o->n_prompts) return;
+    out->prompt = o->prompts[p].ids;
+    out->n_prompt = o->prompts[p].n;
+    out->max_tokens = o->prompts[p].max_tokens;
 }
 
 void api_make_id(char *buf, size_t cap, const char *prefix, const char *response_id, int choice,

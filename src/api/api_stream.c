@@ -18,14 +18,14 @@ api_stream *api_stream_new(const api_call *call, const tokenizer *tok, const cha
     s->created = created;
     s->tok = tok;
     if (call->priv) api_opts_copy(&s->opts, api_call_opts(call));
-    s->n = call->req.n > 0 ? call->req.n : 1;
-    s->n_prompt = call->req.n_prompt;
+    s->n_per = call->req.n > 0 ? call->req.n : 1;
+    s->n = s->n_per * api_call_n_prompts(call);
     s->prompt_tokens = call->req.n_prompt;
-    s->status = 200;
-    if (call->kind == API_COMPLETIONS && call->req.n_prompt > 0) {
-        s->prompt = xmalloc((size_t)call->req.n_prompt * sizeof *s->prompt);
-        memcpy(s->prompt, call->req.prompt, (size_t)call->req.n_prompt * sizeof *s->prompt);
+    if (s->opts.n_prompts > 1) {
+        s->prompt_tokens = 0;
+        for (int p = 0; p < s->opts.n_prompts; p++) s->prompt_tokens += s->opts.prompts[p].n;
     }
+    s->status = 200;
     switch (s->kind) {
     case API_CHAT:
         api_chat_stream_init(s);
@@ -72,16 +72,17 @@ void api_stream_free(api_stream *s) {
         break;
     }
     api_opts_free(&s->opts);
-    free(s->prompt);
     free(s->id);
     free(s->model);
     free(s);
 }
 
 void api_stream_count(api_stream *s, const engine_output *o) {
-    if (o->prompt_tokens > 0) s->prompt_tokens = o->prompt_tokens;
-    /* n > 1: the first sample's figure (the others share its prefix and may hit the cache). */
-    if (o->index == 0) s->cached_tokens = o->cached_tokens;
+    /* Several prompts: their sum, counted at the start (vLLM counts each prompt once). */
+    if (o->prompt_tokens > 0 && s->opts.n_prompts <= 1) s->prompt_tokens = o->prompt_tokens;
+    /* n > 1: each prompt's first sample's figure (the others share its prefix and may hit the
+     * cache). */
+    if (o->index % s->n_per == 0) s->cached_tokens += o->cached_tokens;
     s->completion_tokens += o->completion_tokens;
 }
 

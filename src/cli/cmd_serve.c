@@ -10,8 +10,8 @@
 
 static const char USAGE[] =
     "usage: gptoss serve --model DIR|synthetic:tiny [options]\n"
-    "Serves the OpenAI API (/v1/completions, /v1/chat/completions, /v1/responses, /v1/models) "
-    "plus\n"
+    "Serves the OpenAI API (/v1/completions, /v1/chat/completions, /v1/responses, /v1/models,\n"
+    "/v1/models/{id}) plus "
     "/tokenize, /detokenize, /health, /version and /metrics (Prometheus, vLLM's metric names).\n"
     "`--model synthetic:tiny` writes a tiny random-weight model into the cache folder once and "
     "serves it.\n"
@@ -38,7 +38,16 @@ static const char USAGE[] =
     "(default 30)\n"
     "  --stats-interval SECONDS       period of the stats log line (default 10; 0 = off)\n"
     "  --max-waiting-requests N       more waiting requests are refused with 429 (default 0 = no "
-    "limit)\n" ENGINE_ARGS_HELP;
+    "limit)\n"
+    "  --allowed-origins JSON         CORS: origins whose pages may call the API, a JSON list "
+    "(default\n"
+    "                                 [\"*\"]: all)\n"
+    "  --allowed-methods JSON         CORS: methods a preflight may ask for (default [\"*\"])\n"
+    "  --allowed-headers JSON         CORS: request headers a preflight may ask for (default "
+    "[\"*\"])\n"
+    "  --allow-credentials            CORS: let pages send cookies and read the answer (the "
+    "origin is\n"
+    "                                 echoed instead of *)\n" ENGINE_ARGS_HELP;
 
 static int opt_int(args_t *a, const char *name, long lo, long hi, int *out, bool *matched) {
     const char *v;
@@ -50,13 +59,24 @@ static int opt_int(args_t *a, const char *name, long lo, long hi, int *out, bool
     return 0;
 }
 
+static int serve(int argc, char **argv, server_options *o);
+
 int cmd_serve(int argc, char **argv) {
-    args_t a;
-    args_init(&a, argc, argv);
     server_options o;
     server_options_default(&o);
+    int rc = serve(argc, argv, &o);
+    /* The lists are the only options the parser allocates. */
+    server_list_free(&o.allowed_origins);
+    server_list_free(&o.allowed_methods);
+    server_list_free(&o.allowed_headers);
+    return rc;
+}
+
+static int serve(int argc, char **argv, server_options *o) {
+    args_t a;
+    args_init(&a, argc, argv);
     while (a.i < argc) {
-        const int em = engine_args_parse(&a, &o.rt);
+        const int em = engine_args_parse(&a, &o->rt);
         if (em < 0) return args_fail(&a);
         if (em > 0) continue;
         const char *v = NULL;
@@ -74,47 +94,58 @@ int cmd_serve(int argc, char **argv) {
         dst = iv;                                                                                  \
         continue;                                                                                  \
     }
-        INT_OPT("--port", 0, 65535, o.port)
-        INT_OPT("--api-server-threads", 1, 64, o.n_loops)
-        INT_OPT("--timeout-keep-alive", 1, 86400, o.idle_timeout)
-        INT_OPT("--max-waiting-requests", 0, 1 << 24, o.rt.eng.max_waiting)
-        INT_OPT("--max-connections", 0, 1 << 24, o.max_connections)
+        INT_OPT("--port", 0, 65535, o->port)
+        INT_OPT("--api-server-threads", 1, 64, o->n_loops)
+        INT_OPT("--timeout-keep-alive", 1, 86400, o->idle_timeout)
+        INT_OPT("--max-waiting-requests", 0, 1 << 24, o->rt.eng.max_waiting)
+        INT_OPT("--max-connections", 0, 1 << 24, o->max_connections)
 #undef INT_OPT
-        if (args_opt(&a, "--host", &o.host)) {
-            if (!o.host) return args_fail(&a);
-        } else if (args_opt(&a, "--api-key", &o.api_key)) {
-            if (!o.api_key) return args_fail(&a);
+        if (args_opt(&a, "--host", &o->host)) {
+            if (!o->host) return args_fail(&a);
+        } else if (args_opt(&a, "--api-key", &o->api_key)) {
+            if (!o->api_key) return args_fail(&a);
             /* An empty key would silently mean "no authentication". */
-            if (!o.api_key[0])
+            if (!o->api_key[0])
                 return args_usage_error(&a, "option --api-key: the key is empty", USAGE);
+        } else if (args_opt(&a, "--allowed-origins", &v)) {
+            if (!v || server_list_parse("--allowed-origins", v, &o->allowed_origins) != 0)
+                return args_fail(&a);
+        } else if (args_opt(&a, "--allowed-methods", &v)) {
+            if (!v || server_list_parse("--allowed-methods", v, &o->allowed_methods) != 0)
+                return args_fail(&a);
+        } else if (args_opt(&a, "--allowed-headers", &v)) {
+            if (!v || server_list_parse("--allowed-headers", v, &o->allowed_headers) != 0)
+                return args_fail(&a);
+        } else if (args_flag(&a, "--allow-credentials")) {
+            o->allow_credentials = true;
         } else if (args_flag(&a, "--metrics-no-auth")) {
-            o.metrics_no_auth = true;
-        } else if (args_opt(&a, "--served-model-name", &o.served_model_name)) {
-            if (!o.served_model_name) return args_fail(&a);
-            if (!o.served_model_name[0])
+            o->metrics_no_auth = true;
+        } else if (args_opt(&a, "--served-model-name", &o->served_model_name)) {
+            if (!o->served_model_name) return args_fail(&a);
+            if (!o->served_model_name[0])
                 return args_usage_error(&a, "option --served-model-name: the name is empty", USAGE);
         } else if (args_opt(&a, "--max-request-bytes", &v)) {
             if (args_int("--max-request-bytes", v, 1024, 1L << 40, &lv)) return args_fail(&a);
-            o.max_request_bytes = (size_t)lv;
+            o->max_request_bytes = (size_t)lv;
         } else if (args_opt(&a, "--max-echo-bytes", &v)) {
             if (args_int("--max-echo-bytes", v, 1024, 1L << 40, &lv)) return args_fail(&a);
-            o.max_echo_bytes = (size_t)lv;
+            o->max_echo_bytes = (size_t)lv;
         } else if (args_opt(&a, "--max-header-bytes", &v)) {
             if (args_int("--max-header-bytes", v, 1024, 1L << 24, &lv)) return args_fail(&a);
-            o.max_header_bytes = (size_t)lv;
+            o->max_header_bytes = (size_t)lv;
         } else if (args_opt(&a, "--shutdown-timeout", &v)) {
             if (args_double("--shutdown-timeout", v, 0, 86400, &dv)) return args_fail(&a);
-            o.shutdown_timeout = dv;
+            o->shutdown_timeout = dv;
         } else if (args_opt(&a, "--stats-interval", &v)) {
             if (args_double("--stats-interval", v, 0, 86400, &dv)) return args_fail(&a);
-            o.stats_interval = dv;
+            o->stats_interval = dv;
         } else {
             return args_unknown(&a, USAGE);
         }
     }
-    if (!o.rt.model) {
+    if (!o->rt.model) {
         return args_usage_error(&a, "--model is required", USAGE);
     }
-    if (runtime_check(&o.rt) != 0) return args_fail(&a);
-    return server_run(&o);
+    if (runtime_check(&o->rt) != 0) return args_fail(&a);
+    return server_run(o);
 }

@@ -77,7 +77,7 @@ static void detach_http(srv_req *r) {
 static void abort_engine(srv_req *r) {
     if (r->aborted || r->n_final >= r->n_seqs) return;
     r->aborted = true;
-    engine_abort(r->loop->srv->eng, r->id);
+    for (int p = 0; p < r->n_submitted; p++) engine_abort(r->loop->srv->eng, r->id + (uint64_t)p);
 }
 
 /* Called by evhttp when the connection goes down while we still owe it a response. */
@@ -140,12 +140,15 @@ static void fail_response(srv_req *r, const char *why) {
     abort_engine(r);
 }
 
-void generate_on_output(srv_req *r, const engine_output *o) {
-    if (o->finished) r->n_final++;
+void generate_on_output(srv_req *r, const engine_output *eo) {
+    if (eo->finished) r->n_final++;
     if (!r->http_done) {
+        /* The stream numbers choices over all prompts: prompt × n + sample. */
+        engine_output o = *eo;
+        o.index = (int)(eo->request_id - r->id) * r->n_per + eo->index;
         char *out = NULL;
         size_t out_len = 0;
-        int done = api_stream_feed(r->stream, o, &out, &out_len);
+        int done = api_stream_feed(r->stream, &o, &out, &out_len);
         if (done < 0) {
             fail_response(r, "the response could not be built from the engine's output");
         } else if (r->streaming) {
@@ -210,8 +213,10 @@ void generate_handle(srv_loop *l, struct evhttp_request *req, api_kind kind) {
     r->req = req;
     r->evcon = evhttp_request_get_connection(req);
     r->call = call;
-    r->id = atomic_fetch_add(&s->next_id, 1);
-    r->n_seqs = call.req.n > 0 ? call.req.n : 1;
+    r->n_prompts = api_call_n_prompts(&call);
+    r->id = atomic_fetch_add(&s->next_id, (uint64_t)r->n_prompts);
+    r->n_per = call.req.n > 0 ? call.req.n : 1;
+    r->n_seqs = r->n_prompts * r->n_per;
     r->streaming = call.stream;
     char idstr[64];
     make_id(s, kind, r->id, idstr, sizeof idstr);
@@ -226,12 +231,21 @@ void generate_handle(srv_loop *l, struct evhttp_request *req, api_kind kind) {
         maybe_free(r);
         return;
     }
-    if (engine_submit(s->eng, &r->call.req) != 0) {
-        r->n_final = r->n_seqs; /* the engine never saw it */
-        detach_http(r);
-        reply_submit_error(s, req, err_msg());
-        maybe_free(r);
-        return;
+    for (int p = 0; p < r->n_prompts; p++) {
+        engine_request rq;
+        api_call_request(&r->call, p, &rq);
+        rq.id = r->id + (uint64_t)p;
+        if (engine_submit(s->eng, &rq) != 0) {
+            /* The prompts not submitted never report; those that were are aborted and report
+             * their final output (the request is freed after it). */
+            r->n_final += (r->n_prompts - p) * r->n_per;
+            detach_http(r);
+            reply_submit_error(s, req, err_msg());
+            abort_engine(r);
+            maybe_free(r);
+            return;
+        }
+        r->n_submitted = p + 1;
     }
     /* From here the engine may call back at any time, but the outputs are handled on this thread,
      * after this function returns. */

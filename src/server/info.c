@@ -1,9 +1,10 @@
-/* The small endpoints: /health, /version, /v1/models, /tokenize, /detokenize (vLLM's shapes). */
+/* The small endpoints: /health, /version, /v1/models, /v1/models/{id}, /tokenize, /detokenize (vLLM's shapes). */
 #include "server/server_internal.h"
 
 #include "base/vec.h"
 
 #include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,13 +32,43 @@ void handle_version(srv_loop *l, struct evhttp_request *req) {
     reply_json_value(l->srv, req, 200, json_pack("{ss}", "version", GPTOSS_VERSION));
 }
 
+/* vLLM's ModelCard: OpenAI's model object (id, object, created, owned_by) plus root, parent,
+ * max_model_len and permission; max_num_seqs is ours. */
+static json_t *model_card(server *s) {
+    json_t *perm =
+        json_pack("{sssssIsbsbsbsbsbsbsssnsb}", "id", "modelperm-gptoss", "object",
+                  "model_permission", "created", (json_int_t)s->created, "allow_create_engine", 0,
+                  "allow_sampling", 1, "allow_logprobs", 1, "allow_search_indices", 0, "allow_view",
+                  1, "allow_fine_tuning", 0, "organization", "*", "group", "is_blocking", 0);
+    return json_pack("{sssssIsssssnsisis[o]}", "id", s->model_name, "object", "model", "created",
+                     (json_int_t)s->created, "owned_by", "gptoss", "root", s->opt.rt.model,
+                     "parent", "max_model_len", s->max_model_len, "max_num_seqs",
+                     s->opt.rt.eng.max_num_seqs, "permission", perm);
+}
+
 void handle_models(srv_loop *l, struct evhttp_request *req) {
     server *s = l->srv;
-    json_t *m =
-        json_pack("{sssssIsssssnsisi}", "id", s->model_name, "object", "model", "created",
-                  (json_int_t)s->created, "owned_by", "gptoss", "root", s->opt.rt.model, "parent",
-                  "max_model_len", s->max_model_len, "max_num_seqs", s->opt.rt.eng.max_num_seqs);
-    reply_json_value(s, req, 200, json_pack("{sss[o]}", "object", "list", "data", m));
+    reply_json_value(s, req, 200, json_pack("{sss[o]}", "object", "list", "data", model_card(s)));
+}
+
+/* GET /v1/models/{id}: the id is the rest of the path, percent-decoded (SDKs encode the '/' of names
+ * like "openai/gpt-oss-20b" as %2F). */
+void handle_model(srv_loop *l, struct evhttp_request *req) {
+    server *s = l->srv;
+    const char *path = evhttp_uri_get_path(evhttp_request_get_evhttp_uri(req));
+    size_t len = 0;
+    char *id = evhttp_uridecode(path + strlen(MODELS_PREFIX), 0, &len);
+    if (id && len == strlen(s->model_name) && memcmp(id, s->model_name, len) == 0) {
+        free(id);
+        reply_json_value(s, req, 200, model_card(s));
+        return;
+    }
+    api_error e;
+    api_error_set(&e, 404, "invalid_request_error", "model", "The model `%.200s` does not exist.",
+                  id && strlen(id) == len ? id : "");
+    snprintf(e.code, sizeof e.code, "model_not_found");
+    free(id);
+    reply_api_error(s, req, &e);
 }
 
 /* Parses the body as a JSON object; on failure replies 400 and returns NULL. */

@@ -5,7 +5,7 @@
  * from orchestrators carry no secrets) and /metrics when --metrics-no-auth opens it for scrapers.
  * Even the 404 and 405 answers wait for the key, so an anonymous client learns nothing about the
  * routes, and the only work done for it is what evhttp did to read the request (bounded by
- * --max-header-bytes and --max-request-bytes). */
+ * --max-header-bytes and --max-request-bytes). The one exception is a CORS preflight (cors.c). */
 #include "server/server_internal.h"
 
 #include <stdlib.h>
@@ -17,6 +17,7 @@ enum {
     R_OPEN = 1,    /* answers without the API key (/health) */
     R_READY = 2,   /* needs the model: 503 while loading or draining */
     R_METRICS = 4, /* open when --metrics-no-auth */
+    R_PREFIX = 8,  /* the path starts with the route's (the rest is an argument, never empty) */
 };
 
 typedef void (*handler_fn)(srv_loop *l, struct evhttp_request *req);
@@ -40,6 +41,7 @@ static const struct {
     {"/v1/chat/completions", M_POST, R_READY, h_chat},
     {"/v1/responses", M_POST, R_READY, h_responses},
     {"/v1/models", M_GET, R_READY, handle_models},
+    {MODELS_PREFIX, M_GET, R_READY | R_PREFIX, handle_model},
     {"/tokenize", M_POST, R_READY, handle_tokenize},
     {"/detokenize", M_POST, R_READY, handle_detokenize},
     {"/health", M_GET, R_OPEN, handle_health},
@@ -47,6 +49,12 @@ static const struct {
     {"/version", M_GET, 0, handle_version},
     {"/metrics", M_GET, R_METRICS, handle_metrics},
 };
+
+static bool route_matches(const char *route, int flags, const char *path) {
+    if (!(flags & R_PREFIX)) return strcmp(path, route) == 0;
+    size_t n = strlen(route);
+    return strncmp(path, route, n) == 0 && path[n] != 0;
+}
 
 void router_common_headers(server *s, struct evhttp_request *req) {
     if (atomic_load(&s->state) == SRV_DRAINING)
@@ -87,8 +95,10 @@ void router_handle(struct evhttp_request *req, void *arg) {
         reply_error(s, req, 400, "invalid_request_error", "", "%s", why);
         return;
     }
+    /* Before authentication: a preflight carries no key (see cors.c). */
+    if (cors_handle(s, req)) return;
     size_t r = 0, n_routes = sizeof ROUTES / sizeof ROUTES[0];
-    while (r < n_routes && strcmp(path, ROUTES[r].path) != 0) r++;
+    while (r < n_routes && !route_matches(ROUTES[r].path, ROUTES[r].flags, path)) r++;
     int flags = r < n_routes ? ROUTES[r].flags : 0;
     bool open = (flags & R_OPEN) || ((flags & R_METRICS) && s->opt.metrics_no_auth);
     if (!open && !authorized(s, req)) {

@@ -12,6 +12,12 @@
 
 #define GPTOSS_VERSION "0.1.0"
 
+/* A list of names from a flag; an entry "*" means "all", and so does v NULL (flag not given). */
+typedef struct {
+    char **v;
+    int n;
+} server_list;
+
 typedef struct {
     const char *host;              /* default "0.0.0.0" */
     int port;                      /* default 8000; 0 = any free port (logged at start) */
@@ -26,12 +32,21 @@ typedef struct {
     int max_connections;           /* 0: as many as the open-file limit allows */
     int idle_timeout;              /* seconds a connection may sit idle or stall mid-request */
     double stats_interval; /* seconds between stats log lines (only when there was activity) */
+    /* CORS (vLLM's --allowed-origins, --allowed-methods, --allowed-headers, --allow-credentials):
+     * not given means the default, all. */
+    server_list allowed_origins, allowed_methods, allowed_headers;
+    bool allow_credentials;
     /* --model, --backend and the engine options (runtime_build's); rt.eng.max_waiting is
      * --max-waiting-requests, which only the server takes. */
     runtime_args rt;
 } server_options;
 
 void server_options_default(server_options *o);
+
+/* Parses a list flag the way vLLM does (a JSON array of strings, e.g. '["https://a.example"]') into
+ * *out (replacing what was there); errors name the flag. server_list_free frees the strings. */
+int server_list_parse(const char *flag, const char *json, server_list *out);
+void server_list_free(server_list *l);
 
 /* Runs the server until SIGTERM or SIGINT, then drains. Returns the process exit code (0 after a
  * clean drain). */

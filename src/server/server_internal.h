@@ -94,6 +94,9 @@ struct srv_req {
     api_call call;
     api_stream *stream;
     int n_seqs, n_final; /* sequences, and final outputs received from the engine */
+    /* Engine requests: one per prompt (completions with a list), ids id .. id + n_submitted - 1,
+     * each with n_per sequences. */
+    int n_prompts, n_submitted, n_per;
     bool streaming, started, http_done, aborted;
     srv_req *prev, *next;
 };
@@ -118,6 +121,10 @@ void admission_teardown(srv_loop *l);                  /* after the loop stopped
 
 /* framing.c: false (and why) when the request's head frames its body ambiguously (RFC 9112). */
 bool framing_check(struct evhttp_request *req, char *why, size_t why_len);
+
+/* cors.c: answers a CORS preflight (true: done), or adds Access-Control-Allow-Origin for an allowed
+ * Origin to the response that will follow (false: route the request). */
+bool cors_handle(server *s, struct evhttp_request *req);
 
 /* router.c: the evhttp callback for every request. */
 void router_handle(struct evhttp_request *req, void *arg);
@@ -144,6 +151,9 @@ void generate_free_all(srv_loop *l); /* teardown, after the engine has stopped *
 void handle_health(srv_loop *l, struct evhttp_request *req);
 void handle_version(srv_loop *l, struct evhttp_request *req);
 void handle_models(srv_loop *l, struct evhttp_request *req);
+/* GET MODELS_PREFIX{id}: the model object, or 404 model_not_found. */
+#define MODELS_PREFIX "/v1/models/"
+void handle_model(srv_loop *l, struct evhttp_request *req);
 void handle_tokenize(srv_loop *l, struct evhttp_request *req);
 void handle_detokenize(srv_loop *l, struct evhttp_request *req);
 
