@@ -4,7 +4,9 @@
 set -uo pipefail
 source "$(dirname "$0")/node/server_harness.sh"
 start_server --served-model-name tiny --max-model-len 4096
-if [ "$SANITIZED" = 1 ]; then bound=20 health=5; else bound=5 health=1; fi
+# /health: the old quadratic code held it for 2.5-6 s; 2 s leaves room for a loaded CI machine (1.34 s
+# was seen once with other builds running) and still fails that code.
+if [ "$SANITIZED" = 1 ]; then bound=20 health=5; else bound=5 health=2; fi
 BASE=$BASE BOUND_S=$bound HEALTH_S=$health node "$SRC/tests/node/server_linear.mjs" ||
     fail "a quadratic shape was slow or blocked /health"
 stop_server
