@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The engine and backend options are one set for serve, generate and bench sweep (src/cli/engine_args.c
 # parses them, src/engine/runtime.c builds from them): each command refuses a bad value with the same
-# message and exit 2, refuses --kv-cache-dtype fp8 (with --backend cuda too, which a CPU-only build
-# answers the same way because the fp8 check comes first), accepts --enforce-eager and
+# message and exit 2, refuses an unknown --kv-cache-dtype (with --backend cuda too, which a CPU-only
+# build answers the same way because the dtype check comes first) and runs fp8 on the CPU backend
+# (e4m3 emulation), accepts --enforce-eager and
 # --max-cudagraph-capture-size, and refuses a --max-model-len beyond the KV cache with serve's message.
 set -u
 BIN=${1:?usage: $0 path/to/gptoss [source dir]}
@@ -57,12 +58,17 @@ same_refusal "--kv-cache-dtype fp16" --kv-cache-dtype fp16
 same_refusal "--backend nosuch" --backend nosuch
 same_refusal "--stream-interval" --stream-interval
 
-# fp8 KV: no backend has it, so it is refused, naming the flag and the backend.
-same_refusal "--kv-cache-dtype fp8 (cuda)" --kv-cache-dtype fp8 --backend cuda
-grep -qF -- "--kv-cache-dtype fp8: the cuda backend has no FP8 KV cache" <<<"$msg" || fail "cuda fp8: $msg"
-same_refusal "--kv-cache-dtype fp8_e4m3 (cuda)" --backend cuda --kv-cache-dtype fp8_e4m3
-same_refusal "--kv-cache-dtype fp8 (cpu)" --kv-cache-dtype fp8
-grep -qF -- "the cpu backend has no FP8 KV cache" <<<"$msg" || fail "cpu fp8: $msg"
+# Unknown KV dtypes are refused by every command, with the accepted values named; fp8 and fp8_e4m3
+# run (on the CPU backend: e4m3 emulation).
+same_refusal "--kv-cache-dtype fp8_e5m2 (cuda)" --kv-cache-dtype fp8_e5m2 --backend cuda
+grep -qF -- "expected auto, bf16, fp8 or fp8_e4m3" <<<"$msg" || fail "e5m2: $msg"
+same_refusal "--kv-cache-dtype int8" --kv-cache-dtype int8
+for kv in fp8 fp8_e4m3; do
+  printf '{"prompt_ids":[1,2,3],"max_tokens":3}\n' >"$TMP/p8.jsonl"
+  "$BIN" generate --model synthetic:tiny --prompts-file "$TMP/p8.jsonl" --kv-cache-dtype $kv \
+    >"$TMP/out" 2>"$TMP/err" || fail "generate --kv-cache-dtype $kv: $(cat "$TMP/err")"
+  grep -q '"finish_reason":"length"' "$TMP/out" || fail "generate --kv-cache-dtype $kv: $(cat "$TMP/out")"
+done
 
 # The graph flags are parsed by every command: with them (and no --model) each gets as far as asking
 # for the model, never "unknown option".

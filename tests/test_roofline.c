@@ -40,5 +40,9 @@ int main(void) {
     /* DESIGN.md's table at our measured 4.2 TB/s: ≈ 840 and ≈ 1130 tokens/s at B = 1. */
     CHECK(fabs(run("120b", 1, 0, 2, 4.2e12).tokens_per_second - 840) < 5, "120b at 4.2 TB/s");
     CHECK(fabs(run("20b", 1, 0, 2, 4.2e12).tokens_per_second - 1133) < 5, "20b at 4.2 TB/s");
+    /* The --kv-dtype / --kv-cache-dtype names: bytes of an element, unknown names refused. */
+    CHECK(roofline_kv_bytes("bf16") == 2 && roofline_kv_bytes("auto") == 2, "bf16/auto: 2 bytes");
+    CHECK(roofline_kv_bytes("fp8") == 1 && roofline_kv_bytes("fp8_e4m3") == 1, "fp8: 1 byte");
+    CHECK(roofline_kv_bytes("fp16") == -1 && roofline_kv_bytes("e5m2") == -1, "unknown names");
     return check_report("test_roofline");
 }

@@ -31,24 +31,35 @@ static void test_defaults(void) {
 static void test_checks(void) {
     CHECK(runtime_check_kv_cache_dtype("cuda", "auto") == 0, "auto");
     CHECK(runtime_check_kv_cache_dtype("cuda", "bf16") == 0, "bf16");
-    /* fp8 on the CUDA backend ran bf16 silently; now it is refused, naming the flag. */
-    CHECK(runtime_check_kv_cache_dtype("cuda", "fp8") == -1, "cuda fp8 accepted");
-    CHECK_MSG_HAS(err_msg(), "--kv-cache-dtype fp8");
-    CHECK_MSG_HAS(err_msg(), "cuda backend has no FP8 KV cache");
-    CHECK(runtime_check_kv_cache_dtype("cuda", "fp8_e4m3") == -1, "cuda fp8_e4m3 accepted");
-    CHECK_MSG_HAS(err_msg(), "--kv-cache-dtype fp8_e4m3");
-    CHECK(runtime_check_kv_cache_dtype("cpu", "fp8") == -1, "cpu fp8 accepted");
-    CHECK_MSG_HAS(err_msg(), "cpu backend has no FP8 KV cache");
-    CHECK(runtime_check_kv_cache_dtype("cpu", "fp16") == -1, "fp16 accepted");
-    CHECK_MSG_HAS(err_msg(), "--kv-cache-dtype fp16: expected auto, bf16 or fp8");
+    /* fp8 (and its long name) on both backends: the CUDA backend stores e4m3, the CPU backend
+     * emulates it. Anything else is refused, naming the flag and the accepted values. */
+    const char *backends[] = {"cuda", "cpu"};
+    for (int i = 0; i < 2; i++) {
+        CHECK(runtime_check_kv_cache_dtype(backends[i], "fp8") == 0, "%s fp8 refused: %s",
+              backends[i], err_msg());
+        CHECK(runtime_check_kv_cache_dtype(backends[i], "fp8_e4m3") == 0, "%s fp8_e4m3 refused",
+              backends[i]);
+    }
+    const char *bad[] = {"fp16", "fp8_e5m2", "FP8", "", "float32", "int8"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        CHECK(runtime_check_kv_cache_dtype("cpu", bad[i]) == -1, "'%s' accepted", bad[i]);
+        CHECK_MSG_HAS(err_msg(), "expected auto, bf16, fp8 or fp8_e4m3");
+        CHECK(runtime_kv_dtype(bad[i]) == -1, "runtime_kv_dtype('%s')", bad[i]);
+    }
+    CHECK_MSG_HAS(err_msg(), "--kv-cache-dtype int8: expected auto, bf16, fp8 or fp8_e4m3");
+    CHECK(runtime_kv_dtype(NULL) == BACKEND_KV_AUTO && runtime_kv_dtype("auto") == BACKEND_KV_AUTO &&
+              runtime_kv_dtype("bf16") == BACKEND_KV_AUTO,
+          "auto/bf16 map to the backend's own dtype");
+    CHECK(runtime_kv_dtype("fp8") == BACKEND_KV_FP8 && runtime_kv_dtype("fp8_e4m3") == BACKEND_KV_FP8,
+          "fp8 names");
 
     runtime_args a;
     runtime_args_default(&a);
     CHECK(runtime_check(&a) == 0, "defaults refused: %s", err_msg());
-    /* The fp8 refusal comes before "not in this build", so a CPU-only build says the same. */
-    a.backend = "cuda", a.kv_cache_dtype = "fp8";
-    CHECK(runtime_check(&a) == -1, "cuda fp8 passed runtime_check");
-    CHECK_MSG_HAS(err_msg(), "--kv-cache-dtype fp8: the cuda backend has no FP8 KV cache");
+    /* The dtype check comes before "not in this build", so a CPU-only build says the same. */
+    a.backend = "cuda", a.kv_cache_dtype = "fp16";
+    CHECK(runtime_check(&a) == -1, "cuda fp16 passed runtime_check");
+    CHECK_MSG_HAS(err_msg(), "--kv-cache-dtype fp16: expected auto, bf16, fp8 or fp8_e4m3");
     a.backend = "nosuch", a.kv_cache_dtype = "auto";
     CHECK(runtime_check(&a) == -1, "unknown backend passed");
     CHECK_MSG_HAS(err_msg(), "--backend nosuch: unknown backend");
@@ -83,6 +94,10 @@ static void test_backend_options(void) {
     a.max_cudagraph_capture_size = 64, a.enforce_eager = true;
     runtime_backend_options(&a, "/some/dir", &bo);
     CHECK(bo.max_cudagraph_capture_size == 64 && bo.enforce_eager, "eager / 64");
+    CHECK(bo.kv_dtype == BACKEND_KV_AUTO, "default kv dtype %d", bo.kv_dtype);
+    a.kv_cache_dtype = "fp8_e4m3";
+    runtime_backend_options(&a, "/some/dir", &bo);
+    CHECK(bo.kv_dtype == BACKEND_KV_FP8, "fp8_e4m3 gave kv dtype %d", bo.kv_dtype);
 }
 
 static void test_build(const char *dir) {
@@ -108,9 +123,16 @@ static void test_build(const char *dir) {
         CHECK(rt.max_model_len == 100, "max_model_len %d", rt.max_model_len);
         engine_destroy(rt.eng);
     }
+    /* fp8 on the CPU backend: built (it emulates e4m3 rounding); the same pool geometry. */
     a.kv_cache_dtype = "fp8";
-    CHECK(runtime_build(&a, dir, &rt) == -1, "fp8 built");
-    CHECK_MSG_HAS(err_msg(), "--kv-cache-dtype fp8");
+    CHECK(runtime_build(&a, dir, &rt) == 0, "fp8 build: %s", err_msg());
+    if (rt.eng) {
+        CHECK(rt.max_model_len == 100, "fp8 max_model_len %d", rt.max_model_len);
+        engine_destroy(rt.eng);
+    }
+    a.kv_cache_dtype = "e5m2";
+    CHECK(runtime_build(&a, dir, &rt) == -1 && !rt.eng, "e5m2 built");
+    CHECK_MSG_HAS(err_msg(), "--kv-cache-dtype e5m2");
 }
 
 int main(void) {

@@ -1,6 +1,7 @@
 #include "bench/roofline.h"
 
 #include <math.h>
+#include <string.h>
 
 void roofline_decode(const model_config *c, const roofline_in *in, roofline_out *o) {
     const double H = c->hidden, I = c->intermediate, E = c->n_experts, K = c->experts_per_tok,
@@ -40,4 +41,10 @@ void roofline_decode(const model_config *c, const roofline_in *in, roofline_out 
     o->memory_bound = t_mem >= t_flop;
     o->seconds_per_step = o->memory_bound ? t_mem : t_flop;
     o->tokens_per_second = B / o->seconds_per_step;
+}
+
+int roofline_kv_bytes(const char *kv) {
+    if (!kv || !strcmp(kv, "auto") || !strcmp(kv, "bf16")) return 2;
+    if (!strcmp(kv, "fp8") || !strcmp(kv, "fp8_e4m3")) return 1;
+    return -1;
 }

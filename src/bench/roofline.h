@@ -34,4 +34,9 @@ typedef struct {
 
 void roofline_decode(const model_config *c, const roofline_in *in, roofline_out *out);
 
+/* Bytes of one KV element for a --kv-dtype / --kv-cache-dtype name: 2 for auto and bf16, 1 for fp8
+ * and fp8_e4m3 (the e4m3 cache: what the kernels move, the per-(layer, KV head) scales aside, which
+ * are read once per CTA), -1 for anything else. */
+int roofline_kv_bytes(const char *kv_dtype);
+
 #endif

@@ -4,6 +4,7 @@
 #include "bench/bench_plot.h"
 #include "bench/bench_serve.h"
 #include "bench/bench_sweep.h"
+#include "bench/roofline.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/engine_args.h"
@@ -293,11 +294,11 @@ static int bench_plot_cmd(int argc, char **argv) {
             o.roofline_tp = (int)x;
         } else if (args_opt(&a, "--kv-dtype", &v)) {
             if (!v) goto fail;
-            if (strcmp(v, "bf16") && strcmp(v, "fp8")) {
-                err_set("option --kv-dtype: '%s' is not bf16 or fp8", v);
+            if (roofline_kv_bytes(v) < 0) {
+                err_set("option --kv-dtype: '%s' is not auto, bf16, fp8 or fp8_e4m3", v);
                 goto fail;
             }
-            o.kv_bytes = strcmp(v, "fp8") ? 2 : 1;
+            o.kv_bytes = roofline_kv_bytes(v);
         } else if (args_opt(&a, "--bandwidth", &v)) {
             if (args_double("--bandwidth", v, 1, 1e6, &o.bandwidth)) goto fail;
             o.bandwidth *= 1e9;

@@ -30,6 +30,7 @@
 #include "bench/roofline.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "engine/runtime.h"
 #include "model/synthetic.h"
 
 #ifdef GPTOSS_HAVE_CUDA
@@ -47,7 +48,7 @@ static const char USAGE[] =
     "                            [--batches 1,8,64,256,1024] [--context 1024] [--decode-steps 32]\n"
     "                            [--warmup 3] [--prefill 1024,8192] [--output-json FILE]\n"
     "                            [--gpu-memory-utilization F] [--max-cudagraph-capture-size N]\n"
-    "                            [--enforce-eager]\n"
+    "                            [--enforce-eager] [--kv-cache-dtype auto|bf16|fp8|fp8_e4m3]\n"
     "                            [--bandwidth GB/s] [--flops TFLOP/s]\n"
     "In-process decode tokens/s at each batch size (context C, KV filled by a prefill first; "
     "median\n"
@@ -57,7 +58,9 @@ static const char USAGE[] =
     "synthetic:MODEL[:layers=N][:seed=S] makes random weights of the real shapes on the GPU.\n"
     "CUDA graphs: decode batches up to --max-cudagraph-capture-size (default 512; 0 = none) "
     "replay\n"
-    "them; --enforce-eager runs without any.\n";
+    "them; --enforce-eager runs without any.\n"
+    "--kv-cache-dtype fp8 stores K and V as e4m3 (the roofline then counts 1 byte an element);\n"
+    "the JSON records it as \"kv_cache_dtype\".\n";
 
 enum { BS = 32, FILL_TOKENS = 8192 };
 
@@ -218,9 +221,10 @@ static double median(double *v, int n) {
 
 /* ---- the roofline of a prefill ---- */
 
-static double prefill_roofline_tps(const model_config *c, int P, double bw, double fl) {
+static double prefill_roofline_tps(const model_config *c, int P, double bw, double fl,
+                                   int kv_bytes) {
     roofline_in in = {
-        .batch = 1, .context = 1, .kv_bytes = 2, .tp = 1, .bandwidth = bw, .flops = fl};
+        .batch = 1, .context = 1, .kv_bytes = kv_bytes, .tp = 1, .bandwidth = bw, .flops = fl};
     roofline_out o;
     double flops = 0;
     for (int p = 1; p <= P; p++) {
@@ -231,7 +235,8 @@ static double prefill_roofline_tps(const model_config *c, int P, double bw, doub
     flops -= (double)(P - 1) * 2.0 * c->vocab * c->hidden; /* logits for the last token only */
     in.batch = P, in.context = 0;
     roofline_decode(c, &in, &o);
-    const double kv_write = (double)P * 2.0 * c->n_kv_heads * c->head_dim * 2.0 * c->n_layers;
+    const double kv_write =
+        (double)P * 2.0 * c->n_kv_heads * c->head_dim * (double)kv_bytes * c->n_layers;
     const double t = fmax((o.weight_bytes + o.expert_bytes + kv_write) / bw, flops / fl);
     return P / t;
 }
@@ -245,9 +250,18 @@ typedef struct {
     long context, steps, warmup, graphs;
     bool eager; /* --enforce-eager */
     double util, bw, fl;
+    const char *kv_name; /* --kv-cache-dtype as given */
+    int kv_dtype;        /* BACKEND_KV_AUTO or BACKEND_KV_FP8 */
+    long kv_tokens;      /* CUDA: tokens the KV cache holds (from the backend) */
 } bench_opts;
 
-static int bench_run(const bench_opts *o, bench_line **lines_out, int *n_lines_out,
+/* What "kv_cache_dtype" records: the element type the backend really keeps. */
+static const char *kv_label(const bench_opts *o) {
+    if (o->kv_dtype == BACKEND_KV_FP8) return "fp8_e4m3";
+    return !strcmp(o->backend, "cpu") ? "float32" : "bf16";
+}
+
+static int bench_run(bench_opts *o, bench_line **lines_out, int *n_lines_out,
                      model_config *cfg_out) {
     const backend_ops *ops = backend_find(o->backend);
     if (!ops) return err_set("backend '%s' is not built into this program", o->backend);
@@ -286,7 +300,8 @@ static int bench_run(const bench_opts *o, bench_line **lines_out, int *n_lines_o
                           .max_model_len = (C + decode_total > pmax ? C + decode_total : pmax) + BS,
                           .gpu_memory_utilization = o->util,
                           .max_cudagraph_capture_size = (int)o->graphs,
-                          .enforce_eager = o->eager};
+                          .enforce_eager = o->eager,
+                          .kv_dtype = o->kv_dtype};
     double t0 = now_seconds();
     backend *be = NULL;
     if (ops->create(&bo, &be) != 0) {
@@ -343,7 +358,8 @@ static int bench_run(const bench_opts *o, bench_line **lines_out, int *n_lines_o
             ln->phase = "fill", ln->batch = L.F, ln->context = C, ln->tokens = bmax * C;
             ln->seconds = dt / (fill_steps > 0 ? fill_steps : 1),
             ln->tokens_per_s = (double)bmax * C / dt;
-            ln->roofline_tps = prefill_roofline_tps(c, C, o->bw, o->fl);
+            ln->roofline_tps =
+                prefill_roofline_tps(c, C, o->bw, o->fl, o->kv_dtype == BACKEND_KV_FP8 ? 1 : 2);
             fprintf(stderr, "bench: filled %d sequences x %d tokens in %.1f s\n", bmax, C, dt);
         }
     }
@@ -363,7 +379,7 @@ static int bench_run(const bench_opts *o, bench_line **lines_out, int *n_lines_o
         const double med = median(times, nt);
         roofline_in in = {.batch = B,
                           .context = C + (int)o->steps / 2,
-                          .kv_bytes = 2,
+                          .kv_bytes = o->kv_dtype == BACKEND_KV_FP8 ? 1 : 2,
                           .tp = 1,
                           .bandwidth = o->bw,
                           .flops = o->fl};
@@ -392,7 +408,8 @@ static int bench_run(const bench_opts *o, bench_line **lines_out, int *n_lines_o
         bench_line *ln = &lines[n_lines++];
         ln->phase = "prefill", ln->batch = 1, ln->context = P, ln->tokens = P;
         ln->seconds = med, ln->tokens_per_s = P / med,
-        ln->roofline_tps = prefill_roofline_tps(c, P, o->bw, o->fl);
+        ln->roofline_tps =
+            prefill_roofline_tps(c, P, o->bw, o->fl, o->kv_dtype == BACKEND_KV_FP8 ? 1 : 2);
         fprintf(stderr, "bench: prefill %d tokens: %.1f ms, %.0f tokens/s\n", P, med * 1e3,
                 P / med);
     }
@@ -402,12 +419,15 @@ static int bench_run(const bench_opts *o, bench_line **lines_out, int *n_lines_o
     if (!strcmp(ops->name, "cuda")) {
         cuda_backend_stats st;
         cuda_backend_get_stats(be, &st);
+        o->kv_tokens = st.kv_tokens;
         fprintf(stderr,
-                "bench: weights %.2f GB, activations %.2f GB, KV %.2f GB; CUDA graphs up to batch "
+                "bench: weights %.2f GB, activations %.2f GB, KV %.2f GB (%s, %ld tokens); CUDA "
+                "graphs up to batch "
                 "%d: %ld captured, "
                 "%ld replays, %ld eager decode steps\n",
-                st.weights_gb, st.workspace_gb, st.kv_gb, st.graph_max_batch, st.graph_captures,
-                st.graph_replays, st.eager_decode_steps);
+                st.weights_gb, st.workspace_gb, st.kv_gb, st.kv_fp8 ? "fp8 e4m3" : "bf16",
+                st.kv_tokens, st.graph_max_batch, st.graph_captures, st.graph_replays,
+                st.eager_decode_steps);
     }
 #endif
     ops->destroy(be);
@@ -418,13 +438,13 @@ static int bench_run(const bench_opts *o, bench_line **lines_out, int *n_lines_o
 }
 
 static void print_table(const bench_opts *o, const bench_line *lines, int n) {
-    printf("\n| model | backend | phase | batch | context | tokens/s | ms/step | roofline tokens/s "
-           "| of roofline |\n");
-    printf("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    printf("\n| model | backend | kv | phase | batch | context | tokens/s | ms/step | roofline "
+           "tokens/s | of roofline |\n");
+    printf("| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
     for (int i = 0; i < n; i++) {
         const bench_line *l = &lines[i];
-        printf("| %s | %s | %s | %d | %d | %.0f | %.2f | %.0f | %.1f%% |\n", o->model, o->backend,
-               l->phase, l->batch, l->context, l->tokens_per_s, l->seconds * 1e3, l->roofline_tps,
+        printf("| %s | %s | %s | %s | %d | %d | %.0f | %.2f | %.0f | %.1f%% |\n", o->model,
+               o->backend, kv_label(o), l->phase, l->batch, l->context, l->tokens_per_s, l->seconds * 1e3, l->roofline_tps,
                100 * l->tokens_per_s / l->roofline_tps);
     }
 }
@@ -433,6 +453,8 @@ static int write_json(const bench_opts *o, const model_config *c, const bench_li
     json_t *root = json_object(), *arr = json_array();
     json_object_set_new(root, "model", json_string(o->model));
     json_object_set_new(root, "backend", json_string(o->backend));
+    json_object_set_new(root, "kv_cache_dtype", json_string(kv_label(o)));
+    if (o->kv_tokens > 0) json_object_set_new(root, "kv_capacity_tokens", json_integer(o->kv_tokens));
     json_object_set_new(root, "layers", json_integer(c->n_layers));
     json_object_set_new(root, "bandwidth_gbps", json_real(o->bw / 1e9));
     json_object_set_new(root, "flops_tflops", json_real(o->fl / 1e12));
@@ -493,6 +515,16 @@ static int bench_latency(int argc, char **argv) {
                 o.graphs = -1; /* 0 here means off; the backend's 0 means its default */
         } else if (args_flag(&a, "--enforce-eager")) {
             o.eager = true;
+        } else if (args_opt(&a, "--kv-cache-dtype", &o.kv_name)) {
+            if (!o.kv_name) return args_fail(&a);
+            o.kv_dtype = runtime_kv_dtype(o.kv_name);
+            if (o.kv_dtype < 0) {
+                fprintf(stderr,
+                        "gptoss bench latency: --kv-cache-dtype %s: expected auto, bf16, fp8 or "
+                        "fp8_e4m3\n",
+                        o.kv_name);
+                return 2;
+            }
         } else if (args_opt(&a, "--gpu-memory-utilization", &v)) {
             if (args_double("--gpu-memory-utilization", v, 0.01, 1.0, &o.util))
                 return args_fail(&a);

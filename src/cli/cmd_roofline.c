@@ -9,7 +9,7 @@
 #include <string.h>
 
 static const char USAGE[] =
-    "usage: gptoss roofline --model 120b|20b|DIR --batch B --context C [--kv-dtype bf16|fp8] [--tp "
+    "usage: gptoss roofline --model 120b|20b|DIR --batch B --context C [--kv-dtype bf16|fp8|fp8_e4m3] [--tp "
     "N]\n"
     "                       [--bandwidth GB/s] [--flops TFLOP/s] [--json]\n"
     "The least time a decode step can take: max(bytes / bandwidth, FLOPs / matrix rate), per GPU.\n"
@@ -49,15 +49,17 @@ int cmd_roofline(int argc, char **argv) {
     if (!model) {
         return args_usage_error(&a, "--model is required", USAGE);
     }
-    if (strcmp(kv, "bf16") && strcmp(kv, "fp8")) {
-        fprintf(stderr, "gptoss roofline: option --kv-dtype: '%s' is not bf16 or fp8\n", kv);
+    if (roofline_kv_bytes(kv) < 0) {
+        fprintf(stderr,
+                "gptoss roofline: option --kv-dtype: '%s' is not auto, bf16, fp8 or fp8_e4m3\n",
+                kv);
         return 2;
     }
     model_config c;
     if (strcmp(model, "120b") && strcmp(model, "20b") ? config_load(model, &c)
                                                       : config_preset(model, &c))
         return args_error_exit(&a, 1);
-    roofline_in in = {(int)batch, (int)context, strcmp(kv, "fp8") ? 2 : 1,
+    roofline_in in = {(int)batch, (int)context, roofline_kv_bytes(kv),
                       (int)tp,    bw * 1e9,     fl * 1e12};
     roofline_out o;
     roofline_decode(&c, &in, &o);

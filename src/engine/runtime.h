@@ -45,9 +45,12 @@ void runtime_args_default(runtime_args *a);
  * dtype the backend implements, a backend built into this program. -1 + err_set() naming the
  * option. */
 int runtime_check(const runtime_args *a);
-/* The KV dtype part of it: fp8 is refused until a backend stores its KV cache in FP8 (no backend
- * does yet; the CUDA backend would silently keep bf16). */
+/* The KV dtype part of it: auto, bf16, fp8 and fp8_e4m3 are accepted (by every backend: the CUDA one
+ * stores e4m3, the CPU one emulates it), anything else is refused naming the option. */
 int runtime_check_kv_cache_dtype(const char *backend_name, const char *kv_cache_dtype);
+/* --kv-cache-dtype as backend_options.kv_dtype: BACKEND_KV_AUTO (NULL, auto, bf16), BACKEND_KV_FP8
+ * (fp8, fp8_e4m3), or -1 for anything else. */
+int runtime_kv_dtype(const char *kv_cache_dtype);
 
 /* runtime_check, then the folder (or preset string) the backend loads: synthetic presets are
  * resolved as synthetic_resolve() does. Heap string; NULL + err_set() naming --model. */

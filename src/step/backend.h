@@ -31,7 +31,13 @@ typedef struct {
     int max_cudagraph_capture_size;
     bool
         enforce_eager; /* CUDA: no graphs at all, every step launched kernel by kernel (--enforce-eager) */
+    /* --kv-cache-dtype: BACKEND_KV_AUTO keeps each backend's own (CUDA bf16, CPU float32);
+     * BACKEND_KV_FP8 stores K and V as e4m3 with per-(layer, KV head) scales (CUDA), or rounds them
+     * so on the CPU (the reference of the GPU kernels; see backend/cpu/cpu_model.h). */
+    int kv_dtype;
 } backend_options;
+
+enum { BACKEND_KV_AUTO = 0, BACKEND_KV_FP8 = 1 };
 
 /* The largest decode batch the CUDA backend captures in a graph unless told otherwise. */
 enum { BACKEND_CUDAGRAPH_CAPTURE_DEFAULT = 512 };

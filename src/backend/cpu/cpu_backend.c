@@ -163,6 +163,17 @@ static int cpu_create(const backend_options *opt, backend **out) {
     }
     const model_config *c = &b->w.cfg;
     cpu_model_init(&b->m, &b->w);
+    if (opt->kv_dtype != BACKEND_KV_AUTO && opt->kv_dtype != BACKEND_KV_FP8) {
+        weights_free(&b->w);
+        free(b);
+        return err_set("cpu backend: unknown KV cache dtype %d", opt->kv_dtype);
+    }
+    if (c->n_kv_heads > 64) {
+        weights_free(&b->w);
+        free(b);
+        return err_set("cpu backend: more than 64 KV heads");
+    }
+    b->m.kv_fp8 = opt->kv_dtype == BACKEND_KV_FP8;
     b->block_size = opt->block_size > 0 ? opt->block_size : 32;
     b->max_slots = opt->max_slots > 0 ? opt->max_slots : 64;
     b->kv_dim = c->n_kv_heads * c->head_dim;

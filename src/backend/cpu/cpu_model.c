@@ -2,13 +2,16 @@
 
 #include "backend/cpu/ops.h"
 #include "base/error.h"
+#include "base/numfmt.h"
 #include "base/xalloc.h"
+#include "model/kv_scale.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 void cpu_model_init(cpu_model *m, const model_weights *w) {
     m->w = w;
+    m->kv_fp8 = 0;
     rope_init(&m->rope, &w->cfg);
 }
 
@@ -99,14 +102,25 @@ static void attention_block(const cpu_model *m, const cpu_kv_view *kv, int layer
     cpu_linear(s->a, T, H, weights_dense(w, layer, TK_K_W), &kb, KVD, s->k);
     cpu_linear(s->a, T, H, weights_dense(w, layer, TK_V_W), &vb, KVD, s->v);
 
-    /* RoPE on q and k; K is cached after RoPE, V as projected. */
+    /* RoPE on q and k; K is cached after RoPE, V as projected (with FP8 KV: both rounded to e4m3
+     * with the layer's per-KV-head scales first, as the GPU stores them). */
     float cosv[ROPE_MAX_HALF], sinv[ROPE_MAX_HALF];
+    float sc[4 * 64];
+    const int NKV = c->n_kv_heads;
+    if (m->kv_fp8) kv_fp8_scales(c, layer, sc);
     for (int t = 0; t < T; t++) {
         rope_cos_sin(&m->rope, pos[t], cosv, sinv);
         for (int h = 0; h < c->n_heads; h++)
             rope_apply(&m->rope, cosv, sinv, s->q + (size_t)t * Q + (size_t)h * D);
         for (int h = 0; h < c->n_kv_heads; h++)
             rope_apply(&m->rope, cosv, sinv, s->k + (size_t)t * KVD + (size_t)h * D);
+        for (int h = 0; m->kv_fp8 && h < NKV; h++)
+            for (int i = 0; i < D; i++) {
+                float *k = s->k + (size_t)t * KVD + (size_t)h * D + i,
+                      *v = s->v + (size_t)t * KVD + (size_t)h * D + i;
+                *k = e4m3_kv_roundtrip(*k, sc[h], sc[2 * NKV + h]);
+                *v = e4m3_kv_roundtrip(*v, sc[NKV + h], sc[3 * NKV + h]);
+            }
         memcpy(kv->k_row(kv->ctx, layer, seq[t], pos[t]), s->k + (size_t)t * KVD,
                (size_t)KVD * sizeof(float));
         memcpy(kv->v_row(kv->ctx, layer, seq[t], pos[t]), s->v + (size_t)t * KVD,

@@ -12,6 +12,13 @@
 typedef struct {
     const model_weights *w;
     rope_table rope;
+    /* FP8 KV emulation (--kv-cache-dtype fp8 on the CPU backend; 0 after cpu_model_init): every K
+     * and V value is rounded on its way into the cache exactly as the CUDA backend stores it,
+     * x -> e4m3(x * (1/s)) * s with the scales of model/kv_scale.h (base/numfmt.h:
+     * e4m3_kv_roundtrip), and attention reads the rounded values. So the CPU reference of an fp8 run
+     * has the same cached codes as the GPU's (the tests of tests/gpu/ compare against it), and the
+     * engine's properties (prefix caching, preemption) are tested with fp8 in CI. */
+    int kv_fp8;
 } cpu_model;
 
 /* K (after RoPE) and V of every position of one sequence, per layer: [layer][pos][kv_heads*head_dim]. */

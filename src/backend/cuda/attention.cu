@@ -25,6 +25,7 @@
  * nothing), and exp2(sink - m) <= 1 when the sink finally joins the denominator, once. */
 #include "backend/cuda/attention.h"
 #include "backend/cuda/device_util.cuh"
+#include "backend/cuda/kv_fp8.cuh"
 #include "backend/cuda/pdl.cuh"
 
 #include <cuda_runtime.h>
@@ -35,6 +36,7 @@
 #define HD        64  /* head_dim this file is specialised for */
 #define GQA       8   /* query heads per KV head */
 #define ROW_BYTES 128 /* one key's head_dim values in bf16 */
+#define ROW8      64  /* ... and in e4m3 (the FP8 cache) */
 #define LOG2E     1.4426950408889634f
 
 /* Decode: 4 warps, each taking 16 keys of every 64-key chunk; 4 chunks (64 KiB) in the pipeline. */
@@ -46,6 +48,10 @@ enum {
     DEC_STAGE_BYTES = 2 * DEC_CHUNK * ROW_BYTES, /* K and V */
     DEC_SMEM = DEC_STAGES * DEC_STAGE_BYTES,
     DEC_OPAD = HD + 4, /* padded row of the end-of-CTA merge buffer */
+    /* FP8 cache: chunks of half the bytes, twice the stages, so the same shared memory (and the
+     * same occupancy) keeps as many bytes in flight per SM as the bf16 kernel. */
+    DEC_STAGES8 = 8,
+    DEC_STAGE_BYTES8 = 2 * DEC_CHUNK * ROW8,
     MERGE_BATCH = 8    /* splits whose partial outputs the merge kernel loads at once */
 };
 
@@ -60,14 +66,21 @@ enum {
     PF_STAGES = 4,
     PF_Q_BYTES = PF_ROWS * ROW_BYTES,
     PF_STAGE_BYTES = 2 * PF_KTILE * ROW_BYTES,
-    PF_SMEM = PF_Q_BYTES + PF_STAGES * PF_STAGE_BYTES
+    PF_SMEM = PF_Q_BYTES + PF_STAGES * PF_STAGE_BYTES,
+    /* FP8 cache: the stages hold e4m3 tiles; one bf16 tile pair (the converted current tile) */
+    PF_STAGE_BYTES8 = 2 * PF_KTILE * ROW8,
+    PF_CVT_BYTES = 2 * PF_KTILE * ROW_BYTES,
+    PF_SMEM8 = PF_Q_BYTES + PF_STAGES * PF_STAGE_BYTES8 + PF_CVT_BYTES
 };
+static_assert(DEC_STAGES8 * DEC_STAGE_BYTES8 == DEC_SMEM, "both decode kernels use the same smem");
 static_assert((int)PF_TOKENS == (int)ATTN_PREFILL_TOKENS,
               "attention.h's tile size must match the kernel");
 
 typedef struct {
     const int32_t *query_start, *start_pos, *tables, *table_first, *work;
     const uint16_t *q, *k_cache, *v_cache;
+    const uint8_t *k8, *v8;  /* the same caches as e4m3 bytes (FP8) */
+    const float *kv_scales;  /* FP8: the layer's scale table (attention.h) */
     const float *sinks;
     uint16_t *out;
     float *ws; /* decode partials: [n_seqs][n_heads][splits][HD] outputs, then [..][2] (max, sum) */
@@ -146,6 +159,45 @@ static __device__ __forceinline__ void load_kv_tile(const attn_args &a, const in
     }
 }
 
+/* ---- FP8 tiles ----
+ * An e4m3 key row is 64 bytes, 4 chunks of 16. Tiles of such rows live in shared memory with a
+ * swizzle chosen for the decode kernel's fragment reads (below): rows 2L and 2L+1 share the 128-byte
+ * line L, the two 64-byte halves swapped when L is odd, and the chunks of a row XORed with 2 when
+ * bit 1 of L is set. Then (1) 8 lanes reading 16 bytes each of rows 2L, 2L+1 (the K reads, and the
+ * cp.async writes) touch one whole line; (2) 16 lanes reading 8 bytes of rows 2t (t = 0..3) at byte
+ * offset 8g (g = 0..3, the V reads) hit 16 distinct 8-byte bank pairs. Both conflict-free. */
+static __device__ __forceinline__ uint32_t swz8(int r, int c) {
+    const int line = r >> 1, half = (r ^ line) & 1;
+    return (uint32_t)(line * 128 + half * 64 + ((c ^ (((line >> 1) & 1) << 1)) << 4));
+}
+
+static __device__ __forceinline__ uint2 lds64(uint32_t addr) {
+    uint2 v;
+    asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "r"(addr));
+    return v;
+}
+
+/* load_kv_tile for an e4m3 cache: keys [key0, key0 + NKEYS) into swz8 tiles at s_k / s_v; keys
+ * >= key_end become zeros. */
+template <int NTHREADS, int NKEYS>
+static __device__ __forceinline__ void load_kv_tile8(const attn_args &a, const int32_t *table,
+                                                     int first, int kvh, int key0, int key_end,
+                                                     uint32_t s_k, uint32_t s_v) {
+    constexpr int PER = NKEYS * 4; /* 16-byte chunks of one tile; K's come first, then V's */
+    static_assert((2 * PER) % NTHREADS == 0, "tile copies must divide evenly");
+#pragma unroll
+    for (int i = 0; i < 2 * PER / NTHREADS; i++) {
+        const int idx = (int)threadIdx.x + i * NTHREADS;
+        const bool is_v = idx >= PER;
+        const int r = (idx - (is_v ? PER : 0)) >> 2, c = idx & 3;
+        const int key = key0 + r;
+        const bool valid = key < key_end;
+        const uint8_t *src = is_v ? a.v8 : a.k8;
+        if (valid) src += kv_offset(a, table, first, kvh, key) + (size_t)c * 16; /* bytes */
+        cp_async16((is_v ? s_v : s_k) + swz8(r, c), src, valid ? 16 : 0);
+    }
+}
+
 /* ------------------------------------------------------------------------------------------------ */
 /* Decode                                                                                             */
 /*
@@ -163,8 +215,29 @@ static __device__ __forceinline__ void load_kv_tile(const attn_args &a, const in
  * Warp w takes keys [16w, 16w+16) of every chunk and keeps its own (m, l, O^T); at the end the 4 warps
  * merge through shared memory. With one split the CTA adds the sink and writes bf16; otherwise it
  * writes its (m, l, O) and attn_decode_merge_kernel combines the splits (the sink joins there, once).
- * A split with no chunks writes (sink, 0, 0), which merges as nothing. */
+ * A split with no chunks writes (sink, 0, 0), which merges as nothing.
+ *
+ * FP8 (the template's FP8 = true): the same CTA, warps and softmax, with the MMAs in fp16 and the
+ * e4m3 bytes turned into fp16 fragments in registers (kv_fp8.cuh: 2^-8 x the value, by bit
+ * placement), read straight from the shared tile with no ldmatrix. The fragments need a
+ * different assignment of dimensions to lanes, which the sums allow:
+ *   - S^T = K Q^T sums over the 64 dimensions, so any permutation applied to both K and Q gives the
+ *     same scores. Lane (g, t) loads 16 bytes of key rows g and g+8: dimensions [16t, 16t+16); word
+ *     kc of them (dims 16t + 4kc .. +3) supplies k-step kc's columns 2t, 2t+1 (dims +0, +1) and
+ *     2t+8, 2t+9 (dims +2, +3). Q^T's B fragments are loaded with the same assignment (the words
+ *     8t + 2kc and 8t + 2kc + 1 of the head's row), times 2^-4 in fp16 (fp16 tops out at 65504;
+ *     2^-4 keeps any q below 10^6 finite and loses nothing: bf16 -> fp16 is exact in range).
+ *   - O^T = V^T P^T: the A rows are output dimensions, which we may also permute as long as the
+ *     write-back undoes it: rows g and g+8 of m-tile mt are dimensions 8g + 2mt and 8g + 2mt + 1,
+ *     so lane (g, t) needs 8 consecutive bytes (dims 8g .. 8g+7) of keys 2t, 2t+1, 2t+8, 2t+9: four
+ *     8-byte shared loads, two byte-permutes per A register pair the keys as the MMA wants.
+ * Scales: scores are (2^-4 q) . (2^-8 k/scale_k), so the score scale gets x 2^12 scale_k; the output
+ * sum has values 2^-8 v/scale_v, so it is multiplied by 2^8 scale_v before it leaves the CTA. */
+template <bool FP8>
 __global__ void __launch_bounds__(DEC_THREADS) attn_decode_kernel(attn_args a) {
+    constexpr int STAGES = FP8 ? DEC_STAGES8 : DEC_STAGES;
+    constexpr int STAGE_BYTES = FP8 ? DEC_STAGE_BYTES8 : DEC_STAGE_BYTES;
+    constexpr int V_OFF = FP8 ? DEC_CHUNK * ROW8 : DEC_CHUNK * ROW_BYTES; /* V tile in a stage */
     pdl_prologue(); /* first: see pdl.cuh */
     extern __shared__ __align__(128) unsigned char smem[];
     const int kvh = blockIdx.x, seq = blockIdx.y, split = blockIdx.z;
@@ -185,12 +258,17 @@ __global__ void __launch_bounds__(DEC_THREADS) attn_decode_kernel(attn_args a) {
 
     /* Start the first chunks' copies before anything else. */
 #pragma unroll
-    for (int i = 0; i < DEC_STAGES - 1; i++) {
+    for (int i = 0; i < STAGES - 1; i++) {
         if (i < n_my) {
-            const uint32_t sk = s_base + i * DEC_STAGE_BYTES;
-            load_kv_tile<DEC_THREADS, DEC_CHUNK>(a, table, first, kvh,
-                                                 k_lo + (c_begin + i) * DEC_CHUNK, key_end, sk,
-                                                 sk + DEC_CHUNK * ROW_BYTES);
+            const uint32_t sk = s_base + i * STAGE_BYTES;
+            if constexpr (FP8)
+                load_kv_tile8<DEC_THREADS, DEC_CHUNK>(a, table, first, kvh,
+                                                      k_lo + (c_begin + i) * DEC_CHUNK, key_end, sk,
+                                                      sk + V_OFF);
+            else
+                load_kv_tile<DEC_THREADS, DEC_CHUNK>(a, table, first, kvh,
+                                                     k_lo + (c_begin + i) * DEC_CHUNK, key_end, sk,
+                                                     sk + DEC_CHUNK * ROW_BYTES);
         }
         cp_async_commit();
     }
@@ -199,10 +277,20 @@ __global__ void __launch_bounds__(DEC_THREADS) attn_decode_kernel(attn_args a) {
     const uint32_t *qg = reinterpret_cast<const uint32_t *>(
         a.q + ((size_t)q_row * (size_t)a.n_heads + (size_t)kvh * GQA + (size_t)g) * HD);
     uint32_t qb[4][2];
+    if constexpr (FP8) {
+        /* fp16 x 2^-4, dims 16t + 4kc + {0,1} and {2,3} (the permutation above) */
 #pragma unroll
-    for (int kc = 0; kc < 4; kc++) qb[kc][0] = qg[kc * 8 + t], qb[kc][1] = qg[kc * 8 + 4 + t];
+        for (int kc = 0; kc < 4; kc++) {
+            const uint32_t w0 = qg[8 * t + 2 * kc], w1 = qg[8 * t + 2 * kc + 1];
+            qb[kc][0] = pack_f16x2(bf16x2_lo(w0) * 0.0625f, bf16x2_hi(w0) * 0.0625f);
+            qb[kc][1] = pack_f16x2(bf16x2_lo(w1) * 0.0625f, bf16x2_hi(w1) * 0.0625f);
+        }
+    } else {
+#pragma unroll
+        for (int kc = 0; kc < 4; kc++) qb[kc][0] = qg[kc * 8 + t], qb[kc][1] = qg[kc * 8 + 4 + t];
+    }
 
-    const float sl2 = a.scale_log2;
+    const float sl2 = FP8 ? a.scale_log2 * a.kv_scales[kvh] * 4096.f : a.scale_log2;
     float m0 = a.sinks[kvh * GQA + 2 * t] * LOG2E,
           m1 = a.sinks[kvh * GQA + 2 * t + 1] * LOG2E; /* heads 2t, 2t+1 */
     float l0 = 0.f, l1 = 0.f;
@@ -211,30 +299,48 @@ __global__ void __launch_bounds__(DEC_THREADS) attn_decode_kernel(attn_args a) {
     for (int mt = 0; mt < 4; mt++) acc[mt][0] = acc[mt][1] = acc[mt][2] = acc[mt][3] = 0.f;
 
     for (int i = 0; i < n_my; i++) {
-        cp_async_wait<DEC_STAGES - 2>(); /* this thread's copies of chunk i are done ... */
+        cp_async_wait<STAGES - 2>(); /* this thread's copies of chunk i are done ... */
         __syncthreads(); /* ... and everyone's; stage (i-1) % STAGES is free again */
         {
-            const int nx = i + DEC_STAGES - 1;
+            const int nx = i + STAGES - 1;
             if (nx < n_my) {
-                const uint32_t sk = s_base + (nx % DEC_STAGES) * DEC_STAGE_BYTES;
-                load_kv_tile<DEC_THREADS, DEC_CHUNK>(a, table, first, kvh,
-                                                     k_lo + (c_begin + nx) * DEC_CHUNK, key_end, sk,
-                                                     sk + DEC_CHUNK * ROW_BYTES);
+                const uint32_t sk = s_base + (nx % STAGES) * STAGE_BYTES;
+                if constexpr (FP8)
+                    load_kv_tile8<DEC_THREADS, DEC_CHUNK>(a, table, first, kvh,
+                                                          k_lo + (c_begin + nx) * DEC_CHUNK,
+                                                          key_end, sk, sk + V_OFF);
+                else
+                    load_kv_tile<DEC_THREADS, DEC_CHUNK>(a, table, first, kvh,
+                                                         k_lo + (c_begin + nx) * DEC_CHUNK, key_end,
+                                                         sk, sk + DEC_CHUNK * ROW_BYTES);
             }
             cp_async_commit();
         }
-        const uint32_t sk = s_base + (i % DEC_STAGES) * DEC_STAGE_BYTES,
-                       sv = sk + DEC_CHUNK * ROW_BYTES;
+        const uint32_t sk = s_base + (i % STAGES) * STAGE_BYTES, sv = sk + V_OFF;
         const int key_w = k_lo + (c_begin + i) * DEC_CHUNK + warp * 16; /* this warp's first key */
 
         /* S^T = K Q^T: lane gets s0,s1 = (key g; heads 2t, 2t+1), s2,s3 = (key g+8; same heads). */
         float s[4] = {0.f, 0.f, 0.f, 0.f};
+        if constexpr (FP8) {
+            const uint4 x = lds128(sk + swz8(warp * 16 + g, t)),
+                        y = lds128(sk + swz8(warp * 16 + g + 8, t));
+            const uint32_t xw[4] = {x.x, x.y, x.z, x.w}, yw[4] = {y.x, y.y, y.z, y.w};
 #pragma unroll
-        for (int kc = 0; kc < 4; kc++) {
-            uint32_t ka[4];
-            ldmatrix_x4(
-                ka, sk + swz(warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, kc * 2 + (lane >> 4)));
-            mma_bf16_16816(s, ka, qb[kc][0], qb[kc][1]);
+            for (int kc = 0; kc < 4; kc++) {
+                const uint32_t ka[4] = {e4m3_pick_f16x2<0, 1>(xw[kc], xw[kc]),
+                                        e4m3_pick_f16x2<0, 1>(yw[kc], yw[kc]),
+                                        e4m3_pick_f16x2<2, 3>(xw[kc], xw[kc]),
+                                        e4m3_pick_f16x2<2, 3>(yw[kc], yw[kc])};
+                mma_f16_16816(s, ka, qb[kc][0], qb[kc][1]);
+            }
+        } else {
+#pragma unroll
+            for (int kc = 0; kc < 4; kc++) {
+                uint32_t ka[4];
+                ldmatrix_x4(ka, sk + swz(warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8,
+                                         kc * 2 + (lane >> 4)));
+                mma_bf16_16816(s, ka, qb[kc][0], qb[kc][1]);
+            }
         }
         if (key_w + g >= key_end) s[0] = s[1] = -INFINITY;
         if (key_w + g + 8 >= key_end) s[2] = s[3] = -INFINITY;
@@ -255,19 +361,47 @@ __global__ void __launch_bounds__(DEC_THREADS) attn_decode_kernel(attn_args a) {
         for (int mt = 0; mt < 4; mt++)
             acc[mt][0] *= corr0, acc[mt][1] *= corr1, acc[mt][2] *= corr0, acc[mt][3] *= corr1;
 
-        /* P^T as the B operand: transpose the two 8x8 halves (keys 0-7 and 8-15) in registers. */
-        const uint32_t pb0 = movmatrix_trans(pack_bf16x2(p0, p1)),
-                       pb1 = movmatrix_trans(pack_bf16x2(p2, p3));
-
-        /* O^T += V^T P^T: m-tile mt covers dims [16mt, 16mt+16). ldmatrix.trans matrices: (keys 0-7,
-         * dims +0), (keys 0-7, dims +8), (keys 8-15, dims +0), (keys 8-15, dims +8) = a0..a3. */
+        if constexpr (FP8) {
+            /* P^T in fp16 (p <= 1: fp16 keeps 11 bits where bf16 keeps 8). */
+            const uint32_t pb0 = movmatrix_trans(pack_f16x2(p0, p1)),
+                           pb1 = movmatrix_trans(pack_f16x2(p2, p3));
+            /* V bytes: dims 8g .. 8g+7 of keys 2t, 2t+1, 2t+8, 2t+9 of the warp's 16. */
+            const int r0 = warp * 16 + 2 * t;
+            const uint32_t vo = (uint32_t)(g & 1) * 8; /* byte 8g: chunk g/2, half g%2 */
+            const uint2 v0 = lds64(sv + swz8(r0, g >> 1) + vo),
+                        v1 = lds64(sv + swz8(r0 + 1, g >> 1) + vo),
+                        v2 = lds64(sv + swz8(r0 + 8, g >> 1) + vo),
+                        v3 = lds64(sv + swz8(r0 + 9, g >> 1) + vo);
+            /* m-tile mt: rows g, g+8 = dims 8g + 2mt, 8g + 2mt + 1 = bytes 2mt, 2mt+1 of the 8. */
 #pragma unroll
-        for (int mt = 0; mt < 4; mt++) {
-            uint32_t va[4];
-            const int j = lane >> 3;
-            ldmatrix_x4_trans(va,
-                              sv + swz(warp * 16 + (lane & 7) + (j >> 1) * 8, mt * 2 + (j & 1)));
-            mma_bf16_16816(acc[mt], va, pb0, pb1);
+            for (int mt = 0; mt < 4; mt++) {
+                const uint32_t x0 = mt < 2 ? v0.x : v0.y, x1 = mt < 2 ? v1.x : v1.y;
+                const uint32_t x2 = mt < 2 ? v2.x : v2.y, x3 = mt < 2 ? v3.x : v3.y;
+                uint32_t va[4];
+                if ((mt & 1) == 0) {
+                    va[0] = e4m3_pick_f16x2<0, 4>(x0, x1), va[1] = e4m3_pick_f16x2<1, 5>(x0, x1);
+                    va[2] = e4m3_pick_f16x2<0, 4>(x2, x3), va[3] = e4m3_pick_f16x2<1, 5>(x2, x3);
+                } else {
+                    va[0] = e4m3_pick_f16x2<2, 6>(x0, x1), va[1] = e4m3_pick_f16x2<3, 7>(x0, x1);
+                    va[2] = e4m3_pick_f16x2<2, 6>(x2, x3), va[3] = e4m3_pick_f16x2<3, 7>(x2, x3);
+                }
+                mma_f16_16816(acc[mt], va, pb0, pb1);
+            }
+        } else {
+            /* P^T as the B operand: transpose the two 8x8 halves (keys 0-7 and 8-15) in registers. */
+            const uint32_t pb0 = movmatrix_trans(pack_bf16x2(p0, p1)),
+                           pb1 = movmatrix_trans(pack_bf16x2(p2, p3));
+
+            /* O^T += V^T P^T: m-tile mt covers dims [16mt, 16mt+16). ldmatrix.trans matrices: (keys
+             * 0-7, dims +0), (keys 0-7, dims +8), (keys 8-15, dims +0), (keys 8-15, dims +8). */
+#pragma unroll
+            for (int mt = 0; mt < 4; mt++) {
+                uint32_t va[4];
+                const int j = lane >> 3;
+                ldmatrix_x4_trans(
+                    va, sv + swz(warp * 16 + (lane & 7) + (j >> 1) * 8, mt * 2 + (j & 1)));
+                mma_bf16_16816(acc[mt], va, pb0, pb1);
+            }
         }
     }
     cp_async_wait<0>();
@@ -286,10 +420,12 @@ __global__ void __launch_bounds__(DEC_THREADS) attn_decode_kernel(attn_args a) {
     float *ow = s_o + warp * GQA * DEC_OPAD;
 #pragma unroll
     for (int mt = 0; mt < 4; mt++) {
-        ow[(2 * t) * DEC_OPAD + mt * 16 + g] = acc[mt][0];
-        ow[(2 * t + 1) * DEC_OPAD + mt * 16 + g] = acc[mt][1];
-        ow[(2 * t) * DEC_OPAD + mt * 16 + g + 8] = acc[mt][2];
-        ow[(2 * t + 1) * DEC_OPAD + mt * 16 + g + 8] = acc[mt][3];
+        /* accumulator rows g and g+8: dims 16mt + g, +8 (bf16) or 8g + 2mt, +1 (FP8) */
+        const int d_a = FP8 ? 8 * g + 2 * mt : mt * 16 + g, d_b = FP8 ? d_a + 1 : d_a + 8;
+        ow[(2 * t) * DEC_OPAD + d_a] = acc[mt][0];
+        ow[(2 * t + 1) * DEC_OPAD + d_a] = acc[mt][1];
+        ow[(2 * t) * DEC_OPAD + d_b] = acc[mt][2];
+        ow[(2 * t + 1) * DEC_OPAD + d_b] = acc[mt][3];
     }
     __syncthreads();
 
@@ -304,6 +440,11 @@ __global__ void __launch_bounds__(DEC_THREADS) attn_decode_kernel(attn_args a) {
         L += f * s_l[w * GQA + h];
 #pragma unroll
         for (int j = 0; j < 4; j++) o4[j] += f * s_o[(w * GQA + h) * DEC_OPAD + d0 + j];
+    }
+    if constexpr (FP8) {
+        const float vmul = a.kv_scales[a.n_kv_heads + kvh] * 256.f; /* 2^8 scale_v */
+#pragma unroll
+        for (int j = 0; j < 4; j++) o4[j] *= vmul;
     }
     const int head = kvh * GQA + h;
     if (a.num_splits == 1) {
@@ -404,8 +545,18 @@ __global__ void __launch_bounds__(DEC_THREADS) attn_decode_merge_kernel(attn_arg
  * Because a query tile spans only 16 positions, only the last one or two key tiles meet the causal
  * diagonal, and on sliding layers only the first one or two meet the window's start: those "edge"
  * tiles are masked per element, the others not at all. Tiles entirely outside every row's window are
- * never loaded (the loop starts at k_first and ends at the last token's position). */
+ * never loaded (the loop starts at k_first and ends at the last token's position).
+ *
+ * FP8 (FP8 = true): the pipeline stages hold e4m3 tiles (half the bytes); after a tile lands, the
+ * CTA converts it once, exactly, into a bf16 tile pair in the layout above (one 16-byte chunk of
+ * codes per thread -> two swizzled 16-byte bf16 chunks), and the MMAs run on it unchanged. The
+ * values are the unscaled e4m3 values (exact in bf16): the K scale joins the score scale, the V
+ * scale the final normalisation. The conversion is amortised over the tile's 128 query rows, so
+ * FP8 MMA would buy little here: prefill is compute-bound and its Q and P would have to be e4m3. */
+template <bool FP8>
 __global__ void __launch_bounds__(PF_THREADS, 2) attn_prefill_kernel(attn_args a) {
+    constexpr int STAGE_BYTES = FP8 ? PF_STAGE_BYTES8 : PF_STAGE_BYTES;
+    constexpr int V_OFF = FP8 ? PF_KTILE * ROW8 : PF_KTILE * ROW_BYTES;
     pdl_prologue(); /* first: see pdl.cuh */
     extern __shared__ __align__(128) unsigned char smem[];
     const int kvh = blockIdx.y;
@@ -442,9 +593,13 @@ __global__ void __launch_bounds__(PF_THREADS, 2) attn_prefill_kernel(attn_args a
 #pragma unroll
     for (int i = 0; i < PF_STAGES - 1; i++) {
         if (i < n_tiles) {
-            const uint32_t sk = s_kv + i * PF_STAGE_BYTES;
-            load_kv_tile<PF_THREADS, PF_KTILE>(a, table, first, kvh, k_first + i * PF_KTILE,
-                                               key_end, sk, sk + PF_KTILE * ROW_BYTES);
+            const uint32_t sk = s_kv + i * STAGE_BYTES;
+            if constexpr (FP8)
+                load_kv_tile8<PF_THREADS, PF_KTILE>(a, table, first, kvh, k_first + i * PF_KTILE,
+                                                    key_end, sk, sk + V_OFF);
+            else
+                load_kv_tile<PF_THREADS, PF_KTILE>(a, table, first, kvh, k_first + i * PF_KTILE,
+                                                   key_end, sk, sk + PF_KTILE * ROW_BYTES);
         }
         cp_async_commit();
     }
@@ -456,7 +611,7 @@ __global__ void __launch_bounds__(PF_THREADS, 2) attn_prefill_kernel(attn_args a
         ldmatrix_x4(qa[kc], s_q + swz(warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8,
                                       kc * 2 + (lane >> 4)));
 
-    const float sl2 = a.scale_log2;
+    const float sl2 = FP8 ? a.scale_log2 * a.kv_scales[kvh] : a.scale_log2;
     const float sink = a.sinks[kvh * GQA + g] * LOG2E;
     float m_a = sink, m_b = sink, l_a = 0.f, l_b = 0.f;
     float acc[8][4];
@@ -469,14 +624,41 @@ __global__ void __launch_bounds__(PF_THREADS, 2) attn_prefill_kernel(attn_args a
         {
             const int nx = it + PF_STAGES - 1;
             if (nx < n_tiles) {
-                const uint32_t sk = s_kv + (nx % PF_STAGES) * PF_STAGE_BYTES;
-                load_kv_tile<PF_THREADS, PF_KTILE>(a, table, first, kvh, k_first + nx * PF_KTILE,
-                                                   key_end, sk, sk + PF_KTILE * ROW_BYTES);
+                const uint32_t sk = s_kv + (nx % PF_STAGES) * STAGE_BYTES;
+                if constexpr (FP8)
+                    load_kv_tile8<PF_THREADS, PF_KTILE>(a, table, first, kvh,
+                                                        k_first + nx * PF_KTILE, key_end, sk,
+                                                        sk + V_OFF);
+                else
+                    load_kv_tile<PF_THREADS, PF_KTILE>(a, table, first, kvh,
+                                                       k_first + nx * PF_KTILE, key_end, sk,
+                                                       sk + PF_KTILE * ROW_BYTES);
             }
             cp_async_commit();
         }
-        const uint32_t sk = s_kv + (it % PF_STAGES) * PF_STAGE_BYTES,
-                       sv = sk + PF_KTILE * ROW_BYTES;
+        uint32_t sk = s_kv + (it % PF_STAGES) * STAGE_BYTES, sv = sk + PF_KTILE * ROW_BYTES;
+        if constexpr (FP8) {
+            /* e4m3 tile -> the bf16 tile pair: thread = (K or V, row, 16-byte chunk of codes). The
+             * barrier above also means every warp is done with the previous tile's pair. */
+            const uint32_t s_cvt = s_kv + PF_STAGES * PF_STAGE_BYTES8;
+            const int which = threadIdx.x >> 7, r = (threadIdx.x & 127) >> 2, c = threadIdx.x & 3;
+            const uint4 x = lds128(sk + which * V_OFF + swz8(r, c));
+            const uint32_t dst = s_cvt + which * (PF_KTILE * ROW_BYTES);
+            const uint32_t w[4] = {x.x, x.y, x.z, x.w};
+            uint32_t o[8];
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                o[2 * j] = e4m3x2_to_bf16x2_exact(w[j] & 0xffffu),
+                      o[2 * j + 1] = e4m3x2_to_bf16x2_exact(w[j] >> 16);
+            asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(dst + swz(r, 2 * c)),
+                         "r"(o[0]), "r"(o[1]), "r"(o[2]), "r"(o[3])
+                         : "memory");
+            asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(dst + swz(r, 2 * c + 1)),
+                         "r"(o[4]), "r"(o[5]), "r"(o[6]), "r"(o[7])
+                         : "memory");
+            __syncthreads();
+            sk = s_cvt, sv = s_cvt + PF_KTILE * ROW_BYTES;
+        }
         const int kt = k_first + it * PF_KTILE;
 
         /* S = Q K^T. n-tile nt = keys [8nt, 8nt+8); one ldmatrix.x4 gives b0,b1 of two k-chunks of
@@ -560,8 +742,9 @@ __global__ void __launch_bounds__(PF_THREADS, 2) attn_prefill_kernel(attn_args a
     /* Finish: the row sums were per lane; add the sink once, normalise, store bf16 pairs. */
     l_a += shfl_xor(l_a, 1), l_b += shfl_xor(l_b, 1);
     l_a += shfl_xor(l_a, 2), l_b += shfl_xor(l_b, 2);
-    const float inv_a = 1.f / (l_a + fast_exp2(sink - m_a)),
-                inv_b = 1.f / (l_b + fast_exp2(sink - m_b));
+    const float vmul = FP8 ? a.kv_scales[a.n_kv_heads + kvh] : 1.f; /* the V scale */
+    const float inv_a = vmul / (l_a + fast_exp2(sink - m_a)),
+                inv_b = vmul / (l_b + fast_exp2(sink - m_b));
     const int head = kvh * GQA + g;
     if (2 * warp < n_valid) {
         uint16_t *o = a.out +
@@ -597,17 +780,19 @@ static bool aligned16(const void *p) {
 }
 
 static cudaError_t fill_args(const attn_dims *d, const attn_seqs *s, const uint16_t *q,
-                             const uint16_t *k_cache, const uint16_t *v_cache, const float *sinks,
-                             float scale, uint16_t *out, attn_args *a) {
+                             const void *k_cache, const void *v_cache, const float *kv_scales,
+                             const float *sinks, float scale, uint16_t *out, attn_args *a) {
     const int bs_shift = log2_exact(d->block_size);
     if (d->head_dim != HD || d->n_kv_heads <= 0 || d->n_heads != GQA * d->n_kv_heads ||
         bs_shift < 3 || s->n_seqs < 0 || s->window < 0 || !aligned16(q) || !aligned16(k_cache) ||
-        !aligned16(v_cache) || !aligned16(out))
+        !aligned16(v_cache) || !aligned16(out) || (d->kv_fp8 != 0 && d->kv_fp8 != 1) ||
+        (d->kv_fp8 && !kv_scales))
         return cudaErrorInvalidValue;
     a->query_start = s->query_start, a->start_pos = s->start_pos, a->tables = s->tables;
     a->table_first = s->table_first, a->work = NULL;
-    a->q = q, a->k_cache = k_cache, a->v_cache = v_cache, a->sinks = sinks, a->out = out,
-    a->ws = NULL;
+    a->q = q, a->k_cache = (const uint16_t *)k_cache, a->v_cache = (const uint16_t *)v_cache,
+    a->sinks = sinks, a->out = out, a->ws = NULL;
+    a->k8 = (const uint8_t *)k_cache, a->v8 = (const uint8_t *)v_cache, a->kv_scales = kv_scales;
     a->scale_log2 = scale * LOG2E;
     a->n_seqs = s->n_seqs, a->stride = s->stride, a->window = s->window;
     a->n_heads = d->n_heads, a->n_kv_heads = d->n_kv_heads, a->bs_shift = bs_shift,
@@ -625,7 +810,11 @@ static cudaError_t allow_smem(const void *kernel, int bytes, int *done_for_devic
     if (e == cudaSuccess) *done_for_device = dev + 1;
     return e;
 }
-static int g_decode_smem_dev, g_prefill_smem_dev;
+static int g_decode_smem_dev[2], g_prefill_smem_dev[2]; /* [kv_fp8] */
+
+static const void *decode_kernel(int fp8) {
+    return fp8 ? (const void *)attn_decode_kernel<true> : (const void *)attn_decode_kernel<false>;
+}
 
 extern "C" int attn_decode_num_splits(const attn_dims *d, int n_seqs, int max_keys) {
     if (n_seqs <= 0 || max_keys <= 0) return 1;
@@ -636,9 +825,10 @@ extern "C" int attn_decode_num_splits(const attn_dims *d, int n_seqs, int max_ke
         sms = v;
     else
         failed = true;
+    const int f8 = d->kv_fp8 ? 1 : 0;
     if (!failed &&
-        allow_smem((const void *)attn_decode_kernel, DEC_SMEM, &g_decode_smem_dev) == cudaSuccess &&
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&v, attn_decode_kernel, DEC_THREADS,
+        allow_smem(decode_kernel(f8), DEC_SMEM, &g_decode_smem_dev[f8]) == cudaSuccess &&
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&v, decode_kernel(f8), DEC_THREADS,
                                                       DEC_SMEM) == cudaSuccess &&
         v > 0)
         per_sm = v;
@@ -670,21 +860,27 @@ extern "C" size_t attn_decode_workspace_bytes(const attn_dims *d, int n_seqs, in
 }
 
 extern "C" cudaError_t attn_decode(const attn_dims *d, const attn_seqs *s, const uint16_t *q,
-                                   const uint16_t *k_cache, const uint16_t *v_cache,
-                                   const float *sinks, float scale, uint16_t *out, int num_splits,
-                                   float *workspace, cudaStream_t stream) {
+                                   const void *k_cache, const void *v_cache,
+                                   const float *kv_scales, const float *sinks, float scale,
+                                   uint16_t *out, int num_splits, float *workspace,
+                                   cudaStream_t stream) {
     attn_args a;
-    cudaError_t e = fill_args(d, s, q, k_cache, v_cache, sinks, scale, out, &a);
+    cudaError_t e = fill_args(d, s, q, k_cache, v_cache, kv_scales, sinks, scale, out, &a);
     if (e != cudaSuccess) return e;
     if (num_splits < 1 || num_splits > ATTN_DECODE_MAX_SPLITS || s->n_seqs > 65535 ||
         (num_splits > 1 && !workspace) || !aligned16(workspace))
         return cudaErrorInvalidValue;
     if (s->n_seqs == 0) return cudaSuccess;
     a.num_splits = num_splits, a.ws = workspace;
-    e = allow_smem((const void *)attn_decode_kernel, DEC_SMEM, &g_decode_smem_dev);
+    const int f8 = d->kv_fp8 ? 1 : 0;
+    e = allow_smem(decode_kernel(f8), DEC_SMEM, &g_decode_smem_dev[f8]);
     if (e != cudaSuccess) return e;
-    pdl_launch(attn_decode_kernel, dim3(d->n_kv_heads, s->n_seqs, num_splits), dim3(DEC_THREADS),
-               DEC_SMEM, stream, a);
+    if (f8)
+        pdl_launch(attn_decode_kernel<true>, dim3(d->n_kv_heads, s->n_seqs, num_splits),
+                   dim3(DEC_THREADS), DEC_SMEM, stream, a);
+    else
+        pdl_launch(attn_decode_kernel<false>, dim3(d->n_kv_heads, s->n_seqs, num_splits),
+                   dim3(DEC_THREADS), DEC_SMEM, stream, a);
     e = cudaGetLastError();
     if (e != cudaSuccess || num_splits == 1) return e;
     pdl_launch(attn_decode_merge_kernel, dim3(d->n_kv_heads, s->n_seqs), dim3(DEC_THREADS), 0,
@@ -737,18 +933,26 @@ extern "C" int attn_prefill_plan(int n_seqs, const int32_t *query_start, const i
 }
 
 extern "C" cudaError_t attn_prefill(const attn_dims *d, const attn_seqs *s, const int32_t *work,
-                                    int n_work, const uint16_t *q, const uint16_t *k_cache,
-                                    const uint16_t *v_cache, const float *sinks, float scale,
-                                    uint16_t *out, cudaStream_t stream) {
+                                    int n_work, const uint16_t *q, const void *k_cache,
+                                    const void *v_cache, const float *kv_scales,
+                                    const float *sinks, float scale, uint16_t *out,
+                                    cudaStream_t stream) {
     attn_args a;
-    cudaError_t e = fill_args(d, s, q, k_cache, v_cache, sinks, scale, out, &a);
+    cudaError_t e = fill_args(d, s, q, k_cache, v_cache, kv_scales, sinks, scale, out, &a);
     if (e != cudaSuccess) return e;
     if (n_work < 0 || d->n_kv_heads > 65535) return cudaErrorInvalidValue;
     if (n_work == 0) return cudaSuccess;
     a.work = work;
-    e = allow_smem((const void *)attn_prefill_kernel, PF_SMEM, &g_prefill_smem_dev);
-    if (e != cudaSuccess) return e;
-    pdl_launch(attn_prefill_kernel, dim3(n_work, d->n_kv_heads), dim3(PF_THREADS), PF_SMEM, stream,
-               a);
+    if (d->kv_fp8) {
+        e = allow_smem((const void *)attn_prefill_kernel<true>, PF_SMEM8, &g_prefill_smem_dev[1]);
+        if (e != cudaSuccess) return e;
+        pdl_launch(attn_prefill_kernel<true>, dim3(n_work, d->n_kv_heads), dim3(PF_THREADS),
+                   PF_SMEM8, stream, a);
+    } else {
+        e = allow_smem((const void *)attn_prefill_kernel<false>, PF_SMEM, &g_prefill_smem_dev[0]);
+        if (e != cudaSuccess) return e;
+        pdl_launch(attn_prefill_kernel<false>, dim3(n_work, d->n_kv_heads), dim3(PF_THREADS),
+                   PF_SMEM, stream, a);
+    }
     return cudaGetLastError();
 }

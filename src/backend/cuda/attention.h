@@ -18,6 +18,20 @@
  * 32 is the suggested default: 4 KiB runs, and a 128-key window spans at most 5 blocks).
  * Every layer of a pool uses the same block ids in its own k/v arrays.
  *
+ * ---- FP8 KV cache (attn_dims.kv_fp8 = 1, --kv-cache-dtype fp8) ----
+ * The same layout with 1-byte elements: e4m3 codes (base/numfmt.h), so a key row is 64 bytes and a
+ * (block, KV head) 2 KiB at block_size 32. The stored code of a value x of KV head j is
+ *     code = e4m3_rne_satfinite(x * inv_scale[j]),   read back as  e4m3(code) * scale[j],
+ * with one scale per (layer, K or V, KV head): the table kv_scales below. The kernels never multiply
+ * element by element: the K scale folds into the score scale (a CTA owns one KV head) and the V
+ * scale into the final normalisation. See kv_fp8.cuh for the conversions.
+ *
+ * ---- The scale table (per layer, device memory, fp32) ----
+ *     kv_scales[0 * n_kv_heads + j] = K scale of KV head j      kv_scales[2 * n_kv_heads + j] = 1 / it
+ *     kv_scales[1 * n_kv_heads + j] = V scale of KV head j      kv_scales[3 * n_kv_heads + j] = 1 / it
+ * (the reciprocals are computed once on the host in fp32, so the CPU reference and the GPU quantise
+ * with the same multiplier). bf16 caches ignore it (may be NULL).
+ *
  * ---- Other buffers ----
  *   q    [n_tokens][n_heads][head_dim] bf16, RoPE applied (written by rope_kv_launch_f32)
  *   out  [n_tokens][n_heads][head_dim] bf16, the concatenated heads (input of the O projection)
@@ -52,7 +66,13 @@ typedef struct {
     int n_kv_heads; /* KV heads (8) */
     int head_dim;   /* 64 */
     int block_size; /* tokens per KV block, a power of two */
+    int kv_fp8;     /* 0: K and V are bf16; 1: e4m3 codes with a scale table (above) */
 } attn_dims;
+
+/* Bytes of one cached element: 2 (bf16) or 1 (e4m3). */
+static inline size_t attn_kv_elem_bytes(const attn_dims *d) {
+    return d->kv_fp8 ? 1 : 2;
+}
 
 /* The step's sequences as one layer sees them (the arrays of step/batch.h, uploaded). */
 typedef struct {
@@ -89,9 +109,9 @@ size_t attn_decode_workspace_bytes(const attn_dims *d, int n_seqs, int num_split
  * `workspace` (attn_decode_workspace_bytes) must be given. Returns the launch's error (cudaSuccess
  * when both launches were queued). */
 cudaError_t attn_decode(const attn_dims *d, const attn_seqs *s, const uint16_t *q,
-                        const uint16_t *k_cache, const uint16_t *v_cache, const float *sinks,
-                        float scale, uint16_t *out, int num_splits, float *workspace,
-                        cudaStream_t stream);
+                        const void *k_cache, const void *v_cache, const float *kv_scales,
+                        const float *sinks, float scale, uint16_t *out, int num_splits,
+                        float *workspace, cudaStream_t stream);
 
 /* ---- prefill / chunked prefill ---- */
 
@@ -109,8 +129,9 @@ int attn_prefill_plan(int n_seqs, const int32_t *query_start, const int32_t *sta
 
 /* Causal attention for the tiles of `work` (device copy of attn_prefill_plan's list, n_work tiles). */
 cudaError_t attn_prefill(const attn_dims *d, const attn_seqs *s, const int32_t *work, int n_work,
-                         const uint16_t *q, const uint16_t *k_cache, const uint16_t *v_cache,
-                         const float *sinks, float scale, uint16_t *out, cudaStream_t stream);
+                         const uint16_t *q, const void *k_cache, const void *v_cache,
+                         const float *kv_scales, const float *sinks, float scale, uint16_t *out,
+                         cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -14,6 +14,7 @@
 #include "backend/cuda/runner.h"
 #include "base/log.h"
 #include "base/xalloc.h"
+#include "model/kv_scale.h"
 #include "model/synthetic.h"
 
 #include <cuda_runtime_api.h>
@@ -89,8 +90,10 @@ static int check_shapes(const model_config *c, int bs) {
 static int kv_alloc(struct backend *b, const backend_options *opt) {
     const model_config *c = &b->cfg;
     const int bs = b->block_size;
-    /* K and V of one block in one layer */
-    const size_t per_block = 2 * (size_t)c->n_kv_heads * (size_t)bs * (size_t)c->head_dim * 2;
+    /* K and V of one block in one layer: 2 bytes an element in bf16, 1 in e4m3 (so the same memory
+     * holds twice the blocks, and the block manager gets them all through kv_blocks) */
+    const size_t per_block = 2 * (size_t)c->n_kv_heads * (size_t)bs * (size_t)c->head_dim *
+                             attn_kv_elem_bytes(&b->dims);
     const long swa_default =
         (long)b->max_slots * ((b->W + bs - 1) / bs + 2) + (b->T_reserve + bs - 1) / bs;
     long nswa = !b->n_swa_layers ? 0 : opt->num_swa_blocks > 0 ? opt->num_swa_blocks : swa_default;
@@ -137,6 +140,14 @@ static int kv_alloc(struct backend *b, const backend_options *opt) {
         CU(cudaMemsetAsync(ly->k_cache, 0, half ? half : 256, b->stream));
         CU(cudaMemsetAsync(ly->v_cache, 0, half ? half : 256, b->stream));
         b->kv_bytes += 2 * half;
+        if (b->dims.kv_fp8) { /* the layer's scale table (model/kv_scale.h) */
+            float table[4 * 64];
+            if (c->n_kv_heads > 64) return err_set("cuda backend: more than 64 KV heads");
+            kv_fp8_scales(c, l, table);
+            const size_t tb = 4 * (size_t)c->n_kv_heads * sizeof(float);
+            CU(cudaMalloc((void **)&ly->kv_scales, tb));
+            CU(cudaMemcpy(ly->kv_scales, table, tb, cudaMemcpyHostToDevice));
+        }
     }
     if (b->n_full_layers && (long)b->num_full * bs < b->max_model_len)
         log_warn("cuda backend: the full-attention pool holds %ld tokens, less than one sequence "
@@ -184,6 +195,9 @@ static int create_inner(struct backend *b, const backend_options *opt) {
     b->dims.n_heads = c->n_heads, b->dims.n_kv_heads = c->n_kv_heads,
     b->dims.head_dim = c->head_dim;
     b->dims.block_size = b->block_size;
+    if (opt->kv_dtype != BACKEND_KV_AUTO && opt->kv_dtype != BACKEND_KV_FP8)
+        return err_set("cuda backend: unknown KV cache dtype %d", opt->kv_dtype);
+    b->dims.kv_fp8 = opt->kv_dtype == BACKEND_KV_FP8;
     b->max_slots = opt->max_slots > 0 ? opt->max_slots : 256;
     b->max_model_len = opt->max_model_len > 0 ? opt->max_model_len : 8192;
     if (b->max_model_len > c->max_position) b->max_model_len = c->max_position;
@@ -216,11 +230,13 @@ static int create_inner(struct backend *b, const backend_options *opt) {
     char graphs[48] = "off";
     if (b->graphs.max_size) snprintf(graphs, sizeof graphs, "up to batch %d", b->graphs.max_size);
     log_info("cuda backend: %s (%d SMs): weights %.2f GB, activations %.2f GB (steps of %d "
-             "tokens), KV %.2f GB "
+             "tokens), KV %.2f GB in %s "
              "(%d full blocks = %ld tokens, %d sliding blocks), CUDA graphs %s",
              prop.name, b->sm_count, (double)b->gw.bytes / 1e9, (double)b->ws.bytes / 1e9,
-             b->ws.T_cap, (double)b->kv_bytes / 1e9, b->num_full, (long)b->num_full * b->block_size,
-             b->num_swa, graphs);
+             b->ws.T_cap, (double)b->kv_bytes / 1e9, b->dims.kv_fp8 ? "fp8 e4m3" : "bf16",
+             b->num_full, (long)b->num_full * b->block_size, b->num_swa, graphs);
+    log_info("cuda backend: KV cache capacity %ld tokens (%s)", (long)b->num_full * b->block_size,
+             b->dims.kv_fp8 ? "fp8 e4m3, 1 byte an element" : "bf16, 2 bytes an element");
     return 0;
 }
 
@@ -270,6 +286,7 @@ static void cuda_destroy(backend *b) {
     for (int l = 0; b->gw.layers && l < b->L; l++) {
         cudaFree(b->gw.layers[l].k_cache);
         cudaFree(b->gw.layers[l].v_cache);
+        cudaFree(b->gw.layers[l].kv_scales);
     }
     weights_gpu_free(b);
     cudaFree(b->slot_last);
@@ -299,6 +316,8 @@ void cuda_backend_get_stats(const backend *b, cuda_backend_stats *out) {
     out->weights_gb = (double)b->gw.bytes / 1e9;
     out->workspace_gb = (double)b->ws.bytes / 1e9;
     out->kv_gb = (double)b->kv_bytes / 1e9;
+    out->kv_fp8 = b->dims.kv_fp8;
+    out->kv_tokens = (long)b->num_full * b->block_size;
     out->graph_max_batch = b->graphs.max_size;
 }
 

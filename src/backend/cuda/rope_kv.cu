@@ -7,9 +7,14 @@
  * fp32, rounds to bf16 and stores them to q_out (query heads) or to the cache at the token's slot
  * (KV heads). V is summed and rounded the same way, 8 values per thread. The kernel moves ~50 KiB
  * per token and does ~3k flops: it is a bandwidth kernel, and at decode batch sizes a latency one
- * (fusing it into the QKV GEMM's epilogue is the later step). */
+ * (fusing it into the QKV GEMM's epilogue is the later step).
+ *
+ * FP8 cache (attn_dims.kv_fp8): the same items, and the same fp32 values, but K and V are stored as
+ * e4m3 codes of x * inv_scale (the layer's scale table, attention.h): cvt.rn.satfinite (kv_fp8.cuh),
+ * 4-byte stores for a rotation's 4 pairs, one 8-byte store per V chunk. The q rows stay bf16. */
 #include "backend/cuda/rope_kv.h"
 #include "backend/cuda/device_util.cuh"
+#include "backend/cuda/kv_fp8.cuh"
 #include "backend/cuda/pdl.cuh"
 
 #include <cuda_runtime.h>
@@ -25,6 +30,7 @@ typedef struct {
     const uint16_t *bias;      /* bf16 [qkv width] added to them (may be NULL) */
     const int32_t *positions, *slots;
     uint16_t *q_out, *k_cache, *v_cache;
+    const float *kv_scales; /* FP8: the layer's scale table */
     int qkv_stride, n_heads, n_kv_heads, head_dim, bs_shift;
 } rope_kv_args;
 
@@ -63,6 +69,7 @@ static __device__ __forceinline__ size_t cache_offset(int slot, int kv_head, int
  * CTAs, one item per thread; larger ones keep one CTA per token (CTAs enough to fill the GPU).
  * Each item does the same arithmetic either way: no sum spans two items, so the outputs are
  * bit-identical. */
+template <bool FP8>
 __global__ void __launch_bounds__(ROPE_KV_THREADS) rope_kv_kernel(rope_kv_args a, rope_kv_freq f) {
     pdl_prologue(); /* first: see pdl.cuh */
     __shared__ float s_cos[ROPE_KV_MAX_HALF], s_sin[ROPE_KV_MAX_HALF];
@@ -91,10 +98,31 @@ __global__ void __launch_bounds__(ROPE_KV_THREADS) rope_kv_kernel(rope_kv_args a
             uint16_t *dst;
             if (h < a.n_heads)
                 dst = a.q_out + ((size_t)t * (size_t)a.n_heads + (size_t)h) * (size_t)hd;
-            else if (slot >= 0)
-                dst = a.k_cache + cache_offset(slot, h - a.n_heads, a.n_kv_heads, hd, a.bs_shift);
-            else
+            else if (slot < 0)
                 continue;
+            else if (FP8) {
+                /* K head j as e4m3 codes of x / scale_k[j]: two 4-byte stores */
+                const int j = h - a.n_heads;
+                uint8_t *d8 = reinterpret_cast<uint8_t *>(a.k_cache) +
+                              cache_offset(slot, j, a.n_kv_heads, hd, a.bs_shift);
+                const float inv = a.kv_scales[2 * a.n_kv_heads + j];
+                float x1[4], x2[4];
+                load4(a, t, h * hd + i0, x1);
+                load4(a, t, h * hd + i0 + half, x2);
+                float o1[4], o2[4];
+#pragma unroll
+                for (int jj = 0; jj < 4; jj++) {
+                    const float c = s_cos[i0 + jj], s = s_sin[i0 + jj];
+                    o1[jj] = x1[jj] * c - x2[jj] * s;
+                    o2[jj] = x2[jj] * c + x1[jj] * s;
+                }
+                *reinterpret_cast<uint32_t *>(d8 + i0) =
+                    pack_e4m3x4(o1[0] * inv, o1[1] * inv, o1[2] * inv, o1[3] * inv);
+                *reinterpret_cast<uint32_t *>(d8 + i0 + half) =
+                    pack_e4m3x4(o2[0] * inv, o2[1] * inv, o2[2] * inv, o2[3] * inv);
+                continue;
+            } else
+                dst = a.k_cache + cache_offset(slot, h - a.n_heads, a.n_kv_heads, hd, a.bs_shift);
             float x1[4], x2[4];
             load4(a, t, h * hd + i0, x1);
             load4(a, t, h * hd + i0 + half, x2);
@@ -116,6 +144,15 @@ __global__ void __launch_bounds__(ROPE_KV_THREADS) rope_kv_kernel(rope_kv_args a
             float x[8];
             load4(a, t, v0 + j * hd + c * 8, x);
             load4(a, t, v0 + j * hd + c * 8 + 4, x + 4);
+            if (FP8) {
+                const float inv = a.kv_scales[3 * a.n_kv_heads + j];
+                *reinterpret_cast<uint2 *>(reinterpret_cast<uint8_t *>(a.v_cache) +
+                                           cache_offset(slot, j, a.n_kv_heads, hd, a.bs_shift) +
+                                           c * 8) =
+                    make_uint2(pack_e4m3x4(x[0] * inv, x[1] * inv, x[2] * inv, x[3] * inv),
+                               pack_e4m3x4(x[4] * inv, x[5] * inv, x[6] * inv, x[7] * inv));
+                continue;
+            }
             const uint4 val = make_uint4(pack_bf16x2(x[0], x[1]), pack_bf16x2(x[2], x[3]),
                                          pack_bf16x2(x[4], x[5]), pack_bf16x2(x[6], x[7]));
             *reinterpret_cast<uint4 *>(
@@ -161,19 +198,21 @@ extern "C" cudaError_t rope_kv_launch_f32(const attn_dims *d, const rope_kv_freq
                                           const float *qkv, const float *qkv_lo,
                                           const uint16_t *bias, int qkv_stride, int n_tokens,
                                           const int32_t *positions, const int32_t *slots,
-                                          uint16_t *q_out, uint16_t *k_cache, uint16_t *v_cache,
-                                          cudaStream_t stream) {
+                                          uint16_t *q_out, void *k_cache, void *v_cache,
+                                          const float *kv_scales, cudaStream_t stream) {
     const int bs_shift = log2_exact(d->block_size);
     if (!qkv || n_tokens < 0 || bs_shift < 0 || d->head_dim != 2 * f->half || f->half % 4 != 0 ||
         f->half > ROPE_KV_MAX_HALF || qkv_stride % 8 != 0 ||
         qkv_stride < (d->n_heads + 2 * d->n_kv_heads) * d->head_dim || ((uintptr_t)qkv & 15) ||
         ((uintptr_t)qkv_lo & 15) || ((uintptr_t)bias & 7) || ((uintptr_t)q_out & 15) ||
-        ((uintptr_t)k_cache & 15) || ((uintptr_t)v_cache & 15))
+        ((uintptr_t)k_cache & 15) || ((uintptr_t)v_cache & 15) ||
+        (d->kv_fp8 != 0 && d->kv_fp8 != 1) || (d->kv_fp8 && !kv_scales))
         return cudaErrorInvalidValue;
     if (n_tokens == 0) return cudaSuccess;
     rope_kv_args a = {};
     a.qkv = qkv, a.qkv_lo = qkv_lo, a.bias = bias, a.positions = positions, a.slots = slots;
-    a.q_out = q_out, a.k_cache = k_cache, a.v_cache = v_cache;
+    a.q_out = q_out, a.k_cache = (uint16_t *)k_cache, a.v_cache = (uint16_t *)v_cache;
+    a.kv_scales = kv_scales;
     a.qkv_stride = qkv_stride, a.n_heads = d->n_heads, a.n_kv_heads = d->n_kv_heads,
     a.head_dim = d->head_dim;
     a.bs_shift = bs_shift;
@@ -182,6 +221,9 @@ extern "C" cudaError_t rope_kv_launch_f32(const attn_dims *d, const rope_kv_freq
         (d->n_heads + d->n_kv_heads) * (f->half / 4) + d->n_kv_heads * (d->head_dim / 8);
     const int per_token =
         n_tokens < ROPE_KV_SPREAD_BELOW ? (items + ROPE_KV_THREADS - 1) / ROPE_KV_THREADS : 1;
-    return pdl_launch(rope_kv_kernel, dim3(n_tokens, per_token), dim3(ROPE_KV_THREADS), 0, stream,
-                      a, *f);
+    if (d->kv_fp8)
+        return pdl_launch(rope_kv_kernel<true>, dim3(n_tokens, per_token), dim3(ROPE_KV_THREADS), 0,
+                          stream, a, *f);
+    return pdl_launch(rope_kv_kernel<false>, dim3(n_tokens, per_token), dim3(ROPE_KV_THREADS), 0,
+                      stream, a, *f);
 }

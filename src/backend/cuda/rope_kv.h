@@ -56,12 +56,14 @@ int rope_kv_slots(int n_seqs, const int32_t *query_start, const int32_t *start_p
  * to bf16 once. runner_forward.c passes the two halves of a split-bf16 GEMM (norm.h) and the bias
  * here, so q, k and v are rounded once instead of after the GEMM and again after RoPE. qkv_lo and bias
  * may be NULL. qkv_stride is the distance between token rows of both row arrays in elements (a
- * multiple of 8, at least (n_heads + 2 n_kv_heads) head_dim); positions and slots are per token. */
+ * multiple of 8, at least (n_heads + 2 n_kv_heads) head_dim); positions and slots are per token.
+ * With d->kv_fp8 the caches hold e4m3 codes and kv_scales is the layer's scale table (attention.h):
+ * K and V are stored as e4m3(x * inv_scale) instead of bf16(x); the q rows are bf16 either way. */
 cudaError_t rope_kv_launch_f32(const attn_dims *d, const rope_kv_freq *f, const float *qkv,
                                const float *qkv_lo, const uint16_t *bias, int qkv_stride,
                                int n_tokens, const int32_t *positions, const int32_t *slots,
-                               uint16_t *q_out, uint16_t *k_cache, uint16_t *v_cache,
-                               cudaStream_t stream);
+                               uint16_t *q_out, void *k_cache, void *v_cache,
+                               const float *kv_scales, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

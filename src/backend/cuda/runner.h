@@ -18,7 +18,9 @@
  *               the graphs' buffer (fixed address, sized for the largest graph layout)
  *   slot_last   each slot's last sampled token (STEP_TOKEN_FROM_DEVICE)
  *   KV          per layer its pool's K and V, [num_blocks][n_kv_heads][block_size][head_dim] bf16,
- *               everything left under --gpu-memory-utilization */
+ *               or e4m3 (1 byte, --kv-cache-dtype fp8: twice the blocks in the same memory) with
+ *               the layer's scale table (attention.h), everything left under
+ *               --gpu-memory-utilization */
 #ifndef GPTOSS_BACKEND_CUDA_RUNNER_H
 #define GPTOSS_BACKEND_CUDA_RUNNER_H
 
@@ -53,7 +55,8 @@ typedef struct {
     uint8_t *w1_q, *w1_s, *w2_q, *w2_s; /* repacked experts */
     uint16_t *b1, *b2;
     moe_weights moe;             /* the views moe_experts takes */
-    uint16_t *k_cache, *v_cache; /* this layer's storage in its pool */
+    void *k_cache, *v_cache; /* this layer's storage in its pool (bf16 or e4m3: dims.kv_fp8) */
+    float *kv_scales;        /* FP8: the layer's scale table (attention.h), device; else NULL */
 } gpu_layer;
 
 typedef struct {

@@ -62,7 +62,7 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
         CU(gemm_bf16(b->gemm, w->a, 2 * T, H, ly->qkv_w, b->QKV, NULL, w->qkv, GEMM_OUT_F32, s));
         CU(rope_kv_launch_f32(&b->dims, &b->freq, w->qkv, qkv_lo, ly->qkv_b, b->QKV, T,
                               p->positions, sliding ? p->slots_swa : p->slots_full, w->q,
-                              ly->k_cache, ly->v_cache, s));
+                              ly->k_cache, ly->v_cache, ly->kv_scales, s));
         attn_seqs as;
         as.n_seqs = p->n_seqs, as.query_start = p->query_start, as.start_pos = p->start_pos;
         as.tables = sliding ? p->swa_tables : p->full_tables;
@@ -72,10 +72,12 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
         const int n_work = sliding ? p->n_work_swa : p->n_work_full;
         if (n_work > 0)
             CU(attn_prefill(&b->dims, &as, sliding ? p->work_swa : p->work_full, n_work, w->q,
-                            ly->k_cache, ly->v_cache, ly->sinks, b->scale, w->attn, s));
+                            ly->k_cache, ly->v_cache, ly->kv_scales, ly->sinks, b->scale, w->attn,
+                            s));
         if (p->has_decode)
-            CU(attn_decode(&b->dims, &as, w->q, ly->k_cache, ly->v_cache, ly->sinks, b->scale,
-                           w->attn, sliding ? p->splits_swa : p->splits_full, w->dec_ws, s));
+            CU(attn_decode(&b->dims, &as, w->q, ly->k_cache, ly->v_cache, ly->kv_scales, ly->sinks,
+                           b->scale, w->attn, sliding ? p->splits_swa : p->splits_full, w->dec_ws,
+                           s));
         CU(gemm_bf16(b->gemm, w->attn, T, b->Q, ly->o_w, H, ly->o_b, w->o, GEMM_OUT_BF16, s));
         CU(norm_add_rmsnorm_split(w->h, w->o, NULL, 0, T, H, ly->mlp_norm, b->eps, w->a, a_lo, s));
         CU(gemm_bf16(b->gemm, w->a, 2 * T, H, ly->router_w, b->E, NULL, w->router, GEMM_OUT_F32,
