@@ -68,8 +68,13 @@ typedef struct {
     bool async, prefix;
 } cfg;
 
+/* The KV dtype of every engine made: BACKEND_KV_FP8 reruns the prefix-cache and preemption
+ * properties with the CPU backend rounding K and V to e4m3 (--kv-cache-dtype fp8). */
+static int g_kv_dtype = BACKEND_KV_AUTO;
+
 static engine *make_engine(cfg c) {
-    backend_options bo = {.model = model_dir,
+    backend_options bo = {.kv_dtype = g_kv_dtype,
+                          .model = model_dir,
                           .block_size = 32,
                           .num_full_blocks = c.kv_blocks,
                           .num_swa_blocks = c.kv_blocks,
@@ -215,7 +220,8 @@ static void test_batching_invariance(void) {
     }
 }
 
-static void test_prefix_cache_and_preemption(void) {
+/* With alone_out, the first run_alone's outputs are copied there (for comparing dtypes). */
+static void test_prefix_cache_and_preemption(req_out *alone_out) {
     enum { N = 8 };
     static job jobs[N];
     static req_out alone[N], batched[N];
@@ -226,6 +232,7 @@ static void test_prefix_cache_and_preemption(void) {
     make_jobs(jobs, N, 2, shared, 200);
     cfg base = {.max_num_seqs = 8, .max_batched = 4096, .async = false, .prefix = false};
     run_alone(base, jobs, N, alone);
+    if (alone_out) memcpy(alone_out, alone, sizeof alone);
 
     engine_metrics m;
     cfg cached = {.max_num_seqs = 8, .max_batched = 128, .async = true, .prefix = true};
@@ -379,7 +386,21 @@ int main(void) {
         return 1;
     }
     test_batching_invariance();
-    test_prefix_cache_and_preemption();
+    static req_out alone_f32[8], alone_fp8[8];
+    test_prefix_cache_and_preemption(alone_f32);
+    /* FP8 KV (CPU emulation of the e4m3 cache): prefix-cache hits and preemption still give exactly
+     * the tokens of each request alone, and the rounding is really on (some greedy token differs
+     * from the float32 cache's). */
+    g_kv_dtype = BACKEND_KV_FP8;
+    test_prefix_cache_and_preemption(alone_fp8);
+    g_kv_dtype = BACKEND_KV_AUTO;
+    int differ = 0;
+    for (int i = 0; i < 8; i++)
+        differ += alone_f32[i].g[0].n_tokens != alone_fp8[i].g[0].n_tokens ||
+                  memcmp(alone_f32[i].g[0].tokens, alone_fp8[i].g[0].tokens,
+                         (size_t)alone_f32[i].g[0].n_tokens * 4) != 0;
+    CHECK(differ > 0, "fp8 KV gave the float32 cache's tokens in all 8 requests: not emulated?");
+    fprintf(stderr, "fp8 KV: %d of 8 requests differ from the float32 cache's tokens\n", differ);
     test_stops_and_cancel();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", model_dir);
