@@ -20,6 +20,19 @@
  *       skips it.
  *   (d) the transformers fixture tests/fixtures/tiny64 (+ tiny64_reference.safetensors), when
  *       present: logits within tolerance, greedy tokens where the reference margin is > 0.05.
+ *   (e) FP8 KV cache (--kv-cache-dtype fp8): (a)'s teacher-forced schedules with the CUDA backend
+ *       storing e4m3 K/V against the CPU reference emulating the same rounding (cpu_model.kv_fp8),
+ *       at (a)'s bounds; the same sequences fp8 vs bf16 on the GPU (loose: relL2 <= 0.2, top-1 >= 95%
+ *       of the clear positions); (a)'s engine comparison with both backends in fp8; and through the
+ *       engine on the GPU in fp8: prefix-cache hits and preemption (a pool far too small) give the
+ *       greedy tokens of each request alone with the cache off and a large pool, wherever the
+ *       alone run's margin is clear (the same rule as (a)'s CUDA-vs-CPU check). (d) runs with fp8
+ *       too, against the transformers logits. --skip-fp8 skips (e).
+ * --kv-accuracy: instead of the tests, the measurement of issue 15: teacher-forced logits of
+ * synthetic:20b:layers=4 (real width) with an fp8 KV cache against bf16, at contexts 2k, 8k and 32k
+ * (4 sequences, the last 64 positions of each): relative L2, max|d|/max|logit|, top-1 agreement (all
+ * positions and those with a clear bf16 margin), one markdown row per context; and the tiny64 fixture
+ * fp8 vs transformers. It fails only on non-finite logits (the 99% target is printed, not asserted).
  * --seed N reproduces a run. */
 #include "gpu_check.h"
 
@@ -51,6 +64,10 @@ extern "C" {
 #include <vector>
 
 static const double MARGIN = 0.05;
+
+/* The KV dtype of the backends the tests make (BACKEND_KV_FP8 in (e)); the CPU reference emulates
+ * it. */
+static int g_kv_dtype = BACKEND_KV_AUTO;
 
 /* ------------------------------------------------------------------------------------------------
  */
@@ -165,7 +182,8 @@ typedef struct {
     int done;
     std::vector<int32_t> full, swa; /* physical blocks; swa[j] holds logical block swa_first + j */
     int swa_first, slot;
-    std::vector<float> logits; /* [len][V], filled as rows come back */
+    std::vector<float> logits; /* [len][V], filled as rows come back; [len - logit0][V] with logit0 */
+    int logit0; /* > 0: only steps whose last token is at >= logit0 make a logits row (accuracy) */
 } tf_seq;
 
 typedef struct {
@@ -243,11 +261,11 @@ static int drv_step(driver *d, std::vector<tf_seq> &seqs, const std::vector<int>
             token_ids[qs[k] + j] = s->toks[p0 + j], positions[qs[k] + j] = p0 + j;
         qs[k + 1] = qs[k] + nn;
         slot[k] = s->slot, sp[k] = p0, sfirst[k] = s->swa_first;
-        sample[k] = p0 + nn == (int)s->toks.size();
+        sample[k] = s->logit0 > 0 ? p0 + nn - 1 >= s->logit0 : p0 + nn == (int)s->toks.size();
         reset[k] = p0 == 0;
         params[k] = sampling_params_default();
         params[k].temperature = 0;
-        params[k].prompt_logprobs = 1;
+        params[k].prompt_logprobs = s->logit0 > 0 ? 0 : 1;
         out_len[k] = 0, hist_len[k] = 0, prompt_len[k] = (int)s->toks.size();
         fstride = std::max(fstride, (int)s->full.size());
         sstride = std::max(sstride, (int)s->swa.size());
@@ -274,7 +292,20 @@ static int drv_step(driver *d, std::vector<tf_seq> &seqs, const std::vector<int>
     int rc = d->ops->launch(d->be, &sb);
     if (rc == 0) rc = d->ops->wait(d->be, &res);
     if (rc != 0) fprintf(stderr, "step failed: %s\n", err_msg());
-    if (rc == 0 && d->ops == &cuda_backend_ops) {
+    if (rc == 0 && d->ops == &cuda_backend_ops && seqs[idx[0]].logit0 > 0) {
+        /* accuracy mode: one row per sampling sequence, the logits after its last new token */
+        const int rows = cuda_backend_debug_rows(d->be);
+        for (int k = 0, r = 0; k < n; k++) {
+            if (!sample[k]) continue;
+            tf_seq *s = &seqs[idx[k]];
+            const int p = s->done + n_new[k] - 1;
+            CHECK(r < rows, "accuracy step: %d rows, wanted more", rows);
+            if (r < rows)
+                memcpy(s->logits.data() + (size_t)(p - s->logit0) * d->V,
+                       d->dbg.data() + (size_t)r * d->V, (size_t)d->V * sizeof(float));
+            r++;
+        }
+    } else if (rc == 0 && d->ops == &cuda_backend_ops) {
         const int rows = cuda_backend_debug_rows(d->be);
         CHECK(rows == T, "debug rows %d != step tokens %d", rows, T);
         for (int k = 0, r = 0; k < n && rows == T; k++) {
@@ -360,6 +391,7 @@ static std::vector<tf_seq> make_seqs(const std::vector<int> &lens, int V, rng_t 
         seqs[k].toks.resize(lens[k]);
         for (auto &t : seqs[k].toks) t = rng_below(rng, V);
         seqs[k].done = 0, seqs[k].swa_first = 0, seqs[k].slot = slot0 + (int)k;
+        seqs[k].logit0 = 0;
     }
     return seqs;
 }
@@ -369,6 +401,7 @@ static std::vector<std::vector<float>> cpu_reference(const model_weights *w,
                                                      const std::vector<tf_seq> &seqs) {
     cpu_model m;
     cpu_model_init(&m, w);
+    m.kv_fp8 = g_kv_dtype == BACKEND_KV_FP8; /* the e4m3 rounding of the GPU's cache */
     std::vector<std::vector<float>> out(seqs.size());
     for (size_t k = 0; k < seqs.size(); k++) {
         cpu_kv_cache kv;
@@ -382,11 +415,14 @@ static std::vector<std::vector<float>> cpu_reference(const model_weights *w,
     return out;
 }
 
-static backend *make_cuda(const char *model, int max_slots, int graphs, int blocks) {
+static backend *make_cuda(const char *model, int max_slots, int graphs, int blocks,
+                          int max_model_len = 2048) {
     backend_options bo;
     memset(&bo, 0, sizeof bo);
     bo.model = model, bo.block_size = 32, bo.num_full_blocks = blocks, bo.num_swa_blocks = blocks;
-    bo.max_slots = max_slots, bo.max_model_len = 2048, bo.max_cudagraph_capture_size = graphs;
+    bo.max_slots = max_slots, bo.max_model_len = max_model_len,
+    bo.max_cudagraph_capture_size = graphs;
+    bo.kv_dtype = g_kv_dtype;
     backend *b = NULL;
     if (cuda_backend_ops.create(&bo, &b) != 0) {
         fprintf(stderr, "cuda backend (%s): %s\n", model, err_msg());
@@ -500,14 +536,27 @@ static void on_out(const engine_output *o, void *user) {
     if (o->finished) e->done = true;
 }
 
+static engine_metrics g_last_metrics; /* of the last run_engine */
+
+/* Engine knobs of run_engine beyond the defaults: the KV pools' blocks, prefix caching, and steps
+ * that let later requests in after earlier ones have run (arrival, in engine steps, per request). */
+typedef struct {
+    int blocks;
+    bool prefix;
+    int stagger; /* request k is submitted after k * stagger steps (0: all at once) */
+} eng_knobs;
+
 static std::vector<eng_out> run_engine(const backend_ops *ops, const char *model,
                                        const std::vector<std::vector<int32_t>> &prompts,
-                                       const sampling_params &params, int max_tokens, bool async) {
+                                       const sampling_params &params, int max_tokens, bool async,
+                                       eng_knobs kn = {512, true, 0}) {
     std::vector<eng_out> outs(prompts.size());
     backend_options bo;
     memset(&bo, 0, sizeof bo);
-    bo.model = model, bo.block_size = 32, bo.num_full_blocks = 512, bo.num_swa_blocks = 512;
+    bo.model = model, bo.block_size = 32, bo.num_full_blocks = kn.blocks,
+    bo.num_swa_blocks = kn.blocks;
     bo.max_slots = 8, bo.max_model_len = 512;
+    bo.kv_dtype = g_kv_dtype;
     backend *b = NULL;
     if (ops->create(&bo, &b) != 0) {
         CHECK(false, "%s backend: %s", ops->name, err_msg());
@@ -517,20 +566,27 @@ static std::vector<eng_out> run_engine(const backend_ops *ops, const char *model
     engine_options_default(&eo);
     eo.max_num_seqs = 8, eo.max_num_batched_tokens = 48, eo.max_model_len = 512,
     eo.async_scheduling = async;
+    eo.enable_prefix_caching = kn.prefix;
     engine *e = NULL;
     if (engine_create(&eo, ops, b, &e) != 0) {
         CHECK(false, "engine: %s", err_msg());
         return outs;
     }
-    for (size_t k = 0; k < prompts.size(); k++) {
-        engine_request r;
-        memset(&r, 0, sizeof r);
-        r.id = k, r.prompt = prompts[k].data(), r.n_prompt = (int)prompts[k].size();
-        r.params = params, r.max_tokens = max_tokens, r.ignore_eos = true, r.n = 1;
-        r.on_output = on_out, r.user = &outs[k];
-        CHECK(engine_submit(e, &r) == 0, "submit: %s", err_msg());
+    size_t next = 0;
+    for (int step = 0;; step++) {
+        for (; next < prompts.size() && (int)next * kn.stagger <= step; next++) {
+            engine_request r;
+            memset(&r, 0, sizeof r);
+            r.id = next, r.prompt = prompts[next].data(), r.n_prompt = (int)prompts[next].size();
+            r.params = params, r.max_tokens = max_tokens, r.ignore_eos = true, r.n = 1;
+            r.on_output = on_out, r.user = &outs[next];
+            CHECK(engine_submit(e, &r) == 0, "submit: %s", err_msg());
+        }
+        const int rc = engine_step(e);
+        CHECK(rc >= 0, "%s engine step failed", ops->name);
+        if (rc < 0 || (rc == 0 && next == prompts.size())) break;
     }
-    CHECK(engine_run_until_idle(e) >= 0, "%s engine run failed", ops->name);
+    engine_get_metrics(e, &g_last_metrics);
     engine_destroy(e);
     for (auto &o : outs)
         CHECK(o.done && (int)o.toks.size() == max_tokens, "request unfinished (%zu tokens)",
@@ -610,6 +666,183 @@ static void engine_checks(const char *dir, rng_t *rng) {
         fprintf(stderr, "  %s: %zu tokens, async == sync: %s\n", pn[v], a[0].toks.size(),
                 a[0].toks == s[0].toks ? "yes" : "NO");
     }
+}
+
+/* ------------------------------------------------------------------------------------------------
+ */
+/* (e) FP8 KV cache */
+
+/* Greedy tokens of `got` against `ref` (each request's own run): equal until the first difference,
+ * and a difference only where ref's margin (top-1 minus top-2 logprob) is <= 0.25, or late (>= 8
+ * equal tokens) in at most one request; as engine_checks. Returns the number of equal tokens. */
+static int compare_greedy(const char *what, const std::vector<eng_out> &ref,
+                          const std::vector<eng_out> &got) {
+    int compared = 0, bad = 0, late = 0, diverged = 0;
+    for (size_t k = 0; k < ref.size() && k < got.size(); k++)
+        for (size_t i = 0; i < ref[k].toks.size() && i < got[k].toks.size(); i++) {
+            if (ref[k].toks[i] == got[k].toks[i]) {
+                compared++;
+                continue;
+            }
+            const double margin = i < ref[k].lp1.size() ? (double)ref[k].lp0[i] - ref[k].lp1[i] : 1;
+            if (margin > 0.25) {
+                if (i >= 8 && late == 0)
+                    late++;
+                else
+                    bad++;
+            }
+            diverged++;
+            fprintf(stderr, "  %s: request %zu token %zu: %d vs %d (margin %.3f)\n", what, k, i,
+                    ref[k].toks[i], got[k].toks[i], margin);
+            break;
+        }
+    fprintf(stderr, "  %s: %d tokens equal, %d requests diverged (%d at a clear margin, %d late)\n",
+            what, compared, diverged, bad + late, late);
+    CHECK(bad == 0, "%s: %d requests differ where the margin is clear", what, bad);
+    return compared;
+}
+
+static void fp8_checks(const char *dir, const model_weights *w, rng_t *rng) {
+    fprintf(stderr, "(e) FP8 KV cache\n");
+    g_kv_dtype = BACKEND_KV_FP8;
+    /* 1. (a)'s schedules against the CPU emulating the e4m3 rounding. */
+    teacher_forced(dir, w, rng);
+
+    /* 2. fp8 vs bf16 on the GPU, the same prompts whole: loose. */
+    const int V = w->cfg.vocab;
+    const std::vector<int> lens{5, 17, 64, 129, 300};
+    std::vector<tf_seq> seqs = make_seqs(lens, V, rng, 0);
+    std::vector<std::vector<float>> got[2];
+    for (int f8 = 0; f8 < 2; f8++) {
+        g_kv_dtype = f8 ? BACKEND_KV_FP8 : BACKEND_KV_AUTO;
+        backend *be = make_cuda(dir, 16, -1, 2048);
+        CHECK(be != NULL, "cuda backend");
+        if (!be) continue;
+        driver d;
+        drv_init(&d, &cuda_backend_ops, be, 2048, rng);
+        CHECK(run_schedule(&d, seqs, POL_WHOLE, true, 0, rng) == 0, "fp8 vs bf16 run");
+        for (auto &s : seqs) got[f8].push_back(s.logits);
+        cuda_backend_ops.destroy(be);
+    }
+    if (got[0].size() == seqs.size() && got[1].size() == seqs.size()) {
+        cmp_stats s;
+        memset(&s, 0, sizeof s);
+        for (size_t k = 0; k < seqs.size(); k++)
+            cmp_rows(&s, got[1][k].data(), got[0][k].data(), (int)seqs[k].toks.size(), V);
+        const double top1 = s.clear ? (double)s.clear_agree / s.clear : 1.0;
+        fprintf(stderr, "  fp8 vs bf16 KV on the GPU: rows %ld relL2 %.2e top1 %.4f (clear)\n",
+                s.rows, rel_l2(&s), top1);
+        summary_add(3, "fp8 vs bf16 KV: relL2 %.1e top1 %.3f", rel_l2(&s), top1);
+        CHECK(s.nonfinite == 0, "fp8 vs bf16: non-finite logits");
+        CHECK(rel_l2(&s) <= 0.2, "fp8 vs bf16 KV: relative L2 %.3e > 0.2", rel_l2(&s));
+        CHECK(top1 >= 0.95, "fp8 vs bf16 KV: top-1 %.4f < 0.95 on clear positions", top1);
+    }
+
+    /* 3. (a)'s engine comparison, both backends in fp8. */
+    g_kv_dtype = BACKEND_KV_FP8;
+    engine_checks(dir, rng);
+
+    /* 4. Prefix caching and preemption in fp8 on the GPU: 6 requests sharing a 100-token prefix
+     * (later ones hit the cache; blocks written by one request are read by another), then the same
+     * with a pool of 24 blocks (preemption, recomputation into fresh fp8 blocks). Reference: each
+     * request alone, prefix caching off, a large pool. */
+    std::vector<int32_t> shared(100);
+    for (auto &t : shared) t = rng_below(rng, V);
+    std::vector<std::vector<int32_t>> prompts;
+    for (int k = 0; k < 6; k++) {
+        std::vector<int32_t> p = shared;
+        const int extra = 5 + 9 * k;
+        for (int i = 0; i < extra; i++) p.push_back(rng_below(rng, V));
+        prompts.push_back(p);
+    }
+    sampling_params g = sampling_params_default();
+    g.temperature = 0, g.logprobs = 2;
+    std::vector<eng_out> alone;
+    for (auto &p : prompts) {
+        std::vector<std::vector<int32_t>> one{p};
+        std::vector<eng_out> o =
+            run_engine(&cuda_backend_ops, dir, one, g, 24, true, eng_knobs{512, false, 0});
+        alone.push_back(o[0]);
+    }
+    std::vector<eng_out> cached =
+        run_engine(&cuda_backend_ops, dir, prompts, g, 24, true, eng_knobs{512, true, 6});
+    const unsigned long long hits = (unsigned long long)g_last_metrics.prefix_cache_hits;
+    fprintf(stderr, "  fp8 prefix cache: %llu tokens hit\n", hits);
+    CHECK(hits >= 64, "fp8: the prefix cache hit only %llu tokens", hits);
+    const int eq1 = compare_greedy("fp8 prefix cache vs alone", alone, cached);
+    std::vector<eng_out> tight =
+        run_engine(&cuda_backend_ops, dir, prompts, g, 24, true, eng_knobs{24, true, 0});
+    const unsigned long long pre = (unsigned long long)g_last_metrics.num_preemptions;
+    fprintf(stderr, "  fp8 tight pool: %llu preemptions\n", pre);
+    CHECK(pre > 0, "fp8: no preemption with 24 blocks");
+    const int eq2 = compare_greedy("fp8 preemption vs alone", alone, tight);
+    summary_add(0, "fp8 prefix cache: %d equal (%llu hit); preemption: %d equal (%llu)", eq1, hits,
+                eq2, pre);
+    g_kv_dtype = BACKEND_KV_AUTO;
+}
+
+/* --kv-accuracy: fp8 vs bf16 KV at real width and long contexts (see the header). */
+static void kv_accuracy(rng_t *rng) {
+    const char *model = "synthetic:20b:layers=4";
+    const int ctxs[3] = {2048, 8192, 32768}, NS = 4, TAIL = 64, CHUNK = 4096;
+    printf("| model | context | rows | logits relL2 | max abs err / max logit | top-1 agree | "
+           "top-1 agree (bf16 margin > %.2f) |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+           MARGIN);
+    for (int ci = 0; ci < 3; ci++) {
+        const int C = ctxs[ci];
+        std::vector<std::vector<float>> got[2];
+        std::vector<std::vector<int32_t>> toks(NS);
+        int V = 0;
+        for (int f8 = 0; f8 < 2; f8++) {
+            g_kv_dtype = f8 ? BACKEND_KV_FP8 : BACKEND_KV_AUTO;
+            const int blocks = NS * ((C + 31) / 32 + 2) + 4 * CHUNK / 32;
+            backend *be = make_cuda(model, NS, -1, blocks, C + 64);
+            CHECK(be != NULL, "cuda backend %s", model);
+            if (!be) return;
+            V = cuda_backend_ops.config(be)->vocab;
+            if (f8 == 0)
+                for (auto &t : toks) {
+                    t.resize(C);
+                    for (auto &x : t) x = rng_below(rng, V);
+                }
+            driver d;
+            drv_init(&d, &cuda_backend_ops, be, NS, rng);
+            std::vector<tf_seq> seqs(NS);
+            for (int k = 0; k < NS; k++) {
+                seqs[k].toks = toks[k], seqs[k].done = 0, seqs[k].swa_first = 0, seqs[k].slot = k;
+                seqs[k].logit0 = C - TAIL;
+                seqs[k].logits.assign((size_t)TAIL * V, NAN);
+            }
+            /* prefill up to logit0 in chunks, one sequence at a time, then teacher-forced decode */
+            bool ok = true;
+            for (int k = 0; k < NS && ok; k++)
+                while (ok && seqs[k].done < C - TAIL) {
+                    const int nn = std::min(CHUNK, C - TAIL - seqs[k].done);
+                    ok = drv_step(&d, seqs, std::vector<int>{k}, std::vector<int>{nn}) == 0;
+                }
+            std::vector<int> all(NS), ones(NS, 1);
+            for (int k = 0; k < NS; k++) all[k] = k;
+            for (int j = 0; j < TAIL && ok; j++) ok = drv_step(&d, seqs, all, ones) == 0;
+            CHECK(ok, "kv accuracy run (ctx %d, %s)", C, f8 ? "fp8" : "bf16");
+            for (auto &s : seqs) got[f8].push_back(s.logits);
+            cuda_backend_ops.destroy(be);
+        }
+        cmp_stats s;
+        memset(&s, 0, sizeof s);
+        for (int k = 0; k < NS; k++) cmp_rows(&s, got[1][k].data(), got[0][k].data(), TAIL, V);
+        const double l2 = rel_l2(&s), mx = s.max_ref > 0 ? s.max_diff / s.max_ref : s.max_diff;
+        const double top1 = s.rows ? (double)s.agree / s.rows : 0,
+                     top1c = s.clear ? (double)s.clear_agree / s.clear : 1;
+        printf("| 20b x 4 layers (synthetic) | %d | %ld | %.2e | %.2e | %.4f | %.4f (%ld rows) |\n", C,
+               s.rows, l2, mx, top1, top1c, s.clear);
+        fflush(stdout);
+        CHECK(s.nonfinite == 0, "kv accuracy ctx %d: %ld rows with non-finite logits", C,
+              s.nonfinite);
+        if (C == 8192)
+            printf("target (issue 15): top-1 agreement >= 99%% at 8k: %.2f%% -> %s\n", 100 * top1,
+                   top1 >= 0.99 ? "met" : "NOT met");
+    }
+    g_kv_dtype = BACKEND_KV_AUTO;
 }
 
 /* ------------------------------------------------------------------------------------------------
@@ -806,6 +1039,13 @@ static void fixture_tiny64(rng_t *rng) {
                               : std::vector<float>(gr_t->shape[0], 1.0f));
     }
     cuda_backend_ops.destroy(be);
+    if (g_kv_dtype == BACKEND_KV_FP8) {
+        /* The e4m3 cache's error on top of bf16's, against fp32 transformers: reported, loosely
+         * bounded; the greedy continuation is (d)'s bf16 business. */
+        cmp_report("tiny64 vs transformers (fp8 KV)", &s, 0.1, 0.5, false, false);
+        st_file_close(&ref);
+        return;
+    }
     cmp_report("tiny64 vs transformers", &s, 3e-2, 0.25);
     /* Greedy continuation through the engine. */
     sampling_params g = sampling_params_default();
@@ -841,9 +1081,19 @@ int main(int argc, char **argv) {
     small_config(&c);
     int rc = synthetic_write(&c, dir, seed, 2);
     CHECK(rc == 0, "synthetic_write: %s", err_msg());
+    if (gpu_test_flag(argc, argv, "--kv-accuracy")) {
+        remove_dir(dir);
+        kv_accuracy(&rng);
+        g_kv_dtype = BACKEND_KV_FP8;
+        fixture_tiny64(&rng);
+        g_kv_dtype = BACKEND_KV_AUTO;
+        return check_report("test_cuda_forward --kv-accuracy");
+    }
+    const bool fp8 = !gpu_test_flag(argc, argv, "--skip-fp8");
     model_weights w;
     if (rc == 0 && weights_load(dir, &w) == 0) {
         teacher_forced(dir, &w, &rng);
+        if (fp8) fp8_checks(dir, &w, &rng);
         weights_free(&w);
         batched_vs_alone(dir, &rng);
         engine_checks(dir, &rng);
@@ -854,6 +1104,11 @@ int main(int argc, char **argv) {
 
     if (!gpu_test_flag(argc, argv, "--skip-real")) real_width(&rng);
     fixture_tiny64(&rng);
+    if (fp8) {
+        g_kv_dtype = BACKEND_KV_FP8;
+        fixture_tiny64(&rng);
+        g_kv_dtype = BACKEND_KV_AUTO;
+    }
     for (int i = 0; i < 4; i++)
         if (g_summary[i][0]) fprintf(stderr, "summary: %s\n", g_summary[i]);
     return check_report("test_cuda_forward");
