@@ -47,10 +47,12 @@ static void test_checks(void) {
         CHECK(runtime_kv_dtype(bad[i]) == -1, "runtime_kv_dtype('%s')", bad[i]);
     }
     CHECK_MSG_HAS(err_msg(), "--kv-cache-dtype int8: expected auto, bf16, fp8 or fp8_e4m3");
-    CHECK(runtime_kv_dtype(NULL) == BACKEND_KV_AUTO && runtime_kv_dtype("auto") == BACKEND_KV_AUTO &&
+    CHECK(runtime_kv_dtype(NULL) == BACKEND_KV_AUTO &&
+              runtime_kv_dtype("auto") == BACKEND_KV_AUTO &&
               runtime_kv_dtype("bf16") == BACKEND_KV_AUTO,
           "auto/bf16 map to the backend's own dtype");
-    CHECK(runtime_kv_dtype("fp8") == BACKEND_KV_FP8 && runtime_kv_dtype("fp8_e4m3") == BACKEND_KV_FP8,
+    CHECK(runtime_kv_dtype("fp8") == BACKEND_KV_FP8 &&
+              runtime_kv_dtype("fp8_e4m3") == BACKEND_KV_FP8,
           "fp8 names");
 
     runtime_args a;

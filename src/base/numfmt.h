@@ -50,10 +50,10 @@ static inline uint8_t f32_to_e4m3(float f) {
         return (uint8_t)(sign | m);                 /* m = 8 is 2^-6, the first normal (0x08) */
     }
     int e;
-    (void)frexpf(a, &e);                             /* a = 2^(e-1) x [1, 2) */
-    int m = (int)nearbyintf(ldexpf(a, 4 - e));       /* [8, 16): 8 + mantissa, rounded */
+    (void)frexpf(a, &e);                       /* a = 2^(e-1) x [1, 2) */
+    int m = (int)nearbyintf(ldexpf(a, 4 - e)); /* [8, 16): 8 + mantissa, rounded */
     int E = e - 1 + 7;
-    if (m == 16) m = 8, E++;                         /* rounded up into the next binade */
+    if (m == 16) m = 8, E++; /* rounded up into the next binade */
     if (E > 15 || (E == 15 && m == 15)) return (uint8_t)(sign | 0x7e); /* cannot happen below 448 */
     return (uint8_t)(sign | (E << 3) | (m - 8));
 }

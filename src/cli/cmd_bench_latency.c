@@ -444,8 +444,8 @@ static void print_table(const bench_opts *o, const bench_line *lines, int n) {
     for (int i = 0; i < n; i++) {
         const bench_line *l = &lines[i];
         printf("| %s | %s | %s | %s | %d | %d | %.0f | %.2f | %.0f | %.1f%% |\n", o->model,
-               o->backend, kv_label(o), l->phase, l->batch, l->context, l->tokens_per_s, l->seconds * 1e3, l->roofline_tps,
-               100 * l->tokens_per_s / l->roofline_tps);
+               o->backend, kv_label(o), l->phase, l->batch, l->context, l->tokens_per_s,
+               l->seconds * 1e3, l->roofline_tps, 100 * l->tokens_per_s / l->roofline_tps);
     }
 }
 
@@ -454,7 +454,8 @@ static int write_json(const bench_opts *o, const model_config *c, const bench_li
     json_object_set_new(root, "model", json_string(o->model));
     json_object_set_new(root, "backend", json_string(o->backend));
     json_object_set_new(root, "kv_cache_dtype", json_string(kv_label(o)));
-    if (o->kv_tokens > 0) json_object_set_new(root, "kv_capacity_tokens", json_integer(o->kv_tokens));
+    if (o->kv_tokens > 0)
+        json_object_set_new(root, "kv_capacity_tokens", json_integer(o->kv_tokens));
     json_object_set_new(root, "layers", json_integer(c->n_layers));
     json_object_set_new(root, "bandwidth_gbps", json_real(o->bw / 1e9));
     json_object_set_new(root, "flops_tflops", json_real(o->fl / 1e12));

@@ -9,7 +9,8 @@
 #include <string.h>
 
 static const char USAGE[] =
-    "usage: gptoss roofline --model 120b|20b|DIR --batch B --context C [--kv-dtype bf16|fp8|fp8_e4m3] [--tp "
+    "usage: gptoss roofline --model 120b|20b|DIR --batch B --context C [--kv-dtype "
+    "bf16|fp8|fp8_e4m3] [--tp "
     "N]\n"
     "                       [--bandwidth GB/s] [--flops TFLOP/s] [--json]\n"
     "The least time a decode step can take: max(bytes / bandwidth, FLOPs / matrix rate), per GPU.\n"

@@ -29,8 +29,9 @@ int engine_args_parse(args_t *a, runtime_args *r);
     "  --block-size N                 tokens per KV block (default 32)\n"                          \
     "  --gpu-memory-utilization F     fraction of GPU memory to use (CUDA backend; default 0.9)\n" \
     "  --kv-cache-dtype auto|bf16|fp8|fp8_e4m3  KV cache element type (default auto = bf16 on\n"   \
-    "                                 CUDA; fp8 = e4m3 with per-layer, per-KV-head scales: twice\n" \
-    "                                 the tokens; the CPU backend emulates its rounding)\n"       \
+    "                                 CUDA; fp8 = e4m3 with per-layer, per-KV-head scales: "       \
+    "twice\n"                                                                                      \
+    "                                 the tokens; the CPU backend emulates its rounding)\n"        \
     "  --enforce-eager                no CUDA graphs: every step launched kernel by kernel\n"      \
     "  --max-cudagraph-capture-size N decode batches up to N replay CUDA graphs (default 512;\n"   \
     "                                 0 = none)\n"

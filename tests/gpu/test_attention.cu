@@ -41,9 +41,9 @@ typedef struct {
 } seq_spec;
 
 typedef struct {
-    int fp8;              /* the cache holds e4m3 codes */
-    float sc[4 * NKV];    /* FP8: the scale table (attention.h) */
-    float *d_sc;          /* device copy */
+    int fp8;                 /* the cache holds e4m3 codes */
+    float sc[4 * NKV];       /* FP8: the scale table (attention.h) */
+    float *d_sc;             /* device copy */
     uint16_t *d_k16, *d_v16; /* FP8: the same K and V unquantised, as a bf16 cache */
     int bs, window, ns, n_tokens, stride;
     int32_t *query_start, *start_pos, *first, *tables;
@@ -219,8 +219,7 @@ static attn_dims case_dims(const attn_case *c) {
 
 /* FP8 cases: the fp8 kernels' output (now in d_out) against the bf16 kernels' on the unquantised
  * cache (run by `run16` into a scratch output): per (sequence, head) over the checked rows, loose. */
-template <typename F>
-static void check_vs_bf16(const attn_case *c, const char *what, F run16) {
+template <typename F> static void check_vs_bf16(const attn_case *c, const char *what, F run16) {
     const size_t n = (size_t)c->n_tokens * NH * HDIM;
     uint16_t *o8 = (uint16_t *)malloc(n * 2), *o16 = (uint16_t *)malloc(n * 2);
     CUDA_CHECK(cudaMemcpy(o8, c->d_out, n * 2, cudaMemcpyDeviceToHost));
@@ -246,8 +245,8 @@ static void check_vs_bf16(const attn_case *c, const char *what, F run16) {
     }
     printf("%-58s vs the bf16 kernel: mean rel diff %.2e, worst %.2e\n", what,
            cnt ? sum / cnt : 0.0, worst);
-    CHECK(worst <= 0.35, "%s: fp8 vs bf16 cache, worst (sequence, head) rel diff %.3e > 0.35",
-          what, worst);
+    CHECK(worst <= 0.35, "%s: fp8 vs bf16 cache, worst (sequence, head) rel diff %.3e > 0.35", what,
+          worst);
     CHECK(cnt == 0 || sum / cnt <= 0.1, "%s: fp8 vs bf16 cache, mean rel diff %.3e > 0.1", what,
           cnt ? sum / cnt : 0.0);
     free(acc), free(o8), free(o16);
@@ -351,8 +350,8 @@ static void test_decode(int bs, int window, rng_t *rng, bool fp8) {
           ATTN_DECODE_MAX_SPLITS + 1);
     free(out);
     if (fp8) { /* an FP8 cache without its scale table is refused too */
-        const cudaError_t e2 = attn_decode(&d, &s, c.d_q, c.d_k, c.d_v, NULL, c.d_sinks, SCALE,
-                                           c.d_out, 1, ws, 0);
+        const cudaError_t e2 =
+            attn_decode(&d, &s, c.d_q, c.d_k, c.d_v, NULL, c.d_sinks, SCALE, c.d_out, 1, ws, 0);
         CHECK(e2 == cudaErrorInvalidValue, "attn_decode fp8 without scales: %s",
               cudaGetErrorString(e2));
         CUDA_CHECK(cudaGetLastError());
@@ -402,8 +401,8 @@ static void test_prefill(int bs, int window, rng_t *rng, bool fp8) {
     gpu_poison(c.d_out, (size_t)c.n_tokens * NH * HDIM * 2);
     CUDA_CHECK(attn_prefill(&d, &s, d_work, n_work, c.d_q, c.d_k, c.d_v, c.d_sc, c.d_sinks, SCALE,
                             c.d_out, 0));
-    CUDA_CHECK(attn_decode(&d, &s, c.d_q, c.d_k, c.d_v, c.d_sc, c.d_sinks, SCALE, c.d_out, splits,
-                           ws, 0));
+    CUDA_CHECK(
+        attn_decode(&d, &s, c.d_q, c.d_k, c.d_v, c.d_sc, c.d_sinks, SCALE, c.d_out, splits, ws, 0));
     CUDA_CHECK(cudaDeviceSynchronize());
     snprintf(what, sizeof what, "mixed%s bs=%d %s (prefill + decode, splits=%d)", dt, bs,
              window ? "sliding" : "full", splits);
@@ -530,9 +529,8 @@ static float bench_decode(int B, int ctx, int window, uint64_t seed, rng_t *rng,
     CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
     const float us = gpu_time_graph_us(exec, st, reps, 11);
     const double gbps = bytes / (us * 1e-6) / 1e9;
-    printf("| decode%s B=%d ctx=%d %s (splits %d) | %.2f | %.0f GB/s | %.2f |\n",
-           fp8 ? " fp8" : "", B, ctx, window ? "sliding" : "full", splits, us, gbps,
-           gbps / H200_GBPS);
+    printf("| decode%s B=%d ctx=%d %s (splits %d) | %.2f | %.0f GB/s | %.2f |\n", fp8 ? " fp8" : "",
+           B, ctx, window ? "sliding" : "full", splits, us, gbps, gbps / H200_GBPS);
     fflush(stdout);
     CUDA_CHECK(cudaGraphExecDestroy(exec));
     CUDA_CHECK(cudaGraphDestroy(graph));
@@ -570,8 +568,7 @@ static void bench_prefill(int ctx, int n_new, int window, uint64_t seed, rng_t *
     CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
     const float us = gpu_time_graph_us(exec, st, reps, 7);
     const double tflops = flops / (us * 1e-6) / 1e12;
-    printf("| prefill%s %d tokens%s %s | %.1f | %.1f TFLOP/s | %.2f |\n", fp8 ? " fp8" : "",
-           n_new,
+    printf("| prefill%s %d tokens%s %s | %.1f | %.1f TFLOP/s | %.2f |\n", fp8 ? " fp8" : "", n_new,
            start ? (start == 6144 ? " at 6k (chunk)" : " (chunk)") : "",
            window ? "sliding" : "full", us, tflops, tflops / H200_TFLOPS);
     fflush(stdout);
@@ -613,8 +610,9 @@ static void bench_kv(uint64_t seed, rng_t *rng) {
     for (int b = 0; b < 4; b++)
         for (int f8 = 0; f8 < 2; f8++)
             t[b][f8] = bench_decode(batches[b], 8192, 0, seed + 17 * b, rng, st, f8);
-    printf("\n| decode full, ctx 8192 | bf16 us | fp8 us | fp8 speed-up |\n| --- | ---: | ---: | ---: "
-           "|\n");
+    printf(
+        "\n| decode full, ctx 8192 | bf16 us | fp8 us | fp8 speed-up |\n| --- | ---: | ---: | ---: "
+        "|\n");
     for (int b = 0; b < 4; b++)
         printf("| B=%d | %.1f | %.1f | %.2fx |\n", batches[b], t[b][0], t[b][1], t[b][0] / t[b][1]);
     printf("fp8 decode speed-up at B=64 ctx=8192: %.2fx (target >= 1.8x)\n", t[2][0] / t[2][1]);

@@ -182,7 +182,8 @@ typedef struct {
     int done;
     std::vector<int32_t> full, swa; /* physical blocks; swa[j] holds logical block swa_first + j */
     int swa_first, slot;
-    std::vector<float> logits; /* [len][V], filled as rows come back; [len - logit0][V] with logit0 */
+    std::vector<float>
+        logits; /* [len][V], filled as rows come back; [len - logit0][V] with logit0 */
     int logit0; /* > 0: only steps whose last token is at >= logit0 make a logits row (accuracy) */
 } tf_seq;
 
@@ -785,9 +786,10 @@ static void fp8_checks(const char *dir, const model_weights *w, rng_t *rng) {
 static void kv_accuracy(rng_t *rng) {
     const char *model = "synthetic:20b:layers=4";
     const int ctxs[3] = {2048, 8192, 32768}, NS = 4, TAIL = 64, CHUNK = 4096;
-    printf("| model | context | rows | logits relL2 | max abs err / max logit | top-1 agree | "
-           "top-1 agree (bf16 margin > %.2f) |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n",
-           MARGIN);
+    printf(
+        "| model | context | rows | logits relL2 | max abs err / max logit | top-1 agree | "
+        "top-1 agree (bf16 margin > %.2f) |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+        MARGIN);
     for (int ci = 0; ci < 3; ci++) {
         const int C = ctxs[ci];
         std::vector<std::vector<float>> got[2];
@@ -833,8 +835,8 @@ static void kv_accuracy(rng_t *rng) {
         const double l2 = rel_l2(&s), mx = s.max_ref > 0 ? s.max_diff / s.max_ref : s.max_diff;
         const double top1 = s.rows ? (double)s.agree / s.rows : 0,
                      top1c = s.clear ? (double)s.clear_agree / s.clear : 1;
-        printf("| 20b x 4 layers (synthetic) | %d | %ld | %.2e | %.2e | %.4f | %.4f (%ld rows) |\n", C,
-               s.rows, l2, mx, top1, top1c, s.clear);
+        printf("| 20b x 4 layers (synthetic) | %d | %ld | %.2e | %.2e | %.4f | %.4f (%ld rows) |\n",
+               C, s.rows, l2, mx, top1, top1c, s.clear);
         fflush(stdout);
         CHECK(s.nonfinite == 0, "kv accuracy ctx %d: %ld rows with non-finite logits", C,
               s.nonfinite);

@@ -232,14 +232,14 @@ static void run_case(const rope_table *rt, const rope_kv_freq *freq, int bs, boo
                label, bs, sliding ? "sliding" : "full", fn, n_tokens, rq, rk, v_mismatch, stray_q,
                stray_k, stray_v);
         if (fp8)
-            printf(", k codes off the host's %ld (at a midpoint %ld), saturated %ld", k_bad,
-                   k_near, k_sat);
+            printf(", k codes off the host's %ld (at a midpoint %ld), saturated %ld", k_bad, k_near,
+                   k_sat);
         printf("\n");
         CHECK(rq <= 4e-3, "%s %s: q relative error %.3e (bs %d, %s)", label, fn, rq, bs,
               sliding ? "sliding" : "full");
         /* e4m3: <= 2^-4 relative per value, ~2^-4/sqrt(12)*... in RMS: 0.03 is well above it */
-        CHECK(rk <= (fp8 ? 4e-2 : 4e-3), "%s %s: k relative error %.3e (bs %d, %s)", label, fn,
-              rk, bs, sliding ? "sliding" : "full");
+        CHECK(rk <= (fp8 ? 4e-2 : 4e-3), "%s %s: k relative error %.3e (bs %d, %s)", label, fn, rk,
+              bs, sliding ? "sliding" : "full");
         CHECK(k_bad == 0, "%s %s: %ld K codes are not the host's e4m3 rounding", label, fn, k_bad);
         CHECK(!fp8 || k_near * 200 <= (long)n_tokens * NKV * HDIM + 200,
               "%s %s: %ld K codes at rounding midpoints (> 0.5%%)", label, fn, k_near);
@@ -285,8 +285,9 @@ __global__ void conv_encode_kernel(const float *x, int n, uint8_t *codes) {
 
 static float f16_bits_to_f32(uint16_t h) {
     const int s = h >> 15, e = (h >> 10) & 31, m = h & 1023;
-    float v = e == 0 ? ldexpf((float)m, -24) : e == 31 ? (m ? NAN : INFINITY)
-                                                        : ldexpf((float)(1024 + m), e - 25);
+    float v = e == 0    ? ldexpf((float)m, -24)
+              : e == 31 ? (m ? NAN : INFINITY)
+                        : ldexpf((float)(1024 + m), e - 25);
     return s ? -v : v;
 }
 
@@ -343,8 +344,8 @@ static void test_conversions(void) {
     bad = 0;
     for (int i = 0; i < n; i++) {
         const uint8_t want = f32_to_e4m3(xs[(size_t)i]);
-        const bool ok = isnan(xs[(size_t)i]) ? (codes[(size_t)i] & 0x7f) == 0x7f
-                                             : codes[(size_t)i] == want;
+        const bool ok =
+            isnan(xs[(size_t)i]) ? (codes[(size_t)i] & 0x7f) == 0x7f : codes[(size_t)i] == want;
         if (!ok && bad++ < 5)
             fprintf(stderr, "e4m3 of %.9g: device 0x%02x, host 0x%02x\n", (double)xs[(size_t)i],
                     codes[(size_t)i], want);

@@ -52,7 +52,7 @@ enum {
      * same occupancy) keeps as many bytes in flight per SM as the bf16 kernel. */
     DEC_STAGES8 = 8,
     DEC_STAGE_BYTES8 = 2 * DEC_CHUNK * ROW8,
-    MERGE_BATCH = 8    /* splits whose partial outputs the merge kernel loads at once */
+    MERGE_BATCH = 8 /* splits whose partial outputs the merge kernel loads at once */
 };
 
 /* Prefill: 8 warps x 16 rows = 128 query rows (16 tokens x 8 heads), 32-key tiles, 4 stages. (64-key
@@ -79,8 +79,8 @@ static_assert((int)PF_TOKENS == (int)ATTN_PREFILL_TOKENS,
 typedef struct {
     const int32_t *query_start, *start_pos, *tables, *table_first, *work;
     const uint16_t *q, *k_cache, *v_cache;
-    const uint8_t *k8, *v8;  /* the same caches as e4m3 bytes (FP8) */
-    const float *kv_scales;  /* FP8: the layer's scale table (attention.h) */
+    const uint8_t *k8, *v8; /* the same caches as e4m3 bytes (FP8) */
+    const float *kv_scales; /* FP8: the layer's scale table (attention.h) */
     const float *sinks;
     uint16_t *out;
     float *ws; /* decode partials: [n_seqs][n_heads][splits][HD] outputs, then [..][2] (max, sum) */
@@ -233,12 +233,11 @@ static __device__ __forceinline__ void load_kv_tile8(const attn_args &a, const i
  *     8-byte shared loads, two byte-permutes per A register pair the keys as the MMA wants.
  * Scales: scores are (2^-4 q) . (2^-8 k/scale_k), so the score scale gets x 2^12 scale_k; the output
  * sum has values 2^-8 v/scale_v, so it is multiplied by 2^8 scale_v before it leaves the CTA. */
-template <bool FP8>
-__global__ void __launch_bounds__(DEC_THREADS) attn_decode_kernel(attn_args a) {
+template <bool FP8> __global__ void __launch_bounds__(DEC_THREADS) attn_decode_kernel(attn_args a) {
     constexpr int STAGES = FP8 ? DEC_STAGES8 : DEC_STAGES;
     constexpr int STAGE_BYTES = FP8 ? DEC_STAGE_BYTES8 : DEC_STAGE_BYTES;
     constexpr int V_OFF = FP8 ? DEC_CHUNK * ROW8 : DEC_CHUNK * ROW_BYTES; /* V tile in a stage */
-    pdl_prologue(); /* first: see pdl.cuh */
+    pdl_prologue();                                                       /* first: see pdl.cuh */
     extern __shared__ __align__(128) unsigned char smem[];
     const int kvh = blockIdx.x, seq = blockIdx.y, split = blockIdx.z;
     const int q_row = a.query_start[seq];
@@ -300,7 +299,7 @@ __global__ void __launch_bounds__(DEC_THREADS) attn_decode_kernel(attn_args a) {
 
     for (int i = 0; i < n_my; i++) {
         cp_async_wait<STAGES - 2>(); /* this thread's copies of chunk i are done ... */
-        __syncthreads(); /* ... and everyone's; stage (i-1) % STAGES is free again */
+        __syncthreads();             /* ... and everyone's; stage (i-1) % STAGES is free again */
         {
             const int nx = i + STAGES - 1;
             if (nx < n_my) {
@@ -327,10 +326,9 @@ __global__ void __launch_bounds__(DEC_THREADS) attn_decode_kernel(attn_args a) {
             const uint32_t xw[4] = {x.x, x.y, x.z, x.w}, yw[4] = {y.x, y.y, y.z, y.w};
 #pragma unroll
             for (int kc = 0; kc < 4; kc++) {
-                const uint32_t ka[4] = {e4m3_pick_f16x2<0, 1>(xw[kc], xw[kc]),
-                                        e4m3_pick_f16x2<0, 1>(yw[kc], yw[kc]),
-                                        e4m3_pick_f16x2<2, 3>(xw[kc], xw[kc]),
-                                        e4m3_pick_f16x2<2, 3>(yw[kc], yw[kc])};
+                const uint32_t ka[4] = {
+                    e4m3_pick_f16x2<0, 1>(xw[kc], xw[kc]), e4m3_pick_f16x2<0, 1>(yw[kc], yw[kc]),
+                    e4m3_pick_f16x2<2, 3>(xw[kc], xw[kc]), e4m3_pick_f16x2<2, 3>(yw[kc], yw[kc])};
                 mma_f16_16816(s, ka, qb[kc][0], qb[kc][1]);
             }
         } else {
@@ -626,9 +624,8 @@ __global__ void __launch_bounds__(PF_THREADS, 2) attn_prefill_kernel(attn_args a
             if (nx < n_tiles) {
                 const uint32_t sk = s_kv + (nx % PF_STAGES) * STAGE_BYTES;
                 if constexpr (FP8)
-                    load_kv_tile8<PF_THREADS, PF_KTILE>(a, table, first, kvh,
-                                                        k_first + nx * PF_KTILE, key_end, sk,
-                                                        sk + V_OFF);
+                    load_kv_tile8<PF_THREADS, PF_KTILE>(
+                        a, table, first, kvh, k_first + nx * PF_KTILE, key_end, sk, sk + V_OFF);
                 else
                     load_kv_tile<PF_THREADS, PF_KTILE>(a, table, first, kvh,
                                                        k_first + nx * PF_KTILE, key_end, sk,
@@ -826,8 +823,7 @@ extern "C" int attn_decode_num_splits(const attn_dims *d, int n_seqs, int max_ke
     else
         failed = true;
     const int f8 = d->kv_fp8 ? 1 : 0;
-    if (!failed &&
-        allow_smem(decode_kernel(f8), DEC_SMEM, &g_decode_smem_dev[f8]) == cudaSuccess &&
+    if (!failed && allow_smem(decode_kernel(f8), DEC_SMEM, &g_decode_smem_dev[f8]) == cudaSuccess &&
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&v, decode_kernel(f8), DEC_THREADS,
                                                       DEC_SMEM) == cudaSuccess &&
         v > 0)
@@ -860,10 +856,9 @@ extern "C" size_t attn_decode_workspace_bytes(const attn_dims *d, int n_seqs, in
 }
 
 extern "C" cudaError_t attn_decode(const attn_dims *d, const attn_seqs *s, const uint16_t *q,
-                                   const void *k_cache, const void *v_cache,
-                                   const float *kv_scales, const float *sinks, float scale,
-                                   uint16_t *out, int num_splits, float *workspace,
-                                   cudaStream_t stream) {
+                                   const void *k_cache, const void *v_cache, const float *kv_scales,
+                                   const float *sinks, float scale, uint16_t *out, int num_splits,
+                                   float *workspace, cudaStream_t stream) {
     attn_args a;
     cudaError_t e = fill_args(d, s, q, k_cache, v_cache, kv_scales, sinks, scale, out, &a);
     if (e != cudaSuccess) return e;
@@ -934,9 +929,8 @@ extern "C" int attn_prefill_plan(int n_seqs, const int32_t *query_start, const i
 
 extern "C" cudaError_t attn_prefill(const attn_dims *d, const attn_seqs *s, const int32_t *work,
                                     int n_work, const uint16_t *q, const void *k_cache,
-                                    const void *v_cache, const float *kv_scales,
-                                    const float *sinks, float scale, uint16_t *out,
-                                    cudaStream_t stream) {
+                                    const void *v_cache, const float *kv_scales, const float *sinks,
+                                    float scale, uint16_t *out, cudaStream_t stream) {
     attn_args a;
     cudaError_t e = fill_args(d, s, q, k_cache, v_cache, kv_scales, sinks, scale, out, &a);
     if (e != cudaSuccess) return e;

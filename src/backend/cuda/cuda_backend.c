@@ -92,8 +92,8 @@ static int kv_alloc(struct backend *b, const backend_options *opt) {
     const int bs = b->block_size;
     /* K and V of one block in one layer: 2 bytes an element in bf16, 1 in e4m3 (so the same memory
      * holds twice the blocks, and the block manager gets them all through kv_blocks) */
-    const size_t per_block = 2 * (size_t)c->n_kv_heads * (size_t)bs * (size_t)c->head_dim *
-                             attn_kv_elem_bytes(&b->dims);
+    const size_t per_block =
+        2 * (size_t)c->n_kv_heads * (size_t)bs * (size_t)c->head_dim * attn_kv_elem_bytes(&b->dims);
     const long swa_default =
         (long)b->max_slots * ((b->W + bs - 1) / bs + 2) + (b->T_reserve + bs - 1) / bs;
     long nswa = !b->n_swa_layers ? 0 : opt->num_swa_blocks > 0 ? opt->num_swa_blocks : swa_default;

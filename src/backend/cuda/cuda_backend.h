@@ -19,8 +19,8 @@ int cuda_backend_debug_rows(const backend *b);
 typedef struct {
     long graph_captures, graph_replays, eager_decode_steps;
     double weights_gb, workspace_gb, kv_gb;
-    int kv_fp8;       /* the KV cache holds e4m3 (--kv-cache-dtype fp8) */
-    long kv_tokens;   /* tokens the full-attention pool holds */
+    int kv_fp8;     /* the KV cache holds e4m3 (--kv-cache-dtype fp8) */
+    long kv_tokens; /* tokens the full-attention pool holds */
     int graph_max_batch;
 } cuda_backend_stats;
 

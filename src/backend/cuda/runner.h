@@ -54,7 +54,7 @@ typedef struct {
     float *sinks;                       /* [n_heads] fp32 */
     uint8_t *w1_q, *w1_s, *w2_q, *w2_s; /* repacked experts */
     uint16_t *b1, *b2;
-    moe_weights moe;             /* the views moe_experts takes */
+    moe_weights moe;         /* the views moe_experts takes */
     void *k_cache, *v_cache; /* this layer's storage in its pool (bf16 or e4m3: dims.kv_fp8) */
     float *kv_scales;        /* FP8: the layer's scale table (attention.h), device; else NULL */
 } gpu_layer;
