@@ -183,18 +183,37 @@ template <int NTHREADS, int NKEYS>
 static __device__ __forceinline__ void load_kv_tile8(const attn_args &a, const int32_t *table,
                                                      int first, int kvh, int key0, int key_end,
                                                      uint32_t s_k, uint32_t s_v) {
-    constexpr int PER = NKEYS * 4; /* 16-byte chunks of one tile; K's come first, then V's */
-    static_assert((2 * PER) % NTHREADS == 0, "tile copies must divide evenly");
+    constexpr int PER = NKEYS * 4; /* 16-byte chunks of one tile */
+    if constexpr (PER % NTHREADS == 0) {
+        /* decode: a thread copies the same chunk of K and of V (one address computation) */
 #pragma unroll
-    for (int i = 0; i < 2 * PER / NTHREADS; i++) {
-        const int idx = (int)threadIdx.x + i * NTHREADS;
-        const bool is_v = idx >= PER;
-        const int r = (idx - (is_v ? PER : 0)) >> 2, c = idx & 3;
-        const int key = key0 + r;
-        const bool valid = key < key_end;
-        const uint8_t *src = is_v ? a.v8 : a.k8;
-        if (valid) src += kv_offset(a, table, first, kvh, key) + (size_t)c * 16; /* bytes */
-        cp_async16((is_v ? s_v : s_k) + swz8(r, c), src, valid ? 16 : 0);
+        for (int i = 0; i < PER / NTHREADS; i++) {
+            const int idx = (int)threadIdx.x + i * NTHREADS;
+            const int r = idx >> 2, c = idx & 3;
+            const int key = key0 + r;
+            const bool valid = key < key_end;
+            const uint8_t *ks = a.k8, *vs = a.v8;
+            if (valid) {
+                const size_t off = kv_offset(a, table, first, kvh, key) + (size_t)c * 16; /* B */
+                ks += off, vs += off;
+            }
+            cp_async16(s_k + swz8(r, c), ks, valid ? 16 : 0);
+            cp_async16(s_v + swz8(r, c), vs, valid ? 16 : 0);
+        }
+    } else {
+        /* prefill (fewer chunks than threads): the first PER threads copy K, the next PER V */
+        static_assert((2 * PER) % NTHREADS == 0, "tile copies must divide evenly");
+#pragma unroll
+        for (int i = 0; i < 2 * PER / NTHREADS; i++) {
+            const int idx = (int)threadIdx.x + i * NTHREADS;
+            const bool is_v = idx >= PER;
+            const int r = (idx - (is_v ? PER : 0)) >> 2, c = idx & 3;
+            const int key = key0 + r;
+            const bool valid = key < key_end;
+            const uint8_t *src = is_v ? a.v8 : a.k8;
+            if (valid) src += kv_offset(a, table, first, kvh, key) + (size_t)c * 16; /* bytes */
+            cp_async16((is_v ? s_v : s_k) + swz8(r, c), src, valid ? 16 : 0);
+        }
     }
 }
 
@@ -641,18 +660,19 @@ __global__ void __launch_bounds__(PF_THREADS, 2) attn_prefill_kernel(attn_args a
             const int which = threadIdx.x >> 7, r = (threadIdx.x & 127) >> 2, c = threadIdx.x & 3;
             const uint4 x = lds128(sk + which * V_OFF + swz8(r, c));
             const uint32_t dst = s_cvt + which * (PF_KTILE * ROW_BYTES);
+            /* bytes 0-7 -> bf16 chunk 2c, bytes 8-15 -> chunk 2c + 1 */
             const uint32_t w[4] = {x.x, x.y, x.z, x.w};
-            uint32_t o[8];
 #pragma unroll
-            for (int j = 0; j < 4; j++)
-                o[2 * j] = e4m3x2_to_bf16x2_exact(w[j] & 0xffffu),
-                      o[2 * j + 1] = e4m3x2_to_bf16x2_exact(w[j] >> 16);
-            asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(dst + swz(r, 2 * c)),
-                         "r"(o[0]), "r"(o[1]), "r"(o[2]), "r"(o[3])
-                         : "memory");
-            asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(dst + swz(r, 2 * c + 1)),
-                         "r"(o[4]), "r"(o[5]), "r"(o[6]), "r"(o[7])
-                         : "memory");
+            for (int hh = 0; hh < 2; hh++) {
+                const uint32_t o0 = e4m3x2_to_bf16x2_exact(w[2 * hh] & 0xffffu),
+                               o1 = e4m3x2_to_bf16x2_exact(w[2 * hh] >> 16),
+                               o2 = e4m3x2_to_bf16x2_exact(w[2 * hh + 1] & 0xffffu),
+                               o3 = e4m3x2_to_bf16x2_exact(w[2 * hh + 1] >> 16);
+                asm volatile(
+                    "st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(dst + swz(r, 2 * c + hh)),
+                    "r"(o0), "r"(o1), "r"(o2), "r"(o3)
+                    : "memory");
+            }
             __syncthreads();
             sk = s_cvt, sv = s_cvt + PF_KTILE * ROW_BYTES;
         }
