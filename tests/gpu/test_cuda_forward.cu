@@ -69,6 +69,23 @@ static const double MARGIN = 0.05;
  * it. */
 static int g_kv_dtype = BACKEND_KV_AUTO;
 
+/* Bounds that an FP8 cache loosens, GPU against the CPU emulating it: the CPU rounds fp32 K and V
+ * to e4m3, the GPU its bf16-path K and V, so wherever those differ by bf16 noise near an e4m3
+ * rounding midpoint (a few percent of the values) the two store neighbouring codes, 2^-3 apart in
+ * relative terms. That is noise of ~1% on K and V, on top of the bf16 path's own: the teacher-forced
+ * relative L2 bound goes from 3e-2 to 5e-2, top-1 on clear positions from 99% to 98%, and a greedy
+ * divergence counts as clear beyond a margin of 0.5 instead of 0.25. (A real bug — a wrong code,
+ * a stale block, a bad scale — breaks every sequence, far beyond these.) */
+static double tf_l2_tol(void) {
+    return g_kv_dtype == BACKEND_KV_FP8 ? 5e-2 : 3e-2;
+}
+static double top1_min(void) {
+    return g_kv_dtype == BACKEND_KV_FP8 ? 0.98 : 0.99;
+}
+static double clear_margin(void) {
+    return g_kv_dtype == BACKEND_KV_FP8 ? 0.5 : 0.25;
+}
+
 /* ------------------------------------------------------------------------------------------------
  */
 /* Comparing logits */
@@ -169,8 +186,8 @@ static void cmp_report(const char *what, const cmp_stats *s, double l2_tol, doub
     else
         CHECK(mx <= max_tol, "%s: max|d|/max|logit| %.3e > %.2f", what, mx, max_tol);
     if (check_top1)
-        CHECK(top1 >= 0.99, "%s: top-1 agreement %.4f < 0.99 on %ld clear positions", what, top1,
-              s->clear);
+        CHECK(top1 >= top1_min(), "%s: top-1 agreement %.4f < %.2f on %ld clear positions", what,
+              top1, top1_min(), s->clear);
 }
 
 /* ------------------------------------------------------------------------------------------------
@@ -468,14 +485,15 @@ static void teacher_forced(const char *dir, const model_weights *w, rng_t *rng) 
             memset(&s, 0, sizeof s);
             for (size_t k = 0; k < seqs.size(); k++)
                 cmp_rows(&s, seqs[k].logits.data(), ref[k].data(), (int)seqs[k].toks.size(), V);
-            cmp_report(names[pol], &s, 3e-2, 0.25, true, false);
+            cmp_report(names[pol], &s, tf_l2_tol(), 0.25, true, false);
             all.max_diff = fmax(all.max_diff, s.max_diff),
             all.max_ref = fmax(all.max_ref, s.max_ref);
             all.d2 += s.d2, all.r2 += s.r2, all.rows += s.rows, all.clear += s.clear;
             all.clear_agree += s.clear_agree, all.agree += s.agree;
             all.outliers += s.outliers, all.nonfinite += s.nonfinite;
         }
-        cmp_report("all schedules", &all, 3e-2, 0.25, true, true);
+        cmp_report(g_kv_dtype == BACKEND_KV_FP8 ? "all schedules (fp8 KV)" : "all schedules", &all,
+                   tf_l2_tol(), 0.25, true, true);
         cuda_backend_stats st;
         cuda_backend_get_stats(be, &st);
         fprintf(stderr, "  graphs: %ld captured, %ld replays, %ld eager decode steps\n",
@@ -621,7 +639,7 @@ static void engine_checks(const char *dir, rng_t *rng) {
             const double margin =
                 i < cpu[k].lp1.size() ? (double)cpu[k].lp0[i] - cpu[k].lp1[i] : 1.0;
             if (cpu[k].toks[i] != gpu[k].toks[i]) {
-                if (margin > 0.25) {
+                if (margin > clear_margin()) {
                     if (i >= 8 && late_clear == 0)
                         late_clear++;
                     else
@@ -644,8 +662,8 @@ static void engine_checks(const char *dir, rng_t *rng) {
     summary_add(0, "engine greedy: %d equal, %d diverged, %d at a clear margin (%d allowed)",
                 compared, diverged, bad + late_clear, late_clear);
     CHECK(bad == 0,
-          "%d greedy tokens differ where the CPU's margin is > 0.25 (beyond one late divergence)",
-          bad);
+          "%d greedy tokens differ where the CPU's margin is > %.2f (beyond one late divergence)",
+          bad, clear_margin());
     CHECK(compared >= 12, "only %d greedy tokens agreed before divergence", compared);
 
     /* Seeded sampling, GPU path (temperature) and host path (top-k + presence penalty): async
@@ -674,7 +692,7 @@ static void engine_checks(const char *dir, rng_t *rng) {
 /* (e) FP8 KV cache */
 
 /* Greedy tokens of `got` against `ref` (each request's own run): equal until the first difference,
- * and a difference only where ref's margin (top-1 minus top-2 logprob) is <= 0.25, or late (>= 8
+ * and a difference only where ref's margin (top-1 minus top-2 logprob) is <= clear_margin(), or late (>= 8
  * equal tokens) in at most one request; as engine_checks. Returns the number of equal tokens. */
 static int compare_greedy(const char *what, const std::vector<eng_out> &ref,
                           const std::vector<eng_out> &got) {
@@ -686,7 +704,7 @@ static int compare_greedy(const char *what, const std::vector<eng_out> &ref,
                 continue;
             }
             const double margin = i < ref[k].lp1.size() ? (double)ref[k].lp0[i] - ref[k].lp1[i] : 1;
-            if (margin > 0.25) {
+            if (margin > clear_margin()) {
                 if (i >= 8 && late == 0)
                     late++;
                 else
