@@ -86,7 +86,7 @@ static const char PLOT_USAGE[] =
     "name)\n"
     "  --roofline-model 120b|20b|DIR  draw the decode roofline of that model (default: none)\n"
     "  --roofline-tp N         tensor parallelism of the roofline (default 1)\n"
-    "  --kv-dtype bf16|fp8     KV bytes of the roofline (default bf16)\n"
+    "  --kv-dtype bf16|fp8|fp8_e4m3  KV bytes of the roofline (default bf16)\n"
     "  --bandwidth GB/s --flops TFLOP/s  the roofline's hardware (default the H200 here: 4200, "
     "790)\n"
     "  --isl N --osl N         workload of the roofline (default: from the results)\n"
