@@ -10,8 +10,8 @@
 #   4. the KV token capacity the backend reports at start-up for both dtypes (synthetic:20b,
 #      default --gpu-memory-utilization);
 #   5. `gptoss bench latency` on synthetic:120b at 8k context, batch 64 and 256, both dtypes (bf16 at
-#      batch 256 x 8k needs ~78 GB of KV next to ~61 GB of weights: when it does not fit, batch 64
-#      alone is run and the table says so).
+#      batch 256 x 8k needs ~78 GB of KV next to ~65 GB of weights, at the edge of the memory: when
+#      it does not fit, batch 64 alone is run and the table says so).
 # Prints a short table at the end (also $OUT/fp8-summary.md). Files back (<= 8): fp8-summary.md,
 # lat-bf16.json, lat-fp8.json, logs.tgz.
 # Needs .devcarry (bash scripts/device/prepare.sh here), then the device call with carry
