@@ -16,7 +16,11 @@
 # lat-bf16.json, lat-fp8.json, logs.tgz.
 # Needs .devcarry (bash scripts/device/prepare.sh here), then the device call with carry
 # [".devcarry"] and the command `bash scripts/device/fp8.sh`. Knobs: SKIP_TESTS=1, SKIP_ACC=1,
-# SKIP_LAT=1, ALL_TESTS=1, LAT_MODEL=synthetic:120b, LAT_STEPS=16. About 7-9 minutes in all.
+# SKIP_LAT=1, ALL_TESTS=1, LAT_MODEL=synthetic:120b, LAT_STEPS=16, BUDGET_S=560 (a step that would
+# start later than that many seconds in is skipped and says so, so the call ends inside the device's
+# 10-minute limit). Everything takes about 8-10 minutes; two calls are safer:
+#   SKIP_LAT=1 bash scripts/device/fp8.sh               (tests + accuracy, ~5 min)
+#   SKIP_TESTS=1 SKIP_ACC=1 bash scripts/device/fp8.sh  (speed + capacity, ~5 min)
 set -uo pipefail
 out=${OUT:-/tmp/fp8-out}
 logs="$out/logs"
@@ -25,6 +29,15 @@ export LD_LIBRARY_PATH="$PWD/.devcarry/lib:${LD_LIBRARY_PATH:-}"
 export GPTOSS_CACHE="$PWD/.devcarry/cache"
 bin=.devcarry/bin
 sum="$out/fp8-summary.md"
+start=$(date +%s)
+# time_left NEED: true when NEED more seconds still fit in the budget; else notes the skip.
+time_left() {
+  local used=$(($(date +%s) - start))
+  if [ $((used + $1)) -gt "${BUDGET_S:-560}" ]; then
+    echo "(skipped: $2 needs ~$1 s, $used s used of ${BUDGET_S:-560})" | tee -a "$sum"
+    return 1
+  fi
+}
 gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)
 echo "# FP8 KV cache vs bf16 ($(cat .devcarry/commit.txt 2>/dev/null), $gpu)" | tee "$sum"
 
@@ -35,6 +48,7 @@ if [ "${SKIP_TESTS:-0}" != 1 ]; then
   [ "${ALL_TESTS:-0}" = 1 ] && tests=$(cd $bin && ls gpu_test_* | tr '\n' ' ')
   for t in $tests; do
     [ -x "$bin/$t" ] || { echo "| $t | missing |" >>"$sum"; continue; }
+    time_left 60 "$t" || continue
     args=""
     [ "$t" = gpu_test_cuda_forward ] && args="--skip-real"
     t0=$(date +%s)
@@ -48,6 +62,7 @@ fi
 # ---- 2. accuracy ----
 if [ "${SKIP_ACC:-0}" != 1 ]; then
   echo -e "\n## Accuracy, teacher-forced, fp8 KV against bf16 KV (logits of the last 64 positions of 4 sequences)\n" >>"$sum"
+  time_left 90 "the accuracy run" &&
   timeout "${ACC_LIMIT:-200}" $bin/gpu_test_cuda_forward --kv-accuracy >"$logs/accuracy.log" 2>&1 || echo "kv accuracy: exit $?" | tee -a "$sum"
   grep -E '^\||^target' "$logs/accuracy.log" | tee -a "$sum"
   grep -E 'tiny64 vs transformers' "$logs/accuracy.log" | sed 's/^ */    /' | tee -a "$sum"
@@ -56,12 +71,14 @@ fi
 # ---- 3. decode attention alone ----
 if [ "${SKIP_LAT:-0}" != 1 ]; then
   echo -e "\n## Decode attention alone (full layer, 8k context)\n" >>"$sum"
+  time_left 30 "bench-kv" &&
   timeout 120 $bin/gpu_test_attention --bench-kv >"$logs/attn-bench-kv.log" 2>&1 || echo "bench-kv: exit $?" | tee -a "$sum"
   sed -n '/^| decode full, ctx 8192/,$p' "$logs/attn-bench-kv.log" | tee -a "$sum"
 
   # ---- 4. KV capacity at start-up ----
   echo -e "\n## KV capacity at start-up (synthetic:20b, --gpu-memory-utilization 0.9)\n" >>"$sum"
   for kv in bf16 fp8; do
+    time_left 30 "capacity $kv" || continue
     timeout 120 $bin/gptoss generate --backend cuda --model synthetic:20b --prompt-ids 1,2,3 \
       --max-tokens 2 --kv-cache-dtype $kv >"$logs/capacity-$kv.out" 2>"$logs/capacity-$kv.log" || echo "capacity $kv: exit $?"
     echo "| $kv | $(grep -oE 'KV cache capacity [0-9]+ tokens' "$logs/capacity-$kv.log" | head -1) |" | tee -a "$sum"
@@ -73,6 +90,7 @@ if [ "${SKIP_LAT:-0}" != 1 ]; then
   for kv in bf16 fp8; do
     batches=64,256
     for try in 1 2; do
+      time_left 150 "bench latency $kv" || break
       if timeout 280 $bin/gptoss bench latency --model "$m" --batches $batches --context 8192 --prefill "" \
         --decode-steps "${LAT_STEPS:-16}" --kv-cache-dtype $kv --output-json "$out/lat-$kv.json" \
         >"$logs/lat-$kv-$try.log" 2>&1; then break; fi
