@@ -112,7 +112,8 @@ struct pattern {
     int kind; /* 0 sweep, 1 tiles U=6, 2 tiles U=16, 3 interleaved U=6, 4 rows16 */
 };
 
-static void launch(int kind, const uint4 *p, size_t bytes, uint32_t *out, int sms, cudaStream_t st) {
+static void launch(int kind, const uint4 *p, size_t bytes, uint32_t *out, int sms,
+                   cudaStream_t st) {
     const int warps = (int)(bytes / (STEP * TILE_STEPS));
     switch (kind) {
     case 0:
@@ -159,7 +160,8 @@ int main(int argc, char **argv) {
     uint32_t *out = tu_dev_alloc<uint32_t>(1);
     if (bench) tu_bench_header();
     if (bench) {
-        const double us = tu_time_us(st, 5, 200, [&](int) { empty_kernel<<<sms, 128, 0, st>>>(out); });
+        const double us =
+            tu_time_us(st, 5, 200, [&](int) { empty_kernel<<<sms, 128, 0, st>>>(out); });
         tu_bench_row("empty kernel (launch floor)", us, 0, 0);
     }
     for (int si = 0; si < n_sizes; si++) {
@@ -190,9 +192,8 @@ int main(int argc, char **argv) {
             snprintf(name, sizeof name, "%s %.1f MB", pt.name, bytes / 1e6);
             tu_bench_row(name, us, (double)cov, 0);
             if (bytes < (40u << 20)) { /* the same bytes again at once: what an L2 prefetch buys */
-                const double us2 = tu_time_us(st, 3, 100, [&](int) {
-                    launch(pt.kind, buf[0], bytes, out, sms, st);
-                });
+                const double us2 = tu_time_us(
+                    st, 3, 100, [&](int) { launch(pt.kind, buf[0], bytes, out, sms, st); });
                 snprintf(name, sizeof name, "%s %.1f MB, L2-warm", pt.name, bytes / 1e6);
                 tu_bench_row(name, us2, (double)cov, 0);
             }

@@ -61,6 +61,7 @@ struct moe_args {
     int S;            /* K splits (down, small path) */
     int n_rb;         /* row blocks per expert */
     float alpha, limit;
+    int real_rows; /* small kernel, register form: stage only the real tokens (measurement switch) */
 };
 
 enum { MODE_GATE_UP = 0, MODE_DOWN = 1 };
@@ -207,7 +208,8 @@ __global__ void __launch_bounds__(small_cfg<NTP>::THREADS, NTP == 1 ? 4 : 2)
         /* Stage the pass's tokens for k in [64·kk0, 64·kk1): D = 0 pads with zero rows up to the last
          * group; D > 0 stages the pc real rows only. */
         const int vpr = nk * 8;
-        const int srows = D > 0 ? pc : ngroups * 8;
+        const bool real = D > 0 || a.real_rows;
+        const int srows = real ? pc : ngroups * 8;
         for (int idx = threadIdx.x; idx < srows * vpr; idx += C::THREADS) {
             const int r = idx / vpr, v = idx - r * vpr;
             uint4 val = make_uint4(0, 0, 0, 0);
@@ -240,7 +242,7 @@ __global__ void __launch_bounds__(small_cfg<NTP>::THREADS, NTP == 1 ? 4 : 2)
                         if (nt > 0 && nt >= ngroups) break; /* block-uniform */
                         const uint32_t xa = xaddr + (uint32_t)(nt * 16 * lds + ks * 128 + h * 64);
                         uint4 xv = make_uint4(0, 0, 0, 0);
-                        if (D == 0 || nt * 8 + g < pc) xv = lds128(xa); /* D > 0: absent = 0 */
+                        if (!real || nt * 8 + g < pc) xv = lds128(xa); /* real: absent = 0 */
                         mma_chunk(acc[nt], ag, a8, xv);
                     }
                 }
@@ -559,6 +561,14 @@ static cudaError_t launch(const moe_args &a0, int mode, int folded, const moe_pl
     a.n_rb = (a.RT + warps - 1) / warps;
     const int nk_max = (a.KK + a.S - 1) / a.S;
     const int ring = small_ring_depth(ntp, r->T);
+    {
+        static int real_env = -1; /* GPTOSS_MOE_REAL_ROWS=1 (measurement only) */
+        if (real_env < 0) {
+            const char *v = getenv("GPTOSS_MOE_REAL_ROWS");
+            real_env = v && !strcmp(v, "1");
+        }
+        a.real_rows = real_env;
+    }
     /* Staged token rows: the ring form stages only real tokens, at most min(CAP, T) per pass (an
      * expert has at most T tokens); the register form pads to whole 8-token groups. */
     const int xrows = ring > 0 ? (r->T < 8 * ntp ? r->T : 8 * ntp) : 8 * ntp;
