@@ -100,11 +100,6 @@ static __device__ __forceinline__ void cp_async16(uint32_t smem_dst, const void 
                  "r"(src_bytes)
                  : "memory");
 }
-/* Copies 4 bytes (.ca: the only size-4 form). Lanes of a warp that copy the same word share one
- * L2 request. */
-static __device__ __forceinline__ void cp_async4(uint32_t smem_dst, const void *src) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(smem_dst), "l"(src) : "memory");
-}
 /* Closes the group of copies issued since the last commit. */
 static __device__ __forceinline__ void cp_async_commit() {
     asm volatile("cp.async.commit_group;" ::: "memory");
@@ -122,12 +117,5 @@ static __device__ __forceinline__ uint4 lds128(uint32_t addr) {
     asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
                  : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                  : "r"(addr));
-    return v;
-}
-
-/* 4 bytes from shared memory at a 32-bit shared-window address (see lds128). */
-static __device__ __forceinline__ uint32_t lds32(uint32_t addr) {
-    uint32_t v;
-    asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(addr));
     return v;
 }

@@ -71,19 +71,14 @@ static __device__ __forceinline__ void store_out(void *y, size_t i, float v) {
 }
 
 /* NT = token tiles of 8 per chunk (1…8); U = 32-wide k chunks loaded per batch (loads in flight:
- * 2·U 16-byte loads per thread). D > 0: instead of register batches, a per-warp ring of D chunks in
- * shared memory filled by cp.async over the warp's whole work list (its tiles' chunks back to back),
- * so the bytes in flight stay at D KB per warp through tile boundaries and batch ends instead of
- * draining to zero once per batch (the register form waits for a whole batch, then issues the
- * next). Each lane reads back only the 32 bytes it copied itself: cp.async.wait_group orders it. */
-template <int NT, bool OUT_F32, int D>
+ * 2·U 16-byte loads per thread). */
+template <int NT, bool OUT_F32>
 __global__ void __launch_bounds__(SK_THREADS, 2) skinny_gemm_kernel(const skinny_args a) {
     pdl_prologue(); /* first: see pdl.cuh */
     constexpr int U = NT <= 2 ? 8 : 4;
     constexpr int MC = NT * 8; /* tokens per chunk */
     extern __shared__ uint4 smem_raw[];
-    /* D > 0: [SK_WARPS][D][32 lanes][2] uint4 ring first, then xs. */
-    uint16_t *xs = (uint16_t *)(smem_raw + (size_t)SK_WARPS * D * 64); /* [MC][lds] */
+    uint16_t *xs = (uint16_t *)smem_raw; /* [MC][lds] */
     __shared__ int s_is_last;
 
     const int bid = blockIdx.x;
@@ -92,31 +87,6 @@ __global__ void __launch_bounds__(SK_THREADS, 2) skinny_gemm_kernel(const skinny
     const int c0 = (int)((long)s * C / a.S), c1 = (int)((long)(s + 1) * C / a.S), nch = c1 - c0;
     const int k0 = c0 * 32;
     const int m0 = z * MC, mc = min(MC, a.M - m0);
-    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-    const int n_tiles = (a.N + 15) / 16;
-
-    /* The ring's work list: tile tp's chunk c is item tp·nch + c, for the tiles this warp has. */
-    int ntp = 0;
-    while (ntp < a.tpw && (rb * a.tpw + ntp) * SK_WARPS + w < n_tiles) ntp++;
-    const int n_items = ntp * nch;
-    const uint32_t rq = smem_u32(smem_raw + ((size_t)w * D * 32 + lane) * 2);
-    auto ring_issue = [&](int j) {
-        if (D > 0) {
-            if (j < n_items) {
-                const int tp = j / nch, c = j - tp * nch;
-                const int n0 = ((rb * a.tpw + tp) * SK_WARPS + w) * 16;
-                const int ra = min(n0 + g, a.N - 1), rb8 = min(n0 + g + 8, a.N - 1);
-                const uint32_t dst = rq + (uint32_t)(j % (D > 0 ? D : 1)) * 1024;
-                cp_async16(dst, a.W + (size_t)ra * a.K + k0 + 8 * t + c * 32, 16);
-                cp_async16(dst + 16, a.W + (size_t)rb8 * a.K + k0 + 8 * t + c * 32, 16);
-            }
-            cp_async_commit();
-        }
-    };
-    if (D > 0) { /* the weights do not depend on the activations: fly while they are staged */
-#pragma unroll
-        for (int j = 0; j < D; j++) ring_issue(j);
-    }
 
     /* Stage this block's activation slice (tokens m0…m0+MC−1, k0…k0+32·nch−1) in shared memory;
      * rows past M are zeros so padded tokens contribute nothing. */
@@ -129,6 +99,8 @@ __global__ void __launch_bounds__(SK_THREADS, 2) skinny_gemm_kernel(const skinny
     }
     __syncthreads();
 
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+    const int n_tiles = (a.N + 15) / 16;
     for (int tp = 0; tp < a.tpw; tp++) {
         const int tile = (rb * a.tpw + tp) * SK_WARPS + w;
         if (tile >= n_tiles) break; /* no barrier inside this loop, so leaving early is fine */
@@ -143,41 +115,25 @@ __global__ void __launch_bounds__(SK_THREADS, 2) skinny_gemm_kernel(const skinny
 #pragma unroll
         for (int nt = 0; nt < NT; nt++) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
 
-        if (D > 0) {
-            for (int c = 0; c < nch; c++) {
-                const int j = tp * nch + c;
-                cp_async_wait<(D > 0 ? D - 1 : 0)>(); /* item j has landed */
-                const uint32_t src = rq + (uint32_t)(j % (D > 0 ? D : 1)) * 1024;
-                const uint4 av = lds128(src), bv = lds128(src + 16);
+        for (int c = 0; c < nch; c += U) {
+            uint4 av[U], bv[U];
 #pragma unroll
-                for (int nt = 0; nt < NT; nt++) {
-                    const uint4 xv = *(const uint4 *)(xb + nt * 8 * a.lds + c * 32);
-                    mma_bf16_16816(acc[nt], av.x, bv.x, av.y, bv.y, xv.x, xv.y);
-                    mma_bf16_16816(acc[nt], av.z, bv.z, av.w, bv.w, xv.z, xv.w);
+            for (int u = 0; u < U; u++) { /* all loads first: 2·U requests in flight */
+                if (c + u < nch) {
+                    av[u] = ldg_stream16(wa + (c + u) * 32);
+                    bv[u] = ldg_stream16(wb + (c + u) * 32);
+                } else {
+                    av[u] = bv[u] = make_uint4(0, 0, 0, 0);
                 }
-                ring_issue(j + D); /* after the MMAs used av, bv: the slot is free */
             }
-        } else {
-            for (int c = 0; c < nch; c += U) {
-                uint4 av[U], bv[U];
 #pragma unroll
-                for (int u = 0; u < U; u++) { /* all loads first: 2·U requests in flight */
-                    if (c + u < nch) {
-                        av[u] = ldg_stream16(wa + (c + u) * 32);
-                        bv[u] = ldg_stream16(wb + (c + u) * 32);
-                    } else {
-                        av[u] = bv[u] = make_uint4(0, 0, 0, 0);
-                    }
-                }
+            for (int u = 0; u < U; u++) {
+                if (c + u < nch) {
 #pragma unroll
-                for (int u = 0; u < U; u++) {
-                    if (c + u < nch) {
-#pragma unroll
-                        for (int nt = 0; nt < NT; nt++) {
-                            const uint4 xv = *(const uint4 *)(xb + nt * 8 * a.lds + (c + u) * 32);
-                            mma_bf16_16816(acc[nt], av[u].x, bv[u].x, av[u].y, bv[u].y, xv.x, xv.y);
-                            mma_bf16_16816(acc[nt], av[u].z, bv[u].z, av[u].w, bv[u].w, xv.z, xv.w);
-                        }
+                    for (int nt = 0; nt < NT; nt++) {
+                        const uint4 xv = *(const uint4 *)(xb + nt * 8 * a.lds + (c + u) * 32);
+                        mma_bf16_16816(acc[nt], av[u].x, bv[u].x, av[u].y, bv[u].y, xv.x, xv.y);
+                        mma_bf16_16816(acc[nt], av[u].z, bv[u].z, av[u].w, bv[u].w, xv.z, xv.w);
                     }
                 }
             }
@@ -204,7 +160,6 @@ __global__ void __launch_bounds__(SK_THREADS, 2) skinny_gemm_kernel(const skinny
             }
         }
     }
-    if (D > 0) cp_async_wait<0>(); /* leave no copy into shared memory behind */
     if (a.S == 1) return;
 
     /* Split-K fix-up: the last of the S blocks of (row block rb, token chunk z) sums the partials.
@@ -254,16 +209,10 @@ __global__ void add_bias_f32_kernel(float *y, const uint16_t *bias, long total, 
 
 typedef void (*skinny_fn)(const skinny_args);
 
-/* Ring depths the skinny kernel is built with (0 = register batches). */
-enum { SK_RING = 8 };
-
-static skinny_fn skinny_kernel_for(int nt, int out_f32, int ring) {
+static skinny_fn skinny_kernel_for(int nt, int out_f32) {
 #define SK_CASE(n)                                                                                 \
     case n:                                                                                        \
-        if (ring == SK_RING)                                                                       \
-            return out_f32 ? skinny_gemm_kernel<n, true, SK_RING>                                  \
-                           : skinny_gemm_kernel<n, false, SK_RING>;                                \
-        return out_f32 ? skinny_gemm_kernel<n, true, 0> : skinny_gemm_kernel<n, false, 0>;
+        return out_f32 ? skinny_gemm_kernel<n, true> : skinny_gemm_kernel<n, false>;
     switch (nt) {
         SK_CASE(1) SK_CASE(2) SK_CASE(3) SK_CASE(4) SK_CASE(5) SK_CASE(6) SK_CASE(7) SK_CASE(8)
     }
@@ -293,12 +242,10 @@ struct gemm_ctx {
     size_t lt_ws_bytes;
     lt_entry cache[LT_CACHE];
     int cache_next;
-    int ring; /* skinny kernel's cp.async ring depth (0 or SK_RING) */
-    int wide; /* AUTO sends every N (not only the router's) to the skinny kernel at small M */
 };
 
 typedef struct {
-    int ok, nt, S, Z, tpw, lds, n_rb, ring;
+    int ok, nt, S, Z, tpw, lds, n_rb;
     size_t smem;
 } skinny_plan;
 
@@ -316,16 +263,14 @@ static skinny_plan plan_skinny(const gemm_ctx *ctx, int M, int K, int N) {
      * the Z blocks of one (row block, split) run together and the re-reads hit L2; cap Z at 4. */
     if (p.Z > 4) return p;
     const int C = K / 32, tiles = (N + 15) / 16;
-    p.ring = ctx->ring;
-    const size_t ring_bytes = (size_t)SK_WARPS * p.ring * 1024;
-    /* Smallest split whose activation slice fits in shared memory (beside the ring). */
+    /* Smallest split whose activation slice fits in shared memory. */
     int S_smem = 1, lds_bytes = 0;
     for (;; S_smem++) {
         if (S_smem > C) return p;
         const int maxch = (C + S_smem - 1) / S_smem;
         lds_bytes = maxch * 64;
         if (lds_bytes % 128 == 0) lds_bytes += 64; /* rows g and g+1 land on different banks */
-        if (ring_bytes + (size_t)p.nt * 8 * lds_bytes <= SK_SMEM_LIMIT) break;
+        if ((size_t)p.nt * 8 * lds_bytes <= SK_SMEM_LIMIT) break;
     }
     /* Split wanted for parallelism: as many warp work items as one resident wave holds (2 blocks of
      * 8 warps per SM), each split ≥ 2 chunks (64 k). Each warp keeps 8–16 loads of 16 B in flight,
@@ -345,7 +290,7 @@ static skinny_plan plan_skinny(const gemm_ctx *ctx, int M, int K, int N) {
         lds_bytes = maxch * 64;
         if (lds_bytes % 128 == 0) lds_bytes += 64;
         p.lds = lds_bytes / 2;
-        p.smem = ring_bytes + (size_t)p.nt * 8 * lds_bytes;
+        p.smem = (size_t)p.nt * 8 * lds_bytes;
     }
     /* With no K split and many tiles, give each warp several tiles so a block re-stages its
      * activations less often (blocks still ≥ ~4 per SM). */
@@ -386,18 +331,10 @@ cudaError_t gemm_ctx_create(gemm_ctx **out) {
     }
     for (int nt = 1; nt <= 8; nt++)
         for (int f = 0; f < 2; f++)
-            for (int r = 0; r <= SK_RING; r += SK_RING)
-                if ((e = cudaFuncSetAttribute((const void *)skinny_kernel_for(nt, f, r),
-                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                              SK_SMEM_LIMIT)) != cudaSuccess)
-                    goto fail;
-    {
-        /* Measurement switches (bench/NOTES.md): GPTOSS_SKINNY_RING=0|8, GPTOSS_SKINNY_WIDE=0|1. */
-        const char *v = getenv("GPTOSS_SKINNY_RING");
-        c->ring = v && !strcmp(v, "8") ? SK_RING : 0;
-        v = getenv("GPTOSS_SKINNY_WIDE");
-        c->wide = v && !strcmp(v, "1");
-    }
+            if ((e = cudaFuncSetAttribute((const void *)skinny_kernel_for(nt, f),
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          SK_SMEM_LIMIT)) != cudaSuccess)
+                goto fail;
     *out = c;
     return cudaSuccess;
 fail:
@@ -529,8 +466,8 @@ static cudaError_t gemm_skinny(gemm_ctx *c, const skinny_plan *p, const uint16_t
     a.x = x, a.W = W, a.bias = bias, a.y = y, a.ws = c->ws, a.counters = c->counters;
     a.M = M, a.K = K, a.N = N, a.S = p->S, a.Z = p->Z, a.tpw = p->tpw, a.lds = p->lds;
     const long blocks = (long)p->n_rb * p->S * p->Z;
-    return pdl_launch(skinny_kernel_for(p->nt, out == GEMM_OUT_F32, p->ring),
-                      dim3((unsigned)blocks), dim3(SK_THREADS), p->smem, stream, a);
+    return pdl_launch(skinny_kernel_for(p->nt, out == GEMM_OUT_F32), dim3((unsigned)blocks),
+                      dim3(SK_THREADS), p->smem, stream, a);
 }
 
 /* AUTO: the skinny kernel up to 128 tokens (two chunks of 64), cuBLASLt beyond. */
@@ -538,8 +475,7 @@ static cudaError_t gemm_skinny(gemm_ctx *c, const skinny_plan *p, const uint16_t
  * lm_head weights faster than the skinny kernel at every M (2.3 vs 1.9 TB/s at M = 1, 2.4 vs 0.6 at
  * M = 64); the skinny kernel only wins for short-and-wide products like the router (N <= 256) at
  * M <= 8. Until the skinny kernel is fixed, dispatch by that measurement. */
-static int auto_skinny(const gemm_ctx *c, const skinny_plan *p, int M, int N) {
-    if (c->wide) return p->ok && M <= 16 && N <= 8192;
+static int auto_skinny(const skinny_plan *p, int M, int N) {
     return p->ok && M <= 8 && N <= 256;
 }
 
@@ -551,7 +487,7 @@ cudaError_t gemm_bf16_path(gemm_ctx *c, const uint16_t *x, int M, int K, const u
     if (path != GEMM_PATH_CUBLAS) {
         skinny_plan p = plan_skinny(c, M, K, N);
         if (path == GEMM_PATH_SKINNY && !p.ok) return cudaErrorNotSupported;
-        if (path == GEMM_PATH_SKINNY || auto_skinny(c, &p, M, N))
+        if (path == GEMM_PATH_SKINNY || auto_skinny(&p, M, N))
             return gemm_skinny(c, &p, x, M, K, W, N, bias, y, out, stream);
     }
     return gemm_cublas(c, x, M, K, W, N, bias, y, out, stream);
@@ -568,5 +504,5 @@ int gemm_plan_describe(gemm_ctx *c, int M, int K, int N, int *splits, int *chunk
     if (splits) *splits = p.S;
     if (chunks) *chunks = p.Z;
     if (tiles_per_warp) *tiles_per_warp = p.tpw;
-    return auto_skinny(c, &p, M, N) ? GEMM_PATH_SKINNY : GEMM_PATH_CUBLAS;
+    return auto_skinny(&p, M, N) ? GEMM_PATH_SKINNY : GEMM_PATH_CUBLAS;
 }

@@ -26,7 +26,6 @@
 #include "backend/cuda/pdl.cuh"
 
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -61,7 +60,6 @@ struct moe_args {
     int S;            /* K splits (down, small path) */
     int n_rb;         /* row blocks per expert */
     float alpha, limit;
-    int real_rows; /* small kernel, register form: stage only the real tokens (measurement switch) */
 };
 
 enum { MODE_GATE_UP = 0, MODE_DOWN = 1 };
@@ -130,28 +128,13 @@ template <int NTP> struct small_cfg {
         6; /* k steps per batch: 6–12 × 16 B in flight (two batches; U = 7 spills) */
 };
 
-/* Bytes of one k step of one warp in the cp.async ring: 32 lanes × (16 B of codes + 4 B of scale
- * word; the 4 lanes of a row group copy the same word, which the warp's request coalesces). */
-enum { RING_STEP_BYTES = 32 * (16 + 4) };
-
-/* D = 0: codes and scales come through registers, two batches of U steps per warp (up to 12 × 16 B
- * in flight per lane). D > 0: through a per-warp ring of D k steps in shared memory filled with
- * cp.async, so a warp keeps D steps (D × 512 B of codes) in flight without holding them in
- * registers. Why: at batch 1 an SM holds ~11 warps, so two register batches put only ~33 KB per SM
- * in flight, and at ~1.5 µs of loaded memory latency that caps the kernel near 2–3 TB/s (Little's
- * law); ncu saw DRAM at 42 % with no eligible warp in half the cycles. With D = 16 the same warps
- * keep ~90 KB in flight. Each lane reads back only the bytes it copied itself, so cp.async.wait_group
- * orders everything (no barrier). With D > 0 only the pass's real tokens are staged (xs holds
- * xrows ≤ CAP rows; lanes of absent tokens use zeros), which frees the shared memory for the ring. */
-template <int NTP, int MODE, bool FOLDED, int D>
+template <int NTP, int MODE, bool FOLDED>
 __global__ void __launch_bounds__(small_cfg<NTP>::THREADS, NTP == 1 ? 4 : 2)
     moe_small_kernel(const moe_args a) {
     pdl_prologue(); /* first: see pdl.cuh */
     typedef small_cfg<NTP> C;
     extern __shared__ uint4 smem_raw[];
-    /* D > 0: [WARPS][D][32] uint4 codes, [WARPS][D][32] scale words, then xs. */
-    uint8_t *ring = (uint8_t *)smem_raw;
-    uint16_t *xs = (uint16_t *)(ring + (size_t)C::WARPS * D * RING_STEP_BYTES); /* [rows][lds] */
+    uint16_t *xs = (uint16_t *)smem_raw; /* [CAP][lds] */
 
     int b = blockIdx.x;
     const int s = b % a.S;
@@ -172,54 +155,30 @@ __global__ void __launch_bounds__(small_cfg<NTP>::THREADS, NTP == 1 ? 4 : 2)
     const uint32_t *sp = a.wsc + tile_kk * 8 + g;
     /* This lane's token fragment (token g, k 8t …) in shared memory, as a 32-bit shared address. */
     const uint32_t xaddr = smem_u32(xs + g * lds + 8 * t);
-    /* This lane's slots in the ring (D > 0): step j's codes at rq + (j % D) · 512. */
-    const uint32_t rq = smem_u32(ring + (size_t)w * D * 512 + lane * 16);
-    const uint32_t rs =
-        smem_u32(ring + (size_t)C::WARPS * D * 512 + (size_t)w * D * 128 + lane * 4);
-    const int nka = active ? nk : 0;
-    /* Ring refill: step j into its slot, one commit group per step (empty past nk, so the count of
-     * groups in flight stays uniform for cp.async.wait_group). */
-    auto ring_issue = [&](int j) {
-        if (D > 0) {
-            if (j < nka) {
-                const uint32_t slot = (uint32_t)(j % (D > 0 ? D : 1));
-                cp_async16(rq + slot * 512, qp + (size_t)j * 32, 16);
-                cp_async4(rs + slot * 128, sp + (size_t)j * 8);
-            }
-            cp_async_commit();
-        }
-    };
 
-    /* The first codes depend only on the work item: their loads fly while the tokens are staged. */
-    uint4 qv[D > 0 ? 1 : C::U];
-    uint32_t sv[D > 0 ? 1 : C::U];
-    if (D > 0) {
-#pragma unroll
-        for (int j = 0; j < D; j++) ring_issue(j);
-    } else {
-        load_batch<C::U>(qp, sp, 0, nka, qv, sv);
-    }
+    /* The first batch of codes depends only on the work item: its loads fly while the tokens are
+     * staged. */
+    uint4 qv[C::U];
+    uint32_t sv[C::U];
+    load_batch<C::U>(qp, sp, 0, active ? nk : 0, qv, sv);
 
     for (int p0 = 0; p0 < cnt; p0 += C::CAP) {
         const int pc = min(C::CAP, cnt - p0);
         /* 8-token groups this pass really has: at batch 256 an expert averages 8 tokens, so with
          * 16-token passes about half the blocks would multiply a group of zeros (and stage it). */
         const int ngroups = (pc + 7) >> 3;
-        /* Stage the pass's tokens for k in [64·kk0, 64·kk1): D = 0 pads with zero rows up to the last
-         * group; D > 0 stages the pc real rows only. */
+        /* Stage the pass's pc real tokens for k in [64·kk0, 64·kk1); the lanes of absent tokens
+         * (g ≥ pc in the last group) multiply zeros instead of reading a staged zero row. At batch 8
+         * an expert averages 1–2 tokens, so padding to 8 rows wrote ~4× the shared memory the
+         * tokens need, through the same issue slots as the dequantisation (120b decode +7.5 % at
+         * batch 8, +6.5 % at 64, +2.3 % at 1: bench/NOTES.md). */
         const int vpr = nk * 8;
-        const bool real = D > 0 || a.real_rows;
-        const int srows = real ? pc : ngroups * 8;
-        for (int idx = threadIdx.x; idx < srows * vpr; idx += C::THREADS) {
+        for (int idx = threadIdx.x; idx < pc * vpr; idx += C::THREADS) {
             const int r = idx / vpr, v = idx - r * vpr;
-            uint4 val = make_uint4(0, 0, 0, 0);
-            if (r < pc) {
-                const size_t row = MODE == MODE_GATE_UP
-                                       ? (size_t)(a.pair_sorted[off + p0 + r] / a.topk)
-                                       : (size_t)(off + p0 + r);
-                val = *(const uint4 *)(a.x + row * a.K + (size_t)kk0 * 64 + v * 8);
-            }
-            *(uint4 *)(xs + r * lds + v * 8) = val;
+            const size_t row = MODE == MODE_GATE_UP ? (size_t)(a.pair_sorted[off + p0 + r] / a.topk)
+                                                    : (size_t)(off + p0 + r);
+            *(uint4 *)(xs + r * lds + v * 8) =
+                *(const uint4 *)(a.x + row * a.K + (size_t)kk0 * 64 + v * 8);
         }
         __syncthreads();
 
@@ -228,6 +187,11 @@ __global__ void __launch_bounds__(small_cfg<NTP>::THREADS, NTP == 1 ? 4 : 2)
 #pragma unroll
             for (int nt = 0; nt < NTP; nt++)
                 acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
+            /* Two register batches: the loads of batch kb + U are issued before batch kb is
+             * dequantised and multiplied, so a warp always has up to 2U 16-byte loads in flight
+             * instead of draining to zero once per batch (a K range of 45 steps was ~6 full memory
+             * round trips in a row). */
+            if (p0 > 0) load_batch<C::U>(qp, sp, 0, nk, qv, sv); /* another pass: again, from L2 */
             /* One k step: dequantise its 4 words and multiply them with the staged tokens. The
              * token fragments are read through a 32-bit shared address computed once (with a
              * generic pointer the compiler rebuilt the address every step, ~6 instructions of ~87). */
@@ -240,43 +204,28 @@ __global__ void __launch_bounds__(small_cfg<NTP>::THREADS, NTP == 1 ? 4 : 2)
 #pragma unroll
                     for (int nt = 0; nt < NTP; nt++) {
                         if (nt > 0 && nt >= ngroups) break; /* block-uniform */
-                        const uint32_t xa = xaddr + (uint32_t)(nt * 16 * lds + ks * 128 + h * 64);
                         uint4 xv = make_uint4(0, 0, 0, 0);
-                        if (!real || nt * 8 + g < pc) xv = lds128(xa); /* real: absent = 0 */
+                        if (nt * 8 + g < pc)
+                            xv = lds128(xaddr + (uint32_t)(nt * 16 * lds + ks * 128 + h * 64));
                         mma_chunk(acc[nt], ag, a8, xv);
                     }
                 }
             };
-            if (D > 0) {
-                if (p0 > 0) /* another pass: the ring again from step 0 (from L2) */
-                    for (int j = 0; j < D; j++) ring_issue(j);
-                for (int ks = 0; ks < nk; ks++) {
-                    cp_async_wait<(D > 0 ? D - 1 : 0)>(); /* step ks has landed */
-                    const uint32_t slot = (uint32_t)(ks % (D > 0 ? D : 1));
-                    const uint4 q = lds128(rq + slot * 512);
-                    const uint32_t sc = lds32(rs + slot * 128);
-                    k_step(q, sc, ks);
-                    ring_issue(ks + D); /* after k_step used q: the slot is free */
-                }
-            } else {
-                if (p0 > 0) load_batch<C::U>(qp, sp, 0, nk, qv, sv); /* another pass: from L2 */
-                /* Two register batches: the loads of batch kb + U are issued before batch kb is
-                 * dequantised and multiplied, so a warp always has up to 2U 16-byte loads in
-                 * flight. Full batches without a per-step bound check, then the tail batch. */
-                int kb = 0;
-                for (; kb + C::U <= nk; kb += C::U) {
-                    uint4 qn[C::U];
-                    uint32_t sn[C::U];
-                    load_batch<C::U>(qp, sp, kb + C::U, nk, qn, sn);
+            /* Full batches without a per-step bound check, then the tail batch (its loads were
+             * issued by the last full batch, or before staging when nk < U). */
+            int kb = 0;
+            for (; kb + C::U <= nk; kb += C::U) {
+                uint4 qn[C::U];
+                uint32_t sn[C::U];
+                load_batch<C::U>(qp, sp, kb + C::U, nk, qn, sn);
 #pragma unroll
-                    for (int u = 0; u < C::U; u++) k_step(qv[u], sv[u], kb + u);
+                for (int u = 0; u < C::U; u++) k_step(qv[u], sv[u], kb + u);
 #pragma unroll
-                    for (int u = 0; u < C::U; u++) qv[u] = qn[u], sv[u] = sn[u];
-                }
-#pragma unroll
-                for (int u = 0; u < C::U; u++)
-                    if (kb + u < nk) k_step(qv[u], sv[u], kb + u);
+                for (int u = 0; u < C::U; u++) qv[u] = qn[u], sv[u] = sn[u];
             }
+#pragma unroll
+            for (int u = 0; u < C::U; u++)
+                if (kb + u < nk) k_step(qv[u], sv[u], kb + u);
 #pragma unroll
             for (int nt = 0; nt < NTP; nt++)
                 if (nt < ngroups)
@@ -284,7 +233,6 @@ __global__ void __launch_bounds__(small_cfg<NTP>::THREADS, NTP == 1 ? 4 : 2)
         }
         __syncthreads(); /* the next pass overwrites xs */
     }
-    if (D > 0) cp_async_wait<0>(); /* leave no copy into shared memory behind */
 }
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -472,59 +420,32 @@ size_t moe_y_slots_bytes(int T, int k, int H, const moe_plan *plan) {
 static int g_attrs_set = 0;
 
 typedef void (*small_fn)(moe_args);
-static small_fn small_kernel_for(int ntp, int mode, int folded, int ring) {
-#define SMALL_CASE(n, m, d)                                                                        \
-    if (ntp == n && mode == m && ring == d)                                                        \
-    return folded ? moe_small_kernel<n, m, true, d> : moe_small_kernel<n, m, false, d>
-    SMALL_CASE(1, MODE_GATE_UP, 0);
-    SMALL_CASE(1, MODE_DOWN, 0);
-    SMALL_CASE(1, MODE_GATE_UP, 8);
-    SMALL_CASE(1, MODE_DOWN, 8);
-    SMALL_CASE(1, MODE_GATE_UP, 16);
-    SMALL_CASE(1, MODE_DOWN, 16);
-    SMALL_CASE(2, MODE_GATE_UP, 0);
-    SMALL_CASE(2, MODE_DOWN, 0);
+static small_fn small_kernel_for(int ntp, int mode, int folded) {
+#define SMALL_CASE(n, m)                                                                           \
+    if (ntp == n && mode == m)                                                                     \
+    return folded ? moe_small_kernel<n, m, true> : moe_small_kernel<n, m, false>
+    SMALL_CASE(1, MODE_GATE_UP);
+    SMALL_CASE(1, MODE_DOWN);
+    SMALL_CASE(2, MODE_GATE_UP);
+    SMALL_CASE(2, MODE_DOWN);
 #undef SMALL_CASE
     return NULL;
 }
 
 static cudaError_t set_attrs(void) {
     if (g_attrs_set) return cudaSuccess;
-    static const int rings[3] = {0, 8, 16};
     for (int ntp = 1; ntp <= 2; ntp++)
         for (int mode = 0; mode < 2; mode++)
             for (int folded = 0; folded < 2; folded++)
-                for (int r = 0; r < 3; r++) {
-                    small_fn f = small_kernel_for(ntp, mode, folded, rings[r]);
-                    if (f)
-                        CUDA_TRY(cudaFuncSetAttribute((const void *)f,
-                                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                      227 * 1024));
-                }
+                CUDA_TRY(cudaFuncSetAttribute((const void *)small_kernel_for(ntp, mode, folded),
+                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              227 * 1024));
     CUDA_TRY(cudaFuncSetAttribute((const void *)moe_large_kernel<MODE_GATE_UP>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, LG_SMEM));
     CUDA_TRY(cudaFuncSetAttribute((const void *)moe_large_kernel<MODE_DOWN>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, LG_SMEM));
     g_attrs_set = 1;
     return cudaSuccess;
-}
-
-/* The cp.async ring depth of the small kernel (0 = register batches) for a step of T tokens: the
- * deepest ring that still lets 4 blocks of 4 warps share an SM's 228 KB with the staged tokens
- * (xrows ≤ 8 rows of up to 5.8 KB). GPTOSS_MOE_RING=0|8|16 overrides it (measurement only). */
-static int small_ring_depth(int ntp, int T) {
-    static int env = -2;
-    if (env == -2) {
-        const char *v = getenv("GPTOSS_MOE_RING");
-        /* Unmeasured: off unless asked for (GPTOSS_MOE_RING=auto picks the depth below). */
-        env = v && (!strcmp(v, "0") || !strcmp(v, "8") || !strcmp(v, "16")) ? atoi(v)
-              : v && !strcmp(v, "auto")                                     ? -1
-                                                                            : 0;
-    }
-    if (ntp != 1) return 0;
-    if (env >= 0) return env;
-    const int rows = T < 8 ? T : 8;
-    return rows <= 2 ? 16 : (rows <= 6 ? 8 : 0);
 }
 
 static moe_args base_args(const moe_weights *w, const moe_routing *r) {
@@ -560,26 +481,13 @@ static cudaError_t launch(const moe_args &a0, int mode, int folded, const moe_pl
     const int warps = ntp == 1 ? small_cfg<1>::WARPS : small_cfg<2>::WARPS;
     a.n_rb = (a.RT + warps - 1) / warps;
     const int nk_max = (a.KK + a.S - 1) / a.S;
-    const int ring = small_ring_depth(ntp, r->T);
-    {
-        static int real_env = -1; /* GPTOSS_MOE_REAL_ROWS=1 (measurement only) */
-        if (real_env < 0) {
-            const char *v = getenv("GPTOSS_MOE_REAL_ROWS");
-            real_env = v && !strcmp(v, "1");
-        }
-        a.real_rows = real_env;
-    }
-    /* Staged token rows: the ring form stages only real tokens, at most min(CAP, T) per pass (an
-     * expert has at most T tokens); the register form pads to whole 8-token groups. */
-    const int xrows = ring > 0 ? (r->T < 8 * ntp ? r->T : 8 * ntp) : 8 * ntp;
-    const size_t smem =
-        (size_t)warps * ring * RING_STEP_BYTES + (size_t)xrows * (nk_max * 64 + 32) * 2;
+    const size_t smem = (size_t)8 * ntp * (nk_max * 64 + 32) * 2;
     if (smem > 227 * 1024) return cudaErrorInvalidValue;
     const long blocks = (long)max_touched * a.n_rb * a.S;
     if (blocks < 1) return cudaSuccess;
     const int threads = ntp == 1 ? small_cfg<1>::THREADS : small_cfg<2>::THREADS;
-    CUDA_TRY(pdl_launch(small_kernel_for(ntp, mode, folded, ring), dim3((unsigned)blocks),
-                        dim3(threads), smem, stream, a));
+    CUDA_TRY(pdl_launch(small_kernel_for(ntp, mode, folded), dim3((unsigned)blocks), dim3(threads),
+                        smem, stream, a));
     return cudaGetLastError();
 }
 
