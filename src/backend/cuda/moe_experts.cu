@@ -26,7 +26,6 @@
 #include "backend/cuda/pdl.cuh"
 
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -121,20 +120,19 @@ static __device__ __forceinline__ void load_batch(const uint4 *qp, const uint32_
     }
 }
 
-/* NTP token groups of 8 per pass; W warps (16-row tiles) per block: 4 for NTP = 1 (4 blocks per
- * SM), 8 for NTP = 2 (2 blocks per SM). */
-template <int NTP, int W> struct small_cfg {
-    static constexpr int CAP = 8 * NTP; /* tokens staged per pass */
-    static constexpr int WARPS = W;     /* 16-row tiles per block */
+template <int NTP> struct small_cfg {
+    static constexpr int CAP = 8 * NTP;            /* tokens staged per pass */
+    static constexpr int WARPS = NTP == 1 ? 4 : 8; /* 16-row tiles per block */
     static constexpr int THREADS = WARPS * 32;
     static constexpr int U =
         6; /* k steps per batch: 6–12 × 16 B in flight (two batches; U = 7 spills) */
 };
 
-template <int NTP, int MODE, bool FOLDED, int W>
-__global__ void __launch_bounds__(W * 32, 16 / W) moe_small_kernel(const moe_args a) {
+template <int NTP, int MODE, bool FOLDED>
+__global__ void __launch_bounds__(small_cfg<NTP>::THREADS, NTP == 1 ? 4 : 2)
+    moe_small_kernel(const moe_args a) {
     pdl_prologue(); /* first: see pdl.cuh */
-    typedef small_cfg<NTP, W> C;
+    typedef small_cfg<NTP> C;
     extern __shared__ uint4 smem_raw[];
     uint16_t *xs = (uint16_t *)smem_raw; /* [CAP][lds] */
 
@@ -422,28 +420,16 @@ size_t moe_y_slots_bytes(int T, int k, int H, const moe_plan *plan) {
 static int g_attrs_set = 0;
 
 typedef void (*small_fn)(moe_args);
-static small_fn small_kernel_for(int ntp, int mode, int folded, int warps) {
-#define SMALL_CASE(n, m, w)                                                                        \
-    if (ntp == n && mode == m && warps == w)                                                       \
-    return folded ? moe_small_kernel<n, m, true, w> : moe_small_kernel<n, m, false, w>
-    SMALL_CASE(1, MODE_GATE_UP, 4);
-    SMALL_CASE(1, MODE_DOWN, 4);
-    SMALL_CASE(1, MODE_GATE_UP, 8);
-    SMALL_CASE(1, MODE_DOWN, 8);
-    SMALL_CASE(2, MODE_GATE_UP, 8);
-    SMALL_CASE(2, MODE_DOWN, 8);
+static small_fn small_kernel_for(int ntp, int mode, int folded) {
+#define SMALL_CASE(n, m)                                                                           \
+    if (ntp == n && mode == m)                                                                     \
+    return folded ? moe_small_kernel<n, m, true> : moe_small_kernel<n, m, false>
+    SMALL_CASE(1, MODE_GATE_UP);
+    SMALL_CASE(1, MODE_DOWN);
+    SMALL_CASE(2, MODE_GATE_UP);
+    SMALL_CASE(2, MODE_DOWN);
 #undef SMALL_CASE
     return NULL;
-}
-
-/* Warps per block of the small kernel (GPTOSS_MOE_W1=8: 8 for NTP = 1 too; measurement only). */
-static int small_warps(int ntp) {
-    static int w1 = 0;
-    if (!w1) {
-        const char *v = getenv("GPTOSS_MOE_W1");
-        w1 = v && !strcmp(v, "8") ? 8 : 4;
-    }
-    return ntp == 1 ? w1 : 8;
 }
 
 static cudaError_t set_attrs(void) {
@@ -451,13 +437,9 @@ static cudaError_t set_attrs(void) {
     for (int ntp = 1; ntp <= 2; ntp++)
         for (int mode = 0; mode < 2; mode++)
             for (int folded = 0; folded < 2; folded++)
-                for (int w = 4; w <= 8; w += 4) {
-                    small_fn f = small_kernel_for(ntp, mode, folded, w);
-                    if (f)
-                        CUDA_TRY(cudaFuncSetAttribute((const void *)f,
-                                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                      227 * 1024));
-                }
+                CUDA_TRY(cudaFuncSetAttribute((const void *)small_kernel_for(ntp, mode, folded),
+                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              227 * 1024));
     CUDA_TRY(cudaFuncSetAttribute((const void *)moe_large_kernel<MODE_GATE_UP>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, LG_SMEM));
     CUDA_TRY(cudaFuncSetAttribute((const void *)moe_large_kernel<MODE_DOWN>,
@@ -496,15 +478,16 @@ static cudaError_t launch(const moe_args &a0, int mode, int folded, const moe_pl
         return cudaGetLastError();
     }
     const int ntp = plan->ntp == 1 ? 1 : 2;
-    const int warps = small_warps(ntp);
+    const int warps = ntp == 1 ? small_cfg<1>::WARPS : small_cfg<2>::WARPS;
     a.n_rb = (a.RT + warps - 1) / warps;
     const int nk_max = (a.KK + a.S - 1) / a.S;
     const size_t smem = (size_t)8 * ntp * (nk_max * 64 + 32) * 2;
     if (smem > 227 * 1024) return cudaErrorInvalidValue;
     const long blocks = (long)max_touched * a.n_rb * a.S;
     if (blocks < 1) return cudaSuccess;
-    CUDA_TRY(pdl_launch(small_kernel_for(ntp, mode, folded, warps), dim3((unsigned)blocks),
-                        dim3(warps * 32), smem, stream, a));
+    const int threads = ntp == 1 ? small_cfg<1>::THREADS : small_cfg<2>::THREADS;
+    CUDA_TRY(pdl_launch(small_kernel_for(ntp, mode, folded), dim3((unsigned)blocks), dim3(threads),
+                        smem, stream, a));
     return cudaGetLastError();
 }
 
