@@ -17,7 +17,7 @@ struct gv_shape {
 };
 
 static const gv_shape SHAPES[] = {{"qkv", 5120, 2880}, {"o", 2880, 4096}, {"router", 128, 2880},
-                                  {"odd", 1000, 2888}, {"tiny", 3, 8},     {"k64", 77, 64}};
+                                  {"odd", 1000, 2888}, {"tiny", 3, 8},    {"k64", 77, 64}};
 
 static void check_shape(const gv_shape &sh, int M, bool lo, bool bias, bool f32, cudaStream_t st) {
     const size_t wn = (size_t)sh.N * sh.K, xn = (size_t)M * sh.K;
@@ -81,8 +81,8 @@ static void check_shape(const gv_shape &sh, int M, bool lo, bool bias, bool f32,
 static void bench(cudaStream_t st) {
     gemm_ctx *ctx = NULL;
     CUDA_CHECK(gemm_ctx_create(&ctx));
-    const gv_shape BS[] = {{"qkv", 5120, 2880}, {"o", 2880, 4096}, {"router", 128, 2880},
-                           {"lm_head", 201088, 2880}};
+    const gv_shape BS[] = {
+        {"qkv", 5120, 2880}, {"o", 2880, 4096}, {"router", 128, 2880}, {"lm_head", 201088, 2880}};
     tu_bench_header();
     for (const gv_shape &sh : BS) {
         const size_t wn = (size_t)sh.N * sh.K, wbytes = wn * 2;
@@ -94,14 +94,16 @@ static void bench(cudaStream_t st) {
         tu_fill_bf16(hb.data(), NULL, hb.size(), -0.5f, 0.5f);
         std::vector<uint16_t *> dw(copies);
         for (auto &p : dw) p = tu_dev_upload(h.data(), wn);
-        uint16_t *dx = tu_dev_upload(hx.data(), hx.size()), *db = tu_dev_upload(hb.data(), hb.size());
+        uint16_t *dx = tu_dev_upload(hx.data(), hx.size()),
+                 *db = tu_dev_upload(hb.data(), hb.size());
         float *dy = tu_dev_alloc<float>((size_t)8 * sh.N);
         const bool out_f32 = strcmp(sh.name, "o") != 0;
         const uint16_t *bias = strcmp(sh.name, "o") == 0 ? db : NULL;
         for (int M : {1, 2, 4, 8}) {
             const int reps = sh.N > 100000 ? 20 : 200;
             const double us_gv = tu_time_us(st, 3, reps, [&](int i) {
-                CUDA_CHECK(gemv_bf16(dx, NULL, M, sh.K, dw[i % copies], sh.N, bias, dy, out_f32, st));
+                CUDA_CHECK(
+                    gemv_bf16(dx, NULL, M, sh.K, dw[i % copies], sh.N, bias, dy, out_f32, st));
             });
             /* The split-bf16 input the runner gives gemm.h: 2M rows (gemv adds x_lo instead). */
             const int gm = out_f32 ? 2 * M : M;

@@ -47,8 +47,8 @@ __global__ void __launch_bounds__(GV_THREADS) gemv_kernel(const gemv_args a) {
     extern __shared__ float4 gv_smem[];
     float *xs = (float *)gv_smem; /* [M][K] */
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-    const int K8 = a.K >> 3;               /* 16-byte words per row */
-    const int nj = (K8 + 31) >> 5;         /* loads per lane per row */
+    const int K8 = a.K >> 3;                 /* 16-byte words per row */
+    const int nj = (K8 + 31) >> 5;           /* loads per lane per row */
     const int stride = gridDim.x * GV_WARPS; /* rows between a warp's consecutive rows */
     int row = blockIdx.x * GV_WARPS + w;
     int left = row < a.N ? a.rows_per_warp : 0;
