@@ -789,11 +789,18 @@ static void fp8_checks(const char *dir, const model_weights *w, rng_t *rng) {
     fprintf(stderr, "  fp8 prefix cache: %llu tokens hit\n", hits);
     CHECK(hits >= 64, "fp8: the prefix cache hit only %llu tokens", hits);
     const int eq1 = compare_greedy("fp8 prefix cache vs alone", alone, cached);
-    std::vector<eng_out> tight =
-        run_engine(&cuda_backend_ops, dir, prompts, g, 24, true, eng_knobs{24, true, 0});
-    const unsigned long long pre = (unsigned long long)g_last_metrics.num_preemptions;
-    fprintf(stderr, "  fp8 tight pool: %llu preemptions\n", pre);
-    CHECK(pre > 0, "fp8: no preemption with 24 blocks");
+    /* Pools from 24 blocks down until the scheduler has to preempt (whether 24 suffices depends on
+     * its admission margins; the first H200 run of this test saw none at 24 in fp8). */
+    std::vector<eng_out> tight;
+    unsigned long long pre = 0;
+    int pool = 0;
+    for (int nb : {24, 16, 12, 8}) {
+        tight = run_engine(&cuda_backend_ops, dir, prompts, g, 24, true, eng_knobs{nb, true, 0});
+        pre = (unsigned long long)g_last_metrics.num_preemptions, pool = nb;
+        if (pre > 0) break;
+    }
+    fprintf(stderr, "  fp8 tight pool: %llu preemptions with %d blocks\n", pre, pool);
+    CHECK(pre > 0, "fp8: no preemption with pools of 24 down to 8 blocks");
     const int eq2 = compare_greedy("fp8 preemption vs alone", alone, tight);
     summary_add(0, "fp8 prefix cache: %d equal (%llu hit); preemption: %d equal (%llu)", eq1, hits,
                 eq2, pre);

@@ -379,9 +379,14 @@ template <bool FP8> __global__ void __launch_bounds__(DEC_THREADS) attn_decode_k
             acc[mt][0] *= corr0, acc[mt][1] *= corr1, acc[mt][2] *= corr0, acc[mt][3] *= corr1;
 
         if constexpr (FP8) {
-            /* P^T in fp16 (p <= 1: fp16 keeps 11 bits where bf16 keeps 8). */
-            const uint32_t pb0 = movmatrix_trans(pack_f16x2(p0, p1)),
-                           pb1 = movmatrix_trans(pack_f16x2(p2, p3));
+            /* P^T in fp16 (p <= 1: fp16 keeps 11 bits where bf16 keeps 8), times 2^14 (taken back
+             * with the V scale at the end): p is relative to a running max that starts at the sink,
+             * and when the sink dominates p falls below fp16's normal range (6.1e-5) — a head whose
+             * one key sits 14 nats under its sink came out as 0 (gpu_test_attention, ctx 1). With
+             * the factor, p ≤ 16384 < 65504 and underflow starts at 3.7e-9. */
+            const float P16 = 16384.f;
+            const uint32_t pb0 = movmatrix_trans(pack_f16x2(p0 * P16, p1 * P16)),
+                           pb1 = movmatrix_trans(pack_f16x2(p2 * P16, p3 * P16));
             /* V bytes: dims 8g .. 8g+7 of keys 2t, 2t+1, 2t+8, 2t+9 of the warp's 16. */
             const int r0 = warp * 16 + 2 * t;
             const uint32_t vo = (uint32_t)(g & 1) * 8; /* byte 8g: chunk g/2, half g%2 */
@@ -459,7 +464,8 @@ template <bool FP8> __global__ void __launch_bounds__(DEC_THREADS) attn_decode_k
         for (int j = 0; j < 4; j++) o4[j] += f * s_o[(w * GQA + h) * DEC_OPAD + d0 + j];
     }
     if constexpr (FP8) {
-        const float vmul = a.kv_scales[a.n_kv_heads + kvh] * 256.f; /* 2^8 scale_v */
+        /* 2^8 scale_v (V's fp16 fragments are 2^-8 x the value), 2^-14 (P's factor) */
+        const float vmul = a.kv_scales[a.n_kv_heads + kvh] * (256.f / 16384.f);
 #pragma unroll
         for (int j = 0; j < 4; j++) o4[j] *= vmul;
     }
