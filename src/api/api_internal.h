@@ -107,6 +107,10 @@ typedef struct {
     char **stop; /* the stop strings (to report stop_reason) */
     int n_stop;
     json_t *echo; /* responses: request fields the response object repeats */
+    /* responses with store: where the finished response goes (not owned), and its input items
+     * (the previous conversation, then the request's input with item references resolved). */
+    resp_store *store;
+    json_t *store_items;
 } api_opts;
 
 void api_opts_copy(api_opts *dst, const api_opts *src);
