@@ -48,7 +48,7 @@ void handle_stored_response(srv_loop *l, struct evhttp_request *req) {
     size_t id_len = slash ? (size_t)(slash - rest) : strlen(rest);
     enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
     bool get = cmd == EVHTTP_REQ_GET || cmd == EVHTTP_REQ_HEAD;
-    const char *allow = !*action                     ? "GET, HEAD, DELETE"
+    const char *allow = !*action                         ? "GET, HEAD, DELETE"
                         : !strcmp(action, "cancel")      ? "POST"
                         : !strcmp(action, "input_items") ? "GET, HEAD"
                                                          : NULL;
@@ -56,7 +56,7 @@ void handle_stored_response(srv_loop *l, struct evhttp_request *req) {
         reply_error(s, req, 404, "invalid_request_error", "", "no route for %s", path);
         return;
     }
-    bool ok = !*action ? get || cmd == EVHTTP_REQ_DELETE
+    bool ok = !*action                    ? get || cmd == EVHTTP_REQ_DELETE
               : !strcmp(action, "cancel") ? cmd == EVHTTP_REQ_POST
                                           : get;
     if (!ok) {
@@ -89,13 +89,13 @@ void handle_stored_response(srv_loop *l, struct evhttp_request *req) {
         json_decref(r);
     } else if (cmd == EVHTTP_REQ_DELETE) {
         if (resp_store_delete(st, id))
-            reply_value(s, req,
-                        json_pack("{sssssb}", "id", id, "object", "response.deleted", "deleted", 1));
+            reply_value(
+                s, req,
+                json_pack("{sssssb}", "id", id, "object", "response.deleted", "deleted", 1));
         else
             not_found(s, req, id);
     } else {
-        json_t *v =
-            *action ? resp_store_input_items(st, id) : resp_store_get(st, id);
+        json_t *v = *action ? resp_store_input_items(st, id) : resp_store_get(st, id);
         if (!v)
             not_found(s, req, id);
         else
