@@ -272,15 +272,14 @@ static void test_api(void) {
     char *p_prev = prompt_of(prev_body, &cfg, &e);
     char *p_ref = prompt_of(ref_body, &cfg, &e);
     CHECK(p_inline && strstr(p_inline, "Hello!") && strstr(p_inline, "Again"), "inline prompt");
-    CHECK(STREQ(p_prev, p_inline), "previous_response_id:\n%s\nwant\n%s", NN(p_prev),
-          NN(p_inline));
+    CHECK(STREQ(p_prev, p_inline), "previous_response_id:\n%s\nwant\n%s", NN(p_prev), NN(p_inline));
     CHECK(STREQ(p_ref, p_inline), "item_reference:\n%s\nwant\n%s", NN(p_ref), NN(p_inline));
     CHECK(p_prev && !strstr(p_prev, "Be brief."), "instructions are not carried over");
     free(p_inline), free(p_prev), free(p_ref);
 
     /* A continued response stores the whole conversation: a third turn sees all of it. */
-    json_t *r2 = respond(prev_body, &cfg, "resp_two",
-                         "<|channel|>final<|message|>Hello again!<|return|>");
+    json_t *r2 =
+        respond(prev_body, &cfg, "resp_two", "<|channel|>final<|message|>Hello again!<|return|>");
     CHECK(STREQ(jstr(r2, "previous_response_id"), "resp_one"), "previous_response_id echoed");
     json_t *c2 = resp_store_conversation(st, "resp_two");
     CHECK(json_array_size(c2) == 5, "conversation of resp_two: 5 items, got %zu",
@@ -293,12 +292,12 @@ static void test_api(void) {
     free(p3);
 
     /* A tool call answered in the next request through previous_response_id (the Agents SDK). */
-    json_t *r3 =
-        respond("{\"input\":\"Weather?\",\"tools\":[{\"type\":\"function\",\"name\":\"get_weather\","
-                "\"parameters\":{\"type\":\"object\",\"properties\":{}}}]}",
-                &cfg, "resp_tool",
-                "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{}"
-                "<|call|>");
+    json_t *r3 = respond(
+        "{\"input\":\"Weather?\",\"tools\":[{\"type\":\"function\",\"name\":\"get_weather\","
+        "\"parameters\":{\"type\":\"object\",\"properties\":{}}}]}",
+        &cfg, "resp_tool",
+        "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{}"
+        "<|call|>");
     const char *call_id = jstr(r3, "output.0.call_id");
     CHECK(call_id && STREQ(jstr(r3, "output.0.type"), "function_call"), "a function call");
     char body[256];
@@ -337,11 +336,11 @@ static void test_api(void) {
     none = prompt_of("{\"input\":[{\"type\":\"item_reference\"}]}", &cfg, &e);
     CHECK(!none && e.status == 400 && STREQ(e.param, "input[0].id"), "reference without id");
     none = prompt_of("{\"input\":\"x\",\"previous_response_id\":\"resp_one\"}", &CFG, &e);
-    CHECK(!none && e.status == 400 && strstr(e.message, "--responses-store-size"),
-          "no store: %s", e.message);
+    CHECK(!none && e.status == 400 && strstr(e.message, "--responses-store-size"), "no store: %s",
+          e.message);
     /* Without a store nothing claims to be stored. */
-    json_t *r5 = respond("{\"input\":\"x\"}", &CFG, "resp_five",
-                         "<|channel|>final<|message|>y<|return|>");
+    json_t *r5 =
+        respond("{\"input\":\"x\"}", &CFG, "resp_five", "<|channel|>final<|message|>y<|return|>");
     CHECK(json_is_false(json_object_get(r5, "store")), "no store: store false");
     json_decref(r), json_decref(r2), json_decref(r3), json_decref(r4), json_decref(r5);
     resp_store_free(st);

@@ -100,6 +100,7 @@ typedef struct {
     bool logprobs;       /* chat: logprobs = true; completions: logprobs given */
     int top_logprobs;    /* alternatives per token shown */
     int prompt_logprobs; /* completions (vLLM extension): alternatives per prompt position shown */
+    bool echo_only; /* completions: max_tokens 0 with echo (score the prompt, show no tokens) */
     bool include_reasoning;
     bool skip_special_tokens;
     api_prompt *prompts; /* completions: every prompt of the request, in order */
