@@ -483,7 +483,9 @@ static void test_prompt_token_logprobs(void) {
           top1);
 }
 
-int main(void) {
+/* `test_engine prompt-logprobs` runs that test alone (a quick check under a sanitizer). */
+int main(int argc, char **argv) {
+    const bool only_prompt = argc > 1 && !strcmp(argv[1], "prompt-logprobs");
     snprintf(model_dir, sizeof model_dir, "/tmp/gptoss-test-engine-%d", (int)getpid());
     model_config c;
     config_preset_tiny(&c);
@@ -491,9 +493,11 @@ int main(void) {
         fprintf(stderr, "make model: %s\n", err_msg());
         return 1;
     }
-    test_batching_invariance();
-    test_prefix_cache_and_preemption();
-    test_stops_and_cancel();
+    if (!only_prompt) {
+        test_batching_invariance();
+        test_prefix_cache_and_preemption();
+        test_stops_and_cancel();
+    }
     test_prompt_token_logprobs();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", model_dir);
