@@ -25,6 +25,9 @@ void server_options_default(server_options *o) {
     o->shutdown_timeout = 30;
     o->max_request_bytes = 32u << 20;
     o->max_echo_bytes = 32u << 20;
+    o->responses_store_size = 10000;
+    o->responses_store_bytes = (size_t)256 << 20;
+    o->responses_store_ttl = 86400;
     o->max_header_bytes = 16u << 10;
     o->idle_timeout = 60;
     o->stats_interval = 10;
@@ -70,6 +73,7 @@ int server_run(const server_options *o) {
     s->model_name = o->served_model_name ? o->served_model_name : o->rt.model;
     atomic_store(&s->state, SRV_LOADING);
     atomic_store(&s->next_id, 1);
+    background_init(s);
     s->id_salt = ((uint64_t)time(NULL) << 20) ^ (uint64_t)getpid() ^ (uint64_t)(uintptr_t)s;
     log_info("gptoss serve %s: model %s, served as '%s'", GPTOSS_VERSION, o->rt.model,
              s->model_name);
@@ -120,6 +124,8 @@ out:
     s->eng = NULL;
     if (s->loops) loops_free(s);
     if (s->tok) tokenizer_free(s->tok);
+    resp_store_free(s->api.store); /* the loops that used it are gone */
+    background_free(s);
     free(s->model_dir);
     free(s);
     if (rc == 0) log_info("stopped");
