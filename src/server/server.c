@@ -119,6 +119,7 @@ out:
     if (s->eng) engine_destroy(s->eng);
     s->eng = NULL;
     if (s->loops) loops_free(s);
+    if (s->gvocab) grammar_vocab_free(s->gvocab);
     if (s->tok) tokenizer_free(s->tok);
     free(s->model_dir);
     free(s);
