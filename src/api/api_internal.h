@@ -204,6 +204,15 @@ int api_format_schema(const json_t *def, const char *path, api_conv *c, api_erro
  * chain of thought dropped, ending in <|start|>assistant; tokens appended to out. */
 int api_conv_render(api_conv *c, const tokenizer *tok, ivec *out, api_error *err);
 
+/* ---- api_structured.c ------------------------------------------------------------------------ */
+
+/* The request's structured-output fields (response_format, text.format, vLLM's structured_outputs
+ * and guided_*, strict tools, tool_choice, thinking_token_budget) → call->req.constraint (NULL when
+ * nothing is enforced). Runs after the endpoint's own parser has checked the shapes it knows; a
+ * bad schema, regex or choice is a 400 naming its field. */
+int api_structured_parse(const json_t *root, api_kind kind, const tokenizer *tok, api_call *call,
+                         api_error *err);
+
 /* ---- api_hout.c ------------------------------------------------------------------------------ */
 
 typedef enum { HOUT_START, HOUT_TEXT, HOUT_END } hout_ev_kind;
