@@ -101,8 +101,7 @@ static void test_root(void) {
     constraint_unref(c);
     int32_t d12 = tok1("12");
     CHECK(constraint_advance(s, d12) == 0, "digits");
-    CHECK(constraint_fill_mask(s, m, stops, 1) && allowed(m, HARMONY_TOK_RETURN) &&
-              allowed(m, d12),
+    CHECK(constraint_fill_mask(s, m, stops, 1) && allowed(m, HARMONY_TOK_RETURN) && allowed(m, d12),
           "after digits: more digits or the stop token");
     CHECK(constraint_advance(s, HARMONY_TOK_RETURN) == 0 && constraint_done(s), "stop at the end");
     constraint_state_free(s);
@@ -157,8 +156,7 @@ static void test_harmony(void) {
     CHECK(!constraint_fill_mask(s, m, NULL, 0), "still free");
     constraint_advance(s, tok1(" world"));
     CHECK(constraint_reasoning_used(s) == 2, "two reasoning tokens");
-    CHECK(constraint_fill_mask(s, m, NULL, 0) && count_bits(m) == 1 &&
-              allowed(m, HARMONY_TOK_END),
+    CHECK(constraint_fill_mask(s, m, NULL, 0) && count_bits(m) == 1 && allowed(m, HARMONY_TOK_END),
           "budget spent: <|end|> forced");
     constraint_advance(s, HARMONY_TOK_END);
     constraint_fill_mask(s, m, NULL, 0);
@@ -266,7 +264,8 @@ static double mask_cost(bool bench) {
                 constraint_unref(c);
             }
     if (bench) {
-        printf("| per sequence per step | n | p50 µs | p99 µs | max µs |\n| --- | --- | --- | --- | --- |\n");
+        printf("| per sequence per step | n | p50 µs | p99 µs | max µs |\n| --- | --- | --- | --- "
+               "| --- |\n");
         row("mask (constraint_fill_mask)", &fill);
         row("apply to the logits row (step_mask_apply)", &apply);
     }
@@ -291,10 +290,8 @@ static void collect(const engine_output *o, void *user) {
 }
 
 static engine *make_engine(bool async) {
-    backend_options bo = {.model = model_dir,
-                          .block_size = 32,
-                          .max_slots = 16,
-                          .max_model_len = 4096};
+    backend_options bo = {
+        .model = model_dir, .block_size = 32, .max_slots = 16, .max_model_len = 4096};
     backend *b;
     if (cpu_backend_ops.create(&bo, &b) != 0) {
         fprintf(stderr, "backend: %s\n", err_msg());
@@ -361,11 +358,12 @@ static void test_engine(void) {
         for (int k = 0; k < 8; k++)
             for (int i = 0; i < 2; i++) {
                 got *g = &outs[k];
-                CHECK(g->finish[i] && !strcmp(g->finish[i], "stop"), "request %d.%d finished %s",
-                      k, i, g->finish[i] ? g->finish[i] : "never");
+                CHECK(g->finish[i] && !strcmp(g->finish[i], "stop"), "request %d.%d finished %s", k,
+                      i, g->finish[i] ? g->finish[i] : "never");
                 if (getenv("SHOW")) {
                     fprintf(stderr, "%d.%d:", k, i);
-                    for (int j = 0; j < g->n[i] && j < 40; j++) fprintf(stderr, " %d", g->tokens[i][j]);
+                    for (int j = 0; j < g->n[i] && j < 40; j++)
+                        fprintf(stderr, " %d", g->tokens[i][j]);
                     fprintf(stderr, "\n");
                 }
                 if (k < 4) {
@@ -389,8 +387,7 @@ static void test_engine(void) {
                       "async %d request %d.%d: final message in the schema", async, k, i);
                 if (k >= 6 && g->tokens[i][1] == tok1("analysis")) /* budget 3 */
                     CHECK(g->tokens[i][3 + 3] == HARMONY_TOK_END, "request %d.%d: budget 3", k, i);
-                if (k < 6)
-                    CHECK(g->tokens[i][1] == tok1("final"), "request %d.%d: budget 0", k, i);
+                if (k < 6) CHECK(g->tokens[i][1] == tok1("final"), "request %d.%d: budget 0", k, i);
             }
         engine_destroy(e);
     }

@@ -52,8 +52,7 @@ static grammar *compile_schema(const json_t *schema, const char *param, api_erro
     }
     grammar *g = grammar_compile_json_schema(text, len, NULL);
     free(owned);
-    if (!g)
-        api_error_set(err, 400, NULL, param, "Invalid schema for '%s': %s", param, err_msg());
+    if (!g) api_error_set(err, 400, NULL, param, "Invalid schema for '%s': %s", param, err_msg());
     return g;
 }
 
@@ -112,8 +111,8 @@ static int set_answer(answer *a, grammar *g, const char *param, api_error *err) 
     if (a->g) {
         grammar_free(g);
         api_error_set(err, 400, NULL, param,
-                      "Invalid value for '%s': '%s' already sets the output format; give one", param,
-                      a->from);
+                      "Invalid value for '%s': '%s' already sets the output format; give one",
+                      param, a->from);
         return -1;
     }
     a->g = g;
@@ -139,8 +138,8 @@ static int parse_vllm(const json_t *root, answer *a, api_error *err) {
             if (present(json_object_get(so, unsupported[i]))) {
                 char p[64];
                 snprintf(p, sizeof p, "structured_outputs.%s", unsupported[i]);
-                api_error_set(err, 400, NULL, p, "'%s' is not supported (json, regex and choice are)",
-                              p);
+                api_error_set(err, 400, NULL, p,
+                              "'%s' is not supported (json, regex and choice are)", p);
                 return -1;
             }
         const json_t *v;
@@ -255,8 +254,9 @@ static int list_tools(const json_t *root, api_kind kind, tool_def **out, api_err
         d[k].params = json_object_get(fn, "parameters");
         const json_t *strict = json_object_get(fn, "strict");
         if (present(strict) && !json_is_boolean(strict)) {
-            api_error_set(err, 400, NULL, "tools", "Invalid type for 'tools[%zu]%s.strict': expected a boolean",
-                          i, kind == API_CHAT ? ".function" : "");
+            api_error_set(err, 400, NULL, "tools",
+                          "Invalid type for 'tools[%zu]%s.strict': expected a boolean", i,
+                          kind == API_CHAT ? ".function" : "");
             free(d);
             return -1;
         }

@@ -34,11 +34,11 @@ struct constraint_state {
     const grammar_vocab *v;
     size_t words;
     st_kind st;
-    int pos;         /* HEAD / RESTART: tokens of the header or restart read */
-    bool *cand;      /* HEAD: [n_msgs] headers still consistent with what was read */
-    int msg;         /* BODY: which message (-1: the root grammar) */
+    int pos;    /* HEAD / RESTART: tokens of the header or restart read */
+    bool *cand; /* HEAD: [n_msgs] headers still consistent with what was read */
+    int msg;    /* BODY: which message (-1: the root grammar) */
     grammar_matcher *m;
-    int reasoning;   /* reasoning tokens so far */
+    int reasoning; /* reasoning tokens so far */
 };
 
 engine_constraint *constraint_new_root(grammar *g) {

@@ -58,8 +58,7 @@ constraint_state *constraint_state_new(engine_constraint *c, const grammar_vocab
 void constraint_state_free(constraint_state *s);
 /* The mask of the next token (grammar_mask_words(v) words). stop_ids: the sequence's stop tokens
  * (allowed when a root grammar may end). Returns false, mask untouched, where the output is free. */
-bool constraint_fill_mask(constraint_state *s, uint32_t *mask, const int32_t *stop_ids,
-                          int n_stop);
+bool constraint_fill_mask(constraint_state *s, uint32_t *mask, const int32_t *stop_ids, int n_stop);
 /* Follows a sampled token: 0, 1 when the output is complete and must end here (a root grammar that
  * nothing can follow), -1 + err_set when the token breaks the constraint (it is then dropped: the
  * rest of the output is free). */

@@ -22,9 +22,9 @@ typedef struct step_masks {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool ready;
-    int n_rows;             /* rows[] entries valid once ready */
-    const uint32_t **rows;  /* [n_rows]: bit t of word t / 32 set = token t allowed; NULL = none */
-    size_t words;           /* uint32 words of a row */
+    int n_rows;            /* rows[] entries valid once ready */
+    const uint32_t **rows; /* [n_rows]: bit t of word t / 32 set = token t allowed; NULL = none */
+    size_t words;          /* uint32 words of a row */
 } step_masks;
 
 void step_masks_init(step_masks *m);
