@@ -51,20 +51,39 @@ if (closed.length < 3) throw new Error("too few schemas without free strings");
 const ajv = new Ajv({ strict: false, allErrors: true });
 addFormats(ajv);
 const validators = schemas.map((s) => ajv.compile(s));
+const otherSchema = ajv.compile({ type: "object", properties: { q: { type: "integer" } }, required: ["q"], additionalProperties: false });
+const pickSchema = ajv.compile({ type: "object", properties: { v: { type: "array", items: { enum: ["a", "b", "\u00e9"] }, maxItems: 3 } }, required: ["v"], additionalProperties: false });
 
-let seed = 12345;
-const rnd = (n) => ((seed = (seed * 1103515245 + 12345) % 2147483648), seed % n);
+let seed = 12345; // mulberry32: a fixed sequence of requests
+const rnd = (n) => {
+  let t = (seed = (seed + 0x6d2b79f5) | 0);
+  t = Math.imul(t ^ (t >>> 15), t | 1);
+  t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+  return ((t ^ (t >>> 14)) >>> 0) % n;
+};
 
-const BIAS = { 1: 9, 92: 9, 60: 9, 11: 5, 18583: 9, 200002: 8 };
+// Bias on '"', '}', ']', ',', '"}' (and <|return|>, which closes a number at the top level). Not on
+// <|return|> when the request has reasoning: the analysis message is never masked, and a random
+// model that ends its turn there gives no answer at all (so would an unconstrained one).
+const BIAS = { 1: 16, 92: 14, 60: 10, 11: 10, 18583: 16 };
+const BIAS_RETURN = { ...BIAS, 200002: 14 };
+// Constraints that end by themselves (no number open at the top level), for requests with reasoning.
+const selfEnding = schemas.map((s, i) => [s, i]).filter(([s]) => s.type === "object" || s.type === "array" || "enum" in s || "const" in s).map(([, i]) => i);
+const unboundedRegex = new Set(regexes.map((r, i) => [r, i]).filter(([r]) => r.includes("[0-9]*")).map(([, i]) => i));
 const messages = [{ role: "user", content: "Answer in the requested format." }];
 
 // One request: [path, body, kind of check, the constraint]
 function makeRequest(i) {
   const temperature = i % 2;
-  const common = { model: "synthetic:tiny", temperature, seed: i, logit_bias: BIAS };
   const pick = rnd(20);
-  const s = rnd(schemas.length), r = rnd(regexes.length), c = rnd(choices.length);
-  const budget = rnd(4) === 0 ? 2 : 0;
+  let s = rnd(schemas.length), r = rnd(regexes.length);
+  const c = rnd(choices.length);
+  const budget = pick < 14 && rnd(4) === 0 ? 2 : 0;
+  if (budget) {
+    s = selfEnding[s % selfEnding.length];
+    if (unboundedRegex.has(r)) r = (r + 1) % regexes.length;
+  }
+  const common = { model: "synthetic:tiny", temperature, seed: i, logit_bias: budget ? BIAS : BIAS_RETURN };
   const chat = { ...common, messages, max_tokens: 600, thinking_token_budget: budget };
   if (pick < 6)
     return ["/v1/chat/completions", { ...chat, response_format: { type: "json_schema", json_schema: { name: "out", strict: true, schema: schemas[s] } } }, "schema", s];
@@ -79,6 +98,10 @@ function makeRequest(i) {
     ];
     const tool_choice = named ? { type: "function", function: { name: "act" } } : "required";
     return ["/v1/chat/completions", { ...chat, tools, tool_choice }, named ? "tool:act" : "tool", s];
+  }
+  if (pick < 12) { // responses: a strict tool that tool_choice names (arguments are an enum array)
+    const tools = [{ type: "function", name: "pick", parameters: { type: "object", properties: { v: { type: "array", items: { enum: ["a", "b", "\u00e9"] }, maxItems: 3 } }, required: ["v"], additionalProperties: false }, strict: true }];
+    return ["/v1/responses", { model: "synthetic:tiny", temperature, seed: i, input: "Call it.", max_output_tokens: 300, thinking_token_budget: budget, tools, tool_choice: { type: "function", name: "pick" } }, "tool:pick", -1];
   }
   if (pick < 14) {
     const body = { ...common, input: "Answer in the requested format.", max_output_tokens: 600, thinking_token_budget: budget };
@@ -103,6 +126,8 @@ function answerOf(path, j) {
     if (m.tool_calls && m.tool_calls.length) return { call: m.tool_calls[0].function, finish: j.choices[0].finish_reason };
     return { text: m.content, finish: j.choices[0].finish_reason };
   }
+  const fc = j.output.find((o) => o.type === "function_call");
+  if (fc) return { call: { name: fc.name, arguments: fc.arguments }, finish: j.status };
   const msg = j.output.find((o) => o.type === "message");
   return { text: msg ? msg.content.map((c) => c.text).join("") : null, finish: j.status };
 }
@@ -110,10 +135,11 @@ function answerOf(path, j) {
 function check(kind, idx, a) {
   if (kind.startsWith("tool")) {
     if (!a.call) return "no tool call";
-    if (kind === "tool:act" && a.call.name !== "act") return `called ${a.call.name}, not act`;
+    const want = kind.split(":")[1];
+    if (want && a.call.name !== want) return `called ${a.call.name}, not ${want}`;
     let v;
     try { v = JSON.parse(a.call.arguments); } catch (e) { return `arguments not JSON: ${a.call.arguments}`; }
-    const val = a.call.name === "act" ? validators[idx] : ajv.compile({ type: "object", properties: { q: { type: "integer" } }, required: ["q"], additionalProperties: false });
+    const val = a.call.name === "act" ? validators[idx] : a.call.name === "pick" ? pickSchema : otherSchema;
     return val(v) ? null : `arguments invalid (${ajv.errorsText(val.errors)}): ${a.call.arguments}`;
   }
   if (a.text == null) return `no answer (finish ${a.finish})`;
