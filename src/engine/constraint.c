@@ -279,6 +279,21 @@ int constraint_advance(constraint_state *s, int32_t tok) {
     return 0;
 }
 
+bool constraint_needs_mask(const constraint_state *s) {
+    switch (s->st) {
+    case ST_DONE:
+        return false;
+    case ST_HEAD:
+    case ST_RESTART:
+        return true;
+    case ST_BODY:
+        break;
+    }
+    if (s->msg < 0) return true;
+    const constraint_body b = s->c->msgs[s->msg].body;
+    return b == CONSTRAINT_GRAMMAR || (b == CONSTRAINT_REASONING && budget_spent(s));
+}
+
 bool constraint_done(const constraint_state *s) {
     return s->st == ST_DONE;
 }

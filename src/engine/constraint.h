@@ -63,6 +63,8 @@ bool constraint_fill_mask(constraint_state *s, uint32_t *mask, const int32_t *st
  * nothing can follow), -1 + err_set when the token breaks the constraint (it is then dropped: the
  * rest of the output is free). */
 int constraint_advance(constraint_state *s, int32_t tok);
+/* Whether the next token is masked (constraint_fill_mask would return true); false in free bodies. */
+bool constraint_needs_mask(const constraint_state *s);
 /* Nothing is constrained any more (the constrained part ended, or was broken). */
 bool constraint_done(const constraint_state *s);
 /* Reasoning tokens counted so far. */

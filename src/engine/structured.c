@@ -13,9 +13,18 @@
 #include <string.h>
 
 void structured_prepare(engine *e, step_slot *st) {
-    const step_batch *b = &st->b;
+    step_batch *b = &st->b;
     int n_constrained = 0;
-    for (int i = 0; i < b->n_seqs; i++) n_constrained += b->sample[i] && b->params[i].constrained;
+    /* The step was scheduled before the previous step's tokens were known; they are now, so only
+     * the rows that will really be masked are flagged: the CUDA backend samples those on the host,
+     * the rest (harmony's free analysis, say) stay on the device. */
+    for (int i = 0; i < b->n_seqs; i++) {
+        if (!b->params[i].constrained) continue;
+        const seq *s = st->seqs[i];
+        b->params[i].constrained = b->sample[i] && s->status != SEQ_FINISHED && s->cs &&
+                                   constraint_needs_mask(s->cs);
+        n_constrained += b->params[i].constrained;
+    }
     st->b.masks = NULL;
     if (n_constrained == 0 || !e->opt.grammar_vocab) return;
     const size_t words = grammar_mask_words(e->opt.grammar_vocab);
