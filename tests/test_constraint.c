@@ -151,12 +151,14 @@ static void test_harmony(void) {
           "three headers offered (%d)", count_bits(m));
     constraint_advance(s, an);
     constraint_advance(s, HARMONY_TOK_MESSAGE);
-    CHECK(!constraint_fill_mask(s, m, NULL, 0), "analysis is free");
+    CHECK(!constraint_fill_mask(s, m, NULL, 0) && !constraint_needs_mask(s),
+          "analysis is free (and sampled on the device)");
     constraint_advance(s, tok1("hello"));
     CHECK(!constraint_fill_mask(s, m, NULL, 0), "still free");
     constraint_advance(s, tok1(" world"));
     CHECK(constraint_reasoning_used(s) == 2, "two reasoning tokens");
-    CHECK(constraint_fill_mask(s, m, NULL, 0) && count_bits(m) == 1 && allowed(m, HARMONY_TOK_END),
+    CHECK(constraint_needs_mask(s) && constraint_fill_mask(s, m, NULL, 0) && count_bits(m) == 1 &&
+              allowed(m, HARMONY_TOK_END),
           "budget spent: <|end|> forced");
     constraint_advance(s, HARMONY_TOK_END);
     constraint_fill_mask(s, m, NULL, 0);
