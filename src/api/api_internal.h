@@ -9,6 +9,7 @@
  *   api_hout.c       the harmony side of the output: sampled tokens → message events, per-token
  *                    attribution (for logprobs and reasoning-token counts), stop-string trimming
  *   api_logprobs.c   logprob entries in chat and completions shapes
+ *   api_structured.c structured output: the fields that constrain sampling → an engine constraint
  *   api_*_parse.c / api_*_stream.c   one endpoint each */
 #ifndef GPTOSS_API_API_INTERNAL_H
 #define GPTOSS_API_API_INTERNAL_H

@@ -236,11 +236,6 @@ typedef struct {
 static int list_tools(const json_t *root, api_kind kind, tool_def **out, api_error *err) {
     const json_t *tools = json_object_get(root, "tools");
     size_t n = json_is_array(tools) ? json_array_size(tools) : 0;
-    if (n > CONSTRAINT_MAX_MESSAGES - 3) {
-        api_error_set(err, 400, NULL, "tools", "Invalid value for 'tools': at most %d tools",
-                      CONSTRAINT_MAX_MESSAGES - 3);
-        return -1;
-    }
     tool_def *d = xcalloc(n ? n : 1, sizeof *d);
     int k = 0;
     for (size_t i = 0; i < n; i++) {
@@ -316,6 +311,15 @@ static int build_messages(const json_t *root, api_kind kind, const tokenizer *to
     if (!final && budget < 0 && !forced && !(strict_any && mode != 0)) {
         free(tools);
         return 0; /* nothing to enforce */
+    }
+    /* Only a constrained turn lists its tools as headers (requests without one keep no limit). */
+    if (mode != 0 && n_tools > CONSTRAINT_MAX_MESSAGES - 3) {
+        api_error_set(err, 400, NULL, "tools",
+                      "Invalid value for 'tools': structured output takes at most %d tools",
+                      CONSTRAINT_MAX_MESSAGES - 3);
+        free(tools);
+        grammar_free(final);
+        return -1;
     }
     if (forced && mode == 3) {
         bool found = false;

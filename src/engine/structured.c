@@ -21,8 +21,8 @@ void structured_prepare(engine *e, step_slot *st) {
     for (int i = 0; i < b->n_seqs; i++) {
         if (!b->params[i].constrained) continue;
         const seq *s = st->seqs[i];
-        b->params[i].constrained = b->sample[i] && s->status != SEQ_FINISHED && s->cs &&
-                                   constraint_needs_mask(s->cs);
+        b->params[i].constrained =
+            b->sample[i] && s->status != SEQ_FINISHED && s->cs && constraint_needs_mask(s->cs);
         n_constrained += b->params[i].constrained;
     }
     st->b.masks = NULL;

@@ -9,6 +9,7 @@
 // numbers short; it changes which valid output comes out, never whether it is valid.
 // Env: BASE, N (requests, default 1000), CONC (parallel requests, default 24).
 import fs from "node:fs";
+import http from "node:http";
 import { createRequire } from "node:module";
 const require = createRequire(import.meta.url);
 const Ajv = require("ajv");
@@ -86,7 +87,7 @@ function makeRequest(i) {
     if (unboundedRegex.has(r)) r = (r + 1) % regexes.length;
   }
   const common = { model: "synthetic:tiny", temperature, seed: i, logit_bias: budget ? BIAS : BIAS_RETURN };
-  const chat = { ...common, messages, max_tokens: 600, thinking_token_budget: budget };
+  const chat = { ...common, messages, max_tokens: 400, thinking_token_budget: budget };
   if (pick < 6)
     return ["/v1/chat/completions", { ...chat, response_format: { type: "json_schema", json_schema: { name: "out", strict: true, schema: schemas[s] } } }, "schema", s];
   if (pick < 7) return ["/v1/chat/completions", { ...chat, response_format: { type: "json_object" } }, "object"];
@@ -106,13 +107,13 @@ function makeRequest(i) {
     return ["/v1/responses", { model: "synthetic:tiny", temperature, seed: i, input: "Call it.", max_output_tokens: 300, thinking_token_budget: budget, tools, tool_choice: { type: "function", name: "pick" } }, "tool:pick", -1];
   }
   if (pick < 14) {
-    const body = { ...common, input: "Answer in the requested format.", max_output_tokens: 600, thinking_token_budget: budget };
+    const body = { ...common, input: "Answer in the requested format.", max_output_tokens: 400, thinking_token_budget: budget };
     // /v1/responses applies no logit_bias: its schemas are those a random model finishes unaided
     // (no free strings or numbers)
     const rs = closed[rnd(closed.length)];
     return ["/v1/responses", { ...body, text: { format: { type: "json_schema", name: "out", schema: schemas[rs] } } }, "schema", rs];
   }
-  const comp = { ...common, prompt: "The answer:", max_tokens: 400 };
+  const comp = { ...common, prompt: "The answer:", max_tokens: 300 };
   if (pick < 16) return ["/v1/completions", { ...comp, structured_outputs: { json: schemas[s] } }, "schema", s];
   if (pick < 17) return ["/v1/completions", { ...comp, guided_json: JSON.stringify(schemas[s]) }, "schema", s];
   if (pick < 18) return ["/v1/completions", { ...comp, guided_regex: regexes[r] }, "regex", r];
@@ -153,7 +154,27 @@ function check(kind, idx, a) {
   return validators[idx](v) ? null : `invalid (${ajv.errorsText(validators[idx].errors)}): ${a.text}`;
 }
 
+// POST without a client-side timeout (fetch gives up on headers after 300 s; on a loaded 2-core
+// box a long answer can take that long).
+function post(path, body) {
+  return new Promise((resolve, reject) => {
+    const data = JSON.stringify(body);
+    const u = new URL(BASE + path);
+    const req = http.request({ host: u.hostname, port: u.port, path: u.pathname, method: "POST", headers: { "content-type": "application/json", "content-length": Buffer.byteLength(data) } }, (res) => {
+      let text = "";
+      res.setEncoding("utf8");
+      res.on("data", (c) => (text += c));
+      res.on("end", () => {
+        try { resolve({ status: res.statusCode, json: JSON.parse(text) }); } catch (e) { reject(new Error(`${path}: not JSON: ${text.slice(0, 200)}`)); }
+      });
+    });
+    req.on("error", reject);
+    req.end(data);
+  });
+}
+
 const counts = {};
+const slowest = [];
 let completionTokens = 0;
 const failures = [];
 let next = 0;
@@ -163,9 +184,12 @@ async function worker() {
     const [path, body, kind, idx] = makeRequest(i);
     const key = `${path} ${kind}`;
     counts[key] = (counts[key] || 0) + 1;
-    const res = await fetch(BASE + path, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
-    const j = await res.json();
-    if (j.usage) completionTokens += j.usage.completion_tokens ?? j.usage.output_tokens ?? 0;
+    const t = Date.now();
+    const res = await post(path, body);
+    const j = res.json;
+    const used = j.usage ? j.usage.completion_tokens ?? j.usage.output_tokens ?? 0 : 0;
+    completionTokens += used;
+    slowest.push([Date.now() - t, used, `#${i} ${key}`]);
     if (res.status !== 200) { failures.push(`#${i} ${key}: HTTP ${res.status} ${JSON.stringify(j)}`); continue; }
     const err = check(kind, idx, answerOf(path, j));
     if (err) failures.push(`#${i} ${key} (case ${idx}, t=${body.temperature}): ${err}`);
@@ -184,8 +208,8 @@ const bad = [
   ["/v1/completions", { model: "synthetic:tiny", prompt: "x", thinking_token_budget: 3 }, "thinking_token_budget"],
 ];
 for (const [path, body, param] of bad) {
-  const res = await fetch(BASE + path, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
-  const j = await res.json();
+  const res = await post(path, body);
+  const j = res.json;
   if (res.status !== 400 || j.error.param !== param) failures.push(`refusal ${param}: HTTP ${res.status} ${JSON.stringify(j)}`);
 }
 
@@ -193,6 +217,8 @@ const t0 = Date.now();
 await Promise.all(Array.from({ length: CONC }, worker));
 console.log(`${N} constrained requests in ${((Date.now() - t0) / 1000).toFixed(1)} s over ${schemas.length} schemas, ${regexes.length} regexes, ${choices.length} choices; ${completionTokens} tokens generated`);
 for (const [k, v] of Object.entries(counts).sort()) console.log(`  ${k}: ${v}`);
+slowest.sort((a, b) => b[0] - a[0]);
+console.log("slowest: " + slowest.slice(0, 3).map(([ms, n, what]) => `${what} ${n} tokens ${(ms / 1000).toFixed(1)} s`).join("; "));
 if (failures.length) {
   console.log(`${failures.length} FAILED:`);
   for (const f of failures.slice(0, 30)) console.log("  " + f);
