@@ -38,7 +38,7 @@ static const char SCHEMA[] = "{\"type\":\"object\",\"properties\":{\"a\":{\"type
 
 int main(void) {
     api_test_load_tokenizer();
-    char b[2048];
+    char b[8192];
     /* nothing to enforce */
     expect(api_parse_chat, CHAT(""), 0, NULL);
     expect(api_parse_chat, CHAT(",\"response_format\":{\"type\":\"text\"}"), 0, NULL);
