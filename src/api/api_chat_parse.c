@@ -16,10 +16,10 @@
  *   function            (legacy) the same, named by `name`.
  * Content is a string or an array of text parts, concatenated.
  *
- * Accepted and not enforced (documented): tool_choice "required" and named (the model is free to
- * answer without the call), parallel_tool_calls (harmony stops at <|call|>, so a turn has at most
- * one call anyway), response_format json_object and json_schema (json_schema is shown to the model
- * as harmony's "# Response Formats" section; nothing constrains the sampling). */
+ * response_format json_schema is also shown to the model as harmony's "# Response Formats" section;
+ * it, json_object, strict tools and tool_choice "required" / named are enforced by api_structured.c.
+ * Accepted and not enforced: parallel_tool_calls (harmony stops at <|call|>, so a turn has at most
+ * one call anyway). */
 #include "api/api_internal.h"
 
 #include "base/strmap.h"

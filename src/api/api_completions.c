@@ -199,6 +199,7 @@ static int parse_fields(const json_t *root, const tokenizer *tok, const api_conf
     }
     out->req.params.prompt_logprobs = want;
     if (parse_prompt(root, tok, cfg, out, o, err) < 0) return -1;
+    if (api_structured_parse(root, API_COMPLETIONS, tok, out, err) < 0) return -1;
     return check_echo_size(tok, cfg, out, o, err);
 }
 

@@ -262,6 +262,7 @@ int api_parse_conversation(const char *body, size_t len, api_kind kind, api_conv
     api_conv c;
     api_conv_init(&c, cfg);
     int rc = fields(root, tok, cfg, out, &c, err);
+    if (rc == 0) rc = api_structured_parse(root, kind, tok, out, err);
     api_conv_free(&c);
     json_decref(root);
     if (rc < 0) api_call_free(out);

@@ -9,6 +9,7 @@
  *   api_hout.c       the harmony side of the output: sampled tokens → message events, per-token
  *                    attribution (for logprobs and reasoning-token counts), stop-string trimming
  *   api_logprobs.c   logprob entries in chat and completions shapes
+ *   api_structured.c structured output: the fields that constrain sampling → an engine constraint
  *   api_*_parse.c / api_*_stream.c   one endpoint each */
 #ifndef GPTOSS_API_API_INTERNAL_H
 #define GPTOSS_API_API_INTERNAL_H
@@ -208,6 +209,15 @@ int api_format_schema(const json_t *def, const char *path, api_conv *c, api_erro
 /* system + developer (if instructions, tools or a response format) + the messages, with earlier
  * chain of thought dropped, ending in <|start|>assistant; tokens appended to out. */
 int api_conv_render(api_conv *c, const tokenizer *tok, ivec *out, api_error *err);
+
+/* ---- api_structured.c ------------------------------------------------------------------------ */
+
+/* The request's structured-output fields (response_format, text.format, vLLM's structured_outputs
+ * and guided_*, strict tools, tool_choice, thinking_token_budget) → call->req.constraint (NULL when
+ * nothing is enforced). Runs after the endpoint's own parser has checked the shapes it knows; a
+ * bad schema, regex or choice is a 400 naming its field. */
+int api_structured_parse(const json_t *root, api_kind kind, const tokenizer *tok, api_call *call,
+                         api_error *err);
 
 /* ---- api_hout.c ------------------------------------------------------------------------------ */
 

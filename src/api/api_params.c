@@ -268,6 +268,7 @@ void api_request_free(engine_request *r) {
     for (int i = 0; i < r->n_stop_strings; i++) free((void *)r->stop_strings[i]);
     free((void *)r->stop_strings);
     free((void *)r->params.logit_bias);
+    constraint_unref(r->constraint);
     memset(r, 0, sizeof *r);
 }
 

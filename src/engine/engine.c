@@ -51,6 +51,7 @@ int engine_create(const engine_options *opt, const backend_ops *ops, backend *b,
     for (int i = e->opt.max_num_seqs - 1; i >= 0; i--) e->free_slots[e->n_free_slots++] = i;
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->wake, NULL);
+    step_masks_init(&e->steps[0].masks), step_masks_init(&e->steps[1].masks);
     metrics_init(&e->metrics);
     *out = e;
     return 0;
@@ -74,6 +75,8 @@ static void step_slot_free(step_slot *st) {
         free(b->history_len);
     free(b->prompt_len), free(b->prompt_next), free(st->hist_buf), free(b->token_ids),
         free(b->positions), free(b->full_tables), free(b->swa_tables);
+    free((void *)st->mask_rows), free(st->mask_buf);
+    step_masks_destroy(&st->masks);
 }
 
 void engine_destroy(engine *e) {
@@ -134,6 +137,8 @@ static int validate(const engine *e, const engine_request *r) {
     for (int i = 0; i < r->n_stop_strings; i++)
         if (!r->stop_strings[i] || !r->stop_strings[i][0])
             return err_set("stop: stop strings must not be empty");
+    if (r->constraint && !e->opt.grammar_vocab)
+        return err_set("structured output needs the model's tokenizer (none is loaded)");
     return 0;
 }
 
@@ -166,6 +171,10 @@ int engine_submit(engine *e, const engine_request *r) {
     seq *first = NULL, *last = NULL;
     for (int i = 0; i < n; i++) {
         seq *s = seq_create(r, i, first, e->opt.max_model_len, e->cfg);
+        if (r->constraint) {
+            s->cs = constraint_state_new(r->constraint, e->opt.grammar_vocab);
+            s->params.constrained = true;
+        }
         if (last)
             last->next = s;
         else
@@ -238,12 +247,14 @@ static void launch(engine *e, int idx) {
         bm_commit(e->bm, &s->kv, s->tokens,
                   s->num_scheduled < s->n_known ? s->num_scheduled : s->n_known);
     }
+    structured_prepare(e, st);
     if (e->ops->launch(e->be, &st->b) != 0) {
         log_error("backend launch failed: %s", err_msg());
         e->failed = true;
         return;
     }
     e->inflight = idx;
+    structured_fill(e, st); /* while the forward pass runs */
 }
 
 /* Applies a completed step's results. */

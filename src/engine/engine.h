@@ -15,6 +15,7 @@
 #define GPTOSS_ENGINE_ENGINE_H
 
 #include "step/backend.h"
+#include "engine/constraint.h"
 #include "engine/metrics.h"
 #include "step/sampling_params.h"
 
@@ -66,6 +67,8 @@ typedef struct {
     bool ignore_eos;
     int priority; /* lower runs first (vLLM's convention); ties: arrival order */
     int n;        /* independent samples of the same prompt (>= 1) */
+    /* Structured output (constraint.h), or NULL: each sequence takes a reference. */
+    engine_constraint *constraint;
     engine_output_fn on_output;
     void *user;
 } engine_request;
@@ -81,6 +84,9 @@ typedef struct {
     /* The model's bytes of a token, for stop strings (NULL: stop strings are refused). */
     const char *(*token_bytes)(void *ctx, int32_t id, size_t *len);
     void *token_bytes_ctx;
+    /* The tokenizer's vocabulary trie for structured output (NULL: constrained requests are
+     * refused). Not owned; must outlive the engine. */
+    const grammar_vocab *grammar_vocab;
 } engine_options;
 
 void engine_options_default(engine_options *o);

@@ -20,6 +20,12 @@ typedef struct {
     int64_t hist_len, hist_cap;
     int cap_seqs, cap_tokens, cap_full, cap_swa;
     bool launched;
+    /* structured output: the gate the step's samplers wait on, one mask row per constrained
+     * sequence (mask_buf holds cap_mask rows), filled by fill_masks while the step runs */
+    step_masks masks;
+    const uint32_t **mask_rows;
+    uint32_t *mask_buf;
+    int cap_mask_rows, cap_mask;
 } step_slot;
 
 typedef enum { INBOX_SUBMIT, INBOX_ABORT } inbox_kind;
@@ -57,6 +63,10 @@ struct engine {
 
 /* scheduler.c: fills `st` with the next step; allow_preempt only when no step is in flight. */
 void schedule_step(engine *e, step_slot *st, bool allow_preempt);
+
+/* structured.c: before launch, the step's mask gate (closed); after launch, its masks (opened) */
+void structured_prepare(engine *e, step_slot *st);
+void structured_fill(engine *e, step_slot *st);
 
 /* output.c */
 void seq_append_token(engine *e, seq *s, int32_t tok, const seq_result *r);

@@ -5,6 +5,8 @@
  * seq.c's. */
 #include "engine/engine_internal.h"
 
+#include "base/error.h"
+#include "base/log.h"
 #include "base/timeutil.h"
 
 #include <string.h>
@@ -71,6 +73,15 @@ void seq_append_token(engine *e, seq *s, int32_t tok, const seq_result *r) {
         s->stop_token = tok;
         seq_finish(e, s, "stop");
         return;
+    }
+    if (s->cs && !constraint_done(s->cs)) {
+        int rc = constraint_advance(s->cs, tok);
+        if (rc < 0) log_warn("request %llu: %s", (unsigned long long)s->request_id, err_msg());
+        if (constraint_done(s->cs)) s->params.constrained = false;
+        if (rc == 1) { /* a root grammar that nothing can follow: the output is complete */
+            seq_finish(e, s, "stop");
+            return;
+        }
     }
     check_stop_strings(e, s, tok);
     if (s->status == SEQ_FINISHED) return;

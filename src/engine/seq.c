@@ -108,6 +108,7 @@ seq *seq_create(const engine_request *r, int index, seq *parent, int max_model_l
 void seq_destroy(seq *s) {
     free(s->tokens), free(s->logit_bias), free(s->stop_ids);
     stop_set_unref(s->stops);
+    constraint_state_free(s->cs);
     free(s->stop_state), free(s->text_ends);
     free(s->logprobs), free(s->top_ids), free(s->top_logprobs);
     free(s->prompt_top_ids), free(s->prompt_top_logprobs), free(s->prompt_logprobs);

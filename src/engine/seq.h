@@ -52,6 +52,7 @@ struct seq {
     uint32_t *stop_state; /* per stop string: its matcher's state over the generated text */
     engine_output_fn on_output;
     void *user;
+    constraint_state *cs; /* structured output, or NULL (set by engine_submit; freed here) */
 
     /* output streaming */
     int emitted;      /* generated tokens already sent to the callback */

@@ -21,6 +21,13 @@ int server_load_model(server *s) {
     runtime_args ra = o->rt;
     ra.eng.token_bytes = token_bytes;
     ra.eng.token_bytes_ctx = s->tok;
+    /* Built once (about a second for o200k): every constrained request's masks read it. */
+    double tv = now_seconds();
+    s->gvocab = grammar_vocab_new(s->tok);
+    if (!s->gvocab) return -1;
+    log_info("structured output: vocabulary trie of %d tokens in %.2f s",
+             grammar_vocab_size(s->gvocab), now_seconds() - tv);
+    ra.eng.grammar_vocab = s->gvocab;
     runtime rt;
     if (runtime_build(&ra, s->model_dir, &rt) != 0) return -1;
     s->eng = rt.eng;

@@ -123,6 +123,7 @@ out:
     if (s->eng) engine_destroy(s->eng);
     s->eng = NULL;
     if (s->loops) loops_free(s);
+    if (s->gvocab) grammar_vocab_free(s->gvocab);
     if (s->tok) tokenizer_free(s->tok);
     resp_store_free(s->api.store); /* the loops that used it are gone */
     background_free(s);

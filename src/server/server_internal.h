@@ -70,6 +70,7 @@ struct server {
     /* Set by the main thread before state becomes SRV_READY. */
     engine *eng;
     tokenizer *tok;
+    grammar_vocab *gvocab; /* structured output: the token trie masks are built from */
     char *model_dir;
     api_config api;
     int max_model_len;

@@ -24,6 +24,7 @@
 #define GPTOSS_STEP_BATCH_H
 
 #include "step/sampling_params.h"
+#include "step/step_masks.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -66,6 +67,10 @@ typedef struct {
     int full_stride;
     int32_t *swa_tables;
     int swa_stride;
+
+    /* Structured output: the masks of the rows whose params[i].constrained is set, published by
+     * the engine while the step runs (see step_masks.h). NULL when no row is constrained. */
+    step_masks *masks;
 } step_batch;
 
 /* What one sequence's step produced (for sequences with sample set, in batch order). */

@@ -9,6 +9,10 @@
 int32_t step_sample_row(const step_batch *st, int i, float *row, int vocab, int32_t slot_last,
                         seq_result *out) {
     const sampling_params *p = &st->params[i];
+    if (p->constrained && st->masks) {
+        const uint32_t *mask = step_masks_row(st->masks, i);
+        if (mask) step_mask_apply(row, vocab, mask, st->masks->words);
+    }
     /* History for the penalties: what the engine knows, plus the token this slot sampled last when the
      * engine did not know it yet (asynchronous scheduling). */
     const int32_t *hist = st->history[i];

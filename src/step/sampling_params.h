@@ -34,6 +34,10 @@ typedef struct {
     int32_t prompt_logprobs;            /* top logprobs per prompt position; 0 = none */
     const logit_bias_entry *logit_bias; /* owned by the request */
     int32_t n_logit_bias;
+    /* Structured output: the row is sampled under a token mask the engine publishes with the step
+     * (step_masks.h). Backends sample such rows on the host, mask first (before bias, penalties
+     * and the temperature), so logprobs are those of the constrained distribution. */
+    bool constrained;
 } sampling_params;
 
 static inline sampling_params sampling_params_default(void) {

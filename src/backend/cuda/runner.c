@@ -74,7 +74,8 @@ static int row_mode_for(const sampling_params *p, int V) {
                            (isfinite(rep) && rep > 0 && rep != 1.0f) || (isfinite(fr) && fr != 0) ||
                            (isfinite(pr) && pr != 0);
     const bool filtered = (p->top_k > 0 && p->top_k < V) || p->top_p < 1.0f || p->min_p > 0;
-    if (penalised || p->logprobs > GPU_TOPK_MAX) return GPU_ROW_HOST;
+    /* Constrained rows (structured output) take their token mask on the host (step_masks.h). */
+    if (penalised || p->constrained || p->logprobs > GPU_TOPK_MAX) return GPU_ROW_HOST;
     if (!(p->temperature > 0)) return GPU_ROW_GREEDY; /* filters do not apply to greedy */
     return filtered ? GPU_ROW_HOST : GPU_ROW_TEMP;
 }
