@@ -136,6 +136,7 @@ async function send(text) {
   view.details.addEventListener('toggle', () => { view.details.dataset.touched = '1'; }, { once: true });
   controller = new AbortController();
   setBusy(true);
+  const maxTokens = parseInt($('max-tokens').value, 10); // blank: the server's limit (the context)
   const tStart = performance.now();
   let tFirst = null, chunks = 0, answer = '', state = 'done';
   try {
@@ -146,6 +147,7 @@ async function send(text) {
       body: JSON.stringify({
         model, messages: history, stream: true, reasoning_effort: $('effort').value,
         stream_options: { include_usage: true },
+        ...(maxTokens > 0 ? { max_tokens: maxTokens } : {}),
       }),
     });
     if (!r.ok) {

@@ -60,7 +60,8 @@ if (KEY) {
   });
 }
 
-export async function run(suite) {
+// cleanup (optional) runs before the process exits, e.g. to close a browser.
+export async function run(suite, cleanup) {
   let passed = 0, failed = 0, xfailed = 0;
   const t0 = Date.now();
   for (const c of cases) {
@@ -80,6 +81,7 @@ export async function run(suite) {
       }
     }
   }
+  if (cleanup) await cleanup();
   const mode = KEY ? 'with --api-key' : 'without --api-key';
   console.log(`${suite} (${mode}): ${passed} passed, ${failed} failed, ${xfailed} expected failures, ` +
     `${((Date.now() - t0) / 1000).toFixed(1)} s`);
