@@ -3,6 +3,10 @@
 # with --api-key: the built-in chat page at /, and the openai SDK in a page from another origin
 # (CORS). tests/node/browser_webui.mjs. Under CI (CI=true) a missing Chromium is a failure: setup.sh
 # installs it, so its absence means the setup broke, not that the test does not apply.
+# slow: not in `make asan`. These suites check what third-party clients make of the protocol, which
+# a sanitizer does not change; the server's code paths they reach run under ASan in the C tests and
+# test_server_openai.
+# ctest-labels: slow
 set -uo pipefail
 source "$(dirname "$0")/node/server_harness.sh"
 source "$SRC/tests/node/client_harness.sh"
