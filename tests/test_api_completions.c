@@ -414,6 +414,91 @@ static void test_logprobs(void) {
     }
 }
 
+/* Echo scoring: with the engine's own logprob of every prompt token, each echoed token after the
+ * first has a number (in or out of the top-K rows) and its own entry in top_logprobs; max_tokens 0
+ * shows the prompt alone, streamed or not. */
+static void test_echo_scoring(void) {
+    for (int mode = 0; mode < 3; mode++) { /* max_tokens 2; 0; 0 streamed */
+        const char *body = mode == 0   ? "{\"prompt\":\"Say hi\",\"echo\":true,\"logprobs\":1}"
+                           : mode == 1 ? "{\"prompt\":\"Say hi\",\"echo\":true,\"logprobs\":1,"
+                                         "\"max_tokens\":0}"
+                                       : "{\"prompt\":\"Say hi\",\"echo\":true,\"logprobs\":1,"
+                                         "\"max_tokens\":0,\"stream\":true,\"stream_options\":"
+                                         "{\"include_usage\":true}}";
+        api_call c;
+        api_error e;
+        if (parse(body, &c, &e) != 0) continue;
+        CHECK(mode == 0 || c.req.max_tokens == 1, "echo only: the engine runs 1 token, got %d",
+              c.req.max_tokens);
+        api_stream *s = api_stream_new(&c, T, "cmpl-s", 1);
+        int np = c.req.n_prompt;
+        int32_t *rows = calloc((size_t)np * 2, sizeof *rows);
+        float *rl = calloc((size_t)np * 2, sizeof *rl), *own = calloc((size_t)np, sizeof *own);
+        for (int q = 1; q < np; q++) {
+            rows[(q - 1) * 2] = 5, rows[(q - 1) * 2 + 1] = 6; /* the prompt token in neither */
+            rl[(q - 1) * 2] = -0.5f, rl[(q - 1) * 2 + 1] = -1;
+            own[q - 1] = -2.0f - (float)q;
+        }
+        ivec gen = ids_of(" there");
+        float lps[1] = {-0.5f};
+        engine_output o = {0};
+        o.tokens = gen.v;
+        o.n_tokens = 1;
+        o.logprobs = lps;
+        o.prompt_top_ids = rows;
+        o.prompt_top_logprobs = rl;
+        o.prompt_logprobs = own;
+        o.n_prompt_rows = np - 1;
+        o.prompt_k = 2;
+        o.finished = true;
+        o.finish_reason = "length";
+        o.stop_token = -1;
+        o.stop_string = -1;
+        o.prompt_tokens = np;
+        o.completion_tokens = 1;
+        char *out = NULL;
+        size_t len = 0;
+        CHECK(api_stream_feed(s, &o, &out, &len) == 1, "complete");
+        json_t *b = NULL;
+        if (mode == 2) {
+            json_t *evs = sse_parse(out, NULL);
+            size_t ne = json_array_size(evs);
+            CHECK(ne >= 3 && STREQ(json_string_value(json_array_get(evs, ne - 1)), "[DONE]"),
+                  "stream ends with [DONE]: %s", out);
+            CHECK(ne >= 3 && jint(json_array_get(evs, ne - 2), "usage.completion_tokens") == 0,
+                  "streamed usage: 0 completion tokens: %s", out);
+            b = json_incref(json_array_get(evs, 0));
+            json_decref(evs);
+        } else {
+            b = json_loads(out, 0, NULL);
+            CHECK(jint(b, "usage.completion_tokens") == (mode == 0 ? 1 : 0) &&
+                      jint(b, "usage.prompt_tokens") == np,
+                  "usage: %s", out);
+        }
+        json_t *tl = jpath(b, "choices.0.logprobs.token_logprobs");
+        json_t *tops = jpath(b, "choices.0.logprobs.top_logprobs");
+        size_t want = (size_t)np + (mode == 0 ? 1 : 0);
+        CHECK(json_array_size(tl) == want && json_array_size(tops) == want,
+              "mode %d: %zu entries, want %zu: %s", mode, json_array_size(tl), want, out);
+        CHECK(json_is_null(json_array_get(tl, 0)), "the first prompt token: null");
+        for (int q = 1; q < np; q++) {
+            CHECK(json_real_value(json_array_get(tl, (size_t)q)) == -2.0 - q,
+                  "prompt token %d: its own logprob, outside the top-K: %s", q, out);
+            json_t *top = json_array_get(tops, (size_t)q);
+            CHECK(json_object_size(top) == 2, "prompt token %d: itself and 1 alternative", q);
+        }
+        CHECK_STR(jstr(b, "choices.0.text"), mode == 0 ? "Say hi there" : "Say hi");
+        CHECK_STR(jstr(b, "choices.0.finish_reason"), "length");
+        json_decref(b);
+        free(out), free(rows), free(rl), free(own);
+        ivec_free(&gen);
+        api_stream_free(s);
+        api_call_free(&c);
+    }
+    expect_error("{\"prompt\":\"hi\",\"max_tokens\":0,\"echo\":false}", 400, "max_tokens");
+    expect_error("{\"prompt\":\"hi\",\"max_tokens\":-1,\"echo\":true}", 400, "max_tokens");
+}
+
 static void test_prompt_logprobs(void) {
     api_call c;
     api_error e;
@@ -571,6 +656,7 @@ static void test_echo_limit(void) {
 int main(void) {
     api_test_load_tokenizer();
     test_echo_limit();
+    test_echo_scoring();
     test_prompts();
     test_output();
     test_prompt_list();

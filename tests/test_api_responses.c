@@ -106,7 +106,7 @@ static void test_input(void) {
     expect_error("{\"input\":5}", 400, "input");
     expect_error("{\"input\":[{\"role\":\"robot\",\"content\":\"x\"}]}", 400, "input[0].role");
     expect_error("{\"input\":[{\"content\":\"x\"}]}", 400, "input[0].role");
-    expect_error("{\"input\":[{\"type\":\"item_reference\",\"id\":\"x\"}]}", 400, "input[0].type");
+    expect_error("{\"input\":[{\"type\":\"item_reference\",\"id\":\"x\"}]}", 400, "input[0].id");
     expect_error(
         "{\"input\":[{\"type\":\"function_call_output\",\"call_id\":\"nope\",\"output\":\"x\"}]}",
         400, "input[0].call_id");

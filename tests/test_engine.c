@@ -14,6 +14,7 @@
 #include "engine/engine.h"
 #include "model/synthetic.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -354,8 +355,13 @@ static void test_stops_and_cancel(void) {
           "sample 0 (seed 3) differs from the seed-3 run");
     engine_metrics m;
     engine_get_metrics(e, &m);
-    CHECK(m.prefix_cache_hits > 0,
-          "n > 1 samples share the prompt's blocks through the prefix cache");
+    /* Prompt logprobs need the logits of every prompt position: no sample may take its prompt
+     * from the cache (a hit left its first rows unset), so all three report the same rows. */
+    CHECK(m.prefix_cache_hits == 0, "prompt logprobs: %llu prefix-cache hits",
+          (unsigned long long)m.prefix_cache_hits);
+    for (int k = 1; k < 3; k++)
+        CHECK(o.g[k].prompt_lp0 == o.g[0].prompt_lp0 && o.g[0].prompt_lp0 < 0,
+              "sample %d: prompt row 0 %g vs %g", k, o.g[k].prompt_lp0, o.g[0].prompt_lp0);
 
     /* Bad requests are refused with the field named. */
     r.n = 1;
@@ -370,6 +376,113 @@ static void test_stops_and_cancel(void) {
     engine_destroy(e);
 }
 
+/* ---- echo scoring: each prompt token's own logprob ---- */
+
+enum { PL_N = 150, PL_K = 3 };
+typedef struct {
+    int rows, events;
+    float own[PL_N];
+    int32_t top_ids[PL_N * PL_K];
+    float top_lps[PL_N * PL_K];
+} prompt_rows_out;
+
+static void collect_rows(const engine_output *o, void *user) {
+    prompt_rows_out *p = user;
+    p->events++;
+    if (!o->n_prompt_rows || o->n_prompt_rows > PL_N || o->prompt_k != PL_K) return;
+    p->rows = o->n_prompt_rows;
+    for (int r = 0; r < o->n_prompt_rows; r++)
+        p->own[r] = o->prompt_logprobs ? o->prompt_logprobs[r] : 1.0f;
+    memcpy(p->top_ids, o->prompt_top_ids, (size_t)o->n_prompt_rows * PL_K * sizeof(int32_t));
+    memcpy(p->top_lps, o->prompt_top_logprobs, (size_t)o->n_prompt_rows * PL_K * sizeof(float));
+}
+
+static void run_prompt_rows(cfg c, const int32_t *prompt, int n, int times, prompt_rows_out *out) {
+    engine *e = make_engine(c);
+    for (int t = 0; t < times; t++) {
+        engine_request r = {0};
+        r.id = (uint64_t)t;
+        r.prompt = prompt;
+        r.n_prompt = n;
+        r.params = sampling_params_default();
+        r.params.temperature = 0.7f; /* prompt logprobs are of the raw distribution whatever T */
+        r.params.prompt_logprobs = PL_K;
+        r.max_tokens = 1;
+        r.n = 1;
+        r.on_output = collect_rows;
+        r.user = &out[t];
+        memset(&out[t], 0, sizeof out[t]);
+        CHECK(engine_submit(e, &r) == 0, "submit: %s", err_msg());
+        engine_run_until_idle(e);
+    }
+    engine_destroy(e);
+}
+
+/* Every prompt position gets its token's own logprob, the same whether the prompt is prefilled in
+ * one step or in chunks (the row at a chunk's end predicts the next chunk's first token), equal to
+ * the top-K entry when the token is among them and never above the top-1; a second identical
+ * request (prefix caching on) gets the same rows, not cache-skipped zeros. */
+static void test_prompt_token_logprobs(void) {
+    int32_t prompt[PL_N];
+    rng_t g;
+    rng_seed(&g, 77);
+    for (int i = 0; i < PL_N; i++) prompt[i] = (int32_t)(rng_next(&g) % 201088);
+    /* Make some tokens likely enough to be in the top-K: repeat the model's own top choices. */
+    cfg whole = {4, 4096, 64, 1, false, true}, chunked = {4, 16, 64, 1, true, true};
+    prompt_rows_out a[2], b[1];
+    run_prompt_rows(whole, prompt, PL_N, 2, a);
+    run_prompt_rows(chunked, prompt, PL_N, 1, b);
+    CHECK(a[0].rows == PL_N - 1 && b[0].rows == PL_N - 1 && a[1].rows == PL_N - 1, "rows: %d %d %d",
+          a[0].rows, b[0].rows, a[1].rows);
+    int in_top = 0, bad = 0, differ = 0, cached_differ = 0;
+    for (int r = 0; r < a[0].rows; r++) {
+        float own = a[0].own[r];
+        if (!(own <= 0 && own > -1e4f) || own > a[0].top_lps[r * PL_K] + 1e-6f) bad++;
+        for (int j = 0; j < PL_K; j++)
+            if (a[0].top_ids[r * PL_K + j] == prompt[r + 1]) {
+                in_top++;
+                if (a[0].top_lps[r * PL_K + j] != own) bad++;
+            }
+        if (fabsf(b[0].own[r] - own) > 1e-4f) differ++;
+        if (a[1].own[r] != own || a[1].top_lps[r * PL_K] != a[0].top_lps[r * PL_K]) cached_differ++;
+    }
+    CHECK(bad == 0, "%d rows with an own logprob out of range or unlike its top-K entry", bad);
+    CHECK(differ == 0, "%d rows differ between one-step and chunked prefill", differ);
+    CHECK(cached_differ == 0, "%d rows differ on the second, identical request", cached_differ);
+    (void)in_top; /* random prompts seldom hit the top-K; the greedy prompt below always does */
+
+    /* A prompt that ends in the model's own greedy continuation: each of those tokens is the top-1
+     * of its row, so its own logprob is exactly the top-1 entry. */
+    engine *e = make_engine(whole);
+    static req_out gen;
+    memset(&gen, 0, sizeof gen);
+    engine_request r = {0};
+    r.prompt = prompt;
+    r.n_prompt = 20;
+    r.params = sampling_params_default();
+    r.params.temperature = 0;
+    r.max_tokens = 12;
+    r.ignore_eos = true;
+    r.n = 1;
+    r.on_output = collect;
+    r.user = &gen;
+    CHECK(engine_submit(e, &r) == 0, "submit: %s", err_msg());
+    engine_run_until_idle(e);
+    engine_destroy(e);
+    int32_t cont[32];
+    memcpy(cont, prompt, 20 * sizeof *cont);
+    memcpy(cont + 20, gen.g[0].tokens, 12 * sizeof *cont);
+    prompt_rows_out c[1];
+    run_prompt_rows(chunked, cont, 32, 1, c);
+    int top1 = 0;
+    for (int q = 20; q < 32; q++)
+        top1 += c[0].top_ids[(q - 1) * PL_K] == cont[q] &&
+                c[0].own[q - 1] == c[0].top_lps[(q - 1) * PL_K];
+    CHECK(gen.g[0].n_tokens == 12 && top1 == 12,
+          "greedy continuation: %d of 12 rows have the token at the top with its own logprob",
+          top1);
+}
+
 int main(void) {
     snprintf(model_dir, sizeof model_dir, "/tmp/gptoss-test-engine-%d", (int)getpid());
     model_config c;
@@ -381,6 +494,7 @@ int main(void) {
     test_batching_invariance();
     test_prefix_cache_and_preemption();
     test_stops_and_cancel();
+    test_prompt_token_logprobs();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", model_dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", model_dir);

@@ -18,6 +18,7 @@
 #ifndef GPTOSS_API_API_H
 #define GPTOSS_API_API_H
 
+#include "api/response_store.h"
 #include "engine/engine.h"
 #include "tokenizer/bpe.h"
 
@@ -43,6 +44,8 @@ typedef struct {
                                       (local time); "": no "Current date" line */
     size_t max_echo_bytes;    /* completions: n × the echoed prompt (text and logprobs) may make at
                               most about this many response bytes; 0: no limit */
+    resp_store *store;        /* responses: previous_response_id, item_reference and store: true
+                                 (NULL: nothing is stored; those inputs are a 400) */
 } api_config;
 
 /* A parsed request. Owns everything it points to (free with api_call_free). */

@@ -92,7 +92,8 @@ static int parse_prompt(const json_t *root, const tokenizer *tok, const api_conf
         return -1;
     }
     o->prompts = xcalloc(n, sizeof *o->prompts);
-    static const char *const keys[] = {"max_tokens", NULL};
+    /* echo_only: max_tokens (0) is not read; each prompt gets one token (not shown) to run. */
+    static const char *const keys[] = {"max_tokens", NULL}, *const none[] = {NULL};
     for (size_t i = 0; i < n; i++) {
         char param[32] = "prompt";
         if (list) snprintf(param, sizeof param, "prompt[%zu]", i);
@@ -102,10 +103,10 @@ static int parse_prompt(const json_t *root, const tokenizer *tok, const api_conf
         /* The length checks read req: point it at this prompt for them. */
         call->req.prompt = ap->ids;
         call->req.n_prompt = ap->n;
-        int rc = api_finish_lengths(root, keys, param, cfg, call, err);
+        int rc = api_finish_lengths(root, o->echo_only ? none : keys, param, cfg, call, err);
         call->req.prompt = NULL;
         if (rc < 0) return -1;
-        ap->max_tokens = call->req.max_tokens;
+        ap->max_tokens = o->echo_only ? 1 : call->req.max_tokens;
     }
     /* req owns its own copy of the first prompt (api_request_free frees it). */
     int32_t *first = xmalloc(((size_t)o->prompts[0].n + 1) * sizeof *first);
@@ -167,6 +168,17 @@ static int parse_fields(const json_t *root, const tokenizer *tok, const api_conf
         return -1;
     }
     if (api_get_bool(root, "echo", "echo", &out->echo, err) < 0) return -1;
+    /* max_tokens 0: scoring the prompt (OpenAI and vLLM take it with echo only). */
+    json_t *mt = json_object_get(root, "max_tokens");
+    if (json_is_number(mt) && json_number_value(mt) == 0) {
+        if (!out->echo) {
+            api_error_set(err, 400, NULL, "max_tokens",
+                          "Invalid value for 'max_tokens': 0 is only allowed with 'echo' (scoring "
+                          "the prompt); otherwise it must be at least 1");
+            return -1;
+        }
+        o->echo_only = true;
+    }
     long long k = 0;
     int r = api_get_int(root, "logprobs", "logprobs", 0, API_MAX_COMPLETION_LOGPROBS, &k, err);
     if (r < 0) return -1;

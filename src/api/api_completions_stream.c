@@ -11,14 +11,18 @@
  * hidden special token included, with its name as its text), so the arrays are as long as
  * completion_tokens but for tokens cut with a stop string; top_logprobs maps the text of each alternative (and of the sampled token, as OpenAI does)
  * to its logprob; text_offset counts characters from the start of the choice's text. With echo, the
- * prompt's tokens come first: the first with null logprobs, the others with the logprob found in
- * the engine's prompt rows (null when the prompt token is not among the alternatives there).
+ * prompt's tokens come first: the first with null logprobs (nothing predicts it), the others with
+ * their own logprob given the tokens before them, which the engine computes for every prompt
+ * position (vLLM's echo scoring), and in top_logprobs the prompt token and the top alternatives.
+ * max_tokens 0 with echo (echo_only) scores the prompt alone: the one token the engine generates
+ * is not shown, completion_tokens is 0 and finish_reason "length".
  * prompt_logprobs (vLLM): [null, {"id": {logprob, rank, decoded_token}}, ...] on the first chunk.
  */
 #include "api/api_internal.h"
 
 #include "base/xalloc.h"
 
+#include <math.h>
 #include <string.h>
 
 typedef struct {
@@ -36,6 +40,7 @@ typedef struct {
 typedef struct {
     int32_t *ids;
     float *lps;
+    float *own; /* [n]: each prompt token's own logprob (NaN: none), or NULL */
     int n, k;
 } cmpl_rows;
 
@@ -71,7 +76,7 @@ void api_cmpl_stream_free(api_stream *s) {
     }
     free(s->cmpl->ch);
     for (int p = 0; p < s->n / s->n_per; p++)
-        free(s->cmpl->rows[p].ids), free(s->cmpl->rows[p].lps);
+        free(s->cmpl->rows[p].ids), free(s->cmpl->rows[p].lps), free(s->cmpl->rows[p].own);
     free(s->cmpl->rows);
     free(s->cmpl);
     s->cmpl = NULL;
@@ -92,6 +97,10 @@ static void keep_rows(cmpl_rows *st, const engine_output *o) {
     memcpy(st->lps, o->prompt_top_logprobs, n * sizeof *st->lps);
     st->n = o->n_prompt_rows;
     st->k = o->prompt_k;
+    if (o->prompt_logprobs) {
+        st->own = xmalloc((size_t)st->n * sizeof *st->own);
+        memcpy(st->own, o->prompt_logprobs, (size_t)st->n * sizeof *st->own);
+    }
 }
 
 static void dict_set(const tokenizer *tok, json_t *dict, int32_t id, float lp) {
@@ -121,11 +130,20 @@ static void echo_logprobs(api_stream *s, const api_prompt *pr, const cmpl_rows *
             const int32_t *ids = st->ids + (size_t)(q - 1) * st->k;
             const float *lps = st->lps + (size_t)(q - 1) * st->k;
             top = json_object();
+            /* The token's own logprob; a backend that gave none leaves the top-K search below. */
+            float own = st->own ? st->own[q - 1] : NAN;
+            if (!isnan(own)) {
+                json_decref(logprob);
+                logprob = api_jlogprob(own);
+                dict_set(s->tok, top, pr->ids[q], own);
+            }
             for (int j = 0; j < st->k; j++) {
                 if (ids[j] < 0) continue;
                 if (ids[j] == pr->ids[q]) {
-                    json_decref(logprob);
-                    logprob = api_jlogprob(lps[j]);
+                    if (isnan(own)) {
+                        json_decref(logprob);
+                        logprob = api_jlogprob(lps[j]);
+                    }
                     dict_set(s->tok, top, ids[j], lps[j]);
                 } else if (j < s->opts.top_logprobs) {
                     dict_set(s->tok, top, ids[j], lps[j]);
@@ -182,9 +200,30 @@ static json_t *envelope(const api_stream *s, json_t *choices) {
     return b;
 }
 
+/* echo_only: the request asked for no tokens (max_tokens 0); the engine generated one to get the
+ * prompt through. The output without it. */
+static const engine_output *without_tokens(const engine_output *o, engine_output *tmp) {
+    *tmp = *o;
+    tmp->n_tokens = 0;
+    tmp->tokens = NULL;
+    tmp->logprobs = tmp->top_logprobs = NULL;
+    tmp->top_ids = NULL;
+    tmp->top_k = 0;
+    tmp->trim_bytes = 0;
+    tmp->stop_token = -1;
+    tmp->stop_string = -1;
+    tmp->completion_tokens = 0;
+    if (o->finished && o->finish_reason && strcmp(o->finish_reason, "abort") != 0 &&
+        strcmp(o->finish_reason, "error") != 0)
+        tmp->finish_reason = "length";
+    return tmp;
+}
+
 int api_cmpl_stream_feed(api_stream *s, const engine_output *o, char **out, size_t *out_len) {
     cmpl_choice *c = &s->cmpl->ch[o->index];
     if (c->finished) return 0;
+    engine_output tmp;
+    if (s->opts.echo_only) o = without_tokens(o, &tmp);
     /* Which prompt: choices are numbered prompt × n + sample. */
     int p = o->index / s->n_per;
     const api_prompt *pr = p < s->opts.n_prompts ? &s->opts.prompts[p] : NULL;

@@ -6,6 +6,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* The error type OpenAI and vLLM use for each status, when the caller gives none. */
@@ -46,7 +47,13 @@ char *api_error_json(const api_error *err) {
                         json_string(err->type[0] ? err->type : default_type(err->status)));
     json_object_set_new(e, "param",
                         err->param[0] ? api_jstr(err->param, strlen(err->param)) : json_null());
-    json_object_set_new(e, "code", err->code[0] ? json_string(err->code) : json_null());
+    /* A code of digits goes out as a number: where we mirror vLLM's exact error (the responses
+     * store's 404), vLLM puts the HTTP status there. */
+    bool digits = err->code[0] != 0 && strspn(err->code, "0123456789") == strlen(err->code);
+    json_object_set_new(e, "code",
+                        !err->code[0] ? json_null()
+                        : digits      ? json_integer(strtoll(err->code, NULL, 10))
+                                      : json_string(err->code));
     json_t *root = json_pack("{so}", "error", e);
     char *s = json_dumps(root, JSON_COMPACT);
     json_decref(root);

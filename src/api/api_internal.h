@@ -100,6 +100,7 @@ typedef struct {
     bool logprobs;       /* chat: logprobs = true; completions: logprobs given */
     int top_logprobs;    /* alternatives per token shown */
     int prompt_logprobs; /* completions (vLLM extension): alternatives per prompt position shown */
+    bool echo_only; /* completions: max_tokens 0 with echo (score the prompt, show no tokens) */
     bool include_reasoning;
     bool skip_special_tokens;
     api_prompt *prompts; /* completions: every prompt of the request, in order */
@@ -107,6 +108,10 @@ typedef struct {
     char **stop; /* the stop strings (to report stop_reason) */
     int n_stop;
     json_t *echo; /* responses: request fields the response object repeats */
+    /* responses with store: where the finished response goes (not owned), and its input items
+     * (the previous conversation, then the request's input with item references resolved). */
+    resp_store *store;
+    json_t *store_items;
 } api_opts;
 
 void api_opts_copy(api_opts *dst, const api_opts *src);

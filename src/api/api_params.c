@@ -294,6 +294,7 @@ void api_opts_copy(api_opts *dst, const api_opts *src) {
     /* A deep copy: the stream may live on another thread than the call, and jansson's reference
      * counts are only safe to share where its atomics are. */
     dst->echo = src->echo ? json_deep_copy(src->echo) : NULL;
+    dst->store_items = src->store_items ? json_deep_copy(src->store_items) : NULL;
 }
 
 void api_opts_free(api_opts *o) {
@@ -302,6 +303,7 @@ void api_opts_free(api_opts *o) {
     for (int i = 0; i < o->n_stop; i++) free(o->stop[i]);
     free(o->stop);
     json_decref(o->echo);
+    json_decref(o->store_items);
     memset(o, 0, sizeof *o);
 }
 

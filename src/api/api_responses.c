@@ -17,10 +17,14 @@
  *                                 mcp, ...) are ignored, as vLLM ignores built-in tools it does
  *                                 not serve
  *   reasoning.effort, max_output_tokens, temperature, top_p (and vLLM's top_k, min_p, penalties,
- *   seed, stop), stream, store (accepted; nothing is stored), text.format (json_schema → harmony's
+ *   seed, stop), stream, store (see below), text.format (json_schema → harmony's
  *   "# Response Formats" section), tool_choice (accepted; "none" hides the tools)
- * Refused: previous_response_id and background (nothing is stored), logprobs (vLLM refuses them
- * for gpt-oss too). */
+ * With the responses store (response_store.h; cfg->store):
+ *   previous_response_id          the stored conversation (input and output items) goes first; an
+ *                                 unknown or evicted id is vLLM's 404
+ *   item_reference {id}           an item of a stored response, as if it were inline (404 unknown)
+ *   store (default true)          false: nothing is kept; the response says which
+ * Refused: background, logprobs (vLLM refuses them for gpt-oss too). */
 #include "api/api_internal.h"
 
 #include "base/strmap.h"
@@ -47,13 +51,13 @@ static int missing(const char *param, api_error *err) {
 }
 
 /* The text of a reasoning item: its reasoning_text parts, else its summary_text parts. */
-static int reasoning_text(const json_t *item, size_t i, hsb *out, api_error *err) {
+static int reasoning_text(const json_t *item, const char *base, hsb *out, api_error *err) {
     static const char *const fields[] = {"content", "summary"};
     for (int f = 0; f < 2 && out->len == 0; f++) {
         json_t *parts = json_object_get(item, fields[f]);
         if (!parts || json_is_null(parts)) continue;
-        char p[64];
-        snprintf(p, sizeof p, "input[%zu].%s", i, fields[f]);
+        char p[128];
+        snprintf(p, sizeof p, "%s.%s", base, fields[f]);
         if (!json_is_array(parts)) {
             api_error_set(err, 400, NULL, p, "Invalid type for '%s': expected an array, but got %s",
                           p, api_json_type_name(parts));
@@ -64,7 +68,7 @@ static int reasoning_text(const json_t *item, size_t i, hsb *out, api_error *err
         json_array_foreach(parts, k, part) {
             json_t *t = json_is_object(part) ? json_object_get(part, "text") : NULL;
             if (!json_is_string(t)) {
-                snprintf(p, sizeof p, "input[%zu].%s[%zu].text", i, fields[f], k);
+                snprintf(p, sizeof p, "%s.%s[%zu].text", base, fields[f], k);
                 return missing(p, err);
             }
             if (out->len) hsb_addc(out, '\n');
@@ -74,22 +78,66 @@ static int reasoning_text(const json_t *item, size_t i, hsb *out, api_error *err
     return 0;
 }
 
-static int parse_item(const json_t *item, size_t i, api_conv *c, known_calls *calls, bool *leading,
-                      api_error *err) {
-    char p[64];
-    snprintf(p, sizeof p, "input[%zu]", i);
+/* What parsing the input builds besides the conversation: the function calls seen so far, whether
+ * only system/developer messages came yet, and the resolved input items (kept for the store; they
+ * also keep items fetched from it alive while the conversation borrows their strings). */
+typedef struct {
+    api_conv *c;
+    known_calls calls;
+    bool leading;
+    resp_store *store;
+    json_t *items;
+} input_ctx;
+
+static int parse_item(const json_t *item, const char *base, input_ctx *x, api_error *err);
+
+/* {type: "item_reference", id}: an item of a stored response, parsed as if it were inline. */
+static int parse_reference(const json_t *item, const char *base, input_ctx *x, api_error *err) {
+    char p[96];
+    const char *id = NULL;
+    snprintf(p, sizeof p, "%s.id", base);
+    if (api_get_string(item, "id", p, &id, err) < 0) return -1;
+    if (!id) return missing(p, err);
+    if (!x->store) {
+        api_error_set(err, 400, NULL, p,
+                      "'item_reference' input items need the responses store, which this server "
+                      "has turned off (--responses-store-size 0); send the item itself");
+        return -1;
+    }
+    json_t *found = resp_store_item(x->store, id);
+    if (!found) {
+        api_error_set(err, 404, "invalid_request_error", p, "Item with id '%.100s' not found.", id);
+        return -1;
+    }
+    /* Stored items are resolved before they are stored, so a reference never leads to another. */
+    const json_t *type = json_object_get(found, "type");
+    if (json_is_string(type) && !strcmp(json_string_value(type), "item_reference")) {
+        json_decref(found);
+        api_error_set(err, 400, NULL, p, "Item with id '%.100s' is itself a reference", id);
+        return -1;
+    }
+    int rc = parse_item(found, base, x, err); /* x->items keeps it */
+    json_decref(found);
+    return rc;
+}
+
+static int parse_item(const json_t *item, const char *base, input_ctx *x, api_error *err) {
+    api_conv *c = x->c;
+    char p[96];
     if (!json_is_object(item)) {
-        api_error_set(err, 400, NULL, p, "Invalid type for '%s': expected an object, but got %s", p,
-                      api_json_type_name(item));
+        api_error_set(err, 400, NULL, base, "Invalid type for '%s': expected an object, but got %s",
+                      base, api_json_type_name(item));
         return -1;
     }
     const char *type = NULL;
-    snprintf(p, sizeof p, "input[%zu].type", i);
+    snprintf(p, sizeof p, "%s.type", base);
     if (api_get_string(item, "type", p, &type, err) < 0) return -1;
+    if (type && !strcmp(type, "item_reference")) return parse_reference(item, base, x, err);
+    json_array_append_new(x->items, json_incref((json_t *)item));
     bool sysdev = false;
     if (!type || !strcmp(type, "message")) {
         const char *role = NULL;
-        snprintf(p, sizeof p, "input[%zu].role", i);
+        snprintf(p, sizeof p, "%s.role", base);
         if (api_get_string(item, "role", p, &role, err) < 0) return -1;
         if (!role) return missing(p, err);
         bool assistant = !strcmp(role, "assistant");
@@ -102,12 +150,12 @@ static int parse_item(const json_t *item, size_t i, api_conv *c, known_calls *ca
             return -1;
         }
         char *text;
-        snprintf(p, sizeof p, "input[%zu].content", i);
+        snprintf(p, sizeof p, "%s.content", base);
         if (api_content_text(json_object_get(item, "content"), p,
                              assistant ? ASSISTANT_PARTS : TEXT_PARTS, false, &text, err) < 0)
             return -1;
         api_conv_own(c, text);
-        if (sysdev && *leading) {
+        if (sysdev && x->leading) {
             api_conv_add_instructions(c, text);
         } else if (assistant) {
             if (*text) {
@@ -123,7 +171,7 @@ static int parse_item(const json_t *item, size_t i, api_conv *c, known_calls *ca
         }
     } else if (!strcmp(type, "reasoning")) {
         hsb text = {0};
-        if (reasoning_text(item, i, &text, err) < 0) {
+        if (reasoning_text(item, base, &text, err) < 0) {
             hsb_free(&text);
             return -1;
         }
@@ -136,11 +184,11 @@ static int parse_item(const json_t *item, size_t i, api_conv *c, known_calls *ca
         }
     } else if (!strcmp(type, "function_call")) {
         const char *name = NULL, *call_id = NULL;
-        snprintf(p, sizeof p, "input[%zu].name", i);
+        snprintf(p, sizeof p, "%s.name", base);
         if (api_get_string(item, "name", p, &name, err) < 0) return -1;
         if (!name) return missing(p, err);
         if (api_check_function_name(name, p, err) < 0) return -1;
-        snprintf(p, sizeof p, "input[%zu].call_id", i);
+        snprintf(p, sizeof p, "%s.call_id", base);
         if (api_get_string(item, "call_id", p, &call_id, err) < 0) return -1;
         json_t *args = json_object_get(item, "arguments");
         harmony_message *m = api_conv_add(c, HARMONY_ROLE_ASSISTANT);
@@ -153,13 +201,13 @@ static int parse_item(const json_t *item, size_t i, api_conv *c, known_calls *ca
             m->text = "{}";
         else
             m->text = api_conv_own(c, json_dumps(args, JSON_COMPACT));
-        if (call_id) strmap_put(calls, call_id, (void *)name);
+        if (call_id) strmap_put(&x->calls, call_id, (void *)name);
     } else if (!strcmp(type, "function_call_output")) {
         const char *call_id = NULL;
-        snprintf(p, sizeof p, "input[%zu].call_id", i);
+        snprintf(p, sizeof p, "%s.call_id", base);
         if (api_get_string(item, "call_id", p, &call_id, err) < 0) return -1;
         if (!call_id) return missing(p, err);
-        const char *name = lookup_call(calls, call_id);
+        const char *name = lookup_call(&x->calls, call_id);
         if (!name) {
             api_error_set(err, 400, NULL, p,
                           "Invalid value for '%s': no earlier function_call item has the call_id "
@@ -168,7 +216,7 @@ static int parse_item(const json_t *item, size_t i, api_conv *c, known_calls *ca
             return -1;
         }
         char *text;
-        snprintf(p, sizeof p, "input[%zu].output", i);
+        snprintf(p, sizeof p, "%s.output", base);
         if (api_content_text(json_object_get(item, "output"), p, TEXT_PARTS, false, &text, err) < 0)
             return -1;
         harmony_message *m = api_conv_add(c, HARMONY_ROLE_TOOL);
@@ -179,19 +227,62 @@ static int parse_item(const json_t *item, size_t i, api_conv *c, known_calls *ca
     } else {
         api_error_set(err, 400, NULL, p,
                       "Invalid value for '%s': input items of type '%.40s' are not supported "
-                      "(message, reasoning, function_call, function_call_output)",
+                      "(message, reasoning, function_call, function_call_output, item_reference)",
                       p, type);
         return -1;
     }
-    *leading = *leading && sysdev;
+    x->leading = x->leading && sysdev;
     return 0;
 }
 
-static int parse_input(const json_t *root, api_conv *c, api_error *err) {
+/* previous_response_id: the stored conversation (its input and output items) comes first. */
+static int parse_previous(const json_t *root, input_ctx *x, const char **prev_id, api_error *err) {
+    if (api_get_string(root, "previous_response_id", "previous_response_id", prev_id, err) < 0)
+        return -1;
+    const char *id = *prev_id;
+    if (!id) return 0;
+    if (!x->store) {
+        api_error_set(err, 400, NULL, "previous_response_id",
+                      "'previous_response_id' needs the responses store, which this server has "
+                      "turned off (--responses-store-size 0); send the whole conversation in "
+                      "'input'");
+        return -1;
+    }
+    if (strncmp(id, "resp", 4) != 0) {
+        api_error_set(err, 400, NULL, "previous_response_id",
+                      "Invalid 'previous_response_id': '%.100s'. Expected an ID that begins with "
+                      "'resp'.",
+                      id);
+        return -1;
+    }
+    json_t *conv = resp_store_conversation(x->store, id);
+    if (!conv) {
+        /* vLLM's shape for a response it does not have (status 404, code 404). */
+        api_error_set(err, 404, "invalid_request_error", "previous_response_id",
+                      "Response with id '%.100s' not found.", id);
+        snprintf(err->code, sizeof err->code, "404");
+        return -1;
+    }
+    int rc = 0;
+    size_t i;
+    json_t *item;
+    json_array_foreach(conv, i, item) {
+        char base[64];
+        snprintf(base, sizeof base, "previous_response_id.input[%zu]", i);
+        if ((rc = parse_item(item, base, x, err)) < 0) break;
+    }
+    /* x->items holds the items now (the conversation's strings point into them). */
+    json_decref(conv);
+    return rc;
+}
+
+static int parse_input(const json_t *root, input_ctx *x, api_error *err) {
     json_t *input = json_object_get(root, "input");
     if (!input || json_is_null(input)) return missing("input", err);
     if (json_is_string(input)) {
-        api_conv_add(c, HARMONY_ROLE_USER)->text = json_string_value(input);
+        api_conv_add(x->c, HARMONY_ROLE_USER)->text = json_string_value(input);
+        json_array_append_new(
+            x->items, json_pack("{sssssO}", "type", "message", "role", "user", "content", input));
         return 0;
     }
     if (!json_is_array(input)) {
@@ -205,15 +296,14 @@ static int parse_input(const json_t *root, api_conv *c, api_error *err) {
         api_error_set(err, 400, NULL, "input", "Invalid value for 'input': the array is empty");
         return -1;
     }
-    known_calls calls = {0};
-    bool leading = true;
     size_t i;
     json_t *item;
-    int rc = 0;
-    json_array_foreach(input, i,
-                       item) if ((rc = parse_item(item, i, c, &calls, &leading, err)) < 0) break;
-    strmap_free(&calls);
-    return rc;
+    json_array_foreach(input, i, item) {
+        char base[48];
+        snprintf(base, sizeof base, "input[%zu]", i);
+        if (parse_item(item, base, x, err) < 0) return -1;
+    }
+    return 0;
 }
 
 static int parse_tools(const json_t *root, api_conv *c, api_error *err) {
@@ -259,8 +349,9 @@ static void echo_field(json_t *echo, const json_t *root, const char *key, json_t
     }
 }
 
-/* The request fields a response object repeats. */
-static json_t *echo_fields(const json_t *root, harmony_effort effort) {
+/* The request fields a response object repeats (store: whether it was kept). */
+static json_t *echo_fields(const json_t *root, harmony_effort effort, bool stored,
+                           const char *prev_id) {
     static const char *const efforts[] = {NULL, "low", "medium", "high"};
     json_t *e = json_object();
     echo_field(e, root, "instructions", json_null());
@@ -270,14 +361,14 @@ static json_t *echo_fields(const json_t *root, harmony_effort effort) {
     echo_field(e, root, "tool_choice", json_string("auto"));
     echo_field(e, root, "tools", json_array());
     echo_field(e, root, "parallel_tool_calls", json_true());
-    echo_field(e, root, "store", json_false());
     echo_field(e, root, "metadata", json_object());
     echo_field(e, root, "user", json_null());
     echo_field(e, root, "text", json_pack("{s{ss}}", "format", "type", "text"));
     json_object_set_new(
         e, "reasoning",
         json_pack("{sssn}", "effort", efforts[effort] ? efforts[effort] : "medium", "summary"));
-    json_object_set_new(e, "previous_response_id", json_null());
+    json_object_set_new(e, "store", json_boolean(stored));
+    json_object_set_new(e, "previous_response_id", prev_id ? json_string(prev_id) : json_null());
     json_object_set_new(e, "truncation", json_string("disabled"));
     json_object_set_new(e, "background", json_false());
     return e;
@@ -288,20 +379,15 @@ static int parse_fields(const json_t *root, const tokenizer *tok, const api_conf
     api_opts *o = api_call_opts(out);
     if (api_parse_model(root, cfg, out, err) < 0) return -1;
     if (api_parse_sampling(root, tok, false, out, o, err) < 0) return -1;
-    json_t *prev = json_object_get(root, "previous_response_id");
-    if (prev && !json_is_null(prev)) {
-        api_error_set(err, 400, NULL, "previous_response_id",
-                      "'previous_response_id' is not supported: this server stores no responses; "
-                      "send the whole conversation in 'input'");
-        return -1;
-    }
     bool flag = false;
     if (api_get_bool(root, "background", "background", &flag, err) < 0) return -1;
     if (flag) {
         api_error_set(err, 400, NULL, "background", "'background' mode is not supported");
         return -1;
     }
-    if (api_get_bool(root, "store", "store", &flag, err) < 0) return -1;
+    /* OpenAI's default: stored. */
+    bool store = true;
+    if (api_get_bool(root, "store", "store", &store, err) < 0) return -1;
     long long top = 0;
     if (api_get_int(root, "top_logprobs", "top_logprobs", 0, API_MAX_TOP_LOGPROBS, &top, err) < 0)
         return -1;
@@ -326,7 +412,15 @@ static int parse_fields(const json_t *root, const tokenizer *tok, const api_conf
     }
     if (parse_tools(root, c, err) < 0) return -1;
     if (parse_text_format(root, c, err) < 0) return -1;
-    if (parse_input(root, c, err) < 0) return -1;
+    input_ctx x = {.c = c, .leading = true, .store = cfg->store, .items = json_array()};
+    const char *prev_id = NULL;
+    int rc = parse_previous(root, &x, &prev_id, err);
+    if (rc == 0) rc = parse_input(root, &x, err);
+    strmap_free(&x.calls);
+    /* The conversation borrows strings of the items (fetched ones too) until it is rendered. */
+    o->store_items = x.items;
+    if (rc < 0) return -1;
+    o->store = store ? cfg->store : NULL;
     ivec prompt = {0};
     if (api_conv_render(c, tok, &prompt, err) < 0) {
         ivec_free(&prompt);
@@ -334,9 +428,13 @@ static int parse_fields(const json_t *root, const tokenizer *tok, const api_conf
     }
     out->req.prompt = prompt.v;
     out->req.n_prompt = (int)prompt.len;
+    if (!o->store) { /* rendered: nothing borrows the items any more */
+        json_decref(o->store_items);
+        o->store_items = NULL;
+    }
     static const char *const keys[] = {"max_output_tokens", NULL};
     if (api_finish_lengths(root, keys, "input", cfg, out, err) < 0) return -1;
-    o->echo = echo_fields(root, c->effort);
+    o->echo = echo_fields(root, c->effort, o->store != NULL, prev_id);
     return 0;
 }
 

@@ -223,6 +223,17 @@ static void close_item(api_stream *s, harmony_end_reason why, char **out, size_t
          json_pack("{siso}", "output_index", k, "item", item_json(it, true)));
 }
 
+/* The conversation so far (input items, then this response's output items) under the response's
+ * id, for previous_response_id, item_reference and GET. */
+static void store_response(api_stream *s, const json_t *r) {
+    json_t *items = s->opts.store_items ? s->opts.store_items : json_array();
+    s->opts.store_items = NULL;
+    size_t n_input = json_array_size(items);
+    json_array_extend(items, json_object_get(r, "output"));
+    resp_store_put(s->opts.store, s->id, r, items, n_input);
+    json_decref(items);
+}
+
 int api_resp_stream_feed(api_stream *s, const engine_output *o, char **out, size_t *out_len) {
     api_resp_state *st = s->resp;
     if (st->finished) return 0;
@@ -254,6 +265,8 @@ int api_resp_stream_feed(api_stream *s, const engine_output *o, char **out, size
                          : !strcmp(fr, "error") ? "failed"
                                                 : "completed";
     json_t *r = response_json(s, status, true);
+    /* Stored before the client hears of the end, so a GET right after it finds the response. */
+    if (s->opts.store) store_response(s, r);
     if (s->stream) {
         const char *ev = !strcmp(status, "completed")    ? "response.completed"
                          : !strcmp(status, "incomplete") ? "response.incomplete"

@@ -76,6 +76,33 @@ void **strmap_find(const strmap *m, const char *key) {
     return s ? &s->value : NULL;
 }
 
+/* Backward-shift deletion: no tombstones, so a long-lived map with churn (the response store) keeps
+ * its probe sequences as short as its load says. Each later entry of the run moves into the hole
+ * unless its home slot lies cyclically in (hole, entry], where it must stay to remain findable. */
+bool strmap_del(strmap *m, const char *key) {
+    if (!m->cap) return false;
+    size_t len = strlen(key);
+    strmap_slot *s = find_slot(m, key, len, XXH3_64bits_withSeed(key, len, m->seed));
+    if (!s) return false;
+    const size_t mask = m->cap - 1;
+    size_t hole = (size_t)(s - m->slots), j = hole;
+    for (;;) {
+        m->slots[hole].key = NULL;
+        for (;;) {
+            j = (j + 1) & mask;
+            if (!m->slots[j].key) {
+                m->n--;
+                return true;
+            }
+            size_t home = (size_t)m->slots[j].hash & mask;
+            bool stays = hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
+            if (!stays) break;
+        }
+        m->slots[hole] = m->slots[j];
+        hole = j;
+    }
+}
+
 void strmap_free(strmap *m) {
     free(m->slots);
     *m = (strmap){0};

@@ -27,6 +27,8 @@ typedef struct {
 void strmap_put(strmap *m, const char *key, void *value);
 /* The slot's value pointer of key, or NULL when key is absent. */
 void **strmap_find(const strmap *m, const char *key);
+/* Removes key; false when it was absent. Other slots' value pointers may move (backward shift). */
+bool strmap_del(strmap *m, const char *key);
 static inline bool strmap_has(const strmap *m, const char *key) {
     return strmap_find(m, key) != NULL;
 }

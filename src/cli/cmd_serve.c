@@ -32,6 +32,12 @@ static const char USAGE[] =
     "make\n"
     "                                 at most about N response bytes, else 400 (default "
     "33554432)\n"
+    "  --responses-store-size N       /v1/responses kept in memory for previous_response_id,\n"
+    "                                 item_reference and GET (default 10000; 0 = none stored)\n"
+    "  --responses-store-bytes N      ... and at most about N bytes of them (default 268435456)\n"
+    "  --responses-store-ttl SECONDS  a stored response unused this long is dropped (default "
+    "86400;\n"
+    "                                 0 = never); least recently used go first at either bound\n"
     "  --max-header-bytes N           larger request heads get 413 (default 16384)\n"
     "  --max-connections N            connections beyond N wait in the listen queue (default 0 = "
     "the open-file limit)\n"
@@ -101,6 +107,7 @@ static int serve(int argc, char **argv, server_options *o) {
         INT_OPT("--timeout-keep-alive", 1, 86400, o->idle_timeout)
         INT_OPT("--max-waiting-requests", 0, 1 << 24, o->rt.eng.max_waiting)
         INT_OPT("--max-connections", 0, 1 << 24, o->max_connections)
+        INT_OPT("--responses-store-size", 0, 1 << 24, o->responses_store_size)
 #undef INT_OPT
         if (args_opt(&a, "--host", &o->host)) {
             if (!o->host) return args_fail(&a);
@@ -134,6 +141,12 @@ static int serve(int argc, char **argv, server_options *o) {
         } else if (args_opt(&a, "--max-echo-bytes", &v)) {
             if (args_int("--max-echo-bytes", v, 1024, 1L << 40, &lv)) return args_fail(&a);
             o->max_echo_bytes = (size_t)lv;
+        } else if (args_opt(&a, "--responses-store-bytes", &v)) {
+            if (args_int("--responses-store-bytes", v, 4096, 1L << 40, &lv)) return args_fail(&a);
+            o->responses_store_bytes = (size_t)lv;
+        } else if (args_opt(&a, "--responses-store-ttl", &v)) {
+            if (args_double("--responses-store-ttl", v, 0, 1e9, &dv)) return args_fail(&a);
+            o->responses_store_ttl = dv;
         } else if (args_opt(&a, "--max-header-bytes", &v)) {
             if (args_int("--max-header-bytes", v, 1024, 1L << 24, &lv)) return args_fail(&a);
             o->max_header_bytes = (size_t)lv;

@@ -72,8 +72,8 @@ static void step_slot_free(step_slot *st) {
         free(b->sample);
     free(b->reset_slot), free(b->params), free(b->output_len), free((void *)b->history),
         free(b->history_len);
-    free(b->prompt_len), free(st->hist_buf), free(b->token_ids), free(b->positions),
-        free(b->full_tables), free(b->swa_tables);
+    free(b->prompt_len), free(b->prompt_next), free(st->hist_buf), free(b->token_ids),
+        free(b->positions), free(b->full_tables), free(b->swa_tables);
 }
 
 void engine_destroy(engine *e) {

@@ -38,6 +38,8 @@ typedef struct {
     /* prompt logprobs (first event only): rows for prompt positions 1..prompt_len-1 */
     const int32_t *prompt_top_ids;
     const float *prompt_top_logprobs;
+    const float *prompt_logprobs; /* [n_prompt_rows]: each prompt token's own logprob (NaN where a
+                                     backend gave none) */
     int n_prompt_rows, prompt_k;
     bool finished;
     const char *finish_reason; /* "stop", "length", "abort" or "error" */

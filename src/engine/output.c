@@ -130,6 +130,7 @@ void seq_emit(engine *e, seq *s, bool force) {
     if (prompt_rows) {
         o.prompt_top_ids = s->prompt_top_ids;
         o.prompt_top_logprobs = s->prompt_top_logprobs;
+        o.prompt_logprobs = s->prompt_logprobs;
         o.n_prompt_rows = (int)(s->prompt_len - 1);
         o.prompt_k = s->params.prompt_logprobs;
         s->prompt_rows_sent = true;

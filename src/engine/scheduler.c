@@ -35,6 +35,7 @@ static void ensure_caps(step_slot *st, int n_seqs, int n_tokens) {
         st->b.history = xrealloc((void *)st->b.history, (size_t)cap * sizeof(int32_t *));
         st->b.history_len = xrealloc(st->b.history_len, (size_t)cap * sizeof(int32_t));
         st->b.prompt_len = xrealloc(st->b.prompt_len, (size_t)cap * sizeof(int32_t));
+        st->b.prompt_next = xrealloc(st->b.prompt_next, (size_t)cap * sizeof(int32_t));
         st->cap_seqs = cap;
     }
     if (n_tokens > st->cap_tokens) {
@@ -83,6 +84,8 @@ static void add_seq(step_slot *st, seq *s, int64_t n_new) {
         st->hist_len += s->n_known;
     }
     b->prompt_len[i] = (int32_t)s->prompt_len;
+    const int64_t next = s->num_scheduled + n_new;
+    b->prompt_next[i] = next < s->prompt_len ? s->tokens[next] : -1;
     s->num_scheduled += n_new;
     b->n_seqs++;
 }
@@ -197,7 +200,10 @@ void schedule_step(engine *e, step_slot *st, bool allow_preempt) {
             e->n_free_slots == 0)
             break;
         if (!ready_to_admit(s)) continue;
-        if (s->num_scheduled == 0 && e->opt.enable_prefix_caching) {
+        /* Prompt logprobs need the logits of every prompt position, which a cache hit would skip
+         * (vLLM makes the same exception); such a sequence still fills the cache for others. */
+        if (s->num_scheduled == 0 && e->opt.enable_prefix_caching &&
+            s->params.prompt_logprobs == 0) {
             int64_t cached = bm_match_prefix(e->bm, &s->kv, s->tokens, s->n_known);
             if (cached < 0) cached = 0;
             log_debug("request %llu.%d: %lld of %lld tokens found in the prefix cache",

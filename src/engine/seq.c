@@ -6,6 +6,7 @@
 #include "base/timeutil.h"
 #include "base/xalloc.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -109,7 +110,7 @@ void seq_destroy(seq *s) {
     stop_set_unref(s->stops);
     free(s->stop_state), free(s->text_ends);
     free(s->logprobs), free(s->top_ids), free(s->top_logprobs);
-    free(s->prompt_top_ids), free(s->prompt_top_logprobs);
+    free(s->prompt_top_ids), free(s->prompt_top_logprobs), free(s->prompt_logprobs);
     free(s);
 }
 
@@ -143,6 +144,8 @@ void seq_record_prompt_rows(seq *s, int64_t start_pos, const seq_result *r) {
         s->prompt_top_ids = xcalloc((size_t)(s->prompt_len - 1) * k, sizeof *s->prompt_top_ids);
         s->prompt_top_logprobs =
             xcalloc((size_t)(s->prompt_len - 1) * k, sizeof *s->prompt_top_logprobs);
+        s->prompt_logprobs = xmalloc((size_t)(s->prompt_len - 1) * sizeof *s->prompt_logprobs);
+        for (int64_t q = 0; q < s->prompt_len - 1; q++) s->prompt_logprobs[q] = NAN;
     }
     for (int j = 0; j < r->n_prompt_rows; j++) {
         int64_t q = start_pos + j + 1; /* the prompt position this row predicts */
@@ -151,6 +154,7 @@ void seq_record_prompt_rows(seq *s, int64_t start_pos, const seq_result *r) {
                (size_t)k * sizeof(int32_t));
         memcpy(s->prompt_top_logprobs + (size_t)(q - 1) * k, r->prompt_top_logprobs + (size_t)j * k,
                (size_t)k * sizeof(float));
+        if (r->prompt_token_logprobs) s->prompt_logprobs[q - 1] = r->prompt_token_logprobs[j];
         if (q > s->prompt_rows_done) s->prompt_rows_done = q;
     }
 }

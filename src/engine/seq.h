@@ -60,6 +60,7 @@ struct seq {
     float *top_logprobs;
     int32_t *prompt_top_ids; /* [(prompt_len - 1) * prompt_logprobs], filled as chunks complete */
     float *prompt_top_logprobs;
+    float *prompt_logprobs; /* [prompt_len - 1]: each prompt token's own logprob (positions 1..) */
     int64_t prompt_rows_done; /* prompt positions 1..prompt_rows_done have rows */
     bool prompt_rows_sent;
     int64_t *text_ends; /* with stop strings: bytes of generated text up to each output token */

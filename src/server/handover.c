@@ -46,8 +46,9 @@ static srv_msg *msg_copy(const engine_output *o, srv_req *r) {
     size_t nprompt = o->prompt_top_ids
                          ? (size_t)o->n_prompt_rows * (size_t)(o->prompt_k > 0 ? o->prompt_k : 0)
                          : 0;
+    size_t nrows = o->prompt_logprobs && o->n_prompt_rows > 0 ? (size_t)o->n_prompt_rows : 0;
     size_t bytes = align8(sizeof(srv_msg)) + align8(nt * 4) * 2 + align8(ntop * 4) * 2 +
-                   align8(nprompt * 4) * 2;
+                   align8(nprompt * 4) * 2 + align8(nrows * 4);
     srv_msg *m = xmalloc(bytes);
     m->next = NULL;
     m->r = r;
@@ -59,6 +60,7 @@ static srv_msg *msg_copy(const engine_output *o, srv_req *r) {
     m->o.top_logprobs = copy_into(&at, o->top_logprobs, ntop, sizeof(float));
     m->o.prompt_top_ids = copy_into(&at, o->prompt_top_ids, nprompt, sizeof(int32_t));
     m->o.prompt_top_logprobs = copy_into(&at, o->prompt_top_logprobs, nprompt, sizeof(float));
+    m->o.prompt_logprobs = copy_into(&at, o->prompt_logprobs, nrows, sizeof(float));
     m->o.finish_reason = finish_reason_literal(o->finish_reason);
     return m;
 }

@@ -30,6 +30,11 @@ int server_load_model(server *s) {
     s->api.default_max_tokens = 0; /* up to the model length */
     s->api.max_echo_bytes = s->opt.max_echo_bytes;
     s->api.current_date = NULL;
+    if (o->responses_store_size > 0) {
+        resp_store_limits lim = {o->responses_store_size, o->responses_store_bytes,
+                                 o->responses_store_ttl};
+        s->api.store = resp_store_new(&lim);
+    }
     log_info("loaded %s (%s backend, max_model_len %d) in %.1f s", s->model_dir, rt.ops->name,
              s->max_model_len, now_seconds() - t0);
     return 0;

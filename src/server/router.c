@@ -13,7 +13,7 @@
 #include <string.h>
 #include <strings.h>
 
-enum { M_GET = 1, M_POST = 2 };
+enum { M_GET = 1, M_POST = 2, M_DELETE = 4 };
 enum {
     R_OPEN = 1,    /* answers without the API key (/health) */
     R_READY = 2,   /* needs the model: 503 while loading or draining */
@@ -42,6 +42,8 @@ static const struct {
     {"/v1/completions", M_POST, R_READY, h_completions},
     {"/v1/chat/completions", M_POST, R_READY, h_chat},
     {"/v1/responses", M_POST, R_READY, h_responses},
+    /* The handler checks each sub-path's own methods. */
+    {RESPONSES_PREFIX, M_GET | M_POST | M_DELETE, R_READY | R_PREFIX, handle_stored_response},
     {"/v1/models", M_GET, R_READY, handle_models},
     {MODELS_PREFIX, M_GET, R_READY | R_PREFIX, handle_model},
     {"/tokenize", M_POST, R_READY, handle_tokenize},
@@ -92,6 +94,7 @@ void router_handle(struct evhttp_request *req, void *arg) {
     enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
     int m = cmd == EVHTTP_REQ_GET || cmd == EVHTTP_REQ_HEAD ? M_GET
             : cmd == EVHTTP_REQ_POST                        ? M_POST
+            : cmd == EVHTTP_REQ_DELETE                      ? M_DELETE
                                                             : 0;
     char why[160];
     if (!framing_check(req, why, sizeof why)) {

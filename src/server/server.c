@@ -25,6 +25,9 @@ void server_options_default(server_options *o) {
     o->shutdown_timeout = 30;
     o->max_request_bytes = 32u << 20;
     o->max_echo_bytes = 32u << 20;
+    o->responses_store_size = 10000;
+    o->responses_store_bytes = (size_t)256 << 20;
+    o->responses_store_ttl = 86400;
     o->max_header_bytes = 16u << 10;
     o->idle_timeout = 60;
     o->stats_interval = 10;
@@ -120,6 +123,7 @@ out:
     s->eng = NULL;
     if (s->loops) loops_free(s);
     if (s->tok) tokenizer_free(s->tok);
+    resp_store_free(s->api.store); /* the loops that used it are gone */
     free(s->model_dir);
     free(s);
     if (rc == 0) log_info("stopped");

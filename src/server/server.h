@@ -29,10 +29,15 @@ typedef struct {
     double shutdown_timeout;       /* seconds in-flight requests get to finish after SIGTERM */
     size_t max_request_bytes;      /* request bodies beyond this get 413 */
     size_t max_echo_bytes;         /* completions: n × echoed prompt response bytes (api.h) */
-    size_t max_header_bytes;       /* request line + headers beyond this get 413 */
-    int max_connections;           /* 0: as many as the open-file limit allows */
-    int idle_timeout;              /* seconds a connection may sit idle or stall mid-request */
-    double stats_interval; /* seconds between stats log lines (only when there was activity) */
+    /* The responses store (api/response_store.h): --responses-store-size (0 turns it off),
+     * --responses-store-bytes, --responses-store-ttl (seconds of disuse; 0 = no expiry). */
+    int responses_store_size;
+    size_t responses_store_bytes;
+    double responses_store_ttl;
+    size_t max_header_bytes; /* request line + headers beyond this get 413 */
+    int max_connections;     /* 0: as many as the open-file limit allows */
+    int idle_timeout;        /* seconds a connection may sit idle or stall mid-request */
+    double stats_interval;   /* seconds between stats log lines (only when there was activity) */
     /* CORS (vLLM's --allowed-origins, --allowed-methods, --allowed-headers, --allow-credentials):
      * not given means the default, all. */
     server_list allowed_origins, allowed_methods, allowed_headers;

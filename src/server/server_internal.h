@@ -154,6 +154,11 @@ void handle_models(srv_loop *l, struct evhttp_request *req);
 /* GET MODELS_PREFIX{id}: the model object, or 404 model_not_found. */
 #define MODELS_PREFIX "/v1/models/"
 void handle_model(srv_loop *l, struct evhttp_request *req);
+
+/* stored_responses.c: GET / DELETE RESPONSES_PREFIX{id}, GET …/{id}/input_items,
+ * POST …/{id}/cancel (the responses store). */
+#define RESPONSES_PREFIX "/v1/responses/"
+void handle_stored_response(srv_loop *l, struct evhttp_request *req);
 void handle_tokenize(srv_loop *l, struct evhttp_request *req);
 void handle_detokenize(srv_loop *l, struct evhttp_request *req);
 

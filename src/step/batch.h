@@ -56,6 +56,10 @@ typedef struct {
                                 STEP_TOKEN_FROM_DEVICE. Owned by the step. */
     int32_t *history_len;
     int32_t *prompt_len;
+    /* With prompt logprobs: the prompt token after the step's last new token (what that token's
+     * row predicts, from the next chunk), or -1 when the step reaches the end of the prompt. Rows
+     * before the last predict the step's own next token. NULL: -1 for every sequence. */
+    int32_t *prompt_next;
 
     /* block tables, row-major with a stride per pool; unused entries are -1 */
     int32_t *full_tables;
@@ -77,6 +81,9 @@ typedef struct {
     int32_t n_prompt_rows, prompt_k;
     int32_t *prompt_top_ids; /* [n_prompt_rows * prompt_k] */
     float *prompt_top_logprobs;
+    /* [n_prompt_rows]: row j's logprob of the prompt token it predicts (echo scoring: each prompt
+     * token's own logprob, in or out of the top-K); NaN where there is none (past the prompt) */
+    float *prompt_token_logprobs;
 } seq_result;
 
 typedef struct {

@@ -384,6 +384,12 @@ void sampler_top_logprobs(const float *logits, int n, float temperature, int k, 
     top_entries(&d, log(weight_sum(&d)), k, ids, logprobs);
 }
 
+float sampler_logprob_of(const float *logits, int n, float temperature, int32_t id) {
+    if (n <= 0 || id < 0 || id >= n) return NAN;
+    dist d = dist_scan(logits, n, temperature);
+    return (float)((double)scaled(&d, logits[id]) - log(weight_sum(&d)));
+}
+
 int32_t sampler_pick(const float *logits, int n, float temperature, uint64_t seed, uint64_t step) {
     sampling_params p = sampling_params_default();
     p.temperature = temperature;

@@ -95,6 +95,11 @@ void sampler_filtered_probs(const float *logits, int vocab, const sampling_param
 /* log(sum_i exp(logits[i] / T)) with T = 1 when temperature <= 0. */
 double sampler_logsumexp(const float *logits, int n, float temperature);
 
+/* The log-probability of token id under the same distribution as sampler_top_logprobs (the same
+ * arithmetic, so a token in the top-K gets exactly its entry's value): echo scoring of a prompt
+ * token that may lie outside the top-K. */
+float sampler_logprob_of(const float *logits, int n, float temperature, int32_t id);
+
 /* The k most likely tokens (highest first, lowest id on ties) and their log-probabilities under the
  * distribution the sampler draws from (softmax(logits / T), or softmax(logits) when T = 0). Writes
  * min(k, n) entries. */

@@ -47,6 +47,8 @@ static std::vector<samp_case> make_cases(rng_t *rng) {
             c.row.temperature = temps[k % 5];
             c.row.lp_k = k % 4 == 0 ? 0 : (k % 4 == 1 ? 1 : k % 4 == 2 ? 5 : 20);
             c.row.prompt_k = k % 7 == 0 ? 20 : k % 7 == 3 ? 3 : 0;
+            /* Echo scoring: the prompt token the row predicts, anywhere in the vocabulary. */
+            c.row.prompt_target = k % 2 ? (int32_t)rng_below(rng, (uint64_t)c.V) : -1;
             c.row.seed = rng_next(rng);
             c.row.output_pos = (uint64_t)rng_below(rng, 5000);
             cases.push_back(c);
@@ -155,6 +157,14 @@ static void check_sampling(rng_t *rng) {
             const bool ok =
                 (isinf(lps[j]) && o.top_lp[j] == lps[j]) || fabsf(o.top_lp[j] - lps[j]) <= 1e-4f;
             CHECK(ok, "case %zu: top[%d] logprob %.7g vs %.7g", ci, j, o.top_lp[j], lps[j]);
+        }
+        if (c.row.prompt_k > 0 && c.row.prompt_target >= 0) {
+            const float want = sampler_logprob_of(c.x.data(), c.V, 0, c.row.prompt_target);
+            const bool ok = (isinf(want) && o.prompt_target_lp == want) ||
+                            (isnan(want) && isnan(o.prompt_target_lp)) ||
+                            fabsf(o.prompt_target_lp - want) <= 1e-4f;
+            CHECK(ok, "case %zu: prompt target %d logprob %.7g vs %.7g", ci, c.row.prompt_target,
+                  o.prompt_target_lp, want);
         }
         if (c.row.prompt_k > 0) {
             const int pk = std::min(c.row.prompt_k, c.V);

@@ -10,6 +10,7 @@
 #include "step/sampler.h"
 #include "model/weights.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -112,10 +113,19 @@ static int run_step(struct backend *b, const step_batch *st, step_result *res) {
             out->n_prompt_rows = n_new, out->prompt_k = p->prompt_logprobs;
             out->prompt_top_ids = xmalloc((size_t)n_new * p->prompt_logprobs * sizeof(int32_t));
             out->prompt_top_logprobs = xmalloc((size_t)n_new * p->prompt_logprobs * sizeof(float));
-            for (int j = 0; j < n_new; j++)
-                sampler_top_logprobs(logits + (size_t)(r + j) * V, V, 0, p->prompt_logprobs,
+            out->prompt_token_logprobs = xmalloc((size_t)n_new * sizeof(float));
+            const int q0 = st->query_start[i];
+            for (int j = 0; j < n_new; j++) {
+                const float *row = logits + (size_t)(r + j) * V;
+                sampler_top_logprobs(row, V, 0, p->prompt_logprobs,
                                      out->prompt_top_ids + (size_t)j * p->prompt_logprobs,
                                      out->prompt_top_logprobs + (size_t)j * p->prompt_logprobs);
+                /* The prompt token this row predicts: the step's next one, or the next chunk's. */
+                int32_t next = j + 1 < n_new     ? st->token_ids[q0 + j + 1]
+                               : st->prompt_next ? st->prompt_next[i]
+                                                 : -1;
+                out->prompt_token_logprobs[j] = sampler_logprob_of(row, V, 0, next);
+            }
             r += n_new;
         } else if (st->sample[i]) {
             r += 1;

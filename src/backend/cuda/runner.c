@@ -186,6 +186,10 @@ static int fill_row(struct backend *b, const step_batch *st, int i, int t, gpu_r
     row->mode = GPU_ROW_NONE;
     row->slot = -1;
     row->prompt_k = wants_prompt(st, i) ? p->prompt_logprobs : 0;
+    /* The prompt token this row predicts: the step's next token, or the next chunk's first. */
+    row->prompt_target = t + 1 < st->query_start[i + 1] ? st->token_ids[t + 1]
+                         : st->prompt_next              ? st->prompt_next[i]
+                                                        : -1;
     *host_idx = -1;
     if (st->sample[i] && t == st->query_start[i + 1] - 1) {
         row->mode = row_mode_for(p, b->V);
@@ -441,8 +445,13 @@ int runner_collect(struct backend *b, step_result *res) {
             out->n_prompt_rows = nn, out->prompt_k = k;
             out->prompt_top_ids = xmalloc((size_t)nn * k * sizeof(int32_t));
             out->prompt_top_logprobs = xmalloc((size_t)nn * k * sizeof(float));
+            out->prompt_token_logprobs = xmalloc((size_t)nn * sizeof(float));
             for (int j = 0; j < nn; j++) {
                 const gpu_row_out *ro = &b->outs_host[r0 + j];
+                const int32_t target = j + 1 < nn        ? st->token_ids[st->query_start[i] + j + 1]
+                                       : st->prompt_next ? st->prompt_next[i]
+                                                         : -1;
+                out->prompt_token_logprobs[j] = target >= 0 ? ro->prompt_target_lp : NAN;
                 memcpy(out->prompt_top_ids + (size_t)j * k, ro->prompt_ids,
                        (size_t)k * sizeof(int32_t));
                 memcpy(out->prompt_top_logprobs + (size_t)j * k, ro->prompt_lp,

@@ -242,6 +242,9 @@ __global__ void __launch_bounds__(SP_THREADS, 1)
         gpu_row_out *o = outs + blockIdx.x;
         o->n_top = lp_k;
         o->n_prompt = pk;
+        /* The prompt token's own logprob, with the top-K's arithmetic (equal when it is among them). */
+        if (pk > 0 && d.prompt_target >= 0 && d.prompt_target < V)
+            o->prompt_target_lp = (float)((double)scaled(d1, x[d.prompt_target]) - log_z1);
         if (on_gpu) {
             o->token = token;
             o->logprob = (float)((double)scaled(dT, x[token]) - log_z);

@@ -73,7 +73,9 @@ typedef struct {
     int32_t lp_k;      /* top logprobs of the sampled distribution (GPU modes), 0..GPU_TOPK_MAX */
     int32_t prompt_k;  /* prompt top logprobs (softmax of the raw row), 0..GPU_TOPK_MAX */
     int32_t slot;      /* GPU modes: slot whose last sampled token becomes this one; -1: none */
-    int32_t pad0, pad1;
+    int32_t prompt_target; /* prompt_k > 0: the prompt token this row predicts (its own logprob
+                              is written to prompt_target_lp, echo scoring); -1: none */
+    int32_t pad1;
     uint64_t seed;       /* GPU_ROW_TEMP: the request's seed */
     uint64_t output_pos; /* GPU_ROW_TEMP: index of the token among the outputs */
 } gpu_row;
@@ -88,6 +90,8 @@ typedef struct {
     float top_lp[GPU_TOPK_MAX];
     int32_t prompt_ids[GPU_TOPK_MAX];
     float prompt_lp[GPU_TOPK_MAX];
+    float prompt_target_lp; /* prompt_k > 0 and prompt_target >= 0: its logprob (softmax at T 1) */
+    int32_t pad;
 } gpu_row_out;
 
 /* Bytes of device scratch the greedy fast path needs for launches of up to max_rows rows (per-row
