@@ -1,20 +1,13 @@
-// The small test runner the client suites share (client_*.mjs). Each suite registers cases with
-// test(), then calls run(). A case marked { xfail: 'why' } is expected to fail because a server
-// feature is missing: its failure is reported as XFAIL and does not fail the suite; if it passes,
-// XPASS is printed so the mark gets removed (the feature has landed).
+// The small test runner the client suites share (client_*.mjs, browser_webui.mjs, grafana_check.mjs).
+// Each suite registers cases with test(), then calls run().
 export const BASE = process.env.BASE;
 export const KEY = process.env.API_KEY || ''; // empty: the server runs without --api-key
 export const MODEL = process.env.MODEL || 'tiny';
 // SDKs insist on some key; the server ignores it when it runs without --api-key.
 export const SDK_KEY = KEY || 'unused';
 
-// Cases that need the server's response store (previous_response_id, item_reference, GET
-// /v1/responses/{id}), built on branch wt-store: marked expected failures until it is merged.
-export const NEEDS_STORE = 'needs the responses store (previous_response_id, item_reference, ' +
-  'GET /v1/responses/{id}; branch wt-store), not in this build';
-
 const cases = [];
-export const test = (name, fn, opts = {}) => cases.push({ name, fn, xfail: opts.xfail });
+export const test = (name, fn) => cases.push({ name, fn });
 
 export function assert(cond, msg) {
   if (!cond) throw new Error(msg);
@@ -62,28 +55,22 @@ if (KEY) {
 
 // cleanup (optional) runs before the process exits, e.g. to close a browser.
 export async function run(suite, cleanup) {
-  let passed = 0, failed = 0, xfailed = 0;
+  let passed = 0, failed = 0;
   const t0 = Date.now();
   for (const c of cases) {
     const t = Date.now();
     try {
       await c.fn();
-      if (c.xfail) console.log(`XPASS ${c.name}: passes now; remove its expected-failure mark (${c.xfail})`);
-      else console.log(`ok    ${c.name} (${Date.now() - t} ms)`);
+      console.log(`ok    ${c.name} (${Date.now() - t} ms)`);
       passed++;
     } catch (e) {
-      if (c.xfail) {
-        console.log(`XFAIL ${c.name}: ${c.xfail}\n      (${String(e.message || e).split('\n')[0]})`);
-        xfailed++;
-      } else {
-        console.log(`FAIL  ${c.name}: ${e.stack || e}`);
-        failed++;
-      }
+      console.log(`FAIL  ${c.name}: ${e.stack || e}`);
+      failed++;
     }
   }
   if (cleanup) await cleanup();
   const mode = KEY ? 'with --api-key' : 'without --api-key';
-  console.log(`${suite} (${mode}): ${passed} passed, ${failed} failed, ${xfailed} expected failures, ` +
+  console.log(`${suite} (${mode}): ${passed} passed, ${failed} failed, ` +
     `${((Date.now() - t0) / 1000).toFixed(1)} s`);
   process.exit(failed ? 1 : 0);
 }

@@ -6,7 +6,7 @@ import { Agent, run, tool, user, setTracingDisabled, OpenAIResponsesModel,
   OpenAIChatCompletionsModel } from '@openai/agents';
 import OpenAI from 'openai7';
 import { z } from 'zod';
-import { BASE, MODEL, SDK_KEY, NEEDS_STORE, test, assert, eq, run as runSuite } from './check.mjs';
+import { BASE, MODEL, SDK_KEY, test, assert, eq, run as runSuite } from './check.mjs';
 
 setTracingDisabled(true); // traces would go to api.openai.com
 const client = new OpenAI({ baseURL: `${BASE}/v1`, apiKey: SDK_KEY, maxRetries: 0 });
@@ -69,7 +69,7 @@ test('Responses model: second turn with previousResponseId', async () => {
   const second = await run(agent, 'And then?', { previousResponseId: first.lastResponseId });
   checkRun(second, 'second turn');
   assert(second.lastResponseId !== first.lastResponseId, 'a new response');
-}, { xfail: NEEDS_STORE });
+});
 
 // Chat Completions has no server-side state: the SDK ignores previousResponseId on this model (with
 // a warning) and the run must still work from the input it was given.

@@ -5,7 +5,7 @@
 import { generateText, streamText, tool } from 'ai';
 import { createOpenAI } from '@ai-sdk/openai';
 import { z } from 'zod';
-import { BASE, MODEL, SDK_KEY, NEEDS_STORE, test, assert, eq, run } from './check.mjs';
+import { BASE, MODEL, SDK_KEY, test, assert, eq, run } from './check.mjs';
 
 const openai = createOpenAI({ baseURL: `${BASE}/v1`, apiKey: SDK_KEY });
 const FINISH = new Set(['stop', 'length', 'tool-calls']);
@@ -92,7 +92,12 @@ test('chat: multi-turn (the first answer goes back as an assistant message)', as
 // The provider's defaults for the Responses API (store: true): the second turn refers to the first
 // turn's output items by id ({type: "item_reference"}), which needs the server's response store.
 test('responses: multi-turn with the defaults (item_reference to the stored output items)', async () => {
-  const model = openai(MODEL); // the default provider call is the Responses API
+  const sent = [];
+  const capturing = createOpenAI({ baseURL: `${BASE}/v1`, apiKey: SDK_KEY, fetch: async (url, init) => {
+    sent.push(JSON.parse(init.body));
+    return fetch(url, init);
+  } });
+  const model = capturing(MODEL); // the default provider call is the Responses API
   const messages = [{ role: 'user', content: 'Hello' }];
   const first = await generateText({ model, messages, ...common });
   const ids = first.response.messages.flatMap((m) => m.content)
@@ -100,7 +105,9 @@ test('responses: multi-turn with the defaults (item_reference to the stored outp
   assert(ids.length > 0, 'the first answer has output item ids');
   messages.push(...first.response.messages, { role: 'user', content: 'And then?' });
   checkResult(await generateText({ model, messages, ...common }), 'resp_');
-}, { xfail: NEEDS_STORE });
+  const refs = sent[1].input.filter((i) => i.type === 'item_reference').map((i) => i.id);
+  eq(JSON.stringify(refs), JSON.stringify(ids), 'the second request refers to the first answer\'s items');
+});
 
 test('responses: multi-turn with store: false (whole items sent back)', async () => {
   const model = openai.responses(MODEL);
@@ -117,6 +124,6 @@ test('responses: previousResponseId (provider option previous_response_id)', asy
   const r = await generateText({ model, prompt: 'And then?', ...common,
     providerOptions: { openai: { previousResponseId: first.response.id } } });
   checkResult(r, 'resp_');
-}, { xfail: NEEDS_STORE });
+});
 
 await run('client_ai_sdk');

@@ -3,11 +3,9 @@
 // with --api-key): its helpers (chat stream, runTools, responses.stream), the stored-response calls,
 // models.retrieve, echo scoring and completions logprobs. Random weights: shapes, not words.
 import OpenAI from 'openai7';
-import { BASE, MODEL, SDK_KEY, NEEDS_STORE, test, assert, eq, rejects, run } from './check.mjs';
+import { BASE, MODEL, SDK_KEY, test, assert, eq, rejects, run } from './check.mjs';
 
 const client = new OpenAI({ baseURL: `${BASE}/v1`, apiKey: SDK_KEY, maxRetries: 0, timeout: 120000 });
-const NEEDS_ECHO_SCORING = 'needs echo scoring (each prompt token\'s own logprob, max_tokens 0 with ' +
-  'echo; branch wt-store), not in this build';
 
 test('models.retrieve: the served model; another id is NotFoundError', async () => {
   const m = await client.models.retrieve(MODEL);
@@ -80,7 +78,7 @@ test('responses.retrieve and responses.delete of a stored response', async () =>
   await client.responses.delete(r.id);
   const e = await rejects(client.responses.retrieve(r.id), () => {}, 'retrieve after delete');
   assert(e instanceof OpenAI.NotFoundError, `NotFoundError, got ${e}`);
-}, { xfail: NEEDS_STORE });
+});
 
 test('responses: store: false keeps nothing (retrieve is NotFoundError)', async () => {
   const r = await client.responses.create({ model: MODEL, input: 'Hello', max_output_tokens: 4, store: false });
@@ -94,7 +92,7 @@ test('responses: previous_response_id continues a stored response', async () => 
     previous_response_id: first.id });
   eq(second.previous_response_id, first.id, 'previous_response_id');
   assert(second.usage.input_tokens > first.usage.input_tokens, 'the first turn is in the prompt');
-}, { xfail: NEEDS_STORE });
+});
 
 // Echo scoring (lm-eval-harness and friends): the prompt's own logprobs, no generation.
 test('completions: echo scoring with max_tokens 0', async () => {
@@ -109,7 +107,7 @@ test('completions: echo scoring with max_tokens 0', async () => {
   for (let i = 1; i < lp.token_logprobs.length; i++)
     assert(typeof lp.token_logprobs[i] === 'number' && lp.token_logprobs[i] <= 0,
       `token_logprobs[${i}] = ${lp.token_logprobs[i]}`);
-}, { xfail: NEEDS_ECHO_SCORING });
+});
 
 test('completions: echo with generation gives every prompt token its own logprob', async () => {
   const prompt = 'Scoring every token of this prompt.';
@@ -119,7 +117,7 @@ test('completions: echo with generation gives every prompt token its own logprob
   eq(lp.tokens.length, r.usage.prompt_tokens + 2, 'entries: prompt + completion');
   for (let i = 1; i < lp.token_logprobs.length; i++)
     eq(typeof lp.token_logprobs[i], 'number', `token_logprobs[${i}]`);
-}, { xfail: NEEDS_ECHO_SCORING });
+});
 
 // Every sampled token has its logprob entry (a special token hidden by skip_special_tokens too),
 // so the arrays line up with completion_tokens, whatever the seed makes the model write.
