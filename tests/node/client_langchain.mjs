@@ -84,8 +84,9 @@ for (const [api, model] of [['chat', chat], ['responses (useResponsesApi)', resp
       sent.push(JSON.parse(init.body));
       return fetch(url, init);
     };
-    const stopping = new ChatOpenAI({ ...base, maxTokens: 64, stop: ['a', 'e', 'i', 'o'],
-      modelKwargs: { seed: 1 }, useResponsesApi: model === responsesChat,
+    const responses = model === responsesChat; // no stop strings there, and no length refusal
+    const stopping = new ChatOpenAI({ ...base, maxTokens: responses ? 12 : 64, stop: ['a', 'e', 'i', 'o'],
+      modelKwargs: { seed: 1 }, useResponsesApi: responses,
       configuration: { ...configuration, fetch: capture } });
     let out = null;
     try {
@@ -95,7 +96,7 @@ for (const [api, model] of [['chat', chat], ['responses (useResponsesApi)', resp
       assert(e instanceof SyntaxError, `only a JSON parse error is expected, got ${e}`);
     }
     eq(sent.length, 1, 'requests');
-    const fmt = model === responsesChat ? sent[0].text?.format : sent[0].response_format?.json_schema;
+    const fmt = responses ? sent[0].text?.format : sent[0].response_format?.json_schema;
     assert(fmt && fmt.name === 'person', `schema format sent: ${JSON.stringify(sent[0]).slice(0, 300)}`);
     eq(JSON.stringify(Object.keys(fmt.schema.properties)), '["name","age"]', 'schema properties');
     if (out) checkMessage(out.raw, 'raw', 64);
