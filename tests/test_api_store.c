@@ -343,6 +343,44 @@ static void test_api(void) {
         respond("{\"input\":\"x\"}", &CFG, "resp_five", "<|channel|>final<|message|>y<|return|>");
     CHECK(json_is_false(json_object_get(r5, "store")), "no store: store false");
     json_decref(r), json_decref(r2), json_decref(r3), json_decref(r4), json_decref(r5);
+
+    /* Background: queued in the store at once, in progress from the first output, final at the
+     * end; it needs the store and refuses stream. */
+    api_call c;
+    const char *bg = "{\"input\":\"Hi\",\"background\":true}";
+    if (api_parse_responses(bg, strlen(bg), T, &cfg, &c, &e) == 0) {
+        CHECK(c.background, "background parsed");
+        api_stream *s = api_stream_new(&c, T, "resp_bg", 1700000000);
+        api_call_free(&c);
+        size_t len = 0;
+        char *qbody = api_stream_background_start(s, &len);
+        json_t *q = json_loads(qbody, 0, NULL);
+        CHECK(STREQ(jstr(q, "status"), "queued") && json_is_true(json_object_get(q, "background")),
+              "queued answer: %s", NN(qbody));
+        free(qbody);
+        json_decref(q);
+        json_t *stored = resp_store_get(st, "resp_bg");
+        CHECK(STREQ(jstr(stored, "status"), "queued"), "stored queued");
+        json_decref(stored);
+        ivec t = ids_of("<|channel|>final<|message|>Done.<|return|>");
+        run_opts ro = stop_run(200002);
+        ro.chunk = 1;
+        char *raw = run_stream(s, &t, &ro, NULL);
+        stored = resp_store_get(st, "resp_bg");
+        CHECK(STREQ(jstr(stored, "status"), "completed") &&
+                  STREQ(jstr(stored, "output.0.content.0.text"), "Done."),
+              "stored final: %s", raw);
+        json_decref(stored);
+        free(raw);
+        ivec_free(&t);
+        api_stream_free(s);
+    }
+    none = prompt_of("{\"input\":\"x\",\"background\":true,\"store\":false}", &cfg, &e);
+    CHECK(!none && e.status == 400 && STREQ(e.param, "background"), "background without store");
+    none = prompt_of("{\"input\":\"x\",\"background\":true,\"stream\":true}", &cfg, &e);
+    CHECK(!none && e.status == 400 && STREQ(e.param, "stream"), "background with stream");
+    none = prompt_of("{\"input\":\"x\",\"background\":true}", &CFG, &e);
+    CHECK(!none && e.status == 400 && STREQ(e.param, "background"), "background, no store");
     resp_store_free(st);
 }
 

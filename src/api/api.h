@@ -53,8 +53,9 @@ typedef struct api_call {
     api_kind kind;
     engine_request req; /* prompt, params, stops, n ... (on_output/user/id set by the server) */
     bool stream, include_usage, echo;
-    char *model; /* as given */
-    void *priv;  /* per-kind state (tools, reasoning settings, prompt text for echo, ...) */
+    bool background; /* responses: answer at once, generate on, keep the result in the store */
+    char *model;     /* as given */
+    void *priv;      /* per-kind state (tools, reasoning settings, prompt text for echo, ...) */
 } api_call;
 
 int api_parse_completions(const char *body, size_t len, const tokenizer *tok, const api_config *cfg,
@@ -82,6 +83,10 @@ api_stream *api_stream_new(const api_call *call, const tokenizer *tok, const cha
  * final output, then the whole JSON body. Returns 1 when the response is complete. */
 int api_stream_feed(api_stream *s, const engine_output *o, char **out, size_t *out_len);
 void api_stream_free(api_stream *s);
+/* A background response (call.background): stores it as "queued" and returns the body the POST
+ * answers with at once (heap, *len bytes). The engine's outputs are fed as usual afterwards, with
+ * nothing to send: the stream keeps the response in the store as "in_progress", then final. */
+char *api_stream_background_start(api_stream *s, size_t *len);
 /* The HTTP status for the non-streamed body once complete: 200, or 500 when the engine failed (the
  * body is then an error object). Streams always start 200; a failure mid-stream is sent as an
  * error event. */

@@ -277,7 +277,7 @@ typedef struct api_resp_state api_resp_state;
 
 struct api_stream {
     api_kind kind;
-    bool stream, include_usage, echo;
+    bool stream, include_usage, echo, background;
     char *id, *model;
     long created;
     const tokenizer *tok;

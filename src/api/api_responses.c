@@ -24,7 +24,9 @@
  *                                 unknown or evicted id is vLLM's 404
  *   item_reference {id}           an item of a stored response, as if it were inline (404 unknown)
  *   store (default true)          false: nothing is kept; the response says which
- * Refused: background, logprobs (vLLM refuses them for gpt-oss too). */
+ *   background                    the POST answers at once ("queued"); GET polls the store,
+ *                                 POST /v1/responses/{id}/cancel aborts (needs store; no stream)
+ * Refused: logprobs (vLLM refuses them for gpt-oss too). */
 #include "api/api_internal.h"
 
 #include "base/strmap.h"
@@ -379,12 +381,7 @@ static int parse_fields(const json_t *root, const tokenizer *tok, const api_conf
     api_opts *o = api_call_opts(out);
     if (api_parse_model(root, cfg, out, err) < 0) return -1;
     if (api_parse_sampling(root, tok, false, out, o, err) < 0) return -1;
-    bool flag = false;
-    if (api_get_bool(root, "background", "background", &flag, err) < 0) return -1;
-    if (flag) {
-        api_error_set(err, 400, NULL, "background", "'background' mode is not supported");
-        return -1;
-    }
+    if (api_get_bool(root, "background", "background", &out->background, err) < 0) return -1;
     /* OpenAI's default: stored. */
     bool store = true;
     if (api_get_bool(root, "store", "store", &store, err) < 0) return -1;
@@ -421,6 +418,19 @@ static int parse_fields(const json_t *root, const tokenizer *tok, const api_conf
     o->store_items = x.items;
     if (rc < 0) return -1;
     o->store = store ? cfg->store : NULL;
+    if (out->background && !o->store) {
+        /* OpenAI's and vLLM's rule: a background response is only ever seen through the store. */
+        api_error_set(err, 400, NULL, "background",
+                      cfg->store ? "'background' can only be used when 'store' is true"
+                                 : "'background' needs the responses store, which this server has "
+                                   "turned off (--responses-store-size 0)");
+        return -1;
+    }
+    if (out->background && out->stream) {
+        api_error_set(err, 400, NULL, "stream",
+                      "'stream' with 'background' is not supported: poll GET /v1/responses/{id}");
+        return -1;
+    }
     ivec prompt = {0};
     if (api_conv_render(c, tok, &prompt, err) < 0) {
         ivec_free(&prompt);
@@ -435,6 +445,7 @@ static int parse_fields(const json_t *root, const tokenizer *tok, const api_conf
     static const char *const keys[] = {"max_output_tokens", NULL};
     if (api_finish_lengths(root, keys, "input", cfg, out, err) < 0) return -1;
     o->echo = echo_fields(root, c->effort, o->store != NULL, prev_id);
+    json_object_set_new(o->echo, "background", json_boolean(out->background));
     return 0;
 }
 

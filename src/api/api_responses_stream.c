@@ -223,6 +223,17 @@ static void close_item(api_stream *s, harmony_end_reason why, char **out, size_t
          json_pack("{siso}", "output_index", k, "item", item_json(it, true)));
 }
 
+char *api_stream_background_start(api_stream *s, size_t *len) {
+    json_t *r = response_json(s, "queued", false);
+    if (s->opts.store)
+        resp_store_put(s->opts.store, s->id, r, s->opts.store_items,
+                       json_array_size(s->opts.store_items));
+    char *body = json_dumps(r, JSON_COMPACT);
+    json_decref(r);
+    *len = body ? strlen(body) : 0;
+    return body;
+}
+
 /* The conversation so far (input items, then this response's output items) under the response's
  * id, for previous_response_id, item_reference and GET. */
 static void store_response(api_stream *s, const json_t *r) {
@@ -242,6 +253,13 @@ int api_resp_stream_feed(api_stream *s, const engine_output *o, char **out, size
              json_pack("{so}", "response", response_json(s, "in_progress", false)));
         emit(s, out, out_len, "response.in_progress",
              json_pack("{so}", "response", response_json(s, "in_progress", false)));
+    }
+    /* A background response is polled: show that it has started. */
+    if (!st->started && s->opts.store && s->background) {
+        json_t *r = response_json(s, "in_progress", false);
+        resp_store_put(s->opts.store, s->id, r, s->opts.store_items,
+                       json_array_size(s->opts.store_items));
+        json_decref(r);
     }
     st->started = true;
     hout_feed(&st->h, o->tokens, o->n_tokens, o->finished, o->trim_bytes);

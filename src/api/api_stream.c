@@ -13,6 +13,7 @@ api_stream *api_stream_new(const api_call *call, const tokenizer *tok, const cha
     s->stream = call->stream;
     s->include_usage = call->include_usage;
     s->echo = call->echo;
+    s->background = call->background;
     s->id = xstrdup(id ? id : "");
     s->model = xstrdup(call->model ? call->model : "");
     s->created = created;

@@ -37,6 +37,7 @@ static void live_unlink_free(srv_req *r) {
         l->live = r->next;
     if (r->next) r->next->prev = r->prev;
     if (r->watch) event_free(r->watch);
+    if (r->background) background_remove(l->srv, r->resp_id);
     if (r->stream) api_stream_free(r->stream);
     api_call_free(&r->call);
     atomic_fetch_sub(&l->srv->inflight, 1);
@@ -140,9 +141,24 @@ static void fail_response(srv_req *r, const char *why) {
     abort_engine(r);
 }
 
+/* A background response has no client: the stream still runs (it keeps the response in the store,
+ * in progress and at the end); what it would send goes nowhere. */
+static void feed_background(srv_req *r, const engine_output *eo) {
+    char *out = NULL;
+    size_t out_len = 0;
+    if (api_stream_feed(r->stream, eo, &out, &out_len) < 0) {
+        log_error("request %llu: the background response could not be built",
+                  (unsigned long long)r->id);
+        abort_engine(r);
+    }
+    free(out);
+}
+
 void generate_on_output(srv_req *r, const engine_output *eo) {
     if (eo->finished) r->n_final++;
-    if (!r->http_done) {
+    if (r->background) {
+        feed_background(r, eo);
+    } else if (!r->http_done) {
         /* The stream numbers choices over all prompts: prompt × n + sample. */
         engine_output o = *eo;
         o.index = (int)(eo->request_id - r->id) * r->n_per + eo->index;
@@ -249,6 +265,19 @@ void generate_handle(srv_loop *l, struct evhttp_request *req, api_kind kind) {
     }
     /* From here the engine may call back at any time, but the outputs are handled on this thread,
      * after this function returns. */
+    if (r->call.background) {
+        /* Answer now with the queued response; the request lives on without its connection (it
+         * is still in flight for the drain, which waits for it or aborts it). */
+        size_t blen = 0;
+        char *queued = api_stream_background_start(r->stream, &blen);
+        r->background = true;
+        snprintf(r->resp_id, sizeof r->resp_id, "%s", idstr);
+        background_add(s, r->resp_id, r->id, r->n_submitted);
+        detach_http(r);
+        reply_json(s, req, 200, queued ? queued : "{}", blen);
+        free(queued);
+        return;
+    }
     evhttp_connection_set_closecb(r->evcon, on_close, r);
     set_read_timeout(r, false);
     struct bufferevent *bev = evhttp_connection_get_bufferevent(r->evcon);

@@ -73,6 +73,7 @@ int server_run(const server_options *o) {
     s->model_name = o->served_model_name ? o->served_model_name : o->rt.model;
     atomic_store(&s->state, SRV_LOADING);
     atomic_store(&s->next_id, 1);
+    background_init(s);
     s->id_salt = ((uint64_t)time(NULL) << 20) ^ (uint64_t)getpid() ^ (uint64_t)(uintptr_t)s;
     log_info("gptoss serve %s: model %s, served as '%s'", GPTOSS_VERSION, o->rt.model,
              s->model_name);
@@ -124,6 +125,7 @@ out:
     if (s->loops) loops_free(s);
     if (s->tok) tokenizer_free(s->tok);
     resp_store_free(s->api.store); /* the loops that used it are gone */
+    background_free(s);
     free(s->model_dir);
     free(s);
     if (rc == 0) log_info("stopped");

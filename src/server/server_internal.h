@@ -20,6 +20,7 @@
 #define GPTOSS_SERVER_SERVER_INTERNAL_H
 
 #include "api/api.h"
+#include "base/strmap.h"
 #include "server/server.h"
 
 #include <event2/event.h>
@@ -80,6 +81,10 @@ struct server {
     uint64_t id_salt;           /* makes response ids unpredictable across restarts */
     _Atomic bool accept_paused; /* a loop met EMFILE/ENFILE and has not accepted since */
 
+    /* Background responses in flight (background.c). */
+    pthread_mutex_t bg_mu;
+    strmap bg; /* response id → its engine request */
+
     /* Stats log (loop 0's timer only). */
     uint64_t last_prompt, last_gen, last_queries, last_hits;
     double last_t;
@@ -98,6 +103,8 @@ struct srv_req {
      * each with n_per sequences. */
     int n_prompts, n_submitted, n_per;
     bool streaming, started, http_done, aborted;
+    bool background;  /* answered at once; generates on with no connection (background.c) */
+    char resp_id[64]; /* background: the response id it is registered under */
     srv_req *prev, *next;
 };
 
@@ -146,6 +153,13 @@ void generate_handle(srv_loop *l, struct evhttp_request *req, api_kind kind);
 void generate_on_output(srv_req *r, const engine_output *o); /* loop thread */
 void generate_abort_all(srv_loop *l);
 void generate_free_all(srv_loop *l); /* teardown, after the engine has stopped */
+
+/* background.c: background responses in flight by response id, for cancel from any loop. */
+void background_init(server *s);
+void background_free(server *s);
+void background_add(server *s, const char *id, uint64_t engine_id, int n_requests);
+void background_remove(server *s, const char *id);
+bool background_cancel(server *s, const char *id); /* false: not in flight */
 
 /* info.c */
 void handle_health(srv_loop *l, struct evhttp_request *req);

@@ -3,8 +3,10 @@
  *   GET    /v1/responses/{id}/input_items   {object: "list", data: [input items], first_id,
  *                                           last_id, has_more: false}
  *   DELETE /v1/responses/{id}               {id, object: "response.deleted", deleted: true}
- *   POST   /v1/responses/{id}/cancel        400: only background responses can be cancelled,
- *                                           and this server runs none (vLLM's message)
+ *   POST   /v1/responses/{id}/cancel        a background response still running: aborted, and
+ *                                           answered with status "cancelled" (the store has it a
+ *                                           step later, when the engine has stopped it); any
+ *                                           other: 400 with vLLM's messages
  * An id that was never stored, was deleted, evicted or expired gets vLLM's 404 ("Response with id
  * '…' not found.", param response_id, code 404); one that does not start with "resp" gets vLLM's
  * 400. Runs on the loop threads; the store has its own lock. */
@@ -37,6 +39,28 @@ static json_t *item_list(json_t *items) {
     json_t *last = n ? json_object_get(json_array_get(items, n - 1), "id") : NULL;
     return json_pack("{sssOsOsosb}", "object", "list", "first_id", first ? first : json_null(),
                      "last_id", last ? last : json_null(), "data", items, "has_more", 0);
+}
+
+static void cancel(server *s, struct evhttp_request *req, resp_store *st, const char *id) {
+    json_t *r = resp_store_get(st, id);
+    if (!r) {
+        not_found(s, req, id);
+        return;
+    }
+    const char *status = json_string_value(json_object_get(r, "status"));
+    bool running = status && (!strcmp(status, "queued") || !strcmp(status, "in_progress"));
+    if (!json_is_true(json_object_get(r, "background"))) {
+        reply_error(s, req, 400, "invalid_request_error", "response_id",
+                    "Cannot cancel a synchronous response.");
+    } else if (!running || !background_cancel(s, id)) {
+        reply_error(s, req, 400, "invalid_request_error", "response_id",
+                    "Cannot cancel a response that has already finished (status '%s').",
+                    status ? status : "?");
+    } else {
+        json_object_set_new(r, "status", json_string("cancelled"));
+        reply_value(s, req, json_incref(r));
+    }
+    json_decref(r);
 }
 
 void handle_stored_response(srv_loop *l, struct evhttp_request *req) {
@@ -80,13 +104,7 @@ void handle_stored_response(srv_loop *l, struct evhttp_request *req) {
     if (!st) {
         not_found(s, req, id);
     } else if (!strcmp(action, "cancel")) {
-        json_t *r = resp_store_get(st, id);
-        if (!r)
-            not_found(s, req, id);
-        else
-            reply_error(s, req, 400, "invalid_request_error", "response_id",
-                        "Cannot cancel a synchronous response.");
-        json_decref(r);
+        cancel(s, req, st, id);
     } else if (cmd == EVHTTP_REQ_DELETE) {
         if (resp_store_delete(st, id))
             reply_value(

@@ -145,9 +145,49 @@ test('ids, methods and the key', async () => {
   eq(c.status, 400, 'cancel of a finished, synchronous response');
   await rejects(client.responses.cancel(a.id), OpenAI.BadRequestError, 'SDK cancel');
   isVllm404(await raw('POST', '/v1/responses/resp_nope/cancel'), 'resp_nope');
-  const bg = await raw('POST', '/v1/responses', { model: MODEL, input: 'x', background: true });
-  eq(bg.status, 400, 'background');
-  eq(bg.body.error.param, 'background', 'param');
+});
+
+async function poll(id) {
+  for (let i = 0; i < 600; i++) {
+    const r = await client.responses.retrieve(id);
+    if (!['queued', 'in_progress'].includes(r.status)) return r;
+    await new Promise((res) => setTimeout(res, 100));
+  }
+  throw new Error(`${id} still running after 60 s`);
+}
+
+test('background: answered at once as queued, polled to the end; cancel after the end is a 400', async () => {
+  const r = await create({ background: true, max_output_tokens: 4 });
+  eq(r.status, 'queued', 'status');
+  eq(r.background, true, 'background');
+  eq(r.output.length, 0, 'no output yet');
+  const done = await poll(r.id);
+  eq(done.status, 'incomplete', 'final status (max_output_tokens)');
+  eq(done.usage.output_tokens, 4, 'output tokens');
+  eq(done.background, true, 'background');
+  const c = await raw('POST', `/v1/responses/${r.id}/cancel`);
+  eq(c.status, 400, 'cancel after the end');
+  // It continues like any stored response.
+  const next = await create({ input: 'More', previous_response_id: r.id });
+  eq(next.previous_response_id, r.id, 'previous_response_id');
+});
+
+test('background: cancel stops a running response', async () => {
+  const r = await create({ background: true, max_output_tokens: 3000, ignore_eos: true });
+  const c = await client.responses.cancel(r.id);
+  eq(c.status, 'cancelled', 'cancel answer');
+  const done = await poll(r.id);
+  eq(done.status, 'cancelled', 'stored status');
+  assert(done.usage.output_tokens < 3000, `stopped early: ${done.usage.output_tokens}`);
+});
+
+test('background: needs store, and no stream', async () => {
+  const a = await raw('POST', '/v1/responses', { model: MODEL, input: 'x', background: true, store: false });
+  eq(a.status, 400, 'store false');
+  eq(a.body.error.param, 'background', 'param');
+  const b = await raw('POST', '/v1/responses', { model: MODEL, input: 'x', background: true, stream: true });
+  eq(b.status, 400, 'stream');
+  eq(b.body.error.param, 'stream', 'param');
 });
 
 let passed = 0, failed = 0;
