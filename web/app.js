@@ -130,7 +130,8 @@ function showStats(tStart, tFirst, tokens, exact) {
 
 async function send(text) {
   if (!model && !(await connect())) return;
-  history.push({ role: 'user', content: text });
+  const conversation = history; // "new chat" during the stream must not receive this answer
+  conversation.push({ role: 'user', content: text });
   addMessage('user', text);
   const view = addAssistant();
   view.details.addEventListener('toggle', () => { view.details.dataset.touched = '1'; }, { once: true });
@@ -145,7 +146,7 @@ async function send(text) {
       headers: headers(),
       signal: controller.signal,
       body: JSON.stringify({
-        model, messages: history, stream: true, reasoning_effort: $('effort').value,
+        model, messages: conversation, stream: true, reasoning_effort: $('effort').value,
         stream_options: { include_usage: true },
         ...(maxTokens > 0 ? { max_tokens: maxTokens } : {}),
       }),
@@ -184,7 +185,7 @@ async function send(text) {
     setBusy(false);
   }
   // The reasoning stays out of the history: harmony drops earlier turns' analysis anyway.
-  if (answer) history.push({ role: 'assistant', content: answer });
+  if (answer) conversation.push({ role: 'assistant', content: answer });
   view.done(state);
 }
 
