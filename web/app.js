@@ -115,16 +115,17 @@ function setBusy(busy) {
   $('stop').disabled = !busy;
 }
 
-// Tokens per second of the decode, from the first streamed token on. While streaming, one chunk
-// is counted as one token (what the server sends at its default --stream-interval 1); the usage
-// chunk at the end replaces the estimate with the exact completion_tokens.
+// Tokens per second since the request went out, so the figure holds however the server groups
+// tokens into chunks (with a --stream-interval, or text held back until it is known not to be a
+// stop string, many tokens can arrive at once; a rate from the first chunk on would be nonsense).
+// While streaming, one chunk is counted as one token (what the server sends at its default
+// --stream-interval 1); the usage chunk at the end replaces the estimate with completion_tokens.
 function showStats(tStart, tFirst, tokens, exact) {
-  const now = performance.now();
+  const seconds = (performance.now() - tStart) / 1000;
   const parts = [];
   if (tFirst !== null) parts.push(`first token ${Math.round(tFirst - tStart)} ms`);
   parts.push(`${exact ? '' : '≈'}${tokens} tokens`);
-  if (tFirst !== null && tokens > 1 && now > tFirst)
-    parts.push(`${((tokens - 1) / ((now - tFirst) / 1000)).toFixed(1)} tokens/s`);
+  if (seconds > 0) parts.push(`${(tokens / seconds).toFixed(1)} tokens/s`);
   $('stats').textContent = parts.join(' · ');
 }
 
