@@ -120,7 +120,9 @@ static void test_shared_items(void) {
     /* Replacing an entry of the same id. */
     put(st, "resp_b", "msg_y", 1);
     CHECK(resp_store_stat(st).entries == 1, "replaced, not added");
-    CHECK(resp_store_item(st, "msg_y") != NULL, "the new items");
+    json_t *y = resp_store_item(st, "msg_y");
+    CHECK(y != NULL, "the new items");
+    json_decref(y);
     resp_store_free(st);
 }
 

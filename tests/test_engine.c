@@ -378,7 +378,7 @@ static void test_stops_and_cancel(void) {
 
 /* ---- echo scoring: each prompt token's own logprob ---- */
 
-enum { PL_N = 150, PL_K = 3 };
+enum { PL_N = 48, PL_K = 3 };
 typedef struct {
     int rows, events;
     float own[PL_N];

@@ -120,9 +120,10 @@ void router_handle(struct evhttp_request *req, void *arg) {
     }
     if (!(ROUTES[r].methods & m)) {
         evhttp_add_header(evhttp_request_get_output_headers(req), "Allow",
-                          ROUTES[r].methods == M_GET    ? "GET, HEAD"
-                          : ROUTES[r].methods == M_POST ? "POST"
-                                                        : "GET, HEAD, POST");
+                          ROUTES[r].methods == M_GET     ? "GET, HEAD"
+                          : ROUTES[r].methods == M_POST  ? "POST"
+                          : ROUTES[r].methods & M_DELETE ? "GET, HEAD, POST, DELETE"
+                                                         : "GET, HEAD, POST");
         reply_error(s, req, 405, "invalid_request_error", "", "method not allowed for %s", path);
         return;
     }

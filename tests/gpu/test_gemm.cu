@@ -146,7 +146,7 @@ static void test_shape(gemm_ctx *ctx, cudaStream_t st, const shape *sh) {
 }
 
 static void bench(gemm_ctx *ctx, cudaStream_t st) {
-    static const int MS[] = {1, 8, 64, 256, 4096};
+    static const int MS[] = {1, 2, 8, 16, 64, 256, 4096};
     static const shape BS[] = {
         {"qkv", 5120, 2880, GEMM_OUT_BF16, 1},
         {"o", 2880, 4096, GEMM_OUT_BF16, 1},

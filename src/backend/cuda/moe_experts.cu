@@ -167,18 +167,18 @@ __global__ void __launch_bounds__(small_cfg<NTP>::THREADS, NTP == 1 ? 4 : 2)
         /* 8-token groups this pass really has: at batch 256 an expert averages 8 tokens, so with
          * 16-token passes about half the blocks would multiply a group of zeros (and stage it). */
         const int ngroups = (pc + 7) >> 3;
-        /* Stage the pass's tokens (zeros past pc, up to the last group) for k in [64·kk0, 64·kk1). */
+        /* Stage the pass's pc real tokens for k in [64·kk0, 64·kk1); the lanes of absent tokens
+         * (g ≥ pc in the last group) multiply zeros instead of reading a staged zero row. At batch 8
+         * an expert averages 1–2 tokens, so padding to 8 rows wrote ~4× the shared memory the
+         * tokens need, through the same issue slots as the dequantisation (120b decode +7.5 % at
+         * batch 8, +6.5 % at 64, +2.3 % at 1: bench/NOTES.md). */
         const int vpr = nk * 8;
-        for (int idx = threadIdx.x; idx < ngroups * 8 * vpr; idx += C::THREADS) {
+        for (int idx = threadIdx.x; idx < pc * vpr; idx += C::THREADS) {
             const int r = idx / vpr, v = idx - r * vpr;
-            uint4 val = make_uint4(0, 0, 0, 0);
-            if (r < pc) {
-                const size_t row = MODE == MODE_GATE_UP
-                                       ? (size_t)(a.pair_sorted[off + p0 + r] / a.topk)
-                                       : (size_t)(off + p0 + r);
-                val = *(const uint4 *)(a.x + row * a.K + (size_t)kk0 * 64 + v * 8);
-            }
-            *(uint4 *)(xs + r * lds + v * 8) = val;
+            const size_t row = MODE == MODE_GATE_UP ? (size_t)(a.pair_sorted[off + p0 + r] / a.topk)
+                                                    : (size_t)(off + p0 + r);
+            *(uint4 *)(xs + r * lds + v * 8) =
+                *(const uint4 *)(a.x + row * a.K + (size_t)kk0 * 64 + v * 8);
         }
         __syncthreads();
 
@@ -204,8 +204,9 @@ __global__ void __launch_bounds__(small_cfg<NTP>::THREADS, NTP == 1 ? 4 : 2)
 #pragma unroll
                     for (int nt = 0; nt < NTP; nt++) {
                         if (nt > 0 && nt >= ngroups) break; /* block-uniform */
-                        const uint4 xv =
-                            lds128(xaddr + (uint32_t)(nt * 16 * lds + ks * 128 + h * 64));
+                        uint4 xv = make_uint4(0, 0, 0, 0);
+                        if (nt * 8 + g < pc)
+                            xv = lds128(xaddr + (uint32_t)(nt * 16 * lds + ks * 128 + h * 64));
                         mma_chunk(acc[nt], ag, a8, xv);
                     }
                 }

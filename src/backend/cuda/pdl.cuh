@@ -35,6 +35,10 @@ static __device__ __forceinline__ void pdl_prologue(void) {
 #endif
 }
 
+/* The one exception to "pdl_prologue first": loads of memory that no kernel of the step writes
+ * (model weights) may be issued before it, so that they fly while the predecessor finishes. Such a
+ * kernel issues those loads, then calls pdl_prologue before any other global access. */
+
 template <typename... KArgs, typename... Args>
 static cudaError_t pdl_launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem,
                               cudaStream_t stream, Args &&...args) {

@@ -7,6 +7,7 @@
  *
  * runner_launch calls it for eager steps; graphs.c calls it inside a stream capture. Everything it
  * reads about the step comes from the fwd_plan (device pointers into the uploaded step). */
+#include "backend/cuda/gemv.h"
 #include "backend/cuda/norm.h"
 #include "backend/cuda/runner.h"
 #include "backend/cuda/step_kernels.h"
@@ -51,6 +52,12 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
                         a_lo, s));
     moe_routing rt;
     moe_routing_carve(&rt, w->routing, T, b->E, b->K);
+    /* Up to 4 tokens the router is a matrix-vector product (gemv.h): the split input's halves are
+     * added in fp32 as the tokens are staged, so it sees T rows, not 2T, and no lo rows follow.
+     * Measured on the H200 (bench/NOTES.md): 120b decode +3.6 % at batch 1, +4.2 % at 2, +5.5 % at
+     * 4, but −3.1 % at 8, where cuBLASLt's 16-row product is the faster one. */
+    const bool gv = T <= 4;
+    if (gv) router_lo = NULL;
 
     for (int l = 0; l < b->L; l++) {
         gpu_layer *ly = &g->layers[l];
@@ -78,8 +85,11 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
                            w->attn, sliding ? p->splits_swa : p->splits_full, w->dec_ws, s));
         CU(gemm_bf16(b->gemm, w->attn, T, b->Q, ly->o_w, H, ly->o_b, w->o, GEMM_OUT_BF16, s));
         CU(norm_add_rmsnorm_split(w->h, w->o, NULL, 0, T, H, ly->mlp_norm, b->eps, w->a, a_lo, s));
-        CU(gemm_bf16(b->gemm, w->a, 2 * T, H, ly->router_w, b->E, NULL, w->router, GEMM_OUT_F32,
-                     s));
+        if (gv)
+            CU(gemv_bf16(w->a, a_lo, T, H, ly->router_w, b->E, NULL, w->router, 1, s));
+        else
+            CU(gemm_bf16(b->gemm, w->a, 2 * T, H, ly->router_w, b->E, NULL, w->router, GEMM_OUT_F32,
+                         s));
         CU(moe_route_split(w->router, router_lo, ly->router_b, &rt, s));
         CU(moe_experts(&ly->moe, w->a, &rt, &p->moe, w->act, w->y_slots, s));
     }

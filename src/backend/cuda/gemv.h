@@ -1,0 +1,43 @@
+/* Dense bf16 matrix–vector products for decode steps of at most GEMV_MAX_M tokens (the router):
+ *
+ *     y[m][n] = (x[m] + x_lo[m]) · W[n] + bias[n]        (fp32 sums, bf16 or fp32 out)
+ *
+ * W is a PyTorch Linear weight [N][K] (row n contiguous), as gemm.h. x_lo (may be NULL) is the low
+ * half of a split-bf16 input (norm.h): the two halves are added in fp32 when the tokens are staged,
+ * so the product is the fp32 input's, in one pass and without doubling the rows.
+ *
+ * Why not gemm.h's kernels: at M ≤ 8 every weight byte is used at most 8 times, so the time is the
+ * stream of W plus the kernel's fixed latency. A warp reads whole rows, 512 contiguous bytes per
+ * load, and each lane keeps one row's loads in flight while it multiplies the previous row's; no K
+ * splits, so no fix-up of partial sums, and the bias is added where the sum is finished. Measured on
+ * the H200 (bench/NOTES.md): for the router (128 × 2880) 6.0 µs against 8.9 for the skinny kernel at
+ * one token, 9.2 against 15.2 at four; for QKV, O and lm_head cuBLASLt streams faster (QKV 12.9 µs
+ * against 20.9, lm_head 4.3 TB/s against 2.1), so those stay on gemm.h. The weight loads of a warp's
+ * first row are issued before the kernel waits for its predecessor (PDL): they do not depend on it.
+ *
+ * K must be a multiple of 8, pointers 16-byte aligned. CPU reference: tests/gpu/test_gemm.cu compares
+ * with a double-precision product. */
+#ifndef GPTOSS_BACKEND_CUDA_GEMV_H
+#define GPTOSS_BACKEND_CUDA_GEMV_H
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { GEMV_MAX_M = 8, GEMV_MAX_K = 4096 };
+
+/* Whether gemv_bf16 takes this shape. */
+int gemv_supported(int M, int K, int N);
+
+/* out_f32: y is float [M][N], else bf16 bits [M][N]. bias (bf16 [N]) and x_lo may be NULL. */
+cudaError_t gemv_bf16(const uint16_t *x, const uint16_t *x_lo, int M, int K, const uint16_t *W,
+                      int N, const uint16_t *bias, void *y, int out_f32, cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,150 @@
+/* gemv_bf16 (backend/cuda/gemv.h) against a double-precision CPU product, for the decode shapes of
+ * gpt-oss (QKV 5120×2880, O 2880×4096, router 128×2880) and awkward ones (K not a multiple of 256,
+ * N not a multiple of the warps, K = 8), M = 1…8, with and without x_lo and bias, fp32 and bf16 out;
+ * nothing past y[M][N] is written. --bench: median times against cuBLASLt/skinny (gemm_bf16 AUTO) at
+ * M = 1, 2, 4, 8 with the weights rotated over enough copies that no repetition finds them in L2. */
+#include "gpu_check.h"
+#include "moe_test_util.h"
+
+#include "backend/cuda/gemm.h"
+#include "backend/cuda/gemv.h"
+
+#include <vector>
+
+struct gv_shape {
+    const char *name;
+    int N, K;
+};
+
+static const gv_shape SHAPES[] = {{"qkv", 5120, 2880}, {"o", 2880, 4096}, {"router", 128, 2880},
+                                  {"odd", 1000, 2888}, {"tiny", 3, 8},    {"k64", 77, 64}};
+
+static void check_shape(const gv_shape &sh, int M, bool lo, bool bias, bool f32, cudaStream_t st) {
+    const size_t wn = (size_t)sh.N * sh.K, xn = (size_t)M * sh.K;
+    std::vector<uint16_t> hw(wn), hx(xn), hl(xn), hb(sh.N);
+    std::vector<float> fw(wn), fx(xn), fl(xn), fb(sh.N);
+    tu_fill_bf16(hw.data(), fw.data(), wn, -0.05f, 0.05f);
+    tu_fill_bf16(hx.data(), fx.data(), xn, -2.0f, 2.0f);
+    tu_fill_bf16(hl.data(), fl.data(), xn, -0.01f, 0.01f);
+    tu_fill_bf16(hb.data(), fb.data(), sh.N, -0.5f, 0.5f);
+    uint16_t *dw = tu_dev_upload(hw.data(), wn), *dx = tu_dev_upload(hx.data(), xn),
+             *dl = tu_dev_upload(hl.data(), xn), *db = tu_dev_upload(hb.data(), (size_t)sh.N);
+    const size_t yn = (size_t)M * sh.N, esz = f32 ? 4 : 2, pad = 64;
+    uint8_t *dy = tu_dev_alloc<uint8_t>((yn + pad) * esz);
+    CUDA_CHECK(cudaMemset(dy, 0xff, (yn + pad) * esz)); /* NaN in both formats */
+    CUDA_CHECK(gemv_bf16(dx, lo ? dl : NULL, M, sh.K, dw, sh.N, bias ? db : NULL, dy, f32, st));
+    CUDA_CHECK(cudaStreamSynchronize(st));
+    std::vector<uint8_t> hy((yn + pad) * esz);
+    tu_download(hy.data(), dy, hy.size());
+    double worst = 0.0;
+    long bad = 0;
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < sh.N; n++) {
+            double ref = bias ? fb[n] : 0.0, mag = fabs(ref);
+            for (int k = 0; k < sh.K; k++) {
+                const double xv = (double)fx[(size_t)m * sh.K + k] +
+                                  (lo ? (double)fl[(size_t)m * sh.K + k] : 0.0);
+                ref += xv * fw[(size_t)n * sh.K + k];
+                mag += fabs(xv * fw[(size_t)n * sh.K + k]);
+            }
+            const size_t i = (size_t)m * sh.N + n;
+            double got;
+            if (f32) {
+                float v;
+                memcpy(&v, hy.data() + i * 4, 4);
+                got = v;
+            } else {
+                uint16_t v;
+                memcpy(&v, hy.data() + i * 2, 2);
+                got = bf16_to_f32(v);
+            }
+            /* fp32 sums: error ~ K · 2^-24 · Σ|terms|; bf16 out adds a rounding of |ref| · 2^-8. */
+            const double tol = 1e-5 * mag + (f32 ? 0.0 : fabs(ref) * 4e-3) + 1e-30;
+            const double err = fabs(got - ref);
+            if (!(err <= tol)) bad++;
+            if (mag > 0) worst = fmax(worst, err / mag);
+        }
+    long stray = 0;
+    for (size_t i = yn * esz; i < hy.size(); i++) stray += hy[i] != 0xff;
+    CHECK(bad == 0, "gemv %s M=%d lo=%d bias=%d f32=%d: %ld outputs off (worst %.2e of Σ|terms|)",
+          sh.name, M, lo, bias, f32, bad, worst);
+    CHECK(stray == 0, "gemv %s M=%d: %ld bytes written past y", sh.name, M, stray);
+    fprintf(stderr, "  gemv %-7s M=%d lo=%d bias=%d f32=%d  worst %.2e of Σ|terms|\n", sh.name, M,
+            lo, bias, f32, worst);
+    CUDA_CHECK(cudaFree(dw));
+    CUDA_CHECK(cudaFree(dx));
+    CUDA_CHECK(cudaFree(dl));
+    CUDA_CHECK(cudaFree(db));
+    CUDA_CHECK(cudaFree(dy));
+}
+
+static void bench(cudaStream_t st) {
+    gemm_ctx *ctx = NULL;
+    CUDA_CHECK(gemm_ctx_create(&ctx));
+    const gv_shape BS[] = {
+        {"qkv", 5120, 2880}, {"o", 2880, 4096}, {"router", 128, 2880}, {"lm_head", 201088, 2880}};
+    tu_bench_header();
+    for (const gv_shape &sh : BS) {
+        const size_t wn = (size_t)sh.N * sh.K, wbytes = wn * 2;
+        int copies = (int)((256u << 20) / wbytes) + 2;
+        if (copies > 16) copies = 16;
+        std::vector<uint16_t> h(wn), hx((size_t)8 * sh.K), hb(sh.N);
+        tu_fill_bf16(h.data(), NULL, wn, -0.05f, 0.05f);
+        tu_fill_bf16(hx.data(), NULL, hx.size(), -1.0f, 1.0f);
+        tu_fill_bf16(hb.data(), NULL, hb.size(), -0.5f, 0.5f);
+        std::vector<uint16_t *> dw(copies);
+        for (auto &p : dw) p = tu_dev_upload(h.data(), wn);
+        uint16_t *dx = tu_dev_upload(hx.data(), hx.size()),
+                 *db = tu_dev_upload(hb.data(), hb.size());
+        float *dy = tu_dev_alloc<float>((size_t)8 * sh.N);
+        const bool out_f32 = strcmp(sh.name, "o") != 0;
+        const uint16_t *bias = strcmp(sh.name, "o") == 0 ? db : NULL;
+        for (int M : {1, 2, 4, 8}) {
+            const int reps = sh.N > 100000 ? 20 : 200;
+            const double us_gv = tu_time_us(st, 3, reps, [&](int i) {
+                CUDA_CHECK(
+                    gemv_bf16(dx, NULL, M, sh.K, dw[i % copies], sh.N, bias, dy, out_f32, st));
+            });
+            /* The split-bf16 input the runner gives gemm.h: 2M rows (gemv adds x_lo instead). */
+            const int gm = out_f32 ? 2 * M : M;
+            const double us_gm = tu_time_us(st, 3, reps, [&](int i) {
+                CUDA_CHECK(gemm_bf16(ctx, dx, gm, sh.K, dw[i % copies], sh.N, bias, dy,
+                                     out_f32 ? GEMM_OUT_F32 : GEMM_OUT_BF16, st));
+            });
+            char name[128];
+            snprintf(name, sizeof name, "%s M=%d gemv", sh.name, M);
+            tu_bench_row(name, us_gv, (double)wbytes, 0);
+            snprintf(name, sizeof name, "%s M=%d gemm_bf16 AUTO (%d rows)", sh.name, M, gm);
+            tu_bench_row(name, us_gm, (double)wbytes, 0);
+        }
+        for (auto &p : dw) CUDA_CHECK(cudaFree(p));
+        CUDA_CHECK(cudaFree(dx));
+        CUDA_CHECK(cudaFree(db));
+        CUDA_CHECK(cudaFree(dy));
+    }
+    gemm_ctx_destroy(ctx);
+}
+
+int main(int argc, char **argv) {
+    tu_init("test_gemv");
+    cudaStream_t st;
+    CUDA_CHECK(cudaStreamCreate(&st));
+    if (tu_has_flag(argc, argv, "--bench")) {
+        bench(st);
+    } else {
+        for (const gv_shape &sh : SHAPES)
+            for (int M = 1; M <= GEMV_MAX_M; M++)
+                for (int v = 0; v < 8; v++) {
+                    /* Every combination at M = 1 and 2; one mixed case per shape above. */
+                    if (M > 2 && v != 5 && !(M == GEMV_MAX_M && v == 6)) continue;
+                    check_shape(sh, M, v & 1, (v >> 1) & 1, (v >> 2) & 1, st);
+                }
+        CHECK(!gemv_supported(GEMV_MAX_M + 1, 64, 8) && !gemv_supported(1, 12, 8) &&
+                  !gemv_supported(1, 8192, 8) && gemv_supported(GEMV_MAX_M, 4096, 1),
+              "gemv_supported limits");
+        CHECK(gemv_bf16(NULL, NULL, 1, 64, NULL, 8, NULL, NULL, 1, st) == cudaErrorInvalidValue,
+              "gemv_bf16 refuses NULL pointers");
+    }
+    CUDA_CHECK(cudaStreamDestroy(st));
+    return check_report("test_gemv");
+}
