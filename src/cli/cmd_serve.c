@@ -12,7 +12,8 @@ static const char USAGE[] =
     "usage: gptoss serve --model DIR|synthetic:tiny [options]\n"
     "Serves the OpenAI API (/v1/completions, /v1/chat/completions, /v1/responses, /v1/models,\n"
     "/v1/models/{id}) plus "
-    "/tokenize, /detokenize, /health, /version and /metrics (Prometheus, vLLM's metric names).\n"
+    "/tokenize, /detokenize, /health, /version and /metrics (Prometheus, vLLM's metric names),\n"
+    "and a chat page for browsers at / (it asks for the --api-key itself).\n"
     "`--model synthetic:tiny` writes a tiny random-weight model into the cache folder once and "
     "serves it.\n"
     "\n"
@@ -23,6 +24,7 @@ static const char USAGE[] =
     "/health\n"
     "  --metrics-no-auth              serve /metrics without the key (scrapers on a private "
     "network)\n"
+    "  --no-webui                     no chat page at / (404)\n"
     "  --served-model-name NAME       the model name clients use (default: the --model argument)\n"
     "  --api-server-threads N         HTTP event-loop threads (default 2)\n"
     "  --max-request-bytes N          larger request bodies get 413 (default 33554432)\n"
@@ -127,6 +129,8 @@ static int serve(int argc, char **argv, server_options *o) {
             o->allow_credentials = true;
         } else if (args_flag(&a, "--metrics-no-auth")) {
             o->metrics_no_auth = true;
+        } else if (args_flag(&a, "--no-webui")) {
+            o->no_webui = true;
         } else if (args_opt(&a, "--served-model-name", &o->served_model_name)) {
             if (!o->served_model_name) return args_fail(&a);
             if (!o->served_model_name[0])

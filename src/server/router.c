@@ -5,7 +5,8 @@
  * from orchestrators carry no secrets) and /metrics when --metrics-no-auth opens it for scrapers.
  * Even the 404 and 405 answers wait for the key, so an anonymous client learns nothing about the
  * routes, and the only work done for it is what evhttp did to read the request (bounded by
- * --max-header-bytes and --max-request-bytes). The one exception is a CORS preflight (cors.c). */
+ * --max-header-bytes and --max-request-bytes). The exceptions are a CORS preflight (cors.c) and the
+ * static chat page (webui.c), which a browser must load before it can ask for the key. */
 #include "server/server_internal.h"
 
 #include <stdlib.h>
@@ -18,6 +19,7 @@ enum {
     R_READY = 2,   /* needs the model: 503 while loading or draining */
     R_METRICS = 4, /* open when --metrics-no-auth */
     R_PREFIX = 8,  /* the path starts with the route's (the rest is an argument, never empty) */
+    R_WEBUI = 16,  /* the chat page: absent with --no-webui */
 };
 
 typedef void (*handler_fn)(srv_loop *l, struct evhttp_request *req);
@@ -50,9 +52,12 @@ static const struct {
     {"/ping", M_GET | M_POST, 0, handle_health},
     {"/version", M_GET, 0, handle_version},
     {"/metrics", M_GET, R_METRICS, handle_metrics},
+    {"/", M_GET, R_OPEN | R_WEBUI, handle_webui},
+    {"/webui/", M_GET, R_OPEN | R_PREFIX | R_WEBUI, handle_webui},
 };
 
-static bool route_matches(const char *route, int flags, const char *path) {
+static bool route_matches(const server *s, const char *route, int flags, const char *path) {
+    if ((flags & R_WEBUI) && s->opt.no_webui) return false;
     if (!(flags & R_PREFIX)) return strcmp(path, route) == 0;
     size_t n = strlen(route);
     return strncmp(path, route, n) == 0 && path[n] != 0;
@@ -101,7 +106,7 @@ void router_handle(struct evhttp_request *req, void *arg) {
     /* Before authentication: a preflight carries no key (see cors.c). */
     if (cors_handle(s, req)) return;
     size_t r = 0, n_routes = sizeof ROUTES / sizeof ROUTES[0];
-    while (r < n_routes && !route_matches(ROUTES[r].path, ROUTES[r].flags, path)) r++;
+    while (r < n_routes && !route_matches(s, ROUTES[r].path, ROUTES[r].flags, path)) r++;
     int flags = r < n_routes ? ROUTES[r].flags : 0;
     bool open = (flags & R_OPEN) || ((flags & R_METRICS) && s->opt.metrics_no_auth);
     if (!open && !authorized(s, req)) {

@@ -23,6 +23,7 @@ typedef struct {
     int port;                      /* default 8000; 0 = any free port (logged at start) */
     const char *api_key;           /* NULL: no authentication; else every route but /health */
     bool metrics_no_auth;          /* --metrics-no-auth: /metrics answers without the key */
+    bool no_webui;                 /* --no-webui: no chat page at / (404) */
     const char *served_model_name; /* NULL: the --model argument */
     int n_loops;                   /* --api-server-threads */
     double shutdown_timeout;       /* seconds in-flight requests get to finish after SIGTERM */

@@ -179,6 +179,8 @@ void handle_detokenize(srv_loop *l, struct evhttp_request *req);
 
 /* metrics_prom.c */
 void handle_metrics(srv_loop *l, struct evhttp_request *req);
+/* webui.c: the built-in chat page and its script and style. */
+void handle_webui(srv_loop *l, struct evhttp_request *req);
 /* The Prometheus text exposition of m (heap string). */
 char *metrics_prom_render(const engine_metrics *m, const char *model_name, size_t *len);
 

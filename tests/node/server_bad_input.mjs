@@ -184,7 +184,9 @@ const good = '{"model":"tiny","prompt":"hello","max_tokens":3,"ignore_eos":true}
 {
   const req = (line) => Buffer.from(`${line}\r\nHost: x\r\nConnection: close\r\n\r\n`);
   const cases = [
-    ['GET /', req('GET / HTTP/1.1'), 404],
+    ['GET / (the chat page)', req('GET / HTTP/1.1'), 200],
+    ['GET /webui/../etc/passwd', req('GET /webui/../etc/passwd HTTP/1.1'), [400, 404]],
+    ['GET /webui/app.js/', req('GET /webui/app.js/ HTTP/1.1'), 404],
     ['GET /v1', req('GET /v1 HTTP/1.1'), 404],
     ['POST /v1/completion', post('/v1/completion', good), 404],
     ['POST /v1/completions/', post('/v1/completions/', good), 404],
