@@ -106,7 +106,7 @@ static void retry_cb(evutil_socket_t fd, short what, void *arg) {
 enum { MAX_LOOPS = 64 };
 static srv_loop *loop_of_base[MAX_LOOPS];
 
-static srv_loop *find_loop(struct event_base *base) {
+srv_loop *admission_loop_of(struct event_base *base) {
     for (int i = 0; i < MAX_LOOPS; i++)
         if (loop_of_base[i] && loop_of_base[i]->base == base) return loop_of_base[i];
     return NULL;
@@ -115,7 +115,7 @@ static srv_loop *find_loop(struct event_base *base) {
 /* libevent calls this for accept errors it does not retry itself (EMFILE, ENFILE, ENOBUFS, ...). */
 static void accept_error_cb(struct evconnlistener *lev, void *unused) {
     int e = EVUTIL_SOCKET_ERROR();
-    srv_loop *l = find_loop(evconnlistener_get_base(lev));
+    srv_loop *l = admission_loop_of(evconnlistener_get_base(lev));
     if (!l) return;
     evconnlistener_disable(lev);
     evtimer_add(l->accept_retry, &RETRY);
@@ -133,7 +133,9 @@ static struct bufferevent *new_conn_cb(struct event_base *base, void *arg) {
     srv_loop *l = arg;
     if (atomic_load(&l->srv->accept_paused) && atomic_exchange(&l->srv->accept_paused, false))
         log_info("accept: accepting connections again");
-    return bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+    struct bufferevent *bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+    if (bev) wire_attach(bev);
+    return bev;
 }
 
 int admission_setup(srv_loop *l) {

@@ -159,6 +159,7 @@ void loops_free(server *s) {
         generate_free_all(l);
         if (l->stats_timer) event_free(l->stats_timer);
         admission_teardown(l);
+        wire_free(l);
         if (l->wake) event_free(l->wake);
         if (l->http)
             evhttp_free(l->http); /* closes its connections and the listener */

@@ -23,6 +23,8 @@ static const char *reason_phrase(int status) {
         return "Method Not Allowed";
     case 413:
         return "Payload Too Large";
+    case 431:
+        return "Request Header Fields Too Large";
     case 429:
         return "Too Many Requests";
     case 500:

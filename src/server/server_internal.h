@@ -56,7 +56,9 @@ typedef struct srv_loop {
     int commands;
 
     /* Loop-thread only. */
-    srv_req *live; /* requests in flight here (doubly linked) */
+    srv_req *live;                /* requests in flight here (doubly linked) */
+    struct wire_conn *wire;       /* per-descriptor scan state (wire.c) */
+    size_t n_wire;
 } srv_loop;
 
 struct server {
@@ -118,6 +120,16 @@ void admission_raise_fd_limit(void);                   /* soft RLIMIT_NOFILE to 
 void admission_limit_connections(int max_connections); /* once ready; 0 = no limit */
 int admission_setup(srv_loop *l);                      /* after the listener is bound */
 void admission_teardown(srv_loop *l);                  /* after the loop stopped */
+
+/* The loop that owns an event base (for libevent callbacks that carry no argument of ours). */
+srv_loop *admission_loop_of(struct event_base *base);
+
+/* wire.c: raw-byte checks evhttp cannot make (obs-fold, head size) and its error pages as JSON. */
+struct bufferevent;
+void wire_attach(struct bufferevent *bev); /* each new connection's bufferevent */
+/* 0, or the status (400, 431) a request must be refused with and closed, and why. */
+int wire_check(srv_loop *l, struct evhttp_request *req, char *why, size_t why_len);
+void wire_free(srv_loop *l);
 
 /* framing.c: false (and why) when the request's head frames its body ambiguously (RFC 9112). */
 bool framing_check(struct evhttp_request *req, char *why, size_t why_len);
