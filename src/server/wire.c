@@ -140,50 +140,74 @@ static void on_input(struct evbuffer *buf, const struct evbuffer_cb_info *info, 
 static const char ERR_TAIL[] = "</BODY></HTML>\n";
 static const char ERR_BODY[] = "\r\n\r\n<HTML><HEAD>\n<TITLE>";
 
+/* A whole error page is at most a few hundred bytes; the buffer may still hold an earlier response
+ * of the same connection (pipelining) in front of it, so it is looked for at the end. Buffers
+ * larger than this hold a big response being written, never an error page of evhttp's. */
+enum { PAGE_SCAN_MAX = 64 << 10 };
+
+static void rewrite_page(struct evbuffer *buf, struct bufferevent *bev, size_t len);
+
+/* The socket bufferevent freezes the front of its output buffer against everyone but itself, which
+ * also refuses copying out; the page is looked at and replaced with the front thawed. */
 static void on_output(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg) {
-    struct bufferevent *bev = arg;
-    if (info->n_added == 0) return;
     size_t len = evbuffer_get_length(buf);
-    char head[16];
-    /* Cheap test first (the first chain only): a 4xx/5xx status line. Anything else, and anything
-     * larger than an error page, is some other response. */
-    if (len < 40 || len > 2048 || evbuffer_copyout(buf, head, 13) != 13) return;
-    if (memcmp(head, "HTTP/1.", 7) != 0 || (head[9] != '4' && head[9] != '5') || head[12] != ' ')
-        return;
-    char page[2049];
-    if (evbuffer_copyout(buf, page, len) != (ev_ssize_t)len) return;
-    page[len] = 0;
+    if (info->n_added < sizeof ERR_TAIL - 1 || len > PAGE_SCAN_MAX) return;
+    evbuffer_unfreeze(buf, 1);
+    rewrite_page(buf, arg, len);
+    evbuffer_freeze(buf, 1);
+}
+
+static void rewrite_page(struct evbuffer *buf, struct bufferevent *bev, size_t len) {
     size_t tail = sizeof ERR_TAIL - 1;
-    if (memcmp(page + len - tail, ERR_TAIL, tail) != 0 || !strstr(page, ERR_BODY)) return;
+    char end[sizeof ERR_TAIL];
+    struct evbuffer_ptr at;
+    if (evbuffer_ptr_set(buf, &at, len - tail, EVBUFFER_PTR_SET) != 0 ||
+        evbuffer_copyout_from(buf, &at, end, tail) != (ev_ssize_t)tail ||
+        memcmp(end, ERR_TAIL, tail) != 0)
+        return;
+    char *all = malloc(len + 1);
+    if (!all) return;
+    if (evbuffer_copyout(buf, all, len) != (ev_ssize_t)len) {
+        free(all);
+        return;
+    }
+    all[len] = 0;
+    /* The page's status line: the last one in the buffer, followed by evhttp's HTML body. */
+    char *page = NULL;
+    for (char *p = all; (p = strstr(p, "HTTP/1.")) != NULL; p++) page = p;
+    if (!page || strlen(page) < 13 || (page[9] != '4' && page[9] != '5') ||
+        !strstr(page, ERR_BODY)) {
+        free(all);
+        return;
+    }
+    size_t before = (size_t)(page - all);
     int status = atoi(page + 9);
     srv_loop *l = admission_loop_of(bufferevent_get_base(bev));
-    if (!l) return;
     evutil_socket_t fd = bufferevent_getfd(bev);
-    const wire_conn *c = fd >= 0 && (size_t)fd < l->n_wire && l->wire[fd].bev == bev ? &l->wire[fd]
-                                                                                     : NULL;
-    const server_options *o = &l->srv->opt;
+    const wire_conn *c =
+        l && fd >= 0 && (size_t)fd < l->n_wire && l->wire[fd].bev == bev ? &l->wire[fd] : NULL;
+    size_t max_head = l ? l->srv->opt.max_header_bytes : 0;
+    size_t max_body = l ? l->srv->opt.max_request_bytes : 0;
     api_error e;
-    const char *reason;
+    char reason[64];
     if (c && c->too_large) {
         status = 431;
-        reason = "Request Header Fields Too Large";
+        snprintf(reason, sizeof reason, "Request Header Fields Too Large");
         api_error_set(&e, status, "invalid_request_error", "",
                       "the request line and headers exceed %zu bytes (--max-header-bytes)",
-                      o->max_header_bytes);
+                      max_head);
     } else if (status == 413) {
-        reason = "Payload Too Large";
+        snprintf(reason, sizeof reason, "Payload Too Large");
         api_error_set(&e, status, "invalid_request_error", "",
-                      "the request body exceeds %zu bytes (--max-request-bytes)",
-                      o->max_request_bytes);
+                      "the request body exceeds %zu bytes (--max-request-bytes)", max_body);
     } else if (status == 400) {
-        reason = "Bad Request";
+        snprintf(reason, sizeof reason, "Bad Request");
         api_error_set(&e, status, "invalid_request_error", "", "malformed HTTP request");
     } else {
         /* Keep evhttp's reason phrase (501 Not Implemented for an unknown method, ...). */
-        char *eol = strstr(page, "\r\n");
-        if (eol) *eol = 0;
-        reason = page + 13;
-        api_error_set(&e, status, "invalid_request_error", "", "%.60s", reason);
+        size_t rl = strcspn(page + 13, "\r\n");
+        snprintf(reason, sizeof reason, "%.*s", (int)(rl < 60 ? rl : 60), page + 13);
+        api_error_set(&e, status, "invalid_request_error", "", "%s", reason);
     }
     char *json = api_error_json(&e);
     size_t jlen = strlen(json);
@@ -192,14 +216,14 @@ static void on_output(struct evbuffer *buf, const struct evbuffer_cb_info *info,
                         "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nConnection: "
                         "close\r\nContent-Length: %zu\r\n\r\n",
                         status, reason, jlen);
-    /* The socket bufferevent freezes the front of its output buffer against writers other than
-     * itself; nothing of this response has been written yet, so it may be replaced whole. */
-    evbuffer_unfreeze(buf, 1);
+    /* Nothing of the page has been written yet (it was added just now, in one call of evhttp's);
+     * what is in front of it is put back unchanged. */
     evbuffer_drain(buf, len);
+    evbuffer_add(buf, all, before);
     evbuffer_add(buf, hdr, (size_t)hlen);
     evbuffer_add(buf, json, jlen);
-    evbuffer_freeze(buf, 1);
     free(json);
+    free(all);
 }
 
 void wire_attach(struct bufferevent *bev) {
