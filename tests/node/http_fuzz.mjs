@@ -84,7 +84,8 @@ function wild(depth = 0) {
 const v = (gen, p = 0.08) => (chance(p) ? wild() : gen());
 
 // ---- the API's grammar ----
-const smallTok = () => pick([1, 2, 3, 4, 8, 16]);
+// Mostly one or two tokens: the fuzzer is after the request and response paths, not generation.
+const smallTok = () => pick([1, 1, 1, 1, 2, 2, 4, 8]);
 function sampling(o) {
   if (chance(0.4)) o.temperature = v(() => pick([0, 0.7, 1, 2]));
   if (chance(0.3)) o.top_p = v(() => pick([0.1, 0.9, 1]));
@@ -324,12 +325,12 @@ async function one(i) {
     res = await rawRequest();
     desc = { path: 'raw', raw: res.raw };
   } else {
-    const [, method, p0, gen] = route();
-    const p = typeof p0 === 'function' ? p0() : p0;
+    const [, method0, p0, gen] = route();
+    const seed = CORPUS.length && chance(0.05) ? pick(CORPUS) : null;
+    const method = seed ? 'POST' : method0;
+    const p = seed ? seed[0] : typeof p0 === 'function' ? p0() : p0;
     let body = null;
-    if (gen) {
-      const useCorpus = CORPUS.length && chance(0.05);
-      const seed = useCorpus ? pick(CORPUS) : null;
+    if (gen || seed) {
       const s = seed ? seed[1] : JSON.stringify(gen());
       body = chance(0.1) ? mutateBytes(s) : Buffer.from(s, 'utf8');
       if (chance(0.002)) body = Buffer.alloc(MAX_BODY + 1 + ri(1000), 0x20); // over the limit: 413
