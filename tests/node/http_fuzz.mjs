@@ -378,8 +378,12 @@ const sampler = setInterval(() => {
 }, (PROGRESS_S || 10) * 1000);
 
 let next = 0;
+let stopAt = N;
+// SIGINT/SIGTERM: send nothing more, let the requests in flight finish, then report as usual (a
+// long run is cut to the time there is).
+for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => { stopAt = Math.min(stopAt, next); });
 async function worker() {
-  while (next < N) {
+  while (next < stopAt) {
     const i = next++;
     stats.sent++;
     await one(i);
@@ -391,7 +395,7 @@ sample();
 agent.destroy();
 const seconds = (performance.now() - t0) / 1000;
 for (const r of Object.values(stats.routes)) r.ms = Math.round(r.ms / r.n * 10) / 10; // mean
-const report = { seed: SEED, n: N, conc: CONC, seconds: Number(seconds.toFixed(1)), rate: Number((stats.done / seconds).toFixed(1)), ...stats, failures, rss };
+const report = { seed: SEED, n: N, stopped_early: stopAt < N, conc: CONC, seconds: Number(seconds.toFixed(1)), rate: Number((stats.done / seconds).toFixed(1)), ...stats, failures, rss };
 if (process.env.REPORT) fs.writeFileSync(process.env.REPORT, JSON.stringify(report, null, 1));
 console.log(`http_fuzz: ${stats.done} requests in ${seconds.toFixed(1)} s (${report.rate}/s); status ${JSON.stringify(stats.status)}; hangs ${stats.hangs}, bad status ${stats.bad_status}, bad body ${stats.bad_body}, transport errors ${stats.transport}`);
 for (const f of failures.slice(0, 5)) console.log('  ' + JSON.stringify(f).slice(0, 400));
