@@ -82,6 +82,7 @@ void handover_on_output(const engine_output *o, void *user) {
 void handover_wake(evutil_socket_t fd, short what, void *arg) {
     (void)fd, (void)what;
     srv_loop *l = arg;
+    uint64_t t0 = loop_cpu_ns();
     pthread_mutex_lock(&l->mu);
     srv_msg *m = l->head;
     l->head = l->tail = NULL;
@@ -94,6 +95,7 @@ void handover_wake(evutil_socket_t fd, short what, void *arg) {
         free(m);
         m = next;
     }
+    offload_deliver(l);
     if (cmd & CMD_STOP_ACCEPT && l->bound) {
         evhttp_del_accept_socket(l->http, l->bound); /* closes the listening socket */
         l->bound = NULL;
@@ -105,6 +107,7 @@ void handover_wake(evutil_socket_t fd, short what, void *arg) {
         struct timeval tv = {0, 200000};
         event_base_loopexit(l->base, &tv);
     }
+    loop_note_cpu(l, t0);
 }
 
 void handover_discard(srv_loop *l) {

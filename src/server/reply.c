@@ -53,6 +53,21 @@ void reply_json(server *s, struct evhttp_request *req, int status, const char *b
     reply_text(s, req, status, "application/json", body, len);
 }
 
+static void free_body(const void *data, size_t len, void *arg) {
+    (void)len, (void)arg;
+    free((void *)data);
+}
+
+void reply_json_owned(server *s, struct evhttp_request *req, int status, char *body, size_t len) {
+    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+    evhttp_add_header(h, "Content-Type", "application/json");
+    router_common_headers(s, req);
+    struct evbuffer *b = evbuffer_new();
+    if (!body || evbuffer_add_reference(b, body, len, free_body, NULL) != 0) free(body);
+    evhttp_send_reply(req, status, reason_phrase(status), b);
+    evbuffer_free(b);
+}
+
 void reply_api_error(server *s, struct evhttp_request *req, const api_error *err) {
     char *body = api_error_json(err);
     reply_json(s, req, err->status, body, strlen(body));
