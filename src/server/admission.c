@@ -98,7 +98,9 @@ void admission_limit_connections(int max_connections) {
 
 static void retry_cb(evutil_socket_t fd, short what, void *arg) {
     srv_loop *l = arg;
-    if (l->bound) evconnlistener_enable(evhttp_bound_socket_get_listener(l->bound));
+    if (!l->bound) return;
+    overflow_enable(l, false);
+    evconnlistener_enable(evhttp_bound_socket_get_listener(l->bound));
 }
 
 /* The listener's error callback gets evhttp's argument, not ours: the loop is found by its event
@@ -119,6 +121,7 @@ static void accept_error_cb(struct evconnlistener *lev, void *unused) {
     if (!l) return;
     evconnlistener_disable(lev);
     evtimer_add(l->accept_retry, &RETRY);
+    overflow_enable(l, true);
     if (!atomic_exchange(&l->srv->accept_paused, true)) {
         struct rlimit rl = {0};
         getrlimit(RLIMIT_NOFILE, &rl);
@@ -145,7 +148,7 @@ int admission_setup(srv_loop *l) {
     if (!l->accept_retry) return -1;
     evconnlistener_set_error_cb(evhttp_bound_socket_get_listener(l->bound), accept_error_cb);
     evhttp_set_bevcb(l->http, new_conn_cb, l);
-    return 0;
+    return overflow_setup(l);
 }
 
 void admission_teardown(srv_loop *l) {
@@ -153,4 +156,5 @@ void admission_teardown(srv_loop *l) {
         loop_of_base[l->index] = NULL;
     if (l->accept_retry) event_free(l->accept_retry);
     l->accept_retry = NULL;
+    overflow_teardown(l);
 }

@@ -97,6 +97,8 @@ void handover_wake(evutil_socket_t fd, short what, void *arg) {
     }
     offload_deliver(l);
     if (cmd & CMD_STOP_ACCEPT && l->bound) {
+        overflow_stop_listening(l);
+        if (l->accept_retry) event_del(l->accept_retry);
         evhttp_del_accept_socket(l->http, l->bound); /* closes the listening socket */
         l->bound = NULL;
         l->listen_fd = -1;

@@ -51,6 +51,11 @@ typedef struct srv_loop {
     struct event *wake;         /* activated from other threads: the queue or commands changed */
     struct event *stats_timer;  /* loop 0 only */
     struct event *accept_retry; /* turns the listener back on after EMFILE (admission.c) */
+    /* Accepting at the descriptor limit (overflow.c). */
+    struct event *overflow_ev; /* the listening socket, while evhttp's accepting is paused */
+    bool overflow_on;
+    int spares[4], n_spares;   /* descriptors held for it (OVERFLOW_SPARES) */
+    struct ov_conn *ov_live[4];
 
     /* The hand-over queue (engine thread → this loop) and commands (main → this loop). */
     pthread_mutex_t mu;
@@ -130,6 +135,14 @@ void admission_raise_fd_limit(void);                   /* soft RLIMIT_NOFILE to 
 void admission_limit_connections(int max_connections); /* once ready; 0 = no limit */
 int admission_setup(srv_loop *l);                      /* after the listener is bound */
 void admission_teardown(srv_loop *l);                  /* after the loop stopped */
+
+/* overflow.c: while accepting is paused at the descriptor limit, the loop still answers /health
+ * (and 503 to the rest) with a few spare descriptors. */
+enum { OVERFLOW_SPARES = 4 };
+int overflow_setup(srv_loop *l); /* after the listener is bound */
+void overflow_enable(srv_loop *l, bool on);
+void overflow_stop_listening(srv_loop *l); /* before the listening socket closes */
+void overflow_teardown(srv_loop *l);
 
 /* The loop that owns an event base (for libevent callbacks that carry no argument of ours). */
 srv_loop *admission_loop_of(struct event_base *base);

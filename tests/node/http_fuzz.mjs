@@ -85,14 +85,18 @@ const v = (gen, p = 0.08) => (chance(p) ? wild() : gen());
 
 // ---- the API's grammar ----
 // Mostly one or two tokens: the fuzzer is after the request and response paths, not generation.
-const smallTok = () => pick([1, 1, 1, 1, 2, 2, 4, 8]);
+// Hostile counts are ones the server must refuse (a valid 500 would only make the run slow).
+const smallTok = () => (chance(0.1)
+  ? pick([0, -1, 1.5, '4', null, true, [], {}, 2 ** 31, 2 ** 63, 1e308, 1e9, 100000, 4097])
+  : pick([1, 1, 1, 1, 2, 2, 4, 8]));
+const smallN = () => (chance(0.1) ? pick([0, -1, 129, 1.5, '2', null, 2 ** 31, [], 1e308]) : pick([1, 2, 3, 4]));
 function sampling(o) {
   if (chance(0.4)) o.temperature = v(() => pick([0, 0.7, 1, 2]));
   if (chance(0.3)) o.top_p = v(() => pick([0.1, 0.9, 1]));
   if (chance(0.2)) o.top_k = v(() => pick([-1, 1, 5, 50]));
   if (chance(0.2)) o.min_p = v(() => pick([0, 0.1]));
   if (chance(0.3)) o.seed = v(() => ri(2 ** 31));
-  if (chance(0.2)) o.n = v(() => pick([1, 2, 3, 4]));
+  if (chance(0.2)) o.n = smallN();
   if (chance(0.3)) o.stop = v(() => (chance(0.5) ? text(2) : Array.from({ length: ri(5) }, () => text(2))));
   if (chance(0.15)) o.presence_penalty = v(() => pick([-2, 0, 1, 2]));
   if (chance(0.15)) o.frequency_penalty = v(() => pick([-2, 0, 1, 2]));
@@ -148,8 +152,8 @@ function message() {
 }
 function chatBody() {
   const o = { model: v(() => pick(['tiny', 'tiny', 'other'])), messages: v(() => Array.from({ length: ri(4) + 1 }, message)) };
-  o.max_tokens = v(() => smallTok());
-  if (chance(0.2)) { o.max_completion_tokens = v(() => smallTok()); delete o.max_tokens; }
+  o.max_tokens = smallTok();
+  if (chance(0.2)) { o.max_completion_tokens = smallTok(); delete o.max_tokens; }
   if (chance(0.2)) o.tools = v(() => Array.from({ length: ri(3) }, tool));
   if (chance(0.15)) o.tool_choice = v(() => pick(['auto', 'none', 'required', { type: 'function', function: { name: 'get' } }]));
   if (chance(0.15)) o.response_format = responseFormat();
@@ -161,11 +165,11 @@ function chatBody() {
 function completionsBody() {
   const prompt = () => pick([text(), text(), Array.from({ length: ri(3) + 1 }, () => text(3)),
     Array.from({ length: ri(8) + 1 }, () => ri(200000)), [[1, 2, 3], [4]], [], [-1], [300000]]);
-  const o = { model: v(() => 'tiny'), prompt: v(prompt), max_tokens: v(() => smallTok()) };
+  const o = { model: v(() => 'tiny'), prompt: v(prompt), max_tokens: smallTok() };
   if (chance(0.15)) o.echo = v(() => chance(0.5));
   if (chance(0.15)) o.logprobs = v(() => pick([0, 1, 5, 6]));
   if (chance(0.1)) o.suffix = v(() => text(2));
-  if (chance(0.1)) o.best_of = v(() => pick([1, 2]));
+  if (chance(0.1)) o.best_of = smallN();
   if (chance(0.05)) o.prompt_logprobs = v(() => pick([0, 1]));
   return sampling(o);
 }
@@ -178,7 +182,7 @@ function responsesBody() {
     { type: 'reasoning', summary: [], content: [{ type: 'reasoning_text', text: text() }] },
     { type: text(1) }]));
   const o = { model: v(() => 'tiny'), input: v(() => (chance(0.4) ? text() : Array.from({ length: ri(4) + 1 }, item))) };
-  o.max_output_tokens = v(() => smallTok());
+  o.max_output_tokens = smallTok();
   if (chance(0.3)) o.instructions = v(() => text());
   if (chance(0.2)) o.tools = v(() => Array.from({ length: ri(3) }, () => ({ type: 'function', name: pick(['get', 'f']), parameters: schema() })));
   if (chance(0.1)) o.tool_choice = v(() => pick(['auto', 'none', 'required']));
