@@ -125,7 +125,8 @@ static int tokenize_body(server *s, const char *body, size_t len, char **out, si
     bool has_messages = json_object_get(v, "messages") != NULL;
     if (ast && !json_is_boolean(ast)) {
         json_decref(v);
-        return fail(out, out_len, 400, "add_special_tokens", "add_special_tokens must be a boolean");
+        return fail(out, out_len, 400, "add_special_tokens",
+                    "add_special_tokens must be a boolean");
     }
     if (!prompt && has_messages) {
         json_decref(v);

@@ -54,7 +54,7 @@ typedef struct srv_loop {
     /* Accepting at the descriptor limit (overflow.c). */
     struct event *overflow_ev; /* the listening socket, while evhttp's accepting is paused */
     bool overflow_on;
-    int spares[4], n_spares;   /* descriptors held for it (OVERFLOW_SPARES) */
+    int spares[4], n_spares; /* descriptors held for it (OVERFLOW_SPARES) */
     struct ov_conn *ov_live[4];
 
     /* The hand-over queue (engine thread → this loop) and commands (main → this loop). */
@@ -63,8 +63,8 @@ typedef struct srv_loop {
     int commands;
 
     /* Loop-thread only. */
-    srv_req *live;                /* requests in flight here (doubly linked) */
-    struct wire_conn *wire;       /* per-descriptor scan state (wire.c) */
+    srv_req *live;          /* requests in flight here (doubly linked) */
+    struct wire_conn *wire; /* per-descriptor scan state (wire.c) */
     size_t n_wire;
     offload_job *done_head, *done_tail; /* finished off-loop work (offload.c), under mu */
     /* The most thread CPU time one of our callbacks (routing a request, a wake-up with engine
@@ -87,7 +87,7 @@ struct server {
     api_config api;
     int max_model_len;
     offload_pool *offload; /* worker threads for large request bodies (offload.c) */
-    long created; /* unix time the model became ready */
+    long created;          /* unix time the model became ready */
 
     _Atomic int state;          /* srv_state */
     _Atomic uint64_t next_id;   /* engine request ids */
@@ -162,8 +162,9 @@ typedef int (*body_fn)(server *s, const char *body, size_t len, char **out, size
 struct offload_job {
     offload_job *next;
     srv_loop *loop;
-    struct evhttp_request *req; /* NULL when the job is discarded at teardown: free, answer nothing */
-    struct evbuffer *body;      /* the request body, moved out of evhttp's buffer */
+    struct evhttp_request
+        *req;              /* NULL when the job is discarded at teardown: free, answer nothing */
+    struct evbuffer *body; /* the request body, moved out of evhttp's buffer */
     void (*work)(server *s, offload_job *j, const char *body, size_t len); /* worker thread */
     void (*done)(srv_loop *l, offload_job *j); /* loop thread; answers and frees the job */
     body_fn fn;                                /* offload_body_fn's */
