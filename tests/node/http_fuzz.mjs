@@ -335,7 +335,11 @@ async function one(i) {
     const p = seed ? seed[0] : typeof p0 === 'function' ? p0() : p0;
     let body = null;
     if (gen || seed) {
-      const s = seed ? seed[1] : JSON.stringify(gen());
+      const obj = seed ? null : gen();
+      // Some bodies over 16 KB: those are parsed by the server's worker threads (offload.c).
+      if (obj && typeof obj === 'object' && !Array.isArray(obj) && chance(0.03))
+        obj[pick(['prompt', 'input', 'instructions', 'padding'])] = text(4) + 'y'.repeat(16384 + ri(40000));
+      const s = seed ? seed[1] : JSON.stringify(obj);
       body = chance(0.1) ? mutateBytes(s) : Buffer.from(s, 'utf8');
       if (chance(0.002)) body = Buffer.alloc(MAX_BODY + 1 + ri(1000), 0x20); // over the limit: 413
     }
