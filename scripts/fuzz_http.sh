@@ -4,7 +4,8 @@
 # (defaults: 1000000, build-asan, fuzz-report.json). Build the sanitized server first:
 #   cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DGPTOSS_SANITIZE=ON -DGPTOSS_CUDA=OFF
 #   cmake --build build-asan --target gptoss
-# Prints progress every 60 s; at the end the fuzzer's report (statuses, hangs, failures, RSS samples)
+# A request unanswered after HANG_S seconds (600) counts as a hang: on a loaded machine a sanitized
+# build can take minutes for a long prompt. Prints progress every 60 s; at the end the fuzzer's report (statuses, hangs, failures, RSS samples)
 # is in the report file, the server log beside it (.log), and this script fails on any finding:
 # a failed check, a sanitizer report, or a server that does not drain and exit 0.
 set -uo pipefail
@@ -21,7 +22,7 @@ for _ in $(seq 1 600); do grep -q "ready: http" "$log" && break; sleep 0.1; done
 port=$(grep -o 'listening on http://[^ ]*' "$log" | head -1 | sed 's/.*://')
 [ -n "$port" ] || { echo "the server did not start"; kill "$pid"; exit 1; }
 PORT=$port N=$n CONC=${CONC:-8} SEED=${SEED:-1} SERVER_PID=$pid API_KEY=$key MAX_BODY=65536 \
-    HANG_S=120 PROGRESS_S=60 REPORT=$report node "$root/tests/node/http_fuzz.mjs"
+    HANG_S=${HANG_S:-600} PROGRESS_S=60 REPORT=$report node "$root/tests/node/http_fuzz.mjs"
 rc=$?
 kill -TERM "$pid"
 wait "$pid"
