@@ -9,6 +9,7 @@ const PORT = Number(process.env.PORT);
 let passed = 0, failed = 0;
 
 // Sends bytes; resolves {data, closed} once the server closes (closed: true) or after `wait` ms.
+// `bytes` may be a list of parts, written 50 ms apart (separate reads on the server's side).
 function exchange(bytes, wait = 5000) {
   return new Promise((resolve) => {
     const sock = net.connect(PORT, '127.0.0.1');
@@ -24,7 +25,12 @@ function exchange(bytes, wait = 5000) {
     sock.on('data', (d) => { data = Buffer.concat([data, d]); });
     sock.on('error', () => {});
     sock.on('close', () => finish(true));
-    sock.on('connect', () => sock.write(bytes));
+    sock.on('connect', async () => {
+      for (const part of Array.isArray(bytes) ? bytes : [bytes]) {
+        sock.write(part);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    });
   });
 }
 
@@ -51,6 +57,9 @@ const CASES = [
   // A fold of an ordinary field parses like a value with a space in it: only the raw bytes show it.
   ['obs-fold (space) of an ordinary field', head('X-A: a\r\n b\r\nContent-Length: 2\r\n') + '{}' + SMUGGLED],
   ['obs-fold (tab) of an ordinary field', head('Content-Length: 2\r\nX-A: a\r\n\tb\r\n') + '{}' + SMUGGLED],
+  ['obs-fold split over reads (line end, then the fold)',
+    ['POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-A: a\r', '\n',
+      ' b\r\nContent-Length: 2\r\n\r\n{}' + SMUGGLED]],
   ['obs-fold in the second pipelined request',
     head('Content-Length: 2\r\n') + '{}' + 'GET /health HTTP/1.1\r\nX-A: a\r\n b\r\n\r\n' + SMUGGLED, 1],
 ];
