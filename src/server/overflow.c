@@ -141,6 +141,7 @@ int overflow_setup(srv_loop *l) {
 void overflow_enable(srv_loop *l, bool on) {
     if (on == l->overflow_on || !l->overflow_ev || l->listen_fd < 0) return;
     l->overflow_on = on;
+    if (on) take_spares(l); /* some may have been lost to another thread's accept */
     if (on && l->n_spares > 0)
         event_add(l->overflow_ev, NULL);
     else if (!on)
