@@ -6,7 +6,8 @@
 set -uo pipefail
 source "$(dirname "$0")/node/server_harness.sh"
 start_server --served-model-name tiny --max-model-len 4096 --timeout-keep-alive 2
-if [ "$SANITIZED" = 1 ]; then mb=2 bound=250 health=5; else mb=8 bound=50 health=2; fi
+# The loop bound is CPU time (sharp); /health is wall time on a shared machine (loose).
+if [ "$SANITIZED" = 1 ]; then mb=2 bound=250 health=10; else mb=8 bound=50 health=5; fi
 BASE=$BASE MB=$mb BOUND_MS=$bound HEALTH_S=$health node "$SRC/tests/node/server_stall.mjs" ||
     fail "a large body stalled a loop, was cut, or was answered wrongly"
 stop_server
