@@ -98,7 +98,9 @@ void admission_limit_connections(int max_connections) {
 
 static void retry_cb(evutil_socket_t fd, short what, void *arg) {
     srv_loop *l = arg;
-    if (l->bound) evconnlistener_enable(evhttp_bound_socket_get_listener(l->bound));
+    if (!l->bound) return;
+    overflow_enable(l, false);
+    evconnlistener_enable(evhttp_bound_socket_get_listener(l->bound));
 }
 
 /* The listener's error callback gets evhttp's argument, not ours: the loop is found by its event
@@ -106,7 +108,7 @@ static void retry_cb(evutil_socket_t fd, short what, void *arg) {
 enum { MAX_LOOPS = 64 };
 static srv_loop *loop_of_base[MAX_LOOPS];
 
-static srv_loop *find_loop(struct event_base *base) {
+srv_loop *admission_loop_of(struct event_base *base) {
     for (int i = 0; i < MAX_LOOPS; i++)
         if (loop_of_base[i] && loop_of_base[i]->base == base) return loop_of_base[i];
     return NULL;
@@ -115,10 +117,11 @@ static srv_loop *find_loop(struct event_base *base) {
 /* libevent calls this for accept errors it does not retry itself (EMFILE, ENFILE, ENOBUFS, ...). */
 static void accept_error_cb(struct evconnlistener *lev, void *unused) {
     int e = EVUTIL_SOCKET_ERROR();
-    srv_loop *l = find_loop(evconnlistener_get_base(lev));
+    srv_loop *l = admission_loop_of(evconnlistener_get_base(lev));
     if (!l) return;
     evconnlistener_disable(lev);
     evtimer_add(l->accept_retry, &RETRY);
+    overflow_enable(l, true);
     if (!atomic_exchange(&l->srv->accept_paused, true)) {
         struct rlimit rl = {0};
         getrlimit(RLIMIT_NOFILE, &rl);
@@ -133,7 +136,9 @@ static struct bufferevent *new_conn_cb(struct event_base *base, void *arg) {
     srv_loop *l = arg;
     if (atomic_load(&l->srv->accept_paused) && atomic_exchange(&l->srv->accept_paused, false))
         log_info("accept: accepting connections again");
-    return bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+    struct bufferevent *bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+    if (bev) wire_attach(bev);
+    return bev;
 }
 
 int admission_setup(srv_loop *l) {
@@ -143,7 +148,7 @@ int admission_setup(srv_loop *l) {
     if (!l->accept_retry) return -1;
     evconnlistener_set_error_cb(evhttp_bound_socket_get_listener(l->bound), accept_error_cb);
     evhttp_set_bevcb(l->http, new_conn_cb, l);
-    return 0;
+    return overflow_setup(l);
 }
 
 void admission_teardown(srv_loop *l) {
@@ -151,4 +156,5 @@ void admission_teardown(srv_loop *l) {
         loop_of_base[l->index] = NULL;
     if (l->accept_retry) event_free(l->accept_retry);
     l->accept_retry = NULL;
+    overflow_teardown(l);
 }

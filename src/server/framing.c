@@ -10,8 +10,7 @@
  * evhttp keeps repeated fields as separate entries and keeps whitespace before a colon in the field
  * name, so duplicates, odd values and bad names are all visible here. Not visible: obs-fold (evhttp
  * joins a folded line to the field before it with one space, exactly like a value that contains a
- * space); a folded line can hide neither Content-Length nor Transfer-Encoding from this check,
- * since both are validated whole. */
+ * space); wire.c finds it in the raw bytes, and the router asks it first. */
 #include "server/server_internal.h"
 
 #include <event2/keyvalq_struct.h>

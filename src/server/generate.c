@@ -206,19 +206,54 @@ static void make_id(server *s, api_kind kind, uint64_t id, char *out, size_t cap
              (unsigned long long)(b & 0xffffffffu));
 }
 
+/* Parsing, rendering and tokenising: a pure function of the body (a worker runs it for large ones). */
+static int parse_call(server *s, api_kind kind, const char *body, size_t len, api_call *call,
+                      api_error *err) {
+    memset(call, 0, sizeof *call);
+    memset(err, 0, sizeof *err);
+    return kind == API_COMPLETIONS ? api_parse_completions(body, len, s->tok, &s->api, call, err)
+           : kind == API_CHAT      ? api_parse_chat(body, len, s->tok, &s->api, call, err)
+                                   : api_parse_responses(body, len, s->tok, &s->api, call, err);
+}
+
+static void start(srv_loop *l, struct evhttp_request *req, api_kind kind, int rc, api_call call,
+                  api_error err);
+
+static void parse_work(server *s, offload_job *j, const char *body, size_t len) {
+    j->rc = parse_call(s, j->kind, body, len, &j->call, &j->err);
+}
+
+static void parse_done(srv_loop *l, offload_job *j) {
+    if (j->req)
+        start(l, j->req, j->kind, j->rc, j->call, j->err);
+    else
+        api_call_free(&j->call);
+    offload_job_free(j);
+}
+
 void generate_handle(srv_loop *l, struct evhttp_request *req, api_kind kind) {
-    server *s = l->srv;
+    if (evbuffer_get_length(evhttp_request_get_input_buffer(req)) >= OFFLOAD_MIN_BYTES) {
+        offload_job *j = xcalloc(1, sizeof *j);
+        j->kind = kind;
+        j->work = parse_work;
+        j->done = parse_done;
+        offload_submit(l, req, j);
+        return;
+    }
     size_t len;
     const char *body = request_body(req, &len);
     api_call call;
     api_error err;
-    memset(&call, 0, sizeof call);
-    memset(&err, 0, sizeof err);
-    int rc = kind == API_COMPLETIONS
-                 ? api_parse_completions(body, len, s->tok, &s->api, &call, &err)
-             : kind == API_CHAT ? api_parse_chat(body, len, s->tok, &s->api, &call, &err)
-                                : api_parse_responses(body, len, s->tok, &s->api, &call, &err);
+    int rc = parse_call(l->srv, kind, body, len, &call, &err);
+    start(l, req, kind, rc, call, err);
+}
+
+/* Loop thread: answers a refused request, or submits the parsed one to the engine. */
+static void start(srv_loop *l, struct evhttp_request *req, api_kind kind, int rc, api_call call,
+                  api_error err) {
+    server *s = l->srv;
     if (rc != 0) {
+        api_call_free(&call);
         if (err.status == 0)
             api_error_set(&err, 400, "invalid_request_error", "", "invalid request");
         reply_api_error(s, req, &err);

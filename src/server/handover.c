@@ -84,6 +84,7 @@ void handover_on_output(const engine_output *o, void *user) {
 void handover_wake(evutil_socket_t fd, short what, void *arg) {
     (void)fd, (void)what;
     srv_loop *l = arg;
+    uint64_t t0 = loop_cpu_ns();
     pthread_mutex_lock(&l->mu);
     srv_msg *m = l->head;
     l->head = l->tail = NULL;
@@ -96,7 +97,10 @@ void handover_wake(evutil_socket_t fd, short what, void *arg) {
         free(m);
         m = next;
     }
+    offload_deliver(l);
     if (cmd & CMD_STOP_ACCEPT && l->bound) {
+        overflow_stop_listening(l);
+        if (l->accept_retry) event_del(l->accept_retry);
         evhttp_del_accept_socket(l->http, l->bound); /* closes the listening socket */
         l->bound = NULL;
         l->listen_fd = -1;
@@ -107,6 +111,7 @@ void handover_wake(evutil_socket_t fd, short what, void *arg) {
         struct timeval tv = {0, 200000};
         event_base_loopexit(l->base, &tv);
     }
+    loop_note_cpu(l, t0);
 }
 
 void handover_discard(srv_loop *l) {

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Binds one listening socket; *port may be 0 (the kernel picks, and *port gets it). */
@@ -61,10 +62,28 @@ static evutil_socket_t listen_on(const char *host, int *port) {
     return fd;
 }
 
+uint64_t loop_cpu_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void loop_note_cpu(srv_loop *l, uint64_t start_ns) {
+    uint64_t d = loop_cpu_ns() - start_ns;
+    if (d > atomic_load(&l->max_cb_ns)) atomic_store(&l->max_cb_ns, d);
+}
+
+/* Every request's routing is timed: the longest is the loop's worst stall (see max_cb_ns). */
+static void router_timed(struct evhttp_request *req, void *arg) {
+    uint64_t t0 = loop_cpu_ns();
+    router_handle(req, arg);
+    loop_note_cpu(arg, t0);
+}
+
 static void setup_http(srv_loop *l) {
     const server_options *o = &l->srv->opt;
     struct evhttp *h = l->http;
-    evhttp_set_gencb(h, router_handle, l);
+    evhttp_set_gencb(h, router_timed, l);
     /* evhttp refuses a larger body from its Content-Length (or as chunks arrive) with 413 before
      * buffering it; lingering close lets the client read that answer instead of a reset. */
     evhttp_set_max_body_size(h, (ev_ssize_t)o->max_request_bytes);
@@ -156,9 +175,11 @@ void loops_free(server *s) {
     for (int i = 0; i < s->n_loops; i++) {
         srv_loop *l = &s->loops[i];
         handover_discard(l);
+        offload_discard(l);
         generate_free_all(l);
         if (l->stats_timer) event_free(l->stats_timer);
         admission_teardown(l);
+        wire_free(l);
         if (l->wake) event_free(l->wake);
         if (l->http)
             evhttp_free(l->http); /* closes its connections and the listener */

@@ -4,6 +4,7 @@
 #include "base/vec.h"
 
 #include <jansson.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,50 +72,70 @@ void handle_model(srv_loop *l, struct evhttp_request *req) {
     reply_api_error(s, req, &e);
 }
 
-/* Parses the body as a JSON object; on failure replies 400 and returns NULL. */
-static json_t *body_object(server *s, struct evhttp_request *req) {
-    size_t len;
-    const char *body = request_body(req, &len);
+/* /tokenize and /detokenize are pure functions of the body (status and JSON answer), so that a
+ * large body can be worked on off the loop (offload.c). Their errors are OpenAI's error shape. */
+static int fail(char **out, size_t *out_len, int status, const char *param, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static int fail(char **out, size_t *out_len, int status, const char *param, const char *fmt, ...) {
+    api_error e;
+    char msg[sizeof e.message];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    api_error_set(&e, status, "invalid_request_error", param, "%s", msg);
+    *out = api_error_json(&e);
+    *out_len = strlen(*out);
+    return status;
+}
+
+static int answer(char **out, size_t *out_len, json_t *v) {
+    *out = json_dumps(v, JSON_COMPACT);
+    json_decref(v);
+    *out_len = *out ? strlen(*out) : 0;
+    if (!*out) return fail(out, out_len, 500, "", "cannot build the answer");
+    return 200;
+}
+
+/* Parses the body as a JSON object; NULL (and the error answer) if it is not one. */
+static json_t *body_object(const char *body, size_t len, char **out, size_t *out_len, int *status) {
     json_error_t jerr;
     /* jansson refuses invalid UTF-8 and embedded NULs, and limits nesting depth. */
     json_t *v = json_loadb(body, len, 0, &jerr);
     if (!v) {
-        reply_error(s, req, 400, "invalid_request_error", "", "invalid JSON body: %s", jerr.text);
+        *status = fail(out, out_len, 400, "", "invalid JSON body: %s", jerr.text);
         return NULL;
     }
     if (!json_is_object(v)) {
         json_decref(v);
-        reply_error(s, req, 400, "invalid_request_error", "", "the body must be a JSON object");
+        *status = fail(out, out_len, 400, "", "the body must be a JSON object");
         return NULL;
     }
     return v;
 }
 
 /* {"prompt": "...", "add_special_tokens": bool} → {"count", "max_model_len", "tokens"}. The chat
- * form
- * ({"messages": [...]}) needs the harmony rendering of the api layer and comes with it. */
-void handle_tokenize(srv_loop *l, struct evhttp_request *req) {
-    server *s = l->srv;
-    json_t *v = body_object(s, req);
-    if (!v) return;
+ * form ({"messages": [...]}) needs the harmony rendering of the api layer and comes with it. */
+static int tokenize_body(server *s, const char *body, size_t len, char **out, size_t *out_len) {
+    int status;
+    json_t *v = body_object(body, len, out, out_len, &status);
+    if (!v) return status;
     json_t *prompt = json_object_get(v, "prompt");
     json_t *ast = json_object_get(v, "add_special_tokens");
+    bool has_messages = json_object_get(v, "messages") != NULL;
     if (ast && !json_is_boolean(ast)) {
         json_decref(v);
-        reply_error(s, req, 400, "invalid_request_error", "add_special_tokens",
+        return fail(out, out_len, 400, "add_special_tokens",
                     "add_special_tokens must be a boolean");
-        return;
     }
-    if (!prompt && json_object_get(v, "messages")) {
+    if (!prompt && has_messages) {
         json_decref(v);
-        reply_error(s, req, 400, "invalid_request_error", "messages",
+        return fail(out, out_len, 400, "messages",
                     "tokenizing messages is not supported yet; send {\"prompt\": \"...\"}");
-        return;
     }
     if (!json_is_string(prompt)) {
         json_decref(v);
-        reply_error(s, req, 400, "invalid_request_error", "prompt", "prompt must be a string");
-        return;
+        return fail(out, out_len, 400, "prompt", "prompt must be a string");
     }
     /* gpt-oss has no BOS token, so add_special_tokens changes nothing; special-token names in the
      * text stay ordinary text, as in every other user-text path. */
@@ -124,29 +145,26 @@ void handle_tokenize(srv_loop *l, struct evhttp_request *req) {
     json_decref(v);
     if (rc != 0) {
         ivec_free(&ids);
-        reply_error(s, req, 400, "invalid_request_error", "prompt", "cannot tokenize the prompt");
-        return;
+        return fail(out, out_len, 400, "prompt", "cannot tokenize the prompt");
     }
     json_t *toks = json_array();
     for (size_t i = 0; i < ids.len; i++) json_array_append_new(toks, json_integer(ids.v[i]));
-    json_t *out = json_pack("{sIsisosn}", "count", (json_int_t)ids.len, "max_model_len",
+    json_t *res = json_pack("{sIsisosn}", "count", (json_int_t)ids.len, "max_model_len",
                             s->max_model_len, "tokens", toks, "token_strs");
     ivec_free(&ids);
-    reply_json_value(s, req, 200, out);
+    return answer(out, out_len, res);
 }
 
 /* {"tokens": [ids]} → {"prompt": text}. Bytes that are not valid UTF-8 (a character split by the
  * ids) come out as U+FFFD so the answer is always valid JSON. */
-void handle_detokenize(srv_loop *l, struct evhttp_request *req) {
-    server *s = l->srv;
-    json_t *v = body_object(s, req);
-    if (!v) return;
+static int detokenize_body(server *s, const char *body, size_t len, char **out, size_t *out_len) {
+    int status;
+    json_t *v = body_object(body, len, out, out_len, &status);
+    if (!v) return status;
     json_t *toks = json_object_get(v, "tokens");
     if (!json_is_array(toks)) {
         json_decref(v);
-        reply_error(s, req, 400, "invalid_request_error", "tokens",
-                    "tokens must be an array of token ids");
-        return;
+        return fail(out, out_len, 400, "tokens", "tokens must be an array of token ids");
     }
     int vocab = tokenizer_vocab_size(s->tok);
     size_t n = json_array_size(toks);
@@ -154,9 +172,8 @@ void handle_detokenize(srv_loop *l, struct evhttp_request *req) {
         json_t *t = json_array_get(toks, i);
         if (!json_is_integer(t) || json_integer_value(t) < 0 || json_integer_value(t) >= vocab) {
             json_decref(v);
-            reply_error(s, req, 400, "invalid_request_error", "tokens",
-                        "tokens[%zu] must be a token id in [0, %d)", i, vocab);
-            return;
+            return fail(out, out_len, 400, "tokens", "tokens[%zu] must be a token id in [0, %d)", i,
+                        vocab);
         }
     }
     tok_stream ts;
@@ -182,8 +199,16 @@ void handle_detokenize(srv_loop *l, struct evhttp_request *req) {
     }
     tok_stream_free(&ts);
     json_decref(v);
-    json_t *out = json_object();
-    json_object_set_new(out, "prompt", json_stringn(text ? text : "", tlen));
+    json_t *res = json_object();
+    json_object_set_new(res, "prompt", json_stringn(text ? text : "", tlen));
     free(text);
-    reply_json_value(s, req, 200, out);
+    return answer(out, out_len, res);
+}
+
+void handle_tokenize(srv_loop *l, struct evhttp_request *req) {
+    offload_body_fn(l, req, tokenize_body);
+}
+
+void handle_detokenize(srv_loop *l, struct evhttp_request *req) {
+    offload_body_fn(l, req, detokenize_body);
 }

@@ -23,6 +23,8 @@ static const char *reason_phrase(int status) {
         return "Method Not Allowed";
     case 413:
         return "Payload Too Large";
+    case 431:
+        return "Request Header Fields Too Large";
     case 429:
         return "Too Many Requests";
     case 500:
@@ -49,6 +51,21 @@ void reply_text(server *s, struct evhttp_request *req, int status, const char *c
 
 void reply_json(server *s, struct evhttp_request *req, int status, const char *body, size_t len) {
     reply_text(s, req, status, "application/json", body, len);
+}
+
+static void free_body(const void *data, size_t len, void *arg) {
+    (void)len, (void)arg;
+    free((void *)data);
+}
+
+void reply_json_owned(server *s, struct evhttp_request *req, int status, char *body, size_t len) {
+    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+    evhttp_add_header(h, "Content-Type", "application/json");
+    router_common_headers(s, req);
+    struct evbuffer *b = evbuffer_new();
+    if (!body || evbuffer_add_reference(b, body, len, free_body, NULL) != 0) free(body);
+    evhttp_send_reply(req, status, reason_phrase(status), b);
+    evbuffer_free(b);
 }
 
 void reply_api_error(server *s, struct evhttp_request *req, const api_error *err) {

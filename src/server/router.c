@@ -97,6 +97,12 @@ void router_handle(struct evhttp_request *req, void *arg) {
             : cmd == EVHTTP_REQ_DELETE                      ? M_DELETE
                                                             : 0;
     char why[160];
+    int wire = wire_check(l, req, why, sizeof why);
+    if (wire) {
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
+        reply_error(s, req, wire, "invalid_request_error", "", "%s", why);
+        return;
+    }
     if (!framing_check(req, why, sizeof why)) {
         /* Nothing after this request can be trusted: answer and close (see framing.c). */
         evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");

@@ -90,7 +90,7 @@ int server_run(const server_options *o) {
     /* Every connection is a descriptor: take all the kernel allows us (admission.c). */
     admission_raise_fd_limit();
     int rc = 1;
-    if (loops_create(s) != 0 || loops_start(s) != 0) {
+    if (loops_create(s) != 0 || offload_start(s) != 0 || loops_start(s) != 0) {
         log_error("%s", err_msg());
         goto out;
     }
@@ -119,6 +119,7 @@ out:
         loops_command(s, CMD_EXIT);
         loops_join(s);
     }
+    offload_stop(s); /* before the loops' queues go: a worker may still hand a job over */
     /* The engine stops before the loops' objects go: its callbacks reference their queues. */
     if (s->eng) engine_destroy(s->eng);
     s->eng = NULL;

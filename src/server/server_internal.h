@@ -37,6 +37,8 @@ enum { CMD_STOP_ACCEPT = 1, CMD_ABORT_ALL = 2, CMD_EXIT = 4 };
 typedef struct srv_msg srv_msg;
 typedef struct srv_req srv_req;
 typedef struct server server;
+typedef struct offload_job offload_job;
+typedef struct offload_pool offload_pool;
 
 typedef struct srv_loop {
     server *srv;
@@ -50,6 +52,11 @@ typedef struct srv_loop {
     struct event *wake;         /* activated from other threads: the queue or commands changed */
     struct event *stats_timer;  /* loop 0 only */
     struct event *accept_retry; /* turns the listener back on after EMFILE (admission.c) */
+    /* Accepting at the descriptor limit (overflow.c). */
+    struct event *overflow_ev; /* the listening socket, while evhttp's accepting is paused */
+    bool overflow_on;
+    int spares[4], n_spares; /* descriptors held for it (OVERFLOW_SPARES) */
+    struct ov_conn *ov_live[4];
 
     /* The hand-over queue (engine thread → this loop) and commands (main → this loop). */
     pthread_mutex_t mu;
@@ -57,7 +64,14 @@ typedef struct srv_loop {
     int commands;
 
     /* Loop-thread only. */
-    srv_req *live; /* requests in flight here (doubly linked) */
+    srv_req *live;          /* requests in flight here (doubly linked) */
+    struct wire_conn *wire; /* per-descriptor scan state (wire.c) */
+    size_t n_wire;
+    offload_job *done_head, *done_tail; /* finished off-loop work (offload.c), under mu */
+    /* The most thread CPU time one of our callbacks (routing a request, a wake-up with engine
+     * outputs) took on this loop: what every other connection of the loop waited at worst.
+     * CPU time, not wall time, so a descheduled thread does not count. /metrics shows it. */
+    _Atomic uint64_t max_cb_ns;
 } srv_loop;
 
 struct server {
@@ -74,7 +88,8 @@ struct server {
     char *model_dir;
     api_config api;
     int max_model_len;
-    long created; /* unix time the model became ready */
+    offload_pool *offload; /* worker threads for large request bodies (offload.c) */
+    long created;          /* unix time the model became ready */
 
     _Atomic int state;          /* srv_state */
     _Atomic uint64_t next_id;   /* engine request ids */
@@ -110,6 +125,8 @@ struct srv_req {
 };
 
 /* http.c: sockets and loops. */
+uint64_t loop_cpu_ns(void);                         /* this thread's CPU time */
+void loop_note_cpu(srv_loop *l, uint64_t start_ns); /* updates max_cb_ns */
 int loops_create(server *s);
 int loops_start(server *s);
 void loops_command(server *s, int cmd);
@@ -127,6 +144,55 @@ void admission_limit_connections(int max_connections); /* once ready; 0 = no lim
 int admission_setup(srv_loop *l);                      /* after the listener is bound */
 void admission_teardown(srv_loop *l);                  /* after the loop stopped */
 
+/* overflow.c: while accepting is paused at the descriptor limit, the loop still answers /health
+ * (and 503 to the rest) with a few spare descriptors. */
+enum { OVERFLOW_SPARES = 4 };
+int overflow_setup(srv_loop *l); /* after the listener is bound */
+void overflow_enable(srv_loop *l, bool on);
+void overflow_stop_listening(srv_loop *l); /* before the listening socket closes */
+void overflow_teardown(srv_loop *l);
+
+/* The loop that owns an event base (for libevent callbacks that carry no argument of ours). */
+srv_loop *admission_loop_of(struct event_base *base);
+
+/* wire.c: raw-byte checks evhttp cannot make (obs-fold, head size) and its error pages as JSON. */
+struct bufferevent;
+void wire_attach(struct bufferevent *bev); /* each new connection's bufferevent */
+/* 0, or the status (400, 431) a request must be refused with and closed, and why. */
+int wire_check(srv_loop *l, struct evhttp_request *req, char *why, size_t why_len);
+void wire_free(srv_loop *l);
+
+/* offload.c: large request bodies are worked on by worker threads, off the loops. What runs there
+ * (api_parse_*, tokenizing) must only read shared state (the tokenizer, the api config). */
+enum { OFFLOAD_MIN_BYTES = 16 << 10 };
+/* A pure handler: the answer's status and JSON body (heap) for a request body. Thread-safe. */
+typedef int (*body_fn)(server *s, const char *body, size_t len, char **out, size_t *out_len);
+struct offload_job {
+    offload_job *next;
+    srv_loop *loop;
+    struct evhttp_request
+        *req;              /* NULL when the job is discarded at teardown: free, answer nothing */
+    struct evbuffer *body; /* the request body, moved out of evhttp's buffer */
+    void (*work)(server *s, offload_job *j, const char *body, size_t len); /* worker thread */
+    void (*done)(srv_loop *l, offload_job *j); /* loop thread; answers and frees the job */
+    body_fn fn;                                /* offload_body_fn's */
+    int status;
+    char *out;
+    size_t out_len;
+    api_kind kind; /* generate.c's */
+    int rc;
+    api_call call;
+    api_error err;
+};
+int offload_start(server *s); /* after loops_create */
+void offload_stop(server *s); /* after loops_join, before loops_free */
+void offload_submit(srv_loop *l, struct evhttp_request *req, offload_job *j);
+void offload_deliver(srv_loop *l); /* loop thread, from handover_wake */
+void offload_discard(srv_loop *l); /* teardown */
+void offload_job_free(offload_job *j);
+/* Answers req with fn's result: inline for a small body, else from a worker. */
+void offload_body_fn(srv_loop *l, struct evhttp_request *req, body_fn fn);
+
 /* framing.c: false (and why) when the request's head frames its body ambiguously (RFC 9112). */
 bool framing_check(struct evhttp_request *req, char *why, size_t why_len);
 
@@ -141,6 +207,8 @@ void router_common_headers(server *s, struct evhttp_request *req);
 
 /* reply.c */
 void reply_json(server *s, struct evhttp_request *req, int status, const char *body, size_t len);
+/* Like reply_json, taking over the heap body without copying it (large answers). */
+void reply_json_owned(server *s, struct evhttp_request *req, int status, char *body, size_t len);
 void reply_text(server *s, struct evhttp_request *req, int status, const char *ctype,
                 const char *body, size_t len);
 void reply_api_error(server *s, struct evhttp_request *req, const api_error *err);

@@ -6,6 +6,13 @@
 const BASE = process.env.BASE;
 const BOUND_S = Number(process.env.BOUND_S || 5);
 const HEALTH_S = Number(process.env.HEALTH_S || 1);
+// The loop's own measure (gptoss:event_loop_max_callback_seconds): these bodies are parsed off the
+// loops (src/server/offload.c), so no loop callback may take longer than this.
+const LOOP_MS = Number(process.env.LOOP_MS || 50);
+async function maxCallbackMs() {
+  const m = await (await fetch(`${BASE}/metrics`)).text();
+  return 1000 * Math.max(...[...m.matchAll(/^gptoss:event_loop_max_callback_seconds\{[^}]*\} ([0-9.e+-]+)$/gm)].map((x) => Number(x[1])));
+}
 const N = 32768;
 let failed = 0;
 
@@ -57,7 +64,9 @@ for (const [name, path, body] of bodies()) {
     problems.push(`status ${r.status}: ${text.slice(0, 200)}`);
   if (dt > BOUND_S) problems.push(`answered after ${dt.toFixed(2)} s (bound ${BOUND_S} s)`);
   if (worst > HEALTH_S) problems.push(`/health waited ${worst.toFixed(2)} s (bound ${HEALTH_S} s)`);
-  console.log(`${name}: ${JSON.stringify(body).length} bytes answered in ${dt.toFixed(2)} s, /health at worst ${worst.toFixed(3)} s`);
+  const loopMs = await maxCallbackMs();
+  if (!(loopMs <= LOOP_MS)) problems.push(`an event loop was held ${loopMs.toFixed(1)} ms (bound ${LOOP_MS} ms)`);
+  console.log(`${name}: ${JSON.stringify(body).length} bytes answered in ${dt.toFixed(2)} s, /health at worst ${worst.toFixed(3)} s, loop callbacks at most ${loopMs.toFixed(2)} ms`);
   if (problems.length) {
     failed++;
     console.log(`FAIL ${name}: ${problems.join('; ')}`);
