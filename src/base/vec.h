@@ -17,7 +17,7 @@ static inline void ivec_reserve(ivec *a, size_t n) {
     if (n <= a->cap) return;
     size_t cap = a->cap ? a->cap * 2 : 16;
     while (cap < n) cap *= 2;
-    a->v = xrealloc(a->v, cap * sizeof *a->v);
+    a->v = (int32_t *)xrealloc(a->v, cap * sizeof *a->v); /* cast: also compiled as C++ (nvcc) */
     a->cap = cap;
 }
 static inline void ivec_push(ivec *a, int32_t x) {
