@@ -1008,8 +1008,8 @@ static void real_width(rng_t *rng) {
      * 0.267 of the largest logit on the H200); every other row gets cmp_report's 0.25 below. */
     CHECK(s.max_diff <= 0.5 * s.max_ref, "20b x 2 layers: max|d|/max|logit| %.3e > 0.5",
           s.max_ref > 0 ? s.max_diff / s.max_ref : s.max_diff);
-    rest.clear = s.clear, rest.clear_agree = s.clear_agree, rest.rows = s.rows,
-    rest.agree = s.agree;
+    /* The other rows: relative L2, max error and top-1 (all of them must agree) as before. A swap
+     * can flip the excused row's top-1 too (seed 9628026347155089174: 10 of 11 on the H200). */
     cmp_report("20b x 2 layers, 40-token prompt", &rest, 3e-2, 0.25);
     if (!got[1].empty()) {
         const bool same = got[1].size() == got[0].size() &&
