@@ -21,7 +21,7 @@ run_client_suite() {
     for key in "" sekret; do
         start_server --served-model-name tiny --max-model-len 4096 ${key:+--api-key "$key"} "$@"
         BASE=$BASE API_KEY=$key MODEL=tiny SANITIZED=$SANITIZED node "$SRC/tests/node/$suite" ||
-            fail "$suite failed (${key:+with}${key:-without} --api-key)"
+            fail "$suite failed ($([ -n "$key" ] && echo with || echo without) --api-key)"
         stop_server
     done
 }
