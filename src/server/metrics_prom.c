@@ -139,8 +139,11 @@ void handle_metrics(srv_loop *l, struct evhttp_request *req) {
         metrics_init(&m);
     size_t len;
     char *body = metrics_prom_render(&m, s->model_name, &len);
-    /* The event loops' worst stall (server_internal.h, max_cb_ns): the health of the front end. */
-    size_t cap = len + 256 + (size_t)s->n_loops * 96;
+    /* The event loops' worst stall (server_internal.h, max_cb_ns): the health of the front end.
+     * Labelled by model like every other family (the dashboard filters each panel by model). */
+    char L[512];
+    label_for(s->model_name, L, sizeof L);
+    size_t cap = len + 256 + (size_t)s->n_loops * (96 + strlen(L));
     body = xrealloc(body, cap);
     len += (size_t)snprintf(body + len, cap - len,
                             "# HELP gptoss:event_loop_max_callback_seconds Longest CPU time one "
@@ -148,8 +151,8 @@ void handle_metrics(srv_loop *l, struct evhttp_request *req) {
                             "# TYPE gptoss:event_loop_max_callback_seconds gauge\n");
     for (int i = 0; i < s->n_loops; i++)
         len += (size_t)snprintf(body + len, cap - len,
-                                "gptoss:event_loop_max_callback_seconds{loop=\"%d\"} %.6f\n", i,
-                                (double)atomic_load(&s->loops[i].max_cb_ns) / 1e9);
+                                "gptoss:event_loop_max_callback_seconds{%s,loop=\"%d\"} %.6f\n", L,
+                                i, (double)atomic_load(&s->loops[i].max_cb_ns) / 1e9);
     reply_text(s, req, 200, "text/plain; version=0.0.4; charset=utf-8", body, len);
     free(body);
 }
