@@ -256,6 +256,9 @@ function checkBody(status, ctype, body, routePath, streamed) {
     return /data: \[DONE\]\s*$/.test(body);
   }
   if (/json/.test(ctype)) { try { JSON.parse(body); return true; } catch { return false; } }
+  /* The built-in chat page (server/webui.c): its HTML, script and style. */
+  if (routePath === '/' || routePath.startsWith('/webui/'))
+    return /text\/html|javascript|text\/css/.test(ctype) && body.length > 0;
   return /text\/plain/.test(ctype) || routePath === '/metrics';
 }
 
