@@ -3,16 +3,14 @@
 // answered (its prompt exceeds the context, so a 400 context_length_exceeded after the whole body was
 // parsed and rendered) within BOUND_S, while /health, probed every 50 ms on fresh connections (spread
 // over the event loops), never waits longer than HEALTH_S.
+import { maxCallbackSeconds, probeHealth } from './loop_probe.mjs';
+
 const BASE = process.env.BASE;
 const BOUND_S = Number(process.env.BOUND_S || 5);
 const HEALTH_S = Number(process.env.HEALTH_S || 1);
 // The loop's own measure (gptoss:event_loop_max_callback_seconds): these bodies are parsed off the
 // loops (src/server/offload.c), so no loop callback may take longer than this.
 const LOOP_MS = Number(process.env.LOOP_MS || 50);
-async function maxCallbackMs() {
-  const m = await (await fetch(`${BASE}/metrics`)).text();
-  return 1000 * Math.max(...[...m.matchAll(/^gptoss:event_loop_max_callback_seconds\{[^}]*\} ([0-9.e+-]+)$/gm)].map((x) => Number(x[1])));
-}
 const N = 32768;
 let failed = 0;
 
@@ -41,30 +39,20 @@ function bodies() {
 }
 
 for (const [name, path, body] of bodies()) {
-  let worst = 0, stop = false;
-  const probe = (async () => {
-    while (!stop) {
-      const t = performance.now();
-      const r = await fetch(`${BASE}/health`, { headers: { Connection: 'close' } });
-      await r.arrayBuffer();
-      worst = Math.max(worst, (performance.now() - t) / 1000);
-      await new Promise((res) => setTimeout(res, 50));
-    }
-  })();
+  const health = probeHealth(BASE);
   const t0 = performance.now();
   const r = await fetch(`${BASE}${path}`, {
     method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body),
   });
   const text = await r.text();
   const dt = (performance.now() - t0) / 1000;
-  stop = true;
-  await probe;
+  const worst = await health.stop();
   const problems = [];
   if (r.status !== 400 || !text.includes('context_length_exceeded'))
     problems.push(`status ${r.status}: ${text.slice(0, 200)}`);
   if (dt > BOUND_S) problems.push(`answered after ${dt.toFixed(2)} s (bound ${BOUND_S} s)`);
   if (worst > HEALTH_S) problems.push(`/health waited ${worst.toFixed(2)} s (bound ${HEALTH_S} s)`);
-  const loopMs = await maxCallbackMs();
+  const loopMs = 1000 * (await maxCallbackSeconds(BASE));
   if (!(loopMs <= LOOP_MS)) problems.push(`an event loop was held ${loopMs.toFixed(1)} ms (bound ${LOOP_MS} ms)`);
   console.log(`${name}: ${JSON.stringify(body).length} bytes answered in ${dt.toFixed(2)} s, /health at worst ${worst.toFixed(3)} s, loop callbacks at most ${loopMs.toFixed(2)} ms`);
   if (problems.length) {

@@ -3,6 +3,8 @@
 // longer than BOUND_MS of CPU time by any callback (the server's own measure,
 // gptoss:event_loop_max_callback_seconds on /metrics), and /health, probed every 50 ms on fresh
 // connections, answers within HEALTH_S throughout.
+import { maxCallbackSeconds, probeHealth } from './loop_probe.mjs';
+
 const BASE = process.env.BASE;
 const MB = Number(process.env.MB || 8);
 const BOUND_MS = Number(process.env.BOUND_MS || 50);
@@ -20,26 +22,13 @@ const CASES = [
   ['/v1/responses', { model: 'tiny', max_output_tokens: 1, input: text }, 400, (j) => j.error.code === 'context_length_exceeded'],
 ];
 
-async function maxCallback() {
-  const m = await (await fetch(`${BASE}/metrics`)).text();
-  return Math.max(...[...m.matchAll(/^gptoss:event_loop_max_callback_seconds\{[^}]*\} ([0-9.e+-]+)$/gm)].map((x) => Number(x[1])));
-}
 
-if (!Number.isFinite(await maxCallback())) {
+if (!Number.isFinite(await maxCallbackSeconds(BASE))) {
   console.log('FAIL: /metrics has no gptoss:event_loop_max_callback_seconds');
   process.exit(1);
 }
 for (const [path, body, want, check] of CASES) {
-  let worst = 0, stop = false;
-  const probe = (async () => {
-    while (!stop) {
-      const t = performance.now();
-      const r = await fetch(`${BASE}/health`, { headers: { Connection: 'close' } });
-      await r.arrayBuffer();
-      worst = Math.max(worst, (performance.now() - t) / 1000);
-      await new Promise((res) => setTimeout(res, 50));
-    }
-  })();
+  const health = probeHealth(BASE);
   const payload = JSON.stringify(body);
   const t0 = performance.now();
   let status = 0, answer = '';
@@ -51,14 +40,13 @@ for (const [path, body, want, check] of CASES) {
     answer = `no answer: ${e.cause ? e.cause.code || e.cause : e}`;
   }
   const dt = (performance.now() - t0) / 1000;
-  stop = true;
-  await probe;
+  const worst = await health.stop();
   const problems = [];
   let ok = false;
   try { ok = check(JSON.parse(answer)); } catch { ok = false; }
   if (status !== want || !ok) problems.push(`status ${status}, answer ${answer.slice(0, 160)}`);
   if (worst > HEALTH_S) problems.push(`/health waited ${worst.toFixed(2)} s (bound ${HEALTH_S} s)`);
-  const cb = await maxCallback();
+  const cb = await maxCallbackSeconds(BASE);
   if (cb * 1000 > BOUND_MS) problems.push(`an event loop was held ${(cb * 1000).toFixed(1)} ms (bound ${BOUND_MS} ms)`);
   console.log(`${path}: ${(payload.length / 1048576).toFixed(1)} MB answered ${status} (${answer.length} bytes) in ${dt.toFixed(2)} s; /health at worst ${worst.toFixed(3)} s; loop callbacks at most ${(cb * 1000).toFixed(2)} ms`);
   if (problems.length) {
