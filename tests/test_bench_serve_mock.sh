@@ -26,8 +26,11 @@ start_mock() {
     [ -n "$MOCK_PID" ] && kill "$MOCK_PID" 2>/dev/null && wait "$MOCK_PID" 2>/dev/null
     node "$SRC/tests/node/bench_mock_server.js" "$@" >"$TMP/mock.log" 2>&1 &
     MOCK_PID=$!
-    for _ in $(seq 1 100); do
+    # Up to 60 s: under a loaded CI machine (the ASan build runs tests in parallel) node itself can
+    # take several seconds to start; a mock that died is reported at once.
+    for _ in $(seq 1 1200); do
         grep -q "^listening" "$TMP/mock.log" 2>/dev/null && break
+        kill -0 "$MOCK_PID" 2>/dev/null || break
         sleep 0.05
     done
     local port

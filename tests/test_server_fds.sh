@@ -33,7 +33,7 @@ BIN=$REAL_BIN
 
 node "$SRC/tests/node/hold_connections.mjs" "$PORT" 150 6 >"$TMP/held" &
 holder=$!
-for _ in $(seq 1 50); do [ -s "$TMP/held" ] && break; sleep 0.1; done
+for _ in $(seq 1 300); do [ -s "$TMP/held" ] && break; sleep 0.1; done
 sleep 0.5
 t0=$(cpu_ticks)
 sleep 2
@@ -67,7 +67,7 @@ start_server --served-model-name tiny --max-model-len 4096 --max-connections 5 -
 base_sockets=$(sockets)
 node "$SRC/tests/node/hold_connections.mjs" "$PORT" 20 4 >"$TMP/held2" &
 holder=$!
-for _ in $(seq 1 50); do [ -s "$TMP/held2" ] && break; sleep 0.1; done
+for _ in $(seq 1 300); do [ -s "$TMP/held2" ] && break; sleep 0.1; done
 sleep 0.5
 now=$(sockets)
 [ $((now - base_sockets)) -le 5 ] || fail "--max-connections 5: the server holds $((now - base_sockets)) connections"
