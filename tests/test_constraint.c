@@ -397,11 +397,13 @@ static void test_engine(void) {
     grammar_free(check_obj);
 
     /* Reasoning untouched: the same seed gives the same analysis tokens whatever the answer's
-     * grammar (the analysis body is never masked). */
+     * grammar, and with no grammar at all (k = 2: the request without a schema, whose final
+     * message is free; the budget keeps the random model's analysis as long in all three). The
+     * analysis body is never masked. */
     engine *e = make_engine(true);
-    got a[2];
+    got a[3];
     memset(a, 0, sizeof a);
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < 3; k++) {
         engine_request r = {0};
         r.id = (uint64_t)k + 1;
         r.prompt = prompt, r.n_prompt = 4;
@@ -413,14 +415,18 @@ static void test_engine(void) {
         /* the same bias in both makes the random model open the analysis channel */
         logit_bias_entry lb = {tok1("analysis"), 60.0f};
         r.params.logit_bias = &lb, r.params.n_logit_bias = 1;
-        r.constraint = harmony_constraint(
-            k == 0 ? schema(obj) : grammar_compile_regex("[a-z]{1,8}", 10), 20, false);
+        r.constraint = harmony_constraint(k == 0   ? schema(obj)
+                                          : k == 1 ? grammar_compile_regex("[a-z]{1,8}", 10)
+                                                   : NULL,
+                                          20, false);
         CHECK(engine_submit(e, &r) == 0, "submit: %s", err_msg());
         constraint_unref(r.constraint);
     }
     CHECK(engine_run_until_idle(e) == 0, "run");
     CHECK(a[0].n[0] > 24 && a[1].n[0] > 24 && !memcmp(a[0].tokens[0], a[1].tokens[0], 24 * 4),
-          "identical header + 20 analysis tokens + <|end|>");
+          "identical header + 20 analysis tokens + <|end|> (schema vs regex)");
+    CHECK(a[2].n[0] > 24 && !memcmp(a[0].tokens[0], a[2].tokens[0], 24 * 4),
+          "identical header + 20 analysis tokens + <|end|> (schema vs none)");
     engine_destroy(e);
 }
 
