@@ -429,6 +429,112 @@ static void run_prompt_rows(cfg c, const int32_t *prompt, int n, int times, prom
  * one step or in chunks (the row at a chunk's end predicts the next chunk's first token), equal to
  * the top-K entry when the token is among them and never above the top-1; a second identical
  * request (prefix caching on) gets the same rows, not cache-skipped zeros. */
+/* The expected end of a stop-string run over `g` (the reference tokens) with the fake detokenizer,
+ * computed the slow obvious way: with `open` != 0 only message bodies are matched (a body opens
+ * after the token `open` and closes at a token without text), each on its own. Returns the count of
+ * tokens up to and including the one that completes a stop string (0: none), with its index and
+ * the bytes to trim. */
+static int expected_stop(const got *g, int32_t open, const char *const *stops, int n_stops,
+                         int *which, int *trim) {
+    char body[4096] = "";
+    size_t len = 0;
+    bool in = open == 0;
+    for (int i = 0; i < g->n_tokens; i++) {
+        const char *t = token_text[g->tokens[i]];
+        if (open && (g->tokens[i] == open || !*t)) {
+            in = g->tokens[i] == open;
+            len = 0, body[0] = 0;
+            continue;
+        }
+        if (!in) continue;
+        memcpy(body + len, t, strlen(t) + 1);
+        len += strlen(t);
+        /* the first string (in request order) whose first occurrence ends inside this token */
+        for (int k = 0; k < n_stops; k++) {
+            const char *hit = strstr(body, stops[k]);
+            if (hit && (size_t)(hit - body) + strlen(stops[k]) > len - strlen(t)) {
+                *which = k;
+                *trim = (int)(len - (size_t)(hit - body));
+                return i + 1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* engine_request.stop_body_token (harmony's <|message|> for chat and responses): stop strings
+ * match message bodies only, never a header's text, and never across two messages. Token texts are
+ * the fake detokenizer's; one token is made "special" (no text), like <|end|>. */
+static void test_stop_body_scope(void) {
+    cfg c = {.max_num_seqs = 4, .max_batched = 512, .async = true, .prefix = true};
+    job j = {0};
+    j.repetition = 1.0f;
+    for (int t = 0; t < 100; t++) j.prompt[t] = 2000 + t;
+    j.n_prompt = 100, j.max_tokens = 40, j.temperature = 1.0f, j.seed = 17, j.n = 1;
+    req_out ref;
+    run_batch(c, &j, 1, &ref, NULL);
+    const got *g = &ref.g[0];
+    CHECK(g->n_tokens == 40, "reference run: %d tokens", g->n_tokens);
+    if (g->n_tokens != 40) return;
+    const int32_t open = g->tokens[3], special = g->tokens[20];
+    CHECK(open != special, "the reference run has distinct tokens 3 and 20");
+    char saved[4];
+    memcpy(saved, token_text[special], sizeof saved);
+    token_text[special][0] = 0; /* no text: a special token, closing any body */
+
+    /* "header" text: tokens 1-2, before the body opens; across the special token: 19 + 21 */
+    char header[8], across[8], body[8];
+    snprintf(header, sizeof header, "%s%s", token_text[g->tokens[1]], token_text[g->tokens[2]]);
+    snprintf(across, sizeof across, "%s%s", token_text[g->tokens[19]], token_text[g->tokens[21]]);
+    /* and one inside the body, which must still stop it: tokens 10-11 */
+    snprintf(body, sizeof body, "%s%s", token_text[g->tokens[10]], token_text[g->tokens[11]]);
+    const char *stops[] = {header, across, body};
+    for (int mode = 0; mode < 2; mode++) {
+        const int32_t scope = mode ? open : 0;
+        int which = -1, trim = 0;
+        int n_expected = expected_stop(g, scope, stops, 3, &which, &trim);
+        if (!mode)
+            CHECK(n_expected > 0 && n_expected <= 3 && which == 0,
+                  "whole text: the header string stops by token 3 (got %d, string %d)", n_expected,
+                  which);
+        else
+            CHECK(n_expected > 3 && n_expected <= 12 && which != 1,
+                  "bodies: a string inside the body stops by token 12, the header's does not "
+                  "(got %d, string %d)",
+                  n_expected, which);
+        engine *e = make_engine(c);
+        req_out o;
+        memset(&o, 0, sizeof o);
+        engine_request r = {0};
+        r.id = 1, r.prompt = j.prompt, r.n_prompt = j.n_prompt;
+        r.params = sampling_params_default();
+        r.params.temperature = j.temperature, r.params.seed = j.seed, r.params.has_seed = true;
+        r.max_tokens = j.max_tokens, r.ignore_eos = true, r.n = 1;
+        r.on_output = collect, r.user = &o;
+        r.stop_strings = stops, r.n_stop_strings = 3, r.stop_body_token = scope;
+        CHECK(engine_submit(e, &r) == 0, "submit: %s", err_msg());
+        engine_run_until_idle(e);
+        engine_destroy(e);
+        if (n_expected) {
+            CHECK(!strcmp(o.g[0].finish, "stop") && o.g[0].n_tokens == n_expected &&
+                      o.g[0].stop_string == which && o.g[0].trim_bytes == trim,
+                  "scope %d: finish %s after %d tokens (string %d, trim %d); expected stop after "
+                  "%d (string %d, trim %d)",
+                  mode, o.g[0].finish, o.g[0].n_tokens, o.g[0].stop_string, o.g[0].trim_bytes,
+                  n_expected, which, trim);
+        } else {
+            CHECK(!strcmp(o.g[0].finish, "length") && o.g[0].n_tokens == 40,
+                  "scope %d: finish %s after %d tokens; expected length after 40", mode,
+                  o.g[0].finish, o.g[0].n_tokens);
+        }
+        CHECK(!memcmp(o.g[0].tokens, g->tokens, (size_t)o.g[0].n_tokens * 4),
+              "scope %d: the reference run's tokens", mode);
+        fprintf(stderr, "stop strings over %s: %s after %d tokens\n",
+                mode ? "message bodies" : "the whole text", o.g[0].finish, o.g[0].n_tokens);
+    }
+    memcpy(token_text[special], saved, sizeof saved);
+}
+
 static void test_prompt_token_logprobs(void) {
     int32_t prompt[PL_N];
     rng_t g;
@@ -520,6 +626,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "fp8 KV: %d of 8 requests differ from the float32 cache's tokens\n",
                 differ);
         test_stops_and_cancel();
+        test_stop_body_scope();
     }
     test_prompt_token_logprobs();
     char cmd[300];

@@ -408,6 +408,7 @@ static int parse_chat_fields(const json_t *root, const tokenizer *tok, const api
     }
     out->req.prompt = prompt.v;
     out->req.n_prompt = (int)prompt.len;
+    out->req.stop_body_token = HARMONY_TOK_MESSAGE; /* stop strings: message bodies only */
     static const char *const keys[] = {"max_completion_tokens", "max_tokens", NULL};
     return api_finish_lengths(root, keys, "messages", cfg, out, err);
 }

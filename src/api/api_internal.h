@@ -17,6 +17,7 @@
 #include "api/api.h"
 #include "harmony/harmony_parse.h"
 #include "harmony/harmony_render.h"
+#include "harmony/harmony_special.h"
 #include "harmony/harmony_strbuf.h"
 
 #include <jansson.h>

@@ -438,6 +438,7 @@ static int parse_fields(const json_t *root, const tokenizer *tok, const api_conf
     }
     out->req.prompt = prompt.v;
     out->req.n_prompt = (int)prompt.len;
+    out->req.stop_body_token = HARMONY_TOK_MESSAGE; /* stop strings: message bodies only */
     if (!o->store) { /* rendered: nothing borrows the items any more */
         json_decref(o->store_items);
         o->store_items = NULL;

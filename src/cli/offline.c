@@ -89,6 +89,11 @@ static int int_array(json_t *obj, const char *key, int line, int32_t **out, int 
 }
 
 static const char *token_bytes(void *ctx, int32_t id, size_t *len) {
+    /* Special tokens are not text a client sees: stop strings never match them. */
+    if (tokenizer_is_special((const tokenizer *)ctx, id)) {
+        *len = 0;
+        return NULL;
+    }
     return tokenizer_token_bytes((const tokenizer *)ctx, id, len);
 }
 

@@ -64,6 +64,12 @@ typedef struct {
     int n_stop_token_ids;
     const char *const *stop_strings; /* copied */
     int n_stop_strings;
+    /* Where stop strings apply. 0: the whole generated text. Otherwise a token id (harmony's
+     * <|message|>): only message bodies, the ordinary tokens after that token up to the next
+     * token without text (a special token: token_bytes gives none), each body matched on its own,
+     * so that no stop string matches a header ("analysis", " to=functions.f", "json") or spans
+     * two messages. */
+    int32_t stop_body_token;
     bool ignore_eos;
     int priority; /* lower runs first (vLLM's convention); ties: arrival order */
     int n;        /* independent samples of the same prompt (>= 1) */
@@ -81,7 +87,9 @@ typedef struct {
     bool enable_prefix_caching;
     bool async_scheduling;
     int max_waiting; /* submissions beyond this many waiting are refused (0 = no limit) */
-    /* The model's bytes of a token, for stop strings (NULL: stop strings are refused). */
+    /* The model's bytes of a token, for stop strings (NULL: stop strings are refused). Special
+     * tokens must give none: stop strings match the text a client sees, which never shows them
+     * (the API cuts the same bytes, counting special tokens as empty). */
     const char *(*token_bytes)(void *ctx, int32_t id, size_t *len);
     void *token_bytes_ctx;
     /* The tokenizer's vocabulary trie for structured output (NULL: constrained requests are

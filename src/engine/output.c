@@ -26,6 +26,16 @@ static void check_stop_strings(engine *e, seq *s, int32_t tok) {
     if (!bytes) n = 0;
     int64_t before = s->n_output > 1 ? s->text_ends[s->n_output - 2] : 0;
     seq_note_text_end(s, before + (int64_t)n);
+    if (s->stop_body_token) {
+        /* Only message bodies are matched, each from a fresh state: a body opens after its
+         * token and closes at the next special token (no bytes). */
+        if (tok == s->stop_body_token || n == 0) {
+            s->in_stop_body = tok == s->stop_body_token;
+            memset(s->stop_state, 0, (size_t)s->stops->n * sizeof *s->stop_state);
+            return;
+        }
+        if (!s->in_stop_body) return;
+    }
     size_t trim = 0;
     int k = stop_set_feed(s->stops, s->stop_state, bytes, n, &trim);
     if (k >= 0) {

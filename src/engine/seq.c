@@ -97,6 +97,7 @@ seq *seq_create(const engine_request *r, int index, seq *parent, int max_model_l
     else if (r->n_stop_strings > 0)
         s->stops = stop_set_new(r->stop_strings, r->n_stop_strings);
     if (s->stops) s->stop_state = xcalloc((size_t)s->stops->n, sizeof *s->stop_state);
+    s->stop_body_token = r->stop_body_token;
     s->stop_token = -1;
     s->stop_string = -1;
     s->on_output = r->on_output;

@@ -8,6 +8,11 @@
 #include "base/timeutil.h"
 
 static const char *token_bytes(void *ctx, int32_t id, size_t *len) {
+    /* Special tokens are not text a client sees: stop strings never match them. */
+    if (tokenizer_is_special(ctx, id)) {
+        *len = 0;
+        return NULL;
+    }
     return tokenizer_token_bytes(ctx, id, len);
 }
 

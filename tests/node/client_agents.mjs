@@ -12,8 +12,9 @@ const client = new OpenAI({ baseURL: `${BASE}/v1`, apiKey: SDK_KEY, maxRetries: 
 
 // strict: false. The SDK marks tools strict by default, and the server now enforces strict
 // arguments (structured outputs): the random model then writes the tool's JSON for real, and its
-// strings rarely close within a turn's token budget, while the vowel stop strings below would cut
-// the harmony headers of a constrained call. Strict enforcement is tested by test_server_structured
+// strings rarely close within a turn's token budget, while the vowel stop strings below would end
+// the arguments' JSON early (stop strings match message bodies only, never harmony headers, but an
+// argument body is one). Strict enforcement is tested by test_server_structured
 // (1,000 requests checked by ajv); here the SDK's tool loop is what is under test.
 const weather = tool({
   name: 'weather',
