@@ -7,6 +7,8 @@ set -uo pipefail
 out=${OUT:-/tmp/gpu-out}
 mkdir -p "$out"
 export LD_LIBRARY_PATH="$PWD/.devcarry/lib:${LD_LIBRARY_PATH:-}"
+# The tokenizer prepare.sh carries (gpu_test_masked_sampling needs it).
+[ -d .devcarry/cache ] && export GPTOSS_CACHE=${GPTOSS_CACHE:-$PWD/.devcarry/cache}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee "$out/gpu.txt"
 echo "commit $(cat .devcarry/commit.txt 2>/dev/null)" | tee -a "$out/gpu.txt"
 mode=${1:-all}            # test | bench | all
@@ -16,7 +18,9 @@ summary=""
 [ "$mode" = bench ] || for t in .devcarry/bin/gpu_test_*; do
   [ -x "$t" ] || continue
   name=$(basename "$t")
-  if timeout "$tlimit" "$t" >"$out/$name.log" 2>&1; then r=PASS; else r="FAIL($?)"; fi
+  timeout "$tlimit" "$t" >"$out/$name.log" 2>&1
+  rc=$?
+  case $rc in 0) r=PASS ;; 77) r=SKIP ;; *) r="FAIL($rc)" ;; esac
   summary+="$name: $r"$'\n'
   tail -5 "$out/$name.log"
 done

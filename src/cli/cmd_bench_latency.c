@@ -49,7 +49,7 @@ static const char USAGE[] =
     "                            [--warmup 3] [--prefill 1024,8192] [--output-json FILE]\n"
     "                            [--gpu-memory-utilization F] [--max-cudagraph-capture-size N]\n"
     "                            [--enforce-eager] [--kv-cache-dtype auto|bf16|fp8|fp8_e4m3]\n"
-    "                            [--bandwidth GB/s] [--flops TFLOP/s]\n"
+    "                            [--bandwidth GB/s] [--flops TFLOP/s] [--constrained]\n"
     "In-process decode tokens/s at each batch size (context C, KV filled by a prefill first; "
     "median\n"
     "step time from launch to wait) and prefill tokens/s for each prompt length, with the fraction "
@@ -59,6 +59,9 @@ static const char USAGE[] =
     "CUDA graphs: decode batches up to --max-cudagraph-capture-size (default 512; 0 = none) "
     "replay\n"
     "them; --enforce-eager runs without any.\n"
+    "--constrained gives every decode row a structured-output token mask (one allowing every 8th\n"
+    "token, published before the step as the engine publishes masks while it runs): the cost of\n"
+    "constrained sampling, on the host (default) or on the device (GPTOSS_GPU_MASKS=1).\n"
     "--kv-cache-dtype fp8 stores K and V as e4m3 (the roofline then counts 1 byte an element);\n"
     "the JSON records it as \"kv_cache_dtype\".\n";
 
@@ -253,7 +256,35 @@ typedef struct {
     const char *kv_name; /* --kv-cache-dtype as given */
     int kv_dtype;        /* BACKEND_KV_AUTO or BACKEND_KV_FP8 */
     long kv_tokens;      /* CUDA: tokens the KV cache holds (from the backend) */
+    bool constrained;    /* --constrained: decode rows carry a token mask */
 } bench_opts;
+
+/* --constrained: every decode row gets the same mask, allowing every 8th token (a grammar's mask is
+ * usually far sparser; the sampling cost does not depend on how many tokens it allows). The gate is
+ * open before the step: the engine publishes masks while the forward pass runs, long before the
+ * logits exist, so the sampler never waits for them. */
+typedef struct {
+    step_masks m;
+    uint32_t *words;
+    const uint32_t **rows;
+} bench_masks;
+
+static void bench_masks_init(bench_masks *bm, int vocab, int rows) {
+    step_masks_init(&bm->m);
+    bm->m.words = (size_t)(vocab + 31) / 32;
+    bm->words = xcalloc(bm->m.words, sizeof *bm->words);
+    for (int t = 0; t < vocab; t += 8) bm->words[t / 32] |= 1u << (t % 32);
+    bm->rows = xmalloc((size_t)(rows > 0 ? rows : 1) * sizeof *bm->rows);
+    for (int i = 0; i < rows; i++) bm->rows[i] = bm->words;
+    bm->m.rows = bm->rows;
+    bm->m.n_rows = rows;
+    step_masks_publish(&bm->m);
+}
+
+static void bench_masks_free(bench_masks *bm) {
+    step_masks_destroy(&bm->m);
+    free(bm->words), free((void *)bm->rows);
+}
 
 /* What "kv_cache_dtype" records: the element type the backend really keeps. */
 static const char *kv_label(const bench_opts *o) {
@@ -365,6 +396,8 @@ static int bench_run(bench_opts *o, bench_line **lines_out, int *n_lines_out,
     }
 
     /* Decode, each batch size from position C on. */
+    bench_masks bm;
+    if (o->constrained) bench_masks_init(&bm, V, bmax);
     for (int bi = 0; bi < o->n_batches && rc == 0; bi++) {
         const int B = o->batches[bi];
         for (int k = 0; k < B; k++) seq[k] = k;
@@ -372,7 +405,12 @@ static int bench_run(bench_opts *o, bench_line **lines_out, int *n_lines_out,
         for (int j = 0; j < decode_total && rc == 0; j++) {
             double dt;
             sb_build(&sb, &L, seq, B, C + j, 1, NULL, V);
+            if (o->constrained) {
+                for (int k = 0; k < B; k++) sb.b.params[k].constrained = true;
+                sb.b.masks = &bm.m;
+            }
             rc = run_step(ops, be, &sb, &dt);
+            sb.b.masks = NULL;
             if (j >= o->warmup) times[nt++] = dt;
         }
         if (rc) break;
@@ -386,7 +424,8 @@ static int bench_run(bench_opts *o, bench_line **lines_out, int *n_lines_out,
         roofline_out ro;
         roofline_decode(c, &in, &ro);
         bench_line *ln = &lines[n_lines++];
-        ln->phase = "decode", ln->batch = B, ln->context = C, ln->tokens = B;
+        ln->phase = o->constrained ? "decode constrained" : "decode", ln->batch = B,
+        ln->context = C, ln->tokens = B;
         ln->seconds = med, ln->tokens_per_s = B / med, ln->roofline_tps = ro.tokens_per_second;
         fprintf(stderr,
                 "bench: decode B=%d: %.2f ms/step, %.0f tokens/s (%.0f%% of the roofline)\n", B,
@@ -432,6 +471,7 @@ static int bench_run(bench_opts *o, bench_line **lines_out, int *n_lines_out,
 #endif
     ops->destroy(be);
     sb_free(&sb);
+    if (o->constrained) bench_masks_free(&bm);
     free(prompt), free(seq), free(times);
     *lines_out = lines, *n_lines_out = n_lines;
     return rc;
@@ -514,6 +554,8 @@ static int bench_latency(int argc, char **argv) {
                 return args_fail(&a);
             if (o.graphs == 0)
                 o.graphs = -1; /* 0 here means off; the backend's 0 means its default */
+        } else if (args_flag(&a, "--constrained")) {
+            o.constrained = true;
         } else if (args_flag(&a, "--enforce-eager")) {
             o.eager = true;
         } else if (args_opt(&a, "--kv-cache-dtype", &o.kv_name)) {

@@ -48,8 +48,8 @@ struct seq {
     int max_tokens;
     int32_t *stop_ids;
     int n_stop_ids;
-    stop_set *stops;      /* the request's stop strings, shared by its sequences; NULL: none */
-    uint32_t *stop_state; /* per stop string: its matcher's state over the generated text */
+    stop_set *stops;         /* the request's stop strings, shared by its sequences; NULL: none */
+    uint32_t *stop_state;    /* per stop string: its matcher's state over the generated text */
     int32_t stop_body_token; /* engine_request.stop_body_token */
     bool in_stop_body;       /* with stop_body_token: inside a message body */
     engine_output_fn on_output;

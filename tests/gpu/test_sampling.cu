@@ -5,6 +5,9 @@
  * (seed, position) (a few may differ where u * z lies within rounding of a boundary, sampling.h), the
  * slot's last token updated, the logprob and the top-K ids and logprobs (sampled distribution and
  * prompt) within 1e-4; the output record poisoned with NaN first.
+ * Structured output's masks (sampling_mask_launch): the masked rows equal step_mask_apply's bit
+ * for bit (sparse, dense and single-token masks, a mask shorter than the vocabulary, rows without a
+ * mask untouched), and sampling the masked rows gives sampler.c's token, always an allowed one.
  * --bench times launches of 1 … 256 rows of the real vocabulary: plain greedy (the fast path),
  * temperature draws, and temperature with 20 top logprobs. --seed N reproduces a run. */
 #include "gpu_check.h"
@@ -14,6 +17,7 @@
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 extern "C" {
 #include "step/sampler.h"
+#include "step/step_masks.h"
 }
 #pragma GCC diagnostic pop
 #include "backend/cuda/sampling.h"
@@ -187,6 +191,121 @@ static void check_sampling(rng_t *rng) {
           draw_mismatch, n_draw);
 }
 
+/* ---- structured output's masks ---- */
+
+static void check_masks(rng_t *rng) {
+    const int Vs[] = {4099, VOCAB};
+    int n_checked = 0, n_draw = 0, draw_mismatch = 0;
+    for (int vi = 0; vi < 2; vi++) {
+        const int V = Vs[vi], R = 8;
+        /* vi == 0: a mask one word short of the vocabulary (tokens past it are disallowed) */
+        const int words = vi == 0 ? (V + 31) / 32 - 1 : (V + 31) / 32;
+        std::vector<float> x((size_t)R * V);
+        for (auto &v : x) v = 2.0f * rng_normal(rng);
+        std::vector<uint32_t> masks((size_t)R * words, 0u);
+        std::vector<int32_t> mask_of_row(R);
+        for (int r = 0; r < R; r++) {
+            uint32_t *m = masks.data() + (size_t)r * words;
+            switch (r % 4) {
+            case 0: /* sparse: a few dozen tokens, as a JSON grammar allows */
+                for (int k = 0; k < 40; k++) {
+                    const int t = (int)rng_below(rng, (uint64_t)words * 32);
+                    m[t >> 5] |= 1u << (t & 31);
+                }
+                break;
+            case 1: /* dense: most tokens */
+                for (int w = 0; w < words; w++) m[w] = (uint32_t)rng_next(rng) | 0x11111111u;
+                break;
+            case 2: { /* one token */
+                const int t = (int)rng_below(rng, (uint64_t)std::min(V, words * 32));
+                m[t >> 5] = 1u << (t & 31);
+                break;
+            }
+            default: /* none: the row is sampled as it is */
+                break;
+            }
+            /* rows 3 and 7 have no mask; the mask tables are used out of order */
+            mask_of_row[r] = r % 4 == 3 ? -1 : (r + 4) % R;
+        }
+        /* mask_of_row points at another row's slot: move the masks there */
+        std::vector<uint32_t> table((size_t)R * words, 0u);
+        for (int r = 0; r < R; r++)
+            if (mask_of_row[r] >= 0)
+                memcpy(table.data() + (size_t)mask_of_row[r] * words,
+                       masks.data() + (size_t)r * words, (size_t)words * 4);
+        float *d_x = (float *)gpu_upload(x.data(), x.size() * sizeof(float));
+        int32_t *d_map = (int32_t *)gpu_upload(mask_of_row.data(), R * sizeof(int32_t));
+        uint32_t *d_masks = (uint32_t *)gpu_upload(table.data(), table.size() * 4);
+        CUDA_CHECK(sampling_mask_launch(d_x, V, R, d_map, d_masks, words, 0));
+        CUDA_CHECK(cudaDeviceSynchronize());
+        std::vector<float> got(x.size());
+        CUDA_CHECK(cudaMemcpy(got.data(), d_x, got.size() * sizeof(float), cudaMemcpyDeviceToHost));
+
+        /* The masked rows, sampled: greedy rows 0-3, temperature rows 4-7. */
+        std::vector<gpu_row> rows(R);
+        for (int r = 0; r < R; r++) {
+            memset(&rows[r], 0, sizeof rows[r]);
+            rows[r].tok = r, rows[r].slot = r;
+            rows[r].mode = r < 4 ? GPU_ROW_GREEDY : GPU_ROW_TEMP;
+            rows[r].temperature = 0.8f, rows[r].lp_k = r % 2 ? 3 : 0;
+            rows[r].seed = rng_next(rng), rows[r].output_pos = (uint64_t)r;
+        }
+        gpu_row *d_rows = (gpu_row *)gpu_upload(rows.data(), R * sizeof(gpu_row));
+        gpu_row_out *d_out = (gpu_row_out *)gpu_alloc(R * sizeof(gpu_row_out));
+        int32_t *d_slot = (int32_t *)gpu_alloc(R * sizeof(int32_t));
+        const size_t ws_bytes = sampling_workspace_bytes(R);
+        void *d_ws = gpu_alloc(ws_bytes);
+        CUDA_CHECK(cudaMemset(d_ws, 0, ws_bytes));
+        gpu_poison(d_out, R * sizeof(gpu_row_out));
+        CUDA_CHECK(sampling_launch(d_x, V, d_rows, R, d_out, d_slot, R, d_ws, R, 0));
+        CUDA_CHECK(cudaDeviceSynchronize());
+        std::vector<gpu_row_out> outs(R);
+        CUDA_CHECK(cudaMemcpy(outs.data(), d_out, R * sizeof(gpu_row_out), cudaMemcpyDeviceToHost));
+        cudaFree(d_x), cudaFree(d_map), cudaFree(d_masks), cudaFree(d_rows), cudaFree(d_out),
+            cudaFree(d_slot), cudaFree(d_ws);
+
+        for (int r = 0; r < R; r++) {
+            float *want = x.data() + (size_t)r * V;
+            const uint32_t *m = masks.data() + (size_t)r * words;
+            if (mask_of_row[r] >= 0) step_mask_apply(want, V, m, (size_t)words);
+            CHECK(!memcmp(want, got.data() + (size_t)r * V, (size_t)V * sizeof(float)),
+                  "V %d row %d (mask %d): the masked logits differ from step_mask_apply's", V, r,
+                  mask_of_row[r]);
+            sampling_params p = sampling_params_default();
+            p.temperature = rows[r].mode == GPU_ROW_GREEDY ? 0.0f : rows[r].temperature;
+            p.logprobs = rows[r].lp_k;
+            std::vector<int32_t> ids(GPU_TOPK_MAX + 1);
+            std::vector<float> lps(GPU_TOPK_MAX + 1);
+            sample_out so;
+            memset(&so, 0, sizeof so);
+            so.top_ids = ids.data(), so.top_logprobs = lps.data();
+            const int32_t tok =
+                sampler_draw(want, V, &p, rows[r].seed, (int64_t)rows[r].output_pos, &so);
+            const int32_t gt = outs[r].token;
+            const bool allowed =
+                gt >= 0 && gt < V &&
+                (mask_of_row[r] < 0 || (gt < words * 32 && (m[gt >> 5] >> (gt & 31) & 1u)));
+            CHECK(allowed, "V %d row %d: the GPU sampled token %d, which its mask does not allow",
+                  V, r, gt);
+            const bool draw = rows[r].mode == GPU_ROW_TEMP;
+            n_draw += draw;
+            if (gt != tok) {
+                if (draw) draw_mismatch++;
+                CHECK(draw, "V %d row %d (greedy): GPU token %d, CPU %d", V, r, gt, tok);
+                continue;
+            }
+            const bool lp_ok = (isinf(so.logprob) && outs[r].logprob == so.logprob) ||
+                               fabsf(outs[r].logprob - so.logprob) <= 1e-4f;
+            CHECK(lp_ok, "V %d row %d: logprob %.7g vs %.7g", V, r, outs[r].logprob, so.logprob);
+            n_checked++;
+        }
+    }
+    printf("masks: %d masked rows sampled as sampler.c does, %d of %d draws differ\n", n_checked,
+           draw_mismatch, n_draw);
+    CHECK(draw_mismatch <= 1, "%d of %d masked temperature draws differ from sampler.c",
+          draw_mismatch, n_draw);
+}
+
 /* ---- --bench ---- */
 
 /* One launch of the first n_rows rows of x (the real vocabulary), all of one kind, timed by graph
@@ -255,6 +374,7 @@ int main(int argc, char **argv) {
     rng_t rng;
     rng_seed(&rng, seed);
     check_sampling(&rng);
+    check_masks(&rng);
     if (gpu_test_flag(argc, argv, "--bench")) bench(seed, &rng);
     return check_report("test_sampling");
 }

@@ -227,6 +227,11 @@ static int create_inner(struct backend *b, const backend_options *opt) {
     if (kv_alloc(b, opt)) return -1;
     CU(cudaStreamSynchronize(b->stream));
 
+    /* Off by default until measured on the H200 (runner_masked.c). */
+    const char *gm = getenv("GPTOSS_GPU_MASKS");
+    b->gpu_masks = gm && !strcmp(gm, "1");
+    if (b->gpu_masks) log_info("cuda backend: constrained rows are sampled on the device");
+
     char graphs[48] = "off";
     if (b->graphs.max_size) snprintf(graphs, sizeof graphs, "up to batch %d", b->graphs.max_size);
     log_info("cuda backend: %s (%d SMs): weights %.2f GB, activations %.2f GB (steps of %d "
@@ -319,6 +324,8 @@ void cuda_backend_get_stats(const backend *b, cuda_backend_stats *out) {
     out->kv_fp8 = b->dims.kv_fp8;
     out->kv_tokens = (long)b->num_full * b->block_size;
     out->graph_max_batch = b->graphs.max_size;
+    out->host_sampled_rows = b->host_rows_total;
+    out->device_masked_rows = b->masked.rows_total;
 }
 
 const backend_ops cuda_backend_ops = {

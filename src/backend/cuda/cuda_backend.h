@@ -22,6 +22,8 @@ typedef struct {
     int kv_fp8;     /* the KV cache holds e4m3 (--kv-cache-dtype fp8) */
     long kv_tokens; /* tokens the full-attention pool holds */
     int graph_max_batch;
+    long host_sampled_rows;  /* rows sampled on the host from a copy (penalties, filters, ...) */
+    long device_masked_rows; /* constrained rows sampled on the device (GPTOSS_GPU_MASKS=1) */
 } cuda_backend_stats;
 
 void cuda_backend_get_stats(const backend *b, cuda_backend_stats *out);

@@ -68,14 +68,16 @@ static bool wants_prompt(const step_batch *st, int i) {
 
 /* Where a sampled row is sampled (sampling_params.h's pipeline decides what the GPU can do alone).
  */
-static int row_mode_for(const sampling_params *p, int V) {
+static int row_mode_for(const sampling_params *p, int V, bool gpu_masks) {
     const float rep = p->repetition_penalty, fr = p->frequency_penalty, pr = p->presence_penalty;
     const bool penalised = (p->n_logit_bias > 0 && p->logit_bias) ||
                            (isfinite(rep) && rep > 0 && rep != 1.0f) || (isfinite(fr) && fr != 0) ||
                            (isfinite(pr) && pr != 0);
     const bool filtered = (p->top_k > 0 && p->top_k < V) || p->top_p < 1.0f || p->min_p > 0;
-    /* Constrained rows (structured output) take their token mask on the host (step_masks.h). */
-    if (penalised || p->constrained || p->logprobs > GPU_TOPK_MAX) return GPU_ROW_HOST;
+    /* Constrained rows (structured output) take their token mask on the host (step_masks.h), or
+     * with GPTOSS_GPU_MASKS=1 on the device at wait (runner_masked.c). */
+    if (penalised || (p->constrained && !gpu_masks) || p->logprobs > GPU_TOPK_MAX)
+        return GPU_ROW_HOST;
     if (!(p->temperature > 0)) return GPU_ROW_GREEDY; /* filters do not apply to greedy */
     return filtered ? GPU_ROW_HOST : GPU_ROW_TEMP;
 }
@@ -148,6 +150,7 @@ static void book_reserve(step_book *k, int rows, int seqs) {
         int cap = rows > 2 * k->cap_rows ? rows : 2 * k->cap_rows;
         k->row_mode = xrealloc(k->row_mode, (size_t)cap * sizeof *k->row_mode);
         k->row_host = xrealloc(k->row_host, (size_t)cap * sizeof *k->row_host);
+        k->row_masked = xrealloc(k->row_masked, (size_t)cap * sizeof *k->row_masked);
         k->cap_rows = cap;
     }
     if (seqs > k->cap_seqs) {
@@ -158,7 +161,7 @@ static void book_reserve(step_book *k, int rows, int seqs) {
     }
 }
 
-static int pinned_reserve(void **p, size_t *cap, size_t need) {
+int runner_pinned_reserve(void **p, size_t *cap, size_t need) {
     if (need <= *cap && *p) return 0;
     size_t n = need > 2 * *cap ? need : 2 * *cap;
     if (*p) cudaFreeHost(*p);
@@ -168,7 +171,7 @@ static int pinned_reserve(void **p, size_t *cap, size_t need) {
     return 0;
 }
 
-static int device_reserve(void **p, size_t *cap, size_t need) {
+int runner_device_reserve(void **p, size_t *cap, size_t need) {
     if (need <= *cap && *p) return 0;
     size_t n = need > 2 * *cap ? need : 2 * *cap;
     if (*p) cudaFree(*p);
@@ -178,9 +181,10 @@ static int device_reserve(void **p, size_t *cap, size_t need) {
     return 0;
 }
 
-/* Fills one row descriptor for token t of sequence i; returns its mode. */
+/* Fills one row descriptor for token t of sequence i; returns its mode (RUNNER_ROW_MASKED for a
+ * constrained row sampled at wait: its descriptor here is NONE). */
 static int fill_row(struct backend *b, const step_batch *st, int i, int t, gpu_row *row,
-                    int32_t *host_idx) {
+                    int32_t *host_idx, int32_t *masked_idx) {
     const sampling_params *p = &st->params[i];
     memset(row, 0, sizeof *row);
     row->tok = t;
@@ -192,14 +196,26 @@ static int fill_row(struct backend *b, const step_batch *st, int i, int t, gpu_r
                          : st->prompt_next              ? st->prompt_next[i]
                                                         : -1;
     *host_idx = -1;
+    *masked_idx = -1;
     if (st->sample[i] && t == st->query_start[i + 1] - 1) {
-        row->mode = row_mode_for(p, b->V);
+        row->mode = row_mode_for(p, b->V, b->gpu_masks);
         row->temperature = p->temperature;
         row->lp_k = p->logprobs < GPU_TOPK_MAX ? (p->logprobs > 0 ? p->logprobs : 0) : GPU_TOPK_MAX;
         row->slot = st->slot[i];
         row->seed = p->seed;
         row->output_pos = (uint64_t)(int64_t)st->output_len[i];
-        if (row->mode == GPU_ROW_HOST) *host_idx = b->book.n_host++;
+        if (row->mode == GPU_ROW_HOST) {
+            *host_idx = b->book.n_host++;
+        } else if (p->constrained && row->mode != GPU_ROW_NONE) {
+            /* sampled at wait, with its mask (runner_masked.c); the prompt logprobs stay here */
+            *masked_idx = runner_masked_add(b, i, row);
+            if (*masked_idx >= 0) {
+                row->mode = GPU_ROW_NONE, row->slot = -1, row->lp_k = 0;
+                return RUNNER_ROW_MASKED;
+            }
+            row->mode = GPU_ROW_HOST; /* no room reserved: cannot happen; the host path is right */
+            *host_idx = b->book.n_host++;
+        }
     }
     return row->mode;
 }
@@ -242,10 +258,10 @@ int runner_launch(struct backend *b, const step_batch *st) {
               ss = graph ? gc->swa_stride : st->swa_stride;
     up_layout L;
     up_layout_compute(&L, np, Tp, fs, ss, n_work, n_work, rows_dev, b->n_fix);
-    if (pinned_reserve((void **)&b->up_host, &b->up_host_cap, L.total)) return -1;
+    if (runner_pinned_reserve((void **)&b->up_host, &b->up_host_cap, L.total)) return -1;
     if (graph && L.total > gc->up_bytes)
         return err_set("cuda backend: graph step layout exceeds its buffer");
-    if (!graph && device_reserve(&b->up_dev, &b->up_dev_cap, L.total)) return -1;
+    if (!graph && runner_device_reserve(&b->up_dev, &b->up_dev_cap, L.total)) return -1;
     unsigned char *dev = graph ? gc->up_dev : b->up_dev;
 
     /* Tokens. */
@@ -293,6 +309,10 @@ int runner_launch(struct backend *b, const step_batch *st) {
     }
 
     /* Rows. */
+    int n_constrained = 0;
+    for (int i = 0; i < n && b->gpu_masks; i++)
+        n_constrained += st->sample[i] && st->params[i].constrained;
+    if (runner_masked_reserve(b, n_constrained)) return -1;
     gpu_row *rows = AT(gpu_row, L, UP_ROWS);
     int r = 0;
     for (int i = 0; i < n; i++) {
@@ -301,21 +321,23 @@ int runner_launch(struct backend *b, const step_batch *st) {
         if (graph) { /* row i is token i; a sequence that needs nothing keeps an idle row */
             bk->seq_row0[i] = i, bk->seq_nrows[i] = t0 < q1;
             if (t0 < q1) {
-                bk->row_mode[i] = fill_row(b, st, i, t0, &rows[i], &bk->row_host[i]);
+                bk->row_mode[i] =
+                    fill_row(b, st, i, t0, &rows[i], &bk->row_host[i], &bk->row_masked[i]);
             } else {
                 memset(&rows[i], 0, sizeof rows[i]);
                 rows[i].tok = i, rows[i].slot = -1, bk->row_mode[i] = GPU_ROW_NONE,
-                bk->row_host[i] = -1;
+                bk->row_host[i] = -1, bk->row_masked[i] = -1;
             }
             continue;
         }
         bk->seq_row0[i] = r, bk->seq_nrows[i] = q1 - t0;
         for (int t = t0; t < q1; t++, r++)
-            bk->row_mode[r] = fill_row(b, st, i, t, &rows[r], &bk->row_host[r]);
+            bk->row_mode[r] = fill_row(b, st, i, t, &rows[r], &bk->row_host[r], &bk->row_masked[r]);
     }
     for (int k = graph ? n : r; k < rows_dev; k++) { /* graph padding */
         memset(&rows[k], 0, sizeof rows[k]);
-        rows[k].tok = k, rows[k].slot = -1, bk->row_mode[k] = GPU_ROW_NONE, bk->row_host[k] = -1;
+        rows[k].tok = k, rows[k].slot = -1, bk->row_mode[k] = GPU_ROW_NONE, bk->row_host[k] = -1,
+        bk->row_masked[k] = -1;
     }
 
     /* Tokens sampled on the host last step, for the device's slot_last. */
@@ -324,11 +346,11 @@ int runner_launch(struct backend *b, const step_batch *st) {
     b->n_fix = 0;
 
     /* Host-side result buffers. */
-    if (pinned_reserve((void **)&b->outs_host, &b->outs_host_bytes,
-                       (size_t)(rows_dev > 0 ? rows_dev : 1) * sizeof(gpu_row_out)))
+    if (runner_pinned_reserve((void **)&b->outs_host, &b->outs_host_bytes,
+                              (size_t)(rows_dev > 0 ? rows_dev : 1) * sizeof(gpu_row_out)))
         return -1;
-    if (bk->n_host && pinned_reserve((void **)&b->hl_host, &b->hl_host_bytes,
-                                     (size_t)bk->n_host * b->V * sizeof(float)))
+    if (bk->n_host && runner_pinned_reserve((void **)&b->hl_host, &b->hl_host_bytes,
+                                            (size_t)bk->n_host * b->V * sizeof(float)))
         return -1;
 
     /* The plan. */
@@ -385,6 +407,7 @@ int runner_launch(struct backend *b, const step_batch *st) {
                 CU(cudaMemcpyAsync(b->hl_host + (size_t)bk->row_host[i] * b->V,
                                    b->ws.logits + (size_t)i * b->V, rowb, cudaMemcpyDeviceToHost,
                                    b->stream));
+            if (bk->row_masked[i] >= 0 && runner_masked_copy(b, bk->row_masked[i], i)) return -1;
             if (b->dbg_logits && k < b->dbg_cap)
                 CU(cudaMemcpyAsync(b->dbg_logits + (size_t)k * b->V,
                                    b->ws.logits + (size_t)i * b->V, rowb, cudaMemcpyDeviceToHost,
@@ -435,6 +458,7 @@ int runner_collect(struct backend *b, step_result *res) {
     if (e != cudaSuccess)
         return err_set("cuda backend: the step failed on the device: %s", cudaGetErrorString(e));
     const step_book *bk = &b->book;
+    if (runner_masked_sample(b, st)) return -1;
     res->seqs = xcalloc((size_t)st->n_seqs, sizeof *res->seqs);
     for (int i = 0; i < st->n_seqs; i++) {
         seq_result *out = &res->seqs[i];
@@ -465,8 +489,11 @@ int runner_collect(struct backend *b, step_result *res) {
             out->token = step_sample_row(st, i, b->hl_host + (size_t)bk->row_host[r] * b->V, b->V,
                                          b->slot_last_host[st->slot[i]], out);
             add_fixup(b, st->slot[i], out->token);
+            b->host_rows_total++;
         } else {
-            const gpu_row_out *ro = &b->outs_host[r];
+            const gpu_row_out *ro = bk->row_mode[r] == RUNNER_ROW_MASKED
+                                        ? &b->masked.outs_host[bk->row_masked[r]]
+                                        : &b->outs_host[r];
             out->token = ro->token;
             out->logprob = ro->logprob;
             out->n_top = p->logprobs > 0 ? ro->n_top : 0;
@@ -481,7 +508,9 @@ int runner_collect(struct backend *b, step_result *res) {
 
 void runner_free(struct backend *b) {
     step_book *k = &b->book;
-    free(k->row_mode), free(k->row_host), free(k->seq_row0), free(k->seq_nrows);
+    free(k->row_mode), free(k->row_host), free(k->row_masked), free(k->seq_row0),
+        free(k->seq_nrows);
+    runner_masked_free(b);
     memset(k, 0, sizeof *k);
     if (b->up_host) cudaFreeHost(b->up_host);
     if (b->outs_host) cudaFreeHost(b->outs_host);

@@ -158,10 +158,15 @@ typedef struct {
 
 /* ---- per-step host bookkeeping (built at launch, read at wait) ---- */
 
+/* A row mode of the bookkeeping only (the device sees GPU_ROW_NONE): a constrained row sampled at
+ * wait with its mask (runner_masked.c). */
+enum { RUNNER_ROW_MASKED = 16 };
+
 typedef struct {
     int n_rows, cap_rows; /* device rows of the step (graphs: one per padded token) */
     int32_t *row_mode;    /* enum gpu_row_mode of each row */
     int32_t *row_host;    /* index into the host logits copy for GPU_ROW_HOST rows, else -1 */
+    int32_t *row_masked;  /* index among the masked rows (runner_masked.c), else -1 */
     int n_host;
     int cap_seqs;
     int32_t *seq_row0;  /* first row of each sequence */
@@ -169,6 +174,23 @@ typedef struct {
     int n_out_rows;     /* rows whose results are read back (graphs: the real sequences') */
     bool graph;         /* replayed or captured: rows are per sequence, not compacted */
 } step_book;
+
+/* ---- structured output's masks on the device (runner_masked.c) ---- */
+
+typedef struct {
+    int n, cap;          /* masked rows of the step in flight */
+    int32_t *seq;        /* [cap] their sequence */
+    gpu_row *desc;       /* [cap] their descriptors for the sampling at wait */
+    float *logits;       /* device [cap][V]: their logits, copied aside as the lm_head makes them */
+    size_t logits_bytes; /* of logits */
+    unsigned char *up_host; /* pinned: descriptors, mask_of_row, masks */
+    size_t up_host_cap;
+    void *up_dev;
+    size_t up_dev_cap;
+    gpu_row_out *outs_dev, *outs_host; /* [cap] each */
+    size_t outs_dev_bytes, outs_host_bytes;
+    long rows_total; /* rows sampled so far (cuda_backend_get_stats) */
+} runner_masked;
 
 /* ---- the backend ---- */
 
@@ -205,7 +227,12 @@ struct backend {
     size_t hl_host_bytes;
 
     step_book book;
-    int32_t *fix; /* (slot, token) pairs sampled on the host, applied at the next launch */
+    /* GPTOSS_GPU_MASKS=1 (off by default until measured on the H200): constrained rows are sampled
+     * on the device with their mask (runner_masked.c) instead of from a host copy of the row. */
+    bool gpu_masks;
+    runner_masked masked;
+    long host_rows_total; /* rows sampled on the host so far (cuda_backend_get_stats) */
+    int32_t *fix;         /* (slot, token) pairs sampled on the host, applied at the next launch */
     int n_fix, cap_fix;
 
     float *dbg_logits; /* test hook: every logits row also copied here */

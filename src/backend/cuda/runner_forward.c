@@ -9,7 +9,7 @@
  * reads about the step comes from the fwd_plan (device pointers into the uploaded step). */
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/norm.h"
-#include "backend/cuda/runner.h"
+#include "backend/cuda/runner_internal.h"
 #include "backend/cuda/step_kernels.h"
 
 /* Host copies of the rows the host samples, and the test hook's copy of every row, for rows
@@ -17,12 +17,15 @@
  * runner_launch). */
 static int copy_rows_out(struct backend *b, int r0, int nr) {
     const size_t rowb = (size_t)b->V * sizeof(float);
-    for (int r = r0; r < r0 + nr && b->book.n_host > 0; r++) {
+    for (int r = r0; r < r0 + nr && (b->book.n_host > 0 || b->masked.n > 0); r++) {
         const int hi = b->book.row_host[r];
         if (hi >= 0)
             CU(cudaMemcpyAsync(b->hl_host + (size_t)hi * b->V,
                                b->ws.logits + (size_t)(r - r0) * b->V, rowb, cudaMemcpyDeviceToHost,
                                b->stream));
+        /* a constrained row sampled at wait: its logits aside, before the next chunk's lm_head */
+        if (b->book.row_masked[r] >= 0 && runner_masked_copy(b, b->book.row_masked[r], r - r0))
+            return -1;
     }
     if (b->dbg_logits && r0 < b->dbg_cap) {
         const int m = r0 + nr <= b->dbg_cap ? nr : b->dbg_cap - r0;

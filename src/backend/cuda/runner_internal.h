@@ -4,6 +4,7 @@
  *   runner_forward.c    the forward pass as a sequence of kernel calls
  *   runner_workspace.c  the activation workspace: its plan (one allocation carved per array) and
  *                       the MoE plan the workspace is sized for
+ *   runner_masked.c     structured output's constrained rows, sampled on the device at wait
  *
  * The backend's other files see only runner.h. */
 #ifndef GPTOSS_BACKEND_CUDA_RUNNER_INTERNAL_H
@@ -18,5 +19,20 @@ moe_plan runner_moe_plan(const struct backend *b, int T);
 
 /* MoE rows per token in y_slots under plan p (k slots, times the K splits on the small path). */
 int runner_moe_slots(const struct backend *b, const moe_plan *p);
+
+/* Grows a pinned host or device buffer to at least `need` bytes (contents not kept). */
+int runner_pinned_reserve(void **p, size_t *cap, size_t need);
+int runner_device_reserve(void **p, size_t *cap, size_t need);
+
+/* runner_masked.c. At launch: room for n masked rows (b->masked.n is reset to 0); then each masked
+ * row is recorded as its descriptor is filled, and its logits are copied aside from the lm_head
+ * chunk that holds them (row_in_chunk of ws.logits). At wait: the masks (published by then) are
+ * uploaded, applied, and the rows sampled on the device; their results land in masked.outs_host,
+ * and each sampled token in slot_last, as for any device row. */
+int runner_masked_reserve(struct backend *b, int n);
+int runner_masked_add(struct backend *b, int seq, const gpu_row *row);
+int runner_masked_copy(struct backend *b, int k, int row_in_chunk);
+int runner_masked_sample(struct backend *b, const step_batch *st);
+void runner_masked_free(struct backend *b);
 
 #endif

@@ -563,6 +563,35 @@ extern "C" size_t sampling_workspace_bytes(int max_rows) {
     return gf_counters_bytes(max_rows) + (size_t)max_rows * GF_CHUNKS_MAX * sizeof(gf_part);
 }
 
+/* ---- structured output's masks ----
+ *
+ * One thread per token, so that both the mask words (32 lanes share one) and the logits are read and
+ * written coalesced; only disallowed tokens are written. Grid (rows, ceil(V / MK_THREADS)). */
+enum { MK_THREADS = 256 };
+
+__global__ void __launch_bounds__(MK_THREADS)
+    mask_kernel(float *logits, int V, const int32_t *mask_of_row, const uint32_t *masks,
+                int words) {
+    const int row = blockIdx.x, t = blockIdx.y * MK_THREADS + threadIdx.x;
+    const int m = mask_of_row[row];
+    if (m < 0 || t >= V) return;
+    const int w = t >> 5;
+    const uint32_t bits = w < words ? masks[(size_t)m * (size_t)words + (size_t)w] : 0u;
+    if (!(bits >> (t & 31) & 1u)) logits[(size_t)row * (size_t)V + (size_t)t] = -INFINITY;
+}
+
+extern "C" cudaError_t sampling_mask_launch(float *logits, int vocab, int n_rows,
+                                            const int32_t *mask_of_row, const uint32_t *masks,
+                                            int words, cudaStream_t stream) {
+    if (vocab < 1 || n_rows < 0 || words < 0 || !logits || (n_rows && !mask_of_row))
+        return cudaErrorInvalidValue;
+    if (n_rows == 0) return cudaSuccess;
+    const unsigned gy = (unsigned)((vocab + MK_THREADS - 1) / MK_THREADS);
+    mask_kernel<<<dim3((unsigned)n_rows, gy), MK_THREADS, 0, stream>>>(logits, vocab, mask_of_row,
+                                                                       masks, words);
+    return cudaGetLastError();
+}
+
 extern "C" cudaError_t sampling_launch(const float *logits, int vocab, const gpu_row *rows,
                                        int n_rows, gpu_row_out *outs, int32_t *slot_last,
                                        int max_slots, void *workspace, int workspace_rows,

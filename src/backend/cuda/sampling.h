@@ -109,6 +109,15 @@ cudaError_t sampling_launch(const float *logits, int vocab, const gpu_row *rows,
                             gpu_row_out *outs, int32_t *slot_last, int max_slots, void *workspace,
                             int workspace_rows, cudaStream_t stream);
 
+/* Structured output: masks the logits of constrained rows in place, as step_mask_apply does on the
+ * host (step/step_masks.h): row r of logits [n_rows][vocab] with mask_of_row[r] >= 0 takes the mask
+ * masks + mask_of_row[r] * words (bit t of word t / 32 set = token t allowed) and every token it does
+ * not allow becomes -inf, tokens at or past words * 32 included; rows with -1 are left alone. The
+ * host never sends a mask that allows nothing (step_mask_apply leaves such a row unmasked, and so
+ * must the caller: -1). Then sampling_launch samples the rows as usual. Asynchronous on stream. */
+cudaError_t sampling_mask_launch(float *logits, int vocab, int n_rows, const int32_t *mask_of_row,
+                                 const uint32_t *masks, int words, cudaStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif
