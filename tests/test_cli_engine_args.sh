@@ -3,8 +3,8 @@
 # parses them, src/engine/runtime.c builds from them): each command refuses a bad value with the same
 # message and exit 2, refuses an unknown --kv-cache-dtype (with --backend cuda too, which a CPU-only
 # build answers the same way because the dtype check comes first) and runs fp8 on the CPU backend
-# (e4m3 emulation), accepts --enforce-eager and
-# --max-cudagraph-capture-size, and refuses a --max-model-len beyond the KV cache with serve's message.
+# (e4m3 emulation), accepts --enforce-eager, --max-cudagraph-capture-size, --tensor-parallel-size
+# and --enable-expert-parallel (emulated on the CPU backend), and refuses a --max-model-len beyond the KV cache with serve's message.
 set -u
 BIN=${1:?usage: $0 path/to/gptoss [source dir]}
 TMP=$(mktemp -d)
@@ -99,6 +99,35 @@ grep -q '"finish_reason":"length"' "$TMP/out" || fail "generate with graph flags
 "$BIN" bench sweep --model synthetic:tiny --concurrency 1 --isl 4 --osl 2 --prompts-per-concurrency 1 \
   --warmups-per-concurrency 0 --no-progress --enforce-eager --max-cudagraph-capture-size 16 \
   >"$TMP/out" 2>&1 || fail "sweep with graph flags: $(cat "$TMP/out")"
+
+# --tensor-parallel-size / -tp and --enable-expert-parallel: range-checked like every option; a size
+# the model cannot be split by is refused by the backend naming the flag; on the CPU backend (ranks
+# emulated one after the other, partials summed) greedy tokens equal one rank's.
+same_refusal "--tensor-parallel-size 9" --tensor-parallel-size 9
+same_refusal "-tp 0" -tp 0
+printf '{"prompt_ids":[5,6,7,8,9,10],"max_tokens":8}\n{"prompt_ids":[11,12],"max_tokens":8}\n' >"$TMP/tp.jsonl"
+"$BIN" generate --model synthetic:tiny --prompts-file "$TMP/tp.jsonl" >"$TMP/tp1" 2>"$TMP/err" ||
+  fail "generate tp1: $(cat "$TMP/err")"
+for tp in "--tensor-parallel-size 2" "-tp 4" "--tensor-parallel-size 2 --enable-expert-parallel" \
+  "-tp 8 --enable-expert-parallel"; do
+  # shellcheck disable=SC2086
+  "$BIN" generate --model synthetic:tiny --prompts-file "$TMP/tp.jsonl" $tp >"$TMP/tpn" 2>"$TMP/err" ||
+    fail "generate $tp: $(cat "$TMP/err")"
+  grep -q "ranks emulated" "$TMP/err" || fail "generate $tp: no emulation logged: $(cat "$TMP/err")"
+  [ "$(grep -o '"tokens":\[[^]]*\]' "$TMP/tpn")" = "$(grep -o '"tokens":\[[^]]*\]' "$TMP/tp1")" ] &&
+    [ -n "$(grep -o '"tokens":\[[^]]*\]' "$TMP/tp1")" ] ||
+    fail "generate $tp: tokens differ from one rank's: $(cat "$TMP/tpn") vs $(cat "$TMP/tp1")"
+done
+"$BIN" generate --model synthetic:tiny --prompts-file "$TMP/tp.jsonl" -tp 3 >"$TMP/out" 2>&1
+rc=$?
+[ "$rc" = 1 ] && grep -qF -- "--tensor-parallel-size 3 does not divide the model's 8 attention heads" "$TMP/out" ||
+  fail "generate -tp 3: exit $rc: $(cat "$TMP/out")"
+for c in serve generate "bench sweep"; do
+  help=$("$BIN" $c --help)
+  for f in --tensor-parallel-size --enable-expert-parallel; do
+    grep -qF -- "$f" <<<"$help" || fail "$c --help does not mention $f"
+  done
+done
 
 # A --max-model-len the KV cache cannot hold (4 blocks of 32 tokens): the same refusal from the builder
 # for all three (serve logs it and exits 1; generate needs --prompts-file to reach the engine).

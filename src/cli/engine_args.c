@@ -39,6 +39,8 @@ int engine_args_parse(args_t *a, runtime_args *r) {
         {{"--num-kv-blocks", 1, 1 << 24}, &r->num_kv_blocks},
         {{"--block-size", 1, 4096}, &r->block_size},
         {{"--max-cudagraph-capture-size", 0, 65536}, &r->max_cudagraph_capture_size},
+        {{"--tensor-parallel-size", 1, 8}, &r->tensor_parallel_size},
+        {{"-tp", 1, 8}, &r->tensor_parallel_size},
     };
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
         int rc = take_int(a, ints[i].o, ints[i].dst);
@@ -67,5 +69,6 @@ int engine_args_parse(args_t *a, runtime_args *r) {
     if (args_flag(a, "--async-scheduling")) return e->async_scheduling = true, 1;
     if (args_flag(a, "--no-async-scheduling")) return e->async_scheduling = false, 1;
     if (args_flag(a, "--enforce-eager")) return r->enforce_eager = true, 1;
+    if (args_flag(a, "--enable-expert-parallel")) return r->enable_expert_parallel = true, 1;
     return 0;
 }

@@ -34,6 +34,10 @@ int engine_args_parse(args_t *a, runtime_args *r);
     "                                 the tokens; the CPU backend emulates its rounding)\n"        \
     "  --enforce-eager                no CUDA graphs: every step launched kernel by kernel\n"      \
     "  --max-cudagraph-capture-size N decode batches up to N replay CUDA graphs (default 512;\n"   \
-    "                                 0 = none)\n"
+    "                                 0 = none)\n"                                                 \
+    "  --tensor-parallel-size N, -tp N  ranks (1-8; default 1): heads, expert intermediate and\n"  \
+    "                                 vocabulary split over them; the cpu backend emulates them\n" \
+    "                                 one after the other, the cuda backend runs one GPU so far\n" \
+    "  --enable-expert-parallel       split the MoE by experts over the ranks instead\n"
 
 #endif

@@ -84,6 +84,8 @@ void runtime_backend_options(const runtime_args *a, const char *model_dir, backe
     out->enforce_eager = a->enforce_eager;
     const int kv = runtime_kv_dtype(a->kv_cache_dtype);
     out->kv_dtype = kv < 0 ? BACKEND_KV_AUTO : kv; /* runtime_check refused the others */
+    out->tensor_parallel_size = a->tensor_parallel_size > 0 ? a->tensor_parallel_size : 1;
+    out->enable_expert_parallel = a->enable_expert_parallel;
 }
 
 /* The model length the engine gets: by default what the full-attention pool holds (at most the

@@ -34,6 +34,8 @@ typedef struct {
     const char *kv_cache_dtype;     /* --kv-cache-dtype: auto, bf16, fp8 or fp8_e4m3 */
     bool enforce_eager;             /* --enforce-eager: no CUDA graphs */
     int max_cudagraph_capture_size; /* --max-cudagraph-capture-size: 0 = no graphs */
+    int tensor_parallel_size;       /* --tensor-parallel-size / -tp (1) */
+    bool enable_expert_parallel;    /* --enable-expert-parallel */
 } runtime_args;
 
 /* serve's defaults, which every command starts from: the cpu backend, engine_options_default()

@@ -21,6 +21,12 @@ static inline float dense_at(dense_ref r, size_t i) {
     return r.dtype == ST_F32 ? ((const float *)r.data)[i]
                              : bf16_to_f32(((const uint16_t *)r.data)[i]);
 }
+/* The tensor from element i on (a row or column offset into it). */
+static inline dense_ref dense_shift(dense_ref r, size_t i) {
+    dense_ref o = r;
+    o.data = (const char *)r.data + i * (r.dtype == ST_F32 ? 4 : 2);
+    return o;
+}
 /* out[j] = r[offset + j] for j < n, as float32. */
 void dense_read(dense_ref r, size_t offset, size_t n, float *out);
 

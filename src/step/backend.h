@@ -35,6 +35,11 @@ typedef struct {
      * BACKEND_KV_FP8 stores K and V as e4m3 with per-(layer, KV head) scales (CUDA), or rounds them
      * so on the CPU (the reference of the GPU kernels; see backend/cpu/cpu_model.h). */
     int kv_dtype;
+    /* --tensor-parallel-size (0 or 1: one device) and --enable-expert-parallel, as planned by
+     * model/tp_plan.h. The CPU backend emulates the ranks one after the other (the sharding maths,
+     * tested in CI); the CUDA backend runs one GPU so far and refuses more. */
+    int tensor_parallel_size;
+    bool enable_expert_parallel;
 } backend_options;
 
 enum { BACKEND_KV_AUTO = 0, BACKEND_KV_FP8 = 1 };

@@ -183,6 +183,15 @@ static int cpu_create(const backend_options *opt, backend **out) {
         free(b);
         return err_set("cpu backend: more than 64 KV heads");
     }
+    const int tp = opt->tensor_parallel_size > 0 ? opt->tensor_parallel_size : 1;
+    if (cpu_model_set_parallel(&b->m, tp, opt->enable_expert_parallel) != 0) {
+        weights_free(&b->w);
+        free(b);
+        return -1;
+    }
+    if (tp > 1 || opt->enable_expert_parallel)
+        log_info("cpu backend: %d ranks emulated one after the other (%s parallel)", tp,
+                 opt->enable_expert_parallel ? "tensor + expert" : "tensor");
     b->m.kv_fp8 = opt->kv_dtype == BACKEND_KV_FP8;
     b->block_size = opt->block_size > 0 ? opt->block_size : 32;
     b->max_slots = opt->max_slots > 0 ? opt->max_slots : 64;

@@ -13,6 +13,11 @@ void cpu_model_init(cpu_model *m, const model_weights *w) {
     m->w = w;
     m->kv_fp8 = 0;
     rope_init(&m->rope, &w->cfg);
+    tp_plan_make(&w->cfg, 1, false, &m->plan); /* size 1 always fits */
+}
+
+int cpu_model_set_parallel(cpu_model *m, int size, bool expert_parallel) {
+    return tp_plan_make(&m->w->cfg, size, expert_parallel, &m->plan);
 }
 
 void cpu_kv_init(cpu_kv_cache *kv, const model_config *c) {
@@ -43,6 +48,7 @@ static void kv_reserve(cpu_kv_cache *kv, int64_t n) {
 /* Scratch buffers of one forward call, sized for T tokens. */
 typedef struct {
     float *x, *a, *q, *k, *v, *attn, *proj, *router, *moe, *gate_up, *act, *down, *xin;
+    float *part; /* [T][H]: one rank's partial output (tensor parallelism emulated) */
     int *slots_idx;
     float *slots_w;
 } scratch;
@@ -64,6 +70,7 @@ static void scratch_alloc(scratch *s, const model_config *c, int T) {
     s->gate_up = xmalloc(T * 2 * I * sizeof(float));
     s->act = xmalloc(T * I * sizeof(float));
     s->down = xmalloc(T * H * sizeof(float));
+    s->part = xmalloc(T * H * sizeof(float));
     s->slots_idx = xmalloc(T * K * sizeof(int));
     s->slots_w = xmalloc(T * K * sizeof(float));
 }
@@ -71,6 +78,7 @@ static void scratch_alloc(scratch *s, const model_config *c, int T) {
 static void scratch_free(scratch *s) {
     free(s->x), free(s->a), free(s->q), free(s->k), free(s->v), free(s->attn), free(s->proj);
     free(s->router), free(s->moe), free(s->xin), free(s->gate_up), free(s->act), free(s->down);
+    free(s->part);
     free(s->slots_idx), free(s->slots_w);
 }
 
@@ -98,9 +106,23 @@ static void attention_block(const cpu_model *m, const cpu_kv_view *kv, int layer
     cpu_rmsnorm(s->x, weights_dense(w, layer, TK_ATTN_NORM), T, H, c->rms_norm_eps, s->a);
     dense_ref qb = weights_dense(w, layer, TK_Q_B), kb = weights_dense(w, layer, TK_K_B),
               vb = weights_dense(w, layer, TK_V_B), ob = weights_dense(w, layer, TK_O_B);
-    cpu_linear(s->a, T, H, weights_dense(w, layer, TK_Q_W), &qb, Q, s->q);
-    cpu_linear(s->a, T, H, weights_dense(w, layer, TK_K_W), &kb, KVD, s->k);
-    cpu_linear(s->a, T, H, weights_dense(w, layer, TK_V_W), &vb, KVD, s->v);
+    dense_ref qw = weights_dense(w, layer, TK_Q_W), kw = weights_dense(w, layer, TK_K_W),
+              vw = weights_dense(w, layer, TK_V_W), ow = weights_dense(w, layer, TK_O_W);
+    /* q, k, v: each rank the rows of its heads (every head's rows are its own dot products, so the
+     * ranks together give exactly the unsharded q, k, v; ranks sharing a KV head compute it alike). */
+    const tp_plan *P = &m->plan;
+    for (int r = 0; r < P->size; r++) {
+        const tp_rank *rk = &P->rank[r];
+        const size_t q0 = (size_t)rk->q_head0 * D, kv0 = (size_t)rk->kv_head0 * D;
+        const int nq = rk->n_q_heads * D, nkv = rk->n_kv_heads * D;
+        dense_ref qbr = dense_shift(qb, q0), kbr = dense_shift(kb, kv0), vbr = dense_shift(vb, kv0);
+        cpu_linear_strided(s->a, (size_t)H, T, H, dense_shift(qw, q0 * H), (size_t)H, &qbr, nq,
+                           s->q + q0, (size_t)Q);
+        cpu_linear_strided(s->a, (size_t)H, T, H, dense_shift(kw, kv0 * H), (size_t)H, &kbr, nkv,
+                           s->k + kv0, (size_t)KVD);
+        cpu_linear_strided(s->a, (size_t)H, T, H, dense_shift(vw, kv0 * H), (size_t)H, &vbr, nkv,
+                           s->v + kv0, (size_t)KVD);
+    }
 
     /* RoPE on q and k; K is cached after RoPE, V as projected (with FP8 KV: both rounded to e4m3
      * with the layer's per-KV-head scales first, as the GPU stores them). */
@@ -143,7 +165,20 @@ static void attention_block(const cpu_model *m, const cpu_kv_view *kv, int layer
                            dense_at(sinks, (size_t)h), s->q + (size_t)t * Q + (size_t)h * D,
                            s->attn + (size_t)t * Q + (size_t)h * D);
         }
-    cpu_linear(s->attn, T, Q, weights_dense(w, layer, TK_O_W), &ob, H, s->proj);
+    if (P->size == 1) {
+        cpu_linear(s->attn, T, Q, ow, &ob, H, s->proj);
+    } else {
+        /* O by its input columns: rank r's heads' attention times their columns of O, the bias
+         * once (rank 0); the partials summed in rank order (the all-reduce). */
+        memset(s->proj, 0, (size_t)T * H * sizeof(float));
+        for (int r = 0; r < P->size; r++) {
+            const tp_rank *rk = &P->rank[r];
+            const size_t q0 = (size_t)rk->q_head0 * D;
+            cpu_linear_strided(s->attn + q0, (size_t)Q, T, rk->n_q_heads * D, dense_shift(ow, q0),
+                               (size_t)Q, rk->adds_biases ? &ob : NULL, H, s->part, (size_t)H);
+            for (size_t i = 0; i < (size_t)T * H; i++) s->proj[i] += s->part[i];
+        }
+    }
     for (size_t i = 0; i < (size_t)T * H; i++) s->x[i] += s->proj[i];
 }
 
@@ -170,27 +205,44 @@ static void moe_block(const cpu_model *m, int layer, int T, scratch *s) {
     const size_t gu_rows = 2 * (size_t)I, gu_nb = (size_t)H / 32, dn_nb = (size_t)I / 32;
     int *tok = xmalloc((size_t)T * sizeof *tok);
     float *gate = xmalloc((size_t)T * sizeof *gate);
-    for (int e = 0; e < E; e++) {
-        int n = 0; /* gather the tokens routed to expert e */
-        for (int t = 0; t < T; t++)
-            for (int j = 0; j < K; j++)
-                if (s->slots_idx[(size_t)t * K + j] == e)
-                    tok[n] = t, gate[n] = s->slots_w[(size_t)t * K + j], n++;
-        if (!n) continue;
-        for (int i = 0; i < n; i++)
-            memcpy(s->xin + (size_t)i * H, s->a + (size_t)tok[i] * H, (size_t)H * sizeof(float));
-        cpu_mxfp4_linear(s->xin, n, H, gu_blocks + (size_t)e * gu_rows * gu_nb * 16,
-                         gu_scales + (size_t)e * gu_rows * gu_nb, gu_bias, (size_t)e * gu_rows,
-                         (int)gu_rows, s->gate_up);
-        for (int i = 0; i < n; i++)
-            cpu_swiglu(s->gate_up + (size_t)i * gu_rows, I, (float)c->swiglu_alpha,
-                       (float)c->swiglu_limit, s->act + (size_t)i * I);
-        cpu_mxfp4_linear(s->act, n, I, dn_blocks + (size_t)e * H * dn_nb * 16,
-                         dn_scales + (size_t)e * H * dn_nb, dn_bias, (size_t)e * H, H, s->down);
-        /* The expert's bias is inside `down`; the routing weight multiplies the whole output. */
-        for (int i = 0; i < n; i++)
-            for (int r = 0; r < H; r++)
-                s->moe[(size_t)tok[i] * H + r] += gate[i] * s->down[(size_t)i * H + r];
+    /* Rank by rank (one rank covering everything without parallelism): TP ranks hold intermediate
+     * units [u0, u0 + nu) of every expert, EP ranks whole experts; each rank's output is summed into
+     * moe (directly when there is one rank, so the plain forward pass is unchanged). */
+    const tp_plan *P = &m->plan;
+    for (int rr = 0; rr < P->size; rr++) {
+        const tp_rank *rk = &P->rank[rr];
+        const int u0 = rk->unit0 * TP_UNIT, nu = rk->n_units * TP_UNIT; /* intermediate range */
+        const size_t row0 = 2 * (size_t)u0; /* gate_up rows of unit u0 (gate and up interleaved) */
+        const bool down_bias = P->expert_parallel || rk->adds_biases;
+        float *acc = P->size == 1 ? s->moe : s->part;
+        if (P->size > 1) memset(acc, 0, (size_t)T * H * sizeof(float));
+        for (int e = rk->expert0; e < rk->expert0 + rk->n_experts; e++) {
+            int n = 0; /* gather the tokens routed to expert e */
+            for (int t = 0; t < T; t++)
+                for (int j = 0; j < K; j++)
+                    if (s->slots_idx[(size_t)t * K + j] == e)
+                        tok[n] = t, gate[n] = s->slots_w[(size_t)t * K + j], n++;
+            if (!n) continue;
+            for (int i = 0; i < n; i++)
+                memcpy(s->xin + (size_t)i * H, s->a + (size_t)tok[i] * H,
+                       (size_t)H * sizeof(float));
+            const size_t gr = (size_t)e * gu_rows + row0;
+            cpu_mxfp4_linear_part(s->xin, n, H, gu_blocks + gr * gu_nb * 16, gu_scales + gr * gu_nb,
+                                  gu_nb, &gu_bias, gr, 2 * nu, s->gate_up);
+            for (int i = 0; i < n; i++)
+                cpu_swiglu(s->gate_up + (size_t)i * 2 * nu, nu, (float)c->swiglu_alpha,
+                           (float)c->swiglu_limit, s->act + (size_t)i * nu);
+            const size_t dr = (size_t)e * H;
+            cpu_mxfp4_linear_part(s->act, n, nu, dn_blocks + (dr * dn_nb + (size_t)u0 / 32) * 16,
+                                  dn_scales + dr * dn_nb + (size_t)u0 / 32, dn_nb,
+                                  down_bias ? &dn_bias : NULL, dr, H, s->down);
+            /* The expert's bias is inside `down`; the routing weight multiplies the whole output. */
+            for (int i = 0; i < n; i++)
+                for (int r = 0; r < H; r++)
+                    acc[(size_t)tok[i] * H + r] += gate[i] * s->down[(size_t)i * H + r];
+        }
+        if (P->size > 1)
+            for (size_t i = 0; i < (size_t)T * H; i++) s->moe[i] += acc[i];
     }
     free(tok), free(gate);
     for (size_t i = 0; i < (size_t)T * H; i++) s->x[i] += s->moe[i];

@@ -5,8 +5,10 @@
 #define GPTOSS_BACKEND_CPU_CPU_MODEL_H
 
 #include "model/rope.h"
+#include "model/tp_plan.h"
 #include "model/weights.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 
 typedef struct {
@@ -19,6 +21,11 @@ typedef struct {
      * has the same cached codes as the GPU's (the tests of tests/gpu/ compare against it), and the
      * engine's properties (prefix caching, preemption) are tested with fp8 in CI. */
     int kv_fp8;
+    /* Tensor / expert parallelism emulated (model/tp_plan.h; size 1 after cpu_model_init): each
+     * layer's attention and MoE are computed rank by rank from that rank's slices of the weights,
+     * and the partial outputs summed in rank order, as N GPUs' all-reduce would. Size 1 runs the
+     * plain forward pass (bit-identical to it). The CI test of the sharding maths (test_tp). */
+    tp_plan plan;
 } cpu_model;
 
 /* K (after RoPE) and V of every position of one sequence, per layer: [layer][pos][kv_heads*head_dim]. */
@@ -29,6 +36,8 @@ typedef struct {
 } cpu_kv_cache;
 
 void cpu_model_init(cpu_model *m, const model_weights *w);
+/* Emulates N = size ranks (1 = off); refuses, naming the problem, what tp_plan_make refuses. */
+int cpu_model_set_parallel(cpu_model *m, int size, bool expert_parallel);
 
 void cpu_kv_init(cpu_kv_cache *kv, const model_config *c);
 void cpu_kv_free(cpu_kv_cache *kv);

@@ -25,11 +25,11 @@ static float dot(const float *a, const float *b, int n) {
 /* Up to 4 tokens' dot products with one weight row: each token keeps its own running sum, added in
  * the order i = 0..K-1 exactly as dot() does (so the results are bit-identical to calling dot() per
  * token), but the 4 sums are independent chains, so the adds overlap instead of each waiting for
- * the last, and each weight is loaded once for the 4 tokens. */
+ * the last, and each weight is loaded once for the 4 tokens. Token u's row is x + u * xs. */
 #define DOTS4(LOAD)                                                                                \
     do {                                                                                           \
-        const float *x0 = x, *x1 = x + (nt > 1 ? K : 0), *x2 = x + (nt > 2 ? 2 * (size_t)K : 0),   \
-                    *x3 = x + (nt > 3 ? 3 * (size_t)K : 0);                                        \
+        const float *x0 = x, *x1 = x + (nt > 1 ? xs : 0), *x2 = x + (nt > 2 ? 2 * xs : 0),         \
+                    *x3 = x + (nt > 3 ? 3 * xs : 0);                                               \
         float s0 = 0, s1 = 0, s2 = 0, s3 = 0;                                                      \
         for (int i = 0; i < K; i++) {                                                              \
             float w = LOAD;                                                                        \
@@ -44,40 +44,45 @@ static float dot(const float *a, const float *b, int n) {
         if (nt > 3) out[3] = s3;                                                                   \
     } while (0)
 
-/* x holds nt ≤ 4 rows of K; out[t] = x[t] · row. */
-static void dots4_f32(const float *x, int nt, int K, const float *row, float *out) {
+/* x holds nt <= 4 rows of K, xs apart; out[t] = x[t] . row. */
+static void dots4_f32(const float *x, size_t xs, int nt, int K, const float *row, float *out) {
     DOTS4(row[i]);
 }
 
 /* The same with the bf16 row widened as it is read (no row buffer: for decode a row serves one to
  * four tokens, and widening it first cost a store and a load per weight; it was most of a CPU
  * decode step, the lm_head being 201,088 rows). */
-static void dots4_bf16(const float *x, int nt, int K, const uint16_t *row, float *out) {
+static void dots4_bf16(const float *x, size_t xs, int nt, int K, const uint16_t *row, float *out) {
     DOTS4(bf16_to_f32(row[i]));
 }
 
-void cpu_linear(const float *x, int T, int K, dense_ref W, const dense_ref *b, int N, float *y) {
+void cpu_linear_strided(const float *x, size_t x_stride, int T, int K, dense_ref W, size_t w_stride,
+                        const dense_ref *b, int N, float *y, size_t y_stride) {
     int widen_rows = W.dtype == ST_F32 || T > 4;
 #pragma omp parallel
     {
-        float *row = widen_rows ? xmalloc((size_t)K * sizeof *row) : NULL;
+        float *row = widen_rows ? xmalloc((size_t)(K > 0 ? K : 1) * sizeof *row) : NULL;
 #pragma omp for schedule(static)
         for (int r = 0; r < N; r++) {
             float bias = b ? dense_at(*b, (size_t)r) : 0.0f;
-            if (widen_rows) dense_read(W, (size_t)r * K, (size_t)K, row);
+            if (widen_rows) dense_read(W, (size_t)r * w_stride, (size_t)K, row);
             for (int t = 0; t < T; t += 4) {
                 int nt = T - t < 4 ? T - t : 4;
                 float out[4];
                 if (widen_rows)
-                    dots4_f32(x + (size_t)t * K, nt, K, row, out);
+                    dots4_f32(x + (size_t)t * x_stride, x_stride, nt, K, row, out);
                 else
-                    dots4_bf16(x + (size_t)t * K, nt, K, (const uint16_t *)W.data + (size_t)r * K,
-                               out);
-                for (int u = 0; u < nt; u++) y[(size_t)(t + u) * N + r] = out[u] + bias;
+                    dots4_bf16(x + (size_t)t * x_stride, x_stride, nt, K,
+                               (const uint16_t *)W.data + (size_t)r * w_stride, out);
+                for (int u = 0; u < nt; u++) y[(size_t)(t + u) * y_stride + r] = out[u] + bias;
             }
         }
         free(row);
     }
+}
+
+void cpu_linear(const float *x, int T, int K, dense_ref W, const dense_ref *b, int N, float *y) {
+    cpu_linear_strided(x, (size_t)K, T, K, W, (size_t)K, b, N, y, (size_t)N);
 }
 
 void cpu_sink_attention_rows(const float *q, const float *const *k_rows, const float *const *v_rows,
@@ -135,18 +140,25 @@ void cpu_swiglu(const float *gate_up, int n, float alpha, float limit, float *ou
     }
 }
 
-void cpu_mxfp4_linear(const float *x, int T, int K, const uint8_t *blocks, const uint8_t *scales,
-                      dense_ref bias, size_t bias_offset, int N, float *y) {
+void cpu_mxfp4_linear_part(const float *x, int T, int K, const uint8_t *blocks,
+                           const uint8_t *scales, size_t row_blocks, const dense_ref *bias,
+                           size_t bias_offset, int N, float *y) {
     int nb = K / 32;
 #pragma omp parallel
     {
-        float *row = xmalloc((size_t)K * sizeof *row);
+        float *row = xmalloc((size_t)(K > 0 ? K : 1) * sizeof *row);
 #pragma omp for schedule(static)
         for (int r = 0; r < N; r++) {
-            mxfp4_decode_row(blocks + (size_t)r * nb * 16, scales + (size_t)r * nb, nb, row);
-            float b = dense_at(bias, bias_offset + (size_t)r);
+            mxfp4_decode_row(blocks + (size_t)r * row_blocks * 16, scales + (size_t)r * row_blocks,
+                             nb, row);
+            float b = bias ? dense_at(*bias, bias_offset + (size_t)r) : 0.0f;
             for (int t = 0; t < T; t++) y[(size_t)t * N + r] = dot(x + (size_t)t * K, row, K) + b;
         }
         free(row);
     }
+}
+
+void cpu_mxfp4_linear(const float *x, int T, int K, const uint8_t *blocks, const uint8_t *scales,
+                      dense_ref bias, size_t bias_offset, int N, float *y) {
+    cpu_mxfp4_linear_part(x, T, K, blocks, scales, (size_t)K / 32, &bias, bias_offset, N, y);
 }

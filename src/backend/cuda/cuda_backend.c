@@ -197,6 +197,11 @@ static int create_inner(struct backend *b, const backend_options *opt) {
     b->dims.block_size = b->block_size;
     if (opt->kv_dtype != BACKEND_KV_AUTO && opt->kv_dtype != BACKEND_KV_FP8)
         return err_set("cuda backend: unknown KV cache dtype %d", opt->kv_dtype);
+    if (opt->tensor_parallel_size > 1 || opt->enable_expert_parallel)
+        return err_set("--tensor-parallel-size %d%s: the cuda backend runs on one GPU so far (the "
+                       "sharding plan is model/tp_plan.h; --backend cpu emulates it)",
+                       opt->tensor_parallel_size,
+                       opt->enable_expert_parallel ? " --enable-expert-parallel" : "");
     b->dims.kv_fp8 = opt->kv_dtype == BACKEND_KV_FP8;
     b->max_slots = opt->max_slots > 0 ? opt->max_slots : 256;
     b->max_model_len = opt->max_model_len > 0 ? opt->max_model_len : 8192;
