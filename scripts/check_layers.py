@@ -11,7 +11,7 @@ import sys
 LAYERS = {
     "base": 0,
     "model": 1, "tokenizer": 1,
-    "harmony": 2, "step": 2, "grammar": 2,
+    "harmony": 2, "step": 2,
     "engine": 3, "backend/cpu": 3, "backend/cuda": 3,
     "api": 4,
     "server": 5, "bench": 5,

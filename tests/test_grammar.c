@@ -14,7 +14,7 @@
 #include "base/error.h"
 #include "base/rng.h"
 #include "base/timeutil.h"
-#include "grammar/grammar.h"
+#include "tokenizer/grammar/grammar.h"
 #include "tokenizer/bpe.h"
 
 #include "test_grammar_cases.h"

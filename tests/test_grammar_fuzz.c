@@ -12,7 +12,7 @@
 #include "base/error.h"
 #include "base/rng.h"
 #include "base/timeutil.h"
-#include "grammar/grammar.h"
+#include "tokenizer/grammar/grammar.h"
 
 #include <jansson.h>
 #include <stdlib.h>

@@ -25,7 +25,7 @@
 #ifndef GPTOSS_ENGINE_CONSTRAINT_H
 #define GPTOSS_ENGINE_CONSTRAINT_H
 
-#include "grammar/grammar.h"
+#include "tokenizer/grammar/grammar.h"
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -7,7 +7,7 @@
  * (can_end unchanged); an accepted byte never makes the state empty. Timeouts and memory limits
  * (libFuzzer's -timeout and -rss_limit_mb) catch hostile inputs that would hang or blow up. */
 #include "base/error.h"
-#include "grammar/grammar.h"
+#include "tokenizer/grammar/grammar.h"
 
 #include <stdlib.h>
 #include <string.h>

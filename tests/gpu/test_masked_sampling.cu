@@ -22,7 +22,7 @@ extern "C" {
 #include "base/error.h"
 #include "engine/constraint.h"
 #include "engine/engine.h"
-#include "grammar/grammar.h"
+#include "tokenizer/grammar/grammar.h"
 #include "model/synthetic.h"
 #include "step/backend.h"
 #include "tokenizer/bpe.h"

@@ -13,7 +13,7 @@
  * (nodes are numbered roughly in reading order, and the passes go backwards). */
 #include "base/error.h"
 #include "base/xalloc.h"
-#include "grammar/gr_internal.h"
+#include "tokenizer/grammar/gr_internal.h"
 
 #include <stdlib.h>
 #include <string.h>

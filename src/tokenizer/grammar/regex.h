@@ -2,7 +2,7 @@
 #ifndef GPTOSS_GRAMMAR_REGEX_H
 #define GPTOSS_GRAMMAR_REGEX_H
 
-#include "grammar/gr_build.h"
+#include "tokenizer/grammar/gr_build.h"
 
 #include <stddef.h>
 

@@ -5,12 +5,12 @@
  * 2 exponent digits), so a validator reading them with JSON.parse sees the value that was meant
  * and a constrained number always ends. Strings accept every spelling JSON allows (any escape,
  * \uXXXX included) and any valid UTF-8. */
-#include "grammar/json_internal.h"
+#include "tokenizer/grammar/json_internal.h"
 
 #include "base/error.h"
 #include "base/xalloc.h"
-#include "grammar/gr_charset.h"
-#include "grammar/regex.h"
+#include "tokenizer/grammar/gr_charset.h"
+#include "tokenizer/grammar/regex.h"
 
 #include <stdlib.h>
 #include <string.h>

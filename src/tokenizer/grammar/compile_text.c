@@ -2,8 +2,8 @@
  * guided_regex: the output must match it entirely) and a choice among fixed strings (guided_choice:
  * the output is exactly one of them). */
 #include "base/error.h"
-#include "grammar/json_internal.h"
-#include "grammar/regex.h"
+#include "tokenizer/grammar/json_internal.h"
+#include "tokenizer/grammar/regex.h"
 
 grammar *grammar_compile_regex(const char *pattern, size_t len) {
     gbuild b;

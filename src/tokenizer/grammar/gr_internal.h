@@ -14,7 +14,7 @@
 #ifndef GPTOSS_GRAMMAR_GR_INTERNAL_H
 #define GPTOSS_GRAMMAR_GR_INTERNAL_H
 
-#include "grammar/grammar.h"
+#include "tokenizer/grammar/grammar.h"
 
 #include <pthread.h>
 #include <stdint.h>

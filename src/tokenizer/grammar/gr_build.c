@@ -6,7 +6,7 @@
  * when the closure holds the rule's end state. States nothing enters are dropped. The cost is the
  * sum of closure sizes, which a hostile regex can make quadratic ((a?){1000}), so the edge count is
  * bounded by GRAMMAR_MAX_ARCS. */
-#include "grammar/gr_build.h"
+#include "tokenizer/grammar/gr_build.h"
 
 #include "base/error.h"
 #include "base/xalloc.h"

@@ -1,5 +1,5 @@
 /* Code point sets and their UTF-8 byte paths (see gr_charset.h). */
-#include "grammar/gr_charset.h"
+#include "tokenizer/grammar/gr_charset.h"
 
 #include "base/xalloc.h"
 

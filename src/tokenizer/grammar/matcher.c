@@ -9,12 +9,12 @@
  *
  * Frames made by those walks are rolled back after each one, so masks leave the pool as they
  * found it; only accepted bytes add frames (a few per byte). */
-#include "grammar/grammar.h"
+#include "tokenizer/grammar/grammar.h"
 
 #include "base/error.h"
 #include "base/xalloc.h"
-#include "grammar/gr_stack.h"
-#include "grammar/token_table.h"
+#include "tokenizer/grammar/gr_stack.h"
+#include "tokenizer/grammar/token_table.h"
 
 #include <stdlib.h>
 #include <string.h>

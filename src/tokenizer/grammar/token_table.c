@@ -1,8 +1,8 @@
 /* Building token tables (see token_table.h). */
-#include "grammar/token_table.h"
+#include "tokenizer/grammar/token_table.h"
 
 #include "base/xalloc.h"
-#include "grammar/gr_stack.h"
+#include "tokenizer/grammar/gr_stack.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -6,7 +6,7 @@
  * shares its longest common prefix with the previous one and adds nodes for the rest. For
  * o200k_harmony: 199,998 tokens, about 0.6 million nodes. Special tokens are not in the trie, so
  * no mask ever allows them. */
-#include "grammar/gr_internal.h"
+#include "tokenizer/grammar/gr_internal.h"
 
 #include "base/error.h"
 #include "base/xalloc.h"

@@ -16,7 +16,7 @@
  * is refused when it makes the root impossible, and pruned where it is one branch of several. */
 #include "base/error.h"
 #include "base/xalloc.h"
-#include "grammar/json_internal.h"
+#include "tokenizer/grammar/json_internal.h"
 
 #include <stdlib.h>
 #include <string.h>

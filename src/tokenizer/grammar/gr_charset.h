@@ -11,7 +11,7 @@
 #ifndef GPTOSS_GRAMMAR_GR_CHARSET_H
 #define GPTOSS_GRAMMAR_GR_CHARSET_H
 
-#include "grammar/gr_build.h"
+#include "tokenizer/grammar/gr_build.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -13,7 +13,7 @@
  * costs a cache miss, never a wrong table. Parts over FP_MAX_NODES nodes are not fingerprinted
  * (a root rule's nodes reach the whole grammar: hashing all of it for each node would be
  * quadratic); their tables belong to their grammar. The cache stops growing at CACHE_MAX_BYTES. */
-#include "grammar/token_table.h"
+#include "tokenizer/grammar/token_table.h"
 
 #include "base/xalloc.h"
 

@@ -1,5 +1,5 @@
 /* Stack frames and sets of stacks (see gr_stack.h). */
-#include "grammar/gr_stack.h"
+#include "tokenizer/grammar/gr_stack.h"
 
 #include "base/xalloc.h"
 

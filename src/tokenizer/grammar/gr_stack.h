@@ -15,7 +15,7 @@
 #ifndef GPTOSS_GRAMMAR_GR_STACK_H
 #define GPTOSS_GRAMMAR_GR_STACK_H
 
-#include "grammar/gr_internal.h"
+#include "tokenizer/grammar/gr_internal.h"
 
 #include <stdint.h>
 

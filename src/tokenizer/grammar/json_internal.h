@@ -3,7 +3,7 @@
 #ifndef GPTOSS_GRAMMAR_JSON_INTERNAL_H
 #define GPTOSS_GRAMMAR_JSON_INTERNAL_H
 
-#include "grammar/gr_build.h"
+#include "tokenizer/grammar/gr_build.h"
 
 #include <jansson.h>
 #include <stddef.h>

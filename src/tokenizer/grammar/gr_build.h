@@ -8,7 +8,7 @@
 #ifndef GPTOSS_GRAMMAR_GR_BUILD_H
 #define GPTOSS_GRAMMAR_GR_BUILD_H
 
-#include "grammar/gr_internal.h"
+#include "tokenizer/grammar/gr_internal.h"
 
 #include <stddef.h>
 #include <stdint.h>

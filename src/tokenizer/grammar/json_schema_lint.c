@@ -6,8 +6,8 @@
  * same schema would then be refused by a validator (ajv) or by OpenAI. So every subschema reachable
  * through properties, additionalProperties, items, anyOf, $defs and definitions is checked first:
  * known keywords only, each with a well-formed value, patterns that compile, known formats. */
-#include "grammar/json_internal.h"
-#include "grammar/regex.h"
+#include "tokenizer/grammar/json_internal.h"
+#include "tokenizer/grammar/regex.h"
 
 #include "base/error.h"
 #include "base/xalloc.h"

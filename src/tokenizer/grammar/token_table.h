@@ -21,7 +21,7 @@
 #ifndef GPTOSS_GRAMMAR_TOKEN_TABLE_H
 #define GPTOSS_GRAMMAR_TOKEN_TABLE_H
 
-#include "grammar/gr_internal.h"
+#include "tokenizer/grammar/gr_internal.h"
 
 #include <stdint.h>
 

@@ -10,9 +10,9 @@
  * copy it needs (so {n,m} costs n..m copies, bounded by GRAMMAR_MAX_REPEAT and the state limit).
  * There is no backtracking anywhere: a matcher runs the NFA as a set of states, so "catastrophic"
  * patterns like (a+)+b cost what any pattern of their size costs. */
-#include "grammar/regex.h"
+#include "tokenizer/grammar/regex.h"
 
-#include "grammar/gr_charset.h"
+#include "tokenizer/grammar/gr_charset.h"
 
 #include <stdlib.h>
 #include <string.h>
