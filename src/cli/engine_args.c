@@ -64,6 +64,10 @@ int engine_args_parse(args_t *a, runtime_args *r) {
             return -1;
         return 1;
     }
+    if (args_opt(a, "--target-tpot-ms", &v)) {
+        if (!v || args_double("--target-tpot-ms", v, 0, 1e6, &e->target_tpot_ms)) return -1;
+        return 1;
+    }
     if (args_flag(a, "--enable-prefix-caching")) return e->enable_prefix_caching = true, 1;
     if (args_flag(a, "--no-enable-prefix-caching")) return e->enable_prefix_caching = false, 1;
     if (args_flag(a, "--async-scheduling")) return e->async_scheduling = true, 1;

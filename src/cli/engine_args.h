@@ -38,6 +38,9 @@ int engine_args_parse(args_t *a, runtime_args *r);
     "  --tensor-parallel-size N, -tp N  ranks (1-8; default 1): heads, expert intermediate and\n"  \
     "                                 vocabulary split over them; the cpu backend emulates them\n" \
     "                                 one after the other, the cuda backend runs one GPU so far\n" \
-    "  --enable-expert-parallel       split the MoE by experts over the ranks instead\n"
+    "  --enable-expert-parallel       split the MoE by experts over the ranks instead\n"           \
+    "  --target-tpot-ms T             while sequences decode, put only as many prompt tokens\n"    \
+    "                                 in a step as keep it within T ms, by the steps'\n"           \
+    "                                 measured cost (default 0: off)\n"
 
 #endif

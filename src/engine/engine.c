@@ -248,6 +248,7 @@ static void launch(engine *e, int idx) {
                   s->num_scheduled < s->n_known ? s->num_scheduled : s->n_known);
     }
     structured_prepare(e, st);
+    e->t_launched = now_seconds();
     if (e->ops->launch(e->be, &st->b) != 0) {
         log_error("backend launch failed: %s", err_msg());
         e->failed = true;
@@ -290,6 +291,14 @@ static int finish_inflight(engine *e) {
     step_result r = {0};
     int rc = e->ops->wait(e->be, &r);
     e->inflight = -1;
+    /* The step's time: the backend's own measure, else from when it could start (launched, and
+     * the previous one done) until now. */
+    const double now = now_seconds();
+    const double start = e->t_launched > e->t_collected ? e->t_launched : e->t_collected;
+    const step_batch *sb = &e->steps[idx].b;
+    if (rc == 0)
+        step_cost_observe(&e->cost, sb->n_seqs, sb->n_tokens, r.seconds > 0 ? r.seconds : now - start);
+    e->t_collected = now;
     if (rc != 0) {
         log_error("backend step failed: %s", err_msg());
         e->failed = true;

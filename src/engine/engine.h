@@ -87,6 +87,10 @@ typedef struct {
     bool enable_prefix_caching;
     bool async_scheduling;
     int max_waiting; /* submissions beyond this many waiting are refused (0 = no limit) */
+    /* --target-tpot-ms: while sequences decode, a step carries only as many prompt tokens as keep
+     * it within this many milliseconds, by the steps' cost as measured (step_cost.h); at least one
+     * block's worth, so prompts always advance. 0 = off (the budget is max_num_batched_tokens). */
+    double target_tpot_ms;
     /* The model's bytes of a token, for stop strings (NULL: stop strings are refused). Special
      * tokens must give none: stop strings match the text a client sees, which never shows them
      * (the API cuts the same bytes, counting special tokens as empty). */

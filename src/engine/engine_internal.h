@@ -7,6 +7,7 @@
 #include "step/batch.h"
 #include "engine/block_manager.h"
 #include "engine/engine.h"
+#include "engine/step_cost.h"
 #include "engine/seq.h"
 
 #include <pthread.h>
@@ -50,6 +51,10 @@ struct engine {
 
     step_slot steps[2]; /* double buffer: one in flight, one being built */
     int inflight;       /* index of the launched step, or -1 */
+    /* --target-tpot-ms: the steps' cost as learned (step_cost.h), and when the step in flight was
+     * launched and the last one finished (a step's time when the backend does not measure it). */
+    step_cost cost;
+    double t_launched, t_collected;
     bool failed;
 
     pthread_mutex_t mu; /* guards inbox, metrics, n_waiting_submitted and the thread flags */

@@ -6,7 +6,11 @@
  * out for a running sequence, the lowest-priority running sequence is preempted: its blocks and slot
  * are given back and it returns to the waiting queue with every token it has, to be recomputed later
  * (its generated tokens are kept, so it continues exactly where it stopped). Preemption only happens
- * when no step is in flight; otherwise a sequence that cannot grow just sits this step out. */
+ * when no step is in flight; otherwise a sequence that cannot grow just sits this step out.
+ *
+ * With --target-tpot-ms, prompt tokens (every chunk of more than one token) also draw on a second
+ * budget while sequences decode: what the steps' measured cost (step_cost.h) says fits beside this
+ * step's decodes within the target, and at least one block's worth. */
 #include "engine/engine_internal.h"
 
 #include "base/log.h"
@@ -151,6 +155,25 @@ static int running_in_step(const step_slot *st) {
     return st->b.n_seqs;
 }
 
+/* Prompt tokens this step may carry: all of the budget, unless --target-tpot-ms is set and
+ * sequences are decoding (one new token each), whose time per token the prefill would stretch. */
+static int64_t prompt_token_budget(engine *e, int64_t budget) {
+    if (!(e->opt.target_tpot_ms > 0)) return budget;
+    int decodes = 0, prefills = 0;
+    for (const seq *s = e->running.head; s; s = s->next) {
+        const int64_t remaining = total_len(s) - s->num_scheduled;
+        if (remaining == 1)
+            decodes++;
+        else if (remaining > 1)
+            prefills++;
+    }
+    if (decodes == 0) return budget; /* nobody waits for a token: prefill at full speed */
+    if (e->waiting.head) prefills++;
+    const int64_t floor = e->block_size > 0 ? e->block_size : 16;
+    return step_cost_prefill_budget(&e->cost, decodes, prefills, e->opt.target_tpot_ms / 1e3, floor,
+                                    budget > decodes ? budget - decodes : floor);
+}
+
 void schedule_step(engine *e, step_slot *st, bool allow_preempt) {
     st->b.n_seqs = 0;
     st->b.n_tokens = 0;
@@ -159,6 +182,7 @@ void schedule_step(engine *e, step_slot *st, bool allow_preempt) {
     ensure_caps(st, 1, 1);
     st->b.query_start[0] = 0;
     int64_t budget = e->opt.max_num_batched_tokens;
+    int64_t prefill_budget = prompt_token_budget(e, budget);
 
     /* 1. running sequences, highest priority first */
     for (seq *s = e->running.head, *next; s && budget > 0; s = next) {
@@ -173,11 +197,16 @@ void schedule_step(engine *e, step_slot *st, bool allow_preempt) {
                                  s->n_known + s->n_pending >= e->opt.max_model_len))
             continue;
         int64_t n_new = remaining < budget ? remaining : budget;
+        if (n_new > 1) { /* a prompt chunk (or a recomputation): the prompt budget too */
+            if (prefill_budget <= 0) continue;
+            if (n_new > prefill_budget) n_new = prefill_budget;
+        }
         for (;;) {
             if (bm_can_grow(e->bm, &s->kv, s->num_scheduled + n_new, s->num_scheduled)) {
                 bm_grow(e->bm, &s->kv, s->num_scheduled + n_new, s->num_scheduled);
                 add_seq(st, s, n_new);
                 budget -= n_new;
+                if (n_new > 1) prefill_budget -= n_new;
                 break;
             }
             if (!allow_preempt) break;
@@ -200,27 +229,23 @@ void schedule_step(engine *e, step_slot *st, bool allow_preempt) {
             e->n_free_slots == 0)
             break;
         if (!ready_to_admit(s)) continue;
+        int64_t cached = -1; /* tokens found in the prefix cache (-1: not looked up) */
         /* Prompt logprobs need the logits of every prompt position, which a cache hit would skip
          * (vLLM makes the same exception); such a sequence still fills the cache for others. */
         if (s->num_scheduled == 0 && e->opt.enable_prefix_caching &&
             s->params.prompt_logprobs == 0) {
-            int64_t cached = bm_match_prefix(e->bm, &s->kv, s->tokens, s->n_known);
+            cached = bm_match_prefix(e->bm, &s->kv, s->tokens, s->n_known);
             if (cached < 0) cached = 0;
             log_debug("request %llu.%d: %lld of %lld tokens found in the prefix cache",
                       (unsigned long long)s->request_id, s->index, (long long)cached,
                       (long long)s->n_known);
             s->num_scheduled = s->num_computed = cached;
-            pthread_mutex_lock(&e->mu);
-            if (!s->admitted_once) {
-                e->metrics.prefix_cache_queries += (uint64_t)s->n_known;
-                e->metrics.prefix_cache_hits += (uint64_t)cached;
-                s->cached_tokens = cached;
-            }
-            pthread_mutex_unlock(&e->mu);
         }
         int64_t remaining = s->n_known - s->num_scheduled;
         int64_t n_new = remaining < budget ? remaining : budget;
-        if (!bm_can_grow(e->bm, &s->kv, s->num_scheduled + n_new, s->num_scheduled)) {
+        if (n_new > 1 && n_new > prefill_budget) n_new = prefill_budget;
+        if (n_new <= 0 ||
+            !bm_can_grow(e->bm, &s->kv, s->num_scheduled + n_new, s->num_scheduled)) {
             bm_free(e->bm, &s->kv); /* give back the prefix it matched; it will look again */
             s->num_scheduled = s->num_computed = 0;
             break;
@@ -235,6 +260,13 @@ void schedule_step(engine *e, step_slot *st, bool allow_preempt) {
         seq_list_insert_ordered(&e->running, s);
         pthread_mutex_lock(&e->mu);
         e->inbox_waiting--;
+        /* The prefix cache's counters: once per sequence, when it is admitted (a sequence that
+         * looked and could not be admitted looks again next time). */
+        if (first_admission && cached >= 0) {
+            e->metrics.prefix_cache_queries += (uint64_t)s->n_known;
+            e->metrics.prefix_cache_hits += (uint64_t)cached;
+            s->cached_tokens = cached;
+        }
         if (first_admission) {
             e->metrics.prompt_tokens += (uint64_t)s->prompt_len;
             histogram_observe(&e->metrics.queue_time, now_seconds() - s->t_arrival);
@@ -242,6 +274,7 @@ void schedule_step(engine *e, step_slot *st, bool allow_preempt) {
         pthread_mutex_unlock(&e->mu);
         add_seq(st, s, n_new);
         budget -= n_new;
+        if (n_new > 1) prefill_budget -= n_new;
     }
     fill_tables(st);
 }

@@ -94,6 +94,7 @@ typedef struct {
 typedef struct {
     int n;            /* number of sequences that sampled */
     seq_result *seqs; /* [n_seqs of the step]; entries without sample set are zero */
+    double seconds;   /* how long the step ran, as the backend measured it (0: unknown) */
 } step_result;
 
 void step_result_free(step_result *r, int n_seqs);

@@ -5,6 +5,7 @@
 #include "backend/cpu/cpu_model.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "base/timeutil.h"
 #include "base/xalloc.h"
 #include "step/sample_row.h"
 #include "step/sampler.h"
@@ -150,7 +151,9 @@ static void *worker_main(void *arg) {
         b->pending = NULL;
         pthread_mutex_unlock(&b->mu);
         step_result res = {0};
+        const double t0 = now_seconds();
         int rc = run_step(b, st, &res);
+        res.seconds = now_seconds() - t0;
         pthread_mutex_lock(&b->mu);
         b->rc = rc;
         if (rc) snprintf(b->err, sizeof b->err, "%s", err_msg());

@@ -213,6 +213,8 @@ static int create_inner(struct backend *b, const backend_options *opt) {
 
     CU(cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking));
     CU(cudaEventCreateWithFlags(&b->done, cudaEventDisableTiming));
+    CU(cudaEventCreate(&b->t_start));
+    CU(cudaEventCreate(&b->t_end));
     CU(gemm_ctx_create(&b->gemm));
 
     if (weights_gpu_alloc(b)) return -1;
@@ -303,6 +305,8 @@ static void cuda_destroy(backend *b) {
     free(b->slot_last_host);
     if (b->gemm) gemm_ctx_destroy(b->gemm);
     if (b->done) cudaEventDestroy(b->done);
+    if (b->t_start) cudaEventDestroy(b->t_start);
+    if (b->t_end) cudaEventDestroy(b->t_end);
     if (b->stream) cudaStreamDestroy(b->stream);
     (void)cudaGetLastError();
     free(b);

@@ -392,6 +392,7 @@ int runner_launch(struct backend *b, const step_batch *st) {
     p.rows = (const gpu_row *)(dev + L.off[UP_ROWS]);
 
     /* Enqueue: one upload, the host-sampled tokens, the forward pass, one read-back. */
+    CU(cudaEventRecord(b->t_start, b->stream));
     CU(cudaMemcpyAsync(dev, b->up_host, L.total, cudaMemcpyHostToDevice, b->stream));
     CU(step_apply_fixups((const int32_t *)(dev + L.off[UP_FIXUPS]), n_fix, b->slot_last,
                          b->max_slots, b->stream));
@@ -421,6 +422,7 @@ int runner_launch(struct backend *b, const step_batch *st) {
     if (bk->n_out_rows > 0)
         CU(cudaMemcpyAsync(b->outs_host, b->ws.outs, (size_t)bk->n_out_rows * sizeof(gpu_row_out),
                            cudaMemcpyDeviceToHost, b->stream));
+    CU(cudaEventRecord(b->t_end, b->stream));
     CU(cudaEventRecord(b->done, b->stream));
     b->inflight = st;
     return 0;
@@ -458,6 +460,11 @@ int runner_collect(struct backend *b, step_result *res) {
     if (e != cudaSuccess)
         return err_set("cuda backend: the step failed on the device: %s", cudaGetErrorString(e));
     const step_book *bk = &b->book;
+    float ms = 0; /* the step's time on the device, for the engine's step cost model */
+    if (cudaEventElapsedTime(&ms, b->t_start, b->t_end) == cudaSuccess && ms > 0)
+        res->seconds = ms / 1e3;
+    else
+        (void)cudaGetLastError(); /* not an error of the step (checked above): do not leave it */
     if (runner_masked_sample(b, st)) return -1;
     res->seqs = xcalloc((size_t)st->n_seqs, sizeof *res->seqs);
     for (int i = 0; i < st->n_seqs; i++) {
