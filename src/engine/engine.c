@@ -297,7 +297,8 @@ static int finish_inflight(engine *e) {
     const double start = e->t_launched > e->t_collected ? e->t_launched : e->t_collected;
     const step_batch *sb = &e->steps[idx].b;
     if (rc == 0)
-        step_cost_observe(&e->cost, sb->n_seqs, sb->n_tokens, r.seconds > 0 ? r.seconds : now - start);
+        step_cost_observe(&e->cost, sb->n_seqs, sb->n_tokens,
+                          r.seconds > 0 ? r.seconds : now - start);
     e->t_collected = now;
     if (rc != 0) {
         log_error("backend step failed: %s", err_msg());

@@ -244,8 +244,7 @@ void schedule_step(engine *e, step_slot *st, bool allow_preempt) {
         int64_t remaining = s->n_known - s->num_scheduled;
         int64_t n_new = remaining < budget ? remaining : budget;
         if (n_new > 1 && n_new > prefill_budget) n_new = prefill_budget;
-        if (n_new <= 0 ||
-            !bm_can_grow(e->bm, &s->kv, s->num_scheduled + n_new, s->num_scheduled)) {
+        if (n_new <= 0 || !bm_can_grow(e->bm, &s->kv, s->num_scheduled + n_new, s->num_scheduled)) {
             bm_free(e->bm, &s->kv); /* give back the prefix it matched; it will look again */
             s->num_scheduled = s->num_computed = 0;
             break;

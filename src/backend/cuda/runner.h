@@ -207,7 +207,8 @@ struct backend {
 
     cudaStream_t stream;
     cudaEvent_t done;
-    cudaEvent_t t_start, t_end; /* timing: the step's own time on the device (step_result.seconds) */
+    cudaEvent_t t_start,
+        t_end; /* timing: the step's own time on the device (step_result.seconds) */
     gemm_ctx *gemm;
     gpu_weights gw;
     gpu_workspace ws;
