@@ -129,6 +129,24 @@ for c in serve generate "bench sweep"; do
   done
 done
 
+# serve --preset: defaults that explicit options override, before or after it; an unknown name is
+# refused naming the option and the known ones.
+preset_line() { # args... -> the engine line serve logs at start
+  timeout 10 "$BIN" serve --model synthetic:tiny --port 0 "$@" 2>&1 | grep -m1 "engine: --max-num-seqs"
+}
+l=$(preset_line --preset balanced)
+grep -qF -- "--max-num-seqs 64 --max-num-batched-tokens 8192 --stream-interval 1 --target-tpot-ms 25, from --preset balanced" <<<"$l" ||
+  fail "--preset balanced: $l"
+l=$(preset_line --max-num-seqs 32 --preset max-throughput --target-tpot-ms 30)
+grep -qF -- "--max-num-seqs 32 --max-num-batched-tokens 8192 --stream-interval 4 --target-tpot-ms 30" <<<"$l" ||
+  fail "--preset max-throughput with overrides: $l"
+l=$(preset_line --preset min-latency)
+grep -qF -- "--max-num-seqs 8 " <<<"$l" || fail "--preset min-latency: $l"
+timeout 10 "$BIN" serve --model synthetic:tiny --port 0 --preset fastest >"$TMP/out" 2>&1
+rc=$?
+[ "$rc" = 2 ] && grep -qF -- "--preset fastest: expected min-latency, balanced or max-throughput" "$TMP/out" ||
+  fail "--preset fastest: exit $rc: $(cat "$TMP/out")"
+
 # A --max-model-len the KV cache cannot hold (4 blocks of 32 tokens): the same refusal from the builder
 # for all three (serve logs it and exits 1; generate needs --prompts-file to reach the engine).
 long=(--max-model-len 100000 --num-kv-blocks 4)

@@ -1,12 +1,15 @@
 /* gptoss serve: the OpenAI-compatible HTTP server. Options keep vLLM's names so existing launch
  * scripts carry over. */
 #include "base/error.h"
+#include "base/log.h"
 #include "cli/args.h"
 #include "cli/engine_args.h"
+#include "cli/presets.h"
 #include "cli/commands.h"
 #include "server/server.h"
 
 #include <stdio.h>
+#include <string.h>
 
 static const char USAGE[] =
     "usage: gptoss serve --model DIR|synthetic:tiny [options]\n"
@@ -55,7 +58,7 @@ static const char USAGE[] =
     "[\"*\"])\n"
     "  --allow-credentials            CORS: let pages send cookies and read the answer (the "
     "origin is\n"
-    "                                 echoed instead of *)\n" ENGINE_ARGS_HELP;
+    "                                 echoed instead of *)\n" PRESETS_HELP ENGINE_ARGS_HELP;
 
 static int opt_int(args_t *a, const char *name, long lo, long hi, int *out, bool *matched) {
     const char *v;
@@ -83,6 +86,13 @@ int cmd_serve(int argc, char **argv) {
 static int serve(int argc, char **argv, server_options *o) {
     args_t a;
     args_init(&a, argc, argv);
+    /* --preset first, wherever it is: its values are defaults that the other options override. */
+    const char *preset = NULL;
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--preset")) {
+            if (preset_apply(argv[i + 1], &o->rt) != 0) return args_fail(&a);
+            preset = argv[i + 1];
+        }
     while (a.i < argc) {
         const int em = engine_args_parse(&a, &o->rt);
         if (em < 0) return args_fail(&a);
@@ -109,7 +119,9 @@ static int serve(int argc, char **argv, server_options *o) {
         INT_OPT("--max-connections", 0, 1 << 24, o->max_connections)
         INT_OPT("--responses-store-size", 0, 1 << 24, o->responses_store_size)
 #undef INT_OPT
-        if (args_opt(&a, "--host", &o->host)) {
+        if (args_opt(&a, "--preset", &v)) {
+            if (!v) return args_fail(&a); /* applied above */
+        } else if (args_opt(&a, "--host", &o->host)) {
             if (!o->host) return args_fail(&a);
         } else if (args_opt(&a, "--api-key", &o->api_key)) {
             if (!o->api_key) return args_fail(&a);
@@ -164,5 +176,9 @@ static int serve(int argc, char **argv, server_options *o) {
         return args_usage_error(&a, "--model is required", USAGE);
     }
     if (runtime_check(&o->rt) != 0) return args_fail(&a);
+    log_info("engine: --max-num-seqs %d --max-num-batched-tokens %d --stream-interval %d "
+             "--target-tpot-ms %g%s%s",
+             o->rt.eng.max_num_seqs, o->rt.eng.max_num_batched_tokens, o->rt.eng.stream_interval,
+             o->rt.eng.target_tpot_ms, preset ? ", from --preset " : "", preset ? preset : "");
     return server_run(o);
 }

@@ -1,0 +1,41 @@
+#include "cli/presets.h"
+
+#include "base/error.h"
+
+#include <string.h>
+
+/* The points each preset stands on (gpt-oss-120b, 1k/1k, one H200, commit ec8840e,
+ * bench/results/sweep-120b-2026-11-30-h200-session2.md):
+ *   concurrency 1     313 tokens/s a user,    594 tokens/s per GPU
+ *   concurrency 8     135 tokens/s a user,  2,083 tokens/s per GPU
+ *   concurrency 64   40.4 tokens/s a user,  4,848 tokens/s per GPU
+ *   concurrency 256  23.1 tokens/s a user, 10,651 tokens/s per GPU
+ * min-latency caps the batch where a user still gets most of the batch-1 speed; balanced holds the
+ * 40 tokens/s-a-user line that vLLM's published H200 point is measured at (25 ms per token: its
+ * prompt chunks are sized to keep the decode steps within it); max-throughput runs the widest batch
+ * measured and streams every 4 tokens (fewer SSE writes per token at a TPOT of ~40 ms). */
+typedef struct {
+    const char *name;
+    int max_num_seqs, max_num_batched_tokens, stream_interval;
+    double target_tpot_ms;
+} preset;
+
+static const preset PRESETS[] = {
+    {"min-latency", 8, 8192, 1, 0},
+    {"balanced", 64, 8192, 1, 25},
+    {"max-throughput", 256, 8192, 4, 0},
+};
+
+int preset_apply(const char *name, runtime_args *r) {
+    for (size_t i = 0; i < sizeof PRESETS / sizeof PRESETS[0]; i++) {
+        const preset *p = &PRESETS[i];
+        if (!name || strcmp(name, p->name)) continue;
+        r->eng.max_num_seqs = p->max_num_seqs;
+        r->eng.max_num_batched_tokens = p->max_num_batched_tokens;
+        r->eng.stream_interval = p->stream_interval;
+        r->eng.target_tpot_ms = p->target_tpot_ms;
+        return 0;
+    }
+    return err_set("--preset %s: expected min-latency, balanced or max-throughput",
+                   name ? name : "(none)");
+}
