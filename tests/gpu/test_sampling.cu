@@ -108,6 +108,20 @@ static std::vector<samp_case> make_cases(rng_t *rng) {
     return cases;
 }
 
+/* What sampler.c draws for the row a descriptor describes: the token, its logprob and top-K in so
+ * (ids/lps hold the lists, GPU_TOPK_MAX + 1 entries). */
+static int32_t cpu_draw(const float *x, int V, const gpu_row &row, std::vector<int32_t> &ids,
+                        std::vector<float> &lps, sample_out *so) {
+    sampling_params p = sampling_params_default();
+    p.temperature = row.mode == GPU_ROW_GREEDY ? 0.0f : row.temperature;
+    p.logprobs = row.lp_k;
+    ids.assign(GPU_TOPK_MAX + 1, 0);
+    lps.assign(GPU_TOPK_MAX + 1, 0.0f);
+    memset(so, 0, sizeof *so);
+    so->top_ids = ids.data(), so->top_logprobs = lps.data();
+    return sampler_draw(x, V, &p, row.seed, (int64_t)row.output_pos, so);
+}
+
 static void check_sampling(rng_t *rng) {
     std::vector<samp_case> cases = make_cases(rng);
     int n_draw = 0, draw_mismatch = 0;
@@ -131,16 +145,10 @@ static void check_sampling(rng_t *rng) {
         CUDA_CHECK(cudaMemcpy(&slot_tok, d_slot, sizeof slot_tok, cudaMemcpyDeviceToHost));
         cudaFree(d_x), cudaFree(d_row), cudaFree(d_out), cudaFree(d_slot), cudaFree(d_ws);
 
-        sampling_params p = sampling_params_default();
-        p.temperature = c.row.mode == GPU_ROW_GREEDY ? 0.0f : c.row.temperature;
-        p.logprobs = c.row.lp_k;
-        std::vector<int32_t> ids(GPU_TOPK_MAX + 1);
-        std::vector<float> lps(GPU_TOPK_MAX + 1);
+        std::vector<int32_t> ids;
+        std::vector<float> lps;
         sample_out so;
-        memset(&so, 0, sizeof so);
-        so.top_ids = ids.data(), so.top_logprobs = lps.data();
-        const int32_t tok =
-            sampler_draw(c.x.data(), c.V, &p, c.row.seed, (int64_t)c.row.output_pos, &so);
+        const int32_t tok = cpu_draw(c.x.data(), c.V, c.row, ids, lps, &so);
         const bool draw = c.row.mode == GPU_ROW_TEMP;
         n_draw += draw;
         if (o.token != tok) {
@@ -271,16 +279,10 @@ static void check_masks(rng_t *rng) {
             CHECK(!memcmp(want, got.data() + (size_t)r * V, (size_t)V * sizeof(float)),
                   "V %d row %d (mask %d): the masked logits differ from step_mask_apply's", V, r,
                   mask_of_row[r]);
-            sampling_params p = sampling_params_default();
-            p.temperature = rows[r].mode == GPU_ROW_GREEDY ? 0.0f : rows[r].temperature;
-            p.logprobs = rows[r].lp_k;
-            std::vector<int32_t> ids(GPU_TOPK_MAX + 1);
-            std::vector<float> lps(GPU_TOPK_MAX + 1);
+            std::vector<int32_t> ids;
+            std::vector<float> lps;
             sample_out so;
-            memset(&so, 0, sizeof so);
-            so.top_ids = ids.data(), so.top_logprobs = lps.data();
-            const int32_t tok =
-                sampler_draw(want, V, &p, rows[r].seed, (int64_t)rows[r].output_pos, &so);
+            const int32_t tok = cpu_draw(want, V, rows[r], ids, lps, &so);
             const int32_t gt = outs[r].token;
             const bool allowed =
                 gt >= 0 && gt < V &&
