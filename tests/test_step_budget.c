@@ -153,8 +153,8 @@ static int run(double target_ms, step_log **log_out, int *long_first, int *long_
     eo.target_tpot_ms = target_ms;
     engine *e = NULL;
     CHECK(engine_create(&eo, &fake_ops, b, &e) == 0, "engine: %s", err_msg());
-    static int32_t prompt[LONG];
-    for (int i = 0; i < LONG; i++) prompt[i] = 500 + i % 3000;
+    static int32_t prompt[LONG + N_DEC]; /* request k reads from prompt + k */
+    for (int i = 0; i < LONG + N_DEC; i++) prompt[i] = 500 + i % 3000;
     out_t outs[N_DEC + 1];
     memset(outs, 0, sizeof outs);
     for (int k = 0; k <= N_DEC; k++) {
