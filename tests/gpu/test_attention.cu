@@ -28,6 +28,8 @@
  * head's softmax (its V is 448 too) and fails the bound. */
 #include "gpu_check.h"
 
+#include <vector>
+
 extern "C" {
 #include "backend/cpu/ops.h"
 }
@@ -338,6 +340,33 @@ static void test_decode(int bs, int window, rng_t *rng, bool fp8) {
                                        o16, splits[k], ws, 0));
             });
         }
+    }
+    /* The fused merge (attn_decode_fused_init): the same bits as the merge kernel, for every split
+     * count, the counters back at zero after each launch (a second run gives the same again). */
+    {
+        const size_t n_out = (size_t)c.n_tokens * NH * HDIM;
+        std::vector<uint16_t> ref(n_out), got(n_out);
+        CUDA_CHECK(attn_decode_fused_init(ns, d.n_kv_heads));
+        for (int k = 0; k < n_cases; k++) {
+            if (splits[k] < 2) continue;
+            attn_decode_fused_free(); /* the merge kernel */
+            gpu_poison(c.d_out, n_out * 2);
+            CUDA_CHECK(attn_decode(&d, &s, c.d_q, c.d_k, c.d_v, c.d_sc, c.d_sinks, SCALE, c.d_out,
+                                   splits[k], ws, 0));
+            CUDA_CHECK(cudaMemcpy(ref.data(), c.d_out, n_out * 2, cudaMemcpyDeviceToHost));
+            CUDA_CHECK(attn_decode_fused_init(ns, d.n_kv_heads));
+            for (int rep = 0; rep < 2; rep++) {
+                gpu_poison(c.d_out, n_out * 2);
+                CUDA_CHECK(attn_decode(&d, &s, c.d_q, c.d_k, c.d_v, c.d_sc, c.d_sinks, SCALE,
+                                       c.d_out, splits[k], ws, 0));
+                CUDA_CHECK(cudaMemcpy(got.data(), c.d_out, n_out * 2, cudaMemcpyDeviceToHost));
+                CHECK(ref == got,
+                      "decode%s bs=%d %s splits=%d: the fused merge (run %d) differs "
+                      "from the merge kernel",
+                      dt, bs, window ? "sliding" : "full", splits[k], rep);
+            }
+        }
+        attn_decode_fused_free();
     }
     /* One split past the cap: refused before anything is launched (the output keeps its poison). */
     gpu_poison(c.d_out, (size_t)c.n_tokens * NH * HDIM * 2);

@@ -84,6 +84,7 @@ typedef struct {
     const float *sinks;
     uint16_t *out;
     float *ws; /* decode partials: [n_seqs][n_heads][splits][HD] outputs, then [..][2] (max, sum) */
+    unsigned int *counters; /* fused merge: [n_seqs][n_kv_heads] splits done; NULL: merge kernel */
     float scale_log2;
     int n_seqs, stride, window, n_heads, n_kv_heads, bs_shift, num_splits;
 } attn_args;
@@ -252,6 +253,9 @@ static __device__ __forceinline__ void load_kv_tile8(const attn_args &a, const i
  *     8-byte shared loads, two byte-permutes per A register pair the keys as the MMA wants.
  * Scales: scores are (2^-4 q) . (2^-8 k/scale_k), so the score scale gets x 2^12 scale_k; the output
  * sum has values 2^-8 v/scale_v, so it is multiplied by 2^8 scale_v before it leaves the CTA. */
+static __device__ __forceinline__ void decode_merge_group(const attn_args &a, int kvh, int seq,
+                                                          int q_row, float2 *s_ml);
+
 template <bool FP8> __global__ void __launch_bounds__(DEC_THREADS) attn_decode_kernel(attn_args a) {
     constexpr int STAGES = FP8 ? DEC_STAGES8 : DEC_STAGES;
     constexpr int STAGE_BYTES = FP8 ? DEC_STAGE_BYTES8 : DEC_STAGE_BYTES;
@@ -487,6 +491,22 @@ template <bool FP8> __global__ void __launch_bounds__(DEC_THREADS) attn_decode_k
                 a.ws + (size_t)a.n_seqs * (size_t)a.n_heads * (size_t)a.num_splits * HD + part * 2;
             ml[0] = M, ml[1] = L;
         }
+        if (a.counters) {
+            /* The fused merge: the last of the (sequence, KV head)'s splits to finish merges them
+             * all, as attn_decode_merge_kernel would (the same function, the same bits), and puts
+             * the counter back to 0 for the next launch. Every thread's partial is fenced before the
+             * count, and the count before the last CTA reads the others' partials (from L2). */
+            __shared__ int s_last;
+            __threadfence();
+            __syncthreads();
+            unsigned int *count = a.counters + (size_t)seq * (size_t)a.n_kv_heads + (size_t)kvh;
+            if (threadIdx.x == 0) s_last = atomicAdd(count, 1u) == (unsigned int)(a.num_splits - 1);
+            __syncthreads();
+            if (!s_last) return;
+            __threadfence();
+            decode_merge_group(a, kvh, seq, q_row, reinterpret_cast<float2 *>(smem));
+            if (threadIdx.x == 0) *count = 0u;
+        }
     }
 }
 
@@ -503,12 +523,11 @@ template <bool FP8> __global__ void __launch_bounds__(DEC_THREADS) attn_decode_k
  * ..., m_S-1 (a max: exact in any order, and here even the order is kept), then L and o4
  * accumulate split 0, 1, ..., S-1 with the same expressions: the output is bit-identical to the
  * old loop's. */
-__global__ void __launch_bounds__(DEC_THREADS) attn_decode_merge_kernel(attn_args a) {
-    pdl_prologue();                                       /* first: see pdl.cuh */
-    __shared__ float2 s_ml[GQA * ATTN_DECODE_MAX_SPLITS]; /* [head of the group][split]: (m, l) */
-    const int kvh = blockIdx.x, seq = blockIdx.y;
-    const int q_row = a.query_start[seq];
-    if (a.query_start[seq + 1] - q_row != 1) return; /* uniform per CTA: before any barrier */
+/* The merge of KV head kvh's 8 heads of sequence seq (q_row its query row), by all DEC_THREADS
+ * threads of a CTA; s_ml: room for GQA * ATTN_DECODE_MAX_SPLITS pairs in shared memory. The loads of
+ * the partials bypass L1 (__ldcg): in the fused merge other CTAs wrote them an instant ago. */
+static __device__ __forceinline__ void decode_merge_group(const attn_args &a, int kvh, int seq,
+                                                          int q_row, float2 *s_ml) {
     const int h = threadIdx.x >> 4, d0 = (threadIdx.x & 15) * 4;
     const int head = kvh * GQA + h, S = a.num_splits;
     const size_t part0 = ((size_t)seq * (size_t)a.n_heads + (size_t)head) * (size_t)S;
@@ -518,7 +537,7 @@ __global__ void __launch_bounds__(DEC_THREADS) attn_decode_merge_kernel(attn_arg
         a.ws + (size_t)a.n_seqs * (size_t)a.n_heads * (size_t)S * HD +
         ((size_t)seq * (size_t)a.n_heads + (size_t)kvh * GQA) * (size_t)S * 2);
 #pragma unroll 4
-    for (int i = threadIdx.x; i < GQA * S; i += DEC_THREADS) s_ml[i] = ml_group[i];
+    for (int i = threadIdx.x; i < GQA * S; i += DEC_THREADS) s_ml[i] = __ldcg(ml_group + i);
     __syncthreads();
     const float2 *ml = s_ml + h * S; /* this thread's head */
 
@@ -534,7 +553,8 @@ __global__ void __launch_bounds__(DEC_THREADS) attn_decode_merge_kernel(attn_arg
         float4 v[MERGE_BATCH];
 #pragma unroll
         for (int u = 0; u < MERGE_BATCH; u++) /* past S: split S - 1 again, not used; no branch */
-            v[u] = *reinterpret_cast<const float4 *>(o_part + (size_t)min(s0 + u, S - 1) * HD);
+            v[u] =
+                __ldcg(reinterpret_cast<const float4 *>(o_part + (size_t)min(s0 + u, S - 1) * HD));
 #pragma unroll
         for (int u = 0; u < MERGE_BATCH; u++) {
             if (s0 + u < S) {
@@ -548,6 +568,15 @@ __global__ void __launch_bounds__(DEC_THREADS) attn_decode_merge_kernel(attn_arg
     *reinterpret_cast<uint2 *>(a.out + ((size_t)q_row * (size_t)a.n_heads + (size_t)head) * HD +
                                d0) =
         make_uint2(pack_bf16x2(o4[0] * inv, o4[1] * inv), pack_bf16x2(o4[2] * inv, o4[3] * inv));
+}
+
+__global__ void __launch_bounds__(DEC_THREADS) attn_decode_merge_kernel(attn_args a) {
+    pdl_prologue();                                       /* first: see pdl.cuh */
+    __shared__ float2 s_ml[GQA * ATTN_DECODE_MAX_SPLITS]; /* [head of the group][split]: (m, l) */
+    const int kvh = blockIdx.x, seq = blockIdx.y;
+    const int q_row = a.query_start[seq];
+    if (a.query_start[seq + 1] - q_row != 1) return; /* uniform per CTA: before any barrier */
+    decode_merge_group(a, kvh, seq, q_row, s_ml);
 }
 
 /* ------------------------------------------------------------------------------------------------ */
@@ -814,7 +843,7 @@ static cudaError_t fill_args(const attn_dims *d, const attn_seqs *s, const uint1
     a->query_start = s->query_start, a->start_pos = s->start_pos, a->tables = s->tables;
     a->table_first = s->table_first, a->work = NULL;
     a->q = q, a->k_cache = (const uint16_t *)k_cache, a->v_cache = (const uint16_t *)v_cache,
-    a->sinks = sinks, a->out = out, a->ws = NULL;
+    a->sinks = sinks, a->out = out, a->ws = NULL, a->counters = NULL;
     a->k8 = (const uint8_t *)k_cache, a->v8 = (const uint8_t *)v_cache, a->kv_scales = kv_scales;
     a->scale_log2 = scale * LOG2E;
     a->n_seqs = s->n_seqs, a->stride = s->stride, a->window = s->window;
@@ -876,6 +905,31 @@ extern "C" int attn_decode_num_splits(const attn_dims *d, int n_seqs, int max_ke
     return best;
 }
 
+/* The fused merge's counters (attention.h): one per (sequence, KV head), zero between launches. */
+static unsigned int *g_merge_counters;
+static size_t g_merge_counters_n;
+
+extern "C" cudaError_t attn_decode_fused_init(int max_seqs, int n_kv_heads) {
+    if (max_seqs < 1 || n_kv_heads < 1) return cudaErrorInvalidValue;
+    const size_t n = (size_t)max_seqs * (size_t)n_kv_heads;
+    if (g_merge_counters && g_merge_counters_n >= n) return cudaSuccess;
+    attn_decode_fused_free();
+    cudaError_t e = cudaMalloc((void **)&g_merge_counters, n * sizeof(unsigned int));
+    if (e == cudaSuccess) e = cudaMemset(g_merge_counters, 0, n * sizeof(unsigned int));
+    if (e != cudaSuccess) {
+        cudaFree(g_merge_counters);
+        g_merge_counters = NULL;
+        return e;
+    }
+    g_merge_counters_n = n;
+    return cudaSuccess;
+}
+
+extern "C" void attn_decode_fused_free(void) {
+    if (g_merge_counters) cudaFree(g_merge_counters);
+    g_merge_counters = NULL, g_merge_counters_n = 0;
+}
+
 extern "C" size_t attn_decode_workspace_bytes(const attn_dims *d, int n_seqs, int num_splits) {
     if (num_splits <= 1) return 0;
     return (size_t)n_seqs * (size_t)d->n_heads * (size_t)num_splits * (HD + 2) * sizeof(float);
@@ -893,6 +947,10 @@ extern "C" cudaError_t attn_decode(const attn_dims *d, const attn_seqs *s, const
         return cudaErrorInvalidValue;
     if (s->n_seqs == 0) return cudaSuccess;
     a.num_splits = num_splits, a.ws = workspace;
+    a.counters = num_splits > 1 && g_merge_counters &&
+                         (size_t)s->n_seqs * (size_t)d->n_kv_heads <= g_merge_counters_n
+                     ? g_merge_counters
+                     : NULL;
     const int f8 = d->kv_fp8 ? 1 : 0;
     e = allow_smem(decode_kernel(f8), DEC_SMEM, &g_decode_smem_dev[f8]);
     if (e != cudaSuccess) return e;
@@ -903,7 +961,7 @@ extern "C" cudaError_t attn_decode(const attn_dims *d, const attn_seqs *s, const
         pdl_launch(attn_decode_kernel<false>, dim3(d->n_kv_heads, s->n_seqs, num_splits),
                    dim3(DEC_THREADS), DEC_SMEM, stream, a);
     e = cudaGetLastError();
-    if (e != cudaSuccess || num_splits == 1) return e;
+    if (e != cudaSuccess || num_splits == 1 || a.counters) return e;
     pdl_launch(attn_decode_merge_kernel, dim3(d->n_kv_heads, s->n_seqs), dim3(DEC_THREADS), 0,
                stream, a);
     return cudaGetLastError();

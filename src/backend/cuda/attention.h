@@ -108,6 +108,16 @@ size_t attn_decode_workspace_bytes(const attn_dims *d, int n_seqs, int num_split
  * ATTN_DECODE_MAX_SPLITS; with num_splits > 1 a merge kernel follows on the same stream and
  * `workspace` (attn_decode_workspace_bytes) must be given. Returns the launch's error (cudaSuccess
  * when both launches were queued). */
+/* The fused merge: attn_decode then merges the splits inside the decode kernel (the last CTA of
+ * each (sequence, KV head) to finish), one launch instead of two, the same output bits. It needs a
+ * counter per (sequence, KV head), zero between launches: attn_decode_fused_init allocates them for
+ * steps of up to max_seqs sequences on the current device (call it outside any graph capture; a
+ * larger step uses the merge kernel), attn_decode_fused_free gives them back (the merge kernel
+ * again). The runner turns it on with GPTOSS_ATTN_FUSED_MERGE=1 (off until measured). One device
+ * per process. */
+cudaError_t attn_decode_fused_init(int max_seqs, int n_kv_heads);
+void attn_decode_fused_free(void);
+
 cudaError_t attn_decode(const attn_dims *d, const attn_seqs *s, const uint16_t *q,
                         const void *k_cache, const void *v_cache, const float *kv_scales,
                         const float *sinks, float scale, uint16_t *out, int num_splits,

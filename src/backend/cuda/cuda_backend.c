@@ -234,6 +234,12 @@ static int create_inner(struct backend *b, const backend_options *opt) {
     if (kv_alloc(b, opt)) return -1;
     CU(cudaStreamSynchronize(b->stream));
 
+    /* Off by default until measured on the H200 (attention.h). */
+    const char *fm = getenv("GPTOSS_ATTN_FUSED_MERGE");
+    if (fm && !strcmp(fm, "1")) {
+        CU(attn_decode_fused_init(b->max_slots, c->n_kv_heads));
+        log_info("cuda backend: decode attention merges its splits in one kernel");
+    }
     /* Off by default until measured on the H200 (runner_masked.c). */
     const char *gm = getenv("GPTOSS_GPU_MASKS");
     b->gpu_masks = gm && !strcmp(gm, "1");
@@ -305,6 +311,7 @@ static void cuda_destroy(backend *b) {
     free(b->slot_last_host);
     if (b->gemm) gemm_ctx_destroy(b->gemm);
     if (b->done) cudaEventDestroy(b->done);
+    attn_decode_fused_free();
     if (b->t_start) cudaEventDestroy(b->t_start);
     if (b->t_end) cudaEventDestroy(b->t_end);
     if (b->stream) cudaStreamDestroy(b->stream);
