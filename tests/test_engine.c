@@ -438,7 +438,7 @@ static int expected_stop(const got *g, int32_t open, const char *const *stops, i
                          int *which, int *trim) {
     char body[4096] = "";
     size_t len = 0;
-    bool in = open == 0;
+    bool in = true; /* the output starts inside a body (text before any header is content) */
     for (int i = 0; i < g->n_tokens; i++) {
         const char *t = token_text[g->tokens[i]];
         if (open && (g->tokens[i] == open || !*t)) {
@@ -476,11 +476,16 @@ static void test_stop_body_scope(void) {
     const got *g = &ref.g[0];
     CHECK(g->n_tokens == 40, "reference run: %d tokens", g->n_tokens);
     if (g->n_tokens != 40) return;
-    const int32_t open = g->tokens[3], special = g->tokens[20];
-    CHECK(open != special, "the reference run has distinct tokens 3 and 20");
-    char saved[4];
+    /* token 0 plays <|channel|> (a special token: the header starts), tokens 1-2 the header's
+     * text, token 3 <|message|>, token 20 <|end|> (special again: the body closes) */
+    const int32_t start = g->tokens[0], open = g->tokens[3], special = g->tokens[20];
+    CHECK(open != special && start != open && start != special,
+          "the reference run has distinct tokens 0, 3 and 20");
+    char saved[4], saved0[4];
     memcpy(saved, token_text[special], sizeof saved);
+    memcpy(saved0, token_text[start], sizeof saved0);
     token_text[special][0] = 0; /* no text: a special token, closing any body */
+    token_text[start][0] = 0;
 
     /* "header" text: tokens 1-2, before the body opens; across the special token: 19 + 21 */
     char header[8], across[8], body[8];
@@ -533,6 +538,7 @@ static void test_stop_body_scope(void) {
                 mode ? "message bodies" : "the whole text", o.g[0].finish, o.g[0].n_tokens);
     }
     memcpy(token_text[special], saved, sizeof saved);
+    memcpy(token_text[start], saved0, sizeof saved0);
 }
 
 static void test_prompt_token_logprobs(void) {

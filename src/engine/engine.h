@@ -65,10 +65,11 @@ typedef struct {
     const char *const *stop_strings; /* copied */
     int n_stop_strings;
     /* Where stop strings apply. 0: the whole generated text. Otherwise a token id (harmony's
-     * <|message|>): only message bodies, the ordinary tokens after that token up to the next
-     * token without text (a special token: token_bytes gives none), each body matched on its own,
-     * so that no stop string matches a header ("analysis", " to=functions.f", "json") or spans
-     * two messages. */
+     * <|message|>): only message bodies — the ordinary tokens from the start of the output, or
+     * after that token, up to the next token without text (a special token: token_bytes gives
+     * none) — each body matched on its own, so that no stop string matches a header ("analysis",
+     * " to=functions.f", "json": the text between a special token and <|message|>) or spans two
+     * messages. */
     int32_t stop_body_token;
     bool ignore_eos;
     int priority; /* lower runs first (vLLM's convention); ties: arrival order */

@@ -98,6 +98,9 @@ seq *seq_create(const engine_request *r, int index, seq *parent, int max_model_l
         s->stops = stop_set_new(r->stop_strings, r->n_stop_strings);
     if (s->stops) s->stop_state = xcalloc((size_t)s->stops->n, sizeof *s->stop_state);
     s->stop_body_token = r->stop_body_token;
+    /* Text before any special token is content too (a model that writes no harmony header at all
+     * is answered with it as the message), so the output starts inside a body. */
+    s->in_stop_body = true;
     s->stop_token = -1;
     s->stop_string = -1;
     s->on_output = r->on_output;

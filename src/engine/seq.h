@@ -51,7 +51,7 @@ struct seq {
     stop_set *stops;         /* the request's stop strings, shared by its sequences; NULL: none */
     uint32_t *stop_state;    /* per stop string: its matcher's state over the generated text */
     int32_t stop_body_token; /* engine_request.stop_body_token */
-    bool in_stop_body;       /* with stop_body_token: inside a message body */
+    bool in_stop_body;       /* with stop_body_token: inside a message body (true at the start) */
     engine_output_fn on_output;
     void *user;
     constraint_state *cs; /* structured output, or NULL (set by engine_submit; freed here) */
