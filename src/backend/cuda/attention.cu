@@ -22,7 +22,9 @@
  * Online (running max m, running sum l, rescaled accumulator) in base 2: scores are multiplied by
  * scale * log2(e) and exp2 is used; the sink becomes sink * log2(e). Every running max starts at the
  * sink, so it is never -inf (masked keys are -inf, exp2(-inf) = 0, and a fully masked tile changes
- * nothing), and exp2(sink - m) <= 1 when the sink finally joins the denominator, once. */
+ * nothing), and exp2(sink - m) <= 1 when the sink finally joins the denominator, once. The FP8
+ * decode kernel starts SINK_ROOM under the sink instead (its P is fp16; see there): finite still,
+ * and exp2(sink - m) <= 2^SINK_ROOM. */
 #include "backend/cuda/attention.h"
 #include "backend/cuda/device_util.cuh"
 #include "backend/cuda/kv_fp8.cuh"
@@ -38,6 +40,7 @@
 #define ROW_BYTES 128 /* one key's head_dim values in bf16 */
 #define ROW8      64  /* ... and in e4m3 (the FP8 cache) */
 #define LOG2E     1.4426950408889634f
+#define SINK_ROOM 64.f /* FP8 decode: the running max starts this far (log2) under the sink */
 
 /* Decode: 4 warps, each taking 16 keys of every 64-key chunk; 4 chunks (64 KiB) in the pipeline. */
 enum {
@@ -313,8 +316,11 @@ template <bool FP8> __global__ void __launch_bounds__(DEC_THREADS) attn_decode_k
     }
 
     const float sl2 = FP8 ? a.scale_log2 * a.kv_scales[kvh] * 4096.f : a.scale_log2;
-    float m0 = a.sinks[kvh * GQA + 2 * t] * LOG2E,
-          m1 = a.sinks[kvh * GQA + 2 * t + 1] * LOG2E; /* heads 2t, 2t+1 */
+    /* The running max starts at the sink (heads 2t, 2t+1); with an FP8 cache SINK_ROOM under it, so
+     * that P, in fp16, stays in range for a head whose keys all sit far under a dominant sink. */
+    const float room = FP8 ? SINK_ROOM : 0.f;
+    float m0 = a.sinks[kvh * GQA + 2 * t] * LOG2E - room,
+          m1 = a.sinks[kvh * GQA + 2 * t + 1] * LOG2E - room;
     float l0 = 0.f, l1 = 0.f;
     float acc[4][4];
 #pragma unroll
@@ -384,10 +390,12 @@ template <bool FP8> __global__ void __launch_bounds__(DEC_THREADS) attn_decode_k
 
         if constexpr (FP8) {
             /* P^T in fp16 (p <= 1: fp16 keeps 11 bits where bf16 keeps 8), times 2^14 (taken back
-             * with the V scale at the end): p is relative to a running max that starts at the sink,
-             * and when the sink dominates p falls below fp16's normal range (6.1e-5) — a head whose
-             * one key sits 14 nats under its sink came out as 0 (gpu_test_attention, ctx 1). With
-             * the factor, p ≤ 16384 < 65504 and underflow starts at 3.7e-9. */
+             * with the V scale at the end). p is relative to a running max that starts SINK_ROOM
+             * (log2 units) under the sink. Started at the sink, a head whose keys sit far under a
+             * dominant sink had its p below fp16's normal range (6.1e-5): 14 nats under came out
+             * as 0, and ~24 under lost 3 % to fp16's subnormal spacing (gpu_test_attention, ctx 1,
+             * a random seed). Now p keeps fp16's 11 bits unless every key of the head is more
+             * than 2^(SINK_ROOM + 28) under its sink, a head whose output is nothing. */
             const float P16 = 16384.f;
             const uint32_t pb0 = movmatrix_trans(pack_f16x2(p0 * P16, p1 * P16)),
                            pb1 = movmatrix_trans(pack_f16x2(p2 * P16, p3 * P16));
@@ -475,8 +483,8 @@ template <bool FP8> __global__ void __launch_bounds__(DEC_THREADS) attn_decode_k
     }
     const int head = kvh * GQA + h;
     if (a.num_splits == 1) {
-        L += fast_exp2(a.sinks[head] * LOG2E -
-                       M); /* M >= the sink: every warp's max started there */
+        /* M >= the sink - room: every warp's max started there; 2^(sink - M) <= 2^SINK_ROOM */
+        L += fast_exp2(a.sinks[head] * LOG2E - M);
         const float inv = 1.f / L;
         *reinterpret_cast<uint2 *>(a.out + ((size_t)q_row * (size_t)a.n_heads + (size_t)head) * HD +
                                    d0) = make_uint2(pack_bf16x2(o4[0] * inv, o4[1] * inv),
