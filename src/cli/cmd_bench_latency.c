@@ -61,7 +61,7 @@ static const char USAGE[] =
     "them; --enforce-eager runs without any.\n"
     "--constrained gives every decode row a structured-output token mask (one allowing every 8th\n"
     "token, published before the step as the engine publishes masks while it runs): the cost of\n"
-    "constrained sampling, on the host (default) or on the device (GPTOSS_GPU_MASKS=1).\n"
+    "constrained sampling, on the device (default) or on the host (GPTOSS_GPU_MASKS=0).\n"
     "--kv-cache-dtype fp8 stores K and V as e4m3 (the roofline then counts 1 byte an element);\n"
     "the JSON records it as \"kv_cache_dtype\".\n";
 

@@ -1,5 +1,5 @@
-/* Structured output's constrained rows sampled on the device (GPTOSS_GPU_MASKS=1,
- * src/backend/cuda/runner_masked.c) against the host path (a copy of the row, step_mask_apply and
+/* Structured output's constrained rows sampled on the device (the default,
+ * src/backend/cuda/runner_masked.c) against the host path (GPTOSS_GPU_MASKS=0: a copy of the row, step_mask_apply and
  * sampler.c), through the engine on the CUDA backend with the random-weight tiny model (the real
  * vocabulary, so the real tokenizer's masks apply).
  *
@@ -78,9 +78,9 @@ static std::vector<req_out> run(const char *dir, bool device_masks, bool graphs,
     const backend_ops *ops = stats ? &cuda_backend_ops : &cpu_backend_ops;
     std::vector<req_out> outs(N_REQ);
     if (device_masks)
-        setenv("GPTOSS_GPU_MASKS", "1", 1);
+        unsetenv("GPTOSS_GPU_MASKS"); /* the default */
     else
-        unsetenv("GPTOSS_GPU_MASKS");
+        setenv("GPTOSS_GPU_MASKS", "0", 1);
     backend_options bo;
     memset(&bo, 0, sizeof bo);
     bo.model = dir, bo.block_size = 32, bo.num_full_blocks = 256, bo.num_swa_blocks = 256;

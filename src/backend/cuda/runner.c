@@ -75,7 +75,7 @@ static int row_mode_for(const sampling_params *p, int V, bool gpu_masks) {
                            (isfinite(pr) && pr != 0);
     const bool filtered = (p->top_k > 0 && p->top_k < V) || p->top_p < 1.0f || p->min_p > 0;
     /* Constrained rows (structured output) take their token mask on the host (step_masks.h), or
-     * with GPTOSS_GPU_MASKS=1 on the device at wait (runner_masked.c). */
+     * by default on the device at wait (runner_masked.c). */
     if (penalised || (p->constrained && !gpu_masks) || p->logprobs > GPU_TOPK_MAX)
         return GPU_ROW_HOST;
     if (!(p->temperature > 0)) return GPU_ROW_GREEDY; /* filters do not apply to greedy */

@@ -229,7 +229,7 @@ struct backend {
     size_t hl_host_bytes;
 
     step_book book;
-    /* GPTOSS_GPU_MASKS=1 (off by default until measured on the H200): constrained rows are sampled
+    /* On unless GPTOSS_GPU_MASKS=0: constrained rows are sampled
      * on the device with their mask (runner_masked.c) instead of from a host copy of the row. */
     bool gpu_masks;
     runner_masked masked;

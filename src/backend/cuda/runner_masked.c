@@ -1,4 +1,5 @@
-/* Structured output's constrained rows, sampled on the device (GPTOSS_GPU_MASKS=1).
+/* Structured output's constrained rows, sampled on the device (the default;
+ * GPTOSS_GPU_MASKS=0 samples them on the host).
  *
  * Why: a constrained row's mask is only known after the step is launched (step/step_masks.h: the
  * engine fills the masks while the forward pass runs). The host path copies each such row's
