@@ -11,9 +11,13 @@
  *   concurrency 64   40.4 tokens/s a user,  4,848 tokens/s per GPU
  *   concurrency 256  23.1 tokens/s a user, 10,651 tokens/s per GPU
  * min-latency caps the batch where a user still gets most of the batch-1 speed; balanced holds the
- * 40 tokens/s-a-user line that vLLM's published H200 point is measured at (25 ms per token: its
- * prompt chunks are sized to keep the decode steps within it); max-throughput runs the widest batch
- * measured and streams every 4 tokens (fewer SSE writes per token at a TPOT of ~40 ms). */
+ * 40 tokens/s-a-user line that vLLM's published H200 point is measured at (64 users: 23.1 ms per
+ * token, 43 tokens/s, commit d912e85); max-throughput runs the widest batch measured and streams
+ * every 4 tokens (fewer SSE writes per token at a TPOT of ~40 ms).
+ * No preset sets --target-tpot-ms: at 64 users it left the median TPOT where it was (23.0 ms with
+ * a 35 ms target) and nearly tripled the median TTFT (291 -> 806 ms), and at 256 users a 35 ms
+ * target held the TPOT (33 ms, p99 34.9) at the cost of 37 % of the throughput and a 24 s median
+ * TTFT (bench/results/sweep-120b-2026-12-01-s4.md): a trade a user should choose, not a default. */
 typedef struct {
     const char *name;
     int max_num_seqs, max_num_batched_tokens, stream_interval;
@@ -22,7 +26,7 @@ typedef struct {
 
 static const preset PRESETS[] = {
     {"min-latency", 8, 8192, 1, 0},
-    {"balanced", 64, 8192, 1, 25},
+    {"balanced", 64, 8192, 1, 0},
     {"max-throughput", 256, 8192, 4, 0},
 };
 
