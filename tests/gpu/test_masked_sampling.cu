@@ -158,7 +158,8 @@ int main(int argc, char **argv) {
     char dir[128];
     snprintf(dir, sizeof dir, "/tmp/gptoss-test-masked-%d", (int)getpid());
     model_config c;
-    config_preset_tiny(&c); /* the real vocabulary, and the attention shape the CUDA kernels take: */
+    config_preset_tiny(
+        &c); /* the real vocabulary, and the attention shape the CUDA kernels take: */
     c.hidden = 128, c.n_heads = 16, c.n_kv_heads = 2, c.head_dim = 64, c.intermediate = 128;
     if (synthetic_write(&c, dir, seed, 1) != 0) return fprintf(stderr, "%s\n", err_msg()), 1;
 

@@ -23,7 +23,7 @@ typedef struct {
     long kv_tokens; /* tokens the full-attention pool holds */
     int graph_max_batch;
     long host_sampled_rows;  /* rows sampled on the host from a copy (penalties, filters, ...) */
-    long device_masked_rows; /* constrained rows sampled on the device (the default; GPTOSS_GPU_MASKS=0: host) */
+    long device_masked_rows; /* constrained rows sampled on the device (GPTOSS_GPU_MASKS=0: none) */
 } cuda_backend_stats;
 
 void cuda_backend_get_stats(const backend *b, cuda_backend_stats *out);
