@@ -20,7 +20,6 @@
 extern "C" {
 #include "backend/cpu/ops.h"
 }
-#include "backend/cuda/gemv.h"
 #include "backend/cuda/moe.h"
 #include "backend/cuda/norm.h"
 
@@ -485,75 +484,6 @@ static void test_E(int E, cudaStream_t st, int sm) {
 
 /* ---- benchmark ---- */
 
-/* moe_router_route (the router product and the routing in one launch) against gemv_bf16 +
- * moe_route_split, as runner_forward.c runs them: the same logits and the same routing buffer, bit
- * for bit, at T = 1..4 with a split input and a router bias; a second run the same again (the
- * block counter went back to 0); more tokens than it takes refused. */
-static void check_router_route(int E, cudaStream_t st) {
-    std::vector<uint16_t> wb((size_t)E * H), bias(E);
-    std::vector<float> wf((size_t)E * H);
-    tu_fill_bf16(wb.data(), wf.data(), wb.size(), -0.05f, 0.05f);
-    for (auto &b : bias) b = f32_to_bf16(tu_uniform(-0.5f, 0.5f));
-    uint16_t *d_w = tu_dev_upload(wb.data(), wb.size()),
-             *d_b = tu_dev_upload(bias.data(), bias.size());
-    for (int T = 1; T <= MOE_ROUTER_ROUTE_MAX_T; T++) {
-        std::vector<uint16_t> xb((size_t)T * H), lob((size_t)T * H);
-        std::vector<float> xf((size_t)T * H), lof((size_t)T * H);
-        tu_fill_bf16(xb.data(), xf.data(), xb.size(), -3.0f, 3.0f);
-        tu_fill_bf16(lob.data(), lof.data(), lob.size(), -1e-2f, 1e-2f);
-        uint16_t *d_x = tu_dev_upload(xb.data(), xb.size()),
-                 *d_lo = tu_dev_upload(lob.data(), lob.size());
-        const size_t nb = moe_routing_bytes(T, E, TOPK), nl = (size_t)T * E;
-        void *rbuf = tu_dev_alloc<uint8_t>(nb);
-        float *d_lg = tu_dev_alloc<float>(nl);
-        moe_routing r;
-        moe_routing_carve(&r, rbuf, T, E, TOPK);
-        std::vector<uint8_t> want(nb), got(nb);
-        std::vector<float> want_lg(nl), got_lg(nl);
-        CUDA_CHECK(cudaMemsetAsync(rbuf, 0xff, nb, st));
-        CUDA_CHECK(gemv_bf16(d_x, d_lo, T, H, d_w, E, NULL, d_lg, 1, st));
-        CUDA_CHECK(moe_route_split(d_lg, NULL, d_b, &r, st));
-        CUDA_CHECK(cudaStreamSynchronize(st));
-        tu_download(want.data(), (uint8_t *)rbuf, nb);
-        tu_download(want_lg.data(), d_lg, nl);
-        for (int rep = 0; rep < 2; rep++) {
-            CUDA_CHECK(cudaMemsetAsync(rbuf, 0xff, nb, st));
-            CUDA_CHECK(cudaMemsetAsync(d_lg, 0xff, nl * sizeof(float), st));
-            CUDA_CHECK(moe_router_route(d_x, d_lo, H, d_w, d_b, d_lg, &r, st));
-            CUDA_CHECK(cudaStreamSynchronize(st));
-            tu_download(got.data(), (uint8_t *)rbuf, nb);
-            tu_download(got_lg.data(), d_lg, nl);
-            CHECK(!memcmp(want_lg.data(), got_lg.data(), nl * sizeof(float)),
-                  "router_route E=%d T=%d run %d: logits differ from gemv_bf16's", E, T, rep);
-            CHECK(!memcmp(want.data(), got.data(), nb),
-                  "router_route E=%d T=%d run %d: routing differs from moe_route_split's", E, T,
-                  rep);
-        }
-        CUDA_CHECK(cudaFree(d_x));
-        CUDA_CHECK(cudaFree(d_lo));
-        CUDA_CHECK(cudaFree(rbuf));
-        CUDA_CHECK(cudaFree(d_lg));
-    }
-    {
-        const int T = MOE_ROUTER_ROUTE_MAX_T + 1;
-        void *rbuf = tu_dev_alloc<uint8_t>(moe_routing_bytes(T, E, TOPK));
-        moe_routing r;
-        moe_routing_carve(&r, rbuf, T, E, TOPK);
-        uint16_t *d_x = tu_dev_alloc<uint16_t>((size_t)T * H);
-        float *d_lg = tu_dev_alloc<float>((size_t)T * E);
-        CHECK(moe_router_route(d_x, NULL, H, d_w, d_b, d_lg, &r, st) == cudaErrorInvalidValue,
-              "router_route at T=%d must be refused", T);
-        CUDA_CHECK(cudaFree(rbuf));
-        CUDA_CHECK(cudaFree(d_x));
-        CUDA_CHECK(cudaFree(d_lg));
-    }
-    printf(
-        "router_route E=%d: T=1..%d the same logits and routing as gemv_bf16 + moe_route_split\n",
-        E, MOE_ROUTER_ROUTE_MAX_T);
-    CUDA_CHECK(cudaFree(d_w));
-    CUDA_CHECK(cudaFree(d_b));
-}
-
 static void bench(cudaStream_t st, int sm) {
     static const int TS[] = {1, 8, 64, 256, 1024, 4096};
     const int E = 128, COPIES = 3;
@@ -652,8 +582,6 @@ int main(int argc, char **argv) {
         check_repack_random();
         test_E(32, st, sm);
         test_E(128, st, sm);
-        check_router_route(32, st);
-        check_router_route(128, st);
     }
     CUDA_CHECK(cudaStreamDestroy(st));
     return check_report("test_moe");

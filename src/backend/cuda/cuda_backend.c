@@ -245,9 +245,6 @@ static int create_inner(struct backend *b, const backend_options *opt) {
     const char *gm = getenv("GPTOSS_GPU_MASKS");
     b->gpu_masks = !(gm && !strcmp(gm, "0"));
     if (b->gpu_masks) log_info("cuda backend: constrained rows are sampled on the device");
-    const char *rf = getenv("GPTOSS_ROUTER_FUSED");
-    b->router_fused = rf && !strcmp(rf, "1");
-    if (b->router_fused) log_info("cuda backend: the router and the routing run as one kernel");
 
     char graphs[48] = "off";
     if (b->graphs.max_size) snprintf(graphs, sizeof graphs, "up to batch %d", b->graphs.max_size);

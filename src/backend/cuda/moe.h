@@ -98,16 +98,6 @@ void moe_routing_carve(moe_routing *r, void *buf, int T, int E, int k);
 cudaError_t moe_route_split(const float *logits, const float *logits_lo, const uint16_t *bias,
                             const moe_routing *r, cudaStream_t stream);
 
-/* The router and the routing in one launch, for decode steps of T = r->T <= MOE_ROUTER_ROUTE_MAX_T
- * tokens: logits = (x + x_lo) · Wᵀ as gemv_bf16 computes them (fp32, [T][E], also left in logits),
- * then moe_route_split(logits, NULL, bias, r) — the same outputs, bit for bit, one kernel boundary
- * fewer. x, x_lo: [T][H] bf16 (x_lo may be NULL); W: [E][H] bf16. One such launch in flight per device
- * at a time (its block counter is a device global). */
-enum { MOE_ROUTER_ROUTE_MAX_T = 4 };
-cudaError_t moe_router_route(const uint16_t *x, const uint16_t *x_lo, int H, const uint16_t *W,
-                             const uint16_t *bias, float *logits, const moe_routing *r,
-                             cudaStream_t stream);
-
 /* ---- experts ---- */
 
 typedef struct {

@@ -10,7 +10,6 @@
 #include "backend/cuda/moe.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_util.cuh"
-#include "backend/cuda/gemv.cuh"
 #include "backend/cuda/pdl.cuh"
 
 #include <stddef.h>
@@ -132,12 +131,12 @@ static __device__ __forceinline__ void expert_offsets(int c, int E, int BN, int 
     __syncthreads();
 }
 
-/* The small routing by one block of blockDim.x >= ROUTE_SMALL_MIN_THREADS (and >= 32 T) threads,
- * every thread of it calling. */
-static __device__ __forceinline__ void
-route_small_block(const float *logits, const float *logits_lo, const uint16_t *bias, int T, int E,
-                  int k, int BN, int *idx_out, float *w_out, int *count, int *offset,
-                  int *pair_sorted, int *touched, int *n_touched, int *tiles, int *n_tiles) {
+__global__ void moe_route_small_kernel(const float *logits, const float *logits_lo,
+                                       const uint16_t *bias, int T, int E, int k, int BN,
+                                       int *idx_out, float *w_out, int *count, int *offset,
+                                       int *pair_sorted, int *touched, int *n_touched, int *tiles,
+                                       int *n_tiles) {
+    pdl_prologue(); /* first: see pdl.cuh */
     __shared__ int s_idx[64];
     __shared__ float s_w[64];
     __shared__ int s_off[256];
@@ -158,96 +157,6 @@ route_small_block(const float *logits, const float *logits_lo, const uint16_t *b
         for (int q = 0; q < tid; q++) r += s_idx[q] == e;
         pair_sorted[s_off[e] + r] = tid;
     }
-}
-
-__global__ void moe_route_small_kernel(const float *logits, const float *logits_lo,
-                                       const uint16_t *bias, int T, int E, int k, int BN,
-                                       int *idx_out, float *w_out, int *count, int *offset,
-                                       int *pair_sorted, int *touched, int *n_touched, int *tiles,
-                                       int *n_tiles) {
-    pdl_prologue(); /* first: see pdl.cuh */
-    route_small_block(logits, logits_lo, bias, T, E, k, BN, idx_out, w_out, count, offset,
-                      pair_sorted, touched, n_touched, tiles, n_tiles);
-}
-
-/* ---- the router product and the routing in one launch (moe_router_route) ----
- * The blocks compute the router logits as gemv_bf16 does (gemv.cuh: the same code, so the same
- * bits); the last block to finish (a counter, which it puts back to 0) reads all T x E logits into
- * shared memory, past L1 (__ldcg: other blocks wrote them an instant ago, fenced before the count),
- * and routes them as moe_route_small_kernel does. One launch and one kernel boundary fewer per layer
- * than gemv_bf16 + moe_route_split. */
-static __device__ unsigned int g_router_blocks_done;
-static_assert((int)GV_THREADS >= (int)ROUTE_SMALL_MIN_THREADS,
-              "the routing needs a thread per expert");
-
-template <int M>
-__global__ void __launch_bounds__(GV_THREADS)
-    moe_router_route_kernel(const gemv_args a, const uint16_t *bias, int E, int k, int BN,
-                            int *idx_out, float *w_out, int *count, int *offset, int *pair_sorted,
-                            int *touched, int *n_touched, int *tiles, int *n_tiles) {
-    extern __shared__ float4 rr_smem[];
-    float *xs = (float *)rr_smem; /* [M][K] staged tokens, then [M][E] logits */
-    gemv_block<M, true>(a, xs);
-    __shared__ int s_last;
-    __threadfence(); /* this block's logits, before its count */
-    __syncthreads();
-    if (threadIdx.x == 0) s_last = atomicAdd(&g_router_blocks_done, 1u) == gridDim.x - 1;
-    __syncthreads();
-    if (!s_last) return;
-    __threadfence(); /* the count, before the others' logits are read */
-    const float *y = (const float *)a.y;
-    for (int i = threadIdx.x; i < M * E; i += blockDim.x) xs[i] = __ldcg(y + i);
-    __syncthreads();
-    route_small_block(xs, NULL, bias, M, E, k, BN, idx_out, w_out, count, offset, pair_sorted,
-                      touched, n_touched, tiles, n_tiles);
-    if (threadIdx.x == 0) g_router_blocks_done = 0u;
-}
-
-typedef void (*router_route_fn)(const gemv_args, const uint16_t *, int, int, int, int *, float *,
-                                int *, int *, int *, int *, int *, int *, int *);
-
-static router_route_fn router_route_kernel_for(int M) {
-    switch (M) {
-    case 1:
-        return moe_router_route_kernel<1>;
-    case 2:
-        return moe_router_route_kernel<2>;
-    case 3:
-        return moe_router_route_kernel<3>;
-    case 4:
-        return moe_router_route_kernel<4>;
-    }
-    return NULL;
-}
-
-cudaError_t moe_router_route(const uint16_t *x, const uint16_t *x_lo, int H, const uint16_t *W,
-                             const uint16_t *bias, float *logits, const moe_routing *r,
-                             cudaStream_t stream) {
-    if (!x || !W || !logits || !r || r->T < 1 || r->T > MOE_ROUTER_ROUTE_MAX_T || r->E < 1 ||
-        r->E > ROUTE_SMALL_MIN_THREADS || r->k < 1 || r->k > 8 || r->k > r->E || r->T * r->k > 64 ||
-        !gemv_supported(r->T, H, r->E))
-        return cudaErrorInvalidValue;
-    const router_route_fn f = router_route_kernel_for(r->T);
-    const size_t smem = (size_t)r->T * (size_t)(H > r->E ? H : r->E) * sizeof(float);
-    static int resident[MOE_ROUTER_ROUTE_MAX_T + 1];
-    if (!resident[r->T]) {
-        int dev = 0, sms = 0, per = 0;
-        CUDA_TRY(cudaGetDevice(&dev));
-        CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-        CUDA_TRY(cudaFuncSetAttribute((const void *)f, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      MOE_ROUTER_ROUTE_MAX_T * GEMV_MAX_K * 4));
-        CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, f, GV_THREADS, smem));
-        if (per < 1) return cudaErrorInvalidConfiguration;
-        resident[r->T] = per * sms;
-    }
-    int rpw = 0;
-    const int blocks = gemv_grid(r->E, resident[r->T], &rpw);
-    gemv_args a;
-    a.x = x, a.x_lo = x_lo, a.W = W, a.bias = NULL, a.y = logits, a.M = r->T, a.K = H, a.N = r->E;
-    a.rows_per_warp = rpw;
-    return pdl_launch(f, dim3((unsigned)blocks), dim3(GV_THREADS), smem, stream, a, bias, r->E,
-                      r->k, MOE_TILE_TOKENS, r->topk_idx, r->topk_w, r->count, r->offset,
-                      r->pair_sorted, r->touched, r->n_touched, r->tiles, r->n_tiles);
 }
 
 /* One block of 1024 threads: counts per expert, prefix sums, the touched list, the large-path tile

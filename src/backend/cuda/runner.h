@@ -232,9 +232,6 @@ struct backend {
     /* On unless GPTOSS_GPU_MASKS=0: constrained rows are sampled
      * on the device with their mask (runner_masked.c) instead of from a host copy of the row. */
     bool gpu_masks;
-    /* GPTOSS_ROUTER_FUSED=1 (off until measured on the H200): at T <= MOE_ROUTER_ROUTE_MAX_T the router
-     * product and the routing run as one kernel (moe_router_route) instead of two. */
-    bool router_fused;
     runner_masked masked;
     long host_rows_total; /* rows sampled on the host so far (cuda_backend_get_stats) */
     int32_t *fix;         /* (slot, token) pairs sampled on the host, applied at the next launch */

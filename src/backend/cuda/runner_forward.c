@@ -90,16 +90,12 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
                            s));
         CU(gemm_bf16(b->gemm, w->attn, T, b->Q, ly->o_w, H, ly->o_b, w->o, GEMM_OUT_BF16, s));
         CU(norm_add_rmsnorm_split(w->h, w->o, NULL, 0, T, H, ly->mlp_norm, b->eps, w->a, a_lo, s));
-        if (gv && b->router_fused && T <= MOE_ROUTER_ROUTE_MAX_T) {
-            CU(moe_router_route(w->a, a_lo, H, ly->router_w, ly->router_b, w->router, &rt, s));
-        } else if (gv) {
+        if (gv)
             CU(gemv_bf16(w->a, a_lo, T, H, ly->router_w, b->E, NULL, w->router, 1, s));
-            CU(moe_route_split(w->router, router_lo, ly->router_b, &rt, s));
-        } else {
+        else
             CU(gemm_bf16(b->gemm, w->a, 2 * T, H, ly->router_w, b->E, NULL, w->router, GEMM_OUT_F32,
                          s));
-            CU(moe_route_split(w->router, router_lo, ly->router_b, &rt, s));
-        }
+        CU(moe_route_split(w->router, router_lo, ly->router_b, &rt, s));
         CU(moe_experts(&ly->moe, w->a, &rt, &p->moe, w->act, w->y_slots, s));
     }
 
