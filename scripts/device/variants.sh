@@ -2,7 +2,8 @@
 # `gptoss bench latency` of one build under several environment variants, interleaved, in one
 # device call, with a table of each variant against the first. VARIANTS is a space-separated list of
 # NAME=ENV1=V1+ENV2=V2 (NAME=- for none; values may hold commas), e.g. VARIANTS="base=- pdl=GPTOSS_PDL=1".
-# Knobs: MODEL=120b, BATCHES=1,8,64, ROUNDS=2. Needs .devcarry (scripts/device/prepare.sh).
+# Knobs: MODEL=120b, BATCHES=1,8,64, ROUNDS=2, PREFILL (prompt lengths, none by default: the table
+# then shows the prefill rows too). Needs .devcarry (scripts/device/prepare.sh).
 set -uo pipefail
 out=${OUT:-/tmp/var-out}
 mkdir -p "$out/vlogs"
@@ -14,7 +15,7 @@ for r in $(seq 1 "${ROUNDS:-2}"); do
     envargs=()
     [ "$envs" = - ] || IFS=+ read -r -a envargs <<<"$envs"
     timeout 150 env "${envargs[@]}" $bin bench latency --model "synthetic:${MODEL:-120b}" \
-      --batches "${BATCHES:-1,8,64}" --prefill "" --output-json "$out/var-$name-$r.json" \
+      --batches "${BATCHES:-1,8,64}" --prefill "${PREFILL:-}" --output-json "$out/var-$name-$r.json" \
       >"$out/vlogs/var-$name-$r.log" 2>&1 || echo "variant $name round $r failed ($?)"
   done
 done
@@ -28,17 +29,19 @@ def load(n):
     for res in runs:
         for l in res:
             if l["phase"] == "decode":
-                by.setdefault(l["batch"], []).append(l)
+                by.setdefault(("decode", l["batch"]), []).append(l)
+            elif l["phase"] == "prefill":
+                by.setdefault(("prefill", l["context"]), []).append(l)
     return by
 data = {n: load(n) for n in names}
 base = names[0]
-print("| variant | batch | tok/s (median) | ms/step | vs " + base + " | of roofline |")
-print("| --- | ---: | ---: | ---: | ---: | ---: |")
+print("| variant | phase | batch or prompt | tok/s (median) | ms/step | vs " + base + " | of roofline |")
+print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
 for n in names:
-    for b, ls in sorted(data[n].items()):
+    for (ph, b), ls in sorted(data[n].items()):
         t = statistics.median(l["tokens_per_s"] for l in ls)
-        tb = statistics.median(l["tokens_per_s"] for l in data[base].get(b, ls))
+        tb = statistics.median(l["tokens_per_s"] for l in data[base].get((ph, b), ls))
         ms = statistics.median(l["seconds"] for l in ls) * 1e3
         rf = statistics.median(l["roofline_fraction"] for l in ls)
-        print(f"| {n} | {b} | {t:.0f} | {ms:.3f} | {t/tb:.3f} | {100*rf:.1f}% |")
+        print(f"| {n} | {ph} | {b} | {t:.0f} | {ms:.3f} | {t/tb:.3f} | {100*rf:.1f}% |")
 PY

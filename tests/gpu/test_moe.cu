@@ -473,6 +473,19 @@ static void test_E(int E, cudaStream_t st, int sm) {
         CHECK(y1.size() == y2.size() && !memcmp(y1.data(), y2.data(), y1.size() * 4),
               "E=%d T=%d: folded vs two-multiply dequantisation (or two runs of one plan) differ",
               E, T);
+        /* The large path on the warpgroup MMA (moe_wgmma.cu): the same reference bound, and two
+         * runs give the same bits. */
+        for (auto &p : plans) {
+            if (!p.large) continue;
+            moe_set_wgmma(1);
+            fprintf(stderr, "  (wgmma)\n");
+            std::vector<float> wa, wb;
+            run_experts_case(&w, &r, &p, d_x, d_act, d_y, T, E, toks, ref, st, &wa);
+            run_experts_case(&w, &r, &p, d_x, d_act, d_y, T, E, toks, ref, st, &wb);
+            moe_set_wgmma(0);
+            CHECK(wa.size() == wb.size() && !memcmp(wa.data(), wb.data(), wa.size() * 4),
+                  "E=%d T=%d: two runs of the wgmma large path differ", E, T);
+        }
         CUDA_CHECK(cudaFree(d_act));
         CUDA_CHECK(cudaFree(d_y));
         CUDA_CHECK(cudaFree(rbuf));
@@ -485,7 +498,7 @@ static void test_E(int E, cudaStream_t st, int sm) {
 /* ---- benchmark ---- */
 
 static void bench(cudaStream_t st, int sm) {
-    static const int TS[] = {1, 8, 64, 256, 1024, 4096};
+    static const int TS[] = {1, 8, 64, 256, 1024, 4096, 16384};
     const int E = 128, COPIES = 3;
     layer_host L;
     gen_layer(&L, E);
@@ -529,15 +542,20 @@ static void bench(cudaStream_t st, int sm) {
         for (auto &p : plans) maxS = std::max(maxS, p.large ? 1 : p.down_splits);
         uint16_t *d_act = tu_dev_alloc<uint16_t>(P * I);
         float *d_y = tu_dev_alloc<float>(P * maxS * H);
-        for (auto &p : plans) {
+        for (size_t pi = 0; pi < plans.size() + (autop.large || plans.size() > 1); pi++) {
+            /* the last round: the large plan again on the warpgroup MMA (moe_wgmma.cu) */
+            const bool wg = pi == plans.size();
+            const moe_plan &p = wg ? (autop.large ? autop : plans[1]) : plans[pi];
             const int S = p.large ? 1 : p.down_splits;
             const int reps = T >= 1024 ? 10 : 50;
+            moe_set_wgmma(wg);
             us = tu_time_us(st, 2, reps, [&](int i) {
                 CUDA_CHECK(moe_experts(&W[i % COPIES], d_x, &r, &p, d_act, d_y, st));
             });
+            moe_set_wgmma(0);
             char pn[64];
-            snprintf(name, sizeof name, "moe experts 120b T=%d %s touched=%d", T,
-                     plan_name(&p, pn, sizeof pn), n_touched);
+            snprintf(name, sizeof name, "moe experts 120b T=%d %s%s touched=%d", T,
+                     plan_name(&p, pn, sizeof pn), wg ? " wgmma" : "", n_touched);
             const double bytes = n_touched * expert_bytes + (double)T * H * 2 + 2.0 * P * I * 2 +
                                  (double)P * S * H * 4;
             const double flops = 2.0 * P * ((double)2 * I * H + (double)H * I);

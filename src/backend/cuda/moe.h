@@ -118,6 +118,12 @@ size_t moe_y_slots_bytes(int T, int k, int H, const moe_plan *plan); /* T·k·sp
 cudaError_t moe_experts(const moe_weights *w, const uint16_t *x, const moe_routing *r,
                         const moe_plan *plan, uint16_t *act, float *y_slots, cudaStream_t stream);
 
+/* The large path's MMA, process-wide: 1 = warpgroup MMA (wgmma, moe_wgmma.cu), 0 = mma.sync
+ * (moe_large_kernel). Until moe_set_wgmma is called, GPTOSS_MOE_WGMMA=1 turns it on (off until
+ * measured on the H200). */
+void moe_set_wgmma(int on);
+int moe_wgmma_on(void);
+
 /* The two halves, for benchmarks and tests. */
 cudaError_t moe_gate_up(const moe_weights *w, const uint16_t *x, const moe_routing *r,
                         const moe_plan *plan, uint16_t *act, cudaStream_t stream);

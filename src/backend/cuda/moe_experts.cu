@@ -23,9 +23,11 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_util.cuh"
 #include "backend/cuda/moe_dequant.cuh"
+#include "backend/cuda/moe_kernel_common.cuh"
 #include "backend/cuda/pdl.cuh"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -37,68 +39,6 @@ static __device__ __forceinline__ void mma_chunk(float acc[4], const uint32_t ag
                                                  const uint32_t a8[4], uint4 xv) {
     mma_bf16_16816(acc, ag[0], a8[0], ag[1], a8[1], xv.x, xv.y);
     mma_bf16_16816(acc, ag[2], a8[2], ag[3], a8[3], xv.z, xv.w);
-}
-
-static __device__ __forceinline__ float swiglu(float gate, float up, float alpha, float limit) {
-    const float g = fminf(gate, limit);
-    const float u = fminf(fmaxf(up, -limit), limit);
-    return g / (1.0f + expf(-alpha * g)) * (u + 1.0f);
-}
-
-/* Arguments of both expert kernels (one matrix: gate_up or down). */
-struct moe_args {
-    const uint4 *wq;      /* repacked codes */
-    const uint32_t *wsc;  /* repacked scale words */
-    const uint16_t *bias; /* [E][R] */
-    const uint16_t *x; /* gate_up: x [T][K] gathered by token; down: act [T·k][K] in sorted order */
-    uint16_t *act;     /* gate_up output [T·k][R/2] */
-    float *y;          /* down output [T][k·S][R] */
-    const int *count, *offset, *pair_sorted, *touched, *n_touched, *tiles, *n_tiles;
-    const float *topk_w;
-    int K, R, RT, KK; /* reduction length, rows, row tiles (R/16), k steps (K/64) */
-    int topk;         /* k experts per token */
-    int S;            /* K splits (down, small path) */
-    int n_rb;         /* row blocks per expert */
-    float alpha, limit;
-};
-
-enum { MODE_GATE_UP = 0, MODE_DOWN = 1 };
-
-/* Epilogue for one 16-row tile rt and 8-token group: acc[2·hh + q] = (tile row g + 8·hh, token
- * n0 + 2t + q), n local to the expert's sorted list, valid when < n_end. */
-template <int MODE>
-static __device__ __forceinline__ void tile_epilogue(const moe_args &a, int e, int off, int rt,
-                                                     int n0, int n_end, int s, const float acc[4]) {
-    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    if (MODE == MODE_GATE_UP) {
-        const int o = rt * 8 + g; /* output feature; tile row g = its gate, g+8 = its up */
-        const int I = a.R / 2;
-        const float bg = bf16_bits_to_f32(a.bias[(size_t)e * a.R + 2 * o]);
-        const float bu = bf16_bits_to_f32(a.bias[(size_t)e * a.R + 2 * o + 1]);
-#pragma unroll
-        for (int q = 0; q < 2; q++) {
-            const int n = n0 + 2 * t + q;
-            if (n >= n_end) continue;
-            const float v = swiglu(acc[q] + bg, acc[2 + q] + bu, a.alpha, a.limit);
-            a.act[(size_t)(off + n) * I + o] = f32_to_bf16_bits(v);
-        }
-    } else {
-#pragma unroll
-        for (int q = 0; q < 2; q++) {
-            const int n = n0 + 2 * t + q;
-            if (n >= n_end) continue;
-            const int pair = a.pair_sorted[off + n];
-            const int tok = pair / a.topk, j = pair - tok * a.topk;
-            const float wgt = a.topk_w[pair];
-            float *yrow = a.y + ((size_t)tok * a.topk * a.S + (size_t)j * a.S + s) * a.R;
-#pragma unroll
-            for (int hh = 0; hh < 2; hh++) {
-                const int row = rt * 16 + g + 8 * hh;
-                const float b = s == 0 ? bf16_bits_to_f32(a.bias[(size_t)e * a.R + row]) : 0.0f;
-                yrow[row] = wgt * (acc[2 * hh + q] + b);
-            }
-        }
-    }
 }
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -241,7 +181,7 @@ __global__ void __launch_bounds__(small_cfg<NTP>::THREADS, NTP == 1 ? 4 : 2)
 /* per SM (capping at 128 for two blocks spilled in the inner loop). A 4-stage cp.async ring brings  */
 /* the gathered tokens, the block's 8 row tiles of codes and their scales into shared memory.        */
 
-enum { LG_THREADS = 256, LG_BM = 128, LG_BN = MOE_TILE_TOKENS, LG_STAGES = 4 };
+enum { LG_THREADS = 256, LG_BN = MOE_TILE_TOKENS, LG_STAGES = 4 };
 /* One pipeline stage: B = 128 tokens × 64 k bf16 (16 KB), A = 8 row tiles × 512 B of codes (4 KB),
  * scales = 8 row tiles × 32 B. */
 enum { LG_B_BYTES = LG_BN * 64 * 2, LG_A_BYTES = 8 * 512, LG_S_BYTES = 8 * 32 };
@@ -385,14 +325,26 @@ __global__ void __launch_bounds__(LG_THREADS, 1) moe_large_kernel(const moe_args
 /* ---------------------------------------------------------------------------------------------- */
 /* Plans and launches                                                                              */
 
+static double large_min_pairs(void) {
+    static double v = -1;
+    if (v < 0) {
+        const char *s = getenv("GPTOSS_MOE_LARGE_MIN");
+        const double x = s ? atof(s) : 0;
+        v = x >= 1 && x <= 1e6 ? x : 96.0;
+    }
+    return v;
+}
+
 moe_plan moe_plan_for(int T, int E, int k, int sm_count) {
     moe_plan p;
     const double avg = (double)T * k / E; /* pairs per expert */
     /* Measured on the H200 (bench/results/kernels-2026-11-30-h200.md, E = 128): the small path beats
      * the large one at T = 256 (0.76 vs 3.18 ms) and T = 1024 (1.92 vs 3.27 ms, 32 pairs per expert);
      * the large path's mma.sync pipeline only pays at prefill sizes. Until it has wgmma, take it from
-     * 96 pairs per expert (T = 3072 for 120b). */
-    p.large = avg >= 96.0;
+     * 96 pairs per expert (T = 3072 for 120b). GPTOSS_MOE_LARGE_MIN=N moves the threshold to N pairs
+     * per expert (read once: the plan stays a function of its arguments within a process), for
+     * measuring the wgmma kernel's crossover. */
+    p.large = avg >= large_min_pairs();
     p.ntp = avg <= 3.0 ? 1 : 2;
     p.down_splits = 1;
     if (!p.large) {
@@ -418,6 +370,20 @@ size_t moe_y_slots_bytes(int T, int k, int H, const moe_plan *plan) {
 }
 
 static int g_attrs_set = 0;
+
+static int g_wgmma = -1; /* -1: not decided yet (GPTOSS_MOE_WGMMA at first use) */
+
+void moe_set_wgmma(int on) {
+    g_wgmma = on ? 1 : 0;
+}
+
+int moe_wgmma_on(void) {
+    if (g_wgmma < 0) {
+        const char *v = getenv("GPTOSS_MOE_WGMMA");
+        g_wgmma = v && !strcmp(v, "1");
+    }
+    return g_wgmma;
+}
 
 typedef void (*small_fn)(moe_args);
 static small_fn small_kernel_for(int ntp, int mode, int folded) {
@@ -469,6 +435,7 @@ static cudaError_t launch(const moe_args &a0, int mode, int folded, const moe_pl
         a.S = 1;
         a.n_rb = (a.RT + 7) / 8;
         const dim3 grid((unsigned)a.n_rb, (unsigned)moe_max_tiles(r->T, r->E, r->k));
+        if (moe_wgmma_on()) return moe_wgmma_launch(a, mode, grid, stream);
         if (mode == MODE_GATE_UP)
             pdl_launch(moe_large_kernel<MODE_GATE_UP>, dim3(grid), dim3(LG_THREADS), LG_SMEM,
                        stream, a);

@@ -1,0 +1,75 @@
+/* What the MoE expert kernels share (moe_experts.cu: the mma.sync kernels; moe_wgmma.cu: the wgmma
+ * large-batch kernel): their arguments and the epilogue that turns one 16-row x 8-token accumulator
+ * fragment into SwiGLU activations (gate_up) or weighted output rows (down). Device code. */
+#pragma once
+
+#include "backend/cuda/device_util.cuh"
+
+#include <cuda_runtime.h>
+
+#include <stdint.h>
+
+static __device__ __forceinline__ float swiglu(float gate, float up, float alpha, float limit) {
+    const float g = fminf(gate, limit);
+    const float u = fminf(fmaxf(up, -limit), limit);
+    return g / (1.0f + expf(-alpha * g)) * (u + 1.0f);
+}
+
+/* Arguments of both expert kernels (one matrix: gate_up or down). */
+struct moe_args {
+    const uint4 *wq;      /* repacked codes */
+    const uint32_t *wsc;  /* repacked scale words */
+    const uint16_t *bias; /* [E][R] */
+    const uint16_t *x; /* gate_up: x [T][K] gathered by token; down: act [T·k][K] in sorted order */
+    uint16_t *act;     /* gate_up output [T·k][R/2] */
+    float *y;          /* down output [T][k·S][R] */
+    const int *count, *offset, *pair_sorted, *touched, *n_touched, *tiles, *n_tiles;
+    const float *topk_w;
+    int K, R, RT, KK; /* reduction length, rows, row tiles (R/16), k steps (K/64) */
+    int topk;         /* k experts per token */
+    int S;            /* K splits (down, small path) */
+    int n_rb;         /* row blocks per expert */
+    float alpha, limit;
+};
+
+enum { MODE_GATE_UP = 0, MODE_DOWN = 1 };
+
+/* Epilogue for one 16-row tile rt and 8-token group: acc[2·hh + q] = (tile row g + 8·hh, token
+ * n0 + 2t + q), n local to the expert's sorted list, valid when < n_end. */
+template <int MODE>
+static __device__ __forceinline__ void tile_epilogue(const moe_args &a, int e, int off, int rt,
+                                                     int n0, int n_end, int s, const float acc[4]) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    if (MODE == MODE_GATE_UP) {
+        const int o = rt * 8 + g; /* output feature; tile row g = its gate, g+8 = its up */
+        const int I = a.R / 2;
+        const float bg = bf16_bits_to_f32(a.bias[(size_t)e * a.R + 2 * o]);
+        const float bu = bf16_bits_to_f32(a.bias[(size_t)e * a.R + 2 * o + 1]);
+#pragma unroll
+        for (int q = 0; q < 2; q++) {
+            const int n = n0 + 2 * t + q;
+            if (n >= n_end) continue;
+            const float v = swiglu(acc[q] + bg, acc[2 + q] + bu, a.alpha, a.limit);
+            a.act[(size_t)(off + n) * I + o] = f32_to_bf16_bits(v);
+        }
+    } else {
+#pragma unroll
+        for (int q = 0; q < 2; q++) {
+            const int n = n0 + 2 * t + q;
+            if (n >= n_end) continue;
+            const int pair = a.pair_sorted[off + n];
+            const int tok = pair / a.topk, j = pair - tok * a.topk;
+            const float wgt = a.topk_w[pair];
+            float *yrow = a.y + ((size_t)tok * a.topk * a.S + (size_t)j * a.S + s) * a.R;
+#pragma unroll
+            for (int hh = 0; hh < 2; hh++) {
+                const int row = rt * 16 + g + 8 * hh;
+                const float b = s == 0 ? bf16_bits_to_f32(a.bias[(size_t)e * a.R + row]) : 0.0f;
+                yrow[row] = wgt * (acc[2 * hh + q] + b);
+            }
+        }
+    }
+}
+
+/* The wgmma large-batch kernel (moe_wgmma.cu) on moe_large_kernel's grid: (row blocks, tile slots). */
+cudaError_t moe_wgmma_launch(const moe_args &a, int mode, dim3 grid, cudaStream_t stream);

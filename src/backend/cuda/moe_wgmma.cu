@@ -1,0 +1,239 @@
+/* The large-batch MoE grouped GEMM on Hopper's warpgroup MMA (wgmma, sm_90a): moe_large_kernel's
+ * tiles, routing, weight layout and epilogue (moe_experts.cu), with the MMA moved to the tensor cores'
+ * asynchronous interface. GPTOSS_MOE_WGMMA=1 (moe_set_wgmma) selects it; off until measured.
+ *
+ * ── Block ──────────────────────────────────────────────────────────────────────────────────────
+ * 128 weight rows x 128 tokens (one routing tile), 256 threads = 2 warpgroups. Warpgroup wg owns rows
+ * 64·wg … 64·wg+63 against all 128 tokens: for every 16-wide k block one wgmma.m64n128k16, A (the
+ * weights) from registers, B (the tokens) from shared memory, 64 fp32 accumulators per thread.
+ *
+ * ── A from registers ───────────────────────────────────────────────────────────────────────────
+ * wgmma's A fragment is mma.m16n8k16's, warp by warp (warp w of the group: rows 16w … 16w+15). So
+ * each warp reads and dequantises its row tile's codes exactly as moe_large_kernel does: thread
+ * (g, t) gets rows g and g+8 at physical k 32h + 8t … 32h + 8t + 7 of each 32-wide chunk h, as four bf16
+ * pairs. Pairs 0-1 feed the chunk's first k16 block as the fragment's logical k {2t, 2t+1} and
+ * {2t+8, 2t+9}; pairs 2-3 the second block the same way.
+ *
+ * ── B in shared memory ─────────────────────────────────────────────────────────────────────────
+ * The tokens must then sit in logical k order: in k16 block j = 2h + q, logical k l holds physical
+ * k 32h + 4q + 8·((l mod 8) / 2) + 2·(l / 8) + (l mod 2). Pairs stay together, so the copy is one
+ * 4-byte cp.async per pair: lane L of a warp copies physical pair L (k 2L, 2L+1) of one token row —
+ * 128 contiguous bytes per warp — to block j = 2·(L / 16) + (L / 2 mod 2), logical pair
+ * 4·(L mod 2) + (L / 4 mod 4). Each block is K-major without swizzle: core matrices of 8 tokens x 8 k
+ * (128 contiguous bytes, a token's 8 k in 16), the two along k 128 bytes apart (the descriptor's
+ * leading byte offset), the 16 along the tokens 256 bytes apart (its stride byte offset).
+ *
+ * ── Pipeline ───────────────────────────────────────────────────────────────────────────────────
+ * WG_STAGES slots of {B 16 KB, codes 4 KB, scales 256 B}, filled by cp.async WG_STAGES − 1 k steps
+ * ahead. Per k step: wait for its slot; make the copies visible to the tensor cores' (async) proxy
+ * (fence.proxy.async) and to everyone (barrier: every warpgroup has also finished the previous
+ * step's MMAs, so that slot is free); refill it; dequantise; fence; four wgmma; commit; wait for
+ * them. Waiting for one group at a time leaves a block's tensor cores idle while it dequantises, so
+ * two blocks share an SM (83 KB of shared memory, <= 128 registers each) and fill each other's gaps.
+ * (Keeping one group in flight while the next step's A is dequantised into a second register set
+ * made ptxas serialise every wgmma — C7513, registers of a wgmma defined inside a pipeline stage.) */
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/moe.h"
+#include "backend/cuda/moe_dequant.cuh"
+#include "backend/cuda/moe_kernel_common.cuh"
+#include "backend/cuda/pdl.cuh"
+
+enum { WG_THREADS = 256, WG_BN = MOE_TILE_TOKENS, WG_STAGES = 4 };
+enum {
+    WG_KB_BYTES = WG_BN * 16 * 2, /* one k16 block of B: 128 tokens x 16 k bf16 */
+    WG_B_BYTES = 4 * WG_KB_BYTES, /* a 64-wide k step */
+    WG_A_BYTES = 8 * 512,         /* 8 row tiles of codes */
+    WG_S_BYTES = 8 * 32,          /* their scale words */
+    WG_STAGE_BYTES = WG_B_BYTES + WG_A_BYTES + WG_S_BYTES,
+    WG_SMEM = WG_STAGES * WG_STAGE_BYTES
+};
+static_assert(WG_BN == 128, "the B layout and the n128 MMA assume 128-token tiles");
+static_assert(WG_STAGE_BYTES % 128 == 0, "stages stay 128-byte aligned");
+
+/* Copies 4 bytes (through L1, .ca: the only size-4 form); src_bytes 0 writes zeros. */
+static __device__ __forceinline__ void cp_async4(uint32_t smem_dst, const void *src,
+                                                 int src_bytes) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(smem_dst), "l"(src),
+                 "r"(src_bytes)
+                 : "memory");
+}
+
+/* Shared-memory matrix descriptor (no swizzle): start address, leading (k) and stride (m/n) byte
+ * offsets between core matrices, each in 16-byte units. */
+static __device__ __forceinline__ uint64_t smem_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+    return (uint64_t)((addr & 0x3FFFFu) >> 4) | ((uint64_t)(lbo >> 4) << 16) |
+           ((uint64_t)(sbo >> 4) << 32);
+}
+
+static __device__ __forceinline__ void wgmma_fence() {
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+}
+static __device__ __forceinline__ void wgmma_commit() {
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
+template <int N> static __device__ __forceinline__ void wgmma_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+/* Pins the accumulators at this point of the program: the compiler may not move their reads above
+ * it (they are written asynchronously by the MMAs, which it does not see). */
+static __device__ __forceinline__ void fence_acc(float d[64]) {
+#pragma unroll
+    for (int i = 0; i < 64; i++) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+/* d (64 x 128, fp32) += A (64 x 16 bf16, this thread's fragment a) · B (16 x 128 bf16 at desc). */
+static __device__ __forceinline__ void wgmma_m64n128k16(float d[64], const uint32_t a[4],
+                                                        uint64_t desc, int one) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, "
+        "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, "
+        "%37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, "
+        "%55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+          "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+          "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+          "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+          "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
+          "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+          "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+          "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
+          "+f"(d[63])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(one));
+}
+
+template <int MODE>
+__global__ void __launch_bounds__(WG_THREADS, 2) moe_wgmma_kernel(const moe_args a) {
+    pdl_prologue(); /* first: see pdl.cuh */
+    extern __shared__ __align__(128) uint4 wg_smem_raw[];
+    char *smem = (char *)wg_smem_raw;
+
+    const int slot = blockIdx.y;
+    if (slot >= *a.n_tiles) return; /* uniform per block: before any barrier */
+    const int td = a.tiles[slot], e = td >> 16, tl = td & 0xffff;
+    const int cnt = a.count[e], off = a.offset[e];
+    const int n_base = tl * WG_BN, n_valid = min(WG_BN, cnt - n_base);
+    const int rb = blockIdx.x;
+    const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, g = lane >> 2;
+    const int wg = w >> 2, w4 = w & 3;
+
+    /* Element offset of each token row of the tile in a.x, ~0u past the expert's tokens (zeros). */
+    __shared__ uint32_t row_off[WG_BN];
+    for (int r = tid; r < WG_BN; r += WG_THREADS) {
+        uint32_t o = ~0u;
+        if (r < n_valid) {
+            const size_t row = MODE == MODE_GATE_UP
+                                   ? (size_t)(a.pair_sorted[off + n_base + r] / a.topk)
+                                   : (size_t)(off + n_base + r);
+            o = (uint32_t)(row * a.K);
+        }
+        row_off[r] = o;
+    }
+    __syncthreads();
+
+    /* This lane's pair's place inside a stage's B (see the header), then per token row r
+     * (r >> 3) · 256 + (r & 7) · 16. */
+    const uint32_t b_lane = (uint32_t)((2 * (lane >> 4) + ((lane >> 1) & 1)) * WG_KB_BYTES +
+                                       (lane & 1) * 128 + ((lane >> 2) & 3) * 4);
+    /* Codes: 16 bytes of row tile tid / 32 (lane tid % 32 of its 512-byte k step); scales: threads
+     * < 16, 16 bytes of the 8 tiles' scale words — as moe_large_kernel. */
+    const int a_rt = rb * 8 + (tid >> 5);
+    const int a_bytes = a_rt < a.RT ? 16 : 0;
+    const char *a_src = (const char *)a.wq +
+                        (((size_t)e * a.RT + (a_rt < a.RT ? a_rt : 0)) * a.KK * 512) + lane * 16;
+    const int s_rt = rb * 8 + (tid >> 1);
+    const int s_bytes = (tid < 16 && s_rt < a.RT) ? 16 : 0;
+    const char *s_src = (const char *)a.wsc +
+                        (((size_t)e * a.RT + (s_rt < a.RT ? s_rt : 0)) * a.KK * 32) +
+                        (tid & 1) * 16;
+
+    auto load_stage = [&](int kk, int stage) {
+        char *base = smem + stage * WG_STAGE_BYTES;
+        const uint32_t bb = smem_u32(base) + b_lane;
+#pragma unroll 4
+        for (int i = 0; i < WG_BN / 8; i++) {
+            const int r = w + 8 * i;
+            const uint32_t o = row_off[r];
+            const uint16_t *src = a.x + (o == ~0u ? 0u : o) + (size_t)kk * 64 + lane * 2;
+            cp_async4(bb + (uint32_t)((r >> 3) * 256 + (r & 7) * 16), src, o == ~0u ? 0 : 4);
+        }
+        cp_async16(smem_u32(base + WG_B_BYTES + tid * 16), a_src + (size_t)kk * 512, a_bytes);
+        if (tid < 16)
+            cp_async16(smem_u32(base + WG_B_BYTES + WG_A_BYTES + tid * 16), s_src + (size_t)kk * 32,
+                       s_bytes);
+    };
+
+    float acc[64];
+#pragma unroll
+    for (int i = 0; i < 64; i++) acc[i] = 0.0f;
+
+#pragma unroll
+    for (int st = 0; st < WG_STAGES - 1; st++) {
+        if (st < a.KK) load_stage(st, st);
+        cp_async_commit();
+    }
+
+    const int my_tile = 4 * wg + w4; /* row tile of this warp within the block */
+    for (int kk = 0; kk < a.KK; kk++) {
+        cp_async_wait<WG_STAGES - 2>(); /* this thread's copies of step kk have landed */
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        __syncthreads(); /* everyone's; and step kk - 1's MMAs are done everywhere */
+        if (kk + WG_STAGES - 1 < a.KK)
+            load_stage(kk + WG_STAGES - 1, (kk + WG_STAGES - 1) % WG_STAGES);
+        cp_async_commit();
+
+        const char *base = smem + (kk % WG_STAGES) * WG_STAGE_BYTES;
+        const uint4 qc = *(const uint4 *)(base + WG_B_BYTES + my_tile * 512 + lane * 16);
+        const uint32_t sc =
+            *(const uint32_t *)(base + WG_B_BYTES + WG_A_BYTES + my_tile * 32 + g * 4);
+        uint32_t ar[16]; /* the four k16 blocks' A fragments */
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            uint32_t ag[4], a8[4];
+            dequant_word(h ? qc.z : qc.x, scale_pair(sc, 2 * h), ag);
+            dequant_word(h ? qc.w : qc.y, scale_pair(sc, 2 * h + 1), a8);
+#pragma unroll
+            for (int q = 0; q < 2; q++) {
+                uint32_t *f = ar + 4 * (2 * h + q);
+                f[0] = ag[2 * q], f[1] = a8[2 * q], f[2] = ag[2 * q + 1], f[3] = a8[2 * q + 1];
+            }
+        }
+        const uint32_t b0 = smem_u32(base);
+        wgmma_fence();
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            wgmma_m64n128k16(acc, ar + 4 * j, smem_desc(b0 + j * WG_KB_BYTES, 128, 256), 1);
+        wgmma_commit();
+        wgmma_wait<0>();
+    }
+    wgmma_wait<0>();
+    fence_acc(acc);
+    cp_async_wait<0>();
+
+    const int rt = rb * 8 + my_tile;
+    if (rt < a.RT) {
+#pragma unroll
+        for (int jn = 0; jn < 16; jn++)
+            tile_epilogue<MODE>(a, e, off, rt, n_base + 8 * jn, n_base + n_valid, 0, acc + 4 * jn);
+    }
+}
+
+cudaError_t moe_wgmma_launch(const moe_args &a, int mode, dim3 grid, cudaStream_t stream) {
+    static int attrs_set;
+    if (!attrs_set) {
+        CUDA_TRY(cudaFuncSetAttribute((const void *)moe_wgmma_kernel<MODE_GATE_UP>,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize, WG_SMEM));
+        CUDA_TRY(cudaFuncSetAttribute((const void *)moe_wgmma_kernel<MODE_DOWN>,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize, WG_SMEM));
+        attrs_set = 1;
+    }
+    if (mode == MODE_GATE_UP)
+        CUDA_TRY(
+            pdl_launch(moe_wgmma_kernel<MODE_GATE_UP>, grid, dim3(WG_THREADS), WG_SMEM, stream, a));
+    else
+        CUDA_TRY(
+            pdl_launch(moe_wgmma_kernel<MODE_DOWN>, grid, dim3(WG_THREADS), WG_SMEM, stream, a));
+    return cudaGetLastError();
+}
