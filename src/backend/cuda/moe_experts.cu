@@ -212,20 +212,8 @@ __global__ void __launch_bounds__(LG_THREADS, 1) moe_large_kernel(const moe_args
      *     c ^ 4·(r&1): a quarter-warp reading rows 2m, 2m+1 then touches all 32 banks once.
      *  A: 16 bytes of row tile tid/32 (its 512-byte k-step block: lane tid%32).
      *  S: threads < 16: 16 bytes of the 8 tiles' scale words (tile tid/2, half tid%2). */
-    /* Row table: element offset of each of the tile's token rows in a.x (< 2^32: at most 64K rows of
-     * 2880), or ~0u past the expert's tokens (those rows are zero-filled). */
     __shared__ uint32_t row_off[LG_BN];
-    for (int r = tid; r < LG_BN; r += LG_THREADS) {
-        uint32_t o = ~0u;
-        if (r < n_valid) {
-            const size_t row = MODE == MODE_GATE_UP
-                                   ? (size_t)(a.pair_sorted[off + n_base + r] / a.topk)
-                                   : (size_t)(off + n_base + r);
-            o = (uint32_t)(row * a.K);
-        }
-        row_off[r] = o;
-    }
-    __syncthreads();
+    tile_row_table<MODE>(a, off, n_base, n_valid, row_off, LG_BN);
     const int cc = tid & 7;
     /* Rows r and r + 32i have the same parity, so one swizzled offset serves all four. */
     const int dst0 = ((tid >> 3) * 64 + ((cc ^ (((tid >> 3) & 1) << 2)) * 8)) * 2;

@@ -71,5 +71,25 @@ static __device__ __forceinline__ void tile_epilogue(const moe_args &a, int e, i
     }
 }
 
+/* The large-batch tile's row table, by all threads of the block (ends with a barrier): the element
+ * offset in a.x of each of the tile's n_rows token rows (< 2^32: at most 64K rows of 2880), ~0u past
+ * the expert's n_valid tokens (those rows are zero-filled). off: the expert's first pair in sorted
+ * order; n_base: the tile's first. */
+template <int MODE>
+static __device__ __forceinline__ void tile_row_table(const moe_args &a, int off, int n_base,
+                                                      int n_valid, uint32_t *row_off, int n_rows) {
+    for (int r = threadIdx.x; r < n_rows; r += blockDim.x) {
+        uint32_t o = ~0u;
+        if (r < n_valid) {
+            const size_t row = MODE == MODE_GATE_UP
+                                   ? (size_t)(a.pair_sorted[off + n_base + r] / a.topk)
+                                   : (size_t)(off + n_base + r);
+            o = (uint32_t)(row * a.K);
+        }
+        row_off[r] = o;
+    }
+    __syncthreads();
+}
+
 /* The wgmma large-batch kernel (moe_wgmma.cu) on moe_large_kernel's grid: (row blocks, tile slots). */
 cudaError_t moe_wgmma_launch(const moe_args &a, int mode, dim3 grid, cudaStream_t stream);

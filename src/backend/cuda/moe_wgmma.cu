@@ -119,19 +119,8 @@ __global__ void __launch_bounds__(WG_THREADS, 2) moe_wgmma_kernel(const moe_args
     const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, g = lane >> 2;
     const int wg = w >> 2, w4 = w & 3;
 
-    /* Element offset of each token row of the tile in a.x, ~0u past the expert's tokens (zeros). */
     __shared__ uint32_t row_off[WG_BN];
-    for (int r = tid; r < WG_BN; r += WG_THREADS) {
-        uint32_t o = ~0u;
-        if (r < n_valid) {
-            const size_t row = MODE == MODE_GATE_UP
-                                   ? (size_t)(a.pair_sorted[off + n_base + r] / a.topk)
-                                   : (size_t)(off + n_base + r);
-            o = (uint32_t)(row * a.K);
-        }
-        row_off[r] = o;
-    }
-    __syncthreads();
+    tile_row_table<MODE>(a, off, n_base, n_valid, row_off, WG_BN);
 
     /* This lane's pair's place inside a stage's B (see the header), then per token row r
      * (r >> 3) · 256 + (r & 7) · 16. */
