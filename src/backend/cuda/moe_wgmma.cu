@@ -17,9 +17,8 @@
  * ── B in shared memory ─────────────────────────────────────────────────────────────────────────
  * The tokens must then sit in logical k order: in k16 block j = 2h + q, logical k l holds physical
  * k 32h + 4q + 8·((l mod 8) / 2) + 2·(l / 8) + (l mod 2). Pairs stay together, so the copy is one
- * 4-byte cp.async per pair: lane L of a warp copies physical pair L (k 2L, 2L+1) of one token row —
- * 128 contiguous bytes per warp — to block j = 2·(L / 16) + (L / 2 mod 2), logical pair
- * 4·(L mod 2) + (L / 4 mod 4). Each block is K-major without swizzle: core matrices of 8 tokens x 8 k
+ * 4-byte cp.async per pair: physical pair P (k 2P, 2P+1) goes to block j = 2·(P / 16) + (P / 2 mod 2),
+ * logical pair 4·(P mod 2) + (P / 4 mod 4). Each block is K-major without swizzle: core matrices of 8 tokens x 8 k
  * (128 contiguous bytes, a token's 8 k in 16), the two along k 128 bytes apart (the descriptor's
  * leading byte offset), the 16 along the tokens 256 bytes apart (its stride byte offset).
  *
@@ -122,10 +121,11 @@ __global__ void __launch_bounds__(WG_THREADS, 2) moe_wgmma_kernel(const moe_args
     __shared__ uint32_t row_off[WG_BN];
     tile_row_table<MODE>(a, off, n_base, n_valid, row_off, WG_BN);
 
-    /* This lane's pair's place inside a stage's B (see the header), then per token row r
-     * (r >> 3) · 256 + (r & 7) · 16. */
-    const uint32_t b_lane = (uint32_t)((2 * (lane >> 4) + ((lane >> 1) & 1)) * WG_KB_BYTES +
-                                       (lane & 1) * 128 + ((lane >> 2) & 3) * 4);
+    /* B copies: lane L takes token n = 8·group + L / 4 and logical pair position L mod 4 of every
+     * (k16 block j, k half hi): 32 lanes, 8 tokens x 4 positions, 32 different banks per copy
+     * (letting a warp copy one token's 128 contiguous bytes instead sent all 32 lanes to 4 banks).
+     * Each warp takes token groups w and w + 8. */
+    const int b_tok = lane >> 2, b_pos = lane & 3;
     /* Codes: 16 bytes of row tile tid / 32 (lane tid % 32 of its 512-byte k step); scales: threads
      * < 16, 16 bytes of the 8 tiles' scale words — as moe_large_kernel. */
     const int a_rt = rb * 8 + (tid >> 5);
@@ -140,13 +140,21 @@ __global__ void __launch_bounds__(WG_THREADS, 2) moe_wgmma_kernel(const moe_args
 
     auto load_stage = [&](int kk, int stage) {
         char *base = smem + stage * WG_STAGE_BYTES;
-        const uint32_t bb = smem_u32(base) + b_lane;
-#pragma unroll 4
-        for (int i = 0; i < WG_BN / 8; i++) {
-            const int r = w + 8 * i;
-            const uint32_t o = row_off[r];
-            const uint16_t *src = a.x + (o == ~0u ? 0u : o) + (size_t)kk * 64 + lane * 2;
-            cp_async4(bb + (uint32_t)((r >> 3) * 256 + (r & 7) * 16), src, o == ~0u ? 0 : 4);
+        const uint32_t bb = smem_u32(base) + (uint32_t)(b_tok * 16 + b_pos * 4);
+#pragma unroll
+        for (int gi = 0; gi < WG_BN / 64; gi++) {
+            const int grp = w + 8 * gi, n = 8 * grp + b_tok;
+            const uint32_t o = row_off[n];
+            const uint16_t *row = a.x + (o == ~0u ? 0u : o) + (size_t)kk * 64;
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+#pragma unroll
+                for (int hi = 0; hi < 2; hi++) {
+                    /* physical pair 16·(j / 2) + 4·pos + 2·(j mod 2) + hi (the header's map) */
+                    const int pp = 16 * (j >> 1) + 4 * b_pos + 2 * (j & 1) + hi;
+                    cp_async4(bb + (uint32_t)(j * WG_KB_BYTES + grp * 256 + hi * 128), row + 2 * pp,
+                              o == ~0u ? 0 : 4);
+                }
         }
         cp_async16(smem_u32(base + WG_B_BYTES + tid * 16), a_src + (size_t)kk * 512, a_bytes);
         if (tid < 16)
