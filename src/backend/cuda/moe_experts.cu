@@ -217,15 +217,7 @@ __global__ void __launch_bounds__(LG_THREADS, 1) moe_large_kernel(const moe_args
     const int cc = tid & 7;
     /* Rows r and r + 32i have the same parity, so one swizzled offset serves all four. */
     const int dst0 = ((tid >> 3) * 64 + ((cc ^ (((tid >> 3) & 1) << 2)) * 8)) * 2;
-    const int a_rt = rb * 8 + (tid >> 5);
-    const int a_bytes = a_rt < a.RT ? 16 : 0;
-    const char *a_src = (const char *)a.wq +
-                        (((size_t)e * a.RT + (a_rt < a.RT ? a_rt : 0)) * a.KK * 512) + lane * 16;
-    const int s_rt = rb * 8 + (tid >> 1);
-    const int s_bytes = (tid < 16 && s_rt < a.RT) ? 16 : 0;
-    const char *s_src = (const char *)a.wsc +
-                        (((size_t)e * a.RT + (s_rt < a.RT ? s_rt : 0)) * a.KK * 32) +
-                        (tid & 1) * 16;
+    const tile_weight_src ws = tile_weight_sources(a, e, rb, tid);
 
     auto load_stage = [&](int kk, int stage) {
         char *base = smem + stage * LG_STAGE_BYTES;
@@ -236,10 +228,11 @@ __global__ void __launch_bounds__(LG_THREADS, 1) moe_large_kernel(const moe_args
                                   (size_t)kk * 64; /* valid even when zero-filling */
             cp_async16(smem_u32(base + dst0 + i * 32 * 128), src, o == ~0u ? 0 : 16);
         }
-        cp_async16(smem_u32(base + LG_B_BYTES + tid * 16), a_src + (size_t)kk * 512, a_bytes);
+        cp_async16(smem_u32(base + LG_B_BYTES + tid * 16), ws.codes + (size_t)kk * 512,
+                   ws.code_bytes);
         if (tid < 16)
-            cp_async16(smem_u32(base + LG_B_BYTES + LG_A_BYTES + tid * 16), s_src + (size_t)kk * 32,
-                       s_bytes);
+            cp_async16(smem_u32(base + LG_B_BYTES + LG_A_BYTES + tid * 16),
+                       ws.scales + (size_t)kk * 32, ws.scale_bytes);
     };
 
     int rts[2];

@@ -91,5 +91,26 @@ static __device__ __forceinline__ void tile_row_table(const moe_args &a, int off
     __syncthreads();
 }
 
+/* What each thread of a large-batch block copies of the weights per 64-wide k step: 16 bytes of codes
+ * of row tile rb·8 + tid/32 (lane tid%32 of its 512-byte block), and for threads < 16, 16 bytes of
+ * the 8 tiles' scale words (tile tid/2, half tid%2); bytes 0 past the matrix's row tiles (zeros). */
+struct tile_weight_src {
+    const char *codes, *scales;
+    int code_bytes, scale_bytes;
+};
+
+static __device__ __forceinline__ tile_weight_src tile_weight_sources(const moe_args &a, int e,
+                                                                      int rb, int tid) {
+    tile_weight_src w;
+    const int a_rt = rb * 8 + (tid >> 5), s_rt = rb * 8 + (tid >> 1);
+    w.code_bytes = a_rt < a.RT ? 16 : 0;
+    w.codes = (const char *)a.wq + (((size_t)e * a.RT + (a_rt < a.RT ? a_rt : 0)) * a.KK * 512) +
+              (tid & 31) * 16;
+    w.scale_bytes = (tid < 16 && s_rt < a.RT) ? 16 : 0;
+    w.scales = (const char *)a.wsc + (((size_t)e * a.RT + (s_rt < a.RT ? s_rt : 0)) * a.KK * 32) +
+               (tid & 1) * 16;
+    return w;
+}
+
 /* The wgmma large-batch kernel (moe_wgmma.cu) on moe_large_kernel's grid: (row blocks, tile slots). */
 cudaError_t moe_wgmma_launch(const moe_args &a, int mode, dim3 grid, cudaStream_t stream);

@@ -128,15 +128,7 @@ __global__ void __launch_bounds__(WG_THREADS, 2) moe_wgmma_kernel(const moe_args
     const int b_tok = lane >> 2, b_pos = lane & 3;
     /* Codes: 16 bytes of row tile tid / 32 (lane tid % 32 of its 512-byte k step); scales: threads
      * < 16, 16 bytes of the 8 tiles' scale words — as moe_large_kernel. */
-    const int a_rt = rb * 8 + (tid >> 5);
-    const int a_bytes = a_rt < a.RT ? 16 : 0;
-    const char *a_src = (const char *)a.wq +
-                        (((size_t)e * a.RT + (a_rt < a.RT ? a_rt : 0)) * a.KK * 512) + lane * 16;
-    const int s_rt = rb * 8 + (tid >> 1);
-    const int s_bytes = (tid < 16 && s_rt < a.RT) ? 16 : 0;
-    const char *s_src = (const char *)a.wsc +
-                        (((size_t)e * a.RT + (s_rt < a.RT ? s_rt : 0)) * a.KK * 32) +
-                        (tid & 1) * 16;
+    const tile_weight_src ws = tile_weight_sources(a, e, rb, tid);
 
     auto load_stage = [&](int kk, int stage) {
         char *base = smem + stage * WG_STAGE_BYTES;
@@ -156,10 +148,11 @@ __global__ void __launch_bounds__(WG_THREADS, 2) moe_wgmma_kernel(const moe_args
                               o == ~0u ? 0 : 4);
                 }
         }
-        cp_async16(smem_u32(base + WG_B_BYTES + tid * 16), a_src + (size_t)kk * 512, a_bytes);
+        cp_async16(smem_u32(base + WG_B_BYTES + tid * 16), ws.codes + (size_t)kk * 512,
+                   ws.code_bytes);
         if (tid < 16)
-            cp_async16(smem_u32(base + WG_B_BYTES + WG_A_BYTES + tid * 16), s_src + (size_t)kk * 32,
-                       s_bytes);
+            cp_async16(smem_u32(base + WG_B_BYTES + WG_A_BYTES + tid * 16),
+                       ws.scales + (size_t)kk * 32, ws.scale_bytes);
     };
 
     float acc[64];
