@@ -24,18 +24,29 @@ fail() {
 # start_mock [mock options...]: sets MOCK_PID and URL
 start_mock() {
     [ -n "$MOCK_PID" ] && kill "$MOCK_PID" 2>/dev/null && wait "$MOCK_PID" 2>/dev/null
-    node "$SRC/tests/node/bench_mock_server.js" "$@" >"$TMP/mock.log" 2>&1 &
-    MOCK_PID=$!
-    # Up to 60 s: under a loaded CI machine (the ASan build runs tests in parallel) node itself can
-    # take several seconds to start; a mock that died is reported at once.
-    for _ in $(seq 1 1200); do
-        grep -q "^listening" "$TMP/mock.log" 2>/dev/null && break
-        kill -0 "$MOCK_PID" 2>/dev/null || break
-        sleep 0.05
+    MOCK_PID=
+    local port= attempt rc why=
+    # Up to three tries of up to 60 s each: under a loaded CI machine (the ASan build runs tests in
+    # parallel) node itself can take several seconds to start, and once a CI run saw it exit at
+    # start with no output at all; a mock that died is retried and its exit status reported.
+    for attempt in 1 2 3; do
+        node "$SRC/tests/node/bench_mock_server.js" "$@" >"$TMP/mock.log" 2>&1 &
+        MOCK_PID=$!
+        for _ in $(seq 1 1200); do
+            grep -q "^listening [0-9]" "$TMP/mock.log" 2>/dev/null && break
+            kill -0 "$MOCK_PID" 2>/dev/null || break
+            sleep 0.05
+        done
+        port=$(awk '/^listening [0-9]/ {print $2}' "$TMP/mock.log")
+        [ -n "$port" ] && break
+        kill "$MOCK_PID" 2>/dev/null
+        wait "$MOCK_PID" 2>/dev/null
+        rc=$?
+        why="$why [try $attempt: exit status $rc, output: $(cat "$TMP/mock.log")]"
+        MOCK_PID=
+        echo "note: the mock server did not start on try $attempt (exit status $rc); retrying" >&2
     done
-    local port
-    port=$(awk '/^listening/ {print $2}' "$TMP/mock.log")
-    [ -n "$port" ] || fail "the mock server did not start: $(cat "$TMP/mock.log")"
+    [ -n "$port" ] || fail "the mock server did not start:$why"
     URL="http://127.0.0.1:$port"
 }
 stats() { curl -s "$URL/stats" >"$TMP/stats.json" || fail "GET /stats"; }

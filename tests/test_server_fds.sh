@@ -65,11 +65,19 @@ stop_server
 
 start_server --served-model-name tiny --max-model-len 4096 --max-connections 5 --timeout-keep-alive 60
 base_sockets=$(sockets)
-node "$SRC/tests/node/hold_connections.mjs" "$PORT" 20 4 >"$TMP/held2" &
+node "$SRC/tests/node/hold_connections.mjs" "$PORT" 20 6 >"$TMP/held2" &
 holder=$!
 for _ in $(seq 1 300); do [ -s "$TMP/held2" ] && break; sleep 0.1; done
 sleep 0.5
+# The overflow path (overflow.c) briefly holds one more socket while it drains an idle connection
+# from the listen queue (at most 50 ms each), so one sample can read N + 1: the least of several
+# samples counts what evhttp holds, which stays for the whole hold.
 now=$(sockets)
+for _ in $(seq 1 8); do
+    sleep 0.15
+    s=$(sockets)
+    [ "$s" -lt "$now" ] && now=$s
+done
 [ $((now - base_sockets)) -le 5 ] || fail "--max-connections 5: the server holds $((now - base_sockets)) connections"
 [ $((now - base_sockets)) -ge 3 ] || fail "--max-connections 5: only $((now - base_sockets)) connections accepted"
 grep -q "accept: Too many open files" "$SERVER_LOG" || fail "--max-connections: no pause logged"
