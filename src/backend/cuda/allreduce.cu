@@ -1,0 +1,234 @@
+/* One-shot all-reduce + residual add + RMSNorm over peer memory. See allreduce.h for the protocol.
+ *
+ * The kernel, per block b (rows t ≡ b mod grid), one thread per 8 features as in norm.cu:
+ *   1. (if given) the rank's partial rows: Σ slots + delta, stored to its own site buffer;
+ *   2. barrier with the peers: __syncthreads (the block's stores are done), then thread k < N
+ *      fences at system scope and writes the block's call number into rank k's flags[b][rank]
+ *      (a release store), and spins until this rank's flags[b][k] has reached it (acquire loads);
+ *      __syncthreads again, so every thread's later loads are ordered after the acquires;
+ *   3. each row: h += partial_0 + … + partial_{N−1}, loaded from the peers through L2 (ld.cg: no
+ *      stale L1 line can be hit), then the norm (norm_row.cuh).
+ * Cost at one token and two ranks: one flag round trip and one 11.5 KB read over NVLink, each ~1–2 µs;
+ * the target is ≤ 8 µs for the whole call (issue 17). */
+#include "backend/cuda/allreduce.h"
+#include "backend/cuda/device_util.cuh"
+#include "backend/cuda/norm_row.cuh"
+
+#include <string.h>
+
+enum { AR_MAX_H = 8192 };
+
+struct ar_args {
+    float *bufs[AR_MAX_RANKS];
+    uint32_t *flags[AR_MAX_RANKS];
+    uint32_t *counter;
+    int n, rank, T, H;
+    const float *slots;
+    int n_slots;
+    const uint16_t *delta;
+    float *h;
+    const uint16_t *gain;
+    float eps;
+    uint16_t *y, *ylo;
+};
+
+static __device__ __forceinline__ void st_release_sys(uint32_t *p, uint32_t v) {
+    asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+static __device__ __forceinline__ uint32_t ld_acquire_sys(const uint32_t *p) {
+    uint32_t v;
+    asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+static __device__ __forceinline__ void add8(float v[8], const float *p) {
+    const float4 a = __ldcg((const float4 *)p), b = __ldcg((const float4 *)(p + 4));
+    v[0] += a.x, v[1] += a.y, v[2] += a.z, v[3] += a.w;
+    v[4] += b.x, v[5] += b.y, v[6] += b.z, v[7] += b.w;
+}
+
+__global__ void ar_add_rmsnorm_kernel(const ar_args a) {
+    __shared__ float red[32];
+    const int b = blockIdx.x, c = threadIdx.x, H = a.H;
+    const bool active = 8 * c < H;
+
+    /* 1. This rank's partial rows. */
+    if ((a.slots || a.delta) && active) {
+        float *mine = a.bufs[a.rank];
+        for (int t = b; t < a.T; t += gridDim.x) {
+            float d[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+            if (a.slots) { /* slot 0 + slot 1 + …: the MoE combine's order (norm.cu) */
+                const float *srow = a.slots + (size_t)t * a.n_slots * H + 8 * c;
+                for (int i = 0; i < a.n_slots; i++) {
+                    const float4 s0 = *(const float4 *)(srow + (size_t)i * H),
+                                 s1 = *(const float4 *)(srow + (size_t)i * H + 4);
+                    d[0] += s0.x, d[1] += s0.y, d[2] += s0.z, d[3] += s0.w;
+                    d[4] += s1.x, d[5] += s1.y, d[6] += s1.z, d[7] += s1.w;
+                }
+            }
+            if (a.delta) {
+                float db[8];
+                unpack_bf16x8(*(const uint4 *)(a.delta + (size_t)t * H + 8 * c), db);
+#pragma unroll
+                for (int i = 0; i < 8; i++) d[i] += db[i];
+            }
+            float *prow = mine + (size_t)t * H + 8 * c;
+            *(float4 *)prow = make_float4(d[0], d[1], d[2], d[3]);
+            *(float4 *)(prow + 4) = make_float4(d[4], d[5], d[6], d[7]);
+        }
+    }
+
+    /* 2. The barrier with block b of every rank. */
+    __syncthreads();
+    const uint32_t call = a.counter[b] + 1;
+    if (c < a.n) {
+        __threadfence_system();
+        st_release_sys(a.flags[c] + (size_t)b * AR_MAX_RANKS + a.rank, call);
+        const uint32_t *mine = a.flags[a.rank] + (size_t)b * AR_MAX_RANKS + c;
+        while ((int32_t)(ld_acquire_sys(mine) - call) < 0) {
+        }
+    }
+    __syncthreads();
+    if (c == 0) a.counter[b] = call;
+
+    /* 3. The sum in rank order, the residual, the norm. */
+    for (int t = b; t < a.T; t += gridDim.x) {
+        float v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        float *hrow = a.h + (size_t)t * H + 8 * c;
+        if (active) {
+            const float4 h0 = *(const float4 *)hrow, h1 = *(const float4 *)(hrow + 4);
+            v[0] = h0.x, v[1] = h0.y, v[2] = h0.z, v[3] = h0.w;
+            v[4] = h1.x, v[5] = h1.y, v[6] = h1.z, v[7] = h1.w;
+            for (int k = 0; k < a.n; k++) add8(v, a.bufs[k] + (size_t)t * H + 8 * c);
+            *(float4 *)hrow = make_float4(v[0], v[1], v[2], v[3]);
+            *(float4 *)(hrow + 4) = make_float4(v[4], v[5], v[6], v[7]);
+        }
+        if (a.y)
+            write_norm(v, active, H, a.gain, a.eps, a.y + (size_t)t * H,
+                       a.ylo ? a.ylo + (size_t)t * H : NULL, c, red);
+        __syncthreads(); /* red[] is reused by the next row */
+    }
+}
+
+cudaError_t ar_add_rmsnorm(const ar_rank *r, int site, const float *slots, int n_slots,
+                           const uint16_t *delta, int T, float *h, const uint16_t *gain, float eps,
+                           uint16_t *y, uint16_t *y_lo, cudaStream_t stream) {
+    if (!r || site < 0 || site >= AR_SITES || T < 0 || T > r->T_cap || !h ||
+        (slots && n_slots < 1) || (y && !gain) || (y_lo && !y) || r->n_ranks < 1 ||
+        r->n_ranks > AR_MAX_RANKS || r->rank < 0 || r->rank >= r->n_ranks || r->max_blocks < 1 ||
+        r->H % 8 || r->H > AR_MAX_H)
+        return cudaErrorInvalidValue;
+    if (T == 0) return cudaSuccess;
+    ar_args a;
+    memset(&a, 0, sizeof a);
+    for (int k = 0; k < r->n_ranks; k++) a.bufs[k] = r->bufs[site][k], a.flags[k] = r->flags[k];
+    a.counter = r->counter;
+    a.n = r->n_ranks, a.rank = r->rank, a.T = T, a.H = r->H;
+    a.slots = slots, a.n_slots = slots ? n_slots : 0, a.delta = delta;
+    a.h = h, a.gain = gain, a.eps = eps, a.y = y, a.ylo = y_lo;
+    const int grid = T < r->max_blocks ? T : r->max_blocks;
+    const int threads = ((r->H / 8 + 31) / 32) * 32;
+    ar_add_rmsnorm_kernel < <<grid, threads<32 ? 32 : threads, 0, stream>>>(a);
+    return cudaGetLastError();
+}
+
+/* ---- the group ---- */
+
+void ar_group_free(ar_group *g) {
+    int prev = 0;
+    cudaGetDevice(&prev);
+    for (int k = 0; k < g->n_ranks; k++) {
+        cudaSetDevice(g->devices[k]);
+        ar_rank *r = &g->rank[k];
+        for (int s = 0; s < AR_SITES; s++) cudaFree(r->bufs[s][k]);
+        cudaFree(r->flags[k]);
+        cudaFree(r->counter);
+    }
+    cudaSetDevice(prev);
+    memset(g, 0, sizeof *g);
+}
+
+static cudaError_t group_alloc(ar_group *g, int T_cap, int H) {
+    for (int k = 0; k < g->n_ranks; k++) {
+        cudaError_t e = cudaSetDevice(g->devices[k]);
+        ar_rank *r = &g->rank[k];
+        const size_t buf_bytes = (size_t)T_cap * H * sizeof(float),
+                     flag_bytes = (size_t)AR_MAX_BLOCKS * AR_MAX_RANKS * sizeof(uint32_t),
+                     counter_bytes = (size_t)AR_MAX_BLOCKS * sizeof(uint32_t);
+        for (int s = 0; s < AR_SITES && e == cudaSuccess; s++)
+            e = cudaMalloc((void **)&r->bufs[s][k], buf_bytes ? buf_bytes : 256);
+        if (e == cudaSuccess) e = cudaMalloc((void **)&r->flags[k], flag_bytes);
+        if (e == cudaSuccess) e = cudaMemset(r->flags[k], 0, flag_bytes);
+        if (e == cudaSuccess) e = cudaMalloc((void **)&r->counter, counter_bytes);
+        if (e == cudaSuccess) e = cudaMemset(r->counter, 0, counter_bytes);
+        if (e != cudaSuccess) return e;
+    }
+    return cudaDeviceSynchronize();
+}
+
+static cudaError_t group_peer_access(const ar_group *g) {
+    for (int i = 0; i < g->n_ranks; i++)
+        for (int j = 0; j < g->n_ranks; j++) {
+            const int di = g->devices[i], dj = g->devices[j];
+            if (di == dj) continue;
+            int ok = 0;
+            cudaError_t e = cudaDeviceCanAccessPeer(&ok, di, dj);
+            if (e != cudaSuccess) return e;
+            if (!ok) return cudaErrorPeerAccessUnsupported;
+            if ((e = cudaSetDevice(di)) != cudaSuccess) return e;
+            e = cudaDeviceEnablePeerAccess(dj, 0);
+            if (e == cudaErrorPeerAccessAlreadyEnabled)
+                (void)cudaGetLastError();
+            else if (e != cudaSuccess)
+                return e;
+        }
+    return cudaSuccess;
+}
+
+cudaError_t ar_group_create(ar_group *g, int n_ranks, const int *devices, int T_cap, int H,
+                            int max_blocks) {
+    memset(g, 0, sizeof *g);
+    if (n_ranks < 1 || n_ranks > AR_MAX_RANKS || !devices || T_cap < 0 || H < 8 || H % 8 ||
+        H > AR_MAX_H || max_blocks < 0)
+        return cudaErrorInvalidValue;
+    int prev = 0;
+    cudaError_t e = cudaGetDevice(&prev);
+    if (e != cudaSuccess) return e;
+    g->n_ranks = n_ranks;
+    memcpy(g->devices, devices, (size_t)n_ranks * sizeof *devices);
+
+    /* The grid cap: every rank's grid must be resident at once on its device, next to the other
+     * ranks' grids placed on the same device (one 384-thread block per SM is always possible). */
+    int cap = max_blocks;
+    if (cap == 0) {
+        cap = AR_MAX_BLOCKS;
+        for (int k = 0; k < n_ranks; k++) {
+            int sms = 0, on_device = 0;
+            e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, devices[k]);
+            if (e != cudaSuccess) return e;
+            for (int j = 0; j < n_ranks; j++) on_device += devices[j] == devices[k];
+            if (sms / on_device < cap) cap = sms / on_device;
+        }
+    }
+    if (cap > AR_MAX_BLOCKS) cap = AR_MAX_BLOCKS;
+    if (cap < 1) return cudaErrorInvalidValue;
+
+    e = group_alloc(g, T_cap, H);
+    if (e == cudaSuccess) e = group_peer_access(g);
+    cudaSetDevice(prev);
+    if (e != cudaSuccess) {
+        ar_group_free(g);
+        return e;
+    }
+    /* Every rank sees every rank's buffers and flags. */
+    for (int k = 0; k < n_ranks; k++) {
+        ar_rank *r = &g->rank[k];
+        r->n_ranks = n_ranks, r->rank = k, r->max_blocks = cap, r->T_cap = T_cap, r->H = H;
+        for (int j = 0; j < n_ranks; j++) {
+            for (int s = 0; s < AR_SITES; s++) r->bufs[s][j] = g->rank[j].bufs[s][j];
+            r->flags[j] = g->rank[j].flags[j];
+        }
+    }
+    return cudaSuccess;
+}

@@ -1,0 +1,82 @@
+/* Tensor parallelism's all-reduce, one-shot over peer memory, fused with the residual add and the
+ * RMSNorm that follow it (issue 17; not yet wired into the forward pass).
+ *
+ * Under --tensor-parallel-size N each rank's O projection and MoE give a partial [T][H] row per token
+ * (model/tp_plan.h): the layer's true output is the sum over the ranks. Every rank needs that sum,
+ * then h += sum and the next RMSNorm. At decode the message is tiny (one token: 2,880 values) and
+ * latency is everything: NCCL's ring all-reduce costs several round trips. One-shot instead: every
+ * rank leaves its partial in its own memory, tells every peer that it is there (a flag written into
+ * the peer's memory), waits for the peers' flags, and then reads all N partials straight from the
+ * peers' memory (NVLink loads), summing them in rank order 0, 1, …, N−1. Every rank computes the same
+ * sum in the same order, so the replicas of h stay bit-identical without a broadcast.
+ *
+ * Flags. Rank r's memory holds flags[block][sender]. Block b of every rank handles the same token
+ * rows (t ≡ b mod grid), so a block only waits for block b of the peers. The value written is the
+ * block's own call counter (kept in device memory, so a captured graph replays correctly), and the
+ * wait is for "at least that value": a fast peer may already have written the next call's.
+ *
+ * Two buffers per rank, one per call site (ar_site: after attention, after the MoE). A rank may
+ * overwrite its site-s buffer only when every peer has finished reading the previous site-s call;
+ * between two site-s calls there is always a site-(1−s) call whose barrier no peer passes before it
+ * has finished the previous call (stream order). So no closing barrier is needed.
+ *
+ * One device, N "virtual" ranks: the same code runs when every rank's buffers are on one GPU (the
+ * peers' pointers are then ordinary device pointers). That is how the sharding and this protocol are
+ * tested on one H200 (tests/gpu/test_allreduce.cu): the N kernels run concurrently on N streams, so
+ * their grids must be co-resident, which ar_group.max_blocks bounds.
+ *
+ * All pointers are device pointers; bf16 as uint16_t bits. H a multiple of 8, at most 8192. */
+#ifndef GPTOSS_BACKEND_CUDA_ALLREDUCE_H
+#define GPTOSS_BACKEND_CUDA_ALLREDUCE_H
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { AR_MAX_RANKS = 8, AR_MAX_BLOCKS = 256, AR_SITES = 2 };
+
+/* What one rank's kernel needs: its index, and every rank's buffers (peer pointers mapped). */
+typedef struct {
+    int n_ranks, rank;
+    int max_blocks;                      /* the grid's cap (co-residency, see above) */
+    int T_cap, H;                        /* rows each buffer holds */
+    float *bufs[AR_SITES][AR_MAX_RANKS]; /* [T_cap][H] fp32 partials, in rank k's memory */
+    uint32_t *flags[AR_MAX_RANKS];       /* [AR_MAX_BLOCKS][AR_MAX_RANKS], in rank k's memory */
+    uint32_t *counter;                   /* [AR_MAX_BLOCKS] this rank's call counters */
+} ar_rank;
+
+/* A group of n ranks: devices[k] is rank k's GPU (all equal: virtual ranks on one GPU). Allocates
+ * each rank's buffers on its device (zeroed flags and counters) and enables peer access between
+ * distinct devices; fails (cudaErrorPeerAccessUnsupported, ...) when two GPUs cannot reach each
+ * other. max_blocks: the grid cap (0: the device's SM count divided by the ranks on it). */
+typedef struct {
+    int n_ranks;
+    int devices[AR_MAX_RANKS];
+    ar_rank rank[AR_MAX_RANKS];
+} ar_group;
+
+cudaError_t ar_group_create(ar_group *g, int n_ranks, const int *devices, int T_cap, int H,
+                            int max_blocks);
+void ar_group_free(ar_group *g);
+
+/* Rank r's side of one all-reduce at call site `site` (0 or 1), for T rows (T ≤ T_cap):
+ *   1. its partial: if slots or delta is given, partial[t] = slots[t][0] + … + slots[t][n_slots−1]
+ *      (fp32) + delta[t] (bf16), written to its site buffer; with neither, the caller already wrote
+ *      the partial there (a GEMM's fp32 output, for instance);
+ *   2. the flags: it waits until every rank's partial is in place;
+ *   3. h[t] += partial_0[t] + … + partial_{N−1}[t] (this order), then, if y is not NULL,
+ *      y[t] = rmsnorm(h[t])·gain (bf16) and y_lo its rounding residue (norm.h's split form).
+ * Every rank must make the same sequence of calls with the same T, each on its own stream and
+ * device; a rank that never calls leaves the others waiting. Launched without PDL. */
+cudaError_t ar_add_rmsnorm(const ar_rank *r, int site, const float *slots, int n_slots,
+                           const uint16_t *delta, int T, float *h, const uint16_t *gain, float eps,
+                           uint16_t *y, uint16_t *y_lo, cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

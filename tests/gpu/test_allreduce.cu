@@ -1,0 +1,460 @@
+/* The one-shot all-reduce + residual + RMSNorm (allreduce.h) for N ranks, against the CPU:
+ *   - virtual ranks (all on GPU 0, N = 2 and 4: the protocol with the ranks' kernels running at once
+ *     on N streams) and, with two GPUs or more, real ranks over peer memory;
+ *   - T = 1, 3, 64, 300 (more rows than blocks: the grid loops), partials made by the kernel from
+ *     fp32 slots and/or a bf16 delta, or written by the caller into the site buffer;
+ *   - every rank's h equal bit for bit to the CPU's fp32 sum in rank order (so the replicas agree),
+ *     the normalised row within bf16 rounding of cpu_rmsnorm, hi + lo within 3e-5;
+ *   - 400 eager calls alternating the sites and T (1 and 7), then graphs of 20 calls replayed 10
+ *     times: the flags and counters stay in step, h exact after every one of them;
+ *   - a watchdog: a protocol that deadlocks fails the test after 20 s instead of hanging it.
+ * --bench: µs per call for T = 1 … 256 (graph replay), and NCCL's all-reduce of the same fp32 message
+ * when there are two GPUs (issue 17: ≤ 8 µs for one token across two H200s). */
+#include "moe_test_util.h"
+
+extern "C" {
+#include "backend/cpu/ops.h"
+}
+#include "backend/cuda/allreduce.h"
+
+#ifdef GPTOSS_HAVE_NCCL
+#include <nccl.h>
+#endif
+
+#include <string.h>
+#include <unistd.h>
+
+static const int H = 2880;
+static const float EPS = 1e-5f;
+static const int T_CAP = 300;
+
+typedef struct {
+    ar_group g;
+    int n;
+    cudaStream_t st[AR_MAX_RANKS];
+    float *h[AR_MAX_RANKS];        /* each rank's replica of the residual */
+    float *slots[AR_MAX_RANKS];    /* [T_CAP][4][H] */
+    uint16_t *delta[AR_MAX_RANKS]; /* [T_CAP][H] */
+    uint16_t *y[AR_MAX_RANKS], *ylo[AR_MAX_RANKS], *gain[AR_MAX_RANKS];
+} group_ctx;
+
+static void on(const group_ctx *c, int k) {
+    CUDA_CHECK(cudaSetDevice(c->g.devices[k]));
+}
+
+/* Waits for every rank's stream; a deadlocked protocol ends the test (it cannot be recovered). */
+static void wait_all(const group_ctx *c, const char *what) {
+    for (int waited_ms = 0;; waited_ms += 1) {
+        bool done = true;
+        for (int k = 0; k < c->n; k++) {
+            on(c, k);
+            cudaError_t e = cudaStreamQuery(c->st[k]);
+            if (e == cudaErrorNotReady)
+                done = false;
+            else
+                CUDA_CHECK(e);
+        }
+        if (done) return;
+        if (waited_ms > 20000) {
+            fprintf(stderr, "FAIL: %s: the ranks did not finish within 20 s (deadlock)\n", what);
+            _exit(1);
+        }
+        usleep(1000);
+    }
+}
+
+static void ctx_init(group_ctx *c, int n, const int *devs, const std::vector<uint16_t> &gain) {
+    memset(c, 0, sizeof *c);
+    c->n = n;
+    CUDA_CHECK(ar_group_create(&c->g, n, devs, T_CAP, H, 0));
+    for (int k = 0; k < n; k++) {
+        on(c, k);
+        CUDA_CHECK(cudaStreamCreateWithFlags(&c->st[k], cudaStreamNonBlocking));
+        c->h[k] = tu_dev_alloc<float>((size_t)T_CAP * H);
+        c->slots[k] = tu_dev_alloc<float>((size_t)T_CAP * 4 * H);
+        c->delta[k] = tu_dev_alloc<uint16_t>((size_t)T_CAP * H);
+        c->y[k] = tu_dev_alloc<uint16_t>((size_t)T_CAP * H);
+        c->ylo[k] = tu_dev_alloc<uint16_t>((size_t)T_CAP * H);
+        c->gain[k] = tu_dev_upload(gain.data(), (size_t)H);
+    }
+    CUDA_CHECK(cudaSetDevice(devs[0]));
+}
+
+static void ctx_free(group_ctx *c) {
+    for (int k = 0; k < c->n; k++) {
+        on(c, k);
+        CUDA_CHECK(cudaStreamDestroy(c->st[k]));
+        void *ps[] = {c->h[k], c->slots[k], c->delta[k], c->y[k], c->ylo[k], c->gain[k]};
+        for (void *p : ps) CUDA_CHECK(cudaFree(p));
+    }
+    ar_group_free(&c->g);
+    CUDA_CHECK(cudaSetDevice(c->g.n_ranks ? c->g.devices[0] : 0));
+}
+
+/* One call on every rank (each on its device and stream). mode 0: slots + delta, 1: slots only,
+ * 2: delta only, 3: the partial already in the site buffer. */
+static void call_all(group_ctx *c, int site, int mode, int T, bool norm) {
+    for (int k = 0; k < c->n; k++) {
+        on(c, k);
+        const float *s = (mode == 0 || mode == 1) ? c->slots[k] : NULL;
+        const uint16_t *d = (mode == 0 || mode == 2) ? c->delta[k] : NULL;
+        CUDA_CHECK(ar_add_rmsnorm(&c->g.rank[k], site, s, 4, d, T, c->h[k],
+                                  norm ? c->gain[k] : NULL, EPS, norm ? c->y[k] : NULL,
+                                  norm ? c->ylo[k] : NULL, c->st[k]));
+    }
+}
+
+/* The host side of the case: inputs per rank, and each rank's partial in the kernel's order. */
+typedef struct {
+    std::vector<float> h0, slots[AR_MAX_RANKS], part[AR_MAX_RANKS];
+    std::vector<uint16_t> delta[AR_MAX_RANKS];
+} host_case;
+
+static void make_case(group_ctx *c, host_case *hc, int mode, int site, float scale) {
+    const size_t n = (size_t)T_CAP * H;
+    hc->h0.resize(n);
+    for (auto &v : hc->h0) v = tu_uniform(-4.0f, 4.0f);
+    for (int k = 0; k < c->n; k++) {
+        hc->slots[k].resize(n * 4);
+        hc->delta[k].resize(n);
+        hc->part[k].assign(n, 0.0f);
+        for (auto &v : hc->slots[k]) v = tu_uniform(-scale, scale);
+        tu_fill_bf16(hc->delta[k].data(), NULL, n, -scale, scale);
+        for (size_t t = 0; t < (size_t)T_CAP; t++)
+            for (int i = 0; i < H; i++) {
+                float d = 0.0f;
+                if (mode == 0 || mode == 1)
+                    for (int s = 0; s < 4; s++) d += hc->slots[k][(t * 4 + s) * H + i];
+                if (mode == 0 || mode == 2) d += bf16_to_f32(hc->delta[k][t * H + i]);
+                if (mode == 3) d = tu_uniform(-scale, scale);
+                hc->part[k][t * H + i] = d;
+            }
+        on(c, k);
+        CUDA_CHECK(cudaMemcpy(c->h[k], hc->h0.data(), n * 4, cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaMemcpy(c->slots[k], hc->slots[k].data(), n * 16, cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaMemcpy(c->delta[k], hc->delta[k].data(), n * 2, cudaMemcpyHostToDevice));
+        if (mode == 3)
+            CUDA_CHECK(cudaMemcpy(c->g.rank[k].bufs[site][k], hc->part[k].data(), n * 4,
+                                  cudaMemcpyHostToDevice));
+        tu_poison(c->y[k], n * 2, 0);
+        tu_poison(c->ylo[k], n * 2, 0);
+        CUDA_CHECK(cudaDeviceSynchronize());
+    }
+}
+
+/* h_ref rows [0, T) += part_0 + … + part_{N−1}, in that order (the kernel's). */
+static void cpu_step(const group_ctx *c, const host_case *hc, std::vector<float> &h_ref, int T) {
+    for (size_t i = 0; i < (size_t)T * H; i++) {
+        float v = h_ref[i];
+        for (int k = 0; k < c->n; k++) v += hc->part[k][i];
+        h_ref[i] = v;
+    }
+}
+
+/* Every rank's h equals h_ref exactly (rows [0, T_CAP)); returns the number of ranks that differ. */
+static int compare_h(group_ctx *c, const std::vector<float> &h_ref, const char *what) {
+    const size_t n = (size_t)T_CAP * H;
+    std::vector<float> got(n);
+    int bad_ranks = 0;
+    for (int k = 0; k < c->n; k++) {
+        on(c, k);
+        tu_download(got.data(), c->h[k], n);
+        size_t bad = 0;
+        for (size_t i = 0; i < n; i++) bad += memcmp(&got[i], &h_ref[i], 4) != 0;
+        CHECK(bad == 0, "%s: rank %d: %zu residual values differ from the CPU's rank-order sum",
+              what, k, bad);
+        bad_ranks += bad != 0;
+    }
+    return bad_ranks;
+}
+
+static void check_case(group_ctx *c, int T, int mode, int site, const std::vector<uint16_t> &gain,
+                       const char *label) {
+    host_case hc;
+    make_case(c, &hc, mode, site, 2.0f);
+    call_all(c, site, mode, T, true);
+    char what[160];
+    snprintf(what, sizeof what, "%s T=%d mode=%d site=%d", label, T, mode, site);
+    wait_all(c, what);
+    std::vector<float> h_ref = hc.h0;
+    cpu_step(c, &hc, h_ref, T);
+    compare_h(c, h_ref, what);
+
+    const size_t n = (size_t)T * H;
+    std::vector<float> ref(n);
+    dense_ref g = {gain.data(), ST_BF16};
+    cpu_rmsnorm(h_ref.data(), g, T, H, EPS, ref.data());
+    std::vector<uint16_t> y0(n), y(n), lo(n);
+    for (int k = 0; k < c->n; k++) {
+        on(c, k);
+        tu_download(y.data(), c->y[k], n);
+        tu_download(lo.data(), c->ylo[k], n);
+        if (k == 0) y0 = y;
+        CHECK(tu_count_nonfinite_bf16(y.data(), n) == 0, "%s rank %d: y not fully written", what,
+              k);
+        CHECK(!memcmp(y.data(), y0.data(), n * 2), "%s: rank %d's y differs from rank 0's", what,
+              k);
+        std::vector<float> yf(n), sum(n);
+        for (size_t i = 0; i < n; i++) {
+            yf[i] = bf16_to_f32(y[i]);
+            sum[i] = yf[i] + bf16_to_f32(lo[i]);
+        }
+        const double e1 = tu_rel_err(yf.data(), ref.data(), n),
+                     e2 = tu_rel_err(sum.data(), ref.data(), n);
+        CHECK(e1 <= 1e-2, "%s rank %d: rmsnorm rel err %.3g", what, k, e1);
+        CHECK(e2 <= 3e-5, "%s rank %d: hi + lo rel err %.3g", what, k, e2);
+        if (k == 0 && (T == 1 || T == 300))
+            fprintf(stderr, "  %s: rel err %.2e, split %.2e\n", what, e1, e2);
+    }
+    /* Rows past T untouched. */
+    if (T < T_CAP) {
+        std::vector<float> got((size_t)T_CAP * H);
+        on(c, 0);
+        tu_download(got.data(), c->h[0], got.size());
+        CHECK(!memcmp(got.data() + n, hc.h0.data() + n, (got.size() - n) * 4),
+              "%s: rows past T were written", what);
+    }
+    CUDA_CHECK(cudaSetDevice(c->g.devices[0]));
+}
+
+/* Many calls in a row: eager (alternating sites and T), then graphs replayed. */
+static void check_stress(group_ctx *c, const char *label) {
+    host_case hc;
+    make_case(c, &hc, 0, 0, 1e-3f); /* small partials: h stays finite over hundreds of adds */
+    std::vector<float> h_ref = hc.h0;
+    char what[160];
+    for (int i = 0; i < 400; i++) {
+        const int T = (i % 3 == 2) ? 7 : 1;
+        call_all(c, i & 1, 0, T, (i % 5) == 0);
+        cpu_step(c, &hc, h_ref, T);
+    }
+    snprintf(what, sizeof what, "%s: 400 eager calls", label);
+    wait_all(c, what);
+    compare_h(c, h_ref, what);
+
+    /* A graph of 20 calls per rank, captured on its stream, replayed 10 times. */
+    cudaGraphExec_t exec[AR_MAX_RANKS];
+    for (int k = 0; k < c->n; k++) {
+        on(c, k);
+        cudaGraph_t graph;
+        CUDA_CHECK(cudaStreamBeginCapture(c->st[k], cudaStreamCaptureModeRelaxed));
+        for (int i = 0; i < 20; i++) {
+            const int T = (i % 4 == 3) ? 5 : 1;
+            CUDA_CHECK(ar_add_rmsnorm(&c->g.rank[k], i & 1, c->slots[k], 4, c->delta[k], T, c->h[k],
+                                      c->gain[k], EPS, c->y[k], c->ylo[k], c->st[k]));
+        }
+        CUDA_CHECK(cudaStreamEndCapture(c->st[k], &graph));
+        CUDA_CHECK(cudaGraphInstantiate(&exec[k], graph, 0));
+        CUDA_CHECK(cudaGraphDestroy(graph));
+    }
+    for (int r = 0; r < 10; r++) {
+        for (int k = 0; k < c->n; k++) {
+            on(c, k);
+            CUDA_CHECK(cudaGraphLaunch(exec[k], c->st[k]));
+        }
+        for (int i = 0; i < 20; i++) cpu_step(c, &hc, h_ref, (i % 4 == 3) ? 5 : 1);
+    }
+    snprintf(what, sizeof what, "%s: 10 replays of 20-call graphs", label);
+    wait_all(c, what);
+    compare_h(c, h_ref, what);
+    for (int k = 0; k < c->n; k++) {
+        on(c, k);
+        CUDA_CHECK(cudaGraphExecDestroy(exec[k]));
+    }
+    CUDA_CHECK(cudaSetDevice(c->g.devices[0]));
+}
+
+/* µs per call: graphs of `calls` calls per rank, started together, timed on rank 0's device. */
+static double time_ours(group_ctx *c, int T, int calls) {
+    cudaGraphExec_t exec[AR_MAX_RANKS];
+    for (int k = 0; k < c->n; k++) {
+        on(c, k);
+        cudaGraph_t graph;
+        CUDA_CHECK(cudaStreamBeginCapture(c->st[k], cudaStreamCaptureModeRelaxed));
+        for (int i = 0; i < calls; i++)
+            CUDA_CHECK(ar_add_rmsnorm(&c->g.rank[k], i & 1, NULL, 0, NULL, T, c->h[k], c->gain[k],
+                                      EPS, c->y[k], c->ylo[k], c->st[k]));
+        CUDA_CHECK(cudaStreamEndCapture(c->st[k], &graph));
+        CUDA_CHECK(cudaGraphInstantiate(&exec[k], graph, 0));
+        CUDA_CHECK(cudaGraphDestroy(graph));
+    }
+    std::vector<double> ts;
+    for (int trial = 0; trial < 7; trial++) {
+        cudaEvent_t start, stop, ends[AR_MAX_RANKS];
+        on(c, 0);
+        CUDA_CHECK(cudaEventCreate(&start));
+        CUDA_CHECK(cudaEventCreate(&stop));
+        CUDA_CHECK(cudaEventRecord(start, c->st[0]));
+        for (int k = 0; k < c->n; k++) {
+            on(c, k);
+            CUDA_CHECK(cudaEventCreateWithFlags(&ends[k], cudaEventDisableTiming));
+            if (k) CUDA_CHECK(cudaStreamWaitEvent(c->st[k], start, 0));
+            CUDA_CHECK(cudaGraphLaunch(exec[k], c->st[k]));
+            CUDA_CHECK(cudaEventRecord(ends[k], c->st[k]));
+        }
+        on(c, 0);
+        for (int k = 1; k < c->n; k++) CUDA_CHECK(cudaStreamWaitEvent(c->st[0], ends[k], 0));
+        CUDA_CHECK(cudaEventRecord(stop, c->st[0]));
+        wait_all(c, "bench");
+        float ms = 0;
+        CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+        if (trial) ts.push_back(ms * 1000.0 / calls); /* the first replay warms up */
+        for (int k = 0; k < c->n; k++) {
+            on(c, k);
+            CUDA_CHECK(cudaEventDestroy(ends[k]));
+        }
+        on(c, 0);
+        CUDA_CHECK(cudaEventDestroy(start));
+        CUDA_CHECK(cudaEventDestroy(stop));
+    }
+    for (int k = 0; k < c->n; k++) {
+        on(c, k);
+        CUDA_CHECK(cudaGraphExecDestroy(exec[k]));
+    }
+    on(c, 0);
+    std::sort(ts.begin(), ts.end());
+    return ts[ts.size() / 2];
+}
+
+#ifdef GPTOSS_HAVE_NCCL
+#define NCCL_CHECK(call)                                                                           \
+    do {                                                                                           \
+        ncclResult_t r_ = (call);                                                                  \
+        if (r_ != ncclSuccess) {                                                                   \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, ncclGetErrorString(r_)); \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+/* NCCL's all-reduce of the same T x H fp32 message (in place, each rank's site-0 buffer), eager. */
+static double time_nccl(group_ctx *c, ncclComm_t *comms, int T, int calls) {
+    std::vector<double> ts;
+    for (int trial = 0; trial < 7; trial++) {
+        cudaEvent_t start, stop, ends[AR_MAX_RANKS];
+        on(c, 0);
+        CUDA_CHECK(cudaEventCreate(&start));
+        CUDA_CHECK(cudaEventCreate(&stop));
+        CUDA_CHECK(cudaEventRecord(start, c->st[0]));
+        for (int k = 1; k < c->n; k++) {
+            on(c, k);
+            CUDA_CHECK(cudaStreamWaitEvent(c->st[k], start, 0));
+        }
+        for (int i = 0; i < calls; i++) {
+            NCCL_CHECK(ncclGroupStart());
+            for (int k = 0; k < c->n; k++) {
+                float *buf = c->g.rank[k].bufs[0][k];
+                NCCL_CHECK(
+                    ncclAllReduce(buf, buf, (size_t)T * H, ncclFloat, ncclSum, comms[k], c->st[k]));
+            }
+            NCCL_CHECK(ncclGroupEnd());
+        }
+        for (int k = 0; k < c->n; k++) {
+            on(c, k);
+            CUDA_CHECK(cudaEventCreateWithFlags(&ends[k], cudaEventDisableTiming));
+            CUDA_CHECK(cudaEventRecord(ends[k], c->st[k]));
+        }
+        on(c, 0);
+        for (int k = 1; k < c->n; k++) CUDA_CHECK(cudaStreamWaitEvent(c->st[0], ends[k], 0));
+        CUDA_CHECK(cudaEventRecord(stop, c->st[0]));
+        wait_all(c, "nccl bench");
+        float ms = 0;
+        CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+        if (trial) ts.push_back(ms * 1000.0 / calls);
+        for (int k = 0; k < c->n; k++) {
+            on(c, k);
+            CUDA_CHECK(cudaEventDestroy(ends[k]));
+        }
+        on(c, 0);
+        CUDA_CHECK(cudaEventDestroy(start));
+        CUDA_CHECK(cudaEventDestroy(stop));
+    }
+    std::sort(ts.begin(), ts.end());
+    return ts[ts.size() / 2];
+}
+#endif
+
+static void bench(group_ctx *c, const char *label, bool real) {
+    printf("\n%s (%d ranks): µs per call, graph replay of 50 calls\n\n", label, c->n);
+    printf(
+        "| tokens | bytes per rank | ours (AR + residual + RMSNorm) | NCCL all-reduce alone |\n");
+    printf("| ---: | ---: | ---: | ---: |\n");
+#ifdef GPTOSS_HAVE_NCCL
+    ncclComm_t comms[AR_MAX_RANKS];
+    if (real) NCCL_CHECK(ncclCommInitAll(comms, c->n, c->g.devices));
+#endif
+    for (int T : {1, 2, 4, 8, 16, 32, 64, 128, 256}) {
+        if (T > T_CAP) break;
+        const double us = time_ours(c, T, 50);
+        char nccl[32] = "-";
+#ifdef GPTOSS_HAVE_NCCL
+        if (real) snprintf(nccl, sizeof nccl, "%.1f", time_nccl(c, comms, T, 50));
+#endif
+        printf("| %d | %d | %.1f | %s |\n", T, T * H * 4, us, nccl);
+    }
+#ifdef GPTOSS_HAVE_NCCL
+    if (real)
+        for (int k = 0; k < c->n; k++) ncclCommDestroy(comms[k]);
+#endif
+    (void)real;
+}
+
+int main(int argc, char **argv) {
+    tu_init("test_allreduce");
+    const bool do_bench = tu_has_flag(argc, argv, "--bench");
+    std::vector<uint16_t> gain(H);
+    tu_fill_bf16(gain.data(), NULL, H, 0.5f, 1.5f);
+    int n_dev = 0;
+    CUDA_CHECK(cudaGetDeviceCount(&n_dev));
+
+    /* Argument checks. */
+    {
+        ar_group g;
+        const int devs[2] = {0, 0};
+        CHECK(ar_group_create(&g, 0, devs, 8, H, 0) == cudaErrorInvalidValue, "0 ranks accepted");
+        CHECK(ar_group_create(&g, 2, devs, 8, 100, 0) == cudaErrorInvalidValue,
+              "H = 100 (not a multiple of 8) accepted");
+        CUDA_CHECK(ar_group_create(&g, 2, devs, 8, H, 0));
+        float *h = tu_dev_alloc<float>(16 * H);
+        CHECK(ar_add_rmsnorm(&g.rank[0], 2, NULL, 0, NULL, 1, h, NULL, EPS, NULL, NULL, 0) ==
+                  cudaErrorInvalidValue,
+              "site 2 accepted");
+        CHECK(ar_add_rmsnorm(&g.rank[0], 0, NULL, 0, NULL, 9, h, NULL, EPS, NULL, NULL, 0) ==
+                  cudaErrorInvalidValue,
+              "T above T_cap accepted");
+        CHECK(ar_add_rmsnorm(&g.rank[0], 0, NULL, 0, NULL, 1, h, NULL, EPS, (uint16_t *)h, NULL,
+                             0) == cudaErrorInvalidValue,
+              "y without a gain accepted");
+        CUDA_CHECK(cudaFree(h));
+        ar_group_free(&g);
+    }
+
+    struct {
+        int n;
+        int devs[AR_MAX_RANKS];
+        bool real;
+        const char *label;
+    } groups[4];
+    int n_groups = 0;
+    groups[n_groups++] = {2, {0, 0}, false, "virtual 2 ranks on GPU 0"};
+    groups[n_groups++] = {4, {0, 0, 0, 0}, false, "virtual 4 ranks on GPU 0"};
+    if (n_dev >= 2)
+        groups[n_groups++] = {2, {0, 1}, true, "GPUs 0 and 1"};
+    else
+        fprintf(stderr, "  one GPU: the peer-memory case (two GPUs) is not run\n");
+
+    for (int gi = 0; gi < n_groups; gi++) {
+        group_ctx c;
+        ctx_init(&c, groups[gi].n, groups[gi].devs, gain);
+        fprintf(stderr, "%s: grid cap %d blocks\n", groups[gi].label, c.g.rank[0].max_blocks);
+        if (do_bench) {
+            bench(&c, groups[gi].label, groups[gi].real);
+        } else {
+            for (int T : {1, 3, 64, 300})
+                for (int mode = 0; mode < 4; mode++)
+                    check_case(&c, T, mode, (T + mode) & 1, gain, groups[gi].label);
+            check_stress(&c, groups[gi].label);
+        }
+        ctx_free(&c);
+    }
+    return check_report("test_allreduce");
+}
