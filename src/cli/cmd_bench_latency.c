@@ -50,6 +50,7 @@ static const char USAGE[] =
     "                            [--gpu-memory-utilization F] [--max-cudagraph-capture-size N]\n"
     "                            [--enforce-eager] [--kv-cache-dtype auto|bf16|fp8|fp8_e4m3]\n"
     "                            [--bandwidth GB/s] [--flops TFLOP/s] [--constrained]\n"
+    "                            [--tensor-parallel-size N | -tp N]\n"
     "In-process decode tokens/s at each batch size (context C, KV filled by a prefill first; "
     "median\n"
     "step time from launch to wait) and prefill tokens/s for each prompt length, with the fraction "
@@ -63,7 +64,9 @@ static const char USAGE[] =
     "token, published before the step as the engine publishes masks while it runs): the cost of\n"
     "constrained sampling, on the device (default) or on the host (GPTOSS_GPU_MASKS=0).\n"
     "--kv-cache-dtype fp8 stores K and V as e4m3 (the roofline then counts 1 byte an element);\n"
-    "the JSON records it as \"kv_cache_dtype\".\n";
+    "the JSON records it as \"kv_cache_dtype\".\n"
+    "--tensor-parallel-size N shards the model over N GPUs (CUDA: synthetic models; the roofline\n"
+    "then gives each GPU 1/N of the bytes and FLOPs); the JSON records \"tensor_parallel_size\".\n";
 
 enum { BS = 32, FILL_TOKENS = 8192 };
 
@@ -224,10 +227,10 @@ static double median(double *v, int n) {
 
 /* ---- the roofline of a prefill ---- */
 
-static double prefill_roofline_tps(const model_config *c, int P, double bw, double fl,
-                                   int kv_bytes) {
+static double prefill_roofline_tps(const model_config *c, int P, double bw, double fl, int kv_bytes,
+                                   int tp) {
     roofline_in in = {
-        .batch = 1, .context = 1, .kv_bytes = kv_bytes, .tp = 1, .bandwidth = bw, .flops = fl};
+        .batch = 1, .context = 1, .kv_bytes = kv_bytes, .tp = tp, .bandwidth = bw, .flops = fl};
     roofline_out o;
     double flops = 0;
     for (int p = 1; p <= P; p++) {
@@ -240,7 +243,7 @@ static double prefill_roofline_tps(const model_config *c, int P, double bw, doub
     roofline_decode(c, &in, &o);
     const double kv_write =
         (double)P * 2.0 * c->n_kv_heads * c->head_dim * (double)kv_bytes * c->n_layers;
-    const double t = fmax((o.weight_bytes + o.expert_bytes + kv_write) / bw, flops / fl);
+    const double t = fmax((o.weight_bytes + o.expert_bytes + kv_write) / tp / bw, flops / fl);
     return P / t;
 }
 
@@ -256,6 +259,7 @@ typedef struct {
     const char *kv_name; /* --kv-cache-dtype as given */
     int kv_dtype;        /* BACKEND_KV_AUTO or BACKEND_KV_FP8 */
     long kv_tokens;      /* CUDA: tokens the KV cache holds (from the backend) */
+    long tp;             /* --tensor-parallel-size */
     bool constrained;    /* --constrained: decode rows carry a token mask */
 } bench_opts;
 
@@ -332,7 +336,8 @@ static int bench_run(bench_opts *o, bench_line **lines_out, int *n_lines_out,
                           .gpu_memory_utilization = o->util,
                           .max_cudagraph_capture_size = (int)o->graphs,
                           .enforce_eager = o->eager,
-                          .kv_dtype = o->kv_dtype};
+                          .kv_dtype = o->kv_dtype,
+                          .tensor_parallel_size = (int)o->tp};
     double t0 = now_seconds();
     backend *be = NULL;
     if (ops->create(&bo, &be) != 0) {
@@ -389,8 +394,8 @@ static int bench_run(bench_opts *o, bench_line **lines_out, int *n_lines_out,
             ln->phase = "fill", ln->batch = L.F, ln->context = C, ln->tokens = bmax * C;
             ln->seconds = dt / (fill_steps > 0 ? fill_steps : 1),
             ln->tokens_per_s = (double)bmax * C / dt;
-            ln->roofline_tps =
-                prefill_roofline_tps(c, C, o->bw, o->fl, o->kv_dtype == BACKEND_KV_FP8 ? 1 : 2);
+            ln->roofline_tps = prefill_roofline_tps(
+                c, C, o->bw, o->fl, o->kv_dtype == BACKEND_KV_FP8 ? 1 : 2, (int)o->tp);
             fprintf(stderr, "bench: filled %d sequences x %d tokens in %.1f s\n", bmax, C, dt);
         }
     }
@@ -418,7 +423,7 @@ static int bench_run(bench_opts *o, bench_line **lines_out, int *n_lines_out,
         roofline_in in = {.batch = B,
                           .context = C + (int)o->steps / 2,
                           .kv_bytes = o->kv_dtype == BACKEND_KV_FP8 ? 1 : 2,
-                          .tp = 1,
+                          .tp = (int)o->tp,
                           .bandwidth = o->bw,
                           .flops = o->fl};
         roofline_out ro;
@@ -447,8 +452,8 @@ static int bench_run(bench_opts *o, bench_line **lines_out, int *n_lines_out,
         bench_line *ln = &lines[n_lines++];
         ln->phase = "prefill", ln->batch = 1, ln->context = P, ln->tokens = P;
         ln->seconds = med, ln->tokens_per_s = P / med,
-        ln->roofline_tps =
-            prefill_roofline_tps(c, P, o->bw, o->fl, o->kv_dtype == BACKEND_KV_FP8 ? 1 : 2);
+        ln->roofline_tps = prefill_roofline_tps(c, P, o->bw, o->fl,
+                                                o->kv_dtype == BACKEND_KV_FP8 ? 1 : 2, (int)o->tp);
         fprintf(stderr, "bench: prefill %d tokens: %.1f ms, %.0f tokens/s\n", P, med * 1e3,
                 P / med);
     }
@@ -483,9 +488,11 @@ static void print_table(const bench_opts *o, const bench_line *lines, int n) {
     printf("| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
     for (int i = 0; i < n; i++) {
         const bench_line *l = &lines[i];
-        printf("| %s | %s | %s | %s | %d | %d | %.0f | %.2f | %.0f | %.1f%% |\n", o->model,
-               o->backend, kv_label(o), l->phase, l->batch, l->context, l->tokens_per_s,
-               l->seconds * 1e3, l->roofline_tps, 100 * l->tokens_per_s / l->roofline_tps);
+        char be_name[32];
+        snprintf(be_name, sizeof be_name, o->tp > 1 ? "%s tp%ld" : "%s", o->backend, o->tp);
+        printf("| %s | %s | %s | %s | %d | %d | %.0f | %.2f | %.0f | %.1f%% |\n", o->model, be_name,
+               kv_label(o), l->phase, l->batch, l->context, l->tokens_per_s, l->seconds * 1e3,
+               l->roofline_tps, 100 * l->tokens_per_s / l->roofline_tps);
     }
 }
 
@@ -494,6 +501,7 @@ static int write_json(const bench_opts *o, const model_config *c, const bench_li
     json_object_set_new(root, "model", json_string(o->model));
     json_object_set_new(root, "backend", json_string(o->backend));
     json_object_set_new(root, "kv_cache_dtype", json_string(kv_label(o)));
+    json_object_set_new(root, "tensor_parallel_size", json_integer(o->tp));
     if (o->kv_tokens > 0)
         json_object_set_new(root, "kv_capacity_tokens", json_integer(o->kv_tokens));
     json_object_set_new(root, "layers", json_integer(c->n_layers));
@@ -525,7 +533,8 @@ static int bench_latency(int argc, char **argv) {
                     .graphs = 0,
                     .util = 0,
                     .bw = ROOFLINE_H200_BANDWIDTH,
-                    .fl = ROOFLINE_H200_FLOPS};
+                    .fl = ROOFLINE_H200_FLOPS,
+                    .tp = 1};
     const char *v;
     const char *batches = "1,8,64,256,1024", *prefills = "1024,8192";
     double d;
@@ -554,6 +563,8 @@ static int bench_latency(int argc, char **argv) {
                 return args_fail(&a);
             if (o.graphs == 0)
                 o.graphs = -1; /* 0 here means off; the backend's 0 means its default */
+        } else if (args_opt(&a, "--tensor-parallel-size", &v) || args_opt(&a, "-tp", &v)) {
+            if (args_int("--tensor-parallel-size", v, 1, 8, &o.tp)) return args_fail(&a);
         } else if (args_flag(&a, "--constrained")) {
             o.constrained = true;
         } else if (args_flag(&a, "--enforce-eager")) {

@@ -37,7 +37,8 @@ int engine_args_parse(args_t *a, runtime_args *r);
     "                                 0 = none)\n"                                                 \
     "  --tensor-parallel-size N, -tp N  ranks (1-8; default 1): heads, expert intermediate and\n"  \
     "                                 vocabulary split over them; the cpu backend emulates them\n" \
-    "                                 one after the other, the cuda backend runs one GPU so far\n" \
+    "                                 one after the other; the cuda backend one GPU per rank\n"    \
+    "                                 (synthetic models; GPTOSS_TP_ONE_GPU=1: all on one GPU)\n"   \
     "  --enable-expert-parallel       split the MoE by experts over the ranks instead\n"           \
     "  --target-tpot-ms T             while sequences decode, put only as many prompt tokens\n"    \
     "                                 in a step as keep it within T ms, by the steps'\n"           \

@@ -37,7 +37,8 @@ typedef struct {
     int kv_dtype;
     /* --tensor-parallel-size (0 or 1: one device) and --enable-expert-parallel, as planned by
      * model/tp_plan.h. The CPU backend emulates the ranks one after the other (the sharding maths,
-     * tested in CI); the CUDA backend runs one GPU so far and refuses more. */
+     * tested in CI); the CUDA backend runs one rank per GPU (backend/cuda/tp_backend.c;
+     * synthetic models so far, tensor parallel only). */
     int tensor_parallel_size;
     bool enable_expert_parallel;
 } backend_options;

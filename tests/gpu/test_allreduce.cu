@@ -7,6 +7,7 @@
  *     the normalised row within bf16 rounding of cpu_rmsnorm, hi + lo within 3e-5;
  *   - 400 eager calls alternating the sites and T (1 and 7), then graphs of 20 calls replayed 10
  *     times: the flags and counters stay in step, h exact after every one of them;
+ *   - the all-gather of the lm_head's vocabulary shares, exact on every rank;
  *   - a watchdog: a protocol that deadlocks fails the test after 20 s instead of hanging it.
  * --bench: µs per call for T = 1 … 256 (graph replay), and NCCL's all-reduce of the same fp32 message
  * when there are two GPUs (issue 17: ≤ 8 µs for one token across two H200s). */
@@ -27,6 +28,7 @@ extern "C" {
 static const int H = 2880;
 static const float EPS = 1e-5f;
 static const int T_CAP = 300;
+static const size_t GATHER_CAP = 64 * 4096; /* floats per rank: 64 rows of up to 4096 columns */
 
 typedef struct {
     ar_group g;
@@ -66,7 +68,7 @@ static void wait_all(const group_ctx *c, const char *what) {
 static void ctx_init(group_ctx *c, int n, const int *devs, const std::vector<uint16_t> &gain) {
     memset(c, 0, sizeof *c);
     c->n = n;
-    CUDA_CHECK(ar_group_create(&c->g, n, devs, T_CAP, H, 0));
+    CUDA_CHECK(ar_group_create(&c->g, n, devs, T_CAP, H, 0, GATHER_CAP));
     for (int k = 0; k < n; k++) {
         on(c, k);
         CUDA_CHECK(cudaStreamCreateWithFlags(&c->st[k], cudaStreamNonBlocking));
@@ -264,6 +266,57 @@ static void check_stress(group_ctx *c, const char *label) {
     CUDA_CHECK(cudaSetDevice(c->g.devices[0]));
 }
 
+/* The all-gather of the lm_head's vocabulary shares (tp_plan's split: the first V % N ranks one
+ * column more): every rank ends with every full row. V = 4000 (shares of a multiple of 4: 16-byte
+ * copies) and 4001 (odd shares: one float at a time), interleaved with all-reduce calls. */
+static void check_gather(group_ctx *c, int R, int V, const char *label) {
+    int col0[AR_MAX_RANKS], ncols[AR_MAX_RANKS];
+    for (int k = 0, at = 0; k < c->n; k++) {
+        ncols[k] = V / c->n + (k < V % c->n ? 1 : 0);
+        col0[k] = at;
+        at += ncols[k];
+    }
+    std::vector<float> full((size_t)R * V);
+    for (auto &v : full) v = tu_uniform(-10.0f, 10.0f);
+    float *out[AR_MAX_RANKS];
+    for (int k = 0; k < c->n; k++) {
+        on(c, k);
+        std::vector<float> piece((size_t)R * ncols[k]);
+        for (int r = 0; r < R; r++)
+            memcpy(&piece[(size_t)r * ncols[k]], &full[(size_t)r * V + col0[k]],
+                   (size_t)ncols[k] * 4);
+        CUDA_CHECK(cudaMemcpy(c->g.rank[k].gather[k], piece.data(), piece.size() * 4,
+                              cudaMemcpyHostToDevice));
+        out[k] = tu_dev_alloc<float>((size_t)R * V);
+        tu_poison(out[k], (size_t)R * V * 4, 0);
+        CUDA_CHECK(cudaDeviceSynchronize());
+    }
+    for (int k = 0; k < c->n; k++) { /* an all-reduce first: the two kernels share the counters */
+        on(c, k);
+        CUDA_CHECK(ar_add_rmsnorm(&c->g.rank[k], 0, NULL, 0, c->delta[k], 2, c->h[k], NULL, EPS,
+                                  NULL, NULL, c->st[k]));
+        CUDA_CHECK(ar_gather_rows(&c->g.rank[k], col0, ncols, R, out[k], V, c->st[k]));
+    }
+    char what[160];
+    snprintf(what, sizeof what, "%s gather R=%d V=%d", label, R, V);
+    wait_all(c, what);
+    std::vector<float> got((size_t)R * V);
+    for (int k = 0; k < c->n; k++) {
+        on(c, k);
+        tu_download(got.data(), out[k], got.size());
+        CHECK(!memcmp(got.data(), full.data(), got.size() * 4), "%s: rank %d's rows differ", what,
+              k);
+        CUDA_CHECK(cudaFree(out[k]));
+    }
+    /* Too many columns for the buffers: refused. */
+    int big[AR_MAX_RANKS];
+    for (int k = 0; k < c->n; k++) big[k] = (int)(GATHER_CAP / 2);
+    CHECK(ar_gather_rows(&c->g.rank[0], col0, big, 3, c->h[0], (int)(GATHER_CAP * AR_MAX_RANKS),
+                         c->st[0]) == cudaErrorInvalidValue,
+          "%s: a gather past the buffers accepted", what);
+    CUDA_CHECK(cudaSetDevice(c->g.devices[0]));
+}
+
 /* µs per call: graphs of `calls` calls per rank, started together, timed on rank 0's device. */
 static double time_ours(group_ctx *c, int T, int calls) {
     cudaGraphExec_t exec[AR_MAX_RANKS];
@@ -410,10 +463,11 @@ int main(int argc, char **argv) {
     {
         ar_group g;
         const int devs[2] = {0, 0};
-        CHECK(ar_group_create(&g, 0, devs, 8, H, 0) == cudaErrorInvalidValue, "0 ranks accepted");
-        CHECK(ar_group_create(&g, 2, devs, 8, 100, 0) == cudaErrorInvalidValue,
+        CHECK(ar_group_create(&g, 0, devs, 8, H, 0, 0) == cudaErrorInvalidValue,
+              "0 ranks accepted");
+        CHECK(ar_group_create(&g, 2, devs, 8, 100, 0, 0) == cudaErrorInvalidValue,
               "H = 100 (not a multiple of 8) accepted");
-        CUDA_CHECK(ar_group_create(&g, 2, devs, 8, H, 0));
+        CUDA_CHECK(ar_group_create(&g, 2, devs, 8, H, 0, 0));
         float *h = tu_dev_alloc<float>(16 * H);
         CHECK(ar_add_rmsnorm(&g.rank[0], 2, NULL, 0, NULL, 1, h, NULL, EPS, NULL, NULL, 0) ==
                   cudaErrorInvalidValue,
@@ -453,6 +507,8 @@ int main(int argc, char **argv) {
                 for (int mode = 0; mode < 4; mode++)
                     check_case(&c, T, mode, (T + mode) & 1, gain, groups[gi].label);
             check_stress(&c, groups[gi].label);
+            for (int R : {1, 5, 64})
+                for (int V : {4000, 4001}) check_gather(&c, R, V, groups[gi].label);
         }
         ctx_free(&c);
     }

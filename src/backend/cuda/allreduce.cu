@@ -48,6 +48,23 @@ static __device__ __forceinline__ void add8(float v[8], const float *p) {
     v[4] += b.x, v[5] += b.y, v[6] += b.z, v[7] += b.w;
 }
 
+/* The flag barrier of allreduce.h, for block b: every rank's work before it is visible after it. */
+static __device__ __forceinline__ void ar_barrier(uint32_t *const *flags, uint32_t *counter, int n,
+                                                  int rank) {
+    const int b = blockIdx.x, c = threadIdx.x;
+    __syncthreads();
+    const uint32_t call = counter[b] + 1;
+    if (c < n) {
+        __threadfence_system();
+        st_release_sys(flags[c] + (size_t)b * AR_MAX_RANKS + rank, call);
+        const uint32_t *mine = flags[rank] + (size_t)b * AR_MAX_RANKS + c;
+        while ((int32_t)(ld_acquire_sys(mine) - call) < 0) {
+        }
+    }
+    __syncthreads();
+    if (c == 0) counter[b] = call;
+}
+
 __global__ void ar_add_rmsnorm_kernel(const ar_args a) {
     __shared__ float red[32];
     const int b = blockIdx.x, c = threadIdx.x, H = a.H;
@@ -80,17 +97,7 @@ __global__ void ar_add_rmsnorm_kernel(const ar_args a) {
     }
 
     /* 2. The barrier with block b of every rank. */
-    __syncthreads();
-    const uint32_t call = a.counter[b] + 1;
-    if (c < a.n) {
-        __threadfence_system();
-        st_release_sys(a.flags[c] + (size_t)b * AR_MAX_RANKS + a.rank, call);
-        const uint32_t *mine = a.flags[a.rank] + (size_t)b * AR_MAX_RANKS + c;
-        while ((int32_t)(ld_acquire_sys(mine) - call) < 0) {
-        }
-    }
-    __syncthreads();
-    if (c == 0) a.counter[b] = call;
+    ar_barrier(a.flags, a.counter, a.n, a.rank);
 
     /* 3. The sum in rank order, the residual, the norm. */
     for (int t = b; t < a.T; t += gridDim.x) {
@@ -111,6 +118,59 @@ __global__ void ar_add_rmsnorm_kernel(const ar_args a) {
     }
 }
 
+struct ar_gather_args {
+    const float *parts[AR_MAX_RANKS];
+    uint32_t *flags[AR_MAX_RANKS];
+    uint32_t *counter;
+    int col0[AR_MAX_RANKS], ncols[AR_MAX_RANKS];
+    int n, rank, R, ld;
+    float *out;
+};
+
+/* After the barrier, block b copies the float4 groups b, b + grid, … of every piece (pieces of a
+ * multiple of 4 columns: 16-byte loads from the peers through L2), else floats one by one. */
+__global__ void ar_gather_kernel(const ar_gather_args a) {
+    ar_barrier((uint32_t *const *)a.flags, a.counter, a.n, a.rank);
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (int k = 0; k < a.n; k++) {
+        const int nc = a.ncols[k];
+        const float *src = a.parts[k];
+        float *dst = a.out + a.col0[k];
+        const bool vec = nc % 4 == 0 && a.col0[k] % 4 == 0 && a.ld % 4 == 0;
+        const size_t groups = vec ? (size_t)a.R * (nc / 4) : (size_t)a.R * nc;
+        for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < groups; i += stride) {
+            if (vec) {
+                const size_t row = i / (nc / 4), g = i % (nc / 4);
+                *(float4 *)(dst + row * a.ld + 4 * g) = __ldcg((const float4 *)src + i);
+            } else {
+                const size_t row = i / nc, col = i % nc;
+                dst[row * a.ld + col] = __ldcg(src + i);
+            }
+        }
+    }
+}
+
+cudaError_t ar_gather_rows(const ar_rank *r, const int *col0, const int *ncols, int R, float *out,
+                           int ld, cudaStream_t stream) {
+    if (!r || !col0 || !ncols || R < 0 || !out || r->n_ranks < 1 || r->n_ranks > AR_MAX_RANKS ||
+        r->max_blocks < 1)
+        return cudaErrorInvalidValue;
+    ar_gather_args a;
+    memset(&a, 0, sizeof a);
+    for (int k = 0; k < r->n_ranks; k++) {
+        if (ncols[k] < 0 || col0[k] < 0 || col0[k] + ncols[k] > ld ||
+            (size_t)R * (size_t)ncols[k] > r->gather_cap)
+            return cudaErrorInvalidValue;
+        a.parts[k] = r->gather[k], a.flags[k] = r->flags[k];
+        a.col0[k] = col0[k], a.ncols[k] = ncols[k];
+    }
+    if (R == 0) return cudaSuccess;
+    a.counter = r->counter;
+    a.n = r->n_ranks, a.rank = r->rank, a.R = R, a.ld = ld, a.out = out;
+    ar_gather_kernel<<<r->max_blocks, 256, 0, stream>>>(a);
+    return cudaGetLastError();
+}
+
 cudaError_t ar_add_rmsnorm(const ar_rank *r, int site, const float *slots, int n_slots,
                            const uint16_t *delta, int T, float *h, const uint16_t *gain, float eps,
                            uint16_t *y, uint16_t *y_lo, cudaStream_t stream) {
@@ -128,8 +188,8 @@ cudaError_t ar_add_rmsnorm(const ar_rank *r, int site, const float *slots, int n
     a.slots = slots, a.n_slots = slots ? n_slots : 0, a.delta = delta;
     a.h = h, a.gain = gain, a.eps = eps, a.y = y, a.ylo = y_lo;
     const int grid = T < r->max_blocks ? T : r->max_blocks;
-    const int threads = ((r->H / 8 + 31) / 32) * 32;
-    ar_add_rmsnorm_kernel < <<grid, threads<32 ? 32 : threads, 0, stream>>>(a);
+    const int per_row = ((r->H / 8 + 31) / 32) * 32, threads = per_row < 32 ? 32 : per_row;
+    ar_add_rmsnorm_kernel<<<grid, threads, 0, stream>>>(a);
     return cudaGetLastError();
 }
 
@@ -143,13 +203,14 @@ void ar_group_free(ar_group *g) {
         ar_rank *r = &g->rank[k];
         for (int s = 0; s < AR_SITES; s++) cudaFree(r->bufs[s][k]);
         cudaFree(r->flags[k]);
+        cudaFree(r->gather[k]);
         cudaFree(r->counter);
     }
     cudaSetDevice(prev);
     memset(g, 0, sizeof *g);
 }
 
-static cudaError_t group_alloc(ar_group *g, int T_cap, int H) {
+static cudaError_t group_alloc(ar_group *g, int T_cap, int H, size_t gather_cap) {
     for (int k = 0; k < g->n_ranks; k++) {
         cudaError_t e = cudaSetDevice(g->devices[k]);
         ar_rank *r = &g->rank[k];
@@ -158,6 +219,8 @@ static cudaError_t group_alloc(ar_group *g, int T_cap, int H) {
                      counter_bytes = (size_t)AR_MAX_BLOCKS * sizeof(uint32_t);
         for (int s = 0; s < AR_SITES && e == cudaSuccess; s++)
             e = cudaMalloc((void **)&r->bufs[s][k], buf_bytes ? buf_bytes : 256);
+        if (e == cudaSuccess && gather_cap)
+            e = cudaMalloc((void **)&r->gather[k], gather_cap * sizeof(float));
         if (e == cudaSuccess) e = cudaMalloc((void **)&r->flags[k], flag_bytes);
         if (e == cudaSuccess) e = cudaMemset(r->flags[k], 0, flag_bytes);
         if (e == cudaSuccess) e = cudaMalloc((void **)&r->counter, counter_bytes);
@@ -187,7 +250,7 @@ static cudaError_t group_peer_access(const ar_group *g) {
 }
 
 cudaError_t ar_group_create(ar_group *g, int n_ranks, const int *devices, int T_cap, int H,
-                            int max_blocks) {
+                            int max_blocks, size_t gather_cap) {
     memset(g, 0, sizeof *g);
     if (n_ranks < 1 || n_ranks > AR_MAX_RANKS || !devices || T_cap < 0 || H < 8 || H % 8 ||
         H > AR_MAX_H || max_blocks < 0)
@@ -214,7 +277,7 @@ cudaError_t ar_group_create(ar_group *g, int n_ranks, const int *devices, int T_
     if (cap > AR_MAX_BLOCKS) cap = AR_MAX_BLOCKS;
     if (cap < 1) return cudaErrorInvalidValue;
 
-    e = group_alloc(g, T_cap, H);
+    e = group_alloc(g, T_cap, H, gather_cap);
     if (e == cudaSuccess) e = group_peer_access(g);
     cudaSetDevice(prev);
     if (e != cudaSuccess) {
@@ -225,9 +288,11 @@ cudaError_t ar_group_create(ar_group *g, int n_ranks, const int *devices, int T_
     for (int k = 0; k < n_ranks; k++) {
         ar_rank *r = &g->rank[k];
         r->n_ranks = n_ranks, r->rank = k, r->max_blocks = cap, r->T_cap = T_cap, r->H = H;
+        r->gather_cap = gather_cap;
         for (int j = 0; j < n_ranks; j++) {
             for (int s = 0; s < AR_SITES; s++) r->bufs[s][j] = g->rank[j].bufs[s][j];
             r->flags[j] = g->rank[j].flags[j];
+            r->gather[j] = g->rank[j].gather[j];
         }
     }
     return cudaSuccess;

@@ -46,6 +46,8 @@ typedef struct {
     float *bufs[AR_SITES][AR_MAX_RANKS]; /* [T_cap][H] fp32 partials, in rank k's memory */
     uint32_t *flags[AR_MAX_RANKS];       /* [AR_MAX_BLOCKS][AR_MAX_RANKS], in rank k's memory */
     uint32_t *counter;                   /* [AR_MAX_BLOCKS] this rank's call counters */
+    size_t gather_cap;                   /* floats each gather buffer holds */
+    float *gather[AR_MAX_RANKS]; /* rank k's columns of the rows being gathered, its memory */
 } ar_rank;
 
 /* A group of n ranks: devices[k] is rank k's GPU (all equal: virtual ranks on one GPU). Allocates
@@ -59,7 +61,7 @@ typedef struct {
 } ar_group;
 
 cudaError_t ar_group_create(ar_group *g, int n_ranks, const int *devices, int T_cap, int H,
-                            int max_blocks);
+                            int max_blocks, size_t gather_cap);
 void ar_group_free(ar_group *g);
 
 /* Rank r's side of one all-reduce at call site `site` (0 or 1), for T rows (T ≤ T_cap):
@@ -74,6 +76,16 @@ void ar_group_free(ar_group *g);
 cudaError_t ar_add_rmsnorm(const ar_rank *r, int site, const float *slots, int n_slots,
                            const uint16_t *delta, int T, float *h, const uint16_t *gain, float eps,
                            uint16_t *y, uint16_t *y_lo, cudaStream_t stream);
+
+/* The all-gather of row pieces (tensor parallelism's lm_head: rank k computes the logits of its
+ * vocabulary share [col0[k], col0[k] + ncols[k]) for every row). Rank k's piece sits in its gather
+ * buffer as [R][ncols[k]] fp32 (the lm_head GEMM writes it there); after the same flag barrier as
+ * ar_add_rmsnorm, every rank copies every piece into out ([R][ld] fp32, ld ≥ the sum of ncols), so
+ * each rank holds every full row and samples them itself (the same kernels on the same numbers: the
+ * same tokens on every rank). The gather buffers are only rewritten a whole step later, past many
+ * barriers, so here too no closing barrier is needed. R * ncols[k] ≤ gather_cap. */
+cudaError_t ar_gather_rows(const ar_rank *r, const int *col0, const int *ncols, int R, float *out,
+                           int ld, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

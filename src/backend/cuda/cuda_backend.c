@@ -87,16 +87,24 @@ static int check_shapes(const model_config *c, int bs) {
     return 0;
 }
 
-static int kv_alloc(struct backend *b, const backend_options *opt) {
+/* The KV pools. Under TP every rank takes rank 0's (`lead`'s) block counts, since one block
+ * manager hands out blocks for all of them. With `others` more ranks still to come on this GPU
+ * (GPTOSS_TP_ONE_GPU=1), rank 0 leaves room for their weights and workspaces (taken to be its own,
+ * plus 1 GB each for the all-reduce buffers) and for their KV pools, equal to its own. */
+static int kv_alloc(struct backend *b, const backend_options *opt, const struct backend *lead,
+                    int others) {
     const model_config *c = &b->cfg;
-    const int bs = b->block_size;
+    const int bs = b->block_size, n_kv = b->dims.n_kv_heads;
     /* K and V of one block in one layer: 2 bytes an element in bf16, 1 in e4m3 (so the same memory
      * holds twice the blocks, and the block manager gets them all through kv_blocks) */
     const size_t per_block =
-        2 * (size_t)c->n_kv_heads * (size_t)bs * (size_t)c->head_dim * attn_kv_elem_bytes(&b->dims);
+        2 * (size_t)n_kv * (size_t)bs * (size_t)c->head_dim * attn_kv_elem_bytes(&b->dims);
     const long swa_default =
         (long)b->max_slots * ((b->W + bs - 1) / bs + 2) + (b->T_reserve + bs - 1) / bs;
-    long nswa = !b->n_swa_layers ? 0 : opt->num_swa_blocks > 0 ? opt->num_swa_blocks : swa_default;
+    long nswa = !b->n_swa_layers          ? 0
+                : lead                    ? lead->num_swa
+                : opt->num_swa_blocks > 0 ? opt->num_swa_blocks
+                                          : swa_default;
     const double swa_bytes = (double)nswa * (double)per_block * b->n_swa_layers;
     long nfull = 0;
     size_t free_b = 0, total_b = 0;
@@ -105,11 +113,16 @@ static int kv_alloc(struct backend *b, const backend_options *opt) {
     if (util > 1.0)
         return err_set("cuda backend: gpu_memory_utilization %.3f is not in (0, 1]", util);
     if (b->n_full_layers) {
-        if (opt->num_full_blocks > 0) {
+        if (lead) {
+            nfull = lead->num_full;
+        } else if (opt->num_full_blocks > 0) {
             nfull = opt->num_full_blocks;
         } else {
-            const double budget = (double)free_b - (1.0 - util) * (double)total_b -
-                                  (double)KV_SAFETY_MB * (1 << 20) - swa_bytes;
+            const double rest = (double)others * ((double)b->gw.bytes + (double)b->ws.bytes + 1e9);
+            const double budget = ((double)free_b - (1.0 - util) * (double)total_b -
+                                   (double)KV_SAFETY_MB * (1 << 20) - rest) /
+                                      (others + 1) -
+                                  swa_bytes;
             nfull = budget > 0 ? (long)(budget / ((double)per_block * b->n_full_layers)) : 0;
             if (nfull < 1)
                 return err_set("cuda backend: no memory left for the KV cache (%.2f GB free of "
@@ -140,13 +153,16 @@ static int kv_alloc(struct backend *b, const backend_options *opt) {
         CU(cudaMemsetAsync(ly->k_cache, 0, half ? half : 256, b->stream));
         CU(cudaMemsetAsync(ly->v_cache, 0, half ? half : 256, b->stream));
         b->kv_bytes += 2 * half;
-        if (b->dims.kv_fp8) { /* the layer's scale table (model/kv_scale.h) */
-            float table[4 * 64];
+        if (b->dims.kv_fp8) { /* the layer's scale table (model/kv_scale.h), this rank's heads */
+            float table[4 * 64], mine[4 * 64];
             if (c->n_kv_heads > 64) return err_set("cuda backend: more than 64 KV heads");
             kv_fp8_scales(c, l, table);
-            const size_t tb = 4 * (size_t)c->n_kv_heads * sizeof(float);
+            const int n = c->n_kv_heads, h0 = b->tp_share.kv_head0;
+            for (int part = 0; part < 4; part++)
+                for (int j = 0; j < n_kv; j++) mine[part * n_kv + j] = table[part * n + h0 + j];
+            const size_t tb = 4 * (size_t)n_kv * sizeof(float);
             CU(cudaMalloc((void **)&ly->kv_scales, tb));
-            CU(cudaMemcpy(ly->kv_scales, table, tb, cudaMemcpyHostToDevice));
+            CU(cudaMemcpy(ly->kv_scales, mine, tb, cudaMemcpyHostToDevice));
         }
     }
     if (b->n_full_layers && (long)b->num_full * bs < b->max_model_len)
@@ -168,9 +184,6 @@ static int create_inner(struct backend *b, const backend_options *opt) {
                        e != cudaSuccess ? cudaGetErrorString(e) : "none found");
     }
     CU(cudaGetDevice(&dev));
-    CU(cudaDeviceGetAttribute(&b->sm_count, cudaDevAttrMultiProcessorCount, dev));
-    struct cudaDeviceProp prop;
-    CU(cudaGetDeviceProperties(&prop, dev));
 
     const bool synthetic = !strncmp(opt->model, "synthetic:", 10);
     uint64_t seed = 0;
@@ -197,11 +210,6 @@ static int create_inner(struct backend *b, const backend_options *opt) {
     b->dims.block_size = b->block_size;
     if (opt->kv_dtype != BACKEND_KV_AUTO && opt->kv_dtype != BACKEND_KV_FP8)
         return err_set("cuda backend: unknown KV cache dtype %d", opt->kv_dtype);
-    if (opt->tensor_parallel_size > 1 || opt->enable_expert_parallel)
-        return err_set("--tensor-parallel-size %d%s: the cuda backend runs on one GPU so far (the "
-                       "sharding plan is model/tp_plan.h; --backend cpu emulates it)",
-                       opt->tensor_parallel_size,
-                       opt->enable_expert_parallel ? " --enable-expert-parallel" : "");
     b->dims.kv_fp8 = opt->kv_dtype == BACKEND_KV_FP8;
     b->max_slots = opt->max_slots > 0 ? opt->max_slots : 256;
     b->max_model_len = opt->max_model_len > 0 ? opt->max_model_len : 8192;
@@ -210,7 +218,23 @@ static int create_inner(struct backend *b, const backend_options *opt) {
     rope_init(&rt, c);
     if (rope_kv_freq_init(&b->freq, rt.inv_freq, rt.half, rt.concentration) != 0)
         return err_set("cuda backend: RoPE table of half %d unsupported", rt.half);
+    b->tp_size = 1, b->device = dev;
+    b->V_lm = b->V, b->V0 = 0, b->I_model = b->I;
+    b->tp_share.n_q_heads = c->n_heads, b->tp_share.n_kv_heads = c->n_kv_heads;
+    b->tp_share.n_units = c->intermediate / TP_UNIT, b->tp_share.n_experts = c->n_experts;
+    b->tp_share.n_vocab = c->vocab, b->tp_share.adds_biases = true;
+    if (opt->tensor_parallel_size > 1 || opt->enable_expert_parallel)
+        return tp_create(b, opt, synthetic, seed);
+    return cuda_rank_setup(b, opt, synthetic, seed, NULL, 0);
+}
 
+int cuda_rank_setup(struct backend *b, const backend_options *opt, bool synthetic, uint64_t seed,
+                    const struct backend *lead, int others_on_device) {
+    const model_config *c = &b->cfg;
+    struct cudaDeviceProp prop;
+    CU(cudaSetDevice(b->device));
+    CU(cudaDeviceGetAttribute(&b->sm_count, cudaDevAttrMultiProcessorCount, b->device));
+    CU(cudaGetDeviceProperties(&prop, b->device));
     CU(cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking));
     CU(cudaEventCreateWithFlags(&b->done, cudaEventDisableTiming));
     CU(cudaEventCreate(&b->t_start));
@@ -218,7 +242,10 @@ static int create_inner(struct backend *b, const backend_options *opt) {
     CU(gemm_ctx_create(&b->gemm));
 
     if (weights_gpu_alloc(b)) return -1;
-    if (synthetic ? weights_gpu_synthetic(b, seed) : weights_gpu_upload(b, opt->model)) return -1;
+    if (b->tp_size > 1 ? weights_shard_synthetic(b, seed)
+        : synthetic    ? weights_gpu_synthetic(b, seed)
+                       : weights_gpu_upload(b, opt->model))
+        return -1;
 
     const int gmax = opt->enforce_eager                     ? -1
                      : opt->max_cudagraph_capture_size == 0 ? BACKEND_CUDAGRAPH_CAPTURE_DEFAULT
@@ -231,11 +258,13 @@ static int create_inner(struct backend *b, const backend_options *opt) {
     CU(cudaMalloc((void **)&b->slot_last, (size_t)b->max_slots * sizeof(int32_t)));
     CU(cudaMemsetAsync(b->slot_last, 0, (size_t)b->max_slots * sizeof(int32_t), b->stream));
     b->slot_last_host = xcalloc((size_t)b->max_slots, sizeof *b->slot_last_host);
-    if (kv_alloc(b, opt)) return -1;
+    if (kv_alloc(b, opt, lead, others_on_device)) return -1;
     CU(cudaStreamSynchronize(b->stream));
 
     /* Off by default until measured on the H200 (attention.h). */
     const char *fm = getenv("GPTOSS_ATTN_FUSED_MERGE");
+    if (fm && !strcmp(fm, "1") && b->tp_size > 1)
+        return err_set("GPTOSS_ATTN_FUSED_MERGE=1 is not supported with --tensor-parallel-size");
     if (fm && !strcmp(fm, "1")) {
         CU(attn_decode_fused_init(b->max_slots, c->n_kv_heads));
         log_info("cuda backend: decode attention merges its splits in one kernel");
@@ -248,10 +277,13 @@ static int create_inner(struct backend *b, const backend_options *opt) {
 
     char graphs[48] = "off";
     if (b->graphs.max_size) snprintf(graphs, sizeof graphs, "up to batch %d", b->graphs.max_size);
-    log_info("cuda backend: %s (%d SMs): weights %.2f GB, activations %.2f GB (steps of %d "
+    char rank[48] = "";
+    if (b->tp_size > 1)
+        snprintf(rank, sizeof rank, " rank %d of %d on GPU %d,", b->tp_rank, b->tp_size, b->device);
+    log_info("cuda backend:%s %s (%d SMs): weights %.2f GB, activations %.2f GB (steps of %d "
              "tokens), KV %.2f GB in %s "
              "(%d full blocks = %ld tokens, %d sliding blocks), CUDA graphs %s",
-             prop.name, b->sm_count, (double)b->gw.bytes / 1e9, (double)b->ws.bytes / 1e9,
+             rank, prop.name, b->sm_count, (double)b->gw.bytes / 1e9, (double)b->ws.bytes / 1e9,
              b->ws.T_cap, (double)b->kv_bytes / 1e9, b->dims.kv_fp8 ? "fp8 e4m3" : "bf16",
              b->num_full, (long)b->num_full * b->block_size, b->num_swa, graphs);
     log_info("cuda backend: KV cache capacity %ld tokens (%s)", (long)b->num_full * b->block_size,
@@ -285,7 +317,7 @@ static void cuda_kv_blocks(backend *b, int *num_full, int *num_swa, int *block_s
 
 static int cuda_launch(backend *b, const step_batch *step) {
     if (b->running) return err_set("cuda backend: a step is already in flight");
-    if (runner_launch(b, step) != 0) return -1;
+    if ((b->tp_size > 1 ? tp_launch(b, step) : runner_launch(b, step)) != 0) return -1;
     b->running = true;
     return 0;
 }
@@ -293,11 +325,18 @@ static int cuda_launch(backend *b, const step_batch *step) {
 static int cuda_wait(backend *b, step_result *result) {
     if (!b->running) return err_set("cuda backend: no step in flight");
     b->running = false;
-    return runner_collect(b, result);
+    return b->tp_size > 1 ? tp_wait(b, result) : runner_collect(b, result);
 }
 
 static void cuda_destroy(backend *b) {
     if (!b) return;
+    if (b->tp_size > 1 && b->tp_rank == 0) tp_destroy_peers(b);
+    cuda_rank_destroy(b);
+    free(b);
+}
+
+void cuda_rank_destroy(struct backend *b) {
+    if (b->stream) cudaSetDevice(b->device);
     if (b->stream) cudaStreamSynchronize(b->stream);
     graphs_free(b);
     runner_free(b);
@@ -317,7 +356,6 @@ static void cuda_destroy(backend *b) {
     if (b->t_end) cudaEventDestroy(b->t_end);
     if (b->stream) cudaStreamDestroy(b->stream);
     (void)cudaGetLastError();
-    free(b);
 }
 
 void cuda_backend_debug_logits(backend *b, float *out, int cap_rows) {

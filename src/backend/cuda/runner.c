@@ -513,6 +513,26 @@ int runner_collect(struct backend *b, step_result *res) {
     return 0;
 }
 
+int runner_tp_follow(struct backend *peer, const struct backend *lead, const step_batch *st,
+                     const step_result *res) {
+    peer->inflight = NULL;
+    cudaError_t e = cudaEventSynchronize(peer->done);
+    if (e == cudaSuccess) e = cudaGetLastError();
+    if (e != cudaSuccess)
+        return err_set("cuda backend: rank %d: the step failed on the device: %s", peer->tp_rank,
+                       cudaGetErrorString(e));
+    const step_book *bk = &lead->book;
+    for (int i = 0; i < st->n_seqs && res->seqs; i++) {
+        const int nr = bk->seq_nrows[i];
+        if (!st->sample[i] || nr < 1) continue;
+        const int r = bk->seq_row0[i] + nr - 1, mode = bk->row_mode[r];
+        const int32_t token = res->seqs[i].token;
+        if (mode == GPU_ROW_HOST || mode == RUNNER_ROW_MASKED) add_fixup(peer, st->slot[i], token);
+        peer->slot_last_host[st->slot[i]] = token;
+    }
+    return 0;
+}
+
 void runner_free(struct backend *b) {
     step_book *k = &b->book;
     free(k->row_mode), free(k->row_host), free(k->row_masked), free(k->seq_row0),

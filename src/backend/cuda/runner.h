@@ -30,8 +30,11 @@
 #include "backend/cuda/moe.h"
 #include "backend/cuda/rope_kv.h"
 #include "backend/cuda/sampling.h"
+#include "backend/cuda/allreduce.h"
 #include "base/error.h"
 #include "model/config.h"
+#include "model/tensors.h"
+#include "model/tp_plan.h"
 
 #include <cuda_runtime_api.h>
 #include <stdbool.h>
@@ -242,6 +245,20 @@ struct backend {
 
     bool running;
     const step_batch *inflight;
+
+    /* Tensor parallelism (--tensor-parallel-size N > 1; tp_backend.c). This backend is rank
+     * tp_rank of tp_size, on GPU `device`: its Q, KVD, QKV, I (padded, see weights_shard.c) and
+     * dims are its shares, and its lm_head holds vocabulary rows [V0, V0 + V_lm) (V stays the whole
+     * vocabulary: every rank gathers full logits rows and samples them itself). Rank 0 is the
+     * backend the engine holds; it owns the others (tp_peer[r], tp_peer[0] = itself) and the
+     * all-reduce group. Without TP: tp_size 1, V_lm = V, V0 = 0, ar NULL. */
+    int tp_size, tp_rank, device;
+    tp_rank tp_share;
+    int V_lm, V0, I_model; /* I_model: the model's intermediate size (I is this rank's, padded) */
+    const ar_rank *ar;
+    ar_group *ar_owned;
+    struct backend *tp_peer[TP_MAX];
+    int tp_col0[TP_MAX], tp_ncols[TP_MAX]; /* every rank's vocabulary share, for the gather */
 };
 
 /* weights_gpu.c */
@@ -249,6 +266,15 @@ int weights_gpu_alloc(struct backend *b);
 int weights_gpu_upload(struct backend *b, const char *dir);
 int weights_gpu_synthetic(struct backend *b, uint64_t seed);
 void weights_gpu_free(struct backend *b);
+/* Shared with weights_shard.c: where a dense tensor goes (bf16 unless *f32), synthetic.c's scale
+ * base exponent for a standard deviation, whether every expert matrix may fold its scales. */
+void *weights_gpu_dense_dst(struct backend *b, const tensor_spec *s, int *f32);
+int weights_gpu_scale_base(double std);
+int weights_gpu_decide_folded(struct backend *b);
+
+/* weights_shard.c: this rank's shares of the synthetic model (tp_size > 1), each element equal to
+ * the one weights_gpu_synthetic makes at the same place of the whole tensor; experts padded to I. */
+int weights_shard_synthetic(struct backend *b, uint64_t seed);
 
 /* runner_workspace.c: makes the workspace hold steps of T tokens (a no-op when it does). */
 int workspace_ensure(struct backend *b, int T);
@@ -262,6 +288,26 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows);
 int runner_launch(struct backend *b, const step_batch *st);
 int runner_collect(struct backend *b, step_result *res);
 void runner_free(struct backend *b);
+
+/* cuda_backend.c: one rank's device state (stream, weights, workspace, graphs, KV) on b->device,
+ * once b's config, dims and share are set; lead (under TP, rank 0 for the others) gives the KV
+ * block counts; others_on_device: ranks still to be set up on the same GPU (kv_alloc). */
+int cuda_rank_setup(struct backend *b, const backend_options *opt, bool synthetic, uint64_t seed,
+                    const struct backend *lead, int others_on_device);
+void cuda_rank_destroy(struct backend *b);
+
+/* tp_backend.c: --tensor-parallel-size N > 1. tp_create turns b (config set) into rank 0 and makes
+ * the other ranks; launch and wait drive them all; tp_destroy_peers frees ranks 1.. and the group. */
+int tp_create(struct backend *b, const backend_options *opt, bool synthetic, uint64_t seed);
+int tp_launch(struct backend *b, const step_batch *st);
+int tp_wait(struct backend *b, step_result *res);
+void tp_destroy_peers(struct backend *b);
+
+/* runner.c, for a rank other than 0 at wait: waits for its step, then takes rank 0's tokens of the
+ * rows rank 0 sampled on the host or at wait (the peer sampled the others itself, identically) as
+ * fix-ups for its next launch. */
+int runner_tp_follow(struct backend *peer, const struct backend *lead, const step_batch *st,
+                     const step_result *res);
 
 /* graphs.c */
 int graphs_init(struct backend *b, int max_size);

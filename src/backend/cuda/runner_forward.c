@@ -65,8 +65,12 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
     for (int l = 0; l < b->L; l++) {
         gpu_layer *ly = &g->layers[l];
         const bool sliding = b->cfg.layer_sliding[l];
-        /* The previous layer's MoE slots join the residual here, then the attention norm. */
-        if (l > 0)
+        /* The previous layer's MoE slots join the residual here, then the attention norm (under
+         * TP, summed over the ranks on the way: allreduce.h). */
+        if (l > 0 && b->ar)
+            CU(ar_add_rmsnorm(b->ar, 1, w->y_slots, p->n_slots, NULL, T, w->h, ly->attn_norm,
+                              b->eps, w->a, a_lo, s));
+        else if (l > 0)
             CU(norm_add_rmsnorm_split(w->h, NULL, w->y_slots, p->n_slots, T, H, ly->attn_norm,
                                       b->eps, w->a, a_lo, s));
         CU(gemm_bf16(b->gemm, w->a, 2 * T, H, ly->qkv_w, b->QKV, NULL, w->qkv, GEMM_OUT_F32, s));
@@ -89,7 +93,12 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
                            b->scale, w->attn, sliding ? p->splits_swa : p->splits_full, w->dec_ws,
                            s));
         CU(gemm_bf16(b->gemm, w->attn, T, b->Q, ly->o_w, H, ly->o_b, w->o, GEMM_OUT_BF16, s));
-        CU(norm_add_rmsnorm_split(w->h, w->o, NULL, 0, T, H, ly->mlp_norm, b->eps, w->a, a_lo, s));
+        if (b->ar)
+            CU(ar_add_rmsnorm(b->ar, 0, NULL, 0, w->o, T, w->h, ly->mlp_norm, b->eps, w->a, a_lo,
+                              s));
+        else
+            CU(norm_add_rmsnorm_split(w->h, w->o, NULL, 0, T, H, ly->mlp_norm, b->eps, w->a, a_lo,
+                                      s));
         if (gv)
             CU(gemv_bf16(w->a, a_lo, T, H, ly->router_w, b->E, NULL, w->router, 1, s));
         else
@@ -99,12 +108,27 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
         CU(moe_experts(&ly->moe, w->a, &rt, &p->moe, w->act, w->y_slots, s));
     }
 
-    /* Logits only for the rows that need them, R_cap rows at a time. */
+    /* Under TP the last layer's MoE is summed over the ranks into h first (every token: the
+     * ranks' sequence of collective calls must not depend on the rows). */
+    if (b->ar)
+        CU(ar_add_rmsnorm(b->ar, 1, w->y_slots, p->n_slots, NULL, T, w->h, NULL, b->eps, NULL, NULL,
+                          s));
+    const float *last_slots = b->ar ? NULL : w->y_slots;
+
+    /* Logits only for the rows that need them, R_cap rows at a time; under TP each rank makes its
+     * vocabulary rows' logits and the gather gives every rank the whole rows. */
     for (int r0 = 0; r0 < p->n_rows; r0 += w->R_cap) {
         const int nr = p->n_rows - r0 < w->R_cap ? p->n_rows - r0 : w->R_cap;
-        CU(step_final_rows(w->h, w->y_slots, p->n_slots, p->rows + r0, nr, H, g->final_norm, b->eps,
+        CU(step_final_rows(w->h, last_slots, p->n_slots, p->rows + r0, nr, H, g->final_norm, b->eps,
                            w->sel, s));
-        CU(gemm_bf16(b->gemm, w->sel, nr, H, g->lm_head, b->V, NULL, w->logits, GEMM_OUT_F32, s));
+        if (b->ar) {
+            CU(gemm_bf16(b->gemm, w->sel, nr, H, g->lm_head, b->V_lm, NULL,
+                         b->ar->gather[b->tp_rank], GEMM_OUT_F32, s));
+            CU(ar_gather_rows(b->ar, b->tp_col0, b->tp_ncols, nr, w->logits, b->V, s));
+        } else {
+            CU(gemm_bf16(b->gemm, w->sel, nr, H, g->lm_head, b->V, NULL, w->logits, GEMM_OUT_F32,
+                         s));
+        }
         CU(sampling_launch(w->logits, b->V, p->rows + r0, nr, w->outs + r0, b->slot_last,
                            b->max_slots, w->samp_ws, w->R_cap, s));
         if (copy_host_rows && copy_rows_out(b, r0, nr)) return -1;

@@ -51,7 +51,7 @@ int weights_gpu_alloc(struct backend *b) {
     w->layers = xcalloc((size_t)b->L, sizeof *w->layers);
     DALLOC(w->embed, V * H * 2);
     DALLOC(w->final_norm, H * 2);
-    DALLOC(w->lm_head, V * H * 2);
+    DALLOC(w->lm_head, (size_t)b->V_lm * H * 2);
     for (int l = 0; l < b->L; l++) {
         gpu_layer *ly = &w->layers[l];
         DALLOC(ly->attn_norm, H * 2);
@@ -59,7 +59,7 @@ int weights_gpu_alloc(struct backend *b) {
         DALLOC(ly->qkv_b, QKV * 2);
         DALLOC(ly->o_w, H * Q * 2);
         DALLOC(ly->o_b, H * 2);
-        DALLOC(ly->sinks, (size_t)b->cfg.n_heads * 4);
+        DALLOC(ly->sinks, (size_t)b->dims.n_heads * 4);
         DALLOC(ly->mlp_norm, H * 2);
         DALLOC(ly->router_w, E * H * 2);
         DALLOC(ly->router_b, E * 2);
@@ -93,7 +93,7 @@ void weights_gpu_free(struct backend *b) {
 }
 
 /* After the experts are on the device: may each matrix use the folded dequantisation (moe.h)? */
-static int decide_folded_scales(struct backend *b) {
+int weights_gpu_decide_folded(struct backend *b) {
     int n_folded = 0;
     for (int l = 0; l < b->L; l++) {
         gpu_layer *ly = &b->gw.layers[l];
@@ -311,7 +311,7 @@ int weights_gpu_upload(struct backend *b, const char *dir) {
     cudaError_t e = cudaStreamSynchronize(b->stream);
     if (rc == 0 && e != cudaSuccess)
         rc = err_set("cuda backend: weight upload failed: %s", cudaGetErrorString(e));
-    if (rc == 0) rc = decide_folded_scales(b);
+    if (rc == 0) rc = weights_gpu_decide_folded(b);
     if (rc == 0) {
         up_progress(&u, 0, true);
         double dt = now_seconds() - t0;
@@ -328,12 +328,12 @@ int weights_gpu_upload(struct backend *b, const char *dir) {
 /* ---- synthetic ---- */
 
 /* synthetic.c's fill_scales base exponent for a target standard deviation. */
-static int scale_base(double std) {
+int weights_gpu_scale_base(double std) {
     return 127 + (int)lround(log2(std / 2.926));
 }
 
 /* Where a dense tensor goes (bf16 unless *f32). */
-static void *dense_dst(struct backend *b, const tensor_spec *s, int *f32) {
+void *weights_gpu_dense_dst(struct backend *b, const tensor_spec *s, int *f32) {
     gpu_weights *g = &b->gw;
     const size_t H = (size_t)b->H, Q = (size_t)b->Q, KV = (size_t)b->KVD;
     *f32 = 0;
@@ -394,7 +394,7 @@ static int synth_experts(struct backend *b, uint64_t seed, int bi, int si, doubl
     if (group < 1)
         return err_set("cuda backend: one expert (%zu bytes) exceeds the repack scratch", bb + sb);
     const uint64_t kb = synth_key(seed, bi), ks = synth_key(seed, si);
-    const int base = scale_base(std);
+    const int base = weights_gpu_scale_base(std);
     for (int e0 = 0; e0 < b->E; e0 += group) {
         int eg = b->E - e0 < group ? b->E - e0 : group;
         CU(synth_blocks(scratch, (size_t)e0 * bb, (size_t)eg * bb, kb, b->stream));
@@ -429,7 +429,7 @@ static int synth_all(struct backend *b, uint64_t seed, uint8_t *scratch) {
             continue;
         }
         int f32;
-        void *dst = dense_dst(b, &s, &f32);
+        void *dst = weights_gpu_dense_dst(b, &s, &f32);
         if (!dst) return err_set("cuda backend: no destination for synthetic tensor %s", s.name);
         const synthetic_draw d = synthetic_draw_for(c, s.kind);
         const uint64_t key = synth_key(seed, i), ne = spec_elements(&s);
@@ -450,7 +450,7 @@ int weights_gpu_synthetic(struct backend *b, uint64_t seed) {
     if (rc == 0 && e != cudaSuccess)
         rc = err_set("cuda backend: synthetic weights failed: %s", cudaGetErrorString(e));
     cudaFree(scratch);
-    if (rc == 0) rc = decide_folded_scales(b);
+    if (rc == 0) rc = weights_gpu_decide_folded(b);
     if (rc == 0)
         log_info("cuda backend: synthetic weights (seed %llu), %.2f GB on the device in %.2f s",
                  (unsigned long long)seed, (double)b->gw.bytes / 1e9, now_seconds() - t0);

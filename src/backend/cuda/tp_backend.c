@@ -1,0 +1,155 @@
+/* Tensor parallelism on the CUDA backend: --tensor-parallel-size N > 1 (issue 17).
+ *
+ * One process drives N ranks from one thread, each rank a whole `struct backend` on its own GPU
+ * (stream, cuBLASLt context, weights, workspace, CUDA graphs, KV pools): rank 0 is the backend the
+ * engine holds, the others hang off it (tp_peer). Each rank holds its share of the model
+ * (model/tp_plan.h: its query and KV heads, its intermediate units of every expert, its vocabulary
+ * rows; weights_shard.c) and runs the same forward pass (runner_forward.c) on the same step, with
+ * three collective points per layer pair and step (allreduce.h):
+ *   - after the O projection and after the MoE: the one-shot all-reduce fused with the residual add
+ *     and the next RMSNorm (every rank then holds the same residual stream, bit for bit);
+ *   - after the lm_head: an all-gather of the vocabulary shares, so that every rank holds the full
+ *     logits rows and samples them itself; the same kernels on the same numbers give the same tokens,
+ *     so every rank's device-side last tokens (async scheduling) stay equal without a broadcast.
+ * Rows that rank 0 samples on the host or at wait (penalties, structured output's masks) reach the
+ * other ranks as fix-ups at the next launch (runner_tp_follow).
+ *
+ * The step is packed and enqueued rank after rank: a rank's all-reduce kernels wait on the GPU for
+ * the others, never on the host. A launch that fails on rank r > 0 after rank 0 has enqueued its step
+ * leaves rank 0 waiting for good; the checks that can fail (runner.c's validate) fail on rank 0
+ * first, so only a CUDA error can do that, and those are fatal anyway.
+ *
+ * GPUs: N of them, peer access between each pair (NVLink on an H200 node). GPTOSS_TP_ONE_GPU=1 puts
+ * every rank on one GPU instead (the kernels of the ranks then run side by side on its SMs): the
+ * sharded model and the protocol are tested that way on one H200 (tests/gpu/test_cuda_forward.cu's
+ * --tp). Not done yet: checkpoints (synthetic models only), --enable-expert-parallel, one host thread
+ * per GPU (one thread enqueues for all; with CUDA graphs a decode step is one launch per rank), NCCL
+ * for large messages (the one-shot kernel serves every size). */
+#include "backend/cuda/runner.h"
+#include "base/log.h"
+#include "base/xalloc.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Rank r's dims: its heads, its intermediate share padded to I_pad, its vocabulary rows. */
+static void apply_share(struct backend *b, const tp_plan *plan, int r, int device, int I_pad) {
+    const tp_rank *k = &plan->rank[r];
+    const int D = b->cfg.head_dim;
+    b->tp_size = plan->size, b->tp_rank = r, b->tp_share = *k, b->device = device;
+    b->Q = k->n_q_heads * D, b->KVD = k->n_kv_heads * D, b->QKV = b->Q + 2 * b->KVD;
+    b->dims.n_heads = k->n_q_heads, b->dims.n_kv_heads = k->n_kv_heads;
+    b->I_model = b->cfg.intermediate, b->I = I_pad;
+    b->V0 = k->vocab0, b->V_lm = k->n_vocab;
+    for (int j = 0; j < plan->size; j++)
+        b->tp_col0[j] = plan->rank[j].vocab0, b->tp_ncols[j] = plan->rank[j].n_vocab;
+}
+
+int tp_create(struct backend *b, const backend_options *opt, bool synthetic, uint64_t seed) {
+    const int N = opt->tensor_parallel_size > 0 ? opt->tensor_parallel_size : 1;
+    if (opt->enable_expert_parallel)
+        return err_set("--enable-expert-parallel: the cuda backend shards the experts by their "
+                       "intermediate dimension only so far (--backend cpu emulates expert "
+                       "parallelism)");
+    if (N < 2) return err_set("--tensor-parallel-size %d: nothing to shard", N);
+    if (!synthetic)
+        return err_set(
+            "--tensor-parallel-size %d: the cuda backend shards synthetic models only so "
+            "far (synthetic:20b or synthetic:120b); sharded checkpoint upload is not "
+            "written yet",
+            N);
+    tp_plan plan;
+    if (tp_plan_make(&b->cfg, N, false, &plan)) return -1;
+    int ndev = 0;
+    CU(cudaGetDeviceCount(&ndev));
+    const char *one = getenv("GPTOSS_TP_ONE_GPU");
+    const bool one_gpu = one && !strcmp(one, "1");
+    if (!one_gpu && ndev < N)
+        return err_set("--tensor-parallel-size %d needs %d GPUs; this machine has %d "
+                       "(GPTOSS_TP_ONE_GPU=1 runs the ranks side by side on one GPU, for tests)",
+                       N, N, ndev);
+    int devices[TP_MAX], max_units = 0;
+    for (int r = 0; r < N; r++) {
+        devices[r] = one_gpu ? b->device : r;
+        if (plan.rank[r].n_units > max_units) max_units = plan.rank[r].n_units;
+    }
+    const int I_pad = (max_units * TP_UNIT + 63) / 64 * 64;
+
+    const struct backend proto = *b; /* config and dims only: nothing is allocated yet */
+    b->tp_peer[0] = b;
+    for (int r = 1; r < N; r++) {
+        b->tp_peer[r] = xcalloc(1, sizeof *b);
+        *b->tp_peer[r] = proto;
+    }
+    for (int r = 0; r < N; r++) apply_share(b->tp_peer[r], &plan, r, devices[r], I_pad);
+    for (int r = 0; r < N; r++)
+        if (cuda_rank_setup(b->tp_peer[r], opt, synthetic, seed, r ? b : NULL, one_gpu ? N - 1 : 0))
+            return err_prefix("rank %d of %d", r, N);
+
+    /* The all-reduce group: the residual rows of the largest step, the gather of R_cap rows. */
+    int max_v = 0;
+    for (int r = 0; r < N; r++)
+        if (plan.rank[r].n_vocab > max_v) max_v = plan.rank[r].n_vocab;
+    b->ar_owned = xcalloc(1, sizeof *b->ar_owned);
+    cudaError_t e = ar_group_create(b->ar_owned, N, devices, b->ws.T_cap, b->H, 0,
+                                    (size_t)b->ws.R_cap * (size_t)max_v);
+    if (e != cudaSuccess) {
+        free(b->ar_owned);
+        b->ar_owned = NULL;
+        return err_set("--tensor-parallel-size %d: cannot set up the all-reduce between the GPUs: "
+                       "%s",
+                       N, cudaGetErrorString(e));
+    }
+    for (int r = 0; r < N; r++) b->tp_peer[r]->ar = &b->ar_owned->rank[r];
+    CU(cudaSetDevice(b->device));
+    log_info("cuda backend: tensor parallel over %d ranks (%s): %d query heads, %d KV heads, %d of "
+             "%d intermediate (padded to %d) and %d vocabulary rows per rank",
+             N, one_gpu ? "all on one GPU, GPTOSS_TP_ONE_GPU=1" : "one GPU each",
+             plan.rank[0].n_q_heads, plan.rank[0].n_kv_heads, plan.rank[0].n_units * TP_UNIT,
+             b->cfg.intermediate, I_pad, plan.rank[0].n_vocab);
+    return 0;
+}
+
+int tp_launch(struct backend *b, const step_batch *st) {
+    for (int r = 0; r < b->tp_size; r++) {
+        struct backend *br = b->tp_peer[r];
+        CU(cudaSetDevice(br->device));
+        if (runner_launch(br, st)) {
+            cudaSetDevice(b->device);
+            return r == 0 ? -1
+                          : err_prefix("rank %d (the ranks before it cannot finish this step)", r);
+        }
+    }
+    CU(cudaSetDevice(b->device));
+    return 0;
+}
+
+int tp_wait(struct backend *b, step_result *res) {
+    const step_batch *st = b->inflight;
+    CU(cudaSetDevice(b->device));
+    int rc = runner_collect(b, res);
+    for (int r = 1; r < b->tp_size; r++) {
+        struct backend *br = b->tp_peer[r];
+        CU(cudaSetDevice(br->device));
+        static const step_result none;
+        if (runner_tp_follow(br, b, st, rc == 0 ? res : &none) && rc == 0) rc = -1;
+    }
+    CU(cudaSetDevice(b->device));
+    return rc;
+}
+
+void tp_destroy_peers(struct backend *b) {
+    if (b->stream) cudaSetDevice(b->device), cudaStreamSynchronize(b->stream);
+    for (int r = 1; r < b->tp_size; r++) {
+        if (!b->tp_peer[r]) continue;
+        cuda_rank_destroy(b->tp_peer[r]);
+        free(b->tp_peer[r]);
+        b->tp_peer[r] = NULL;
+    }
+    if (b->ar_owned) {
+        ar_group_free(b->ar_owned);
+        free(b->ar_owned);
+        b->ar_owned = NULL;
+    }
+    cudaSetDevice(b->device);
+}
