@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Issue 17 on one H200, in one call (~4 min): the tensor-parallel code with its ranks side by side on
+# one GPU (GPTOSS_TP_ONE_GPU=1), and on two GPUs when the machine has them.
+#   1. gpu_test_allreduce: the one-shot all-reduce + residual + RMSNorm and the logits gather,
+#      virtual 2 and 4 ranks (and real peers with 2 GPUs), eager and in graphs; then --bench (with
+#      two GPUs, NCCL's all-reduce of the same message beside ours);
+#   2. gpu_test_cuda_forward --tp: synthetic:120b:layers=2 under TP2 and TP4 against TP1;
+#   3. bench latency synthetic:120b, decode 1 and 64 at 1k context, TP1 and TP2 (with one GPU the two
+#      ranks share it: a check that it runs, not a speed figure).
+# Prints $OUT/tp-summary.md. Needs .devcarry (bash scripts/device/prepare.sh); the device call:
+# carry [".devcarry"], command `bash scripts/device/tp.sh`.
+set -uo pipefail
+out=${OUT:-/tmp/tp-out}
+mkdir -p "$out/logs"
+export LD_LIBRARY_PATH="$PWD/.devcarry/lib:${LD_LIBRARY_PATH:-}"
+export GPTOSS_CACHE="$PWD/.devcarry/cache"
+bin=.devcarry/bin
+sum="$out/tp-summary.md"
+ngpu=$(nvidia-smi --list-gpus | wc -l)
+{
+  echo "# Tensor parallelism (issue 17)"
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+  echo "commit $(cat .devcarry/commit.txt 2>/dev/null), $ngpu GPU(s)"
+} | tee "$sum"
+res() { case $1 in 0) echo PASS ;; 77) echo SKIP ;; *) echo "FAIL($1)" ;; esac; }
+timeout 120 "$bin/gpu_test_allreduce" >"$out/logs/allreduce.log" 2>&1
+echo "- gpu_test_allreduce: $(res $?) — $(tail -1 "$out/logs/allreduce.log")" | tee -a "$sum"
+grep -E "FAIL|failed" "$out/logs/allreduce.log" | head -8 | sed 's/^/  /' | tee -a "$sum"
+timeout 120 "$bin/gpu_test_allreduce" --bench >"$out/logs/allreduce-bench.log" 2>&1
+grep -E '^\||ranks' "$out/logs/allreduce-bench.log" | tee -a "$sum"
+timeout 300 "$bin/gpu_test_cuda_forward" --tp >"$out/logs/forward-tp.log" 2>&1
+echo "- gpu_test_cuda_forward --tp: $(res $?) — $(tail -1 "$out/logs/forward-tp.log")" | tee -a "$sum"
+grep -E "TP[0-9] vs TP1|FAIL|failed|tensor parallel" "$out/logs/forward-tp.log" | head -12 |
+  sed 's/^/  /' | tee -a "$sum"
+[ "$ngpu" -ge 2 ] || export GPTOSS_TP_ONE_GPU=1
+for tp in 1 2; do
+  timeout 240 "$bin/gptoss" bench latency --model synthetic:120b -tp "$tp" --batches 1,64 \
+    --prefill 1024 --context 1024 --decode-steps 16 --output-json "$out/latency-tp$tp.json" \
+    >"$out/logs/latency-tp$tp.log" 2>&1
+  echo "- bench latency -tp $tp: $(res $?)" | tee -a "$sum"
+  grep -E '^\| synthetic' "$out/logs/latency-tp$tp.log" | tee -a "$sum"
+  grep -iE "error|failed" "$out/logs/latency-tp$tp.log" | head -3 | sed 's/^/  /' | tee -a "$sum"
+done
