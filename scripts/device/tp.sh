@@ -14,6 +14,7 @@ out=${OUT:-/tmp/tp-out}
 mkdir -p "$out/logs"
 export LD_LIBRARY_PATH="$PWD/.devcarry/lib:${LD_LIBRARY_PATH:-}"
 export GPTOSS_CACHE="$PWD/.devcarry/cache"
+export CUDA_DEVICE_MAX_CONNECTIONS=32 # ranks sharing a GPU: their streams on distinct queues
 bin=.devcarry/bin
 sum="$out/tp-summary.md"
 ngpu=$(nvidia-smi --list-gpus | wc -l)

@@ -452,6 +452,9 @@ static void bench(group_ctx *c, const char *label, bool real) {
 }
 
 int main(int argc, char **argv) {
+    /* Virtual ranks on one GPU run side by side on separate streams and wait for each other: their
+     * streams must sit on distinct hardware queues (8 by default, taken round robin). */
+    setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
     tu_init("test_allreduce");
     const bool do_bench = tu_has_flag(argc, argv, "--bench");
     std::vector<uint16_t> gain(H);

@@ -1191,6 +1191,9 @@ static void fixture_tiny64(rng_t *rng) {
 }
 
 int main(int argc, char **argv) {
+    /* Virtual ranks on one GPU run side by side on separate streams and wait for each other: their
+     * streams must sit on distinct hardware queues (8 by default, taken round robin). */
+    setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
     const uint64_t seed = gpu_test_seed(argc, argv);
     fprintf(stderr, "test_cuda_forward: seed %llu\n", (unsigned long long)seed);
     rng_t rng;

@@ -20,7 +20,8 @@
  * first, so only a CUDA error can do that, and those are fatal anyway.
  *
  * GPUs: N of them, peer access between each pair (NVLink on an H200 node). GPTOSS_TP_ONE_GPU=1 puts
- * every rank on one GPU instead (the kernels of the ranks then run side by side on its SMs): the
+ * every rank on one GPU instead (the kernels of the ranks then run side by side on its SMs, their
+ * streams on distinct hardware queues: CUDA_DEVICE_MAX_CONNECTIONS=32, cuda_backend.c): the
  * sharded model and the protocol are tested that way on one H200 (tests/gpu/test_cuda_forward.cu's
  * --tp). Not done yet: checkpoints (synthetic models only), --enable-expert-parallel, one host thread
  * per GPU (one thread enqueues for all; with CUDA graphs a decode step is one launch per rank), NCCL
