@@ -10,8 +10,7 @@
 set -uo pipefail
 out=${OUT:-/tmp/ab-out}
 mkdir -p "$out/logs"
-export LD_LIBRARY_PATH="$PWD/.devcarry/lib:${LD_LIBRARY_PATH:-}"
-export GPTOSS_CACHE="$PWD/.devcarry/cache"
+source "$(dirname "$0")/env.sh"
 new=.devcarry/bin/gptoss base=.devcarry/base/gptoss
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader | tee "$out/gpu.txt"
 echo "new $(cat .devcarry/commit.txt) base $(cat .devcarry/base/commit.txt)" | tee -a "$out/gpu.txt"

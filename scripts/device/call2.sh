@@ -5,8 +5,7 @@
 set -uo pipefail
 out=${OUT:-/tmp/call2-out}
 mkdir -p "$out"
-export LD_LIBRARY_PATH="$PWD/.devcarry/lib:${LD_LIBRARY_PATH:-}"
-export GPTOSS_CACHE="$PWD/.devcarry/cache"
+source "$(dirname "$0")/env.sh"
 sum="$out/call2-summary.md"
 echo "# call 2, commit $(cat .devcarry/commit.txt)" >"$sum"
 for seed in ${SEEDS:-}; do

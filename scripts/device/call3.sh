@@ -5,8 +5,7 @@
 set -uo pipefail
 out=${OUT:-/tmp/call3-out}
 mkdir -p "$out"
-export LD_LIBRARY_PATH="$PWD/.devcarry/lib:${LD_LIBRARY_PATH:-}"
-export GPTOSS_CACHE="$PWD/.devcarry/cache"
+source "$(dirname "$0")/env.sh"
 sum="$out/call3-summary.md"
 echo "# call 3, commit $(cat .devcarry/commit.txt)" >"$sum"
 timeout 200 .devcarry/bin/gpu_test_masked_sampling >"$out/masked.log" 2>&1

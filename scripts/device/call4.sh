@@ -6,8 +6,7 @@
 set -uo pipefail
 out=${OUT:-/tmp/call4-out}
 mkdir -p "$out"
-export LD_LIBRARY_PATH="$PWD/.devcarry/lib:${LD_LIBRARY_PATH:-}"
-export GPTOSS_CACHE="$PWD/.devcarry/cache"
+source "$(dirname "$0")/env.sh"
 sum="$out/call4-summary.md"
 echo "# call 4, commit $(cat .devcarry/commit.txt)" >"$sum"
 t() { # name timeout env... -- args

@@ -9,7 +9,7 @@
 set -uo pipefail
 out=${OUT:-/tmp/env-out}
 mkdir -p "$out/elogs"
-export LD_LIBRARY_PATH="$PWD/.devcarry/lib:${LD_LIBRARY_PATH:-}"
+source "$(dirname "$0")/env.sh"
 summary=""
 for r in $RUNS; do
   spec=${r%%@*} envs=${r#*@}

@@ -25,8 +25,7 @@ set -uo pipefail
 out=${OUT:-/tmp/fp8-out}
 logs="$out/logs"
 mkdir -p "$logs"
-export LD_LIBRARY_PATH="$PWD/.devcarry/lib:${LD_LIBRARY_PATH:-}"
-export GPTOSS_CACHE="$PWD/.devcarry/cache"
+source "$(dirname "$0")/env.sh"
 bin=.devcarry/bin
 sum="$out/fp8-summary.md"
 start=$(date +%s)

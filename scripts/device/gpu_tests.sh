@@ -6,9 +6,7 @@
 set -uo pipefail
 out=${OUT:-/tmp/gpu-out}
 mkdir -p "$out"
-export LD_LIBRARY_PATH="$PWD/.devcarry/lib:${LD_LIBRARY_PATH:-}"
-# The tokenizer prepare.sh carries (gpu_test_masked_sampling needs it).
-[ -d .devcarry/cache ] && export GPTOSS_CACHE=${GPTOSS_CACHE:-$PWD/.devcarry/cache}
+source "$(dirname "$0")/env.sh"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee "$out/gpu.txt"
 echo "commit $(cat .devcarry/commit.txt 2>/dev/null)" | tee -a "$out/gpu.txt"
 mode=${1:-all}            # test | bench | all

@@ -7,7 +7,7 @@
 set -uo pipefail
 out=${OUT:-/tmp/kt-out}
 mkdir -p "$out"
-export LD_LIBRARY_PATH="$PWD/.devcarry/lib:${LD_LIBRARY_PATH:-}"
+source "$(dirname "$0")/env.sh"
 bin=.devcarry/bin/gptoss
 ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 md="$out/kernels-decode.md"

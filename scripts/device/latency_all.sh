@@ -6,7 +6,7 @@
 set -uo pipefail
 out=${OUT:-/tmp/latency-out}
 mkdir -p "$out/logs"
-export LD_LIBRARY_PATH="$PWD/.devcarry/lib:${LD_LIBRARY_PATH:-}"
+source "$(dirname "$0")/env.sh"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader | tee "$out/gpu.txt"
 echo "commit $(cat .devcarry/commit.txt 2>/dev/null)" | tee -a "$out/gpu.txt"
 [ "${SKIP_TESTS:-0}" = 1 ] || OUT="$out/logs" bash scripts/device/gpu_tests.sh test 2>&1 | tail -8

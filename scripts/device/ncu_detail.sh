@@ -6,7 +6,7 @@
 set -uo pipefail
 out=${OUT:-/tmp/ncud-out}
 mkdir -p "$out"
-export LD_LIBRARY_PATH="$PWD/.devcarry/lib:${LD_LIBRARY_PATH:-}"
+source "$(dirname "$0")/env.sh"
 ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 for B in ${BATCHES:-1 8}; do
   timeout 240 "$ncu" --clock-control none -k "regex:${KERNELS:-moe_small|skinny_gemm|moe_route}" \

@@ -11,8 +11,7 @@
 set -uo pipefail
 out=${OUT:-/tmp/pending-out}
 mkdir -p "$out/logs"
-export LD_LIBRARY_PATH="$PWD/.devcarry/lib:${LD_LIBRARY_PATH:-}"
-export GPTOSS_CACHE="$PWD/.devcarry/cache"
+source "$(dirname "$0")/env.sh"
 sum="$out/pending-summary.md"
 {
   echo "# Pending measurements (session 3 of 2026-12-01)"

@@ -6,7 +6,7 @@
 set -uo pipefail
 out=${OUT:-/tmp/perf-out}
 mkdir -p "$out/logs"
-export LD_LIBRARY_PATH="$PWD/.devcarry/lib:${LD_LIBRARY_PATH:-}"
+source "$(dirname "$0")/env.sh"
 batches=${BATCHES:-1,64,256}
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader | tee "$out/gpu.txt"
 echo "commit $(cat .devcarry/commit.txt 2>/dev/null)" | tee -a "$out/gpu.txt"

@@ -12,8 +12,8 @@
 set -uo pipefail
 out=${OUT:-/tmp/sanitize-out}
 mkdir -p "$out/logs"
-export LD_LIBRARY_PATH="$PWD/.devcarry/lib:${LD_LIBRARY_PATH:-}"
-export GPTOSS_CACHE="$PWD/.devcarry/cache" GPTOSS_PDL=1 GPTOSS_ATTN_FUSED_MERGE=1
+source "$(dirname "$0")/env.sh"
+export GPTOSS_PDL=1 GPTOSS_ATTN_FUSED_MERGE=1
 cs=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
 [ -n "$cs" ] || { echo "compute-sanitizer not found"; exit 1; }
 sum="$out/sanitize-summary.md"

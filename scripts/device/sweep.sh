@@ -6,7 +6,7 @@
 set -uo pipefail
 out=${OUT:-/tmp/sweep-out}
 mkdir -p "$out"
-export LD_LIBRARY_PATH="$PWD/.devcarry/lib:${LD_LIBRARY_PATH:-}" GPTOSS_CACHE="$PWD/.devcarry/cache"
+source "$(dirname "$0")/env.sh"
 G=.devcarry/bin/gptoss
 MODEL=${MODEL:-synthetic:120b}
 K=${K:-2}

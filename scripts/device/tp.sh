@@ -12,8 +12,7 @@
 set -uo pipefail
 out=${OUT:-/tmp/tp-out}
 mkdir -p "$out/logs"
-export LD_LIBRARY_PATH="$PWD/.devcarry/lib:${LD_LIBRARY_PATH:-}"
-export GPTOSS_CACHE="$PWD/.devcarry/cache"
+source "$(dirname "$0")/env.sh"
 export CUDA_DEVICE_MAX_CONNECTIONS=32 # ranks sharing a GPU: their streams on distinct queues
 bin=.devcarry/bin
 sum="$out/tp-summary.md"

@@ -7,7 +7,7 @@
 set -uo pipefail
 out=${OUT:-/tmp/var-out}
 mkdir -p "$out/vlogs"
-export LD_LIBRARY_PATH="$PWD/.devcarry/lib:${LD_LIBRARY_PATH:-}"
+source "$(dirname "$0")/env.sh"
 bin=.devcarry/bin/gptoss
 for r in $(seq 1 "${ROUNDS:-2}"); do
   for v in $VARIANTS; do

@@ -13,8 +13,7 @@
 set -uo pipefail
 out=${OUT:-/tmp/wgmma-out}
 mkdir -p "$out/logs"
-export LD_LIBRARY_PATH="$PWD/.devcarry/lib:${LD_LIBRARY_PATH:-}"
-export GPTOSS_CACHE="$PWD/.devcarry/cache"
+source "$(dirname "$0")/env.sh"
 bin=.devcarry/bin
 sum="$out/wgmma-summary.md"
 {
