@@ -25,7 +25,18 @@
  * sharded model and the protocol are tested that way on one H200 (tests/gpu/test_cuda_forward.cu's
  * --tp). Not done yet: checkpoints (synthetic models only), --enable-expert-parallel, one host thread
  * per GPU (one thread enqueues for all; with CUDA graphs a decode step is one launch per rank), NCCL
- * for large messages (the one-shot kernel serves every size). */
+ * for large messages (the one-shot kernel serves every size).
+ *
+ * DEP2 (data-parallel attention + expert-parallel MoE), the design for when it is built: one global
+ * scheduler, not one per rank, because the engine's batch is what both ranks' MoE must agree on. The
+ * engine builds one step; its sequences are split between the ranks (each sequence, its KV blocks
+ * and its slot live on one rank, chosen at admission by free KV blocks), so each rank runs attention
+ * on its own sequences only with the whole attention weights. The MoE is by experts (64 each): after
+ * routing, every token row goes to the ranks that hold its experts (dispatch: each rank writes the
+ * rows a peer needs into the peer's buffer over NVLink, as allreduce.h writes flags), the experts run
+ * on the rows they received, and the weighted results go back (combine) into the owner's slots. Rows
+ * and their order are the same on both sides because both ranks run the same routing on the
+ * gathered router inputs. The block manager then keeps two pools (one per rank) behind one API. */
 #include "backend/cuda/runner.h"
 #include "base/log.h"
 #include "base/xalloc.h"
