@@ -17,12 +17,7 @@ export CUDA_DEVICE_MAX_CONNECTIONS=32 # ranks sharing a GPU: their streams on di
 bin=.devcarry/bin
 sum="$out/tp-summary.md"
 ngpu=$(nvidia-smi --list-gpus | wc -l)
-{
-  echo "# Tensor parallelism (issue 17)"
-  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-  echo "commit $(cat .devcarry/commit.txt 2>/dev/null), $ngpu GPU(s)"
-} | tee "$sum"
-res() { case $1 in 0) echo PASS ;; 77) echo SKIP ;; *) echo "FAIL($1)" ;; esac; }
+summary_header "$sum" "Tensor parallelism (issue 17)"
 timeout 120 "$bin/gpu_test_allreduce" >"$out/logs/allreduce.log" 2>&1
 echo "- gpu_test_allreduce: $(res $?) — $(tail -1 "$out/logs/allreduce.log")" | tee -a "$sum"
 grep -E "FAIL|failed" "$out/logs/allreduce.log" | head -8 | sed 's/^/  /' | tee -a "$sum"

@@ -16,12 +16,7 @@ mkdir -p "$out/logs"
 source "$(dirname "$0")/env.sh"
 bin=.devcarry/bin
 sum="$out/wgmma-summary.md"
-{
-  echo "# MoE on wgmma (issue 14)"
-  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-  echo "commit $(cat .devcarry/commit.txt 2>/dev/null)"
-} | tee "$sum"
-res() { case $1 in 0) echo PASS ;; 77) echo SKIP ;; *) echo "FAIL($1)" ;; esac; }
+summary_header "$sum" "MoE on wgmma (issue 14)"
 timeout 200 "$bin/gpu_test_moe" >"$out/logs/moe.log" 2>&1
 echo "- gpu_test_moe: $(res $?) — $(grep -E 'checks passed|FAILED' "$out/logs/moe.log" | tail -1)" | tee -a "$sum"
 grep -A1 "(wgmma)" "$out/logs/moe.log" | grep "rel err" | head -12 | sed 's/^/  /' | tee -a "$sum"

@@ -317,7 +317,47 @@ static void check_gather(group_ctx *c, int R, int V, const char *label) {
     CUDA_CHECK(cudaSetDevice(c->g.devices[0]));
 }
 
-/* µs per call: graphs of `calls` calls per rank, started together, timed on rank 0's device. */
+/* µs per call of `calls` calls on every rank: enqueue() puts them on the ranks' streams, which
+ * start together (after an event on rank 0's stream); the time is rank 0's, from that event to the
+ * last rank's end. The median of 6 trials after a warm-up. */
+template <typename F> static double time_ranks(group_ctx *c, int calls, F enqueue) {
+    std::vector<double> ts;
+    for (int trial = 0; trial < 7; trial++) {
+        cudaEvent_t start, stop, ends[AR_MAX_RANKS];
+        on(c, 0);
+        CUDA_CHECK(cudaEventCreate(&start));
+        CUDA_CHECK(cudaEventCreate(&stop));
+        CUDA_CHECK(cudaEventRecord(start, c->st[0]));
+        for (int k = 1; k < c->n; k++) {
+            on(c, k);
+            CUDA_CHECK(cudaStreamWaitEvent(c->st[k], start, 0));
+        }
+        enqueue();
+        for (int k = 0; k < c->n; k++) {
+            on(c, k);
+            CUDA_CHECK(cudaEventCreateWithFlags(&ends[k], cudaEventDisableTiming));
+            CUDA_CHECK(cudaEventRecord(ends[k], c->st[k]));
+        }
+        on(c, 0);
+        for (int k = 1; k < c->n; k++) CUDA_CHECK(cudaStreamWaitEvent(c->st[0], ends[k], 0));
+        CUDA_CHECK(cudaEventRecord(stop, c->st[0]));
+        wait_all(c, "bench");
+        float ms = 0;
+        CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+        if (trial) ts.push_back(ms * 1000.0 / calls);
+        for (int k = 0; k < c->n; k++) {
+            on(c, k);
+            CUDA_CHECK(cudaEventDestroy(ends[k]));
+        }
+        on(c, 0);
+        CUDA_CHECK(cudaEventDestroy(start));
+        CUDA_CHECK(cudaEventDestroy(stop));
+    }
+    std::sort(ts.begin(), ts.end());
+    return ts[ts.size() / 2];
+}
+
+/* Ours: a graph of `calls` calls per rank, captured on its stream. */
 static double time_ours(group_ctx *c, int T, int calls) {
     cudaGraphExec_t exec[AR_MAX_RANKS];
     for (int k = 0; k < c->n; k++) {
@@ -331,42 +371,18 @@ static double time_ours(group_ctx *c, int T, int calls) {
         CUDA_CHECK(cudaGraphInstantiate(&exec[k], graph, 0));
         CUDA_CHECK(cudaGraphDestroy(graph));
     }
-    std::vector<double> ts;
-    for (int trial = 0; trial < 7; trial++) {
-        cudaEvent_t start, stop, ends[AR_MAX_RANKS];
-        on(c, 0);
-        CUDA_CHECK(cudaEventCreate(&start));
-        CUDA_CHECK(cudaEventCreate(&stop));
-        CUDA_CHECK(cudaEventRecord(start, c->st[0]));
+    const double us = time_ranks(c, calls, [&] {
         for (int k = 0; k < c->n; k++) {
             on(c, k);
-            CUDA_CHECK(cudaEventCreateWithFlags(&ends[k], cudaEventDisableTiming));
-            if (k) CUDA_CHECK(cudaStreamWaitEvent(c->st[k], start, 0));
             CUDA_CHECK(cudaGraphLaunch(exec[k], c->st[k]));
-            CUDA_CHECK(cudaEventRecord(ends[k], c->st[k]));
         }
-        on(c, 0);
-        for (int k = 1; k < c->n; k++) CUDA_CHECK(cudaStreamWaitEvent(c->st[0], ends[k], 0));
-        CUDA_CHECK(cudaEventRecord(stop, c->st[0]));
-        wait_all(c, "bench");
-        float ms = 0;
-        CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-        if (trial) ts.push_back(ms * 1000.0 / calls); /* the first replay warms up */
-        for (int k = 0; k < c->n; k++) {
-            on(c, k);
-            CUDA_CHECK(cudaEventDestroy(ends[k]));
-        }
-        on(c, 0);
-        CUDA_CHECK(cudaEventDestroy(start));
-        CUDA_CHECK(cudaEventDestroy(stop));
-    }
+    });
     for (int k = 0; k < c->n; k++) {
         on(c, k);
         CUDA_CHECK(cudaGraphExecDestroy(exec[k]));
     }
     on(c, 0);
-    std::sort(ts.begin(), ts.end());
-    return ts[ts.size() / 2];
+    return us;
 }
 
 #ifdef GPTOSS_HAVE_NCCL
@@ -381,17 +397,7 @@ static double time_ours(group_ctx *c, int T, int calls) {
 
 /* NCCL's all-reduce of the same T x H fp32 message (in place, each rank's site-0 buffer), eager. */
 static double time_nccl(group_ctx *c, ncclComm_t *comms, int T, int calls) {
-    std::vector<double> ts;
-    for (int trial = 0; trial < 7; trial++) {
-        cudaEvent_t start, stop, ends[AR_MAX_RANKS];
-        on(c, 0);
-        CUDA_CHECK(cudaEventCreate(&start));
-        CUDA_CHECK(cudaEventCreate(&stop));
-        CUDA_CHECK(cudaEventRecord(start, c->st[0]));
-        for (int k = 1; k < c->n; k++) {
-            on(c, k);
-            CUDA_CHECK(cudaStreamWaitEvent(c->st[k], start, 0));
-        }
+    return time_ranks(c, calls, [&] {
         for (int i = 0; i < calls; i++) {
             NCCL_CHECK(ncclGroupStart());
             for (int k = 0; k < c->n; k++) {
@@ -401,28 +407,7 @@ static double time_nccl(group_ctx *c, ncclComm_t *comms, int T, int calls) {
             }
             NCCL_CHECK(ncclGroupEnd());
         }
-        for (int k = 0; k < c->n; k++) {
-            on(c, k);
-            CUDA_CHECK(cudaEventCreateWithFlags(&ends[k], cudaEventDisableTiming));
-            CUDA_CHECK(cudaEventRecord(ends[k], c->st[k]));
-        }
-        on(c, 0);
-        for (int k = 1; k < c->n; k++) CUDA_CHECK(cudaStreamWaitEvent(c->st[0], ends[k], 0));
-        CUDA_CHECK(cudaEventRecord(stop, c->st[0]));
-        wait_all(c, "nccl bench");
-        float ms = 0;
-        CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-        if (trial) ts.push_back(ms * 1000.0 / calls);
-        for (int k = 0; k < c->n; k++) {
-            on(c, k);
-            CUDA_CHECK(cudaEventDestroy(ends[k]));
-        }
-        on(c, 0);
-        CUDA_CHECK(cudaEventDestroy(start));
-        CUDA_CHECK(cudaEventDestroy(stop));
-    }
-    std::sort(ts.begin(), ts.end());
-    return ts[ts.size() / 2];
+    });
 }
 #endif
 

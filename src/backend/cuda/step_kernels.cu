@@ -3,6 +3,7 @@
  */
 #include "backend/cuda/step_kernels.h"
 #include "backend/cuda/device_util.cuh"
+#include "backend/cuda/norm_row.cuh"
 #include "backend/cuda/pdl.cuh"
 
 #include <cuda_runtime.h>
@@ -57,28 +58,7 @@ __global__ void final_rows_kernel(const float *h, const float *slots, int n_slot
         v[0] = h0.x + dsum[0], v[1] = h0.y + dsum[1], v[2] = h0.z + dsum[2], v[3] = h0.w + dsum[3];
         v[4] = h1.x + dsum[4], v[5] = h1.y + dsum[5], v[6] = h1.z + dsum[6], v[7] = h1.w + dsum[7];
     }
-    float ss = 0.0f;
-    if (active)
-#pragma unroll
-        for (int i = 0; i < 8; i++) ss += v[i] * v[i];
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    if (lane == 0) red[w] = ss;
-    __syncthreads();
-    float tot = lane < nw ? red[lane] : 0.0f;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) tot += __shfl_xor_sync(0xffffffffu, tot, o);
-    if (!active) return;
-    const float inv = 1.0f / sqrtf(tot / (float)H + eps);
-    float gf[8];
-    unpack_bf16x8(*(const uint4 *)(gain + 8 * c), gf);
-    uint4 o;
-    o.x = pack_bf16x2(v[0] * inv * gf[0], v[1] * inv * gf[1]);
-    o.y = pack_bf16x2(v[2] * inv * gf[2], v[3] * inv * gf[3]);
-    o.z = pack_bf16x2(v[4] * inv * gf[4], v[5] * inv * gf[5]);
-    o.w = pack_bf16x2(v[6] * inv * gf[6], v[7] * inv * gf[7]);
-    *(uint4 *)(out + (size_t)r * H + 8 * c) = o;
+    write_norm(v, active, H, gain, eps, out + (size_t)r * H, NULL, c, red);
 }
 
 extern "C" cudaError_t step_apply_fixups(const int32_t *pairs, int n, int32_t *slot_last,
