@@ -27,6 +27,7 @@
  * and exp2(sink - m) <= 2^SINK_ROOM. */
 #include "backend/cuda/attention.h"
 #include "backend/cuda/device_util.cuh"
+#include "backend/cuda/per_device.h"
 #include "backend/cuda/kv_fp8.cuh"
 #include "backend/cuda/pdl.cuh"
 
@@ -860,17 +861,15 @@ static cudaError_t fill_args(const attn_dims *d, const attn_seqs *s, const uint1
     return cudaSuccess;
 }
 
-/* Opts a kernel into more than 48 KiB of dynamic shared memory, once per device (and process). */
-static cudaError_t allow_smem(const void *kernel, int bytes, int *done_for_device) {
-    int dev;
-    cudaError_t e = cudaGetDevice(&dev);
-    if (e != cudaSuccess) return e;
-    if (*done_for_device == dev + 1) return cudaSuccess;
-    e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-    if (e == cudaSuccess) *done_for_device = dev + 1;
+/* Opts a kernel into more than 48 KiB of dynamic shared memory, once per device (per_device.h). */
+static cudaError_t allow_smem(const void *kernel, int bytes, unsigned long long *done) {
+    if (per_device_done(done)) return cudaSuccess;
+    cudaError_t e =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    if (e == cudaSuccess) per_device_mark(done);
     return e;
 }
-static int g_decode_smem_dev[2], g_prefill_smem_dev[2]; /* [kv_fp8] */
+static unsigned long long g_decode_smem_dev[2], g_prefill_smem_dev[2]; /* [kv_fp8] */
 
 static const void *decode_kernel(int fp8) {
     return fp8 ? (const void *)attn_decode_kernel<true> : (const void *)attn_decode_kernel<false>;

@@ -140,15 +140,17 @@ extern "C" int gemv_supported(int M, int K, int N) {
     return M >= 1 && M <= GEMV_MAX_M && K >= 8 && K <= GEMV_MAX_K && K % 8 == 0 && N >= 1;
 }
 
-/* Blocks of one kernel that fit on the GPU at once (queried once per kernel). */
+/* Blocks of one kernel that fit on the GPU at once (queried once per kernel and device: the
+ * attribute is the device's, per_device.h). */
+enum { GV_DEVICES = 8 };
 static int resident_blocks(int M, int out_f32, size_t smem) {
-    static int cache[GEMV_MAX_M + 1][2][2]; /* [M][out][smem > 48 KB] */
-    int *c = &cache[M][out_f32][smem > 48 * 1024];
-    if (*c) return *c;
+    static int cache[GV_DEVICES][GEMV_MAX_M + 1][2][2]; /* [device][M][out][smem > 48 KB] */
     int dev = 0, sms = 0, per = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= GV_DEVICES ||
         cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
         return 0;
+    int *c = &cache[dev][M][out_f32][smem > 48 * 1024];
+    if (*c) return *c;
     const gemv_fn f = gemv_kernel_for(M, out_f32);
     if (cudaFuncSetAttribute((const void *)f, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              GEMV_MAX_M * GEMV_MAX_K * 4) != cudaSuccess ||

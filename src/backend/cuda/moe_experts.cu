@@ -25,6 +25,7 @@
 #include "backend/cuda/moe_dequant.cuh"
 #include "backend/cuda/moe_kernel_common.cuh"
 #include "backend/cuda/pdl.cuh"
+#include "backend/cuda/per_device.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -350,7 +351,7 @@ size_t moe_y_slots_bytes(int T, int k, int H, const moe_plan *plan) {
     return (size_t)T * k * (plan->large ? 1 : plan->down_splits) * H * sizeof(float);
 }
 
-static int g_attrs_set = 0;
+static unsigned long long g_attrs_set; /* per device: per_device.h */
 
 static int g_wgmma = -1; /* -1: not decided yet (GPTOSS_MOE_WGMMA at first use) */
 
@@ -380,7 +381,7 @@ static small_fn small_kernel_for(int ntp, int mode, int folded) {
 }
 
 static cudaError_t set_attrs(void) {
-    if (g_attrs_set) return cudaSuccess;
+    if (per_device_done(&g_attrs_set)) return cudaSuccess;
     for (int ntp = 1; ntp <= 2; ntp++)
         for (int mode = 0; mode < 2; mode++)
             for (int folded = 0; folded < 2; folded++)
@@ -391,7 +392,7 @@ static cudaError_t set_attrs(void) {
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, LG_SMEM));
     CUDA_TRY(cudaFuncSetAttribute((const void *)moe_large_kernel<MODE_DOWN>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, LG_SMEM));
-    g_attrs_set = 1;
+    per_device_mark(&g_attrs_set);
     return cudaSuccess;
 }
 

@@ -36,6 +36,7 @@
 #include "backend/cuda/moe_dequant.cuh"
 #include "backend/cuda/moe_kernel_common.cuh"
 #include "backend/cuda/pdl.cuh"
+#include "backend/cuda/per_device.h"
 
 enum { WG_THREADS = 256, WG_BN = MOE_TILE_TOKENS, WG_STAGES = 4 };
 enum {
@@ -211,13 +212,13 @@ __global__ void __launch_bounds__(WG_THREADS, 2) moe_wgmma_kernel(const moe_args
 }
 
 cudaError_t moe_wgmma_launch(const moe_args &a, int mode, dim3 grid, cudaStream_t stream) {
-    static int attrs_set;
-    if (!attrs_set) {
+    static unsigned long long attrs_set; /* per device: per_device.h */
+    if (!per_device_done(&attrs_set)) {
         CUDA_TRY(cudaFuncSetAttribute((const void *)moe_wgmma_kernel<MODE_GATE_UP>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, WG_SMEM));
         CUDA_TRY(cudaFuncSetAttribute((const void *)moe_wgmma_kernel<MODE_DOWN>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, WG_SMEM));
-        attrs_set = 1;
+        per_device_mark(&attrs_set);
     }
     if (mode == MODE_GATE_UP)
         CUDA_TRY(

@@ -258,6 +258,7 @@ struct backend {
     const ar_rank *ar;
     ar_group *ar_owned;
     struct backend *tp_peer[TP_MAX];
+    struct tp_workers *tp_threads;         /* rank 0: the host threads that launch ranks 1.. */
     int tp_col0[TP_MAX], tp_ncols[TP_MAX]; /* every rank's vocabulary share, for the gather */
 };
 

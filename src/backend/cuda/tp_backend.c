@@ -14,18 +14,20 @@
  * Rows that rank 0 samples on the host or at wait (penalties, structured output's masks) reach the
  * other ranks as fix-ups at the next launch (runner_tp_follow).
  *
- * The step is packed and enqueued rank after rank: a rank's all-reduce kernels wait on the GPU for
- * the others, never on the host. A launch that fails on rank r > 0 after rank 0 has enqueued its step
- * leaves rank 0 waiting for good; the checks that can fail (runner.c's validate) fail on rank 0
- * first, so only a CUDA error can do that, and those are fatal anyway.
+ * Host threads: one per GPU. The engine's thread packs and enqueues rank 0's step while one worker
+ * thread per other rank does the same for its rank at the same time (an eager prefill step is
+ * hundreds of launches: enqueued rank after rank, rank 0's GPU would wait at its first all-reduce
+ * for the others' CPU time). A rank's all-reduce kernels wait on the GPU for the others, never on the
+ * host. A launch that fails on one rank after another has enqueued its step leaves that one waiting
+ * for good; the checks that can fail (runner.c's validate) fail alike on every rank before anything
+ * is enqueued, so only a CUDA error can do that, and those are fatal anyway.
  *
  * GPUs: N of them, peer access between each pair (NVLink on an H200 node). GPTOSS_TP_ONE_GPU=1 puts
  * every rank on one GPU instead (the kernels of the ranks then run side by side on its SMs, their
  * streams on distinct hardware queues: CUDA_DEVICE_MAX_CONNECTIONS=32, cuda_backend.c): the
  * sharded model and the protocol are tested that way on one H200 (tests/gpu/test_cuda_forward.cu's
- * --tp). Not done yet: checkpoints (synthetic models only), --enable-expert-parallel, one host thread
- * per GPU (one thread enqueues for all; with CUDA graphs a decode step is one launch per rank), NCCL
- * for large messages (the one-shot kernel serves every size).
+ * --tp). Not done yet: checkpoints (synthetic models only), --enable-expert-parallel, NCCL for large
+ * messages (the one-shot kernel serves every size).
  *
  * DEP2 (data-parallel attention + expert-parallel MoE), the design for when it is built: one global
  * scheduler, not one per rank, because the engine's batch is what both ranks' MoE must agree on. The
@@ -41,8 +43,83 @@
 #include "base/log.h"
 #include "base/xalloc.h"
 
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* ---- the launch threads ---- */
+
+typedef struct {
+    struct backend *b; /* its rank */
+    pthread_t thread;
+    bool started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    const step_batch *job; /* the step to launch; NULL once launched */
+    bool quit;
+    int rc;
+    char err[512];
+} tp_worker;
+
+struct tp_workers {
+    int n; /* ranks 1 .. n */
+    tp_worker w[TP_MAX];
+};
+
+static void *worker_main(void *arg) {
+    tp_worker *w = arg;
+    cudaSetDevice(w->b->device);
+    pthread_mutex_lock(&w->mu);
+    for (;;) {
+        while (!w->job && !w->quit) pthread_cond_wait(&w->cv, &w->mu);
+        if (w->quit) break;
+        const step_batch *st = w->job;
+        pthread_mutex_unlock(&w->mu);
+        const int rc = runner_launch(w->b, st);
+        pthread_mutex_lock(&w->mu);
+        w->rc = rc;
+        if (rc) snprintf(w->err, sizeof w->err, "%s", err_msg());
+        w->job = NULL;
+        pthread_cond_broadcast(&w->cv);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+static int workers_start(struct backend *b) {
+    struct tp_workers *ws = xcalloc(1, sizeof *ws);
+    b->tp_threads = ws;
+    for (int r = 1; r < b->tp_size; r++) {
+        tp_worker *w = &ws->w[r];
+        w->b = b->tp_peer[r];
+        pthread_mutex_init(&w->mu, NULL);
+        pthread_cond_init(&w->cv, NULL);
+        if (pthread_create(&w->thread, NULL, worker_main, w) != 0)
+            return err_set("--tensor-parallel-size: cannot start the launch thread of rank %d", r);
+        w->started = true;
+        ws->n = r;
+    }
+    return 0;
+}
+
+static void workers_stop(struct backend *b) {
+    struct tp_workers *ws = b->tp_threads;
+    if (!ws) return;
+    for (int r = 1; r <= ws->n; r++) {
+        tp_worker *w = &ws->w[r];
+        if (!w->started) continue;
+        pthread_mutex_lock(&w->mu);
+        w->quit = true;
+        pthread_cond_broadcast(&w->cv);
+        pthread_mutex_unlock(&w->mu);
+        pthread_join(w->thread, NULL);
+        pthread_mutex_destroy(&w->mu);
+        pthread_cond_destroy(&w->cv);
+    }
+    free(ws);
+    b->tp_threads = NULL;
+}
 
 /* Rank r's dims: its heads, its intermediate share padded to I_pad, its vocabulary rows. */
 static void apply_share(struct backend *b, const tp_plan *plan, int r, int device, int I_pad) {
@@ -114,6 +191,7 @@ int tp_create(struct backend *b, const backend_options *opt, bool synthetic, uin
     }
     for (int r = 0; r < N; r++) b->tp_peer[r]->ar = &b->ar_owned->rank[r];
     CU(cudaSetDevice(b->device));
+    if (workers_start(b)) return -1;
     log_info("cuda backend: tensor parallel over %d ranks (%s): %d query heads, %d KV heads, %d of "
              "%d intermediate (padded to %d) and %d vocabulary rows per rank",
              N, one_gpu ? "all on one GPU, GPTOSS_TP_ONE_GPU=1" : "one GPU each",
@@ -123,17 +201,31 @@ int tp_create(struct backend *b, const backend_options *opt, bool synthetic, uin
 }
 
 int tp_launch(struct backend *b, const step_batch *st) {
-    for (int r = 0; r < b->tp_size; r++) {
-        struct backend *br = b->tp_peer[r];
-        CU(cudaSetDevice(br->device));
-        if (runner_launch(br, st)) {
-            cudaSetDevice(b->device);
-            return r == 0 ? -1
-                          : err_prefix("rank %d (the ranks before it cannot finish this step)", r);
-        }
+    struct tp_workers *ws = b->tp_threads;
+    for (int r = 1; r < b->tp_size; r++) {
+        tp_worker *w = &ws->w[r];
+        pthread_mutex_lock(&w->mu);
+        w->job = st, w->rc = 0;
+        pthread_cond_broadcast(&w->cv);
+        pthread_mutex_unlock(&w->mu);
     }
     CU(cudaSetDevice(b->device));
-    return 0;
+    int n_failed = 0;
+    char msg[512] = "";
+    if (runner_launch(b, st)) n_failed++, snprintf(msg, sizeof msg, "%s", err_msg());
+    for (int r = 1; r < b->tp_size; r++) {
+        tp_worker *w = &ws->w[r];
+        pthread_mutex_lock(&w->mu);
+        while (w->job) pthread_cond_wait(&w->cv, &w->mu);
+        if (w->rc && !n_failed++) snprintf(msg, sizeof msg, "rank %d: %s", r, w->err);
+        pthread_mutex_unlock(&w->mu);
+    }
+    if (n_failed == 0) return 0;
+    /* The checks that can fail fail on every rank before anything is enqueued; a failure on some
+     * ranks only leaves the others' step waiting for them: fatal. */
+    return err_set("%s%s", msg,
+                   n_failed == b->tp_size ? ""
+                                          : " (the other ranks' step cannot finish without it)");
 }
 
 int tp_wait(struct backend *b, step_result *res) {
@@ -151,6 +243,7 @@ int tp_wait(struct backend *b, step_result *res) {
 }
 
 void tp_destroy_peers(struct backend *b) {
+    workers_stop(b);
     if (b->stream) cudaSetDevice(b->device), cudaStreamSynchronize(b->stream);
     for (int r = 1; r < b->tp_size; r++) {
         if (!b->tp_peer[r]) continue;
