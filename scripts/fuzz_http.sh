@@ -6,7 +6,8 @@
 #   cmake --build build-asan --target gptoss
 # For the long runs, an optimised sanitized build whose CPU-model dot products skip ASan's load
 # checks (everything else instrumented; src/backend/cpu/ops.c says why) and LIGHT=1 (mostly
-# one-token generations, tests/node/http_fuzz.mjs) run ~105 requests/s on 2 cores against ~9:
+# one-token generations, tests/node/http_fuzz.mjs) run ~123 requests/s on 2 cores against ~9
+# (then the sampler, instrumented, and the fuzzer itself are most of the time):
 #   cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPTOSS_SANITIZE=ON \
 #         -DGPTOSS_SANITIZE_MATH=OFF -DGPTOSS_CUDA=OFF
 #   LIGHT=1 scripts/fuzz_http.sh 1000000 build-fuzz

@@ -2,9 +2,9 @@
 # Concurrent streaming clients against the tiny model (tests/node/server_load.mjs): all complete,
 # RSS stays flat across rounds, and clients that hang up get their KV blocks returned.
 # CLIENTS (default 500; 100 under ASan), ROUNDS (3), MAX_TOKENS (2) tune it; the issue's full figure
-# is CLIENTS=2000. The CPU backend bounds the run: about 65 generated tokens/s on two cores whatever
-# the batch (the 201088-row unembedding and the sampler dominate, not the HTTP side), so each round
-# costs CLIENTS * MAX_TOKENS / 65 seconds.
+# is CLIENTS=2000. The CPU backend bounds the run: about 80-100 generated tokens/s on two cores
+# whatever the batch (the 201088-row unembedding and the sampler dominate, not the HTTP side), so
+# each round costs about CLIENTS * MAX_TOKENS / 80 seconds.
 set -uo pipefail
 source "$(dirname "$0")/node/server_harness.sh"
 if [ "$SANITIZED" = 1 ]; then clients=${CLIENTS:-100}; else clients=${CLIENTS:-500}; fi
