@@ -23,13 +23,13 @@ echo "- gpu_test_allreduce: $(res $?) — $(tail -1 "$out/logs/allreduce.log")" 
 grep -E "FAIL|failed" "$out/logs/allreduce.log" | head -8 | sed 's/^/  /' | tee -a "$sum"
 timeout 120 "$bin/gpu_test_allreduce" --bench >"$out/logs/allreduce-bench.log" 2>&1
 grep -E '^\||ranks' "$out/logs/allreduce-bench.log" | tee -a "$sum"
-timeout 300 "$bin/gpu_test_cuda_forward" --tp >"$out/logs/forward-tp.log" 2>&1
+timeout 200 "$bin/gpu_test_cuda_forward" --tp >"$out/logs/forward-tp.log" 2>&1
 echo "- gpu_test_cuda_forward --tp: $(res $?) — $(tail -1 "$out/logs/forward-tp.log")" | tee -a "$sum"
 grep -E "TP[0-9] vs TP1|FAIL|failed|tensor parallel" "$out/logs/forward-tp.log" | head -12 |
   sed 's/^/  /' | tee -a "$sum"
 [ "$ngpu" -ge 2 ] || export GPTOSS_TP_ONE_GPU=1
 for tp in 1 2; do
-  timeout 240 "$bin/gptoss" bench latency --model synthetic:120b -tp "$tp" --batches 1,64 \
+  timeout 150 "$bin/gptoss" bench latency --model synthetic:120b -tp "$tp" --batches 1,64 \
     --prefill 1024 --context 1024 --decode-steps 16 --output-json "$out/latency-tp$tp.json" \
     >"$out/logs/latency-tp$tp.log" 2>&1
   echo "- bench latency -tp $tp: $(res $?)" | tee -a "$sum"

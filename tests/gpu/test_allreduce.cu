@@ -440,6 +440,7 @@ int main(int argc, char **argv) {
     /* Virtual ranks on one GPU run side by side on separate streams and wait for each other: their
      * streams must sit on distinct hardware queues (8 by default, taken round robin). */
     setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
+    setenv("CUDA_MODULE_LOADING", "EAGER", 1); /* see cuda_backend.c: ranks wait on each other */
     tu_init("test_allreduce");
     const bool do_bench = tu_has_flag(argc, argv, "--bench");
     std::vector<uint16_t> gain(H);

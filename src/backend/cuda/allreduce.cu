@@ -279,6 +279,15 @@ cudaError_t ar_group_create(ar_group *g, int n_ranks, const int *devices, int T_
 
     e = group_alloc(g, T_cap, H, gather_cap);
     if (e == cudaSuccess) e = group_peer_access(g);
+    /* Load both kernels on every device now: under lazy module loading a kernel's first launch can
+     * wait for the device's running kernels, and those may be another rank's, spinning in the
+     * barrier until this rank's launch arrives (the all-gather's first call deadlocked so). */
+    for (int k = 0; k < n_ranks && e == cudaSuccess; k++) {
+        struct cudaFuncAttributes fa;
+        e = cudaSetDevice(devices[k]);
+        if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, ar_add_rmsnorm_kernel);
+        if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, ar_gather_kernel);
+    }
     cudaSetDevice(prev);
     if (e != cudaSuccess) {
         ar_group_free(g);

@@ -183,6 +183,11 @@ static int create_inner(struct backend *b, const backend_options *opt) {
     const char *one_gpu = getenv("GPTOSS_TP_ONE_GPU");
     if (opt->tensor_parallel_size > 1 && one_gpu && !strcmp(one_gpu, "1"))
         setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
+    /* Ranks wait for each other inside the all-reduce kernels, and CUDA's lazy module loading may
+     * wait for a device's running kernels to finish before a kernel's first launch: one rank
+     * launching a kernel for the first time while another spins in an all-reduce would never
+     * return (this deadlocked TP4 on one H200). Every kernel is loaded at start-up instead. */
+    if (opt->tensor_parallel_size > 1) setenv("CUDA_MODULE_LOADING", "EAGER", 1);
     int ndev = 0, dev = 0;
     cudaError_t e = cudaGetDeviceCount(&ndev);
     if (e != cudaSuccess || ndev < 1) {

@@ -118,9 +118,10 @@ size_t moe_y_slots_bytes(int T, int k, int H, const moe_plan *plan); /* T·k·sp
 cudaError_t moe_experts(const moe_weights *w, const uint16_t *x, const moe_routing *r,
                         const moe_plan *plan, uint16_t *act, float *y_slots, cudaStream_t stream);
 
-/* The large path's MMA, process-wide: 1 = warpgroup MMA (wgmma, moe_wgmma.cu), 0 = mma.sync
- * (moe_large_kernel). Until moe_set_wgmma is called, GPTOSS_MOE_WGMMA=1 turns it on (off until
- * measured on the H200). */
+/* The large path's MMA, process-wide: 1 = warpgroup MMA (wgmma, moe_wgmma.cu, the default since it
+ * was measured faster at every T on the H200: bench/NOTES.md), 0 = mma.sync (moe_large_kernel, kept
+ * as the tests' second implementation). Until moe_set_wgmma is called, GPTOSS_MOE_WGMMA=0 selects
+ * mma.sync. */
 void moe_set_wgmma(int on);
 int moe_wgmma_on(void);
 

@@ -353,7 +353,7 @@ size_t moe_y_slots_bytes(int T, int k, int H, const moe_plan *plan) {
 
 static unsigned long long g_attrs_set; /* per device: per_device.h */
 
-static int g_wgmma = -1; /* -1: not decided yet (GPTOSS_MOE_WGMMA at first use) */
+static int g_wgmma = -1; /* -1: not decided yet (GPTOSS_MOE_WGMMA=0 at first use turns it off) */
 
 void moe_set_wgmma(int on) {
     g_wgmma = on ? 1 : 0;
@@ -362,7 +362,7 @@ void moe_set_wgmma(int on) {
 int moe_wgmma_on(void) {
     if (g_wgmma < 0) {
         const char *v = getenv("GPTOSS_MOE_WGMMA");
-        g_wgmma = v && !strcmp(v, "1");
+        g_wgmma = !(v && !strcmp(v, "0"));
     }
     return g_wgmma;
 }

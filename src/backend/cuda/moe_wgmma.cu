@@ -1,6 +1,6 @@
 /* The large-batch MoE grouped GEMM on Hopper's warpgroup MMA (wgmma, sm_90a): moe_large_kernel's
  * tiles, routing, weight layout and epilogue (moe_experts.cu), with the MMA moved to the tensor cores'
- * asynchronous interface. GPTOSS_MOE_WGMMA=1 (moe_set_wgmma) selects it; off until measured.
+ * asynchronous interface. The default large path (GPTOSS_MOE_WGMMA=0 / moe_set_wgmma(0): mma.sync).
  *
  * ── Block ──────────────────────────────────────────────────────────────────────────────────────
  * 128 weight rows x 128 tokens (one routing tile), 256 threads = 2 warpgroups. Warpgroup wg owns rows
