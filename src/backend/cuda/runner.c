@@ -223,6 +223,11 @@ static int fill_row(struct backend *b, const step_batch *st, int i, int t, gpu_r
 #define AT(type, L, k) ((type *)(b->up_host + (L).off[k]))
 
 int runner_launch(struct backend *b, const step_batch *st) {
+    return runner_launch_prepare(b, st) || runner_launch_enqueue(b) ? -1 : 0;
+}
+
+int runner_launch_prepare(struct backend *b, const step_batch *st) {
+    b->pending.st = NULL;
     if (validate(b, st)) return -1;
     const int n = st->n_seqs, T = st->n_tokens, bs = b->block_size;
     graph_cache *gc = &b->graphs;
@@ -391,14 +396,30 @@ int runner_launch(struct backend *b, const step_batch *st) {
     p.work_swa = (const int32_t *)(dev + L.off[UP_WORK_SWA]);
     p.rows = (const gpu_row *)(dev + L.off[UP_ROWS]);
 
+    b->pending.st = st, b->pending.p = p, b->pending.up_bytes = L.total, b->pending.dev = dev;
+    b->pending.graph = graph, b->pending.bucket_i = bucket_i, b->pending.cls = cls;
+    b->pending.n_fix = n_fix, b->pending.fixups = (const int32_t *)(dev + L.off[UP_FIXUPS]);
+    return 0;
+}
+
+int runner_launch_enqueue(struct backend *b) {
+    const step_batch *st = b->pending.st;
+    if (!st) return err_set("cuda backend: a launch enqueued without its preparation");
+    b->pending.st = NULL;
+    const fwd_plan *pp = &b->pending.p;
+    const bool graph = b->pending.graph;
+    const int n = st->n_seqs;
+    step_book *bk = &b->book;
+
     /* Enqueue: one upload, the host-sampled tokens, the forward pass, one read-back. */
     CU(cudaEventRecord(b->t_start, b->stream));
-    CU(cudaMemcpyAsync(dev, b->up_host, L.total, cudaMemcpyHostToDevice, b->stream));
-    CU(step_apply_fixups((const int32_t *)(dev + L.off[UP_FIXUPS]), n_fix, b->slot_last,
-                         b->max_slots, b->stream));
+    CU(cudaMemcpyAsync(b->pending.dev, b->up_host, b->pending.up_bytes, cudaMemcpyHostToDevice,
+                       b->stream));
+    CU(step_apply_fixups(b->pending.fixups, b->pending.n_fix, b->slot_last, b->max_slots,
+                         b->stream));
     b->dbg_rows = 0;
     if (graph) {
-        if (graphs_run(b, bucket_i, cls, &p)) return -1;
+        if (graphs_run(b, b->pending.bucket_i, b->pending.cls, pp)) return -1;
         /* One chunk: rows 0..np-1 are all in the logits buffer now. */
         const size_t rowb = (size_t)b->V * sizeof(float);
         int k = 0;
@@ -416,7 +437,7 @@ int runner_launch(struct backend *b, const step_batch *st) {
             k++;
         }
         if (b->dbg_logits) b->dbg_rows = k < b->dbg_cap ? k : b->dbg_cap;
-    } else if (runner_forward(b, &p, true)) {
+    } else if (runner_forward(b, pp, true)) {
         return -1;
     }
     if (bk->n_out_rows > 0)

@@ -245,6 +245,16 @@ struct backend {
 
     bool running;
     const step_batch *inflight;
+    /* Between runner_launch_prepare and runner_launch_enqueue: the step being launched. */
+    struct {
+        const step_batch *st;
+        fwd_plan p;
+        size_t up_bytes;
+        unsigned char *dev;
+        const int32_t *fixups;
+        bool graph;
+        int bucket_i, cls, n_fix;
+    } pending;
 
     /* Tensor parallelism (--tensor-parallel-size N > 1; tp_backend.c). This backend is rank
      * tp_rank of tp_size, on GPU `device`: its Q, KVD, QKV, I (padded, see weights_shard.c) and
@@ -285,8 +295,14 @@ void workspace_free(struct backend *b);
  * host samples (and the test hook's rows) out after each lm_head chunk (eager steps only). */
 int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows);
 
-/* runner.c */
+/* runner.c. runner_launch = runner_launch_prepare, then runner_launch_enqueue. The first is the host
+ * half (checks, packing, growing buffers: cudaFree and friends, which wait for the whole device);
+ * the second only enqueues on the rank's stream and never waits for the device. Tensor parallelism
+ * prepares every rank before any rank enqueues: a rank whose step waits in an all-reduce for the
+ * others would otherwise block a device-wide wait on the same GPU for good (tp_backend.c). */
 int runner_launch(struct backend *b, const step_batch *st);
+int runner_launch_prepare(struct backend *b, const step_batch *st);
+int runner_launch_enqueue(struct backend *b);
 int runner_collect(struct backend *b, step_result *res);
 void runner_free(struct backend *b);
 

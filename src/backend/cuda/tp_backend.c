@@ -18,9 +18,10 @@
  * thread per other rank does the same for its rank at the same time (an eager prefill step is
  * hundreds of launches: enqueued rank after rank, rank 0's GPU would wait at its first all-reduce
  * for the others' CPU time). A rank's all-reduce kernels wait on the GPU for the others, never on the
- * host. A launch that fails on one rank after another has enqueued its step leaves that one waiting
- * for good; the checks that can fail (runner.c's validate) fail alike on every rank before anything
- * is enqueued, so only a CUDA error can do that, and those are fatal anyway.
+ * host. The host halves of the launch (runner_launch_prepare: checks, packing, buffer growth, which
+ * may wait for a whole device) run first for every rank, one after the other on the engine's
+ * thread; only the enqueues run side by side. So a failed check leaves nothing enqueued, and only a
+ * CUDA error during the enqueues can leave one rank's step waiting for another's: fatal anyway.
  *
  * GPUs: N of them, peer access between each pair (NVLink on an H200 node). GPTOSS_TP_ONE_GPU=1 puts
  * every rank on one GPU instead (the kernels of the ranks then run side by side on its SMs, their
@@ -74,9 +75,8 @@ static void *worker_main(void *arg) {
     for (;;) {
         while (!w->job && !w->quit) pthread_cond_wait(&w->cv, &w->mu);
         if (w->quit) break;
-        const step_batch *st = w->job;
         pthread_mutex_unlock(&w->mu);
-        const int rc = runner_launch(w->b, st);
+        const int rc = runner_launch_enqueue(w->b); /* its host half ran in tp_launch */
         pthread_mutex_lock(&w->mu);
         w->rc = rc;
         if (rc) snprintf(w->err, sizeof w->err, "%s", err_msg());
@@ -202,6 +202,18 @@ int tp_create(struct backend *b, const backend_options *opt, bool synthetic, uin
 
 int tp_launch(struct backend *b, const step_batch *st) {
     struct tp_workers *ws = b->tp_threads;
+    /* Every rank's host half first, here, one after the other: growing a buffer there may wait for
+     * the whole device (cudaFree), and with the ranks on one GPU a rank already waiting in this
+     * step's first all-reduce would keep that wait from ever ending. Nothing of this step is
+     * enqueued yet, and the last step's collectives all have their partners, so here it ends. */
+    for (int r = 0; r < b->tp_size; r++) {
+        CU(cudaSetDevice(b->tp_peer[r]->device));
+        if (runner_launch_prepare(b->tp_peer[r], st)) {
+            for (int j = 0; j < r; j++) b->tp_peer[j]->pending.st = NULL;
+            cudaSetDevice(b->device);
+            return r ? err_prefix("rank %d", r) : -1;
+        }
+    }
     for (int r = 1; r < b->tp_size; r++) {
         tp_worker *w = &ws->w[r];
         pthread_mutex_lock(&w->mu);
@@ -212,7 +224,7 @@ int tp_launch(struct backend *b, const step_batch *st) {
     CU(cudaSetDevice(b->device));
     int n_failed = 0;
     char msg[512] = "";
-    if (runner_launch(b, st)) n_failed++, snprintf(msg, sizeof msg, "%s", err_msg());
+    if (runner_launch_enqueue(b)) n_failed++, snprintf(msg, sizeof msg, "%s", err_msg());
     for (int r = 1; r < b->tp_size; r++) {
         tp_worker *w = &ws->w[r];
         pthread_mutex_lock(&w->mu);
@@ -221,8 +233,8 @@ int tp_launch(struct backend *b, const step_batch *st) {
         pthread_mutex_unlock(&w->mu);
     }
     if (n_failed == 0) return 0;
-    /* The checks that can fail fail on every rank before anything is enqueued; a failure on some
-     * ranks only leaves the others' step waiting for them: fatal. */
+    /* The checks that can fail fail in the host halves, before anything is enqueued; a CUDA error
+     * on some ranks only leaves the others' step waiting for them: fatal. */
     return err_set("%s%s", msg,
                    n_failed == b->tp_size ? ""
                                           : " (the other ranks' step cannot finish without it)");
