@@ -14,6 +14,7 @@ out=${OUT:-/tmp/tp-out}
 mkdir -p "$out/logs"
 source "$(dirname "$0")/env.sh"
 export CUDA_DEVICE_MAX_CONNECTIONS=32 # ranks sharing a GPU: their streams on distinct queues
+export GPTOSS_AR_TIMEOUT_S=${GPTOSS_AR_TIMEOUT_S:-10} # a stuck collective fails with its report
 bin=.devcarry/bin
 sum="$out/tp-summary.md"
 ngpu=$(nvidia-smi --list-gpus | wc -l)
@@ -27,7 +28,7 @@ if [ "${AR_BENCH:-1}" = 1 ]; then
 fi
 timeout 200 "$bin/gpu_test_cuda_forward" --tp >"$out/logs/forward-tp.log" 2>&1
 echo "- gpu_test_cuda_forward --tp: $(res $?) — $(tail -1 "$out/logs/forward-tp.log")" | tee -a "$sum"
-grep -E "TP[0-9] vs TP1|FAIL|failed|tensor parallel" "$out/logs/forward-tp.log" | head -12 |
+grep -E "TP[0-9] vs TP1|FAIL|failed|tensor parallel|timed out" "$out/logs/forward-tp.log" | head -12 |
   sed 's/^/  /' | tee -a "$sum"
 [ "$ngpu" -ge 2 ] || export GPTOSS_TP_ONE_GPU=1
 for tp in 1 2; do
@@ -36,5 +37,5 @@ for tp in 1 2; do
     >"$out/logs/latency-tp$tp.log" 2>&1
   echo "- bench latency -tp $tp: $(res $?)" | tee -a "$sum"
   grep -E '^\| synthetic' "$out/logs/latency-tp$tp.log" | tee -a "$sum"
-  grep -iE "error|failed" "$out/logs/latency-tp$tp.log" | head -3 | sed 's/^/  /' | tee -a "$sum"
+  grep -iE "error|failed|timed out" "$out/logs/latency-tp$tp.log" | head -3 | sed 's/^/  /' | tee -a "$sum"
 done

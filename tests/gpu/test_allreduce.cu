@@ -8,7 +8,9 @@
  *   - 400 eager calls alternating the sites and T (1 and 7), then graphs of 20 calls replayed 10
  *     times: the flags and counters stay in step, h exact after every one of them;
  *   - the all-gather of the lm_head's vocabulary shares, exact on every rank;
- *   - a watchdog: a protocol that deadlocks fails the test after 20 s instead of hanging it.
+ *   - a watchdog: a protocol that deadlocks fails the test after 20 s instead of hanging it;
+ *   - the barrier's own watchdog (allreduce.h): one rank alone gives up after GPTOSS_AR_TIMEOUT_S
+ *     and its report names who waited for whom (in a child process: the trap ends its context).
  * --bench: µs per call for T = 1 … 256 (graph replay), and NCCL's all-reduce of the same fp32 message
  * when there are two GPUs (issue 17: ≤ 8 µs for one token across two H200s). */
 #include "moe_test_util.h"
@@ -51,10 +53,14 @@ static void wait_all(const group_ctx *c, const char *what) {
         for (int k = 0; k < c->n; k++) {
             on(c, k);
             cudaError_t e = cudaStreamQuery(c->st[k]);
-            if (e == cudaErrorNotReady)
+            if (e == cudaErrorNotReady) {
                 done = false;
-            else
+            } else if (e != cudaSuccess) {
+                char why[512];
+                if (ar_group_describe_timeout(&c->g, why, sizeof why))
+                    fprintf(stderr, "FAIL: %s: %s\n", what, why);
                 CUDA_CHECK(e);
+            }
         }
         if (done) return;
         if (waited_ms > 20000) {
@@ -436,11 +442,39 @@ static void bench(group_ctx *c, const char *label, bool real) {
     (void)real;
 }
 
+/* --timeout-case, run in a child process by main (a trapped kernel leaves the context unusable):
+ * two virtual ranks, only rank 0 calls; its barrier must give up after GPTOSS_AR_TIMEOUT_S, the
+ * step fail, and the report name the waiter, the peer and the call. Exit 0 when it does. */
+static int timeout_case(void) {
+    ar_group g;
+    const int devs[2] = {0, 0};
+    CUDA_CHECK(ar_group_create(&g, 2, devs, 8, H, 0, 0));
+    float *h = tu_dev_alloc<float>(8 * H);
+    uint16_t *delta = tu_dev_alloc<uint16_t>(8 * H);
+    CUDA_CHECK(cudaMemset(delta, 0, 8 * H * 2));
+    char why[512] = "";
+    CHECK(!ar_group_describe_timeout(&g, why, sizeof why), "a report before any timeout");
+    CUDA_CHECK(ar_add_rmsnorm(&g.rank[0], 0, NULL, 0, delta, 3, h, NULL, EPS, NULL, NULL, 0));
+    const cudaError_t e = cudaDeviceSynchronize();
+    CHECK(e != cudaSuccess, "rank 0 alone: the barrier returned (%s)", cudaGetErrorString(e));
+    CHECK(ar_group_describe_timeout(&g, why, sizeof why), "no timeout report after the failure");
+    fprintf(stderr, "  report: %s\n", why);
+    CHECK(strstr(why, "rank 0, block") && strstr(why, "waited for rank 1") &&
+              strstr(why, "at call 1") && strstr(why, "had not reached"),
+          "the report lacks the waiter, the peer, the call or the verdict: %s", why);
+    return check_report("test_allreduce --timeout-case");
+}
+
 int main(int argc, char **argv) {
     /* Virtual ranks on one GPU run side by side on separate streams and wait for each other: their
      * streams must sit on distinct hardware queues (8 by default, taken round robin). */
     setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
     setenv("CUDA_MODULE_LOADING", "EAGER", 1); /* see cuda_backend.c: ranks wait on each other */
+    setenv("GPTOSS_AR_TIMEOUT_S", "10", 0);    /* the barrier's report before wait_all's 20 s */
+    if (tu_has_flag(argc, argv, "--timeout-case")) {
+        tu_init("test_allreduce --timeout-case");
+        return timeout_case();
+    }
     tu_init("test_allreduce");
     const bool do_bench = tu_has_flag(argc, argv, "--bench");
     std::vector<uint16_t> gain(H);
@@ -500,6 +534,18 @@ int main(int argc, char **argv) {
                 for (int V : {4000, 4001}) check_gather(&c, R, V, groups[gi].label);
         }
         ctx_free(&c);
+    }
+    if (!do_bench) { /* the watchdog: a barrier whose peer never comes fails, in a child process */
+        char cmd[4200];
+        char self[4096];
+        const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+        CHECK(n > 0, "cannot find this test's binary for the timeout case");
+        if (n > 0) {
+            self[n] = 0;
+            snprintf(cmd, sizeof cmd, "GPTOSS_AR_TIMEOUT_S=0.5 '%s' --timeout-case", self);
+            const int rc = system(cmd);
+            CHECK(rc == 0, "the watchdog case failed (status %d; its output above)", rc);
+        }
     }
     return check_report("test_allreduce");
 }

@@ -1198,6 +1198,7 @@ int main(int argc, char **argv) {
      * streams must sit on distinct hardware queues (8 by default, taken round robin). */
     setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
     setenv("CUDA_MODULE_LOADING", "EAGER", 1); /* see cuda_backend.c: ranks wait on each other */
+    setenv("GPTOSS_AR_TIMEOUT_S", "10", 0);    /* a TP step that hangs fails with a report */
     const uint64_t seed = gpu_test_seed(argc, argv);
     fprintf(stderr, "test_cuda_forward: seed %llu\n", (unsigned long long)seed);
     rng_t rng;

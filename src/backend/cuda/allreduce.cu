@@ -14,15 +14,25 @@
 #include "backend/cuda/device_util.cuh"
 #include "backend/cuda/norm_row.cuh"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 enum { AR_MAX_H = 8192 };
 
-struct ar_args {
-    float *bufs[AR_MAX_RANKS];
+/* What every barrier needs: the flags, the counters, the watchdog. */
+struct ar_sync {
     uint32_t *flags[AR_MAX_RANKS];
-    uint32_t *counter;
-    int n, rank, T, H;
+    uint32_t *counters[AR_MAX_RANKS]; /* [rank] = that rank's; this rank's is counters[rank] */
+    ar_timeout_info *info;
+    unsigned long long timeout_ns;
+    int n, rank, what;
+};
+
+struct ar_args {
+    ar_sync sync;
+    float *bufs[AR_MAX_RANKS];
+    int T, H;
     const float *slots;
     int n_slots;
     const uint16_t *delta;
@@ -48,17 +58,45 @@ static __device__ __forceinline__ void add8(float v[8], const float *p) {
     v[4] += b.x, v[5] += b.y, v[6] += b.z, v[7] += b.w;
 }
 
+static __device__ __forceinline__ unsigned long long global_ns(void) {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+/* The watchdog (allreduce.h): the first barrier to give up says who it waited for, then traps. */
+static __device__ __noinline__ void ar_give_up(ar_timeout_info *info, const uint32_t *peer_counters,
+                                               int rank, int peer, int what, uint32_t call,
+                                               uint32_t seen) {
+    if (info && atomicCAS((unsigned int *)&info->fired, 0u, 1u) == 0u) {
+        info->rank = rank, info->block = blockIdx.x, info->peer = peer, info->what = what;
+        info->call = call, info->seen = seen;
+        info->peer_counter = *(volatile const uint32_t *)(peer_counters + blockIdx.x);
+        __threadfence_system();
+    }
+    __trap();
+}
+
 /* The flag barrier of allreduce.h, for block b: every rank's work before it is visible after it. */
-static __device__ __forceinline__ void ar_barrier(uint32_t *const *flags, uint32_t *counter, int n,
-                                                  int rank) {
+static __device__ __forceinline__ void ar_barrier(const ar_sync &s) {
     const int b = blockIdx.x, c = threadIdx.x;
+    uint32_t *counter = s.counters[s.rank];
     __syncthreads();
     const uint32_t call = counter[b] + 1;
-    if (c < n) {
+    if (c < s.n) {
         __threadfence_system();
-        st_release_sys(flags[c] + (size_t)b * AR_MAX_RANKS + rank, call);
-        const uint32_t *mine = flags[rank] + (size_t)b * AR_MAX_RANKS + c;
-        while ((int32_t)(ld_acquire_sys(mine) - call) < 0) {
+        st_release_sys(s.flags[c] + (size_t)b * AR_MAX_RANKS + s.rank, call);
+        const uint32_t *mine = s.flags[s.rank] + (size_t)b * AR_MAX_RANKS + c;
+        uint32_t seen;
+        unsigned long long t0 = 0;
+        for (unsigned int spin = 0; (int32_t)((seen = ld_acquire_sys(mine)) - call) < 0; spin++) {
+            if ((spin & 1023u) == 0) { /* the clock now and then: the loads are the fast path */
+                const unsigned long long now = global_ns();
+                if (t0 == 0)
+                    t0 = now;
+                else if (now - t0 > s.timeout_ns)
+                    ar_give_up(s.info, s.counters[c], s.rank, c, s.what, call, seen);
+            }
         }
     }
     __syncthreads();
@@ -72,7 +110,7 @@ __global__ void ar_add_rmsnorm_kernel(const ar_args a) {
 
     /* 1. This rank's partial rows. */
     if ((a.slots || a.delta) && active) {
-        float *mine = a.bufs[a.rank];
+        float *mine = a.bufs[a.sync.rank];
         for (int t = b; t < a.T; t += gridDim.x) {
             float d[8] = {0, 0, 0, 0, 0, 0, 0, 0};
             if (a.slots) { /* slot 0 + slot 1 + …: the MoE combine's order (norm.cu) */
@@ -97,7 +135,7 @@ __global__ void ar_add_rmsnorm_kernel(const ar_args a) {
     }
 
     /* 2. The barrier with block b of every rank. */
-    ar_barrier(a.flags, a.counter, a.n, a.rank);
+    ar_barrier(a.sync);
 
     /* 3. The sum in rank order, the residual, the norm. */
     for (int t = b; t < a.T; t += gridDim.x) {
@@ -107,7 +145,7 @@ __global__ void ar_add_rmsnorm_kernel(const ar_args a) {
             const float4 h0 = *(const float4 *)hrow, h1 = *(const float4 *)(hrow + 4);
             v[0] = h0.x, v[1] = h0.y, v[2] = h0.z, v[3] = h0.w;
             v[4] = h1.x, v[5] = h1.y, v[6] = h1.z, v[7] = h1.w;
-            for (int k = 0; k < a.n; k++) add8(v, a.bufs[k] + (size_t)t * H + 8 * c);
+            for (int k = 0; k < a.sync.n; k++) add8(v, a.bufs[k] + (size_t)t * H + 8 * c);
             *(float4 *)hrow = make_float4(v[0], v[1], v[2], v[3]);
             *(float4 *)(hrow + 4) = make_float4(v[4], v[5], v[6], v[7]);
         }
@@ -119,20 +157,20 @@ __global__ void ar_add_rmsnorm_kernel(const ar_args a) {
 }
 
 struct ar_gather_args {
+    ar_sync sync;
     const float *parts[AR_MAX_RANKS];
-    uint32_t *flags[AR_MAX_RANKS];
-    uint32_t *counter;
     int col0[AR_MAX_RANKS], ncols[AR_MAX_RANKS];
-    int n, rank, R, ld;
+    int R, ld;
     float *out;
 };
 
 /* After the barrier, block b copies the float4 groups b, b + grid, … of every piece (pieces of a
- * multiple of 4 columns: 16-byte loads from the peers through L2), else floats one by one. */
+ * multiple of 4 columns: 16-byte loads from the peers through L2), else floats one by one; then the
+ * closing barrier (allreduce.h). */
 __global__ void ar_gather_kernel(const ar_gather_args a) {
-    ar_barrier((uint32_t *const *)a.flags, a.counter, a.n, a.rank);
+    ar_barrier(a.sync);
     const size_t stride = (size_t)gridDim.x * blockDim.x;
-    for (int k = 0; k < a.n; k++) {
+    for (int k = 0; k < a.sync.n; k++) {
         const int nc = a.ncols[k];
         const float *src = a.parts[k];
         float *dst = a.out + a.col0[k];
@@ -148,6 +186,18 @@ __global__ void ar_gather_kernel(const ar_gather_args a) {
             }
         }
     }
+    ar_barrier(a.sync);
+}
+
+/* The barrier fields of rank r's calls. */
+static ar_sync sync_of(const ar_rank *r, int what) {
+    ar_sync s;
+    memset(&s, 0, sizeof s);
+    for (int k = 0; k < r->n_ranks; k++) s.flags[k] = r->flags[k], s.counters[k] = r->counters[k];
+    s.counters[r->rank] = r->counter;
+    s.info = r->timeout_info, s.timeout_ns = r->timeout_ns;
+    s.n = r->n_ranks, s.rank = r->rank, s.what = what;
+    return s;
 }
 
 cudaError_t ar_gather_rows(const ar_rank *r, const int *col0, const int *ncols, int R, float *out,
@@ -161,12 +211,12 @@ cudaError_t ar_gather_rows(const ar_rank *r, const int *col0, const int *ncols, 
         if (ncols[k] < 0 || col0[k] < 0 || col0[k] + ncols[k] > ld ||
             (size_t)R * (size_t)ncols[k] > r->gather_cap)
             return cudaErrorInvalidValue;
-        a.parts[k] = r->gather[k], a.flags[k] = r->flags[k];
+        a.parts[k] = r->gather[k];
         a.col0[k] = col0[k], a.ncols[k] = ncols[k];
     }
     if (R == 0) return cudaSuccess;
-    a.counter = r->counter;
-    a.n = r->n_ranks, a.rank = r->rank, a.R = R, a.ld = ld, a.out = out;
+    a.sync = sync_of(r, 2);
+    a.R = R, a.ld = ld, a.out = out;
     ar_gather_kernel<<<r->max_blocks, 256, 0, stream>>>(a);
     return cudaGetLastError();
 }
@@ -182,9 +232,9 @@ cudaError_t ar_add_rmsnorm(const ar_rank *r, int site, const float *slots, int n
     if (T == 0) return cudaSuccess;
     ar_args a;
     memset(&a, 0, sizeof a);
-    for (int k = 0; k < r->n_ranks; k++) a.bufs[k] = r->bufs[site][k], a.flags[k] = r->flags[k];
-    a.counter = r->counter;
-    a.n = r->n_ranks, a.rank = r->rank, a.T = T, a.H = r->H;
+    for (int k = 0; k < r->n_ranks; k++) a.bufs[k] = r->bufs[site][k];
+    a.sync = sync_of(r, site);
+    a.T = T, a.H = r->H;
     a.slots = slots, a.n_slots = slots ? n_slots : 0, a.delta = delta;
     a.h = h, a.gain = gain, a.eps = eps, a.y = y, a.ylo = y_lo;
     const int grid = T < r->max_blocks ? T : r->max_blocks;
@@ -206,8 +256,35 @@ void ar_group_free(ar_group *g) {
         cudaFree(r->gather[k]);
         cudaFree(r->counter);
     }
+    if (g->timeout_info) cudaFreeHost(g->timeout_info);
     cudaSetDevice(prev);
     memset(g, 0, sizeof *g);
+}
+
+/* GPTOSS_AR_TIMEOUT_S (seconds, > 0), else 30. */
+static unsigned long long timeout_ns_from_env(void) {
+    const char *v = getenv("GPTOSS_AR_TIMEOUT_S");
+    char *end = NULL;
+    const double sec = v ? strtod(v, &end) : 0.0;
+    if (!v || end == v || *end || !(sec > 0.0) || sec > 3600.0) return 30ull * 1000000000ull;
+    return (unsigned long long)(sec * 1e9);
+}
+
+int ar_group_describe_timeout(const ar_group *g, char *buf, size_t n) {
+    const ar_timeout_info *t = g ? g->timeout_info : NULL;
+    if (!t || !t->fired) return 0;
+    static const char *const what[] = {"the all-reduce after attention",
+                                       "the all-reduce after the MoE", "the logits gather"};
+    snprintf(
+        buf, n,
+        "%s timed out (GPTOSS_AR_TIMEOUT_S): rank %d, block %d, at call %u, waited for rank %d, "
+        "whose flag showed call %u and whose own counter was at %u (%s)",
+        what[t->what >= 0 && t->what <= 2 ? t->what : 2], t->rank, t->block, t->call, t->peer,
+        t->seen, t->peer_counter,
+        (int32_t)(t->peer_counter - t->call) >= 0
+            ? "it had passed that call: the ranks' calls are out of step"
+            : "it had not reached that call: its kernels or its host thread are behind");
+    return 1;
 }
 
 static cudaError_t group_alloc(ar_group *g, int T_cap, int H, size_t gather_cap) {
@@ -279,6 +356,10 @@ cudaError_t ar_group_create(ar_group *g, int n_ranks, const int *devices, int T_
 
     e = group_alloc(g, T_cap, H, gather_cap);
     if (e == cudaSuccess) e = group_peer_access(g);
+    if (e == cudaSuccess)
+        e = cudaHostAlloc((void **)&g->timeout_info, sizeof *g->timeout_info,
+                          cudaHostAllocMapped | cudaHostAllocPortable);
+    if (e == cudaSuccess) memset((void *)g->timeout_info, 0, sizeof *g->timeout_info);
     /* Load both kernels on every device now: under lazy module loading a kernel's first launch can
      * wait for the device's running kernels, and those may be another rank's, spinning in the
      * barrier until this rank's launch arrives (the all-gather's first call deadlocked so). */
@@ -298,7 +379,10 @@ cudaError_t ar_group_create(ar_group *g, int n_ranks, const int *devices, int T_
         ar_rank *r = &g->rank[k];
         r->n_ranks = n_ranks, r->rank = k, r->max_blocks = cap, r->T_cap = T_cap, r->H = H;
         r->gather_cap = gather_cap;
+        r->timeout_info = g->timeout_info; /* unified addressing: the host pointer maps */
+        r->timeout_ns = timeout_ns_from_env();
         for (int j = 0; j < n_ranks; j++) {
+            r->counters[j] = g->rank[j].counter;
             for (int s = 0; s < AR_SITES; s++) r->bufs[s][j] = g->rank[j].bufs[s][j];
             r->flags[j] = g->rank[j].flags[j];
             r->gather[j] = g->rank[j].gather[j];

@@ -1,5 +1,5 @@
 /* Tensor parallelism's all-reduce, one-shot over peer memory, fused with the residual add and the
- * RMSNorm that follow it (issue 17; not yet wired into the forward pass).
+ * RMSNorm that follow it (issue 17; runner_forward.c calls it under --tensor-parallel-size > 1).
  *
  * Under --tensor-parallel-size N each rank's O projection and MoE give a partial [T][H] row per token
  * (model/tp_plan.h): the layer's true output is the sum over the ranks. Every rank needs that sum,
@@ -20,6 +20,8 @@
  * between two site-s calls there is always a site-(1−s) call whose barrier no peer passes before it
  * has finished the previous call (stream order). So no closing barrier is needed.
  *
+ * A barrier that waits too long gives up (ar_timeout_info below).
+ *
  * One device, N "virtual" ranks: the same code runs when every rank's buffers are on one GPU (the
  * peers' pointers are then ordinary device pointers). That is how the sharding and this protocol are
  * tested on one H200 (tests/gpu/test_allreduce.cu): the N kernels run concurrently on N streams, so
@@ -38,6 +40,20 @@ extern "C" {
 
 enum { AR_MAX_RANKS = 8, AR_MAX_BLOCKS = 256, AR_SITES = 2 };
 
+/* The barrier's watchdog. A peer that never arrives (a rank whose host thread is stuck, a kernel of
+ * its that cannot be scheduled, calls out of step) would leave the others spinning for good. So a
+ * barrier gives up after timeout_ns (GPTOSS_AR_TIMEOUT_S, default 30 s: a healthy peer is at most one
+ * layer's kernels behind), records who waited for whom here (host-mapped memory, readable after the
+ * kernel died) and traps: the step then fails with a CUDA error instead of hanging, and
+ * ar_group_describe_timeout says why. Only the first timeout is recorded. */
+typedef struct {
+    volatile uint32_t fired;         /* 0 until a barrier gives up */
+    int32_t rank, block, peer, what; /* what: 0/1 the all-reduce at that site, 2 the gather */
+    uint32_t call;                   /* the call number the waiter was at */
+    uint32_t seen;                   /* the peer's flag value it last saw */
+    uint32_t peer_counter;           /* the peer's own call counter for that block */
+} ar_timeout_info;
+
 /* What one rank's kernel needs: its index, and every rank's buffers (peer pointers mapped). */
 typedef struct {
     int n_ranks, rank;
@@ -47,7 +63,10 @@ typedef struct {
     uint32_t *flags[AR_MAX_RANKS];       /* [AR_MAX_BLOCKS][AR_MAX_RANKS], in rank k's memory */
     uint32_t *counter;                   /* [AR_MAX_BLOCKS] this rank's call counters */
     size_t gather_cap;                   /* floats each gather buffer holds */
-    float *gather[AR_MAX_RANKS]; /* rank k's columns of the rows being gathered, its memory */
+    float *gather[AR_MAX_RANKS];      /* rank k's columns of the rows being gathered, its memory */
+    uint32_t *counters[AR_MAX_RANKS]; /* every rank's counters (the watchdog's report) */
+    ar_timeout_info *timeout_info;    /* the group's, host-mapped */
+    unsigned long long timeout_ns;
 } ar_rank;
 
 /* A group of n ranks: devices[k] is rank k's GPU (all equal: virtual ranks on one GPU). Allocates
@@ -58,11 +77,15 @@ typedef struct {
     int n_ranks;
     int devices[AR_MAX_RANKS];
     ar_rank rank[AR_MAX_RANKS];
+    ar_timeout_info *timeout_info; /* cudaHostAlloc'd, mapped */
 } ar_group;
 
 cudaError_t ar_group_create(ar_group *g, int n_ranks, const int *devices, int T_cap, int H,
                             int max_blocks, size_t gather_cap);
 void ar_group_free(ar_group *g);
+
+/* After a failed step: 1 and a sentence in buf if a barrier of the group timed out, else 0. */
+int ar_group_describe_timeout(const ar_group *g, char *buf, size_t n);
 
 /* Rank r's side of one all-reduce at call site `site` (0 or 1), for T rows (T ≤ T_cap):
  *   1. its partial: if slots or delta is given, partial[t] = slots[t][0] + … + slots[t][n_slots−1]
@@ -82,8 +105,8 @@ cudaError_t ar_add_rmsnorm(const ar_rank *r, int site, const float *slots, int n
  * buffer as [R][ncols[k]] fp32 (the lm_head GEMM writes it there); after the same flag barrier as
  * ar_add_rmsnorm, every rank copies every piece into out ([R][ld] fp32, ld ≥ the sum of ncols), so
  * each rank holds every full row and samples them itself (the same kernels on the same numbers: the
- * same tokens on every rank). The gather buffers are only rewritten a whole step later, past many
- * barriers, so here too no closing barrier is needed. R * ncols[k] ≤ gather_cap. */
+ * same tokens on every rank). A second barrier closes the call: the next lm_head chunk of the step
+ * rewrites the gather buffers, which a peer must have finished copying. R * ncols[k] ≤ gather_cap. */
 cudaError_t ar_gather_rows(const ar_rank *r, const int *col0, const int *ncols, int R, float *out,
                            int ld, cudaStream_t stream);
 

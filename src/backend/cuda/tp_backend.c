@@ -200,6 +200,15 @@ int tp_create(struct backend *b, const backend_options *opt, bool synthetic, uin
     return 0;
 }
 
+/* A failed step's message, with the all-reduce watchdog's report when a barrier gave up. */
+static int with_timeout_report(struct backend *b) {
+    char why[512];
+    if (!ar_group_describe_timeout(b->ar_owned, why, sizeof why)) return -1;
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", err_msg());
+    return err_set("%s; %s", msg, why);
+}
+
 int tp_launch(struct backend *b, const step_batch *st) {
     struct tp_workers *ws = b->tp_threads;
     /* Every rank's host half first, here, one after the other: growing a buffer there may wait for
@@ -234,10 +243,10 @@ int tp_launch(struct backend *b, const step_batch *st) {
     }
     if (n_failed == 0) return 0;
     /* The checks that can fail fail in the host halves, before anything is enqueued; a CUDA error
-     * on some ranks only leaves the others' step waiting for them: fatal. */
-    return err_set("%s%s", msg,
-                   n_failed == b->tp_size ? ""
-                                          : " (the other ranks' step cannot finish without it)");
+     * on some ranks only leaves the others' step waiting for them (until the watchdog): fatal. */
+    err_set("%s%s", msg,
+            n_failed == b->tp_size ? "" : " (the other ranks' step cannot finish without it)");
+    return with_timeout_report(b);
 }
 
 int tp_wait(struct backend *b, step_result *res) {
@@ -251,7 +260,7 @@ int tp_wait(struct backend *b, step_result *res) {
         if (runner_tp_follow(br, b, st, rc == 0 ? res : &none) && rc == 0) rc = -1;
     }
     CU(cudaSetDevice(b->device));
-    return rc;
+    return rc ? with_timeout_report(b) : 0;
 }
 
 void tp_destroy_peers(struct backend *b) {
