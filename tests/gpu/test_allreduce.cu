@@ -8,6 +8,8 @@
  *   - 400 eager calls alternating the sites and T (1 and 7), then graphs of 20 calls replayed 10
  *     times: the flags and counters stay in step, h exact after every one of them;
  *   - the all-gather of the lm_head's vocabulary shares, exact on every rank;
+ *   - lockstep (virtual ranks only): the same cases with every rank's partial half, then every
+ *     rank's reduction (and the gather's copies) on one stream, no flags, the same exact results;
  *   - a watchdog: a protocol that deadlocks fails the test after 20 s instead of hanging it;
  *   - the barrier's own watchdog (allreduce.h): one rank alone gives up after GPTOSS_AR_TIMEOUT_S
  *     and its report names who waited for whom (in a child process: the trap ends its context).
@@ -101,15 +103,19 @@ static void ctx_free(group_ctx *c) {
 
 /* One call on every rank (each on its device and stream). mode 0: slots + delta, 1: slots only,
  * 2: delta only, 3: the partial already in the site buffer. */
-static void call_all(group_ctx *c, int site, int mode, int T, bool norm) {
-    for (int k = 0; k < c->n; k++) {
-        on(c, k);
-        const float *s = (mode == 0 || mode == 1) ? c->slots[k] : NULL;
-        const uint16_t *d = (mode == 0 || mode == 2) ? c->delta[k] : NULL;
-        CUDA_CHECK(ar_add_rmsnorm(&c->g.rank[k], site, s, 4, d, T, c->h[k],
-                                  norm ? c->gain[k] : NULL, EPS, norm ? c->y[k] : NULL,
-                                  norm ? c->ylo[k] : NULL, c->st[k]));
-    }
+static void call_all(group_ctx *c, int site, int mode, int T, bool norm, bool lockstep = false) {
+    /* lockstep (allreduce.h): every rank's partial half, then every rank's reduction, all on rank
+     * 0's stream, no flags; otherwise one whole call per rank on its own stream. */
+    for (int pass = 0; pass < (lockstep ? 2 : 1); pass++)
+        for (int k = 0; k < c->n; k++) {
+            on(c, k);
+            const float *s = (mode == 0 || mode == 1) ? c->slots[k] : NULL;
+            const uint16_t *d = (mode == 0 || mode == 2) ? c->delta[k] : NULL;
+            const int phases = !lockstep ? AR_PHASE_ALL : pass ? AR_PHASE_REDUCE : AR_PHASE_PARTIAL;
+            CUDA_CHECK(ar_add_rmsnorm_phases(
+                &c->g.rank[k], phases, site, s, 4, d, T, c->h[k], norm ? c->gain[k] : NULL, EPS,
+                norm ? c->y[k] : NULL, norm ? c->ylo[k] : NULL, lockstep ? c->st[0] : c->st[k]));
+        }
 }
 
 /* The host side of the case: inputs per rank, and each rank's partial in the kernel's order. */
@@ -177,12 +183,13 @@ static int compare_h(group_ctx *c, const std::vector<float> &h_ref, const char *
 }
 
 static void check_case(group_ctx *c, int T, int mode, int site, const std::vector<uint16_t> &gain,
-                       const char *label) {
+                       const char *label, bool lockstep = false) {
     host_case hc;
     make_case(c, &hc, mode, site, 2.0f);
-    call_all(c, site, mode, T, true);
+    call_all(c, site, mode, T, true, lockstep);
     char what[160];
-    snprintf(what, sizeof what, "%s T=%d mode=%d site=%d", label, T, mode, site);
+    snprintf(what, sizeof what, "%s T=%d mode=%d site=%d%s", label, T, mode, site,
+             lockstep ? " lockstep" : "");
     wait_all(c, what);
     std::vector<float> h_ref = hc.h0;
     cpu_step(c, &hc, h_ref, T);
@@ -275,7 +282,7 @@ static void check_stress(group_ctx *c, const char *label) {
 /* The all-gather of the lm_head's vocabulary shares (tp_plan's split: the first V % N ranks one
  * column more): every rank ends with every full row. V = 4000 (shares of a multiple of 4: 16-byte
  * copies) and 4001 (odd shares: one float at a time), interleaved with all-reduce calls. */
-static void check_gather(group_ctx *c, int R, int V, const char *label) {
+static void check_gather(group_ctx *c, int R, int V, const char *label, bool lockstep = false) {
     int col0[AR_MAX_RANKS], ncols[AR_MAX_RANKS];
     for (int k = 0, at = 0; k < c->n; k++) {
         ncols[k] = V / c->n + (k < V % c->n ? 1 : 0);
@@ -299,12 +306,16 @@ static void check_gather(group_ctx *c, int R, int V, const char *label) {
     }
     for (int k = 0; k < c->n; k++) { /* an all-reduce first: the two kernels share the counters */
         on(c, k);
+        if (lockstep) { /* every piece is in place already: the copies alone, on one stream */
+            CUDA_CHECK(ar_gather_copy(&c->g.rank[k], col0, ncols, R, out[k], V, c->st[0]));
+            continue;
+        }
         CUDA_CHECK(ar_add_rmsnorm(&c->g.rank[k], 0, NULL, 0, c->delta[k], 2, c->h[k], NULL, EPS,
                                   NULL, NULL, c->st[k]));
         CUDA_CHECK(ar_gather_rows(&c->g.rank[k], col0, ncols, R, out[k], V, c->st[k]));
     }
     char what[160];
-    snprintf(what, sizeof what, "%s gather R=%d V=%d", label, R, V);
+    snprintf(what, sizeof what, "%s gather R=%d V=%d%s", label, R, V, lockstep ? " lockstep" : "");
     wait_all(c, what);
     std::vector<float> got((size_t)R * V);
     for (int k = 0; k < c->n; k++) {
@@ -532,6 +543,13 @@ int main(int argc, char **argv) {
             check_stress(&c, groups[gi].label);
             for (int R : {1, 5, 64})
                 for (int V : {4000, 4001}) check_gather(&c, R, V, groups[gi].label);
+            if (!groups[gi].real) { /* lockstep: the halves in rank order on one stream */
+                for (int T : {1, 64, 300})
+                    for (int mode = 0; mode < 4; mode++)
+                        check_case(&c, T, mode, (T + mode) & 1, gain, groups[gi].label, true);
+                for (int V : {4000, 4001}) check_gather(&c, 5, V, groups[gi].label, true);
+                check_stress(&c, groups[gi].label); /* the flags still in step after them */
+            }
         }
         ctx_free(&c);
     }

@@ -33,6 +33,7 @@ struct ar_args {
     ar_sync sync;
     float *bufs[AR_MAX_RANKS];
     int T, H;
+    int phases; /* AR_PHASE_*: the whole call, or one half of it (ranks in lockstep, allreduce.h) */
     const float *slots;
     int n_slots;
     const uint16_t *delta;
@@ -109,7 +110,7 @@ __global__ void ar_add_rmsnorm_kernel(const ar_args a) {
     const bool active = 8 * c < H;
 
     /* 1. This rank's partial rows. */
-    if ((a.slots || a.delta) && active) {
+    if ((a.phases & AR_PHASE_PARTIAL) && (a.slots || a.delta) && active) {
         float *mine = a.bufs[a.sync.rank];
         for (int t = b; t < a.T; t += gridDim.x) {
             float d[8] = {0, 0, 0, 0, 0, 0, 0, 0};
@@ -135,7 +136,8 @@ __global__ void ar_add_rmsnorm_kernel(const ar_args a) {
     }
 
     /* 2. The barrier with block b of every rank. */
-    ar_barrier(a.sync);
+    if (a.phases & AR_PHASE_BARRIER) ar_barrier(a.sync);
+    if (!(a.phases & AR_PHASE_REDUCE)) return;
 
     /* 3. The sum in rank order, the residual, the norm. */
     for (int t = b; t < a.T; t += gridDim.x) {
@@ -158,6 +160,7 @@ __global__ void ar_add_rmsnorm_kernel(const ar_args a) {
 
 struct ar_gather_args {
     ar_sync sync;
+    bool barriers; /* false: ranks in lockstep (allreduce.h) */
     const float *parts[AR_MAX_RANKS];
     int col0[AR_MAX_RANKS], ncols[AR_MAX_RANKS];
     int R, ld;
@@ -168,7 +171,7 @@ struct ar_gather_args {
  * multiple of 4 columns: 16-byte loads from the peers through L2), else floats one by one; then the
  * closing barrier (allreduce.h). */
 __global__ void ar_gather_kernel(const ar_gather_args a) {
-    ar_barrier(a.sync);
+    if (a.barriers) ar_barrier(a.sync);
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     for (int k = 0; k < a.sync.n; k++) {
         const int nc = a.ncols[k];
@@ -186,7 +189,7 @@ __global__ void ar_gather_kernel(const ar_gather_args a) {
             }
         }
     }
-    ar_barrier(a.sync);
+    if (a.barriers) ar_barrier(a.sync);
 }
 
 /* The barrier fields of rank r's calls. */
@@ -200,8 +203,8 @@ static ar_sync sync_of(const ar_rank *r, int what) {
     return s;
 }
 
-cudaError_t ar_gather_rows(const ar_rank *r, const int *col0, const int *ncols, int R, float *out,
-                           int ld, cudaStream_t stream) {
+static cudaError_t gather(const ar_rank *r, const int *col0, const int *ncols, int R, float *out,
+                          int ld, bool barriers, cudaStream_t stream) {
     if (!r || !col0 || !ncols || R < 0 || !out || r->n_ranks < 1 || r->n_ranks > AR_MAX_RANKS ||
         r->max_blocks < 1)
         return cudaErrorInvalidValue;
@@ -216,31 +219,50 @@ cudaError_t ar_gather_rows(const ar_rank *r, const int *col0, const int *ncols, 
     }
     if (R == 0) return cudaSuccess;
     a.sync = sync_of(r, 2);
+    a.barriers = barriers;
     a.R = R, a.ld = ld, a.out = out;
     ar_gather_kernel<<<r->max_blocks, 256, 0, stream>>>(a);
     return cudaGetLastError();
 }
 
-cudaError_t ar_add_rmsnorm(const ar_rank *r, int site, const float *slots, int n_slots,
-                           const uint16_t *delta, int T, float *h, const uint16_t *gain, float eps,
-                           uint16_t *y, uint16_t *y_lo, cudaStream_t stream) {
-    if (!r || site < 0 || site >= AR_SITES || T < 0 || T > r->T_cap || !h ||
-        (slots && n_slots < 1) || (y && !gain) || (y_lo && !y) || r->n_ranks < 1 ||
-        r->n_ranks > AR_MAX_RANKS || r->rank < 0 || r->rank >= r->n_ranks || r->max_blocks < 1 ||
-        r->H % 8 || r->H > AR_MAX_H)
+cudaError_t ar_gather_rows(const ar_rank *r, const int *col0, const int *ncols, int R, float *out,
+                           int ld, cudaStream_t stream) {
+    return gather(r, col0, ncols, R, out, ld, true, stream);
+}
+
+cudaError_t ar_gather_copy(const ar_rank *r, const int *col0, const int *ncols, int R, float *out,
+                           int ld, cudaStream_t stream) {
+    return gather(r, col0, ncols, R, out, ld, false, stream);
+}
+
+cudaError_t ar_add_rmsnorm_phases(const ar_rank *r, int phases, int site, const float *slots,
+                                  int n_slots, const uint16_t *delta, int T, float *h,
+                                  const uint16_t *gain, float eps, uint16_t *y, uint16_t *y_lo,
+                                  cudaStream_t stream) {
+    if (!r || phases < 1 || phases > AR_PHASE_ALL || site < 0 || site >= AR_SITES || T < 0 ||
+        T > r->T_cap || !h || (slots && n_slots < 1) || (y && !gain) || (y_lo && !y) ||
+        r->n_ranks < 1 || r->n_ranks > AR_MAX_RANKS || r->rank < 0 || r->rank >= r->n_ranks ||
+        r->max_blocks < 1 || r->H % 8 || r->H > AR_MAX_H)
         return cudaErrorInvalidValue;
     if (T == 0) return cudaSuccess;
     ar_args a;
     memset(&a, 0, sizeof a);
     for (int k = 0; k < r->n_ranks; k++) a.bufs[k] = r->bufs[site][k];
     a.sync = sync_of(r, site);
-    a.T = T, a.H = r->H;
+    a.T = T, a.H = r->H, a.phases = phases;
     a.slots = slots, a.n_slots = slots ? n_slots : 0, a.delta = delta;
     a.h = h, a.gain = gain, a.eps = eps, a.y = y, a.ylo = y_lo;
     const int grid = T < r->max_blocks ? T : r->max_blocks;
     const int per_row = ((r->H / 8 + 31) / 32) * 32, threads = per_row < 32 ? 32 : per_row;
     ar_add_rmsnorm_kernel<<<grid, threads, 0, stream>>>(a);
     return cudaGetLastError();
+}
+
+cudaError_t ar_add_rmsnorm(const ar_rank *r, int site, const float *slots, int n_slots,
+                           const uint16_t *delta, int T, float *h, const uint16_t *gain, float eps,
+                           uint16_t *y, uint16_t *y_lo, cudaStream_t stream) {
+    return ar_add_rmsnorm_phases(r, AR_PHASE_ALL, site, slots, n_slots, delta, T, h, gain, eps, y,
+                                 y_lo, stream);
 }
 
 /* ---- the group ---- */

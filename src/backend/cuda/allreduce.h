@@ -110,6 +110,20 @@ cudaError_t ar_add_rmsnorm(const ar_rank *r, int site, const float *slots, int n
 cudaError_t ar_gather_rows(const ar_rank *r, const int *col0, const int *ncols, int R, float *out,
                            int ld, cudaStream_t stream);
 
+/* Ranks in lockstep: every rank's kernels on one stream, one after the other (tp_backend.c's test
+ * mode with every rank on one GPU). There a rank's kernel must not wait for a peer's, which comes
+ * later in the same stream; instead the caller orders the halves of each call across the ranks:
+ *   ar_add_rmsnorm_phases(AR_PHASE_PARTIAL) on every rank, then (AR_PHASE_REDUCE) on every rank;
+ *   the lm_head pieces on every rank, then ar_gather_copy on every rank, then the next chunk.
+ * No flags are touched, so nothing here depends on which kernels can run at the same time. */
+enum { AR_PHASE_PARTIAL = 1, AR_PHASE_BARRIER = 2, AR_PHASE_REDUCE = 4, AR_PHASE_ALL = 7 };
+cudaError_t ar_add_rmsnorm_phases(const ar_rank *r, int phases, int site, const float *slots,
+                                  int n_slots, const uint16_t *delta, int T, float *h,
+                                  const uint16_t *gain, float eps, uint16_t *y, uint16_t *y_lo,
+                                  cudaStream_t stream);
+cudaError_t ar_gather_copy(const ar_rank *r, const int *col0, const int *ncols, int R, float *out,
+                           int ld, cudaStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

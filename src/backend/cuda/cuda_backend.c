@@ -366,7 +366,7 @@ void cuda_rank_destroy(struct backend *b) {
     attn_decode_fused_free();
     if (b->t_start) cudaEventDestroy(b->t_start);
     if (b->t_end) cudaEventDestroy(b->t_end);
-    if (b->stream) cudaStreamDestroy(b->stream);
+    if (b->stream && !b->stream_borrowed) cudaStreamDestroy(b->stream);
     (void)cudaGetLastError();
 }
 

@@ -268,7 +268,9 @@ struct backend {
     const ar_rank *ar;
     ar_group *ar_owned;
     struct backend *tp_peer[TP_MAX];
-    struct tp_workers *tp_threads;         /* rank 0: the host threads that launch ranks 1.. */
+    struct tp_workers *tp_threads; /* rank 0: the host threads that launch ranks 1.. */
+    struct tp_lockstep *tp_lock;   /* every rank on one GPU: their step in lockstep on one stream */
+    bool stream_borrowed; /* b->stream is rank 0's (lockstep): not this rank's to destroy */
     int tp_col0[TP_MAX], tp_ncols[TP_MAX]; /* every rank's vocabulary share, for the gather */
 };
 
@@ -319,6 +321,13 @@ int tp_create(struct backend *b, const backend_options *opt, bool synthetic, uin
 int tp_launch(struct backend *b, const step_batch *st);
 int tp_wait(struct backend *b, step_result *res);
 void tp_destroy_peers(struct backend *b);
+/* The forward pass's collectives (allreduce.h): the all-reduce + residual + RMSNorm, and the
+ * logits gather of nr rows into out. Ranks on their own GPUs run them as one kernel each; ranks in
+ * lockstep on one GPU (tp_lock) order the halves across the ranks on the host. */
+cudaError_t tp_all_reduce(struct backend *b, int site, const float *slots, int n_slots,
+                          const uint16_t *delta, int T, float *h, const uint16_t *gain, float eps,
+                          uint16_t *y, uint16_t *y_lo, cudaStream_t s);
+cudaError_t tp_gather(struct backend *b, int nr, float *out, cudaStream_t s);
 
 /* runner.c, for a rank other than 0 at wait: waits for its step, then takes rank 0's tokens of the
  * rows rank 0 sampled on the host or at wait (the peer sampled the others itself, identically) as

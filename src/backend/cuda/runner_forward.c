@@ -68,8 +68,8 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
         /* The previous layer's MoE slots join the residual here, then the attention norm (under
          * TP, summed over the ranks on the way: allreduce.h). */
         if (l > 0 && b->ar)
-            CU(ar_add_rmsnorm(b->ar, 1, w->y_slots, p->n_slots, NULL, T, w->h, ly->attn_norm,
-                              b->eps, w->a, a_lo, s));
+            CU(tp_all_reduce(b, 1, w->y_slots, p->n_slots, NULL, T, w->h, ly->attn_norm, b->eps,
+                             w->a, a_lo, s));
         else if (l > 0)
             CU(norm_add_rmsnorm_split(w->h, NULL, w->y_slots, p->n_slots, T, H, ly->attn_norm,
                                       b->eps, w->a, a_lo, s));
@@ -94,8 +94,7 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
                            s));
         CU(gemm_bf16(b->gemm, w->attn, T, b->Q, ly->o_w, H, ly->o_b, w->o, GEMM_OUT_BF16, s));
         if (b->ar)
-            CU(ar_add_rmsnorm(b->ar, 0, NULL, 0, w->o, T, w->h, ly->mlp_norm, b->eps, w->a, a_lo,
-                              s));
+            CU(tp_all_reduce(b, 0, NULL, 0, w->o, T, w->h, ly->mlp_norm, b->eps, w->a, a_lo, s));
         else
             CU(norm_add_rmsnorm_split(w->h, w->o, NULL, 0, T, H, ly->mlp_norm, b->eps, w->a, a_lo,
                                       s));
@@ -111,8 +110,7 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
     /* Under TP the last layer's MoE is summed over the ranks into h first (every token: the
      * ranks' sequence of collective calls must not depend on the rows). */
     if (b->ar)
-        CU(ar_add_rmsnorm(b->ar, 1, w->y_slots, p->n_slots, NULL, T, w->h, NULL, b->eps, NULL, NULL,
-                          s));
+        CU(tp_all_reduce(b, 1, w->y_slots, p->n_slots, NULL, T, w->h, NULL, b->eps, NULL, NULL, s));
     const float *last_slots = b->ar ? NULL : w->y_slots;
 
     /* Logits only for the rows that need them, R_cap rows at a time; under TP each rank makes its
@@ -124,7 +122,7 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
         if (b->ar) {
             CU(gemm_bf16(b->gemm, w->sel, nr, H, g->lm_head, b->V_lm, NULL,
                          b->ar->gather[b->tp_rank], GEMM_OUT_F32, s));
-            CU(ar_gather_rows(b->ar, b->tp_col0, b->tp_ncols, nr, w->logits, b->V, s));
+            CU(tp_gather(b, nr, w->logits, s));
         } else {
             CU(gemm_bf16(b->gemm, w->sel, nr, H, g->lm_head, b->V, NULL, w->logits, GEMM_OUT_F32,
                          s));

@@ -49,6 +49,74 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* ---- lockstep (every rank on one GPU) ---- */
+
+/* With GPTOSS_TP_ONE_GPU=1 the ranks share rank 0's stream and their kernels run one after another,
+ * so no rank's kernel may wait for a peer's (it would wait for a kernel queued behind it). Each
+ * launch thread still enqueues its own rank's step; at every collective the threads meet here,
+ * so that all ranks' partials are enqueued before any rank's reduction (allreduce.h's halves). A
+ * rank whose enqueue fails breaks the barrier, and every waiting rank then fails too instead of
+ * waiting for good. Graphs are off in this mode (one stream, four threads). */
+struct tp_lockstep {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int n, arrived;
+    unsigned gen;
+    bool broken;
+    int first_failed; /* the rank that broke it (its error is the step's), -1 if none */
+};
+
+static struct tp_lockstep *lockstep_new(int n) {
+    struct tp_lockstep *l = xcalloc(1, sizeof *l);
+    pthread_mutex_init(&l->mu, NULL);
+    pthread_cond_init(&l->cv, NULL);
+    l->n = n, l->first_failed = -1;
+    return l;
+}
+
+static void lockstep_free(struct tp_lockstep *l) {
+    if (!l) return;
+    pthread_mutex_destroy(&l->mu);
+    pthread_cond_destroy(&l->cv);
+    free(l);
+}
+
+/* Every rank of the step reaches this point; -1 if some rank failed (now or before). */
+static int lockstep_wait(struct tp_lockstep *l) {
+    pthread_mutex_lock(&l->mu);
+    if (l->broken) {
+        pthread_mutex_unlock(&l->mu);
+        return -1;
+    }
+    const unsigned gen = l->gen;
+    if (++l->arrived == l->n) {
+        l->arrived = 0, l->gen++;
+        pthread_cond_broadcast(&l->cv);
+    } else {
+        while (gen == l->gen && !l->broken) pthread_cond_wait(&l->cv, &l->mu);
+    }
+    const int rc = gen == l->gen && l->broken ? -1 : 0;
+    pthread_mutex_unlock(&l->mu);
+    return rc;
+}
+
+static void lockstep_break(struct tp_lockstep *l, int rank) {
+    if (!l) return;
+    pthread_mutex_lock(&l->mu);
+    if (!l->broken) l->first_failed = rank;
+    l->broken = true;
+    pthread_cond_broadcast(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+}
+
+/* Before a step's enqueues (no thread is inside lockstep_wait then). */
+static void lockstep_reset(struct tp_lockstep *l) {
+    if (!l) return;
+    pthread_mutex_lock(&l->mu);
+    l->broken = false, l->arrived = 0, l->first_failed = -1;
+    pthread_mutex_unlock(&l->mu);
+}
+
 /* ---- the launch threads ---- */
 
 typedef struct {
@@ -77,6 +145,7 @@ static void *worker_main(void *arg) {
         if (w->quit) break;
         pthread_mutex_unlock(&w->mu);
         const int rc = runner_launch_enqueue(w->b); /* its host half ran in tp_launch */
+        if (rc) lockstep_break(w->b->tp_lock, w->b->tp_rank);
         pthread_mutex_lock(&w->mu);
         w->rc = rc;
         if (rc) snprintf(w->err, sizeof w->err, "%s", err_msg());
@@ -121,6 +190,28 @@ static void workers_stop(struct backend *b) {
     b->tp_threads = NULL;
 }
 
+cudaError_t tp_all_reduce(struct backend *b, int site, const float *slots, int n_slots,
+                          const uint16_t *delta, int T, float *h, const uint16_t *gain, float eps,
+                          uint16_t *y, uint16_t *y_lo, cudaStream_t s) {
+    if (!b->tp_lock)
+        return ar_add_rmsnorm(b->ar, site, slots, n_slots, delta, T, h, gain, eps, y, y_lo, s);
+    cudaError_t e = ar_add_rmsnorm_phases(b->ar, AR_PHASE_PARTIAL, site, slots, n_slots, delta, T,
+                                          h, gain, eps, y, y_lo, s);
+    if (e != cudaSuccess) return e;
+    if (lockstep_wait(b->tp_lock)) return cudaErrorLaunchFailure; /* a peer failed */
+    return ar_add_rmsnorm_phases(b->ar, AR_PHASE_REDUCE, site, slots, n_slots, delta, T, h, gain,
+                                 eps, y, y_lo, s);
+}
+
+cudaError_t tp_gather(struct backend *b, int nr, float *out, cudaStream_t s) {
+    if (!b->tp_lock) return ar_gather_rows(b->ar, b->tp_col0, b->tp_ncols, nr, out, b->V, s);
+    /* every rank's piece, then every rank's copy, then (the next chunk rewrites the pieces) again */
+    if (lockstep_wait(b->tp_lock)) return cudaErrorLaunchFailure;
+    cudaError_t e = ar_gather_copy(b->ar, b->tp_col0, b->tp_ncols, nr, out, b->V, s);
+    if (e != cudaSuccess) return e;
+    return lockstep_wait(b->tp_lock) ? cudaErrorLaunchFailure : cudaSuccess;
+}
+
 /* Rank r's dims: its heads, its intermediate share padded to I_pad, its vocabulary rows. */
 static void apply_share(struct backend *b, const tp_plan *plan, int r, int device, int I_pad) {
     const tp_rank *k = &plan->rank[r];
@@ -132,6 +223,30 @@ static void apply_share(struct backend *b, const tp_plan *plan, int r, int devic
     b->V0 = k->vocab0, b->V_lm = k->n_vocab;
     for (int j = 0; j < plan->size; j++)
         b->tp_col0[j] = plan->rank[j].vocab0, b->tp_ncols[j] = plan->rank[j].n_vocab;
+}
+
+/* The all-reduce group again, for b->ws.T_cap rows. Every rank idle first (the last step's
+ * collectives all have their partners, so this ends); the new group's counters start at 0 on every
+ * rank alike. */
+static int grow_collectives(struct backend *b) {
+    ar_group *g = b->ar_owned;
+    int devices[AR_MAX_RANKS];
+    const int n = g->n_ranks, H = g->rank[0].H;
+    const size_t gather_cap = g->rank[0].gather_cap;
+    memcpy(devices, g->devices, sizeof devices);
+    for (int r = 0; r < b->tp_size; r++) {
+        CU(cudaSetDevice(b->tp_peer[r]->device));
+        CU(cudaStreamSynchronize(b->tp_peer[r]->stream));
+    }
+    log_info("cuda backend: a step of %d tokens: growing the all-reduce buffers", b->ws.T_cap);
+    ar_group_free(g);
+    cudaError_t e = ar_group_create(g, n, devices, b->ws.T_cap, H, 0, gather_cap);
+    CU(cudaSetDevice(b->device));
+    if (e != cudaSuccess)
+        return err_set("--tensor-parallel-size: cannot grow the all-reduce buffers to %d rows: %s",
+                       b->ws.T_cap, cudaGetErrorString(e));
+    for (int r = 0; r < b->tp_size; r++) b->tp_peer[r]->ar = &g->rank[r];
+    return 0;
 }
 
 int tp_create(struct backend *b, const backend_options *opt, bool synthetic, uint64_t seed) {
@@ -171,9 +286,20 @@ int tp_create(struct backend *b, const backend_options *opt, bool synthetic, uin
         *b->tp_peer[r] = proto;
     }
     for (int r = 0; r < N; r++) apply_share(b->tp_peer[r], &plan, r, devices[r], I_pad);
+    backend_options o = *opt;
+    if (one_gpu) o.enforce_eager = true; /* lockstep: no graphs (see above) */
     for (int r = 0; r < N; r++)
-        if (cuda_rank_setup(b->tp_peer[r], opt, synthetic, seed, r ? b : NULL, one_gpu ? N - 1 : 0))
+        if (cuda_rank_setup(b->tp_peer[r], &o, synthetic, seed, r ? b : NULL, one_gpu ? N - 1 : 0))
             return err_prefix("rank %d of %d", r, N);
+    if (one_gpu) { /* lockstep on rank 0's stream */
+        b->tp_lock = lockstep_new(N);
+        for (int r = 1; r < N; r++) {
+            struct backend *br = b->tp_peer[r];
+            CU(cudaStreamSynchronize(br->stream));
+            CU(cudaStreamDestroy(br->stream));
+            br->stream = b->stream, br->stream_borrowed = true, br->tp_lock = b->tp_lock;
+        }
+    }
 
     /* The all-reduce group: the residual rows of the largest step, the gather of R_cap rows. */
     int max_v = 0;
@@ -194,7 +320,7 @@ int tp_create(struct backend *b, const backend_options *opt, bool synthetic, uin
     if (workers_start(b)) return -1;
     log_info("cuda backend: tensor parallel over %d ranks (%s): %d query heads, %d KV heads, %d of "
              "%d intermediate (padded to %d) and %d vocabulary rows per rank",
-             N, one_gpu ? "all on one GPU, GPTOSS_TP_ONE_GPU=1" : "one GPU each",
+             N, one_gpu ? "all on one GPU in lockstep, GPTOSS_TP_ONE_GPU=1" : "one GPU each",
              plan.rank[0].n_q_heads, plan.rank[0].n_kv_heads, plan.rank[0].n_units * TP_UNIT,
              b->cfg.intermediate, I_pad, plan.rank[0].n_vocab);
     return 0;
@@ -223,6 +349,12 @@ int tp_launch(struct backend *b, const step_batch *st) {
             return r ? err_prefix("rank %d", r) : -1;
         }
     }
+    /* A host half may have grown the workspace past the collectives' rows: grow those too. */
+    if (b->ws.T_cap > b->ar_owned->rank[0].T_cap && grow_collectives(b)) {
+        for (int r = 0; r < b->tp_size; r++) b->tp_peer[r]->pending.st = NULL;
+        return -1;
+    }
+    lockstep_reset(b->tp_lock);
     for (int r = 1; r < b->tp_size; r++) {
         tp_worker *w = &ws->w[r];
         pthread_mutex_lock(&w->mu);
@@ -232,15 +364,27 @@ int tp_launch(struct backend *b, const step_batch *st) {
     }
     CU(cudaSetDevice(b->device));
     int n_failed = 0;
-    char msg[512] = "";
-    if (runner_launch_enqueue(b)) n_failed++, snprintf(msg, sizeof msg, "%s", err_msg());
+    bool failed[TP_MAX] = {false};
+    char errs[TP_MAX][512];
+    if (runner_launch_enqueue(b)) {
+        lockstep_break(b->tp_lock, 0);
+        failed[0] = true, n_failed++;
+        snprintf(errs[0], sizeof errs[0], "%s", err_msg());
+    }
     for (int r = 1; r < b->tp_size; r++) {
         tp_worker *w = &ws->w[r];
         pthread_mutex_lock(&w->mu);
         while (w->job) pthread_cond_wait(&w->cv, &w->mu);
-        if (w->rc && !n_failed++) snprintf(msg, sizeof msg, "rank %d: %s", r, w->err);
+        if (w->rc) failed[r] = true, n_failed++, snprintf(errs[r], sizeof errs[r], "%s", w->err);
         pthread_mutex_unlock(&w->mu);
     }
+    /* The first failure's message; in lockstep, the rank that broke the barrier's (the others only
+     * failed because it did). */
+    int shown = b->tp_lock ? b->tp_lock->first_failed : -1;
+    for (int r = 0; r < b->tp_size && (shown < 0 || !failed[shown]); r++)
+        if (failed[r]) shown = r;
+    char msg[600] = "";
+    if (n_failed) snprintf(msg, sizeof msg, "rank %d: %s", shown, errs[shown]);
     if (n_failed == 0) return 0;
     /* The checks that can fail fail in the host halves, before anything is enqueued; a CUDA error
      * on some ranks only leaves the others' step waiting for them (until the watchdog): fatal. */
@@ -277,5 +421,7 @@ void tp_destroy_peers(struct backend *b) {
         free(b->ar_owned);
         b->ar_owned = NULL;
     }
+    lockstep_free(b->tp_lock);
+    b->tp_lock = NULL;
     cudaSetDevice(b->device);
 }
