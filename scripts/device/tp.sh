@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 17 on one H200, in one call (~4 min): the tensor-parallel code with its ranks side by side on
+# Issue 17 on one H200, in one call (~4 min): the tensor-parallel code with its ranks in lockstep on
 # one GPU (GPTOSS_TP_ONE_GPU=1), and on two GPUs when the machine has them.
 #   1. gpu_test_allreduce: the one-shot all-reduce + residual + RMSNorm and the logits gather,
 #      virtual 2 and 4 ranks (and real peers with 2 GPUs), eager and in graphs; then --bench (with

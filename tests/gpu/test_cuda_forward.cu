@@ -899,7 +899,7 @@ static void tp_checks(rng_t *rng) {
     std::vector<tf_seq> ref;
     int V = 0;
     for (int tp : {1, 2, 4}) {
-        if (tp > n_dev) setenv("GPTOSS_TP_ONE_GPU", "1", 1); /* the ranks side by side on GPU 0 */
+        if (tp > n_dev) setenv("GPTOSS_TP_ONE_GPU", "1", 1); /* the ranks in lockstep on GPU 0 */
         backend *be = make_cuda(model, 16, 0, 512, 2048, tp);
         unsetenv("GPTOSS_TP_ONE_GPU");
         CHECK(be != NULL, "cuda backend %s, --tensor-parallel-size %d", model, tp);
@@ -1194,9 +1194,6 @@ static void fixture_tiny64(rng_t *rng) {
 }
 
 int main(int argc, char **argv) {
-    /* Virtual ranks on one GPU run side by side on separate streams and wait for each other: their
-     * streams must sit on distinct hardware queues (8 by default, taken round robin). */
-    setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
     setenv("CUDA_MODULE_LOADING", "EAGER", 1); /* see cuda_backend.c: ranks wait on each other */
     setenv("GPTOSS_AR_TIMEOUT_S", "10", 0);    /* a TP step that hangs fails with a report */
     const uint64_t seed = gpu_test_seed(argc, argv);

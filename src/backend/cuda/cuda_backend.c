@@ -176,13 +176,6 @@ static void cuda_destroy(backend *b);
 
 static int create_inner(struct backend *b, const backend_options *opt) {
     if (!opt || !opt->model) return err_set("cuda backend: no model given");
-    /* Ranks sharing one GPU (tp_backend.c) need their streams on distinct hardware queues: two
-     * ranks' all-reduce kernels wait for each other, so one queued behind the other would never
-     * start. Streams take the queues round robin; 32 (the most) instead of 8 keeps a few ranks'
-     * streams apart. Effective only before the process's first CUDA call. */
-    const char *one_gpu = getenv("GPTOSS_TP_ONE_GPU");
-    if (opt->tensor_parallel_size > 1 && one_gpu && !strcmp(one_gpu, "1"))
-        setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
     /* Ranks wait for each other inside the all-reduce kernels, and CUDA's lazy module loading may
      * wait for a device's running kernels to finish before a kernel's first launch: one rank
      * launching a kernel for the first time while another spins in an all-reduce would never

@@ -24,10 +24,11 @@
  * CUDA error during the enqueues can leave one rank's step waiting for another's: fatal anyway.
  *
  * GPUs: N of them, peer access between each pair (NVLink on an H200 node). GPTOSS_TP_ONE_GPU=1 puts
- * every rank on one GPU instead (the kernels of the ranks then run side by side on its SMs, their
- * streams on distinct hardware queues: CUDA_DEVICE_MAX_CONNECTIONS=32, cuda_backend.c): the
- * sharded model and the protocol are tested that way on one H200 (tests/gpu/test_cuda_forward.cu's
- * --tp). Not done yet: checkpoints (synthetic models only), --enable-expert-parallel, NCCL for large
+ * every rank on one GPU instead, in lockstep on one stream (below): the sharded model is tested that
+ * way on one H200 (tests/gpu/test_cuda_forward.cu's --tp). An earlier version ran the ranks' streams
+ * side by side there, with the flag barriers; it hung at TP4 and on the whole 120b at TP2 (a rank's
+ * spinning all-reduce blocks and another rank's kernels sharing one GPU's SMs: on separate GPUs
+ * that cannot happen, each GPU's work ends up waiting only for the other GPU). Not done yet: checkpoints (synthetic models only), --enable-expert-parallel, NCCL for large
  * messages (the one-shot kernel serves every size).
  *
  * DEP2 (data-parallel attention + expert-parallel MoE), the design for when it is built: one global
@@ -270,7 +271,7 @@ int tp_create(struct backend *b, const backend_options *opt, bool synthetic, uin
     const bool one_gpu = one && !strcmp(one, "1");
     if (!one_gpu && ndev < N)
         return err_set("--tensor-parallel-size %d needs %d GPUs; this machine has %d "
-                       "(GPTOSS_TP_ONE_GPU=1 runs the ranks side by side on one GPU, for tests)",
+                       "(GPTOSS_TP_ONE_GPU=1 runs the ranks in turn on one GPU, for tests)",
                        N, N, ndev);
     int devices[TP_MAX], max_units = 0;
     for (int r = 0; r < N; r++) {
