@@ -322,8 +322,9 @@ moe_plan moe_plan_for(int T, int E, int k, int sm_count) {
     const double avg = (double)T * k / E; /* pairs per expert */
     /* Measured on the H200 (bench/results/kernels-2026-11-30-h200.md, E = 128): the small path beats
      * the large one at T = 256 (0.76 vs 3.18 ms) and T = 1024 (1.92 vs 3.27 ms, 32 pairs per expert);
-     * the large path's mma.sync pipeline only pays at prefill sizes. Until it has wgmma, take it from
-     * 96 pairs per expert (T = 3072 for 120b). GPTOSS_MOE_LARGE_MIN=N moves the threshold to N pairs
+     * the large path only pays at prefill sizes. From 96 pairs per expert (T = 3072 for 120b); on
+     * wgmma too (bench/results/wgmma-tp-2026-12-02-h200.md: from 24 pairs no gain, from 8 decode at
+     * batch 256 runs at 0.43×). GPTOSS_MOE_LARGE_MIN=N moves the threshold to N pairs
      * per expert (read once: the plan stays a function of its arguments within a process), for
      * measuring the wgmma kernel's crossover. */
     p.large = avg >= large_min_pairs();
