@@ -165,8 +165,11 @@ static int workers_start(struct backend *b) {
         w->b = b->tp_peer[r];
         pthread_mutex_init(&w->mu, NULL);
         pthread_cond_init(&w->cv, NULL);
-        if (pthread_create(&w->thread, NULL, worker_main, w) != 0)
+        if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
+            pthread_mutex_destroy(&w->mu);
+            pthread_cond_destroy(&w->cv);
             return err_set("--tensor-parallel-size: cannot start the launch thread of rank %d", r);
+        }
         w->started = true;
         ws->n = r;
     }
