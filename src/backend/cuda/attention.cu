@@ -260,7 +260,11 @@ static __device__ __forceinline__ void load_kv_tile8(const attn_args &a, const i
 static __device__ __forceinline__ void decode_merge_group(const attn_args &a, int kvh, int seq,
                                                           int q_row, float2 *s_ml);
 
-template <bool FP8> __global__ void __launch_bounds__(DEC_THREADS) attn_decode_kernel(attn_args a) {
+/* CVT (FP8 only, attn_set_fp8_cvt): the fragments by the exact conversion (kv_fp8.cuh) instead of
+ * bit placement: one instruction per two values instead of four, the same results bit for bit (the
+ * values are 2^8 larger, and the two scales below 2^8 smaller, all powers of two). */
+template <bool FP8, bool CVT = false>
+__global__ void __launch_bounds__(DEC_THREADS) attn_decode_kernel(attn_args a) {
     constexpr int STAGES = FP8 ? DEC_STAGES8 : DEC_STAGES;
     constexpr int STAGE_BYTES = FP8 ? DEC_STAGE_BYTES8 : DEC_STAGE_BYTES;
     constexpr int V_OFF = FP8 ? DEC_CHUNK * ROW8 : DEC_CHUNK * ROW_BYTES; /* V tile in a stage */
@@ -316,7 +320,8 @@ template <bool FP8> __global__ void __launch_bounds__(DEC_THREADS) attn_decode_k
         for (int kc = 0; kc < 4; kc++) qb[kc][0] = qg[kc * 8 + t], qb[kc][1] = qg[kc * 8 + 4 + t];
     }
 
-    const float sl2 = FP8 ? a.scale_log2 * a.kv_scales[kvh] * 4096.f : a.scale_log2;
+    /* 2^-4 q . 2^-8 k (bit placement) or 2^-4 q . k (CVT) */
+    const float sl2 = FP8 ? a.scale_log2 * a.kv_scales[kvh] * (CVT ? 16.f : 4096.f) : a.scale_log2;
     /* The running max starts at the sink (heads 2t, 2t+1); with an FP8 cache SINK_ROOM under it, so
      * that P, in fp16, stays in range for a head whose keys all sit far under a dominant sink. */
     const float room = FP8 ? SINK_ROOM : 0.f;
@@ -356,9 +361,18 @@ template <bool FP8> __global__ void __launch_bounds__(DEC_THREADS) attn_decode_k
             const uint32_t xw[4] = {x.x, x.y, x.z, x.w}, yw[4] = {y.x, y.y, y.z, y.w};
 #pragma unroll
             for (int kc = 0; kc < 4; kc++) {
-                const uint32_t ka[4] = {
-                    e4m3_pick_f16x2<0, 1>(xw[kc], xw[kc]), e4m3_pick_f16x2<0, 1>(yw[kc], yw[kc]),
-                    e4m3_pick_f16x2<2, 3>(xw[kc], xw[kc]), e4m3_pick_f16x2<2, 3>(yw[kc], yw[kc])};
+                uint32_t ka[4];
+                if constexpr (CVT) {
+                    ka[0] = e4m3_pick_f16x2_exact<0, 1>(xw[kc], xw[kc]);
+                    ka[1] = e4m3_pick_f16x2_exact<0, 1>(yw[kc], yw[kc]);
+                    ka[2] = e4m3_pick_f16x2_exact<2, 3>(xw[kc], xw[kc]);
+                    ka[3] = e4m3_pick_f16x2_exact<2, 3>(yw[kc], yw[kc]);
+                } else {
+                    ka[0] = e4m3_pick_f16x2<0, 1>(xw[kc], xw[kc]);
+                    ka[1] = e4m3_pick_f16x2<0, 1>(yw[kc], yw[kc]);
+                    ka[2] = e4m3_pick_f16x2<2, 3>(xw[kc], xw[kc]);
+                    ka[3] = e4m3_pick_f16x2<2, 3>(yw[kc], yw[kc]);
+                }
                 mma_f16_16816(s, ka, qb[kc][0], qb[kc][1]);
             }
         } else {
@@ -413,7 +427,19 @@ template <bool FP8> __global__ void __launch_bounds__(DEC_THREADS) attn_decode_k
                 const uint32_t x0 = mt < 2 ? v0.x : v0.y, x1 = mt < 2 ? v1.x : v1.y;
                 const uint32_t x2 = mt < 2 ? v2.x : v2.y, x3 = mt < 2 ? v3.x : v3.y;
                 uint32_t va[4];
-                if ((mt & 1) == 0) {
+                if constexpr (CVT) {
+                    if ((mt & 1) == 0) {
+                        va[0] = e4m3_pick_f16x2_exact<0, 4>(x0, x1);
+                        va[1] = e4m3_pick_f16x2_exact<1, 5>(x0, x1);
+                        va[2] = e4m3_pick_f16x2_exact<0, 4>(x2, x3);
+                        va[3] = e4m3_pick_f16x2_exact<1, 5>(x2, x3);
+                    } else {
+                        va[0] = e4m3_pick_f16x2_exact<2, 6>(x0, x1);
+                        va[1] = e4m3_pick_f16x2_exact<3, 7>(x0, x1);
+                        va[2] = e4m3_pick_f16x2_exact<2, 6>(x2, x3);
+                        va[3] = e4m3_pick_f16x2_exact<3, 7>(x2, x3);
+                    }
+                } else if ((mt & 1) == 0) {
                     va[0] = e4m3_pick_f16x2<0, 4>(x0, x1), va[1] = e4m3_pick_f16x2<1, 5>(x0, x1);
                     va[2] = e4m3_pick_f16x2<0, 4>(x2, x3), va[3] = e4m3_pick_f16x2<1, 5>(x2, x3);
                 } else {
@@ -477,8 +503,8 @@ template <bool FP8> __global__ void __launch_bounds__(DEC_THREADS) attn_decode_k
         for (int j = 0; j < 4; j++) o4[j] += f * s_o[(w * GQA + h) * DEC_OPAD + d0 + j];
     }
     if constexpr (FP8) {
-        /* 2^8 scale_v (V's fp16 fragments are 2^-8 x the value), 2^-14 (P's factor) */
-        const float vmul = a.kv_scales[a.n_kv_heads + kvh] * (256.f / 16384.f);
+        /* 2^8 scale_v (V's fp16 fragments are 2^-8 x the value; CVT: 1), 2^-14 (P's factor) */
+        const float vmul = a.kv_scales[a.n_kv_heads + kvh] * ((CVT ? 1.f : 256.f) / 16384.f);
 #pragma unroll
         for (int j = 0; j < 4; j++) o4[j] *= vmul;
     }
@@ -869,10 +895,33 @@ static cudaError_t allow_smem(const void *kernel, int bytes, unsigned long long 
     if (e == cudaSuccess) per_device_mark(done);
     return e;
 }
-static unsigned long long g_decode_smem_dev[2], g_prefill_smem_dev[2]; /* [kv_fp8] */
+/* [kv_fp8 + fp8 cvt] */
+static unsigned long long g_decode_smem_dev[3], g_prefill_smem_dev[2];
 
-static const void *decode_kernel(int fp8) {
-    return fp8 ? (const void *)attn_decode_kernel<true> : (const void *)attn_decode_kernel<false>;
+static int g_fp8_cvt =
+    -1; /* -1: not decided yet (GPTOSS_ATTN_FP8_CVT=1 at first use turns it on) */
+
+extern "C" void attn_set_fp8_cvt(int on) {
+    g_fp8_cvt = on ? 1 : 0;
+}
+
+extern "C" int attn_fp8_cvt_on(void) {
+    if (g_fp8_cvt < 0) {
+        const char *v = getenv("GPTOSS_ATTN_FP8_CVT");
+        g_fp8_cvt = v && !strcmp(v, "1");
+    }
+    return g_fp8_cvt;
+}
+
+/* 0: bf16, 1: FP8 by bit placement, 2: FP8 by the exact conversion. */
+static int decode_variant(int fp8) {
+    return fp8 ? (attn_fp8_cvt_on() ? 2 : 1) : 0;
+}
+
+static const void *decode_kernel(int variant) {
+    return variant == 2   ? (const void *)attn_decode_kernel<true, true>
+           : variant == 1 ? (const void *)attn_decode_kernel<true>
+                          : (const void *)attn_decode_kernel<false>;
 }
 
 extern "C" int attn_decode_num_splits(const attn_dims *d, int n_seqs, int max_keys) {
@@ -884,7 +933,7 @@ extern "C" int attn_decode_num_splits(const attn_dims *d, int n_seqs, int max_ke
         sms = v;
     else
         failed = true;
-    const int f8 = d->kv_fp8 ? 1 : 0;
+    const int f8 = decode_variant(d->kv_fp8);
     if (!failed && allow_smem(decode_kernel(f8), DEC_SMEM, &g_decode_smem_dev[f8]) == cudaSuccess &&
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&v, decode_kernel(f8), DEC_THREADS,
                                                       DEC_SMEM) == cudaSuccess &&
@@ -958,10 +1007,13 @@ extern "C" cudaError_t attn_decode(const attn_dims *d, const attn_seqs *s, const
                          (size_t)s->n_seqs * (size_t)d->n_kv_heads <= g_merge_counters_n
                      ? g_merge_counters
                      : NULL;
-    const int f8 = d->kv_fp8 ? 1 : 0;
+    const int f8 = decode_variant(d->kv_fp8);
     e = allow_smem(decode_kernel(f8), DEC_SMEM, &g_decode_smem_dev[f8]);
     if (e != cudaSuccess) return e;
-    if (f8)
+    if (f8 == 2)
+        pdl_launch(attn_decode_kernel<true, true>, dim3(d->n_kv_heads, s->n_seqs, num_splits),
+                   dim3(DEC_THREADS), DEC_SMEM, stream, a);
+    else if (f8)
         pdl_launch(attn_decode_kernel<true>, dim3(d->n_kv_heads, s->n_seqs, num_splits),
                    dim3(DEC_THREADS), DEC_SMEM, stream, a);
     else

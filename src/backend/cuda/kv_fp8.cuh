@@ -68,6 +68,24 @@ static __device__ __forceinline__ uint32_t e4m3_pick_f16x2(uint32_t x, uint32_t 
     return e4m3_hi_bytes_to_f16x2(__byte_perm(x, y, (unsigned)((B1 << 12) | (B0 << 4))));
 }
 
+/* The exact conversion for decode (attn_set_fp8_cvt): two codes, the first in the low byte of the
+ * 16-bit operand, -> their fp16 values (e4m3 is a subset of fp16), one instruction on sm_90 where the
+ * bit placement above takes a byte-permute and three logic ops. The values are 2^8 x those of the
+ * bit placement, exactly, so the kernels' results are the same bits once the scales are adjusted. */
+static __device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t lo16) {
+    uint32_t h;
+    asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h) : "h"((uint16_t)lo16));
+    return h;
+}
+
+/* Byte b0 of the 8 bytes {x, y} to the low half, byte b1 to the high half, exactly (see above). */
+template <int B0, int B1>
+static __device__ __forceinline__ uint32_t e4m3_pick_f16x2_exact(uint32_t x, uint32_t y) {
+    if constexpr (B0 == 0 && B1 == 1) return e4m3x2_to_f16x2(x); /* x's low half as it is */
+    if constexpr (B0 == 2 && B1 == 3) return e4m3x2_to_f16x2(x >> 16);
+    return e4m3x2_to_f16x2(__byte_perm(x, y, (unsigned)((B1 << 4) | B0)));
+}
+
 /* Two floats -> one f16x2 word (each rounded to nearest even), lo in the low half. */
 static __device__ __forceinline__ uint32_t pack_f16x2(float lo, float hi) {
     uint32_t r;
