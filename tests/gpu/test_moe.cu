@@ -473,6 +473,30 @@ static void test_E(int E, cudaStream_t st, int sm) {
         CHECK(y1.size() == y2.size() && !memcmp(y1.data(), y2.data(), y1.size() * 4),
               "E=%d T=%d: folded vs two-multiply dequantisation (or two runs of one plan) differ",
               E, T);
+        /* The small path's variants (moe_set_small_variant): 1-3 give variant 0's bits, 4 (the
+         * warps split a tile's k steps) its own, within the same reference bound; two runs of it
+         * agree. */
+        for (auto &p : plans) {
+            if (p.large) continue;
+            std::vector<float> y0, yv;
+            moe_set_small_variant(0);
+            run_experts_case(&w, &r, &p, d_x, d_act, d_y, T, E, toks, ref, st, &y0);
+            for (int v = 1; v < MOE_SMALL_VARIANTS; v++) {
+                moe_set_small_variant(v);
+                fprintf(stderr, "  (small variant %d)\n", v);
+                run_experts_case(&w, &r, &p, d_x, d_act, d_y, T, E, toks, ref, st, &yv);
+                if (v < 4) {
+                    CHECK(yv.size() == y0.size() && !memcmp(yv.data(), y0.data(), yv.size() * 4),
+                          "E=%d T=%d: small variant %d differs from variant 0", E, T, v);
+                } else {
+                    std::vector<float> y2;
+                    run_experts_case(&w, &r, &p, d_x, d_act, d_y, T, E, toks, ref, st, &y2);
+                    CHECK(y2.size() == yv.size() && !memcmp(y2.data(), yv.data(), y2.size() * 4),
+                          "E=%d T=%d: two runs of small variant 4 differ", E, T);
+                }
+            }
+            moe_set_small_variant(0);
+        }
         /* The large path on the warpgroup MMA (moe_wgmma.cu): the same reference bound, and two
          * runs give the same bits. */
         for (auto &p : plans) {
@@ -560,6 +584,17 @@ static void bench(cudaStream_t st, int sm) {
                                  (double)P * S * H * 4;
             const double flops = 2.0 * P * ((double)2 * I * H + (double)H * I);
             tu_bench_row(name, us, bytes, T >= 64 ? flops : 0);
+            /* the small path's variants (moe_set_small_variant), at T <= 256 */
+            for (int v = 1; v < MOE_SMALL_VARIANTS && !p.large && !wg && T <= 256; v++) {
+                moe_set_small_variant(v);
+                us = tu_time_us(st, 2, reps, [&](int i) {
+                    CUDA_CHECK(moe_experts(&W[i % COPIES], d_x, &r, &p, d_act, d_y, st));
+                });
+                moe_set_small_variant(0);
+                snprintf(name, sizeof name, "moe experts 120b T=%d %s variant %d touched=%d", T,
+                         plan_name(&p, pn, sizeof pn), v, n_touched);
+                tu_bench_row(name, us, bytes, T >= 64 ? flops : 0);
+            }
         }
         /* The combine: h += Σ slots, then RMSNorm (norm.h), at the automatic plan's slot count. */
         {
@@ -591,6 +626,7 @@ static void bench(cudaStream_t st, int sm) {
 int main(int argc, char **argv) {
     tu_init("test_moe");
     moe_set_wgmma(0); /* the plain large-path passes test mma.sync; the wgmma passes turn it on */
+    moe_set_small_variant(0); /* the variants' passes set theirs */
     check_plans();
     cudaStream_t st;
     CUDA_CHECK(cudaStreamCreate(&st));

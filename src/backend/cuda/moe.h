@@ -125,6 +125,15 @@ cudaError_t moe_experts(const moe_weights *w, const uint16_t *x, const moe_routi
 void moe_set_wgmma(int on);
 int moe_wgmma_on(void);
 
+/* The small path's variant, process-wide (moe_experts.cu's small_cfg): 0 as measured so far, 1 its
+ * shared memory sized for the tokens there are, 2 and 3 fewer k steps per register batch for more
+ * resident warps (the same bits from 0-3), 4 the warps of a block splitting one tile's k steps
+ * (its own order of the sum). GPTOSS_MOE_SMALL_VARIANT=N picks one at first use, until
+ * measurements choose the default. */
+enum { MOE_SMALL_VARIANTS = 5 };
+void moe_set_small_variant(int v);
+int moe_small_variant(void);
+
 /* The two halves, for benchmarks and tests. */
 cudaError_t moe_gate_up(const moe_weights *w, const uint16_t *x, const moe_routing *r,
                         const moe_plan *plan, uint16_t *act, cudaStream_t stream);
