@@ -42,6 +42,7 @@
  * and their order are the same on both sides because both ranks run the same routing on the
  * gathered router inputs. The block manager then keeps two pools (one per rank) behind one API. */
 #include "backend/cuda/runner.h"
+#include "base/barrier.h"
 #include "base/log.h"
 #include "base/xalloc.h"
 
@@ -59,63 +60,36 @@
  * rank whose enqueue fails breaks the barrier, and every waiting rank then fails too instead of
  * waiting for good. Graphs are off in this mode (one stream, four threads). */
 struct tp_lockstep {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int n, arrived;
-    unsigned gen;
-    bool broken;
-    int first_failed; /* the rank that broke it (its error is the step's), -1 if none */
+    barrier b; /* base/barrier.h: breakable, so a failing rank frees the others */
 };
 
 static struct tp_lockstep *lockstep_new(int n) {
     struct tp_lockstep *l = xcalloc(1, sizeof *l);
-    pthread_mutex_init(&l->mu, NULL);
-    pthread_cond_init(&l->cv, NULL);
-    l->n = n, l->first_failed = -1;
+    if (barrier_init(&l->b, n)) {
+        free(l);
+        return NULL;
+    }
     return l;
 }
 
 static void lockstep_free(struct tp_lockstep *l) {
     if (!l) return;
-    pthread_mutex_destroy(&l->mu);
-    pthread_cond_destroy(&l->cv);
+    barrier_destroy(&l->b);
     free(l);
 }
 
 /* Every rank of the step reaches this point; -1 if some rank failed (now or before). */
 static int lockstep_wait(struct tp_lockstep *l) {
-    pthread_mutex_lock(&l->mu);
-    if (l->broken) {
-        pthread_mutex_unlock(&l->mu);
-        return -1;
-    }
-    const unsigned gen = l->gen;
-    if (++l->arrived == l->n) {
-        l->arrived = 0, l->gen++;
-        pthread_cond_broadcast(&l->cv);
-    } else {
-        while (gen == l->gen && !l->broken) pthread_cond_wait(&l->cv, &l->mu);
-    }
-    const int rc = gen == l->gen && l->broken ? -1 : 0;
-    pthread_mutex_unlock(&l->mu);
-    return rc;
+    return barrier_wait(&l->b);
 }
 
 static void lockstep_break(struct tp_lockstep *l, int rank) {
-    if (!l) return;
-    pthread_mutex_lock(&l->mu);
-    if (!l->broken) l->first_failed = rank;
-    l->broken = true;
-    pthread_cond_broadcast(&l->cv);
-    pthread_mutex_unlock(&l->mu);
+    if (l) barrier_break(&l->b, rank);
 }
 
 /* Before a step's enqueues (no thread is inside lockstep_wait then). */
 static void lockstep_reset(struct tp_lockstep *l) {
-    if (!l) return;
-    pthread_mutex_lock(&l->mu);
-    l->broken = false, l->arrived = 0, l->first_failed = -1;
-    pthread_mutex_unlock(&l->mu);
+    if (l) barrier_reset(&l->b);
 }
 
 /* ---- the launch threads ---- */
@@ -296,7 +270,7 @@ int tp_create(struct backend *b, const backend_options *opt, bool synthetic, uin
         if (cuda_rank_setup(b->tp_peer[r], &o, synthetic, seed, r ? b : NULL, one_gpu ? N - 1 : 0))
             return err_prefix("rank %d of %d", r, N);
     if (one_gpu) { /* lockstep on rank 0's stream */
-        b->tp_lock = lockstep_new(N);
+        if (!(b->tp_lock = lockstep_new(N))) return -1;
         for (int r = 1; r < N; r++) {
             struct backend *br = b->tp_peer[r];
             CU(cudaStreamSynchronize(br->stream));
@@ -384,7 +358,7 @@ int tp_launch(struct backend *b, const step_batch *st) {
     }
     /* The first failure's message; in lockstep, the rank that broke the barrier's (the others only
      * failed because it did). */
-    int shown = b->tp_lock ? b->tp_lock->first_failed : -1;
+    int shown = b->tp_lock ? barrier_breaker(&b->tp_lock->b) : -1;
     for (int r = 0; r < b->tp_size && (shown < 0 || !failed[shown]); r++)
         if (failed[r]) shown = r;
     char msg[600] = "";
