@@ -501,14 +501,16 @@ static void test_E(int E, cudaStream_t st, int sm) {
          * runs give the same bits. */
         for (auto &p : plans) {
             if (!p.large) continue;
-            moe_set_wgmma(1);
-            fprintf(stderr, "  (wgmma)\n");
-            std::vector<float> wa, wb;
-            run_experts_case(&w, &r, &p, d_x, d_act, d_y, T, E, toks, ref, st, &wa);
-            run_experts_case(&w, &r, &p, d_x, d_act, d_y, T, E, toks, ref, st, &wb);
-            moe_set_wgmma(0);
-            CHECK(wa.size() == wb.size() && !memcmp(wa.data(), wb.data(), wa.size() * 4),
-                  "E=%d T=%d: two runs of the wgmma large path differ", E, T);
+            for (int v = 1; v <= 3; v++) { /* 2, 3: A through shared memory (moe.h) */
+                moe_set_wgmma(v);
+                fprintf(stderr, "  (wgmma %d)\n", v);
+                std::vector<float> wa, wb;
+                run_experts_case(&w, &r, &p, d_x, d_act, d_y, T, E, toks, ref, st, &wa);
+                run_experts_case(&w, &r, &p, d_x, d_act, d_y, T, E, toks, ref, st, &wb);
+                moe_set_wgmma(0);
+                CHECK(wa.size() == wb.size() && !memcmp(wa.data(), wb.data(), wa.size() * 4),
+                      "E=%d T=%d: two runs of the wgmma large path %d differ", E, T, v);
+            }
         }
         CUDA_CHECK(cudaFree(d_act));
         CUDA_CHECK(cudaFree(d_y));
@@ -566,9 +568,10 @@ static void bench(cudaStream_t st, int sm) {
         for (auto &p : plans) maxS = std::max(maxS, p.large ? 1 : p.down_splits);
         uint16_t *d_act = tu_dev_alloc<uint16_t>(P * I);
         float *d_y = tu_dev_alloc<float>(P * maxS * H);
-        for (size_t pi = 0; pi < plans.size() + (autop.large || plans.size() > 1); pi++) {
-            /* the last round: the large plan again on the warpgroup MMA (moe_wgmma.cu) */
-            const bool wg = pi == plans.size();
+        const size_t n_wg = (autop.large || plans.size() > 1) ? 3 : 0;
+        for (size_t pi = 0; pi < plans.size() + n_wg; pi++) {
+            /* the last rounds: the large plan again on the warpgroup MMA, kernels 1, 2, 3 (moe.h) */
+            const int wg = pi >= plans.size() ? (int)(pi - plans.size()) + 1 : 0;
             const moe_plan &p = wg ? (autop.large ? autop : plans[1]) : plans[pi];
             const int S = p.large ? 1 : p.down_splits;
             const int reps = T >= 1024 ? 10 : 50;
@@ -578,8 +581,10 @@ static void bench(cudaStream_t st, int sm) {
             });
             moe_set_wgmma(0);
             char pn[64];
+            char wgs[16] = "";
+            if (wg) snprintf(wgs, sizeof wgs, " wgmma%s", wg == 1 ? "" : wg == 2 ? "2" : "3");
             snprintf(name, sizeof name, "moe experts 120b T=%d %s%s touched=%d", T,
-                     plan_name(&p, pn, sizeof pn), wg ? " wgmma" : "", n_touched);
+                     plan_name(&p, pn, sizeof pn), wgs, n_touched);
             const double bytes = n_touched * expert_bytes + (double)T * H * 2 + 2.0 * P * I * 2 +
                                  (double)P * S * H * 4;
             const double flops = 2.0 * P * ((double)2 * I * H + (double)H * I);

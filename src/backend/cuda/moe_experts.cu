@@ -392,16 +392,16 @@ size_t moe_y_slots_bytes(int T, int k, int H, const moe_plan *plan) {
 
 static unsigned long long g_attrs_set; /* per device: per_device.h */
 
-static int g_wgmma = -1; /* -1: not decided yet (GPTOSS_MOE_WGMMA=0 at first use turns it off) */
+static int g_wgmma = -1; /* -1: not decided yet (GPTOSS_MOE_WGMMA at first use, moe.h) */
 
-void moe_set_wgmma(int on) {
-    g_wgmma = on ? 1 : 0;
+void moe_set_wgmma(int v) {
+    g_wgmma = v >= 0 && v <= 3 ? v : 1;
 }
 
 int moe_wgmma_on(void) {
     if (g_wgmma < 0) {
         const char *v = getenv("GPTOSS_MOE_WGMMA");
-        g_wgmma = !(v && !strcmp(v, "0"));
+        g_wgmma = v && v[0] >= '0' && v[0] <= '3' && !v[1] ? v[0] - '0' : 1;
     }
     return g_wgmma;
 }
@@ -478,7 +478,7 @@ static cudaError_t launch(const moe_args &a0, int mode, int folded, const moe_pl
         a.S = 1;
         a.n_rb = (a.RT + 7) / 8;
         const dim3 grid((unsigned)a.n_rb, (unsigned)moe_max_tiles(r->T, r->E, r->k));
-        if (moe_wgmma_on()) return moe_wgmma_launch(a, mode, grid, stream);
+        if (moe_wgmma_on()) return moe_wgmma_launch(a, mode, folded, grid, stream);
         if (mode == MODE_GATE_UP)
             pdl_launch(moe_large_kernel<MODE_GATE_UP>, dim3(grid), dim3(LG_THREADS), LG_SMEM,
                        stream, a);

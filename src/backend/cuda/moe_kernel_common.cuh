@@ -112,5 +112,7 @@ static __device__ __forceinline__ tile_weight_src tile_weight_sources(const moe_
     return w;
 }
 
-/* The wgmma large-batch kernel (moe_wgmma.cu) on moe_large_kernel's grid: (row blocks, tile slots). */
-cudaError_t moe_wgmma_launch(const moe_args &a, int mode, dim3 grid, cudaStream_t stream);
+/* The wgmma large-batch kernel (moe_wgmma.cu) on moe_large_kernel's grid: (row blocks, tile slots);
+ * which one is moe_wgmma_on()'s choice (moe.h), folded whether the weights' scales fold. */
+cudaError_t moe_wgmma_launch(const moe_args &a, int mode, int folded, dim3 grid,
+                             cudaStream_t stream);
