@@ -42,9 +42,13 @@ ticks=$((t1 - t0))
 hz=$(getconf CLK_TCK)
 # A spinning accept loop burns a whole core (2 s = 2 * hz ticks); a paused one next to nothing.
 [ "$ticks" -le $((hz / 2)) ] || fail "the server used $ticks ticks (hz $hz) in 2 s at the descriptor limit"
-n_warn=$(grep -c "accept: " "$SERVER_LOG")
+n_warn=$(grep -c "accept: Too many open files" "$SERVER_LOG")
 grep -q "accept: Too many open files" "$SERVER_LOG" || fail "no accept warning at the descriptor limit"
-[ "$n_warn" -eq 1 ] || fail "the accept warning was logged $n_warn times, expected once"
+# Once per pause: the holder's connections arrive over time while the overflow path turns surplus
+# ones away, so with two event loops a pause can end and start again ("accepting connections
+# again" between two warnings; a loaded CI box logged 2). A warning per accept attempt would be
+# thousands in these 2 s.
+[ "$n_warn" -le 3 ] || fail "the accept warning was logged $n_warn times, expected one per pause"
 passed=$((passed + 3))
 # During the attack: /health within 1 s (three probes), and a request to another route refused with
 # 503, not left waiting in the listen queue.
