@@ -13,8 +13,8 @@ set -uo pipefail
 out=${OUT:-/tmp/next-out}
 mkdir -p "$out"
 source "$(dirname "$0")/env.sh"
-ONLY="gpu_test_cuda_forward gpu_test_attention gpu_test_moe" TEST_LIMIT=${TEST_LIMIT:-100} \
-  BUDGET_S=${BUDGET_S:-420} OUT="$out" bash scripts/device/closing.sh >/dev/null 2>&1
-timeout 120 .devcarry/bin/gpu_test_attention --bench-kv >"$out/bench-kv.md" 2>&1
+ONLY="gpu_test_cuda_forward gpu_test_attention gpu_test_moe" TEST_LIMIT=${TEST_LIMIT:-60} \
+  BUDGET_S=${BUDGET_S:-480} OUT="$out" bash scripts/device/closing.sh >/dev/null 2>&1
+timeout 100 .devcarry/bin/gpu_test_attention --bench-kv >"$out/bench-kv.md" 2>&1
 cat "$out/closing-summary.md"
 grep -E "^\| (decode full|B=)|speed-up" "$out/bench-kv.md"
