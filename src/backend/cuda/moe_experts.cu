@@ -236,11 +236,9 @@ __global__ void __launch_bounds__(LG_THREADS, 1) moe_large_kernel(const moe_args
     char *smem = (char *)
         smem_raw; /* LG_STAGES × { B [128][64] bf16 swizzled | A [8][512 B] | S [8][32 B] } */
 
-    const int slot = blockIdx.y;
-    if (slot >= *a.n_tiles) return;
-    const int td = a.tiles[slot], e = td >> 16, tl = td & 0xffff;
-    const int cnt = a.count[e], off = a.offset[e];
-    const int n_base = tl * LG_BN, n_valid = min(LG_BN, cnt - n_base);
+    tile_pos tp;
+    if (!tile_of_block(a, LG_BN, &tp)) return;
+    const int e = tp.e, off = tp.off, n_base = tp.n_base, n_valid = tp.n_valid;
     const int rb = blockIdx.x;
 
     const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, g = lane >> 2, t = lane & 3;
@@ -267,11 +265,7 @@ __global__ void __launch_bounds__(LG_THREADS, 1) moe_large_kernel(const moe_args
                                   (size_t)kk * 64; /* valid even when zero-filling */
             cp_async16(smem_u32(base + dst0 + i * 32 * 128), src, o == ~0u ? 0 : 16);
         }
-        cp_async16(smem_u32(base + LG_B_BYTES + tid * 16), ws.codes + (size_t)kk * 512,
-                   ws.code_bytes);
-        if (tid < 16)
-            cp_async16(smem_u32(base + LG_B_BYTES + LG_A_BYTES + tid * 16),
-                       ws.scales + (size_t)kk * 32, ws.scale_bytes);
+        copy_tile_weights(ws, kk, tid, base + LG_B_BYTES, base + LG_B_BYTES + LG_A_BYTES);
     };
 
     int rts[2];

@@ -71,6 +71,23 @@ static __device__ __forceinline__ void tile_epilogue(const moe_args &a, int e, i
     }
 }
 
+/* The work of one large-batch block: expert e's token tile, tokens [n_base, n_base + n_valid) of the
+ * expert's off.. pairs (grid y: a slot of the routing's tile list; x: the row block). False for a
+ * slot past n_tiles: the whole block has nothing to do (a uniform exit, before any barrier). */
+struct tile_pos {
+    int e, off, n_base, n_valid;
+};
+static __device__ __forceinline__ bool tile_of_block(const moe_args &a, int n_tile, tile_pos *p) {
+    const int slot = blockIdx.y;
+    if (slot >= *a.n_tiles) return false;
+    const int td = a.tiles[slot];
+    p->e = td >> 16;
+    p->off = a.offset[p->e];
+    p->n_base = (td & 0xffff) * n_tile;
+    p->n_valid = min(n_tile, a.count[p->e] - p->n_base);
+    return true;
+}
+
 /* The large-batch tile's row table, by all threads of the block (ends with a barrier): the element
  * offset in a.x of each of the tile's n_rows token rows (< 2^32: at most 64K rows of 2880), ~0u past
  * the expert's n_valid tokens (those rows are zero-filled). off: the expert's first pair in sorted
@@ -110,6 +127,27 @@ static __device__ __forceinline__ tile_weight_src tile_weight_sources(const moe_
     w.scales = (const char *)a.wsc + (((size_t)e * a.RT + (s_rt < a.RT ? s_rt : 0)) * a.KK * 32) +
                (tid & 1) * 16;
     return w;
+}
+
+/* This thread's share of k step kk's weights (tile_weight_sources): 16 bytes of codes into
+ * codes_dst (the 8 tiles' 512-byte blocks) and, for threads < 16, 16 bytes into scales_dst (their
+ * 32-byte scale words). */
+static __device__ __forceinline__ void copy_tile_weights(const tile_weight_src &ws, int kk, int tid,
+                                                         char *codes_dst, char *scales_dst) {
+    cp_async16(smem_u32(codes_dst + tid * 16), ws.codes + (size_t)kk * 512, ws.code_bytes);
+    if (tid < 16)
+        cp_async16(smem_u32(scales_dst + tid * 16), ws.scales + (size_t)kk * 32, ws.scale_bytes);
+}
+
+/* The wgmma kernels' epilogue: row tile rt's 64 x 128 accumulators (16 fragments of 8 tokens). */
+template <int MODE>
+static __device__ __forceinline__ void store_tile_n128(const moe_args &a, const tile_pos &p, int rt,
+                                                       const float acc[64]) {
+    if (rt >= a.RT) return;
+#pragma unroll
+    for (int jn = 0; jn < 16; jn++)
+        tile_epilogue<MODE>(a, p.e, p.off, rt, p.n_base + 8 * jn, p.n_base + p.n_valid, 0,
+                            acc + 4 * jn);
 }
 
 /* The wgmma large-batch kernel (moe_wgmma.cu) on moe_large_kernel's grid: (row blocks, tile slots);

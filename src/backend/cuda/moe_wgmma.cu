@@ -110,17 +110,14 @@ __global__ void __launch_bounds__(WG_THREADS, 2) moe_wgmma_kernel(const moe_args
     extern __shared__ __align__(128) uint4 wg_smem_raw[];
     char *smem = (char *)wg_smem_raw;
 
-    const int slot = blockIdx.y;
-    if (slot >= *a.n_tiles) return; /* uniform per block: before any barrier */
-    const int td = a.tiles[slot], e = td >> 16, tl = td & 0xffff;
-    const int cnt = a.count[e], off = a.offset[e];
-    const int n_base = tl * WG_BN, n_valid = min(WG_BN, cnt - n_base);
+    tile_pos tp;
+    if (!tile_of_block(a, WG_BN, &tp)) return;
     const int rb = blockIdx.x;
     const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, g = lane >> 2;
     const int wg = w >> 2, w4 = w & 3;
 
     __shared__ uint32_t row_off[WG_BN];
-    tile_row_table<MODE>(a, off, n_base, n_valid, row_off, WG_BN);
+    tile_row_table<MODE>(a, tp.off, tp.n_base, tp.n_valid, row_off, WG_BN);
 
     /* B copies: lane L takes token n = 8·group + L / 4 and logical pair position L mod 4 of every
      * (k16 block j, k half hi): 32 lanes, 8 tokens x 4 positions, 32 different banks per copy
@@ -129,7 +126,7 @@ __global__ void __launch_bounds__(WG_THREADS, 2) moe_wgmma_kernel(const moe_args
     const int b_tok = lane >> 2, b_pos = lane & 3;
     /* Codes: 16 bytes of row tile tid / 32 (lane tid % 32 of its 512-byte k step); scales: threads
      * < 16, 16 bytes of the 8 tiles' scale words — as moe_large_kernel. */
-    const tile_weight_src ws = tile_weight_sources(a, e, rb, tid);
+    const tile_weight_src ws = tile_weight_sources(a, tp.e, rb, tid);
 
     auto load_stage = [&](int kk, int stage) {
         char *base = smem + stage * WG_STAGE_BYTES;
@@ -149,11 +146,7 @@ __global__ void __launch_bounds__(WG_THREADS, 2) moe_wgmma_kernel(const moe_args
                               o == ~0u ? 0 : 4);
                 }
         }
-        cp_async16(smem_u32(base + WG_B_BYTES + tid * 16), ws.codes + (size_t)kk * 512,
-                   ws.code_bytes);
-        if (tid < 16)
-            cp_async16(smem_u32(base + WG_B_BYTES + WG_A_BYTES + tid * 16),
-                       ws.scales + (size_t)kk * 32, ws.scale_bytes);
+        copy_tile_weights(ws, kk, tid, base + WG_B_BYTES, base + WG_B_BYTES + WG_A_BYTES);
     };
 
     float acc[64];
@@ -203,12 +196,7 @@ __global__ void __launch_bounds__(WG_THREADS, 2) moe_wgmma_kernel(const moe_args
     fence_acc(acc);
     cp_async_wait<0>();
 
-    const int rt = rb * 8 + my_tile;
-    if (rt < a.RT) {
-#pragma unroll
-        for (int jn = 0; jn < 16; jn++)
-            tile_epilogue<MODE>(a, e, off, rt, n_base + 8 * jn, n_base + n_valid, 0, acc + 4 * jn);
-    }
+    store_tile_n128<MODE>(a, tp, rb * 8 + my_tile, acc);
 }
 
 /* ── A through shared memory (moe_set_wgmma 2 and 3; not yet measured) ─────────────────────────
@@ -284,18 +272,15 @@ __global__ void __launch_bounds__(WG_THREADS, S == 3 ? 2 : 1) moe_wgmma2_kernel(
     char *smem = (char *)wg_smem_raw;
     char *a_buf = smem + S * C::STAGE; /* A[2] */
 
-    const int slot = blockIdx.y;
-    if (slot >= *a.n_tiles) return; /* uniform per block: before any barrier */
-    const int td = a.tiles[slot], e = td >> 16, tl = td & 0xffff;
-    const int cnt = a.count[e], off = a.offset[e];
-    const int n_base = tl * WG_BN, n_valid = min(WG_BN, cnt - n_base);
+    tile_pos tp;
+    if (!tile_of_block(a, WG_BN, &tp)) return;
     const int rb = blockIdx.x;
     const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, g = lane >> 2, t = lane & 3;
     const int wg = w >> 2;
 
     __shared__ uint32_t row_off[WG_BN];
-    tile_row_table<MODE>(a, off, n_base, n_valid, row_off, WG_BN);
-    const tile_weight_src ws = tile_weight_sources(a, e, rb, tid);
+    tile_row_table<MODE>(a, tp.off, tp.n_base, tp.n_valid, row_off, WG_BN);
+    const tile_weight_src ws = tile_weight_sources(a, tp.e, rb, tid);
 
     /* B copies: 128 tokens x 8 runs = 1,024 per step, 4 a thread; copy q: token 8·(q / 64) + q mod 8,
      * run (q / 8) mod 8, so a quarter warp writes 8 tokens' same run: 128 contiguous bytes. */
@@ -310,11 +295,7 @@ __global__ void __launch_bounds__(WG_THREADS, S == 3 ? 2 : 1) moe_wgmma2_kernel(
             const uint16_t *src = a.x + (o == ~0u ? 0u : o) + (size_t)kk * 64 + 32 * h + 8 * rt4;
             cp_async16(b0 + a2_off(n, h, rt4), src, o == ~0u ? 0 : 16);
         }
-        cp_async16(smem_u32(base + A2_B_BYTES + tid * 16), ws.codes + (size_t)kk * 512,
-                   ws.code_bytes);
-        if (tid < 16)
-            cp_async16(smem_u32(base + A2_B_BYTES + WG_A_BYTES + tid * 16),
-                       ws.scales + (size_t)kk * 32, ws.scale_bytes);
+        copy_tile_weights(ws, kk, tid, base + A2_B_BYTES, base + A2_B_BYTES + WG_A_BYTES);
     };
 
     float acc[64];
@@ -364,12 +345,7 @@ __global__ void __launch_bounds__(WG_THREADS, S == 3 ? 2 : 1) moe_wgmma2_kernel(
     fence_acc(acc);
     cp_async_wait<0>();
 
-    const int rt = rb * 8 + w;
-    if (rt < a.RT) {
-#pragma unroll
-        for (int jn = 0; jn < 16; jn++)
-            tile_epilogue<MODE>(a, e, off, rt, n_base + 8 * jn, n_base + n_valid, 0, acc + 4 * jn);
-    }
+    store_tile_n128<MODE>(a, tp, rb * 8 + w, acc);
 }
 
 template <int S>
