@@ -31,6 +31,7 @@
 #include "backend/cuda/rope_kv.h"
 #include "backend/cuda/sampling.h"
 #include "backend/cuda/allreduce.h"
+#include "base/barrier.h"
 #include "base/error.h"
 #include "model/config.h"
 #include "model/tensors.h"
@@ -269,7 +270,7 @@ struct backend {
     ar_group *ar_owned;
     struct backend *tp_peer[TP_MAX];
     struct tp_workers *tp_threads; /* rank 0: the host threads that launch ranks 1.. */
-    struct tp_lockstep *tp_lock;   /* every rank on one GPU: their step in lockstep on one stream */
+    barrier *tp_lock; /* every rank on one GPU: the launch threads meet here at each collective */
     bool stream_borrowed; /* b->stream is rank 0's (lockstep): not this rank's to destroy */
     int tp_col0[TP_MAX], tp_ncols[TP_MAX]; /* every rank's vocabulary share, for the gather */
 };

@@ -58,38 +58,11 @@
  * launch thread still enqueues its own rank's step; at every collective the threads meet here,
  * so that all ranks' partials are enqueued before any rank's reduction (allreduce.h's halves). A
  * rank whose enqueue fails breaks the barrier, and every waiting rank then fails too instead of
- * waiting for good. Graphs are off in this mode (one stream, four threads). */
-struct tp_lockstep {
-    barrier b; /* base/barrier.h: breakable, so a failing rank frees the others */
-};
-
-static struct tp_lockstep *lockstep_new(int n) {
-    struct tp_lockstep *l = xcalloc(1, sizeof *l);
-    if (barrier_init(&l->b, n)) {
-        free(l);
-        return NULL;
-    }
-    return l;
-}
-
-static void lockstep_free(struct tp_lockstep *l) {
+ * waiting for good (b->tp_lock, base/barrier.h). Graphs are off in this mode (one stream, N threads). */
+static void lockstep_free(barrier *l) {
     if (!l) return;
-    barrier_destroy(&l->b);
+    barrier_destroy(l);
     free(l);
-}
-
-/* Every rank of the step reaches this point; -1 if some rank failed (now or before). */
-static int lockstep_wait(struct tp_lockstep *l) {
-    return barrier_wait(&l->b);
-}
-
-static void lockstep_break(struct tp_lockstep *l, int rank) {
-    if (l) barrier_break(&l->b, rank);
-}
-
-/* Before a step's enqueues (no thread is inside lockstep_wait then). */
-static void lockstep_reset(struct tp_lockstep *l) {
-    if (l) barrier_reset(&l->b);
 }
 
 /* ---- the launch threads ---- */
@@ -120,7 +93,7 @@ static void *worker_main(void *arg) {
         if (w->quit) break;
         pthread_mutex_unlock(&w->mu);
         const int rc = runner_launch_enqueue(w->b); /* its host half ran in tp_launch */
-        if (rc) lockstep_break(w->b->tp_lock, w->b->tp_rank);
+        if (rc && w->b->tp_lock) barrier_break(w->b->tp_lock, w->b->tp_rank);
         pthread_mutex_lock(&w->mu);
         w->rc = rc;
         if (rc) snprintf(w->err, sizeof w->err, "%s", err_msg());
@@ -176,7 +149,7 @@ cudaError_t tp_all_reduce(struct backend *b, int site, const float *slots, int n
     cudaError_t e = ar_add_rmsnorm_phases(b->ar, AR_PHASE_PARTIAL, site, slots, n_slots, delta, T,
                                           h, gain, eps, y, y_lo, s);
     if (e != cudaSuccess) return e;
-    if (lockstep_wait(b->tp_lock)) return cudaErrorLaunchFailure; /* a peer failed */
+    if (barrier_wait(b->tp_lock)) return cudaErrorLaunchFailure; /* a peer failed */
     return ar_add_rmsnorm_phases(b->ar, AR_PHASE_REDUCE, site, slots, n_slots, delta, T, h, gain,
                                  eps, y, y_lo, s);
 }
@@ -184,10 +157,10 @@ cudaError_t tp_all_reduce(struct backend *b, int site, const float *slots, int n
 cudaError_t tp_gather(struct backend *b, int nr, float *out, cudaStream_t s) {
     if (!b->tp_lock) return ar_gather_rows(b->ar, b->tp_col0, b->tp_ncols, nr, out, b->V, s);
     /* every rank's piece, then every rank's copy, then (the next chunk rewrites the pieces) again */
-    if (lockstep_wait(b->tp_lock)) return cudaErrorLaunchFailure;
+    if (barrier_wait(b->tp_lock)) return cudaErrorLaunchFailure;
     cudaError_t e = ar_gather_copy(b->ar, b->tp_col0, b->tp_ncols, nr, out, b->V, s);
     if (e != cudaSuccess) return e;
-    return lockstep_wait(b->tp_lock) ? cudaErrorLaunchFailure : cudaSuccess;
+    return barrier_wait(b->tp_lock) ? cudaErrorLaunchFailure : cudaSuccess;
 }
 
 /* Rank r's dims: its heads, its intermediate share padded to I_pad, its vocabulary rows. */
@@ -270,7 +243,12 @@ int tp_create(struct backend *b, const backend_options *opt, bool synthetic, uin
         if (cuda_rank_setup(b->tp_peer[r], &o, synthetic, seed, r ? b : NULL, one_gpu ? N - 1 : 0))
             return err_prefix("rank %d of %d", r, N);
     if (one_gpu) { /* lockstep on rank 0's stream */
-        if (!(b->tp_lock = lockstep_new(N))) return -1;
+        b->tp_lock = xcalloc(1, sizeof *b->tp_lock);
+        if (barrier_init(b->tp_lock, N)) {
+            free(b->tp_lock);
+            b->tp_lock = NULL;
+            return -1;
+        }
         for (int r = 1; r < N; r++) {
             struct backend *br = b->tp_peer[r];
             CU(cudaStreamSynchronize(br->stream));
@@ -332,7 +310,7 @@ int tp_launch(struct backend *b, const step_batch *st) {
         for (int r = 0; r < b->tp_size; r++) b->tp_peer[r]->pending.st = NULL;
         return -1;
     }
-    lockstep_reset(b->tp_lock);
+    if (b->tp_lock) barrier_reset(b->tp_lock); /* no thread is inside a wait between steps */
     for (int r = 1; r < b->tp_size; r++) {
         tp_worker *w = &ws->w[r];
         pthread_mutex_lock(&w->mu);
@@ -345,7 +323,7 @@ int tp_launch(struct backend *b, const step_batch *st) {
     bool failed[TP_MAX] = {false};
     char errs[TP_MAX][512];
     if (runner_launch_enqueue(b)) {
-        lockstep_break(b->tp_lock, 0);
+        if (b->tp_lock) barrier_break(b->tp_lock, 0);
         failed[0] = true, n_failed++;
         snprintf(errs[0], sizeof errs[0], "%s", err_msg());
     }
@@ -358,7 +336,7 @@ int tp_launch(struct backend *b, const step_batch *st) {
     }
     /* The first failure's message; in lockstep, the rank that broke the barrier's (the others only
      * failed because it did). */
-    int shown = b->tp_lock ? barrier_breaker(&b->tp_lock->b) : -1;
+    int shown = b->tp_lock ? barrier_breaker(b->tp_lock) : -1;
     for (int r = 0; r < b->tp_size && (shown < 0 || !failed[shown]); r++)
         if (failed[r]) shown = r;
     char msg[600] = "";
