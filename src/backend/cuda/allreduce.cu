@@ -197,7 +197,6 @@ static ar_sync sync_of(const ar_rank *r, int what) {
     ar_sync s;
     memset(&s, 0, sizeof s);
     for (int k = 0; k < r->n_ranks; k++) s.flags[k] = r->flags[k], s.counters[k] = r->counters[k];
-    s.counters[r->rank] = r->counter;
     s.info = r->timeout_info, s.timeout_ns = r->timeout_ns;
     s.n = r->n_ranks, s.rank = r->rank, s.what = what;
     return s;
