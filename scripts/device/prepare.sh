@@ -11,6 +11,8 @@ cmake --build build -j "$(nproc)"
 rm -rf .devcarry && mkdir -p .devcarry/bin .devcarry/lib
 cp build/gptoss .devcarry/bin/
 cp build/tests/gpu/gpu_test_* .devcarry/bin/ 2>/dev/null || true
+# host debug info off: the carry is limited to 64 MiB with the tree (the device code is untouched)
+strip --strip-debug .devcarry/bin/*
 for bin in .devcarry/bin/*; do
   ldd "$bin" | awk '/=> \// {print $3}' | grep -E 'jansson|pcre2|libevent|xxhash|gomp' || true
 done | sort -u | while read -r lib; do cp -L "$lib" .devcarry/lib/; done

@@ -80,7 +80,17 @@ template <int NTP, int VAR = 0> struct small_cfg {
      * where the grid (4 experts × 90 blocks) left 2.7 blocks an SM and ncu counted 0.8 eligible
      * warps per scheduler. A different order of the sum: not the other variants' bits. */
     static constexpr bool KSPLIT = VAR == 4;
+    /* its static shared memory (the warps' sums), which the dynamic opt-in must leave room for */
+    static constexpr int RED_BYTES = KSPLIT ? WARPS * NTP * 32 * 16 : 0;
 };
+
+/* The dynamic shared memory a small kernel may have: the SM's 227 KB less its static array (an
+ * opt-in for all 227 KB fails with "invalid argument" when the kernel also has a static one). */
+static int small_smem_max(int ntp, int var) {
+    const int red = ntp == 1 ? (var == 4 ? small_cfg<1, 4>::RED_BYTES : 0)
+                             : (var == 4 ? small_cfg<2, 4>::RED_BYTES : 0);
+    return 227 * 1024 - red;
+}
 
 template <int NTP, int MODE, bool FOLDED, int VAR>
 __global__ void __launch_bounds__(small_cfg<NTP, VAR>::THREADS, small_cfg<NTP, VAR>::MIN_BLOCKS)
@@ -187,6 +197,7 @@ __global__ void __launch_bounds__(small_cfg<NTP, VAR>::THREADS, small_cfg<NTP, V
             if constexpr (C::KSPLIT) {
                 /* The warps' sums, added in warp order by warp 0, which writes the tile. */
                 __shared__ float4 red[C::WARPS][NTP][32];
+                static_assert(sizeof(red) == C::RED_BYTES, "small_smem_max leaves room for it");
 #pragma unroll
                 for (int nt = 0; nt < NTP; nt++)
                     red[w][nt][lane] = make_float4(acc[nt][0], acc[nt][1], acc[nt][2], acc[nt][3]);
@@ -442,7 +453,7 @@ static cudaError_t set_attrs(void) {
                 for (int var = 0; var < MOE_SMALL_VARIANTS; var++)
                     CUDA_TRY(cudaFuncSetAttribute(
                         (const void *)small_kernel_for(ntp, mode, folded, var),
-                        cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024));
+                        cudaFuncAttributeMaxDynamicSharedMemorySize, small_smem_max(ntp, var)));
     CUDA_TRY(cudaFuncSetAttribute((const void *)moe_large_kernel<MODE_GATE_UP>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, LG_SMEM));
     CUDA_TRY(cudaFuncSetAttribute((const void *)moe_large_kernel<MODE_DOWN>,
@@ -489,7 +500,7 @@ static cudaError_t launch(const moe_args &a0, int mode, int folded, const moe_pl
      * token picks an expert once); the kernel reads only the rows it staged (variants ≥ 1) */
     const int rows = var >= 1 && r->T < 8 * ntp ? r->T : 8 * ntp;
     const size_t smem = (size_t)rows * (nk_max * 64 + 32) * 2;
-    if (smem > 227 * 1024) return cudaErrorInvalidValue;
+    if (smem > (size_t)small_smem_max(ntp, var)) return cudaErrorInvalidValue;
     const long blocks = (long)max_touched * a.n_rb * a.S;
     if (blocks < 1) return cudaSuccess;
     const int threads = ntp == 1 ? small_cfg<1>::THREADS : small_cfg<2>::THREADS;
