@@ -21,7 +21,7 @@ cache=${GPTOSS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gptoss}
 if [ -f "$cache/tokenizer/tokenizer.json" ]; then
   mkdir -p .devcarry/cache/tokenizer && cp "$cache/tokenizer/tokenizer.json" .devcarry/cache/tokenizer/
 fi
-git rev-parse --short HEAD > .devcarry/commit.txt
+git describe --always --dirty --abbrev=7 > .devcarry/commit.txt # "-dirty": built from uncommitted changes
 # BASE=REV: also the program built at REV (in a worktree under build-base/), for scripts/device/ab.sh.
 if [ -n "${BASE:-}" ]; then
   wt=build-base/src
