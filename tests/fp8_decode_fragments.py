@@ -1,11 +1,12 @@
 # The FP8 decode kernel's fragment plumbing (attn_decode_kernel<true> in src/backend/cuda/attention.cu),
 # emulated lane by lane in Python: the swz8 shared tile written by the cp.async mapping (a bijection,
-# and conflict-free for the K 16-byte and V 8-byte reads), the per-lane reads, __byte_perm plus the
-# bit placement e4m3 -> fp16 (x 2^-8), the m16n8k16 A/B/C fragment layouts of the PTX ISA,
-# movmatrix.trans, and the output dimension mapping (8g + 2mt, +1). Checks S^T = K Q^T (x 2^-12)
-# and O^T = V^T P^T (x 2^-8) against direct sums for all 4 warps of a 64-key chunk. It checks the
-# derivation, not the binary: a change to those index expressions in attention.cu must be made
-# here too (tests/gpu/test_attention.cu checks the kernel itself on the GPU).
+# and conflict-free for the K 16-byte and V 8-byte reads), the per-lane reads, __byte_perm plus
+# cvt.rn.f16x2.e4m3x2 (e4m3 -> fp16, exact; kv_fp8.cuh's e4m3_pick_f16x2), the m16n8k16 A/B/C
+# fragment layouts of the PTX ISA, movmatrix.trans, and the output dimension mapping (8g + 2mt, +1).
+# Checks S^T = K Q^T (x 2^-4, Q's factor) and O^T = V^T P^T against direct sums for all 4 warps of a
+# 64-key chunk. It checks the derivation, not the binary: a change to those index expressions in
+# attention.cu must be made here too (tests/gpu/test_attention.cu checks the kernel itself on the
+# GPU).
 import random, struct
 random.seed(1)
 def e4m3(c):
@@ -23,8 +24,13 @@ def byte_perm(x,y,s):
     r=0
     for i in range(4): r |= b[(s>>(4*i))&7] << (8*i)
     return r
-def hib(w): return ((w & 0x7f007f00)>>1) | (w & 0x80008000)
-def pick(B0,B1,x,y): return hib(byte_perm(x,y,(B1<<12)|(B0<<4)))
+def f16_bits(v): return struct.unpack('<H', struct.pack('<e', v))[0]  # exact for e4m3 values
+def cvt(w):  # cvt.rn.f16x2.e4m3x2 of w's low 16 bits: byte 0 -> low half, byte 1 -> high half
+    return f16_bits(e4m3(w&255)) | f16_bits(e4m3((w>>8)&255))<<16
+def pick(B0,B1,x,y):  # e4m3_pick_f16x2<B0, B1>: its shortcuts for x's halves, else one byte_perm
+    if (B0,B1)==(0,1): return cvt(x)
+    if (B0,B1)==(2,3): return cvt(x>>16)
+    return cvt(byte_perm(x,y,(B1<<4)|B0))
 def swz8(r,c):
     line=r>>1; half=(r^line)&1
     return line*128+half*64+((c^(((line>>1)&1)<<1))<<4)
@@ -84,7 +90,7 @@ for w in range(4):
         s=[D[g][2*t],D[g][2*t+1],D[g+8][2*t],D[g+8][2*t+1]]
         for idx,(key,head) in enumerate([(g,2*t),(g,2*t+1),(g+8,2*t),(g+8,2*t+1)]):
             ref=sum(e4m3(K[w*16+key][d])*Q[head][d] for d in range(64))
-            got=s[idx]*4096
+            got=s[idx]*16
             maxerr=max(maxerr,abs(got-ref)); assert abs(got-ref)<1e-9*(1+abs(ref)),(w,lane,idx,got,ref)
             S[key][head]=ref
     # ---- O^T = V^T P^T ----
@@ -120,7 +126,7 @@ for w in range(4):
             da=8*g+2*mt; db=da+1
             for idx,(dim,head) in enumerate([(da,2*t),(da,2*t+1),(db,2*t),(db,2*t+1)]):
                 ref=sum(e4m3(V[w*16+k][dim])*P[k][head] for k in range(16))
-                got=acc[idx]*256
+                got=acc[idx]
                 assert abs(got-ref)<1e-9*(1+abs(ref)),(w,mt,lane,idx,got,ref)
                 assert (dim,head) not in out; out[(dim,head)]=got
     assert len(out)==64*8, len(out)

@@ -4,9 +4,8 @@
 #   1. scripts/device/closing.sh with the tests whose code changed: issue 17's TP in lockstep on one
 #      GPU (tp.sh: gpu_test_allreduce with the watchdog's child case and the lockstep halves,
 #      gpu_test_cuda_forward --tp, bench latency -tp 1/2), gpu_test_cuda_forward, gpu_test_attention
-#      (FP8 decode by the exact conversion: the same bits), gpu_test_moe;
-#   2. gpu_test_attention --bench-kv: FP8 decode at 8k, bit placement vs the exact conversion (issue
-#      15: >= 1.8x over bf16 at batch 64).
+#      (FP8 decode, now only by the exact conversion), gpu_test_moe;
+#   2. gpu_test_attention --bench-kv: decode at 8k, bf16 vs FP8 (issue 15: >= 1.8x at batch 64).
 # Prints $OUT/closing-summary.md and $OUT/bench-kv.md. Needs .devcarry (scripts/device/prepare.sh);
 # carry [".devcarry"], command `bash scripts/device/next.sh`.
 set -uo pipefail

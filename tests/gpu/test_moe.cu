@@ -473,44 +473,18 @@ static void test_E(int E, cudaStream_t st, int sm) {
         CHECK(y1.size() == y2.size() && !memcmp(y1.data(), y2.data(), y1.size() * 4),
               "E=%d T=%d: folded vs two-multiply dequantisation (or two runs of one plan) differ",
               E, T);
-        /* The small path's variants (moe_set_small_variant): 1-3 give variant 0's bits, 4 (the
-         * warps split a tile's k steps) its own, within the same reference bound; two runs of it
-         * agree. */
-        for (auto &p : plans) {
-            if (p.large) continue;
-            std::vector<float> y0, yv;
-            moe_set_small_variant(0);
-            run_experts_case(&w, &r, &p, d_x, d_act, d_y, T, E, toks, ref, st, &y0);
-            for (int v = 1; v < MOE_SMALL_VARIANTS; v++) {
-                moe_set_small_variant(v);
-                fprintf(stderr, "  (small variant %d)\n", v);
-                run_experts_case(&w, &r, &p, d_x, d_act, d_y, T, E, toks, ref, st, &yv);
-                if (v < 4) {
-                    CHECK(yv.size() == y0.size() && !memcmp(yv.data(), y0.data(), yv.size() * 4),
-                          "E=%d T=%d: small variant %d differs from variant 0", E, T, v);
-                } else {
-                    std::vector<float> y2;
-                    run_experts_case(&w, &r, &p, d_x, d_act, d_y, T, E, toks, ref, st, &y2);
-                    CHECK(y2.size() == yv.size() && !memcmp(y2.data(), yv.data(), y2.size() * 4),
-                          "E=%d T=%d: two runs of small variant 4 differ", E, T);
-                }
-            }
-            moe_set_small_variant(0);
-        }
         /* The large path on the warpgroup MMA (moe_wgmma.cu): the same reference bound, and two
          * runs give the same bits. */
         for (auto &p : plans) {
             if (!p.large) continue;
-            for (int v = 1; v <= 3; v++) { /* 2, 3: A through shared memory (moe.h) */
-                moe_set_wgmma(v);
-                fprintf(stderr, "  (wgmma %d)\n", v);
-                std::vector<float> wa, wb;
-                run_experts_case(&w, &r, &p, d_x, d_act, d_y, T, E, toks, ref, st, &wa);
-                run_experts_case(&w, &r, &p, d_x, d_act, d_y, T, E, toks, ref, st, &wb);
-                moe_set_wgmma(0);
-                CHECK(wa.size() == wb.size() && !memcmp(wa.data(), wb.data(), wa.size() * 4),
-                      "E=%d T=%d: two runs of the wgmma large path %d differ", E, T, v);
-            }
+            moe_set_wgmma(1);
+            fprintf(stderr, "  (wgmma)\n");
+            std::vector<float> wa, wb;
+            run_experts_case(&w, &r, &p, d_x, d_act, d_y, T, E, toks, ref, st, &wa);
+            run_experts_case(&w, &r, &p, d_x, d_act, d_y, T, E, toks, ref, st, &wb);
+            moe_set_wgmma(0);
+            CHECK(wa.size() == wb.size() && !memcmp(wa.data(), wb.data(), wa.size() * 4),
+                  "E=%d T=%d: two runs of the wgmma large path differ", E, T);
         }
         CUDA_CHECK(cudaFree(d_act));
         CUDA_CHECK(cudaFree(d_y));
@@ -568,10 +542,9 @@ static void bench(cudaStream_t st, int sm) {
         for (auto &p : plans) maxS = std::max(maxS, p.large ? 1 : p.down_splits);
         uint16_t *d_act = tu_dev_alloc<uint16_t>(P * I);
         float *d_y = tu_dev_alloc<float>(P * maxS * H);
-        const size_t n_wg = (autop.large || plans.size() > 1) ? 3 : 0;
-        for (size_t pi = 0; pi < plans.size() + n_wg; pi++) {
-            /* the last rounds: the large plan again on the warpgroup MMA, kernels 1, 2, 3 (moe.h) */
-            const int wg = pi >= plans.size() ? (int)(pi - plans.size()) + 1 : 0;
+        for (size_t pi = 0; pi < plans.size() + (autop.large || plans.size() > 1); pi++) {
+            /* the last round: the large plan again on the warpgroup MMA (moe_wgmma.cu) */
+            const bool wg = pi == plans.size();
             const moe_plan &p = wg ? (autop.large ? autop : plans[1]) : plans[pi];
             const int S = p.large ? 1 : p.down_splits;
             const int reps = T >= 1024 ? 10 : 50;
@@ -581,25 +554,12 @@ static void bench(cudaStream_t st, int sm) {
             });
             moe_set_wgmma(0);
             char pn[64];
-            char wgs[16] = "";
-            if (wg) snprintf(wgs, sizeof wgs, " wgmma%s", wg == 1 ? "" : wg == 2 ? "2" : "3");
             snprintf(name, sizeof name, "moe experts 120b T=%d %s%s touched=%d", T,
-                     plan_name(&p, pn, sizeof pn), wgs, n_touched);
+                     plan_name(&p, pn, sizeof pn), wg ? " wgmma" : "", n_touched);
             const double bytes = n_touched * expert_bytes + (double)T * H * 2 + 2.0 * P * I * 2 +
                                  (double)P * S * H * 4;
             const double flops = 2.0 * P * ((double)2 * I * H + (double)H * I);
             tu_bench_row(name, us, bytes, T >= 64 ? flops : 0);
-            /* the small path's variants (moe_set_small_variant), at T <= 256 */
-            for (int v = 1; v < MOE_SMALL_VARIANTS && !p.large && !wg && T <= 256; v++) {
-                moe_set_small_variant(v);
-                us = tu_time_us(st, 2, reps, [&](int i) {
-                    CUDA_CHECK(moe_experts(&W[i % COPIES], d_x, &r, &p, d_act, d_y, st));
-                });
-                moe_set_small_variant(0);
-                snprintf(name, sizeof name, "moe experts 120b T=%d %s variant %d touched=%d", T,
-                         plan_name(&p, pn, sizeof pn), v, n_touched);
-                tu_bench_row(name, us, bytes, T >= 64 ? flops : 0);
-            }
         }
         /* The combine: h += Σ slots, then RMSNorm (norm.h), at the automatic plan's slot count. */
         {
@@ -631,7 +591,6 @@ static void bench(cudaStream_t st, int sm) {
 int main(int argc, char **argv) {
     tu_init("test_moe");
     moe_set_wgmma(0); /* the plain large-path passes test mma.sync; the wgmma passes turn it on */
-    moe_set_small_variant(0); /* the variants' passes set theirs */
     check_plans();
     cudaStream_t st;
     CUDA_CHECK(cudaStreamCreate(&st));

@@ -269,11 +269,16 @@ static void run_case(const rope_table *rt, const rope_kv_freq *freq, int bs, boo
 
 /* ---- the device conversions of kv_fp8.cuh against base/numfmt.h ---- */
 
-__global__ void conv_decode_kernel(uint32_t *exact, uint32_t *placed) {
+__global__ void conv_decode_kernel(uint32_t *exact, uint32_t *f16) {
     const int c = threadIdx.x; /* 256 codes; pairs (c, c ^ 0x80) */
     const uint32_t two = (uint32_t)c | ((uint32_t)(c ^ 0x80) << 8);
     exact[c] = e4m3x2_to_bf16x2_exact(two);
-    placed[c] = e4m3_pick_f16x2<0, 1>(two, two);
+    /* decode's picks, each of its three ways to the pair: x's low half, its high half, and byte 0
+     * of x with byte 0 of y through a byte-permute */
+    const uint32_t x = two | (two << 16), y = (uint32_t)(c ^ 0x80) * 0x01010101u;
+    f16[c] = e4m3_pick_f16x2<0, 1>(x, y);
+    f16[256 + c] = e4m3_pick_f16x2<2, 3>(x, y);
+    f16[512 + c] = e4m3_pick_f16x2<0, 4>(x, y);
 }
 __global__ void conv_encode_kernel(const float *x, int n, uint8_t *codes) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -292,28 +297,35 @@ static float f16_bits_to_f32(uint16_t h) {
 }
 
 static void test_conversions(void) {
-    /* Decode: all 256 codes, both device paths. The exact path (prefill) must give the host's value
-     * (NaN codes NaN); the bit-placement path (decode) 2^-8 x the value, the NaN codes +-480 x 2^-8
-     * (documented in kv_fp8.cuh). */
-    uint32_t *d_ex = (uint32_t *)gpu_alloc(256 * 4), *d_pl = (uint32_t *)gpu_alloc(256 * 4);
-    conv_decode_kernel<<<1, 256>>>(d_ex, d_pl);
+    /* Decode: all 256 codes, both device paths, must give the host's values exactly, signed zeros
+     * included (NaN codes NaN): bf16 (prefill) and fp16 (decode, by each of its three picks). */
+    uint32_t *d_ex = (uint32_t *)gpu_alloc(256 * 4), *d_f16 = (uint32_t *)gpu_alloc(3 * 256 * 4);
+    conv_decode_kernel<<<1, 256>>>(d_ex, d_f16);
     CUDA_CHECK(cudaGetLastError());
-    uint32_t ex[256], pl[256];
+    uint32_t ex[256], h[3 * 256];
     CUDA_CHECK(cudaMemcpy(ex, d_ex, sizeof ex, cudaMemcpyDeviceToHost));
-    CUDA_CHECK(cudaMemcpy(pl, d_pl, sizeof pl, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(h, d_f16, sizeof h, cudaMemcpyDeviceToHost));
     long bad = 0;
     for (int c = 0; c < 256; c++) {
-        const float want = e4m3_to_f32((uint8_t)c), want2 = e4m3_to_f32((uint8_t)(c ^ 0x80));
-        const float e0 = bf16_to_f32((uint16_t)ex[c]), e1 = bf16_to_f32((uint16_t)(ex[c] >> 16));
-        const float p0 = f16_bits_to_f32((uint16_t)pl[c]) * 256.f,
-                    p1 = f16_bits_to_f32((uint16_t)(pl[c] >> 16)) * 256.f;
+        const float want[2] = {e4m3_to_f32((uint8_t)c), e4m3_to_f32((uint8_t)(c ^ 0x80))};
+        float got[4][2]; /* bf16, then the three fp16 picks */
+        got[0][0] = bf16_to_f32((uint16_t)ex[c]), got[0][1] = bf16_to_f32((uint16_t)(ex[c] >> 16));
+        for (int k = 0; k < 3; k++) {
+            got[1 + k][0] = f16_bits_to_f32((uint16_t)h[256 * k + c]);
+            got[1 + k][1] = f16_bits_to_f32((uint16_t)(h[256 * k + c] >> 16));
+        }
         const bool nan = (c & 0x7f) == 0x7f;
-        const bool ok = nan ? (isnan(e0) && isnan(e1) && fabsf(p0) == 480.f && fabsf(p1) == 480.f)
-                            : (e0 == want && e1 == want2 && p0 == want && p1 == want2 &&
-                               signbit(e0) == signbit(want) && signbit(p0) == signbit(want));
+        bool ok = true;
+        for (int k = 0; k < 4; k++)
+            for (int j = 0; j < 2; j++)
+                ok = ok && (nan ? isnan(got[k][j]) != 0
+                                : got[k][j] == want[j] && signbit(got[k][j]) == signbit(want[j]));
         if (!ok && bad++ < 5)
-            fprintf(stderr, "code 0x%02x: host %g, exact %g / %g, placed %g / %g\n", c,
-                    (double)want, (double)e0, (double)e1, (double)p0, (double)p1);
+            fprintf(stderr,
+                    "code 0x%02x: host %g / %g, bf16 %g / %g, fp16 %g / %g, %g / %g, %g / %g\n", c,
+                    (double)want[0], (double)want[1], (double)got[0][0], (double)got[0][1],
+                    (double)got[1][0], (double)got[1][1], (double)got[2][0], (double)got[2][1],
+                    (double)got[3][0], (double)got[3][1]);
     }
     CHECK(bad == 0, "e4m3 decode on the device: %ld of 256 codes differ from the host's", bad);
 
@@ -350,12 +362,12 @@ static void test_conversions(void) {
             fprintf(stderr, "e4m3 of %.9g: device 0x%02x, host 0x%02x\n", (double)xs[(size_t)i],
                     codes[(size_t)i], want);
     }
-    printf("e4m3 conversions: 256 codes decoded (2 paths), %d values encoded, %ld differ from the "
+    printf("e4m3 conversions: 256 codes decoded (4 paths), %d values encoded, %ld differ from the "
            "host\n",
            n, bad);
     CHECK(bad == 0, "e4m3 encode on the device: %ld of %d values differ from f32_to_e4m3", bad, n);
     CUDA_CHECK(cudaFree(d_ex));
-    CUDA_CHECK(cudaFree(d_pl));
+    CUDA_CHECK(cudaFree(d_f16));
     CUDA_CHECK(cudaFree(d_x));
     CUDA_CHECK(cudaFree(d_c));
 }

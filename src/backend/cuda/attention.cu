@@ -242,29 +242,28 @@ static __device__ __forceinline__ void load_kv_tile8(const attn_args &a, const i
  * A split with no chunks writes (sink, 0, 0), which merges as nothing.
  *
  * FP8 (the template's FP8 = true): the same CTA, warps and softmax, with the MMAs in fp16 and the
- * e4m3 bytes turned into fp16 fragments in registers (kv_fp8.cuh: 2^-8 x the value, by bit
- * placement), read straight from the shared tile with no ldmatrix. The fragments need a
- * different assignment of dimensions to lanes, which the sums allow:
+ * e4m3 bytes turned into fp16 fragments in registers by cvt.rn.f16x2.e4m3x2 (kv_fp8.cuh: two codes
+ * -> their exact fp16 values, one instruction), read straight from the shared tile with no
+ * ldmatrix. The fragments need a different assignment of dimensions to lanes, which the sums allow:
  *   - S^T = K Q^T sums over the 64 dimensions, so any permutation applied to both K and Q gives the
  *     same scores. Lane (g, t) loads 16 bytes of key rows g and g+8: dimensions [16t, 16t+16); word
- *     kc of them (dims 16t + 4kc .. +3) supplies k-step kc's columns 2t, 2t+1 (dims +0, +1) and
- *     2t+8, 2t+9 (dims +2, +3). Q^T's B fragments are loaded with the same assignment (the words
- *     8t + 2kc and 8t + 2kc + 1 of the head's row), times 2^-4 in fp16 (fp16 tops out at 65504;
- *     2^-4 keeps any q below 10^6 finite and loses nothing: bf16 -> fp16 is exact in range).
+ *     kc of them (dims 16t + 4kc .. +3) supplies k-step kc's columns 2t, 2t+1 (dims +0, +1: the
+ *     word's low half) and 2t+8, 2t+9 (dims +2, +3: its high half), one cvt each, no byte-permute.
+ *     Q^T's B fragments are loaded with the same assignment (the words 8t + 2kc and 8t + 2kc + 1 of
+ *     the head's row), times 2^-4 in fp16 (fp16 tops out at 65504; 2^-4 keeps any q below 10^6
+ *     finite and loses nothing: bf16 -> fp16 is exact in range).
  *   - O^T = V^T P^T: the A rows are output dimensions, which we may also permute as long as the
  *     write-back undoes it: rows g and g+8 of m-tile mt are dimensions 8g + 2mt and 8g + 2mt + 1,
  *     so lane (g, t) needs 8 consecutive bytes (dims 8g .. 8g+7) of keys 2t, 2t+1, 2t+8, 2t+9: four
- *     8-byte shared loads, two byte-permutes per A register pair the keys as the MMA wants.
- * Scales: scores are (2^-4 q) . (2^-8 k/scale_k), so the score scale gets x 2^12 scale_k; the output
- * sum has values 2^-8 v/scale_v, so it is multiplied by 2^8 scale_v before it leaves the CTA. */
+ *     8-byte shared loads; per A register one byte-permute pairs two keys' codes as the MMA wants,
+ *     one cvt makes them fp16.
+ * Scales, all moved by powers of two (exact): scores are (2^-4 q) . (k/scale_k), so the score scale
+ * gets x 2^4 scale_k; P goes in as 2^14 p (see the loop) against fragments v/scale_v, so the output
+ * sum is multiplied by 2^-14 scale_v before it leaves the CTA. */
 static __device__ __forceinline__ void decode_merge_group(const attn_args &a, int kvh, int seq,
                                                           int q_row, float2 *s_ml);
 
-/* CVT (FP8 only, attn_set_fp8_cvt): the fragments by the exact conversion (kv_fp8.cuh) instead of
- * bit placement: one instruction per two values instead of four, the same results bit for bit (the
- * values are 2^8 larger, and the two scales below 2^8 smaller, all powers of two). */
-template <bool FP8, bool CVT = false>
-__global__ void __launch_bounds__(DEC_THREADS) attn_decode_kernel(attn_args a) {
+template <bool FP8> __global__ void __launch_bounds__(DEC_THREADS) attn_decode_kernel(attn_args a) {
     constexpr int STAGES = FP8 ? DEC_STAGES8 : DEC_STAGES;
     constexpr int STAGE_BYTES = FP8 ? DEC_STAGE_BYTES8 : DEC_STAGE_BYTES;
     constexpr int V_OFF = FP8 ? DEC_CHUNK * ROW8 : DEC_CHUNK * ROW_BYTES; /* V tile in a stage */
@@ -320,8 +319,8 @@ __global__ void __launch_bounds__(DEC_THREADS) attn_decode_kernel(attn_args a) {
         for (int kc = 0; kc < 4; kc++) qb[kc][0] = qg[kc * 8 + t], qb[kc][1] = qg[kc * 8 + 4 + t];
     }
 
-    /* 2^-4 q . 2^-8 k (bit placement) or 2^-4 q . k (CVT) */
-    const float sl2 = FP8 ? a.scale_log2 * a.kv_scales[kvh] * (CVT ? 16.f : 4096.f) : a.scale_log2;
+    /* FP8: the MMAs give 2^-4 q . k/scale_k */
+    const float sl2 = FP8 ? a.scale_log2 * a.kv_scales[kvh] * 16.f : a.scale_log2;
     /* The running max starts at the sink (heads 2t, 2t+1); with an FP8 cache SINK_ROOM under it, so
      * that P, in fp16, stays in range for a head whose keys all sit far under a dominant sink. */
     const float room = FP8 ? SINK_ROOM : 0.f;
@@ -361,18 +360,9 @@ __global__ void __launch_bounds__(DEC_THREADS) attn_decode_kernel(attn_args a) {
             const uint32_t xw[4] = {x.x, x.y, x.z, x.w}, yw[4] = {y.x, y.y, y.z, y.w};
 #pragma unroll
             for (int kc = 0; kc < 4; kc++) {
-                uint32_t ka[4];
-                if constexpr (CVT) {
-                    ka[0] = e4m3_pick_f16x2_exact<0, 1>(xw[kc], xw[kc]);
-                    ka[1] = e4m3_pick_f16x2_exact<0, 1>(yw[kc], yw[kc]);
-                    ka[2] = e4m3_pick_f16x2_exact<2, 3>(xw[kc], xw[kc]);
-                    ka[3] = e4m3_pick_f16x2_exact<2, 3>(yw[kc], yw[kc]);
-                } else {
-                    ka[0] = e4m3_pick_f16x2<0, 1>(xw[kc], xw[kc]);
-                    ka[1] = e4m3_pick_f16x2<0, 1>(yw[kc], yw[kc]);
-                    ka[2] = e4m3_pick_f16x2<2, 3>(xw[kc], xw[kc]);
-                    ka[3] = e4m3_pick_f16x2<2, 3>(yw[kc], yw[kc]);
-                }
+                const uint32_t ka[4] = {
+                    e4m3_pick_f16x2<0, 1>(xw[kc], xw[kc]), e4m3_pick_f16x2<0, 1>(yw[kc], yw[kc]),
+                    e4m3_pick_f16x2<2, 3>(xw[kc], xw[kc]), e4m3_pick_f16x2<2, 3>(yw[kc], yw[kc])};
                 mma_f16_16816(s, ka, qb[kc][0], qb[kc][1]);
             }
         } else {
@@ -427,19 +417,7 @@ __global__ void __launch_bounds__(DEC_THREADS) attn_decode_kernel(attn_args a) {
                 const uint32_t x0 = mt < 2 ? v0.x : v0.y, x1 = mt < 2 ? v1.x : v1.y;
                 const uint32_t x2 = mt < 2 ? v2.x : v2.y, x3 = mt < 2 ? v3.x : v3.y;
                 uint32_t va[4];
-                if constexpr (CVT) {
-                    if ((mt & 1) == 0) {
-                        va[0] = e4m3_pick_f16x2_exact<0, 4>(x0, x1);
-                        va[1] = e4m3_pick_f16x2_exact<1, 5>(x0, x1);
-                        va[2] = e4m3_pick_f16x2_exact<0, 4>(x2, x3);
-                        va[3] = e4m3_pick_f16x2_exact<1, 5>(x2, x3);
-                    } else {
-                        va[0] = e4m3_pick_f16x2_exact<2, 6>(x0, x1);
-                        va[1] = e4m3_pick_f16x2_exact<3, 7>(x0, x1);
-                        va[2] = e4m3_pick_f16x2_exact<2, 6>(x2, x3);
-                        va[3] = e4m3_pick_f16x2_exact<3, 7>(x2, x3);
-                    }
-                } else if ((mt & 1) == 0) {
+                if ((mt & 1) == 0) {
                     va[0] = e4m3_pick_f16x2<0, 4>(x0, x1), va[1] = e4m3_pick_f16x2<1, 5>(x0, x1);
                     va[2] = e4m3_pick_f16x2<0, 4>(x2, x3), va[3] = e4m3_pick_f16x2<1, 5>(x2, x3);
                 } else {
@@ -503,8 +481,8 @@ __global__ void __launch_bounds__(DEC_THREADS) attn_decode_kernel(attn_args a) {
         for (int j = 0; j < 4; j++) o4[j] += f * s_o[(w * GQA + h) * DEC_OPAD + d0 + j];
     }
     if constexpr (FP8) {
-        /* 2^8 scale_v (V's fp16 fragments are 2^-8 x the value; CVT: 1), 2^-14 (P's factor) */
-        const float vmul = a.kv_scales[a.n_kv_heads + kvh] * ((CVT ? 1.f : 256.f) / 16384.f);
+        /* scale_v (V's fp16 fragments are v/scale_v), 2^-14 (P's factor) */
+        const float vmul = a.kv_scales[a.n_kv_heads + kvh] * (1.f / 16384.f);
 #pragma unroll
         for (int j = 0; j < 4; j++) o4[j] *= vmul;
     }
@@ -895,33 +873,10 @@ static cudaError_t allow_smem(const void *kernel, int bytes, unsigned long long 
     if (e == cudaSuccess) per_device_mark(done);
     return e;
 }
-/* [kv_fp8 + fp8 cvt] */
-static unsigned long long g_decode_smem_dev[3], g_prefill_smem_dev[2];
+static unsigned long long g_decode_smem_dev[2], g_prefill_smem_dev[2]; /* [kv_fp8] */
 
-static int g_fp8_cvt =
-    -1; /* -1: not decided yet (GPTOSS_ATTN_FP8_CVT=1 at first use turns it on) */
-
-extern "C" void attn_set_fp8_cvt(int on) {
-    g_fp8_cvt = on ? 1 : 0;
-}
-
-extern "C" int attn_fp8_cvt_on(void) {
-    if (g_fp8_cvt < 0) {
-        const char *v = getenv("GPTOSS_ATTN_FP8_CVT");
-        g_fp8_cvt = v && !strcmp(v, "1");
-    }
-    return g_fp8_cvt;
-}
-
-/* 0: bf16, 1: FP8 by bit placement, 2: FP8 by the exact conversion. */
-static int decode_variant(int fp8) {
-    return fp8 ? (attn_fp8_cvt_on() ? 2 : 1) : 0;
-}
-
-static const void *decode_kernel(int variant) {
-    return variant == 2   ? (const void *)attn_decode_kernel<true, true>
-           : variant == 1 ? (const void *)attn_decode_kernel<true>
-                          : (const void *)attn_decode_kernel<false>;
+static const void *decode_kernel(int fp8) {
+    return fp8 ? (const void *)attn_decode_kernel<true> : (const void *)attn_decode_kernel<false>;
 }
 
 extern "C" int attn_decode_num_splits(const attn_dims *d, int n_seqs, int max_keys) {
@@ -933,7 +888,7 @@ extern "C" int attn_decode_num_splits(const attn_dims *d, int n_seqs, int max_ke
         sms = v;
     else
         failed = true;
-    const int f8 = decode_variant(d->kv_fp8);
+    const int f8 = d->kv_fp8 ? 1 : 0;
     if (!failed && allow_smem(decode_kernel(f8), DEC_SMEM, &g_decode_smem_dev[f8]) == cudaSuccess &&
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&v, decode_kernel(f8), DEC_THREADS,
                                                       DEC_SMEM) == cudaSuccess &&
@@ -1007,13 +962,10 @@ extern "C" cudaError_t attn_decode(const attn_dims *d, const attn_seqs *s, const
                          (size_t)s->n_seqs * (size_t)d->n_kv_heads <= g_merge_counters_n
                      ? g_merge_counters
                      : NULL;
-    const int f8 = decode_variant(d->kv_fp8);
+    const int f8 = d->kv_fp8 ? 1 : 0;
     e = allow_smem(decode_kernel(f8), DEC_SMEM, &g_decode_smem_dev[f8]);
     if (e != cudaSuccess) return e;
-    if (f8 == 2)
-        pdl_launch(attn_decode_kernel<true, true>, dim3(d->n_kv_heads, s->n_seqs, num_splits),
-                   dim3(DEC_THREADS), DEC_SMEM, stream, a);
-    else if (f8)
+    if (f8)
         pdl_launch(attn_decode_kernel<true>, dim3(d->n_kv_heads, s->n_seqs, num_splits),
                    dim3(DEC_THREADS), DEC_SMEM, stream, a);
     else

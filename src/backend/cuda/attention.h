@@ -116,11 +116,6 @@ size_t attn_decode_workspace_bytes(const attn_dims *d, int n_seqs, int num_split
  * again). The runner turns it on with GPTOSS_ATTN_FUSED_MERGE=1 (off until measured). One device
  * per process. */
 cudaError_t attn_decode_fused_init(int max_seqs, int n_kv_heads);
-/* FP8 decode's fragments, process-wide: 1 = the exact conversion (cvt.rn.f16x2.e4m3x2, one
- * instruction per two values), 0 = bit placement (kv_fp8.cuh). The same output bits either way;
- * off until measured on the H200 (GPTOSS_ATTN_FP8_CVT=1 turns it on at first use). */
-void attn_set_fp8_cvt(int on);
-int attn_fp8_cvt_on(void);
 void attn_decode_fused_free(void);
 
 cudaError_t attn_decode(const attn_dims *d, const attn_seqs *s, const uint16_t *q,

@@ -120,20 +120,10 @@ cudaError_t moe_experts(const moe_weights *w, const uint16_t *x, const moe_routi
 
 /* The large path's MMA, process-wide: 1 = warpgroup MMA (wgmma, moe_wgmma.cu, the default since it
  * was measured faster at every T on the H200: bench/NOTES.md), 0 = mma.sync (moe_large_kernel, kept
- * as the tests' second implementation), 2 and 3 = wgmma with A through shared memory and the MMAs
- * kept in flight across k steps (4 and 3 pipeline stages; not yet measured). Until moe_set_wgmma
- * is called, GPTOSS_MOE_WGMMA=0..3 selects one. moe_wgmma_on returns the choice. */
-void moe_set_wgmma(int v);
+ * as the tests' second implementation). Until moe_set_wgmma is called, GPTOSS_MOE_WGMMA=0 selects
+ * mma.sync (any other value, or none, wgmma). moe_wgmma_on returns the choice, 1 or 0. */
+void moe_set_wgmma(int on);
 int moe_wgmma_on(void);
-
-/* The small path's variant, process-wide (moe_experts.cu's small_cfg): 0 as measured so far, 1 its
- * shared memory sized for the tokens there are, 2 and 3 fewer k steps per register batch for more
- * resident warps (the same bits from 0-3), 4 the warps of a block splitting one tile's k steps
- * (its own order of the sum). GPTOSS_MOE_SMALL_VARIANT=N picks one at first use, until
- * measurements choose the default. */
-enum { MOE_SMALL_VARIANTS = 5 };
-void moe_set_small_variant(int v);
-int moe_small_variant(void);
 
 /* The two halves, for benchmarks and tests. */
 cudaError_t moe_gate_up(const moe_weights *w, const uint16_t *x, const moe_routing *r,

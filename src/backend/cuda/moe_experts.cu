@@ -61,42 +61,22 @@ static __device__ __forceinline__ void load_batch(const uint4 *qp, const uint32_
     }
 }
 
-/* VAR (moe_set_small_variant; measured before one becomes the default): 0 and 1 are the kernel
- * as measured so far (1 only sizes its shared memory for the tokens a pass can really have, which
- * at T ≤ 7 is T rows instead of 8·NTP: at T = 1 the 46.6 KB a block held for 8 tokens was, with
- * the registers, what kept an SM at 4 blocks); 2 and 3 trade register batches for resident
- * warps: at batch 1 ncu found the kernel issue-bound (IPC 2.1 of 4, 2.5 warps per scheduler, 0.8
- * eligible), so more warps may issue more. The k steps are summed in the same order in every
- * variant: the same bits. */
-template <int NTP, int VAR = 0> struct small_cfg {
+/* Measured slower on the H200 (bench/NOTES.md): fewer registers for more resident warps (3–4 k
+ * steps per batch), and a block's warps splitting one tile's k steps. */
+template <int NTP> struct small_cfg {
     static constexpr int CAP = 8 * NTP;            /* tokens staged per pass */
     static constexpr int WARPS = NTP == 1 ? 4 : 8; /* 16-row tiles per block */
     static constexpr int THREADS = WARPS * 32;
     /* k steps per batch: U–2U × 16 B in flight (two batches; U = 7 spills at 4 blocks) */
-    static constexpr int U = VAR == 2 ? 4 : VAR == 3 ? 3 : 6;
-    static constexpr int MIN_BLOCKS = (NTP == 1 ? 4 : 2) * (VAR == 2 ? 3 : VAR == 3 ? 4 : 2) / 2;
-    /* 4: the block's warps share one 16-row tile and split its k steps, then add their sums in
-     * warp order through shared memory: WARPS times the warps for the same bytes, for batch 1,
-     * where the grid (4 experts × 90 blocks) left 2.7 blocks an SM and ncu counted 0.8 eligible
-     * warps per scheduler. A different order of the sum: not the other variants' bits. */
-    static constexpr bool KSPLIT = VAR == 4;
-    /* its static shared memory (the warps' sums), which the dynamic opt-in must leave room for */
-    static constexpr int RED_BYTES = KSPLIT ? WARPS * NTP * 32 * 16 : 0;
+    static constexpr int U = 6;
+    static constexpr int MIN_BLOCKS = NTP == 1 ? 4 : 2; /* resident blocks an SM */
 };
 
-/* The dynamic shared memory a small kernel may have: the SM's 227 KB less its static array (an
- * opt-in for all 227 KB fails with "invalid argument" when the kernel also has a static one). */
-static int small_smem_max(int ntp, int var) {
-    const int red = ntp == 1 ? (var == 4 ? small_cfg<1, 4>::RED_BYTES : 0)
-                             : (var == 4 ? small_cfg<2, 4>::RED_BYTES : 0);
-    return 227 * 1024 - red;
-}
-
-template <int NTP, int MODE, bool FOLDED, int VAR>
-__global__ void __launch_bounds__(small_cfg<NTP, VAR>::THREADS, small_cfg<NTP, VAR>::MIN_BLOCKS)
+template <int NTP, int MODE, bool FOLDED>
+__global__ void __launch_bounds__(small_cfg<NTP>::THREADS, small_cfg<NTP>::MIN_BLOCKS)
     moe_small_kernel(const moe_args a) {
     pdl_prologue(); /* first: see pdl.cuh */
-    typedef small_cfg<NTP, VAR> C;
+    typedef small_cfg<NTP> C;
     extern __shared__ uint4 smem_raw[];
     uint16_t *xs = (uint16_t *)smem_raw; /* [CAP][lds] */
 
@@ -112,23 +92,19 @@ __global__ void __launch_bounds__(small_cfg<NTP, VAR>::THREADS, small_cfg<NTP, V
         nk * 64 + 32; /* row stride ≡ 64 bytes mod 128: rows g, g+1 on different banks */
 
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-    const int rt = C::KSPLIT ? rb : rb * C::WARPS + w;
+    const int rt = rb * C::WARPS + w;
     const bool active = rt < a.RT;
-    /* KSPLIT: this warp's share [kw0, kw0 + nkw) of the block's k steps (the tokens are staged for
-     * all of them); otherwise all of them */
-    const int kw0 = C::KSPLIT ? w * nk / C::WARPS : 0;
-    const int nkw = C::KSPLIT ? (w + 1) * nk / C::WARPS - kw0 : nk;
-    const size_t tile_kk = ((size_t)e * a.RT + (active ? rt : 0)) * a.KK + kk0 + kw0;
+    const size_t tile_kk = ((size_t)e * a.RT + (active ? rt : 0)) * a.KK + kk0;
     const uint4 *qp = a.wq + tile_kk * 32 + lane;
     const uint32_t *sp = a.wsc + tile_kk * 8 + g;
     /* This lane's token fragment (token g, k 8t …) in shared memory, as a 32-bit shared address. */
-    const uint32_t xaddr = smem_u32(xs + g * lds + 8 * t) + (uint32_t)kw0 * 128;
+    const uint32_t xaddr = smem_u32(xs + g * lds + 8 * t);
 
     /* The first batch of codes depends only on the work item: its loads fly while the tokens are
      * staged. */
     uint4 qv[C::U];
     uint32_t sv[C::U];
-    load_batch<C::U>(qp, sp, 0, active ? nkw : 0, qv, sv);
+    load_batch<C::U>(qp, sp, 0, active ? nk : 0, qv, sv);
 
     for (int p0 = 0; p0 < cnt; p0 += C::CAP) {
         const int pc = min(C::CAP, cnt - p0);
@@ -159,7 +135,7 @@ __global__ void __launch_bounds__(small_cfg<NTP, VAR>::THREADS, small_cfg<NTP, V
              * dequantised and multiplied, so a warp always has up to 2U 16-byte loads in flight
              * instead of draining to zero once per batch (a K range of 45 steps was ~6 full memory
              * round trips in a row). */
-            if (p0 > 0) load_batch<C::U>(qp, sp, 0, nkw, qv, sv); /* another pass: from L2 */
+            if (p0 > 0) load_batch<C::U>(qp, sp, 0, nk, qv, sv); /* another pass: from L2 */
             /* One k step: dequantise its 4 words and multiply them with the staged tokens. The
              * token fragments are read through a 32-bit shared address computed once (with a
              * generic pointer the compiler rebuilt the address every step, ~6 instructions of ~87). */
@@ -182,10 +158,10 @@ __global__ void __launch_bounds__(small_cfg<NTP, VAR>::THREADS, small_cfg<NTP, V
             /* Full batches without a per-step bound check, then the tail batch (its loads were
              * issued by the last full batch, or before staging when nk < U). */
             int kb = 0;
-            for (; kb + C::U <= nkw; kb += C::U) {
+            for (; kb + C::U <= nk; kb += C::U) {
                 uint4 qn[C::U];
                 uint32_t sn[C::U];
-                load_batch<C::U>(qp, sp, kb + C::U, nkw, qn, sn);
+                load_batch<C::U>(qp, sp, kb + C::U, nk, qn, sn);
 #pragma unroll
                 for (int u = 0; u < C::U; u++) k_step(qv[u], sv[u], kb + u);
 #pragma unroll
@@ -193,35 +169,13 @@ __global__ void __launch_bounds__(small_cfg<NTP, VAR>::THREADS, small_cfg<NTP, V
             }
 #pragma unroll
             for (int u = 0; u < C::U; u++)
-                if (kb + u < nkw) k_step(qv[u], sv[u], kb + u);
-            if constexpr (C::KSPLIT) {
-                /* The warps' sums, added in warp order by warp 0, which writes the tile. */
-                __shared__ float4 red[C::WARPS][NTP][32];
-                static_assert(sizeof(red) == C::RED_BYTES, "small_smem_max leaves room for it");
+                if (kb + u < nk) k_step(qv[u], sv[u], kb + u);
 #pragma unroll
-                for (int nt = 0; nt < NTP; nt++)
-                    red[w][nt][lane] = make_float4(acc[nt][0], acc[nt][1], acc[nt][2], acc[nt][3]);
-                __syncthreads();
-                if (w == 0) {
-#pragma unroll
-                    for (int nt = 0; nt < NTP; nt++) {
-                        for (int v = 1; v < C::WARPS; v++) {
-                            const float4 o = red[v][nt][lane];
-                            acc[nt][0] += o.x, acc[nt][1] += o.y, acc[nt][2] += o.z,
-                                acc[nt][3] += o.w;
-                        }
-                        if (nt < ngroups)
-                            tile_epilogue<MODE>(a, e, off, rt, p0 + nt * 8, p0 + pc, s, acc[nt]);
-                    }
-                }
-            } else {
-#pragma unroll
-                for (int nt = 0; nt < NTP; nt++)
-                    if (nt < ngroups)
-                        tile_epilogue<MODE>(a, e, off, rt, p0 + nt * 8, p0 + pc, s, acc[nt]);
-            }
+            for (int nt = 0; nt < NTP; nt++)
+                if (nt < ngroups)
+                    tile_epilogue<MODE>(a, e, off, rt, p0 + nt * 8, p0 + pc, s, acc[nt]);
         }
-        __syncthreads(); /* the next pass overwrites xs (and red) */
+        __syncthreads(); /* the next pass overwrites xs */
     }
 }
 
@@ -399,48 +353,27 @@ static unsigned long long g_attrs_set; /* per device: per_device.h */
 
 static int g_wgmma = -1; /* -1: not decided yet (GPTOSS_MOE_WGMMA at first use, moe.h) */
 
-void moe_set_wgmma(int v) {
-    g_wgmma = v >= 0 && v <= 3 ? v : 1;
+void moe_set_wgmma(int on) {
+    g_wgmma = on ? 1 : 0;
 }
 
 int moe_wgmma_on(void) {
     if (g_wgmma < 0) {
         const char *v = getenv("GPTOSS_MOE_WGMMA");
-        g_wgmma = v && v[0] >= '0' && v[0] <= '3' && !v[1] ? v[0] - '0' : 1;
+        g_wgmma = !(v && !strcmp(v, "0"));
     }
     return g_wgmma;
 }
 
-static int g_small_var = -1; /* -1: not decided yet (GPTOSS_MOE_SMALL_VARIANT at first use) */
-
-void moe_set_small_variant(int v) {
-    g_small_var = v >= 0 && v < MOE_SMALL_VARIANTS ? v : 0;
-}
-
-int moe_small_variant(void) {
-    if (g_small_var < 0) {
-        const char *v = getenv("GPTOSS_MOE_SMALL_VARIANT");
-        g_small_var = v && v[0] >= '0' && v[0] < '0' + MOE_SMALL_VARIANTS && !v[1] ? v[0] - '0' : 0;
-    }
-    return g_small_var;
-}
-
 typedef void (*small_fn)(moe_args);
-static small_fn small_kernel_for(int ntp, int mode, int folded, int var) {
-#define SMALL_CASE(n, m, v)                                                                        \
-    if (ntp == n && mode == m && var == v)                                                         \
-    return folded ? moe_small_kernel<n, m, true, v> : moe_small_kernel<n, m, false, v>
-#define SMALL_VARS(n, m)                                                                           \
-    SMALL_CASE(n, m, 0);                                                                           \
-    SMALL_CASE(n, m, 1);                                                                           \
-    SMALL_CASE(n, m, 2);                                                                           \
-    SMALL_CASE(n, m, 3);                                                                           \
-    SMALL_CASE(n, m, 4)
-    SMALL_VARS(1, MODE_GATE_UP);
-    SMALL_VARS(1, MODE_DOWN);
-    SMALL_VARS(2, MODE_GATE_UP);
-    SMALL_VARS(2, MODE_DOWN);
-#undef SMALL_VARS
+static small_fn small_kernel_for(int ntp, int mode, int folded) {
+#define SMALL_CASE(n, m)                                                                           \
+    if (ntp == n && mode == m)                                                                     \
+    return folded ? moe_small_kernel<n, m, true> : moe_small_kernel<n, m, false>
+    SMALL_CASE(1, MODE_GATE_UP);
+    SMALL_CASE(1, MODE_DOWN);
+    SMALL_CASE(2, MODE_GATE_UP);
+    SMALL_CASE(2, MODE_DOWN);
 #undef SMALL_CASE
     return NULL;
 }
@@ -450,10 +383,9 @@ static cudaError_t set_attrs(void) {
     for (int ntp = 1; ntp <= 2; ntp++)
         for (int mode = 0; mode < 2; mode++)
             for (int folded = 0; folded < 2; folded++)
-                for (int var = 0; var < MOE_SMALL_VARIANTS; var++)
-                    CUDA_TRY(cudaFuncSetAttribute(
-                        (const void *)small_kernel_for(ntp, mode, folded, var),
-                        cudaFuncAttributeMaxDynamicSharedMemorySize, small_smem_max(ntp, var)));
+                CUDA_TRY(cudaFuncSetAttribute((const void *)small_kernel_for(ntp, mode, folded),
+                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              227 * 1024));
     CUDA_TRY(cudaFuncSetAttribute((const void *)moe_large_kernel<MODE_GATE_UP>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, LG_SMEM));
     CUDA_TRY(cudaFuncSetAttribute((const void *)moe_large_kernel<MODE_DOWN>,
@@ -483,7 +415,7 @@ static cudaError_t launch(const moe_args &a0, int mode, int folded, const moe_pl
         a.S = 1;
         a.n_rb = (a.RT + 7) / 8;
         const dim3 grid((unsigned)a.n_rb, (unsigned)moe_max_tiles(r->T, r->E, r->k));
-        if (moe_wgmma_on()) return moe_wgmma_launch(a, mode, folded, grid, stream);
+        if (moe_wgmma_on()) return moe_wgmma_launch(a, mode, grid, stream);
         if (mode == MODE_GATE_UP)
             pdl_launch(moe_large_kernel<MODE_GATE_UP>, dim3(grid), dim3(LG_THREADS), LG_SMEM,
                        stream, a);
@@ -492,20 +424,17 @@ static cudaError_t launch(const moe_args &a0, int mode, int folded, const moe_pl
                        a);
         return cudaGetLastError();
     }
-    const int ntp = plan->ntp == 1 ? 1 : 2, var = moe_small_variant();
+    const int ntp = plan->ntp == 1 ? 1 : 2;
     const int warps = ntp == 1 ? small_cfg<1>::WARPS : small_cfg<2>::WARPS;
-    a.n_rb = var == 4 ? a.RT : (a.RT + warps - 1) / warps; /* K split: one row tile a block */
+    a.n_rb = (a.RT + warps - 1) / warps;
     const int nk_max = (a.KK + a.S - 1) / a.S;
-    /* rows of staged tokens: a pass stages at most 8·NTP, and an expert has at most T tokens (a
-     * token picks an expert once); the kernel reads only the rows it staged (variants ≥ 1) */
-    const int rows = var >= 1 && r->T < 8 * ntp ? r->T : 8 * ntp;
-    const size_t smem = (size_t)rows * (nk_max * 64 + 32) * 2;
-    if (smem > (size_t)small_smem_max(ntp, var)) return cudaErrorInvalidValue;
+    const size_t smem = (size_t)8 * ntp * (nk_max * 64 + 32) * 2; /* CAP staged token rows */
+    if (smem > 227 * 1024) return cudaErrorInvalidValue;
     const long blocks = (long)max_touched * a.n_rb * a.S;
     if (blocks < 1) return cudaSuccess;
     const int threads = ntp == 1 ? small_cfg<1>::THREADS : small_cfg<2>::THREADS;
-    CUDA_TRY(pdl_launch(small_kernel_for(ntp, mode, folded, var), dim3((unsigned)blocks),
-                        dim3(threads), smem, stream, a));
+    CUDA_TRY(pdl_launch(small_kernel_for(ntp, mode, folded), dim3((unsigned)blocks), dim3(threads),
+                        smem, stream, a));
     return cudaGetLastError();
 }
 

@@ -139,7 +139,7 @@ static __device__ __forceinline__ void copy_tile_weights(const tile_weight_src &
         cp_async16(smem_u32(scales_dst + tid * 16), ws.scales + (size_t)kk * 32, ws.scale_bytes);
 }
 
-/* The wgmma kernels' epilogue: row tile rt's 64 x 128 accumulators (16 fragments of 8 tokens). */
+/* The wgmma kernel's epilogue: row tile rt's 64 x 128 accumulators (16 fragments of 8 tokens). */
 template <int MODE>
 static __device__ __forceinline__ void store_tile_n128(const moe_args &a, const tile_pos &p, int rt,
                                                        const float acc[64]) {
@@ -150,7 +150,5 @@ static __device__ __forceinline__ void store_tile_n128(const moe_args &a, const 
                             acc + 4 * jn);
 }
 
-/* The wgmma large-batch kernel (moe_wgmma.cu) on moe_large_kernel's grid: (row blocks, tile slots);
- * which one is moe_wgmma_on()'s choice (moe.h), folded whether the weights' scales fold. */
-cudaError_t moe_wgmma_launch(const moe_args &a, int mode, int folded, dim3 grid,
-                             cudaStream_t stream);
+/* The wgmma large-batch kernel (moe_wgmma.cu) on moe_large_kernel's grid: (row blocks, tile slots). */
+cudaError_t moe_wgmma_launch(const moe_args &a, int mode, dim3 grid, cudaStream_t stream);

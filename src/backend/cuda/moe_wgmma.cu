@@ -1,6 +1,7 @@
 /* The large-batch MoE grouped GEMM on Hopper's warpgroup MMA (wgmma, sm_90a): moe_large_kernel's
  * tiles, routing, weight layout and epilogue (moe_experts.cu), with the MMA moved to the tensor cores'
- * asynchronous interface. The default large path (GPTOSS_MOE_WGMMA=0 / moe_set_wgmma(0): mma.sync).
+ * asynchronous interface. The default large path (GPTOSS_MOE_WGMMA=0 / moe_set_wgmma(0) selects
+ * mma.sync instead).
  *
  * ── Block ──────────────────────────────────────────────────────────────────────────────────────
  * 128 weight rows x 128 tokens (one routing tile), 256 threads = 2 warpgroups. Warpgroup wg owns rows
@@ -30,7 +31,9 @@
  * them. Waiting for one group at a time leaves a block's tensor cores idle while it dequantises, so
  * two blocks share an SM (83 KB of shared memory, <= 128 registers each) and fill each other's gaps.
  * (Keeping one group in flight while the next step's A is dequantised into a second register set
- * made ptxas serialise every wgmma — C7513, registers of a wgmma defined inside a pipeline stage.) */
+ * made ptxas serialise every wgmma — C7513, registers of a wgmma defined inside a pipeline stage.
+ * A dequantised into shared memory instead, with the MMAs in flight across k steps, was measured
+ * slower on the H200: bench/NOTES.md.) */
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/moe.h"
 #include "backend/cuda/moe_dequant.cuh"
@@ -204,167 +207,7 @@ __global__ void __launch_bounds__(WG_THREADS, 2) moe_wgmma_kernel(const moe_args
     store_tile_n128<MODE>(a, tp, rb * 8 + my_tile, acc);
 }
 
-/* ── A through shared memory (moe_set_wgmma 2 and 3; not yet measured) ─────────────────────────
- * The kernel above dequantises A into registers, and keeping its MMAs in flight while the next A
- * is made serialises them (C7513), so its tensor cores idle through every dequantisation and
- * barrier. Here A goes through shared memory, and the MMAs of step kk run while step kk + 1 is
- * copied and dequantised (wgmma wait_group 1).
- *
- * One permutation for A and B. A dequantised code word is a whole run of 8 consecutive k of one row
- * (physical k 32h + 8t … +7 in the 64-k step, h < 2, t < 4); B's 16-byte copies are whole runs of 8 k
- * of one token too. So run (h, t) goes to k16 block t, k half h, for both: block t's logical k
- * 8h + i is physical k 32h + 8t + i, the 4 blocks cover the 64 k once, and no 4-byte pieces are left.
- * Inside a k16 block the layout is the kernel above's B layout (K-major, no swizzle, core matrices
- * of 8 rows x 16 bytes: the k halves 128 bytes apart, the 8-row groups 256 bytes apart), for A's 128
- * rows as for B's 128 tokens. The 4 blocks sit A2_KB = 4096 + 32 bytes apart: the 8 lanes of a
- * quarter warp store (rows g, g + 1; t = 0 … 3) into 8 different 16-byte bank groups.
- *
- * Step kk (S stages, loads S − 2 steps ahead):
- *   wait_group 1 (this warpgroup's MMAs of kk − 2 done) · cp.async wait (stage kk landed) · barrier
- *   (everyone's too) · copy step kk + S − 2 into the stage of kk − 2 · dequantise stage kk's codes into
- *   A[kk mod 2] (read last by the MMAs of kk − 2) · the warpgroup's barrier (its 4 warps wrote its 64
- *   rows) · 4 wgmma (A and B by descriptor) · commit. */
-enum { A2_KB = 4096 + 32, A2_B_BYTES = 4 * A2_KB, A2_A_BYTES = 4 * A2_KB };
-template <int S> struct a2_cfg {
-    static constexpr int STAGE = A2_B_BYTES + WG_A_BYTES + WG_S_BYTES;
-    static constexpr int SMEM = S * STAGE + 2 * A2_A_BYTES;
-};
-static_assert(a2_cfg<4>::SMEM <= 227 * 1024, "four stages fit one block an SM");
-static_assert(2 * (a2_cfg<3>::SMEM + 1024) <= 228 * 1024, "three stages fit two blocks an SM");
-static_assert(a2_cfg<3>::STAGE % 128 == 0, "stages stay 128-byte aligned");
-
-/* d (64 x 128, fp32) += A (64 x 16 bf16 at desc_a) · B (16 x 128 bf16 at desc_b). */
-static __device__ __forceinline__ void wgmma_ss_m64n128k16(float d[64], uint64_t desc_a,
-                                                           uint64_t desc_b) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n" /* scale-d: accumulate into d */
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " WG_D64_REGS
-                 ", %64, %65, p, 1, 1, 0, 0;\n}\n"
-                 : WG_D64(d)
-                 : "l"(desc_a), "l"(desc_b));
-}
-
-/* The 128 threads of warpgroup wg meet (named barrier 1 + wg; 0 is __syncthreads'). */
-static __device__ __forceinline__ void warpgroup_barrier(int wg) {
-    if (wg == 0)
-        asm volatile("bar.sync 1, 128;" ::: "memory");
-    else
-        asm volatile("bar.sync 2, 128;" ::: "memory");
-}
-
-/* Byte offset of (row or token m, run (h, t)) in an A or B region (see above). */
-static __device__ __forceinline__ uint32_t a2_off(int m, int h, int t) {
-    return (uint32_t)(t * A2_KB + (m >> 3) * 256 + h * 128 + (m & 7) * 16);
-}
-
-template <int MODE, int S, bool FOLDED>
-__global__ void __launch_bounds__(WG_THREADS, S == 3 ? 2 : 1) moe_wgmma2_kernel(const moe_args a) {
-    pdl_prologue(); /* first: see pdl.cuh */
-    typedef a2_cfg<S> C;
-    extern __shared__ __align__(128) uint4 wg_smem_raw[];
-    char *smem = (char *)wg_smem_raw;
-    char *a_buf = smem + S * C::STAGE; /* A[2] */
-
-    tile_pos tp;
-    if (!tile_of_block(a, WG_BN, &tp)) return;
-    const int rb = blockIdx.x;
-    const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, g = lane >> 2, t = lane & 3;
-    const int wg = w >> 2;
-
-    __shared__ uint32_t row_off[WG_BN];
-    tile_row_table<MODE>(a, tp.off, tp.n_base, tp.n_valid, row_off, WG_BN);
-    const tile_weight_src ws = tile_weight_sources(a, tp.e, rb, tid);
-
-    /* B copies: 128 tokens x 8 runs = 1,024 per step, 4 a thread; copy q: token 8·(q / 64) + q mod 8,
-     * run (q / 8) mod 8, so a quarter warp writes 8 tokens' same run: 128 contiguous bytes. */
-    auto load_stage = [&](int kk, int stage) {
-        char *base = smem + stage * C::STAGE;
-        const uint32_t b0 = smem_u32(base);
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            const int q = tid + 256 * i;
-            const int n = 8 * (q >> 6) + (q & 7), run = (q >> 3) & 7, h = run >> 2, rt4 = run & 3;
-            const uint32_t o = row_off[n];
-            const uint16_t *src = a.x + (o == ~0u ? 0u : o) + (size_t)kk * 64 + 32 * h + 8 * rt4;
-            cp_async16(b0 + a2_off(n, h, rt4), src, o == ~0u ? 0 : 16);
-        }
-        copy_tile_weights(ws, kk, tid, base + A2_B_BYTES, base + A2_B_BYTES + WG_A_BYTES);
-    };
-
-    float acc[64];
-#pragma unroll
-    for (int i = 0; i < 64; i++) acc[i] = 0.0f;
-
-#pragma unroll
-    for (int st = 0; st < S - 2; st++) {
-        if (st < a.KK) load_stage(st, st);
-        cp_async_commit();
-    }
-
-    /* This warp dequantises row tile w (rows 16w + g and 16w + g + 8 of the block). */
-    const int m_g = 16 * w + g, m_g8 = m_g + 8;
-    for (int kk = 0; kk < a.KK; kk++) {
-        wgmma_wait<1>();        /* this warpgroup's MMAs of step kk - 2 are done */
-        cp_async_wait<S - 3>(); /* this thread's copies of step kk have landed */
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-        __syncthreads(); /* everyone's copies; everyone's MMAs of kk - 2 */
-        if (kk + S - 2 < a.KK) load_stage(kk + S - 2, (kk + S - 2) % S);
-        cp_async_commit();
-
-        const char *base = smem + (kk % S) * C::STAGE;
-        const uint4 qc = *(const uint4 *)(base + A2_B_BYTES + w * 512 + lane * 16);
-        const uint32_t sc = *(const uint32_t *)(base + A2_B_BYTES + WG_A_BYTES + w * 32 + g * 4);
-        char *ab = a_buf + (kk & 1) * A2_A_BYTES;
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            uint32_t ag[4], a8[4];
-            dequant_word_t<FOLDED>(h ? qc.z : qc.x, sc, 2 * h, ag);
-            dequant_word_t<FOLDED>(h ? qc.w : qc.y, sc, 2 * h + 1, a8);
-            *(uint4 *)(ab + a2_off(m_g, h, t)) = make_uint4(ag[0], ag[1], ag[2], ag[3]);
-            *(uint4 *)(ab + a2_off(m_g8, h, t)) = make_uint4(a8[0], a8[1], a8[2], a8[3]);
-        }
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-        warpgroup_barrier(wg); /* the warpgroup's 64 rows of A are written */
-
-        const uint32_t a0 = smem_u32(ab) + (uint32_t)wg * 2048, b0 = smem_u32(base);
-        wgmma_fence();
-#pragma unroll
-        for (int j = 0; j < 4; j++)
-            wgmma_ss_m64n128k16(acc, smem_desc(a0 + j * A2_KB, 128, 256),
-                                smem_desc(b0 + j * A2_KB, 128, 256));
-        wgmma_commit();
-    }
-    wgmma_wait<0>();
-    fence_acc(acc);
-    cp_async_wait<0>();
-
-    store_tile_n128<MODE>(a, tp, rb * 8 + w, acc);
-}
-
-template <int S>
-static cudaError_t wgmma2_launch(const moe_args &a, int mode, int folded, dim3 grid,
-                                 cudaStream_t stream) {
-    static unsigned long long attrs_set; /* per device: per_device.h */
-    void (*const k[2][2])(moe_args) = {
-        {moe_wgmma2_kernel<MODE_GATE_UP, S, false>, moe_wgmma2_kernel<MODE_GATE_UP, S, true>},
-        {moe_wgmma2_kernel<MODE_DOWN, S, false>, moe_wgmma2_kernel<MODE_DOWN, S, true>}};
-    if (!per_device_done(&attrs_set)) {
-        for (int m = 0; m < 2; m++)
-            for (int f = 0; f < 2; f++)
-                CUDA_TRY(cudaFuncSetAttribute((const void *)k[m][f],
-                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                              a2_cfg<S>::SMEM));
-        per_device_mark(&attrs_set);
-    }
-    CUDA_TRY(pdl_launch(k[mode == MODE_GATE_UP ? 0 : 1][folded ? 1 : 0], grid, dim3(WG_THREADS),
-                        a2_cfg<S>::SMEM, stream, a));
-    return cudaGetLastError();
-}
-
-cudaError_t moe_wgmma_launch(const moe_args &a, int mode, int folded, dim3 grid,
-                             cudaStream_t stream) {
-    const int v = moe_wgmma_on();
-    if (v == 2) return wgmma2_launch<4>(a, mode, folded, grid, stream);
-    if (v == 3) return wgmma2_launch<3>(a, mode, folded, grid, stream);
+cudaError_t moe_wgmma_launch(const moe_args &a, int mode, dim3 grid, cudaStream_t stream) {
     static unsigned long long attrs_set; /* per device: per_device.h */
     if (!per_device_done(&attrs_set)) {
         CUDA_TRY(cudaFuncSetAttribute((const void *)moe_wgmma_kernel<MODE_GATE_UP>,
