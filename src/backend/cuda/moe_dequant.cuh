@@ -15,8 +15,9 @@
  *     pair 2 (k 4,5): m@0  e0@1  e1@2  s@9       → (q << 6) & 0x81C081C0
  *     pair 3 (k 6,7): e0@10 e1@11 m@13 s@14      → (q>>3 & 0x01800180) | (q>>7 & 0x00400040) | (q<<1 & 0x80008000)
  *
- * 11 integer operations for 8 weights (a search over all layouts finds no cheaper one in this
- * style); a byte-permute lookup table would cost ~17. The integer pipe (64 ops/clk/SM) is the scarce
+ * 11 integer operations for 8 weights: 6 masks/merges and 5 shifts. A search over all layouts
+ * finds none cheaper in this style, nor with rotations or with pair 3 from two shifted copies (its
+ * bits cannot come from one); a byte-permute lookup table would cost ~17. The integer pipe (64 ops/clk/SM) is the scarce
  * one: at 4.2 TB/s an SM must digest ~4 words per clock. */
 #pragma once
 
@@ -44,7 +45,12 @@ static __device__ __forceinline__ void place_codes(uint32_t q, uint32_t r[4]) {
     r[0] = q & M;
     r[1] = (q << 3) & M;
     r[2] = (q << 6) & M;
-    r[3] = ((q >> 3) & 0x01800180u) | ((q >> 7) & 0x00400040u) | ((q << 1) & 0x80008000u);
+    /* q >> 3 and q >> 7 as the high words of q · 2^29 and q · 2^25: the same bits, but an IMAD.HI
+     * on the FMA pipe instead of a shift on the integer ALU pipe, which ncu finds the busiest one
+     * in the small kernel (69 % at batch 64, against 27 % for FMA). The left shifts already compile
+     * to IMAD.SHL; the masks and merges (LOP3) have to stay on the ALU. */
+    r[3] = (__umulhi(q, 1u << 29) & 0x01800180u) | (__umulhi(q, 1u << 25) & 0x00400040u) |
+           ((q << 1) & 0x80008000u);
 }
 
 /* One repacked word (8 codes of one row) → 4 bf16 pairs (k 0,1 | 2,3 | 4,5 | 6,7), scaled. */
@@ -62,7 +68,10 @@ static __device__ __forceinline__ void dequant_word(uint32_t q, uint32_t scale2,
  * removes 4 of the ~21 instructions per word from the integer/FMA pipes, which at batch ≥ 64 are
  * as busy as the memory system (moe_scales_max decides at load). */
 static __device__ __forceinline__ uint32_t scale_pair_folded(uint32_t sw, int j) {
-    return scale_pair(sw, j) + 0x3F003F00u;
+    /* S alone (one byte permute), then S·(2^7 + 2^23) + (126 << 7 in each half) in one IMAD on the
+     * FMA pipe: the same bits as scale_pair(sw, j) + 0x3F003F00 (a shift and an add on the ALU). */
+    const uint32_t S = __byte_perm(sw, 0u, 0x4440u | (uint32_t)j);
+    return S * 0x00800080u + 0x3F003F00u;
 }
 
 /* dequant_word with scale byte j of scale word sw, folded (one multiply) or not. */

@@ -112,7 +112,7 @@ __global__ void __launch_bounds__(small_cfg<NTP>::THREADS, small_cfg<NTP>::MIN_B
          * 16-token passes about half the blocks would multiply a group of zeros (and stage it). */
         const int ngroups = (pc + 7) >> 3;
         /* Stage the pass's pc real tokens for k in [64·kk0, 64·kk1); the lanes of absent tokens
-         * (g ≥ pc in the last group) multiply zeros instead of reading a staged zero row. At batch 8
+         * (g ≥ pc in the last group) multiply an unstaged row into a column nobody stores. At batch 8
          * an expert averages 1–2 tokens, so padding to 8 rows wrote ~4× the shared memory the
          * tokens need, through the same issue slots as the dequantisation (120b decode +7.5 % at
          * batch 8, +6.5 % at 64, +2.3 % at 1: bench/NOTES.md). */
@@ -148,28 +148,44 @@ __global__ void __launch_bounds__(small_cfg<NTP>::THREADS, small_cfg<NTP>::MIN_B
 #pragma unroll
                     for (int nt = 0; nt < NTP; nt++) {
                         if (nt > 0 && nt >= ngroups) break; /* block-uniform */
-                        uint4 xv = make_uint4(0, 0, 0, 0);
-                        if (nt * 8 + g < pc)
-                            xv = lds128(xaddr + (uint32_t)(nt * 16 * lds + ks * 128 + h * 64));
+                        /* Lanes of absent tokens (row g ≥ pc) read whatever their row holds (an
+                         * earlier pass's token, or nothing yet): it reaches only their own column
+                         * of the product (C[i][g] = Σ_k A[i][k]·B[k][g]), which the epilogue never
+                         * stores. Zeroing it cost two register moves per load on the busy ALU. */
+                        const uint4 xv =
+                            lds128(xaddr + (uint32_t)(nt * 16 * lds + ks * 128 + h * 64));
                         mma_chunk(acc[nt], ag, a8, xv);
                     }
                 }
             };
             /* Full batches without a per-step bound check, then the tail batch (its loads were
-             * issued by the last full batch, or before staging when nk < U). */
+             * issued by the last full batch, or before staging when nk < U). The two batches
+             * alternate between two register sets (qv, qn) two at a time, so no batch is copied
+             * from one set to the other (30 register moves a batch, ~5 % of the issue slots). */
+            uint4 qn[C::U];
+            uint32_t sn[C::U];
             int kb = 0;
-            for (; kb + C::U <= nk; kb += C::U) {
-                uint4 qn[C::U];
-                uint32_t sn[C::U];
+            for (; kb + 2 * C::U <= nk; kb += 2 * C::U) {
+                load_batch<C::U>(qp, sp, kb + C::U, nk, qn, sn);
+#pragma unroll
+                for (int u = 0; u < C::U; u++) k_step(qv[u], sv[u], kb + u);
+                load_batch<C::U>(qp, sp, kb + 2 * C::U, nk, qv, sv);
+#pragma unroll
+                for (int u = 0; u < C::U; u++) k_step(qn[u], sn[u], kb + C::U + u);
+            }
+            /* qv holds steps kb … kb+U−1 (zeros past nk) */
+            if (kb + C::U <= nk) {
                 load_batch<C::U>(qp, sp, kb + C::U, nk, qn, sn);
 #pragma unroll
                 for (int u = 0; u < C::U; u++) k_step(qv[u], sv[u], kb + u);
 #pragma unroll
-                for (int u = 0; u < C::U; u++) qv[u] = qn[u], sv[u] = sn[u];
-            }
+                for (int u = 0; u < C::U; u++)
+                    if (kb + C::U + u < nk) k_step(qn[u], sn[u], kb + C::U + u);
+            } else {
 #pragma unroll
-            for (int u = 0; u < C::U; u++)
-                if (kb + u < nk) k_step(qv[u], sv[u], kb + u);
+                for (int u = 0; u < C::U; u++)
+                    if (kb + u < nk) k_step(qv[u], sv[u], kb + u);
+            }
 #pragma unroll
             for (int nt = 0; nt < NTP; nt++)
                 if (nt < ngroups)
