@@ -40,17 +40,17 @@ static __device__ __forceinline__ uint32_t scale_pair(uint32_t sw, int j) {
 
 /* One repacked word (8 codes of one row) → 4 bf16 pairs (k 0,1 | 2,3 | 4,5 | 6,7), each value
  * times 2^−126 (the table above). */
+template <bool HI = false>
 static __device__ __forceinline__ void place_codes(uint32_t q, uint32_t r[4]) {
     const uint32_t M = 0x81C081C0u;
     r[0] = q & M;
     r[1] = (q << 3) & M;
     r[2] = (q << 6) & M;
-    /* q >> 3 and q >> 7 as the high words of q · 2^29 and q · 2^25: the same bits, but an IMAD.HI
-     * on the FMA pipe instead of a shift on the integer ALU pipe, which ncu finds the busiest one
-     * in the small kernel (69 % at batch 64, against 27 % for FMA). The left shifts already compile
-     * to IMAD.SHL; the masks and merges (LOP3) have to stay on the ALU. */
-    r[3] = (__umulhi(q, 1u << 29) & 0x01800180u) | (__umulhi(q, 1u << 25) & 0x00400040u) |
-           ((q << 1) & 0x80008000u);
+    if (HI) /* q >> 3 and q >> 7 as IMAD.HI (FMA pipe) instead of shifts (ALU): moe_small_diet */
+        r[3] = (__umulhi(q, 1u << 29) & 0x01800180u) | (__umulhi(q, 1u << 25) & 0x00400040u) |
+               ((q << 1) & 0x80008000u);
+    else
+        r[3] = ((q >> 3) & 0x01800180u) | ((q >> 7) & 0x00400040u) | ((q << 1) & 0x80008000u);
 }
 
 /* One repacked word (8 codes of one row) → 4 bf16 pairs (k 0,1 | 2,3 | 4,5 | 6,7), scaled. */
@@ -67,23 +67,25 @@ static __device__ __forceinline__ void dequant_word(uint32_t q, uint32_t scale2,
  * bits equal the two-multiply result (and S = 0 now gives the true tiny value instead of 0). That
  * removes 4 of the ~21 instructions per word from the integer/FMA pipes, which at batch ≥ 64 are
  * as busy as the memory system (moe_scales_max decides at load). */
+template <bool IM = false>
 static __device__ __forceinline__ uint32_t scale_pair_folded(uint32_t sw, int j) {
-    /* S alone (one byte permute), then S·(2^7 + 2^23) + (126 << 7 in each half) in one IMAD on the
-     * FMA pipe: the same bits as scale_pair(sw, j) + 0x3F003F00 (a shift and an add on the ALU). */
-    const uint32_t S = __byte_perm(sw, 0u, 0x4440u | (uint32_t)j);
-    return S * 0x00800080u + 0x3F003F00u;
+    if (IM) { /* S alone, then S·(2^7 + 2^23) + (126 << 7 in each half) by one IMAD: moe_small_diet */
+        const uint32_t S = __byte_perm(sw, 0u, 0x4440u | (uint32_t)j);
+        return S * 0x00800080u + 0x3F003F00u;
+    }
+    return scale_pair(sw, j) + 0x3F003F00u;
 }
 
 /* dequant_word with scale byte j of scale word sw, folded (one multiply) or not. */
-template <bool FOLDED>
+template <bool FOLDED, bool HI = false, bool IM = false>
 static __device__ __forceinline__ void dequant_word_t(uint32_t q, uint32_t sw, int j,
                                                       uint32_t r[4]) {
     if (!FOLDED) {
         dequant_word(q, scale_pair(sw, j), r);
         return;
     }
-    const uint32_t f = scale_pair_folded(sw, j);
-    place_codes(q, r);
+    const uint32_t f = scale_pair_folded<IM>(sw, j);
+    place_codes<HI>(q, r);
 #pragma unroll
     for (int i = 0; i < 4; i++) r[i] = bf16x2_mul(r[i], f);
 }
