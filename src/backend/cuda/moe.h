@@ -124,11 +124,6 @@ cudaError_t moe_experts(const moe_weights *w, const uint16_t *x, const moe_routi
  * mma.sync (any other value, or none, wgmma). moe_wgmma_on returns the choice, 1 or 0. */
 void moe_set_wgmma(int on);
 int moe_wgmma_on(void);
-/* The small kernel's "ALU diet" changes (moe_experts.cu's D), a measurement switch: 0 (default) the
- * kernel as measured, else a mask of 1 | 2, 4, 8 (3, 4, 8, 12, 15 are built; others read as 0).
- * GPTOSS_MOE_DIET at first use; moe_set_small_diet for tests. All give the same bits. */
-int moe_small_diet(void);
-void moe_set_small_diet(int d);
 
 /* The two halves, for benchmarks and tests. */
 cudaError_t moe_gate_up(const moe_weights *w, const uint16_t *x, const moe_routing *r,

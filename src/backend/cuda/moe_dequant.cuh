@@ -17,7 +17,9 @@
  *
  * 11 integer operations for 8 weights: 6 masks/merges and 5 shifts. A search over all layouts
  * finds none cheaper in this style, nor with rotations or with pair 3 from two shifted copies (its
- * bits cannot come from one); a byte-permute lookup table would cost ~17. The integer pipe (64 ops/clk/SM) is the scarce
+ * bits cannot come from one); a byte-permute lookup table would cost ~17. The left shifts compile
+ * to IMAD.SHL (FMA pipe); moving the right shifts there too (IMAD.HI) and the scale pair to one
+ * IMAD measured 4 % slower at batch 8-64 on the H200, though ncu had the ALU pipe the busiest. The integer pipe (64 ops/clk/SM) is the scarce
  * one: at 4.2 TB/s an SM must digest ~4 words per clock. */
 #pragma once
 
@@ -40,17 +42,12 @@ static __device__ __forceinline__ uint32_t scale_pair(uint32_t sw, int j) {
 
 /* One repacked word (8 codes of one row) → 4 bf16 pairs (k 0,1 | 2,3 | 4,5 | 6,7), each value
  * times 2^−126 (the table above). */
-template <bool HI = false>
 static __device__ __forceinline__ void place_codes(uint32_t q, uint32_t r[4]) {
     const uint32_t M = 0x81C081C0u;
     r[0] = q & M;
     r[1] = (q << 3) & M;
     r[2] = (q << 6) & M;
-    if (HI) /* q >> 3 and q >> 7 as IMAD.HI (FMA pipe) instead of shifts (ALU): moe_small_diet */
-        r[3] = (__umulhi(q, 1u << 29) & 0x01800180u) | (__umulhi(q, 1u << 25) & 0x00400040u) |
-               ((q << 1) & 0x80008000u);
-    else
-        r[3] = ((q >> 3) & 0x01800180u) | ((q >> 7) & 0x00400040u) | ((q << 1) & 0x80008000u);
+    r[3] = ((q >> 3) & 0x01800180u) | ((q >> 7) & 0x00400040u) | ((q << 1) & 0x80008000u);
 }
 
 /* One repacked word (8 codes of one row) → 4 bf16 pairs (k 0,1 | 2,3 | 4,5 | 6,7), scaled. */
@@ -67,25 +64,20 @@ static __device__ __forceinline__ void dequant_word(uint32_t q, uint32_t scale2,
  * bits equal the two-multiply result (and S = 0 now gives the true tiny value instead of 0). That
  * removes 4 of the ~21 instructions per word from the integer/FMA pipes, which at batch ≥ 64 are
  * as busy as the memory system (moe_scales_max decides at load). */
-template <bool IM = false>
 static __device__ __forceinline__ uint32_t scale_pair_folded(uint32_t sw, int j) {
-    if (IM) { /* S alone, then S·(2^7 + 2^23) + (126 << 7 in each half) by one IMAD: moe_small_diet */
-        const uint32_t S = __byte_perm(sw, 0u, 0x4440u | (uint32_t)j);
-        return S * 0x00800080u + 0x3F003F00u;
-    }
     return scale_pair(sw, j) + 0x3F003F00u;
 }
 
 /* dequant_word with scale byte j of scale word sw, folded (one multiply) or not. */
-template <bool FOLDED, bool HI = false, bool IM = false>
+template <bool FOLDED>
 static __device__ __forceinline__ void dequant_word_t(uint32_t q, uint32_t sw, int j,
                                                       uint32_t r[4]) {
     if (!FOLDED) {
         dequant_word(q, scale_pair(sw, j), r);
         return;
     }
-    const uint32_t f = scale_pair_folded<IM>(sw, j);
-    place_codes<HI>(q, r);
+    const uint32_t f = scale_pair_folded(sw, j);
+    place_codes(q, r);
 #pragma unroll
     for (int i = 0; i < 4; i++) r[i] = bf16x2_mul(r[i], f);
 }

@@ -72,12 +72,7 @@ template <int NTP> struct small_cfg {
     static constexpr int MIN_BLOCKS = NTP == 1 ? 4 : 2; /* resident blocks an SM */
 };
 
-/* D (moe_small_diet, GPTOSS_MOE_DIET; a measurement switch, 0 = the kernel as measured until
- * 2026-12-02): the four changes of the "ALU diet" one by one, since all four together measured
- * 3-7 % slower at batch 8-64 (bench/NOTES.md). Bits: 1 right shifts of the placement as IMAD.HI,
- * 2 the folded scale pair by one IMAD, 4 absent tokens' lanes read their unstaged row instead of
- * zeros, 8 two register sets alternate instead of copying a batch. All give the same bits. */
-template <int NTP, int MODE, bool FOLDED, int D>
+template <int NTP, int MODE, bool FOLDED>
 __global__ void __launch_bounds__(small_cfg<NTP>::THREADS, small_cfg<NTP>::MIN_BLOCKS)
     moe_small_kernel(const moe_args a) {
     pdl_prologue(); /* first: see pdl.cuh */
@@ -117,7 +112,7 @@ __global__ void __launch_bounds__(small_cfg<NTP>::THREADS, small_cfg<NTP>::MIN_B
          * 16-token passes about half the blocks would multiply a group of zeros (and stage it). */
         const int ngroups = (pc + 7) >> 3;
         /* Stage the pass's pc real tokens for k in [64·kk0, 64·kk1); the lanes of absent tokens
-         * (g ≥ pc in the last group) multiply zeros instead of reading a staged zero row. At batch 8
+         * (g ≥ pc in the last group) read an unstaged row into columns nobody stores. At batch 8
          * an expert averages 1–2 tokens, so padding to 8 rows wrote ~4× the shared memory the
          * tokens need, through the same issue slots as the dequantisation (120b decode +7.5 % at
          * batch 8, +6.5 % at 64, +2.3 % at 1: bench/NOTES.md). */
@@ -148,20 +143,18 @@ __global__ void __launch_bounds__(small_cfg<NTP>::THREADS, small_cfg<NTP>::MIN_B
 #pragma unroll
                 for (int h = 0; h < 2; h++) { /* the two 32-wide chunks of this k step */
                     uint32_t ag[4], a8[4];
-                    dequant_word_t<FOLDED, (D & 1) != 0, (D & 2) != 0>(h ? q.z : q.x, sc, 2 * h,
-                                                                       ag);
-                    dequant_word_t<FOLDED, (D & 1) != 0, (D & 2) != 0>(h ? q.w : q.y, sc, 2 * h + 1,
-                                                                       a8);
+                    dequant_word_t<FOLDED>(h ? q.z : q.x, sc, 2 * h, ag);
+                    dequant_word_t<FOLDED>(h ? q.w : q.y, sc, 2 * h + 1, a8);
 #pragma unroll
                     for (int nt = 0; nt < NTP; nt++) {
                         if (nt > 0 && nt >= ngroups) break; /* block-uniform */
                         /* Lanes of absent tokens (row g ≥ pc) read whatever their row holds (an
                          * earlier pass's token, or nothing yet): it reaches only their own column
                          * of the product (C[i][g] = Σ_k A[i][k]·B[k][g]), which the epilogue never
-                         * stores. Zeroing it cost two register moves per load on the busy ALU. */
-                        uint4 xv = make_uint4(0, 0, 0, 0);
-                        if ((D & 4) || nt * 8 + g < pc)
-                            xv = lds128(xaddr + (uint32_t)(nt * 16 * lds + ks * 128 + h * 64));
+                         * stores. Zeroing it instead cost two register moves per load on the busy
+                         * ALU pipe (120b decode +1–2 % at batch 1–8 without them, H200). */
+                        const uint4 xv =
+                            lds128(xaddr + (uint32_t)(nt * 16 * lds + ks * 128 + h * 64));
                         mma_chunk(acc[nt], ag, a8, xv);
                     }
                 }
@@ -169,36 +162,14 @@ __global__ void __launch_bounds__(small_cfg<NTP>::THREADS, small_cfg<NTP>::MIN_B
             /* Full batches without a per-step bound check, then the tail batch (its loads were
              * issued by the last full batch, or before staging when nk < U). */
             int kb = 0;
-            if constexpr ((D & 8) != 0) {
+            for (; kb + C::U <= nk; kb += C::U) {
                 uint4 qn[C::U];
                 uint32_t sn[C::U];
-                for (; kb + 2 * C::U <= nk; kb += 2 * C::U) {
-                    load_batch<C::U>(qp, sp, kb + C::U, nk, qn, sn);
+                load_batch<C::U>(qp, sp, kb + C::U, nk, qn, sn);
 #pragma unroll
-                    for (int u = 0; u < C::U; u++) k_step(qv[u], sv[u], kb + u);
-                    load_batch<C::U>(qp, sp, kb + 2 * C::U, nk, qv, sv);
+                for (int u = 0; u < C::U; u++) k_step(qv[u], sv[u], kb + u);
 #pragma unroll
-                    for (int u = 0; u < C::U; u++) k_step(qn[u], sn[u], kb + C::U + u);
-                }
-                /* qv holds steps kb … kb+U−1 (zeros past nk) */
-                if (kb + C::U <= nk) {
-                    load_batch<C::U>(qp, sp, kb + C::U, nk, qn, sn);
-#pragma unroll
-                    for (int u = 0; u < C::U; u++) k_step(qv[u], sv[u], kb + u);
-#pragma unroll
-                    for (int u = 0; u < C::U; u++) qv[u] = qn[u], sv[u] = sn[u];
-                    kb += C::U;
-                }
-            } else {
-                for (; kb + C::U <= nk; kb += C::U) {
-                    uint4 qn[C::U];
-                    uint32_t sn[C::U];
-                    load_batch<C::U>(qp, sp, kb + C::U, nk, qn, sn);
-#pragma unroll
-                    for (int u = 0; u < C::U; u++) k_step(qv[u], sv[u], kb + u);
-#pragma unroll
-                    for (int u = 0; u < C::U; u++) qv[u] = qn[u], sv[u] = sn[u];
-                }
+                for (int u = 0; u < C::U; u++) qv[u] = qn[u], sv[u] = sn[u];
             }
 #pragma unroll
             for (int u = 0; u < C::U; u++)
@@ -398,52 +369,27 @@ int moe_wgmma_on(void) {
     return g_wgmma;
 }
 
-static int g_diet = -1; /* -1: not read yet */
-int moe_small_diet(void) {
-    if (g_diet < 0) {
-        const char *v = getenv("GPTOSS_MOE_DIET");
-        g_diet = v ? atoi(v) : 0;
-        if (g_diet != 0 && g_diet != 3 && g_diet != 4 && g_diet != 8 && g_diet != 12 &&
-            g_diet != 15)
-            g_diet = 0;
-    }
-    return g_diet;
-}
-void moe_set_small_diet(int d) {
-    g_diet = d;
-}
-
 typedef void (*small_fn)(moe_args);
-static small_fn small_kernel_for(int ntp, int mode, int folded, int d) {
-#define SMALL_CASE(n, m, dd)                                                                       \
-    if (ntp == n && mode == m && d == dd)                                                          \
-    return folded ? moe_small_kernel<n, m, true, dd> : moe_small_kernel<n, m, false, dd>
-#define SMALL_DIETS(n, m)                                                                          \
-    SMALL_CASE(n, m, 0);                                                                           \
-    SMALL_CASE(n, m, 3);                                                                           \
-    SMALL_CASE(n, m, 4);                                                                           \
-    SMALL_CASE(n, m, 8);                                                                           \
-    SMALL_CASE(n, m, 12);                                                                          \
-    SMALL_CASE(n, m, 15)
-    SMALL_DIETS(1, MODE_GATE_UP);
-    SMALL_DIETS(1, MODE_DOWN);
-    SMALL_DIETS(2, MODE_GATE_UP);
-    SMALL_DIETS(2, MODE_DOWN);
-#undef SMALL_DIETS
+static small_fn small_kernel_for(int ntp, int mode, int folded) {
+#define SMALL_CASE(n, m)                                                                           \
+    if (ntp == n && mode == m)                                                                     \
+    return folded ? moe_small_kernel<n, m, true> : moe_small_kernel<n, m, false>
+    SMALL_CASE(1, MODE_GATE_UP);
+    SMALL_CASE(1, MODE_DOWN);
+    SMALL_CASE(2, MODE_GATE_UP);
+    SMALL_CASE(2, MODE_DOWN);
 #undef SMALL_CASE
     return NULL;
 }
-static const int k_diets[] = {0, 3, 4, 8, 12, 15};
 
 static cudaError_t set_attrs(void) {
     if (per_device_done(&g_attrs_set)) return cudaSuccess;
     for (int ntp = 1; ntp <= 2; ntp++)
         for (int mode = 0; mode < 2; mode++)
             for (int folded = 0; folded < 2; folded++)
-                for (int d = 0; d < (int)(sizeof k_diets / sizeof k_diets[0]); d++)
-                    CUDA_TRY(cudaFuncSetAttribute(
-                        (const void *)small_kernel_for(ntp, mode, folded, k_diets[d]),
-                        cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024));
+                CUDA_TRY(cudaFuncSetAttribute((const void *)small_kernel_for(ntp, mode, folded),
+                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              227 * 1024));
     CUDA_TRY(cudaFuncSetAttribute((const void *)moe_large_kernel<MODE_GATE_UP>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, LG_SMEM));
     CUDA_TRY(cudaFuncSetAttribute((const void *)moe_large_kernel<MODE_DOWN>,
@@ -491,8 +437,8 @@ static cudaError_t launch(const moe_args &a0, int mode, int folded, const moe_pl
     const long blocks = (long)max_touched * a.n_rb * a.S;
     if (blocks < 1) return cudaSuccess;
     const int threads = ntp == 1 ? small_cfg<1>::THREADS : small_cfg<2>::THREADS;
-    CUDA_TRY(pdl_launch(small_kernel_for(ntp, mode, folded, moe_small_diet()),
-                        dim3((unsigned)blocks), dim3(threads), smem, stream, a));
+    CUDA_TRY(pdl_launch(small_kernel_for(ntp, mode, folded), dim3((unsigned)blocks), dim3(threads),
+                        smem, stream, a));
     return cudaGetLastError();
 }
 
