@@ -52,9 +52,14 @@ enum {
     DEC_STAGE_BYTES = 2 * DEC_CHUNK * ROW_BYTES, /* K and V */
     DEC_SMEM = DEC_STAGES * DEC_STAGE_BYTES,
     DEC_OPAD = HD + 4, /* padded row of the end-of-CTA merge buffer */
-    /* FP8 cache: chunks of half the bytes, twice the stages, so the same shared memory (and the
-     * same occupancy) keeps as many bytes in flight per SM as the bf16 kernel. */
-    DEC_STAGES8 = 8,
+    /* FP8 cache: chunks of half the bytes, 6 stages (48 KiB). Each FP8 byte costs the warps twice
+     * the work of a bf16 byte (conversions, the same MMAs and softmax per key), so the kernel needs
+     * more warps to hide the latency, not more bytes per CTA: with 8 stages (64 KiB, 3 CTAs an SM)
+     * ncu found 71 % of DRAM, 0.76 eligible warps per scheduler, 18 % occupancy. Measured at 8k x
+     * 64 on the H200 (bf16 253 µs): 8 stages 155 µs (1.63x), 6 stages 134 µs (1.89x, 4.0 TB/s),
+     * 4 stages 138 µs (1.83x; 1.91x at batch 256 against 6's 1.82x). At batch 1 (8 CTAs) the
+     * shallower pipe costs ~1.4 µs of 14 (bench/results/session3-2026-12-02-h200.md). */
+    DEC_STAGES8 = 6,
     DEC_STAGE_BYTES8 = 2 * DEC_CHUNK * ROW8,
     MERGE_BATCH = 8 /* splits whose partial outputs the merge kernel loads at once */
 };
@@ -76,7 +81,12 @@ enum {
     PF_CVT_BYTES = 2 * PF_KTILE * ROW_BYTES,
     PF_SMEM8 = PF_Q_BYTES + PF_STAGES * PF_STAGE_BYTES8 + PF_CVT_BYTES
 };
-static_assert(DEC_STAGES8 * DEC_STAGE_BYTES8 == DEC_SMEM, "both decode kernels use the same smem");
+static constexpr int DEC_SMEM8 = DEC_STAGES8 * DEC_STAGE_BYTES8;
+/* The pipeline's shared memory is reused at the end of the CTA: the warps' (m, l, O) merge, then
+ * (fused merge) the splits' (m, l) pairs of the group's heads. */
+static_assert(DEC_SMEM8 >= (2 + DEC_OPAD) * DEC_WARPS * GQA * 4 &&
+                  DEC_SMEM8 >= GQA * ATTN_DECODE_MAX_SPLITS * 8,
+              "the FP8 decode kernel's stages hold the end-of-CTA merge buffers");
 static_assert((int)PF_TOKENS == (int)ATTN_PREFILL_TOKENS,
               "attention.h's tile size must match the kernel");
 
@@ -889,9 +899,10 @@ extern "C" int attn_decode_num_splits(const attn_dims *d, int n_seqs, int max_ke
     else
         failed = true;
     const int f8 = d->kv_fp8 ? 1 : 0;
-    if (!failed && allow_smem(decode_kernel(f8), DEC_SMEM, &g_decode_smem_dev[f8]) == cudaSuccess &&
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&v, decode_kernel(f8), DEC_THREADS,
-                                                      DEC_SMEM) == cudaSuccess &&
+    const int smem = f8 ? DEC_SMEM8 : (int)DEC_SMEM;
+    if (!failed && allow_smem(decode_kernel(f8), smem, &g_decode_smem_dev[f8]) == cudaSuccess &&
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&v, decode_kernel(f8), DEC_THREADS, smem) ==
+            cudaSuccess &&
         v > 0)
         per_sm = v;
     else
@@ -963,11 +974,11 @@ extern "C" cudaError_t attn_decode(const attn_dims *d, const attn_seqs *s, const
                      ? g_merge_counters
                      : NULL;
     const int f8 = d->kv_fp8 ? 1 : 0;
-    e = allow_smem(decode_kernel(f8), DEC_SMEM, &g_decode_smem_dev[f8]);
+    e = allow_smem(decode_kernel(f8), f8 ? DEC_SMEM8 : (int)DEC_SMEM, &g_decode_smem_dev[f8]);
     if (e != cudaSuccess) return e;
     if (f8)
         pdl_launch(attn_decode_kernel<true>, dim3(d->n_kv_heads, s->n_seqs, num_splits),
-                   dim3(DEC_THREADS), DEC_SMEM, stream, a);
+                   dim3(DEC_THREADS), DEC_SMEM8, stream, a);
     else
         pdl_launch(attn_decode_kernel<false>, dim3(d->n_kv_heads, s->n_seqs, num_splits),
                    dim3(DEC_THREADS), DEC_SMEM, stream, a);
