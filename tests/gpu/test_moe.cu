@@ -474,17 +474,23 @@ static void test_E(int E, cudaStream_t st, int sm) {
               "E=%d T=%d: folded vs two-multiply dequantisation (or two runs of one plan) differ",
               E, T);
         /* The large path on the warpgroup MMA (moe_wgmma.cu): the same reference bound, and two
-         * runs give the same bits. */
+         * runs give the same bits; the pipelined form (moe_set_wgmma(2)) issues the same MMAs on
+         * the same data in the same order, only earlier, so it must give kernel 1's bits. */
         for (auto &p : plans) {
             if (!p.large) continue;
             moe_set_wgmma(1);
             fprintf(stderr, "  (wgmma)\n");
-            std::vector<float> wa, wb;
+            std::vector<float> wa, wb, wc;
             run_experts_case(&w, &r, &p, d_x, d_act, d_y, T, E, toks, ref, st, &wa);
             run_experts_case(&w, &r, &p, d_x, d_act, d_y, T, E, toks, ref, st, &wb);
+            moe_set_wgmma(2);
+            fprintf(stderr, "  (wgmma, pipelined)\n");
+            run_experts_case(&w, &r, &p, d_x, d_act, d_y, T, E, toks, ref, st, &wc);
             moe_set_wgmma(0);
             CHECK(wa.size() == wb.size() && !memcmp(wa.data(), wb.data(), wa.size() * 4),
                   "E=%d T=%d: two runs of the wgmma large path differ", E, T);
+            CHECK(wa.size() == wc.size() && !memcmp(wa.data(), wc.data(), wa.size() * 4),
+                  "E=%d T=%d: the pipelined wgmma kernel differs from kernel 1", E, T);
         }
         CUDA_CHECK(cudaFree(d_act));
         CUDA_CHECK(cudaFree(d_y));
@@ -542,9 +548,11 @@ static void bench(cudaStream_t st, int sm) {
         for (auto &p : plans) maxS = std::max(maxS, p.large ? 1 : p.down_splits);
         uint16_t *d_act = tu_dev_alloc<uint16_t>(P * I);
         float *d_y = tu_dev_alloc<float>(P * maxS * H);
-        for (size_t pi = 0; pi < plans.size() + (autop.large || plans.size() > 1); pi++) {
-            /* the last round: the large plan again on the warpgroup MMA (moe_wgmma.cu) */
-            const bool wg = pi == plans.size();
+        const size_t rounds = plans.size() + ((autop.large || plans.size() > 1) ? 2 : 0);
+        for (size_t pi = 0; pi < rounds; pi++) {
+            /* the last two rounds: the large plan again on the warpgroup MMA (moe_wgmma.cu),
+             * kernel 1 and the pipelined kernel 2 */
+            const int wg = pi >= plans.size() ? (int)(pi - plans.size()) + 1 : 0;
             const moe_plan &p = wg ? (autop.large ? autop : plans[1]) : plans[pi];
             const int S = p.large ? 1 : p.down_splits;
             const int reps = T >= 1024 ? 10 : 50;
@@ -555,7 +563,11 @@ static void bench(cudaStream_t st, int sm) {
             moe_set_wgmma(0);
             char pn[64];
             snprintf(name, sizeof name, "moe experts 120b T=%d %s%s touched=%d", T,
-                     plan_name(&p, pn, sizeof pn), wg ? " wgmma" : "", n_touched);
+                     plan_name(&p, pn, sizeof pn),
+                     wg == 2   ? " wgmma2"
+                     : wg == 1 ? " wgmma"
+                               : "",
+                     n_touched);
             const double bytes = n_touched * expert_bytes + (double)T * H * 2 + 2.0 * P * I * 2 +
                                  (double)P * S * H * 4;
             const double flops = 2.0 * P * ((double)2 * I * H + (double)H * I);

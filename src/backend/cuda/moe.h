@@ -120,8 +120,10 @@ cudaError_t moe_experts(const moe_weights *w, const uint16_t *x, const moe_routi
 
 /* The large path's MMA, process-wide: 1 = warpgroup MMA (wgmma, moe_wgmma.cu, the default since it
  * was measured faster at every T on the H200: bench/NOTES.md), 0 = mma.sync (moe_large_kernel, kept
- * as the tests' second implementation). Until moe_set_wgmma is called, GPTOSS_MOE_WGMMA=0 selects
- * mma.sync (any other value, or none, wgmma). moe_wgmma_on returns the choice, 1 or 0. */
+ * as the tests' second implementation), 2 = wgmma with one MMA group in flight while the next A is
+ * dequantised (a measurement switch, not yet measured). Until moe_set_wgmma is called,
+ * GPTOSS_MOE_WGMMA=0 selects mma.sync, =2 the pipelined wgmma (any other value, or none, wgmma).
+ * moe_wgmma_on returns the choice, 0, 1 or 2. */
 void moe_set_wgmma(int on);
 int moe_wgmma_on(void);
 

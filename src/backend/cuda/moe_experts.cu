@@ -358,13 +358,13 @@ static unsigned long long g_attrs_set; /* per device: per_device.h */
 static int g_wgmma = -1; /* -1: not decided yet (GPTOSS_MOE_WGMMA at first use, moe.h) */
 
 void moe_set_wgmma(int on) {
-    g_wgmma = on ? 1 : 0;
+    g_wgmma = on == 2 ? 2 : on ? 1 : 0;
 }
 
 int moe_wgmma_on(void) {
     if (g_wgmma < 0) {
         const char *v = getenv("GPTOSS_MOE_WGMMA");
-        g_wgmma = !(v && !strcmp(v, "0"));
+        g_wgmma = !v ? 1 : !strcmp(v, "0") ? 0 : !strcmp(v, "2") ? 2 : 1;
     }
     return g_wgmma;
 }

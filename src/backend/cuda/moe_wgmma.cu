@@ -30,10 +30,11 @@
  * step's MMAs, so that slot is free); refill it; dequantise; fence; four wgmma; commit; wait for
  * them. Waiting for one group at a time leaves a block's tensor cores idle while it dequantises, so
  * two blocks share an SM (83 KB of shared memory, <= 128 registers each) and fill each other's gaps.
- * (Keeping one group in flight while the next step's A is dequantised into a second register set
- * made ptxas serialise every wgmma — C7513, registers of a wgmma defined inside a pipeline stage.
- * A dequantised into shared memory instead, with the MMAs in flight across k steps, was measured
- * slower on the H200: bench/NOTES.md.) */
+ * (Keeping one group in flight while the next step's A is dequantised into a second register set,
+ * in a rolled loop, made ptxas serialise every wgmma — C7513, registers of a wgmma defined inside a
+ * pipeline stage; the loop unrolled by two with a set per parity compiles clean: the PIPE form
+ * below, GPTOSS_MOE_WGMMA=2, not yet measured. A dequantised into shared memory instead, with the
+ * MMAs in flight across k steps, was measured slower on the H200: bench/NOTES.md.) */
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/moe.h"
 #include "backend/cuda/moe_dequant.cuh"
@@ -47,8 +48,7 @@ enum {
     WG_B_BYTES = 4 * WG_KB_BYTES, /* a 64-wide k step */
     WG_A_BYTES = 8 * 512,         /* 8 row tiles of codes */
     WG_S_BYTES = 8 * 32,          /* their scale words */
-    WG_STAGE_BYTES = WG_B_BYTES + WG_A_BYTES + WG_S_BYTES,
-    WG_SMEM = WG_STAGES * WG_STAGE_BYTES
+    WG_STAGE_BYTES = WG_B_BYTES + WG_A_BYTES + WG_S_BYTES
 };
 static_assert(WG_BN == 128, "the B layout and the n128 MMA assume 128-token tiles");
 static_assert(WG_STAGE_BYTES % 128 == 0, "stages stay 128-byte aligned");
@@ -112,9 +112,16 @@ static __device__ __forceinline__ void wgmma_m64n128k16(float d[64], const uint3
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(one));
 }
 
-template <int MODE>
+/* PIPE (moe_wgmma_on() == 2, a measurement switch, unmeasured): one MMA group stays in flight while
+ * the next k step's A is dequantised. The k loop is unrolled by two with one A register set per
+ * parity, so the registers an in-flight group reads are never redefined before wgmma.wait_group 1
+ * retires it (the rolled form with one set made ptxas serialise every wgmma, C7513). The refill
+ * then runs ST - 2 steps ahead instead of ST - 1 (the stage of step kk - 1 may still be read by its
+ * MMAs when step kk begins), so PIPE has one stage more: still 3 steps ahead, 2 blocks an SM. */
+template <int MODE, bool PIPE = false>
 __global__ void __launch_bounds__(WG_THREADS, 2) moe_wgmma_kernel(const moe_args a) {
-    pdl_prologue(); /* first: see pdl.cuh */
+    constexpr int ST = PIPE ? WG_STAGES + 1 : WG_STAGES; /* stages (PIPE: one more, see above) */
+    pdl_prologue();                                      /* first: see pdl.cuh */
     extern __shared__ __align__(128) uint4 wg_smem_raw[];
     char *smem = (char *)wg_smem_raw;
 
@@ -161,26 +168,21 @@ __global__ void __launch_bounds__(WG_THREADS, 2) moe_wgmma_kernel(const moe_args
 #pragma unroll
     for (int i = 0; i < 64; i++) acc[i] = 0.0f;
 
+    /* Steps ahead of the current one that the refill fetches (PIPE: see the template's comment). */
+    constexpr int AHEAD = PIPE ? ST - 2 : ST - 1;
 #pragma unroll
-    for (int st = 0; st < WG_STAGES - 1; st++) {
+    for (int st = 0; st < AHEAD; st++) {
         if (st < a.KK) load_stage(st, st);
         cp_async_commit();
     }
 
     const int my_tile = 4 * wg + w4; /* row tile of this warp within the block */
-    for (int kk = 0; kk < a.KK; kk++) {
-        cp_async_wait<WG_STAGES - 2>(); /* this thread's copies of step kk have landed */
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-        __syncthreads(); /* everyone's; and step kk - 1's MMAs are done everywhere */
-        if (kk + WG_STAGES - 1 < a.KK)
-            load_stage(kk + WG_STAGES - 1, (kk + WG_STAGES - 1) % WG_STAGES);
-        cp_async_commit();
-
-        const char *base = smem + (kk % WG_STAGES) * WG_STAGE_BYTES;
+    /* Step kk's A fragments (the four k16 blocks), dequantised from its stage. */
+    auto make_a = [&](int kk, uint32_t ar[16]) {
+        const char *base = smem + (kk % ST) * WG_STAGE_BYTES;
         const uint4 qc = *(const uint4 *)(base + WG_B_BYTES + my_tile * 512 + lane * 16);
         const uint32_t sc =
             *(const uint32_t *)(base + WG_B_BYTES + WG_A_BYTES + my_tile * 32 + g * 4);
-        uint32_t ar[16]; /* the four k16 blocks' A fragments */
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             uint32_t ag[4], a8[4];
@@ -192,13 +194,49 @@ __global__ void __launch_bounds__(WG_THREADS, 2) moe_wgmma_kernel(const moe_args
                 f[0] = ag[2 * q], f[1] = a8[2 * q], f[2] = ag[2 * q + 1], f[3] = a8[2 * q + 1];
             }
         }
-        const uint32_t b0 = smem_u32(base);
+    };
+    /* Wait for step kk's copies, publish them, refill the stage AHEAD steps on. */
+    auto arrive = [&](int kk) {
+        cp_async_wait<AHEAD - 1>(); /* this thread's copies of step kk have landed */
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        __syncthreads(); /* everyone's; and the MMAs that read the refilled stage are retired */
+        if (kk + AHEAD < a.KK) load_stage(kk + AHEAD, (kk + AHEAD) % ST);
+        cp_async_commit();
+    };
+    auto mma_step = [&](int kk, const uint32_t ar[16]) {
+        const uint32_t b0 = smem_u32(smem + (kk % ST) * WG_STAGE_BYTES);
         wgmma_fence();
 #pragma unroll
         for (int j = 0; j < 4; j++)
             wgmma_m64n128k16(acc, ar + 4 * j, smem_desc(b0 + j * WG_KB_BYTES, 128, 256), 1);
         wgmma_commit();
-        wgmma_wait<0>();
+    };
+    if constexpr (PIPE) {
+        uint32_t ar0[16], ar1[16];
+        int kk = 0;
+        for (; kk + 2 <= a.KK; kk += 2) {
+            arrive(kk);
+            make_a(kk, ar0);
+            mma_step(kk, ar0);
+            wgmma_wait<1>(); /* step kk - 1's group (it read ar1) is retired */
+            arrive(kk + 1);
+            make_a(kk + 1, ar1);
+            mma_step(kk + 1, ar1);
+            wgmma_wait<1>(); /* step kk's group (ar0) is retired */
+        }
+        if (kk < a.KK) {
+            arrive(kk);
+            make_a(kk, ar0);
+            mma_step(kk, ar0);
+        }
+    } else {
+        for (int kk = 0; kk < a.KK; kk++) {
+            arrive(kk);
+            uint32_t ar[16];
+            make_a(kk, ar);
+            mma_step(kk, ar);
+            wgmma_wait<0>();
+        }
     }
     wgmma_wait<0>();
     fence_acc(acc);
@@ -207,20 +245,28 @@ __global__ void __launch_bounds__(WG_THREADS, 2) moe_wgmma_kernel(const moe_args
     store_tile_n128<MODE>(a, tp, rb * 8 + my_tile, acc);
 }
 
-cudaError_t moe_wgmma_launch(const moe_args &a, int mode, dim3 grid, cudaStream_t stream) {
+template <bool PIPE>
+static cudaError_t wgmma_launch_t(const moe_args &a, int mode, dim3 grid, cudaStream_t stream) {
+    constexpr int SMEM = (PIPE ? WG_STAGES + 1 : WG_STAGES) * WG_STAGE_BYTES;
+    static_assert(2 * (SMEM + 1024 + WG_BN * 4) <= 228 * 1024, "two blocks an SM");
     static unsigned long long attrs_set; /* per device: per_device.h */
     if (!per_device_done(&attrs_set)) {
-        CUDA_TRY(cudaFuncSetAttribute((const void *)moe_wgmma_kernel<MODE_GATE_UP>,
-                                      cudaFuncAttributeMaxDynamicSharedMemorySize, WG_SMEM));
-        CUDA_TRY(cudaFuncSetAttribute((const void *)moe_wgmma_kernel<MODE_DOWN>,
-                                      cudaFuncAttributeMaxDynamicSharedMemorySize, WG_SMEM));
+        CUDA_TRY(cudaFuncSetAttribute((const void *)moe_wgmma_kernel<MODE_GATE_UP, PIPE>,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM));
+        CUDA_TRY(cudaFuncSetAttribute((const void *)moe_wgmma_kernel<MODE_DOWN, PIPE>,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM));
         per_device_mark(&attrs_set);
     }
     if (mode == MODE_GATE_UP)
-        CUDA_TRY(
-            pdl_launch(moe_wgmma_kernel<MODE_GATE_UP>, grid, dim3(WG_THREADS), WG_SMEM, stream, a));
+        CUDA_TRY(pdl_launch(moe_wgmma_kernel<MODE_GATE_UP, PIPE>, grid, dim3(WG_THREADS), SMEM,
+                            stream, a));
     else
         CUDA_TRY(
-            pdl_launch(moe_wgmma_kernel<MODE_DOWN>, grid, dim3(WG_THREADS), WG_SMEM, stream, a));
+            pdl_launch(moe_wgmma_kernel<MODE_DOWN, PIPE>, grid, dim3(WG_THREADS), SMEM, stream, a));
     return cudaGetLastError();
+}
+
+cudaError_t moe_wgmma_launch(const moe_args &a, int mode, dim3 grid, cudaStream_t stream) {
+    return moe_wgmma_on() == 2 ? wgmma_launch_t<true>(a, mode, grid, stream)
+                               : wgmma_launch_t<false>(a, mode, grid, stream);
 }
