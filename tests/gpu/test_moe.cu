@@ -486,11 +486,32 @@ static void test_E(int E, cudaStream_t st, int sm) {
             moe_set_wgmma(2);
             fprintf(stderr, "  (wgmma, pipelined)\n");
             run_experts_case(&w, &r, &p, d_x, d_act, d_y, T, E, toks, ref, st, &wc);
+            /* 64-token tiles (moe_set_wgmma_n(64)), both kernels: the reference bound, two runs
+             * the same; the same k order per output, so kernel 1's bits are expected but only
+             * reported (m64n64 and m64n128 need not sum a k16 block alike) */
+            std::vector<float> wd, we, wf;
+            moe_set_wgmma_n(64);
+            moe_set_wgmma(1);
+            fprintf(stderr, "  (wgmma, 64-token tiles)\n");
+            run_experts_case(&w, &r, &p, d_x, d_act, d_y, T, E, toks, ref, st, &wd);
+            run_experts_case(&w, &r, &p, d_x, d_act, d_y, T, E, toks, ref, st, &we);
+            moe_set_wgmma(2);
+            fprintf(stderr, "  (wgmma, pipelined, 64-token tiles)\n");
+            run_experts_case(&w, &r, &p, d_x, d_act, d_y, T, E, toks, ref, st, &wf);
+            moe_set_wgmma_n(128);
             moe_set_wgmma(0);
             CHECK(wa.size() == wb.size() && !memcmp(wa.data(), wb.data(), wa.size() * 4),
                   "E=%d T=%d: two runs of the wgmma large path differ", E, T);
             CHECK(wa.size() == wc.size() && !memcmp(wa.data(), wc.data(), wa.size() * 4),
                   "E=%d T=%d: the pipelined wgmma kernel differs from kernel 1", E, T);
+            CHECK(wd.size() == we.size() && !memcmp(wd.data(), we.data(), wd.size() * 4),
+                  "E=%d T=%d: two runs of the 64-token wgmma differ", E, T);
+            CHECK(wd.size() == wf.size() && !memcmp(wd.data(), wf.data(), wd.size() * 4),
+                  "E=%d T=%d: the pipelined 64-token wgmma differs from the plain one", E, T);
+            fprintf(stderr, "  64-token tiles %s 128-token tiles' bits\n",
+                    wa.size() == wd.size() && !memcmp(wa.data(), wd.data(), wa.size() * 4)
+                        ? "give the"
+                        : "differ from the");
         }
         CUDA_CHECK(cudaFree(d_act));
         CUDA_CHECK(cudaFree(d_y));
@@ -548,11 +569,13 @@ static void bench(cudaStream_t st, int sm) {
         for (auto &p : plans) maxS = std::max(maxS, p.large ? 1 : p.down_splits);
         uint16_t *d_act = tu_dev_alloc<uint16_t>(P * I);
         float *d_y = tu_dev_alloc<float>(P * maxS * H);
-        const size_t rounds = plans.size() + ((autop.large || plans.size() > 1) ? 2 : 0);
+        const size_t rounds = plans.size() + ((autop.large || plans.size() > 1) ? 4 : 0);
         for (size_t pi = 0; pi < rounds; pi++) {
-            /* the last two rounds: the large plan again on the warpgroup MMA (moe_wgmma.cu),
-             * kernel 1 and the pipelined kernel 2 */
-            const int wg = pi >= plans.size() ? (int)(pi - plans.size()) + 1 : 0;
+            /* the last four rounds: the large plan again on the warpgroup MMA (moe_wgmma.cu),
+             * kernel 1 and the pipelined kernel 2, with 128- and then 64-token tiles */
+            const int extra = pi >= plans.size() ? (int)(pi - plans.size()) : -1;
+            const int wg = extra < 0 ? 0 : extra % 2 + 1, bn = extra >= 2 ? 64 : 128;
+            moe_set_wgmma_n(bn);
             const moe_plan &p = wg ? (autop.large ? autop : plans[1]) : plans[pi];
             const int S = p.large ? 1 : p.down_splits;
             const int reps = T >= 1024 ? 10 : 50;
@@ -561,13 +584,14 @@ static void bench(cudaStream_t st, int sm) {
                 CUDA_CHECK(moe_experts(&W[i % COPIES], d_x, &r, &p, d_act, d_y, st));
             });
             moe_set_wgmma(0);
+            moe_set_wgmma_n(128);
             char pn[64];
-            snprintf(name, sizeof name, "moe experts 120b T=%d %s%s touched=%d", T,
+            snprintf(name, sizeof name, "moe experts 120b T=%d %s%s%s touched=%d", T,
                      plan_name(&p, pn, sizeof pn),
                      wg == 2   ? " wgmma2"
                      : wg == 1 ? " wgmma"
                                : "",
-                     n_touched);
+                     bn == 64 ? " n64" : "", n_touched);
             const double bytes = n_touched * expert_bytes + (double)T * H * 2 + 2.0 * P * I * 2 +
                                  (double)P * S * H * 4;
             const double flops = 2.0 * P * ((double)2 * I * H + (double)H * I);

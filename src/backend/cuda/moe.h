@@ -125,6 +125,11 @@ cudaError_t moe_experts(const moe_weights *w, const uint16_t *x, const moe_routi
  * GPTOSS_MOE_WGMMA=0 selects mma.sync, =2 the pipelined wgmma (any other value, or none, wgmma).
  * moe_wgmma_on returns the choice, 0, 1 or 2. */
 void moe_set_wgmma(int on);
+/* The wgmma kernels' token tile: 128 (the default) or 64 (a measurement switch, not yet measured:
+ * half the padding where experts average fewer than ~64 pairs, as at 1k-token prefills). Until
+ * moe_set_wgmma_n is called, GPTOSS_MOE_WGMMA_N=64 selects 64. */
+void moe_set_wgmma_n(int bn);
+int moe_wgmma_n(void);
 int moe_wgmma_on(void);
 
 /* The two halves, for benchmarks and tests. */

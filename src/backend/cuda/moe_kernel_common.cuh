@@ -139,13 +139,14 @@ static __device__ __forceinline__ void copy_tile_weights(const tile_weight_src &
         cp_async16(smem_u32(scales_dst + tid * 16), ws.scales + (size_t)kk * 32, ws.scale_bytes);
 }
 
-/* The wgmma kernel's epilogue: row tile rt's 64 x 128 accumulators (16 fragments of 8 tokens). */
-template <int MODE>
-static __device__ __forceinline__ void store_tile_n128(const moe_args &a, const tile_pos &p, int rt,
-                                                       const float acc[64]) {
+/* The wgmma kernel's epilogue: row tile rt's accumulators, JN fragments of 8 tokens (16: a 128-token
+ * tile, 8: a 64-token one). */
+template <int MODE, int JN = 16>
+static __device__ __forceinline__ void store_tile_n(const moe_args &a, const tile_pos &p, int rt,
+                                                    const float acc[4 * JN]) {
     if (rt >= a.RT) return;
 #pragma unroll
-    for (int jn = 0; jn < 16; jn++)
+    for (int jn = 0; jn < JN; jn++)
         tile_epilogue<MODE>(a, p.e, p.off, rt, p.n_base + 8 * jn, p.n_base + p.n_valid, 0,
                             acc + 4 * jn);
 }

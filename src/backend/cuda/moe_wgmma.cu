@@ -42,6 +42,9 @@
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/per_device.h"
 
+#include <stdlib.h>
+#include <string.h>
+
 enum { WG_THREADS = 256, WG_BN = MOE_TILE_TOKENS, WG_STAGES = 4 };
 enum {
     WG_KB_BYTES = WG_BN * 16 * 2, /* one k16 block of B: 128 tokens x 16 k bf16 */
@@ -79,9 +82,9 @@ template <int N> static __device__ __forceinline__ void wgmma_wait() {
 }
 /* Pins the accumulators at this point of the program: the compiler may not move their reads above
  * it (they are written asynchronously by the MMAs, which it does not see). */
-static __device__ __forceinline__ void fence_acc(float d[64]) {
+template <int N> static __device__ __forceinline__ void fence_acc(float (&d)[N]) {
 #pragma unroll
-    for (int i = 0; i < 64; i++) asm volatile("" : "+f"(d[i])::"memory");
+    for (int i = 0; i < N; i++) asm volatile("" : "+f"(d[i])::"memory");
 }
 
 /* The 64 fp32 accumulators of an m64n128 wgmma: the register list and the asm operands %0..%63. */
@@ -102,6 +105,27 @@ static __device__ __forceinline__ void fence_acc(float d[64]) {
         "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), \
         "+f"(d[63])
 
+/* The 32 fp32 accumulators of an m64n64 wgmma. */
+#define WG_D32_REGS                                                                                \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "  \
+    "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+#define WG_D32(d)                                                                                  \
+    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),            \
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),    \
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), \
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), \
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+
+/* d (64 x 64, fp32) += A (64 x 16 bf16, fragment a) · B (16 x 64 bf16 at desc). */
+static __device__ __forceinline__ void wgmma_m64n64k16(float d[32], const uint32_t a[4],
+                                                       uint64_t desc, int one) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " WG_D32_REGS
+                 ", {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
+                 : WG_D32(d)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(one));
+}
+
 /* d (64 x 128, fp32) += A (64 x 16 bf16, this thread's fragment a) · B (16 x 128 bf16 at desc). */
 static __device__ __forceinline__ void wgmma_m64n128k16(float d[64], const uint32_t a[4],
                                                         uint64_t desc, int one) {
@@ -112,27 +136,52 @@ static __device__ __forceinline__ void wgmma_m64n128k16(float d[64], const uint3
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(one));
 }
 
-/* PIPE (moe_wgmma_on() == 2, a measurement switch, unmeasured): one MMA group stays in flight while
+/* The block's tile at BN tokens: routing tiles are MOE_TILE_TOKENS wide, so with BN = 64 two blocks
+ * (grid y = 2·slot + part) share one, each taking its half; a half past the expert's tokens has
+ * nothing to do (false, a uniform exit). */
+template <int BN>
+static __device__ __forceinline__ bool tile_of_block_bn(const moe_args &a, tile_pos *p) {
+    constexpr int PER = MOE_TILE_TOKENS / BN;
+    const int slot = (int)blockIdx.y / PER, part = (int)blockIdx.y % PER;
+    if (slot >= *a.n_tiles) return false;
+    const int td = a.tiles[slot];
+    p->e = td >> 16;
+    p->off = a.offset[p->e];
+    p->n_base = (td & 0xffff) * MOE_TILE_TOKENS + part * BN;
+    p->n_valid = min(BN, a.count[p->e] - p->n_base);
+    return p->n_valid > 0;
+}
+
+/* BN (GPTOSS_MOE_WGMMA_N=64, a measurement switch, unmeasured): 64-token tiles (m64n64 MMAs, 32
+ * accumulators a thread, 12.5 KB a stage). At 1k prompt tokens an expert averages 32 pairs, so a
+ * 128-token tile multiplies ~75 % padding; at 64 about half as much, for the same weight traffic.
+ *
+ * PIPE (moe_wgmma_on() == 2, a measurement switch, unmeasured): one MMA group stays in flight while
  * the next k step's A is dequantised. The k loop is unrolled by two with one A register set per
  * parity, so the registers an in-flight group reads are never redefined before wgmma.wait_group 1
  * retires it (the rolled form with one set made ptxas serialise every wgmma, C7513). The refill
  * then runs ST - 2 steps ahead instead of ST - 1 (the stage of step kk - 1 may still be read by its
  * MMAs when step kk begins), so PIPE has one stage more: still 3 steps ahead, 2 blocks an SM. */
-template <int MODE, bool PIPE = false>
-__global__ void __launch_bounds__(WG_THREADS, 2) moe_wgmma_kernel(const moe_args a) {
+template <int MODE, bool PIPE = false, int BN = WG_BN>
+__global__ void __launch_bounds__(WG_THREADS, BN == 64 && !PIPE ? 3 : 2)
+    moe_wgmma_kernel(const moe_args a) {
     constexpr int ST = PIPE ? WG_STAGES + 1 : WG_STAGES; /* stages (PIPE: one more, see above) */
+    constexpr int KB = BN * 16 * 2;                      /* one k16 block of B */
+    constexpr int BB = 4 * KB;                           /* B of a 64-wide k step */
+    constexpr int STB = BB + WG_A_BYTES + WG_S_BYTES;    /* a stage */
+    constexpr int NACC = BN / 2;                         /* accumulators a thread */
     pdl_prologue();                                      /* first: see pdl.cuh */
     extern __shared__ __align__(128) uint4 wg_smem_raw[];
     char *smem = (char *)wg_smem_raw;
 
     tile_pos tp;
-    if (!tile_of_block(a, WG_BN, &tp)) return;
+    if (!tile_of_block_bn<BN>(a, &tp)) return;
     const int rb = blockIdx.x;
     const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, g = lane >> 2;
     const int wg = w >> 2, w4 = w & 3;
 
-    __shared__ uint32_t row_off[WG_BN];
-    tile_row_table<MODE>(a, tp.off, tp.n_base, tp.n_valid, row_off, WG_BN);
+    __shared__ uint32_t row_off[BN];
+    tile_row_table<MODE>(a, tp.off, tp.n_base, tp.n_valid, row_off, BN);
 
     /* B copies: lane L takes token n = 8·group + L / 4 and logical pair position L mod 4 of every
      * (k16 block j, k half hi): 32 lanes, 8 tokens x 4 positions, 32 different banks per copy
@@ -144,10 +193,10 @@ __global__ void __launch_bounds__(WG_THREADS, 2) moe_wgmma_kernel(const moe_args
     const tile_weight_src ws = tile_weight_sources(a, tp.e, rb, tid);
 
     auto load_stage = [&](int kk, int stage) {
-        char *base = smem + stage * WG_STAGE_BYTES;
+        char *base = smem + stage * STB;
         const uint32_t bb = smem_u32(base) + (uint32_t)(b_tok * 16 + b_pos * 4);
 #pragma unroll
-        for (int gi = 0; gi < WG_BN / 64; gi++) {
+        for (int gi = 0; gi < BN / 64; gi++) {
             const int grp = w + 8 * gi, n = 8 * grp + b_tok;
             const uint32_t o = row_off[n];
             const uint16_t *row = a.x + (o == ~0u ? 0u : o) + (size_t)kk * 64;
@@ -157,16 +206,16 @@ __global__ void __launch_bounds__(WG_THREADS, 2) moe_wgmma_kernel(const moe_args
                 for (int hi = 0; hi < 2; hi++) {
                     /* physical pair 16·(j / 2) + 4·pos + 2·(j mod 2) + hi (the header's map) */
                     const int pp = 16 * (j >> 1) + 4 * b_pos + 2 * (j & 1) + hi;
-                    cp_async4(bb + (uint32_t)(j * WG_KB_BYTES + grp * 256 + hi * 128), row + 2 * pp,
+                    cp_async4(bb + (uint32_t)(j * KB + grp * 256 + hi * 128), row + 2 * pp,
                               o == ~0u ? 0 : 4);
                 }
         }
-        copy_tile_weights(ws, kk, tid, base + WG_B_BYTES, base + WG_B_BYTES + WG_A_BYTES);
+        copy_tile_weights(ws, kk, tid, base + BB, base + BB + WG_A_BYTES);
     };
 
-    float acc[64];
+    float acc[NACC];
 #pragma unroll
-    for (int i = 0; i < 64; i++) acc[i] = 0.0f;
+    for (int i = 0; i < NACC; i++) acc[i] = 0.0f;
 
     /* Steps ahead of the current one that the refill fetches (PIPE: see the template's comment). */
     constexpr int AHEAD = PIPE ? ST - 2 : ST - 1;
@@ -179,10 +228,9 @@ __global__ void __launch_bounds__(WG_THREADS, 2) moe_wgmma_kernel(const moe_args
     const int my_tile = 4 * wg + w4; /* row tile of this warp within the block */
     /* Step kk's A fragments (the four k16 blocks), dequantised from its stage. */
     auto make_a = [&](int kk, uint32_t ar[16]) {
-        const char *base = smem + (kk % ST) * WG_STAGE_BYTES;
-        const uint4 qc = *(const uint4 *)(base + WG_B_BYTES + my_tile * 512 + lane * 16);
-        const uint32_t sc =
-            *(const uint32_t *)(base + WG_B_BYTES + WG_A_BYTES + my_tile * 32 + g * 4);
+        const char *base = smem + (kk % ST) * STB;
+        const uint4 qc = *(const uint4 *)(base + BB + my_tile * 512 + lane * 16);
+        const uint32_t sc = *(const uint32_t *)(base + BB + WG_A_BYTES + my_tile * 32 + g * 4);
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             uint32_t ag[4], a8[4];
@@ -204,11 +252,15 @@ __global__ void __launch_bounds__(WG_THREADS, 2) moe_wgmma_kernel(const moe_args
         cp_async_commit();
     };
     auto mma_step = [&](int kk, const uint32_t ar[16]) {
-        const uint32_t b0 = smem_u32(smem + (kk % ST) * WG_STAGE_BYTES);
+        const uint32_t b0 = smem_u32(smem + (kk % ST) * STB);
         wgmma_fence();
 #pragma unroll
-        for (int j = 0; j < 4; j++)
-            wgmma_m64n128k16(acc, ar + 4 * j, smem_desc(b0 + j * WG_KB_BYTES, 128, 256), 1);
+        for (int j = 0; j < 4; j++) {
+            if constexpr (BN == 128)
+                wgmma_m64n128k16(acc, ar + 4 * j, smem_desc(b0 + j * KB, 128, 256), 1);
+            else
+                wgmma_m64n64k16(acc, ar + 4 * j, smem_desc(b0 + j * KB, 128, 256), 1);
+        }
         wgmma_commit();
     };
     if constexpr (PIPE) {
@@ -242,31 +294,51 @@ __global__ void __launch_bounds__(WG_THREADS, 2) moe_wgmma_kernel(const moe_args
     fence_acc(acc);
     cp_async_wait<0>();
 
-    store_tile_n128<MODE>(a, tp, rb * 8 + my_tile, acc);
+    store_tile_n<MODE, BN / 8>(a, tp, rb * 8 + my_tile, acc);
 }
 
-template <bool PIPE>
+/* The wgmma tile width (moe.h): GPTOSS_MOE_WGMMA_N=64 at first use, or moe_set_wgmma_n. */
+static int g_wgmma_n = 0; /* 0: not decided yet */
+void moe_set_wgmma_n(int bn) {
+    g_wgmma_n = bn == 64 ? 64 : 128;
+}
+int moe_wgmma_n(void) {
+    if (!g_wgmma_n) {
+        const char *v = getenv("GPTOSS_MOE_WGMMA_N");
+        g_wgmma_n = v && !strcmp(v, "64") ? 64 : 128;
+    }
+    return g_wgmma_n;
+}
+
+template <bool PIPE, int BN>
 static cudaError_t wgmma_launch_t(const moe_args &a, int mode, dim3 grid, cudaStream_t stream) {
-    constexpr int SMEM = (PIPE ? WG_STAGES + 1 : WG_STAGES) * WG_STAGE_BYTES;
-    static_assert(2 * (SMEM + 1024 + WG_BN * 4) <= 228 * 1024, "two blocks an SM");
+    constexpr int SMEM =
+        (PIPE ? WG_STAGES + 1 : WG_STAGES) * (4 * BN * 32 + WG_A_BYTES + WG_S_BYTES);
+    static_assert((BN == 64 && !PIPE ? 3 : 2) * (SMEM + 1024 + BN * 4) <= 228 * 1024,
+                  "the blocks an SM that the launch bounds promise");
     static unsigned long long attrs_set; /* per device: per_device.h */
     if (!per_device_done(&attrs_set)) {
-        CUDA_TRY(cudaFuncSetAttribute((const void *)moe_wgmma_kernel<MODE_GATE_UP, PIPE>,
+        CUDA_TRY(cudaFuncSetAttribute((const void *)moe_wgmma_kernel<MODE_GATE_UP, PIPE, BN>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM));
-        CUDA_TRY(cudaFuncSetAttribute((const void *)moe_wgmma_kernel<MODE_DOWN, PIPE>,
+        CUDA_TRY(cudaFuncSetAttribute((const void *)moe_wgmma_kernel<MODE_DOWN, PIPE, BN>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM));
         per_device_mark(&attrs_set);
     }
+    grid.y *= MOE_TILE_TOKENS / BN; /* BN = 64: two blocks a routing tile */
     if (mode == MODE_GATE_UP)
-        CUDA_TRY(pdl_launch(moe_wgmma_kernel<MODE_GATE_UP, PIPE>, grid, dim3(WG_THREADS), SMEM,
+        CUDA_TRY(pdl_launch(moe_wgmma_kernel<MODE_GATE_UP, PIPE, BN>, grid, dim3(WG_THREADS), SMEM,
                             stream, a));
     else
-        CUDA_TRY(
-            pdl_launch(moe_wgmma_kernel<MODE_DOWN, PIPE>, grid, dim3(WG_THREADS), SMEM, stream, a));
+        CUDA_TRY(pdl_launch(moe_wgmma_kernel<MODE_DOWN, PIPE, BN>, grid, dim3(WG_THREADS), SMEM,
+                            stream, a));
     return cudaGetLastError();
 }
 
 cudaError_t moe_wgmma_launch(const moe_args &a, int mode, dim3 grid, cudaStream_t stream) {
-    return moe_wgmma_on() == 2 ? wgmma_launch_t<true>(a, mode, grid, stream)
-                               : wgmma_launch_t<false>(a, mode, grid, stream);
+    const bool pipe = moe_wgmma_on() == 2;
+    if (moe_wgmma_n() == 64)
+        return pipe ? wgmma_launch_t<true, 64>(a, mode, grid, stream)
+                    : wgmma_launch_t<false, 64>(a, mode, grid, stream);
+    return pipe ? wgmma_launch_t<true, 128>(a, mode, grid, stream)
+                : wgmma_launch_t<false, 128>(a, mode, grid, stream);
 }
