@@ -186,7 +186,7 @@ __global__ void __launch_bounds__(WG_THREADS, BN == 64 && !PIPE ? 3 : 2)
     /* B copies: lane L takes token n = 8·group + L / 4 and logical pair position L mod 4 of every
      * (k16 block j, k half hi): 32 lanes, 8 tokens x 4 positions, 32 different banks per copy
      * (letting a warp copy one token's 128 contiguous bytes instead sent all 32 lanes to 4 banks).
-     * Each warp takes token groups w and w + 8. */
+     * Each warp takes token group w (and w + 8 with 128-token tiles). */
     const int b_tok = lane >> 2, b_pos = lane & 3;
     /* Codes: 16 bytes of row tile tid / 32 (lane tid % 32 of its 512-byte k step); scales: threads
      * < 16, 16 bytes of the 8 tiles' scale words — as moe_large_kernel. */
