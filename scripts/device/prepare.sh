@@ -13,6 +13,11 @@ cp build/gptoss .devcarry/bin/
 cp build/tests/gpu/gpu_test_* .devcarry/bin/ 2>/dev/null || true
 # host debug info off: the carry is limited to 64 MiB with the tree (the device code is untouched)
 strip --strip-debug .devcarry/bin/*
+# The CUPTI kernel-timeline injection library and its CUPTI (scripts/device/bubble.sh).
+if [ -f build/libgptoss_trace.so ]; then
+  cp build/libgptoss_trace.so .devcarry/lib/
+  ldd build/libgptoss_trace.so | awk '/libcupti/ {print $3}' | while read -r lib; do cp -L "$lib" .devcarry/lib/; done
+fi
 for bin in .devcarry/bin/*; do
   ldd "$bin" | awk '/=> \// {print $3}' | grep -E 'jansson|pcre2|libevent|xxhash|gomp' || true
 done | sort -u | while read -r lib; do cp -L "$lib" .devcarry/lib/; done
