@@ -18,6 +18,7 @@
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_util.cuh"
+#include "backend/cuda/gemv_row.cuh"
 #include "backend/cuda/pdl.cuh"
 
 enum { GV_WARPS = 8, GV_THREADS = GV_WARPS * 32, GV_NJ = GEMV_MAX_K / 256 };
@@ -28,19 +29,6 @@ struct gemv_args {
     int M, K, N;
     int rows_per_warp;
 };
-
-/* 8 bf16 weights · 8 fp32 activations (two float4 in shared memory) added into acc. */
-static __device__ __forceinline__ float dot8(uint4 w, float4 a, float4 b, float acc) {
-    acc = fmaf(__uint_as_float(w.x << 16), a.x, acc);
-    acc = fmaf(__uint_as_float(w.x & 0xffff0000u), a.y, acc);
-    acc = fmaf(__uint_as_float(w.y << 16), a.z, acc);
-    acc = fmaf(__uint_as_float(w.y & 0xffff0000u), a.w, acc);
-    acc = fmaf(__uint_as_float(w.z << 16), b.x, acc);
-    acc = fmaf(__uint_as_float(w.z & 0xffff0000u), b.y, acc);
-    acc = fmaf(__uint_as_float(w.w << 16), b.z, acc);
-    acc = fmaf(__uint_as_float(w.w & 0xffff0000u), b.w, acc);
-    return acc;
-}
 
 template <int M, bool OUT_F32>
 __global__ void __launch_bounds__(GV_THREADS) gemv_kernel(const gemv_args a) {
@@ -69,15 +57,8 @@ __global__ void __launch_bounds__(GV_THREADS) gemv_kernel(const gemv_args a) {
     /* Stage the tokens as fp32: x (+ x_lo). */
     for (int i = threadIdx.x; i < M * K8; i += GV_THREADS) {
         const int m = i / K8, c = i - m * K8;
-        const uint4 h = *(const uint4 *)(a.x + (size_t)m * a.K + (size_t)c * 8);
         float f[8];
-        unpack_bf16x8(h, f);
-        if (a.x_lo) {
-            float g[8];
-            unpack_bf16x8(*(const uint4 *)(a.x_lo + (size_t)m * a.K + (size_t)c * 8), g);
-#pragma unroll
-            for (int e = 0; e < 8; e++) f[e] += g[e];
-        }
+        gemv_x8(a.x, a.x_lo, (size_t)m * a.K + (size_t)c * 8, f);
         float4 *dst = (float4 *)(xs + (size_t)m * a.K + (size_t)c * 8);
         dst[0] = make_float4(f[0], f[1], f[2], f[3]);
         dst[1] = make_float4(f[4], f[5], f[6], f[7]);
@@ -103,11 +84,7 @@ __global__ void __launch_bounds__(GV_THREADS) gemv_kernel(const gemv_args a) {
                 }
             }
         }
-#pragma unroll
-        for (int m = 0; m < M; m++) {
-#pragma unroll
-            for (int o = 16; o > 0; o >>= 1) acc[m] += __shfl_xor_sync(0xffffffffu, acc[m], o);
-        }
+        gemv_warp_sum<M>(acc);
         if (lane < M) {
             float v = acc[0];
 #pragma unroll

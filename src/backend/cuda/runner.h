@@ -93,6 +93,8 @@ typedef struct {
     gpu_row_out *outs; /* [T] one per logits row */
     void *samp_ws;     /* sampling_workspace_bytes(R_cap): the greedy fast path's scratch, zeroed
                           once at allocation (every launch leaves its counters at 0) */
+    unsigned *moe_bar; /* the fused MoE kernel's grid barrier (moe_fused.h): zeroed once, left
+                          ready by every launch */
 } gpu_workspace;
 
 /* ---- the step as uploaded: offsets of each array inside the packed buffer ---- */

@@ -8,6 +8,7 @@
  * runner_launch calls it for eager steps; graphs.c calls it inside a stream capture. Everything it
  * reads about the step comes from the fwd_plan (device pointers into the uploaded step). */
 #include "backend/cuda/gemv.h"
+#include "backend/cuda/moe_fused.h"
 #include "backend/cuda/norm.h"
 #include "backend/cuda/runner_internal.h"
 #include "backend/cuda/step_kernels.h"
@@ -61,6 +62,10 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
      * 4, but −3.1 % at 8, where cuBLASLt's 16-row product is the faster one. */
     const bool gv = T <= 4;
     if (gv) router_lo = NULL;
+    /* Small decode steps: the MoE block in one persistent kernel (moe_fused.h). Not under tensor
+     * parallelism: its grid barrier needs the whole GPU, which two ranks on one GPU would share. */
+    const bool fused =
+        !b->ar && moe_fused_enabled() && moe_fused_supported(T, b->E, b->K, H, b->I, &p->moe);
 
     for (int l = 0; l < b->L; l++) {
         gpu_layer *ly = &g->layers[l];
@@ -98,6 +103,11 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
         else
             CU(norm_add_rmsnorm_split(w->h, w->o, NULL, 0, T, H, ly->mlp_norm, b->eps, w->a, a_lo,
                                       s));
+        if (fused) {
+            CU(moe_decode_fused(&ly->moe, w->a, a_lo, ly->router_w, ly->router_b, w->router, &rt,
+                                &p->moe, w->act, w->y_slots, w->moe_bar, s));
+            continue;
+        }
         if (gv)
             CU(gemv_bf16(w->a, a_lo, T, H, ly->router_w, b->E, NULL, w->router, 1, s));
         else

@@ -77,6 +77,7 @@ int workspace_ensure(struct backend *b, int T) {
     const size_t o_logits = carve(&o, R * (size_t)b->V * 4),
                  o_outs = carve(&o, Tc * sizeof(gpu_row_out));
     const size_t samp_bytes = sampling_workspace_bytes(w->R_cap), o_samp = carve(&o, samp_bytes);
+    const size_t o_bar = carve(&o, 2 * sizeof(unsigned));
     void *base = NULL;
     if (cudaMalloc(&base, o) != cudaSuccess) {
         (void)cudaGetLastError();
@@ -93,9 +94,11 @@ int workspace_ensure(struct backend *b, int T) {
     w->dec_ws = (float *)(p + o_dec), w->dec_ws_bytes = DEC_WS_BYTES;
     w->sel = (uint16_t *)(p + o_sel), w->logits = (float *)(p + o_logits),
     w->outs = (gpu_row_out *)(p + o_outs);
-    w->samp_ws = p + o_samp;
-    /* Once: sampling's counters start at 0 (each launch leaves them at 0 again). */
+    w->samp_ws = p + o_samp, w->moe_bar = (unsigned *)(p + o_bar);
+    /* Once: sampling's counters and the fused MoE's barrier start at 0 (each launch leaves them at 0
+     * again, or ready for the next). */
     CU(cudaMemsetAsync(w->samp_ws, 0, samp_bytes, b->stream));
+    CU(cudaMemsetAsync(w->moe_bar, 0, 2 * sizeof(unsigned), b->stream));
     return 0;
 }
 

@@ -1,0 +1,336 @@
+/* The MoE block of a decode step in one persistent kernel (moe_fused.h): router logits,
+ * top-k routing, gate_up with SwiGLU, and down with its bias and routing weight, for steps of at most
+ * FU_MAX_T tokens. Unfused, the same work is four launches (router GEMV, routing, gate_up, down).
+ *
+ * Why one kernel. On the H200 the graph-replayed 120b step at batch 1 has almost no gaps between
+ * kernels (1.9 % of the step: bench/results/session4-2026-12-02-h200.md); the time is inside the
+ * kernels, and a small kernel's time is mostly its ramp: the router GEMV takes ~4.2 µs for 0.77 MB,
+ * the routing ~5 µs for a few hundred instructions, and down cannot start streaming its 17.7 MB of
+ * weights before gate_up's last block has finished. Here the phases are separated by grid barriers
+ * instead of kernel boundaries, and a phase whose weights do not depend on the previous phase issues
+ * its first loads before the barrier: each block's first down-projection item has its first batch of
+ * codes in flight while the grid waits for gate_up to finish (moe_small.cuh's small_begin).
+ *
+ *   phase 1  router: warp (block·4 + w) computes expert row e = block·4 + w for every token, the
+ *            dense GEMV's order of operations (gemv_row.cuh), into the fp32 logits buffer;
+ *   barrier
+ *   phase 2  routing, redundantly in every block (cheaper than another barrier): the T rows of
+ *            logits into shared memory through L2, one warp per token picks the top-k
+ *            (moe_topk.cuh), one warp groups the ≤ 32 pairs by expert with shuffles; block 0 also
+ *            writes the routing to global memory in moe_route_split's format;
+ *            gate_up: moe_experts' small-path items, block b taking items b, b + G, …;
+ *            down: the block's first item begun (weights in flight);
+ *   barrier
+ *   phase 3  down: the items, the first one already streaming.
+ *
+ * The results are bit-identical to the unfused path's (gemv_bf16 + moe_route_split + moe_experts)
+ * wherever that path runs the router as a GEMV (T ≤ 4): the same code computes every value in the
+ * same order (tests/gpu/test_moe_fused.cu asserts it).
+ *
+ * The grid barrier needs every block resident at once: the kernel is launched cooperatively (the
+ * driver refuses a grid that cannot be resident) with as many blocks as fit. The barrier is a counter
+ * and a generation word, reset by the last block to arrive, so it needs no clearing between launches
+ * or graph replays; a block that waits more than ~2 s traps (an error, not a hang). */
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/gemv.h"
+#include "backend/cuda/gemv_row.cuh"
+#include "backend/cuda/moe_fused.h"
+#include "backend/cuda/moe_small.cuh"
+#include "backend/cuda/moe_topk.cuh"
+#include "backend/cuda/per_device.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum {
+    FU_WARPS = small_cfg<1>::WARPS,
+    FU_THREADS = small_cfg<1>::THREADS,
+    FU_MAX_T = 8,  /* tokens: the router rows' accumulators are templated up to GEMV_MAX_M */
+    FU_MAX_P = 32, /* pairs: one lane each in the grouping warp */
+    FU_MAX_E = 256,
+    FU_MAX_H = 3072, /* gpt-oss: 2880 */
+    FU_NJ =
+        FU_MAX_H / 256, /* 16-byte words per lane of one router row (16 for GEMV_MAX_K spilled) */
+    FU_MAX_SMEM = 200 * 1024 /* dynamic shared memory: the staging of one item, or the logits */
+};
+
+struct fused_args {
+    moe_args gu, dn; /* gate_up and down; their routing pointers are replaced by the block's own */
+    const uint16_t *x, *x_lo; /* [T][H] the MLP norm's split-bf16 output (x_lo may be NULL) */
+    const uint16_t *router_w, *router_b; /* [E][H], [E] (bias may be NULL) */
+    float *logits;                       /* [T][E] fp32 */
+    moe_routing r;                       /* the routing's global copy (block 0 writes it) */
+    unsigned *bar;                       /* [2]: arrivals, generation */
+    int T, E, k, H;
+};
+
+static __device__ __forceinline__ unsigned ld_acquire_u32(const unsigned *p) {
+    unsigned v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+/* Every block of the grid waits here until all have arrived; writes before it are visible to every
+ * block after it. bar[0] counts arrivals; the last block to arrive resets it and advances bar[1],
+ * which the others watch. A block reads the generation before it arrives: it cannot advance until
+ * this block has arrived. */
+static __device__ __forceinline__ void grid_barrier(unsigned *bar) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        const unsigned gen = ld_acquire_u32(bar + 1);
+        __threadfence(); /* this block's writes (ordered by __syncthreads) before the arrival */
+        if (atomicAdd(bar, 1u) == gridDim.x - 1) {
+            atomicExch(bar, 0u);
+            __threadfence();
+            atomicAdd(bar + 1, 1u);
+        } else {
+            const long long t0 = clock64();
+            while (ld_acquire_u32(bar + 1) == gen)
+                if (clock64() - t0 > 4000000000ll) __trap(); /* ~2 s: a block never arrived */
+        }
+        __threadfence();
+    }
+    __syncthreads();
+}
+
+/* Router logits of expert row e for the T tokens (lane m < T writes token m's). */
+template <int M> static __device__ __forceinline__ void router_row(const fused_args &fa, int e) {
+    float acc[M];
+    gemv_row_direct<M, FU_NJ>(fa.router_w + (size_t)e * fa.H, fa.x, fa.x_lo, fa.H, acc);
+    const int lane = threadIdx.x & 31;
+    if (lane < M) {
+        float v = acc[0];
+#pragma unroll
+        for (int m = 1; m < M; m++)
+            if (lane == m) v = acc[m];
+        fa.logits[(size_t)lane * fa.E + e] = v;
+    }
+}
+
+/* The grouping of P ≤ 32 pairs by expert (lane p holds pair p's expert), by one warp, with the same
+ * results as moe_route_small_kernel: pairs in expert order, in pair order within an expert; counts and
+ * offsets (only the touched experts' entries are written); the touched experts ascending. */
+static __device__ __forceinline__ void group_pairs(int P, const int *idx, int *pair_sorted,
+                                                   int *touched, int *count, int *offset,
+                                                   int *n_touched) {
+    const int lane = threadIdx.x & 31;
+    const int e = lane < P ? idx[lane] : INT_MAX;
+    int less = 0, same = 0, before = 0;
+    for (int q = 0; q < P; q++) {
+        const int eq = __shfl_sync(0xffffffffu, e, q);
+        less += eq < e, same += eq == e, before += eq == e && q < lane;
+    }
+    const bool first = lane < P && before == 0;
+    const unsigned firsts = __ballot_sync(0xffffffffu, first);
+    int distinct_less = 0;
+    for (int q = 0; q < P; q++) {
+        const int eq = __shfl_sync(0xffffffffu, e, q);
+        distinct_less += ((firsts >> q) & 1u) && eq < e;
+    }
+    if (lane < P) pair_sorted[less + before] = lane;
+    if (first) count[e] = same, offset[e] = less, touched[distinct_less] = e;
+    if (lane == 0) *n_touched = __popc(firsts);
+}
+
+/* Block 0: the routing in moe_route_split's global format (moe.h), for whoever reads it after the
+ * step (tests; the unfused path's consumers). Every touched expert has ≤ 32 pairs: one tile each. */
+static __device__ void write_routing(const fused_args &fa, const int *idx, const float *wts,
+                                     const int *pair_sorted, const int *touched, int nt) {
+    const moe_routing &r = fa.r;
+    const int P = fa.T * fa.k;
+    for (int i = threadIdx.x; i < P; i += blockDim.x)
+        r.topk_idx[i] = idx[i], r.topk_w[i] = wts[i], r.pair_sorted[i] = pair_sorted[i];
+    for (int e = threadIdx.x; e < fa.E; e += blockDim.x) {
+        int c = 0, lt = 0;
+        for (int p = 0; p < P; p++) c += idx[p] == e, lt += idx[p] < e;
+        r.count[e] = c, r.offset[e] = lt;
+    }
+    for (int i = threadIdx.x; i < nt; i += blockDim.x)
+        r.touched[i] = touched[i], r.tiles[i] = touched[i] << 16;
+    if (threadIdx.x == 0) r.offset[fa.E] = P, *r.n_touched = nt, *r.n_tiles = nt;
+}
+
+template <bool FOLDED1, bool FOLDED2>
+__global__ void __launch_bounds__(FU_THREADS, small_cfg<1>::MIN_BLOCKS)
+    moe_fused_kernel(const fused_args fa) {
+    extern __shared__ uint4 fu_smem[];
+    uint16_t *xs = (uint16_t *)fu_smem; /* the items' token staging (phase 2 first: the logits) */
+    __shared__ int s_idx[FU_MAX_P], s_pair[FU_MAX_P], s_touched[FU_MAX_P], s_nt;
+    __shared__ int s_count[FU_MAX_E], s_offset[FU_MAX_E];
+    __shared__ float s_w[FU_MAX_P];
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const int T = fa.T, E = fa.E, k = fa.k;
+
+    /* Phase 1: router logits. */
+    const int e_row = blockIdx.x * FU_WARPS + w;
+    if (e_row < E) {
+        switch (T) {
+        case 1:
+            router_row<1>(fa, e_row);
+            break;
+        case 2:
+            router_row<2>(fa, e_row);
+            break;
+        case 3:
+            router_row<3>(fa, e_row);
+            break;
+        case 4:
+            router_row<4>(fa, e_row);
+            break;
+        case 5:
+            router_row<5>(fa, e_row);
+            break;
+        case 6:
+            router_row<6>(fa, e_row);
+            break;
+        case 7:
+            router_row<7>(fa, e_row);
+            break;
+        default:
+            router_row<8>(fa, e_row);
+            break;
+        }
+    }
+    grid_barrier(fa.bar);
+
+    /* Phase 2: routing, in every block. The logits were written by other blocks of this kernel:
+     * read through L2. */
+    float *s_logits = (float *)fu_smem;
+    for (int i = threadIdx.x; i < T * E; i += blockDim.x) s_logits[i] = __ldcg(fa.logits + i);
+    __syncthreads();
+    for (int t = w; t < T; t += FU_WARPS)
+        topk_warp(s_logits + (size_t)t * E, NULL, fa.router_b, E, k, lane, s_idx + t * k,
+                  s_w + t * k);
+    __syncthreads();
+    if (w == 0) group_pairs(T * k, s_idx, s_pair, s_touched, s_count, s_offset, &s_nt);
+    __syncthreads();
+    const int nt = s_nt;
+    if (blockIdx.x == 0) write_routing(fa, s_idx, s_w, s_pair, s_touched, nt);
+
+    moe_args gu = fa.gu, dn = fa.dn;
+    gu.count = dn.count = s_count, gu.offset = dn.offset = s_offset;
+    gu.pair_sorted = dn.pair_sorted = s_pair, gu.touched = dn.touched = s_touched;
+    gu.n_touched = dn.n_touched = &s_nt, gu.topk_w = dn.topk_w = s_w;
+
+    const int n_gu = nt * gu.n_rb * gu.S, n_dn = nt * dn.n_rb * dn.S;
+    for (int b = blockIdx.x; b < n_gu; b += gridDim.x) {
+        small_item<1> it;
+        if (small_begin<1>(gu, b, it)) small_run<1, MODE_GATE_UP, FOLDED1, false>(gu, it, xs);
+    }
+    /* The first down item's weights do not depend on gate_up: in flight across the barrier. */
+    small_item<1> first;
+    const bool has_first = (int)blockIdx.x < n_dn && small_begin<1>(dn, blockIdx.x, first);
+    grid_barrier(fa.bar);
+
+    /* Phase 3: down (its input, gate_up's activations, through L2). */
+    if (has_first) small_run<1, MODE_DOWN, FOLDED2, true>(dn, first, xs);
+    for (int b = blockIdx.x + gridDim.x; b < n_dn; b += gridDim.x) {
+        small_item<1> it;
+        if (small_begin<1>(dn, b, it)) small_run<1, MODE_DOWN, FOLDED2, true>(dn, it, xs);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+
+typedef void (*fused_fn)(fused_args);
+static fused_fn fused_kernel_for(int f1, int f2) {
+    return f1 ? (f2 ? moe_fused_kernel<true, true> : moe_fused_kernel<true, false>)
+              : (f2 ? moe_fused_kernel<false, true> : moe_fused_kernel<false, false>);
+}
+
+static int g_fused = -1; /* -1: not decided yet */
+
+void moe_set_fused(int on) {
+    g_fused = on != 0;
+}
+
+int moe_fused_enabled(void) {
+    if (g_fused < 0) {
+        const char *v = getenv("GPTOSS_MOE_FUSED");
+        g_fused = v && !strcmp(v, "1");
+    }
+    return g_fused;
+}
+
+int moe_fused_supported(int T, int E, int k, int H, int I, const moe_plan *plan) {
+    return plan && !plan->large && plan->ntp == 1 && T >= 1 && T <= FU_MAX_T && k >= 1 && k <= 8 &&
+           T * k <= FU_MAX_P && E >= k && E <= FU_MAX_E && H % 64 == 0 && H <= FU_MAX_H &&
+           I % 64 == 0 && H > 0 && I > 0;
+}
+
+/* Resident blocks of the kernel with smem bytes of staging: the cooperative grid. Cached per device
+ * and variant for the last staging size asked (one per model). */
+enum { FU_DEVICES = 64 };
+static unsigned long long g_attrs_set;
+static struct {
+    size_t smem;
+    int grid;
+} g_resident[FU_DEVICES][4];
+
+static cudaError_t resident_grid(int variant, size_t smem, int *grid) {
+    int dev = 0, sms = 0, per = 0;
+    CUDA_TRY(cudaGetDevice(&dev));
+    if (dev < 0 || dev >= FU_DEVICES) return cudaErrorInvalidDevice;
+    const fused_fn f = fused_kernel_for(variant & 1, variant >> 1);
+    if (!per_device_done(&g_attrs_set)) {
+        for (int v = 0; v < 4; v++)
+            CUDA_TRY(cudaFuncSetAttribute((const void *)fused_kernel_for(v & 1, v >> 1),
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          FU_MAX_SMEM));
+        per_device_mark(&g_attrs_set);
+    }
+    if (g_resident[dev][variant].smem != smem || !g_resident[dev][variant].grid) {
+        CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+        CUDA_TRY(
+            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, (const void *)f, FU_THREADS, smem));
+        g_resident[dev][variant].smem = smem, g_resident[dev][variant].grid = per * sms;
+    }
+    *grid = g_resident[dev][variant].grid;
+    return cudaSuccess;
+}
+
+cudaError_t moe_decode_fused(const moe_weights *w, const uint16_t *x, const uint16_t *x_lo,
+                             const uint16_t *router_w, const uint16_t *router_b, float *logits,
+                             const moe_routing *r, const moe_plan *plan, uint16_t *act,
+                             float *y_slots, unsigned *bar, cudaStream_t stream) {
+    if (!w || !x || !router_w || !logits || !r || !plan || !act || !y_slots || !bar ||
+        r->E != w->E || !moe_fused_supported(r->T, w->E, r->k, w->H, w->I, plan))
+        return cudaErrorInvalidValue;
+    const int variant = (w->w1_folded ? 1 : 0) | (w->w2_folded ? 2 : 0);
+    fused_args fa;
+    memset(&fa, 0, sizeof fa);
+    moe_args &g = fa.gu, &d = fa.dn;
+    g.wq = (const uint4 *)w->w1_q, g.wsc = (const uint32_t *)w->w1_s, g.bias = w->b1;
+    g.x = x, g.act = act, g.K = w->H, g.R = 2 * w->I, g.RT = g.R / 16, g.KK = g.K / 64, g.S = 1;
+    d.wq = (const uint4 *)w->w2_q, d.wsc = (const uint32_t *)w->w2_s, d.bias = w->b2;
+    d.x = act, d.y = y_slots, d.K = w->I, d.R = w->H, d.RT = d.R / 16, d.KK = d.K / 64;
+    d.S = plan->down_splits;
+    if (d.S < 1 || d.S > d.KK) return cudaErrorInvalidValue; /* y_slots is laid out for this S */
+    g.n_rb = (g.RT + FU_WARPS - 1) / FU_WARPS, d.n_rb = (d.RT + FU_WARPS - 1) / FU_WARPS;
+    g.topk = d.topk = r->k;
+    g.alpha = d.alpha = w->swiglu_alpha, g.limit = d.limit = w->swiglu_limit;
+    fa.x = x, fa.x_lo = x_lo, fa.router_w = router_w, fa.router_b = router_b, fa.logits = logits;
+    fa.r = *r, fa.bar = bar, fa.T = r->T, fa.E = w->E, fa.k = r->k, fa.H = w->H;
+
+    const int nk_max = g.KK > (d.KK + d.S - 1) / d.S ? g.KK : (d.KK + d.S - 1) / d.S;
+    size_t smem = small_smem_bytes<1>(nk_max);
+    if ((size_t)fa.T * fa.E * 4 > smem) smem = (size_t)fa.T * fa.E * 4;
+    if (smem > FU_MAX_SMEM) return cudaErrorInvalidValue;
+    int grid = 0;
+    CUDA_TRY(resident_grid(variant, smem, &grid));
+    if (grid * FU_WARPS < fa.E) return cudaErrorInvalidConfiguration; /* a warp per router row */
+
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)grid);
+    cfg.blockDim = dim3(FU_THREADS);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeCooperative;
+    attr[0].val.cooperative = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    CUDA_TRY(cudaLaunchKernelEx(&cfg, fused_kernel_for(w->w1_folded, w->w2_folded), fa));
+    return cudaGetLastError();
+}

@@ -1,0 +1,181 @@
+/* The MoE small-batch (decode) work item, as device functions: moe_experts.cu's moe_small_kernel runs
+ * one item per block; moe_fused.cu's persistent decode kernel runs several per block, and issues the
+ * first weight loads of its down-projection item before the grid barrier that makes the item's
+ * input ready (moe_fused.cu says why). One copy of the code, so both compute the same bits.
+ *
+ * An item is (touched expert i, row block rb of WARPS 16-row tiles, K split s), numbered
+ * b = (i · n_rb + rb) · S + s. The block stages the expert's tokens (≤ 8·NTP per pass) in shared
+ * memory and each warp streams one 16-row tile's codes over its K range: only the touched experts'
+ * bytes are read, once (a second pass for an expert with more tokens re-reads them from L2). */
+#pragma once
+
+#include "backend/cuda/device_util.cuh"
+#include "backend/cuda/moe_dequant.cuh"
+#include "backend/cuda/moe_kernel_common.cuh"
+
+/* The two MMAs of one 32-wide k chunk for one 16-row tile: rows g (ag) and g+8 (a8), B = 16 bytes of
+ * token g's activations at k 8t…8t+7. */
+static __device__ __forceinline__ void mma_chunk(float acc[4], const uint32_t ag[4],
+                                                 const uint32_t a8[4], uint4 xv) {
+    mma_bf16_16816(acc, ag[0], a8[0], ag[1], a8[1], xv.x, xv.y);
+    mma_bf16_16816(acc, ag[2], a8[2], ag[3], a8[3], xv.z, xv.w);
+}
+
+/* Codes and scale words of k steps kb … kb+U−1 of one warp's tile (zeros past nk). */
+template <int U>
+static __device__ __forceinline__ void load_batch(const uint4 *qp, const uint32_t *sp, int kb,
+                                                  int nk, uint4 qv[U], uint32_t sv[U]) {
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        if (kb + u < nk) {
+            qv[u] = ldg_stream16(qp + (size_t)(kb + u) * 32);
+            sv[u] = __ldg(sp + (size_t)(kb + u) * 8);
+        } else {
+            qv[u] = make_uint4(0, 0, 0, 0);
+            sv[u] = 0;
+        }
+    }
+}
+
+/* Measured slower on the H200 (bench/NOTES.md): fewer registers for more resident warps (3–4 k
+ * steps per batch), and a block's warps splitting one tile's k steps. */
+template <int NTP> struct small_cfg {
+    static constexpr int CAP = 8 * NTP;            /* tokens staged per pass */
+    static constexpr int WARPS = NTP == 1 ? 4 : 8; /* 16-row tiles per block */
+    static constexpr int THREADS = WARPS * 32;
+    /* k steps per batch: U–2U × 16 B in flight (two batches; U = 7 spills at 4 blocks) */
+    static constexpr int U = 6;
+    static constexpr int MIN_BLOCKS = NTP == 1 ? 4 : 2; /* resident blocks an SM */
+};
+
+/* Shared memory one item stages: CAP token rows of nk_max·64 values, row stride ≡ 64 B mod 128. */
+template <int NTP> static __host__ __device__ inline size_t small_smem_bytes(int nk_max) {
+    return (size_t)small_cfg<NTP>::CAP * (nk_max * 64 + 32) * 2;
+}
+
+/* One warp's view of an item, and its first batch of weight loads (in flight from small_begin). */
+template <int NTP> struct small_item {
+    int e, cnt, off, kk0, nk, rt, s;
+    bool active;
+    const uint4 *qp;
+    const uint32_t *sp;
+    uint4 qv[small_cfg<NTP>::U];
+    uint32_t sv[small_cfg<NTP>::U];
+};
+
+/* Decodes item b and issues its first batch of codes: it depends only on the item (model memory), so
+ * its loads fly while the tokens are staged — or, in the fused kernel, while the grid waits for the
+ * tokens to exist. False (for the whole block) when b is past the touched experts. */
+template <int NTP>
+static __device__ __forceinline__ bool small_begin(const moe_args &a, int b, small_item<NTP> &it) {
+    typedef small_cfg<NTP> C;
+    it.s = b % a.S;
+    b /= a.S;
+    const int rb = b % a.n_rb, i = b / a.n_rb;
+    if (i >= *a.n_touched) return false;
+    it.e = a.touched[i], it.cnt = a.count[it.e], it.off = a.offset[it.e];
+    it.kk0 = (int)((long)it.s * a.KK / a.S);
+    it.nk = (int)((long)(it.s + 1) * a.KK / a.S) - it.kk0;
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2;
+    it.rt = rb * C::WARPS + w;
+    it.active = it.rt < a.RT;
+    const size_t tile_kk = ((size_t)it.e * a.RT + (it.active ? it.rt : 0)) * a.KK + it.kk0;
+    it.qp = a.wq + tile_kk * 32 + lane;
+    it.sp = a.wsc + tile_kk * 8 + g;
+    load_batch<C::U>(it.qp, it.sp, 0, it.active ? it.nk : 0, it.qv, it.sv);
+    return true;
+}
+
+/* Runs the item begun by small_begin: stage each pass's tokens into xs, stream the rest of the codes,
+ * multiply, and write the epilogue (SwiGLU activations or weighted output rows). Every thread of the
+ * block calls it (it holds block barriers). COHERENT: the tokens were written by other blocks of the
+ * same kernel (the fused kernel's down projection reads gate_up's activations), so they are read
+ * through L2 (ld.global.cg), never from a stale L1 line. */
+template <int NTP, int MODE, bool FOLDED, bool COHERENT>
+static __device__ __forceinline__ void small_run(const moe_args &a, small_item<NTP> &it,
+                                                 uint16_t *xs) {
+    typedef small_cfg<NTP> C;
+    const int nk = it.nk, kk0 = it.kk0, cnt = it.cnt, off = it.off;
+    const int lds =
+        nk * 64 + 32; /* row stride ≡ 64 bytes mod 128: rows g, g+1 on different banks */
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    /* This lane's token fragment (token g, k 8t …) in shared memory, as a 32-bit shared address. */
+    const uint32_t xaddr = smem_u32(xs + g * lds + 8 * t);
+
+    for (int p0 = 0; p0 < cnt; p0 += C::CAP) {
+        const int pc = min(C::CAP, cnt - p0);
+        /* 8-token groups this pass really has: at batch 256 an expert averages 8 tokens, so with
+         * 16-token passes about half the blocks would multiply a group of zeros (and stage it). */
+        const int ngroups = (pc + 7) >> 3;
+        /* Stage the pass's pc real tokens for k in [64·kk0, 64·kk1); the lanes of absent tokens
+         * (g ≥ pc in the last group) read an unstaged row into columns nobody stores. At batch 8
+         * an expert averages 1–2 tokens, so padding to 8 rows wrote ~4× the shared memory the
+         * tokens need, through the same issue slots as the dequantisation (120b decode +7.5 % at
+         * batch 8, +6.5 % at 64, +2.3 % at 1: bench/NOTES.md). */
+        const int vpr = nk * 8;
+        for (int idx = threadIdx.x; idx < pc * vpr; idx += C::THREADS) {
+            const int r = idx / vpr, v = idx - r * vpr;
+            const size_t row = MODE == MODE_GATE_UP ? (size_t)(a.pair_sorted[off + p0 + r] / a.topk)
+                                                    : (size_t)(off + p0 + r);
+            const uint4 *src = (const uint4 *)(a.x + row * a.K + (size_t)kk0 * 64 + v * 8);
+            *(uint4 *)(xs + r * lds + v * 8) = COHERENT ? __ldcg(src) : *src;
+        }
+        __syncthreads();
+
+        if (it.active) {
+            float acc[NTP][4];
+#pragma unroll
+            for (int nt = 0; nt < NTP; nt++)
+                acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
+            /* Two register batches: the loads of batch kb + U are issued before batch kb is
+             * dequantised and multiplied, so a warp always has up to 2U 16-byte loads in flight
+             * instead of draining to zero once per batch (a K range of 45 steps was ~6 full memory
+             * round trips in a row). */
+            if (p0 > 0) /* another pass: from L2 */
+                load_batch<C::U>(it.qp, it.sp, 0, nk, it.qv, it.sv);
+            /* One k step: dequantise its 4 words and multiply them with the staged tokens. The
+             * token fragments are read through a 32-bit shared address computed once (with a
+             * generic pointer the compiler rebuilt the address every step, ~6 instructions of ~87). */
+            auto k_step = [&](const uint4 q, const uint32_t sc, int ks) {
+#pragma unroll
+                for (int h = 0; h < 2; h++) { /* the two 32-wide chunks of this k step */
+                    uint32_t ag[4], a8[4];
+                    dequant_word_t<FOLDED>(h ? q.z : q.x, sc, 2 * h, ag);
+                    dequant_word_t<FOLDED>(h ? q.w : q.y, sc, 2 * h + 1, a8);
+#pragma unroll
+                    for (int nt = 0; nt < NTP; nt++) {
+                        if (nt > 0 && nt >= ngroups) break; /* block-uniform */
+                        /* Lanes of absent tokens (row g ≥ pc) read whatever their row holds (an
+                         * earlier pass's token, or nothing yet): it reaches only their own column
+                         * of the product (C[i][g] = Σ_k A[i][k]·B[k][g]), which the epilogue never
+                         * stores. Zeroing it instead cost two register moves per load on the busy
+                         * ALU pipe (120b decode +1–2 % at batch 1–8 without them, H200). */
+                        const uint4 xv =
+                            lds128(xaddr + (uint32_t)(nt * 16 * lds + ks * 128 + h * 64));
+                        mma_chunk(acc[nt], ag, a8, xv);
+                    }
+                }
+            };
+            /* Full batches without a per-step bound check, then the tail batch (its loads were
+             * issued by the last full batch, or before staging when nk < U). */
+            int kb = 0;
+            for (; kb + C::U <= nk; kb += C::U) {
+                uint4 qn[C::U];
+                uint32_t sn[C::U];
+                load_batch<C::U>(it.qp, it.sp, kb + C::U, nk, qn, sn);
+#pragma unroll
+                for (int u = 0; u < C::U; u++) k_step(it.qv[u], it.sv[u], kb + u);
+#pragma unroll
+                for (int u = 0; u < C::U; u++) it.qv[u] = qn[u], it.sv[u] = sn[u];
+            }
+#pragma unroll
+            for (int u = 0; u < C::U; u++)
+                if (kb + u < nk) k_step(it.qv[u], it.sv[u], kb + u);
+#pragma unroll
+            for (int nt = 0; nt < NTP; nt++)
+                if (nt < ngroups)
+                    tile_epilogue<MODE>(a, it.e, off, it.rt, p0 + nt * 8, p0 + pc, it.s, acc[nt]);
+        }
+        __syncthreads(); /* the next pass overwrites xs */
+    }
+}
