@@ -3,7 +3,7 @@
 # an experiment behind a measurement switch, run the tests with the switch forced each way and put the
 # benchmark tables side by side. RUNS is a space-separated list of BIN[:ARGS]@ENV1=V1+ENV2=V2 (ARGS with
 # commas for spaces; @- for no environment), e.g.
-#   RUNS="gpu_test_moe@GPTOSS_MOE_WGMMA=2 gpu_test_moe:--bench@GPTOSS_MOE_WGMMA=0"
+#   RUNS="gpu_test_moe@GPTOSS_MOE_WGMMA=0 gpu_test_moe:--bench@GPTOSS_MOE_WGMMA=0"
 # Logs to $OUT/elogs; a PASS/FAIL line per run, and the benchmark rows (lines starting with '|').
 # Needs .devcarry (scripts/device/prepare.sh). LIMIT: seconds per run (default 200).
 set -uo pipefail

@@ -10,11 +10,13 @@
  *     counts, offsets, touched list and tile list;
  *   - experts through the automatic plan and the other path(s): outputs poisoned with NaN first, every
  *     slot row must be written, and Σ slots per token within ‖·‖ relative error 1e-2 of the reference
- *     (a random subset of 64 tokens when T > 64); two runs bit-identical.
+ *     (a random subset of 64 tokens when T > 64); two runs bit-identical. The large path on mma.sync
+ *     and on wgmma, the latter with 128- and with 64-token tiles (moe_plan.bn).
  * Random MXFP4 codes with scales 2^-7 … 2^-5, fresh every run.
  *
- * --bench: 120b shapes (E = 128), T = 1, 8, 64, 256, 1024, 4096, random routing, three copies of the
- * layer's weights rotated; routing, experts and the combine timed separately. */
+ * --bench: 120b shapes (E = 128), T = 1, 8, 64, 256, 1024, 4096, 16384, random routing, three copies
+ * of the layer's weights rotated; routing, experts (the large path also on wgmma at both tile widths)
+ * and the combine timed separately. */
 #include "moe_test_util.h"
 
 extern "C" {
@@ -136,11 +138,20 @@ static void check_repack_random(void) {
     check_repack_one(b2.data(), s2.data(), R2, I, 0, "down repack");
 }
 
+/* The plan's path and wgmma tile width at 120b's E = 128, top-4: the large path from 24 pairs per
+ * expert (T = 768), 64-token tiles below 128 pairs (T = 4096). */
 static void check_plans(void) {
     moe_plan p = moe_plan_for(1, 128, 4, 132);
     CHECK(!p.large && p.down_splits >= 1, "plan T=1: large=%d splits=%d", p.large, p.down_splits);
-    p = moe_plan_for(4096, 128, 4, 132);
-    CHECK(p.large, "plan T=4096 should be the large path");
+    static const struct {
+        int T, large, bn;
+    } want[] = {{256, 0, 64},  {767, 0, 64},   {768, 1, 64},   {1024, 1, 64},
+                {4095, 1, 64}, {4096, 1, 128}, {16384, 1, 128}};
+    for (const auto &c : want) {
+        p = moe_plan_for(c.T, 128, 4, 132);
+        CHECK(p.large == c.large && p.bn == c.bn, "plan T=%d: large=%d bn=%d, expected %d and %d",
+              c.T, p.large, p.bn, c.large, c.bn);
+    }
 }
 
 /* ---- device layer ---- */
@@ -453,7 +464,7 @@ static void test_E(int E, cudaStream_t st, int sm) {
         moe_plan other = autop;
         other.large = !autop.large, other.ntp = 2, other.down_splits = 1;
         plans.push_back(other);
-        moe_plan small2 = {0, 1, 3};
+        moe_plan small2 = {0, 1, 3, 128};
         if (!autop.large && autop.ntp == 1) small2.ntp = 2, small2.down_splits = 2;
         plans.push_back(small2);
         int maxS = 1;
@@ -473,43 +484,35 @@ static void test_E(int E, cudaStream_t st, int sm) {
         CHECK(y1.size() == y2.size() && !memcmp(y1.data(), y2.data(), y1.size() * 4),
               "E=%d T=%d: folded vs two-multiply dequantisation (or two runs of one plan) differ",
               E, T);
-        /* The large path on the warpgroup MMA (moe_wgmma.cu): the same reference bound, and two
-         * runs give the same bits; the pipelined form (moe_set_wgmma(2)) issues the same MMAs on
-         * the same data in the same order, only earlier, so it must give kernel 1's bits. */
+        /* The large path on the warpgroup MMA (moe_wgmma.cu) at both token tiles (moe_plan.bn,
+         * whichever moe_plan_for picked): the same reference bound, and two runs give the same
+         * bits. The widths add each output's k blocks in the same order, so the same bits are
+         * expected but only reported (m64n64 and m64n128 need not sum a k16 block alike). A width
+         * the kernel lacks is refused. */
         for (auto &p : plans) {
             if (!p.large) continue;
             moe_set_wgmma(1);
-            fprintf(stderr, "  (wgmma)\n");
-            std::vector<float> wa, wb, wc;
-            run_experts_case(&w, &r, &p, d_x, d_act, d_y, T, E, toks, ref, st, &wa);
-            run_experts_case(&w, &r, &p, d_x, d_act, d_y, T, E, toks, ref, st, &wb);
-            moe_set_wgmma(2);
-            fprintf(stderr, "  (wgmma, pipelined)\n");
-            run_experts_case(&w, &r, &p, d_x, d_act, d_y, T, E, toks, ref, st, &wc);
-            /* 64-token tiles (moe_set_wgmma_n(64)), both kernels: the reference bound, two runs
-             * the same; the same k order per output, so kernel 1's bits are expected but only
-             * reported (m64n64 and m64n128 need not sum a k16 block alike) */
-            std::vector<float> wd, we, wf;
-            moe_set_wgmma_n(64);
-            moe_set_wgmma(1);
-            fprintf(stderr, "  (wgmma, 64-token tiles)\n");
-            run_experts_case(&w, &r, &p, d_x, d_act, d_y, T, E, toks, ref, st, &wd);
-            run_experts_case(&w, &r, &p, d_x, d_act, d_y, T, E, toks, ref, st, &we);
-            moe_set_wgmma(2);
-            fprintf(stderr, "  (wgmma, pipelined, 64-token tiles)\n");
-            run_experts_case(&w, &r, &p, d_x, d_act, d_y, T, E, toks, ref, st, &wf);
-            moe_set_wgmma_n(128);
+            std::vector<float> wy[2][2];
+            for (int b = 0; b < 2; b++) {
+                moe_plan q = p;
+                q.bn = b ? 64 : 128;
+                fprintf(stderr, "  (wgmma, %d-token tiles)\n", q.bn);
+                run_experts_case(&w, &r, &q, d_x, d_act, d_y, T, E, toks, ref, st, &wy[b][0]);
+                run_experts_case(&w, &r, &q, d_x, d_act, d_y, T, E, toks, ref, st, &wy[b][1]);
+                CHECK(wy[b][0].size() == wy[b][1].size() &&
+                          !memcmp(wy[b][0].data(), wy[b][1].data(), wy[b][0].size() * 4),
+                      "E=%d T=%d: two runs of the wgmma large path with %d-token tiles differ", E,
+                      T, q.bn);
+            }
+            moe_plan bad = p;
+            bad.bn = 96;
+            const cudaError_t be = moe_experts(&w, d_x, &r, &bad, d_act, d_y, st);
+            CHECK(be == cudaErrorInvalidValue, "E=%d T=%d: bn=96 gave %s, not an invalid value", E,
+                  T, cudaGetErrorString(be));
             moe_set_wgmma(0);
-            CHECK(wa.size() == wb.size() && !memcmp(wa.data(), wb.data(), wa.size() * 4),
-                  "E=%d T=%d: two runs of the wgmma large path differ", E, T);
-            CHECK(wa.size() == wc.size() && !memcmp(wa.data(), wc.data(), wa.size() * 4),
-                  "E=%d T=%d: the pipelined wgmma kernel differs from kernel 1", E, T);
-            CHECK(wd.size() == we.size() && !memcmp(wd.data(), we.data(), wd.size() * 4),
-                  "E=%d T=%d: two runs of the 64-token wgmma differ", E, T);
-            CHECK(wd.size() == wf.size() && !memcmp(wd.data(), wf.data(), wd.size() * 4),
-                  "E=%d T=%d: the pipelined 64-token wgmma differs from the plain one", E, T);
             fprintf(stderr, "  64-token tiles %s 128-token tiles' bits\n",
-                    wa.size() == wd.size() && !memcmp(wa.data(), wd.data(), wa.size() * 4)
+                    wy[0][0].size() == wy[1][0].size() &&
+                            !memcmp(wy[0][0].data(), wy[1][0].data(), wy[0][0].size() * 4)
                         ? "give the"
                         : "differ from the");
         }
@@ -569,14 +572,15 @@ static void bench(cudaStream_t st, int sm) {
         for (auto &p : plans) maxS = std::max(maxS, p.large ? 1 : p.down_splits);
         uint16_t *d_act = tu_dev_alloc<uint16_t>(P * I);
         float *d_y = tu_dev_alloc<float>(P * maxS * H);
-        const size_t rounds = plans.size() + ((autop.large || plans.size() > 1) ? 4 : 0);
+        const size_t rounds = plans.size() + ((autop.large || plans.size() > 1) ? 2 : 0);
         for (size_t pi = 0; pi < rounds; pi++) {
-            /* the last four rounds: the large plan again on the warpgroup MMA (moe_wgmma.cu),
-             * kernel 1 and the pipelined kernel 2, with 128- and then 64-token tiles */
+            /* the last two rounds: the large plan again on the warpgroup MMA (moe_wgmma.cu), with
+             * 128- and then 64-token tiles (whichever moe_plan_for picks; the automatic plan's
+             * choice is the "auto" one) */
             const int extra = pi >= plans.size() ? (int)(pi - plans.size()) : -1;
-            const int wg = extra < 0 ? 0 : extra % 2 + 1, bn = extra >= 2 ? 64 : 128;
-            moe_set_wgmma_n(bn);
-            const moe_plan &p = wg ? (autop.large ? autop : plans[1]) : plans[pi];
+            const int wg = extra >= 0;
+            moe_plan p = wg ? (autop.large ? autop : plans[1]) : plans[pi];
+            if (wg) p.bn = extra ? 64 : 128;
             const int S = p.large ? 1 : p.down_splits;
             const int reps = T >= 1024 ? 10 : 50;
             moe_set_wgmma(wg);
@@ -584,14 +588,12 @@ static void bench(cudaStream_t st, int sm) {
                 CUDA_CHECK(moe_experts(&W[i % COPIES], d_x, &r, &p, d_act, d_y, st));
             });
             moe_set_wgmma(0);
-            moe_set_wgmma_n(128);
-            char pn[64];
-            snprintf(name, sizeof name, "moe experts 120b T=%d %s%s%s touched=%d", T,
-                     plan_name(&p, pn, sizeof pn),
-                     wg == 2   ? " wgmma2"
-                     : wg == 1 ? " wgmma"
-                               : "",
-                     bn == 64 ? " n64" : "", n_touched);
+            char pn[64], wn[32] = "";
+            if (wg)
+                snprintf(wn, sizeof wn, " wgmma n%d%s", p.bn,
+                         autop.large && p.bn == autop.bn ? " (auto)" : "");
+            snprintf(name, sizeof name, "moe experts 120b T=%d %s%s touched=%d", T,
+                     plan_name(&p, pn, sizeof pn), wn, n_touched);
             const double bytes = n_touched * expert_bytes + (double)T * H * 2 + 2.0 * P * I * 2 +
                                  (double)P * S * H * 4;
             const double flops = 2.0 * P * ((double)2 * I * H + (double)H * I);

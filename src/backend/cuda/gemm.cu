@@ -379,38 +379,12 @@ static void lt_entry_free(lt_entry *en) {
         }                                                                                          \
     } while (0)
 
-/* GPTOSS_LT_NOSPLIT=1 (a measurement switch, not yet measured): for M <= 8 rows take cuBLASLt's
- * best-ranked algorithm that does not split K, if it offers one among its first LT_CANDIDATES. At
- * batch 1 the O projection runs as a split-K GEMM plus cublasLt's splitKreduce kernel (10.3 + 3.2 µs
- * a layer on the H200, bench/results/kernels-decode-2026-12-02-s3-h200.md), while the unsplit QKV
- * GEMM streams its bytes at about the same rate in one kernel. */
-enum { LT_CANDIDATES = 16 };
-static int lt_nosplit(void) {
-    static int v = -1;
-    if (v < 0) {
-        const char *e = getenv("GPTOSS_LT_NOSPLIT");
-        v = e && !strcmp(e, "1");
-    }
-    return v;
-}
-
-/* The first of n heuristic results that does not split K (splitK_num <= 1), else the first. */
-static int lt_pick_unsplit(const cublasLtMatmulHeuristicResult_t *res, int n) {
-    for (int i = 0; i < n; i++) {
-        int split = 1;
-        size_t got = 0;
-        if (cublasLtMatmulAlgoConfigGetAttribute(&res[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM,
-                                                 &split, sizeof split,
-                                                 &got) == CUBLAS_STATUS_SUCCESS &&
-            split <= 1)
-            return i;
-    }
-    return 0;
-}
-
-/* Finds or builds the cuBLASLt descriptors and algorithm for a shape.
+/* Finds or builds the cuBLASLt descriptors and algorithm (the heuristic's first) for a shape.
  * Column-major view: y (row-major M×N) is yᵀ (col-major N×M, ld N) = W (as col-major K×N, ld K)ᵀ ·
- * x (as col-major K×M, ld K). So op(A) = T on W, op(B) = N on x. */
+ * x (as col-major K×M, ld K). So op(A) = T on W, op(B) = N on x. At M <= 8 the first algorithm may
+ * split K (the batch-1 O projection: a GEMM plus cuBLASLt's splitKreduce kernel); the best-ranked
+ * unsplit one instead was measured slower on the H200 (120b decode batch 1 351 → 345 tok/s, batch 8
+ * equal: bench/results/session4-2026-12-02-h200.md). */
 static lt_entry *lt_lookup(gemm_ctx *c, int M, int N, int K, int out, int bias_epi,
                            const void *bias) {
     for (int i = 0; i < LT_CACHE; i++) {
@@ -443,12 +417,11 @@ static lt_entry *lt_lookup(gemm_ctx *c, int M, int N, int K, int out, int bias_e
     LT_TRY(cublasLtMatmulPreferenceCreate(&pref));
     cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
         pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &c->lt_ws_bytes, sizeof c->lt_ws_bytes);
-    cublasLtMatmulHeuristicResult_t res[LT_CANDIDATES];
-    const int want = lt_nosplit() && M <= 8 ? LT_CANDIDATES : 1;
+    cublasLtMatmulHeuristicResult_t res;
     int n_res = 0;
     if (st == CUBLAS_STATUS_SUCCESS)
         st = cublasLtMatmulAlgoGetHeuristic(c->lt, en->desc, en->la, en->lb, en->lc, en->lc, pref,
-                                            want, res, &n_res);
+                                            1, &res, &n_res);
     cublasLtMatmulPreferenceDestroy(pref);
     LT_TRY(st);
     if (n_res < 1) {
@@ -456,7 +429,7 @@ static lt_entry *lt_lookup(gemm_ctx *c, int M, int N, int K, int out, int bias_e
         lt_entry_free(en);
         return NULL;
     }
-    en->algo = res[want > 1 ? lt_pick_unsplit(res, n_res) : 0].algo;
+    en->algo = res.algo;
     return en;
 }
 

@@ -101,9 +101,12 @@ cudaError_t moe_route_split(const float *logits, const float *logits_lo, const u
 /* ---- experts ---- */
 
 typedef struct {
-    int large; /* 1: grouped GEMM over 128-token tiles (prefill); 0: per-expert streaming (decode) */
+    int large; /* 1: grouped GEMM over 128-token routing tiles (prefill, big batches); 0:
+                  per-expert streaming (decode) */
     int ntp;   /* small path: tokens staged per pass = 8·ntp (1 or 2) */
     int down_splits; /* K splits of the down projection (small path); y_slots has k·down_splits rows per token */
+    int bn; /* large path on wgmma: tokens per block, 64 (two blocks a routing tile) or 128;
+               moe_plan_for takes 64 when experts average under 128 pairs (moe_experts.cu) */
 } moe_plan;
 
 /* The plan for T tokens (a pure function of its arguments, so the caller can size buffers). */
@@ -120,16 +123,10 @@ cudaError_t moe_experts(const moe_weights *w, const uint16_t *x, const moe_routi
 
 /* The large path's MMA, process-wide: 1 = warpgroup MMA (wgmma, moe_wgmma.cu, the default since it
  * was measured faster at every T on the H200: bench/NOTES.md), 0 = mma.sync (moe_large_kernel, kept
- * as the tests' second implementation), 2 = wgmma with one MMA group in flight while the next A is
- * dequantised (a measurement switch, not yet measured). Until moe_set_wgmma is called,
- * GPTOSS_MOE_WGMMA=0 selects mma.sync, =2 the pipelined wgmma (any other value, or none, wgmma).
- * moe_wgmma_on returns the choice, 0, 1 or 2. */
+ * as the tests' second implementation; it ignores plan->bn). Until moe_set_wgmma is called,
+ * GPTOSS_MOE_WGMMA=0 selects mma.sync (any other value, or none, wgmma). moe_wgmma_on returns the
+ * choice, 0 or 1. */
 void moe_set_wgmma(int on);
-/* The wgmma kernels' token tile: 128 (the default) or 64 (a measurement switch, not yet measured:
- * half the padding where experts average fewer than ~64 pairs, as at 1k-token prefills). Until
- * moe_set_wgmma_n is called, GPTOSS_MOE_WGMMA_N=64 selects 64. */
-void moe_set_wgmma_n(int bn);
-int moe_wgmma_n(void);
 int moe_wgmma_on(void);
 
 /* The two halves, for benchmarks and tests. */

@@ -308,27 +308,25 @@ __global__ void __launch_bounds__(LG_THREADS, 1) moe_large_kernel(const moe_args
 /* ---------------------------------------------------------------------------------------------- */
 /* Plans and launches                                                                              */
 
-static double large_min_pairs(void) {
-    static double v = -1;
-    if (v < 0) {
-        const char *s = getenv("GPTOSS_MOE_LARGE_MIN");
-        const double x = s ? atof(s) : 0;
-        v = x >= 1 && x <= 1e6 ? x : 96.0;
-    }
-    return v;
-}
-
 moe_plan moe_plan_for(int T, int E, int k, int sm_count) {
     moe_plan p;
     const double avg = (double)T * k / E; /* pairs per expert */
-    /* Measured on the H200 (bench/results/kernels-2026-11-30-h200.md, E = 128): the small path beats
-     * the large one at T = 256 (0.76 vs 3.18 ms) and T = 1024 (1.92 vs 3.27 ms, 32 pairs per expert);
-     * the large path only pays at prefill sizes. From 96 pairs per expert (T = 3072 for 120b); on
-     * wgmma too (bench/results/wgmma-tp-2026-12-02-h200.md: from 24 pairs no gain, from 8 decode at
-     * batch 256 runs at 0.43×). GPTOSS_MOE_LARGE_MIN=N moves the threshold to N pairs
-     * per expert (read once: the plan stays a function of its arguments within a process), for
-     * measuring the wgmma kernel's crossover. */
-    p.large = avg >= large_min_pairs();
+    /* The crossover, measured on the H200 at E = 128 (120b). On mma.sync the small path beat the
+     * large one at T = 256 (0.76 vs 3.18 ms) and T = 1024 (1.92 vs 3.27 ms, 32 pairs per expert)
+     * (bench/results/kernels-2026-11-30-h200.md); on wgmma with 128-token tiles, from 24 pairs per
+     * expert gained nothing and from 8 decode at batch 256 ran at 0.43×
+     * (bench/results/wgmma-tp-2026-12-02-h200.md). With 64-token tiles (bn below) and the large
+     * path from 24 pairs per expert (T = 768 for 120b; bench/results/session4-2026-12-02-h200.md):
+     * decode batch 1024 +17.3 % (11,934 → 14,003 tok/s), prefill 1k +21.6 % (13,879 → 16,870),
+     * decode batch 256 (8 pairs: the small path) unchanged. */
+    p.large = avg >= 24.0;
+    /* The wgmma token tile, per launch: 64 while experts average under 128 pairs, where 128-token
+     * tiles are mostly padding, else 128. Experts alone in the same session (gpu_test_moe --bench,
+     * 120b shapes, µs, 128 vs 64 tokens): T = 256 1848.6 vs 1321.6, T = 1024 1994.3 vs 1407.6,
+     * T = 4096 (128 pairs) 3789.4 vs 3771.1, T = 16384 12619.1 vs 13220.9; prefill 8k (256 pairs)
+     * was 4.7 % slower with 64 everywhere (24,706 → 23,537 tok/s). The split by average is drawn
+     * from those runs; the combined rule itself has not been timed end to end. */
+    p.bn = avg < 128.0 ? 64 : 128;
     p.ntp = avg <= 3.0 ? 1 : 2;
     p.down_splits = 1;
     if (!p.large) {
@@ -358,13 +356,13 @@ static unsigned long long g_attrs_set; /* per device: per_device.h */
 static int g_wgmma = -1; /* -1: not decided yet (GPTOSS_MOE_WGMMA at first use, moe.h) */
 
 void moe_set_wgmma(int on) {
-    g_wgmma = on == 2 ? 2 : on ? 1 : 0;
+    g_wgmma = on ? 1 : 0;
 }
 
 int moe_wgmma_on(void) {
     if (g_wgmma < 0) {
         const char *v = getenv("GPTOSS_MOE_WGMMA");
-        g_wgmma = !v ? 1 : !strcmp(v, "0") ? 0 : !strcmp(v, "2") ? 2 : 1;
+        g_wgmma = v && !strcmp(v, "0") ? 0 : 1;
     }
     return g_wgmma;
 }
@@ -419,7 +417,7 @@ static cudaError_t launch(const moe_args &a0, int mode, int folded, const moe_pl
         a.S = 1;
         a.n_rb = (a.RT + 7) / 8;
         const dim3 grid((unsigned)a.n_rb, (unsigned)moe_max_tiles(r->T, r->E, r->k));
-        if (moe_wgmma_on()) return moe_wgmma_launch(a, mode, grid, stream);
+        if (moe_wgmma_on()) return moe_wgmma_launch(a, mode, plan->bn, grid, stream);
         if (mode == MODE_GATE_UP)
             pdl_launch(moe_large_kernel<MODE_GATE_UP>, dim3(grid), dim3(LG_THREADS), LG_SMEM,
                        stream, a);

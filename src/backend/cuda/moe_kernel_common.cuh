@@ -151,5 +151,6 @@ static __device__ __forceinline__ void store_tile_n(const moe_args &a, const til
                             acc + 4 * jn);
 }
 
-/* The wgmma large-batch kernel (moe_wgmma.cu) on moe_large_kernel's grid: (row blocks, tile slots). */
-cudaError_t moe_wgmma_launch(const moe_args &a, int mode, dim3 grid, cudaStream_t stream);
+/* The wgmma large-batch kernel (moe_wgmma.cu) on moe_large_kernel's grid: (row blocks, tile slots),
+ * with bn-token tiles (moe_plan.bn: 64 or 128, anything else cudaErrorInvalidValue). */
+cudaError_t moe_wgmma_launch(const moe_args &a, int mode, int bn, dim3 grid, cudaStream_t stream);

@@ -4,9 +4,11 @@
  * mma.sync instead).
  *
  * ── Block ──────────────────────────────────────────────────────────────────────────────────────
- * 128 weight rows x 128 tokens (one routing tile), 256 threads = 2 warpgroups. Warpgroup wg owns rows
- * 64·wg … 64·wg+63 against all 128 tokens: for every 16-wide k block one wgmma.m64n128k16, A (the
- * weights) from registers, B (the tokens) from shared memory, 64 fp32 accumulators per thread.
+ * 128 weight rows x BN tokens, 256 threads = 2 warpgroups. Warpgroup wg owns rows 64·wg … 64·wg+63
+ * against all BN tokens: for every 16-wide k block one wgmma.m64nBNk16, A (the weights) from
+ * registers, B (the tokens) from shared memory, BN / 2 fp32 accumulators per thread. BN is the plan's
+ * tile width (moe.h, moe_plan.bn): 128 (one routing tile a block) or 64 (two blocks a routing tile,
+ * each its half), chosen per launch from the average pairs per expert.
  *
  * ── A from registers ───────────────────────────────────────────────────────────────────────────
  * wgmma's A fragment is mma.m16n8k16's, warp by warp (warp w of the group: rows 16w … 16w+15). So
@@ -21,20 +23,21 @@
  * 4-byte cp.async per pair: physical pair P (k 2P, 2P+1) goes to block j = 2·(P / 16) + (P / 2 mod 2),
  * logical pair 4·(P mod 2) + (P / 4 mod 4). Each block is K-major without swizzle: core matrices of 8 tokens x 8 k
  * (128 contiguous bytes, a token's 8 k in 16), the two along k 128 bytes apart (the descriptor's
- * leading byte offset), the 16 along the tokens 256 bytes apart (its stride byte offset).
+ * leading byte offset), the BN / 8 along the tokens 256 bytes apart (its stride byte offset).
  *
  * ── Pipeline ───────────────────────────────────────────────────────────────────────────────────
- * WG_STAGES slots of {B 16 KB, codes 4 KB, scales 256 B}, filled by cp.async WG_STAGES − 1 k steps
- * ahead. Per k step: wait for its slot; make the copies visible to the tensor cores' (async) proxy
- * (fence.proxy.async) and to everyone (barrier: every warpgroup has also finished the previous
- * step's MMAs, so that slot is free); refill it; dequantise; fence; four wgmma; commit; wait for
- * them. Waiting for one group at a time leaves a block's tensor cores idle while it dequantises, so
- * two blocks share an SM (83 KB of shared memory, <= 128 registers each) and fill each other's gaps.
- * (Keeping one group in flight while the next step's A is dequantised into a second register set,
- * in a rolled loop, made ptxas serialise every wgmma — C7513, registers of a wgmma defined inside a
- * pipeline stage; the loop unrolled by two with a set per parity compiles clean: the PIPE form
- * below, GPTOSS_MOE_WGMMA=2, not yet measured. A dequantised into shared memory instead, with the
- * MMAs in flight across k steps, was measured slower on the H200: bench/NOTES.md.) */
+ * WG_STAGES slots of {B 16 KB (8 KB at BN = 64), codes 4 KB, scales 256 B}, filled by cp.async
+ * WG_STAGES − 1 k steps ahead. Per k step: wait for its slot; make the copies visible to the tensor
+ * cores' (async) proxy (fence.proxy.async) and to everyone (barrier: every warpgroup has also
+ * finished the previous step's MMAs, so that slot is free); refill it; dequantise; fence; four wgmma;
+ * commit; wait for them. Waiting for one group at a time leaves a block's tensor cores idle while it
+ * dequantises, so two blocks share an SM at BN = 128 (83 KB of shared memory, <= 128 registers each;
+ * three at BN = 64) and fill each other's gaps. Measured on the H200, neither alternative paid:
+ * A dequantised into shared memory with the MMAs in flight across k steps was slower
+ * (bench/NOTES.md), and one MMA group kept in flight while the next step's A was dequantised into a
+ * second register set (the loop unrolled by two, a set per parity: the rolled form made ptxas
+ * serialise every wgmma, C7513) gained nothing — prefill 1k +0.7 %, 8k −0.8 %, the experts alone
+ * equal (bench/results/session4-2026-12-02-h200.md) — and was removed. */
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/moe.h"
 #include "backend/cuda/moe_dequant.cuh"
@@ -42,19 +45,17 @@
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/per_device.h"
 
-#include <stdlib.h>
-#include <string.h>
-
-enum { WG_THREADS = 256, WG_BN = MOE_TILE_TOKENS, WG_STAGES = 4 };
+enum { WG_THREADS = 256, WG_STAGES = 4 };
 enum {
-    WG_KB_BYTES = WG_BN * 16 * 2, /* one k16 block of B: 128 tokens x 16 k bf16 */
-    WG_B_BYTES = 4 * WG_KB_BYTES, /* a 64-wide k step */
-    WG_A_BYTES = 8 * 512,         /* 8 row tiles of codes */
-    WG_S_BYTES = 8 * 32,          /* their scale words */
-    WG_STAGE_BYTES = WG_B_BYTES + WG_A_BYTES + WG_S_BYTES
+    WG_A_BYTES = 8 * 512, /* a k step's codes: 8 row tiles */
+    WG_S_BYTES = 8 * 32   /* their scale words */
 };
-static_assert(WG_BN == 128, "the B layout and the n128 MMA assume 128-token tiles");
-static_assert(WG_STAGE_BYTES % 128 == 0, "stages stay 128-byte aligned");
+/* A stage at BN tokens: B (four k16 blocks of BN tokens x 16 k bf16), the codes, the scales. */
+template <int BN> __host__ __device__ constexpr int wg_stage_bytes() {
+    return 4 * BN * 16 * 2 + WG_A_BYTES + WG_S_BYTES;
+}
+static_assert(wg_stage_bytes<64>() % 128 == 0 && wg_stage_bytes<128>() % 128 == 0,
+              "stages stay 128-byte aligned");
 
 /* Copies 4 bytes (through L1, .ca: the only size-4 form); src_bytes 0 writes zeros. */
 static __device__ __forceinline__ void cp_async4(uint32_t smem_dst, const void *src,
@@ -152,25 +153,20 @@ static __device__ __forceinline__ bool tile_of_block_bn(const moe_args &a, tile_
     return p->n_valid > 0;
 }
 
-/* BN (GPTOSS_MOE_WGMMA_N=64, a measurement switch, unmeasured): 64-token tiles (m64n64 MMAs, 32
- * accumulators a thread, 12.5 KB a stage). At 1k prompt tokens an expert averages 32 pairs, so a
- * 128-token tile multiplies ~75 % padding; at 64 about half as much, for the same weight traffic.
- *
- * PIPE (moe_wgmma_on() == 2, a measurement switch, unmeasured): one MMA group stays in flight while
- * the next k step's A is dequantised. The k loop is unrolled by two with one A register set per
- * parity, so the registers an in-flight group reads are never redefined before wgmma.wait_group 1
- * retires it (the rolled form with one set made ptxas serialise every wgmma, C7513). The refill
- * then runs ST - 2 steps ahead instead of ST - 1 (the stage of step kk - 1 may still be read by its
- * MMAs when step kk begins), so PIPE has one stage more: still 3 steps ahead, 2 blocks an SM. */
-template <int MODE, bool PIPE = false, int BN = WG_BN>
-__global__ void __launch_bounds__(WG_THREADS, BN == 64 && !PIPE ? 3 : 2)
-    moe_wgmma_kernel(const moe_args a) {
-    constexpr int ST = PIPE ? WG_STAGES + 1 : WG_STAGES; /* stages (PIPE: one more, see above) */
-    constexpr int KB = BN * 16 * 2;                      /* one k16 block of B */
-    constexpr int BB = 4 * KB;                           /* B of a 64-wide k step */
-    constexpr int STB = BB + WG_A_BYTES + WG_S_BYTES;    /* a stage */
-    constexpr int NACC = BN / 2;                         /* accumulators a thread */
-    pdl_prologue();                                      /* first: see pdl.cuh */
+/* BN: the token tile, 128 or 64 (m64n64 MMAs, 32 accumulators a thread, 12.5 KB a stage, three
+ * blocks an SM). Where experts average few pairs a 128-token tile multiplies mostly padding (at 1k
+ * prompt tokens, 32 pairs an expert, ~75 %); 64-token tiles halve it for the same weight traffic
+ * (moe_plan_for picks the width: moe_experts.cu). */
+template <int MODE, int BN>
+__global__ void __launch_bounds__(WG_THREADS, BN == 64 ? 3 : 2) moe_wgmma_kernel(const moe_args a) {
+    constexpr int ST = WG_STAGES;                     /* stages */
+    constexpr int KB = BN * 16 * 2;                   /* one k16 block of B */
+    constexpr int BB = 4 * KB;                        /* B of a 64-wide k step */
+    constexpr int STB = BB + WG_A_BYTES + WG_S_BYTES; /* a stage */
+    constexpr int NACC = BN / 2;                      /* accumulators a thread */
+    static_assert(BN == 64 || BN == 128, "64- or 128-token tiles");
+    static_assert(STB == wg_stage_bytes<BN>(), "the launch's stage size");
+    pdl_prologue(); /* first: see pdl.cuh */
     extern __shared__ __align__(128) uint4 wg_smem_raw[];
     char *smem = (char *)wg_smem_raw;
 
@@ -217,8 +213,7 @@ __global__ void __launch_bounds__(WG_THREADS, BN == 64 && !PIPE ? 3 : 2)
 #pragma unroll
     for (int i = 0; i < NACC; i++) acc[i] = 0.0f;
 
-    /* Steps ahead of the current one that the refill fetches (PIPE: see the template's comment). */
-    constexpr int AHEAD = PIPE ? ST - 2 : ST - 1;
+    constexpr int AHEAD = ST - 1; /* steps ahead of the current one that the refill fetches */
 #pragma unroll
     for (int st = 0; st < AHEAD; st++) {
         if (st < a.KK) load_stage(st, st);
@@ -263,32 +258,12 @@ __global__ void __launch_bounds__(WG_THREADS, BN == 64 && !PIPE ? 3 : 2)
         }
         wgmma_commit();
     };
-    if constexpr (PIPE) {
-        uint32_t ar0[16], ar1[16];
-        int kk = 0;
-        for (; kk + 2 <= a.KK; kk += 2) {
-            arrive(kk);
-            make_a(kk, ar0);
-            mma_step(kk, ar0);
-            wgmma_wait<1>(); /* step kk - 1's group (it read ar1) is retired */
-            arrive(kk + 1);
-            make_a(kk + 1, ar1);
-            mma_step(kk + 1, ar1);
-            wgmma_wait<1>(); /* step kk's group (ar0) is retired */
-        }
-        if (kk < a.KK) {
-            arrive(kk);
-            make_a(kk, ar0);
-            mma_step(kk, ar0);
-        }
-    } else {
-        for (int kk = 0; kk < a.KK; kk++) {
-            arrive(kk);
-            uint32_t ar[16];
-            make_a(kk, ar);
-            mma_step(kk, ar);
-            wgmma_wait<0>();
-        }
+    for (int kk = 0; kk < a.KK; kk++) {
+        arrive(kk);
+        uint32_t ar[16];
+        make_a(kk, ar);
+        mma_step(kk, ar);
+        wgmma_wait<0>();
     }
     wgmma_wait<0>();
     fence_acc(acc);
@@ -297,48 +272,31 @@ __global__ void __launch_bounds__(WG_THREADS, BN == 64 && !PIPE ? 3 : 2)
     store_tile_n<MODE, BN / 8>(a, tp, rb * 8 + my_tile, acc);
 }
 
-/* The wgmma tile width (moe.h): GPTOSS_MOE_WGMMA_N=64 at first use, or moe_set_wgmma_n. */
-static int g_wgmma_n = 0; /* 0: not decided yet */
-void moe_set_wgmma_n(int bn) {
-    g_wgmma_n = bn == 64 ? 64 : 128;
-}
-int moe_wgmma_n(void) {
-    if (!g_wgmma_n) {
-        const char *v = getenv("GPTOSS_MOE_WGMMA_N");
-        g_wgmma_n = v && !strcmp(v, "64") ? 64 : 128;
-    }
-    return g_wgmma_n;
-}
-
-template <bool PIPE, int BN>
+template <int BN>
 static cudaError_t wgmma_launch_t(const moe_args &a, int mode, dim3 grid, cudaStream_t stream) {
-    constexpr int SMEM =
-        (PIPE ? WG_STAGES + 1 : WG_STAGES) * (4 * BN * 32 + WG_A_BYTES + WG_S_BYTES);
-    static_assert((BN == 64 && !PIPE ? 3 : 2) * (SMEM + 1024 + BN * 4) <= 228 * 1024,
+    constexpr int SMEM = WG_STAGES * wg_stage_bytes<BN>();
+    static_assert((BN == 64 ? 3 : 2) * (SMEM + 1024 + BN * 4) <= 228 * 1024,
                   "the blocks an SM that the launch bounds promise");
     static unsigned long long attrs_set; /* per device: per_device.h */
     if (!per_device_done(&attrs_set)) {
-        CUDA_TRY(cudaFuncSetAttribute((const void *)moe_wgmma_kernel<MODE_GATE_UP, PIPE, BN>,
+        CUDA_TRY(cudaFuncSetAttribute((const void *)moe_wgmma_kernel<MODE_GATE_UP, BN>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM));
-        CUDA_TRY(cudaFuncSetAttribute((const void *)moe_wgmma_kernel<MODE_DOWN, PIPE, BN>,
+        CUDA_TRY(cudaFuncSetAttribute((const void *)moe_wgmma_kernel<MODE_DOWN, BN>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM));
         per_device_mark(&attrs_set);
     }
     grid.y *= MOE_TILE_TOKENS / BN; /* BN = 64: two blocks a routing tile */
     if (mode == MODE_GATE_UP)
-        CUDA_TRY(pdl_launch(moe_wgmma_kernel<MODE_GATE_UP, PIPE, BN>, grid, dim3(WG_THREADS), SMEM,
+        CUDA_TRY(pdl_launch(moe_wgmma_kernel<MODE_GATE_UP, BN>, grid, dim3(WG_THREADS), SMEM,
                             stream, a));
     else
-        CUDA_TRY(pdl_launch(moe_wgmma_kernel<MODE_DOWN, PIPE, BN>, grid, dim3(WG_THREADS), SMEM,
-                            stream, a));
+        CUDA_TRY(
+            pdl_launch(moe_wgmma_kernel<MODE_DOWN, BN>, grid, dim3(WG_THREADS), SMEM, stream, a));
     return cudaGetLastError();
 }
 
-cudaError_t moe_wgmma_launch(const moe_args &a, int mode, dim3 grid, cudaStream_t stream) {
-    const bool pipe = moe_wgmma_on() == 2;
-    if (moe_wgmma_n() == 64)
-        return pipe ? wgmma_launch_t<true, 64>(a, mode, grid, stream)
-                    : wgmma_launch_t<false, 64>(a, mode, grid, stream);
-    return pipe ? wgmma_launch_t<true, 128>(a, mode, grid, stream)
-                : wgmma_launch_t<false, 128>(a, mode, grid, stream);
+cudaError_t moe_wgmma_launch(const moe_args &a, int mode, int bn, dim3 grid, cudaStream_t stream) {
+    if (bn == 64) return wgmma_launch_t<64>(a, mode, grid, stream);
+    if (bn == 128) return wgmma_launch_t<128>(a, mode, grid, stream);
+    return cudaErrorInvalidValue;
 }
