@@ -24,6 +24,7 @@
 #include "backend/cuda/device_util.cuh"
 #include "backend/cuda/moe_dequant.cuh"
 #include "backend/cuda/moe_kernel_common.cuh"
+#include "backend/cuda/moe_small.cuh"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/per_device.h"
 
@@ -32,155 +33,16 @@
 #include <string.h>
 
 /* ---------------------------------------------------------------------------------------------- */
-/* What both schedules share                                                                       */
-
-/* The two MMAs of one 32-wide k chunk for one 16-row tile: rows g (ag) and g+8 (a8), B = 16 bytes of
- * token g's activations at k 8t…8t+7. */
-static __device__ __forceinline__ void mma_chunk(float acc[4], const uint32_t ag[4],
-                                                 const uint32_t a8[4], uint4 xv) {
-    mma_bf16_16816(acc, ag[0], a8[0], ag[1], a8[1], xv.x, xv.y);
-    mma_bf16_16816(acc, ag[2], a8[2], ag[3], a8[3], xv.z, xv.w);
-}
-
-/* ---------------------------------------------------------------------------------------------- */
-/* Small batch: one block per (touched expert, row block of WARPS tiles, K split)                  */
-
-/* Codes and scale words of k steps kb … kb+U−1 of one warp's tile (zeros past nk). */
-template <int U>
-static __device__ __forceinline__ void load_batch(const uint4 *qp, const uint32_t *sp, int kb,
-                                                  int nk, uint4 qv[U], uint32_t sv[U]) {
-#pragma unroll
-    for (int u = 0; u < U; u++) {
-        if (kb + u < nk) {
-            qv[u] = ldg_stream16(qp + (size_t)(kb + u) * 32);
-            sv[u] = __ldg(sp + (size_t)(kb + u) * 8);
-        } else {
-            qv[u] = make_uint4(0, 0, 0, 0);
-            sv[u] = 0;
-        }
-    }
-}
-
-/* Measured slower on the H200 (bench/NOTES.md): fewer registers for more resident warps (3–4 k
- * steps per batch), and a block's warps splitting one tile's k steps. */
-template <int NTP> struct small_cfg {
-    static constexpr int CAP = 8 * NTP;            /* tokens staged per pass */
-    static constexpr int WARPS = NTP == 1 ? 4 : 8; /* 16-row tiles per block */
-    static constexpr int THREADS = WARPS * 32;
-    /* k steps per batch: U–2U × 16 B in flight (two batches; U = 7 spills at 4 blocks) */
-    static constexpr int U = 6;
-    static constexpr int MIN_BLOCKS = NTP == 1 ? 4 : 2; /* resident blocks an SM */
-};
+/* Small batch: one block per (touched expert, row block of WARPS tiles, K split): moe_small.cuh    */
 
 template <int NTP, int MODE, bool FOLDED>
 __global__ void __launch_bounds__(small_cfg<NTP>::THREADS, small_cfg<NTP>::MIN_BLOCKS)
     moe_small_kernel(const moe_args a) {
     pdl_prologue(); /* first: see pdl.cuh */
-    typedef small_cfg<NTP> C;
     extern __shared__ uint4 smem_raw[];
-    uint16_t *xs = (uint16_t *)smem_raw; /* [CAP][lds] */
-
-    int b = blockIdx.x;
-    const int s = b % a.S;
-    b /= a.S;
-    const int rb = b % a.n_rb, i = b / a.n_rb;
-    if (i >= *a.n_touched) return; /* whole block: a work item past the touched experts */
-    const int e = a.touched[i], cnt = a.count[e], off = a.offset[e];
-    const int kk0 = (int)((long)s * a.KK / a.S), kk1 = (int)((long)(s + 1) * a.KK / a.S),
-              nk = kk1 - kk0;
-    const int lds =
-        nk * 64 + 32; /* row stride ≡ 64 bytes mod 128: rows g, g+1 on different banks */
-
-    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-    const int rt = rb * C::WARPS + w;
-    const bool active = rt < a.RT;
-    const size_t tile_kk = ((size_t)e * a.RT + (active ? rt : 0)) * a.KK + kk0;
-    const uint4 *qp = a.wq + tile_kk * 32 + lane;
-    const uint32_t *sp = a.wsc + tile_kk * 8 + g;
-    /* This lane's token fragment (token g, k 8t …) in shared memory, as a 32-bit shared address. */
-    const uint32_t xaddr = smem_u32(xs + g * lds + 8 * t);
-
-    /* The first batch of codes depends only on the work item: its loads fly while the tokens are
-     * staged. */
-    uint4 qv[C::U];
-    uint32_t sv[C::U];
-    load_batch<C::U>(qp, sp, 0, active ? nk : 0, qv, sv);
-
-    for (int p0 = 0; p0 < cnt; p0 += C::CAP) {
-        const int pc = min(C::CAP, cnt - p0);
-        /* 8-token groups this pass really has: at batch 256 an expert averages 8 tokens, so with
-         * 16-token passes about half the blocks would multiply a group of zeros (and stage it). */
-        const int ngroups = (pc + 7) >> 3;
-        /* Stage the pass's pc real tokens for k in [64·kk0, 64·kk1); the lanes of absent tokens
-         * (g ≥ pc in the last group) read an unstaged row into columns nobody stores. At batch 8
-         * an expert averages 1–2 tokens, so padding to 8 rows wrote ~4× the shared memory the
-         * tokens need, through the same issue slots as the dequantisation (120b decode +7.5 % at
-         * batch 8, +6.5 % at 64, +2.3 % at 1: bench/NOTES.md). */
-        const int vpr = nk * 8;
-        for (int idx = threadIdx.x; idx < pc * vpr; idx += C::THREADS) {
-            const int r = idx / vpr, v = idx - r * vpr;
-            const size_t row = MODE == MODE_GATE_UP ? (size_t)(a.pair_sorted[off + p0 + r] / a.topk)
-                                                    : (size_t)(off + p0 + r);
-            *(uint4 *)(xs + r * lds + v * 8) =
-                *(const uint4 *)(a.x + row * a.K + (size_t)kk0 * 64 + v * 8);
-        }
-        __syncthreads();
-
-        if (active) {
-            float acc[NTP][4];
-#pragma unroll
-            for (int nt = 0; nt < NTP; nt++)
-                acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
-            /* Two register batches: the loads of batch kb + U are issued before batch kb is
-             * dequantised and multiplied, so a warp always has up to 2U 16-byte loads in flight
-             * instead of draining to zero once per batch (a K range of 45 steps was ~6 full memory
-             * round trips in a row). */
-            if (p0 > 0) load_batch<C::U>(qp, sp, 0, nk, qv, sv); /* another pass: from L2 */
-            /* One k step: dequantise its 4 words and multiply them with the staged tokens. The
-             * token fragments are read through a 32-bit shared address computed once (with a
-             * generic pointer the compiler rebuilt the address every step, ~6 instructions of ~87). */
-            auto k_step = [&](const uint4 q, const uint32_t sc, int ks) {
-#pragma unroll
-                for (int h = 0; h < 2; h++) { /* the two 32-wide chunks of this k step */
-                    uint32_t ag[4], a8[4];
-                    dequant_word_t<FOLDED>(h ? q.z : q.x, sc, 2 * h, ag);
-                    dequant_word_t<FOLDED>(h ? q.w : q.y, sc, 2 * h + 1, a8);
-#pragma unroll
-                    for (int nt = 0; nt < NTP; nt++) {
-                        if (nt > 0 && nt >= ngroups) break; /* block-uniform */
-                        /* Lanes of absent tokens (row g ≥ pc) read whatever their row holds (an
-                         * earlier pass's token, or nothing yet): it reaches only their own column
-                         * of the product (C[i][g] = Σ_k A[i][k]·B[k][g]), which the epilogue never
-                         * stores. Zeroing it instead cost two register moves per load on the busy
-                         * ALU pipe (120b decode +1–2 % at batch 1–8 without them, H200). */
-                        const uint4 xv =
-                            lds128(xaddr + (uint32_t)(nt * 16 * lds + ks * 128 + h * 64));
-                        mma_chunk(acc[nt], ag, a8, xv);
-                    }
-                }
-            };
-            /* Full batches without a per-step bound check, then the tail batch (its loads were
-             * issued by the last full batch, or before staging when nk < U). */
-            int kb = 0;
-            for (; kb + C::U <= nk; kb += C::U) {
-                uint4 qn[C::U];
-                uint32_t sn[C::U];
-                load_batch<C::U>(qp, sp, kb + C::U, nk, qn, sn);
-#pragma unroll
-                for (int u = 0; u < C::U; u++) k_step(qv[u], sv[u], kb + u);
-#pragma unroll
-                for (int u = 0; u < C::U; u++) qv[u] = qn[u], sv[u] = sn[u];
-            }
-#pragma unroll
-            for (int u = 0; u < C::U; u++)
-                if (kb + u < nk) k_step(qv[u], sv[u], kb + u);
-#pragma unroll
-            for (int nt = 0; nt < NTP; nt++)
-                if (nt < ngroups)
-                    tile_epilogue<MODE>(a, e, off, rt, p0 + nt * 8, p0 + pc, s, acc[nt]);
-        }
-        __syncthreads(); /* the next pass overwrites xs */
-    }
+    small_item<NTP> it;
+    if (!small_begin<NTP>(a, blockIdx.x, it)) return; /* a work item past the touched experts */
+    small_run<NTP, MODE, FOLDED, false>(a, it, (uint16_t *)smem_raw);
 }
 
 /* ---------------------------------------------------------------------------------------------- */
