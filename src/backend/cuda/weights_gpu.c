@@ -1,21 +1,18 @@
 /* Weights on the GPU: allocation, upload from a checkpoint, and synthetic weights made in place.
  *
  * Upload. weights_load() maps the safetensors files and checks every tensor; the bytes then travel
- * mapping -> pinned staging buffer -> device. Two 64 MiB pinned buffers alternate: while the DMA
- * engine copies one to the device, the CPU fills the other (OpenMP threads, which also fault the
- * mapping's pages in parallel - the disk or page cache is the limit, not one core's memcpy). An
- * event per buffer says when it may be refilled. Dense tensors arrive bf16 (F32 checkpoints are
- * narrowed on the host, the sinks widened to fp32); MXFP4 experts go to a device scratch a group of
- * experts at a time and moe_repack_device() writes them in the kernels' layout - 4.25 bits per
- * weight before and after.
+ * mapping -> pinned staging buffer -> device (weights_upload.h's pipeline). Dense tensors arrive
+ * bf16 (F32 checkpoints are narrowed on the host, the sinks widened to fp32); MXFP4 experts go to a
+ * device scratch a group of experts at a time and moe_repack_device() writes them in the kernels'
+ * layout - 4.25 bits per weight before and after. A tensor-parallel rank's share: weights_shard.c.
  *
  * Synthetic. `--model synthetic:20b` generates the tensors with synth.cu's hash kernels, in the
  * same order and with the same keys as model/synthetic.c, so the bytes equal a `make-model`
  * checkpoint of the same config and seed. */
 #include "backend/cuda/runner.h"
 #include "backend/cuda/synth.h"
+#include "backend/cuda/weights_upload.h"
 #include "base/log.h"
-#include "base/numfmt.h"
 #include "base/timeutil.h"
 #include "base/xalloc.h"
 #include "model/synthetic.h"
@@ -23,11 +20,10 @@
 #include "model/weights.h"
 
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum { STAGE_BYTES = 64 << 20, EXPERT_SCRATCH_BYTES = 256 << 20, PAR_PIECE = 4 << 20 };
+enum { EXPERT_SCRATCH_BYTES = 256 << 20 };
 
 /* ---- allocation ---- */
 
@@ -111,124 +107,12 @@ int weights_gpu_decide_folded(struct backend *b) {
     return 0;
 }
 
-/* ---- the staging pipeline ---- */
-
-typedef struct {
-    struct backend *b;
-    unsigned char *pin[2];
-    cudaEvent_t ev[2];
-    int cur;
-    size_t done, total;
-    double t0, last_print;
-} uploader;
-
-static int up_init(uploader *u, struct backend *b, size_t total) {
-    memset(u, 0, sizeof *u);
-    u->b = b, u->total = total;
-    for (int i = 0; i < 2; i++) {
-        CU(cudaHostAlloc((void **)&u->pin[i], STAGE_BYTES, cudaHostAllocDefault));
-        CU(cudaEventCreateWithFlags(&u->ev[i], cudaEventDisableTiming));
-        CU(cudaEventRecord(u->ev[i], b->stream)); /* "free" from the start */
-    }
-    u->t0 = u->last_print = now_seconds();
-    return 0;
-}
-
-static void up_free(uploader *u) {
-    for (int i = 0; i < 2; i++) {
-        if (u->ev[i]) cudaEventSynchronize(u->ev[i]), cudaEventDestroy(u->ev[i]);
-        if (u->pin[i]) cudaFreeHost(u->pin[i]);
-    }
-}
-
-static void up_progress(uploader *u, size_t n, bool final) {
-    u->done += n;
-    double t = now_seconds();
-    if (!final && t - u->last_print < 0.5) return;
-    u->last_print = t;
-    double el = t - u->t0 > 1e-9 ? t - u->t0 : 1e-9;
-    fprintf(stderr, "\rcuda backend: loading weights %.2f / %.2f GB (%.2f GB/s)%s",
-            (double)u->done / 1e9, (double)u->total / 1e9, (double)u->done / 1e9 / el,
-            final ? "\n" : "");
-}
-
-/* Waits until staging buffer `cur` may be refilled and returns it. */
-static unsigned char *up_buffer(uploader *u) {
-    if (cudaEventSynchronize(u->ev[u->cur]) != cudaSuccess) return NULL;
-    return u->pin[u->cur];
-}
-
-/* Sends staging buffer `cur` (len bytes) to dst and switches buffers. */
-static int up_send(uploader *u, void *dst, size_t len) {
-    CU(cudaMemcpyAsync(dst, u->pin[u->cur], len, cudaMemcpyHostToDevice, u->b->stream));
-    CU(cudaEventRecord(u->ev[u->cur], u->b->stream));
-    u->cur ^= 1;
-    up_progress(u, len, false);
-    return 0;
-}
-
-static void copy_par(unsigned char *dst, const unsigned char *src, size_t n) {
-    if (n < 2 * (size_t)PAR_PIECE) {
-        memcpy(dst, src, n);
-        return;
-    }
-    long pieces = (long)((n + PAR_PIECE - 1) / PAR_PIECE);
-#pragma omp parallel for schedule(dynamic, 1)
-    for (long i = 0; i < pieces; i++) {
-        size_t off = (size_t)i * PAR_PIECE,
-               len = n - off < (size_t)PAR_PIECE ? n - off : (size_t)PAR_PIECE;
-        memcpy(dst + off, src + off, len);
-    }
-}
-
-/* Raw bytes, host -> device. */
-static int up_bytes(uploader *u, void *dst, const void *src, size_t n) {
-    for (size_t off = 0; off < n; off += STAGE_BYTES) {
-        size_t len = n - off < (size_t)STAGE_BYTES ? n - off : (size_t)STAGE_BYTES;
-        unsigned char *pin = up_buffer(u);
-        if (!pin)
-            return err_set("cuda backend: staging buffer wait failed: %s",
-                           cudaGetErrorString(cudaGetLastError()));
-        copy_par(pin, (const unsigned char *)src + off, len);
-        if (up_send(u, (unsigned char *)dst + off, len)) return -1;
-    }
-    return 0;
-}
-
-/* A dense tensor of n elements to bf16 (dst_f32 = 0) or fp32 (dst_f32 = 1) device memory,
- * converting from the file's dtype (BF16 or F32) on the way. */
-static int up_dense(uploader *u, dense_ref src, size_t n, void *dst, int dst_f32) {
-    if (!dst_f32 && src.dtype == ST_BF16) return up_bytes(u, dst, src.data, n * 2);
-    const size_t es = dst_f32 ? 4 : 2,
-                 per = STAGE_BYTES / 4; /* elements per chunk (room for fp32) */
-    for (size_t off = 0; off < n; off += per) {
-        size_t len = n - off < per ? n - off : per;
-        unsigned char *pin = up_buffer(u);
-        if (!pin) return err_set("cuda backend: staging buffer wait failed");
-        if (dst_f32) {
-            dense_read(src, off, len, (float *)pin);
-        } else { /* F32 file -> bf16: read as floats into the upper half of the buffer, narrow down
-                  */
-            float *tmp = (float *)(pin + (size_t)STAGE_BYTES / 2);
-            uint16_t *o = (uint16_t *)pin;
-            for (size_t p = 0; p < len; p += per / 2) {
-                size_t m = len - p < per / 2 ? len - p : per / 2;
-                dense_read(src, off + p, m, tmp);
-                for (size_t j = 0; j < m; j++) o[p + j] = f32_to_bf16(tmp[j]);
-            }
-        }
-        if (up_send(u, (unsigned char *)dst + off * es, len * es)) return -1;
-    }
-    return 0;
-}
-
 /* ---- experts ---- */
 
 /* Experts of one matrix (R rows, Kd inputs): checkpoint blocks/scales in groups through `scratch`,
  * repacked into q/s. */
-static int up_experts(uploader *u, const uint8_t *blocks, const uint8_t *scales, int R, int Kd,
-                      int gate_up, uint8_t *q, uint8_t *s, uint8_t *scratch) {
-    struct backend *b = u->b;
+static int up_experts(struct backend *b, uploader *u, const uint8_t *blocks, const uint8_t *scales,
+                      int R, int Kd, int gate_up, uint8_t *q, uint8_t *s, uint8_t *scratch) {
     const size_t bb = (size_t)R * (size_t)(Kd / 32) * 16, sb = (size_t)R * (size_t)(Kd / 32);
     int group = (int)(EXPERT_SCRATCH_BYTES / (bb + sb));
     if (group < 1)
@@ -246,14 +130,7 @@ static int up_experts(uploader *u, const uint8_t *blocks, const uint8_t *scales,
 
 /* ---- from a checkpoint ---- */
 
-static size_t tensor_bytes(const st_tensor *t) {
-    size_t n = st_dtype_size(t->dtype);
-    for (int d = 0; d < t->ndim; d++) n *= (size_t)t->shape[d];
-    return n;
-}
-
-static int upload_all(uploader *u, const model_weights *mw, uint8_t *scratch) {
-    struct backend *b = u->b;
+static int upload_all(struct backend *b, uploader *u, const model_weights *mw, uint8_t *scratch) {
     gpu_weights *g = &b->gw;
     const size_t H = (size_t)b->H, V = (size_t)b->V, Q = (size_t)b->Q, KV = (size_t)b->KVD,
                  E = (size_t)b->E, I = (size_t)b->I;
@@ -276,10 +153,10 @@ static int upload_all(uploader *u, const model_weights *mw, uint8_t *scratch) {
             up_dense(u, weights_dense(mw, l, TK_GATE_UP_BIAS), E * 2 * I, ly->b1, 0) ||
             up_dense(u, weights_dense(mw, l, TK_DOWN_BIAS), E * H, ly->b2, 0))
             return err_prefix("layer %d", l);
-        if (up_experts(u, weights_bytes(mw, l, TK_GATE_UP_BLOCKS),
+        if (up_experts(b, u, weights_bytes(mw, l, TK_GATE_UP_BLOCKS),
                        weights_bytes(mw, l, TK_GATE_UP_SCALES), 2 * b->I, b->H, 1, ly->w1_q,
                        ly->w1_s, scratch) ||
-            up_experts(u, weights_bytes(mw, l, TK_DOWN_BLOCKS),
+            up_experts(b, u, weights_bytes(mw, l, TK_DOWN_BLOCKS),
                        weights_bytes(mw, l, TK_DOWN_SCALES), b->H, b->I, 0, ly->w2_q, ly->w2_s,
                        scratch))
             return err_prefix("layer %d experts", l);
@@ -293,27 +170,22 @@ static int upload_all(uploader *u, const model_weights *mw, uint8_t *scratch) {
 int weights_gpu_upload(struct backend *b, const char *dir) {
     model_weights mw;
     if (weights_load(dir, &mw) != 0) return -1;
-    size_t total = 0;
-    for (int k = 0; k < TK_COUNT; k++)
-        if (mw.global[k]) total += tensor_bytes(mw.global[k]);
-    for (int l = 0; l < mw.cfg.n_layers; l++)
-        for (int k = 0; k < TK_COUNT; k++)
-            if (mw.layers[l].t[k]) total += tensor_bytes(mw.layers[l].t[k]);
+    const size_t total = up_checkpoint_bytes(&mw);
     uploader u;
     void *scratch = NULL;
     double t0 = now_seconds();
-    int rc = up_init(&u, b, total);
+    int rc = up_init(&u, b->stream, total, "cuda backend");
     if (rc == 0 && cudaMalloc(&scratch, EXPERT_SCRATCH_BYTES) != cudaSuccess)
         rc = err_set("cuda backend: cannot allocate the %d MiB expert repack scratch",
                      EXPERT_SCRATCH_BYTES >> 20);
-    if (rc == 0) rc = upload_all(&u, &mw, scratch);
+    if (rc == 0) rc = upload_all(b, &u, &mw, scratch);
     /* Everything queued must finish before the mapping and the staging buffers go away. */
     cudaError_t e = cudaStreamSynchronize(b->stream);
     if (rc == 0 && e != cudaSuccess)
         rc = err_set("cuda backend: weight upload failed: %s", cudaGetErrorString(e));
     if (rc == 0) rc = weights_gpu_decide_folded(b);
     if (rc == 0) {
-        up_progress(&u, 0, true);
+        up_report(&u);
         double dt = now_seconds() - t0;
         log_info("cuda backend: %.2f GB of checkpoint in %.1f s (%.2f GB/s); %.2f GB on the device",
                  (double)total / 1e9, dt, (double)total / 1e9 / (dt > 1e-9 ? dt : 1e-9),
