@@ -1,7 +1,8 @@
 /* The CUDA backend behind backend.h: gpt-oss on one Hopper GPU.
  *
  * create: the model's config (a checkpoint's config.json, or a preset for "synthetic:20b|120b
- *   [:layers=N][:seed=S]"), the weights on the device (weights_gpu.c), the activation workspace for
+ *   [:layers=N][:seed=S]"), the weights on the device (weights_gpu.c; under tensor parallelism
+ *   each rank's share, weights_shard.c), the activation workspace for
  *   steps of up to 8192 tokens (runner_workspace.c; it grows if a longer step comes), the CUDA-graph buffers
  *   (graphs.c), and then the KV pools from what is left: the sliding pool sized for max_slots
  * sequences of window / block_size + 2 blocks plus a prefill chunk's worth, the full pool
@@ -247,10 +248,13 @@ int cuda_rank_setup(struct backend *b, const backend_options *opt, bool syntheti
     CU(gemm_ctx_create(&b->gemm));
 
     if (weights_gpu_alloc(b)) return -1;
-    if (b->tp_size > 1 ? weights_shard_synthetic(b, seed)
-        : synthetic    ? weights_gpu_synthetic(b, seed)
-                       : weights_gpu_upload(b, opt->model))
-        return -1;
+    int wrc;
+    if (b->tp_size > 1)
+        wrc =
+            synthetic ? weights_shard_synthetic(b, seed) : weights_shard_checkpoint(b, opt->model);
+    else
+        wrc = synthetic ? weights_gpu_synthetic(b, seed) : weights_gpu_upload(b, opt->model);
+    if (wrc) return -1;
 
     const int gmax = opt->enforce_eager                     ? -1
                      : opt->max_cudagraph_capture_size == 0 ? BACKEND_CUDAGRAPH_CAPTURE_DEFAULT

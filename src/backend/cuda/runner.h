@@ -4,6 +4,8 @@
  *                       KV)
  *   weights_gpu.c       weights on the device: checkpoint upload (mmap -> pinned staging -> device)
  *                       and synthetic weights generated in place
+ *   weights_upload.c    the staging pipeline those uploads go through (weights_upload.h)
+ *   weights_shard.c     a tensor-parallel rank's share of the weights, synthetic or checkpoint
  *   runner.c            one step: launch (check, pack, upload, enqueue) and collect (wait, results)
  *   runner_forward.c    the forward pass as a sequence of kernel calls
  *   runner_workspace.c  the activation workspace and the MoE plan it is sized for
@@ -288,9 +290,12 @@ void *weights_gpu_dense_dst(struct backend *b, const tensor_spec *s, int *f32);
 int weights_gpu_scale_base(double std);
 int weights_gpu_decide_folded(struct backend *b);
 
-/* weights_shard.c: this rank's shares of the synthetic model (tp_size > 1), each element equal to
- * the one weights_gpu_synthetic makes at the same place of the whole tensor; experts padded to I. */
+/* weights_shard.c: this rank's shares (tp_size > 1) of the synthetic model or of the checkpoint in
+ * dir (mapped by each rank, sent through weights_upload.h's pipeline), each element equal to the
+ * one weights_gpu_synthetic or weights_gpu_upload puts at the same place of the whole tensor;
+ * experts padded to I. */
 int weights_shard_synthetic(struct backend *b, uint64_t seed);
+int weights_shard_checkpoint(struct backend *b, const char *dir);
 
 /* runner_workspace.c: makes the workspace hold steps of T tokens (a no-op when it does). */
 int workspace_ensure(struct backend *b, int T);

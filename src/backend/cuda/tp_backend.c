@@ -28,8 +28,11 @@
  * way on one H200 (tests/gpu/test_cuda_forward.cu's --tp). An earlier version ran the ranks' streams
  * side by side there, with the flag barriers; it hung at TP4 and on the whole 120b at TP2 (a rank's
  * spinning all-reduce blocks and another rank's kernels sharing one GPU's SMs: on separate GPUs
- * that cannot happen, each GPU's work ends up waiting only for the other GPU). Not done yet: checkpoints (synthetic models only), --enable-expert-parallel, NCCL for large
- * messages (the one-shot kernel serves every size).
+ * that cannot happen, each GPU's work ends up waiting only for the other GPU).
+ *
+ * Weights: synthetic models (made in place) and checkpoints (each rank maps the checkpoint and
+ * sends its share through the staging pipeline), both by weights_shard.c. Not done yet:
+ * --enable-expert-parallel, NCCL for large messages (the one-shot kernel serves every size).
  *
  * DEP2 (data-parallel attention + expert-parallel MoE), the design for when it is built: one global
  * scheduler, not one per rank, because the engine's batch is what both ranks' MoE must agree on. The
@@ -207,14 +210,9 @@ int tp_create(struct backend *b, const backend_options *opt, bool synthetic, uin
                        "intermediate dimension only so far (--backend cpu emulates expert "
                        "parallelism)");
     if (N < 2) return err_set("--tensor-parallel-size %d: nothing to shard", N);
-    if (!synthetic)
-        return err_set(
-            "--tensor-parallel-size %d: the cuda backend shards synthetic models only so "
-            "far (synthetic:20b or synthetic:120b); sharded checkpoint upload is not "
-            "written yet",
-            N);
     tp_plan plan;
-    if (tp_plan_make(&b->cfg, N, false, &plan)) return -1;
+    if (tp_plan_make(&b->cfg, N, false, &plan))
+        return synthetic ? err_prefix("%s", opt->model) : err_prefix("%s/config.json", opt->model);
     int ndev = 0;
     CU(cudaGetDeviceCount(&ndev));
     const char *one = getenv("GPTOSS_TP_ONE_GPU");
