@@ -5,6 +5,8 @@
  *   - router logits, the routing arrays moe_route_split writes, gate_up's activations and every
  *     y_slots row (poisoned with NaN first), for T = 1 … 8 tokens, E = 32 (experts shared by up to 8
  *     tokens) and E = 128 (120b's router), the folded and the two-multiply dequantisation;
+ *   - both modes: registers-only prefetch of down's first weights (1) and the deep prefetch into
+ *     shared memory with down items dealt from the last block (2);
  *   - 20 more launches give the same bits (the grid barrier orders every phase: a race would show);
  *   - the launch captured in a CUDA graph and replayed gives the same bits (cooperative launches in
  *     graphs, as the decode step uses them);
@@ -208,37 +210,44 @@ static void check_case(layer &L, int T, int f1, int f2, unsigned *bar, cudaStrea
     size_t bad = tu_count_nonfinite_f32((const float *)want.y.data(), want.y.size() / 4);
     CHECK(bad == 0, "T=%d E=%d: the unfused path left %zu non-finite y values", T, E, bad);
 
-    poison(fu, st);
-    CHECK(run_fused(L, x, x_lo, fu, bar, st) == cudaSuccess, "T=%d: moe_decode_fused failed", T);
-    const snapshot got = take(fu);
-    same(want, got, "fused vs unfused", T, E, f1, f2);
+    for (int mode = 1; mode <= 2; mode++) {
+        moe_set_fused(mode);
+        poison(fu, st);
+        CHECK(run_fused(L, x, x_lo, fu, bar, st) == cudaSuccess, "T=%d: moe_decode_fused failed",
+              T);
+        const snapshot got = take(fu);
+        same(want, got, mode == 1 ? "fused vs unfused" : "fused (deep prefetch) vs unfused", T, E,
+             f1, f2);
 
-    /* 20 more launches (no poison between: a launch that skipped a row would keep old bits, so
-     * poison every fifth) and a graph replay. */
-    bool all = true;
-    for (int rep = 0; rep < 20 && all; rep++) {
-        if (rep % 5 == 0) poison(fu, st);
-        CUDA_CHECK(run_fused(L, x, x_lo, fu, bar, st));
-        all = same(want, take(fu), "fused, repeated", T, E, f1, f2);
+        /* 20 more launches (no poison between: a launch that skipped a row would keep old bits, so
+         * poison every fifth) and a graph replay. */
+        bool all = true;
+        for (int rep = 0; rep < 20 && all; rep++) {
+            if (rep % 5 == 0) poison(fu, st);
+            CUDA_CHECK(run_fused(L, x, x_lo, fu, bar, st));
+            all = same(want, take(fu), "fused, repeated", T, E, f1, f2);
+        }
+        cudaGraph_t g;
+        cudaGraphExec_t ge;
+        poison(fu, st);
+        CUDA_CHECK(cudaStreamSynchronize(st));
+        CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+        const cudaError_t ce = run_fused(L, x, x_lo, fu, bar, st);
+        CUDA_CHECK(cudaStreamEndCapture(st, &g));
+        CHECK(ce == cudaSuccess, "T=%d: the fused launch under stream capture: %s", T,
+              cudaGetErrorString(ce));
+        CUDA_CHECK(cudaGraphInstantiate(&ge, g, 0));
+        for (int rep = 0; rep < 3; rep++) CUDA_CHECK(cudaGraphLaunch(ge, st));
+        same(want, take(fu), "fused, graph replay", T, E, f1, f2);
+        CUDA_CHECK(cudaGraphExecDestroy(ge));
+        CUDA_CHECK(cudaGraphDestroy(g));
+        int nt = 0;
+        tu_download(&nt, fu.r.n_touched, 1);
+        fprintf(stderr,
+                "T=%d E=%d folded %d/%d mode %d: %d touched experts, down split %d: compared\n", T,
+                E, f1, f2, mode, nt, fu.plan.down_splits);
     }
-    cudaGraph_t g;
-    cudaGraphExec_t ge;
-    poison(fu, st);
-    CUDA_CHECK(cudaStreamSynchronize(st));
-    CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-    const cudaError_t ce = run_fused(L, x, x_lo, fu, bar, st);
-    CUDA_CHECK(cudaStreamEndCapture(st, &g));
-    CHECK(ce == cudaSuccess, "T=%d: the fused launch under stream capture: %s", T,
-          cudaGetErrorString(ce));
-    CUDA_CHECK(cudaGraphInstantiate(&ge, g, 0));
-    for (int rep = 0; rep < 3; rep++) CUDA_CHECK(cudaGraphLaunch(ge, st));
-    same(want, take(fu), "fused, graph replay", T, E, f1, f2);
-    CUDA_CHECK(cudaGraphExecDestroy(ge));
-    CUDA_CHECK(cudaGraphDestroy(g));
-    int nt = 0;
-    tu_download(&nt, fu.r.n_touched, 1);
-    fprintf(stderr, "T=%d E=%d folded %d/%d: %d touched experts, down split %d: compared\n", T, E,
-            f1, f2, nt, fu.plan.down_splits);
+    moe_set_fused(0);
     free_outputs(ref);
     free_outputs(fu);
     CUDA_CHECK(cudaFree(x));
@@ -267,8 +276,9 @@ static void check_refusals(const layer &L, unsigned *bar, cudaStream_t st, int s
 static void bench(cudaStream_t st, unsigned *bar, int sm) {
     layer L = make_layer(128);
     enum { SETS = 16 };
-    printf("| T | unfused µs (gemv + route + experts) | fused µs | fused / unfused |\n");
-    printf("| ---: | ---: | ---: | ---: |\n");
+    printf("| T | unfused µs (gemv + route + experts) | fused µs | fused / unfused | fused, deep "
+           "prefetch µs | deep / unfused |\n");
+    printf("| ---: | ---: | ---: | ---: | ---: | ---: |\n");
     for (int T : {1, 2, 4, 8}) {
         std::vector<uint16_t> xh((size_t)SETS * T * H), xl((size_t)SETS * T * H);
         tu_fill_bf16(xh.data(), NULL, xh.size(), -2.0f, 2.0f);
@@ -276,8 +286,9 @@ static void bench(cudaStream_t st, unsigned *bar, int sm) {
         uint16_t *x = tu_dev_upload(xh.data(), xh.size()),
                  *x_lo = tu_dev_upload(xl.data(), xl.size());
         outputs o = make_outputs(T, 128, sm);
-        double us[2];
-        for (int fused = 0; fused < 2; fused++) {
+        double us[3];
+        for (int fused = 0; fused < 3; fused++) {
+            moe_set_fused(fused);
             cudaGraphExec_t ge[SETS];
             for (int s = 0; s < SETS; s++) {
                 cudaGraph_t g;
@@ -295,7 +306,8 @@ static void bench(cudaStream_t st, unsigned *bar, int sm) {
                 st, 8, 64, [&](int rep) { CUDA_CHECK(cudaGraphLaunch(ge[rep % SETS], st)); });
             for (int s = 0; s < SETS; s++) CUDA_CHECK(cudaGraphExecDestroy(ge[s]));
         }
-        printf("| %d | %.1f | %.1f | %.3f |\n", T, us[0], us[1], us[1] / us[0]);
+        printf("| %d | %.1f | %.1f | %.3f | %.1f | %.3f |\n", T, us[0], us[1], us[1] / us[0], us[2],
+               us[2] / us[0]);
         fflush(stdout);
         free_outputs(o);
         CUDA_CHECK(cudaFree(x));

@@ -52,7 +52,8 @@ enum {
     FU_MAX_H = 3072, /* gpt-oss: 2880 */
     FU_NJ =
         FU_MAX_H / 256, /* 16-byte words per lane of one router row (16 for GEMV_MAX_K spilled) */
-    FU_MAX_SMEM = 200 * 1024 /* dynamic shared memory: the staging of one item, or the logits */
+    FU_MAX_SMEM = 200 * 1024, /* dynamic shared memory: the staging of one item, or the logits */
+    FU_DEEP_SMEM = 53 * 1024 /* mode 2: 4 blocks an SM with the static 2.6 KB and 1 KB reserved */
 };
 
 struct fused_args {
@@ -63,6 +64,11 @@ struct fused_args {
     moe_routing r;                       /* the routing's global copy (block 0 writes it) */
     unsigned *bar;                       /* [2]: arrivals, generation */
     int T, E, k, H;
+    /* Mode 2 (deep prefetch): down items are dealt from the last block backwards, so that blocks
+     * with no gate_up item get one first, and each block's first down item copies k steps
+     * [U, U + pre_steps) into shared memory at byte pre_off (after its token staging) on top of the
+     * U steps in registers. Mode 1: down items from block 0, registers only. */
+    int deep, pre_steps, pre_off;
 };
 
 static __device__ __forceinline__ unsigned ld_acquire_u32(const unsigned *p) {
@@ -218,16 +224,23 @@ __global__ void __launch_bounds__(FU_THREADS, small_cfg<1>::MIN_BLOCKS)
         small_item<1> it;
         if (small_begin<1>(gu, b, it)) small_run<1, MODE_GATE_UP, FOLDED1, false>(gu, it, xs);
     }
-    /* The first down item's weights do not depend on gate_up: in flight across the barrier. */
+    /* The first down item's weights do not depend on gate_up: in flight across the barrier (mode
+     * 2: partly in shared memory too). */
+    const int b0 = fa.deep ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
     small_item<1> first;
-    const bool has_first = (int)blockIdx.x < n_dn && small_begin<1>(dn, blockIdx.x, first);
+    const bool has_first = b0 < n_dn && small_begin<1>(dn, b0, first);
+    if (has_first && fa.pre_steps > 0)
+        small_prefetch<1>(first,
+                          smem_u32((char *)fu_smem + fa.pre_off) +
+                              (uint32_t)(w * small_prefetch_warp_bytes(fa.pre_steps)),
+                          small_cfg<1>::U, fa.pre_steps);
     grid_barrier(fa.bar);
 
     /* Phase 3: down (its input, gate_up's activations, through L2). */
-    if (has_first) small_run<1, MODE_DOWN, FOLDED2, true>(dn, first, xs);
-    for (int b = blockIdx.x + gridDim.x; b < n_dn; b += gridDim.x) {
+    if (has_first) small_run<1, MODE_DOWN, FOLDED2, true, true>(dn, first, xs);
+    for (int b = b0 + gridDim.x; b < n_dn; b += gridDim.x) {
         small_item<1> it;
-        if (small_begin<1>(dn, b, it)) small_run<1, MODE_DOWN, FOLDED2, true>(dn, it, xs);
+        if (small_begin<1>(dn, b, it)) small_run<1, MODE_DOWN, FOLDED2, true, true>(dn, it, xs);
     }
 }
 
@@ -241,14 +254,14 @@ static fused_fn fused_kernel_for(int f1, int f2) {
 
 static int g_fused = -1; /* -1: not decided yet */
 
-void moe_set_fused(int on) {
-    g_fused = on != 0;
+void moe_set_fused(int mode) {
+    g_fused = mode == 1 || mode == 2 ? mode : 0;
 }
 
 int moe_fused_enabled(void) {
     if (g_fused < 0) {
         const char *v = getenv("GPTOSS_MOE_FUSED");
-        g_fused = v && !strcmp(v, "1");
+        g_fused = !v ? 0 : !strcmp(v, "1") ? 1 : !strcmp(v, "2") ? 2 : 0;
     }
     return g_fused;
 }
@@ -313,9 +326,24 @@ cudaError_t moe_decode_fused(const moe_weights *w, const uint16_t *x, const uint
     fa.x = x, fa.x_lo = x_lo, fa.router_w = router_w, fa.router_b = router_b, fa.logits = logits;
     fa.r = *r, fa.bar = bar, fa.T = r->T, fa.E = w->E, fa.k = r->k, fa.H = w->H;
 
-    const int nk_max = g.KK > (d.KK + d.S - 1) / d.S ? g.KK : (d.KK + d.S - 1) / d.S;
+    const int nk_dn = (d.KK + d.S - 1) / d.S, nk_max = g.KK > nk_dn ? g.KK : nk_dn;
     size_t smem = small_smem_bytes<1>(nk_max);
     if ((size_t)fa.T * fa.E * 4 > smem) smem = (size_t)fa.T * fa.E * 4;
+    fa.deep = moe_fused_enabled() == 2;
+    if (fa.deep) {
+        /* As many k steps past the register batch as fit beside the down staging within the
+         * budget that keeps 4 blocks an SM (or within what gate_up's staging already takes). */
+        const size_t stage = (small_smem_bytes<1>(nk_dn) + 127) / 128 * 128;
+        const size_t budget = smem > FU_DEEP_SMEM ? smem : (size_t)FU_DEEP_SMEM;
+        const int room = stage < budget
+                             ? (int)((budget - stage) / (FU_WARPS * small_prefetch_warp_bytes(1)))
+                             : 0;
+        const int want = d.KK / d.S - small_cfg<1>::U; /* the shortest split's remaining steps */
+        fa.pre_steps = room < want ? room : want > 0 ? want : 0;
+        fa.pre_off = (int)stage;
+        const size_t need = stage + FU_WARPS * small_prefetch_warp_bytes(fa.pre_steps);
+        if (fa.pre_steps > 0 && need > smem) smem = need;
+    }
     if (smem > FU_MAX_SMEM) return cudaErrorInvalidValue;
     int grid = 0;
     CUDA_TRY(resident_grid(variant, smem, &grid));

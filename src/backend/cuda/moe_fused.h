@@ -15,8 +15,9 @@ extern "C" {
 int moe_fused_supported(int T, int E, int k, int H, int I, const moe_plan *plan);
 
 /* The fused path's switch, process-wide (a measurement switch until measured: off unless
- * GPTOSS_MOE_FUSED=1, or moe_set_fused). */
-void moe_set_fused(int on);
+ * GPTOSS_MOE_FUSED=1 or 2, or moe_set_fused): 0 off, 1 on, 2 on with the deep prefetch of down's
+ * weights (moe_fused.cu). */
+void moe_set_fused(int mode);
 int moe_fused_enabled(void);
 
 /* The MoE block for the T = r->T tokens of x (+ x_lo, the split-bf16 MLP norm output, [T][H]):

@@ -53,7 +53,9 @@ template <int NTP> static __host__ __device__ inline size_t small_smem_bytes(int
     return (size_t)small_cfg<NTP>::CAP * (nk_max * 64 + 32) * 2;
 }
 
-/* One warp's view of an item, and its first batch of weight loads (in flight from small_begin). */
+/* One warp's view of an item, and its first batch of weight loads (in flight from small_begin). With
+ * small_prefetch, k steps [pre_lo, pre_lo + pre_n) of it wait in shared memory instead (pre: this
+ * lane's copies, at pre_base). */
 template <int NTP> struct small_item {
     int e, cnt, off, kk0, nk, rt, s;
     bool active;
@@ -61,7 +63,61 @@ template <int NTP> struct small_item {
     const uint32_t *sp;
     uint4 qv[small_cfg<NTP>::U];
     uint32_t sv[small_cfg<NTP>::U];
+    uint32_t pre_base;
+    int pre_lo, pre_n;
 };
+
+/* Shared memory small_prefetch needs per warp for n k steps: 16 bytes of codes and a 4-byte scale
+ * word per lane and step (each lane reads back only what it copied: no barrier is needed). */
+static __host__ __device__ inline size_t small_prefetch_warp_bytes(int n) {
+    return (size_t)n * 32 * 20;
+}
+
+/* Issues cp.async copies of k steps [lo, lo + n) of the item begun by small_begin into this warp's
+ * area at warp_base (a shared-window address, small_prefetch_warp_bytes(n) bytes): the weights of an
+ * item whose input is not ready yet, brought on chip while the grid waits (moe_fused.cu). */
+template <int NTP>
+static __device__ __forceinline__ void small_prefetch(small_item<NTP> &it, uint32_t warp_base,
+                                                      int lo, int n) {
+    const int lane = threadIdx.x & 31;
+    it.pre_lo = lo, it.pre_n = it.active ? max(0, min(n, it.nk - lo)) : 0;
+    it.pre_base = warp_base;
+    for (int j = 0; j < it.pre_n; j++) {
+        cp_async16(warp_base + (uint32_t)((j * 32 + lane) * 16), it.qp + (size_t)(lo + j) * 32, 16);
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(
+                         warp_base + (uint32_t)(n * 512 + (j * 32 + lane) * 4)),
+                     "l"(it.sp + (size_t)(lo + j) * 8)
+                     : "memory");
+    }
+    cp_async_commit();
+}
+
+/* load_batch for an item that may have k steps waiting in shared memory (PRE). */
+template <bool PRE, int NTP, int U>
+static __device__ __forceinline__ void load_batch_item(const small_item<NTP> &it, int kb, int nk,
+                                                       uint4 qv[U], uint32_t sv[U]) {
+    if (!PRE) {
+        load_batch<U>(it.qp, it.sp, kb, nk, qv, sv);
+        return;
+    }
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        const int j = kb + u - it.pre_lo;
+        if (kb + u < nk && j >= 0 && j < it.pre_n) {
+            qv[u] = lds128(it.pre_base + (uint32_t)((j * 32 + lane) * 16));
+            asm volatile("ld.shared.u32 %0, [%1];"
+                         : "=r"(sv[u])
+                         : "r"(it.pre_base + (uint32_t)(it.pre_n * 512 + (j * 32 + lane) * 4)));
+        } else if (kb + u < nk) {
+            qv[u] = ldg_stream16(it.qp + (size_t)(kb + u) * 32);
+            sv[u] = __ldg(it.sp + (size_t)(kb + u) * 8);
+        } else {
+            qv[u] = make_uint4(0, 0, 0, 0);
+            sv[u] = 0;
+        }
+    }
+}
 
 /* Decodes item b and issues its first batch of codes: it depends only on the item (model memory), so
  * its loads fly while the tokens are staged — or, in the fused kernel, while the grid waits for the
@@ -82,6 +138,7 @@ static __device__ __forceinline__ bool small_begin(const moe_args &a, int b, sma
     const size_t tile_kk = ((size_t)it.e * a.RT + (it.active ? it.rt : 0)) * a.KK + it.kk0;
     it.qp = a.wq + tile_kk * 32 + lane;
     it.sp = a.wsc + tile_kk * 8 + g;
+    it.pre_base = 0, it.pre_lo = 0, it.pre_n = 0;
     load_batch<C::U>(it.qp, it.sp, 0, it.active ? it.nk : 0, it.qv, it.sv);
     return true;
 }
@@ -91,7 +148,7 @@ static __device__ __forceinline__ bool small_begin(const moe_args &a, int b, sma
  * block calls it (it holds block barriers). COHERENT: the tokens were written by other blocks of the
  * same kernel (the fused kernel's down projection reads gate_up's activations), so they are read
  * through L2 (ld.global.cg), never from a stale L1 line. */
-template <int NTP, int MODE, bool FOLDED, bool COHERENT>
+template <int NTP, int MODE, bool FOLDED, bool COHERENT, bool PRE = false>
 static __device__ __forceinline__ void small_run(const moe_args &a, small_item<NTP> &it,
                                                  uint16_t *xs) {
     typedef small_cfg<NTP> C;
@@ -131,8 +188,9 @@ static __device__ __forceinline__ void small_run(const moe_args &a, small_item<N
              * dequantised and multiplied, so a warp always has up to 2U 16-byte loads in flight
              * instead of draining to zero once per batch (a K range of 45 steps was ~6 full memory
              * round trips in a row). */
-            if (p0 > 0) /* another pass: from L2 */
-                load_batch<C::U>(it.qp, it.sp, 0, nk, it.qv, it.sv);
+            if (PRE && p0 == 0) cp_async_wait<0>(); /* this lane's own copies (small_prefetch) */
+            if (p0 > 0)                             /* another pass: from L2 */
+                load_batch_item<PRE, NTP, C::U>(it, 0, nk, it.qv, it.sv);
             /* One k step: dequantise its 4 words and multiply them with the staged tokens. The
              * token fragments are read through a 32-bit shared address computed once (with a
              * generic pointer the compiler rebuilt the address every step, ~6 instructions of ~87). */
@@ -162,7 +220,7 @@ static __device__ __forceinline__ void small_run(const moe_args &a, small_item<N
             for (; kb + C::U <= nk; kb += C::U) {
                 uint4 qn[C::U];
                 uint32_t sn[C::U];
-                load_batch<C::U>(it.qp, it.sp, kb + C::U, nk, qn, sn);
+                load_batch_item<PRE, NTP, C::U>(it, kb + C::U, nk, qn, sn);
 #pragma unroll
                 for (int u = 0; u < C::U; u++) k_step(it.qv[u], it.sv[u], kb + u);
 #pragma unroll
