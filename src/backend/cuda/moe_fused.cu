@@ -53,7 +53,7 @@ enum {
     FU_NJ =
         FU_MAX_H / 256, /* 16-byte words per lane of one router row (16 for GEMV_MAX_K spilled) */
     FU_MAX_SMEM = 200 * 1024, /* dynamic shared memory: the staging of one item, or the logits */
-    FU_DEEP_SMEM = 53 * 1024 /* mode 2: 4 blocks an SM with the static 2.6 KB and 1 KB reserved */
+    FU_DEEP_SMEM = 53 * 1024  /* mode 2: 4 blocks an SM with the static 2.6 KB and 1 KB reserved */
 };
 
 struct fused_args {
