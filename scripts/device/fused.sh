@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 13's fused MoE decode kernel (moe_fused.cu: GPTOSS_MOE_FUSED=1, and =2 with the deep
-# prefetch) and issue 14's new wgmma tile rule, in one call (≤ 9.5 min; each step under a timeout,
+# prefetch) and issue 14's new wgmma tile rule, in one call (≤ 8 min: BUDGET_S=470; each step under a timeout,
 # the optional ones only while time is left):
 #   1. gpu_test_moe_fused (fused == unfused bit for bit, both modes, repeats, graph replay) and its
 #      --bench (the MoE block alone, four launches vs one, T = 1, 2, 4, 8);
@@ -18,7 +18,9 @@ source "$(dirname "$0")/env.sh"
 bin=.devcarry/bin
 sum="$out/fused-summary.md"
 start=$(date +%s)
-left() { echo $((${BUDGET_S:-560} - ($(date +%s) - start))); }
+left() { echo $((${BUDGET_S:-470} - ($(date +%s) - start))); }
+# at most $1 seconds, and never past the budget
+lim() { local l; l=$(left); [ "$l" -lt "$1" ] && echo $((l > 5 ? l : 5)) || echo "$1"; }
 summary_header "$sum" "Fused MoE decode kernel (issue 13), wgmma tile rule (issue 14)"
 timeout 90 $bin/gpu_test_moe_fused >"$out/logs/moe_fused.log" 2>&1
 echo "- gpu_test_moe_fused: $(res $?) — $(grep -E 'checks passed|FAILED' "$out/logs/moe_fused.log" | tail -1)" | tee -a "$sum"
@@ -29,13 +31,13 @@ echo "- gpu_test_cuda_forward --skip-tp, GPTOSS_MOE_FUSED=2: $(res $?) — $(gre
 grep -E "FAILED|failed" "$out/logs/forward-fused.log" | head -5 | sed 's/^/  /' | tee -a "$sum"
 echo "## bench latency 120b decode: unfused, fused, fused deep" | tee -a "$sum"
 OUT="$out/v" VARIANTS="base=- fused=GPTOSS_MOE_FUSED=1 deep=GPTOSS_MOE_FUSED=2" BATCHES=1,2,4,8 \
-  ROUNDS=1 timeout 100 bash scripts/device/variants.sh 2>&1 | tail -14 | tee -a "$sum"
+  ROUNDS=1 timeout $(lim 100) bash scripts/device/variants.sh 2>&1 | tail -14 | tee -a "$sum"
 echo "## bench latency on the defaults ($(left) s left)" | tee -a "$sum"
-timeout 110 $bin/gptoss bench latency --model synthetic:120b --batches 1,8,64,256,1024 \
+timeout $(lim 110) $bin/gptoss bench latency --model synthetic:120b --batches 1,8,64,256,1024 \
   --prefill 1024,8192 --output-json "$out/latency-120b.json" 2>&1 | grep -E "^\| " | tee -a "$sum"
-timeout 40 $bin/gptoss bench latency --model synthetic:20b --batches 1,8,64 --prefill "" \
+timeout $(lim 40) $bin/gptoss bench latency --model synthetic:20b --batches 1,8,64 --prefill "" \
   --output-json "$out/latency-20b.json" 2>&1 | grep -E "^\| synthetic" | tee -a "$sum"
-GPTOSS_MOE_FUSED=2 timeout 30 $bin/gptoss bench latency --model synthetic:20b --batches 1,8 \
+GPTOSS_MOE_FUSED=2 timeout $(lim 30) $bin/gptoss bench latency --model synthetic:20b --batches 1,8 \
   --prefill "" --output-json "$out/latency-20b-deep.json" 2>&1 | grep -E "^\| synthetic" | sed 's/^/deep /' | tee -a "$sum"
 if [ "$(left)" -gt 60 ]; then
   timeout 60 $bin/gpu_test_moe >"$out/logs/moe.log" 2>&1
