@@ -279,40 +279,44 @@ static void bench(cudaStream_t st, unsigned *bar, int sm) {
     printf("| T | unfused µs (gemv + route + experts) | fused µs | fused / unfused | fused, deep "
            "prefetch µs | deep / unfused |\n");
     printf("| ---: | ---: | ---: | ---: | ---: | ---: |\n");
-    for (int T : {1, 2, 4, 8}) {
-        std::vector<uint16_t> xh((size_t)SETS * T * H), xl((size_t)SETS * T * H);
-        tu_fill_bf16(xh.data(), NULL, xh.size(), -2.0f, 2.0f);
-        tu_fill_bf16(xl.data(), NULL, xl.size(), -0.004f, 0.004f);
-        uint16_t *x = tu_dev_upload(xh.data(), xh.size()),
-                 *x_lo = tu_dev_upload(xl.data(), xl.size());
-        outputs o = make_outputs(T, 128, sm);
-        double us[3];
-        for (int fused = 0; fused < 3; fused++) {
-            moe_set_fused(fused);
-            cudaGraphExec_t ge[SETS];
-            for (int s = 0; s < SETS; s++) {
-                cudaGraph_t g;
-                const size_t at = (size_t)s * T * H;
-                CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-                if (fused)
-                    CUDA_CHECK(run_fused(L, x + at, x_lo + at, o, bar, st));
-                else
-                    CUDA_CHECK(run_unfused(L, x + at, x_lo + at, o, st));
-                CUDA_CHECK(cudaStreamEndCapture(st, &g));
-                CUDA_CHECK(cudaGraphInstantiate(&ge[s], g, 0));
-                CUDA_CHECK(cudaGraphDestroy(g));
+    for (unsigned spin : {0u, 64u, 256u, 1024u})
+        for (int T : {1, 8}) {
+            moe_fused_set_spin_ns(spin);
+            printf("| spin %u ns | | | | | |\n", spin);
+            std::vector<uint16_t> xh((size_t)SETS * T * H), xl((size_t)SETS * T * H);
+            tu_fill_bf16(xh.data(), NULL, xh.size(), -2.0f, 2.0f);
+            tu_fill_bf16(xl.data(), NULL, xl.size(), -0.004f, 0.004f);
+            uint16_t *x = tu_dev_upload(xh.data(), xh.size()),
+                     *x_lo = tu_dev_upload(xl.data(), xl.size());
+            outputs o = make_outputs(T, 128, sm);
+            double us[3];
+            for (int fused = 0; fused < 3; fused++) {
+                moe_set_fused(fused);
+                cudaGraphExec_t ge[SETS];
+                for (int s = 0; s < SETS; s++) {
+                    cudaGraph_t g;
+                    const size_t at = (size_t)s * T * H;
+                    CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+                    if (fused)
+                        CUDA_CHECK(run_fused(L, x + at, x_lo + at, o, bar, st));
+                    else
+                        CUDA_CHECK(run_unfused(L, x + at, x_lo + at, o, st));
+                    CUDA_CHECK(cudaStreamEndCapture(st, &g));
+                    CUDA_CHECK(cudaGraphInstantiate(&ge[s], g, 0));
+                    CUDA_CHECK(cudaGraphDestroy(g));
+                }
+                us[fused] = tu_time_us(
+                    st, 8, 64, [&](int rep) { CUDA_CHECK(cudaGraphLaunch(ge[rep % SETS], st)); });
+                for (int s = 0; s < SETS; s++) CUDA_CHECK(cudaGraphExecDestroy(ge[s]));
             }
-            us[fused] = tu_time_us(
-                st, 8, 64, [&](int rep) { CUDA_CHECK(cudaGraphLaunch(ge[rep % SETS], st)); });
-            for (int s = 0; s < SETS; s++) CUDA_CHECK(cudaGraphExecDestroy(ge[s]));
+            printf("| %d | %.1f | %.1f | %.3f | %.1f | %.3f |\n", T, us[0], us[1], us[1] / us[0],
+                   us[2], us[2] / us[0]);
+            fflush(stdout);
+            free_outputs(o);
+            CUDA_CHECK(cudaFree(x));
+            CUDA_CHECK(cudaFree(x_lo));
         }
-        printf("| %d | %.1f | %.1f | %.3f | %.1f | %.3f |\n", T, us[0], us[1], us[1] / us[0], us[2],
-               us[2] / us[0]);
-        fflush(stdout);
-        free_outputs(o);
-        CUDA_CHECK(cudaFree(x));
-        CUDA_CHECK(cudaFree(x_lo));
-    }
+    moe_fused_set_spin_ns(0);
     free_layer(L);
 }
 

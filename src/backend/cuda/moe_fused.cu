@@ -69,6 +69,7 @@ struct fused_args {
      * [U, U + pre_steps) into shared memory at byte pre_off (after its token staging) on top of the
      * U steps in registers. Mode 1: down items from block 0, registers only. */
     int deep, pre_steps, pre_off;
+    unsigned spin_ns; /* the barrier's sleep between polls (measurement: moe_fused_set_spin_ns) */
 };
 
 static __device__ __forceinline__ unsigned ld_acquire_u32(const unsigned *p) {
@@ -81,7 +82,7 @@ static __device__ __forceinline__ unsigned ld_acquire_u32(const unsigned *p) {
  * block after it. bar[0] counts arrivals; the last block to arrive resets it and advances bar[1],
  * which the others watch. A block reads the generation before it arrives: it cannot advance until
  * this block has arrived. */
-static __device__ __forceinline__ void grid_barrier(unsigned *bar) {
+static __device__ __forceinline__ void grid_barrier(unsigned *bar, unsigned spin_ns) {
     __syncthreads();
     if (threadIdx.x == 0) {
         const unsigned gen = ld_acquire_u32(bar + 1);
@@ -92,8 +93,10 @@ static __device__ __forceinline__ void grid_barrier(unsigned *bar) {
             atomicAdd(bar + 1, 1u);
         } else {
             const long long t0 = clock64();
-            while (ld_acquire_u32(bar + 1) == gen)
+            while (ld_acquire_u32(bar + 1) == gen) {
+                if (spin_ns) __nanosleep(spin_ns); /* fewer polls in the way of the arrivals */
                 if (clock64() - t0 > 4000000000ll) __trap(); /* ~2 s: a block never arrived */
+            }
         }
         __threadfence();
     }
@@ -198,7 +201,7 @@ __global__ void __launch_bounds__(FU_THREADS, small_cfg<1>::MIN_BLOCKS)
             break;
         }
     }
-    grid_barrier(fa.bar);
+    grid_barrier(fa.bar, fa.spin_ns);
 
     /* Phase 2: routing, in every block. The logits were written by other blocks of this kernel:
      * read through L2. */
@@ -234,7 +237,7 @@ __global__ void __launch_bounds__(FU_THREADS, small_cfg<1>::MIN_BLOCKS)
                           smem_u32((char *)fu_smem + fa.pre_off) +
                               (uint32_t)(w * small_prefetch_warp_bytes(fa.pre_steps)),
                           small_cfg<1>::U, fa.pre_steps);
-    grid_barrier(fa.bar);
+    grid_barrier(fa.bar, fa.spin_ns);
 
     /* Phase 3: down (its input, gate_up's activations, through L2). */
     if (has_first) small_run<1, MODE_DOWN, FOLDED2, true, true>(dn, first, xs);
@@ -264,6 +267,11 @@ int moe_fused_enabled(void) {
         g_fused = !v ? 0 : !strcmp(v, "1") ? 1 : !strcmp(v, "2") ? 2 : 0;
     }
     return g_fused;
+}
+
+static unsigned g_spin_ns;
+void moe_fused_set_spin_ns(unsigned ns) {
+    g_spin_ns = ns;
 }
 
 int moe_fused_supported(int T, int E, int k, int H, int I, const moe_plan *plan) {
@@ -330,6 +338,7 @@ cudaError_t moe_decode_fused(const moe_weights *w, const uint16_t *x, const uint
     size_t smem = small_smem_bytes<1>(nk_max);
     if ((size_t)fa.T * fa.E * 4 > smem) smem = (size_t)fa.T * fa.E * 4;
     fa.deep = moe_fused_enabled() == 2;
+    fa.spin_ns = g_spin_ns;
     if (fa.deep) {
         /* As many k steps past the register batch as fit beside the down staging within the
          * budget that keeps 4 blocks an SM (or within what gate_up's staging already takes). */

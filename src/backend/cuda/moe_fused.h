@@ -18,6 +18,9 @@ int moe_fused_supported(int T, int E, int k, int H, int I, const moe_plan *plan)
  * GPTOSS_MOE_FUSED=1 or 2, or moe_set_fused): 0 off, 1 on, 2 on with the deep prefetch of down's
  * weights (moe_fused.cu). */
 void moe_set_fused(int mode);
+/* The grid barrier's sleep between polls of its generation word, in ns (0: spin; a measurement
+ * knob of tests/gpu/test_moe_fused.cu --bench). */
+void moe_fused_set_spin_ns(unsigned ns);
 int moe_fused_enabled(void);
 
 /* The MoE block for the T = r->T tokens of x (+ x_lo, the split-bf16 MLP norm output, [T][H]):
