@@ -70,6 +70,7 @@ struct fused_args {
      * U steps in registers. Mode 1: down items from block 0, registers only. */
     int deep, pre_steps, pre_off;
     unsigned spin_ns; /* the barrier's sleep between polls (measurement: moe_fused_set_spin_ns) */
+    int stop_after;   /* measurement: 1 router, 2 + routing, 3 + gate_up; 0: the whole block */
 };
 
 static __device__ __forceinline__ unsigned ld_acquire_u32(const unsigned *p) {
@@ -202,6 +203,7 @@ __global__ void __launch_bounds__(FU_THREADS, small_cfg<1>::MIN_BLOCKS)
         }
     }
     grid_barrier(fa.bar, fa.spin_ns);
+    if (fa.stop_after == 1) return;
 
     /* Phase 2: routing, in every block. The logits were written by other blocks of this kernel:
      * read through L2. */
@@ -222,6 +224,7 @@ __global__ void __launch_bounds__(FU_THREADS, small_cfg<1>::MIN_BLOCKS)
     gu.pair_sorted = dn.pair_sorted = s_pair, gu.touched = dn.touched = s_touched;
     gu.n_touched = dn.n_touched = &s_nt, gu.topk_w = dn.topk_w = s_w;
 
+    if (fa.stop_after == 2) return;
     const int n_gu = nt * gu.n_rb * gu.S, n_dn = nt * dn.n_rb * dn.S;
     for (int b = blockIdx.x; b < n_gu; b += gridDim.x) {
         small_item<1> it;
@@ -238,6 +241,7 @@ __global__ void __launch_bounds__(FU_THREADS, small_cfg<1>::MIN_BLOCKS)
                               (uint32_t)(w * small_prefetch_warp_bytes(fa.pre_steps)),
                           small_cfg<1>::U, fa.pre_steps);
     grid_barrier(fa.bar, fa.spin_ns);
+    if (fa.stop_after == 3) return;
 
     /* Phase 3: down (its input, gate_up's activations, through L2). */
     if (has_first) small_run<1, MODE_DOWN, FOLDED2, true, true>(dn, first, xs);
@@ -272,6 +276,12 @@ int moe_fused_enabled(void) {
 static unsigned g_spin_ns;
 void moe_fused_set_spin_ns(unsigned ns) {
     g_spin_ns = ns;
+}
+
+static int g_stop_after, g_plain_launch;
+void moe_fused_set_probe(int stop_after, int plain_launch) {
+    g_stop_after = stop_after >= 1 && stop_after <= 3 ? stop_after : 0;
+    g_plain_launch = plain_launch != 0;
 }
 
 int moe_fused_supported(int T, int E, int k, int H, int I, const moe_plan *plan) {
@@ -338,7 +348,7 @@ cudaError_t moe_decode_fused(const moe_weights *w, const uint16_t *x, const uint
     size_t smem = small_smem_bytes<1>(nk_max);
     if ((size_t)fa.T * fa.E * 4 > smem) smem = (size_t)fa.T * fa.E * 4;
     fa.deep = moe_fused_enabled() == 2;
-    fa.spin_ns = g_spin_ns;
+    fa.spin_ns = g_spin_ns, fa.stop_after = g_stop_after;
     if (fa.deep) {
         /* As many k steps past the register batch as fit beside the down staging within the
          * budget that keeps 4 blocks an SM (or within what gate_up's staging already takes). */
@@ -367,7 +377,7 @@ cudaError_t moe_decode_fused(const moe_weights *w, const uint16_t *x, const uint
     attr[0].id = cudaLaunchAttributeCooperative;
     attr[0].val.cooperative = 1;
     cfg.attrs = attr;
-    cfg.numAttrs = 1;
+    cfg.numAttrs = g_plain_launch ? 0 : 1;
     CUDA_TRY(cudaLaunchKernelEx(&cfg, fused_kernel_for(w->w1_folded, w->w2_folded), fa));
     return cudaGetLastError();
 }

@@ -21,6 +21,10 @@ void moe_set_fused(int mode);
 /* The grid barrier's sleep between polls of its generation word, in ns (0: spin; a measurement
  * knob of tests/gpu/test_moe_fused.cu --bench). */
 void moe_fused_set_spin_ns(unsigned ns);
+/* Measurement probes (test_moe_fused --bench): stop_after 1, 2, 3 ends the kernel after the router,
+ * the routing, gate_up (0: whole); plain_launch drops the cooperative attribute (the grid is still
+ * sized to be resident). Outputs are incomplete with stop_after != 0. */
+void moe_fused_set_probe(int stop_after, int plain_launch);
 int moe_fused_enabled(void);
 
 /* The MoE block for the T = r->T tokens of x (+ x_lo, the split-bf16 MLP norm output, [T][H]):
