@@ -279,10 +279,14 @@ static void bench(cudaStream_t st, unsigned *bar, int sm) {
     printf("| T | unfused µs (gemv + route + experts) | fused µs | fused / unfused | fused, deep "
            "prefetch µs | deep / unfused |\n");
     printf("| ---: | ---: | ---: | ---: | ---: | ---: |\n");
-    for (unsigned spin : {0u, 64u, 256u, 1024u})
+    /* probe p: 0 whole, 1-3 stop after router / routing / gate_up, 4 whole without the
+     * cooperative attribute */
+    for (int probe = 0; probe <= 4; probe++)
         for (int T : {1, 8}) {
-            moe_fused_set_spin_ns(spin);
-            printf("| spin %u ns | | | | | |\n", spin);
+            moe_fused_set_probe(probe <= 3 ? probe : 0, probe == 4);
+            static const char *names[5] = {"whole", "router only", "+ routing", "+ gate_up",
+                                           "whole, plain launch"};
+            printf("| probe: %s | | | | | |\n", names[probe]);
             std::vector<uint16_t> xh((size_t)SETS * T * H), xl((size_t)SETS * T * H);
             tu_fill_bf16(xh.data(), NULL, xh.size(), -2.0f, 2.0f);
             tu_fill_bf16(xl.data(), NULL, xl.size(), -0.004f, 0.004f);
@@ -316,7 +320,7 @@ static void bench(cudaStream_t st, unsigned *bar, int sm) {
             CUDA_CHECK(cudaFree(x));
             CUDA_CHECK(cudaFree(x_lo));
         }
-    moe_fused_set_spin_ns(0);
+    moe_fused_set_probe(0, 0);
     free_layer(L);
 }
 
