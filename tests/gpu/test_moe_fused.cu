@@ -280,12 +280,17 @@ static void bench(cudaStream_t st, unsigned *bar, int sm) {
            "prefetch µs | deep / unfused |\n");
     printf("| ---: | ---: | ---: | ---: | ---: | ---: |\n");
     /* probe p: 0 whole, 1-3 stop after router / routing / gate_up, 4 whole without the
-     * cooperative attribute */
-    for (int probe = 0; probe <= 4; probe++)
+     * cooperative attribute, 5-6 compiled for 3 blocks an SM (whole, and up to gate_up) */
+    for (int probe = 0; probe <= 6; probe++)
         for (int T : {1, 8}) {
-            moe_fused_set_probe(probe <= 3 ? probe : 0, probe == 4);
-            static const char *names[5] = {"whole", "router only", "+ routing", "+ gate_up",
-                                           "whole, plain launch"};
+            moe_fused_set_probe(probe <= 3 ? probe : probe == 6 ? 3 : 0, probe == 4, probe >= 5);
+            static const char *names[7] = {"whole",
+                                           "router only",
+                                           "+ routing",
+                                           "+ gate_up",
+                                           "whole, plain launch",
+                                           "whole, 3 blocks an SM",
+                                           "+ gate_up, 3 blocks an SM"};
             printf("| probe: %s | | | | | |\n", names[probe]);
             std::vector<uint16_t> xh((size_t)SETS * T * H), xl((size_t)SETS * T * H);
             tu_fill_bf16(xh.data(), NULL, xh.size(), -2.0f, 2.0f);
@@ -320,7 +325,7 @@ static void bench(cudaStream_t st, unsigned *bar, int sm) {
             CUDA_CHECK(cudaFree(x));
             CUDA_CHECK(cudaFree(x_lo));
         }
-    moe_fused_set_probe(0, 0);
+    moe_fused_set_probe(0, 0, 0);
     free_layer(L);
 }
 

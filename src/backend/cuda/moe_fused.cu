@@ -161,9 +161,8 @@ static __device__ void write_routing(const fused_args &fa, const int *idx, const
     if (threadIdx.x == 0) r.offset[fa.E] = P, *r.n_touched = nt, *r.n_tiles = nt;
 }
 
-template <bool FOLDED1, bool FOLDED2>
-__global__ void __launch_bounds__(FU_THREADS, small_cfg<1>::MIN_BLOCKS)
-    moe_fused_kernel(const fused_args fa) {
+template <bool FOLDED1, bool FOLDED2, int MIN_BLOCKS = small_cfg<1>::MIN_BLOCKS>
+__global__ void __launch_bounds__(FU_THREADS, MIN_BLOCKS) moe_fused_kernel(const fused_args fa) {
     extern __shared__ uint4 fu_smem[];
     uint16_t *xs = (uint16_t *)fu_smem; /* the items' token staging (phase 2 first: the logits) */
     __shared__ int s_idx[FU_MAX_P], s_pair[FU_MAX_P], s_touched[FU_MAX_P], s_nt;
@@ -254,7 +253,10 @@ __global__ void __launch_bounds__(FU_THREADS, small_cfg<1>::MIN_BLOCKS)
 /* ---------------------------------------------------------------------------------------------- */
 
 typedef void (*fused_fn)(fused_args);
-static fused_fn fused_kernel_for(int f1, int f2) {
+static fused_fn fused_kernel_for(int f1, int f2, int three = 0) {
+    if (three) /* measurement: 3 blocks an SM, up to 168 registers (moe_fused_set_probe) */
+        return f1 ? (f2 ? moe_fused_kernel<true, true, 3> : moe_fused_kernel<true, false, 3>)
+                  : (f2 ? moe_fused_kernel<false, true, 3> : moe_fused_kernel<false, false, 3>);
     return f1 ? (f2 ? moe_fused_kernel<true, true> : moe_fused_kernel<true, false>)
               : (f2 ? moe_fused_kernel<false, true> : moe_fused_kernel<false, false>);
 }
@@ -278,10 +280,10 @@ void moe_fused_set_spin_ns(unsigned ns) {
     g_spin_ns = ns;
 }
 
-static int g_stop_after, g_plain_launch;
-void moe_fused_set_probe(int stop_after, int plain_launch) {
+static int g_stop_after, g_plain_launch, g_three;
+void moe_fused_set_probe(int stop_after, int plain_launch, int three_blocks) {
     g_stop_after = stop_after >= 1 && stop_after <= 3 ? stop_after : 0;
-    g_plain_launch = plain_launch != 0;
+    g_plain_launch = plain_launch != 0, g_three = three_blocks != 0;
 }
 
 int moe_fused_supported(int T, int E, int k, int H, int I, const moe_plan *plan) {
@@ -297,18 +299,18 @@ static unsigned long long g_attrs_set;
 static struct {
     size_t smem;
     int grid;
-} g_resident[FU_DEVICES][4];
+} g_resident[FU_DEVICES][8];
 
 static cudaError_t resident_grid(int variant, size_t smem, int *grid) {
     int dev = 0, sms = 0, per = 0;
     CUDA_TRY(cudaGetDevice(&dev));
     if (dev < 0 || dev >= FU_DEVICES) return cudaErrorInvalidDevice;
-    const fused_fn f = fused_kernel_for(variant & 1, variant >> 1);
+    const fused_fn f = fused_kernel_for(variant & 1, (variant >> 1) & 1, variant >> 2);
     if (!per_device_done(&g_attrs_set)) {
-        for (int v = 0; v < 4; v++)
-            CUDA_TRY(cudaFuncSetAttribute((const void *)fused_kernel_for(v & 1, v >> 1),
-                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          FU_MAX_SMEM));
+        for (int v = 0; v < 8; v++)
+            CUDA_TRY(
+                cudaFuncSetAttribute((const void *)fused_kernel_for(v & 1, (v >> 1) & 1, v >> 2),
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize, FU_MAX_SMEM));
         per_device_mark(&g_attrs_set);
     }
     if (g_resident[dev][variant].smem != smem || !g_resident[dev][variant].grid) {
@@ -328,7 +330,7 @@ cudaError_t moe_decode_fused(const moe_weights *w, const uint16_t *x, const uint
     if (!w || !x || !router_w || !logits || !r || !plan || !act || !y_slots || !bar ||
         r->E != w->E || !moe_fused_supported(r->T, w->E, r->k, w->H, w->I, plan))
         return cudaErrorInvalidValue;
-    const int variant = (w->w1_folded ? 1 : 0) | (w->w2_folded ? 2 : 0);
+    const int variant = (w->w1_folded ? 1 : 0) | (w->w2_folded ? 2 : 0) | (g_three ? 4 : 0);
     fused_args fa;
     memset(&fa, 0, sizeof fa);
     moe_args &g = fa.gu, &d = fa.dn;
@@ -378,6 +380,6 @@ cudaError_t moe_decode_fused(const moe_weights *w, const uint16_t *x, const uint
     attr[0].val.cooperative = 1;
     cfg.attrs = attr;
     cfg.numAttrs = g_plain_launch ? 0 : 1;
-    CUDA_TRY(cudaLaunchKernelEx(&cfg, fused_kernel_for(w->w1_folded, w->w2_folded), fa));
+    CUDA_TRY(cudaLaunchKernelEx(&cfg, fused_kernel_for(w->w1_folded, w->w2_folded, g_three), fa));
     return cudaGetLastError();
 }

@@ -23,8 +23,9 @@ void moe_set_fused(int mode);
 void moe_fused_set_spin_ns(unsigned ns);
 /* Measurement probes (test_moe_fused --bench): stop_after 1, 2, 3 ends the kernel after the router,
  * the routing, gate_up (0: whole); plain_launch drops the cooperative attribute (the grid is still
- * sized to be resident). Outputs are incomplete with stop_after != 0. */
-void moe_fused_set_probe(int stop_after, int plain_launch);
+ * sized to be resident); three_blocks compiles for 3 blocks an SM (168 registers instead of 128).
+ * Outputs are incomplete with stop_after != 0. */
+void moe_fused_set_probe(int stop_after, int plain_launch, int three_blocks);
 int moe_fused_enabled(void);
 
 /* The MoE block for the T = r->T tokens of x (+ x_lo, the split-bf16 MLP norm output, [T][H]):
