@@ -27,6 +27,14 @@
  * wherever that path runs the router as a GEMV (T ≤ 4): the same code computes every value in the
  * same order (tests/gpu/test_moe_fused.cu asserts it).
  *
+ * Measured on the H200 (bench/results/session4-2026-12-02-h200.md): SLOWER — the MoE block at one
+ * token 36.3 → 47.6 µs, 120b decode at batch 1 −22 %. By phase: launch + router + barrier 9.2 µs
+ * (the GEMV kernel 4.2), routing 3.2 (5.0), gate_up 22–24 (15.7 as a kernel; 19.5 built for 3
+ * blocks an SM, 152 registers), down 10.7 (9.3); polling backoff changes nothing, the cooperative
+ * attribute ~1 µs. So it is off (GPTOSS_MOE_FUSED=1 or 2 turns it on for measurements) and kept as
+ * the working base of the persistent-kernel step of issue 13, with its probes
+ * (moe_fused_set_probe). Why gate_up runs slower here than as its own kernel is the open question.
+ *
  * The grid barrier needs every block resident at once: the kernel is launched cooperatively (the
  * driver refuses a grid that cannot be resident) with as many blocks as fit. The barrier is a counter
  * and a generation word, reset by the last block to arrive, so it needs no clearing between launches

@@ -14,8 +14,8 @@ extern "C" {
  * under plan: the small path with 8-token passes, T ≤ 8, T·k ≤ 32, E ≤ 256. */
 int moe_fused_supported(int T, int E, int k, int H, int I, const moe_plan *plan);
 
-/* The fused path's switch, process-wide (a measurement switch until measured: off unless
- * GPTOSS_MOE_FUSED=1 or 2, or moe_set_fused): 0 off, 1 on, 2 on with the deep prefetch of down's
+/* The fused path's switch, process-wide (a measurement switch: measured slower than the four
+ * launches, so off unless GPTOSS_MOE_FUSED=1 or 2, or moe_set_fused): 0 off, 1 on, 2 on with the deep prefetch of down's
  * weights (moe_fused.cu). */
 void moe_set_fused(int mode);
 /* The grid barrier's sleep between polls of its generation word, in ns (0: spin; a measurement
