@@ -947,6 +947,7 @@ static void tp_compare(const char *what, const std::vector<tf_seq> &got,
 }
 
 static void remove_dir(const char *dir);
+static bool write_20b_two_layers(char *dir, int files, model_config *c);
 
 /* The same on a checkpoint: a `make-model` 20b x 2 layers (synthetic_write, seed 0, two files) in a
  * temporary folder, TP2 against TP1 (the bound above), and TP2 from the checkpoint against TP2 of
@@ -955,23 +956,8 @@ static void remove_dir(const char *dir);
  * refused, naming the checkpoint's config.json. */
 static void tp_checkpoint(rng_t *rng) {
     char dir[] = "/tmp/gptoss-tp-ckpt-XXXXXX";
-    if (!mkdtemp(dir)) {
-        CHECK(false, "mkdtemp failed");
-        return;
-    }
     model_config c;
-    config_preset_20b(&c);
-    c.n_layers = 2;
-    for (int i = 0; i < c.n_layers; i++) c.layer_sliding[i] = (i % 2 == 0);
-    const double t0 = now_seconds();
-    const int rc = synthetic_write(&c, dir, 0, 2);
-    CHECK(rc == 0, "synthetic_write: %s", err_msg());
-    if (rc) {
-        remove_dir(dir);
-        return;
-    }
-    fprintf(stderr, "(f) wrote a 20b x 2 layers checkpoint to %s in %.1f s\n", dir,
-            now_seconds() - t0);
+    if (!write_20b_two_layers(dir, 2, &c)) return;
     const std::vector<int> lens{1, 7, 33, 64, 130, 200};
     int V = 0;
     const std::vector<tf_seq> ref = tp_run(dir, "checkpoint 20b x 2 layers", 1, lens, &V, rng);
@@ -1058,26 +1044,37 @@ static float *flat_v(void *ctx, int layer, int seq, int64_t pos) {
     return f->v[layer].data() + (size_t)pos * f->kv_dim;
 }
 
+/* A gpt-oss-20b checkpoint cut to 2 layers (sliding, full), seed 0, in `files` safetensors files,
+ * written into a new folder made from the mkdtemp template dir; its config in *c. False (after a
+ * failed check, the folder removed) when it could not be written. */
+static bool write_20b_two_layers(char *dir, int files, model_config *c) {
+    if (!mkdtemp(dir)) {
+        CHECK(false, "mkdtemp failed");
+        return false;
+    }
+    config_preset_20b(c);
+    c->n_layers = 2;
+    for (int i = 0; i < c->n_layers; i++) c->layer_sliding[i] = (i % 2 == 0);
+    const double t0 = now_seconds();
+    const int rc = synthetic_write(c, dir, 0, files);
+    CHECK(rc == 0, "synthetic_write: %s", err_msg());
+    if (rc) {
+        remove_dir(dir);
+        return false;
+    }
+    fprintf(stderr, "  wrote a 20b x 2 layers checkpoint to %s in %.1f s\n", dir,
+            now_seconds() - t0);
+    return true;
+}
+
 static void real_width(rng_t *rng) {
     fprintf(stderr, "(c) 2-layer gpt-oss-20b at real width: CUDA vs CPU, and "
                     "synthetic:20b:layers=2 on the GPU\n");
     char dir[] = "/tmp/gptoss-cuda-forward-XXXXXX";
-    if (!mkdtemp(dir)) {
-        CHECK(false, "mkdtemp failed");
-        return;
-    }
     model_config c;
-    config_preset_20b(&c);
-    c.n_layers = 2;
-    for (int i = 0; i < c.n_layers; i++) c.layer_sliding[i] = (i % 2 == 0);
-    double t0 = now_seconds();
-    int rc = synthetic_write(&c, dir, 0, 1);
-    CHECK(rc == 0, "synthetic_write: %s", err_msg());
-    if (rc) {
-        remove_dir(dir);
-        return;
-    }
-    fprintf(stderr, "  wrote the checkpoint in %.1f s\n", now_seconds() - t0);
+    if (!write_20b_two_layers(dir, 1, &c)) return;
+    double t0 = 0;
+    int rc = 0;
     const int T = 40, V = c.vocab;
     std::vector<int32_t> toks(T);
     for (auto &t : toks) t = rng_below(rng, V);
