@@ -12,6 +12,7 @@
 void cpu_model_init(cpu_model *m, const model_weights *w) {
     m->w = w;
     m->kv_fp8 = 0;
+    m->kv_hook = NULL, m->kv_hook_ctx = NULL;
     rope_init(&m->rope, &w->cfg);
     tp_plan_make(&w->cfg, 1, false, &m->plan); /* size 1 always fits */
 }
@@ -143,6 +144,9 @@ static void attention_block(const cpu_model *m, const cpu_kv_view *kv, int layer
                 *k = e4m3_kv_roundtrip(*k, sc[h], sc[2 * NKV + h]);
                 *v = e4m3_kv_roundtrip(*v, sc[NKV + h], sc[3 * NKV + h]);
             }
+        for (int h = 0; m->kv_hook && h < NKV; h++)
+            m->kv_hook(m->kv_hook_ctx, layer, h, pos[t], s->k + (size_t)t * KVD + (size_t)h * D,
+                       s->v + (size_t)t * KVD + (size_t)h * D, D);
         memcpy(kv->k_row(kv->ctx, layer, seq[t], pos[t]), s->k + (size_t)t * KVD,
                (size_t)KVD * sizeof(float));
         memcpy(kv->v_row(kv->ctx, layer, seq[t], pos[t]), s->v + (size_t)t * KVD,

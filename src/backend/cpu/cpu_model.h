@@ -21,6 +21,16 @@ typedef struct {
      * has the same cached codes as the GPU's (the tests of tests/gpu/ compare against it), and the
      * engine's properties (prefix caching, preemption) are tested with fp8 in CI. */
     int kv_fp8;
+    /* A study hook (NULL after cpu_model_init; bench/kv_fp8_study.c sets it): when set, it is called
+     * for each new token's K (after RoPE) and V of one KV head, head_dim values each, just before they
+     * are cached (after the FP8 rounding above when kv_fp8 is on), and attention reads what it leaves.
+     * It may only read them (statistics) or round them in place (other formats, scales, K or V
+     * alone). Why: issue 15 asks how much of the FP8 cache's top-1 loss is the format, the scales, K
+     * or V; the hook varies the rounding without a second copy of the forward pass. Called from one
+     * thread, in token order. */
+    void (*kv_hook)(void *ctx, int layer, int kv_head, int64_t pos, float *k, float *v,
+                    int head_dim);
+    void *kv_hook_ctx;
     /* Tensor / expert parallelism emulated (model/tp_plan.h; size 1 after cpu_model_init): each
      * layer's attention and MoE are computed rank by rank from that rank's slices of the weights,
      * and the partial outputs summed in rank order, as N GPUs' all-reduce would. Size 1 runs the
