@@ -12,7 +12,6 @@
 #include "backend/cuda/cuda_backend.h"
 
 #include "model/rope.h"
-#include "backend/cuda/prefetch.h"
 #include "backend/cuda/runner.h"
 #include "base/log.h"
 #include "base/xalloc.h"
@@ -244,11 +243,6 @@ int cuda_rank_setup(struct backend *b, const backend_options *opt, bool syntheti
     CU(cudaGetDeviceProperties(&prop, b->device));
     CU(cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking));
     CU(cudaEventCreateWithFlags(&b->done, cudaEventDisableTiming));
-    CU(cudaStreamCreateWithFlags(&b->side, cudaStreamNonBlocking));
-    CU(cudaEventCreateWithFlags(&b->side_fork, cudaEventDisableTiming));
-    CU(cudaEventCreateWithFlags(&b->side_join, cudaEventDisableTiming));
-    b->l2pf = opt->tensor_parallel_size > 1 ? 0 : l2_prefetch_mask();
-    if (b->l2pf) log_info("cuda backend: L2 prefetch of weights, mask %d (prefetch.h)", b->l2pf);
     CU(cudaEventCreate(&b->t_start));
     CU(cudaEventCreate(&b->t_end));
     CU(gemm_ctx_create(&b->gemm));
@@ -366,9 +360,6 @@ void cuda_rank_destroy(struct backend *b) {
     free(b->slot_last_host);
     if (b->gemm) gemm_ctx_destroy(b->gemm);
     if (b->done) cudaEventDestroy(b->done);
-    if (b->side_fork) cudaEventDestroy(b->side_fork);
-    if (b->side_join) cudaEventDestroy(b->side_join);
-    if (b->side) cudaStreamDestroy(b->side);
     attn_decode_fused_free();
     if (b->t_start) cudaEventDestroy(b->t_start);
     if (b->t_end) cudaEventDestroy(b->t_end);

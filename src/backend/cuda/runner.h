@@ -215,12 +215,6 @@ struct backend {
 
     cudaStream_t stream;
     cudaEvent_t done;
-    /* The step's side branch (prefetch.h): L2 prefetches forked from `stream` by side_fork and
-     * joined back at the end of the layers, in eager steps and in graphs alike. l2pf: the mask of
-     * what to prefetch, 0 under tensor parallelism (lockstep ranks share one stream). */
-    cudaStream_t side;
-    cudaEvent_t side_fork, side_join;
-    int l2pf;
     cudaEvent_t t_start,
         t_end; /* timing: the step's own time on the device (step_result.seconds) */
     gemm_ctx *gemm;

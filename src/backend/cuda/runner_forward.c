@@ -10,7 +10,6 @@
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/moe_fused.h"
 #include "backend/cuda/norm.h"
-#include "backend/cuda/prefetch.h"
 #include "backend/cuda/runner_internal.h"
 #include "backend/cuda/step_kernels.h"
 
@@ -37,18 +36,6 @@ static int copy_rows_out(struct backend *b, int r0, int nr) {
     }
     return 0;
 }
-
-/* The side branch (prefetch.h): what is enqueued on b->side after this starts once the main
- * stream's work so far is done, and runs beside what the main stream does next. */
-static int side_fork(struct backend *b, bool *forked) {
-    CU(cudaEventRecord(b->side_fork, b->stream));
-    CU(cudaStreamWaitEvent(b->side, b->side_fork, 0));
-    *forked = true;
-    return 0;
-}
-
-/* Up to this many tokens the dense projections are weight-bound, so their prefetch may pay. */
-enum { L2PF_MAX_T = 64 };
 
 int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
     const cudaStream_t s = b->stream;
@@ -79,11 +66,6 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
      * parallelism: its grid barrier needs the whole GPU, which two ranks on one GPU would share. */
     const bool fused =
         !b->ar && moe_fused_enabled() && moe_fused_supported(T, b->E, b->K, H, b->I, &p->moe);
-    /* L2 prefetch (prefetch.h): experts only while the touched ones fit in L2 (at most 6 experts'
-     * down weights, 26 MB at 120b; 4 experts' gate_up, 35 MB: one token's). */
-    const int pf = T <= L2PF_MAX_T && !b->ar ? b->l2pf : 0;
-    const size_t HI = (size_t)H * b->I;
-    bool forked = false;
 
     for (int l = 0; l < b->L; l++) {
         gpu_layer *ly = &g->layers[l];
@@ -97,10 +79,6 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
             CU(norm_add_rmsnorm_split(w->h, NULL, w->y_slots, p->n_slots, T, H, ly->attn_norm,
                                       b->eps, w->a, a_lo, s));
         CU(gemm_bf16(b->gemm, w->a, 2 * T, H, ly->qkv_w, b->QKV, NULL, w->qkv, GEMM_OUT_F32, s));
-        if (pf & L2PF_O) {
-            if (side_fork(b, &forked)) return -1;
-            CU(l2_prefetch(ly->o_w, (size_t)H * b->Q * 2, b->side));
-        }
         CU(rope_kv_launch_f32(&b->dims, &b->freq, w->qkv, qkv_lo, ly->qkv_b, b->QKV, T,
                               p->positions, sliding ? p->slots_swa : p->slots_full, w->q,
                               ly->k_cache, ly->v_cache, ly->kv_scales, s));
@@ -120,10 +98,6 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
                            b->scale, w->attn, sliding ? p->splits_swa : p->splits_full, w->dec_ws,
                            s));
         CU(gemm_bf16(b->gemm, w->attn, T, b->Q, ly->o_w, H, ly->o_b, w->o, GEMM_OUT_BF16, s));
-        if ((pf & L2PF_NEXT_QKV) && l + 1 < b->L) {
-            if (side_fork(b, &forked)) return -1;
-            CU(l2_prefetch(g->layers[l + 1].qkv_w, (size_t)b->QKV * H * 2, b->side));
-        }
         if (b->ar)
             CU(tp_all_reduce(b, 0, NULL, 0, w->o, T, w->h, ly->mlp_norm, b->eps, w->a, a_lo, s));
         else
@@ -140,21 +114,7 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
             CU(gemm_bf16(b->gemm, w->a, 2 * T, H, ly->router_w, b->E, NULL, w->router, GEMM_OUT_F32,
                          s));
         CU(moe_route_split(w->router, router_lo, ly->router_b, &rt, s));
-        if (pf & (L2PF_GATE_UP | L2PF_DOWN)) {
-            if (side_fork(b, &forked)) return -1;
-            if (pf & L2PF_GATE_UP) /* gate_up: 2I rows of H, codes then scales */
-                CU(l2_prefetch_experts(ly->moe.w1_q, HI, ly->moe.w1_s, HI / 16, rt.touched,
-                                       rt.n_touched, 4, b->side));
-            if (pf & L2PF_DOWN) /* down: H rows of I */
-                CU(l2_prefetch_experts(ly->moe.w2_q, HI / 2, ly->moe.w2_s, HI / 32, rt.touched,
-                                       rt.n_touched, 6, b->side));
-        }
         CU(moe_experts(&ly->moe, w->a, &rt, &p->moe, w->act, w->y_slots, s));
-    }
-
-    if (forked) { /* join the side branch */
-        CU(cudaEventRecord(b->side_join, b->side));
-        CU(cudaStreamWaitEvent(s, b->side_join, 0));
     }
 
     /* Under TP the last layer's MoE is summed over the ranks into h first (every token: the
