@@ -17,7 +17,9 @@
  * (RMS, amax, share below 2^-6 — e4m3's subnormals at scale 1 — and above 448, each format's rounding
  * error), the reference's top-1/top-2 margins, and per scheme the K/V rounding error, logits relL2,
  * top-1 agreement (all rows and rows whose reference margin exceeds thresholds) against the fp32
- * reference and, once m7 has run, against the bf16-KV run (the GPU's comparison).
+ * reference and, once m7 has run, against the bf16-KV run (the GPU's comparison). Through
+ * cpu_model's route_hook it also reports the router's k-th vs (k+1)-th logit gaps in the reference and
+ * per scheme the share of (position, layer) whose expert set changed: the MoE's discontinuity.
  *
  * Not a test: a measurement program (bench/results/kv-fp8-cpu-study-*.md). The thread count is
  * OpenMP's (OMP_NUM_THREADS). */
@@ -53,11 +55,24 @@ typedef struct {
     double ss, amax, err2, err_e4m3, err_m3;
 } kv_stat;
 
+#define NG 3
+static const double GAP[NG] = {0.01, 0.03, 0.1}; /* router logit gaps counted as small */
+
 typedef struct {
     const scheme *sc;
     int n_layers, n_kv;
     kv_stat *st;  /* [layer][2][head] */
     float *scale; /* [layer][2][head]: the e4m3-p2 scales */
+    /* routing (route_hook): the reference run records each (sequence, position, layer)'s expert set
+     * (sorted), the others count the positions whose set differs from it */
+    bool record;
+    int k, ctx, seq;    /* experts per token, tokens per sequence, current sequence */
+    int64_t pos0;       /* first position of the current forward call */
+    int *sets;          /* [seq][pos][layer][k] */
+    long *flips;        /* [layer] */
+    long *gap_small;    /* [layer][NG]: reference tokens with k-th - (k+1)-th router logit < GAP */
+    double *rsum, *rss; /* [layer]: router logits' sum and sum of squares (reference) */
+    long *rn;           /* [layer] */
 } hook_ctx;
 
 static float round_mant(float x, int m) {
@@ -106,14 +121,49 @@ static void study_hook(void *ctx, int layer, int kv_head, int64_t pos, float *k,
     }
 }
 
+static void route_hook(void *ctx, int layer, int T, const float *logits, int E, const int *experts,
+                       int k) {
+    hook_ctx *h = ctx;
+    for (int t = 0; t < T; t++) {
+        int set[64];
+        for (int j = 0; j < k; j++) set[j] = experts[(size_t)t * k + j];
+        for (int i = 1; i < k; i++) /* sort: the set, not the order */
+            for (int j = i; j > 0 && set[j - 1] > set[j]; j--) {
+                const int x = set[j];
+                set[j] = set[j - 1], set[j - 1] = x;
+            }
+        int *ref =
+            h->sets +
+            (((size_t)h->seq * h->ctx + (size_t)(h->pos0 + t)) * h->n_layers + (size_t)layer) * k;
+        if (!h->record) {
+            h->flips[layer] += memcmp(ref, set, (size_t)k * sizeof *set) != 0;
+            continue;
+        }
+        memcpy(ref, set, (size_t)k * sizeof *set);
+        const float *lg = logits + (size_t)t * E;
+        const float kth = lg[experts[(size_t)t * k + k - 1]];
+        float next = -INFINITY; /* the largest logit not chosen */
+        for (int e = 0; e < E; e++) {
+            bool chosen = false;
+            for (int j = 0; j < k; j++) chosen |= set[j] == e;
+            if (!chosen && lg[e] > next) next = lg[e];
+            h->rsum[layer] += lg[e], h->rss[layer] += (double)lg[e] * lg[e];
+        }
+        h->rn[layer] += E;
+        for (int g = 0; g < NG; g++) h->gap_small[layer * NG + g] += kth - next < GAP[g];
+    }
+}
+
 /* The logits of the last `rows` positions of each sequence, teacher forced (rows * V floats each). */
-static int run(cpu_model *m, const model_config *c, int n_seq, int ctx, int rows,
+static int run(cpu_model *m, hook_ctx *h, const model_config *c, int n_seq, int ctx, int rows,
                const int32_t *toks, float *logits) {
     for (int s = 0; s < n_seq; s++) {
         cpu_kv_cache kv;
         cpu_kv_init(&kv, c);
         const int32_t *t = toks + (size_t)s * ctx;
+        h->seq = s, h->pos0 = 0;
         int rc = ctx > rows ? cpu_forward(m, &kv, t, ctx - rows, CPU_LOGITS_NONE, NULL) : 0;
+        h->pos0 = ctx - rows;
         if (rc == 0)
             rc = cpu_forward(m, &kv, t + ctx - rows, rows, CPU_LOGITS_ALL,
                              logits + (size_t)s * rows * c->vocab);
@@ -245,6 +295,10 @@ int main(int argc, char **argv) {
         return 1;
     }
     const model_config *c = &w.cfg;
+    if (c->experts_per_tok > 64) {
+        fprintf(stderr, "%s: more than 64 experts per token\n", dir);
+        return 1;
+    }
     const int V = c->vocab, L = c->n_layers, NKV = c->n_kv_heads;
     const long R = (long)n_seq * rows;
     rng_t rng;
@@ -267,6 +321,13 @@ int main(int argc, char **argv) {
     h.st = xcalloc(n_st, sizeof *h.st);
     h.scale = xmalloc(n_st * sizeof *h.scale);
     m.kv_hook = study_hook, m.kv_hook_ctx = &h;
+    h.k = c->experts_per_tok, h.ctx = ctx, h.record = true;
+    h.sets = xmalloc((size_t)n_seq * ctx * L * h.k * sizeof *h.sets);
+    h.flips = xcalloc((size_t)L, sizeof *h.flips);
+    h.gap_small = xcalloc((size_t)L * NG, sizeof *h.gap_small);
+    h.rsum = xcalloc((size_t)L, sizeof *h.rsum), h.rss = xcalloc((size_t)L, sizeof *h.rss);
+    h.rn = xcalloc((size_t)L, sizeof *h.rn);
+    m.route_hook = route_hook, m.route_hook_ctx = &h;
 
     /* the reference, with the statistics of the unrounded K and V */
     scheme none;
@@ -276,11 +337,12 @@ int main(int argc, char **argv) {
     float *ref = xmalloc((size_t)R * V * sizeof *ref), *got = xmalloc((size_t)R * V * sizeof *got);
     float *bf16 = NULL;
     double t0 = now_seconds();
-    if (run(&m, c, n_seq, ctx, rows, toks, ref) != 0) {
+    if (run(&m, &h, c, n_seq, ctx, rows, toks, ref) != 0) {
         fprintf(stderr, "reference: %s\n", err_msg());
         return 1;
     }
     fprintf(stderr, "reference: %.1f s\n", now_seconds() - t0);
+    h.record = false;
 
     /* K / V distribution */
     printf("## K (after RoPE) and V in the reference, per layer%s\n\n",
@@ -318,6 +380,21 @@ int main(int argc, char **argv) {
         }
     printf("\n");
 
+    printf("## The router in the reference\n\n");
+    printf("gap: the k-th largest router logit (the last expert chosen, k = %d of %d) minus the "
+           "(k+1)-th, per (token, layer), all %d positions of every sequence.\n\n",
+           h.k, c->n_experts, ctx);
+    printf("| layer | router logit std | gap < %.2f | gap < %.2f | gap < %.2f |\n| ---: | ---: | "
+           "---: | ---: | ---: |\n",
+           GAP[0], GAP[1], GAP[2]);
+    for (int l = 0; l < L; l++) {
+        const double mean = h.rsum[l] / h.rn[l], n_tok = (double)n_seq * ctx;
+        printf("| %d | %.3f | %.4f | %.4f | %.4f |\n", l, sqrt(h.rss[l] / h.rn[l] - mean * mean),
+               h.gap_small[l * NG] / n_tok, h.gap_small[l * NG + 1] / n_tok,
+               h.gap_small[l * NG + 2] / n_tok);
+    }
+    printf("\n");
+
     /* the reference's margins */
     int *ref_arg = xmalloc((size_t)R * sizeof *ref_arg), *bf_arg = NULL;
     double *ref_margin = xmalloc((size_t)R * sizeof *ref_margin), *bf_margin = NULL;
@@ -347,18 +424,23 @@ int main(int argc, char **argv) {
         printf("| %.2f | %.4f |\n", THRESH[t], (double)n / R);
     }
     printf("\n## Schemes against the fp32-KV reference\n\n");
-    printf("K err / V err: relative L2 of the rounding applied to K / V in that run. Agreement: "
-           "top-1 equal to the reference's, over all rows and over the rows whose reference "
-           "margin exceeds the threshold (row counts in the header).\n\n");
+    printf(
+        "K err / V err: relative L2 of the rounding applied to K / V in that run. Agreement: "
+        "top-1 equal to the reference's, over all rows and over the rows whose reference "
+        "margin exceeds the threshold (row counts in the header). Expert sets changed: the share "
+        "of positions (all of every sequence) whose top-k expert set differs from the "
+        "reference's, layer 0 / 1 / ...\n\n");
     printf("| scheme | K err | V err | logits relL2 | top-1 all");
     for (int t = 1; t < NT; t++) {
         long n = 0;
         for (long r = 0; r < R; r++) n += ref_margin[r] > THRESH[t];
         printf(" | margin > %.2f (%ld)", THRESH[t], n);
     }
-    printf(" | top-1 vs bf16-KV | relL2 vs bf16-KV | s |\n| --- | ---: | ---: | ---: | ---:");
+    printf(
+        " | top-1 vs bf16-KV | relL2 vs bf16-KV | expert sets changed (per layer) | s |\n| --- | "
+        "---: | ---: | ---: | ---:");
     for (int t = 1; t < NT; t++) printf(" | ---:");
-    printf(" | ---: | ---: | ---: |\n");
+    printf(" | ---: | ---: | ---: | ---: |\n");
     fflush(stdout);
 
     float *e4m3_logits = NULL;
@@ -369,7 +451,8 @@ int main(int argc, char **argv) {
         h.sc = sc->flag ? &none : sc;
         m.kv_fp8 = sc->flag;
         t0 = now_seconds();
-        if (run(&m, c, n_seq, ctx, rows, toks, got) != 0) {
+        memset(h.flips, 0, (size_t)L * sizeof *h.flips);
+        if (run(&m, &h, c, n_seq, ctx, rows, toks, got) != 0) {
             fprintf(stderr, "%s: %s\n", sc->name, err_msg());
             return 1;
         }
@@ -397,6 +480,9 @@ int main(int argc, char **argv) {
         } else {
             printf(" | | ");
         }
+        printf(" | ");
+        for (int l = 0; l < L; l++)
+            printf("%s%.4f", l ? " / " : "", (double)h.flips[l] / ((double)n_seq * ctx));
         printf(" | %.0f |\n", secs);
         fflush(stdout);
         if (sc->kind == R_MANT && sc->mant == 7 && sc->k && sc->v && !bf16) {
@@ -418,6 +504,7 @@ int main(int argc, char **argv) {
     printf("\n%s%s", flag_check, *flag_check ? "\n\n" : "");
     free(toks), free(ref), free(got), free(bf16), free(e4m3_logits), free(sorted);
     free(ref_arg), free(ref_margin), free(bf_arg), free(bf_margin), free(h.st), free(h.scale);
+    free(h.sets), free(h.flips), free(h.gap_small), free(h.rsum), free(h.rss), free(h.rn);
     weights_free(&w);
     return 0;
 }

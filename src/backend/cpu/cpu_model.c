@@ -13,6 +13,7 @@ void cpu_model_init(cpu_model *m, const model_weights *w) {
     m->w = w;
     m->kv_fp8 = 0;
     m->kv_hook = NULL, m->kv_hook_ctx = NULL;
+    m->route_hook = NULL, m->route_hook_ctx = NULL;
     rope_init(&m->rope, &w->cfg);
     tp_plan_make(&w->cfg, 1, false, &m->plan); /* size 1 always fits */
 }
@@ -198,6 +199,7 @@ static void moe_block(const cpu_model *m, int layer, int T, scratch *s) {
     for (int t = 0; t < T; t++)
         cpu_topk_softmax(s->router + (size_t)t * E, E, K, s->slots_idx + (size_t)t * K,
                          s->slots_w + (size_t)t * K);
+    if (m->route_hook) m->route_hook(m->route_hook_ctx, layer, T, s->router, E, s->slots_idx, K);
     memset(s->moe, 0, (size_t)T * H * sizeof(float));
 
     const uint8_t *gu_blocks = weights_bytes(w, layer, TK_GATE_UP_BLOCKS),

@@ -31,6 +31,14 @@ typedef struct {
     void (*kv_hook)(void *ctx, int layer, int kv_head, int64_t pos, float *k, float *v,
                     int head_dim);
     void *kv_hook_ctx;
+    /* Its companion (NULL after cpu_model_init): called once per layer and forward call with the
+     * router logits of the call's T tokens (logits[t * n_experts + e]) and the experts chosen
+     * (experts[t * k + j], the top-k in order). Why: a perturbation that flips a token's expert set
+     * moves its output by a whole expert's contribution, a jump no smooth error model predicts; the
+     * study counts such flips and the router's k-th vs (k+1)-th gaps. */
+    void (*route_hook)(void *ctx, int layer, int T, const float *logits, int n_experts,
+                       const int *experts, int k);
+    void *route_hook_ctx;
     /* Tensor / expert parallelism emulated (model/tp_plan.h; size 1 after cpu_model_init): each
      * layer's attention and MoE are computed rank by rank from that rank's slices of the weights,
      * and the partial outputs summed in rank order, as N GPUs' all-reduce would. Size 1 runs the
