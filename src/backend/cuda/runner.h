@@ -264,9 +264,11 @@ struct backend {
     /* Tensor parallelism (--tensor-parallel-size N > 1; tp_backend.c). This backend is rank
      * tp_rank of tp_size, on GPU `device`: its Q, KVD, QKV, I (padded, see weights_shard.c) and
      * dims are its shares, and its lm_head holds vocabulary rows [V0, V0 + V_lm) (V stays the whole
-     * vocabulary: every rank gathers full logits rows and samples them itself). Rank 0 is the
+     * vocabulary: every rank gathers full logits rows and samples them itself). Its experts are
+     * tp_share's [expert0, expert0 + n_experts): every one but under --enable-expert-parallel (E
+     * stays the router's whole count; the moe_weights' E is n_experts). Rank 0 is the
      * backend the engine holds; it owns the others (tp_peer[r], tp_peer[0] = itself) and the
-     * all-reduce group. Without TP: tp_size 1, V_lm = V, V0 = 0, ar NULL. */
+     * all-reduce group. Without TP: tp_size 1, V_lm = V, V0 = 0, every expert, ar NULL. */
     int tp_size, tp_rank, device;
     tp_rank tp_share;
     int V_lm, V0, I_model; /* I_model: the model's intermediate size (I is this rank's, padded) */

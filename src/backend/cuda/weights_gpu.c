@@ -42,6 +42,9 @@ static int dalloc(void **p, size_t bytes, size_t *total) {
 
 int weights_gpu_alloc(struct backend *b) {
     gpu_weights *w = &b->gw;
+    /* The router has every expert's row; the experts themselves are this rank's (El: all of them but
+     * under expert parallelism, tp_plan.h). */
+    const int El = b->tp_share.n_experts;
     const size_t H = (size_t)b->H, V = (size_t)b->V, Q = (size_t)b->Q, QKV = (size_t)b->QKV,
                  E = (size_t)b->E, I = (size_t)b->I;
     w->layers = xcalloc((size_t)b->L, sizeof *w->layers);
@@ -59,16 +62,16 @@ int weights_gpu_alloc(struct backend *b) {
         DALLOC(ly->mlp_norm, H * 2);
         DALLOC(ly->router_w, E * H * 2);
         DALLOC(ly->router_b, E * 2);
-        DALLOC(ly->w1_q, moe_repack_q_bytes(b->E, 2 * b->I, b->H));
-        DALLOC(ly->w1_s, moe_repack_s_bytes(b->E, 2 * b->I, b->H));
-        DALLOC(ly->b1, E * 2 * I * 2);
-        DALLOC(ly->w2_q, moe_repack_q_bytes(b->E, b->H, b->I));
-        DALLOC(ly->w2_s, moe_repack_s_bytes(b->E, b->H, b->I));
-        DALLOC(ly->b2, E * H * 2);
+        DALLOC(ly->w1_q, moe_repack_q_bytes(El, 2 * b->I, b->H));
+        DALLOC(ly->w1_s, moe_repack_s_bytes(El, 2 * b->I, b->H));
+        DALLOC(ly->b1, (size_t)El * 2 * I * 2);
+        DALLOC(ly->w2_q, moe_repack_q_bytes(El, b->H, b->I));
+        DALLOC(ly->w2_s, moe_repack_s_bytes(El, b->H, b->I));
+        DALLOC(ly->b2, (size_t)El * H * 2);
         moe_weights *m = &ly->moe;
         m->w1_q = ly->w1_q, m->w1_s = ly->w1_s, m->b1 = ly->b1;
         m->w2_q = ly->w2_q, m->w2_s = ly->w2_s, m->b2 = ly->b2;
-        m->E = b->E, m->H = b->H, m->I = b->I;
+        m->E = El, m->H = b->H, m->I = b->I;
         m->swiglu_alpha = (float)b->cfg.swiglu_alpha, m->swiglu_limit = (float)b->cfg.swiglu_limit;
     }
     return 0;
@@ -94,8 +97,8 @@ int weights_gpu_decide_folded(struct backend *b) {
     for (int l = 0; l < b->L; l++) {
         gpu_layer *ly = &b->gw.layers[l];
         int m1 = 0, m2 = 0;
-        CU(moe_scales_max(ly->w1_s, moe_repack_s_bytes(b->E, 2 * b->I, b->H), &m1, b->stream));
-        CU(moe_scales_max(ly->w2_s, moe_repack_s_bytes(b->E, b->H, b->I), &m2, b->stream));
+        CU(moe_scales_max(ly->w1_s, moe_repack_s_bytes(ly->moe.E, 2 * b->I, b->H), &m1, b->stream));
+        CU(moe_scales_max(ly->w2_s, moe_repack_s_bytes(ly->moe.E, b->H, b->I), &m2, b->stream));
         ly->moe.w1_folded = m1 <= MOE_FOLDED_SCALE_MAX;
         ly->moe.w2_folded = m2 <= MOE_FOLDED_SCALE_MAX;
         n_folded += ly->moe.w1_folded + ly->moe.w2_folded;

@@ -9,11 +9,15 @@
  *   by rows        q, k, v weights and biases (its heads; rows are contiguous: made in place),
  *                  sinks (its heads), lm_head (its vocabulary rows);
  *   by columns     O weight [H][Q] (its heads' columns): made whole in a scratch, then a 2D copy;
- *   rank 0 only    O bias and the experts' down bias (added once; the others hold zeros);
- *   experts        its intermediate units (of 32) of every expert: gate_up rows [64 u0, 64 (u0 + n))
- *                  (gate and up interleaved), bias alike, and the down projection's input blocks
- *                  [u0, u0 + n) of every row. A group of experts is made whole in one scratch,
- *                  its share copied (2D) into a second, and that repacked (moe.h).
+ *   rank 0 only    O bias, and (TP) the experts' down bias (added once; the others hold zeros);
+ *   experts        TP: its intermediate units (of 32) of every expert: gate_up rows
+ *                  [64 u0, 64 (u0 + n)) (gate and up interleaved), bias alike, and the down
+ *                  projection's input blocks [u0, u0 + n) of every row. EP
+ *                  (--enable-expert-parallel): its experts [x0, x0 + nx) whole, both biases
+ *                  included (the owner adds its experts' down bias), as local experts 0 .. nx - 1;
+ *                  the same path, with every unit of fewer experts. A group of experts is made
+ *                  whole in one scratch, its share copied (2D) into a second, and that repacked
+ *                  (moe.h).
  * Padding. The MoE kernels need the down projection's K (this rank's intermediate size) to be a
  * multiple of 64; 45 units of 32 (2,880 over two ranks) are not. The share is padded to b->I with
  * zero codes and zero biases: a padded gate and up are 0, SwiGLU(0, 0) = 0, and a zero input
@@ -120,13 +124,14 @@ static int shard_columns(const shard_source *src, int i, const tensor_spec *s, u
 }
 
 /* One expert matrix's share: gate_up (rows 64 u0 .. of each expert, R_pad = 2 I rows) or down
- * (input blocks u0 .. of each row, K_pad = I columns). */
+ * (input blocks u0 .. of each row, K_pad = I columns), of this rank's experts (EP: experts x0 ..;
+ * else all), in groups: source experts x0 + e0 .., local experts e0 ... */
 static int shard_experts(const shard_source *src, int i, const tensor_spec *spec, uint8_t *q,
                          uint8_t *s, uint8_t *whole, uint8_t *share) {
     struct backend *b = src->b;
     const int gu = spec->kind == TK_GATE_UP_BLOCKS;
     const int H = b->H, Im = b->I_model, Ip = b->I, u0 = b->tp_share.unit0,
-              nu = b->tp_share.n_units;
+              nu = b->tp_share.n_units, x0 = b->tp_share.expert0, nx = b->tp_share.n_experts;
     /* The whole matrix per expert: R rows of Kd inputs; the share: Rp rows of Kp inputs. */
     const int R = gu ? 2 * Im : H, Kd = gu ? H : Im, Rp = gu ? 2 * Ip : H, Kp = gu ? H : Ip;
     const size_t bb = (size_t)R * (Kd / 32) * 16, sb = (size_t)R * (Kd / 32);
@@ -135,11 +140,11 @@ static int shard_experts(const shard_source *src, int i, const tensor_spec *spec
     const int group_share = (int)(SHARD_SCRATCH_BYTES / (pbb + psb));
     if (group_share < group) group = group_share;
     if (group < 1) return err_set("cuda backend: one expert exceeds the shard scratch");
-    for (int e0 = 0; e0 < b->E; e0 += group) {
-        const int eg = b->E - e0 < group ? b->E - e0 : group;
+    for (int e0 = 0; e0 < nx; e0 += group) {
+        const int eg = nx - e0 < group ? nx - e0 : group;
         uint8_t *wb = whole, *ws = whole + (size_t)eg * bb, *pb = share,
                 *ps = share + (size_t)eg * pbb;
-        if (src_experts(src, i, spec, e0, eg, bb, sb, wb, ws)) return -1;
+        if (src_experts(src, i, spec, x0 + e0, eg, bb, sb, wb, ws)) return -1;
         /* Padding: zero codes (the value 0 whatever the scale), scale 2^0. */
         CU(cudaMemsetAsync(pb, 0, (size_t)eg * pbb, b->stream));
         CU(cudaMemsetAsync(ps, 127, (size_t)eg * psb, b->stream));
@@ -166,18 +171,36 @@ static int shard_experts(const shard_source *src, int i, const tensor_spec *spec
     return 0;
 }
 
-/* The gate_up bias [E][2 I_model]: rows [64 u0, 64 (u0 + nu)) of each expert, zero padding. */
+/* The gate_up bias [E][2 I_model]: rows [64 u0, 64 (u0 + nu)) of each of this rank's experts
+ * (x0 ..), zero padding. */
 static int shard_gate_up_bias(const shard_source *src, int i, const tensor_spec *s, uint16_t *dst,
                               void *scratch) {
     struct backend *b = src->b;
-    const size_t E = (size_t)b->E, Im2 = 2 * (size_t)b->I_model, Ip2 = 2 * (size_t)b->I;
+    const tp_rank *k = &b->tp_share;
+    const size_t nx = (size_t)k->n_experts, Im2 = 2 * (size_t)b->I_model, Ip2 = 2 * (size_t)b->I;
     if (src_whole(src, i, s, scratch)) return -1;
-    CU(cudaMemsetAsync(dst, 0, E * Ip2 * 2, b->stream));
-    if (b->tp_share.n_units > 0)
-        CU(cudaMemcpy2DAsync(
-            dst, Ip2 * 2, (const uint16_t *)scratch + 64 * (size_t)b->tp_share.unit0, Im2 * 2,
-            64 * (size_t)b->tp_share.n_units * 2, E, cudaMemcpyDeviceToDevice, b->stream));
+    CU(cudaMemsetAsync(dst, 0, nx * Ip2 * 2, b->stream));
+    const uint16_t *from =
+        (const uint16_t *)scratch + (size_t)k->expert0 * Im2 + 64 * (size_t)k->unit0;
+    if (k->n_units > 0)
+        CU(cudaMemcpy2DAsync(dst, Ip2 * 2, from, Im2 * 2, 64 * (size_t)k->n_units * 2, nx,
+                             cudaMemcpyDeviceToDevice, b->stream));
     return 0;
+}
+
+/* The down bias [E][H]. EP: this rank's experts' rows, added by their owner. TP: added once, by
+ * rank 0 (every expert's rows); the others hold zeros. */
+static int shard_down_bias(const shard_source *src, int i, const tensor_spec *s, uint16_t *dst,
+                           bool expert_parallel) {
+    struct backend *b = src->b;
+    const tp_rank *k = &b->tp_share;
+    const size_t H = (size_t)b->H;
+    if (expert_parallel) return src_range(src, i, s, dst, 0, k->expert0 * H, k->n_experts * H);
+    if (!k->adds_biases) {
+        CU(cudaMemsetAsync(dst, 0, (size_t)b->E * H * 2, b->stream));
+        return 0;
+    }
+    return src_range(src, i, s, dst, 0, 0, (size_t)b->E * H);
 }
 
 static int shard_dense(const shard_source *src, int i, const tensor_spec *s, void *scratch) {
@@ -204,8 +227,9 @@ static int shard_dense(const shard_source *src, int i, const tensor_spec *s, voi
     case TK_O_W:
         return shard_columns(src, i, s, dst, H, (size_t)b->cfg.n_heads * D, k->q_head0 * D,
                              k->n_q_heads * D, scratch);
-    case TK_O_B:
     case TK_DOWN_BIAS:
+        return shard_down_bias(src, i, s, dst, k->n_experts < b->E);
+    case TK_O_B:
         if (!k->adds_biases) {
             CU(cudaMemsetAsync(dst, 0, whole * 2, b->stream));
             return 0;
