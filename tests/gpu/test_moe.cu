@@ -11,7 +11,11 @@
  *   - experts through the automatic plan and the other path(s): outputs poisoned with NaN first, every
  *     slot row must be written, and Σ slots per token within ‖·‖ relative error 1e-2 of the reference
  *     (a random subset of 64 tokens when T > 64); two runs bit-identical. The large path on mma.sync
- *     and on wgmma, the latter with 128- and with 64-token tiles (moe_plan.bn).
+ *     and on wgmma, the latter with 128- and with 64-token tiles (moe_plan.bn);
+ *   - expert parallelism (moe_routing's e0, n_e): the experts split over 2 and 4 ranks, each
+ *     grouping only its range's pairs on weights holding only its experts: each grouping is the
+ *     one-GPU grouping's slice, renumbered; every row of another range's pair is zero; and the
+ *     ranks' y_slots summed equal the automatic plan's one-GPU y_slots exactly.
  * Random MXFP4 codes with scales 2^-7 … 2^-5, fresh every run.
  *
  * --bench: 120b shapes (E = 128), T = 1, 8, 64, 256, 1024, 4096, 16384, random routing, three copies
@@ -384,6 +388,93 @@ static void run_experts_case(const moe_weights *w, const moe_routing *r, const m
     if (y_keep) *y_keep = y;
 }
 
+/* Expert parallelism (moe.h) over n ranks, against the one-GPU routing `full` and y_slots y1 of the
+ * same plan: rank q holds experts [e0, e0 + E/n) (weights: pointers into the whole layer's) and
+ * groups only their pairs. Each row of y_slots is computed whole by one rank with the same kernel
+ * on the same tokens, and the other ranks' rows are +0, so the sum is exact. */
+static void check_ep(const layer_dev *D, const moe_weights *w, int E, int T, const float *d_lg,
+                     const uint16_t *d_x, const moe_plan *plan, const routing_host *full,
+                     const std::vector<float> &y1, uint16_t *d_act, float *d_y, cudaStream_t st) {
+    const int S = plan->large ? 1 : plan->down_splits;
+    const size_t P = (size_t)T * TOPK, ny = P * S * H, nb = moe_routing_bytes(T, E, TOPK);
+    CHECK(y1.size() == ny, "E=%d T=%d EP: no one-GPU y_slots to compare with", E, T);
+    if (y1.size() != ny) return;
+    void *rbuf = tu_dev_alloc<uint8_t>(nb);
+    std::vector<float> y(ny), sum(ny);
+    for (int n : {2, 4}) {
+        const int ne = E / n;
+        std::fill(sum.begin(), sum.end(), 0.0f);
+        size_t group_bad = 0, nonzero = 0;
+        for (int q = 0; q < n; q++) {
+            const int e0 = q * ne;
+            moe_routing r;
+            moe_routing_carve(&r, rbuf, T, E, TOPK);
+            r.e0 = e0, r.n_e = ne;
+            CUDA_CHECK(cudaMemsetAsync(rbuf, 0xff, nb, st)); /* poison */
+            CUDA_CHECK(moe_route_split(d_lg, NULL, NULL, &r, st));
+            CUDA_CHECK(cudaStreamSynchronize(st));
+            routing_host h;
+            download_routing(&r, &h);
+            /* The slice of the one-GPU grouping: [full.offset[e0], full.offset[e0 + ne]). */
+            const int o0 = full->offset[e0], o1 = full->offset[e0 + ne];
+            group_bad += h.idx != full->idx || memcmp(h.w.data(), full->w.data(), P * 4) != 0;
+            for (int i = 0; i < ne; i++)
+                group_bad +=
+                    h.count[i] != full->count[e0 + i] || h.offset[i] != full->offset[e0 + i] - o0;
+            group_bad += h.offset[ne] != o1 - o0;
+            for (int i = 0; i < o1 - o0 && h.offset[ne] == o1 - o0; i++)
+                group_bad += h.pair_sorted[i] != full->pair_sorted[o0 + i];
+            int nt = 0, ntl = 0;
+            for (int i = 0; i < full->n_touched; i++) {
+                const int e = full->touched[i] - e0;
+                if (e >= 0 && e < ne) group_bad += nt >= ne || h.touched[nt++] != e;
+            }
+            for (int i = 0; i < full->n_tiles; i++) {
+                const int e = (full->tiles[i] >> 16) - e0;
+                if (e >= 0 && e < ne)
+                    group_bad += ntl >= h.n_tiles ||
+                                 h.tiles[ntl++] != ((e << 16) | (full->tiles[i] & 0xffff));
+            }
+            group_bad += h.n_touched != nt || h.n_tiles != ntl;
+
+            moe_weights wl = *w;
+            wl.E = ne;
+            wl.w1_q = D->w1q + moe_repack_q_bytes(e0, 2 * I, H);
+            wl.w1_s = D->w1s + moe_repack_s_bytes(e0, 2 * I, H);
+            wl.w2_q = D->w2q + moe_repack_q_bytes(e0, H, I);
+            wl.w2_s = D->w2s + moe_repack_s_bytes(e0, H, I);
+            wl.b1 = D->b1 + (size_t)e0 * 2 * I, wl.b2 = D->b2 + (size_t)e0 * H;
+            tu_poison(d_act, P * I * 2, st);
+            tu_poison(d_y, ny * 4, st);
+            const cudaError_t e = moe_experts(&wl, d_x, &r, plan, d_act, d_y, st);
+            CHECK(e == cudaSuccess, "E=%d T=%d EP%d rank %d: %s", E, T, n, q,
+                  cudaGetErrorString(e));
+            CUDA_CHECK(cudaStreamSynchronize(st));
+            tu_download(y.data(), d_y, ny);
+            for (size_t row = 0; row < P * S; row++) {
+                const int ex = full->idx[row / S];
+                const bool local = ex >= e0 && ex < e0 + ne;
+                for (int c = 0; c < H; c++) {
+                    const float v = y[row * H + c];
+                    if (!local) nonzero += v != 0.0f; /* NaN (not written) counts too */
+                    sum[row * H + c] += v;
+                }
+            }
+        }
+        size_t differ = 0;
+        for (size_t i = 0; i < ny; i++) differ += !(sum[i] == y1[i]);
+        CHECK(group_bad == 0, "E=%d T=%d EP%d: %zu grouping entries differ from the one-GPU slice",
+              E, T, n, group_bad);
+        CHECK(nonzero == 0, "E=%d T=%d EP%d: %zu values of other ranks' pairs' rows are not zero",
+              E, T, n, nonzero);
+        CHECK(differ == 0, "E=%d T=%d EP%d: %zu of %zu summed y_slots values differ from one GPU's",
+              E, T, n, differ, ny);
+        fprintf(stderr, "  E=%-3d T=%-4d EP%d: grouping slices, zero rows, exact sum: %s\n", E, T,
+                n, group_bad + nonzero + differ == 0 ? "yes" : "NO");
+    }
+    CUDA_CHECK(cudaFree(rbuf));
+}
+
 static void test_E(int E, cudaStream_t st, int sm) {
     static const int TS[] = {1, 3, 8, 64, 300, 2048};
     layer_host L;
@@ -484,6 +575,7 @@ static void test_E(int E, cudaStream_t st, int sm) {
         CHECK(y1.size() == y2.size() && !memcmp(y1.data(), y2.data(), y1.size() * 4),
               "E=%d T=%d: folded vs two-multiply dequantisation (or two runs of one plan) differ",
               E, T);
+        check_ep(&D, &w, E, T, d_lg, d_x, &plans[0], &rh, y1, d_act, d_y, st);
         /* The large path on the warpgroup MMA (moe_wgmma.cu) at both token tiles (moe_plan.bn,
          * whichever moe_plan_for picked): the same reference bound, and two runs give the same
          * bits. The widths add each output's k blocks in the same order, so the same bits are

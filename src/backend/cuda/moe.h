@@ -66,15 +66,22 @@ enum { MOE_FOLDED_SCALE_MAX = 128 };
 /* ---- routing ---- */
 
 /* Device arrays describing one step's routing; carve them out of one buffer of moe_routing_bytes().
- * A pair is (token t, slot j), numbered p = t·k + j. */
+ * A pair is (token t, slot j), numbered p = t·k + j.
+ *
+ * Expert parallelism: [e0, e0 + n_e) are the experts this rank holds (moe_routing_carve: 0, E, all
+ * of them). Every rank routes every token (topk_idx, topk_w: global expert ids), but the grouping
+ * (count .. n_tiles) holds only the pairs of those experts, numbered locally (expert e0 + i is i,
+ * as in the rank's moe_weights, whose E is n_e): the other pairs are simply not grouped, so the
+ * expert kernels never see them, and moe_down writes zeros in their y_slots rows. */
 typedef struct {
     int T, E, k;
+    int e0, n_e;      /* the experts grouped (EP: this rank's); default 0, E */
     int *topk_idx;    /* [T·k] expert of pair p */
     float *topk_w;    /* [T·k] its routing weight */
-    int *count;       /* [E] pairs per expert */
-    int *offset;      /* [E+1] exclusive prefix sum of count */
+    int *count;       /* [n_e] pairs per (grouped) expert */
+    int *offset;      /* [n_e+1] exclusive prefix sum of count */
     int *pair_sorted; /* [T·k] pair ids grouped by expert (ascending), ascending inside a group */
-    int *touched;     /* [E] experts with count > 0, ascending; entries past n_touched unused */
+    int *touched;     /* [n_e] experts with count > 0, ascending; entries past n_touched unused */
     int *n_touched;   /* [1] */
     int *tiles;       /* [moe_max_tiles] large-batch tiles, (expert << 16) | tile index */
     int *n_tiles;     /* [1] */
@@ -91,7 +98,7 @@ size_t moe_routing_bytes(int T, int E, int k);
 void moe_routing_carve(moe_routing *r, void *buf, int T, int E, int k);
 
 /* From fp32 router logits [T][E]: top-k (lowest index on ties), softmax over the k, and the grouping
- * by expert. The logit of (t, e) is logits[t][e] + logits_lo[t][e] + bias[e], fp32 sums in that order
+ * by expert (of the pairs of experts [e0, e0 + n_e) only). The logit of (t, e) is logits[t][e] + logits_lo[t][e] + bias[e], fp32 sums in that order
  * (logits_lo and the bf16 bias [E] may be NULL): the two halves of the split-bf16 router GEMM
  * (norm.h) and the router bias. E ≤ 256, k ≤ 8. One launch on stream for decode-sized steps, two
  * otherwise. */
@@ -117,7 +124,9 @@ size_t moe_y_slots_bytes(int T, int k, int H, const moe_plan *plan); /* T·k·sp
 
 /* x: [T][H] bf16 (the MLP RMSNorm output). act: scratch [T·k][I] bf16 (rows in pair_sorted order).
  * y_slots: [T][k·S][H] fp32, S = plan->down_splits (1 on the large path): row j·S + s of token t is
- * split s of w_j·(W2·act + b2) (the bias in split 0). Every row is written. */
+ * split s of w_j·(W2·act + b2) (the bias in split 0). Every row is written: under expert
+ * parallelism (r->n_e < r->E) the rows of the pairs of other ranks' experts are zeros, so that the
+ * ranks' y_slots summed (allreduce.h) are the whole MoE output. w->E must be r->n_e. */
 cudaError_t moe_experts(const moe_weights *w, const uint16_t *x, const moe_routing *r,
                         const moe_plan *plan, uint16_t *act, float *y_slots, cudaStream_t stream);
 

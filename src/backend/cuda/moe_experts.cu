@@ -272,13 +272,13 @@ static moe_args base_args(const moe_weights *w, const moe_routing *r) {
 static cudaError_t launch(const moe_args &a0, int mode, int folded, const moe_plan *plan,
                           const moe_routing *r, cudaStream_t stream) {
     moe_args a = a0;
-    const int max_touched = r->E < r->T * r->k ? r->E : r->T * r->k;
+    const int max_touched = r->n_e < r->T * r->k ? r->n_e : r->T * r->k; /* grouped experts */
     if (plan->large) {
         /* The large kernel keeps row offsets into its input as 32-bit element offsets. */
         if ((size_t)r->T * r->k * a.K >= 0xffffffffull) return cudaErrorInvalidValue;
         a.S = 1;
         a.n_rb = (a.RT + 7) / 8;
-        const dim3 grid((unsigned)a.n_rb, (unsigned)moe_max_tiles(r->T, r->E, r->k));
+        const dim3 grid((unsigned)a.n_rb, (unsigned)moe_max_tiles(r->T, r->n_e, r->k));
         if (moe_wgmma_on()) return moe_wgmma_launch(a, mode, plan->bn, grid, stream);
         if (mode == MODE_GATE_UP)
             pdl_launch(moe_large_kernel<MODE_GATE_UP>, dim3(grid), dim3(LG_THREADS), LG_SMEM,
@@ -309,7 +309,7 @@ static int weights_ok(const moe_weights *w) {
 
 cudaError_t moe_gate_up(const moe_weights *w, const uint16_t *x, const moe_routing *r,
                         const moe_plan *plan, uint16_t *act, cudaStream_t stream) {
-    if (!weights_ok(w) || !x || !r || !plan || !act || r->E != w->E) return cudaErrorInvalidValue;
+    if (!weights_ok(w) || !x || !r || !plan || !act || r->n_e != w->E) return cudaErrorInvalidValue;
     if (r->T == 0) return cudaSuccess;
     CUDA_TRY(set_attrs());
     moe_args a = base_args(w, r);
@@ -321,10 +321,18 @@ cudaError_t moe_gate_up(const moe_weights *w, const uint16_t *x, const moe_routi
 
 cudaError_t moe_down(const moe_weights *w, const moe_routing *r, const moe_plan *plan,
                      const uint16_t *act, float *y_slots, cudaStream_t stream) {
-    if (!weights_ok(w) || !r || !plan || !act || !y_slots || r->E != w->E)
+    if (!weights_ok(w) || !r || !plan || !act || !y_slots || r->n_e != w->E)
         return cudaErrorInvalidValue;
     if (r->T == 0) return cudaSuccess;
     CUDA_TRY(set_attrs());
+    /* Expert parallelism: the pairs of other ranks' experts are not grouped (moe.h), so no kernel
+     * writes their rows, and they must add zero in the all-reduce. Zeroing the whole buffer first is
+     * the simplest way that is right for every path (the small path's K splits, the large path's
+     * tiles): one memset, no kernel to keep in step with the grouping. It costs one more write of
+     * y_slots (T·k·S·H fp32, which the all-reduce reads whole anyway); without EP it is not
+     * issued, so one GPU and TP run exactly as before. */
+    if (r->n_e < r->E)
+        CUDA_TRY(cudaMemsetAsync(y_slots, 0, moe_y_slots_bytes(r->T, r->k, w->H, plan), stream));
     moe_args a = base_args(w, r);
     a.wq = (const uint4 *)w->w2_q, a.wsc = (const uint32_t *)w->w2_s, a.bias = w->b2;
     a.x = act, a.y = y_slots;

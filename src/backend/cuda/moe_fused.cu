@@ -336,7 +336,7 @@ cudaError_t moe_decode_fused(const moe_weights *w, const uint16_t *x, const uint
                              const moe_routing *r, const moe_plan *plan, uint16_t *act,
                              float *y_slots, unsigned *bar, cudaStream_t stream) {
     if (!w || !x || !router_w || !logits || !r || !plan || !act || !y_slots || !bar ||
-        r->E != w->E || !moe_fused_supported(r->T, w->E, r->k, w->H, w->I, plan))
+        r->E != w->E || r->n_e != r->E || !moe_fused_supported(r->T, w->E, r->k, w->H, w->I, plan))
         return cudaErrorInvalidValue;
     const int variant = (w->w1_folded ? 1 : 0) | (w->w2_folded ? 2 : 0) | (g_three ? 4 : 0);
     fused_args fa;

@@ -5,7 +5,8 @@
  * side by side.
  *
  * Deterministic: every position depends only on the routing (integer counts, fixed scans), never on
- * the order threads run in. Decode-sized steps (T <= 32, T*k <= 64) take one launch
+ * the order threads run in. Expert parallelism (moe.h): only the pairs of experts [e0, e0 + n_e) are
+ * grouped, as experts 0 .. n_e - 1; with e0 = 0 and n_e = E (one GPU, TP) that is every pair. Decode-sized steps (T <= 32, T*k <= 64) take one launch
  * (moe_route_small_kernel); larger ones a top-k kernel (one warp per token) and a grouping kernel. */
 #include "backend/cuda/moe.h"
 #include "backend/cuda/cuda_check.h"
@@ -78,8 +79,8 @@ static __device__ __forceinline__ void expert_offsets(int c, int E, int BN, int 
 }
 
 __global__ void moe_route_small_kernel(const float *logits, const float *logits_lo,
-                                       const uint16_t *bias, int T, int E, int k, int BN,
-                                       int *idx_out, float *w_out, int *count, int *offset,
+                                       const uint16_t *bias, int T, int E, int k, int e0, int n_e,
+                                       int BN, int *idx_out, float *w_out, int *count, int *offset,
                                        int *pair_sorted, int *touched, int *n_touched, int *tiles,
                                        int *n_tiles) {
     pdl_prologue(); /* first: see pdl.cuh */
@@ -94,23 +95,30 @@ __global__ void moe_route_small_kernel(const float *logits, const float *logits_
     if (tid < P) idx_out[tid] = s_idx[tid], w_out[tid] = s_w[tid];
 
     int c = 0;
-    if (tid < E)
-        for (int p = 0; p < P; p++) c += s_idx[p] == tid;
-    expert_offsets(c, E, BN, count, offset, touched, n_touched, tiles, n_tiles, s_off);
-    if (tid < P) {
+    if (tid < n_e)
+        for (int p = 0; p < P; p++) c += s_idx[p] == e0 + tid;
+    expert_offsets(c, n_e, BN, count, offset, touched, n_touched, tiles, n_tiles, s_off);
+    if (tid < P && s_idx[tid] - e0 >= 0 && s_idx[tid] - e0 < n_e) { /* a pair of a grouped expert */
         const int e = s_idx[tid];
         int r = 0;
         for (int q = 0; q < tid; q++) r += s_idx[q] == e;
-        pair_sorted[s_off[e] + r] = tid;
+        pair_sorted[s_off[e - e0] + r] = tid;
     }
+}
+
+/* Pair p's expert among the grouped ones [e0, e0 + E), as 0 .. E - 1, or -1 (another rank's). */
+static __device__ __forceinline__ int grouped_expert(const int *idx, int p, int e0, int E) {
+    const int e = idx[p] - e0;
+    return e >= 0 && e < E ? e : -1;
 }
 
 /* One block of 1024 threads: counts per expert, prefix sums, the touched list, the large-path tile
  * list, and a stable counting sort of the pairs by expert (pairs taken 1024 at a time in order; inside
  * a chunk, positions come from per-warp counts prefixed in warp order and the lane rank among equal
- * experts). Deterministic: positions depend only on the routing. */
+ * experts). Deterministic: positions depend only on the routing. E here is the number of experts
+ * grouped, from e0 (moe.h: n_e). */
 __global__ void __launch_bounds__(1024)
-    moe_group_kernel(const int *idx, int P, int E, int BN, int *count, int *offset,
+    moe_group_kernel(const int *idx, int P, int e0, int E, int BN, int *count, int *offset,
                      int *pair_sorted, int *touched, int *n_touched, int *tiles, int *n_tiles) {
     pdl_prologue(); /* first: see pdl.cuh */
     extern __shared__ int gsm[];
@@ -120,7 +128,10 @@ __global__ void __launch_bounds__(1024)
     const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
     for (int e = tid; e < E; e += blockDim.x) cnt[e] = 0;
     __syncthreads();
-    for (int p = tid; p < P; p += blockDim.x) atomicAdd(&cnt[idx[p]], 1); /* integer: order-free */
+    for (int p = tid; p < P; p += blockDim.x) {
+        const int e = grouped_expert(idx, p, e0, E);
+        if (e >= 0) atomicAdd(&cnt[e], 1); /* integer: order-free */
+    }
     __syncthreads();
     expert_offsets(tid < E ? cnt[tid] : 0, E, BN, count, offset, touched, n_touched, tiles, n_tiles,
                    run);
@@ -128,7 +139,7 @@ __global__ void __launch_bounds__(1024)
         for (int i = tid; i < 32 * E; i += blockDim.x) wc[i] = 0;
         __syncthreads();
         const int p = base + tid;
-        const int e = p < P ? idx[p] : -1;
+        const int e = p < P ? grouped_expert(idx, p, e0, E) : -1;
         const unsigned peers = __match_any_sync(0xffffffffu, e);
         const int rank = __popc(peers & ((1u << lane) - 1u));
         if (e >= 0 && rank == 0) wc[w * E + e] = __popc(peers);
@@ -171,6 +182,7 @@ void moe_routing_carve(moe_routing *r, void *buf, int T, int E, int k) {
     const size_t P = (size_t)T * k;
     char *p = (char *)buf;
     r->T = T, r->E = E, r->k = k;
+    r->e0 = 0, r->n_e = E; /* every expert: the caller narrows it under expert parallelism */
     r->topk_idx = (int *)p, p += align_up(P * 4, 256);
     r->topk_w = (float *)p, p += align_up(P * 4, 256);
     r->count = (int *)p, p += align_up((size_t)E * 4, 256);
@@ -184,24 +196,26 @@ void moe_routing_carve(moe_routing *r, void *buf, int T, int E, int k) {
 
 cudaError_t moe_route_split(const float *logits, const float *logits_lo, const uint16_t *bias,
                             const moe_routing *r, cudaStream_t stream) {
-    if (!logits || !r || r->T < 0 || r->E < 1 || r->E > 256 || r->k < 1 || r->k > 8 || r->k > r->E)
+    if (!logits || !r || r->T < 0 || r->E < 1 || r->E > 256 || r->k < 1 || r->k > 8 ||
+        r->k > r->E || r->e0 < 0 || r->n_e < 1 || r->e0 + r->n_e > r->E)
         return cudaErrorInvalidValue;
     if (r->T == 0) return cudaSuccess;
     if (r->T <= 32 && r->T * r->k <= 64) {
         const int threads =
             32 * r->T > ROUTE_SMALL_MIN_THREADS ? 32 * r->T : ROUTE_SMALL_MIN_THREADS;
         pdl_launch(moe_route_small_kernel, dim3(1), dim3(threads), 0, stream, logits, logits_lo,
-                   bias, r->T, r->E, r->k, MOE_TILE_TOKENS, r->topk_idx, r->topk_w, r->count,
-                   r->offset, r->pair_sorted, r->touched, r->n_touched, r->tiles, r->n_tiles);
+                   bias, r->T, r->E, r->k, r->e0, r->n_e, MOE_TILE_TOKENS, r->topk_idx, r->topk_w,
+                   r->count, r->offset, r->pair_sorted, r->touched, r->n_touched, r->tiles,
+                   r->n_tiles);
         return cudaGetLastError();
     }
     const int warps = 8;
     pdl_launch(moe_topk_kernel, dim3((r->T + warps - 1) / warps), dim3(warps * 32), 0, stream,
                logits, logits_lo, bias, r->T, r->E, r->k, r->topk_idx, r->topk_w);
     CUDA_TRY(cudaGetLastError());
-    const size_t smem = (size_t)(2 + 32) * r->E * sizeof(int);
-    pdl_launch(moe_group_kernel, dim3(1), dim3(1024), smem, stream, r->topk_idx, r->T * r->k, r->E,
-               MOE_TILE_TOKENS, r->count, r->offset, r->pair_sorted, r->touched, r->n_touched,
-               r->tiles, r->n_tiles);
+    const size_t smem = (size_t)(2 + 32) * r->n_e * sizeof(int);
+    pdl_launch(moe_group_kernel, dim3(1), dim3(1024), smem, stream, r->topk_idx, r->T * r->k, r->e0,
+               r->n_e, MOE_TILE_TOKENS, r->count, r->offset, r->pair_sorted, r->touched,
+               r->n_touched, r->tiles, r->n_tiles);
     return cudaGetLastError();
 }

@@ -56,6 +56,9 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
                         a_lo, s));
     moe_routing rt;
     moe_routing_carve(&rt, w->routing, T, b->E, b->K);
+    /* Expert parallelism: every rank routes every token; it groups and runs its experts' pairs only
+     * (moe.h). One GPU and TP: every expert, the carve's default. */
+    rt.e0 = b->tp_share.expert0, rt.n_e = b->tp_share.n_experts;
     /* Up to 4 tokens the router is a matrix-vector product (gemv.h): the split input's halves are
      * added in fp32 as the tokens are staged, so it sees T rows, not 2T, and no lo rows follow.
      * Measured on the H200 (bench/NOTES.md): 120b decode +3.6 % at batch 1, +4.2 % at 2, +5.5 % at
