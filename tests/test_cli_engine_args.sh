@@ -161,13 +161,20 @@ rc=$?
 rc=$?
 [ "$rc" = 1 ] && grep -qF -- "$want" "$TMP/out" || fail "sweep long model: exit $rc: $(cat "$TMP/out")"
 
-# bench latency takes --tensor-parallel-size (-tp) and records it (issue 17); out of range: refused.
+# bench latency takes --tensor-parallel-size (-tp) and --enable-expert-parallel and records them (issue
+# 17); out of range: refused.
 "$BIN" make-model --preset tiny --layers 2 --out "$TMP/tiny2" >/dev/null 2>&1 || fail "make-model tiny"
 "$BIN" bench latency --model "$TMP/tiny2" --backend cpu -tp 2 --batches 1 --prefill 4 --context 4 \
   --decode-steps 1 --warmup 0 --output-json "$TMP/bl.json" >"$TMP/out" 2>&1 ||
   fail "bench latency -tp 2: $(cat "$TMP/out")"
 grep -q '"tensor_parallel_size": 2' "$TMP/bl.json" || fail "bench latency JSON lacks tensor_parallel_size 2"
 grep -q '| cpu tp2 |' "$TMP/out" || fail "bench latency table does not say tp2: $(cat "$TMP/out")"
+grep -q '"enable_expert_parallel": false' "$TMP/bl.json" || fail "bench latency JSON lacks enable_expert_parallel false"
+"$BIN" bench latency --model "$TMP/tiny2" --backend cpu -tp 2 --enable-expert-parallel --batches 1 \
+  --prefill 4 --context 4 --decode-steps 1 --warmup 0 --output-json "$TMP/bl.json" >"$TMP/out" 2>&1 ||
+  fail "bench latency -tp 2 --enable-expert-parallel: $(cat "$TMP/out")"
+grep -q '"enable_expert_parallel": true' "$TMP/bl.json" || fail "bench latency JSON lacks enable_expert_parallel true"
+grep -q '| cpu tp2 ep |' "$TMP/out" || fail "bench latency table does not say tp2 ep: $(cat "$TMP/out")"
 "$BIN" bench latency --model "$TMP/tiny2" --tensor-parallel-size 9 >"$TMP/out" 2>&1
 rc=$?
 [ "$rc" = 2 ] && grep -q -- "--tensor-parallel-size" "$TMP/out" || fail "bench latency -tp 9: exit $rc: $(cat "$TMP/out")"

@@ -50,7 +50,7 @@ static const char USAGE[] =
     "                            [--gpu-memory-utilization F] [--max-cudagraph-capture-size N]\n"
     "                            [--enforce-eager] [--kv-cache-dtype auto|bf16|fp8|fp8_e4m3]\n"
     "                            [--bandwidth GB/s] [--flops TFLOP/s] [--constrained]\n"
-    "                            [--tensor-parallel-size N | -tp N]\n"
+    "                            [--tensor-parallel-size N | -tp N] [--enable-expert-parallel]\n"
     "In-process decode tokens/s at each batch size (context C, KV filled by a prefill first; "
     "median\n"
     "step time from launch to wait) and prefill tokens/s for each prompt length, with the fraction "
@@ -66,7 +66,9 @@ static const char USAGE[] =
     "--kv-cache-dtype fp8 stores K and V as e4m3 (the roofline then counts 1 byte an element);\n"
     "the JSON records it as \"kv_cache_dtype\".\n"
     "--tensor-parallel-size N shards the model over N GPUs (CUDA: synthetic models; the roofline\n"
-    "then gives each GPU 1/N of the bytes and FLOPs); the JSON records \"tensor_parallel_size\".\n";
+    "then gives each GPU 1/N of the bytes and FLOPs); the JSON records \"tensor_parallel_size\".\n"
+    "--enable-expert-parallel splits the MoE over the N ranks by experts instead of by their\n"
+    "intermediate dimension; the JSON records \"enable_expert_parallel\".\n";
 
 enum { BS = 32, FILL_TOKENS = 8192 };
 
@@ -260,6 +262,7 @@ typedef struct {
     int kv_dtype;        /* BACKEND_KV_AUTO or BACKEND_KV_FP8 */
     long kv_tokens;      /* CUDA: tokens the KV cache holds (from the backend) */
     long tp;             /* --tensor-parallel-size */
+    bool ep;             /* --enable-expert-parallel */
     bool constrained;    /* --constrained: decode rows carry a token mask */
 } bench_opts;
 
@@ -337,7 +340,8 @@ static int bench_run(bench_opts *o, bench_line **lines_out, int *n_lines_out,
                           .max_cudagraph_capture_size = (int)o->graphs,
                           .enforce_eager = o->eager,
                           .kv_dtype = o->kv_dtype,
-                          .tensor_parallel_size = (int)o->tp};
+                          .tensor_parallel_size = (int)o->tp,
+                          .enable_expert_parallel = o->ep};
     double t0 = now_seconds();
     backend *be = NULL;
     if (ops->create(&bo, &be) != 0) {
@@ -489,7 +493,8 @@ static void print_table(const bench_opts *o, const bench_line *lines, int n) {
     for (int i = 0; i < n; i++) {
         const bench_line *l = &lines[i];
         char be_name[32];
-        snprintf(be_name, sizeof be_name, o->tp > 1 ? "%s tp%ld" : "%s", o->backend, o->tp);
+        snprintf(be_name, sizeof be_name, o->tp > 1 ? "%s tp%ld%s" : "%s", o->backend, o->tp,
+                 o->ep ? " ep" : "");
         printf("| %s | %s | %s | %s | %d | %d | %.0f | %.2f | %.0f | %.1f%% |\n", o->model, be_name,
                kv_label(o), l->phase, l->batch, l->context, l->tokens_per_s, l->seconds * 1e3,
                l->roofline_tps, 100 * l->tokens_per_s / l->roofline_tps);
@@ -502,6 +507,7 @@ static int write_json(const bench_opts *o, const model_config *c, const bench_li
     json_object_set_new(root, "backend", json_string(o->backend));
     json_object_set_new(root, "kv_cache_dtype", json_string(kv_label(o)));
     json_object_set_new(root, "tensor_parallel_size", json_integer(o->tp));
+    json_object_set_new(root, "enable_expert_parallel", json_boolean(o->ep));
     if (o->kv_tokens > 0)
         json_object_set_new(root, "kv_capacity_tokens", json_integer(o->kv_tokens));
     json_object_set_new(root, "layers", json_integer(c->n_layers));
@@ -565,6 +571,8 @@ static int bench_latency(int argc, char **argv) {
                 o.graphs = -1; /* 0 here means off; the backend's 0 means its default */
         } else if (args_opt(&a, "--tensor-parallel-size", &v) || args_opt(&a, "-tp", &v)) {
             if (args_int("--tensor-parallel-size", v, 1, 8, &o.tp)) return args_fail(&a);
+        } else if (args_flag(&a, "--enable-expert-parallel")) {
+            o.ep = true;
         } else if (args_flag(&a, "--constrained")) {
             o.constrained = true;
         } else if (args_flag(&a, "--enforce-eager")) {

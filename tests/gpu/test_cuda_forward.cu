@@ -33,8 +33,12 @@
  *       teacher-forced prompts whole and one token a step (graphs): relL2 <= 3e-2, top-1 >= 99% of
  *       the clear positions; then a `make-model` 20b x 2 layers checkpoint (synthetic_write to
  *       /tmp, two files): TP2 vs TP1 at the same bounds, TP2 from the checkpoint bit-identical to
- *       TP2 of synthetic:20b:layers=2:seed=0, and TP3 refused naming config.json. --skip-tp skips
- *       it; --tp runs only it.
+ *       TP2 of synthetic:20b:layers=2:seed=0, and TP3 refused naming config.json. Expert
+ *       parallelism (--enable-expert-parallel): EP2 and EP4 of synthetic:20b:layers=2:seed=0 (32
+ *       experts, 16 or 8 a rank) against its TP1, at the same bounds; EP2 from the checkpoint
+ *       against TP1 of the checkpoint, and bit-identical to EP2 of the synthetic model; and EP4
+ *       over a small checkpoint of 6 experts refused, naming the flag and config.json. --skip-tp
+ *       skips it; --tp runs only it.
  * --kv-accuracy: instead of the tests, the measurement of issue 15: teacher-forced logits of
  * synthetic:20b:layers=4 (real width) with an fp8 KV cache against bf16, at contexts 2k, 8k and 32k
  * (4 sequences, the last 64 positions of each): relative L2, max|d|/max|logit|, top-1 agreement (all
@@ -441,13 +445,14 @@ static std::vector<std::vector<float>> cpu_reference(const model_weights *w,
 }
 
 static backend *make_cuda(const char *model, int max_slots, int graphs, int blocks,
-                          int max_model_len = 2048, int tp = 1) {
+                          int max_model_len = 2048, int tp = 1, bool ep = false) {
     backend_options bo;
     memset(&bo, 0, sizeof bo);
     bo.model = model, bo.block_size = 32, bo.num_full_blocks = blocks, bo.num_swa_blocks = blocks;
     bo.max_slots = max_slots, bo.max_model_len = max_model_len,
     bo.max_cudagraph_capture_size = graphs;
     bo.tensor_parallel_size = tp;
+    bo.enable_expert_parallel = ep;
     bo.kv_dtype = g_kv_dtype;
     backend *b = NULL;
     if (cuda_backend_ops.create(&bo, &b) != 0) {
@@ -897,15 +902,18 @@ static void kv_accuracy(rng_t *rng) {
 /* One backend's teacher-forced logits for (f): the prompts of `lens` whole, then the same sequences
  * one token a step (decode kernel, graphs); the sequences of both runs, whole ones first (empty when
  * the backend could not be made or a schedule failed). With fewer GPUs than ranks, the ranks run in
- * lockstep on GPU 0 (GPTOSS_TP_ONE_GPU=1). The same prompts and block shuffles for every call. */
+ * lockstep on GPU 0 (GPTOSS_TP_ONE_GPU=1). The same prompts and block shuffles for every call.
+ * ep: --enable-expert-parallel. */
 static std::vector<tf_seq> tp_run(const char *model, const char *name, int tp,
-                                  const std::vector<int> &lens, int *V, rng_t *rng) {
+                                  const std::vector<int> &lens, int *V, rng_t *rng,
+                                  bool ep = false) {
     int n_dev = 0;
     CUDA_CHECK(cudaGetDeviceCount(&n_dev));
     if (tp > n_dev) setenv("GPTOSS_TP_ONE_GPU", "1", 1);
-    backend *be = make_cuda(model, 16, 0, 512, 2048, tp);
+    backend *be = make_cuda(model, 16, 0, 512, 2048, tp, ep);
     unsetenv("GPTOSS_TP_ONE_GPU");
-    CHECK(be != NULL, "cuda backend %s, --tensor-parallel-size %d", name, tp);
+    const char *epf = ep ? " --enable-expert-parallel" : "";
+    CHECK(be != NULL, "cuda backend %s, --tensor-parallel-size %d%s", name, tp, epf);
     if (!be) return {};
     *V = cuda_backend_ops.config(be)->vocab;
     driver d;
@@ -922,8 +930,8 @@ static std::vector<tf_seq> tp_run(const char *model, const char *name, int tp,
     std::vector<tf_seq> dec = make_seqs(lens, *V, &same, 8);
     for (size_t k = 0; k < dec.size(); k++) dec[k].toks = seqs[k].toks;
     ok = ok && run_schedule(&d, dec, POL_DECODE, true, 0, &same) == 0;
-    CHECK(ok, "%s --tensor-parallel-size %d: the schedules failed", name, tp);
-    fprintf(stderr, "(f) %s --tensor-parallel-size %d%s\n", name, tp,
+    CHECK(ok, "%s --tensor-parallel-size %d%s: the schedules failed", name, tp, epf);
+    fprintf(stderr, "(f) %s --tensor-parallel-size %d%s%s\n", name, tp, epf,
             tp > n_dev ? " (ranks on one GPU)" : "");
     cuda_backend_ops.destroy(be);
     if (!ok) return {};
@@ -949,12 +957,32 @@ static void tp_compare(const char *what, const std::vector<tf_seq> &got,
 static void remove_dir(const char *dir);
 static bool write_20b_two_layers(char *dir, int files, model_config *c);
 
+/* The checkpoint's run and the synthetic model's, the same weights sharded alike: the same logits
+ * bit for bit (weights_shard.c's two sources put the same bytes in every rank's share). */
+static void tp_identical(const char *what, const std::vector<tf_seq> &got,
+                         const std::vector<tf_seq> &syn) {
+    if (got.empty() || syn.empty()) return; /* a failed run, already reported */
+    bool same = got.size() == syn.size();
+    double max_d = 0;
+    for (size_t k = 0; same && k < got.size(); k++) {
+        same = got[k].logits.size() == syn[k].logits.size();
+        for (size_t i = 0; same && i < got[k].logits.size(); i++)
+            max_d = fmax(max_d, fabs((double)got[k].logits[i] - syn[k].logits[i]));
+        same = same && !memcmp(got[k].logits.data(), syn[k].logits.data(),
+                               got[k].logits.size() * sizeof(float));
+    }
+    CHECK(same, "%s: the checkpoint's shares and synthetic:20b:layers=2's differ (max |d| %.3e)",
+          what, max_d);
+    fprintf(stderr, "  %s checkpoint == %s synthetic:20b (bit for bit): %s\n", what, what,
+            same ? "yes" : "NO");
+}
+
 /* The same on a checkpoint: a `make-model` 20b x 2 layers (synthetic_write, seed 0, two files) in a
- * temporary folder, TP2 against TP1 (the bound above), and TP2 from the checkpoint against TP2 of
- * synthetic:20b:layers=2:seed=0 made on the GPU: the same bytes in every rank's share, so the same
- * logits bit for bit (weights_shard.c's two sources). And a size that does not divide the heads is
- * refused, naming the checkpoint's config.json. */
-static void tp_checkpoint(rng_t *rng) {
+ * temporary folder, TP2 and EP2 against TP1 (the bound above), and TP2 (EP2) from the checkpoint
+ * against TP2 (ep2_syn: EP2) of synthetic:20b:layers=2:seed=0 made on the GPU: bit for bit
+ * (tp_identical). And a size that does not divide the heads is refused, naming the checkpoint's
+ * config.json. */
+static void tp_checkpoint(rng_t *rng, const std::vector<tf_seq> &ep2_syn) {
     char dir[] = "/tmp/gptoss-tp-ckpt-XXXXXX";
     model_config c;
     if (!write_20b_two_layers(dir, 2, &c)) return;
@@ -966,27 +994,44 @@ static void tp_checkpoint(rng_t *rng) {
         tp_compare("TP2 vs TP1 (20b x 2 layers checkpoint)", got, ref, V);
     const std::vector<tf_seq> syn =
         tp_run("synthetic:20b:layers=2:seed=0", "synthetic:20b:layers=2:seed=0", 2, lens, &V, rng);
-    if (!got.empty() && !syn.empty()) {
-        bool same = got.size() == syn.size();
-        double max_d = 0;
-        for (size_t k = 0; same && k < got.size(); k++) {
-            same = got[k].logits.size() == syn[k].logits.size();
-            for (size_t i = 0; same && i < got[k].logits.size(); i++)
-                max_d = fmax(max_d, fabs((double)got[k].logits[i] - syn[k].logits[i]));
-            same = same && !memcmp(got[k].logits.data(), syn[k].logits.data(),
-                                   got[k].logits.size() * sizeof(float));
-        }
-        CHECK(same,
-              "TP2: the checkpoint's shares and synthetic:20b:layers=2's differ (max |d| %.3e)",
-              max_d);
-        fprintf(stderr, "  TP2 checkpoint == TP2 synthetic:20b (bit for bit): %s\n",
-                same ? "yes" : "NO");
-    }
+    tp_identical("TP2", got, syn);
+    const std::vector<tf_seq> ep2 =
+        tp_run(dir, "checkpoint 20b x 2 layers", 2, lens, &V, rng, true);
+    if (!ref.empty() && !ep2.empty())
+        tp_compare("EP2 vs TP1 (20b x 2 layers checkpoint)", ep2, ref, V);
+    tp_identical("EP2", ep2, ep2_syn);
     /* 64 heads over 3 ranks: refused before anything is made, naming the file */
     backend *bad = make_cuda(dir, 16, 0, 512, 2048, 3);
     CHECK(bad == NULL && strstr(err_msg(), "config.json") && strstr(err_msg(), "does not divide"),
           "--tensor-parallel-size 3 on the checkpoint: expected a refusal naming config.json, got "
           "'%s'",
+          bad ? "(accepted)" : err_msg());
+    if (bad) cuda_backend_ops.destroy(bad);
+    remove_dir(dir);
+}
+
+/* Expert parallelism over a count of ranks that does not divide the experts (6 over 4, in a small
+ * checkpoint whose 16 heads and 2 KV heads would split): refused before anything is made, naming
+ * the flag and the checkpoint's config.json. */
+static void ep_refused(void) {
+    char dir[] = "/tmp/gptoss-ep-odd-XXXXXX";
+    if (!mkdtemp(dir)) {
+        CHECK(false, "mkdtemp failed");
+        return;
+    }
+    model_config c;
+    small_config(&c);
+    c.n_experts = 6;
+    if (synthetic_write(&c, dir, 1, 1) != 0) {
+        CHECK(false, "synthetic_write (6 experts): %s", err_msg());
+        remove_dir(dir);
+        return;
+    }
+    backend *bad = make_cuda(dir, 16, 0, 64, 2048, 4, true);
+    CHECK(bad == NULL && strstr(err_msg(), "config.json") &&
+              strstr(err_msg(), "--enable-expert-parallel") && strstr(err_msg(), "6 experts"),
+          "--tensor-parallel-size 4 --enable-expert-parallel over 6 experts: expected a refusal "
+          "naming the flag and config.json, got '%s'",
           bad ? "(accepted)" : err_msg());
     if (bad) cuda_backend_ops.destroy(bad);
     remove_dir(dir);
@@ -1008,7 +1053,23 @@ static void tp_checks(rng_t *rng) {
             tp_compare(what, got, ref, V);
         }
     }
-    tp_checkpoint(rng);
+    /* Expert parallelism: the MoE by experts (20b's 32: 16 or 8 a rank), the rest as TP. Its
+     * rounding moves like TP's (attention by heads; each pair's expert output whole on its owner,
+     * summed with the other ranks' zeros), so the same bounds against one rank. */
+    const char *m20 = "synthetic:20b:layers=2:seed=0";
+    const std::vector<tf_seq> ref20 = tp_run(m20, m20, 1, lens, &V, rng);
+    std::vector<tf_seq> ep2;
+    for (int n : {2, 4}) {
+        std::vector<tf_seq> got = tp_run(m20, m20, n, lens, &V, rng, true);
+        if (!ref20.empty() && !got.empty()) {
+            char what[64];
+            snprintf(what, sizeof what, "EP%d vs TP1 (20b x 2 layers)", n);
+            tp_compare(what, got, ref20, V);
+        }
+        if (n == 2) ep2 = got;
+    }
+    ep_refused();
+    tp_checkpoint(rng, ep2);
 }
 
 /* ------------------------------------------------------------------------------------------------

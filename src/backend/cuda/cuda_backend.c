@@ -1,8 +1,8 @@
 /* The CUDA backend behind backend.h: gpt-oss on one Hopper GPU.
  *
  * create: the model's config (a checkpoint's config.json, or a preset for "synthetic:20b|120b
- *   [:layers=N][:seed=S]"), the weights on the device (weights_gpu.c; under tensor parallelism
- *   each rank's share, weights_shard.c), the activation workspace for
+ *   [:layers=N][:seed=S]"), the weights on the device (weights_gpu.c; under tensor parallelism,
+ *   with or without expert parallelism, each rank's share, weights_shard.c), the activation workspace for
  *   steps of up to 8192 tokens (runner_workspace.c; it grows if a longer step comes), the CUDA-graph buffers
  *   (graphs.c), and then the KV pools from what is left: the sliding pool sized for max_slots
  * sequences of window / block_size + 2 blocks plus a prefill chunk's worth, the full pool
@@ -229,8 +229,9 @@ static int create_inner(struct backend *b, const backend_options *opt) {
     b->tp_share.n_q_heads = c->n_heads, b->tp_share.n_kv_heads = c->n_kv_heads;
     b->tp_share.n_units = c->intermediate / TP_UNIT, b->tp_share.n_experts = c->n_experts;
     b->tp_share.n_vocab = c->vocab, b->tp_share.adds_biases = true;
-    if (opt->tensor_parallel_size > 1 || opt->enable_expert_parallel)
-        return tp_create(b, opt, synthetic, seed);
+    /* --enable-expert-parallel alone: one rank holds every expert, which is the one-GPU model (the
+     * CPU backend takes it alike). */
+    if (opt->tensor_parallel_size > 1) return tp_create(b, opt, synthetic, seed);
     return cuda_rank_setup(b, opt, synthetic, seed, NULL, 0);
 }
 

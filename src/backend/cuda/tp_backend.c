@@ -1,10 +1,11 @@
-/* Tensor parallelism on the CUDA backend: --tensor-parallel-size N > 1 (issue 17).
+/* Tensor parallelism on the CUDA backend: --tensor-parallel-size N > 1, with
+ * --enable-expert-parallel or not (issue 17).
  *
  * One process drives N ranks from one thread, each rank a whole `struct backend` on its own GPU
  * (stream, cuBLASLt context, weights, workspace, CUDA graphs, KV pools): rank 0 is the backend the
  * engine holds, the others hang off it (tp_peer). Each rank holds its share of the model
- * (model/tp_plan.h: its query and KV heads, its intermediate units of every expert, its vocabulary
- * rows; weights_shard.c) and runs the same forward pass (runner_forward.c) on the same step, with
+ * (model/tp_plan.h: its query and KV heads, its intermediate units of every expert or, under EP,
+ * its experts (below), its vocabulary rows; weights_shard.c) and runs the same forward pass (runner_forward.c) on the same step, with
  * three collective points per layer pair and step (allreduce.h):
  *   - after the O projection and after the MoE: the one-shot all-reduce fused with the residual add
  *     and the next RMSNorm (every rank then holds the same residual stream, bit for bit);
@@ -30,9 +31,18 @@
  * spinning all-reduce blocks and another rank's kernels sharing one GPU's SMs: on separate GPUs
  * that cannot happen, each GPU's work ends up waiting only for the other GPU).
  *
+ * Expert parallelism (--enable-expert-parallel): the MoE by experts instead, the rest as above.
+ * Rank r holds experts [expert0, expert0 + n_experts) whole (gate_up, down, both biases; the
+ * router whole). Every rank routes every token alike (the same router weights on the same residual
+ * stream); each groups and runs only its own experts' (token, slot) pairs, and the other pairs' rows
+ * of its y_slots are zeros (moe.h), so the same all-reduce sums the ranks' y_slots into the whole
+ * MoE output. Each rank adds the down bias of its own experts. Every pair is computed whole by one
+ * rank, so the MoE partials need no intermediate-dimension padding (I stays 2,880).
+ *
  * Weights: synthetic models (made in place) and checkpoints (each rank maps the checkpoint and
- * sends its share through the staging pipeline), both by weights_shard.c. Not done yet:
- * --enable-expert-parallel, NCCL for large messages (the one-shot kernel serves every size).
+ * sends its share through the staging pipeline), both by weights_shard.c. Not done yet: NCCL for
+ * large messages (the one-shot kernel serves every size); EP's all-to-all dispatch (today every
+ * rank reads every token's row and the all-reduce moves whole y_slots, as under TP).
  *
  * DEP2 (data-parallel attention + expert-parallel MoE), the design for when it is built: one global
  * scheduler, not one per rank, because the engine's batch is what both ranks' MoE must agree on. The
@@ -205,13 +215,10 @@ static int grow_collectives(struct backend *b) {
 
 int tp_create(struct backend *b, const backend_options *opt, bool synthetic, uint64_t seed) {
     const int N = opt->tensor_parallel_size > 0 ? opt->tensor_parallel_size : 1;
-    if (opt->enable_expert_parallel)
-        return err_set("--enable-expert-parallel: the cuda backend shards the experts by their "
-                       "intermediate dimension only so far (--backend cpu emulates expert "
-                       "parallelism)");
+    const bool ep = opt->enable_expert_parallel;
     if (N < 2) return err_set("--tensor-parallel-size %d: nothing to shard", N);
     tp_plan plan;
-    if (tp_plan_make(&b->cfg, N, false, &plan))
+    if (tp_plan_make(&b->cfg, N, ep, &plan))
         return synthetic ? err_prefix("%s", opt->model) : err_prefix("%s/config.json", opt->model);
     int ndev = 0;
     CU(cudaGetDeviceCount(&ndev));
@@ -272,11 +279,18 @@ int tp_create(struct backend *b, const backend_options *opt, bool synthetic, uin
     for (int r = 0; r < N; r++) b->tp_peer[r]->ar = &b->ar_owned->rank[r];
     CU(cudaSetDevice(b->device));
     if (workers_start(b)) return -1;
-    log_info("cuda backend: tensor parallel over %d ranks (%s): %d query heads, %d KV heads, %d of "
-             "%d intermediate (padded to %d) and %d vocabulary rows per rank",
-             N, one_gpu ? "all on one GPU in lockstep, GPTOSS_TP_ONE_GPU=1" : "one GPU each",
-             plan.rank[0].n_q_heads, plan.rank[0].n_kv_heads, plan.rank[0].n_units * TP_UNIT,
-             b->cfg.intermediate, I_pad, plan.rank[0].n_vocab);
+    char moe[96];
+    if (ep)
+        snprintf(moe, sizeof moe, "%d of %d experts whole", plan.rank[0].n_experts,
+                 b->cfg.n_experts);
+    else
+        snprintf(moe, sizeof moe, "%d of %d intermediate (padded to %d)",
+                 plan.rank[0].n_units * TP_UNIT, b->cfg.intermediate, I_pad);
+    log_info("cuda backend: %s parallel over %d ranks (%s): %d query heads, %d KV heads, %s and %d "
+             "vocabulary rows per rank",
+             ep ? "tensor + expert" : "tensor", N,
+             one_gpu ? "all on one GPU in lockstep, GPTOSS_TP_ONE_GPU=1" : "one GPU each",
+             plan.rank[0].n_q_heads, plan.rank[0].n_kv_heads, moe, plan.rank[0].n_vocab);
     return 0;
 }
 
