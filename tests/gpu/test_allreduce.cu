@@ -12,26 +12,33 @@
  *     rank's reduction (and the gather's copies) on one stream, no flags, the same exact results;
  *   - a watchdog: a protocol that deadlocks fails the test after 20 s instead of hanging it;
  *   - the barrier's own watchdog (allreduce.h): one rank alone gives up after GPTOSS_AR_TIMEOUT_S
- *     and its report names who waited for whom (in a child process: the trap ends its context).
- * --bench: µs per call for T = 1 … 256 (graph replay), and NCCL's all-reduce of the same fp32 message
- * when there are two GPUs (issue 17: ≤ 8 µs for one token across two H200s). */
+ *     and its report names who waited for whom (in a child process: the trap ends its context);
+ *   - the NCCL path for large messages (allreduce_nccl.h), each rank's calls from its own thread as
+ *     in tp_backend.c: a one-rank communicator on GPU 0 (an all-reduce of one rank is a copy, so the
+ *     partial, the buffers, the sizes, graph capture and the norm kernel after it are checked on one
+ *     GPU), and with two GPUs the real thing; the same cases as above, every T through NCCL, then
+ *     the stress with T = 7 through NCCL and T = 1 through the one-shot kernel, mixed on the same
+ *     site buffers. The residual must equal the CPU's h + (p_0 + p_1) exactly (NCCL's order; with
+ *     one or two ranks that sum has one rounding either way), and y be identical on every rank.
+ * --bench: µs per call for T = 1 … 256, 1024 and 4096 (graph replay); with two GPUs, the NCCL path
+ * (ncclAllReduce + the add + norm kernel) of the same message beside ours, and the switch point it
+ * suggests for GPTOSS_AR_NCCL_MIN_TOKENS (issue 17: ≤ 8 µs for one token across two H200s). */
 #include "moe_test_util.h"
 
 extern "C" {
 #include "backend/cpu/ops.h"
+#include "base/error.h"
 }
 #include "backend/cuda/allreduce.h"
-
-#ifdef GPTOSS_HAVE_NCCL
-#include <nccl.h>
-#endif
+#include "backend/cuda/allreduce_nccl.h"
 
 #include <string.h>
+#include <thread>
 #include <unistd.h>
 
 static const int H = 2880;
 static const float EPS = 1e-5f;
-static const int T_CAP = 300;
+static int T_CAP = 300;                     /* rows of every buffer: 4096 under --bench */
 static const size_t GATHER_CAP = 64 * 4096; /* floats per rank: 64 rows of up to 4096 columns */
 
 typedef struct {
@@ -42,6 +49,7 @@ typedef struct {
     float *slots[AR_MAX_RANKS];    /* [T_CAP][4][H] */
     uint16_t *delta[AR_MAX_RANKS]; /* [T_CAP][H] */
     uint16_t *y[AR_MAX_RANKS], *ylo[AR_MAX_RANKS], *gain[AR_MAX_RANKS];
+    ar_nccl *nccl; /* NULL: the one-shot kernel only; else T >= its min_tokens takes NCCL */
 } group_ctx;
 
 static void on(const group_ctx *c, int k) {
@@ -101,20 +109,61 @@ static void ctx_free(group_ctx *c) {
     CUDA_CHECK(cudaSetDevice(c->g.n_ranks ? c->g.devices[0] : 0));
 }
 
-/* One call on every rank (each on its device and stream). mode 0: slots + delta, 1: slots only,
- * 2: delta only, 3: the partial already in the site buffer. */
+/* fn(k) for every rank k, with its device current: with NCCL on its own thread, as tp_backend.c's
+ * launch threads do (a rank's ncclAllReduce may wait on the host for its peers' calls, and must not
+ * be grouped: the norm kernel has to follow it on the stream); else one rank after the other here. */
+template <typename F> static void each_rank(group_ctx *c, F fn) {
+    if (!c->nccl) {
+        for (int k = 0; k < c->n; k++) {
+            on(c, k);
+            fn(k);
+        }
+    } else {
+        std::vector<std::thread> ts;
+        for (int k = 0; k < c->n; k++)
+            ts.emplace_back([c, k, &fn] {
+                on(c, k);
+                fn(k);
+            });
+        for (auto &t : ts) t.join();
+    }
+    on(c, 0);
+}
+
+/* Rank k's side of one call (mode 0: slots + delta, 1: slots only, 2: delta only, 3: the partial
+ * already in the site buffer): NCCL's path when the context has it and T reaches its switch point,
+ * else the one-shot kernel (whole, or one lockstep half). A failure ends the test (threads). */
+static void call_rank(group_ctx *c, int k, int phases, int site, int mode, int T, bool norm,
+                      cudaStream_t st) {
+    const float *s = (mode == 0 || mode == 1) ? c->slots[k] : NULL;
+    const uint16_t *d = (mode == 0 || mode == 2) ? c->delta[k] : NULL;
+    const uint16_t *gain = norm ? c->gain[k] : NULL;
+    uint16_t *y = norm ? c->y[k] : NULL, *ylo = norm ? c->ylo[k] : NULL;
+    if (phases == AR_PHASE_ALL && ar_nccl_wanted(c->nccl, T)) {
+        if (ar_nccl_add_rmsnorm(c->nccl, &c->g.rank[k], site, s, 4, d, T, c->h[k], gain, EPS, y,
+                                ylo, st)) {
+            fprintf(stderr, "FAIL: rank %d, T=%d: %s\n", k, T, err_msg());
+            exit(1);
+        }
+        return;
+    }
+    CUDA_CHECK(ar_add_rmsnorm_phases(&c->g.rank[k], phases, site, s, 4, d, T, c->h[k], gain, EPS, y,
+                                     ylo, st));
+}
+
+/* One call on every rank (each on its device and stream). */
 static void call_all(group_ctx *c, int site, int mode, int T, bool norm, bool lockstep = false) {
     /* lockstep (allreduce.h): every rank's partial half, then every rank's reduction, all on rank
      * 0's stream, no flags; otherwise one whole call per rank on its own stream. */
-    for (int pass = 0; pass < (lockstep ? 2 : 1); pass++)
+    if (!lockstep) {
+        each_rank(c, [&](int k) { call_rank(c, k, AR_PHASE_ALL, site, mode, T, norm, c->st[k]); });
+        return;
+    }
+    for (int pass = 0; pass < 2; pass++)
         for (int k = 0; k < c->n; k++) {
             on(c, k);
-            const float *s = (mode == 0 || mode == 1) ? c->slots[k] : NULL;
-            const uint16_t *d = (mode == 0 || mode == 2) ? c->delta[k] : NULL;
-            const int phases = !lockstep ? AR_PHASE_ALL : pass ? AR_PHASE_REDUCE : AR_PHASE_PARTIAL;
-            CUDA_CHECK(ar_add_rmsnorm_phases(
-                &c->g.rank[k], phases, site, s, 4, d, T, c->h[k], norm ? c->gain[k] : NULL, EPS,
-                norm ? c->y[k] : NULL, norm ? c->ylo[k] : NULL, lockstep ? c->st[0] : c->st[k]));
+            call_rank(c, k, pass ? AR_PHASE_REDUCE : AR_PHASE_PARTIAL, site, mode, T, norm,
+                      c->st[0]);
         }
 }
 
@@ -156,12 +205,15 @@ static void make_case(group_ctx *c, host_case *hc, int mode, int site, float sca
     }
 }
 
-/* h_ref rows [0, T) += part_0 + … + part_{N−1}, in that order (the kernel's). */
+/* h_ref rows [0, T) += part_0 + … + part_{N−1}: in that order, ((h + p_0) + p_1) + … (the one-shot
+ * kernel's), or when the call takes NCCL h + (p_0 + p_1 + …) (NCCL's sum, then the norm kernel's
+ * add; with one or two ranks NCCL's sum is exactly this one). */
 static void cpu_step(const group_ctx *c, const host_case *hc, std::vector<float> &h_ref, int T) {
+    const bool nccl = ar_nccl_wanted(c->nccl, T);
     for (size_t i = 0; i < (size_t)T * H; i++) {
-        float v = h_ref[i];
+        float v = nccl ? 0.0f : h_ref[i];
         for (int k = 0; k < c->n; k++) v += hc->part[k][i];
-        h_ref[i] = v;
+        h_ref[i] = nccl ? h_ref[i] + v : v;
     }
 }
 
@@ -238,30 +290,31 @@ static void check_stress(group_ctx *c, const char *label) {
     make_case(c, &hc, 0, 0, 1e-3f); /* small partials: h stays finite over hundreds of adds */
     std::vector<float> h_ref = hc.h0;
     char what[160];
-    for (int i = 0; i < 400; i++) {
-        const int T = (i % 3 == 2) ? 7 : 1;
-        call_all(c, i & 1, 0, T, (i % 5) == 0);
-        cpu_step(c, &hc, h_ref, T);
-    }
+    auto T_of = [](int i) { return (i % 3 == 2) ? 7 : 1; };
+    if (c->nccl) /* each rank's 400 calls from its own thread, as its launch thread would */
+        each_rank(c, [&](int k) {
+            for (int i = 0; i < 400; i++)
+                call_rank(c, k, AR_PHASE_ALL, i & 1, 0, T_of(i), (i % 5) == 0, c->st[k]);
+        });
+    else
+        for (int i = 0; i < 400; i++) call_all(c, i & 1, 0, T_of(i), (i % 5) == 0);
+    for (int i = 0; i < 400; i++) cpu_step(c, &hc, h_ref, T_of(i));
     snprintf(what, sizeof what, "%s: 400 eager calls", label);
     wait_all(c, what);
     compare_h(c, h_ref, what);
 
     /* A graph of 20 calls per rank, captured on its stream, replayed 10 times. */
     cudaGraphExec_t exec[AR_MAX_RANKS];
-    for (int k = 0; k < c->n; k++) {
-        on(c, k);
+    /* with NCCL: T = 5 through it, T = 1 through the one-shot kernel */
+    each_rank(c, [&](int k) {
         cudaGraph_t graph;
         CUDA_CHECK(cudaStreamBeginCapture(c->st[k], cudaStreamCaptureModeRelaxed));
-        for (int i = 0; i < 20; i++) {
-            const int T = (i % 4 == 3) ? 5 : 1;
-            CUDA_CHECK(ar_add_rmsnorm(&c->g.rank[k], i & 1, c->slots[k], 4, c->delta[k], T, c->h[k],
-                                      c->gain[k], EPS, c->y[k], c->ylo[k], c->st[k]));
-        }
+        for (int i = 0; i < 20; i++)
+            call_rank(c, k, AR_PHASE_ALL, i & 1, 0, (i % 4 == 3) ? 5 : 1, true, c->st[k]);
         CUDA_CHECK(cudaStreamEndCapture(c->st[k], &graph));
         CUDA_CHECK(cudaGraphInstantiate(&exec[k], graph, 0));
         CUDA_CHECK(cudaGraphDestroy(graph));
-    }
+    });
     for (int r = 0; r < 10; r++) {
         for (int k = 0; k < c->n; k++) {
             on(c, k);
@@ -374,20 +427,28 @@ template <typename F> static double time_ranks(group_ctx *c, int calls, F enqueu
     return ts[ts.size() / 2];
 }
 
-/* Ours: a graph of `calls` calls per rank, captured on its stream. */
-static double time_ours(group_ctx *c, int T, int calls) {
+/* A graph of `calls` calls per rank, captured on its stream (with NCCL on each rank's thread), the
+ * partial already in the site buffers: ours (the one-shot kernel) or NCCL's path (ncclAllReduce,
+ * then the add + norm kernel). */
+static double time_calls(group_ctx *c, int T, int calls, bool nccl) {
     cudaGraphExec_t exec[AR_MAX_RANKS];
-    for (int k = 0; k < c->n; k++) {
-        on(c, k);
+    each_rank(c, [&](int k) {
         cudaGraph_t graph;
         CUDA_CHECK(cudaStreamBeginCapture(c->st[k], cudaStreamCaptureModeRelaxed));
-        for (int i = 0; i < calls; i++)
-            CUDA_CHECK(ar_add_rmsnorm(&c->g.rank[k], i & 1, NULL, 0, NULL, T, c->h[k], c->gain[k],
-                                      EPS, c->y[k], c->ylo[k], c->st[k]));
+        for (int i = 0; i < calls; i++) {
+            if (!nccl) {
+                CUDA_CHECK(ar_add_rmsnorm(&c->g.rank[k], i & 1, NULL, 0, NULL, T, c->h[k],
+                                          c->gain[k], EPS, c->y[k], c->ylo[k], c->st[k]));
+            } else if (ar_nccl_add_rmsnorm(c->nccl, &c->g.rank[k], i & 1, NULL, 0, NULL, T, c->h[k],
+                                           c->gain[k], EPS, c->y[k], c->ylo[k], c->st[k])) {
+                fprintf(stderr, "FAIL: NCCL bench, rank %d, T=%d: %s\n", k, T, err_msg());
+                exit(1);
+            }
+        }
         CUDA_CHECK(cudaStreamEndCapture(c->st[k], &graph));
         CUDA_CHECK(cudaGraphInstantiate(&exec[k], graph, 0));
         CUDA_CHECK(cudaGraphDestroy(graph));
-    }
+    });
     const double us = time_ranks(c, calls, [&] {
         for (int k = 0; k < c->n; k++) {
             on(c, k);
@@ -402,55 +463,48 @@ static double time_ours(group_ctx *c, int T, int calls) {
     return us;
 }
 
-#ifdef GPTOSS_HAVE_NCCL
-#define NCCL_CHECK(call)                                                                           \
-    do {                                                                                           \
-        ncclResult_t r_ = (call);                                                                  \
-        if (r_ != ncclSuccess) {                                                                   \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, ncclGetErrorString(r_)); \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-
-/* NCCL's all-reduce of the same T x H fp32 message (in place, each rank's site-0 buffer), eager. */
-static double time_nccl(group_ctx *c, ncclComm_t *comms, int T, int calls) {
-    return time_ranks(c, calls, [&] {
-        for (int i = 0; i < calls; i++) {
-            NCCL_CHECK(ncclGroupStart());
-            for (int k = 0; k < c->n; k++) {
-                float *buf = c->g.rank[k].bufs[0][k];
-                NCCL_CHECK(
-                    ncclAllReduce(buf, buf, (size_t)T * H, ncclFloat, ncclSum, comms[k], c->st[k]));
-            }
-            NCCL_CHECK(ncclGroupEnd());
-        }
-    });
-}
-#endif
-
-static void bench(group_ctx *c, const char *label, bool real) {
+/* µs per call of ours, and with a communicator (two GPUs) NCCL's path beside it; then the switch
+ * point the table suggests: the smallest T from which NCCL's path is faster at every larger size
+ * measured (0 when it is not faster even at the largest). The partials are zeros: the time does not
+ * depend on the values. */
+static void bench(group_ctx *c, const char *label) {
+    static const int sizes[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 1024, 4096};
+    const int n_sizes = (int)(sizeof sizes / sizeof sizes[0]);
     printf("\n%s (%d ranks): µs per call, graph replay of 50 calls\n\n", label, c->n);
-    printf(
-        "| tokens | bytes per rank | ours (AR + residual + RMSNorm) | NCCL all-reduce alone |\n");
+    printf("| tokens | bytes per rank | ours (AR + residual + RMSNorm) | NCCL (AR, then the add + "
+           "RMSNorm kernel) |\n");
     printf("| ---: | ---: | ---: | ---: |\n");
-#ifdef GPTOSS_HAVE_NCCL
-    ncclComm_t comms[AR_MAX_RANKS];
-    if (real) NCCL_CHECK(ncclCommInitAll(comms, c->n, c->g.devices));
-#endif
-    for (int T : {1, 2, 4, 8, 16, 32, 64, 128, 256}) {
-        if (T > T_CAP) break;
-        const double us = time_ours(c, T, 50);
-        char nccl[32] = "-";
-#ifdef GPTOSS_HAVE_NCCL
-        if (real) snprintf(nccl, sizeof nccl, "%.1f", time_nccl(c, comms, T, 50));
-#endif
-        printf("| %d | %d | %.1f | %s |\n", T, T * H * 4, us, nccl);
+    for (int k = 0; k < c->n; k++) {
+        on(c, k);
+        for (int s = 0; s < AR_SITES; s++)
+            CUDA_CHECK(cudaMemset(c->g.rank[k].bufs[s][k], 0, (size_t)T_CAP * H * sizeof(float)));
     }
-#ifdef GPTOSS_HAVE_NCCL
-    if (real)
-        for (int k = 0; k < c->n; k++) ncclCommDestroy(comms[k]);
-#endif
-    (void)real;
+    on(c, 0);
+    double ours[16], theirs[16];
+    int measured = 0;
+    for (int i = 0; i < n_sizes && sizes[i] <= T_CAP; i++, measured++) {
+        const int T = sizes[i];
+        ours[i] = time_calls(c, T, 50, false);
+        theirs[i] = c->nccl ? time_calls(c, T, 50, true) : 0.0;
+        char nccl[32] = "-";
+        if (c->nccl) snprintf(nccl, sizeof nccl, "%.1f", theirs[i]);
+        printf("| %d | %zu | %.1f | %s |\n", T, (size_t)T * H * 4, ours[i], nccl);
+    }
+    if (!c->nccl || measured == 0) return;
+    int from = measured;
+    while (from > 0 && theirs[from - 1] < ours[from - 1]) from--;
+    if (from == measured)
+        printf("\nsuggested GPTOSS_AR_NCCL_MIN_TOKENS=0: the one-shot kernel is as fast or faster "
+               "at every size measured (up to %d tokens)\n",
+               sizes[measured - 1]);
+    else if (from == 0)
+        printf("\nsuggested GPTOSS_AR_NCCL_MIN_TOKENS=1: NCCL's path is faster at every size "
+               "measured (1 to %d tokens)\n",
+               sizes[measured - 1]);
+    else
+        printf("\nsuggested GPTOSS_AR_NCCL_MIN_TOKENS=%d: NCCL's path is faster at %d tokens and "
+               "every larger size measured (up to %d), the one-shot kernel at %d\n",
+               sizes[from], sizes[from], sizes[measured - 1], sizes[from - 1]);
 }
 
 /* --timeout-case, run in a child process by main (a trapped kernel leaves the context unusable):
@@ -488,6 +542,7 @@ int main(int argc, char **argv) {
     }
     tu_init("test_allreduce");
     const bool do_bench = tu_has_flag(argc, argv, "--bench");
+    if (do_bench) T_CAP = 4096; /* the table's largest message */
     std::vector<uint16_t> gain(H);
     tu_fill_bf16(gain.data(), NULL, H, 0.5f, 1.5f);
     int n_dev = 0;
@@ -516,26 +571,53 @@ int main(int argc, char **argv) {
         ar_group_free(&g);
     }
 
+    /* nccl: the group's calls of T >= its switch point through NCCL (allreduce_nccl.h); under
+     * --bench a real group gets a communicator for the side-by-side column instead. */
     struct {
         int n;
         int devs[AR_MAX_RANKS];
-        bool real;
+        bool real, nccl;
         const char *label;
-    } groups[4];
+    } groups[6];
     int n_groups = 0;
-    groups[n_groups++] = {2, {0, 0}, false, "virtual 2 ranks on GPU 0"};
-    groups[n_groups++] = {4, {0, 0, 0, 0}, false, "virtual 4 ranks on GPU 0"};
-    if (n_dev >= 2)
-        groups[n_groups++] = {2, {0, 1}, true, "GPUs 0 and 1"};
-    else
+    groups[n_groups++] = {2, {0, 0}, false, false, "virtual 2 ranks on GPU 0"};
+    groups[n_groups++] = {4, {0, 0, 0, 0}, false, false, "virtual 4 ranks on GPU 0"};
+    if (!ar_nccl_built())
+        fprintf(stderr, "  SKIP: every NCCL case (this build has no NCCL)\n");
+    else if (!do_bench)
+        groups[n_groups++] = {1, {0}, false, true, "NCCL path, 1 rank on GPU 0"};
+    if (n_dev >= 2) {
+        groups[n_groups++] = {2, {0, 1}, true, false, "GPUs 0 and 1"};
+        if (ar_nccl_built() && !do_bench)
+            groups[n_groups++] = {2, {0, 1}, true, true, "NCCL path, GPUs 0 and 1"};
+    } else {
         fprintf(stderr, "  one GPU: the peer-memory case (two GPUs) is not run\n");
+        fprintf(stderr, "  SKIP: %s (two GPUs needed, one here)\n",
+                do_bench ? "NCCL's all-reduce beside ours" : "the NCCL path across two GPUs");
+    }
 
     for (int gi = 0; gi < n_groups; gi++) {
         group_ctx c;
         ctx_init(&c, groups[gi].n, groups[gi].devs, gain);
         fprintf(stderr, "%s: grid cap %d blocks\n", groups[gi].label, c.g.rank[0].max_blocks);
+        ar_nccl nc;
+        memset(&nc, 0, sizeof nc);
+        if (groups[gi].nccl || (do_bench && groups[gi].real && ar_nccl_built())) {
+            if (ar_nccl_create(&nc, groups[gi].n, groups[gi].devs, 1)) {
+                CHECK(false, "%s: %s", groups[gi].label, err_msg());
+                ctx_free(&c);
+                continue;
+            }
+            c.nccl = &nc;
+        }
         if (do_bench) {
-            bench(&c, groups[gi].label, groups[gi].real);
+            bench(&c, groups[gi].label);
+        } else if (groups[gi].nccl) {
+            for (int T : {1, 3, 64, 300}) /* min_tokens 1: every call through NCCL */
+                for (int mode = 0; mode < 4; mode++)
+                    check_case(&c, T, mode, (T + mode) & 1, gain, groups[gi].label);
+            nc.min_tokens = 5; /* T = 7 (and 5 in the graphs) through NCCL, T = 1 the one-shot */
+            check_stress(&c, groups[gi].label);
         } else {
             for (int T : {1, 3, 64, 300})
                 for (int mode = 0; mode < 4; mode++)
@@ -550,6 +632,11 @@ int main(int argc, char **argv) {
                 for (int V : {4000, 4001}) check_gather(&c, 5, V, groups[gi].label, true);
                 check_stress(&c, groups[gi].label); /* the flags still in step after them */
             }
+        }
+        if (c.nccl) { /* before the buffers it reduced are freed */
+            wait_all(&c, "NCCL teardown");
+            ar_nccl_destroy(&nc);
+            c.nccl = NULL;
         }
         ctx_free(&c);
     }

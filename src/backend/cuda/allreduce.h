@@ -10,6 +10,12 @@
  * peers' memory (NVLink loads), summing them in rank order 0, 1, …, N−1. Every rank computes the same
  * sum in the same order, so the replicas of h stay bit-identical without a broadcast.
  *
+ * Large messages: each rank reads N − 1 whole partials, which at thousands of tokens NCCL's ring
+ * does with fewer bytes per rank. Steps of GPTOSS_AR_NCCL_MIN_TOKENS tokens or more can take NCCL
+ * instead (allreduce_nccl.h: this file's partial phase and site buffers, ncclAllReduce, then the
+ * add + norm as norm.h's kernel); the default, 0, keeps this kernel for every size until the
+ * switch point is measured on two GPUs.
+ *
  * Flags. Rank r's memory holds flags[block][sender]. Block b of every rank handles the same token
  * rows (t ≡ b mod grid), so a block only waits for block b of the peers. The value written is the
  * block's own call counter (kept in device memory, so a captured graph replays correctly), and the

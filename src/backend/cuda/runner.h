@@ -33,6 +33,7 @@
 #include "backend/cuda/rope_kv.h"
 #include "backend/cuda/sampling.h"
 #include "backend/cuda/allreduce.h"
+#include "backend/cuda/allreduce_nccl.h"
 #include "base/barrier.h"
 #include "base/error.h"
 #include "model/config.h"
@@ -274,6 +275,11 @@ struct backend {
     int V_lm, V0, I_model; /* I_model: the model's intermediate size (I is this rank's, padded) */
     const ar_rank *ar;
     ar_group *ar_owned;
+    /* NCCL for the all-reduces of T >= GPTOSS_AR_NCCL_MIN_TOKENS tokens (allreduce_nccl.h): the
+     * group's communicators, owned by rank 0; NULL when the option is 0 (the default) or the ranks
+     * share one GPU. */
+    const ar_nccl *nccl;
+    ar_nccl *nccl_owned;
     struct backend *tp_peer[TP_MAX];
     struct tp_workers *tp_threads; /* rank 0: the host threads that launch ranks 1.. */
     barrier *tp_lock; /* every rank on one GPU: the launch threads meet here at each collective */
@@ -331,12 +337,14 @@ int tp_create(struct backend *b, const backend_options *opt, bool synthetic, uin
 int tp_launch(struct backend *b, const step_batch *st);
 int tp_wait(struct backend *b, step_result *res);
 void tp_destroy_peers(struct backend *b);
-/* The forward pass's collectives (allreduce.h): the all-reduce + residual + RMSNorm, and the
- * logits gather of nr rows into out. Ranks on their own GPUs run them as one kernel each; ranks in
- * lockstep on one GPU (tp_lock) order the halves across the ranks on the host. */
-cudaError_t tp_all_reduce(struct backend *b, int site, const float *slots, int n_slots,
-                          const uint16_t *delta, int T, float *h, const uint16_t *gain, float eps,
-                          uint16_t *y, uint16_t *y_lo, cudaStream_t s);
+/* The forward pass's collectives (allreduce.h): the all-reduce + residual + RMSNorm (0, or -1 with
+ * err_set), and the logits gather of nr rows into out. Ranks on their own GPUs run the all-reduce as
+ * one kernel each, or for T >= GPTOSS_AR_NCCL_MIN_TOKENS as NCCL's all-reduce and the norm kernel
+ * (allreduce_nccl.h); ranks in lockstep on one GPU (tp_lock) order the halves across the ranks on
+ * the host. */
+int tp_all_reduce(struct backend *b, int site, const float *slots, int n_slots,
+                  const uint16_t *delta, int T, float *h, const uint16_t *gain, float eps,
+                  uint16_t *y, uint16_t *y_lo, cudaStream_t s);
 cudaError_t tp_gather(struct backend *b, int nr, float *out, cudaStream_t s);
 
 /* runner.c, for a rank other than 0 at wait: waits for its step, then takes rank 0's tokens of the

@@ -75,10 +75,11 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
         const bool sliding = b->cfg.layer_sliding[l];
         /* The previous layer's MoE slots join the residual here, then the attention norm (under
          * TP, summed over the ranks on the way: allreduce.h). */
-        if (l > 0 && b->ar)
-            CU(tp_all_reduce(b, 1, w->y_slots, p->n_slots, NULL, T, w->h, ly->attn_norm, b->eps,
-                             w->a, a_lo, s));
-        else if (l > 0)
+        if (l > 0 && b->ar) {
+            if (tp_all_reduce(b, 1, w->y_slots, p->n_slots, NULL, T, w->h, ly->attn_norm, b->eps,
+                              w->a, a_lo, s))
+                return -1;
+        } else if (l > 0)
             CU(norm_add_rmsnorm_split(w->h, NULL, w->y_slots, p->n_slots, T, H, ly->attn_norm,
                                       b->eps, w->a, a_lo, s));
         CU(gemm_bf16(b->gemm, w->a, 2 * T, H, ly->qkv_w, b->QKV, NULL, w->qkv, GEMM_OUT_F32, s));
@@ -101,9 +102,10 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
                            b->scale, w->attn, sliding ? p->splits_swa : p->splits_full, w->dec_ws,
                            s));
         CU(gemm_bf16(b->gemm, w->attn, T, b->Q, ly->o_w, H, ly->o_b, w->o, GEMM_OUT_BF16, s));
-        if (b->ar)
-            CU(tp_all_reduce(b, 0, NULL, 0, w->o, T, w->h, ly->mlp_norm, b->eps, w->a, a_lo, s));
-        else
+        if (b->ar) {
+            if (tp_all_reduce(b, 0, NULL, 0, w->o, T, w->h, ly->mlp_norm, b->eps, w->a, a_lo, s))
+                return -1;
+        } else
             CU(norm_add_rmsnorm_split(w->h, w->o, NULL, 0, T, H, ly->mlp_norm, b->eps, w->a, a_lo,
                                       s));
         if (fused) {
@@ -122,8 +124,9 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
 
     /* Under TP the last layer's MoE is summed over the ranks into h first (every token: the
      * ranks' sequence of collective calls must not depend on the rows). */
-    if (b->ar)
-        CU(tp_all_reduce(b, 1, w->y_slots, p->n_slots, NULL, T, w->h, NULL, b->eps, NULL, NULL, s));
+    if (b->ar &&
+        tp_all_reduce(b, 1, w->y_slots, p->n_slots, NULL, T, w->h, NULL, b->eps, NULL, NULL, s))
+        return -1;
     const float *last_slots = b->ar ? NULL : w->y_slots;
 
     /* Logits only for the rows that need them, R_cap rows at a time; under TP each rank makes its

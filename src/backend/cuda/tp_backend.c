@@ -8,7 +8,10 @@
  * its experts (below), its vocabulary rows; weights_shard.c) and runs the same forward pass (runner_forward.c) on the same step, with
  * three collective points per layer pair and step (allreduce.h):
  *   - after the O projection and after the MoE: the one-shot all-reduce fused with the residual add
- *     and the next RMSNorm (every rank then holds the same residual stream, bit for bit);
+ *     and the next RMSNorm (every rank then holds the same residual stream, bit for bit); or, for
+ *     steps of GPTOSS_AR_NCCL_MIN_TOKENS tokens or more, NCCL's all-reduce followed by the same
+ *     add + norm as a kernel of its own (allreduce_nccl.h; off by default until the switch point
+ *     is measured on two GPUs, and never with the ranks on one GPU);
  *   - after the lm_head: an all-gather of the vocabulary shares, so that every rank holds the full
  *     logits rows and samples them itself; the same kernels on the same numbers give the same tokens,
  *     so every rank's device-side last tokens (async scheduling) stay equal without a broadcast.
@@ -40,9 +43,10 @@
  * rank, so the MoE partials need no intermediate-dimension padding (I stays 2,880).
  *
  * Weights: synthetic models (made in place) and checkpoints (each rank maps the checkpoint and
- * sends its share through the staging pipeline), both by weights_shard.c. Not done yet: NCCL for
- * large messages (the one-shot kernel serves every size); EP's all-to-all dispatch (today every
- * rank reads every token's row and the all-reduce moves whole y_slots, as under TP).
+ * sends its share through the staging pipeline), both by weights_shard.c. Not done yet: the
+ * measured default for GPTOSS_AR_NCCL_MIN_TOKENS (gpu_test_allreduce --bench on two GPUs; today 0,
+ * the one-shot kernel for every size); EP's all-to-all dispatch (today every rank reads every
+ * token's row and the all-reduce moves whole y_slots, as under TP).
  *
  * DEP2 (data-parallel attention + expert-parallel MoE), the design for when it is built: one global
  * scheduler, not one per rank, because the engine's batch is what both ranks' MoE must agree on. The
@@ -154,17 +158,25 @@ static void workers_stop(struct backend *b) {
     b->tp_threads = NULL;
 }
 
-cudaError_t tp_all_reduce(struct backend *b, int site, const float *slots, int n_slots,
-                          const uint16_t *delta, int T, float *h, const uint16_t *gain, float eps,
-                          uint16_t *y, uint16_t *y_lo, cudaStream_t s) {
-    if (!b->tp_lock)
-        return ar_add_rmsnorm(b->ar, site, slots, n_slots, delta, T, h, gain, eps, y, y_lo, s);
-    cudaError_t e = ar_add_rmsnorm_phases(b->ar, AR_PHASE_PARTIAL, site, slots, n_slots, delta, T,
-                                          h, gain, eps, y, y_lo, s);
-    if (e != cudaSuccess) return e;
-    if (barrier_wait(b->tp_lock)) return cudaErrorLaunchFailure; /* a peer failed */
-    return ar_add_rmsnorm_phases(b->ar, AR_PHASE_REDUCE, site, slots, n_slots, delta, T, h, gain,
-                                 eps, y, y_lo, s);
+/* The path is a function of T alone (allreduce_nccl.h), so every rank takes the same one at every
+ * call of a step, and a captured graph keeps it. */
+int tp_all_reduce(struct backend *b, int site, const float *slots, int n_slots,
+                  const uint16_t *delta, int T, float *h, const uint16_t *gain, float eps,
+                  uint16_t *y, uint16_t *y_lo, cudaStream_t s) {
+    if (ar_nccl_wanted(b->nccl, T)) /* never set in lockstep (tp_create) */
+        return ar_nccl_add_rmsnorm(b->nccl, b->ar, site, slots, n_slots, delta, T, h, gain, eps, y,
+                                   y_lo, s);
+    if (!b->tp_lock) {
+        CU(ar_add_rmsnorm(b->ar, site, slots, n_slots, delta, T, h, gain, eps, y, y_lo, s));
+        return 0;
+    }
+    CU(ar_add_rmsnorm_phases(b->ar, AR_PHASE_PARTIAL, site, slots, n_slots, delta, T, h, gain, eps,
+                             y, y_lo, s));
+    if (barrier_wait(b->tp_lock)) /* a peer failed: its message is the one tp_launch shows */
+        return err_set("rank %d: the all-reduce's partners failed (lockstep)", b->tp_rank);
+    CU(ar_add_rmsnorm_phases(b->ar, AR_PHASE_REDUCE, site, slots, n_slots, delta, T, h, gain, eps,
+                             y, y_lo, s));
+    return 0;
 }
 
 cudaError_t tp_gather(struct backend *b, int nr, float *out, cudaStream_t s) {
@@ -210,6 +222,37 @@ static int grow_collectives(struct backend *b) {
         return err_set("--tensor-parallel-size: cannot grow the all-reduce buffers to %d rows: %s",
                        b->ws.T_cap, cudaGetErrorString(e));
     for (int r = 0; r < b->tp_size; r++) b->tp_peer[r]->ar = &g->rank[r];
+    return 0;
+}
+
+/* NCCL for large all-reduces (allreduce_nccl.h), when GPTOSS_AR_NCCL_MIN_TOKENS asks for it: the
+ * communicators of every rank at once (ncclCommInitAll) from this thread, before the launch threads
+ * start: one process holds every GPU, so NCCL's single-process initialisation fits, and there is no
+ * unique id to hand between threads as ncclCommInitRank would need. Not in lockstep: NCCL refuses
+ * two ranks on one GPU. The KV pools are sized before this (cuda_rank_setup) but leave
+ * (1 - gpu_memory_utilization) of each GPU free, which holds NCCL's buffers. */
+static int nccl_setup(struct backend *b, int N, const int *devices, bool one_gpu) {
+    int min_tokens = 0;
+    if (ar_nccl_min_tokens_from_env(&min_tokens)) return -1;
+    if (min_tokens == 0) return 0; /* the default: the one-shot kernel serves every size */
+    if (one_gpu) {
+        log_info("cuda backend: GPTOSS_AR_NCCL_MIN_TOKENS=%d ignored: the ranks share one GPU "
+                 "(GPTOSS_TP_ONE_GPU=1), where NCCL cannot run; the one-shot all-reduce serves "
+                 "every size",
+                 min_tokens);
+        return 0;
+    }
+    b->nccl_owned = xcalloc(1, sizeof *b->nccl_owned);
+    if (ar_nccl_create(b->nccl_owned, N, devices, min_tokens)) {
+        free(b->nccl_owned);
+        b->nccl_owned = NULL;
+        return err_prefix("--tensor-parallel-size %d (GPTOSS_AR_NCCL_MIN_TOKENS=%d)", N,
+                          min_tokens);
+    }
+    for (int r = 0; r < N; r++) b->tp_peer[r]->nccl = b->nccl_owned;
+    log_info("cuda backend: all-reduces of %d tokens or more through NCCL, smaller ones through "
+             "the one-shot kernel (GPTOSS_AR_NCCL_MIN_TOKENS)",
+             min_tokens);
     return 0;
 }
 
@@ -277,6 +320,7 @@ int tp_create(struct backend *b, const backend_options *opt, bool synthetic, uin
                        N, cudaGetErrorString(e));
     }
     for (int r = 0; r < N; r++) b->tp_peer[r]->ar = &b->ar_owned->rank[r];
+    if (nccl_setup(b, N, devices, one_gpu)) return -1;
     CU(cudaSetDevice(b->device));
     if (workers_start(b)) return -1;
     char moe[96];
@@ -383,6 +427,12 @@ void tp_destroy_peers(struct backend *b) {
         cuda_rank_destroy(b->tp_peer[r]);
         free(b->tp_peer[r]);
         b->tp_peer[r] = NULL;
+    }
+    if (b->nccl_owned) { /* every stream is idle: workers stopped, rank 0 synchronised */
+        ar_nccl_destroy(b->nccl_owned);
+        free(b->nccl_owned);
+        b->nccl_owned = NULL;
+        b->nccl = NULL;
     }
     if (b->ar_owned) {
         ar_group_free(b->ar_owned);
