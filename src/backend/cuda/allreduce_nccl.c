@@ -137,6 +137,19 @@ void ar_nccl_destroy(ar_nccl *nc) {
     memset(nc, 0, sizeof *nc);
 }
 
+void ar_nccl_abort(ar_nccl *nc) {
+    if (!nc || nc->n_ranks < 1) return;
+    int prev = 0;
+    cudaGetDevice(&prev);
+    for (int k = 0; k < nc->n_ranks; k++) {
+        ncclResult_t res;
+        if (nc->comm[k] && (res = ncclCommAbort(nc->comm[k])) != ncclSuccess)
+            log_warn("NCCL: ncclCommAbort (rank %d) failed: %s", k, ncclGetErrorString(res));
+    }
+    cudaSetDevice(prev);
+    memset(nc, 0, sizeof *nc);
+}
+
 static int all_reduce(const ar_nccl *nc, int rank, float *buf, size_t count, cudaStream_t stream) {
     ncclComm_t comm = nc->comm[rank];
     const ncclResult_t res = ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, comm, stream);
@@ -153,6 +166,10 @@ int ar_nccl_create(ar_nccl *nc, int n_ranks, const int *devices, int min_tokens)
 
 void ar_nccl_destroy(ar_nccl *nc) {
     if (nc) memset(nc, 0, sizeof *nc);
+}
+
+void ar_nccl_abort(ar_nccl *nc) {
+    ar_nccl_destroy(nc);
 }
 
 static int all_reduce(const ar_nccl *nc, int rank, float *buf, size_t count, cudaStream_t stream) {

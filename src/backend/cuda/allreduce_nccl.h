@@ -37,7 +37,9 @@
  * then calls ncclAllReduce on its own communicator only (NCCL's one-thread-per-GPU usage; not
  * grouped: inside a group the call may return before the all-reduce is on the stream, and step 3
  * must follow it). NCCL's kernels wait on the GPU for the peers, as ours do; the allreduce.h
- * watchdog does not cover them (a rank that never calls leaves the others waiting for good).
+ * watchdog does not cover them: a rank that never calls leaves the others waiting for good, so a
+ * step that some ranks failed to enqueue aborts the communicators (ar_nccl_abort, tp_backend.c);
+ * a rank whose kernels fault on the GPU still leaves its peers' NCCL kernels waiting.
  *
  * Errors: functions returning int give 0, or -1 after err_set() naming NCCL and the call. */
 #ifndef GPTOSS_BACKEND_CUDA_ALLREDUCE_NCCL_H
@@ -74,6 +76,9 @@ int ar_nccl_min_tokens_from_env(int *min_tokens);
  * tests run the path so on one GPU). */
 int ar_nccl_create(ar_nccl *nc, int n_ranks, const int *devices, int min_tokens);
 void ar_nccl_destroy(ar_nccl *nc);
+/* After a step that some ranks failed to enqueue: the others' NCCL kernels would wait for good (no
+ * watchdog, above); ncclCommAbort ends them and frees the communicators. nc is then empty. */
+void ar_nccl_abort(ar_nccl *nc);
 
 /* Whether a reduction of T tokens takes NCCL. */
 static inline bool ar_nccl_wanted(const ar_nccl *nc, int T) {

@@ -256,6 +256,18 @@ static int nccl_setup(struct backend *b, int N, const int *devices, bool one_gpu
     return 0;
 }
 
+/* Some ranks failed to enqueue a step: NCCL's kernels have no watchdog, and the other ranks' would
+ * wait for good (and shutdown with them); aborting the communicators ends them. The one-shot kernel
+ * serves whatever runs after (the failure is fatal to the step anyway). */
+static void nccl_abort(struct backend *b) {
+    if (!b->nccl_owned) return;
+    log_warn("cuda backend: a step failed on some ranks only: aborting the NCCL communicators");
+    ar_nccl_abort(b->nccl_owned);
+    for (int r = 0; r < b->tp_size; r++) b->tp_peer[r]->nccl = NULL;
+    free(b->nccl_owned);
+    b->nccl_owned = NULL;
+}
+
 int tp_create(struct backend *b, const backend_options *opt, bool synthetic, uint64_t seed) {
     const int N = opt->tensor_parallel_size > 0 ? opt->tensor_parallel_size : 1;
     const bool ep = opt->enable_expert_parallel;
@@ -400,6 +412,7 @@ int tp_launch(struct backend *b, const step_batch *st) {
     if (n_failed == 0) return 0;
     /* The checks that can fail fail in the host halves, before anything is enqueued; a CUDA error
      * on some ranks only leaves the others' step waiting for them (until the watchdog): fatal. */
+    if (n_failed < b->tp_size) nccl_abort(b);
     err_set("%s%s", msg,
             n_failed == b->tp_size ? "" : " (the other ranks' step cannot finish without it)");
     return with_timeout_report(b);
