@@ -21,8 +21,6 @@
 #include "backend/cuda/gemv_row.cuh"
 #include "backend/cuda/pdl.cuh"
 
-#include <stdlib.h>
-
 enum { GV_WARPS = 8, GV_THREADS = GV_WARPS * 32, GV_NJ = GEMV_MAX_K / 256 };
 
 struct gemv_args {
@@ -102,91 +100,7 @@ __global__ void __launch_bounds__(GV_THREADS) gemv_kernel(const gemv_args a) {
     }
 }
 
-/* The wide form: one row per warp, four warps a block, a grid of N / 4 blocks (no loop over rows).
- * Every weight load of the warp's row is issued at once, before the kernel waits for its
- * predecessor (PDL) and before any activation is read; the activations then come straight from
- * global memory (a few KB, L1-resident after the first warp), not staged in shared memory. So a
- * block's critical path is one round trip for its weights, where the rows form pays a round trip per
- * row plus the staging; measured on the H200 (gpu_test_gemv --bench) the rows form streams QKV at
- * 1.4 TB/s against cuBLASLt's 2.3. Same order of every sum as the rows form (gemv_row.cuh), so the
- * same bits. */
-enum { GW_WARPS = 4, GW_THREADS = GW_WARPS * 32 };
-
-template <int M, bool OUT_F32>
-__global__ void __launch_bounds__(GW_THREADS) gemv_wide_kernel(const gemv_args a) {
-    const int lane = threadIdx.x & 31;
-    const int row = blockIdx.x * GW_WARPS + (threadIdx.x >> 5);
-    const int K8 = a.K >> 3;
-    const bool live = row < a.N;
-    uint4 wv[GV_NJ];
-#pragma unroll
-    for (int j = 0; j < GV_NJ; j++) {
-        const int c = lane + 32 * j;
-        wv[j] = make_uint4(0, 0, 0, 0);
-        if (live && c < K8) wv[j] = ldg_stream16(a.W + (size_t)row * a.K + (size_t)c * 8);
-    }
-    pdl_prologue();
-    if (!live) return;
-    float acc[M];
-#pragma unroll
-    for (int m = 0; m < M; m++) acc[m] = 0.0f;
-#pragma unroll
-    for (int j = 0; j < GV_NJ; j++) {
-        const int c = lane + 32 * j;
-        if (c < K8) {
-#pragma unroll
-            for (int m = 0; m < M; m++) {
-                float f[8];
-                gemv_x8(a.x, a.x_lo, (size_t)m * a.K + (size_t)c * 8, f);
-                acc[m] = dot8(wv[j], make_float4(f[0], f[1], f[2], f[3]),
-                              make_float4(f[4], f[5], f[6], f[7]), acc[m]);
-            }
-        }
-    }
-    gemv_warp_sum<M>(acc);
-    if (lane < M) {
-        float v = acc[0];
-#pragma unroll
-        for (int m = 1; m < M; m++)
-            if (lane == m) v = acc[m];
-        if (a.bias) v += bf16_bits_to_f32(a.bias[row]);
-        const size_t o = (size_t)lane * a.N + row;
-        if (OUT_F32)
-            ((float *)a.y)[o] = v;
-        else
-            ((uint16_t *)a.y)[o] = f32_to_bf16_bits(v);
-    }
-}
-
 typedef void (*gemv_fn)(const gemv_args);
-
-static gemv_fn gemv_wide_for(int M, int out_f32) {
-#define GW_CASE(m)                                                                                 \
-    case m:                                                                                        \
-        return out_f32 ? gemv_wide_kernel<m, true> : gemv_wide_kernel<m, false>;
-    switch (M) {
-        GW_CASE(1) GW_CASE(2) GW_CASE(3) GW_CASE(4) GW_CASE(5) GW_CASE(6) GW_CASE(7) GW_CASE(8)
-    }
-#undef GW_CASE
-    return NULL;
-}
-
-static int g_form = -1; /* -1: not decided yet (gemv.h) */
-
-extern "C" void gemv_set_form(int form) {
-    g_form = form == GEMV_FORM_ROWS || form == GEMV_FORM_WIDE ? form : GEMV_FORM_AUTO;
-}
-
-extern "C" int gemv_form(void) {
-    if (g_form < 0) {
-        const char *v = getenv("GPTOSS_GEMV_FORM");
-        g_form = !v             ? GEMV_FORM_AUTO
-                 : atoi(v) == 1 ? GEMV_FORM_ROWS
-                 : atoi(v) == 2 ? GEMV_FORM_WIDE
-                                : GEMV_FORM_AUTO;
-    }
-    return g_form;
-}
 
 static gemv_fn gemv_kernel_for(int M, int out_f32) {
 #define GV_CASE(m)                                                                                 \
@@ -227,15 +141,6 @@ extern "C" cudaError_t gemv_bf16(const uint16_t *x, const uint16_t *x_lo, int M,
                                  const uint16_t *W, int N, const uint16_t *bias, void *y,
                                  int out_f32, cudaStream_t stream) {
     if (!x || !W || !y || !gemv_supported(M, K, N)) return cudaErrorInvalidValue;
-    const int form = gemv_form();
-    if (form == GEMV_FORM_WIDE || (form == GEMV_FORM_AUTO && N >= GEMV_WIDE_MIN_N)) {
-        gemv_args a;
-        a.x = x, a.x_lo = x_lo, a.W = W, a.bias = bias, a.y = y, a.M = M, a.K = K, a.N = N;
-        a.rows_per_warp = 1;
-        return pdl_launch(gemv_wide_for(M, out_f32 != 0),
-                          dim3((unsigned)((N + GW_WARPS - 1) / GW_WARPS)), dim3(GW_THREADS), 0,
-                          stream, a);
-    }
     const size_t smem = (size_t)M * K * sizeof(float);
     const int resident = resident_blocks(M, out_f32 != 0, smem);
     if (resident < 1) return cudaErrorInvalidConfiguration;

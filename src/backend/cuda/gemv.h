@@ -29,14 +29,6 @@ extern "C" {
 
 enum { GEMV_MAX_M = 8, GEMV_MAX_K = 4096 };
 
-/* Two kernels (gemv.cu): the rows form (a warp walks several rows, x staged in shared memory; the
- * router's) and the wide form (one row per warp, all its loads in flight at once; for the big dense
- * projections). AUTO takes the wide form from GEMV_WIDE_MIN_N rows. GPTOSS_GEMV_FORM=1|2 forces the
- * rows or the wide form until gemv_set_form is called (tests, benchmarks). Same bits either way. */
-enum { GEMV_FORM_AUTO = 0, GEMV_FORM_ROWS = 1, GEMV_FORM_WIDE = 2, GEMV_WIDE_MIN_N = 1024 };
-void gemv_set_form(int form);
-int gemv_form(void);
-
 /* Whether gemv_bf16 takes this shape. */
 int gemv_supported(int M, int K, int N);
 
