@@ -1,7 +1,7 @@
 /* gemv_bf16 (backend/cuda/gemv.h) against a double-precision CPU product, for the decode shapes of
  * gpt-oss (QKV 5120×2880, O 2880×4096, router 128×2880) and awkward ones (K not a multiple of 256,
  * N not a multiple of the warps, K = 8), M = 1…8, with and without x_lo and bias, fp32 and bf16 out;
- * nothing past y[M][N] is written. --bench: median times against cuBLASLt/skinny (gemm_bf16 AUTO) at
+ * nothing past y[M][N] is written; both kernel forms, which must give the same bytes. --bench: median times against cuBLASLt/skinny (gemm_bf16 AUTO) at
  * M = 1, 2, 4, 8 with the weights rotated over enough copies that no repetition finds them in L2. */
 #include "gpu_check.h"
 #include "moe_test_util.h"
@@ -31,11 +31,19 @@ static void check_shape(const gv_shape &sh, int M, bool lo, bool bias, bool f32,
              *dl = tu_dev_upload(hl.data(), xn), *db = tu_dev_upload(hb.data(), (size_t)sh.N);
     const size_t yn = (size_t)M * sh.N, esz = f32 ? 4 : 2, pad = 64;
     uint8_t *dy = tu_dev_alloc<uint8_t>((yn + pad) * esz);
-    CUDA_CHECK(cudaMemset(dy, 0xff, (yn + pad) * esz)); /* NaN in both formats */
-    CUDA_CHECK(gemv_bf16(dx, lo ? dl : NULL, M, sh.K, dw, sh.N, bias ? db : NULL, dy, f32, st));
-    CUDA_CHECK(cudaStreamSynchronize(st));
-    std::vector<uint8_t> hy((yn + pad) * esz);
-    tu_download(hy.data(), dy, hy.size());
+    /* Both kernel forms (gemv.h): the ring form is checked against the reference below (the rows
+     * form where the ring does not apply, M > 4), and the rows form must give the same bytes. */
+    std::vector<uint8_t> hy((yn + pad) * esz), hr((yn + pad) * esz);
+    for (int form : {GEMV_FORM_ROWS, GEMV_FORM_RING}) {
+        gemv_set_form(form);
+        CUDA_CHECK(cudaMemset(dy, 0xff, (yn + pad) * esz)); /* NaN in both formats */
+        CUDA_CHECK(gemv_bf16(dx, lo ? dl : NULL, M, sh.K, dw, sh.N, bias ? db : NULL, dy, f32, st));
+        CUDA_CHECK(cudaStreamSynchronize(st));
+        tu_download(form == GEMV_FORM_ROWS ? hr.data() : hy.data(), dy, hy.size());
+    }
+    gemv_set_form(GEMV_FORM_AUTO);
+    CHECK(hr == hy, "gemv %s M=%d lo=%d bias=%d f32=%d: the rows and ring forms differ", sh.name, M,
+          lo, bias, f32);
     double worst = 0.0;
     long bad = 0;
     for (int m = 0; m < M; m++)
@@ -101,10 +109,17 @@ static void bench(cudaStream_t st) {
         const uint16_t *bias = strcmp(sh.name, "o") == 0 ? db : NULL;
         for (int M : {1, 2, 4, 8}) {
             const int reps = sh.N > 100000 ? 20 : 200;
+            gemv_set_form(GEMV_FORM_ROWS);
             const double us_gv = tu_time_us(st, 3, reps, [&](int i) {
                 CUDA_CHECK(
                     gemv_bf16(dx, NULL, M, sh.K, dw[i % copies], sh.N, bias, dy, out_f32, st));
             });
+            gemv_set_form(GEMV_FORM_RING); /* the rows form again at M > 4 */
+            const double us_gr = tu_time_us(st, 3, reps, [&](int i) {
+                CUDA_CHECK(
+                    gemv_bf16(dx, NULL, M, sh.K, dw[i % copies], sh.N, bias, dy, out_f32, st));
+            });
+            gemv_set_form(GEMV_FORM_AUTO);
             /* The split-bf16 input the runner gives gemm.h: 2M rows (gemv adds x_lo instead). */
             const int gm = out_f32 ? 2 * M : M;
             const double us_gm = tu_time_us(st, 3, reps, [&](int i) {
@@ -112,8 +127,10 @@ static void bench(cudaStream_t st) {
                                      out_f32 ? GEMM_OUT_F32 : GEMM_OUT_BF16, st));
             });
             char name[128];
-            snprintf(name, sizeof name, "%s M=%d gemv", sh.name, M);
+            snprintf(name, sizeof name, "%s M=%d gemv rows", sh.name, M);
             tu_bench_row(name, us_gv, (double)wbytes, 0);
+            snprintf(name, sizeof name, "%s M=%d gemv ring", sh.name, M);
+            tu_bench_row(name, us_gr, (double)wbytes, 0);
             snprintf(name, sizeof name, "%s M=%d gemm_bf16 AUTO (%d rows)", sh.name, M, gm);
             tu_bench_row(name, us_gm, (double)wbytes, 0);
         }

@@ -20,6 +20,9 @@
 #include "backend/cuda/device_util.cuh"
 #include "backend/cuda/gemv_row.cuh"
 #include "backend/cuda/pdl.cuh"
+#include "backend/cuda/tma_ring.cuh"
+
+#include <stdlib.h>
 
 enum { GV_WARPS = 8, GV_THREADS = GV_WARPS * 32, GV_NJ = GEMV_MAX_K / 256 };
 
@@ -28,6 +31,7 @@ struct gemv_args {
     void *y;
     int M, K, N;
     int rows_per_warp;
+    int stages; /* ring form: stages in the ring */
 };
 
 template <int M, bool OUT_F32>
@@ -100,7 +104,168 @@ __global__ void __launch_bounds__(GV_THREADS) gemv_kernel(const gemv_args a) {
     }
 }
 
+/* The ring form (gemv.h): one block an SM, each block a contiguous range of rows, streamed row by
+ * row through a ring of shared-memory stages (as many rows as fit in GR_RING_BYTES: ~96 KB in flight
+ * per SM, what ~30 GB/s an SM times a few µs of loaded DRAM latency needs) by the bulk copy engine (tma_ring.cuh): warp
+ * GR_CONSUMERS's lane 0 is the producer, the other GR_CONSUMERS warps each take every
+ * GR_CONSUMERS-th row of the range. The first stages are requested before the PDL wait (weights),
+ * so the stream starts while the predecessor finishes; the tokens are staged as fp32 in shared memory
+ * as in the rows form. A row's products and sums are the rows form's, in the same order
+ * (gemv_row.cuh: lane L owns words L + 32 j, then the shuffle tree), so the bits are the same. */
+enum {
+    GR_CONSUMERS = 8,
+    GR_THREADS = (GR_CONSUMERS + 1) * 32,
+    GR_MAX_M = 4,
+    GR_RING_BYTES = 96 * 1024,
+    GR_MIN_STAGES = 4,
+    GR_MAX_STAGES = 32 /* the barriers' 512 bytes fit the 1 KB in front of the ring */
+};
+
+static int ring_stages(int K) {
+    const int st = GR_RING_BYTES / (K * 2);
+    return st < GR_MIN_STAGES ? GR_MIN_STAGES : st > GR_MAX_STAGES ? GR_MAX_STAGES : st;
+}
+
+static size_t ring_smem_bytes(int M, int K) {
+    return 1024 + (size_t)ring_stages(K) * K * 2 + (size_t)M * K * sizeof(float);
+}
+
+template <int M, bool OUT_F32>
+__global__ void __launch_bounds__(GR_THREADS, 1) gemv_ring_kernel(const gemv_args a) {
+    extern __shared__ __align__(128) unsigned char gr_smem[];
+    const int S = a.stages;
+    uint64_t *full = (uint64_t *)gr_smem, *empty = full + S;
+    unsigned char *ring = gr_smem + 1024;              /* [S][K] bf16 */
+    float *xs = (float *)(ring + (size_t)S * a.K * 2); /* [M][K] */
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const uint32_t row_bytes = (uint32_t)a.K * 2;
+    /* This block's rows [r0, r0 + n): N split as evenly as the grid allows. */
+    const int base = a.N / gridDim.x, extra = a.N % gridDim.x;
+    const int n = base + ((int)blockIdx.x < extra);
+    const int r0 = blockIdx.x * base + ((int)blockIdx.x < extra ? (int)blockIdx.x : extra);
+    if (threadIdx.x == 0) {
+        for (int st = 0; st < S; st++) mbar_init(&full[st], 1), mbar_init(&empty[st], 1);
+        mbar_init_fence();
+    }
+    __syncthreads();
+
+    if (w == GR_CONSUMERS) { /* the producer warp */
+        if (lane == 0) {
+            const int first = n < S ? n : S;
+            for (int i = 0; i < first; i++) { /* weights: before the wait (pdl.cuh) */
+                mbar_arrive_expect_tx(&full[i], row_bytes);
+                bulk_copy_g2s(ring + (size_t)i * row_bytes, a.W + (size_t)(r0 + i) * a.K, row_bytes,
+                              &full[i]);
+            }
+            pdl_prologue();
+            for (int i = S; i < n; i++) {
+                const int st = i % S;
+                mbar_wait(&empty[st], (uint32_t)((i / S - 1) & 1));
+                mbar_arrive_expect_tx(&full[st], row_bytes);
+                bulk_copy_g2s(ring + (size_t)st * row_bytes, a.W + (size_t)(r0 + i) * a.K,
+                              row_bytes, &full[st]);
+            }
+        } else {
+            pdl_prologue();
+        }
+        return;
+    }
+
+    pdl_prologue();
+    const int K8 = a.K >> 3;
+    for (int i = threadIdx.x; i < M * K8; i += GR_CONSUMERS * 32) {
+        const int m = i / K8, c = i - m * K8;
+        float f[8];
+        gemv_x8(a.x, a.x_lo, (size_t)m * a.K + (size_t)c * 8, f);
+        float4 *dst = (float4 *)(xs + (size_t)m * a.K + (size_t)c * 8);
+        dst[0] = make_float4(f[0], f[1], f[2], f[3]);
+        dst[1] = make_float4(f[4], f[5], f[6], f[7]);
+    }
+    asm volatile("bar.sync 1, %0;" ::"r"(GR_CONSUMERS * 32) : "memory"); /* consumers only */
+
+    for (int i = w; i < n; i += GR_CONSUMERS) {
+        const int st = i % S;
+        mbar_wait(&full[st], (uint32_t)((i / S) & 1));
+        const uint4 *wrow = (const uint4 *)(ring + (size_t)st * row_bytes);
+        float acc[M];
+#pragma unroll
+        for (int m = 0; m < M; m++) acc[m] = 0.0f;
+#pragma unroll
+        for (int j = 0; j < GV_NJ; j++) {
+            const int c = lane + 32 * j;
+            if (c < K8) {
+                const uint4 wv = wrow[c];
+#pragma unroll
+                for (int m = 0; m < M; m++) {
+                    const float4 *xp = (const float4 *)(xs + (size_t)m * a.K + (size_t)c * 8);
+                    acc[m] = dot8(wv, xp[0], xp[1], acc[m]);
+                }
+            }
+        }
+        __syncwarp();
+        if (lane == 0) mbar_arrive(&empty[st]); /* the stage is read: the producer may refill it */
+        gemv_warp_sum<M>(acc);
+        if (lane < M) {
+            const int row = r0 + i;
+            float v = acc[0];
+#pragma unroll
+            for (int m = 1; m < M; m++)
+                if (lane == m) v = acc[m];
+            if (a.bias) v += bf16_bits_to_f32(a.bias[row]);
+            const size_t o = (size_t)lane * a.N + row;
+            if (OUT_F32)
+                ((float *)a.y)[o] = v;
+            else
+                ((uint16_t *)a.y)[o] = f32_to_bf16_bits(v);
+        }
+    }
+}
+
 typedef void (*gemv_fn)(const gemv_args);
+
+static gemv_fn gemv_ring_for(int M, int out_f32) {
+#define GR_CASE(m)                                                                                 \
+    case m:                                                                                        \
+        return out_f32 ? gemv_ring_kernel<m, true> : gemv_ring_kernel<m, false>;
+    switch (M) { GR_CASE(1) GR_CASE(2) GR_CASE(3) GR_CASE(4) }
+#undef GR_CASE
+    return NULL;
+}
+
+static int g_form = -1; /* -1: not decided yet (gemv.h) */
+
+extern "C" void gemv_set_form(int form) {
+    g_form = form == GEMV_FORM_ROWS || form == GEMV_FORM_RING ? form : GEMV_FORM_AUTO;
+}
+
+static int gemv_form(void) {
+    if (g_form < 0) {
+        const char *v = getenv("GPTOSS_GEMV_FORM");
+        g_form = v && atoi(v) == 1 ? GEMV_FORM_ROWS : v && atoi(v) == 2 ? GEMV_FORM_RING : 0;
+    }
+    return g_form;
+}
+
+/* The ring form for this shape: forced, or AUTO from GEMV_RING_MIN_N rows; never past its limits. */
+static bool use_ring(int M, int K, int N) {
+    const int f = gemv_form();
+    if (f == GEMV_FORM_ROWS || M > GR_MAX_M || ring_smem_bytes(M, K) > 227 * 1024) return false;
+    return f == GEMV_FORM_RING || N >= GEMV_RING_MIN_N;
+}
+
+static cudaError_t ring_launch(const gemv_args &a, int out_f32, cudaStream_t stream) {
+    const gemv_fn f = gemv_ring_for(a.M, out_f32);
+    const size_t smem = ring_smem_bytes(a.M, a.K);
+    int dev = 0, sms = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute((const void *)f, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 (int)smem);
+    if (e != cudaSuccess) return e;
+    const int blocks = a.N < sms ? a.N : sms;
+    return pdl_launch(f, dim3((unsigned)blocks), dim3(GR_THREADS), smem, stream, a);
+}
 
 static gemv_fn gemv_kernel_for(int M, int out_f32) {
 #define GV_CASE(m)                                                                                 \
@@ -141,6 +306,12 @@ extern "C" cudaError_t gemv_bf16(const uint16_t *x, const uint16_t *x_lo, int M,
                                  const uint16_t *W, int N, const uint16_t *bias, void *y,
                                  int out_f32, cudaStream_t stream) {
     if (!x || !W || !y || !gemv_supported(M, K, N)) return cudaErrorInvalidValue;
+    if (use_ring(M, K, N)) {
+        gemv_args a;
+        a.x = x, a.x_lo = x_lo, a.W = W, a.bias = bias, a.y = y, a.M = M, a.K = K, a.N = N;
+        a.rows_per_warp = 0, a.stages = ring_stages(K);
+        return ring_launch(a, out_f32 != 0, stream);
+    }
     const size_t smem = (size_t)M * K * sizeof(float);
     const int resident = resident_blocks(M, out_f32 != 0, smem);
     if (resident < 1) return cudaErrorInvalidConfiguration;
@@ -150,7 +321,7 @@ extern "C" cudaError_t gemv_bf16(const uint16_t *x, const uint16_t *x_lo, int M,
     const int blocks = (int)(((long)N + (long)rpw * GV_WARPS - 1) / ((long)rpw * GV_WARPS));
     gemv_args a;
     a.x = x, a.x_lo = x_lo, a.W = W, a.bias = bias, a.y = y, a.M = M, a.K = K, a.N = N;
-    a.rows_per_warp = rpw;
+    a.rows_per_warp = rpw, a.stages = 0;
     return pdl_launch(gemv_kernel_for(M, out_f32 != 0), dim3((unsigned)blocks), dim3(GV_THREADS),
                       smem, stream, a);
 }

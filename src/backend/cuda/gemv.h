@@ -29,6 +29,14 @@ extern "C" {
 
 enum { GEMV_MAX_M = 8, GEMV_MAX_K = 4096 };
 
+/* Two kernels (gemv.cu), the same bits: the rows form (each warp walks a few rows, a row's loads in
+ * flight while the previous one is multiplied; the router's) and the ring form (one block an SM
+ * streaming its rows through a ring of shared-memory stages filled by the bulk copy engine; for the
+ * big dense projections, at most 4 tokens). AUTO takes the ring form from GEMV_RING_MIN_N rows.
+ * GPTOSS_GEMV_FORM=1|2 forces the rows or the ring form until gemv_set_form is called. */
+enum { GEMV_FORM_AUTO = 0, GEMV_FORM_ROWS = 1, GEMV_FORM_RING = 2, GEMV_RING_MIN_N = 1024 };
+void gemv_set_form(int form);
+
 /* Whether gemv_bf16 takes this shape. */
 int gemv_supported(int M, int K, int N);
 

@@ -65,6 +65,10 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
      * 4, but −3.1 % at 8, where cuBLASLt's 16-row product is the faster one. */
     const bool gv = T <= 4;
     if (gv) router_lo = NULL;
+    /* QKV and O as matrix-vector products too, when asked (runner.h: gemv_dense_max_t; gemv.h's
+     * ring form): QKV then sees T rows, the split input's halves added as gemv stages them. */
+    const bool gvd = T <= b->gemv_dense_max_t;
+    if (gvd) qkv_lo = NULL;
     /* Small decode steps: the MoE block in one persistent kernel (moe_fused.h). Not under tensor
      * parallelism: its grid barrier needs the whole GPU, which two ranks on one GPU would share. */
     const bool fused =
@@ -82,7 +86,11 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
         } else if (l > 0)
             CU(norm_add_rmsnorm_split(w->h, NULL, w->y_slots, p->n_slots, T, H, ly->attn_norm,
                                       b->eps, w->a, a_lo, s));
-        CU(gemm_bf16(b->gemm, w->a, 2 * T, H, ly->qkv_w, b->QKV, NULL, w->qkv, GEMM_OUT_F32, s));
+        if (gvd)
+            CU(gemv_bf16(w->a, a_lo, T, H, ly->qkv_w, b->QKV, NULL, w->qkv, 1, s));
+        else
+            CU(gemm_bf16(b->gemm, w->a, 2 * T, H, ly->qkv_w, b->QKV, NULL, w->qkv, GEMM_OUT_F32,
+                         s));
         CU(rope_kv_launch_f32(&b->dims, &b->freq, w->qkv, qkv_lo, ly->qkv_b, b->QKV, T,
                               p->positions, sliding ? p->slots_swa : p->slots_full, w->q,
                               ly->k_cache, ly->v_cache, ly->kv_scales, s));
@@ -101,7 +109,10 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
             CU(attn_decode(&b->dims, &as, w->q, ly->k_cache, ly->v_cache, ly->kv_scales, ly->sinks,
                            b->scale, w->attn, sliding ? p->splits_swa : p->splits_full, w->dec_ws,
                            s));
-        CU(gemm_bf16(b->gemm, w->attn, T, b->Q, ly->o_w, H, ly->o_b, w->o, GEMM_OUT_BF16, s));
+        if (gvd)
+            CU(gemv_bf16(w->attn, NULL, T, b->Q, ly->o_w, H, ly->o_b, w->o, 0, s));
+        else
+            CU(gemm_bf16(b->gemm, w->attn, T, b->Q, ly->o_w, H, ly->o_b, w->o, GEMM_OUT_BF16, s));
         if (b->ar) {
             if (tp_all_reduce(b, 0, NULL, 0, w->o, T, w->h, ly->mlp_norm, b->eps, w->a, a_lo, s))
                 return -1;
