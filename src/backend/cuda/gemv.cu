@@ -25,6 +25,7 @@
 #include <stdlib.h>
 
 enum { GV_WARPS = 8, GV_THREADS = GV_WARPS * 32, GV_NJ = GEMV_MAX_K / 256 };
+enum { GV_DEVICES = 8 }; /* per-device caches of launch attributes (per_device.h) */
 
 struct gemv_args {
     const uint16_t *x, *x_lo, *W, *bias;
@@ -259,10 +260,17 @@ static cudaError_t ring_launch(const gemv_args &a, int out_f32, cudaStream_t str
     int dev = 0, sms = 0;
     cudaError_t e = cudaGetDevice(&dev);
     if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-    if (e == cudaSuccess)
+    if (e != cudaSuccess) return e;
+    if (dev < 0 || dev >= GV_DEVICES) return cudaErrorInvalidDevice;
+    /* The shared-memory opt-in, raised once per kernel and device to the largest size asked. */
+    static size_t opted[GV_DEVICES][GR_MAX_M + 1][2];
+    size_t *o = &opted[dev][a.M][out_f32 != 0];
+    if (smem > *o) {
         e = cudaFuncSetAttribute((const void *)f, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  (int)smem);
-    if (e != cudaSuccess) return e;
+        if (e != cudaSuccess) return e;
+        *o = smem;
+    }
     const int blocks = a.N < sms ? a.N : sms;
     return pdl_launch(f, dim3((unsigned)blocks), dim3(GR_THREADS), smem, stream, a);
 }
@@ -284,7 +292,6 @@ extern "C" int gemv_supported(int M, int K, int N) {
 
 /* Blocks of one kernel that fit on the GPU at once (queried once per kernel and device: the
  * attribute is the device's, per_device.h). */
-enum { GV_DEVICES = 8 };
 static int resident_blocks(int M, int out_f32, size_t smem) {
     static int cache[GV_DEVICES][GEMV_MAX_M + 1][2][2]; /* [device][M][out][smem > 48 KB] */
     int dev = 0, sms = 0, per = 0;
