@@ -35,6 +35,37 @@ struct gemv_args {
     int stages; /* ring form: stages in the ring */
 };
 
+/* The M token rows as fp32 in shared memory, x (+ x_lo), by threads t, t + n, … of the block. */
+static __device__ __forceinline__ void gemv_stage_tokens(const gemv_args &a, float *xs, int t,
+                                                         int n) {
+    const int K8 = a.K >> 3;
+    for (int i = t; i < a.M * K8; i += n) {
+        const int m = i / K8, c = i - m * K8;
+        float f[8];
+        gemv_x8(a.x, a.x_lo, (size_t)m * a.K + (size_t)c * 8, f);
+        float4 *dst = (float4 *)(xs + (size_t)m * a.K + (size_t)c * 8);
+        dst[0] = make_float4(f[0], f[1], f[2], f[3]);
+        dst[1] = make_float4(f[4], f[5], f[6], f[7]);
+    }
+}
+
+/* Row `row`'s outputs, every lane holding the warp's totals: lane m < M writes token m's (+ bias). */
+template <int M, bool OUT_F32>
+static __device__ __forceinline__ void gemv_store(const gemv_args &a, const float acc[M], int row,
+                                                  int lane) {
+    if (lane >= M) return;
+    float v = acc[0];
+#pragma unroll
+    for (int m = 1; m < M; m++)
+        if (lane == m) v = acc[m];
+    if (a.bias) v += bf16_bits_to_f32(a.bias[row]);
+    const size_t o = (size_t)lane * a.N + row;
+    if (OUT_F32)
+        ((float *)a.y)[o] = v;
+    else
+        ((uint16_t *)a.y)[o] = f32_to_bf16_bits(v);
+}
+
 template <int M, bool OUT_F32>
 __global__ void __launch_bounds__(GV_THREADS) gemv_kernel(const gemv_args a) {
     extern __shared__ float4 gv_smem[];
@@ -60,14 +91,7 @@ __global__ void __launch_bounds__(GV_THREADS) gemv_kernel(const gemv_args a) {
     pdl_prologue();
 
     /* Stage the tokens as fp32: x (+ x_lo). */
-    for (int i = threadIdx.x; i < M * K8; i += GV_THREADS) {
-        const int m = i / K8, c = i - m * K8;
-        float f[8];
-        gemv_x8(a.x, a.x_lo, (size_t)m * a.K + (size_t)c * 8, f);
-        float4 *dst = (float4 *)(xs + (size_t)m * a.K + (size_t)c * 8);
-        dst[0] = make_float4(f[0], f[1], f[2], f[3]);
-        dst[1] = make_float4(f[4], f[5], f[6], f[7]);
-    }
+    gemv_stage_tokens(a, xs, threadIdx.x, GV_THREADS);
     __syncthreads();
 
     for (; left > 0; left--, row += stride) {
@@ -90,25 +114,14 @@ __global__ void __launch_bounds__(GV_THREADS) gemv_kernel(const gemv_args a) {
             }
         }
         gemv_warp_sum<M>(acc);
-        if (lane < M) {
-            float v = acc[0];
-#pragma unroll
-            for (int m = 1; m < M; m++)
-                if (lane == m) v = acc[m];
-            if (a.bias) v += bf16_bits_to_f32(a.bias[row]);
-            const size_t o = (size_t)lane * a.N + row;
-            if (OUT_F32)
-                ((float *)a.y)[o] = v;
-            else
-                ((uint16_t *)a.y)[o] = f32_to_bf16_bits(v);
-        }
+        gemv_store<M, OUT_F32>(a, acc, row, lane);
     }
 }
 
 /* The ring form (gemv.h): one block an SM, each block a contiguous range of rows, streamed row by
- * row through a ring of shared-memory stages (as many rows as fit in GR_RING_BYTES: ~96 KB in flight
- * per SM, what ~30 GB/s an SM times a few µs of loaded DRAM latency needs) by the bulk copy engine (tma_ring.cuh): warp
- * GR_CONSUMERS's lane 0 is the producer, the other GR_CONSUMERS warps each take every
+ * row through a ring of shared-memory stages by the bulk copy engine (tma_ring.cuh; as many rows as
+ * fit in GR_RING_BYTES: ~96 KB in flight an SM, what ~30 GB/s an SM times a few µs of loaded DRAM
+ * latency needs). Warp GR_CONSUMERS's lane 0 is the producer, the other GR_CONSUMERS warps each take every
  * GR_CONSUMERS-th row of the range. The first stages are requested before the PDL wait (weights),
  * so the stream starts while the predecessor finishes; the tokens are staged as fp32 in shared memory
  * as in the rows form. A row's products and sums are the rows form's, in the same order
@@ -174,14 +187,7 @@ __global__ void __launch_bounds__(GR_THREADS, 1) gemv_ring_kernel(const gemv_arg
 
     pdl_prologue();
     const int K8 = a.K >> 3;
-    for (int i = threadIdx.x; i < M * K8; i += GR_CONSUMERS * 32) {
-        const int m = i / K8, c = i - m * K8;
-        float f[8];
-        gemv_x8(a.x, a.x_lo, (size_t)m * a.K + (size_t)c * 8, f);
-        float4 *dst = (float4 *)(xs + (size_t)m * a.K + (size_t)c * 8);
-        dst[0] = make_float4(f[0], f[1], f[2], f[3]);
-        dst[1] = make_float4(f[4], f[5], f[6], f[7]);
-    }
+    gemv_stage_tokens(a, xs, threadIdx.x, GR_CONSUMERS * 32);
     asm volatile("bar.sync 1, %0;" ::"r"(GR_CONSUMERS * 32) : "memory"); /* consumers only */
 
     for (int i = w; i < n; i += GR_CONSUMERS) {
@@ -206,19 +212,7 @@ __global__ void __launch_bounds__(GR_THREADS, 1) gemv_ring_kernel(const gemv_arg
         __syncwarp();
         if (lane == 0) mbar_arrive(&empty[st]); /* the stage is read: the producer may refill it */
         gemv_warp_sum<M>(acc);
-        if (lane < M) {
-            const int row = r0 + i;
-            float v = acc[0];
-#pragma unroll
-            for (int m = 1; m < M; m++)
-                if (lane == m) v = acc[m];
-            if (a.bias) v += bf16_bits_to_f32(a.bias[row]);
-            const size_t o = (size_t)lane * a.N + row;
-            if (OUT_F32)
-                ((float *)a.y)[o] = v;
-            else
-                ((uint16_t *)a.y)[o] = f32_to_bf16_bits(v);
-        }
+        gemv_store<M, OUT_F32>(a, acc, r0 + i, lane);
     }
 }
 
