@@ -96,7 +96,8 @@ static void bench(cudaStream_t st) {
         const size_t wn = (size_t)sh.N * sh.K, wbytes = wn * 2;
         int copies = (int)((256u << 20) / wbytes) + 2;
         if (copies > 16) copies = 16;
-        std::vector<uint16_t> h(wn), hx((size_t)8 * sh.K), hb(sh.N);
+        /* 16 rows: gemm_bf16 gets the split input's 2M rows (M ≤ 8) */
+        std::vector<uint16_t> h(wn), hx((size_t)16 * sh.K), hb(sh.N);
         tu_fill_bf16(h.data(), NULL, wn, -0.05f, 0.05f);
         tu_fill_bf16(hx.data(), NULL, hx.size(), -1.0f, 1.0f);
         tu_fill_bf16(hb.data(), NULL, hb.size(), -0.5f, 0.5f);
@@ -104,7 +105,7 @@ static void bench(cudaStream_t st) {
         for (auto &p : dw) p = tu_dev_upload(h.data(), wn);
         uint16_t *dx = tu_dev_upload(hx.data(), hx.size()),
                  *db = tu_dev_upload(hb.data(), hb.size());
-        float *dy = tu_dev_alloc<float>((size_t)8 * sh.N);
+        float *dy = tu_dev_alloc<float>((size_t)16 * sh.N);
         const bool out_f32 = strcmp(sh.name, "o") != 0;
         const uint16_t *bias = strcmp(sh.name, "o") == 0 ? db : NULL;
         for (int M : {1, 2, 4, 8}) {
