@@ -285,12 +285,6 @@ int cuda_rank_setup(struct backend *b, const backend_options *opt, bool syntheti
     b->gpu_masks = !(gm && !strcmp(gm, "0"));
     if (b->gpu_masks) log_info("cuda backend: constrained rows are sampled on the device");
 
-    const char *gd = getenv("GPTOSS_GEMV_DENSE");
-    b->gemv_dense_max_t = gd ? atoi(gd) : 0;
-    if (b->gemv_dense_max_t < 0 || b->gemv_dense_max_t > 4) b->gemv_dense_max_t = 0;
-    if (b->gemv_dense_max_t)
-        log_info("cuda backend: QKV and O by the GEMV kernel up to %d tokens", b->gemv_dense_max_t);
-
     char graphs[48] = "off";
     if (b->graphs.max_size) snprintf(graphs, sizeof graphs, "up to batch %d", b->graphs.max_size);
     char rank[48] = "";

@@ -11,9 +11,12 @@
  * load, and each lane keeps one row's loads in flight while it multiplies the previous row's; no K
  * splits, so no fix-up of partial sums, and the bias is added where the sum is finished. Measured on
  * the H200 (bench/NOTES.md): for the router (128 × 2880) 6.0 µs against 8.9 for the skinny kernel at
- * one token, 9.2 against 15.2 at four; for QKV, O and lm_head cuBLASLt streams faster (QKV 12.9 µs
- * against 20.9, lm_head 4.3 TB/s against 2.1), so those stay on gemm.h. The weight loads of a warp's
- * first row are issued before the kernel waits for its predecessor (PDL): they do not depend on it.
+ * one token, 9.2 against 15.2 at four (rows form); lm_head at one token 266.6 µs (4.34 TB/s, ring
+ * form) against cuBLASLt's 279.6. For QKV and O cuBLASLt stays faster at every M (QKV at one token
+ * 12.8 µs against 14.5 for the ring form, 20.7 for the rows form; 2–4 tokens 12.8 against 18–26),
+ * so those stay on gemm.h. The weight loads of a warp's first row (rows form) and the first ring
+ * stages (ring form) are issued before the kernel waits for its predecessor (PDL): they do not
+ * depend on it.
  *
  * K must be a multiple of 8, pointers 16-byte aligned. CPU reference: tests/gpu/test_gemm.cu compares
  * with a double-precision product. */
@@ -31,8 +34,8 @@ enum { GEMV_MAX_M = 8, GEMV_MAX_K = 4096 };
 
 /* Two kernels (gemv.cu), the same bits: the rows form (each warp walks a few rows, a row's loads in
  * flight while the previous one is multiplied; the router's) and the ring form (one block an SM
- * streaming its rows through a ring of shared-memory stages filled by the bulk copy engine; for the
- * big dense projections, at most 4 tokens). AUTO takes the ring form from GEMV_RING_MIN_N rows.
+ * streaming its rows through a ring of shared-memory stages filled by the bulk copy engine, at most
+ * 4 tokens; lm_head's). AUTO takes the ring form from GEMV_RING_MIN_N rows.
  * GPTOSS_GEMV_FORM=1|2 forces the rows or the ring form until gemv_set_form is called. */
 enum { GEMV_FORM_AUTO = 0, GEMV_FORM_ROWS = 1, GEMV_FORM_RING = 2, GEMV_RING_MIN_N = 1024 };
 void gemv_set_form(int form);

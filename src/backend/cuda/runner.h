@@ -241,9 +241,6 @@ struct backend {
     /* On unless GPTOSS_GPU_MASKS=0: constrained rows are sampled
      * on the device with their mask (runner_masked.c) instead of from a host copy of the row. */
     bool gpu_masks;
-    /* QKV and O projections by gemv.h (the ring form) for steps of at most this many tokens (0:
-     * always cuBLASLt). GPTOSS_GEMV_DENSE=T (1..4), off by default until measured (bench/NOTES.md). */
-    int gemv_dense_max_t;
     runner_masked masked;
     long host_rows_total; /* rows sampled on the host so far (cuda_backend_get_stats) */
     int32_t *fix;         /* (slot, token) pairs sampled on the host, applied at the next launch */

@@ -37,6 +37,17 @@ static int copy_rows_out(struct backend *b, int r0, int nr) {
     return 0;
 }
 
+/* The logits of nr final rows: [nr][N] fp32 from lm_head's N rows. One row (batch-1 decode) is a
+ * matrix-vector product on the GEMV's ring form (gemv.h), which streams the 1.16 GB of the 120b
+ * lm_head at 4.34 TB/s against cuBLASLt's 4.14 (266.6 against 279.6 µs on the H200,
+ * bench/results/gemv-ring-2026-12-02-s6-h200.md); from two rows cuBLASLt is the faster. */
+static cudaError_t lm_head_rows(struct backend *b, const uint16_t *x, int nr, const uint16_t *W,
+                                int N, float *out, cudaStream_t s) {
+    if (nr == 1 && gemv_supported(1, b->H, N))
+        return gemv_bf16(x, NULL, 1, b->H, W, N, NULL, out, 1, s);
+    return gemm_bf16(b->gemm, x, nr, b->H, W, N, NULL, out, GEMM_OUT_F32, s);
+}
+
 int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
     const cudaStream_t s = b->stream;
     gpu_workspace *w = &b->ws;
@@ -65,10 +76,6 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
      * 4, but −3.1 % at 8, where cuBLASLt's 16-row product is the faster one. */
     const bool gv = T <= 4;
     if (gv) router_lo = NULL;
-    /* QKV and O as matrix-vector products too, when asked (runner.h: gemv_dense_max_t; gemv.h's
-     * ring form): QKV then sees T rows, the split input's halves added as gemv stages them. */
-    const bool gvd = T <= b->gemv_dense_max_t;
-    if (gvd) qkv_lo = NULL;
     /* Small decode steps: the MoE block in one persistent kernel (moe_fused.h). Not under tensor
      * parallelism: its grid barrier needs the whole GPU, which two ranks on one GPU would share. */
     const bool fused =
@@ -86,11 +93,7 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
         } else if (l > 0)
             CU(norm_add_rmsnorm_split(w->h, NULL, w->y_slots, p->n_slots, T, H, ly->attn_norm,
                                       b->eps, w->a, a_lo, s));
-        if (gvd)
-            CU(gemv_bf16(w->a, a_lo, T, H, ly->qkv_w, b->QKV, NULL, w->qkv, 1, s));
-        else
-            CU(gemm_bf16(b->gemm, w->a, 2 * T, H, ly->qkv_w, b->QKV, NULL, w->qkv, GEMM_OUT_F32,
-                         s));
+        CU(gemm_bf16(b->gemm, w->a, 2 * T, H, ly->qkv_w, b->QKV, NULL, w->qkv, GEMM_OUT_F32, s));
         CU(rope_kv_launch_f32(&b->dims, &b->freq, w->qkv, qkv_lo, ly->qkv_b, b->QKV, T,
                               p->positions, sliding ? p->slots_swa : p->slots_full, w->q,
                               ly->k_cache, ly->v_cache, ly->kv_scales, s));
@@ -109,10 +112,7 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
             CU(attn_decode(&b->dims, &as, w->q, ly->k_cache, ly->v_cache, ly->kv_scales, ly->sinks,
                            b->scale, w->attn, sliding ? p->splits_swa : p->splits_full, w->dec_ws,
                            s));
-        if (gvd)
-            CU(gemv_bf16(w->attn, NULL, T, b->Q, ly->o_w, H, ly->o_b, w->o, 0, s));
-        else
-            CU(gemm_bf16(b->gemm, w->attn, T, b->Q, ly->o_w, H, ly->o_b, w->o, GEMM_OUT_BF16, s));
+        CU(gemm_bf16(b->gemm, w->attn, T, b->Q, ly->o_w, H, ly->o_b, w->o, GEMM_OUT_BF16, s));
         if (b->ar) {
             if (tp_all_reduce(b, 0, NULL, 0, w->o, T, w->h, ly->mlp_norm, b->eps, w->a, a_lo, s))
                 return -1;
@@ -147,12 +147,10 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
         CU(step_final_rows(w->h, last_slots, p->n_slots, p->rows + r0, nr, H, g->final_norm, b->eps,
                            w->sel, s));
         if (b->ar) {
-            CU(gemm_bf16(b->gemm, w->sel, nr, H, g->lm_head, b->V_lm, NULL,
-                         b->ar->gather[b->tp_rank], GEMM_OUT_F32, s));
+            CU(lm_head_rows(b, w->sel, nr, g->lm_head, b->V_lm, b->ar->gather[b->tp_rank], s));
             CU(tp_gather(b, nr, w->logits, s));
         } else {
-            CU(gemm_bf16(b->gemm, w->sel, nr, H, g->lm_head, b->V, NULL, w->logits, GEMM_OUT_F32,
-                         s));
+            CU(lm_head_rows(b, w->sel, nr, g->lm_head, b->V, w->logits, s));
         }
         CU(sampling_launch(w->logits, b->V, p->rows + r0, nr, w->outs + r0, b->slot_last,
                            b->max_slots, w->samp_ws, w->R_cap, s));
