@@ -9,7 +9,10 @@
  *      model and on one whose intermediate size splits unevenly (3 units over 2 ranks, 5 over 4):
  *      a prompt and three decode steps, every logits row within 1e-4 of the largest logit, the same
  *      argmax wherever the plain pass's top two are apart by more than that; and the same run with a
- *      plan whose ranks all add the biases must fail that check (the comparison can fail). */
+ *      plan whose ranks all add the biases must fail that check (the comparison can fail);
+ *   3. DEP2 (cpu_forward_dep): three sequences over two ranks' sub-batches, prompts then decode
+ *      steps, one step with rank 1 empty, against the plain batched pass on the same sequences
+ *      (same tolerance, no flips), and a plan running rank 0's experts twice must fail it. */
 #include "check.h"
 
 #include "backend/cpu/cpu_model.h"
@@ -217,8 +220,136 @@ static void test_emulation(const char *name, const model_config *cfg) {
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
 }
 
+/* ---- 3. DEP2 (data-parallel attention, expert-parallel MoE) against the plain pass ---- */
+
+/* Several sequences' contiguous caches as one view (seq indexes caches[]). */
+static float *multi_k(void *ctx, int layer, int seq, int64_t pos) {
+    cpu_kv_cache **kv = ctx;
+    return kv[seq]->k[layer] + (size_t)pos * kv[seq]->kv_dim;
+}
+static float *multi_v(void *ctx, int layer, int seq, int64_t pos) {
+    cpu_kv_cache **kv = ctx;
+    return kv[seq]->v[layer] + (size_t)pos * kv[seq]->kv_dim;
+}
+
+enum { DEP_SEQS = 3, DEP_STEPS = 5 };
+
+/* The step schedule: sequences 0 and 1 on rank 0, sequence 2 on rank 1 (rank order = batch order,
+ * as the engine lays out a DEP step); step 0 their prompts (12, 5, 9 tokens), steps 1-3 one token
+ * each, step 4 sequence 0 alone (rank 1 has no rows and still joins the MoE). */
+static int dep_new_tokens(int step, int seq) {
+    static const int prompt[DEP_SEQS] = {12, 5, 9};
+    if (step == 0) return prompt[seq];
+    return step < 4 || seq == 0 ? 1 : 0;
+}
+
+/* Every row's logits of every step, all sequences in one flat batch: ranks = 0 the plain
+ * cpu_forward_batch, else DEP over 2 ranks. double_experts: rank 1 also runs rank 0's experts (a
+ * wrong plan the comparison must catch). Returns the logits rows in step and batch order. */
+static float *run_dep(const model_weights *w, int ranks, bool double_experts, int *n_out) {
+    const model_config *c = &w->cfg;
+    cpu_model m;
+    cpu_model_init(&m, w);
+    if (ranks && cpu_model_set_dep(&m, ranks) != 0) {
+        CHECK(false, "DEP plan: %s", err_msg());
+        return NULL;
+    }
+    if (double_experts) m.plan.rank[1].expert0 = 0, m.plan.rank[1].n_experts = c->n_experts;
+    cpu_kv_cache kv[DEP_SEQS], *kvp[DEP_SEQS];
+    int64_t len[DEP_SEQS] = {0};
+    for (int i = 0; i < DEP_SEQS; i++) { /* room for every position the schedule reaches */
+        cpu_kv_init(&kv[i], c), kvp[i] = &kv[i];
+        kv[i].cap = 32;
+        for (int l = 0; l < c->n_layers; l++) {
+            kv[i].k[l] = calloc((size_t)kv[i].cap * kv[i].kv_dim, sizeof(float));
+            kv[i].v[l] = calloc((size_t)kv[i].cap * kv[i].kv_dim, sizeof(float));
+        }
+    }
+    const int rank_of[DEP_SEQS] = {0, 0, 1};
+    cpu_kv_view view = {multi_k, multi_v, kvp};
+    float *out = malloc((size_t)DEP_STEPS * 32 * c->vocab * sizeof(float));
+    int n = 0;
+    for (int st = 0; st < DEP_STEPS; st++) {
+        int32_t tokens[32], seq[32], rows[32];
+        int64_t pos[32];
+        int T = 0, T0 = 0; /* T0: rank 0's rows */
+        for (int i = 0; i < DEP_SEQS; i++) {
+            const int nn = dep_new_tokens(st, i);
+            for (int j = 0; j < nn; j++, T++) {
+                tokens[T] = (int32_t)((i * 7919 + (len[i] + j) * 131 + 17) % c->vocab);
+                seq[T] = i, pos[T] = len[i] + j, rows[T] = T;
+            }
+            len[i] += nn;
+            if (rank_of[i] == 0) T0 = T;
+        }
+        int rc;
+        if (!ranks) {
+            rc = cpu_forward_batch(&m, &view, T, tokens, seq, pos, T, rows,
+                                   out + (size_t)n * c->vocab);
+        } else {
+            int32_t rows1[32];
+            for (int t = 0; t < T - T0; t++) rows1[t] = t;
+            cpu_dep_part part[2] = {
+                {&view, T0, tokens, seq, pos, T0, rows, out + (size_t)n * c->vocab},
+                {&view, T - T0, tokens + T0, seq + T0, pos + T0, T - T0, rows1,
+                 out + (size_t)(n + T0) * c->vocab}};
+            rc = cpu_forward_dep(&m, ranks, part);
+        }
+        CHECK(rc == 0, "DEP step %d (ranks %d): %s", st, ranks, err_msg());
+        n += T;
+    }
+    for (int i = 0; i < DEP_SEQS; i++) cpu_kv_free(&kv[i]);
+    *n_out = n;
+    return out;
+}
+
+static void test_dep(void) {
+    char dir[128];
+    snprintf(dir, sizeof dir, "/tmp/gptoss-test-dep-%d", (int)getpid());
+    model_config cfg;
+    config_preset_tiny(&cfg);
+    CHECK(synthetic_write(&cfg, dir, 5, 1) == 0, "make model: %s", err_msg());
+    model_weights w;
+    if (weights_load(dir, &w) != 0) {
+        CHECK(false, "load: %s", err_msg());
+        return;
+    }
+    tp_plan p;
+    CHECK(tp_plan_make_dep(&w.cfg, 2, &p) == 0 && p.data_parallel &&
+              p.rank[1].expert0 == w.cfg.n_experts / 2,
+          "DEP2 plan: %s", err_msg());
+    CHECK(tp_plan_make_dep(&w.cfg, 3, &p) < 0 && strstr(err_msg(), "--data-parallel-size 3"),
+          "DEP3 must be refused naming the flag: %s", err_msg());
+    int n_ref = 0, n_got = 0, n_bad = 0;
+    float *ref = run_dep(&w, 0, false, &n_ref), *got = run_dep(&w, 2, false, &n_got);
+    float *bad = run_dep(&w, 2, true, &n_bad);
+    const double tol = 1e-4;
+    if (ref && got && bad && n_ref == n_got && n_ref == n_bad) {
+        double worst;
+        int flips;
+        compare(ref, got, n_ref, w.cfg.vocab, tol, &worst, &flips);
+        printf(
+            "DEP2 vs plain, %d rows over %d steps (one with rank 1 empty): worst %.2e, %d argmax "
+            "flips\n",
+            n_ref, DEP_STEPS, worst, flips);
+        CHECK(worst <= tol && flips == 0, "DEP2: max diff %.3e (> %.0e) or %d flips", worst, tol,
+              flips);
+        compare(ref, bad, n_ref, w.cfg.vocab, tol, &worst, &flips);
+        printf("DEP2 with rank 1 also running rank 0's experts: worst %.2e\n", worst);
+        CHECK(worst > 10 * tol, "DEP2: experts run twice went unnoticed (%.2e)", worst);
+    } else {
+        CHECK(false, "DEP runs: %d, %d, %d rows", n_ref, n_got, n_bad);
+    }
+    free(ref), free(got), free(bad);
+    weights_free(&w);
+    char cmd[200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+}
+
 int main(void) {
     test_plans();
+    test_dep();
     model_config c;
     config_preset_tiny(&c);
     test_emulation("tiny", &c);

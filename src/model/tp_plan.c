@@ -51,3 +51,29 @@ int tp_plan_make(const model_config *c, int size, bool expert_parallel, tp_plan 
     }
     return 0;
 }
+
+int tp_plan_make_dep(const model_config *c, int size, tp_plan *out) {
+    memset(out, 0, sizeof *out);
+    if (size < 1 || size > DP_MAX)
+        return err_set("--data-parallel-size %d: expected 1 to %d", size, DP_MAX);
+    if (c->n_experts % size)
+        return err_set("--data-parallel-size %d with --enable-expert-parallel: %d ranks do not "
+                       "divide the model's %d experts",
+                       size, size, c->n_experts);
+    if (c->intermediate % TP_UNIT)
+        return err_set("--data-parallel-size: the intermediate size %d is not a multiple of %d",
+                       c->intermediate, TP_UNIT);
+    out->size = size;
+    out->expert_parallel = true;
+    out->data_parallel = true;
+    for (int r = 0; r < size; r++) {
+        tp_rank *k = &out->rank[r];
+        k->q_head0 = 0, k->n_q_heads = c->n_heads; /* attention whole: each rank its own rows */
+        k->kv_head0 = 0, k->n_kv_heads = c->n_kv_heads;
+        k->unit0 = 0, k->n_units = c->intermediate / TP_UNIT;
+        k->expert0 = r * (c->n_experts / size), k->n_experts = c->n_experts / size;
+        k->vocab0 = 0, k->n_vocab = c->vocab;
+        k->adds_biases = true; /* its rows' O output is whole, bias included */
+    }
+    return 0;
+}

@@ -27,7 +27,7 @@
 
 #include <stdbool.h>
 
-enum { TP_MAX = 8, TP_UNIT = 32 };
+enum { TP_MAX = 8, TP_UNIT = 32, DP_MAX = 2 };
 
 typedef struct {
     int q_head0, n_q_heads;   /* query heads (and sinks; O columns) */
@@ -41,6 +41,7 @@ typedef struct {
 typedef struct {
     int size;
     bool expert_parallel;
+    bool data_parallel; /* DEP (tp_plan_make_dep): each rank runs attention on its own rows */
     tp_rank rank[TP_MAX];
 } tp_plan;
 
@@ -49,5 +50,15 @@ typedef struct {
  * n_kv_heads divide N), an intermediate size that is not a multiple of TP_UNIT, or (EP) a size that
  * does not divide the experts. */
 int tp_plan_make(const model_config *c, int size, bool expert_parallel, tp_plan *out);
+
+/* DEP (--data-parallel-size N with --enable-expert-parallel; issue 17): data-parallel attention,
+ * expert-parallel MoE. Every rank holds the whole attention (all query and KV heads, O and its
+ * bias: each rank's O output is its own rows' whole output, so every rank adds the bias), the whole
+ * lm_head, and experts [e0, e0 + n_e) as under EP. A rank's rows are its own sequences' tokens;
+ * only the MoE is shared: the ranks' normalised rows are gathered (rank order), every rank routes
+ * all of them and runs its experts' pairs, and the sum over the ranks of those outputs is kept, by
+ * each rank, for its own rows (a reduce-scatter). N is 1 or 2 (DP_MAX) and must divide the
+ * experts. */
+int tp_plan_make_dep(const model_config *c, int size, tp_plan *out);
 
 #endif

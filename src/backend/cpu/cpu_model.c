@@ -22,6 +22,10 @@ int cpu_model_set_parallel(cpu_model *m, int size, bool expert_parallel) {
     return tp_plan_make(&m->w->cfg, size, expert_parallel, &m->plan);
 }
 
+int cpu_model_set_dep(cpu_model *m, int size) {
+    return tp_plan_make_dep(&m->w->cfg, size, &m->plan);
+}
+
 void cpu_kv_init(cpu_kv_cache *kv, const model_config *c) {
     memset(kv, 0, sizeof *kv);
     kv->n_layers = c->n_layers;
@@ -189,11 +193,22 @@ static void attention_block(const cpu_model *m, const cpu_kv_view *kv, int layer
 
 /* h += MoE(RMSNorm(h)) (spec §2.5): route each token to its top-k experts, run each expert once over
  * the tokens routed to it, and sum the expert outputs weighted by the routing softmax. */
+static void moe_mix(const cpu_model *m, int layer, int T, scratch *s);
+
 static void moe_block(const cpu_model *m, int layer, int T, scratch *s) {
+    const model_config *c = &m->w->cfg;
+    const int H = c->hidden;
+    cpu_rmsnorm(s->x, weights_dense(m->w, layer, TK_MLP_NORM), T, H, c->rms_norm_eps, s->a);
+    moe_mix(m, layer, T, s);
+    for (size_t i = 0; i < (size_t)T * H; i++) s->x[i] += s->moe[i];
+}
+
+/* moe = MoE(a) for T normalised rows: routing, then rank by rank (below) each rank's experts over
+ * every row, the ranks' partials summed in rank order. */
+static void moe_mix(const cpu_model *m, int layer, int T, scratch *s) {
     const model_weights *w = m->w;
     const model_config *c = &w->cfg;
     const int H = c->hidden, I = c->intermediate, E = c->n_experts, K = c->experts_per_tok;
-    cpu_rmsnorm(s->x, weights_dense(w, layer, TK_MLP_NORM), T, H, c->rms_norm_eps, s->a);
     dense_ref rb = weights_dense(w, layer, TK_ROUTER_B);
     cpu_linear(s->a, T, H, weights_dense(w, layer, TK_ROUTER_W), &rb, E, s->router);
     for (int t = 0; t < T; t++)
@@ -251,7 +266,18 @@ static void moe_block(const cpu_model *m, int layer, int T, scratch *s) {
             for (size_t i = 0; i < (size_t)T * H; i++) s->moe[i] += acc[i];
     }
     free(tok), free(gate);
-    for (size_t i = 0; i < (size_t)T * H; i++) s->x[i] += s->moe[i];
+}
+
+/* The final norm and lm_head of n_rows rows of s->x (rows[] their indices). */
+static void final_logits(const model_weights *w, scratch *s, int n_rows, const int32_t *rows,
+                         float *logits) {
+    const model_config *c = &w->cfg;
+    const int H = c->hidden;
+    if (n_rows <= 0) return;
+    for (int r = 0; r < n_rows; r++)
+        memcpy(s->xin + (size_t)r * H, s->x + (size_t)rows[r] * H, (size_t)H * sizeof(float));
+    cpu_rmsnorm(s->xin, weights_dense(w, -1, TK_FINAL_NORM), n_rows, H, c->rms_norm_eps, s->a);
+    cpu_linear(s->a, n_rows, H, weights_dense(w, -1, TK_LM_HEAD), NULL, c->vocab, logits);
 }
 
 int cpu_forward_batch(const cpu_model *m, const cpu_kv_view *kv, int T, const int32_t *tokens,
@@ -274,13 +300,64 @@ int cpu_forward_batch(const cpu_model *m, const cpu_kv_view *kv, int T, const in
         attention_block(m, kv, l, T, seq, pos, &s);
         moe_block(m, l, T, &s);
     }
-    if (n_rows > 0) {
-        for (int r = 0; r < n_rows; r++)
-            memcpy(s.xin + (size_t)r * H, s.x + (size_t)rows[r] * H, (size_t)H * sizeof(float));
-        cpu_rmsnorm(s.xin, weights_dense(w, -1, TK_FINAL_NORM), n_rows, H, c->rms_norm_eps, s.a);
-        cpu_linear(s.a, n_rows, H, weights_dense(w, -1, TK_LM_HEAD), NULL, c->vocab, logits);
-    }
+    final_logits(w, &s, n_rows, rows, logits);
     scratch_free(&s);
+    return 0;
+}
+
+/* ---- DEP emulated (tp_plan_make_dep) ---- */
+
+int cpu_forward_dep(const cpu_model *m, int n_ranks, const cpu_dep_part *part) {
+    const model_weights *w = m->w;
+    const model_config *c = &w->cfg;
+    const int H = c->hidden;
+    if (!m->plan.data_parallel || m->plan.size != n_ranks || n_ranks < 1 || n_ranks > DP_MAX)
+        return err_set("cpu backend: a DEP step of %d ranks without the DEP plan of as many",
+                       n_ranks);
+    int off[DP_MAX + 1], TA = 0;
+    for (int r = 0; r < n_ranks; r++) {
+        const cpu_dep_part *pr = &part[r];
+        if (pr->T < 0 || (pr->T > 0 && !pr->kv)) return err_set("DEP forward: rank %d's rows", r);
+        for (int t = 0; t < pr->T; t++)
+            if (pr->tokens[t] < 0 || pr->tokens[t] >= c->vocab)
+                return err_set("token id %d at index %d of rank %d is outside the vocabulary "
+                               "[0, %d)",
+                               pr->tokens[t], t, r, c->vocab);
+        off[r] = TA, TA += pr->T;
+    }
+    off[n_ranks] = TA;
+    if (TA == 0) return err_set("forward: no tokens");
+    /* Attention: whole, each rank on its own rows with its own KV (the plain plan: one rank). */
+    cpu_model att = *m;
+    tp_plan_make(c, 1, false, &att.plan);
+    scratch s[DP_MAX], all;
+    scratch_alloc(&all, c, TA);
+    dense_ref embed = weights_dense(w, -1, TK_EMBED);
+    for (int r = 0; r < n_ranks; r++) {
+        scratch_alloc(&s[r], c, part[r].T > 0 ? part[r].T : 1);
+        for (int t = 0; t < part[r].T; t++)
+            dense_read(embed, (size_t)part[r].tokens[t] * H, (size_t)H, s[r].x + (size_t)t * H);
+    }
+    for (int l = 0; l < c->n_layers; l++) {
+        dense_ref mlp_norm = weights_dense(w, l, TK_MLP_NORM);
+        for (int r = 0; r < n_ranks; r++) {
+            const cpu_dep_part *pr = &part[r];
+            if (pr->T == 0) continue; /* a rank without rows still joins the MoE below */
+            attention_block(&att, pr->kv, l, pr->T, pr->seq, pr->pos, &s[r]);
+            /* its normalised rows, gathered in rank order (the all-gather) */
+            cpu_rmsnorm(s[r].x, mlp_norm, pr->T, H, c->rms_norm_eps, all.a + (size_t)off[r] * H);
+        }
+        /* every rank routes every row and runs its experts; the partials summed (m's plan) */
+        moe_mix(m, l, TA, &all);
+        for (int r = 0; r < n_ranks; r++) /* each rank keeps its own rows (the reduce-scatter) */
+            for (size_t i = 0; i < (size_t)part[r].T * H; i++)
+                s[r].x[i] += all.moe[(size_t)off[r] * H + i];
+    }
+    for (int r = 0; r < n_ranks; r++) {
+        final_logits(w, &s[r], part[r].n_rows, part[r].rows, part[r].logits);
+        scratch_free(&s[r]);
+    }
+    scratch_free(&all);
     return 0;
 }
 

@@ -57,6 +57,10 @@ void cpu_model_init(cpu_model *m, const model_weights *w);
 /* Emulates N = size ranks (1 = off); refuses, naming the problem, what tp_plan_make refuses. */
 int cpu_model_set_parallel(cpu_model *m, int size, bool expert_parallel);
 
+/* DEP emulated (model/tp_plan.h's tp_plan_make_dep; N = size ranks, 1 or 2): cpu_forward_dep's
+ * plan. Refuses what tp_plan_make_dep refuses. */
+int cpu_model_set_dep(cpu_model *m, int size);
+
 void cpu_kv_init(cpu_kv_cache *kv, const model_config *c);
 void cpu_kv_free(cpu_kv_cache *kv);
 
@@ -78,6 +82,26 @@ typedef struct {
 int cpu_forward_batch(const cpu_model *m, const cpu_kv_view *kv, int T, const int32_t *tokens,
                       const int32_t *seq, const int64_t *pos, int n_rows, const int32_t *rows,
                       float *logits);
+
+/* One DEP rank's part of a step: its own rows (T may be 0: the rank still joins every MoE), read
+ * and written through its own KV view, and the logits of its n_rows rows (indices into its T). */
+typedef struct {
+    const cpu_kv_view *kv;
+    int T;
+    const int32_t *tokens, *seq;
+    const int64_t *pos;
+    int n_rows;
+    const int32_t *rows;
+    float *logits;
+} cpu_dep_part;
+
+/* A DEP step of n_ranks ranks (m's plan from cpu_model_set_dep): each rank's attention on its own
+ * rows with the whole attention weights; per layer the ranks' MLP-normed rows gathered in rank
+ * order, every rank's experts run over all of them (the EP partials summed in rank order, as the
+ * all-reduce does), and each rank adds its own rows of the sum to its residual stream. Every row's
+ * maths is the plain forward pass's but for the order of the MoE partials' sum, so the logits
+ * equal cpu_forward_batch's on the same sequences to float32 rounding (tests/test_tp.c). */
+int cpu_forward_dep(const cpu_model *m, int n_ranks, const cpu_dep_part *part);
 
 /* Runs T new tokens at positions kv->len .. kv->len+T-1 and appends their K/V. Writes logits
  * (vocab floats per row) for the last token or for every token, as asked. Token ids are checked
