@@ -16,7 +16,7 @@
 /* Host copies of the rows the host samples, and the test hook's copy of every row, for rows
  * [r0, r0 + nr) now in the logits buffer (as rows 0..nr-1). Eager steps only (graphs:
  * runner_launch). */
-static int copy_rows_out(struct backend *b, int r0, int nr) {
+int runner_copy_rows_out(struct backend *b, int r0, int nr) {
     const size_t rowb = (size_t)b->V * sizeof(float);
     for (int r = r0; r < r0 + nr && (b->book.n_host > 0 || b->masked.n > 0); r++) {
         const int hi = b->book.row_host[r];
@@ -41,11 +41,38 @@ static int copy_rows_out(struct backend *b, int r0, int nr) {
  * matrix-vector product on the GEMV's ring form (gemv.h), which streams the 1.16 GB of the 120b
  * lm_head at 4.34 TB/s against cuBLASLt's 4.14 (266.6 against 279.6 µs on the H200,
  * bench/results/gemv-ring-2026-12-02-s6-h200.md); from two rows cuBLASLt is the faster. */
-static cudaError_t lm_head_rows(struct backend *b, const uint16_t *x, int nr, const uint16_t *W,
+cudaError_t runner_lm_head_rows(struct backend *b, const uint16_t *x, int nr, const uint16_t *W,
                                 int N, float *out, cudaStream_t s) {
     if (nr == 1 && gemv_supported(1, b->H, N))
         return gemv_bf16(x, NULL, 1, b->H, W, N, NULL, out, 1, s);
     return gemm_bf16(b->gemm, x, nr, b->H, W, N, NULL, out, GEMM_OUT_F32, s);
+}
+
+int runner_attention(struct backend *b, const fwd_plan *p, int l, cudaStream_t s) {
+    gpu_workspace *w = &b->ws;
+    gpu_layer *ly = &b->gw.layers[l];
+    const int T = p->T, H = b->H;
+    const bool sliding = b->cfg.layer_sliding[l];
+    const float *qkv_lo = w->qkv + (size_t)T * b->QKV;
+    CU(gemm_bf16(b->gemm, w->a, 2 * T, H, ly->qkv_w, b->QKV, NULL, w->qkv, GEMM_OUT_F32, s));
+    CU(rope_kv_launch_f32(&b->dims, &b->freq, w->qkv, qkv_lo, ly->qkv_b, b->QKV, T, p->positions,
+                          sliding ? p->slots_swa : p->slots_full, w->q, ly->k_cache, ly->v_cache,
+                          ly->kv_scales, s));
+    attn_seqs as;
+    as.n_seqs = p->n_seqs, as.query_start = p->query_start, as.start_pos = p->start_pos;
+    as.tables = sliding ? p->swa_tables : p->full_tables;
+    as.stride = sliding ? p->swa_stride : p->full_stride;
+    as.table_first = sliding ? p->swa_first : NULL;
+    as.window = sliding ? b->W : 0;
+    const int n_work = sliding ? p->n_work_swa : p->n_work_full;
+    if (n_work > 0)
+        CU(attn_prefill(&b->dims, &as, sliding ? p->work_swa : p->work_full, n_work, w->q,
+                        ly->k_cache, ly->v_cache, ly->kv_scales, ly->sinks, b->scale, w->attn, s));
+    if (p->has_decode)
+        CU(attn_decode(&b->dims, &as, w->q, ly->k_cache, ly->v_cache, ly->kv_scales, ly->sinks,
+                       b->scale, w->attn, sliding ? p->splits_swa : p->splits_full, w->dec_ws, s));
+    CU(gemm_bf16(b->gemm, w->attn, T, b->Q, ly->o_w, H, ly->o_b, w->o, GEMM_OUT_BF16, s));
+    return 0;
 }
 
 int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
@@ -62,7 +89,7 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
      * Rounding those inputs to bf16 moved router logits by ~3e-3 — enough to swap near-tied experts and
      * flip top-1 tokens against the fp32 reference (tests/fixtures/tiny64, bench/NOTES.md). */
     uint16_t *a_lo = w->a + (size_t)T * H;
-    const float *qkv_lo = w->qkv + (size_t)T * b->QKV, *router_lo = w->router + (size_t)T * b->E;
+    const float *router_lo = w->router + (size_t)T * b->E;
     CU(norm_embed_split(w->ids, T, g->embed, b->V, H, w->h, g->layers[0].attn_norm, b->eps, w->a,
                         a_lo, s));
     moe_routing rt;
@@ -83,7 +110,6 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
 
     for (int l = 0; l < b->L; l++) {
         gpu_layer *ly = &g->layers[l];
-        const bool sliding = b->cfg.layer_sliding[l];
         /* The previous layer's MoE slots join the residual here, then the attention norm (under
          * TP, summed over the ranks on the way: allreduce.h). */
         if (l > 0 && b->ar) {
@@ -93,26 +119,7 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
         } else if (l > 0)
             CU(norm_add_rmsnorm_split(w->h, NULL, w->y_slots, p->n_slots, T, H, ly->attn_norm,
                                       b->eps, w->a, a_lo, s));
-        CU(gemm_bf16(b->gemm, w->a, 2 * T, H, ly->qkv_w, b->QKV, NULL, w->qkv, GEMM_OUT_F32, s));
-        CU(rope_kv_launch_f32(&b->dims, &b->freq, w->qkv, qkv_lo, ly->qkv_b, b->QKV, T,
-                              p->positions, sliding ? p->slots_swa : p->slots_full, w->q,
-                              ly->k_cache, ly->v_cache, ly->kv_scales, s));
-        attn_seqs as;
-        as.n_seqs = p->n_seqs, as.query_start = p->query_start, as.start_pos = p->start_pos;
-        as.tables = sliding ? p->swa_tables : p->full_tables;
-        as.stride = sliding ? p->swa_stride : p->full_stride;
-        as.table_first = sliding ? p->swa_first : NULL;
-        as.window = sliding ? b->W : 0;
-        const int n_work = sliding ? p->n_work_swa : p->n_work_full;
-        if (n_work > 0)
-            CU(attn_prefill(&b->dims, &as, sliding ? p->work_swa : p->work_full, n_work, w->q,
-                            ly->k_cache, ly->v_cache, ly->kv_scales, ly->sinks, b->scale, w->attn,
-                            s));
-        if (p->has_decode)
-            CU(attn_decode(&b->dims, &as, w->q, ly->k_cache, ly->v_cache, ly->kv_scales, ly->sinks,
-                           b->scale, w->attn, sliding ? p->splits_swa : p->splits_full, w->dec_ws,
-                           s));
-        CU(gemm_bf16(b->gemm, w->attn, T, b->Q, ly->o_w, H, ly->o_b, w->o, GEMM_OUT_BF16, s));
+        if (runner_attention(b, p, l, s)) return -1;
         if (b->ar) {
             if (tp_all_reduce(b, 0, NULL, 0, w->o, T, w->h, ly->mlp_norm, b->eps, w->a, a_lo, s))
                 return -1;
@@ -147,14 +154,15 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
         CU(step_final_rows(w->h, last_slots, p->n_slots, p->rows + r0, nr, H, g->final_norm, b->eps,
                            w->sel, s));
         if (b->ar) {
-            CU(lm_head_rows(b, w->sel, nr, g->lm_head, b->V_lm, b->ar->gather[b->tp_rank], s));
+            CU(runner_lm_head_rows(b, w->sel, nr, g->lm_head, b->V_lm, b->ar->gather[b->tp_rank],
+                                   s));
             CU(tp_gather(b, nr, w->logits, s));
         } else {
-            CU(lm_head_rows(b, w->sel, nr, g->lm_head, b->V, w->logits, s));
+            CU(runner_lm_head_rows(b, w->sel, nr, g->lm_head, b->V, w->logits, s));
         }
         CU(sampling_launch(w->logits, b->V, p->rows + r0, nr, w->outs + r0, b->slot_last,
                            b->max_slots, w->samp_ws, w->R_cap, s));
-        if (copy_host_rows && copy_rows_out(b, r0, nr)) return -1;
+        if (copy_host_rows && runner_copy_rows_out(b, r0, nr)) return -1;
     }
     return 0;
 }

@@ -12,6 +12,15 @@
 
 #include "backend/cuda/runner.h"
 
+/* runner_forward.c's pieces that DEP's forward pass (runner_forward_dep.c) shares with it: one
+ * layer's attention block for the plan's T rows (QKV from ws.a and its lo rows, RoPE and the KV
+ * write, attention, O into ws.o); the host and test-hook copies of logits rows [r0, r0 + nr); and
+ * the lm_head of nr final rows. */
+int runner_attention(struct backend *b, const fwd_plan *p, int l, cudaStream_t s);
+int runner_copy_rows_out(struct backend *b, int r0, int nr);
+cudaError_t runner_lm_head_rows(struct backend *b, const uint16_t *x, int nr, const uint16_t *W,
+                                int N, float *out, cudaStream_t s);
+
 /* moe_plan_for for a step of T tokens, with the down projection's K split kept within its K steps
  * (I / 64): the small-path kernel refuses more. The workspace's y_slots is sized from it, so the
  * launch must plan with it too. */
