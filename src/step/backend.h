@@ -41,6 +41,13 @@ typedef struct {
      * synthetic models so far, tensor parallel only). */
     int tensor_parallel_size;
     bool enable_expert_parallel;
+    /* --data-parallel-size (0 or 1: off; 2: DEP, with enable_expert_parallel and one tensor-parallel
+     * rank; model/tp_plan.h's tp_plan_make_dep): each rank holds the whole attention and its share
+     * of the experts, and runs attention on its own sequences with its own KV pools. kv_blocks then
+     * gives one rank's pool sizes (every rank's are the same), and the steps say which sequences
+     * are whose (step_batch.dp_size, dp_seq0). The CPU backend emulates the ranks in turn; the CUDA
+     * backend runs one rank per GPU, or all on one GPU in lockstep (GPTOSS_TP_ONE_GPU=1). */
+    int data_parallel_size;
 } backend_options;
 
 enum { BACKEND_KV_AUTO = 0, BACKEND_KV_FP8 = 1 };

@@ -31,6 +31,9 @@
 
 #define STEP_TOKEN_FROM_DEVICE (-1)
 
+/* The most data-parallel ranks a step can be split over (DEP, backend_options.data_parallel_size). */
+#define STEP_DP_MAX 2
+
 typedef struct {
     int n_seqs, n_tokens;
     int block_size;
@@ -71,6 +74,14 @@ typedef struct {
     /* Structured output: the masks of the rows whose params[i].constrained is set, published by
      * the engine while the step runs (see step_masks.h). NULL when no row is constrained. */
     step_masks *masks;
+
+    /* DEP (backend_options.data_parallel_size N > 1): every sequence lives on one rank, its KV in
+     * that rank's pools; the step's sequences are grouped by rank in rank order, rank r's being
+     * [dp_seq0[r], dp_seq0[r + 1]) (dp_seq0[0] = 0, dp_seq0[N] = n_seqs; a rank may have none),
+     * and their block table entries are block ids of their rank's pools. Slots are the engine's,
+     * the same numbers on every rank. dp_size 0 (a zeroed step) or 1: one rank, the default. */
+    int dp_size;
+    int dp_seq0[STEP_DP_MAX + 1];
 } step_batch;
 
 /* What one sequence's step produced (for sequences with sample set, in batch order). */

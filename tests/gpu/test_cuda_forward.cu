@@ -38,7 +38,14 @@
  *       experts, 16 or 8 a rank) against its TP1, at the same bounds; EP2 from the checkpoint
  *       against TP1 of the checkpoint, and bit-identical to EP2 of the synthetic model; and EP4
  *       over a small checkpoint of 6 experts refused, naming the flag and config.json. --skip-tp
- *       skips it; --tp runs only it.
+ *       skips it (and (g)); --tp runs only it.
+ *   (g) DEP2 (--data-parallel-size 2 --enable-expert-parallel; ranks in lockstep on one GPU with
+ *       GPTOSS_TP_ONE_GPU=1 when there is one): synthetic:20b:layers=2:seed=0, six sequences on
+ *       two ranks (k % 2, each rank's own KV pools, steps grouped by rank), three schedules (one
+ *       sequence a step, so one rank is empty; all at once, prefill then decode; staggered 7-token
+ *       chunks) against one GPU running the same schedules: (f)'s bounds (relL2, top-1 >= 99% of
+ *       the clear positions); and --data-parallel-size 2 without --enable-expert-parallel, and 3,
+ *       refused naming the flags. --dep runs only it.
  * --kv-accuracy: instead of the tests, the measurement of issue 15: teacher-forced logits of
  * synthetic:20b:layers=4 (real width) with an fp8 KV cache against bf16, at contexts 2k, 8k and 32k
  * (4 sequences, the last 64 positions of each): relative L2, max|d|/max|logit|, top-1 agreement (all
@@ -210,6 +217,7 @@ typedef struct {
     int done;
     std::vector<int32_t> full, swa; /* physical blocks; swa[j] holds logical block swa_first + j */
     int swa_first, slot;
+    int rank; /* DEP (driver.dp > 1): the rank whose pools hold its blocks */
     std::vector<float>
         logits; /* [len][V], filled as rows come back; [len - logit0][V] with logit0 */
     int logit0; /* > 0: only steps whose last token is at >= logit0 make a logits row (accuracy) */
@@ -222,10 +230,21 @@ typedef struct {
     std::vector<int32_t> free_full, free_swa;
     std::vector<float> dbg;
     int dbg_cap;
+    int dp; /* > 1: DEP, one pair of pools per rank (pools_of) and steps grouped by rank */
+    std::vector<int32_t> dp_full[2], dp_swa[2];
 } driver;
+
+/* The free blocks a sequence draws from: its rank's under DEP. */
+static std::vector<int32_t> &full_pool(driver *d, const tf_seq *s) {
+    return d->dp > 1 ? d->dp_full[s->rank] : d->free_full;
+}
+static std::vector<int32_t> &swa_pool(driver *d, const tf_seq *s) {
+    return d->dp > 1 ? d->dp_swa[s->rank] : d->free_swa;
+}
 
 static void drv_init(driver *d, const backend_ops *ops, backend *be, int max_rows, rng_t *rng) {
     d->ops = ops, d->be = be;
+    d->dp = 0;
     const model_config *c = ops->config(be);
     d->V = c->vocab, d->bs = 32, d->W = c->sliding_window;
     int nf = 0, ns = 0, kbs = 0;
@@ -252,16 +271,31 @@ static int32_t take(std::vector<int32_t> &pool) {
 }
 
 static void drv_release(driver *d, tf_seq *s) {
-    for (int32_t b : s->full) d->free_full.push_back(b);
-    for (int32_t b : s->swa) d->free_swa.push_back(b);
+    for (int32_t b : s->full) full_pool(d, s).push_back(b);
+    for (int32_t b : s->swa) swa_pool(d, s).push_back(b);
     s->full.clear(), s->swa.clear(), s->swa_first = 0;
 }
 
 /* One step: sequence seqs[idx[k]] gets n_new[k] new tokens; every new token's logits come back
  * (prompt logprobs on, prompt_len = the whole sequence). Returns 0, or -1 when the backend failed.
  */
-static int drv_step(driver *d, std::vector<tf_seq> &seqs, const std::vector<int> &idx,
-                    const std::vector<int> &n_new) {
+static int drv_step(driver *d, std::vector<tf_seq> &seqs, const std::vector<int> &idx_in,
+                    const std::vector<int> &n_new_in) {
+    /* DEP: the sequences grouped by rank, in rank order (step/batch.h), the order kept within */
+    std::vector<int> idx = idx_in, n_new = n_new_in;
+    int dp_seq0[STEP_DP_MAX + 1] = {0};
+    if (d->dp > 1) {
+        std::vector<int> order(idx.size());
+        for (size_t k = 0; k < order.size(); k++) order[k] = (int)k;
+        std::stable_sort(order.begin(), order.end(),
+                         [&](int a, int b) { return seqs[idx_in[a]].rank < seqs[idx_in[b]].rank; });
+        for (size_t k = 0; k < order.size(); k++)
+            idx[k] = idx_in[order[k]], n_new[k] = n_new_in[order[k]];
+        for (int r = 0; r < d->dp; r++) {
+            dp_seq0[r + 1] = dp_seq0[r];
+            for (int k : idx) dp_seq0[r + 1] += seqs[k].rank == r;
+        }
+    }
     const int n = (int)idx.size(), bs = d->bs;
     int T = 0;
     for (int k = 0; k < n; k++) T += n_new[k];
@@ -276,16 +310,17 @@ static int drv_step(driver *d, std::vector<tf_seq> &seqs, const std::vector<int>
     for (int k = 0; k < n; k++) {
         tf_seq *s = &seqs[idx[k]];
         const int p0 = s->done, nn = n_new[k], last = p0 + nn - 1;
-        while ((int)s->full.size() <= last / bs) s->full.push_back(take(d->free_full));
+        while ((int)s->full.size() <= last / bs) s->full.push_back(take(full_pool(d, s)));
         /* Sliding: give back the blocks before the first new token's window, then grow. */
         const int lo = (p0 - d->W + 1 > 0 ? p0 - d->W + 1 : 0) / bs;
         while (s->swa_first < lo && !s->swa.empty()) {
-            d->free_swa.push_back(s->swa.front());
+            swa_pool(d, s).push_back(s->swa.front());
             s->swa.erase(s->swa.begin());
             s->swa_first++;
         }
         if (s->swa.empty()) s->swa_first = lo;
-        while (s->swa_first + (int)s->swa.size() <= last / bs) s->swa.push_back(take(d->free_swa));
+        while (s->swa_first + (int)s->swa.size() <= last / bs)
+            s->swa.push_back(take(swa_pool(d, s)));
         for (int j = 0; j < nn; j++)
             token_ids[qs[k] + j] = s->toks[p0 + j], positions[qs[k] + j] = p0 + j;
         qs[k + 1] = qs[k] + nn;
@@ -316,6 +351,7 @@ static int drv_step(driver *d, std::vector<tf_seq> &seqs, const std::vector<int>
     sb.prompt_len = prompt_len.data();
     sb.full_tables = ft.data(), sb.full_stride = fstride, sb.swa_tables = stb.data(),
     sb.swa_stride = sstride;
+    if (d->dp > 1) sb.dp_size = d->dp, memcpy(sb.dp_seq0, dp_seq0, sizeof sb.dp_seq0);
     step_result res;
     memset(&res, 0, sizeof res);
     int rc = d->ops->launch(d->be, &sb);
@@ -420,7 +456,7 @@ static std::vector<tf_seq> make_seqs(const std::vector<int> &lens, int V, rng_t 
         seqs[k].toks.resize(lens[k]);
         for (auto &t : seqs[k].toks) t = rng_below(rng, V);
         seqs[k].done = 0, seqs[k].swa_first = 0, seqs[k].slot = slot0 + (int)k;
-        seqs[k].logit0 = 0;
+        seqs[k].logit0 = 0, seqs[k].rank = 0;
     }
     return seqs;
 }
@@ -445,7 +481,7 @@ static std::vector<std::vector<float>> cpu_reference(const model_weights *w,
 }
 
 static backend *make_cuda(const char *model, int max_slots, int graphs, int blocks,
-                          int max_model_len = 2048, int tp = 1, bool ep = false) {
+                          int max_model_len = 2048, int tp = 1, bool ep = false, int dp = 0) {
     backend_options bo;
     memset(&bo, 0, sizeof bo);
     bo.model = model, bo.block_size = 32, bo.num_full_blocks = blocks, bo.num_swa_blocks = blocks;
@@ -453,6 +489,7 @@ static backend *make_cuda(const char *model, int max_slots, int graphs, int bloc
     bo.max_cudagraph_capture_size = graphs;
     bo.tensor_parallel_size = tp;
     bo.enable_expert_parallel = ep;
+    bo.data_parallel_size = dp;
     bo.kv_dtype = g_kv_dtype;
     backend *b = NULL;
     if (cuda_backend_ops.create(&bo, &b) != 0) {
@@ -1074,6 +1111,83 @@ static void tp_checks(rng_t *rng) {
 
 /* ------------------------------------------------------------------------------------------------
  */
+/* (g) DEP2: data-parallel attention, expert-parallel MoE (--data-parallel-size 2) */
+
+/* Teacher-forced logits of the sequences of `lens` under three schedules: whole prompts one
+ * sequence a step (the other rank has no rows: it still joins every MoE), a 10-token prefill then
+ * decode steps for all at once (both ranks' parts in every step until the short ones end), and
+ * 7-token chunks with staggered starts (mixed prefill and decode parts). dp 2: sequence k lives on
+ * rank k % 2 (its blocks from that rank's pools; steps grouped by rank, as the engine lays them
+ * out); dp 0: one GPU, the reference (the rank is ignored). Ranks in lockstep on one GPU when
+ * there is only one. The same prompts and block orders for every call. */
+static std::vector<tf_seq> dep_run(const char *model, int dp, const std::vector<int> &lens,
+                                   int *V) {
+    int n_dev = 0;
+    CUDA_CHECK(cudaGetDeviceCount(&n_dev));
+    if (dp > n_dev) setenv("GPTOSS_TP_ONE_GPU", "1", 1);
+    backend *be = make_cuda(model, 16, 0, 512, 2048, 1, dp > 1, dp);
+    unsetenv("GPTOSS_TP_ONE_GPU");
+    CHECK(be != NULL, "cuda backend %s, --data-parallel-size %d", model, dp);
+    if (!be) return {};
+    *V = cuda_backend_ops.config(be)->vocab;
+    rng_t same;
+    rng_seed(&same, 4321);
+    driver d;
+    drv_init(&d, &cuda_backend_ops, be, 1024, &same);
+    int nf = 0, ns = 0, kbs = 0;
+    cuda_backend_ops.kv_blocks(be, &nf, &ns, &kbs); /* DEP: each rank's pools' sizes */
+    d.dp = dp;
+    for (int r = 0; r < 2; r++) {
+        d.dp_full[r].clear(), d.dp_swa[r].clear();
+        for (int i = 0; i < nf; i++) d.dp_full[r].push_back(i);
+        for (int i = 0; i < ns; i++) d.dp_swa[r].push_back(i);
+        rng_shuffle(&same, d.dp_full[r].data(), nf);
+        rng_shuffle(&same, d.dp_swa[r].data(), ns);
+    }
+    std::vector<tf_seq> all;
+    const int pols[3] = {POL_WHOLE, POL_DECODE, POL_CHUNK7};
+    const bool batched[3] = {false, true, true};
+    bool ok = true;
+    std::vector<tf_seq> first = make_seqs(lens, *V, &same, 0);
+    for (int i = 0; i < 3 && ok; i++) {
+        std::vector<tf_seq> seqs = make_seqs(lens, *V, &same, 0);
+        for (size_t k = 0; k < seqs.size(); k++) seqs[k].toks = first[k].toks, seqs[k].rank = k % 2;
+        ok = run_schedule(&d, seqs, pols[i], batched[i], i == 2 ? 1 : 0, &same) == 0;
+        all.insert(all.end(), seqs.begin(), seqs.end());
+    }
+    CHECK(ok, "%s --data-parallel-size %d: the schedules failed", model, dp);
+    fprintf(stderr, "(g) %s --data-parallel-size %d%s\n", model, dp,
+            dp > n_dev ? " (ranks on one GPU)" : "");
+    cuda_backend_ops.destroy(be);
+    return ok ? all : std::vector<tf_seq>{};
+}
+
+/* DEP2 against one GPU: attention whole on each rank (its rows' numbers are TP1's), the MoE as EP2
+ * (each pair's expert output whole on its owner, the ranks' slots summed in fp32), so the bound of
+ * EP2 against TP1 (f); and the flag's refusals. */
+static void dep_checks(void) {
+    const char *m20 = "synthetic:20b:layers=2:seed=0";
+    const std::vector<int> lens{1, 7, 33, 64, 130, 200};
+    int V = 0;
+    const std::vector<tf_seq> ref = dep_run(m20, 0, lens, &V);
+    const std::vector<tf_seq> got = dep_run(m20, 2, lens, &V);
+    if (!ref.empty() && !got.empty()) tp_compare("DEP2 vs TP1 (20b x 2 layers)", got, ref, V);
+    backend *bad = make_cuda(m20, 16, 0, 64, 2048, 1, false, 2);
+    CHECK(bad == NULL && strstr(err_msg(), "--data-parallel-size") &&
+              strstr(err_msg(), "--enable-expert-parallel"),
+          "--data-parallel-size 2 without --enable-expert-parallel: expected a refusal naming "
+          "both flags, got '%s'",
+          bad ? "(accepted)" : err_msg());
+    if (bad) cuda_backend_ops.destroy(bad);
+    bad = make_cuda(m20, 16, 0, 64, 2048, 1, true, 3);
+    CHECK(bad == NULL && strstr(err_msg(), "--data-parallel-size 3"),
+          "--data-parallel-size 3: expected a refusal naming the flag, got '%s'",
+          bad ? "(accepted)" : err_msg());
+    if (bad) cuda_backend_ops.destroy(bad);
+}
+
+/* ------------------------------------------------------------------------------------------------
+ */
 /* (c) real width */
 
 static void remove_dir(const char *dir) {
@@ -1360,6 +1474,11 @@ int main(int argc, char **argv) {
         tp_checks(&rng);
         return check_report("test_cuda_forward --tp");
     }
+    if (gpu_test_flag(argc, argv, "--dep")) {
+        remove_dir(dir);
+        dep_checks();
+        return check_report("test_cuda_forward --dep");
+    }
     const bool fp8 = !gpu_test_flag(argc, argv, "--skip-fp8");
     model_weights w;
     if (rc == 0 && weights_load(dir, &w) == 0) {
@@ -1374,7 +1493,7 @@ int main(int argc, char **argv) {
     remove_dir(dir);
 
     if (!gpu_test_flag(argc, argv, "--skip-real")) real_width(&rng);
-    if (!gpu_test_flag(argc, argv, "--skip-tp")) tp_checks(&rng);
+    if (!gpu_test_flag(argc, argv, "--skip-tp")) tp_checks(&rng), dep_checks();
     fixture_tiny64(&rng);
     if (fp8) {
         g_kv_dtype = BACKEND_KV_FP8;

@@ -41,6 +41,7 @@ struct ar_args {
     const uint16_t *gain;
     float eps;
     uint16_t *y, *ylo;
+    int row0, n_rows; /* the rows reduced: [row0, row0 + n_rows) of the T, into h's rows 0 .. */
 };
 
 static __device__ __forceinline__ void st_release_sys(uint32_t *p, uint32_t v) {
@@ -139,10 +140,14 @@ __global__ void ar_add_rmsnorm_kernel(const ar_args a) {
     if (a.phases & AR_PHASE_BARRIER) ar_barrier(a.sync);
     if (!(a.phases & AR_PHASE_REDUCE)) return;
 
-    /* 3. The sum in rank order, the residual, the norm. */
+    /* 3. The sum in rank order, the residual, the norm: of this rank's rows only (all T but
+     * under DEP's reduce-scatter). Block b still walks rows t ≡ b mod grid, the rows its peers'
+     * block b wrote before the barrier; a skipped row is skipped by the whole block. */
     for (int t = b; t < a.T; t += gridDim.x) {
+        if (t < a.row0 || t >= a.row0 + a.n_rows) continue;
+        const int u = t - a.row0; /* the row of h and y */
         float v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        float *hrow = a.h + (size_t)t * H + 8 * c;
+        float *hrow = a.h + (size_t)u * H + 8 * c;
         if (active) {
             const float4 h0 = *(const float4 *)hrow, h1 = *(const float4 *)(hrow + 4);
             v[0] = h0.x, v[1] = h0.y, v[2] = h0.z, v[3] = h0.w;
@@ -152,8 +157,8 @@ __global__ void ar_add_rmsnorm_kernel(const ar_args a) {
             *(float4 *)(hrow + 4) = make_float4(v[4], v[5], v[6], v[7]);
         }
         if (a.y)
-            write_norm(v, active, H, a.gain, a.eps, a.y + (size_t)t * H,
-                       a.ylo ? a.ylo + (size_t)t * H : NULL, c, red);
+            write_norm(v, active, H, a.gain, a.eps, a.y + (size_t)u * H,
+                       a.ylo ? a.ylo + (size_t)u * H : NULL, c, red);
         __syncthreads(); /* red[] is reused by the next row */
     }
 }
@@ -234,14 +239,15 @@ cudaError_t ar_gather_copy(const ar_rank *r, const int *col0, const int *ncols, 
     return gather(r, col0, ncols, R, out, ld, false, stream);
 }
 
-cudaError_t ar_add_rmsnorm_phases(const ar_rank *r, int phases, int site, const float *slots,
-                                  int n_slots, const uint16_t *delta, int T, float *h,
-                                  const uint16_t *gain, float eps, uint16_t *y, uint16_t *y_lo,
-                                  cudaStream_t stream) {
+static cudaError_t add_rmsnorm(const ar_rank *r, int phases, int site, const float *slots,
+                               int n_slots, const uint16_t *delta, int T, int row0, int n_rows,
+                               float *h, const uint16_t *gain, float eps, uint16_t *y,
+                               uint16_t *y_lo, cudaStream_t stream) {
     if (!r || phases < 1 || phases > AR_PHASE_ALL || site < 0 || site >= AR_SITES || T < 0 ||
-        T > r->T_cap || !h || (slots && n_slots < 1) || (y && !gain) || (y_lo && !y) ||
-        r->n_ranks < 1 || r->n_ranks > AR_MAX_RANKS || r->rank < 0 || r->rank >= r->n_ranks ||
-        r->max_blocks < 1 || r->H % 8 || r->H > AR_MAX_H)
+        T > r->T_cap || (!h && n_rows > 0) || (slots && n_slots < 1) || (y && !gain) ||
+        (y_lo && !y) || r->n_ranks < 1 || r->n_ranks > AR_MAX_RANKS || r->rank < 0 ||
+        r->rank >= r->n_ranks || r->max_blocks < 1 || r->H % 8 || r->H > AR_MAX_H || row0 < 0 ||
+        n_rows < 0 || row0 + n_rows > T)
         return cudaErrorInvalidValue;
     if (T == 0) return cudaSuccess;
     ar_args a;
@@ -251,10 +257,27 @@ cudaError_t ar_add_rmsnorm_phases(const ar_rank *r, int phases, int site, const 
     a.T = T, a.H = r->H, a.phases = phases;
     a.slots = slots, a.n_slots = slots ? n_slots : 0, a.delta = delta;
     a.h = h, a.gain = gain, a.eps = eps, a.y = y, a.ylo = y_lo;
+    a.row0 = row0, a.n_rows = n_rows;
     const int grid = T < r->max_blocks ? T : r->max_blocks;
     const int per_row = ((r->H / 8 + 31) / 32) * 32, threads = per_row < 32 ? 32 : per_row;
     ar_add_rmsnorm_kernel<<<grid, threads, 0, stream>>>(a);
     return cudaGetLastError();
+}
+
+cudaError_t ar_add_rmsnorm_phases(const ar_rank *r, int phases, int site, const float *slots,
+                                  int n_slots, const uint16_t *delta, int T, float *h,
+                                  const uint16_t *gain, float eps, uint16_t *y, uint16_t *y_lo,
+                                  cudaStream_t stream) {
+    return add_rmsnorm(r, phases, site, slots, n_slots, delta, T, 0, T, h, gain, eps, y, y_lo,
+                       stream);
+}
+
+cudaError_t ar_reduce_scatter_rmsnorm(const ar_rank *r, int phases, int site, const float *slots,
+                                      int n_slots, int T, int row0, int n_rows, float *h,
+                                      const uint16_t *gain, float eps, uint16_t *y, uint16_t *y_lo,
+                                      cudaStream_t stream) {
+    return add_rmsnorm(r, phases, site, slots, n_slots, NULL, T, row0, n_rows, h, gain, eps, y,
+                       y_lo, stream);
 }
 
 cudaError_t ar_add_rmsnorm(const ar_rank *r, int site, const float *slots, int n_slots,

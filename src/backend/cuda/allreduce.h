@@ -106,6 +106,16 @@ cudaError_t ar_add_rmsnorm(const ar_rank *r, int site, const float *slots, int n
                            const uint16_t *delta, int T, float *h, const uint16_t *gain, float eps,
                            uint16_t *y, uint16_t *y_lo, cudaStream_t stream);
 
+/* DEP's reduce-scatter (tp_backend.c): the same call over T rows of partials (every rank's slots
+ * for all T rows, as in 1.), but step 3 only for this rank's rows [row0, row0 + n_rows), into h,
+ * y and y_lo's rows 0 .. n_rows − 1. Every rank passes the same T (the grid, and so the barrier's
+ * blocks, are a function of T alone); n_rows may be 0 (a rank without rows still joins the
+ * barrier). phases as in ar_add_rmsnorm_phases below (AR_PHASE_ALL on separate GPUs). */
+cudaError_t ar_reduce_scatter_rmsnorm(const ar_rank *r, int phases, int site, const float *slots,
+                                      int n_slots, int T, int row0, int n_rows, float *h,
+                                      const uint16_t *gain, float eps, uint16_t *y, uint16_t *y_lo,
+                                      cudaStream_t stream);
+
 /* The all-gather of row pieces (tensor parallelism's lm_head: rank k computes the logits of its
  * vocabulary share [col0[k], col0[k] + ncols[k]) for every row). Rank k's piece sits in its gather
  * buffer as [R][ncols[k]] fp32 (the lm_head GEMM writes it there); after the same flag barrier as

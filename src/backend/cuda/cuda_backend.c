@@ -181,7 +181,11 @@ static int create_inner(struct backend *b, const backend_options *opt) {
      * wait for a device's running kernels to finish before a kernel's first launch: one rank
      * launching a kernel for the first time while another spins in an all-reduce would never
      * return (this deadlocked TP4 on one H200). Every kernel is loaded at start-up instead. */
-    if (opt->tensor_parallel_size > 1) setenv("CUDA_MODULE_LOADING", "EAGER", 1);
+    if (opt->tensor_parallel_size > 1 || opt->data_parallel_size > 1)
+        setenv("CUDA_MODULE_LOADING", "EAGER", 1);
+    if (opt->data_parallel_size < 0 || opt->data_parallel_size > DP_MAX)
+        return err_set("--data-parallel-size %d: expected 1 or %d", opt->data_parallel_size,
+                       DP_MAX);
     int ndev = 0, dev = 0;
     cudaError_t e = cudaGetDeviceCount(&ndev);
     if (e != cudaSuccess || ndev < 1) {
@@ -231,7 +235,8 @@ static int create_inner(struct backend *b, const backend_options *opt) {
     b->tp_share.n_vocab = c->vocab, b->tp_share.adds_biases = true;
     /* --enable-expert-parallel alone: one rank holds every expert, which is the one-GPU model (the
      * CPU backend takes it alike). */
-    if (opt->tensor_parallel_size > 1) return tp_create(b, opt, synthetic, seed);
+    if (opt->tensor_parallel_size > 1 || opt->data_parallel_size > 1)
+        return tp_create(b, opt, synthetic, seed);
     return cuda_rank_setup(b, opt, synthetic, seed, NULL, 0);
 }
 
@@ -327,7 +332,14 @@ static void cuda_kv_blocks(backend *b, int *num_full, int *num_swa, int *block_s
 
 static int cuda_launch(backend *b, const step_batch *step) {
     if (b->running) return err_set("cuda backend: a step is already in flight");
-    if ((b->tp_size > 1 ? tp_launch(b, step) : runner_launch(b, step)) != 0) return -1;
+    if (step->dp_size > 1 && b->dp_size < 2)
+        return err_set("cuda backend: a step split over %d data-parallel ranks, but the backend "
+                       "was made without --data-parallel-size",
+                       step->dp_size);
+    const int rc = b->dp_size > 1   ? dp_launch(b, step)
+                   : b->tp_size > 1 ? tp_launch(b, step)
+                                    : runner_launch(b, step);
+    if (rc != 0) return -1;
     b->running = true;
     return 0;
 }
@@ -335,7 +347,9 @@ static int cuda_launch(backend *b, const step_batch *step) {
 static int cuda_wait(backend *b, step_result *result) {
     if (!b->running) return err_set("cuda backend: no step in flight");
     b->running = false;
-    return b->tp_size > 1 ? tp_wait(b, result) : runner_collect(b, result);
+    return b->dp_size > 1   ? dp_wait(b, result)
+           : b->tp_size > 1 ? tp_wait(b, result)
+                            : runner_collect(b, result);
 }
 
 static void cuda_destroy(backend *b) {

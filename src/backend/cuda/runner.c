@@ -85,7 +85,9 @@ static int row_mode_for(const sampling_params *p, int V, bool gpu_masks) {
 /* The contract of step/batch.h, checked before anything reaches the device. */
 static int validate(const struct backend *b, const step_batch *st) {
     const int n = st->n_seqs, T = st->n_tokens, bs = b->block_size;
-    if (n < 1 || T < 1) return err_set("cuda backend: empty step (%d sequences, %d tokens)", n, T);
+    /* DEP: a rank's part may be empty (the rank still joins the step's MoE; dp_backend.c) */
+    if (n < 0 || T < 0 || ((n < 1 || T < 1) && b->dp_size < 2))
+        return err_set("cuda backend: empty step (%d sequences, %d tokens)", n, T);
     if (st->block_size != bs)
         return err_set("cuda backend: step block size %d, the KV pools use %d", st->block_size, bs);
     if (st->query_start[0] != 0 || st->query_start[n] != T)
@@ -241,7 +243,20 @@ int runner_launch_prepare(struct backend *b, const step_batch *st) {
         decode_only && graphs_pick(b, n, st->full_stride, st->swa_stride, &bucket_i, &cls);
     if (decode_only && !graph) gc->eager_decodes++;
     const int np = graph ? gc->bucket[bucket_i] : n, Tp = graph ? np : T; /* padded in graph mode */
-    if (workspace_ensure(b, Tp)) return -1;
+    /* DEP: the MoE runs over every rank's rows (runner_forward_dep.c); its buffers and plan are
+     * for their sum, and this rank's rows come after the ranks' before it */
+    int T_moe = Tp, row0 = 0;
+    if (b->dp_size > 1) {
+        T_moe = 0;
+        for (int r = 0; r < b->dp_size; r++) {
+            if (r < b->tp_rank) row0 += b->dp_rows[r];
+            T_moe += b->dp_rows[r];
+        }
+        if (b->dp_rows[b->tp_rank] != T || T_moe < 1)
+            return err_set("cuda backend: DEP rank %d: a part of %d tokens, %d expected of %d",
+                           b->tp_rank, T, b->dp_rows[b->tp_rank], T_moe);
+    }
+    if (workspace_ensure(b, T_moe)) return -1;
 
     /* Rows. Graphs: one per (padded) sequence, in order; eager: only the needed ones, compacted. */
     int n_rows = 0;
@@ -380,8 +395,12 @@ int runner_launch_prepare(struct backend *b, const step_batch *st) {
     } else {
         p.splits_full = p.splits_swa = 1;
     }
-    p.moe = runner_moe_plan(b, Tp);
+    p.moe = runner_moe_plan(b, T_moe);
     p.n_slots = runner_moe_slots(b, &p.moe);
+    if (b->dp_size > 1) {
+        p.dep_T_all = T_moe, p.dep_row0 = row0;
+        memcpy(p.dep_rows, b->dp_rows, sizeof p.dep_rows);
+    }
     p.token_ids = (const int32_t *)(dev + L.off[UP_TOKEN_IDS]);
     p.token_slot = (const int32_t *)(dev + L.off[UP_TOKEN_SLOT]);
     p.positions = (const int32_t *)(dev + L.off[UP_POSITIONS]);
@@ -437,7 +456,7 @@ int runner_launch_enqueue(struct backend *b) {
             k++;
         }
         if (b->dbg_logits) b->dbg_rows = k < b->dbg_cap ? k : b->dbg_cap;
-    } else if (runner_forward(b, pp, true)) {
+    } else if (b->dp_size > 1 ? runner_forward_dep(b, pp) : runner_forward(b, pp, true)) {
         return -1;
     }
     if (bk->n_out_rows > 0)

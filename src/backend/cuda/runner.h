@@ -139,6 +139,10 @@ typedef struct {
     int splits_full, splits_swa; /* attn_decode split counts */
     moe_plan moe;
     int n_slots; /* MoE rows per token in y_slots */
+    /* DEP (dp_backend.c; 0 without): the step's rows over every rank (the MoE runs on all of
+     * them: moe and n_slots are planned for dep_T_all), this rank's first among them (its rows
+     * are [dep_row0, dep_row0 + T) in rank order), and every rank's count (the all-gather). */
+    int dep_T_all, dep_row0, dep_rows[DP_MAX];
     const int32_t *token_ids, *token_slot, *positions, *slots_full, *slots_swa;
     const int32_t *query_start, *start_pos, *swa_first, *full_tables, *swa_tables, *work_full,
         *work_swa;
@@ -285,6 +289,18 @@ struct backend {
     barrier *tp_lock; /* every rank on one GPU: the launch threads meet here at each collective */
     bool stream_borrowed; /* b->stream is rank 0's (lockstep): not this rank's to destroy */
     int tp_col0[TP_MAX], tp_ncols[TP_MAX]; /* every rank's vocabulary share, for the gather */
+
+    /* DEP (--data-parallel-size N > 1 with --enable-expert-parallel; dp_backend.c): the tp ranks
+     * above are the data-parallel ranks (dp_size = tp_size = N, model/tp_plan.h's
+     * tp_plan_make_dep: whole attention and lm_head, experts by rank), each with its own KV pools
+     * and its own sequences. dp_rows: every rank's rows in the step being launched (set on every
+     * rank before the ranks' preparation: the MoE's workspace and plan are for their sum). Rank 0
+     * keeps each rank's part of the step (step/batch_split.h) until wait. 0 / unused without. */
+    int dp_size;
+    int dp_rows[DP_MAX];
+    step_batch dp_part[DP_MAX];
+    int32_t *dp_qs[DP_MAX]; /* the parts' rebased query_start */
+    int dp_qs_cap[DP_MAX];
 };
 
 /* weights_gpu.c */
@@ -346,6 +362,24 @@ int tp_all_reduce(struct backend *b, int site, const float *slots, int n_slots,
                   const uint16_t *delta, int T, float *h, const uint16_t *gain, float eps,
                   uint16_t *y, uint16_t *y_lo, cudaStream_t s);
 cudaError_t tp_gather(struct backend *b, int nr, float *out, cudaStream_t s);
+
+/* dp_backend.c: DEP. dp_launch splits the step into the ranks' parts and launches them (each rank
+ * its own part, tp_launch_parts); dp_wait collects every rank's results into the step's. The
+ * forward pass's two collectives (runner_forward_dep.c): the all-gather of the ranks' MLP-normed
+ * rows (ws.a's T hi and T lo rows -> dep_T_all hi and lo rows, rank order, in ws.a), and the
+ * reduce-scatter of y_slots (dep_T_all rows, the ranks' expert outputs summed in rank order) into
+ * this rank's T rows of h, followed by the RMSNorm with gain into y, y_lo when gain is given. */
+int dp_launch(struct backend *b, const step_batch *st);
+int dp_wait(struct backend *b, step_result *res);
+void dp_free(struct backend *b);
+int dep_gather_rows(struct backend *b, const fwd_plan *p, cudaStream_t s);
+int dep_reduce_scatter(struct backend *b, const fwd_plan *p, const uint16_t *gain, uint16_t *y,
+                       uint16_t *y_lo, cudaStream_t s);
+/* tp_backend.c: launches rank r's part parts[r] on every rank (tp_launch: the same step on all). */
+int tp_launch_parts(struct backend *b, const step_batch *const *parts);
+/* runner_forward_dep.c: DEP's forward pass of this rank's part (p->T may be 0: the rank still
+ * joins every collective); copies the host and test-hook rows out as runner_forward does. */
+int runner_forward_dep(struct backend *b, const fwd_plan *p);
 
 /* runner.c, for a rank other than 0 at wait: waits for its step, then takes rank 0's tokens of the
  * rows rank 0 sampled on the host or at wait (the peer sampled the others itself, identically) as

@@ -48,16 +48,20 @@
  * the one-shot kernel for every size); EP's all-to-all dispatch (today every rank reads every
  * token's row and the all-reduce moves whole y_slots, as under TP).
  *
- * DEP2 (data-parallel attention + expert-parallel MoE), the design for when it is built: one global
- * scheduler, not one per rank, because the engine's batch is what both ranks' MoE must agree on. The
- * engine builds one step; its sequences are split between the ranks (each sequence, its KV blocks
- * and its slot live on one rank, chosen at admission by free KV blocks), so each rank runs attention
- * on its own sequences only with the whole attention weights. The MoE is by experts (64 each): after
- * routing, every token row goes to the ranks that hold its experts (dispatch: each rank writes the
- * rows a peer needs into the peer's buffer over NVLink, as allreduce.h writes flags), the experts run
- * on the rows they received, and the weighted results go back (combine) into the owner's slots. Rows
- * and their order are the same on both sides because both ranks run the same routing on the
- * gathered router inputs. The block manager then keeps two pools (one per rank) behind one API. */
+ * DEP2 (data-parallel attention + expert-parallel MoE: --data-parallel-size 2 with
+ * --enable-expert-parallel; dp_backend.c, runner_forward_dep.c), built in its first form on these
+ * ranks: tp_plan_make_dep's shares (whole attention and lm_head, half the experts each), each rank
+ * its own sequences, their KV in its own pools and their slots' last tokens. One global scheduler,
+ * not one per rank (engine/scheduler.c says why): the engine builds one step whose sequences are
+ * grouped by rank (step/batch.h's dp_seq0; each sequence's rank chosen at admission by free KV
+ * blocks), and tp_launch_parts hands each rank its part. Per layer each rank runs attention on its
+ * rows; the MoE's input rows are all-gathered (rank order: the gather buffers of allreduce.h, two
+ * rows of bf16 pairs, hi and lo halves), every rank routes all of them and runs its experts' pairs
+ * (the others' rows zero, as under EP), and y_slots is reduce-scattered: the one-shot all-reduce's
+ * kernel summing every rank's slots for this rank's rows only, fused with the next attention norm.
+ * Not yet: graphs (DEP is eager), structured output's masks, NCCL, and the later form that
+ * dispatches only the routed rows to their experts' ranks and combines them back (all-to-all over
+ * NVLink) instead of gathering every row and reducing whole y_slots. */
 #include "backend/cuda/runner.h"
 #include "base/barrier.h"
 #include "base/log.h"
@@ -208,7 +212,9 @@ static int grow_collectives(struct backend *b) {
     ar_group *g = b->ar_owned;
     int devices[AR_MAX_RANKS];
     const int n = g->n_ranks, H = g->rank[0].H;
-    const size_t gather_cap = g->rank[0].gather_cap;
+    /* DEP gathers every row's normed input (T_cap x H floats' worth of bf16 pairs, hi and lo) */
+    const size_t gather_cap =
+        b->dp_size > 1 ? (size_t)b->ws.T_cap * (size_t)H : g->rank[0].gather_cap;
     memcpy(devices, g->devices, sizeof devices);
     for (int r = 0; r < b->tp_size; r++) {
         CU(cudaSetDevice(b->tp_peer[r]->device));
@@ -269,20 +275,25 @@ static void nccl_abort(struct backend *b) {
 }
 
 int tp_create(struct backend *b, const backend_options *opt, bool synthetic, uint64_t seed) {
-    const int N = opt->tensor_parallel_size > 0 ? opt->tensor_parallel_size : 1;
+    const int D = opt->data_parallel_size > 1 ? opt->data_parallel_size : 1;
+    const int N = D > 1 ? D : opt->tensor_parallel_size > 0 ? opt->tensor_parallel_size : 1;
     const bool ep = opt->enable_expert_parallel;
     if (N < 2) return err_set("--tensor-parallel-size %d: nothing to shard", N);
+    if (D > 1 && (!ep || opt->tensor_parallel_size > 1))
+        return err_set("--data-parallel-size %d needs --enable-expert-parallel and "
+                       "--tensor-parallel-size 1",
+                       D);
     tp_plan plan;
-    if (tp_plan_make(&b->cfg, N, ep, &plan))
+    if (D > 1 ? tp_plan_make_dep(&b->cfg, D, &plan) : tp_plan_make(&b->cfg, N, ep, &plan))
         return synthetic ? err_prefix("%s", opt->model) : err_prefix("%s/config.json", opt->model);
     int ndev = 0;
     CU(cudaGetDeviceCount(&ndev));
     const char *one = getenv("GPTOSS_TP_ONE_GPU");
     const bool one_gpu = one && !strcmp(one, "1");
     if (!one_gpu && ndev < N)
-        return err_set("--tensor-parallel-size %d needs %d GPUs; this machine has %d "
+        return err_set("--%s-parallel-size %d needs %d GPUs; this machine has %d "
                        "(GPTOSS_TP_ONE_GPU=1 runs the ranks in turn on one GPU, for tests)",
-                       N, N, ndev);
+                       D > 1 ? "data" : "tensor", N, N, ndev);
     int devices[TP_MAX], max_units = 0;
     for (int r = 0; r < N; r++) {
         devices[r] = one_gpu ? b->device : r;
@@ -296,9 +307,14 @@ int tp_create(struct backend *b, const backend_options *opt, bool synthetic, uin
         b->tp_peer[r] = xcalloc(1, sizeof *b);
         *b->tp_peer[r] = proto;
     }
-    for (int r = 0; r < N; r++) apply_share(b->tp_peer[r], &plan, r, devices[r], I_pad);
+    for (int r = 0; r < N; r++) {
+        apply_share(b->tp_peer[r], &plan, r, devices[r], I_pad);
+        b->tp_peer[r]->dp_size = D > 1 ? D : 0;
+    }
     backend_options o = *opt;
-    if (one_gpu) o.enforce_eager = true; /* lockstep: no graphs (see above) */
+    /* lockstep: no graphs (see above); DEP: eager only in its first form (the ranks' row counts
+     * differ from step to step, and a graph's buckets would have to agree across the ranks) */
+    if (one_gpu || D > 1) o.enforce_eager = true;
     for (int r = 0; r < N; r++)
         if (cuda_rank_setup(b->tp_peer[r], &o, synthetic, seed, r ? b : NULL, one_gpu ? N - 1 : 0))
             return err_prefix("rank %d of %d", r, N);
@@ -317,13 +333,15 @@ int tp_create(struct backend *b, const backend_options *opt, bool synthetic, uin
         }
     }
 
-    /* The all-reduce group: the residual rows of the largest step, the gather of R_cap rows. */
+    /* The all-reduce group: the residual rows of the largest step, the gather of R_cap rows (DEP:
+     * no logits gather, each rank has the whole lm_head; the gather of T_cap normed rows). */
     int max_v = 0;
     for (int r = 0; r < N; r++)
         if (plan.rank[r].n_vocab > max_v) max_v = plan.rank[r].n_vocab;
+    const size_t gather_cap =
+        D > 1 ? (size_t)b->ws.T_cap * (size_t)b->H : (size_t)b->ws.R_cap * (size_t)max_v;
     b->ar_owned = xcalloc(1, sizeof *b->ar_owned);
-    cudaError_t e = ar_group_create(b->ar_owned, N, devices, b->ws.T_cap, b->H, 0,
-                                    (size_t)b->ws.R_cap * (size_t)max_v);
+    cudaError_t e = ar_group_create(b->ar_owned, N, devices, b->ws.T_cap, b->H, 0, gather_cap);
     if (e != cudaSuccess) {
         free(b->ar_owned);
         b->ar_owned = NULL;
@@ -332,9 +350,17 @@ int tp_create(struct backend *b, const backend_options *opt, bool synthetic, uin
                        N, cudaGetErrorString(e));
     }
     for (int r = 0; r < N; r++) b->tp_peer[r]->ar = &b->ar_owned->rank[r];
-    if (nccl_setup(b, N, devices, one_gpu)) return -1;
+    /* DEP's reduce-scatter is the one-shot kernel's only (allreduce.h); NCCL is not used there */
+    if (D < 2 && nccl_setup(b, N, devices, one_gpu)) return -1;
     CU(cudaSetDevice(b->device));
     if (workers_start(b)) return -1;
+    if (D > 1) {
+        log_info("cuda backend: data + expert parallel (DEP) over %d ranks (%s): whole attention "
+                 "and lm_head on each, with its own sequences and KV; %d of %d experts each",
+                 D, one_gpu ? "all on one GPU in lockstep, GPTOSS_TP_ONE_GPU=1" : "one GPU each",
+                 plan.rank[0].n_experts, b->cfg.n_experts);
+        return 0;
+    }
     char moe[96];
     if (ep)
         snprintf(moe, sizeof moe, "%d of %d experts whole", plan.rank[0].n_experts,
@@ -360,6 +386,12 @@ static int with_timeout_report(struct backend *b) {
 }
 
 int tp_launch(struct backend *b, const step_batch *st) {
+    const step_batch *parts[TP_MAX];
+    for (int r = 0; r < b->tp_size; r++) parts[r] = st;
+    return tp_launch_parts(b, parts);
+}
+
+int tp_launch_parts(struct backend *b, const step_batch *const *parts) {
     struct tp_workers *ws = b->tp_threads;
     /* Every rank's host half first, here, one after the other: growing a buffer there may wait for
      * the whole device (cudaFree), and with the ranks on one GPU a rank already waiting in this
@@ -367,7 +399,7 @@ int tp_launch(struct backend *b, const step_batch *st) {
      * enqueued yet, and the last step's collectives all have their partners, so here it ends. */
     for (int r = 0; r < b->tp_size; r++) {
         CU(cudaSetDevice(b->tp_peer[r]->device));
-        if (runner_launch_prepare(b->tp_peer[r], st)) {
+        if (runner_launch_prepare(b->tp_peer[r], parts[r])) {
             for (int j = 0; j < r; j++) b->tp_peer[j]->pending.st = NULL;
             cudaSetDevice(b->device);
             return r ? err_prefix("rank %d", r) : -1;
@@ -382,7 +414,7 @@ int tp_launch(struct backend *b, const step_batch *st) {
     for (int r = 1; r < b->tp_size; r++) {
         tp_worker *w = &ws->w[r];
         pthread_mutex_lock(&w->mu);
-        w->job = st, w->rc = 0;
+        w->job = parts[r], w->rc = 0;
         pthread_cond_broadcast(&w->cv);
         pthread_mutex_unlock(&w->mu);
     }
@@ -434,6 +466,7 @@ int tp_wait(struct backend *b, step_result *res) {
 
 void tp_destroy_peers(struct backend *b) {
     workers_stop(b);
+    dp_free(b);
     if (b->stream) cudaSetDevice(b->device), cudaStreamSynchronize(b->stream);
     for (int r = 1; r < b->tp_size; r++) {
         if (!b->tp_peer[r]) continue;
