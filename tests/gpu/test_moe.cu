@@ -346,8 +346,6 @@ static void cpu_moe(const layer_host *L, const std::vector<float> &xf, const std
 static const char *plan_name(const moe_plan *p, char *buf, size_t n) {
     if (p->large)
         snprintf(buf, n, "large");
-    else if (p->ring)
-        snprintf(buf, n, "ring");
     else
         snprintf(buf, n, "small(ntp=%d,S=%d)", p->ntp, p->down_splits);
     return buf;
@@ -557,7 +555,7 @@ static void test_E(int E, cudaStream_t st, int sm) {
         moe_plan other = autop;
         other.large = !autop.large, other.ntp = 2, other.down_splits = 1;
         plans.push_back(other);
-        moe_plan small2 = {0, 1, 3, 128, 0};
+        moe_plan small2 = {0, 1, 3, 128};
         if (!autop.large && autop.ntp == 1) small2.ntp = 2, small2.down_splits = 2;
         plans.push_back(small2);
         int maxS = 1;
@@ -578,29 +576,6 @@ static void test_E(int E, cudaStream_t st, int sm) {
               "E=%d T=%d: folded vs two-multiply dequantisation (or two runs of one plan) differ",
               E, T);
         check_ep(&D, &w, E, T, d_lg, d_x, &plans[0], &rh, y1, d_act, d_y, st);
-        /* The ring form of the small path (moe_ring.cu) up to MOE_RING_MAX_T tokens: the same
-         * bits as the small path's items at ntp 1 without a K split, and under EP too. */
-        if (T <= MOE_RING_MAX_T) {
-            moe_plan s1 = autop;
-            s1.large = 0, s1.ntp = 1, s1.down_splits = 1, s1.ring = 0;
-            moe_plan rg = s1;
-            rg.ring = 1;
-            std::vector<float> ys, yr;
-            run_experts_case(&w, &r, &s1, d_x, d_act, d_y, T, E, toks, ref, st, &ys);
-            run_experts_case(&w, &r, &rg, d_x, d_act, d_y, T, E, toks, ref, st, &yr);
-            CHECK(ys.size() == yr.size() && !memcmp(ys.data(), yr.data(), ys.size() * 4),
-                  "E=%d T=%d: the ring form differs from the small path (ntp 1, S 1)", E, T);
-            run_experts_case(&wu, &r, &rg, d_x, d_act, d_y, T, E, toks, ref, st, &ys);
-            CHECK(ys.size() == yr.size() && !memcmp(ys.data(), yr.data(), ys.size() * 4),
-                  "E=%d T=%d: the ring form's folded and two-multiply dequantisation differ", E, T);
-            check_ep(&D, &w, E, T, d_lg, d_x, &rg, &rh, yr, d_act, d_y, st);
-            moe_set_ring(1);
-            const moe_plan on = moe_plan_for(T, E, TOPK, sm);
-            moe_set_ring(0);
-            CHECK(on.ring && !on.large && on.ntp == 1 && on.down_splits == 1,
-                  "E=%d T=%d: with the ring on the plan is ring=%d large=%d ntp=%d S=%d", E, T,
-                  on.ring, on.large, on.ntp, on.down_splits);
-        }
         /* The large path on the warpgroup MMA (moe_wgmma.cu) at both token tiles (moe_plan.bn,
          * whichever moe_plan_for picked): the same reference bound, and two runs give the same
          * bits. The widths add each output's k blocks in the same order, so the same bits are
@@ -685,26 +660,18 @@ static void bench(cudaStream_t st, int sm) {
             o.large = !autop.large, o.ntp = 2, o.down_splits = 1;
             plans.push_back(o);
         }
-        if (T <= MOE_RING_MAX_T) { /* the ring form of the small path (moe_ring.cu) */
-            moe_plan o = autop;
-            o.large = 0, o.ntp = 1, o.down_splits = 1, o.ring = 1;
-            plans.push_back(o);
-        }
         int maxS = 1;
         for (auto &p : plans) maxS = std::max(maxS, p.large ? 1 : p.down_splits);
         uint16_t *d_act = tu_dev_alloc<uint16_t>(P * I);
         float *d_y = tu_dev_alloc<float>(P * maxS * H);
-        int large_at = -1; /* the plan the wgmma rounds repeat: the large one, if any */
-        for (size_t pi = 0; pi < plans.size(); pi++)
-            if (plans[pi].large && large_at < 0) large_at = (int)pi;
-        const size_t rounds = plans.size() + (large_at >= 0 ? 2 : 0);
+        const size_t rounds = plans.size() + ((autop.large || plans.size() > 1) ? 2 : 0);
         for (size_t pi = 0; pi < rounds; pi++) {
             /* the last two rounds: the large plan again on the warpgroup MMA (moe_wgmma.cu), with
              * 128- and then 64-token tiles (whichever moe_plan_for picks; the automatic plan's
              * choice is the "auto" one) */
             const int extra = pi >= plans.size() ? (int)(pi - plans.size()) : -1;
             const int wg = extra >= 0;
-            moe_plan p = wg ? plans[large_at] : plans[pi];
+            moe_plan p = wg ? (autop.large ? autop : plans[1]) : plans[pi];
             if (wg) p.bn = extra ? 64 : 128;
             const int S = p.large ? 1 : p.down_splits;
             const int reps = T >= 1024 ? 10 : 50;
@@ -754,7 +721,6 @@ static void bench(cudaStream_t st, int sm) {
 int main(int argc, char **argv) {
     tu_init("test_moe");
     moe_set_wgmma(0); /* the plain large-path passes test mma.sync; the wgmma passes turn it on */
-    moe_set_ring(0);  /* the automatic plans without the ring form; its cases turn it on */
     check_plans();
     cudaStream_t st;
     CUDA_CHECK(cudaStreamCreate(&st));

@@ -112,18 +112,9 @@ typedef struct {
                   per-expert streaming (decode) */
     int ntp;   /* small path: tokens staged per pass = 8·ntp (1 or 2) */
     int down_splits; /* K splits of the down projection (small path); y_slots has k·down_splits rows per token */
-    int bn;   /* large path on wgmma: tokens per block, 64 (two blocks a routing tile) or 128;
+    int bn; /* large path on wgmma: tokens per block, 64 (two blocks a routing tile) or 128;
                moe_plan_for takes 64 when experts average under 128 pairs (moe_experts.cu) */
-    int ring; /* small path as a ring (moe_ring.cu: one block an SM, the tiles streamed by bulk
-                 copies); only for T ≤ MOE_RING_MAX_T, with ntp 1 and down_splits 1 */
 } moe_plan;
-
-enum { MOE_RING_MAX_T = 8 };
-
-/* The ring form of the small path, process-wide (moe_plan_for reads it): until moe_set_ring is
- * called, GPTOSS_MOE_RING=1 turns it on (off by default until measured on the H200). */
-void moe_set_ring(int on);
-int moe_ring_on(void);
 
 /* The plan for T tokens (a pure function of its arguments, so the caller can size buffers). */
 moe_plan moe_plan_for(int T, int E, int k, int sm_count);

@@ -191,10 +191,7 @@ moe_plan moe_plan_for(int T, int E, int k, int sm_count) {
     p.bn = avg < 128.0 ? 64 : 128;
     p.ntp = avg <= 3.0 ? 1 : 2;
     p.down_splits = 1;
-    p.ring = !p.large && T <= MOE_RING_MAX_T && moe_ring_on();
-    if (p.ring)
-        p.ntp = 1; /* one pass: an expert has at most T ≤ 8 pairs; no K split */
-    else if (!p.large) {
+    if (!p.large) {
         /* Expected touched experts E·(1 − (1 − k/E)^T); the down projection has H/16 row tiles per
          * expert in blocks of 4 or 8 warps, and 4 (resp. 2) such blocks fit on an SM at once. Split K
          * as far as one wave of resident blocks allows (a second, nearly empty wave would cost a
@@ -219,20 +216,6 @@ size_t moe_y_slots_bytes(int T, int k, int H, const moe_plan *plan) {
 static unsigned long long g_attrs_set; /* per device: per_device.h */
 
 static int g_wgmma = -1; /* -1: not decided yet (GPTOSS_MOE_WGMMA at first use, moe.h) */
-
-static int g_ring = -1; /* -1: not decided yet (GPTOSS_MOE_RING at first use, moe.h) */
-
-void moe_set_ring(int on) {
-    g_ring = on ? 1 : 0;
-}
-
-int moe_ring_on(void) {
-    if (g_ring < 0) {
-        const char *v = getenv("GPTOSS_MOE_RING");
-        g_ring = v && !strcmp(v, "1") ? 1 : 0;
-    }
-    return g_ring;
-}
 
 void moe_set_wgmma(int on) {
     g_wgmma = on ? 1 : 0;
@@ -305,7 +288,6 @@ static cudaError_t launch(const moe_args &a0, int mode, int folded, const moe_pl
                        a);
         return cudaGetLastError();
     }
-    if (plan->ring) return moe_ring_launch(a, mode, folded, r->T, max_touched, stream);
     const int ntp = plan->ntp == 1 ? 1 : 2;
     const int warps = ntp == 1 ? small_cfg<1>::WARPS : small_cfg<2>::WARPS;
     a.n_rb = (a.RT + warps - 1) / warps;

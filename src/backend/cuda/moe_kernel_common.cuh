@@ -154,8 +154,3 @@ static __device__ __forceinline__ void store_tile_n(const moe_args &a, const til
 /* The wgmma large-batch kernel (moe_wgmma.cu) on moe_large_kernel's grid: (row blocks, tile slots),
  * with bn-token tiles (moe_plan.bn: 64 or 128, anything else cudaErrorInvalidValue). */
 cudaError_t moe_wgmma_launch(const moe_args &a, int mode, int bn, dim3 grid, cudaStream_t stream);
-
-/* The small path's ring form (moe_ring.cu) for a step of T ≤ MOE_RING_MAX_T tokens, at most
- * max_touched experts touched; a.S must be 1. */
-cudaError_t moe_ring_launch(const moe_args &a, int mode, int folded, int T, int max_touched,
-                            cudaStream_t stream);
