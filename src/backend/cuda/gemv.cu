@@ -131,13 +131,20 @@ enum {
     GR_THREADS = (GR_CONSUMERS + 1) * 32,
     GR_MAX_M = 4,
     GR_RING_BYTES = 96 * 1024,
-    GR_MIN_STAGES = 4,
     GR_MAX_STAGES = 32 /* the barriers' 512 bytes fit the 1 KB in front of the ring */
 };
 
+/* Stages in the ring: a multiple of GR_CONSUMERS, so that every use of stage s is read by the same
+ * warp (s mod GR_CONSUMERS). That is what makes the parity waits sound: a warp waits for use n of a
+ * stage only after it has itself read use n − 1, so that phase has completed, and the parity names
+ * the phase in progress. With another count (17 stages for lm_head's 5,760-byte rows) a warp could
+ * wait for use 1 of a stage whose use 0 had not landed yet; the parity of use 1 then names the
+ * phase before use 0, which counts as complete, so the warp read a stage still being filled and
+ * released it early: lm_head in the decode step failed with "unspecified launch failure" on the
+ * H200 (the isolated benchmark had passed by timing). */
 static int ring_stages(int K) {
-    const int st = GR_RING_BYTES / (K * 2);
-    return st < GR_MIN_STAGES ? GR_MIN_STAGES : st > GR_MAX_STAGES ? GR_MAX_STAGES : st;
+    int st = GR_RING_BYTES / (K * 2) / GR_CONSUMERS * GR_CONSUMERS;
+    return st < GR_CONSUMERS ? GR_CONSUMERS : st > GR_MAX_STAGES ? GR_MAX_STAGES : st;
 }
 
 static size_t ring_smem_bytes(int M, int K) {
