@@ -1,7 +1,8 @@
 /* gemv_bf16 (backend/cuda/gemv.h) against a double-precision CPU product, for the decode shapes of
  * gpt-oss (QKV 5120×2880, O 2880×4096, router 128×2880) and awkward ones (K not a multiple of 256,
  * N not a multiple of the warps, K = 8), M = 1…8, with and without x_lo and bias, fp32 and bf16 out;
- * nothing past y[M][N] is written; both kernel forms, which must give the same bytes. --bench: median times against cuBLASLt/skinny (gemm_bf16 AUTO) at
+ * nothing past y[M][N] is written; both kernel forms, which must give the same bytes; gemv_route
+ * against gemv_bf16 + moe_route_split (check_route). --bench: median times against cuBLASLt/skinny (gemm_bf16 AUTO) at
  * M = 1, 2, 4, 8 with the weights rotated over enough copies that no repetition finds them in L2. */
 #include "gpu_check.h"
 #include "moe_test_util.h"
@@ -86,6 +87,79 @@ static void check_shape(const gv_shape &sh, int M, bool lo, bool bias, bool f32,
     CUDA_CHECK(cudaFree(dy));
 }
 
+/* gemv_route: the router GEMV with the routing in its last block must give the bytes of gemv_bf16
+ * followed by moe_route_split (logits and every routing array), twice in a row (the arrival counter
+ * is left at zero), for T = 1 … 8 at 120b's E = 128 and 20b's 32, also under expert parallelism (the
+ * pairs of experts [e0, e0 + n_e) only). */
+static void check_route(cudaStream_t st) {
+    const int K = 2880, k = 4;
+    int *counter = tu_dev_alloc<int>(1);
+    CUDA_CHECK(cudaMemset(counter, 0, sizeof(int)));
+    for (int E : {128, 32})
+        for (int T = 1; T <= GEMV_MAX_M; T++)
+            for (int ep = 0; ep < 2; ep++) {
+                const size_t wn = (size_t)E * K, xn = (size_t)T * K;
+                std::vector<uint16_t> hw(wn), hx(xn), hl(xn), hb(E);
+                tu_fill_bf16(hw.data(), NULL, wn, -0.05f, 0.05f);
+                tu_fill_bf16(hx.data(), NULL, xn, -2.0f, 2.0f);
+                tu_fill_bf16(hl.data(), NULL, xn, -0.01f, 0.01f);
+                tu_fill_bf16(hb.data(), NULL, E, -0.5f, 0.5f);
+                uint16_t *dw = tu_dev_upload(hw.data(), wn), *dx = tu_dev_upload(hx.data(), xn),
+                         *dl = tu_dev_upload(hl.data(), xn), *db = tu_dev_upload(hb.data(), E);
+                const size_t nb = moe_routing_bytes(T, E, k);
+                uint8_t *rb[2] = {tu_dev_alloc<uint8_t>(nb), tu_dev_alloc<uint8_t>(nb)};
+                float *lg[2] = {tu_dev_alloc<float>(xn / K * E), tu_dev_alloc<float>(xn / K * E)};
+                std::vector<uint8_t> want(nb), got(nb);
+                std::vector<float> lw((size_t)T * E), lgot((size_t)T * E);
+                moe_routing r[2];
+                for (int i = 0; i < 2; i++) {
+                    moe_routing_carve(&r[i], rb[i], T, E, k);
+                    if (ep) r[i].e0 = E / 2, r[i].n_e = E / 2;
+                    CUDA_CHECK(cudaMemset(rb[i], 0, nb));
+                }
+                CUDA_CHECK(gemv_bf16(dx, dl, T, K, dw, E, NULL, lg[0], 1, st));
+                CUDA_CHECK(moe_route_split(lg[0], NULL, db, &r[0], st));
+                CUDA_CHECK(cudaStreamSynchronize(st));
+                tu_download(want.data(), rb[0], nb);
+                tu_download(lw.data(), lg[0], lw.size());
+                for (int rep = 0; rep < 2; rep++) {
+                    CUDA_CHECK(cudaMemset(rb[1], 0, nb));
+                    CUDA_CHECK(cudaMemset(lg[1], 0xff, lgot.size() * 4));
+                    CUDA_CHECK(gemv_route(dx, dl, T, K, dw, E, lg[1], db, &r[1], counter, st));
+                    CUDA_CHECK(cudaStreamSynchronize(st));
+                    tu_download(got.data(), rb[1], nb);
+                    tu_download(lgot.data(), lg[1], lgot.size());
+                    int c = -1;
+                    tu_download(&c, counter, 1);
+                    CHECK(!memcmp(lw.data(), lgot.data(), lw.size() * 4),
+                          "gemv_route E=%d T=%d ep=%d run %d: logits differ from gemv_bf16's", E, T,
+                          ep, rep);
+                    CHECK(
+                        want == got,
+                        "gemv_route E=%d T=%d ep=%d run %d: routing differs from moe_route_split's",
+                        E, T, ep, rep);
+                    CHECK(c == 0, "gemv_route E=%d T=%d run %d: counter left at %d", E, T, rep, c);
+                }
+                for (int i = 0; i < 2; i++) {
+                    CUDA_CHECK(cudaFree(rb[i]));
+                    CUDA_CHECK(cudaFree(lg[i]));
+                }
+                CUDA_CHECK(cudaFree(dw));
+                CUDA_CHECK(cudaFree(dx));
+                CUDA_CHECK(cudaFree(dl));
+                CUDA_CHECK(cudaFree(db));
+            }
+    moe_routing bad;
+    memset(&bad, 0, sizeof bad);
+    bad.T = 2, bad.E = 128, bad.k = 4, bad.n_e = 128;
+    CHECK(gemv_route((uint16_t *)counter, NULL, 1, 64, (uint16_t *)counter, 128, (float *)counter,
+                     NULL, &bad, counter, st) == cudaErrorInvalidValue,
+          "gemv_route refuses r->T != M");
+    CUDA_CHECK(cudaFree(counter));
+    fprintf(stderr, "  gemv_route: E = 128 and 32, T = 1..%d, with and without EP: same bytes\n",
+            GEMV_MAX_M);
+}
+
 static void bench(cudaStream_t st) {
     gemm_ctx *ctx = NULL;
     CUDA_CHECK(gemm_ctx_create(&ctx));
@@ -162,6 +236,7 @@ int main(int argc, char **argv) {
               "gemv_supported limits");
         CHECK(gemv_bf16(NULL, NULL, 1, 64, NULL, 8, NULL, NULL, 1, st) == cudaErrorInvalidValue,
               "gemv_bf16 refuses NULL pointers");
+        check_route(st);
     }
     CUDA_CHECK(cudaStreamDestroy(st));
     return check_report("test_gemv");

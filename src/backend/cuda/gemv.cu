@@ -19,13 +19,24 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_util.cuh"
 #include "backend/cuda/gemv_row.cuh"
+#include "backend/cuda/moe_route_small.cuh"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/tma_ring.cuh"
 
 #include <stdlib.h>
+#include <string.h>
 
 enum { GV_WARPS = 8, GV_THREADS = GV_WARPS * 32, GV_NJ = GEMV_MAX_K / 256 };
 enum { GV_DEVICES = 8 }; /* per-device caches of launch attributes (per_device.h) */
+
+/* gemv_route's routing (moe.h's moe_routing, and the arrival counter). */
+struct gemv_route_args {
+    const uint16_t *bias; /* router bias [E] */
+    int k, e0, n_e;
+    int *idx, *count, *offset, *pair_sorted, *touched, *n_touched, *tiles, *n_tiles;
+    float *w;
+    int *counter;
+};
 
 struct gemv_args {
     const uint16_t *x, *x_lo, *W, *bias;
@@ -33,6 +44,7 @@ struct gemv_args {
     int M, K, N;
     int rows_per_warp;
     int stages; /* ring form: stages in the ring */
+    gemv_route_args rt;
 };
 
 /* The M token rows as fp32 in shared memory, x (+ x_lo), by threads t, t + n, … of the block. */
@@ -66,7 +78,26 @@ static __device__ __forceinline__ void gemv_store(const gemv_args &a, const floa
         ((uint16_t *)a.y)[o] = f32_to_bf16_bits(v);
 }
 
-template <int M, bool OUT_F32>
+/* gemv_route's tail, by every thread of every block of the rows form: the last block to finish its
+ * rows routes the M tokens' logits (the usual "last block" reduction: each block's stores are made
+ * visible by a fence before its arrival is counted, and the last block fences again before it reads
+ * them through L2). The counter is left at zero for the next launch. */
+static __device__ __forceinline__ void gemv_route_tail(const gemv_args &a) {
+    __shared__ int s_last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) s_last = atomicAdd(a.rt.counter, 1) == (int)gridDim.x - 1;
+    __syncthreads();
+    if (!s_last) return;
+    __threadfence();
+    const gemv_route_args &r = a.rt;
+    route_small_block((const float *)a.y, NULL, r.bias, a.M, a.N, r.k, r.e0, r.n_e, MOE_TILE_TOKENS,
+                      r.idx, r.w, r.count, r.offset, r.pair_sorted, r.touched, r.n_touched, r.tiles,
+                      r.n_tiles);
+    if (threadIdx.x == 0) *r.counter = 0;
+}
+
+template <int M, bool OUT_F32, bool ROUTE = false>
 __global__ void __launch_bounds__(GV_THREADS) gemv_kernel(const gemv_args a) {
     extern __shared__ float4 gv_smem[];
     float *xs = (float *)gv_smem; /* [M][K] */
@@ -116,6 +147,7 @@ __global__ void __launch_bounds__(GV_THREADS) gemv_kernel(const gemv_args a) {
         gemv_warp_sum<M>(acc);
         gemv_store<M, OUT_F32>(a, acc, row, lane);
     }
+    if (ROUTE) gemv_route_tail(a);
 }
 
 /* The ring form (gemv.h): one block an SM, each block a contiguous range of rows, streamed row by
@@ -310,26 +342,74 @@ static int resident_blocks(int M, int out_f32, size_t smem) {
     return *c;
 }
 
+/* The rows form's launch: equal rows per warp, and a grid that is resident at once (a.M, a.K, a.N
+ * and the pointers set; rows_per_warp here). */
+static cudaError_t rows_launch(gemv_args &a, gemv_fn f, int out_f32, cudaStream_t stream) {
+    const size_t smem = (size_t)a.M * a.K * sizeof(float);
+    const int resident = resident_blocks(a.M, out_f32, smem);
+    if (resident < 1) return cudaErrorInvalidConfiguration;
+    const long warps = (long)resident * GV_WARPS;
+    const int rpw = (int)((a.N + warps - 1) / warps);
+    const int blocks = (int)(((long)a.N + (long)rpw * GV_WARPS - 1) / ((long)rpw * GV_WARPS));
+    a.rows_per_warp = rpw, a.stages = 0;
+    if (f != gemv_kernel_for(a.M, out_f32)) { /* the routed kernel: its own shared-memory opt-in */
+        static size_t opted[GV_DEVICES][GEMV_MAX_M + 1];
+        int dev = 0;
+        cudaError_t e = cudaGetDevice(&dev);
+        if (e != cudaSuccess) return e;
+        if (dev < 0 || dev >= GV_DEVICES) return cudaErrorInvalidDevice;
+        if (smem > 48 * 1024 && smem > opted[dev][a.M]) {
+            e = cudaFuncSetAttribute((const void *)f, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     (int)smem);
+            if (e != cudaSuccess) return e;
+            opted[dev][a.M] = smem;
+        }
+    }
+    return pdl_launch(f, dim3((unsigned)blocks), dim3(GV_THREADS), smem, stream, a);
+}
+
 extern "C" cudaError_t gemv_bf16(const uint16_t *x, const uint16_t *x_lo, int M, int K,
                                  const uint16_t *W, int N, const uint16_t *bias, void *y,
                                  int out_f32, cudaStream_t stream) {
     if (!x || !W || !y || !gemv_supported(M, K, N)) return cudaErrorInvalidValue;
     if (use_ring(M, K, N)) {
         gemv_args a;
+        memset(&a, 0, sizeof a);
         a.x = x, a.x_lo = x_lo, a.W = W, a.bias = bias, a.y = y, a.M = M, a.K = K, a.N = N;
         a.rows_per_warp = 0, a.stages = ring_stages(K);
         return ring_launch(a, out_f32 != 0, stream);
     }
-    const size_t smem = (size_t)M * K * sizeof(float);
-    const int resident = resident_blocks(M, out_f32 != 0, smem);
-    if (resident < 1) return cudaErrorInvalidConfiguration;
-    /* Equal rows per warp, and a grid that is resident at once. */
-    const long warps = (long)resident * GV_WARPS;
-    const int rpw = (int)((N + warps - 1) / warps);
-    const int blocks = (int)(((long)N + (long)rpw * GV_WARPS - 1) / ((long)rpw * GV_WARPS));
     gemv_args a;
+    memset(&a, 0, sizeof a);
     a.x = x, a.x_lo = x_lo, a.W = W, a.bias = bias, a.y = y, a.M = M, a.K = K, a.N = N;
-    a.rows_per_warp = rpw, a.stages = 0;
-    return pdl_launch(gemv_kernel_for(M, out_f32 != 0), dim3((unsigned)blocks), dim3(GV_THREADS),
-                      smem, stream, a);
+    return rows_launch(a, gemv_kernel_for(M, out_f32 != 0), out_f32 != 0, stream);
+}
+
+static gemv_fn gemv_route_kernel_for(int M) {
+#define GV_CASE(m)                                                                                 \
+    case m:                                                                                        \
+        return gemv_kernel<m, true, true>;
+    switch (M) {
+        GV_CASE(1) GV_CASE(2) GV_CASE(3) GV_CASE(4) GV_CASE(5) GV_CASE(6) GV_CASE(7) GV_CASE(8)
+    }
+#undef GV_CASE
+    return NULL;
+}
+
+extern "C" cudaError_t gemv_route(const uint16_t *x, const uint16_t *x_lo, int M, int K,
+                                  const uint16_t *W, int N, float *logits, const uint16_t *bias,
+                                  const moe_routing *r, int *counter, cudaStream_t stream) {
+    if (!x || !W || !logits || !r || !counter || !gemv_supported(M, K, N) || r->T != M ||
+        r->E != N || N > 256 || r->k < 1 || r->k > 8 || r->k > N || M * r->k > 64 || r->e0 < 0 ||
+        r->n_e < 1 || r->e0 + r->n_e > N)
+        return cudaErrorInvalidValue;
+    gemv_args a;
+    memset(&a, 0, sizeof a);
+    a.x = x, a.x_lo = x_lo, a.W = W, a.bias = NULL, a.y = logits, a.M = M, a.K = K, a.N = N;
+    gemv_route_args &rt = a.rt;
+    rt.bias = bias, rt.k = r->k, rt.e0 = r->e0, rt.n_e = r->n_e;
+    rt.idx = r->topk_idx, rt.w = r->topk_w, rt.count = r->count, rt.offset = r->offset;
+    rt.pair_sorted = r->pair_sorted, rt.touched = r->touched, rt.n_touched = r->n_touched;
+    rt.tiles = r->tiles, rt.n_tiles = r->n_tiles, rt.counter = counter;
+    return rows_launch(a, gemv_route_kernel_for(M), 1, stream);
 }

@@ -23,6 +23,8 @@
 #ifndef GPTOSS_BACKEND_CUDA_GEMV_H
 #define GPTOSS_BACKEND_CUDA_GEMV_H
 
+#include "backend/cuda/moe.h"
+
 #include <cuda_runtime.h>
 #include <stdint.h>
 
@@ -46,6 +48,16 @@ int gemv_supported(int M, int K, int N);
 /* out_f32: y is float [M][N], else bf16 bits [M][N]. bias (bf16 [N]) and x_lo may be NULL. */
 cudaError_t gemv_bf16(const uint16_t *x, const uint16_t *x_lo, int M, int K, const uint16_t *W,
                       int N, const uint16_t *bias, void *y, int out_f32, cudaStream_t stream);
+
+/* The MoE router and its routing in one launch, for decode-sized steps: gemv_bf16(x, x_lo, M, K, W,
+ * N, NULL, logits, out_f32 = 1) on the rows form, then, in the same kernel, what
+ * moe_route_split(logits, NULL, bias, r) gives for r->T = M (M·k ≤ 64, N = r->E ≤ 256): the last
+ * block to finish its rows routes the tokens (moe_route_small.cuh, the same code, so the same
+ * bytes), and the routing costs no launch of its own. counter: a device int that is 0 before the
+ * launch and 0 again after it (the kernels sharing one counter must not overlap: one stream). */
+cudaError_t gemv_route(const uint16_t *x, const uint16_t *x_lo, int M, int K, const uint16_t *W,
+                       int N, float *logits, const uint16_t *bias, const moe_routing *r,
+                       int *counter, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -218,8 +218,8 @@ __global__ void __launch_bounds__(FU_THREADS, MIN_BLOCKS) moe_fused_kernel(const
     for (int i = threadIdx.x; i < T * E; i += blockDim.x) s_logits[i] = __ldcg(fa.logits + i);
     __syncthreads();
     for (int t = w; t < T; t += FU_WARPS)
-        topk_warp(s_logits + (size_t)t * E, NULL, fa.router_b, E, k, lane, s_idx + t * k,
-                  s_w + t * k);
+        topk_warp<false>(s_logits + (size_t)t * E, NULL, fa.router_b, E, k, lane, s_idx + t * k,
+                         s_w + t * k);
     __syncthreads();
     if (w == 0) group_pairs(T * k, s_idx, s_pair, s_touched, s_count, s_offset, &s_nt);
     __syncthreads();

@@ -9,7 +9,10 @@
 
 /* The top-k of one token's E logits by one warp: k rounds of a warp arg-max (value descending, index
  * ascending), then softmax over the k winners in order, as cpu_topk_softmax does. Lane 0 returns the
- * k (index, weight) pairs. */
+ * k (index, weight) pairs. CG: the logits are in global memory and read through L2 (ld.global.cg),
+ * since gemv_route (gemv.h) reads logits that other blocks of the same kernel wrote; without it they
+ * may be anywhere (moe_fused.cu keeps them in shared memory). */
+template <bool CG = true>
 static __device__ __forceinline__ void topk_warp(const float *l, const float *l_lo,
                                                  const uint16_t *bias, int E, int k, int lane,
                                                  int *idx, float *wts) {
@@ -19,8 +22,8 @@ static __device__ __forceinline__ void topk_warp(const float *l, const float *l_
     for (int i = 0; i < 8; i++) {
         const int ex = lane + 32 * i;
         /* logit = hi (+ lo) (+ bias), in this order (the split-bf16 router GEMM, norm.h) */
-        v[i] = ex < E ? l[ex] : 0.0f;
-        if (ex < E && l_lo) v[i] += l_lo[ex];
+        v[i] = ex < E ? (CG ? __ldcg(l + ex) : l[ex]) : 0.0f;
+        if (ex < E && l_lo) v[i] += CG ? __ldcg(l_lo + ex) : l_lo[ex];
         if (ex < E && bias) v[i] += bf16_bits_to_f32(bias[ex]);
         if (ex >= E) taken |= 1u << i;
     }

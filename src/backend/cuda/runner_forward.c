@@ -131,12 +131,17 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
                                 &p->moe, w->act, w->y_slots, w->moe_bar, s));
             continue;
         }
-        if (gv)
-            CU(gemv_bf16(w->a, a_lo, T, H, ly->router_w, b->E, NULL, w->router, 1, s));
-        else
-            CU(gemm_bf16(b->gemm, w->a, 2 * T, H, ly->router_w, b->E, NULL, w->router, GEMM_OUT_F32,
-                         s));
-        CU(moe_route_split(w->router, router_lo, ly->router_b, &rt, s));
+        if (gv && b->router_route) {
+            CU(gemv_route(w->a, a_lo, T, H, ly->router_w, b->E, w->router, ly->router_b, &rt,
+                          w->route_ctr, s));
+        } else {
+            if (gv)
+                CU(gemv_bf16(w->a, a_lo, T, H, ly->router_w, b->E, NULL, w->router, 1, s));
+            else
+                CU(gemm_bf16(b->gemm, w->a, 2 * T, H, ly->router_w, b->E, NULL, w->router,
+                             GEMM_OUT_F32, s));
+            CU(moe_route_split(w->router, router_lo, ly->router_b, &rt, s));
+        }
         CU(moe_experts(&ly->moe, w->a, &rt, &p->moe, w->act, w->y_slots, s));
     }
 
