@@ -37,7 +37,21 @@ struct block_manager {
     uint64_t hash_mask;   /* all ones, or fewer bits for collision tests */
     uint64_t next_serial; /* next prefix identity; 0 means "no prefix" */
     uint64_t queries, hits;
+    /* DEP (n_ranks > 1): one whole manager per rank, to which every call about a sequence goes
+     * (its seq->rank); this one's own pools are then empty. Each rank's prefix identities are its
+     * own: a sequence only ever meets its rank's blocks. */
+    int n_ranks;
+    block_manager *rank[BM_MAX_RANKS];
 };
+
+/* The manager of a sequence's rank (itself without DEP). */
+static block_manager *of(block_manager *bm, const bm_seq *seq) {
+    if (bm->n_ranks < 2) return bm;
+    return bm->rank[seq->rank >= 0 && seq->rank < bm->n_ranks ? seq->rank : 0];
+}
+static const block_manager *of_c(const block_manager *bm, const bm_seq *seq) {
+    return of((block_manager *)bm, seq);
+}
 
 static int64_t min64(int64_t a, int64_t b) {
     return a < b ? a : b;
@@ -96,6 +110,8 @@ static int check_options(const bm_options *opt) {
                        opt->num_swa_blocks);
     if (opt->num_swa_blocks > 0 && opt->window <= 0)
         return err_set("block manager: sliding window %d", opt->window);
+    if (opt->n_ranks < 0 || opt->n_ranks > BM_MAX_RANKS)
+        return err_set("block manager: %d ranks (at most %d)", opt->n_ranks, BM_MAX_RANKS);
     return 0;
 }
 
@@ -105,13 +121,37 @@ block_manager *bm_create(const bm_options *opt) {
     bm->opt = *opt;
     bm->hash_mask = ~opt->test_hash_clear;
     bm->next_serial = 1;
+    if (opt->n_ranks > 1) {
+        bm_options one = *opt;
+        one.n_ranks = 0;
+        bm->n_ranks = opt->n_ranks;
+        for (int r = 0; r < opt->n_ranks; r++) bm->rank[r] = bm_create(&one);
+        bm_pool_init(&bm->full, 0, opt->block_size, false);
+        bm_pool_init(&bm->swa, 0, opt->block_size, false);
+        return bm;
+    }
     bm_pool_init(&bm->full, opt->num_full_blocks, opt->block_size, opt->prefix_caching);
     bm_pool_init(&bm->swa, opt->num_swa_blocks, opt->block_size, opt->prefix_caching);
     return bm;
 }
 
+int bm_n_ranks(const block_manager *bm) {
+    return bm->n_ranks > 1 ? bm->n_ranks : 1;
+}
+
+int bm_pick_rank(const block_manager *bm) {
+    int best = 0, best_free = -1;
+    for (int r = 0; r < bm->n_ranks; r++) {
+        const block_manager *k = bm->rank[r];
+        const int avail = has_full(k) ? bm_pool_available(&k->full) : bm_pool_available(&k->swa);
+        if (avail > best_free) best = r, best_free = avail;
+    }
+    return best;
+}
+
 void bm_destroy(block_manager *bm) {
     if (!bm) return;
+    for (int r = 0; r < bm->n_ranks; r++) bm_destroy(bm->rank[r]);
     bm_pool_destroy(&bm->full);
     bm_pool_destroy(&bm->swa);
     free(bm);
@@ -205,6 +245,7 @@ static int64_t find_prefix(block_manager *bm, const int32_t *tokens, int64_t max
 }
 
 int64_t bm_match_prefix(block_manager *bm, bm_seq *seq, const int32_t *tokens, int64_t n_tokens) {
+    if (bm->n_ranks > 1) return bm_match_prefix(of(bm, seq), seq, tokens, n_tokens);
     if (seq->num_tokens || seq->n_full || seq->n_swa)
         return err_set("bm_match_prefix: the sequence already has %lld tokens",
                        (long long)seq->num_tokens);
@@ -258,6 +299,7 @@ static bool plan_fits(const block_manager *bm, const grow_plan *g) {
 
 bool bm_can_grow(const block_manager *bm, const bm_seq *seq, int64_t new_num_tokens,
                  int64_t first_query_pos) {
+    bm = of_c(bm, seq);
     grow_plan g = plan_grow(bm, seq, new_num_tokens, first_query_pos);
     return plan_fits(bm, &g);
 }
@@ -278,6 +320,7 @@ static void append_blocks(bm_pool *p, int32_t **table, int *n, int *cap, int64_t
 }
 
 int bm_grow(block_manager *bm, bm_seq *seq, int64_t new_num_tokens, int64_t first_query_pos) {
+    bm = of(bm, seq);
     grow_plan g = plan_grow(bm, seq, new_num_tokens, first_query_pos);
     if (!plan_fits(bm, &g))
         return err_set("out of KV blocks: need %lld full and %lld sliding, %d and %d available",
@@ -325,6 +368,7 @@ static void commit_block(block_manager *bm, bm_seq *seq, int64_t j, const int32_
 }
 
 void bm_commit(block_manager *bm, bm_seq *seq, const int32_t *tokens, int64_t num_computed) {
+    bm = of(bm, seq);
     if (!bm->opt.prefix_caching) return;
     int64_t complete = min64(num_computed, seq->num_tokens) / bm->opt.block_size;
     for (int64_t j = seq->n_committed; j < complete; j++)
@@ -334,6 +378,7 @@ void bm_commit(block_manager *bm, bm_seq *seq, const int32_t *tokens, int64_t nu
 /* ---- release ---- */
 
 void bm_free(block_manager *bm, bm_seq *seq) {
+    bm = of(bm, seq);
     /* Last block first: the LRU list then evicts a prefix's tail before its head, so the part other
      * prompts are likeliest to share stays cached longest. */
     for (int j = seq->n_full - 1; j >= 0; j--) bm_pool_release(&bm->full, seq->full[j]);
@@ -348,8 +393,14 @@ void bm_free(block_manager *bm, bm_seq *seq) {
 
 double bm_usage(const block_manager *bm) {
     int total = bm->full.n + bm->swa.n;
+    int used = bm_pool_referenced(&bm->full) + bm_pool_referenced(&bm->swa);
+    for (int r = 0; r < bm->n_ranks; r++) { /* DEP: every rank's pools together */
+        const block_manager *k = bm->rank[r];
+        total += k->full.n + k->swa.n;
+        used += bm_pool_referenced(&k->full) + bm_pool_referenced(&k->swa);
+    }
     if (total == 0) return 0;
-    return (double)(bm_pool_referenced(&bm->full) + bm_pool_referenced(&bm->swa)) / total;
+    return (double)used / total;
 }
 
 bm_stats bm_get_stats(const block_manager *bm) {
@@ -361,6 +412,14 @@ bm_stats bm_get_stats(const block_manager *bm) {
     s.cached_full = bm->full.n_lru;
     s.cached_swa = bm->swa.n_lru;
     s.evictions = bm->full.evictions + bm->swa.evictions;
+    for (int r = 0; r < bm->n_ranks; r++) { /* DEP: the ranks added up */
+        const bm_stats k = bm_get_stats(bm->rank[r]);
+        s.prefix_queries_tokens += k.prefix_queries_tokens;
+        s.prefix_hits_tokens += k.prefix_hits_tokens;
+        s.free_full += k.free_full, s.free_swa += k.free_swa;
+        s.cached_full += k.cached_full, s.cached_swa += k.cached_swa;
+        s.evictions += k.evictions;
+    }
     return s;
 }
 
@@ -405,6 +464,21 @@ static int check_seq(const block_manager *bm, const bm_seq *seq, int32_t *full_r
 }
 
 int bm_check(const block_manager *bm, const bm_seq *const *seqs, int n_seqs) {
+    if (bm->n_ranks > 1) { /* DEP: each rank's books against its sequences */
+        const bm_seq **mine = xmalloc((size_t)(n_seqs > 0 ? n_seqs : 1) * sizeof *mine);
+        int rc = 0;
+        for (int r = 0; r < bm->n_ranks && rc == 0; r++) {
+            int n = 0;
+            for (int i = 0; i < n_seqs; i++)
+                if (seqs[i]->rank == r) mine[n++] = seqs[i];
+            if (bm_check(bm->rank[r], mine, n)) rc = err_prefix("rank %d", r);
+        }
+        for (int i = 0; i < n_seqs && rc == 0; i++)
+            if (seqs[i]->rank < 0 || seqs[i]->rank >= bm->n_ranks)
+                rc = err_set("sequence %d: rank %d of %d", i, seqs[i]->rank, bm->n_ranks);
+        free(mine);
+        return rc;
+    }
     int32_t *full_refs = xcalloc((size_t)bm->full.n, sizeof *full_refs);
     int32_t *swa_refs = xcalloc((size_t)bm->swa.n, sizeof *swa_refs);
     int rc = 0;

@@ -21,6 +21,13 @@
  * table stays empty. With sliding layers only, a hit also needs the blocks before the window still
  * cached (they are the only proof of what the prefix is), though only the window's are attached.
  *
+ * Data parallelism (DEP, --data-parallel-size N > 1): every rank has its own KV memory, so the
+ * manager keeps one pair of pools per rank (n_ranks in the options, each rank's pools of the sizes
+ * given), behind the same calls: a sequence's blocks all come from the pools of its rank
+ * (bm_seq.rank, chosen by the engine before the sequence's first block, bm_pick_rank), prefix hits
+ * are found among its rank's blocks only, and the statistics add the ranks up. Block ids are per
+ * rank (0 .. its pool's size): the backend reads them in that rank's pools.
+ *
  * Single-threaded: the engine thread owns it. */
 #ifndef GPTOSS_ENGINE_BLOCK_MANAGER_H
 #define GPTOSS_ENGINE_BLOCK_MANAGER_H
@@ -38,6 +45,7 @@ typedef struct {
     int n_committed, cap_hashes;
     int64_t num_tokens;   /* tokens that have KV slots */
     uint64_t last_serial; /* identity of the last committed block's prefix (block_manager.c) */
+    int rank; /* DEP: the rank whose pools hold its blocks (0 otherwise); bm_free resets it */
 } bm_seq;
 
 typedef struct block_manager block_manager;
@@ -51,7 +59,11 @@ typedef struct {
     /* Tests only: bits cleared from every chain hash, so that different prefixes collide and the
      * checks that make hits exact get exercised (~0 gives every block the same hash). 0 in use. */
     uint64_t test_hash_clear;
+    /* DEP: ranks, each with pools of num_full_blocks and num_swa_blocks (0 or 1: one). */
+    int n_ranks;
 } bm_options;
+
+enum { BM_MAX_RANKS = 8 };
 
 typedef struct {
     uint64_t prefix_queries_tokens; /* prompt tokens looked up */
@@ -63,6 +75,12 @@ typedef struct {
 
 block_manager *bm_create(const bm_options *opt);
 void bm_destroy(block_manager *bm);
+
+/* DEP: the ranks (1 without), and the rank a new sequence should live on: the one with the most
+ * blocks available in its full pool (its sliding pool for a model without full layers), the lowest
+ * of equals. Set seq->rank to it while the sequence holds no block. */
+int bm_n_ranks(const block_manager *bm);
+int bm_pick_rank(const block_manager *bm);
 
 /* Looks up the longest cached prefix of `tokens` (whole blocks, always leaving at least the last
  * token to compute) and attaches its blocks to the (empty) sequence. Returns the number of cached

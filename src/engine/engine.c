@@ -41,7 +41,8 @@ int engine_create(const engine_options *opt, const backend_ops *ops, backend *b,
                      .num_full_blocks = n_full,
                      .num_swa_blocks = n_swa,
                      .window = e->cfg->sliding_window,
-                     .prefix_caching = opt->enable_prefix_caching};
+                     .prefix_caching = opt->enable_prefix_caching,
+                     .n_ranks = opt->data_parallel_size};
     e->bm = bm_create(&bo);
     if (!e->bm) {
         free(e);
@@ -76,6 +77,7 @@ static void step_slot_free(step_slot *st) {
     free(b->prompt_len), free(b->prompt_next), free(st->hist_buf), free(b->token_ids),
         free(b->positions), free(b->full_tables), free(b->swa_tables);
     free((void *)st->mask_rows), free(st->mask_buf);
+    free(st->plan_seq), free(st->plan_n);
     step_masks_destroy(&st->masks);
 }
 

@@ -100,6 +100,10 @@ typedef struct {
     /* The tokenizer's vocabulary trie for structured output (NULL: constrained requests are
      * refused). Not owned; must outlive the engine. */
     const grammar_vocab *grammar_vocab;
+    /* --data-parallel-size (DEP; 0 or 1: off). Must equal the backend's (backend_options): the
+     * engine then keeps one KV pool pair per rank (block_manager.h), places each new sequence on a
+     * rank and lays every step out rank by rank (scheduler.c). */
+    int data_parallel_size;
 } engine_options;
 
 void engine_options_default(engine_options *o);

@@ -20,6 +20,11 @@ typedef struct {
                           be reallocated while the step runs) */
     int64_t hist_len, hist_cap;
     int cap_seqs, cap_tokens, cap_full, cap_swa;
+    /* what schedule_step chose, before it is laid out rank by rank: plan_seq[k] gets plan_n[k] new
+     * tokens */
+    seq **plan_seq;
+    int64_t *plan_n;
+    int n_plan, cap_plan;
     bool launched;
     /* structured output: the gate the step's samplers wait on, one mask row per constrained
      * sequence (mask_buf holds cap_mask rows), filled by fill_masks while the step runs */

@@ -46,6 +46,24 @@ int runtime_check_kv_cache_dtype(const char *name, const char *kv) {
     return 0;
 }
 
+int runtime_check_data_parallel(const runtime_args *a) {
+    const int dp = a->eng.data_parallel_size;
+    if (dp == 0 || dp == 1) return 0;
+    if (dp != 2)
+        return err_set("--data-parallel-size %d: only 1 and 2 are supported (DEP2: data-parallel "
+                       "attention, expert-parallel MoE)",
+                       dp);
+    if (!a->enable_expert_parallel)
+        return err_set("--data-parallel-size %d needs --enable-expert-parallel (attention data "
+                       "parallel, the experts split over the ranks)",
+                       dp);
+    if (a->tensor_parallel_size > 1)
+        return err_set("--data-parallel-size %d cannot be combined with --tensor-parallel-size "
+                       "%d (each data-parallel rank holds the whole attention)",
+                       dp, a->tensor_parallel_size);
+    return 0;
+}
+
 int runtime_check(const runtime_args *a) {
     const char *name = backend_name(a);
     bool known = false;
@@ -54,6 +72,7 @@ int runtime_check(const runtime_args *a) {
     if (!known) return err_set("--backend %s: unknown backend (cpu or cuda)", name);
     /* Before the build check: fp8 is refused for what the backend does, built here or not. */
     if (runtime_check_kv_cache_dtype(name, a->kv_cache_dtype) != 0) return -1;
+    if (runtime_check_data_parallel(a) != 0) return -1;
     if (!backend_find(name))
         return err_set("--backend %s: this build has no %s backend (it is built when nvcc is found "
                        "and the backend is in the tree); use --backend cpu",
@@ -86,6 +105,7 @@ void runtime_backend_options(const runtime_args *a, const char *model_dir, backe
     out->kv_dtype = kv < 0 ? BACKEND_KV_AUTO : kv; /* runtime_check refused the others */
     out->tensor_parallel_size = a->tensor_parallel_size > 0 ? a->tensor_parallel_size : 1;
     out->enable_expert_parallel = a->enable_expert_parallel;
+    out->data_parallel_size = a->eng.data_parallel_size;
 }
 
 /* The model length the engine gets: by default what the full-attention pool holds (at most the

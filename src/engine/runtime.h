@@ -47,6 +47,9 @@ void runtime_args_default(runtime_args *a);
  * dtype the backend implements, a backend built into this program. -1 + err_set() naming the
  * option. */
 int runtime_check(const runtime_args *a);
+/* The --data-parallel-size part of it: 1 (or unset) always; 2 only with --enable-expert-parallel
+ * and one tensor-parallel rank; anything else refused, naming the flag. */
+int runtime_check_data_parallel(const runtime_args *a);
 /* The KV dtype part of it: auto, bf16, fp8 and fp8_e4m3 are accepted (by every backend: the CUDA one
  * stores e4m3, the CPU one emulates it), anything else is refused naming the option. */
 int runtime_check_kv_cache_dtype(const char *backend_name, const char *kv_cache_dtype);

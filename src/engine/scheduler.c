@@ -8,6 +8,17 @@
  * (its generated tokens are kept, so it continues exactly where it stopped). Preemption only happens
  * when no step is in flight; otherwise a sequence that cannot grow just sits this step out.
  *
+ * DEP (--data-parallel-size N > 1): one global scheduler for every rank, not one per rank. Every
+ * MoE layer of a step is a collective over all the ranks' rows, so the ranks must run the same
+ * steps in lockstep anyway; one scheduler sees every sequence, so the token budget, max_num_seqs,
+ * priorities and preemption stay global (a request is never stuck behind a busy rank's queue while
+ * the other idles), and the engine above it keeps one step contract and one result per step. A new
+ * sequence is placed on the rank with the most free KV blocks (bm_pick_rank) when it is admitted,
+ * and lives there until it finishes or is preempted (then placed again: it recomputes anyway); its
+ * blocks come from that rank's pools. The step's sequences are chosen exactly as with one rank,
+ * then laid out rank by rank in that order (step/batch.h's dp_seq0), so each rank's part is
+ * contiguous. With one rank the layout is the order chosen: the step is unchanged.
+ *
  * With --target-tpot-ms, prompt tokens (every chunk of more than one token) also draw on a second
  * budget while sequences decode: what the steps' measured cost (step_cost.h) says fits beside this
  * step's decodes within the target, and at least one block's worth. */
@@ -152,7 +163,31 @@ static bool ready_to_admit(const seq *s) {
 }
 
 static int running_in_step(const step_slot *st) {
-    return st->b.n_seqs;
+    return st->n_plan;
+}
+
+/* Chooses s for this step with n_new tokens (laid out by lay_out, at the end). */
+static void plan_seq(step_slot *st, seq *s, int64_t n_new) {
+    if (st->n_plan == st->cap_plan) {
+        st->cap_plan = st->cap_plan ? 2 * st->cap_plan : 16;
+        st->plan_seq = xrealloc(st->plan_seq, (size_t)st->cap_plan * sizeof *st->plan_seq);
+        st->plan_n = xrealloc(st->plan_n, (size_t)st->cap_plan * sizeof *st->plan_n);
+    }
+    st->plan_seq[st->n_plan] = s, st->plan_n[st->n_plan] = n_new;
+    st->n_plan++;
+}
+
+/* The chosen sequences into the step, rank by rank (one rank: in the order chosen). */
+static void lay_out(engine *e, step_slot *st) {
+    const int R = bm_n_ranks(e->bm);
+    st->b.dp_size = R > 1 ? R : 0;
+    st->b.dp_seq0[0] = 0;
+    for (int r = 0; r < R; r++) {
+        for (int k = 0; k < st->n_plan; k++)
+            if (R == 1 || st->plan_seq[k]->kv.rank == r)
+                add_seq(st, st->plan_seq[k], st->plan_n[k]);
+        if (R > 1) st->b.dp_seq0[r + 1] = st->b.n_seqs;
+    }
 }
 
 /* Prompt tokens this step may carry: all of the budget, unless --target-tpot-ms is set and
@@ -178,6 +213,7 @@ void schedule_step(engine *e, step_slot *st, bool allow_preempt) {
     st->b.n_seqs = 0;
     st->b.n_tokens = 0;
     st->hist_len = 0;
+    st->n_plan = 0;
     st->b.block_size = e->block_size;
     ensure_caps(st, 1, 1);
     st->b.query_start[0] = 0;
@@ -204,7 +240,7 @@ void schedule_step(engine *e, step_slot *st, bool allow_preempt) {
         for (;;) {
             if (bm_can_grow(e->bm, &s->kv, s->num_scheduled + n_new, s->num_scheduled)) {
                 bm_grow(e->bm, &s->kv, s->num_scheduled + n_new, s->num_scheduled);
-                add_seq(st, s, n_new);
+                plan_seq(st, s, n_new);
                 budget -= n_new;
                 if (n_new > 1) prefill_budget -= n_new;
                 break;
@@ -230,6 +266,8 @@ void schedule_step(engine *e, step_slot *st, bool allow_preempt) {
             break;
         if (!ready_to_admit(s)) continue;
         int64_t cached = -1; /* tokens found in the prefix cache (-1: not looked up) */
+        /* DEP: its rank, while it holds no block (one rank: 0) */
+        if (!s->kv.n_full && !s->kv.n_swa && !s->kv.num_tokens) s->kv.rank = bm_pick_rank(e->bm);
         /* Prompt logprobs need the logits of every prompt position, which a cache hit would skip
          * (vLLM makes the same exception); such a sequence still fills the cache for others. */
         if (s->num_scheduled == 0 && e->opt.enable_prefix_caching &&
@@ -271,9 +309,10 @@ void schedule_step(engine *e, step_slot *st, bool allow_preempt) {
             histogram_observe(&e->metrics.queue_time, now_seconds() - s->t_arrival);
         }
         pthread_mutex_unlock(&e->mu);
-        add_seq(st, s, n_new);
+        plan_seq(st, s, n_new);
         budget -= n_new;
         if (n_new > 1) prefill_budget -= n_new;
     }
+    lay_out(e, st);
     fill_tables(st);
 }

@@ -1,12 +1,18 @@
 /* The CPU backend behind backend.h: the reference forward pass over a step batch, with paged KV pools
  * (float32 rows) and one worker thread so that launch() returns at once and the engine can prepare the
- * next step meanwhile, exactly as it will with the GPU. */
+ * next step meanwhile, exactly as it will with the GPU.
+ *
+ * DEP (--data-parallel-size 2 with --enable-expert-parallel) is emulated: one pair of KV pools per
+ * rank, each step split into the ranks' parts (step/batch_split.h), run by cpu_forward_dep (each
+ * rank's attention on its own rows with its own pools, the MoE over all rows). The engine's DEP
+ * layout and per-rank block manager are tested against it in CI (tests/test_dep_engine.c). */
 #include "step/backend.h"
 #include "backend/cpu/cpu_model.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "base/timeutil.h"
 #include "base/xalloc.h"
+#include "step/batch_split.h"
 #include "step/sample_row.h"
 #include "step/sampler.h"
 #include "model/weights.h"
@@ -21,7 +27,8 @@ struct backend {
     model_weights w;
     cpu_model m;
     int block_size, num_full, num_swa, kv_dim, max_slots;
-    float **k, **v;     /* per layer: [num_blocks of the layer's pool][block_size][kv_dim] */
+    int dp; /* DEP ranks (1 without): each has its own pools, k[r] and v[r] */
+    float **k[STEP_DP_MAX], **v[STEP_DP_MAX]; /* per layer: [pool's blocks][block_size][kv_dim] */
     int32_t *slot_last; /* each slot's last sampled token (STEP_TOKEN_FROM_DEVICE reads it) */
 
     pthread_t worker;
@@ -39,8 +46,8 @@ struct backend {
 
 typedef struct {
     struct backend *b;
-    const step_batch *step;
-    const int32_t *seq_of_token;
+    const step_batch *step; /* under DEP, the rank's part (its own tables) */
+    float **k, **v;         /* the pools read: the rank's */
     bool bad;
 } paged_view;
 
@@ -69,17 +76,56 @@ static float *paged_row(paged_view *pv, float **pool, int layer, int seq, int64_
 }
 static float *view_k(void *ctx, int layer, int seq, int64_t pos) {
     paged_view *pv = ctx;
-    return paged_row(pv, pv->b->k, layer, seq, pos);
+    return paged_row(pv, pv->k, layer, seq, pos);
 }
 static float *view_v(void *ctx, int layer, int seq, int64_t pos) {
     paged_view *pv = ctx;
-    return paged_row(pv, pv->b->v, layer, seq, pos);
+    return paged_row(pv, pv->v, layer, seq, pos);
 }
 
 /* ---- one step ---- */
 
 static bool wants_prompt_logprobs(const step_batch *st, int i) {
     return st->params[i].prompt_logprobs > 0 && st->start_pos[i] < st->prompt_len[i];
+}
+
+/* A DEP step: the whole step's token arrays (tokens, seq_of, pos, rows: as for one rank) cut into
+ * the ranks' parts, each with its own view of its own pools; the logits come back in the whole
+ * step's row order (rank 0's rows, then rank 1's: the sequences are grouped by rank). */
+static int run_dep(struct backend *b, const step_batch *st, const int32_t *tokens,
+                   const int32_t *seq_of, const int64_t *pos, int n_rows, const int32_t *rows,
+                   float *logits) {
+    const int V = b->w.cfg.vocab;
+    step_batch part[STEP_DP_MAX];
+    paged_view pv[STEP_DP_MAX];
+    cpu_kv_view view[STEP_DP_MAX];
+    cpu_dep_part dp[STEP_DP_MAX];
+    int32_t *qs[STEP_DP_MAX], *lseq[STEP_DP_MAX], *lrows[STEP_DP_MAX];
+    int row = 0;
+    for (int r = 0; r < b->dp; r++) {
+        const int i0 = st->dp_seq0[r], n = st->dp_seq0[r + 1] - i0;
+        qs[r] = xmalloc((size_t)(n + 1) * sizeof *qs[r]);
+        step_batch_part(st, r, &part[r], qs[r]);
+        const int t0 = st->query_start[i0], T = part[r].n_tokens;
+        /* its tokens' sequences and its logits rows, numbered within the part */
+        lseq[r] = xmalloc((size_t)(T ? T : 1) * sizeof *lseq[r]);
+        lrows[r] = xmalloc((size_t)(T ? T : 1) * sizeof *lrows[r]);
+        for (int t = 0; t < T; t++) lseq[r][t] = seq_of[t0 + t] - i0;
+        int nr = 0;
+        const int row0 = row;
+        while (row < n_rows && rows[row] < t0 + T) lrows[r][nr++] = rows[row++] - t0;
+        pv[r] = (paged_view){b, &part[r], b->k[r], b->v[r], false};
+        view[r] = (cpu_kv_view){view_k, view_v, &pv[r]};
+        dp[r] = (cpu_dep_part){&view[r], T,  tokens + t0, lseq[r],
+                               pos + t0, nr, lrows[r],    logits + (size_t)row0 * V};
+    }
+    int rc = cpu_forward_dep(&b->m, b->dp, dp);
+    for (int r = 0; r < b->dp; r++) {
+        if (rc == 0 && pv[r].bad)
+            rc = err_set("cpu backend: rank %d: a block table entry is missing or out of range", r);
+        free(qs[r]), free(lseq[r]), free(lrows[r]);
+    }
+    return rc;
 }
 
 static int run_step(struct backend *b, const step_batch *st, step_result *res) {
@@ -99,11 +145,16 @@ static int run_step(struct backend *b, const step_batch *st, step_result *res) {
         }
     }
     float *logits = xmalloc((size_t)(n_rows ? n_rows : 1) * V * sizeof *logits);
-    paged_view pv = {b, st, seq_of, false};
-    cpu_kv_view view = {view_k, view_v, &pv};
-    int rc = cpu_forward_batch(&b->m, &view, T, tokens, seq_of, pos, n_rows, rows, logits);
-    if (rc == 0 && pv.bad)
-        rc = err_set("cpu backend: a block table entry is missing or out of range");
+    int rc;
+    if (b->dp > 1) {
+        rc = run_dep(b, st, tokens, seq_of, pos, n_rows, rows, logits);
+    } else {
+        paged_view pv = {b, st, b->k[0], b->v[0], false};
+        cpu_kv_view view = {view_k, view_v, &pv};
+        rc = cpu_forward_batch(&b->m, &view, T, tokens, seq_of, pos, n_rows, rows, logits);
+        if (rc == 0 && pv.bad)
+            rc = err_set("cpu backend: a block table entry is missing or out of range");
+    }
     res->seqs = xcalloc((size_t)st->n_seqs, sizeof *res->seqs);
     res->n = 0;
     for (int i = 0, r = 0; rc == 0 && i < st->n_seqs; i++) {
@@ -187,12 +238,28 @@ static int cpu_create(const backend_options *opt, backend **out) {
         return err_set("cpu backend: more than 64 KV heads");
     }
     const int tp = opt->tensor_parallel_size > 0 ? opt->tensor_parallel_size : 1;
-    if (cpu_model_set_parallel(&b->m, tp, opt->enable_expert_parallel) != 0) {
+    b->dp = opt->data_parallel_size > 1 ? opt->data_parallel_size : 1;
+    const char *dp_bad =
+        b->dp > STEP_DP_MAX || opt->data_parallel_size < 0 ? "only 1 and 2 are supported"
+        : b->dp > 1 && !opt->enable_expert_parallel        ? "needs --enable-expert-parallel"
+        : b->dp > 1 && tp > 1                              ? "needs --tensor-parallel-size 1"
+                                                           : NULL;
+    if (dp_bad) {
+        weights_free(&b->w);
+        free(b);
+        return err_set("--data-parallel-size %d: %s", opt->data_parallel_size, dp_bad);
+    }
+    if ((b->dp > 1 ? cpu_model_set_dep(&b->m, b->dp)
+                   : cpu_model_set_parallel(&b->m, tp, opt->enable_expert_parallel)) != 0) {
         weights_free(&b->w);
         free(b);
         return -1;
     }
-    if (tp > 1 || opt->enable_expert_parallel)
+    if (b->dp > 1)
+        log_info("cpu backend: %d data-parallel ranks emulated (DEP: attention on each rank's own "
+                 "sequences, %d of %d experts each)",
+                 b->dp, c->n_experts / b->dp, c->n_experts);
+    if (b->dp < 2 && (tp > 1 || opt->enable_expert_parallel))
         log_info("cpu backend: %d ranks emulated one after the other (%s parallel)", tp,
                  opt->enable_expert_parallel ? "tensor + expert" : "tensor");
     b->m.kv_fp8 = opt->kv_dtype == BACKEND_KV_FP8;
@@ -214,12 +281,14 @@ static int cpu_create(const backend_options *opt, backend **out) {
             ? opt->num_swa_blocks
             : b->max_slots * ((c->sliding_window + b->block_size - 1) / b->block_size + 2) +
                   blocks_per_seq;
-    b->k = xcalloc((size_t)c->n_layers, sizeof *b->k);
-    b->v = xcalloc((size_t)c->n_layers, sizeof *b->v);
-    for (int l = 0; l < c->n_layers; l++) {
-        size_t rows = (size_t)(c->layer_sliding[l] ? b->num_swa : b->num_full) * b->block_size;
-        b->k[l] = xcalloc(rows ? rows * b->kv_dim : 1, sizeof(float));
-        b->v[l] = xcalloc(rows ? rows * b->kv_dim : 1, sizeof(float));
+    for (int r = 0; r < b->dp; r++) { /* DEP: every rank's pools of these sizes */
+        b->k[r] = xcalloc((size_t)c->n_layers, sizeof *b->k[r]);
+        b->v[r] = xcalloc((size_t)c->n_layers, sizeof *b->v[r]);
+        for (int l = 0; l < c->n_layers; l++) {
+            size_t rows = (size_t)(c->layer_sliding[l] ? b->num_swa : b->num_full) * b->block_size;
+            b->k[r][l] = xcalloc(rows ? rows * b->kv_dim : 1, sizeof(float));
+            b->v[r][l] = xcalloc(rows ? rows * b->kv_dim : 1, sizeof(float));
+        }
     }
     b->slot_last = xcalloc((size_t)b->max_slots, sizeof *b->slot_last);
     pthread_mutex_init(&b->mu, NULL);
@@ -254,6 +323,10 @@ static int cpu_launch(backend *b, const step_batch *step) {
         pthread_mutex_unlock(&b->mu);
         return err_set("cpu backend: the step uses blocks of %d tokens, the pools have %d",
                        step->block_size, b->block_size);
+    }
+    if ((b->dp > 1 || step->dp_size > 1) && step_batch_check_parts(step, b->dp)) {
+        pthread_mutex_unlock(&b->mu);
+        return err_prefix("cpu backend");
     }
     for (int i = 0; i < step->n_seqs; i++)
         if (step->slot[i] < 0 || step->slot[i] >= b->max_slots) {
@@ -294,9 +367,12 @@ static void cpu_destroy(backend *b) {
     if (had_worker) pthread_join(b->worker, NULL);
     pthread_mutex_destroy(&b->mu);
     pthread_cond_destroy(&b->cv);
-    if (b->k)
-        for (int l = 0; l < b->w.cfg.n_layers; l++) free(b->k[l]), free(b->v[l]);
-    free(b->k), free(b->v), free(b->slot_last);
+    for (int r = 0; r < STEP_DP_MAX; r++) {
+        if (b->k[r])
+            for (int l = 0; l < b->w.cfg.n_layers; l++) free(b->k[r][l]), free(b->v[r][l]);
+        free(b->k[r]), free(b->v[r]);
+    }
+    free(b->slot_last);
     weights_free(&b->w);
     free(b);
 }
