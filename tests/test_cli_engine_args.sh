@@ -4,7 +4,8 @@
 # message and exit 2, refuses an unknown --kv-cache-dtype (with --backend cuda too, which a CPU-only
 # build answers the same way because the dtype check comes first) and runs fp8 on the CPU backend
 # (e4m3 emulation), accepts --enforce-eager, --max-cudagraph-capture-size, --tensor-parallel-size
-# and --enable-expert-parallel (emulated on the CPU backend), and refuses a --max-model-len beyond the KV cache with serve's message.
+# and --enable-expert-parallel (emulated on the CPU backend), --data-parallel-size (DEP2, emulated),
+# and refuses a --max-model-len beyond the KV cache with serve's message.
 set -u
 BIN=${1:?usage: $0 path/to/gptoss [source dir]}
 TMP=$(mktemp -d)
@@ -122,9 +123,25 @@ done
 rc=$?
 [ "$rc" = 1 ] && grep -qF -- "--tensor-parallel-size 3 does not divide the model's 8 attention heads" "$TMP/out" ||
   fail "generate -tp 3: exit $rc: $(cat "$TMP/out")"
+# --data-parallel-size (DEP2, issue 17): 1 or 2, 2 only with --enable-expert-parallel and one
+# tensor-parallel rank, each refusal naming the flag alike in all three; on the CPU backend (DEP
+# emulated: per-rank KV pools, each rank's attention on its own sequences) greedy tokens equal one
+# rank's.
+same_refusal "--data-parallel-size 3" --data-parallel-size 3 --enable-expert-parallel
+same_refusal "--data-parallel-size 0" --data-parallel-size 0
+same_refusal "--data-parallel-size 2 (no EP)" --data-parallel-size 2
+same_refusal "--data-parallel-size 2 -tp 2" --data-parallel-size 2 --enable-expert-parallel -tp 2
+for dp in "--data-parallel-size 2 --enable-expert-parallel" "-dp 2 --enable-expert-parallel"; do
+  # shellcheck disable=SC2086
+  "$BIN" generate --model synthetic:tiny --prompts-file "$TMP/tp.jsonl" $dp >"$TMP/tpn" 2>"$TMP/err" ||
+    fail "generate $dp: $(cat "$TMP/err")"
+  grep -q "data-parallel ranks emulated" "$TMP/err" || fail "generate $dp: no DEP logged: $(cat "$TMP/err")"
+  [ "$(grep -o '"tokens":\[[^]]*\]' "$TMP/tpn")" = "$(grep -o '"tokens":\[[^]]*\]' "$TMP/tp1")" ] ||
+    fail "generate $dp: tokens differ from one rank's: $(cat "$TMP/tpn") vs $(cat "$TMP/tp1")"
+done
 for c in serve generate "bench sweep"; do
   help=$("$BIN" $c --help)
-  for f in --tensor-parallel-size --enable-expert-parallel; do
+  for f in --tensor-parallel-size --enable-expert-parallel --data-parallel-size; do
     grep -qF -- "$f" <<<"$help" || fail "$c --help does not mention $f"
   done
 done
@@ -178,6 +195,18 @@ grep -q '| cpu tp2 ep |' "$TMP/out" || fail "bench latency table does not say tp
 "$BIN" bench latency --model "$TMP/tiny2" --tensor-parallel-size 9 >"$TMP/out" 2>&1
 rc=$?
 [ "$rc" = 2 ] && grep -q -- "--tensor-parallel-size" "$TMP/out" || fail "bench latency -tp 9: exit $rc: $(cat "$TMP/out")"
+grep -q '"data_parallel_size": 1' "$TMP/bl.json" || fail "bench latency JSON lacks data_parallel_size 1"
+"$BIN" bench latency --model "$TMP/tiny2" --backend cpu --data-parallel-size 2 --enable-expert-parallel \
+  --batches 1,3 --prefill 4 --context 4 --decode-steps 1 --warmup 0 --output-json "$TMP/bl.json" \
+  >"$TMP/out" 2>&1 || fail "bench latency --data-parallel-size 2: $(cat "$TMP/out")"
+grep -q '"data_parallel_size": 2' "$TMP/bl.json" || fail "bench latency JSON lacks data_parallel_size 2"
+grep -q '| cpu dep2 |' "$TMP/out" || fail "bench latency table does not say dep2: $(cat "$TMP/out")"
+for bad in "--data-parallel-size 3 --enable-expert-parallel" "-dp 2"; do
+  # shellcheck disable=SC2086
+  "$BIN" bench latency --model "$TMP/tiny2" --backend cpu $bad >"$TMP/out" 2>&1
+  rc=$?
+  [ "$rc" = 2 ] && grep -q -- "--data-parallel-size" "$TMP/out" || fail "bench latency $bad: exit $rc: $(cat "$TMP/out")"
+done
 
 [ $fails -eq 0 ] && echo "test_cli_engine_args: all passed" || echo "test_cli_engine_args: $fails failed"
 exit $((fails > 0))

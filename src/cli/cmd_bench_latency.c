@@ -51,6 +51,7 @@ static const char USAGE[] =
     "                            [--enforce-eager] [--kv-cache-dtype auto|bf16|fp8|fp8_e4m3]\n"
     "                            [--bandwidth GB/s] [--flops TFLOP/s] [--constrained]\n"
     "                            [--tensor-parallel-size N | -tp N] [--enable-expert-parallel]\n"
+    "                            [--data-parallel-size 1|2 | -dp 1|2]\n"
     "In-process decode tokens/s at each batch size (context C, KV filled by a prefill first; "
     "median\n"
     "step time from launch to wait) and prefill tokens/s for each prompt length, with the fraction "
@@ -68,7 +69,11 @@ static const char USAGE[] =
     "--tensor-parallel-size N shards the model over N GPUs (CUDA: synthetic models; the roofline\n"
     "then gives each GPU 1/N of the bytes and FLOPs); the JSON records \"tensor_parallel_size\".\n"
     "--enable-expert-parallel splits the MoE over the N ranks by experts instead of by their\n"
-    "intermediate dimension; the JSON records \"enable_expert_parallel\".\n";
+    "intermediate dimension; the JSON records \"enable_expert_parallel\".\n"
+    "--data-parallel-size 2 (with --enable-expert-parallel) runs DEP2: every GPU the whole\n"
+    "attention and half the experts, sequence k on rank k mod 2 (its KV there; each rank's pools\n"
+    "sized for every sequence), each step's MoE over both ranks' rows; eager only. The roofline\n"
+    "stays one GPU's model of the whole step; the JSON records \"data_parallel_size\".\n";
 
 enum { BS = 32, FILL_TOKENS = 8192 };
 
@@ -173,10 +178,23 @@ static void sb_free(stepbuf *s) {
     free(b->token_ids), free(b->positions), free(b->full_tables), free(b->swa_tables);
 }
 
+/* DEP (dp ranks > 1): sequence s lives on rank s % dp; a step's sequences are grouped by rank
+ * (step/batch.h), so seq[0..n) is reordered that way, the order kept within a rank. */
+static void order_by_rank(int *seq, int n, int dp) {
+    if (dp < 2) return;
+    int *tmp = xmalloc((size_t)(n > 0 ? n : 1) * sizeof *tmp), k = 0;
+    for (int r = 0; r < dp; r++)
+        for (int i = 0; i < n; i++)
+            if (seq[i] % dp == r) tmp[k++] = seq[i];
+    memcpy(seq, tmp, (size_t)n * sizeof *seq);
+    free(tmp);
+}
+
 /* A step where sequences seq[0..n) each run nn tokens from position p0 (the same for all). Token
- * ids come from `prompt` (fill and prefill) or from the device (prompt NULL: decode). */
+ * ids come from `prompt` (fill and prefill) or from the device (prompt NULL: decode). dp > 1: the
+ * DEP layout (seq ordered by order_by_rank; every rank's pools use the one block layout). */
 static void sb_build(stepbuf *s, const layout *L, const int *seq, int n, int p0, int nn,
-                     const int32_t *prompt, int vocab) {
+                     const int32_t *prompt, int vocab, int dp) {
     const int last = p0 + nn - 1, lo = (p0 - L->W + 1 > 0 ? p0 - L->W + 1 : 0) / BS;
     const int fstride = last / BS + 1, sstride = last / BS - lo + 1;
     sb_reserve(s, n, n * nn, fstride, sstride);
@@ -206,6 +224,12 @@ static void sb_build(stepbuf *s, const layout *L, const int *seq, int n, int p0,
             b->swa_tables[k * sstride + j] = L->has_swa ? swa_block(L, seq[k], lo + j) : -1;
     }
     b->query_start[n] = n * nn;
+    b->dp_size = dp > 1 ? dp : 0;
+    for (int r = 0, k = 0; dp > 1 && r < dp; r++) {
+        b->dp_seq0[r] = k;
+        while (k < n && seq[k] % dp == r) k++;
+        b->dp_seq0[r + 1] = k;
+    }
 }
 
 static int run_step(const backend_ops *ops, backend *be, stepbuf *s, double *seconds) {
@@ -262,6 +286,7 @@ typedef struct {
     int kv_dtype;        /* BACKEND_KV_AUTO or BACKEND_KV_FP8 */
     long kv_tokens;      /* CUDA: tokens the KV cache holds (from the backend) */
     long tp;             /* --tensor-parallel-size */
+    long dp;             /* --data-parallel-size (DEP2: 2) */
     bool ep;             /* --enable-expert-parallel */
     bool constrained;    /* --constrained: decode rows carry a token mask */
 } bench_opts;
@@ -341,7 +366,8 @@ static int bench_run(bench_opts *o, bench_line **lines_out, int *n_lines_out,
                           .enforce_eager = o->eager,
                           .kv_dtype = o->kv_dtype,
                           .tensor_parallel_size = (int)o->tp,
-                          .enable_expert_parallel = o->ep};
+                          .enable_expert_parallel = o->ep,
+                          .data_parallel_size = (int)o->dp};
     double t0 = now_seconds();
     backend *be = NULL;
     if (ops->create(&bo, &be) != 0) {
@@ -379,10 +405,11 @@ static int bench_run(bench_opts *o, bench_line **lines_out, int *n_lines_out,
         for (int s0 = 0; s0 < bmax && rc == 0; s0 += L.F) {
             int n = bmax - s0 < L.F ? bmax - s0 : L.F;
             for (int k = 0; k < n; k++) seq[k] = s0 + k;
+            order_by_rank(seq, n, (int)o->dp);
             for (int p0 = 0; p0 < C && rc == 0;
                  p0 += FILL_TOKENS) { /* contexts longer than a step: chunks */
                 int nn = C - p0 < FILL_TOKENS ? C - p0 : FILL_TOKENS;
-                sb_build(&sb, &L, seq, n, p0, nn, prompt, V);
+                sb_build(&sb, &L, seq, n, p0, nn, prompt, V, (int)o->dp);
                 rc = run_step(ops, be, &sb, NULL);
                 fill_steps++;
             }
@@ -410,10 +437,11 @@ static int bench_run(bench_opts *o, bench_line **lines_out, int *n_lines_out,
     for (int bi = 0; bi < o->n_batches && rc == 0; bi++) {
         const int B = o->batches[bi];
         for (int k = 0; k < B; k++) seq[k] = k;
+        order_by_rank(seq, B, (int)o->dp);
         int nt = 0;
         for (int j = 0; j < decode_total && rc == 0; j++) {
             double dt;
-            sb_build(&sb, &L, seq, B, C + j, 1, NULL, V);
+            sb_build(&sb, &L, seq, B, C + j, 1, NULL, V, (int)o->dp);
             if (o->constrained) {
                 for (int k = 0; k < B; k++) sb.b.params[k].constrained = true;
                 sb.b.masks = &bm.m;
@@ -447,7 +475,7 @@ static int bench_run(bench_opts *o, bench_line **lines_out, int *n_lines_out,
         int s = L.n_dec;
         for (int r = 0; r < 4 && rc == 0; r++) {
             double dt;
-            sb_build(&sb, &L, &s, 1, 0, P, prompt, V);
+            sb_build(&sb, &L, &s, 1, 0, P, prompt, V, (int)o->dp);
             rc = run_step(ops, be, &sb, &dt);
             if (r > 0) times[r - 1] = dt;
         }
@@ -493,8 +521,11 @@ static void print_table(const bench_opts *o, const bench_line *lines, int n) {
     for (int i = 0; i < n; i++) {
         const bench_line *l = &lines[i];
         char be_name[32];
-        snprintf(be_name, sizeof be_name, o->tp > 1 ? "%s tp%ld%s" : "%s", o->backend, o->tp,
-                 o->ep ? " ep" : "");
+        if (o->dp > 1)
+            snprintf(be_name, sizeof be_name, "%s dep%ld", o->backend, o->dp);
+        else
+            snprintf(be_name, sizeof be_name, o->tp > 1 ? "%s tp%ld%s" : "%s", o->backend, o->tp,
+                     o->ep ? " ep" : "");
         printf("| %s | %s | %s | %s | %d | %d | %.0f | %.2f | %.0f | %.1f%% |\n", o->model, be_name,
                kv_label(o), l->phase, l->batch, l->context, l->tokens_per_s, l->seconds * 1e3,
                l->roofline_tps, 100 * l->tokens_per_s / l->roofline_tps);
@@ -508,6 +539,7 @@ static int write_json(const bench_opts *o, const model_config *c, const bench_li
     json_object_set_new(root, "kv_cache_dtype", json_string(kv_label(o)));
     json_object_set_new(root, "tensor_parallel_size", json_integer(o->tp));
     json_object_set_new(root, "enable_expert_parallel", json_boolean(o->ep));
+    json_object_set_new(root, "data_parallel_size", json_integer(o->dp));
     if (o->kv_tokens > 0)
         json_object_set_new(root, "kv_capacity_tokens", json_integer(o->kv_tokens));
     json_object_set_new(root, "layers", json_integer(c->n_layers));
@@ -540,7 +572,8 @@ static int bench_latency(int argc, char **argv) {
                     .util = 0,
                     .bw = ROOFLINE_H200_BANDWIDTH,
                     .fl = ROOFLINE_H200_FLOPS,
-                    .tp = 1};
+                    .tp = 1,
+                    .dp = 1};
     const char *v;
     const char *batches = "1,8,64,256,1024", *prefills = "1024,8192";
     double d;
@@ -571,6 +604,8 @@ static int bench_latency(int argc, char **argv) {
                 o.graphs = -1; /* 0 here means off; the backend's 0 means its default */
         } else if (args_opt(&a, "--tensor-parallel-size", &v) || args_opt(&a, "-tp", &v)) {
             if (args_int("--tensor-parallel-size", v, 1, 8, &o.tp)) return args_fail(&a);
+        } else if (args_opt(&a, "--data-parallel-size", &v) || args_opt(&a, "-dp", &v)) {
+            if (args_int("--data-parallel-size", v, 1, 8, &o.dp)) return args_fail(&a);
         } else if (args_flag(&a, "--enable-expert-parallel")) {
             o.ep = true;
         } else if (args_flag(&a, "--constrained")) {
@@ -603,6 +638,22 @@ static int bench_latency(int argc, char **argv) {
     }
     if (!o.model) {
         fprintf(stderr, "gptoss bench latency: --model is required\n%s", USAGE);
+        return 2;
+    }
+    /* --data-parallel-size: serve's checks (1 or 2; 2 with --enable-expert-parallel, one TP rank) */
+    runtime_args ra;
+    runtime_args_default(&ra);
+    ra.eng.data_parallel_size = (int)o.dp, ra.enable_expert_parallel = o.ep;
+    ra.tensor_parallel_size = (int)o.tp;
+    if (runtime_check_data_parallel(&ra)) {
+        fprintf(stderr, "gptoss bench latency: %s\n", err_msg());
+        return 2;
+    }
+    if (o.dp > 1 && o.constrained) {
+        fprintf(stderr,
+                "gptoss bench latency: --constrained is not supported with "
+                "--data-parallel-size %ld yet\n",
+                o.dp);
         return 2;
     }
     if ((*batches && args_int_list("--batches", batches, &o.batches, &o.n_batches)) ||

@@ -41,6 +41,9 @@ int engine_args_parse(args_t *a, runtime_args *r) {
         {{"--max-cudagraph-capture-size", 0, 65536}, &r->max_cudagraph_capture_size},
         {{"--tensor-parallel-size", 1, 8}, &r->tensor_parallel_size},
         {{"-tp", 1, 8}, &r->tensor_parallel_size},
+        /* 1 or 2 (runtime_check_data_parallel says why other values are refused) */
+        {{"--data-parallel-size", 1, 8}, &e->data_parallel_size},
+        {{"-dp", 1, 8}, &e->data_parallel_size},
     };
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
         int rc = take_int(a, ints[i].o, ints[i].dst);

@@ -40,6 +40,9 @@ int engine_args_parse(args_t *a, runtime_args *r);
     "                                 one after the other; the cuda backend one GPU per rank\n"    \
     "                                 (synthetic models; GPTOSS_TP_ONE_GPU=1: all on one GPU)\n"   \
     "  --enable-expert-parallel       split the MoE by experts over the ranks instead\n"           \
+    "  --data-parallel-size N, -dp N  1 or 2 (DEP2, with --enable-expert-parallel): each rank\n"   \
+    "                                 the whole attention, its own sequences and KV, half the\n"   \
+    "                                 experts; every MoE layer over both ranks' rows\n"            \
     "  --target-tpot-ms T             while sequences decode, put only as many prompt tokens\n"    \
     "                                 in a step as keep it within T ms, by the steps'\n"           \
     "                                 measured cost (default 0: off)\n"
