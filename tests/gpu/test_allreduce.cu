@@ -8,6 +8,8 @@
  *   - 400 eager calls alternating the sites and T (1 and 7), then graphs of 20 calls replayed 10
  *     times: the flags and counters stay in step, h exact after every one of them;
  *   - the all-gather of the lm_head's vocabulary shares, exact on every rank;
+ *   - DEP's reduce-scatter (the same kernel with a row range): each rank's rows of the rank-order sum
+ *     exact, normed, nothing else written, a rank without rows included, with flags and in lockstep;
  *   - lockstep (virtual ranks only): the same cases with every rank's partial half, then every
  *     rank's reduction (and the gather's copies) on one stream, no flags, the same exact results;
  *   - a watchdog: a protocol that deadlocks fails the test after 20 s instead of hanging it;
@@ -280,6 +282,63 @@ static void check_case(group_ctx *c, int T, int mode, int site, const std::vecto
         tu_download(got.data(), c->h[0], got.size());
         CHECK(!memcmp(got.data() + n, hc.h0.data() + n, (got.size() - n) * 4),
               "%s: rows past T were written", what);
+    }
+    CUDA_CHECK(cudaSetDevice(c->g.devices[0]));
+}
+
+/* DEP's reduce-scatter (ar_reduce_scatter_rmsnorm): T rows of slots on every rank, rank k keeping
+ * rows [row0_k, row0_k + n_k) (the T rows split in rank order; with first_empty rank 0 has none),
+ * summed into its h's rows 0 .. n_k - 1 exactly in rank order, normed within bf16, and nothing past
+ * n_k written. With flags (each rank's whole call on its own stream) or in lockstep. */
+static void check_scatter(group_ctx *c, int T, bool first_empty, const std::vector<uint16_t> &gain,
+                          const char *label, bool lockstep) {
+    host_case hc;
+    make_case(c, &hc, 1, 1, 2.0f);
+    int row0[AR_MAX_RANKS], nrows[AR_MAX_RANKS];
+    for (int k = 0, r = 0; k < c->n; k++) {
+        nrows[k] = first_empty && k == 0 ? 0 : k == c->n - 1 ? T - r : T / c->n;
+        row0[k] = r, r += nrows[k];
+    }
+    auto call = [&](int k, int phases, cudaStream_t st) {
+        CUDA_CHECK(ar_reduce_scatter_rmsnorm(&c->g.rank[k], phases, 1, c->slots[k], 4, T, row0[k],
+                                             nrows[k], c->h[k], c->gain[k], EPS, c->y[k], c->ylo[k],
+                                             st));
+    };
+    if (!lockstep)
+        each_rank(c, [&](int k) { call(k, AR_PHASE_ALL, c->st[k]); });
+    else
+        for (int pass = 0; pass < 2; pass++)
+            for (int k = 0; k < c->n; k++)
+                on(c, k), call(k, pass ? AR_PHASE_REDUCE : AR_PHASE_PARTIAL, c->st[0]);
+    char what[160];
+    snprintf(what, sizeof what, "%s reduce-scatter T=%d%s%s", label, T,
+             first_empty ? " (rank 0 empty)" : "", lockstep ? " lockstep" : "");
+    wait_all(c, what);
+    dense_ref g = {gain.data(), ST_BF16};
+    for (int k = 0; k < c->n; k++) {
+        const size_t n = (size_t)nrows[k] * H, all = (size_t)T_CAP * H;
+        std::vector<float> ref = hc.h0, got(all), yref(n > 0 ? n : 1);
+        for (size_t i = 0; i < n; i++) {
+            float v = hc.h0[i];
+            for (int j = 0; j < c->n; j++) v += hc.part[j][(size_t)row0[k] * H + i];
+            ref[i] = v;
+        }
+        on(c, k);
+        tu_download(got.data(), c->h[k], all);
+        size_t bad = 0;
+        for (size_t i = 0; i < all; i++) bad += memcmp(&got[i], &ref[i], 4) != 0;
+        CHECK(bad == 0,
+              "%s: rank %d: %zu residual values differ (its %d rows from %d, the rest "
+              "untouched)",
+              what, k, bad, nrows[k], row0[k]);
+        if (n == 0) continue;
+        cpu_rmsnorm(ref.data(), g, nrows[k], H, EPS, yref.data());
+        std::vector<uint16_t> y(n);
+        tu_download(y.data(), c->y[k], n);
+        std::vector<float> yf(n);
+        for (size_t i = 0; i < n; i++) yf[i] = bf16_to_f32(y[i]);
+        const double e = tu_rel_err(yf.data(), yref.data(), n);
+        CHECK(e <= 1e-2, "%s rank %d: rmsnorm rel err %.3g", what, k, e);
     }
     CUDA_CHECK(cudaSetDevice(c->g.devices[0]));
 }
@@ -625,11 +684,18 @@ int main(int argc, char **argv) {
             check_stress(&c, groups[gi].label);
             for (int R : {1, 5, 64})
                 for (int V : {4000, 4001}) check_gather(&c, R, V, groups[gi].label);
+            for (int T : {1, 7, 300}) /* DEP's reduce-scatter, then the flags still in step */
+                for (bool empty : {false, true})
+                    check_scatter(&c, T, empty, gain, groups[gi].label, false);
+            check_stress(&c, groups[gi].label);
             if (!groups[gi].real) { /* lockstep: the halves in rank order on one stream */
                 for (int T : {1, 64, 300})
                     for (int mode = 0; mode < 4; mode++)
                         check_case(&c, T, mode, (T + mode) & 1, gain, groups[gi].label, true);
                 for (int V : {4000, 4001}) check_gather(&c, 5, V, groups[gi].label, true);
+                for (int T : {1, 300})
+                    for (bool empty : {false, true})
+                        check_scatter(&c, T, empty, gain, groups[gi].label, true);
                 check_stress(&c, groups[gi].label); /* the flags still in step after them */
             }
         }
