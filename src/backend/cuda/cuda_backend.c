@@ -286,9 +286,6 @@ int cuda_rank_setup(struct backend *b, const backend_options *opt, bool syntheti
     }
     /* On by default (runner_masked.c; 64 constrained rows at 99.7 % of the unconstrained decode
      * speed on the H200, the host path at 21.6 %); GPTOSS_GPU_MASKS=0 takes the host path. */
-    const char *rr = getenv("GPTOSS_ROUTER_ROUTE");
-    b->router_route = rr && !strcmp(rr, "1");
-    if (b->router_route) log_info("cuda backend: the MoE routing runs inside the router's kernel");
     const char *gm = getenv("GPTOSS_GPU_MASKS");
     b->gpu_masks = !(gm && !strcmp(gm, "0"));
     if (b->gpu_masks) log_info("cuda backend: constrained rows are sampled on the device");

@@ -246,9 +246,6 @@ struct backend {
     /* On unless GPTOSS_GPU_MASKS=0: constrained rows are sampled
      * on the device with their mask (runner_masked.c) instead of from a host copy of the row. */
     bool gpu_masks;
-    /* Decode steps of ≤ 4 tokens route the MoE inside the router's GEMV kernel (gemv_route, gemv.h)
-     * instead of a launch of their own: GPTOSS_ROUTER_ROUTE=1, off by default until measured. */
-    bool router_route;
     runner_masked masked;
     long host_rows_total; /* rows sampled on the host so far (cuda_backend_get_stats) */
     int32_t *fix;         /* (slot, token) pairs sampled on the host, applied at the next launch */

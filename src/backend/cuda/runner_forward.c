@@ -89,7 +89,7 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
      * Rounding those inputs to bf16 moved router logits by ~3e-3 — enough to swap near-tied experts and
      * flip top-1 tokens against the fp32 reference (tests/fixtures/tiny64, bench/NOTES.md). */
     uint16_t *a_lo = w->a + (size_t)T * H;
-    const float *router_lo = w->router + (size_t)T * b->E;
+    const float *router_lo = w->router + (size_t)T * b->E; /* the lo rows, from 5 tokens */
     CU(norm_embed_split(w->ids, T, g->embed, b->V, H, w->h, g->layers[0].attn_norm, b->eps, w->a,
                         a_lo, s));
     moe_routing rt;
@@ -102,7 +102,6 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
      * Measured on the H200 (bench/NOTES.md): 120b decode +3.6 % at batch 1, +4.2 % at 2, +5.5 % at
      * 4, but −3.1 % at 8, where cuBLASLt's 16-row product is the faster one. */
     const bool gv = T <= 4;
-    if (gv) router_lo = NULL;
     /* Small decode steps: the MoE block in one persistent kernel (moe_fused.h). Not under tensor
      * parallelism: its grid barrier needs the whole GPU, which two ranks on one GPU would share. */
     const bool fused =
@@ -131,15 +130,15 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
                                 &p->moe, w->act, w->y_slots, w->moe_bar, s));
             continue;
         }
-        if (gv && b->router_route) {
+        /* Up to 4 tokens the routing runs in the router's kernel (gemv_route: the same bytes as the
+         * route kernel, one launch less): 120b decode +0.7 % at batch 1, +0.5 % at 2, +0.2 % at 4;
+         * 20b +0.9 % at 1, +1.2 % at 4 (H200, bench/results/session6-2026-12-02-h200.md). */
+        if (gv) {
             CU(gemv_route(w->a, a_lo, T, H, ly->router_w, b->E, w->router, ly->router_b, &rt,
                           w->route_ctr, s));
         } else {
-            if (gv)
-                CU(gemv_bf16(w->a, a_lo, T, H, ly->router_w, b->E, NULL, w->router, 1, s));
-            else
-                CU(gemm_bf16(b->gemm, w->a, 2 * T, H, ly->router_w, b->E, NULL, w->router,
-                             GEMM_OUT_F32, s));
+            CU(gemm_bf16(b->gemm, w->a, 2 * T, H, ly->router_w, b->E, NULL, w->router, GEMM_OUT_F32,
+                         s));
             CU(moe_route_split(w->router, router_lo, ly->router_b, &rt, s));
         }
         CU(moe_experts(&ly->moe, w->a, &rt, &p->moe, w->act, w->y_slots, s));
