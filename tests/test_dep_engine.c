@@ -8,7 +8,9 @@
  *      chunked prefill, async scheduling and prefix caching, then with a KV pool so small that
  *      sequences are preempted: the same tokens, request by request. A wrapper around the backend
  *      checks every step's layout (step/batch.h: the sequences grouped by rank) and counts the
- *      steps where both ranks had rows, which must be most of them (the split is real). */
+ *      steps where both ranks had rows, which must be most of them (the split is real);
+ *   3. the backend refuses a step whose DEP layout does not match it: a split step on one rank, an
+ *      unsplit step on two, parts that do not cover the sequences in order (step/batch_split.h). */
 #include "check.h"
 
 #include "base/error.h"
@@ -204,6 +206,54 @@ static void test_engine_dep(void) {
     }
 }
 
+/* ---- 3. layouts the backend refuses ---- */
+
+static void refused_step(backend *b, const step_batch *st, const char *what) {
+    const int rc = cpu_backend_ops.launch(b, st);
+    CHECK(rc < 0 && strstr(err_msg(), "data-parallel"),
+          "%s: expected a refusal naming the "
+          "data-parallel parts, got %d '%s'",
+          what, rc, rc ? err_msg() : "");
+    if (rc == 0) {
+        step_result r;
+        cpu_backend_ops.wait(b, &r);
+        step_result_free(&r, st->n_seqs);
+    }
+}
+
+static void test_refused_layouts(void) {
+    for (int dp = 1; dp <= 2; dp++) {
+        backend_options bo = {.model = model_dir,
+                              .block_size = 16,
+                              .num_full_blocks = 8,
+                              .num_swa_blocks = 8,
+                              .max_slots = 4,
+                              .max_model_len = 128,
+                              .enable_expert_parallel = dp > 1,
+                              .data_parallel_size = dp};
+        backend *b;
+        if (cpu_backend_ops.create(&bo, &b) != 0) {
+            CHECK(false, "backend dp %d: %s", dp, err_msg());
+            continue;
+        }
+        step_batch st;
+        memset(&st, 0, sizeof st);
+        st.block_size = 16;
+        if (dp == 1) {
+            st.dp_size = 2; /* split, on one rank */
+            refused_step(b, &st, "a DEP2 step on one rank");
+        } else {
+            refused_step(b, &st, "an unsplit step on DEP2"); /* dp_size 0 */
+            st.dp_size = 2, st.n_seqs = 1;
+            st.dp_seq0[0] = 0, st.dp_seq0[1] = 0, st.dp_seq0[2] = 2;
+            refused_step(b, &st, "parts past the sequences");
+            st.dp_seq0[1] = 2, st.dp_seq0[2] = 1;
+            refused_step(b, &st, "parts out of order");
+        }
+        cpu_backend_ops.destroy(b);
+    }
+}
+
 int main(void) {
     test_block_manager_ranks();
     snprintf(model_dir, sizeof model_dir, "/tmp/gptoss-test-dep-engine-%d", (int)getpid());
@@ -214,6 +264,7 @@ int main(void) {
         return 1;
     }
     test_engine_dep();
+    test_refused_layouts();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", model_dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", model_dir);
