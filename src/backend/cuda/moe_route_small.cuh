@@ -90,3 +90,68 @@ route_small_block(const float *logits, const float *logits_lo, const uint16_t *b
         pair_sorted[s_off[e - e0] + r] = tid;
     }
 }
+
+/* route_small_block's outputs for P = T·k ≤ 32 pairs (decode steps of a few tokens), with the
+ * grouping done by one warp instead of three block-wide scans: lane p holds pair p's expert, a
+ * match gives each expert's pairs (count, and a pair's rank among them: its place in pair_sorted),
+ * and lane L sums the experts [L·EPL, (L+1)·EPL) that one warp scan turns into offsets, touched and
+ * tile positions. Called by every thread of the block (blockDim ≥ 32·T); the first __syncthreads
+ * gathers the T warps' top-k picks, after which only warp 0 works. Used by gemv_route's last block
+ * (gemv.h), where the routing is the tail of the router kernel; gpu_test_gemv holds its bytes to
+ * route_small_block's (moe_route_split). */
+static __device__ __forceinline__ void route_tiny_block(const float *logits, const float *logits_lo,
+                                                        const uint16_t *bias, int T, int E, int k,
+                                                        int e0, int n_e, int BN, int *idx_out,
+                                                        float *w_out, int *count, int *offset,
+                                                        int *pair_sorted, int *touched,
+                                                        int *n_touched, int *tiles, int *n_tiles) {
+    __shared__ int t_idx[32];
+    __shared__ float t_w[32];
+    __shared__ int t_cnt[256], t_off[256];
+    const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, P = T * k;
+    if (w < T)
+        topk_warp(logits + (size_t)w * E, logits_lo ? logits_lo + (size_t)w * E : NULL, bias, E, k,
+                  lane, t_idx + w * k, t_w + w * k);
+    __syncthreads();
+    if (w != 0) return;
+    const int EPL = (n_e + 31) >> 5; /* experts per lane, ≤ 8 */
+    const int ep = lane < P ? t_idx[lane] - e0 : -1;
+    const bool grouped = lane < P && ep >= 0 && ep < n_e;
+    if (lane < P) idx_out[lane] = t_idx[lane], w_out[lane] = t_w[lane];
+    for (int j = 0; j < EPL; j++) {
+        const int e = lane * EPL + j;
+        if (e < n_e) t_cnt[e] = 0;
+    }
+    __syncwarp();
+    /* Lanes of the same grouped expert match; every other lane gets a key of its own. */
+    const unsigned same = __match_any_sync(0xffffffffu, grouped ? ep : -1 - lane);
+    const int rank = __popc(same & ((1u << lane) - 1u));
+    if (grouped && rank == 0) t_cnt[ep] = __popc(same);
+    __syncwarp();
+    int lc = 0, lt = 0, ll = 0; /* this lane's experts: pairs, touched, tiles */
+    for (int j = 0; j < EPL; j++) {
+        const int e = lane * EPL + j;
+        const int c = e < n_e ? t_cnt[e] : 0;
+        lc += c, lt += c > 0, ll += (c + BN - 1) / BN;
+    }
+    int ic = lc, it = lt, il = ll;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const int a = __shfl_up_sync(0xffffffffu, ic, o), b = __shfl_up_sync(0xffffffffu, it, o),
+                  d = __shfl_up_sync(0xffffffffu, il, o);
+        if (lane >= o) ic += a, it += b, il += d;
+    }
+    int oc = ic - lc, ot = it - lt, ol = il - ll; /* exclusive: where this lane's experts start */
+    for (int j = 0; j < EPL; j++) {
+        const int e = lane * EPL + j;
+        if (e >= n_e) break;
+        const int c = t_cnt[e], tl = (c + BN - 1) / BN;
+        offset[e] = oc, count[e] = c, t_off[e] = oc;
+        if (c) touched[ot++] = e;
+        for (int b = 0; b < tl; b++) tiles[ol + b] = (e << 16) | b;
+        oc += c, ol += tl;
+    }
+    if (lane == 31) offset[n_e] = ic, *n_touched = it, *n_tiles = il;
+    __syncwarp();
+    if (grouped) pair_sorted[t_off[ep] + rank] = lane;
+}
