@@ -141,6 +141,11 @@ static int validate(const engine *e, const engine_request *r) {
             return err_set("stop: stop strings must not be empty");
     if (r->constraint && !e->opt.grammar_vocab)
         return err_set("structured output needs the model's tokenizer (none is loaded)");
+    /* DEP's first form: the CUDA ranks cannot sample constrained rows yet (dp_backend.c); refused
+     * here, as a bad request, rather than failing the step of every sequence */
+    if (r->constraint && e->opt.data_parallel_size > 1)
+        return err_set("structured output is not supported with --data-parallel-size %d yet",
+                       e->opt.data_parallel_size);
     return 0;
 }
 
