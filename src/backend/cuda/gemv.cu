@@ -36,7 +36,6 @@ struct gemv_route_args {
     int *idx, *count, *offset, *pair_sorted, *touched, *n_touched, *tiles, *n_tiles;
     float *w;
     int *counter;
-    int tiny; /* route_tiny_block when the pairs fit a warp: GPTOSS_ROUTE_TINY=1, off until measured */
 };
 
 struct gemv_args {
@@ -92,14 +91,9 @@ static __device__ __forceinline__ void gemv_route_tail(const gemv_args &a) {
     if (!s_last) return;
     __threadfence();
     const gemv_route_args &r = a.rt;
-    if (r.tiny && a.M * r.k <= 32) /* block-uniform: one warp groups the pairs */
-        route_tiny_block((const float *)a.y, NULL, r.bias, a.M, a.N, r.k, r.e0, r.n_e,
-                         MOE_TILE_TOKENS, r.idx, r.w, r.count, r.offset, r.pair_sorted, r.touched,
-                         r.n_touched, r.tiles, r.n_tiles);
-    else
-        route_small_block((const float *)a.y, NULL, r.bias, a.M, a.N, r.k, r.e0, r.n_e,
-                          MOE_TILE_TOKENS, r.idx, r.w, r.count, r.offset, r.pair_sorted, r.touched,
-                          r.n_touched, r.tiles, r.n_tiles);
+    route_small_block((const float *)a.y, NULL, r.bias, a.M, a.N, r.k, r.e0, r.n_e, MOE_TILE_TOKENS,
+                      r.idx, r.w, r.count, r.offset, r.pair_sorted, r.touched, r.n_touched, r.tiles,
+                      r.n_tiles);
     if (threadIdx.x == 0) *r.counter = 0;
 }
 
@@ -364,7 +358,9 @@ static cudaError_t rows_launch(gemv_args &a, gemv_fn f, int out_f32, cudaStream_
         cudaError_t e = cudaGetDevice(&dev);
         if (e != cudaSuccess) return e;
         if (dev < 0 || dev >= GV_DEVICES) return cudaErrorInvalidDevice;
-        if (smem > 48 * 1024 && smem > opted[dev][a.M]) {
+        /* Always, not only past 48 KB: the routing's static shared memory counts against the same
+         * default limit (at 4 tokens 46,080 dynamic + its static bytes crossed it). */
+        if (smem > opted[dev][a.M]) {
             e = cudaFuncSetAttribute((const void *)f, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      (int)smem);
             if (e != cudaSuccess) return e;
@@ -402,12 +398,6 @@ static gemv_fn gemv_route_kernel_for(int M) {
     return NULL;
 }
 
-static int g_route_tiny = -1; /* -1: not decided yet (GPTOSS_ROUTE_TINY at first use) */
-
-extern "C" void gemv_route_set_tiny(int on) {
-    g_route_tiny = on ? 1 : 0;
-}
-
 extern "C" cudaError_t gemv_route(const uint16_t *x, const uint16_t *x_lo, int M, int K,
                                   const uint16_t *W, int N, float *logits, const uint16_t *bias,
                                   const moe_routing *r, int *counter, cudaStream_t stream) {
@@ -423,10 +413,5 @@ extern "C" cudaError_t gemv_route(const uint16_t *x, const uint16_t *x_lo, int M
     rt.idx = r->topk_idx, rt.w = r->topk_w, rt.count = r->count, rt.offset = r->offset;
     rt.pair_sorted = r->pair_sorted, rt.touched = r->touched, rt.n_touched = r->n_touched;
     rt.tiles = r->tiles, rt.n_tiles = r->n_tiles, rt.counter = counter;
-    if (g_route_tiny < 0) {
-        const char *v = getenv("GPTOSS_ROUTE_TINY");
-        g_route_tiny = v && !strcmp(v, "1");
-    }
-    rt.tiny = g_route_tiny;
     return rows_launch(a, gemv_route_kernel_for(M), 1, stream);
 }

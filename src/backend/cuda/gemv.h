@@ -59,11 +59,6 @@ cudaError_t gemv_route(const uint16_t *x, const uint16_t *x_lo, int M, int K, co
                        int N, float *logits, const uint16_t *bias, const moe_routing *r,
                        int *counter, cudaStream_t stream);
 
-/* gemv_route's grouping for M·k ≤ 32 pairs: one warp (route_tiny_block, moe_route_small.cuh) instead
- * of the block-wide scans of moe_route_split's kernel, the same bytes. Until this is called,
- * GPTOSS_ROUTE_TINY=1 turns it on (off by default until measured). */
-void gemv_route_set_tiny(int on);
-
 #ifdef __cplusplus
 }
 #endif
