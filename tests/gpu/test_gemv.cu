@@ -90,69 +90,65 @@ static void check_shape(const gv_shape &sh, int M, bool lo, bool bias, bool f32,
 /* gemv_route: the router GEMV with the routing in its last block must give the bytes of gemv_bf16
  * followed by moe_route_split (logits and every routing array), twice in a row (the arrival counter
  * is left at zero), for T = 1 … 8 at 120b's E = 128 and 20b's 32, also under expert parallelism (the
- * pairs of experts [e0, e0 + n_e) only), with both of its hand-offs to the last block. */
+ * pairs of experts [e0, e0 + n_e) only). */
 static void check_route(cudaStream_t st) {
     const int K = 2880, k = 4;
     int *counter = tu_dev_alloc<int>(1);
     CUDA_CHECK(cudaMemset(counter, 0, sizeof(int)));
-    for (int fast = 0; fast < 2; fast++)
-        for (int E : {128, 32})
-            for (int T = 1; T <= GEMV_MAX_M; T++)
-                for (int ep = 0; ep < 2; ep++) {
-                    gemv_route_set_fast(fast);
-                    const size_t wn = (size_t)E * K, xn = (size_t)T * K;
-                    std::vector<uint16_t> hw(wn), hx(xn), hl(xn), hb(E);
-                    tu_fill_bf16(hw.data(), NULL, wn, -0.05f, 0.05f);
-                    tu_fill_bf16(hx.data(), NULL, xn, -2.0f, 2.0f);
-                    tu_fill_bf16(hl.data(), NULL, xn, -0.01f, 0.01f);
-                    tu_fill_bf16(hb.data(), NULL, E, -0.5f, 0.5f);
-                    uint16_t *dw = tu_dev_upload(hw.data(), wn), *dx = tu_dev_upload(hx.data(), xn),
-                             *dl = tu_dev_upload(hl.data(), xn), *db = tu_dev_upload(hb.data(), E);
-                    const size_t nb = moe_routing_bytes(T, E, k);
-                    uint8_t *rb[2] = {tu_dev_alloc<uint8_t>(nb), tu_dev_alloc<uint8_t>(nb)};
-                    float *lg[2] = {tu_dev_alloc<float>(xn / K * E),
-                                    tu_dev_alloc<float>(xn / K * E)};
-                    std::vector<uint8_t> want(nb), got(nb);
-                    std::vector<float> lw((size_t)T * E), lgot((size_t)T * E);
-                    moe_routing r[2];
-                    for (int i = 0; i < 2; i++) {
-                        moe_routing_carve(&r[i], rb[i], T, E, k);
-                        if (ep) r[i].e0 = E / 2, r[i].n_e = E / 2;
-                        CUDA_CHECK(cudaMemset(rb[i], 0, nb));
-                    }
-                    CUDA_CHECK(gemv_bf16(dx, dl, T, K, dw, E, NULL, lg[0], 1, st));
-                    CUDA_CHECK(moe_route_split(lg[0], NULL, db, &r[0], st));
-                    CUDA_CHECK(cudaStreamSynchronize(st));
-                    tu_download(want.data(), rb[0], nb);
-                    tu_download(lw.data(), lg[0], lw.size());
-                    for (int rep = 0; rep < 2; rep++) {
-                        CUDA_CHECK(cudaMemset(rb[1], 0, nb));
-                        CUDA_CHECK(cudaMemset(lg[1], 0xff, lgot.size() * 4));
-                        CUDA_CHECK(gemv_route(dx, dl, T, K, dw, E, lg[1], db, &r[1], counter, st));
-                        CUDA_CHECK(cudaStreamSynchronize(st));
-                        tu_download(got.data(), rb[1], nb);
-                        tu_download(lgot.data(), lg[1], lgot.size());
-                        int c = -1;
-                        tu_download(&c, counter, 1);
-                        CHECK(!memcmp(lw.data(), lgot.data(), lw.size() * 4),
-                              "gemv_route E=%d T=%d ep=%d run %d: logits differ from gemv_bf16's",
-                              E, T, ep, rep);
-                        CHECK(want == got,
-                              "gemv_route fast=%d E=%d T=%d ep=%d run %d: routing differs from "
-                              "moe_route_split's",
-                              fast, E, T, ep, rep);
-                        CHECK(c == 0, "gemv_route E=%d T=%d run %d: counter left at %d", E, T, rep,
-                              c);
-                    }
-                    for (int i = 0; i < 2; i++) {
-                        CUDA_CHECK(cudaFree(rb[i]));
-                        CUDA_CHECK(cudaFree(lg[i]));
-                    }
-                    CUDA_CHECK(cudaFree(dw));
-                    CUDA_CHECK(cudaFree(dx));
-                    CUDA_CHECK(cudaFree(dl));
-                    CUDA_CHECK(cudaFree(db));
+    for (int E : {128, 32})
+        for (int T = 1; T <= GEMV_MAX_M; T++)
+            for (int ep = 0; ep < 2; ep++) {
+                const size_t wn = (size_t)E * K, xn = (size_t)T * K;
+                std::vector<uint16_t> hw(wn), hx(xn), hl(xn), hb(E);
+                tu_fill_bf16(hw.data(), NULL, wn, -0.05f, 0.05f);
+                tu_fill_bf16(hx.data(), NULL, xn, -2.0f, 2.0f);
+                tu_fill_bf16(hl.data(), NULL, xn, -0.01f, 0.01f);
+                tu_fill_bf16(hb.data(), NULL, E, -0.5f, 0.5f);
+                uint16_t *dw = tu_dev_upload(hw.data(), wn), *dx = tu_dev_upload(hx.data(), xn),
+                         *dl = tu_dev_upload(hl.data(), xn), *db = tu_dev_upload(hb.data(), E);
+                const size_t nb = moe_routing_bytes(T, E, k);
+                uint8_t *rb[2] = {tu_dev_alloc<uint8_t>(nb), tu_dev_alloc<uint8_t>(nb)};
+                float *lg[2] = {tu_dev_alloc<float>(xn / K * E), tu_dev_alloc<float>(xn / K * E)};
+                std::vector<uint8_t> want(nb), got(nb);
+                std::vector<float> lw((size_t)T * E), lgot((size_t)T * E);
+                moe_routing r[2];
+                for (int i = 0; i < 2; i++) {
+                    moe_routing_carve(&r[i], rb[i], T, E, k);
+                    if (ep) r[i].e0 = E / 2, r[i].n_e = E / 2;
+                    CUDA_CHECK(cudaMemset(rb[i], 0, nb));
                 }
+                CUDA_CHECK(gemv_bf16(dx, dl, T, K, dw, E, NULL, lg[0], 1, st));
+                CUDA_CHECK(moe_route_split(lg[0], NULL, db, &r[0], st));
+                CUDA_CHECK(cudaStreamSynchronize(st));
+                tu_download(want.data(), rb[0], nb);
+                tu_download(lw.data(), lg[0], lw.size());
+                for (int rep = 0; rep < 2; rep++) {
+                    CUDA_CHECK(cudaMemset(rb[1], 0, nb));
+                    CUDA_CHECK(cudaMemset(lg[1], 0xff, lgot.size() * 4));
+                    CUDA_CHECK(gemv_route(dx, dl, T, K, dw, E, lg[1], db, &r[1], counter, st));
+                    CUDA_CHECK(cudaStreamSynchronize(st));
+                    tu_download(got.data(), rb[1], nb);
+                    tu_download(lgot.data(), lg[1], lgot.size());
+                    int c = -1;
+                    tu_download(&c, counter, 1);
+                    CHECK(!memcmp(lw.data(), lgot.data(), lw.size() * 4),
+                          "gemv_route E=%d T=%d ep=%d run %d: logits differ from gemv_bf16's", E, T,
+                          ep, rep);
+                    CHECK(want == got,
+                          "gemv_route E=%d T=%d ep=%d run %d: routing differs from "
+                          "moe_route_split's",
+                          E, T, ep, rep);
+                    CHECK(c == 0, "gemv_route E=%d T=%d run %d: counter left at %d", E, T, rep, c);
+                }
+                for (int i = 0; i < 2; i++) {
+                    CUDA_CHECK(cudaFree(rb[i]));
+                    CUDA_CHECK(cudaFree(lg[i]));
+                }
+                CUDA_CHECK(cudaFree(dw));
+                CUDA_CHECK(cudaFree(dx));
+                CUDA_CHECK(cudaFree(dl));
+                CUDA_CHECK(cudaFree(db));
+            }
     moe_routing bad;
     memset(&bad, 0, sizeof bad);
     bad.T = 2, bad.E = 128, bad.k = 4, bad.n_e = 128;
@@ -160,10 +156,7 @@ static void check_route(cudaStream_t st) {
                      NULL, &bad, counter, st) == cudaErrorInvalidValue,
           "gemv_route refuses r->T != M");
     CUDA_CHECK(cudaFree(counter));
-    gemv_route_set_fast(0);
-    fprintf(stderr,
-            "  gemv_route: E = 128 and 32, T = 1..%d, with and without EP, both hand-offs: same "
-            "bytes\n",
+    fprintf(stderr, "  gemv_route: E = 128 and 32, T = 1..%d, with and without EP: same bytes\n",
             GEMV_MAX_M);
 }
 

@@ -288,9 +288,6 @@ int cuda_rank_setup(struct backend *b, const backend_options *opt, bool syntheti
      * speed on the H200, the host path at 21.6 %); GPTOSS_GPU_MASKS=0 takes the host path. */
     const char *gm = getenv("GPTOSS_GPU_MASKS");
     b->gpu_masks = !(gm && !strcmp(gm, "0"));
-    /* 4 until the threshold is measured again with the routing in the router's kernel. */
-    const char *rg = getenv("GPTOSS_ROUTER_GEMV_MAX");
-    b->router_gemv_max = rg && atoi(rg) >= 1 && atoi(rg) <= 8 ? atoi(rg) : 4;
     if (b->gpu_masks) log_info("cuda backend: constrained rows are sampled on the device");
 
     char graphs[48] = "off";

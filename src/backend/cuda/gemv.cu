@@ -79,51 +79,40 @@ static __device__ __forceinline__ void gemv_store(const gemv_args &a, const floa
 }
 
 /* gemv_route's tail, by every thread of every block of the rows form: the last block to finish its
- * rows routes the M tokens' logits. The counter is left at zero for the next launch. Two forms of the
- * hand-off (ROUTE, gemv.h's gemv_route_set_fast):
- *   1: each block's stores are made visible by a fence before its arrival is counted, and the last
- *      block fences again before it reads them through L2 (the CUDA samples' "last block");
- *   2: no fences: the block barrier orders every thread's stores before thread 0's arrival, an
- *      atomic add with release and acquire semantics at GPU scope (cumulative: it publishes what the
- *      barrier ordered before it), and a barrier after it orders the last block's reads after the
- *      acquire (the pattern of CUTLASS's GenericBarrier); and the router bias (model memory, most
- *      likely gone from L2 since the last step) is loaded by every block at kernel start, so the
- *      last block's top-k reads it from shared memory instead of waiting for DRAM.
- * bias_reg: this thread's bias element (form 2; threads < N). */
-template <int ROUTE>
+ * rows routes the M tokens' logits, and leaves the counter at zero for the next launch. The hand-off
+ * has no fences: the block barrier orders every thread's stores (the logits) before thread 0's
+ * arrival, an atomic add with release and acquire semantics at GPU scope publishes them (release is
+ * cumulative: it covers what the barrier ordered before it) and, in the last block, orders the reads
+ * after it, which the next barrier passes on to the block's other threads (the pattern of CUTLASS's
+ * GenericBarrier). The router bias (model memory, most likely evicted from L2 since the last step)
+ * is loaded by every block at kernel start (bias_reg: this thread's element, threads < N), so the
+ * last block's top-k reads it from shared memory instead of waiting for DRAM. Measured on the H200
+ * against the CUDA samples' form (a fence before each arrival and another in the last block, the
+ * bias read in the top-k): 120b decode +1.9 % at batch 1, +1.4 % at 2, +1.1 % at 4
+ * (bench/results/session6c-2026-12-02-h200.md). */
 static __device__ __forceinline__ void gemv_route_tail(const gemv_args &a, uint16_t bias_reg) {
     __shared__ int s_last;
     __shared__ uint16_t s_bias[256];
     const gemv_route_args &r = a.rt;
-    if (ROUTE == 1) {
-        __threadfence();
-        __syncthreads();
-        if (threadIdx.x == 0) s_last = atomicAdd(r.counter, 1) == (int)gridDim.x - 1;
-        __syncthreads();
-        if (!s_last) return;
-        __threadfence();
-    } else {
-        if (threadIdx.x < a.N) s_bias[threadIdx.x] = bias_reg;
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            int old;
-            asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;"
-                         : "=r"(old)
-                         : "l"(r.counter)
-                         : "memory");
-            s_last = old == (int)gridDim.x - 1;
-        }
-        __syncthreads();
-        if (!s_last) return;
+    if ((int)threadIdx.x < a.N) s_bias[threadIdx.x] = bias_reg;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int old;
+        asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;"
+                     : "=r"(old)
+                     : "l"(r.counter)
+                     : "memory");
+        s_last = old == (int)gridDim.x - 1;
     }
-    const uint16_t *bias = ROUTE == 2 && r.bias ? s_bias : r.bias;
-    route_small_block((const float *)a.y, NULL, bias, a.M, a.N, r.k, r.e0, r.n_e, MOE_TILE_TOKENS,
-                      r.idx, r.w, r.count, r.offset, r.pair_sorted, r.touched, r.n_touched, r.tiles,
-                      r.n_tiles);
+    __syncthreads();
+    if (!s_last) return;
+    route_small_block((const float *)a.y, NULL, r.bias ? s_bias : NULL, a.M, a.N, r.k, r.e0, r.n_e,
+                      MOE_TILE_TOKENS, r.idx, r.w, r.count, r.offset, r.pair_sorted, r.touched,
+                      r.n_touched, r.tiles, r.n_tiles);
     if (threadIdx.x == 0) *r.counter = 0;
 }
 
-template <int M, bool OUT_F32, int ROUTE = 0>
+template <int M, bool OUT_F32, bool ROUTE = false>
 __global__ void __launch_bounds__(GV_THREADS) gemv_kernel(const gemv_args a) {
     extern __shared__ float4 gv_smem[];
     float *xs = (float *)gv_smem; /* [M][K] */
@@ -145,10 +134,9 @@ __global__ void __launch_bounds__(GV_THREADS) gemv_kernel(const gemv_args a) {
         if (j < nj && c < K8 && left > 0)
             wv[j] = ldg_stream16(a.W + (size_t)row * a.K + (size_t)c * 8);
     }
-    /* gemv_route's bias (form 2): model memory too. */
+    /* gemv_route's bias: model memory too. */
     uint16_t bias_reg = 0;
-    if (ROUTE == 2 && a.rt.bias && (int)threadIdx.x < a.N)
-        bias_reg = __ldg(a.rt.bias + threadIdx.x);
+    if (ROUTE && a.rt.bias && (int)threadIdx.x < a.N) bias_reg = __ldg(a.rt.bias + threadIdx.x);
     pdl_prologue();
 
     /* Stage the tokens as fp32: x (+ x_lo). */
@@ -177,7 +165,7 @@ __global__ void __launch_bounds__(GV_THREADS) gemv_kernel(const gemv_args a) {
         gemv_warp_sum<M>(acc);
         gemv_store<M, OUT_F32>(a, acc, row, lane);
     }
-    if (ROUTE) gemv_route_tail<ROUTE>(a, bias_reg);
+    if (ROUTE) gemv_route_tail(a, bias_reg);
 }
 
 /* The ring form (gemv.h): one block an SM, each block a contiguous range of rows, streamed row by
@@ -382,7 +370,7 @@ static cudaError_t rows_launch(gemv_args &a, gemv_fn f, int out_f32, cudaStream_
     const int rpw = (int)((a.N + warps - 1) / warps);
     const int blocks = (int)(((long)a.N + (long)rpw * GV_WARPS - 1) / ((long)rpw * GV_WARPS));
     a.rows_per_warp = rpw, a.stages = 0;
-    if (f != gemv_kernel_for(a.M, out_f32)) { /* the routed kernel: its own shared-memory opt-in */
+    if (f != gemv_kernel_for(a.M, out_f32)) { /* the routed kernel (one per M): its own opt-in */
         static size_t opted[GV_DEVICES][GEMV_MAX_M + 1];
         int dev = 0;
         cudaError_t e = cudaGetDevice(&dev);
@@ -417,21 +405,15 @@ extern "C" cudaError_t gemv_bf16(const uint16_t *x, const uint16_t *x_lo, int M,
     return rows_launch(a, gemv_kernel_for(M, out_f32 != 0), out_f32 != 0, stream);
 }
 
-static gemv_fn gemv_route_kernel_for(int M, int fast) {
+static gemv_fn gemv_route_kernel_for(int M) {
 #define GV_CASE(m)                                                                                 \
     case m:                                                                                        \
-        return fast ? gemv_kernel<m, true, 2> : gemv_kernel<m, true, 1>;
+        return gemv_kernel<m, true, true>;
     switch (M) {
         GV_CASE(1) GV_CASE(2) GV_CASE(3) GV_CASE(4) GV_CASE(5) GV_CASE(6) GV_CASE(7) GV_CASE(8)
     }
 #undef GV_CASE
     return NULL;
-}
-
-static int g_route_fast = -1; /* -1: not decided yet (GPTOSS_ROUTE_FAST at first use) */
-
-extern "C" void gemv_route_set_fast(int on) {
-    g_route_fast = on ? 1 : 0;
 }
 
 extern "C" cudaError_t gemv_route(const uint16_t *x, const uint16_t *x_lo, int M, int K,
@@ -449,9 +431,5 @@ extern "C" cudaError_t gemv_route(const uint16_t *x, const uint16_t *x_lo, int M
     rt.idx = r->topk_idx, rt.w = r->topk_w, rt.count = r->count, rt.offset = r->offset;
     rt.pair_sorted = r->pair_sorted, rt.touched = r->touched, rt.n_touched = r->n_touched;
     rt.tiles = r->tiles, rt.n_tiles = r->n_tiles, rt.counter = counter;
-    if (g_route_fast < 0) {
-        const char *v = getenv("GPTOSS_ROUTE_FAST");
-        g_route_fast = v && !strcmp(v, "1");
-    }
-    return rows_launch(a, gemv_route_kernel_for(M, g_route_fast), 1, stream);
+    return rows_launch(a, gemv_route_kernel_for(M), 1, stream);
 }

@@ -59,11 +59,6 @@ cudaError_t gemv_route(const uint16_t *x, const uint16_t *x_lo, int M, int K, co
                        int N, float *logits, const uint16_t *bias, const moe_routing *r,
                        int *counter, cudaStream_t stream);
 
-/* gemv_route's hand-off to its last block without fences (an acquire-release atomic between block
- * barriers) and with the router bias loaded at kernel start (gemv.cu's gemv_route_tail, form 2); the
- * same bytes. Until this is called, GPTOSS_ROUTE_FAST=1 turns it on (off until measured). */
-void gemv_route_set_fast(int on);
-
 #ifdef __cplusplus
 }
 #endif

@@ -246,7 +246,6 @@ struct backend {
     /* On unless GPTOSS_GPU_MASKS=0: constrained rows are sampled
      * on the device with their mask (runner_masked.c) instead of from a host copy of the row. */
     bool gpu_masks;
-    int router_gemv_max; /* steps of at most this many tokens: router + routing by gemv_route (4) */
     runner_masked masked;
     long host_rows_total; /* rows sampled on the host so far (cuda_backend_get_stats) */
     int32_t *fix;         /* (slot, token) pairs sampled on the host, applied at the next launch */

@@ -100,10 +100,9 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
     /* Up to 4 tokens the router is a matrix-vector product (gemv.h): the split input's halves are
      * added in fp32 as the tokens are staged, so it sees T rows, not 2T, and no lo rows follow.
      * Measured on the H200 (bench/NOTES.md): 120b decode +3.6 % at batch 1, +4.2 % at 2, +5.5 % at
-     * 4, but −3.1 % at 8, where cuBLASLt's 16-row product is the faster one. That was before the
-     * routing moved into the router's kernel; GPTOSS_ROUTER_GEMV_MAX=T (≤ 8) measures the
-     * threshold again (runner.h: router_gemv_max). */
-    const bool gv = T <= b->router_gemv_max;
+     * 4, but −3.1 % at 8, where cuBLASLt's 16-row product is the faster one; with the routing in
+     * the router's kernel (gemv_route) 8 tokens still lose: −3.1 % (120b), −3.3 % (20b). */
+    const bool gv = T <= 4;
     /* Small decode steps: the MoE block in one persistent kernel (moe_fused.h). Not under tensor
      * parallelism: its grid barrier needs the whole GPU, which two ranks on one GPU would share. */
     const bool fused =
