@@ -40,15 +40,11 @@ int runner_copy_rows_out(struct backend *b, int r0, int nr) {
     return 0;
 }
 
-/* The logits of nr final rows: [nr][N] fp32 from lm_head's N rows. One row (batch-1 decode) is a
- * matrix-vector product on the GEMV's ring form (gemv.h), which streams the 1.16 GB of the 120b
- * lm_head at 4.34 TB/s against cuBLASLt's 4.14 (266.6 against 279.6 µs on the H200,
- * bench/results/gemv-ring-2026-12-02-s6-h200.md); from two rows cuBLASLt is the faster. */
-/* Off by default for now: with it and gemv_route on, the forward test's engine check (greedy tokens
+/* Two process-wide switches, read once, off by default for now: GPTOSS_LM_HEAD_GEMV=1 (lm_head at one
+ * row on the GEMV's ring form, runner_lm_head_rows) and GPTOSS_ROUTER_ROUTE=1 (the routing inside
+ * the router's kernel, runner_route). With both on, the forward test's engine check (greedy tokens
  * against the CPU) failed 2 of ~8 runs on the H200 in session 6 (an early divergence at a clear
- * margin), which no earlier session saw; the cause is not found yet (bench/NOTES.md). A process-wide
- * switch read once: GPTOSS_LM_HEAD_GEMV=1 (the ring form for one row), GPTOSS_ROUTER_ROUTE=1
- * (gemv_route). */
+ * margin), which no earlier session saw; the cause is not found yet (bench/NOTES.md). */
 static int env_on(const char *name, int *cache) {
     if (*cache < 0) {
         const char *v = getenv(name);
@@ -58,11 +54,40 @@ static int env_on(const char *name, int *cache) {
 }
 static int g_lm_head_gemv = -1, g_router_route = -1;
 
+/* The logits of nr final rows: [nr][N] fp32 from lm_head's N rows. One row (batch-1 decode) can be a
+ * matrix-vector product on the GEMV's ring form (gemv.h), which streams the 1.16 GB of the 120b
+ * lm_head at 4.34 TB/s against cuBLASLt's 4.14 (266.6 against 279.6 µs on the H200,
+ * bench/results/gemv-ring-2026-12-02-s6-h200.md); from two rows cuBLASLt is the faster. */
 cudaError_t runner_lm_head_rows(struct backend *b, const uint16_t *x, int nr, const uint16_t *W,
                                 int N, float *out, cudaStream_t s) {
     if (nr == 1 && gemv_supported(1, b->H, N) && env_on("GPTOSS_LM_HEAD_GEMV", &g_lm_head_gemv))
         return gemv_bf16(x, NULL, 1, b->H, W, N, NULL, out, 1, s);
     return gemm_bf16(b->gemm, x, nr, b->H, W, N, NULL, out, GEMM_OUT_F32, s);
+}
+
+/* The router logits of T rows of w->a (the split input: lo halves at a_lo) and their routing into
+ * rt. Up to 4 tokens the router is a matrix-vector product (gemv.h): the split input's halves are
+ * added in fp32 as the tokens are staged, so it sees T rows, not 2T, and no lo rows follow.
+ * Measured on the H200 (bench/NOTES.md): 120b decode +3.6 % at batch 1, +4.2 % at 2, +5.5 % at 4,
+ * but −3.1 % at 8, where cuBLASLt's 16-row product is the faster one; with the routing in the
+ * router's kernel (gemv_route: the same bytes, one launch less, +2.6 % at batch 1,
+ * bench/results/session6c-2026-12-02-h200.md; off by default, above) 8 tokens still lose. */
+int runner_route(struct backend *b, int T, const uint16_t *a_lo, const gpu_layer *ly,
+                 moe_routing *rt, cudaStream_t s) {
+    gpu_workspace *w = &b->ws;
+    const int H = b->H;
+    if (T <= 4 && env_on("GPTOSS_ROUTER_ROUTE", &g_router_route)) {
+        CU(gemv_route(w->a, a_lo, T, H, ly->router_w, b->E, w->router, ly->router_b, rt,
+                      w->route_ctr, s));
+    } else if (T <= 4) {
+        CU(gemv_bf16(w->a, a_lo, T, H, ly->router_w, b->E, NULL, w->router, 1, s));
+        CU(moe_route_split(w->router, NULL, ly->router_b, rt, s));
+    } else {
+        CU(gemm_bf16(b->gemm, w->a, 2 * T, H, ly->router_w, b->E, NULL, w->router, GEMM_OUT_F32,
+                     s));
+        CU(moe_route_split(w->router, w->router + (size_t)T * b->E, ly->router_b, rt, s));
+    }
+    return 0;
 }
 
 int runner_attention(struct backend *b, const fwd_plan *p, int l, cudaStream_t s) {
@@ -106,7 +131,6 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
      * Rounding those inputs to bf16 moved router logits by ~3e-3 — enough to swap near-tied experts and
      * flip top-1 tokens against the fp32 reference (tests/fixtures/tiny64, bench/NOTES.md). */
     uint16_t *a_lo = w->a + (size_t)T * H;
-    const float *router_lo = w->router + (size_t)T * b->E; /* the lo rows, from 5 tokens */
     CU(norm_embed_split(w->ids, T, g->embed, b->V, H, w->h, g->layers[0].attn_norm, b->eps, w->a,
                         a_lo, s));
     moe_routing rt;
@@ -114,12 +138,6 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
     /* Expert parallelism: every rank routes every token; it groups and runs its experts' pairs only
      * (moe.h). One GPU and TP: every expert, the carve's default. */
     rt.e0 = b->tp_share.expert0, rt.n_e = b->tp_share.n_experts;
-    /* Up to 4 tokens the router is a matrix-vector product (gemv.h): the split input's halves are
-     * added in fp32 as the tokens are staged, so it sees T rows, not 2T, and no lo rows follow.
-     * Measured on the H200 (bench/NOTES.md): 120b decode +3.6 % at batch 1, +4.2 % at 2, +5.5 % at
-     * 4, but −3.1 % at 8, where cuBLASLt's 16-row product is the faster one; with the routing in
-     * the router's kernel (gemv_route) 8 tokens still lose: −3.1 % (120b), −3.3 % (20b). */
-    const bool gv = T <= 4;
     /* Small decode steps: the MoE block in one persistent kernel (moe_fused.h). Not under tensor
      * parallelism: its grid barrier needs the whole GPU, which two ranks on one GPU would share. */
     const bool fused =
@@ -148,20 +166,7 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
                                 &p->moe, w->act, w->y_slots, w->moe_bar, s));
             continue;
         }
-        /* Up to 4 tokens the routing can run in the router's kernel (gemv_route: the same bytes as
-         * the route kernel, one launch less; 120b decode +2.6 % at batch 1 on the H200,
-         * bench/results/session6c-2026-12-02-h200.md), off by default for now (above). */
-        if (gv && env_on("GPTOSS_ROUTER_ROUTE", &g_router_route)) {
-            CU(gemv_route(w->a, a_lo, T, H, ly->router_w, b->E, w->router, ly->router_b, &rt,
-                          w->route_ctr, s));
-        } else if (gv) {
-            CU(gemv_bf16(w->a, a_lo, T, H, ly->router_w, b->E, NULL, w->router, 1, s));
-            CU(moe_route_split(w->router, NULL, ly->router_b, &rt, s));
-        } else {
-            CU(gemm_bf16(b->gemm, w->a, 2 * T, H, ly->router_w, b->E, NULL, w->router, GEMM_OUT_F32,
-                         s));
-            CU(moe_route_split(w->router, router_lo, ly->router_b, &rt, s));
-        }
+        if (runner_route(b, T, a_lo, ly, &rt, s)) return -1;
         CU(moe_experts(&ly->moe, w->a, &rt, &p->moe, w->act, w->y_slots, s));
     }
 

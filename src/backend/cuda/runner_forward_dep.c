@@ -14,7 +14,6 @@
  *
  * A rank without rows (T = 0) skips its attention and still joins each collective: every rank
  * makes the same sequence of calls with the same T_all. Eager only (dp_launch turns graphs off). */
-#include "backend/cuda/gemv.h"
 #include "backend/cuda/norm.h"
 #include "backend/cuda/runner_internal.h"
 #include "backend/cuda/step_kernels.h"
@@ -38,9 +37,6 @@ int runner_forward_dep(struct backend *b, const fwd_plan *p) {
     moe_routing rt;
     moe_routing_carve(&rt, w->routing, TA, b->E, b->K);
     rt.e0 = b->tp_share.expert0, rt.n_e = b->tp_share.n_experts;
-    /* the router as runner_forward runs it, for the gathered rows */
-    const bool gv = TA <= 4;
-    const float *router_lo = gv ? NULL : w->router + (size_t)TA * b->E;
 
     for (int l = 0; l < b->L; l++) {
         gpu_layer *ly = &g->layers[l];
@@ -51,12 +47,8 @@ int runner_forward_dep(struct backend *b, const fwd_plan *p) {
                                       s));
         }
         if (dep_gather_rows(b, p, s)) return -1;
-        if (gv)
-            CU(gemv_bf16(w->a, ga_lo, TA, H, ly->router_w, b->E, NULL, w->router, 1, s));
-        else
-            CU(gemm_bf16(b->gemm, w->a, 2 * TA, H, ly->router_w, b->E, NULL, w->router,
-                         GEMM_OUT_F32, s));
-        CU(moe_route_split(w->router, router_lo, ly->router_b, &rt, s));
+        /* the router as runner_forward runs it, for the gathered rows */
+        if (runner_route(b, TA, ga_lo, ly, &rt, s)) return -1;
         CU(moe_experts(&ly->moe, w->a, &rt, &p->moe, w->act, w->y_slots, s));
     }
     /* the last layer's MoE into this rank's rows of h (no norm: the final norm is per logits row) */
