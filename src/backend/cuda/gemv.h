@@ -12,7 +12,8 @@
  * splits, so no fix-up of partial sums, and the bias is added where the sum is finished. Measured on
  * the H200 (bench/NOTES.md): for the router (128 × 2880) 6.0 µs against 8.9 for the skinny kernel at
  * one token, 9.2 against 15.2 at four (rows form); lm_head at one token 266.6 µs (4.34 TB/s, ring
- * form) against cuBLASLt's 279.6 (the step takes it with GPTOSS_LM_HEAD_GEMV=1: runner_forward.c). For QKV and O cuBLASLt stays faster at every M (QKV at one token
+ * form) against cuBLASLt's 279.6 (the step's lm_head at one row: runner_forward.c). For QKV and O
+ * cuBLASLt stays faster at every M (QKV at one token
  * 12.8 µs against 14.5 for the ring form, 20.7 for the rows form; 2–4 tokens 12.8 against 18–26),
  * so those stay on gemm.h. The weight loads of a warp's first row (rows form) and the first ring
  * stages (ring form) are issued before the kernel waits for its predecessor (PDL): they do not

@@ -40,27 +40,13 @@ int runner_copy_rows_out(struct backend *b, int r0, int nr) {
     return 0;
 }
 
-/* Two process-wide switches, read once, off by default for now: GPTOSS_LM_HEAD_GEMV=1 (lm_head at one
- * row on the GEMV's ring form, runner_lm_head_rows) and GPTOSS_ROUTER_ROUTE=1 (the routing inside
- * the router's kernel, runner_route). With both on, the forward test's engine check (greedy tokens
- * against the CPU) failed 2 of ~8 runs on the H200 in session 6 (an early divergence at a clear
- * margin), which no earlier session saw; the cause is not found yet (bench/NOTES.md). */
-static int env_on(const char *name, int *cache) {
-    if (*cache < 0) {
-        const char *v = getenv(name);
-        *cache = v && !strcmp(v, "1");
-    }
-    return *cache;
-}
-static int g_lm_head_gemv = -1, g_router_route = -1;
-
 /* The logits of nr final rows: [nr][N] fp32 from lm_head's N rows. One row (batch-1 decode) can be a
  * matrix-vector product on the GEMV's ring form (gemv.h), which streams the 1.16 GB of the 120b
  * lm_head at 4.34 TB/s against cuBLASLt's 4.14 (266.6 against 279.6 µs on the H200,
  * bench/results/gemv-ring-2026-12-02-s6-h200.md); from two rows cuBLASLt is the faster. */
 cudaError_t runner_lm_head_rows(struct backend *b, const uint16_t *x, int nr, const uint16_t *W,
                                 int N, float *out, cudaStream_t s) {
-    if (nr == 1 && gemv_supported(1, b->H, N) && env_on("GPTOSS_LM_HEAD_GEMV", &g_lm_head_gemv))
+    if (nr == 1 && gemv_supported(1, b->H, N))
         return gemv_bf16(x, NULL, 1, b->H, W, N, NULL, out, 1, s);
     return gemm_bf16(b->gemm, x, nr, b->H, W, N, NULL, out, GEMM_OUT_F32, s);
 }
@@ -71,17 +57,15 @@ cudaError_t runner_lm_head_rows(struct backend *b, const uint16_t *x, int nr, co
  * Measured on the H200 (bench/NOTES.md): 120b decode +3.6 % at batch 1, +4.2 % at 2, +5.5 % at 4,
  * but −3.1 % at 8, where cuBLASLt's 16-row product is the faster one; with the routing in the
  * router's kernel (gemv_route: the same bytes, one launch less, +2.6 % at batch 1,
- * bench/results/session6c-2026-12-02-h200.md; off by default, above) 8 tokens still lose. */
+ * bench/results/session6c-2026-12-02-h200.md) 8 tokens still lose. Up to 4 tokens the routing
+ * runs inside the router's kernel (gemv_route). */
 int runner_route(struct backend *b, int T, const uint16_t *a_lo, const gpu_layer *ly,
                  moe_routing *rt, cudaStream_t s) {
     gpu_workspace *w = &b->ws;
     const int H = b->H;
-    if (T <= 4 && env_on("GPTOSS_ROUTER_ROUTE", &g_router_route)) {
+    if (T <= 4) {
         CU(gemv_route(w->a, a_lo, T, H, ly->router_w, b->E, w->router, ly->router_b, rt,
                       w->route_ctr, s));
-    } else if (T <= 4) {
-        CU(gemv_bf16(w->a, a_lo, T, H, ly->router_w, b->E, NULL, w->router, 1, s));
-        CU(moe_route_split(w->router, NULL, ly->router_b, rt, s));
     } else {
         CU(gemm_bf16(b->gemm, w->a, 2 * T, H, ly->router_w, b->E, NULL, w->router, GEMM_OUT_F32,
                      s));
