@@ -137,10 +137,135 @@ static void test_build(const char *dir) {
     CHECK_MSG_HAS(err_msg(), "--kv-cache-dtype e5m2");
 }
 
+/* A runtime_args for node r of nn with -tp tp, the cuda backend and node 0 at 10.0.0.1. */
+static runtime_args node_args(int nn, int r, int tp) {
+    runtime_args a;
+    runtime_args_default(&a);
+    a.backend = "cuda", a.nnodes = nn, a.node_rank = r, a.tensor_parallel_size = tp;
+    a.master_addr = nn > 1 ? "10.0.0.1" : NULL, a.headless = r > 0;
+    return a;
+}
+
+/* Expects runtime_check_nodes to refuse a, naming frag. */
+static void nodes_refused(const runtime_args *a, const char *frag) {
+    CHECK(runtime_check_nodes(a) == -1, "accepted (wanted '%s')", frag);
+    CHECK_MSG_HAS(err_msg(), frag);
+}
+
+/* --nnodes, --node-rank, --master-addr, --master-port, --headless (issue 17 item 5): the
+ * combinations that run, and each bad one refused naming its flag; the backend options they give;
+ * NCCL_COMM_ID's form. */
+static void test_nodes(void) {
+    runtime_args a;
+    runtime_args_default(&a);
+    CHECK(a.nnodes == 0 && a.node_rank == 0 && !a.master_addr && a.master_port == 0 && !a.headless,
+          "one node by default");
+    CHECK(runtime_check_nodes(&a) == 0, "defaults: %s", err_msg());
+    backend_options bo;
+    runtime_backend_options(&a, "/m", &bo);
+    CHECK(bo.nnodes == 1 && bo.node_rank == 0 && !bo.master_addr && bo.master_port == 0 &&
+              !bo.headless,
+          "one node's backend options");
+
+    /* The README's two 8-GPU nodes. */
+    a = node_args(2, 0, 16);
+    CHECK(runtime_check_nodes(&a) == 0, "node 0 of 2, -tp 16: %s", err_msg());
+    runtime_backend_options(&a, "/m", &bo);
+    CHECK(bo.nnodes == 2 && bo.node_rank == 0 && !strcmp(bo.master_addr, "10.0.0.1") &&
+              bo.master_port == RUNTIME_MASTER_PORT_DEFAULT && bo.master_port == 29500 &&
+              !bo.headless && bo.tensor_parallel_size == 16,
+          "node 0's backend options");
+    a = node_args(2, 1, 16);
+    a.master_port = 29511;
+    CHECK(runtime_check_nodes(&a) == 0, "node 1 of 2, headless: %s", err_msg());
+    runtime_backend_options(&a, "/m", &bo);
+    CHECK(bo.node_rank == 1 && bo.headless && bo.master_port == 29511, "node 1's backend options");
+    a = node_args(4, 3, 8); /* two GPUs a node */
+    CHECK(runtime_check_nodes(&a) == 0, "node 3 of 4, -tp 8: %s", err_msg());
+    a = node_args(2, 1, 2); /* one GPU a node */
+    CHECK(runtime_check_nodes(&a) == 0, "-tp 2 over 2 nodes: %s", err_msg());
+
+    /* One node: the other flags are refused, not ignored. */
+    a = node_args(1, 1, 1);
+    nodes_refused(&a, "--node-rank 1 needs --nnodes");
+    a = node_args(1, 0, 1), a.headless = true;
+    nodes_refused(&a, "--headless needs --nnodes > 1");
+    a = node_args(1, 0, 1), a.master_addr = "10.0.0.1";
+    nodes_refused(&a, "--master-addr is only used with --nnodes > 1");
+    a = node_args(1, 0, 1), a.master_port = 29500;
+    nodes_refused(&a, "--master-port is only used with --nnodes > 1");
+    a = node_args(1, 0, 9);
+    nodes_refused(&a, "--tensor-parallel-size 9: at most 8 ranks on one node");
+    a = node_args(1, 0, 8);
+    CHECK(runtime_check_nodes(&a) == 0, "-tp 8 on one node: %s", err_msg());
+
+    /* Several nodes. */
+    a = node_args(2, 2, 16);
+    nodes_refused(&a, "--node-rank 2: expected 0 to 1 (--nnodes 2)");
+    a = node_args(2, 0, 16), a.eng.data_parallel_size = 2, a.enable_expert_parallel = true;
+    a.tensor_parallel_size = 1;
+    nodes_refused(&a, "--data-parallel-size 2");
+    a = node_args(2, 0, 16), a.eng.data_parallel_size = 2;
+    nodes_refused(&a, "--nnodes 2 cannot be combined with --data-parallel-size 2");
+    a = node_args(2, 0, 3);
+    nodes_refused(&a, "--tensor-parallel-size 3 does not divide evenly over --nnodes 2");
+    a = node_args(2, 0, 1);
+    nodes_refused(&a, "--tensor-parallel-size 1 does not divide evenly over --nnodes 2");
+    a = node_args(2, 0, 32);
+    nodes_refused(&a, "--tensor-parallel-size 32 over --nnodes 2: 16 ranks a node, at most 8");
+    a = node_args(4, 0, 32);
+    nodes_refused(&a, "--tensor-parallel-size 32: at most 16 ranks in all");
+    a = node_args(2, 0, 16), a.master_addr = NULL;
+    nodes_refused(&a, "--nnodes 2 needs --master-addr");
+    a = node_args(2, 0, 16), a.headless = true;
+    nodes_refused(&a, "--headless is for the nodes other than node 0");
+    a = node_args(2, 1, 16), a.headless = false;
+    nodes_refused(&a, "--node-rank 1 needs --headless");
+    a = node_args(2, 0, 16), a.backend = "cpu";
+    nodes_refused(&a, "--nnodes 2 needs --backend cuda");
+    a = node_args(2, 0, 16), a.master_addr = "10.0.0.1:29500";
+    nodes_refused(&a, "give the address alone and the port with --master-port");
+    a = node_args(2, 0, 16), a.master_addr = "";
+    nodes_refused(&a, "--master-addr: empty");
+    a = node_args(2, 0, 16), a.master_addr = "node 0";
+    nodes_refused(&a, "has no spaces");
+    a = node_args(2, 0, 16), a.master_port = 70000; /* the parser's range, held here too */
+    nodes_refused(&a, "--master-port 70000: expected 1 to 65535");
+    /* runtime_check refuses what runtime_check_nodes refuses, and runtime_build --headless */
+    a = node_args(2, 1, 16), a.headless = false;
+    CHECK(runtime_check(&a) == -1, "runtime_check took --node-rank 1 without --headless");
+    CHECK_MSG_HAS(err_msg(), "--node-rank 1 needs --headless");
+    a = node_args(2, 1, 16); /* refused before anything is loaded (or: no cuda backend built) */
+    runtime r;
+    CHECK(runtime_build(&a, "/m", &r) == -1, "a headless node built an engine");
+    if (backend_find("cuda")) CHECK_MSG_HAS(err_msg(), "--headless: this node runs no engine");
+
+    /* NCCL_COMM_ID: IPv4, a host name, IPv6 bracketed (given bare or bracketed). */
+    char id[64];
+    CHECK(backend_nodes_comm_id("10.0.0.1", 29500, id, sizeof id) == 0 &&
+              !strcmp(id, "10.0.0.1:29500"),
+          "ipv4: %s", id);
+    CHECK(backend_nodes_comm_id("node0.cluster", 1, id, sizeof id) == 0 &&
+              !strcmp(id, "node0.cluster:1"),
+          "host name: %s", id);
+    CHECK(backend_nodes_comm_id("fe80::1", 29500, id, sizeof id) == 0 &&
+              !strcmp(id, "[fe80::1]:29500"),
+          "ipv6: %s", id);
+    CHECK(backend_nodes_comm_id("[fe80::1]", 29500, id, sizeof id) == 0 &&
+              !strcmp(id, "[fe80::1]:29500"),
+          "bracketed ipv6: %s", id);
+    CHECK(backend_nodes_comm_id("[fe80::1]:29500", 29500, id, sizeof id) == -1, "port twice");
+    CHECK(backend_nodes_comm_id("10.0.0.1", 0, id, sizeof id) == -1, "port 0");
+    char tiny[8];
+    CHECK(backend_nodes_comm_id("10.0.0.100", 29500, tiny, sizeof tiny) == -1, "overflow");
+    CHECK_MSG_HAS(err_msg(), "too long");
+}
+
 int main(void) {
     test_defaults();
     test_checks();
     test_backend_options();
+    test_nodes();
     char dir[256];
     snprintf(dir, sizeof dir, "/tmp/gptoss-test-runtime-%d", (int)getpid());
     model_config c;

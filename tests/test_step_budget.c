@@ -128,8 +128,13 @@ static void fake_destroy(backend *b) {
     free(b->log);
     free(b);
 }
-static const backend_ops fake_ops = {"fake",      fake_create, fake_config, fake_kv_blocks,
-                                     fake_launch, fake_wait,   fake_destroy};
+static const backend_ops fake_ops = {.name = "fake",
+                                     .create = fake_create,
+                                     .config = fake_config,
+                                     .kv_blocks = fake_kv_blocks,
+                                     .launch = fake_launch,
+                                     .wait = fake_wait,
+                                     .destroy = fake_destroy};
 
 typedef struct {
     int tokens;

@@ -107,8 +107,20 @@ static void test_plans(void) {
     tp_plan_make(&c[0], 8, false, &p); /* tiny: 2 KV heads over 8 ranks, each held by 4 */
     CHECK(p.rank[3].kv_head0 == 0 && p.rank[4].kv_head0 == 1 && p.rank[7].n_kv_heads == 1,
           "tiny N=8: KV heads replicated over 4 ranks each");
+    /* 16 ranks (two 8-GPU nodes, --nnodes 2): the real models' 64 heads, 4 a rank, each KV head
+     * held by two ranks; the tiny model's 8 heads cannot be split so */
+    for (int m = 1; m < 3; m++) {
+        check_plan(&c[m], names[m], 16, false);
+        check_plan(&c[m], names[m], 16, true);
+    }
+    tp_plan_make(&c[2], 16, false, &p);
+    CHECK(p.rank[15].q_head0 == 60 && p.rank[15].kv_head0 == 7 && p.rank[15].n_kv_heads == 1 &&
+              p.rank[14].kv_head0 == 7,
+          "120b N=16 rank 15: heads from %d, KV head %d+%d", p.rank[15].q_head0,
+          p.rank[15].kv_head0, p.rank[15].n_kv_heads);
+    refused(&c[0], 16, false, "--tensor-parallel-size 16 does not divide");
     refused(&c[1], 3, false, "--tensor-parallel-size 3");
-    refused(&c[1], 16, false, "--tensor-parallel-size 16");
+    refused(&c[1], 32, false, "--tensor-parallel-size 32");
     refused(&c[1], 0, false, "--tensor-parallel-size 0");
     model_config odd = c[0];
     odd.n_experts = 6;

@@ -9,6 +9,7 @@
 #include "server/server.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char USAGE[] =
@@ -71,6 +72,23 @@ static int opt_int(args_t *a, const char *name, long lo, long hi, int *out, bool
 }
 
 static int serve(int argc, char **argv, server_options *o);
+
+/* --headless (a node other than 0 under --nnodes > 1): no server, no engine; this node's GPU ranks
+ * run the steps node 0 sends until node 0 stops (runtime_run_headless). The server options are
+ * parsed and unused, so that every node can be started with the same command line plus
+ * --node-rank and --headless. */
+static int serve_headless(const args_t *a, const runtime_args *rt) {
+    char *model = runtime_resolve_model(rt);
+    if (!model) return args_error_exit(a, 1);
+    log_info("serve: headless node %d of %d (-tp %d, %d ranks here): waiting for node 0 at %s",
+             rt->node_rank, rt->nnodes, rt->tensor_parallel_size,
+             rt->tensor_parallel_size / rt->nnodes, rt->master_addr);
+    const int rc = runtime_run_headless(rt, model);
+    free(model);
+    if (rc != 0) return args_error_exit(a, 1);
+    log_info("serve: node 0 stopped; headless node %d done", rt->node_rank);
+    return 0;
+}
 
 int cmd_serve(int argc, char **argv) {
     server_options o;
@@ -176,6 +194,7 @@ static int serve(int argc, char **argv, server_options *o) {
         return args_usage_error(&a, "--model is required", USAGE);
     }
     if (runtime_check(&o->rt) != 0) return args_fail(&a);
+    if (o->rt.headless) return serve_headless(&a, &o->rt);
     log_info("engine: --max-num-seqs %d --max-num-batched-tokens %d --stream-interval %d "
              "--target-tpot-ms %g%s%s",
              o->rt.eng.max_num_seqs, o->rt.eng.max_num_batched_tokens, o->rt.eng.stream_interval,

@@ -39,8 +39,12 @@ int engine_args_parse(args_t *a, runtime_args *r) {
         {{"--num-kv-blocks", 1, 1 << 24}, &r->num_kv_blocks},
         {{"--block-size", 1, 4096}, &r->block_size},
         {{"--max-cudagraph-capture-size", 0, 65536}, &r->max_cudagraph_capture_size},
-        {{"--tensor-parallel-size", 1, 8}, &r->tensor_parallel_size},
-        {{"-tp", 1, 8}, &r->tensor_parallel_size},
+        /* the ranks of every node: runtime_check_nodes holds them to TP_MAX_NODE a node */
+        {{"--tensor-parallel-size", 1, 64}, &r->tensor_parallel_size},
+        {{"-tp", 1, 64}, &r->tensor_parallel_size},
+        {{"--nnodes", 1, 64}, &r->nnodes},
+        {{"--node-rank", 0, 63}, &r->node_rank},
+        {{"--master-port", 1, 65535}, &r->master_port},
         /* 1 or 2 (runtime_check_data_parallel says why other values are refused) */
         {{"--data-parallel-size", 1, 8}, &e->data_parallel_size},
         {{"-dp", 1, 8}, &e->data_parallel_size},
@@ -56,6 +60,7 @@ int engine_args_parse(args_t *a, runtime_args *r) {
         {"--model", &r->model},
         {"--backend", &r->backend},
         {"--kv-cache-dtype", &r->kv_cache_dtype},
+        {"--master-addr", &r->master_addr},
     };
     for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
         int rc = take_str(a, strs[i].name, strs[i].dst);
@@ -77,5 +82,6 @@ int engine_args_parse(args_t *a, runtime_args *r) {
     if (args_flag(a, "--no-async-scheduling")) return e->async_scheduling = false, 1;
     if (args_flag(a, "--enforce-eager")) return r->enforce_eager = true, 1;
     if (args_flag(a, "--enable-expert-parallel")) return r->enable_expert_parallel = true, 1;
+    if (args_flag(a, "--headless")) return r->headless = true, 1;
     return 0;
 }

@@ -35,14 +35,21 @@ int engine_args_parse(args_t *a, runtime_args *r);
     "  --enforce-eager                no CUDA graphs: every step launched kernel by kernel\n"      \
     "  --max-cudagraph-capture-size N decode batches up to N replay CUDA graphs (default 512;\n"   \
     "                                 0 = none)\n"                                                 \
-    "  --tensor-parallel-size N, -tp N  ranks (1-8; default 1): heads, expert intermediate and\n"  \
-    "                                 vocabulary split over them; the cpu backend emulates them\n" \
-    "                                 one after the other; the cuda backend one GPU per rank\n"    \
-    "                                 (synthetic models; GPTOSS_TP_ONE_GPU=1: all on one GPU)\n"   \
+    "  --tensor-parallel-size N, -tp N  ranks over every node (default 1; at most 8 a node):\n"    \
+    "                                 heads, expert intermediate and vocabulary split over\n"      \
+    "                                 them; the cpu backend emulates them one after the\n"         \
+    "                                 other; the cuda backend one GPU per rank (synthetic\n"       \
+    "                                 models; GPTOSS_TP_ONE_GPU=1: all on one GPU)\n"              \
     "  --enable-expert-parallel       split the MoE by experts over the ranks instead\n"           \
     "  --data-parallel-size N, -dp N  1 or 2 (DEP2, with --enable-expert-parallel): each rank\n"   \
     "                                 the whole attention, its own sequences and KV, half the\n"   \
     "                                 experts; every MoE layer over both ranks' rows\n"            \
+    "  --nnodes N                     machines the -tp ranks span (default 1; cuda, NCCL)\n"       \
+    "  --node-rank R                  this machine's rank, 0 to N-1 (default 0)\n"                 \
+    "  --master-addr HOST             node 0's address, where NCCL's bootstrap listens\n"          \
+    "  --master-port P                its port (default 29500)\n"                                  \
+    "  --headless                     nodes 1 to N-1: run the GPU ranks only (no engine, no\n"     \
+    "                                 API server), on the steps node 0 sends\n"                    \
     "  --target-tpot-ms T             while sequences decode, put only as many prompt tokens\n"    \
     "                                 in a step as keep it within T ms, by the steps'\n"           \
     "                                 measured cost (default 0: off)\n"

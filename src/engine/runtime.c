@@ -2,6 +2,7 @@
 
 #include "base/error.h"
 #include "model/synthetic.h"
+#include "model/tp_plan.h"
 
 #include <stddef.h>
 #include <stdlib.h>
@@ -64,6 +65,60 @@ int runtime_check_data_parallel(const runtime_args *a) {
     return 0;
 }
 
+int runtime_check_nodes(const runtime_args *a) {
+    const int nn = a->nnodes > 0 ? a->nnodes : 1, r = a->node_rank;
+    const int tp = a->tensor_parallel_size > 0 ? a->tensor_parallel_size : 1;
+    if (nn == 1) {
+        if (r != 0)
+            return err_set("--node-rank %d needs --nnodes (the number of nodes; with one node its "
+                           "rank is 0)",
+                           r);
+        if (a->headless)
+            return err_set("--headless needs --nnodes > 1 (it is for the nodes other than node 0)");
+        if (a->master_addr) return err_set("--master-addr is only used with --nnodes > 1");
+        if (a->master_port) return err_set("--master-port is only used with --nnodes > 1");
+        if (tp > TP_MAX_NODE)
+            return err_set("--tensor-parallel-size %d: at most %d ranks on one node (--nnodes N "
+                           "spreads the ranks over N nodes)",
+                           tp, TP_MAX_NODE);
+        return 0;
+    }
+    if (r < 0 || r >= nn)
+        return err_set("--node-rank %d: expected 0 to %d (--nnodes %d)", r, nn - 1, nn);
+    if (a->eng.data_parallel_size > 1)
+        return err_set("--nnodes %d cannot be combined with --data-parallel-size %d (DEP runs on "
+                       "one node)",
+                       nn, a->eng.data_parallel_size);
+    if (tp < nn || tp % nn)
+        return err_set("--tensor-parallel-size %d does not divide evenly over --nnodes %d (every "
+                       "node holds the same number of ranks)",
+                       tp, nn);
+    if (tp / nn > TP_MAX_NODE)
+        return err_set("--tensor-parallel-size %d over --nnodes %d: %d ranks a node, at most %d",
+                       tp, nn, tp / nn, TP_MAX_NODE);
+    if (tp > TP_MAX)
+        return err_set("--tensor-parallel-size %d: at most %d ranks in all", tp, TP_MAX);
+    if (!a->master_addr)
+        return err_set("--nnodes %d needs --master-addr (node 0's address, where NCCL's bootstrap "
+                       "listens; the same on every node)",
+                       nn);
+    char id[300];
+    const int port = a->master_port ? a->master_port : RUNTIME_MASTER_PORT_DEFAULT;
+    if (backend_nodes_comm_id(a->master_addr, port, id, sizeof id)) return -1;
+    if (r == 0 && a->headless)
+        return err_set("--headless is for the nodes other than node 0 (--node-rank 1 to %d); "
+                       "node 0 runs the engine and the API server",
+                       nn - 1);
+    if (r > 0 && !a->headless)
+        return err_set("--node-rank %d needs --headless (only node 0 runs the engine and the API "
+                       "server)",
+                       r);
+    if (strcmp(backend_name(a), "cuda"))
+        return err_set("--nnodes %d needs --backend cuda (the %s backend runs on one machine)", nn,
+                       backend_name(a));
+    return 0;
+}
+
 int runtime_check(const runtime_args *a) {
     const char *name = backend_name(a);
     bool known = false;
@@ -73,6 +128,7 @@ int runtime_check(const runtime_args *a) {
     /* Before the build check: fp8 is refused for what the backend does, built here or not. */
     if (runtime_check_kv_cache_dtype(name, a->kv_cache_dtype) != 0) return -1;
     if (runtime_check_data_parallel(a) != 0) return -1;
+    if (runtime_check_nodes(a) != 0) return -1;
     if (!backend_find(name))
         return err_set("--backend %s: this build has no %s backend (it is built when nvcc is found "
                        "and the backend is in the tree); use --backend cpu",
@@ -106,6 +162,13 @@ void runtime_backend_options(const runtime_args *a, const char *model_dir, backe
     out->tensor_parallel_size = a->tensor_parallel_size > 0 ? a->tensor_parallel_size : 1;
     out->enable_expert_parallel = a->enable_expert_parallel;
     out->data_parallel_size = a->eng.data_parallel_size;
+    out->nnodes = a->nnodes > 1 ? a->nnodes : 1;
+    out->node_rank = out->nnodes > 1 ? a->node_rank : 0;
+    out->master_addr = out->nnodes > 1 ? a->master_addr : NULL;
+    out->master_port = out->nnodes < 2  ? 0
+                       : a->master_port ? a->master_port
+                                        : RUNTIME_MASTER_PORT_DEFAULT;
+    out->headless = out->nnodes > 1 && a->headless;
 }
 
 /* The model length the engine gets: by default what the full-attention pool holds (at most the
@@ -130,6 +193,8 @@ static int settle_model_len(const backend_ops *ops, backend *b, engine_options *
 int runtime_build(const runtime_args *a, const char *model_dir, runtime *rt) {
     memset(rt, 0, sizeof *rt);
     if (runtime_check(a) != 0) return -1;
+    if (a->headless)
+        return err_set("--headless: this node runs no engine; start it with `gptoss serve`");
     const char *name = backend_name(a);
     const backend_ops *ops = backend_find(name);
     backend_options bo;
@@ -149,4 +214,22 @@ int runtime_build(const runtime_args *a, const char *model_dir, runtime *rt) {
     rt->opt = eo;
     rt->max_model_len = eo.max_model_len < max_pos ? eo.max_model_len : max_pos;
     return 0;
+}
+
+int runtime_run_headless(const runtime_args *a, const char *model_dir) {
+    if (runtime_check(a) != 0) return -1;
+    const char *name = backend_name(a);
+    if (!a->headless) return err_set("a node without --headless runs the engine");
+    const backend_ops *ops = backend_find(name);
+    if (!ops->follow) return err_set("--headless: the %s backend cannot follow another node", name);
+    backend_options bo;
+    runtime_backend_options(a, model_dir, &bo);
+    backend *b = NULL;
+    if (ops->create(&bo, &b) != 0) {
+        if (b) ops->destroy(b);
+        return err_prefix("loading %s on the %s backend (node %d)", model_dir, name, a->node_rank);
+    }
+    const int rc = ops->follow(b);
+    ops->destroy(b);
+    return rc;
 }

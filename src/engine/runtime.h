@@ -36,7 +36,17 @@ typedef struct {
     int max_cudagraph_capture_size; /* --max-cudagraph-capture-size: 0 = no graphs */
     int tensor_parallel_size;       /* --tensor-parallel-size / -tp (1) */
     bool enable_expert_parallel;    /* --enable-expert-parallel */
+    /* Tensor parallelism across machines (vLLM's flags): --nnodes (1), --node-rank (0),
+     * --master-addr (node 0's address; needed with --nnodes > 1), --master-port (0: 29500,
+     * RUNTIME_MASTER_PORT_DEFAULT), --headless (every node but 0: its GPU ranks only, no engine,
+     * no API server). -tp counts the ranks of every node. */
+    int nnodes, node_rank;
+    const char *master_addr;
+    int master_port;
+    bool headless;
 } runtime_args;
+
+enum { RUNTIME_MASTER_PORT_DEFAULT = 29500 };
 
 /* serve's defaults, which every command starts from: the cpu backend, engine_options_default()
  * with the model length left to the model and the pool, blocks of 32 tokens sized by the backend,
@@ -50,6 +60,11 @@ int runtime_check(const runtime_args *a);
 /* The --data-parallel-size part of it: 1 (or unset) always; 2 only with --enable-expert-parallel
  * and one tensor-parallel rank; anything else refused, naming the flag. */
 int runtime_check_data_parallel(const runtime_args *a);
+/* The nodes part of it: --nnodes 1 (or unset) takes none of the other node flags; more nodes
+ * need the cuda backend, --master-addr, a -tp that divides evenly over the nodes with at most
+ * TP_MAX_NODE ranks a node (one node too), no --data-parallel-size, and --headless on exactly the
+ * nodes other than 0. Each refusal names the flag. */
+int runtime_check_nodes(const runtime_args *a);
 /* The KV dtype part of it: auto, bf16, fp8 and fp8_e4m3 are accepted (by every backend: the CUDA one
  * stores e4m3, the CPU one emulates it), anything else is refused naming the option. */
 int runtime_check_kv_cache_dtype(const char *backend_name, const char *kv_cache_dtype);
@@ -75,5 +90,10 @@ typedef struct {
  * default what the full-attention KV pool holds (at most the model's), and a larger --max-model-len
  * is refused (as vLLM does) rather than leaving such requests waiting forever. -1 + err_set(). */
 int runtime_build(const runtime_args *a, const char *model_dir, runtime *rt);
+
+/* A headless node (--headless): loads the backend, with its share of the model, and runs the steps
+ * node 0 sends (backend_ops.follow) until node 0 stops; then frees it. 0 on node 0's stop, -1 +
+ * err_set() otherwise. runtime_build refuses --headless: such a node has no engine. */
+int runtime_run_headless(const runtime_args *a, const char *model_dir);
 
 #endif

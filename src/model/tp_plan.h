@@ -27,7 +27,9 @@
 
 #include <stdbool.h>
 
-enum { TP_MAX = 8, TP_UNIT = 32, DP_MAX = 2 };
+/* TP_MAX ranks in all (--nnodes > 1 spreads them over machines), at most TP_MAX_NODE of them on one
+ * node (the GPUs of one machine: the CUDA backend's peer-memory group, backend/cuda/allreduce.h). */
+enum { TP_MAX = 16, TP_MAX_NODE = 8, TP_UNIT = 32, DP_MAX = 2 };
 
 typedef struct {
     int q_head0, n_q_heads;   /* query heads (and sinks; O columns) */

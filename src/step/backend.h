@@ -48,7 +48,23 @@ typedef struct {
      * are whose (step_batch.dp_size, dp_seq0). The CPU backend emulates the ranks in turn; the CUDA
      * backend runs one rank per GPU, or all on one GPU in lockstep (GPTOSS_TP_ONE_GPU=1). */
     int data_parallel_size;
+    /* Tensor parallelism across machines (--nnodes N > 1, --node-rank R, --master-addr,
+     * --master-port, --headless; the CUDA backend's backend/cuda/tp_nodes.h): one process per
+     * node holds tensor_parallel_size / nnodes ranks, global ranks R x that + its local index; the
+     * communicators come from NCCL's own bootstrap at master_addr:master_port (node 0's address).
+     * Node 0 (the leader) runs the engine; a headless node (R > 0) runs only its ranks, on the steps
+     * node 0 sends it (backend_ops.follow). nnodes 0 or 1: one machine, these unused. */
+    int nnodes, node_rank;
+    const char *master_addr;
+    int master_port;
+    bool headless;
 } backend_options;
+
+/* NCCL's bootstrap address for the nodes' communicator (NCCL_COMM_ID: "<ipv4>:<port>",
+ * "[<ipv6>]:<port>" or "<hostname>:<port>") from --master-addr and --master-port, in buf (n bytes).
+ * 0, or -1 + err_set naming the flag when the address is empty, holds a space, already names a
+ * port, or does not fit. */
+int backend_nodes_comm_id(const char *master_addr, int master_port, char *buf, size_t n);
 
 enum { BACKEND_KV_AUTO = 0, BACKEND_KV_FP8 = 1 };
 
@@ -65,6 +81,9 @@ typedef struct {
     int (*launch)(backend *b, const step_batch *step);
     int (*wait)(backend *b, step_result *result);
     void (*destroy)(backend *b);
+    /* A headless node (backend_options.headless): runs the steps node 0 sends until node 0 says
+     * stop (0), or fails (-1 + err_set). NULL for a backend that cannot span machines. */
+    int (*follow)(backend *b);
 } backend_ops;
 
 extern const backend_ops cpu_backend_ops;
