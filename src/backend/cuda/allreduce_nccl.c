@@ -117,6 +117,49 @@ int ar_nccl_create(ar_nccl *nc, int n_ranks, const int *devices, int min_tokens)
     return 0;
 }
 
+int ar_nccl_create_world(ar_nccl *nc, int n_ranks, const int *devices, int world, int rank0,
+                         int min_tokens) {
+    memset(nc, 0, sizeof *nc);
+    if (n_ranks < 1 || n_ranks > AR_MAX_RANKS || !devices || min_tokens < 0 || rank0 < 0 ||
+        rank0 + n_ranks > world)
+        return err_set("NCCL: ranks %d..%d of %d: refused", rank0, rank0 + n_ranks - 1, world);
+    if (!getenv("NCCL_COMM_ID"))
+        return err_set("NCCL: NCCL_COMM_ID is not set (node 0's address and port)");
+    setenv("NCCL_NVLS_ENABLE", "0", 0); /* as ar_nccl_create */
+    setenv("NCCL_RUNTIME_CONNECT", "0", 0);
+    int prev = 0;
+    cudaGetDevice(&prev);
+    ncclUniqueId id;
+    ncclResult_t res = ncclGetUniqueId(&id);
+    if (res != ncclSuccess) return nccl_failed("ncclGetUniqueId (NCCL_COMM_ID)", NULL, res);
+    ncclComm_t comms[AR_MAX_RANKS] = {NULL};
+    res = ncclGroupStart();
+    for (int k = 0; k < n_ranks && res == ncclSuccess; k++) {
+        if (cudaSetDevice(devices[k]) != cudaSuccess) {
+            res = ncclUnhandledCudaError;
+            break;
+        }
+        res = ncclCommInitRank(&comms[k], world, id, rank0 + k);
+    }
+    const ncclResult_t end = ncclGroupEnd();
+    cudaSetDevice(prev);
+    if (res != ncclSuccess || end != ncclSuccess) {
+        for (int k = 0; k < n_ranks; k++)
+            if (comms[k]) ncclCommAbort(comms[k]);
+        return nccl_failed("ncclCommInitRank (ranks of several processes)", NULL,
+                           res != ncclSuccess ? res : end);
+    }
+    nc->n_ranks = n_ranks, nc->min_tokens = min_tokens;
+    for (int k = 0; k < n_ranks; k++) nc->comm[k] = comms[k], nc->devices[k] = devices[k];
+    const int rc = warm_up(nc);
+    cudaSetDevice(prev);
+    if (rc) {
+        ar_nccl_abort(nc); /* the other processes' warm-up would wait for this one's */
+        return -1;
+    }
+    return 0;
+}
+
 /* Finalize every communicator in one group (one thread holds them all: a finalize waits for its
  * peers' finalize, which ungrouped calls one after the other would never reach), then free each. */
 void ar_nccl_destroy(ar_nccl *nc) {
@@ -162,6 +205,14 @@ int ar_nccl_create(ar_nccl *nc, int n_ranks, const int *devices, int min_tokens)
     (void)n_ranks, (void)devices, (void)min_tokens;
     memset(nc, 0, sizeof *nc);
     return err_set("NCCL: this build has no NCCL (CMake did not find libnccl and nccl.h)");
+}
+
+int ar_nccl_create_world(ar_nccl *nc, int n_ranks, const int *devices, int world, int rank0,
+                         int min_tokens) {
+    (void)n_ranks, (void)devices, (void)world, (void)rank0, (void)min_tokens;
+    memset(nc, 0, sizeof *nc);
+    return err_set("NCCL: this build has no NCCL (CMake did not find libnccl and nccl.h); "
+                   "--nnodes needs it");
 }
 
 void ar_nccl_destroy(ar_nccl *nc) {

@@ -75,6 +75,16 @@ int ar_nccl_min_tokens_from_env(int *min_tokens);
  * unless the environment says otherwise. n_ranks may be 1 (an all-reduce of one rank is a copy: the
  * tests run the path so on one GPU). */
 int ar_nccl_create(ar_nccl *nc, int n_ranks, const int *devices, int min_tokens);
+/* Across machines (tp_nodes.h): this process's n_ranks communicators of a group of `world` ranks
+ * spread over several processes, global ranks rank0 .. rank0 + n_ranks - 1 on devices[k], made by
+ * ncclCommInitRank inside one ncclGroupStart/End. The unique id is ncclGetUniqueId's with
+ * NCCL_COMM_ID set by the caller to node 0's address and port in every process: NCCL then derives
+ * the same id everywhere from that address, and global rank 0's ncclCommInitRank starts NCCL's
+ * bootstrap root listening there (NVIDIA/nccl src/bootstrap.cc and src/init.cc). It waits until
+ * every process has joined. Then the same warm-up all-reduce as ar_nccl_create (every process's
+ * ranks take part). comm[k] is global rank rank0 + k's. */
+int ar_nccl_create_world(ar_nccl *nc, int n_ranks, const int *devices, int world, int rank0,
+                         int min_tokens);
 void ar_nccl_destroy(ar_nccl *nc);
 /* After a step that some ranks failed to enqueue: the others' NCCL kernels would wait for good (no
  * watchdog, above); ncclCommAbort ends them and frees the communicators. nc is then empty. */

@@ -13,6 +13,7 @@
 
 #include "model/rope.h"
 #include "backend/cuda/runner.h"
+#include "backend/cuda/tp_nodes.h"
 #include "base/log.h"
 #include "base/xalloc.h"
 #include "model/kv_scale.h"
@@ -183,6 +184,9 @@ static int create_inner(struct backend *b, const backend_options *opt) {
      * return (this deadlocked TP4 on one H200). Every kernel is loaded at start-up instead. */
     if (opt->tensor_parallel_size > 1 || opt->data_parallel_size > 1)
         setenv("CUDA_MODULE_LOADING", "EAGER", 1);
+    if (opt->nnodes > 1 && opt->tensor_parallel_size < 2)
+        return err_set("--nnodes %d needs --tensor-parallel-size of at least %d", opt->nnodes,
+                       opt->nnodes);
     if (opt->data_parallel_size < 0 || opt->data_parallel_size > DP_MAX)
         return err_set("--data-parallel-size %d: expected 1 or %d", opt->data_parallel_size,
                        DP_MAX);
@@ -228,7 +232,7 @@ static int create_inner(struct backend *b, const backend_options *opt) {
     rope_init(&rt, c);
     if (rope_kv_freq_init(&b->freq, rt.inv_freq, rt.half, rt.concentration) != 0)
         return err_set("cuda backend: RoPE table of half %d unsupported", rt.half);
-    b->tp_size = 1, b->device = dev;
+    b->tp_size = 1, b->tp_world = 1, b->device = dev;
     b->V_lm = b->V, b->V0 = 0, b->I_model = b->I;
     b->tp_share.n_q_heads = c->n_heads, b->tp_share.n_kv_heads = c->n_kv_heads;
     b->tp_share.n_units = c->intermediate / TP_UNIT, b->tp_share.n_experts = c->n_experts;
@@ -255,7 +259,7 @@ int cuda_rank_setup(struct backend *b, const backend_options *opt, bool syntheti
 
     if (weights_gpu_alloc(b)) return -1;
     int wrc;
-    if (b->tp_size > 1)
+    if (b->tp_world > 1) /* a share, even as the only rank of its node (--nnodes) */
         wrc =
             synthetic ? weights_shard_synthetic(b, seed) : weights_shard_checkpoint(b, opt->model);
     else
@@ -278,7 +282,7 @@ int cuda_rank_setup(struct backend *b, const backend_options *opt, bool syntheti
 
     /* Off by default until measured on the H200 (attention.h). */
     const char *fm = getenv("GPTOSS_ATTN_FUSED_MERGE");
-    if (fm && !strcmp(fm, "1") && b->tp_size > 1)
+    if (fm && !strcmp(fm, "1") && b->tp_world > 1)
         return err_set("GPTOSS_ATTN_FUSED_MERGE=1 is not supported with --tensor-parallel-size");
     if (fm && !strcmp(fm, "1")) {
         CU(attn_decode_fused_init(b->max_slots, c->n_kv_heads));
@@ -293,8 +297,9 @@ int cuda_rank_setup(struct backend *b, const backend_options *opt, bool syntheti
     char graphs[48] = "off";
     if (b->graphs.max_size) snprintf(graphs, sizeof graphs, "up to batch %d", b->graphs.max_size);
     char rank[48] = "";
-    if (b->tp_size > 1)
-        snprintf(rank, sizeof rank, " rank %d of %d on GPU %d,", b->tp_rank, b->tp_size, b->device);
+    if (b->tp_world > 1)
+        snprintf(rank, sizeof rank, " rank %d of %d on GPU %d,", b->tp_grank, b->tp_world,
+                 b->device);
     log_info("cuda backend:%s %s (%d SMs): weights %.2f GB, activations %.2f GB (steps of %d "
              "tokens), KV %.2f GB in %s "
              "(%d full blocks = %ld tokens, %d sliding blocks), CUDA graphs %s",
@@ -336,9 +341,11 @@ static int cuda_launch(backend *b, const step_batch *step) {
         return err_set("cuda backend: a step split over %d data-parallel ranks, but the backend "
                        "was made without --data-parallel-size",
                        step->dp_size);
-    const int rc = b->dp_size > 1   ? dp_launch(b, step)
-                   : b->tp_size > 1 ? tp_launch(b, step)
-                                    : runner_launch(b, step);
+    if (b->nodes && !tp_nodes_leads(b))
+        return err_set("cuda backend: a headless node (--headless) runs node 0's steps only");
+    const int rc = b->dp_size > 1    ? dp_launch(b, step)
+                   : b->tp_world > 1 ? tp_launch(b, step)
+                                     : runner_launch(b, step);
     if (rc != 0) return -1;
     b->running = true;
     return 0;
@@ -347,14 +354,14 @@ static int cuda_launch(backend *b, const step_batch *step) {
 static int cuda_wait(backend *b, step_result *result) {
     if (!b->running) return err_set("cuda backend: no step in flight");
     b->running = false;
-    return b->dp_size > 1   ? dp_wait(b, result)
-           : b->tp_size > 1 ? tp_wait(b, result)
-                            : runner_collect(b, result);
+    return b->dp_size > 1    ? dp_wait(b, result)
+           : b->tp_world > 1 ? tp_wait(b, result)
+                             : runner_collect(b, result);
 }
 
 static void cuda_destroy(backend *b) {
     if (!b) return;
-    if (b->tp_size > 1 && b->tp_rank == 0) tp_destroy_peers(b);
+    if (b->tp_world > 1 && b->tp_rank == 0) tp_destroy_peers(b);
     cuda_rank_destroy(b);
     free(b);
 }
@@ -407,6 +414,12 @@ void cuda_backend_get_stats(const backend *b, cuda_backend_stats *out) {
     out->device_masked_rows = b->masked.rows_total;
 }
 
+/* A headless node's loop (--headless; tp_nodes.h). */
+static int cuda_follow(backend *b) {
+    if (!b->nodes) return err_set("cuda backend: --headless needs --nnodes > 1");
+    return tp_nodes_follow(b);
+}
+
 const backend_ops cuda_backend_ops = {
     .name = "cuda",
     .create = cuda_create,
@@ -415,4 +428,5 @@ const backend_ops cuda_backend_ops = {
     .launch = cuda_launch,
     .wait = cuda_wait,
     .destroy = cuda_destroy,
+    .follow = cuda_follow,
 };

@@ -479,7 +479,7 @@ static void copy_top(const int32_t *ids, const float *lps, int k, int32_t **ids_
             memcpy(*lps_out, lps, (size_t)k * sizeof **lps_out);
 }
 
-static void add_fixup(struct backend *b, int32_t slot, int32_t token) {
+void runner_add_fixup(struct backend *b, int32_t slot, int32_t token) {
     if (b->n_fix == b->cap_fix) {
         b->cap_fix = b->cap_fix ? 2 * b->cap_fix : 64;
         b->fix = xrealloc(b->fix, (size_t)b->cap_fix * 2 * sizeof *b->fix);
@@ -535,7 +535,7 @@ int runner_collect(struct backend *b, step_result *res) {
         if (bk->row_mode[r] == GPU_ROW_HOST) {
             out->token = step_sample_row(st, i, b->hl_host + (size_t)bk->row_host[r] * b->V, b->V,
                                          b->slot_last_host[st->slot[i]], out);
-            add_fixup(b, st->slot[i], out->token);
+            runner_add_fixup(b, st->slot[i], out->token);
             b->host_rows_total++;
         } else {
             const gpu_row_out *ro = bk->row_mode[r] == RUNNER_ROW_MASKED
@@ -559,18 +559,23 @@ int runner_tp_follow(struct backend *peer, const struct backend *lead, const ste
     cudaError_t e = cudaEventSynchronize(peer->done);
     if (e == cudaSuccess) e = cudaGetLastError();
     if (e != cudaSuccess)
-        return err_set("cuda backend: rank %d: the step failed on the device: %s", peer->tp_rank,
+        return err_set("cuda backend: rank %d: the step failed on the device: %s", peer->tp_grank,
                        cudaGetErrorString(e));
-    const step_book *bk = &lead->book;
     for (int i = 0; i < st->n_seqs && res->seqs; i++) {
-        const int nr = bk->seq_nrows[i];
-        if (!st->sample[i] || nr < 1) continue;
-        const int r = bk->seq_row0[i] + nr - 1, mode = bk->row_mode[r];
+        if (!st->sample[i] || lead->book.seq_nrows[i] < 1) continue;
         const int32_t token = res->seqs[i].token;
-        if (mode == GPU_ROW_HOST || mode == RUNNER_ROW_MASKED) add_fixup(peer, st->slot[i], token);
+        if (runner_lead_sampled(lead, st, i)) runner_add_fixup(peer, st->slot[i], token);
         peer->slot_last_host[st->slot[i]] = token;
     }
     return 0;
+}
+
+bool runner_lead_sampled(const struct backend *lead, const step_batch *st, int i) {
+    const step_book *bk = &lead->book;
+    const int nr = bk->seq_nrows[i];
+    if (!st->sample[i] || nr < 1) return false;
+    const int mode = bk->row_mode[bk->seq_row0[i] + nr - 1];
+    return mode == GPU_ROW_HOST || mode == RUNNER_ROW_MASKED;
 }
 
 void runner_free(struct backend *b) {

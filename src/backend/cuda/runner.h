@@ -274,8 +274,15 @@ struct backend {
      * tp_share's [expert0, expert0 + n_experts): every one but under --enable-expert-parallel (E
      * stays the router's whole count; the moe_weights' E is n_experts). Rank 0 is the
      * backend the engine holds; it owns the others (tp_peer[r], tp_peer[0] = itself) and the
-     * all-reduce group. Without TP: tp_size 1, V_lm = V, V0 = 0, every expert, ar NULL. */
+     * all-reduce group. Without TP: tp_size 1, V_lm = V, V0 = 0, every expert, ar NULL.
+     * Across machines (--nnodes > 1, tp_nodes.h) tp_size and tp_rank are this process's ranks and
+     * this one's index among them (what tp_peer, ar and the launch threads are indexed by), and
+     * tp_world and tp_grank the whole group's size and this rank's place in it (its share of the
+     * model is plan rank tp_grank); on one machine they are equal. */
     int tp_size, tp_rank, device;
+    int tp_world, tp_grank;
+    struct tp_nodes *nodes; /* --nnodes > 1: the nodes' state, every local rank's the same (its
+                               rank 0 owns it); NULL on one machine */
     tp_rank tp_share;
     int V_lm, V0, I_model; /* I_model: the model's intermediate size (I is this rank's, padded) */
     const ar_rank *ar;
@@ -381,6 +388,12 @@ int tp_launch_parts(struct backend *b, const step_batch *const *parts);
 /* runner_forward_dep.c: DEP's forward pass of this rank's part (p->T may be 0: the rank still
  * joins every collective); copies the host and test-hook rows out as runner_forward does. */
 int runner_forward_dep(struct backend *b, const fwd_plan *p);
+
+/* runner.c: whether rank 0 (lead) sampled sequence i's row of its step st on the host or at wait
+ * (the other ranks take its token as a fix-up); and queuing such a fix-up on a rank for its next
+ * launch. */
+bool runner_lead_sampled(const struct backend *lead, const step_batch *st, int i);
+void runner_add_fixup(struct backend *b, int32_t slot, int32_t token);
 
 /* runner.c, for a rank other than 0 at wait: waits for its step, then takes rank 0's tokens of the
  * rows rank 0 sampled on the host or at wait (the peer sampled the others itself, identically) as

@@ -61,8 +61,15 @@
  * kernel summing every rank's slots for this rank's rows only, fused with the next attention norm.
  * Not yet: graphs (DEP is eager), structured output's masks, NCCL, and the later form that
  * dispatches only the routed rows to their experts' ranks and combines them back (all-to-all over
- * NVLink) instead of gathering every row and reducing whole y_slots. */
+ * NVLink) instead of gathering every row and reducing whole y_slots.
+ *
+ * Across machines (--nnodes N > 1; tp_nodes.h, not yet run): this process holds tp_size = -tp / N
+ * of the ranks (tp_rank the local index, tp_grank the global one), everything above holds within
+ * it, and NCCL takes every collective: the all-reduces (tp_all_reduce), the logits' all-gather
+ * (tp_gather), and node 0's broadcast of each step to the other nodes' processes (tp_launch_parts,
+ * between the host halves and the enqueues). */
 #include "backend/cuda/runner.h"
+#include "backend/cuda/tp_nodes.h"
 #include "base/barrier.h"
 #include "base/log.h"
 #include "base/xalloc.h"
@@ -167,7 +174,9 @@ static void workers_stop(struct backend *b) {
 int tp_all_reduce(struct backend *b, int site, const float *slots, int n_slots,
                   const uint16_t *delta, int T, float *h, const uint16_t *gain, float eps,
                   uint16_t *y, uint16_t *y_lo, cudaStream_t s) {
-    if (ar_nccl_wanted(b->nccl, T)) /* never set in lockstep (tp_create) */
+    /* across nodes every all-reduce is NCCL's (tp_nodes.h); on one machine from
+     * GPTOSS_AR_NCCL_MIN_TOKENS tokens on, never in lockstep (tp_create) */
+    if (b->nodes || ar_nccl_wanted(b->nccl, T))
         return ar_nccl_add_rmsnorm(b->nccl, b->ar, site, slots, n_slots, delta, T, h, gain, eps, y,
                                    y_lo, s);
     if (!b->tp_lock) {
@@ -184,6 +193,7 @@ int tp_all_reduce(struct backend *b, int site, const float *slots, int n_slots,
 }
 
 cudaError_t tp_gather(struct backend *b, int nr, float *out, cudaStream_t s) {
+    if (b->nodes) return tp_nodes_gather(b, nr, out, s);
     if (!b->tp_lock) return ar_gather_rows(b->ar, b->tp_col0, b->tp_ncols, nr, out, b->V, s);
     /* every rank's piece, then every rank's copy, then (the next chunk rewrites the pieces) again */
     if (barrier_wait(b->tp_lock)) return cudaErrorLaunchFailure;
@@ -192,11 +202,15 @@ cudaError_t tp_gather(struct backend *b, int nr, float *out, cudaStream_t s) {
     return barrier_wait(b->tp_lock) ? cudaErrorLaunchFailure : cudaSuccess;
 }
 
-/* Rank r's dims: its heads, its intermediate share padded to I_pad, its vocabulary rows. */
-static void apply_share(struct backend *b, const tp_plan *plan, int r, int device, int I_pad) {
-    const tp_rank *k = &plan->rank[r];
+/* Local rank r of n in this process, global rank g of the plan: its dims (its heads, its
+ * intermediate share padded to I_pad, its vocabulary rows). On one machine r = g and n = the
+ * plan's size. */
+static void apply_share(struct backend *b, const tp_plan *plan, int g, int r, int n, int device,
+                        int I_pad) {
+    const tp_rank *k = &plan->rank[g];
     const int D = b->cfg.head_dim;
-    b->tp_size = plan->size, b->tp_rank = r, b->tp_share = *k, b->device = device;
+    b->tp_size = n, b->tp_rank = r, b->tp_share = *k, b->device = device;
+    b->tp_world = plan->size, b->tp_grank = g;
     b->Q = k->n_q_heads * D, b->KVD = k->n_kv_heads * D, b->QKV = b->Q + 2 * b->KVD;
     b->dims.n_heads = k->n_q_heads, b->dims.n_kv_heads = k->n_kv_heads;
     b->I_model = b->cfg.intermediate, b->I = I_pad;
@@ -267,7 +281,8 @@ static int nccl_setup(struct backend *b, int N, const int *devices, bool one_gpu
  * serves whatever runs after (the failure is fatal to the step anyway). */
 static void nccl_abort(struct backend *b) {
     if (!b->nccl_owned) return;
-    log_warn("cuda backend: a step failed on some ranks only: aborting the NCCL communicators");
+    log_warn("cuda backend: a step failed on some ranks only%s: aborting the NCCL communicators",
+             b->nodes ? " (or on this node, whose step the other nodes' ranks wait for)" : "");
     ar_nccl_abort(b->nccl_owned);
     for (int r = 0; r < b->tp_size; r++) b->tp_peer[r]->nccl = NULL;
     free(b->nccl_owned);
@@ -278,46 +293,63 @@ int tp_create(struct backend *b, const backend_options *opt, bool synthetic, uin
     const int D = opt->data_parallel_size > 1 ? opt->data_parallel_size : 1;
     const int N = D > 1 ? D : opt->tensor_parallel_size > 0 ? opt->tensor_parallel_size : 1;
     const bool ep = opt->enable_expert_parallel;
+    /* Across nodes (tp_nodes.h) this process holds L of the N ranks, global g0 .. g0 + L - 1. */
+    const int nn = opt->nnodes > 1 ? opt->nnodes : 1;
+    const int L = N / nn, g0 = nn > 1 ? opt->node_rank * L : 0;
     if (N < 2) return err_set("--tensor-parallel-size %d: nothing to shard", N);
     if (D > 1 && (!ep || opt->tensor_parallel_size > 1))
         return err_set("--data-parallel-size %d needs --enable-expert-parallel and "
                        "--tensor-parallel-size 1",
                        D);
+    const char *one = getenv("GPTOSS_TP_ONE_GPU");
+    const bool one_gpu = one && !strcmp(one, "1");
+    if (nn > 1 && (D > 1 || N % nn || L > AR_MAX_RANKS || opt->node_rank < 0 ||
+                   opt->node_rank >= nn || !opt->master_addr))
+        return err_set("--nnodes %d: --tensor-parallel-size %d, --node-rank %d, --master-addr %s "
+                       "and --data-parallel-size %d do not fit together",
+                       nn, N, opt->node_rank, opt->master_addr ? opt->master_addr : "(none)", D);
+    if (nn > 1 && one_gpu)
+        return err_set("--nnodes %d cannot run with GPTOSS_TP_ONE_GPU=1 (NCCL needs one GPU per "
+                       "rank)",
+                       nn);
     tp_plan plan;
     if (D > 1 ? tp_plan_make_dep(&b->cfg, D, &plan) : tp_plan_make(&b->cfg, N, ep, &plan))
         return synthetic ? err_prefix("%s", opt->model) : err_prefix("%s/config.json", opt->model);
     int ndev = 0;
     CU(cudaGetDeviceCount(&ndev));
-    const char *one = getenv("GPTOSS_TP_ONE_GPU");
-    const bool one_gpu = one && !strcmp(one, "1");
-    if (!one_gpu && ndev < N)
+    if (nn > 1 && ndev < L)
+        return err_set("--tensor-parallel-size %d over --nnodes %d needs %d GPUs on every node; "
+                       "node %d has %d",
+                       N, nn, L, opt->node_rank, ndev);
+    if (!one_gpu && ndev < L)
         return err_set("--%s-parallel-size %d needs %d GPUs; this machine has %d "
                        "(GPTOSS_TP_ONE_GPU=1 runs the ranks in turn on one GPU, for tests)",
                        D > 1 ? "data" : "tensor", N, N, ndev);
+    /* the padding of every rank's intermediate share: the same on every node (the whole plan's) */
     int devices[TP_MAX], max_units = 0;
-    for (int r = 0; r < N; r++) {
-        devices[r] = one_gpu ? b->device : r;
+    for (int r = 0; r < N; r++)
         if (plan.rank[r].n_units > max_units) max_units = plan.rank[r].n_units;
-    }
+    for (int r = 0; r < L; r++) devices[r] = one_gpu ? b->device : r;
     const int I_pad = (max_units * TP_UNIT + 63) / 64 * 64;
 
     const struct backend proto = *b; /* config and dims only: nothing is allocated yet */
     b->tp_peer[0] = b;
-    for (int r = 1; r < N; r++) {
+    for (int r = 1; r < L; r++) {
         b->tp_peer[r] = xcalloc(1, sizeof *b);
         *b->tp_peer[r] = proto;
     }
-    for (int r = 0; r < N; r++) {
-        apply_share(b->tp_peer[r], &plan, r, devices[r], I_pad);
+    for (int r = 0; r < L; r++) {
+        apply_share(b->tp_peer[r], &plan, g0 + r, r, L, devices[r], I_pad);
         b->tp_peer[r]->dp_size = D > 1 ? D : 0;
     }
     backend_options o = *opt;
     /* lockstep: no graphs (see above); DEP: eager only in its first form (the ranks' row counts
-     * differ from step to step, and a graph's buckets would have to agree across the ranks) */
-    if (one_gpu || D > 1) o.enforce_eager = true;
-    for (int r = 0; r < N; r++)
+     * differ from step to step, and a graph's buckets would have to agree across the ranks);
+     * across nodes: eager in its first form too (tp_nodes.h) */
+    if (one_gpu || D > 1 || nn > 1) o.enforce_eager = true;
+    for (int r = 0; r < L; r++)
         if (cuda_rank_setup(b->tp_peer[r], &o, synthetic, seed, r ? b : NULL, one_gpu ? N - 1 : 0))
-            return err_prefix("rank %d of %d", r, N);
+            return err_prefix("rank %d of %d", g0 + r, N);
     if (one_gpu) { /* lockstep on rank 0's stream */
         b->tp_lock = xcalloc(1, sizeof *b->tp_lock);
         if (barrier_init(b->tp_lock, N)) {
@@ -333,15 +365,16 @@ int tp_create(struct backend *b, const backend_options *opt, bool synthetic, uin
         }
     }
 
-    /* The all-reduce group: the residual rows of the largest step, the gather of R_cap rows (DEP:
-     * no logits gather, each rank has the whole lm_head; the gather of T_cap normed rows). */
+    /* The all-reduce group of this process's ranks: the residual rows of the largest step, the
+     * gather of R_cap rows (DEP: no logits gather, each rank has the whole lm_head; the gather of
+     * T_cap normed rows). Across nodes NCCL does the reducing and gathering, in these buffers. */
     int max_v = 0;
     for (int r = 0; r < N; r++)
         if (plan.rank[r].n_vocab > max_v) max_v = plan.rank[r].n_vocab;
     const size_t gather_cap =
         D > 1 ? (size_t)b->ws.T_cap * (size_t)b->H : (size_t)b->ws.R_cap * (size_t)max_v;
     b->ar_owned = xcalloc(1, sizeof *b->ar_owned);
-    cudaError_t e = ar_group_create(b->ar_owned, N, devices, b->ws.T_cap, b->H, 0, gather_cap);
+    cudaError_t e = ar_group_create(b->ar_owned, L, devices, b->ws.T_cap, b->H, 0, gather_cap);
     if (e != cudaSuccess) {
         free(b->ar_owned);
         b->ar_owned = NULL;
@@ -349,9 +382,13 @@ int tp_create(struct backend *b, const backend_options *opt, bool synthetic, uin
                        "%s",
                        N, cudaGetErrorString(e));
     }
-    for (int r = 0; r < N; r++) b->tp_peer[r]->ar = &b->ar_owned->rank[r];
-    /* DEP's reduce-scatter is the one-shot kernel's only (allreduce.h); NCCL is not used there */
-    if (D < 2 && nccl_setup(b, N, devices, one_gpu)) return -1;
+    for (int r = 0; r < L; r++) b->tp_peer[r]->ar = &b->ar_owned->rank[r];
+    if (nn > 1) {
+        if (tp_nodes_create(b, opt, &plan)) return -1;
+    } else if (D < 2 && nccl_setup(b, N, devices, one_gpu)) {
+        /* DEP's reduce-scatter is the one-shot kernel's only (allreduce.h); NCCL is not used */
+        return -1;
+    }
     CU(cudaSetDevice(b->device));
     if (workers_start(b)) return -1;
     if (D > 1) {
@@ -361,18 +398,22 @@ int tp_create(struct backend *b, const backend_options *opt, bool synthetic, uin
                  plan.rank[0].n_experts, b->cfg.n_experts);
         return 0;
     }
-    char moe[96];
+    char moe[96], where[96];
     if (ep)
         snprintf(moe, sizeof moe, "%d of %d experts whole", plan.rank[0].n_experts,
                  b->cfg.n_experts);
     else
         snprintf(moe, sizeof moe, "%d of %d intermediate (padded to %d)",
                  plan.rank[0].n_units * TP_UNIT, b->cfg.intermediate, I_pad);
+    if (nn > 1)
+        snprintf(where, sizeof where, "%d nodes of %d GPUs, NCCL between all of them", nn, L);
+    else
+        snprintf(where, sizeof where, "%s",
+                 one_gpu ? "all on one GPU in lockstep, GPTOSS_TP_ONE_GPU=1" : "one GPU each");
     log_info("cuda backend: %s parallel over %d ranks (%s): %d query heads, %d KV heads, %s and %d "
              "vocabulary rows per rank",
-             ep ? "tensor + expert" : "tensor", N,
-             one_gpu ? "all on one GPU in lockstep, GPTOSS_TP_ONE_GPU=1" : "one GPU each",
-             plan.rank[0].n_q_heads, plan.rank[0].n_kv_heads, moe, plan.rank[0].n_vocab);
+             ep ? "tensor + expert" : "tensor", N, where, plan.rank[0].n_q_heads,
+             plan.rank[0].n_kv_heads, moe, plan.rank[0].n_vocab);
     return 0;
 }
 
@@ -386,6 +427,7 @@ static int with_timeout_report(struct backend *b) {
 }
 
 int tp_launch(struct backend *b, const step_batch *st) {
+    if (b->nodes && tp_nodes_encode(b, st)) return -1; /* node 0: the other nodes' copy */
     const step_batch *parts[TP_MAX];
     for (int r = 0; r < b->tp_size; r++) parts[r] = st;
     return tp_launch_parts(b, parts);
@@ -407,6 +449,12 @@ int tp_launch_parts(struct backend *b, const step_batch *const *parts) {
     }
     /* A host half may have grown the workspace past the collectives' rows: grow those too. */
     if (b->ws.T_cap > b->ar_owned->rank[0].T_cap && grow_collectives(b)) {
+        for (int r = 0; r < b->tp_size; r++) b->tp_peer[r]->pending.st = NULL;
+        return -1;
+    }
+    /* Across nodes, node 0 sends the step now: every local rank's checks passed, none has
+     * enqueued anything (tp_nodes.h). */
+    if (b->nodes && tp_nodes_publish(b)) {
         for (int r = 0; r < b->tp_size; r++) b->tp_peer[r]->pending.st = NULL;
         return -1;
     }
@@ -444,7 +492,8 @@ int tp_launch_parts(struct backend *b, const step_batch *const *parts) {
     if (n_failed == 0) return 0;
     /* The checks that can fail fail in the host halves, before anything is enqueued; a CUDA error
      * on some ranks only leaves the others' step waiting for them (until the watchdog): fatal. */
-    if (n_failed < b->tp_size) nccl_abort(b);
+    /* Across nodes the other nodes' ranks wait for this step's collectives whatever failed here. */
+    if (n_failed < b->tp_size || b->nodes) nccl_abort(b);
     err_set("%s%s", msg,
             n_failed == b->tp_size ? "" : " (the other ranks' step cannot finish without it)");
     return with_timeout_report(b);
@@ -453,7 +502,15 @@ int tp_launch_parts(struct backend *b, const step_batch *const *parts) {
 int tp_wait(struct backend *b, step_result *res) {
     const step_batch *st = b->inflight;
     CU(cudaSetDevice(b->device));
+    /* across nodes, the wait watches NCCL for a node that failed (tp_nodes.h) */
+    if (b->nodes && tp_nodes_wait(b)) {
+        memset(res, 0, sizeof *res);
+        b->inflight = NULL;
+        for (int r = 1; r < b->tp_size; r++) b->tp_peer[r]->inflight = NULL;
+        return -1;
+    }
     int rc = runner_collect(b, res);
+    if (b->nodes && rc == 0) tp_nodes_note_results(b, st, res);
     for (int r = 1; r < b->tp_size; r++) {
         struct backend *br = b->tp_peer[r];
         CU(cudaSetDevice(br->device));
@@ -468,12 +525,14 @@ void tp_destroy_peers(struct backend *b) {
     workers_stop(b);
     dp_free(b);
     if (b->stream) cudaSetDevice(b->device), cudaStreamSynchronize(b->stream);
+    tp_nodes_shutdown(b); /* node 0: the other nodes stop too */
     for (int r = 1; r < b->tp_size; r++) {
         if (!b->tp_peer[r]) continue;
         cuda_rank_destroy(b->tp_peer[r]);
         free(b->tp_peer[r]);
         b->tp_peer[r] = NULL;
     }
+    tp_nodes_free(b);
     if (b->nccl_owned) { /* every stream is idle: workers stopped, rank 0 synchronised */
         ar_nccl_destroy(b->nccl_owned);
         free(b->nccl_owned);

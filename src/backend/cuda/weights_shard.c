@@ -1,4 +1,4 @@
-/* One tensor-parallel rank's share of the weights (model/tp_plan.h's plan, tp_size > 1), from the
+/* One tensor-parallel rank's share of the weights (model/tp_plan.h's plan, tp_world > 1), from the
  * synthetic model or from a checkpoint.
  *
  * Every element a rank holds equals the element the one-GPU load puts at the same place of the whole
@@ -293,8 +293,8 @@ static int shard_load(const shard_source *src) {
     /* Everything queued must finish before the scratches (and a mapping) go away. */
     cudaError_t e = cudaStreamSynchronize(b->stream);
     if (rc == 0 && e != cudaSuccess)
-        rc = err_set("cuda backend: weights of rank %d failed on GPU %d: %s", b->tp_rank, b->device,
-                     cudaGetErrorString(e));
+        rc = err_set("cuda backend: weights of rank %d failed on GPU %d: %s", b->tp_grank,
+                     b->device, cudaGetErrorString(e));
     cudaFree(whole);
     cudaFree(share);
     if (rc == 0) rc = weights_gpu_decide_folded(b);
@@ -307,8 +307,8 @@ int weights_shard_synthetic(struct backend *b, uint64_t seed) {
     if (shard_load(&src)) return -1;
     log_info("cuda backend: rank %d of %d: synthetic weights (seed %llu), %.2f GB on GPU %d in "
              "%.2f s",
-             b->tp_rank, b->tp_size, (unsigned long long)seed, (double)b->gw.bytes / 1e9, b->device,
-             now_seconds() - t0);
+             b->tp_grank, b->tp_world, (unsigned long long)seed, (double)b->gw.bytes / 1e9,
+             b->device, now_seconds() - t0);
     return 0;
 }
 
@@ -327,7 +327,7 @@ int weights_shard_checkpoint(struct backend *b, const char *dir) {
         return err_set("%s/config.json changed while the model was loading", dir);
     }
     char what[64];
-    snprintf(what, sizeof what, "cuda backend: rank %d of %d", b->tp_rank, b->tp_size);
+    snprintf(what, sizeof what, "cuda backend: rank %d of %d", b->tp_grank, b->tp_world);
     uploader u;
     int rc = up_init(&u, b->stream, 0, what);
     shard_source src = {b, 0, &mw, &u};
@@ -338,7 +338,7 @@ int weights_shard_checkpoint(struct backend *b, const char *dir) {
         log_info(
             "cuda backend: rank %d of %d: %.2f GB of %s read in %.1f s (%.2f GB/s); %.2f GB on "
             "GPU %d",
-            b->tp_rank, b->tp_size, (double)u.done / 1e9, dir, dt,
+            b->tp_grank, b->tp_world, (double)u.done / 1e9, dir, dt,
             (double)u.done / 1e9 / (dt > 1e-9 ? dt : 1e-9), (double)b->gw.bytes / 1e9, b->device);
     }
     up_free(&u); /* after shard_load's synchronisation: nothing of the mapping is still in flight */
