@@ -46,7 +46,7 @@ for b in 1 8 64; do $bin/gptoss roofline --model 120b --batch $b --context 1024;
 echo -e "\n| test | result | checks | at |\n| --- | --- | --- | --- |" | tee -a "$sum"
 run_test gpu_test_allreduce 60
 # the forward test in three parts, so that each gives its result even if the budget cuts the last
-for part in --skip-tp --tp --dep; do
+for part in ${FWD_PARTS:---skip-tp --tp --dep}; do
   l=$(left)
   [ $l -gt 60 ] || { echo "| gpu_test_cuda_forward $part | not run | | $(t) |" | tee -a "$sum"; continue; }
   run_test gpu_test_cuda_forward $((l - 10)) $part
