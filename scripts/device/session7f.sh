@@ -38,7 +38,7 @@ for r in ${KH_ROUNDS:-1 2}; do
   done
 done
 echo -e "\n## bench latency (defaults) $(t)" | tee -a "$sum"
-timeout 120 $bin/gptoss bench latency --model synthetic:120b --batches ${CLOSE_BATCHES:-1,8,64,256,1024} --prefill ${CLOSE_PREFILL:-1024,8192} \
+timeout 120 $bin/gptoss bench latency --model synthetic:120b --batches ${CLOSE_BATCHES:-1,8,64,256,1024} --prefill "${CLOSE_PREFILL-1024,8192}" \
   --output-json "$out/latency-120b.json" 2>&1 | grep -E "^\| synthetic" | tee -a "$sum"
 timeout 60 $bin/gptoss bench latency --model synthetic:20b --batches 1,8,64 --prefill "" \
   --output-json "$out/latency-20b.json" 2>&1 | grep -E "^\| synthetic" | tee -a "$sum"
