@@ -35,14 +35,14 @@
 /* ---------------------------------------------------------------------------------------------- */
 /* Small batch: one block per (touched expert, row block of WARPS tiles, K split): moe_small.cuh    */
 
-template <int NTP, int MODE, bool FOLDED, int KH = 1>
-__global__ void __launch_bounds__(small_cfg<NTP, KH>::THREADS, small_cfg<NTP, KH>::MIN_BLOCKS)
+template <int NTP, int MODE, bool FOLDED>
+__global__ void __launch_bounds__(small_cfg<NTP>::THREADS, small_cfg<NTP>::MIN_BLOCKS)
     moe_small_kernel(const moe_args a) {
     pdl_prologue(); /* first: see pdl.cuh */
     extern __shared__ uint4 smem_raw[];
-    small_item<NTP, KH> it;
-    if (!small_begin<NTP, KH>(a, blockIdx.x, it)) return; /* past the touched experts */
-    small_run<NTP, MODE, FOLDED, false, false, KH>(a, it, (uint16_t *)smem_raw);
+    small_item<NTP> it;
+    if (!small_begin<NTP>(a, blockIdx.x, it)) return; /* a work item past the touched experts */
+    small_run<NTP, MODE, FOLDED, false>(a, it, (uint16_t *)smem_raw);
 }
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -230,7 +230,6 @@ int moe_wgmma_on(void) {
 }
 
 typedef void (*small_fn)(moe_args);
-/* ntp 3 names NTP 1 with KH 2 (moe_small.cuh: each tile's k steps in two halves, T ≤ 4). */
 static small_fn small_kernel_for(int ntp, int mode, int folded) {
 #define SMALL_CASE(n, m)                                                                           \
     if (ntp == n && mode == m)                                                                     \
@@ -240,37 +239,17 @@ static small_fn small_kernel_for(int ntp, int mode, int folded) {
     SMALL_CASE(2, MODE_GATE_UP);
     SMALL_CASE(2, MODE_DOWN);
 #undef SMALL_CASE
-    if (ntp == 3 && mode == MODE_GATE_UP)
-        return folded ? moe_small_kernel<1, MODE_GATE_UP, true, 2>
-                      : moe_small_kernel<1, MODE_GATE_UP, false, 2>;
-    if (ntp == 3 && mode == MODE_DOWN)
-        return folded ? moe_small_kernel<1, MODE_DOWN, true, 2>
-                      : moe_small_kernel<1, MODE_DOWN, false, 2>;
     return NULL;
-}
-
-/* GPTOSS_MOE_KH=2: the small path at T ≤ 4 with each tile's k steps in two halves (moe_small.cuh),
- * a measurement switch, off by default until measured on the H200. */
-static int small_kh2(void) {
-    static int on = -1;
-    if (on < 0) {
-        const char *v = getenv("GPTOSS_MOE_KH");
-        on = v && !strcmp(v, "2");
-    }
-    return on;
 }
 
 static cudaError_t set_attrs(void) {
     if (per_device_done(&g_attrs_set)) return cudaSuccess;
-    /* KH 2 (ntp 3) holds 1 KB of static shared memory (its halves' sums), which counts against
-     * the same 227 KB: asking it for 227 KB of dynamic memory fails, and with it every MoE call
-     * (session 7's closing call). It stages at most 4 token rows (≤ 24 KB). */
-    for (int ntp = 1; ntp <= 3; ntp++)
+    for (int ntp = 1; ntp <= 2; ntp++)
         for (int mode = 0; mode < 2; mode++)
             for (int folded = 0; folded < 2; folded++)
                 CUDA_TRY(cudaFuncSetAttribute((const void *)small_kernel_for(ntp, mode, folded),
                                               cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                              ntp == 3 ? 64 * 1024 : 227 * 1024));
+                                              227 * 1024));
     CUDA_TRY(cudaFuncSetAttribute((const void *)moe_large_kernel<MODE_GATE_UP>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, LG_SMEM));
     CUDA_TRY(cudaFuncSetAttribute((const void *)moe_large_kernel<MODE_DOWN>,
@@ -310,21 +289,16 @@ static cudaError_t launch(const moe_args &a0, int mode, int folded, const moe_pl
         return cudaGetLastError();
     }
     const int ntp = plan->ntp == 1 ? 1 : 2;
-    const bool kh2 = ntp == 1 && r->T <= 4 && small_kh2();
-    const int tiles = kh2        ? small_cfg<1, 2>::TILES
-                      : ntp == 1 ? small_cfg<1>::WARPS
-                                 : small_cfg<2>::WARPS;
-    a.n_rb = (a.RT + tiles - 1) / tiles;
+    const int warps = ntp == 1 ? small_cfg<1>::WARPS : small_cfg<2>::WARPS;
+    a.n_rb = (a.RT + warps - 1) / warps;
     const int nk_max = (a.KK + a.S - 1) / a.S;
-    /* CAP staged token rows; KH 2 (T ≤ 4) only the T an expert can have, so that six blocks fit */
-    a.stage_rows = kh2 ? r->T : 8 * ntp;
-    const size_t smem = (size_t)a.stage_rows * (nk_max * 64 + 32) * 2;
+    const size_t smem = (size_t)8 * ntp * (nk_max * 64 + 32) * 2; /* CAP staged token rows */
     if (smem > 227 * 1024) return cudaErrorInvalidValue;
     const long blocks = (long)max_touched * a.n_rb * a.S;
     if (blocks < 1) return cudaSuccess;
     const int threads = ntp == 1 ? small_cfg<1>::THREADS : small_cfg<2>::THREADS;
-    CUDA_TRY(pdl_launch(small_kernel_for(kh2 ? 3 : ntp, mode, folded), dim3((unsigned)blocks),
-                        dim3(threads), smem, stream, a));
+    CUDA_TRY(pdl_launch(small_kernel_for(ntp, mode, folded), dim3((unsigned)blocks), dim3(threads),
+                        smem, stream, a));
     return cudaGetLastError();
 }
 

@@ -29,7 +29,6 @@ struct moe_args {
     int topk;         /* k experts per token */
     int S;            /* K splits (down, small path) */
     int n_rb;         /* row blocks per expert */
-    int stage_rows;   /* small path, KH 2: token rows its staging area holds (moe_small.cuh) */
     float alpha, limit;
 };
 

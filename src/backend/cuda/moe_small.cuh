@@ -38,21 +38,14 @@ static __device__ __forceinline__ void load_batch(const uint4 *qp, const uint32_
 }
 
 /* Measured slower on the H200 (bench/NOTES.md): fewer registers for more resident warps (3–4 k
- * steps per batch), and a block's warps splitting one tile's k steps over more blocks (waves).
- *
- * KH = 2 (T ≤ 4, GPTOSS_MOE_KH=2, off until measured): each tile's k steps in two halves, taken by
- * two warps of the same block (2 tiles × 2 halves a block), the halves' sums added in shared memory
- * before the epilogue. At one token the grid has 1,440 warps for 132 SMs (2.7 a scheduler) and each
- * warp runs its ~4.4K instructions nearly serially (5.5 cycles apiece, session 7's ncu): twice the
- * warps at ≤ 85 registers (U = 4, six blocks an SM) stay in one wave and halve each warp's chain. */
-template <int NTP, int KH = 1> struct small_cfg {
+ * steps per batch), and a block's warps splitting one tile's k steps. */
+template <int NTP> struct small_cfg {
     static constexpr int CAP = 8 * NTP;            /* tokens staged per pass */
-    static constexpr int WARPS = NTP == 1 ? 4 : 8; /* warps per block */
-    static constexpr int TILES = WARPS / KH;       /* 16-row tiles per block */
+    static constexpr int WARPS = NTP == 1 ? 4 : 8; /* 16-row tiles per block */
     static constexpr int THREADS = WARPS * 32;
     /* k steps per batch: U–2U × 16 B in flight (two batches; U = 7 spills at 4 blocks) */
-    static constexpr int U = KH == 1 ? 6 : 4;
-    static constexpr int MIN_BLOCKS = NTP == 1 ? (KH == 1 ? 4 : 6) : 2; /* resident blocks an SM */
+    static constexpr int U = 6;
+    static constexpr int MIN_BLOCKS = NTP == 1 ? 4 : 2; /* resident blocks an SM */
 };
 
 /* Shared memory one item stages: CAP token rows of nk_max·64 values, row stride ≡ 64 B mod 128. */
@@ -63,15 +56,13 @@ template <int NTP> static __host__ __device__ inline size_t small_smem_bytes(int
 /* One warp's view of an item, and its first batch of weight loads (in flight from small_begin). With
  * small_prefetch, k steps [pre_lo, pre_lo + pre_n) of it wait in shared memory instead (pre: this
  * lane's copies, at pre_base). */
-template <int NTP, int KH = 1> struct small_item {
+template <int NTP> struct small_item {
     int e, cnt, off, kk0, nk, rt, s;
-    int kh, wk0,
-        wnk; /* this warp's half of the block's k steps: [wk0, wk0 + wnk) of nk (KH = 1: all) */
     bool active;
     const uint4 *qp;
     const uint32_t *sp;
-    uint4 qv[small_cfg<NTP, KH>::U];
-    uint32_t sv[small_cfg<NTP, KH>::U];
+    uint4 qv[small_cfg<NTP>::U];
+    uint32_t sv[small_cfg<NTP>::U];
     uint32_t pre_base;
     int pre_lo, pre_n;
 };
@@ -102,9 +93,9 @@ static __device__ __forceinline__ void small_prefetch(small_item<NTP> &it, uint3
 }
 
 /* load_batch for an item that may have k steps waiting in shared memory (PRE). */
-template <bool PRE, int NTP, int U, int KH = 1>
-static __device__ __forceinline__ void load_batch_item(const small_item<NTP, KH> &it, int kb,
-                                                       int nk, uint4 qv[U], uint32_t sv[U]) {
+template <bool PRE, int NTP, int U>
+static __device__ __forceinline__ void load_batch_item(const small_item<NTP> &it, int kb, int nk,
+                                                       uint4 qv[U], uint32_t sv[U]) {
     if (!PRE) {
         load_batch<U>(it.qp, it.sp, kb, nk, qv, sv);
         return;
@@ -131,10 +122,9 @@ static __device__ __forceinline__ void load_batch_item(const small_item<NTP, KH>
 /* Decodes item b and issues its first batch of codes: it depends only on the item (model memory), so
  * its loads fly while the tokens are staged — or, in the fused kernel, while the grid waits for the
  * tokens to exist. False (for the whole block) when b is past the touched experts. */
-template <int NTP, int KH = 1>
-static __device__ __forceinline__ bool small_begin(const moe_args &a, int b,
-                                                   small_item<NTP, KH> &it) {
-    typedef small_cfg<NTP, KH> C;
+template <int NTP>
+static __device__ __forceinline__ bool small_begin(const moe_args &a, int b, small_item<NTP> &it) {
+    typedef small_cfg<NTP> C;
     it.s = b % a.S;
     b /= a.S;
     const int rb = b % a.n_rb, i = b / a.n_rb;
@@ -143,16 +133,13 @@ static __device__ __forceinline__ bool small_begin(const moe_args &a, int b,
     it.kk0 = (int)((long)it.s * a.KK / a.S);
     it.nk = (int)((long)(it.s + 1) * a.KK / a.S) - it.kk0;
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2;
-    it.rt = KH == 1 ? rb * C::WARPS + w : rb * C::TILES + w % C::TILES;
-    it.kh = KH == 1 ? 0 : w / C::TILES;
-    it.wk0 = KH == 1 ? 0 : it.nk * it.kh / KH;
-    it.wnk = KH == 1 ? it.nk : it.nk * (it.kh + 1) / KH - it.wk0;
+    it.rt = rb * C::WARPS + w;
     it.active = it.rt < a.RT;
-    const size_t tile_kk = ((size_t)it.e * a.RT + (it.active ? it.rt : 0)) * a.KK + it.kk0 + it.wk0;
+    const size_t tile_kk = ((size_t)it.e * a.RT + (it.active ? it.rt : 0)) * a.KK + it.kk0;
     it.qp = a.wq + tile_kk * 32 + lane;
     it.sp = a.wsc + tile_kk * 8 + g;
     it.pre_base = 0, it.pre_lo = 0, it.pre_n = 0;
-    load_batch<C::U>(it.qp, it.sp, 0, it.active ? it.wnk : 0, it.qv, it.sv);
+    load_batch<C::U>(it.qp, it.sp, 0, it.active ? it.nk : 0, it.qv, it.sv);
     return true;
 }
 
@@ -161,22 +148,16 @@ static __device__ __forceinline__ bool small_begin(const moe_args &a, int b,
  * block calls it (it holds block barriers). COHERENT: the tokens were written by other blocks of the
  * same kernel (the fused kernel's down projection reads gate_up's activations), so they are read
  * through L2 (ld.global.cg), never from a stale L1 line. */
-template <int NTP, int MODE, bool FOLDED, bool COHERENT, bool PRE = false, int KH = 1>
-static __device__ __forceinline__ void small_run(const moe_args &a, small_item<NTP, KH> &it,
+template <int NTP, int MODE, bool FOLDED, bool COHERENT, bool PRE = false>
+static __device__ __forceinline__ void small_run(const moe_args &a, small_item<NTP> &it,
                                                  uint16_t *xs) {
-    typedef small_cfg<NTP, KH> C;
+    typedef small_cfg<NTP> C;
     const int nk = it.nk, kk0 = it.kk0, cnt = it.cnt, off = it.off;
-    const int wnk = KH == 1 ? nk : it.wnk, wk0 = KH == 1 ? 0 : it.wk0; /* the warp's k steps */
     const int lds =
         nk * 64 + 32; /* row stride ≡ 64 bytes mod 128: rows g, g+1 on different banks */
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    /* This lane's token fragment (token g, k 8t …) in shared memory, as a 32-bit shared address.
-     * KH 2 stages only a.stage_rows rows (the tokens there can be), so a lane of a token past them
-     * reads row 0: its column of the product is never stored. */
-    const int grow = KH == 1 || g < a.stage_rows ? g : 0;
-    const uint32_t xaddr = smem_u32(xs + grow * lds + 8 * t);
-    /* KH 2: the second halves' sums, [tile][lane][4], added by the first halves' warps. */
-    __shared__ float red[KH == 1 ? 1 : C::TILES][32][4];
+    /* This lane's token fragment (token g, k 8t …) in shared memory, as a 32-bit shared address. */
+    const uint32_t xaddr = smem_u32(xs + g * lds + 8 * t);
 
     for (int p0 = 0; p0 < cnt; p0 += C::CAP) {
         const int pc = min(C::CAP, cnt - p0);
@@ -198,17 +179,18 @@ static __device__ __forceinline__ void small_run(const moe_args &a, small_item<N
         }
         __syncthreads();
 
-        float acc[NTP][4];
-#pragma unroll
-        for (int nt = 0; nt < NTP; nt++) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
         if (it.active) {
+            float acc[NTP][4];
+#pragma unroll
+            for (int nt = 0; nt < NTP; nt++)
+                acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
             /* Two register batches: the loads of batch kb + U are issued before batch kb is
              * dequantised and multiplied, so a warp always has up to 2U 16-byte loads in flight
              * instead of draining to zero once per batch (a K range of 45 steps was ~6 full memory
              * round trips in a row). */
             if (PRE && p0 == 0) cp_async_wait<0>(); /* this lane's own copies (small_prefetch) */
             if (p0 > 0)                             /* another pass: from L2 */
-                load_batch_item<PRE, NTP, C::U>(it, 0, wnk, it.qv, it.sv);
+                load_batch_item<PRE, NTP, C::U>(it, 0, nk, it.qv, it.sv);
             /* One k step: dequantise its 4 words and multiply them with the staged tokens. The
              * token fragments are read through a 32-bit shared address computed once (with a
              * generic pointer the compiler rebuilt the address every step, ~6 instructions of ~87). */
@@ -227,7 +209,7 @@ static __device__ __forceinline__ void small_run(const moe_args &a, small_item<N
                          * stores. Zeroing it instead cost two register moves per load on the busy
                          * ALU pipe (120b decode +1–2 % at batch 1–8 without them, H200). */
                         const uint4 xv =
-                            lds128(xaddr + (uint32_t)(nt * 16 * lds + (wk0 + ks) * 128 + h * 64));
+                            lds128(xaddr + (uint32_t)(nt * 16 * lds + ks * 128 + h * 64));
                         mma_chunk(acc[nt], ag, a8, xv);
                     }
                 }
@@ -235,10 +217,10 @@ static __device__ __forceinline__ void small_run(const moe_args &a, small_item<N
             /* Full batches without a per-step bound check, then the tail batch (its loads were
              * issued by the last full batch, or before staging when nk < U). */
             int kb = 0;
-            for (; kb + C::U <= wnk; kb += C::U) {
+            for (; kb + C::U <= nk; kb += C::U) {
                 uint4 qn[C::U];
                 uint32_t sn[C::U];
-                load_batch_item<PRE, NTP, C::U>(it, kb + C::U, wnk, qn, sn);
+                load_batch_item<PRE, NTP, C::U>(it, kb + C::U, nk, qn, sn);
 #pragma unroll
                 for (int u = 0; u < C::U; u++) k_step(it.qv[u], it.sv[u], kb + u);
 #pragma unroll
@@ -246,26 +228,12 @@ static __device__ __forceinline__ void small_run(const moe_args &a, small_item<N
             }
 #pragma unroll
             for (int u = 0; u < C::U; u++)
-                if (kb + u < wnk) k_step(it.qv[u], it.sv[u], kb + u);
-            if (KH == 1) {
+                if (kb + u < nk) k_step(it.qv[u], it.sv[u], kb + u);
 #pragma unroll
-                for (int nt = 0; nt < NTP; nt++)
-                    if (nt < ngroups)
-                        tile_epilogue<MODE>(a, it.e, off, it.rt, p0 + nt * 8, p0 + pc, it.s,
-                                            acc[nt]);
-            } else if (it.kh == 1) { /* NTP 1: one group */
-#pragma unroll
-                for (int i = 0; i < 4; i++) red[threadIdx.x / 32 % C::TILES][lane][i] = acc[0][i];
-            }
+            for (int nt = 0; nt < NTP; nt++)
+                if (nt < ngroups)
+                    tile_epilogue<MODE>(a, it.e, off, it.rt, p0 + nt * 8, p0 + pc, it.s, acc[nt]);
         }
-        if (KH > 1) { /* the first half's warp adds the second's sum (fixed order), then stores */
-            __syncthreads();
-            if (it.active && it.kh == 0) {
-#pragma unroll
-                for (int i = 0; i < 4; i++) acc[0][i] += red[threadIdx.x / 32 % C::TILES][lane][i];
-                tile_epilogue<MODE>(a, it.e, off, it.rt, p0, p0 + pc, it.s, acc[0]);
-            }
-        }
-        __syncthreads(); /* the next pass overwrites xs (and red) */
+        __syncthreads(); /* the next pass overwrites xs */
     }
 }
