@@ -1,7 +1,5 @@
 #!/usr/bin/env bash
-# Session 7 (2026-12-03), closing call (~9.5 min at most): main as it lands. First the MoE small
-# path's k-step halves (GPTOSS_MOE_KH=2, off by default): gpu_test_moe with it, bench latency off/on
-# interleaved at 120b 1/2/4 and 20b 1 (two rounds). Then the closing bench latency (120b decode
+# Session 7 (2026-12-03), closing call (~9 min at most): main as it lands. The closing bench latency (120b decode
 # 1/8/64/256/1024 and prefill 1k/8k, 20b decode 1/8/64) beside `gptoss roofline`, gpu_test_allreduce,
 # the whole forward test (teacher-forced, engine, real width, TP2/TP4/EP in lockstep, DEP2 in
 # lockstep, the fixtures), and every other GPU test while the budget lasts. Needs .devcarry
@@ -25,18 +23,6 @@ run_test() { # NAME LIMIT ARGS...
   echo "| $name $* | $(res $rc) | $(grep -E 'checks (passed|FAILED)|checks? failed' "$out/logs/$name$*.log" | tail -1) | $(t) |" | tee -a "$sum"
   grep -E 'FAILED|failed' "$out/logs/$name$*.log" | head -4 | sed 's/^/    /' | tee -a "$sum"
 }
-echo "## GPTOSS_MOE_KH=2 $(t)" | tee -a "$sum"
-GPTOSS_MOE_KH=2 timeout 60 $bin/gpu_test_moe >"$out/logs/moe-kh2.log" 2>&1
-echo "- gpu_test_moe, KH 2: $(res $?) — $(grep -E 'checks passed|FAILED' "$out/logs/moe-kh2.log" | tail -1)" | tee -a "$sum"
-for r in ${KH_ROUNDS:-1 2}; do
-  for v in off 2; do
-    e=X=0; [ $v = 2 ] && e=GPTOSS_MOE_KH=2
-    env $e timeout 50 $bin/gptoss bench latency --model synthetic:120b --batches 1,2,4 --prefill "" \
-      2>&1 | grep -E "^\| synthetic" | sed "s/^/kh-$v $r /" | tee -a "$sum"
-    env $e timeout 30 $bin/gptoss bench latency --model synthetic:20b --batches 1 --prefill "" \
-      2>&1 | grep -E "^\| synthetic" | sed "s/^/kh-$v $r /" | tee -a "$sum"
-  done
-done
 echo -e "\n## bench latency (defaults) $(t)" | tee -a "$sum"
 timeout 120 $bin/gptoss bench latency --model synthetic:120b --batches ${CLOSE_BATCHES:-1,8,64,256,1024} --prefill "${CLOSE_PREFILL-1024,8192}" \
   --output-json "$out/latency-120b.json" 2>&1 | grep -E "^\| synthetic" | tee -a "$sum"
