@@ -242,18 +242,18 @@ static void test_nodes(void) {
 
     /* NCCL_COMM_ID: IPv4, a host name, IPv6 bracketed (given bare or bracketed). */
     char id[64];
-    CHECK(backend_nodes_comm_id("10.0.0.1", 29500, id, sizeof id) == 0 &&
-              !strcmp(id, "10.0.0.1:29500"),
-          "ipv4: %s", id);
-    CHECK(backend_nodes_comm_id("node0.cluster", 1, id, sizeof id) == 0 &&
-              !strcmp(id, "node0.cluster:1"),
-          "host name: %s", id);
-    CHECK(backend_nodes_comm_id("fe80::1", 29500, id, sizeof id) == 0 &&
-              !strcmp(id, "[fe80::1]:29500"),
-          "ipv6: %s", id);
-    CHECK(backend_nodes_comm_id("[fe80::1]", 29500, id, sizeof id) == 0 &&
-              !strcmp(id, "[fe80::1]:29500"),
-          "bracketed ipv6: %s", id);
+    static const struct {
+        const char *addr;
+        int port;
+        const char *want;
+    } ok[] = {{"10.0.0.1", 29500, "10.0.0.1:29500"},
+              {"node0.cluster", 1, "node0.cluster:1"},
+              {"fe80::1", 29500, "[fe80::1]:29500"},
+              {"[fe80::1]", 29500, "[fe80::1]:29500"}};
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
+        CHECK(backend_nodes_comm_id(ok[i].addr, ok[i].port, id, sizeof id) == 0 &&
+                  !strcmp(id, ok[i].want),
+              "%s: %s, want %s", ok[i].addr, id, ok[i].want);
     CHECK(backend_nodes_comm_id("[fe80::1]:29500", 29500, id, sizeof id) == -1, "port twice");
     CHECK(backend_nodes_comm_id("10.0.0.1", 0, id, sizeof id) == -1, "port 0");
     char tiny[8];

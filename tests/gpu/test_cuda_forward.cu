@@ -675,9 +675,8 @@ static int gpu_teacher_forced_token(const char *dir, const std::vector<int32_t> 
     rng_seed(&local, 7);
     driver d;
     drv_init(&d, &cuda_backend_ops, be, 512, &local);
-    std::vector<tf_seq> seqs(1);
-    seqs[0].toks = toks, seqs[0].done = 0, seqs[0].swa_first = 0, seqs[0].slot = 0;
-    seqs[0].logit0 = 0, seqs[0].rank = 0;
+    std::vector<tf_seq> seqs = make_seqs({(int)toks.size()}, d.V, &local, 0);
+    seqs[0].toks = toks;
     seqs[0].logits.assign(toks.size() * (size_t)d.V, NAN);
     const std::vector<int> idx{0};
     int rc = drv_step(&d, seqs, idx, std::vector<int>{n_prompt});

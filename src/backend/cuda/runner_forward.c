@@ -13,9 +13,6 @@
 #include "backend/cuda/runner_internal.h"
 #include "backend/cuda/step_kernels.h"
 
-#include <stdlib.h>
-#include <string.h>
-
 /* Host copies of the rows the host samples, and the test hook's copy of every row, for rows
  * [r0, r0 + nr) now in the logits buffer (as rows 0..nr-1). Eager steps only (graphs:
  * runner_launch). */
