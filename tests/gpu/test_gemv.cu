@@ -45,6 +45,19 @@ static void check_shape(const gv_shape &sh, int M, bool lo, bool bias, bool f32,
     gemv_set_form(GEMV_FORM_AUTO);
     CHECK(hr == hy, "gemv %s M=%d lo=%d bias=%d f32=%d: the rows and ring forms differ", sh.name, M,
           lo, bias, f32);
+    /* The early form (gemv.h: a larger ring, the rest of the rows prefetched toward L2, launched
+     * with the PDL attribute): the same bytes again, nothing past y written. */
+    if (gemv_early_supported(M, sh.K, sh.N)) {
+        std::vector<uint8_t> he((yn + pad) * esz);
+        CUDA_CHECK(cudaMemset(dy, 0xff, (yn + pad) * esz));
+        CUDA_CHECK(
+            gemv_bf16_early(dx, lo ? dl : NULL, M, sh.K, dw, sh.N, bias ? db : NULL, dy, f32, st));
+        CUDA_CHECK(cudaStreamSynchronize(st));
+        tu_download(he.data(), dy, he.size());
+        CHECK(he == hr, "gemv %s M=%d lo=%d bias=%d f32=%d: the early and rows forms differ",
+              sh.name, M, lo, bias, f32);
+    } else
+        CHECK(M > 4, "gemv_early_supported refuses %s at M=%d", sh.name, M);
     double worst = 0.0;
     long bad = 0;
     for (int m = 0; m < M; m++)
@@ -125,7 +138,8 @@ static void check_route(cudaStream_t st) {
                 for (int rep = 0; rep < 2; rep++) {
                     CUDA_CHECK(cudaMemset(rb[1], 0, nb));
                     CUDA_CHECK(cudaMemset(lg[1], 0xff, lgot.size() * 4));
-                    CUDA_CHECK(gemv_route(dx, dl, T, K, dw, E, lg[1], db, &r[1], counter, st));
+                    CUDA_CHECK(
+                        gemv_route(dx, dl, T, K, dw, E, lg[1], db, &r[1], counter, rep & 1, st));
                     CUDA_CHECK(cudaStreamSynchronize(st));
                     tu_download(got.data(), rb[1], nb);
                     tu_download(lgot.data(), lg[1], lgot.size());
@@ -153,7 +167,7 @@ static void check_route(cudaStream_t st) {
     memset(&bad, 0, sizeof bad);
     bad.T = 2, bad.E = 128, bad.k = 4, bad.n_e = 128;
     CHECK(gemv_route((uint16_t *)counter, NULL, 1, 64, (uint16_t *)counter, 128, (float *)counter,
-                     NULL, &bad, counter, st) == cudaErrorInvalidValue,
+                     NULL, &bad, counter, 0, st) == cudaErrorInvalidValue,
           "gemv_route refuses r->T != M");
     CUDA_CHECK(cudaFree(counter));
     fprintf(stderr, "  gemv_route: E = 128 and 32, T = 1..%d, with and without EP: same bytes\n",
@@ -195,6 +209,13 @@ static void bench(cudaStream_t st) {
                     gemv_bf16(dx, NULL, M, sh.K, dw[i % copies], sh.N, bias, dy, out_f32, st));
             });
             gemv_set_form(GEMV_FORM_AUTO);
+            /* The early form alone (nothing before it to overlap: its ring size and L2 requests). */
+            double us_ge = 0.0;
+            if (gemv_early_supported(M, sh.K, sh.N))
+                us_ge = tu_time_us(st, 3, reps, [&](int i) {
+                    CUDA_CHECK(gemv_bf16_early(dx, NULL, M, sh.K, dw[i % copies], sh.N, bias, dy,
+                                               out_f32, st));
+                });
             /* The split-bf16 input the runner gives gemm.h: 2M rows (gemv adds x_lo instead). */
             const int gm = out_f32 ? 2 * M : M;
             const double us_gm = tu_time_us(st, 3, reps, [&](int i) {
@@ -206,6 +227,10 @@ static void bench(cudaStream_t st) {
             tu_bench_row(name, us_gv, (double)wbytes, 0);
             snprintf(name, sizeof name, "%s M=%d gemv ring", sh.name, M);
             tu_bench_row(name, us_gr, (double)wbytes, 0);
+            if (us_ge > 0.0) {
+                snprintf(name, sizeof name, "%s M=%d gemv early", sh.name, M);
+                tu_bench_row(name, us_ge, (double)wbytes, 0);
+            }
             snprintf(name, sizeof name, "%s M=%d gemm_bf16 AUTO (%d rows)", sh.name, M, gm);
             tu_bench_row(name, us_gm, (double)wbytes, 0);
         }

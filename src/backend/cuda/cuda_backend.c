@@ -293,6 +293,14 @@ int cuda_rank_setup(struct backend *b, const backend_options *opt, bool syntheti
     const char *gm = getenv("GPTOSS_GPU_MASKS");
     b->gpu_masks = !(gm && !strcmp(gm, "0"));
     if (b->gpu_masks) log_info("cuda backend: constrained rows are sampled on the device");
+    /* Off until measured on the H200 (runner.h, gemv.h's early form). */
+    const char *ew = getenv("GPTOSS_EARLY_WEIGHTS"), *et = getenv("GPTOSS_EARLY_MAX_T");
+    b->early = ew ? atoi(ew) & 15 : 0;
+    b->early_max_t = et ? atoi(et) : 1;
+    if (b->early_max_t < 0) b->early_max_t = 0;
+    if (b->early)
+        log_info("cuda backend: early weight streams (mask %d) up to %d token(s) a step", b->early,
+                 b->early_max_t);
 
     char graphs[48] = "off";
     if (b->graphs.max_size) snprintf(graphs, sizeof graphs, "up to batch %d", b->graphs.max_size);

@@ -43,7 +43,8 @@ struct gemv_args {
     void *y;
     int M, K, N;
     int rows_per_warp;
-    int stages; /* ring form: stages in the ring */
+    int stages;  /* ring form: stages in the ring */
+    int l2_rest; /* ring form: rows past the first `stages` prefetched into L2 before the wait */
     gemv_route_args rt;
 };
 
@@ -181,6 +182,10 @@ enum {
     GR_THREADS = (GR_CONSUMERS + 1) * 32,
     GR_MAX_M = 4,
     GR_RING_BYTES = 96 * 1024,
+    /* The early form's ring: O's 22 rows of 8 KB an SM do not fit beside the attention kernel's
+     * 64 KB block (a block an SM of each must be resident at once for the early start to happen),
+     * so 16 stages and the rest toward L2; QKV gets 24 of its 39 rows of 5,760 B. */
+    GR_EARLY_RING_BYTES = 144 * 1024,
     GR_MAX_STAGES = 32 /* the barriers' 512 bytes fit the 1 KB in front of the ring */
 };
 
@@ -197,8 +202,18 @@ static int ring_stages(int K) {
     return st < GR_CONSUMERS ? GR_CONSUMERS : st > GR_MAX_STAGES ? GR_MAX_STAGES : st;
 }
 
-static size_t ring_smem_bytes(int M, int K) {
-    return 1024 + (size_t)ring_stages(K) * K * 2 + (size_t)M * K * sizeof(float);
+/* The early form's stages (gemv.h): enough for every row of a block if GR_EARLY_RING_BYTES holds
+ * them, else as many as it holds; a multiple of GR_CONSUMERS (above) and at most GR_MAX_STAGES. */
+static int ring_stages_early(int K, int N, int blocks) {
+    const int rows = (N + blocks - 1) / blocks;
+    int st = (rows + GR_CONSUMERS - 1) / GR_CONSUMERS * GR_CONSUMERS;
+    if (st > GR_MAX_STAGES) st = GR_MAX_STAGES;
+    while (st > GR_CONSUMERS && (size_t)st * K * 2 > GR_EARLY_RING_BYTES) st -= GR_CONSUMERS;
+    return st;
+}
+
+static size_t ring_smem_bytes(int M, int K, int stages) {
+    return 1024 + (size_t)stages * K * 2 + (size_t)M * K * sizeof(float);
 }
 
 template <int M, bool OUT_F32>
@@ -228,6 +243,9 @@ __global__ void __launch_bounds__(GR_THREADS, 1) gemv_ring_kernel(const gemv_arg
                 bulk_copy_g2s(ring + (size_t)i * row_bytes, a.W + (size_t)(r0 + i) * a.K, row_bytes,
                               &full[i]);
             }
+            if (a.l2_rest) /* the rows the ring cannot hold yet: toward L2, also before the wait */
+                for (int i = S; i < n; i++)
+                    bulk_prefetch_l2(a.W + (size_t)(r0 + i) * a.K, row_bytes);
             pdl_prologue();
             for (int i = S; i < n; i++) {
                 const int st = i % S;
@@ -301,18 +319,25 @@ static int gemv_form(void) {
 /* The ring form for this shape: forced, or AUTO from GEMV_RING_MIN_N rows; never past its limits. */
 static bool use_ring(int M, int K, int N) {
     const int f = gemv_form();
-    if (f == GEMV_FORM_ROWS || M > GR_MAX_M || ring_smem_bytes(M, K) > 227 * 1024) return false;
+    if (f == GEMV_FORM_ROWS || M > GR_MAX_M || ring_smem_bytes(M, K, ring_stages(K)) > 227 * 1024)
+        return false;
     return f == GEMV_FORM_RING || N >= GEMV_RING_MIN_N;
 }
 
-static cudaError_t ring_launch(const gemv_args &a, int out_f32, cudaStream_t stream) {
+/* early: the stages of ring_stages_early, the rest of the rows toward L2, and the launch always with
+ * the PDL attribute (gemv.h); else ring_stages and pdl_launch's default. */
+static cudaError_t ring_launch(gemv_args &a, int out_f32, int early, cudaStream_t stream) {
     const gemv_fn f = gemv_ring_for(a.M, out_f32);
-    const size_t smem = ring_smem_bytes(a.M, a.K);
     int dev = 0, sms = 0;
     cudaError_t e = cudaGetDevice(&dev);
     if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
     if (e != cudaSuccess) return e;
-    if (dev < 0 || dev >= GV_DEVICES) return cudaErrorInvalidDevice;
+    if (dev < 0 || dev >= GV_DEVICES || sms < 1) return cudaErrorInvalidDevice;
+    const int blocks = a.N < sms ? a.N : sms;
+    a.stages = early ? ring_stages_early(a.K, a.N, blocks) : ring_stages(a.K);
+    a.l2_rest = early;
+    const size_t smem = ring_smem_bytes(a.M, a.K, a.stages);
+    if (smem > 227 * 1024) return cudaErrorInvalidValue;
     /* The shared-memory opt-in, raised once per kernel and device to the largest size asked. */
     static size_t opted[GV_DEVICES][GR_MAX_M + 1][2];
     size_t *o = &opted[dev][a.M][out_f32 != 0];
@@ -322,8 +347,8 @@ static cudaError_t ring_launch(const gemv_args &a, int out_f32, cudaStream_t str
         if (e != cudaSuccess) return e;
         *o = smem;
     }
-    const int blocks = a.N < sms ? a.N : sms;
-    return pdl_launch(f, dim3((unsigned)blocks), dim3(GR_THREADS), smem, stream, a);
+    return pdl_launch_attr(early || pdl_enabled(), f, dim3((unsigned)blocks), dim3(GR_THREADS),
+                           smem, stream, a);
 }
 
 static gemv_fn gemv_kernel_for(int M, int out_f32) {
@@ -362,7 +387,8 @@ static int resident_blocks(int M, int out_f32, size_t smem) {
 
 /* The rows form's launch: equal rows per warp, and a grid that is resident at once (a.M, a.K, a.N
  * and the pointers set; rows_per_warp here). */
-static cudaError_t rows_launch(gemv_args &a, gemv_fn f, int out_f32, cudaStream_t stream) {
+static cudaError_t rows_launch(gemv_args &a, gemv_fn f, int out_f32, int early,
+                               cudaStream_t stream) {
     const size_t smem = (size_t)a.M * a.K * sizeof(float);
     const int resident = resident_blocks(a.M, out_f32, smem);
     if (resident < 1) return cudaErrorInvalidConfiguration;
@@ -385,24 +411,34 @@ static cudaError_t rows_launch(gemv_args &a, gemv_fn f, int out_f32, cudaStream_
             opted[dev][a.M] = smem;
         }
     }
-    return pdl_launch(f, dim3((unsigned)blocks), dim3(GV_THREADS), smem, stream, a);
+    return pdl_launch_attr(early || pdl_enabled(), f, dim3((unsigned)blocks), dim3(GV_THREADS),
+                           smem, stream, a);
 }
 
 extern "C" cudaError_t gemv_bf16(const uint16_t *x, const uint16_t *x_lo, int M, int K,
                                  const uint16_t *W, int N, const uint16_t *bias, void *y,
                                  int out_f32, cudaStream_t stream) {
     if (!x || !W || !y || !gemv_supported(M, K, N)) return cudaErrorInvalidValue;
-    if (use_ring(M, K, N)) {
-        gemv_args a;
-        memset(&a, 0, sizeof a);
-        a.x = x, a.x_lo = x_lo, a.W = W, a.bias = bias, a.y = y, a.M = M, a.K = K, a.N = N;
-        a.rows_per_warp = 0, a.stages = ring_stages(K);
-        return ring_launch(a, out_f32 != 0, stream);
-    }
     gemv_args a;
     memset(&a, 0, sizeof a);
     a.x = x, a.x_lo = x_lo, a.W = W, a.bias = bias, a.y = y, a.M = M, a.K = K, a.N = N;
-    return rows_launch(a, gemv_kernel_for(M, out_f32 != 0), out_f32 != 0, stream);
+    if (use_ring(M, K, N)) return ring_launch(a, out_f32 != 0, 0, stream);
+    return rows_launch(a, gemv_kernel_for(M, out_f32 != 0), out_f32 != 0, 0, stream);
+}
+
+extern "C" int gemv_early_supported(int M, int K, int N) {
+    return gemv_supported(M, K, N) && M <= GR_MAX_M &&
+           ring_smem_bytes(M, K, GR_CONSUMERS) <= 227 * 1024;
+}
+
+extern "C" cudaError_t gemv_bf16_early(const uint16_t *x, const uint16_t *x_lo, int M, int K,
+                                       const uint16_t *W, int N, const uint16_t *bias, void *y,
+                                       int out_f32, cudaStream_t stream) {
+    if (!x || !W || !y || !gemv_early_supported(M, K, N)) return cudaErrorInvalidValue;
+    gemv_args a;
+    memset(&a, 0, sizeof a);
+    a.x = x, a.x_lo = x_lo, a.W = W, a.bias = bias, a.y = y, a.M = M, a.K = K, a.N = N;
+    return ring_launch(a, out_f32 != 0, 1, stream);
 }
 
 static gemv_fn gemv_route_kernel_for(int M) {
@@ -418,7 +454,8 @@ static gemv_fn gemv_route_kernel_for(int M) {
 
 extern "C" cudaError_t gemv_route(const uint16_t *x, const uint16_t *x_lo, int M, int K,
                                   const uint16_t *W, int N, float *logits, const uint16_t *bias,
-                                  const moe_routing *r, int *counter, cudaStream_t stream) {
+                                  const moe_routing *r, int *counter, int early,
+                                  cudaStream_t stream) {
     if (!x || !W || !logits || !r || !counter || !gemv_supported(M, K, N) || r->T != M ||
         r->E != N || N > 256 || r->k < 1 || r->k > 8 || r->k > N || M * r->k > 64 || r->e0 < 0 ||
         r->n_e < 1 || r->e0 + r->n_e > N)
@@ -431,5 +468,5 @@ extern "C" cudaError_t gemv_route(const uint16_t *x, const uint16_t *x_lo, int M
     rt.idx = r->topk_idx, rt.w = r->topk_w, rt.count = r->count, rt.offset = r->offset;
     rt.pair_sorted = r->pair_sorted, rt.touched = r->touched, rt.n_touched = r->n_touched;
     rt.tiles = r->tiles, rt.n_tiles = r->n_tiles, rt.counter = counter;
-    return rows_launch(a, gemv_route_kernel_for(M), 1, stream);
+    return rows_launch(a, gemv_route_kernel_for(M), 1, early, stream);
 }

@@ -50,15 +50,28 @@ int gemv_supported(int M, int K, int N);
 cudaError_t gemv_bf16(const uint16_t *x, const uint16_t *x_lo, int M, int K, const uint16_t *W,
                       int N, const uint16_t *bias, void *y, int out_f32, cudaStream_t stream);
 
+/* The early form: the ring form launched with the PDL attribute whatever GPTOSS_PDL says, with a
+ * ring as large as GR_EARLY_RING_BYTES allows (every row of a block when they fit) and the rows
+ * past it requested toward L2 — all before the kernel waits for its predecessor. Its blocks are then
+ * resident while the previous kernel runs, and its weights stream while DRAM would otherwise idle
+ * (at one token the attention kernels before O read ~1 MB in ~5–10 µs). The same bits as
+ * gemv_bf16. gemv_early_supported: M ≤ 4 and K ≤ 4096 (the one row of a ring stage). */
+int gemv_early_supported(int M, int K, int N);
+cudaError_t gemv_bf16_early(const uint16_t *x, const uint16_t *x_lo, int M, int K,
+                            const uint16_t *W, int N, const uint16_t *bias, void *y, int out_f32,
+                            cudaStream_t stream);
+
 /* The MoE router and its routing in one launch, for decode-sized steps: gemv_bf16(x, x_lo, M, K, W,
  * N, NULL, logits, out_f32 = 1) on the rows form, then, in the same kernel, what
  * moe_route_split(logits, NULL, bias, r) gives for r->T = M (M·k ≤ 64, N = r->E ≤ 256): the last
  * block to finish its rows routes the tokens (moe_route_small.cuh, the same code, so the same
  * bytes), and the routing costs no launch of its own. counter: a device int that is 0 before the
- * launch and 0 again after it (the kernels sharing one counter must not overlap: one stream). */
+ * launch and 0 again after it (the kernels sharing one counter must not overlap: one stream).
+ * early: launched with the PDL attribute whatever GPTOSS_PDL says (the router's weights, all in
+ * flight before the wait, then load while the previous kernel runs). */
 cudaError_t gemv_route(const uint16_t *x, const uint16_t *x_lo, int M, int K, const uint16_t *W,
                        int N, float *logits, const uint16_t *bias, const moe_routing *r,
-                       int *counter, cudaStream_t stream);
+                       int *counter, int early, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

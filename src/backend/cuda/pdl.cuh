@@ -39,9 +39,13 @@ static __device__ __forceinline__ void pdl_prologue(void) {
  * (model weights) may be issued before it, so that they fly while the predecessor finishes. Such a
  * kernel issues those loads, then calls pdl_prologue before any other global access. */
 
+/* The launch with the attribute when `on`. pdl_launch below asks pdl_enabled(); a kernel whose
+ * blocks must start early to be worth anything (weights requested before the wait: gemv.h's early
+ * form) passes on = 1 itself. One such edge is race-free by the contract above whatever the other
+ * launches do: its kernel waits before it touches anything a kernel of the step writes. */
 template <typename... KArgs, typename... Args>
-static cudaError_t pdl_launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem,
-                              cudaStream_t stream, Args &&...args) {
+static cudaError_t pdl_launch_attr(int on, void (*kernel)(KArgs...), dim3 grid, dim3 block,
+                                   size_t smem, cudaStream_t stream, Args &&...args) {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
     cfg.blockDim = block;
@@ -51,9 +55,16 @@ static cudaError_t pdl_launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, s
     attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = attr;
-    cfg.numAttrs = pdl_enabled() ? 1 : 0;
+    cfg.numAttrs = on ? 1 : 0;
     /* Each argument converted to its parameter's type first (NULL, int → size_t, …), as <<<>>> does. */
     static_assert(sizeof...(KArgs) == sizeof...(Args),
                   "pdl_launch: wrong number of kernel arguments");
     return cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(std::forward<Args>(args))...);
+}
+
+template <typename... KArgs, typename... Args>
+static cudaError_t pdl_launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem,
+                              cudaStream_t stream, Args &&...args) {
+    return pdl_launch_attr(pdl_enabled(), kernel, grid, block, smem, stream,
+                           std::forward<Args>(args)...);
 }

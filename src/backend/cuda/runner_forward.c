@@ -37,12 +37,20 @@ int runner_copy_rows_out(struct backend *b, int r0, int nr) {
     return 0;
 }
 
+/* Whether a step of T tokens takes the early form for `what` (runner.h; one GPU only: under
+ * tensor parallelism the shards' shapes and the all-reduce between kernels are not measured). */
+static bool runner_early(const struct backend *b, int T, int what) {
+    return !b->ar && (b->early & what) && T <= b->early_max_t;
+}
+
 /* The logits of nr final rows: [nr][N] fp32 from lm_head's N rows. One row (batch-1 decode) can be a
  * matrix-vector product on the GEMV's ring form (gemv.h), which streams the 1.16 GB of the 120b
  * lm_head at 4.34 TB/s against cuBLASLt's 4.14 (266.6 against 279.6 µs on the H200,
  * bench/results/gemv-ring-2026-12-02-s6-h200.md); from two rows cuBLASLt is the faster. */
 cudaError_t runner_lm_head_rows(struct backend *b, const uint16_t *x, int nr, const uint16_t *W,
                                 int N, float *out, cudaStream_t s) {
+    if (nr == 1 && runner_early(b, 1, RUNNER_EARLY_LM_HEAD) && gemv_early_supported(1, b->H, N))
+        return gemv_bf16_early(x, NULL, 1, b->H, W, N, NULL, out, 1, s);
     if (nr == 1 && gemv_supported(1, b->H, N))
         return gemv_bf16(x, NULL, 1, b->H, W, N, NULL, out, 1, s);
     return gemm_bf16(b->gemm, x, nr, b->H, W, N, NULL, out, GEMM_OUT_F32, s);
@@ -62,7 +70,7 @@ int runner_route(struct backend *b, int T, const uint16_t *a_lo, const gpu_layer
     const int H = b->H;
     if (T <= 4) {
         CU(gemv_route(w->a, a_lo, T, H, ly->router_w, b->E, w->router, ly->router_b, rt,
-                      w->route_ctr, s));
+                      w->route_ctr, runner_early(b, T, RUNNER_EARLY_ROUTER), s));
     } else {
         CU(gemm_bf16(b->gemm, w->a, 2 * T, H, ly->router_w, b->E, NULL, w->router, GEMM_OUT_F32,
                      s));
@@ -77,7 +85,14 @@ int runner_attention(struct backend *b, const fwd_plan *p, int l, cudaStream_t s
     const int T = p->T, H = b->H;
     const bool sliding = b->cfg.layer_sliding[l];
     const float *qkv_lo = w->qkv + (size_t)T * b->QKV;
-    CU(gemm_bf16(b->gemm, w->a, 2 * T, H, ly->qkv_w, b->QKV, NULL, w->qkv, GEMM_OUT_F32, s));
+    /* The early form (runner_early) sees T rows: the split input's halves are added as it stages
+     * them, so no lo products follow. */
+    if (runner_early(b, T, RUNNER_EARLY_QKV) && gemv_early_supported(T, H, b->QKV)) {
+        CU(gemv_bf16_early(w->a, w->a + (size_t)T * H, T, H, ly->qkv_w, b->QKV, NULL, w->qkv, 1,
+                           s));
+        qkv_lo = NULL;
+    } else
+        CU(gemm_bf16(b->gemm, w->a, 2 * T, H, ly->qkv_w, b->QKV, NULL, w->qkv, GEMM_OUT_F32, s));
     CU(rope_kv_launch_f32(&b->dims, &b->freq, w->qkv, qkv_lo, ly->qkv_b, b->QKV, T, p->positions,
                           sliding ? p->slots_swa : p->slots_full, w->q, ly->k_cache, ly->v_cache,
                           ly->kv_scales, s));
@@ -94,7 +109,10 @@ int runner_attention(struct backend *b, const fwd_plan *p, int l, cudaStream_t s
     if (p->has_decode)
         CU(attn_decode(&b->dims, &as, w->q, ly->k_cache, ly->v_cache, ly->kv_scales, ly->sinks,
                        b->scale, w->attn, sliding ? p->splits_swa : p->splits_full, w->dec_ws, s));
-    CU(gemm_bf16(b->gemm, w->attn, T, b->Q, ly->o_w, H, ly->o_b, w->o, GEMM_OUT_BF16, s));
+    if (runner_early(b, T, RUNNER_EARLY_O) && gemv_early_supported(T, b->Q, H))
+        CU(gemv_bf16_early(w->attn, NULL, T, b->Q, ly->o_w, H, ly->o_b, w->o, 0, s));
+    else
+        CU(gemm_bf16(b->gemm, w->attn, T, b->Q, ly->o_w, H, ly->o_b, w->o, GEMM_OUT_BF16, s));
     return 0;
 }
 

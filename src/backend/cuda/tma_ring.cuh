@@ -61,3 +61,10 @@ static __device__ __forceinline__ void bulk_copy_g2s(void *dst, const void *src,
         "l"(src), "r"(bytes), "r"(smem_u32(bar))
         : "memory");
 }
+
+/* Asks the bulk copy engine to bring [src, src + bytes) into L2 (no destination, no completion to
+ * wait for): for weights a kernel will read after its PDL wait but has no shared memory to stage.
+ * src 16-byte aligned, bytes a multiple of 16. */
+static __device__ __forceinline__ void bulk_prefetch_l2(const void *src, uint32_t bytes) {
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src), "r"(bytes) : "memory");
+}
