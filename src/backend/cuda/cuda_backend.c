@@ -12,6 +12,7 @@
 #include "backend/cuda/cuda_backend.h"
 
 #include "model/rope.h"
+#include "backend/cuda/pdl.h"
 #include "backend/cuda/runner.h"
 #include "backend/cuda/tp_nodes.h"
 #include "base/log.h"
@@ -298,6 +299,7 @@ int cuda_rank_setup(struct backend *b, const backend_options *opt, bool syntheti
     b->early = ew ? atoi(ew) & 15 : 0;
     b->early_max_t = et ? atoi(et) : 1;
     if (b->early_max_t < 0) b->early_max_t = 0;
+    if (b->early) pdl_set_carveout(100); /* pdl.cuh: so that early blocks share SMs */
     if (b->early)
         log_info("cuda backend: early weight streams (mask %d) up to %d token(s) a step", b->early,
                  b->early_max_t);

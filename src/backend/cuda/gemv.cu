@@ -44,7 +44,7 @@ struct gemv_args {
     int M, K, N;
     int rows_per_warp;
     int stages;  /* ring form: stages in the ring */
-    int l2_rest; /* ring form: rows past the first `stages` prefetched into L2 before the wait */
+    int l2_rest; /* ring form: rows past the first `stages` prefetched toward L2 before the wait */
     gemv_route_args rt;
 };
 
@@ -186,6 +186,9 @@ enum {
      * 64 KB block (a block an SM of each must be resident at once for the early start to happen),
      * so 16 stages and the rest toward L2; QKV gets 24 of its 39 rows of 5,760 B. */
     GR_EARLY_RING_BYTES = 144 * 1024,
+    /* ... and at most this much of the rest of a block's rows toward L2 (12.7 MB over 132 SMs,
+     * a quarter of L2): lm_head's 8.7 MB a block of them made it 1.4× slower. */
+    GR_EARLY_L2_BYTES = 96 * 1024,
     GR_MAX_STAGES = 32 /* the barriers' 512 bytes fit the 1 KB in front of the ring */
 };
 
@@ -243,9 +246,9 @@ __global__ void __launch_bounds__(GR_THREADS, 1) gemv_ring_kernel(const gemv_arg
                 bulk_copy_g2s(ring + (size_t)i * row_bytes, a.W + (size_t)(r0 + i) * a.K, row_bytes,
                               &full[i]);
             }
-            if (a.l2_rest) /* the rows the ring cannot hold yet: toward L2, also before the wait */
-                for (int i = S; i < n; i++)
-                    bulk_prefetch_l2(a.W + (size_t)(r0 + i) * a.K, row_bytes);
+            /* Rows the ring cannot hold yet: toward L2, also before the wait. */
+            for (int i = S; i < n && i < S + a.l2_rest; i++)
+                bulk_prefetch_l2(a.W + (size_t)(r0 + i) * a.K, row_bytes);
             pdl_prologue();
             for (int i = S; i < n; i++) {
                 const int st = i % S;
@@ -335,7 +338,7 @@ static cudaError_t ring_launch(gemv_args &a, int out_f32, int early, cudaStream_
     if (dev < 0 || dev >= GV_DEVICES || sms < 1) return cudaErrorInvalidDevice;
     const int blocks = a.N < sms ? a.N : sms;
     a.stages = early ? ring_stages_early(a.K, a.N, blocks) : ring_stages(a.K);
-    a.l2_rest = early;
+    a.l2_rest = early ? GR_EARLY_L2_BYTES / (a.K * 2) : 0;
     const size_t smem = ring_smem_bytes(a.M, a.K, a.stages);
     if (smem > 227 * 1024) return cudaErrorInvalidValue;
     /* The shared-memory opt-in, raised once per kernel and device to the largest size asked. */
