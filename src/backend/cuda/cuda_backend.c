@@ -12,7 +12,6 @@
 #include "backend/cuda/cuda_backend.h"
 
 #include "model/rope.h"
-#include "backend/cuda/pdl.h"
 #include "backend/cuda/runner.h"
 #include "backend/cuda/tp_nodes.h"
 #include "base/log.h"
@@ -294,12 +293,13 @@ int cuda_rank_setup(struct backend *b, const backend_options *opt, bool syntheti
     const char *gm = getenv("GPTOSS_GPU_MASKS");
     b->gpu_masks = !(gm && !strcmp(gm, "0"));
     if (b->gpu_masks) log_info("cuda backend: constrained rows are sampled on the device");
-    /* Off until measured on the H200 (runner.h, gemv.h's early form). */
+    /* runner.h, gemv.h's early form. O at one token by default: measured on the H200 (bench/NOTES.md,
+     * session 8) +1.2 to +2.5 % at batch 1 over four rounds; QKV, the router and lm_head early were
+     * no gain, and the form at 2 and 4 tokens slower. */
     const char *ew = getenv("GPTOSS_EARLY_WEIGHTS"), *et = getenv("GPTOSS_EARLY_MAX_T");
-    b->early = ew ? atoi(ew) & 15 : 0;
+    b->early = ew ? atoi(ew) & 15 : RUNNER_EARLY_O;
     b->early_max_t = et ? atoi(et) : 1;
     if (b->early_max_t < 0) b->early_max_t = 0;
-    if (b->early) pdl_set_carveout(100); /* pdl.cuh: so that early blocks share SMs */
     if (b->early)
         log_info("cuda backend: early weight streams (mask %d) up to %d token(s) a step", b->early,
                  b->early_max_t);

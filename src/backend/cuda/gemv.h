@@ -55,7 +55,13 @@ cudaError_t gemv_bf16(const uint16_t *x, const uint16_t *x_lo, int M, int K, con
  * past it requested toward L2 — all before the kernel waits for its predecessor. Its blocks are then
  * resident while the previous kernel runs, and its weights stream while DRAM would otherwise idle
  * (at one token the attention kernels before O read ~1 MB in ~5–10 µs). The same bits as
- * gemv_bf16. gemv_early_supported: M ≤ 4 and K ≤ 4096 (the one row of a ring stage). */
+ * gemv_bf16. gemv_early_supported: M ≤ 4 and K ≤ 4096 (the one row of a ring stage).
+ * Measured on the H200 (bench/NOTES.md, session 8): O at one token +1.2 to +2.5 % for the 120b
+ * step, the runner's default there. The CUPTI timeline says why no more: O's blocks start ~7 µs
+ * before the attention ends, but the attention kernels, latency-bound, run twice as long (4.6 →
+ * 8.6 µs) behind O's 24 MB saturating DRAM: the window's idle bandwidth is ~5 µs, O needs ~6. QKV,
+ * the router and lm_head early gain nothing (lm_head's predecessor is short; QKV's ring is slower
+ * than cuBLASLt alone). */
 int gemv_early_supported(int M, int K, int N);
 cudaError_t gemv_bf16_early(const uint16_t *x, const uint16_t *x_lo, int M, int K,
                             const uint16_t *W, int N, const uint16_t *bias, void *y, int out_f32,

@@ -22,11 +22,11 @@
  * found, correctness wins. */
 #pragma once
 
-#include "backend/cuda/pdl.h"
-
 #include <cuda_runtime.h>
 
 #include <utility>
+
+extern "C" int pdl_enabled(void);
 
 static __device__ __forceinline__ void pdl_prologue(void) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -51,19 +51,11 @@ static cudaError_t pdl_launch_attr(int on, void (*kernel)(KArgs...), dim3 grid, 
     cfg.blockDim = block;
     cfg.dynamicSmemBytes = smem;
     cfg.stream = stream;
-    cudaLaunchAttribute attr[2];
-    unsigned n = 0;
-    if (on) {
-        attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        attr[n++].val.programmaticStreamSerializationAllowed = 1;
-    }
-    const int carve = pdl_carveout();
-    if (carve >= 0) {
-        attr[n].id = cudaLaunchAttributePreferredSharedMemoryCarveout;
-        attr[n++].val.sharedMemCarveout = (unsigned)carve;
-    }
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = attr;
-    cfg.numAttrs = n;
+    cfg.numAttrs = on ? 1 : 0;
     /* Each argument converted to its parameter's type first (NULL, int → size_t, …), as <<<>>> does. */
     static_assert(sizeof...(KArgs) == sizeof...(Args),
                   "pdl_launch: wrong number of kernel arguments");

@@ -254,10 +254,10 @@ struct backend {
     /* On unless GPTOSS_GPU_MASKS=0: constrained rows are sampled
      * on the device with their mask (runner_masked.c) instead of from a host copy of the row. */
     bool gpu_masks;
-    /* GPTOSS_EARLY_WEIGHTS (bits: RUNNER_EARLY_*), for steps of at most early_max_t tokens
-     * (GPTOSS_EARLY_MAX_T, 1 unless set) on one GPU: the projections whose kernels request their
-     * weights before their PDL wait and are launched to start while the previous kernel runs
-     * (gemv.h's early form; runner_forward.c). */
+    /* GPTOSS_EARLY_WEIGHTS (bits: RUNNER_EARLY_*; RUNNER_EARLY_O unless set), for steps of at
+     * most early_max_t tokens (GPTOSS_EARLY_MAX_T, 1 unless set) on one GPU: the projections whose
+     * kernels request their weights before their PDL wait and are launched to start while the
+     * previous kernel runs (gemv.h's early form; runner_forward.c). */
     int early, early_max_t;
     runner_masked masked;
     long host_rows_total; /* rows sampled on the host so far (cuda_backend_get_stats) */
