@@ -9,6 +9,7 @@
 
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/gemv.h"
+#include "backend/cuda/norm.h"
 
 #include <vector>
 
@@ -242,6 +243,105 @@ static void bench(cudaStream_t st) {
     gemm_ctx_destroy(ctx);
 }
 
+/* gemv_norm_route: the MLP norm inside the router's kernel must give the bytes of
+ * norm_add_rmsnorm_split followed by gemv_route — the residual h written back, the normalised rows
+ * y, the logits and every routing array — at T = 1 … 4, E = 128 and 32, K = 2880 (gpt-oss) and 4096
+ * (the widest: sixteen warps of the norm's reduction), with and without delta, twice in a row. */
+static void check_norm_route(cudaStream_t st) {
+    const int k = 4;
+    const float eps = 1e-5f;
+    int *counter = tu_dev_alloc<int>(1);
+    CUDA_CHECK(cudaMemset(counter, 0, sizeof(int)));
+    long cases = 0;
+    for (int K : {2880, 4096})
+        for (int E : {128, 32})
+            for (int T = 1; T <= 4; T++)
+                for (int with_delta = 0; with_delta < 2; with_delta++) {
+                    const size_t wn = (size_t)E * K, xn = (size_t)T * K;
+                    std::vector<uint16_t> hw(wn), hd(xn), hg(K), hb(E);
+                    std::vector<float> hh(xn);
+                    tu_fill_bf16(hw.data(), NULL, wn, -0.05f, 0.05f);
+                    tu_fill_bf16(hd.data(), NULL, xn, -1.0f, 1.0f);
+                    tu_fill_bf16(hg.data(), NULL, K, 0.5f, 1.5f);
+                    tu_fill_bf16(hb.data(), NULL, E, -0.5f, 0.5f);
+                    for (size_t i = 0; i < xn; i++)
+                        hh[i] = (float)((i * 2654435761u) % 2001) / 500.0f - 2.0f;
+                    uint16_t *dw = tu_dev_upload(hw.data(), wn), *dd = tu_dev_upload(hd.data(), xn),
+                             *dg = tu_dev_upload(hg.data(), K), *db = tu_dev_upload(hb.data(), E);
+                    float *dh[2] = {tu_dev_alloc<float>(xn), tu_dev_alloc<float>(xn)};
+                    uint16_t *dy[2] = {tu_dev_alloc<uint16_t>(2 * xn), tu_dev_alloc<uint16_t>(xn)};
+                    const size_t nb = moe_routing_bytes(T, E, k);
+                    uint8_t *rb[2] = {tu_dev_alloc<uint8_t>(nb), tu_dev_alloc<uint8_t>(nb)};
+                    float *lg[2] = {tu_dev_alloc<float>((size_t)T * E),
+                                    tu_dev_alloc<float>((size_t)T * E)};
+                    moe_routing r[2];
+                    for (int i = 0; i < 2; i++) moe_routing_carve(&r[i], rb[i], T, E, k);
+                    std::vector<uint8_t> want(nb), got(nb);
+                    std::vector<float> lw((size_t)T * E), lgot((size_t)T * E), hwant(xn), hgot(xn);
+                    std::vector<uint16_t> ywant(xn), ygot(xn);
+                    const uint16_t *delta = with_delta ? dd : NULL;
+                    for (int rep = 0; rep < 2; rep++) {
+                        for (int i = 0; i < 2; i++) {
+                            CUDA_CHECK(
+                                cudaMemcpy(dh[i], hh.data(), xn * 4, cudaMemcpyHostToDevice));
+                            CUDA_CHECK(cudaMemset(rb[i], 0, nb));
+                            CUDA_CHECK(cudaMemset(lg[i], 0xff, (size_t)T * E * 4));
+                        }
+                        CUDA_CHECK(cudaMemset(dy[1], 0xff, xn * 2));
+                        /* the two launches */
+                        CUDA_CHECK(norm_add_rmsnorm_split(dh[0], delta, NULL, 0, T, K, dg, eps,
+                                                          dy[0], dy[0] + xn, st));
+                        CUDA_CHECK(gemv_route(dy[0], dy[0] + xn, T, K, dw, E, lg[0], db, &r[0],
+                                              counter, 0, st));
+                        /* the one */
+                        const gemv_norm_in nm = {dh[1], delta, dg, eps, dy[1]};
+                        CUDA_CHECK(gemv_norm_route(&nm, T, K, dw, E, lg[1], db, &r[1], counter,
+                                                   rep & 1, st));
+                        CUDA_CHECK(cudaStreamSynchronize(st));
+                        tu_download(want.data(), rb[0], nb);
+                        tu_download(got.data(), rb[1], nb);
+                        tu_download(lw.data(), lg[0], lw.size());
+                        tu_download(lgot.data(), lg[1], lgot.size());
+                        tu_download(hwant.data(), dh[0], xn);
+                        tu_download(hgot.data(), dh[1], xn);
+                        tu_download(ywant.data(), dy[0], xn);
+                        tu_download(ygot.data(), dy[1], xn);
+                        int c = -1;
+                        tu_download(&c, counter, 1);
+                        CHECK(!memcmp(lw.data(), lgot.data(), lw.size() * 4),
+                              "gemv_norm_route K=%d E=%d T=%d delta=%d run %d: logits differ", K, E,
+                              T, with_delta, rep);
+                        CHECK(want == got,
+                              "gemv_norm_route K=%d E=%d T=%d delta=%d run %d: routing differs", K,
+                              E, T, with_delta, rep);
+                        CHECK(!memcmp(hwant.data(), hgot.data(), xn * 4),
+                              "gemv_norm_route K=%d E=%d T=%d delta=%d run %d: residual h differs",
+                              K, E, T, with_delta, rep);
+                        CHECK(ywant == ygot,
+                              "gemv_norm_route K=%d E=%d T=%d delta=%d run %d: normalised rows "
+                              "differ",
+                              K, E, T, with_delta, rep);
+                        CHECK(c == 0, "gemv_norm_route run %d: counter left at %d", rep, c);
+                    }
+                    for (int i = 0; i < 2; i++) {
+                        CUDA_CHECK(cudaFree(rb[i]));
+                        CUDA_CHECK(cudaFree(lg[i]));
+                        CUDA_CHECK(cudaFree(dh[i]));
+                        CUDA_CHECK(cudaFree(dy[i]));
+                    }
+                    CUDA_CHECK(cudaFree(dw));
+                    CUDA_CHECK(cudaFree(dd));
+                    CUDA_CHECK(cudaFree(dg));
+                    CUDA_CHECK(cudaFree(db));
+                    cases++;
+                }
+    CHECK(gemv_norm_route(NULL, 1, 64, (uint16_t *)counter, 128, (float *)counter, NULL, NULL,
+                          counter, 0, st) == cudaErrorInvalidValue,
+          "gemv_norm_route refuses a NULL norm");
+    CUDA_CHECK(cudaFree(counter));
+    fprintf(stderr, "  gemv_norm_route: %ld cases, the bytes of norm_add + gemv_route\n", cases);
+}
+
 int main(int argc, char **argv) {
     tu_init("test_gemv");
     cudaStream_t st;
@@ -262,6 +362,7 @@ int main(int argc, char **argv) {
         CHECK(gemv_bf16(NULL, NULL, 1, 64, NULL, 8, NULL, NULL, 1, st) == cudaErrorInvalidValue,
               "gemv_bf16 refuses NULL pointers");
         check_route(st);
+        check_norm_route(st);
     }
     CUDA_CHECK(cudaStreamDestroy(st));
     return check_report("test_gemv");

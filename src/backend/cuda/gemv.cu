@@ -38,6 +38,15 @@ struct gemv_route_args {
     int *counter;
 };
 
+/* gemv_norm_route's input: the residual add and RMSNorm that gives x (norm.h's norm_add). */
+struct gemv_norm_args {
+    float *h;              /* residual [M][K], h += delta written back by the last block */
+    const uint16_t *delta; /* bf16 [M][K] (may be NULL) */
+    const uint16_t *gain;  /* RMSNorm weight [K] */
+    float eps;
+    uint16_t *y; /* the normalised rows as bf16 [M][K] (their high halves), written by block 0 */
+};
+
 struct gemv_args {
     const uint16_t *x, *x_lo, *W, *bias;
     void *y;
@@ -46,6 +55,7 @@ struct gemv_args {
     int stages;  /* ring form: stages in the ring */
     int l2_rest; /* ring form: rows past the first `stages` prefetched toward L2 before the wait */
     gemv_route_args rt;
+    gemv_norm_args nm;
 };
 
 /* The M token rows as fp32 in shared memory, x (+ x_lo), by threads t, t + n, … of the block. */
@@ -79,6 +89,85 @@ static __device__ __forceinline__ void gemv_store(const gemv_args &a, const floa
         ((uint16_t *)a.y)[o] = f32_to_bf16_bits(v);
 }
 
+/* gemv_norm_route's prologue, by every block: the M rows of x = RMSNorm(h + delta) into xs as fp32,
+ * and h + delta into hv (for the last block to write back: every block reads h first, so no block may
+ * write it before all have read it). Bit for bit what norm_add_kernel writes (y, y_lo) followed by
+ * gemv_stage_tokens' y + y_lo: the same per-thread order over 8 features, and the same reduction
+ * tree — the norm kernel's threads c = 0 … K/8 − 1 in warps of 32 are played by this block's
+ * threads t and t + GV_THREADS, each of whose warps covers exactly one of those warps. */
+template <int M>
+static __device__ __forceinline__ void gemv_norm_tokens(const gemv_args &a, float *xs, float *hv) {
+    __shared__ float red[32];
+    const gemv_norm_args &nm = a.nm;
+    const int K = a.K, C = K >> 3; /* 8-feature groups: the norm kernel's threads */
+    const int nvw = (C + 31) >> 5; /* ... and its warps (≤ 16: K ≤ GEMV_MAX_K) */
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    for (int m = 0; m < M; m++) {
+        float v[2][8], part[2];
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const int c = threadIdx.x + r * GV_THREADS;
+            float ss = 0.0f;
+#pragma unroll
+            for (int i = 0; i < 8; i++) v[r][i] = 0.0f;
+            if (c < C) {
+                const float *hrow = nm.h + (size_t)m * K + 8 * c;
+                const float4 h0 = *(const float4 *)hrow, h1 = *(const float4 *)(hrow + 4);
+                float d[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+                if (nm.delta) {
+                    float db[8];
+                    unpack_bf16x8(*(const uint4 *)(nm.delta + (size_t)m * K + 8 * c), db);
+#pragma unroll
+                    for (int i = 0; i < 8; i++) d[i] += db[i];
+                }
+                v[r][0] = h0.x + d[0], v[r][1] = h0.y + d[1], v[r][2] = h0.z + d[2];
+                v[r][3] = h0.w + d[3], v[r][4] = h1.x + d[4], v[r][5] = h1.y + d[5];
+                v[r][6] = h1.z + d[6], v[r][7] = h1.w + d[7];
+#pragma unroll
+                for (int i = 0; i < 8; i++) ss += v[r][i] * v[r][i];
+            }
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+            part[r] = ss;
+        }
+        if (lane == 0) {
+            red[w] = part[0];
+            if (w + GV_WARPS < nvw) red[w + GV_WARPS] = part[1];
+        }
+        __syncthreads();
+        float tot = lane < nvw ? red[lane] : 0.0f;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) tot += __shfl_xor_sync(0xffffffffu, tot, o);
+        const float inv = 1.0f / sqrtf(tot / (float)K + nm.eps);
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const int c = threadIdx.x + r * GV_THREADS;
+            if (c >= C) continue;
+            float gf[8], x[8], hi[8], lo[8];
+            unpack_bf16x8(*(const uint4 *)(nm.gain + 8 * c), gf);
+#pragma unroll
+            for (int i = 0; i < 8; i++) x[i] = v[r][i] * inv * gf[i];
+            uint4 o, l;
+            o.x = pack_bf16x2(x[0], x[1]), o.y = pack_bf16x2(x[2], x[3]);
+            o.z = pack_bf16x2(x[4], x[5]), o.w = pack_bf16x2(x[6], x[7]);
+            unpack_bf16x8(o, hi);
+            l.x = pack_bf16x2(x[0] - hi[0], x[1] - hi[1]),
+            l.y = pack_bf16x2(x[2] - hi[2], x[3] - hi[3]);
+            l.z = pack_bf16x2(x[4] - hi[4], x[5] - hi[5]),
+            l.w = pack_bf16x2(x[6] - hi[6], x[7] - hi[7]);
+            unpack_bf16x8(l, lo);
+            if (blockIdx.x == 0) *(uint4 *)(nm.y + (size_t)m * K + 8 * c) = o;
+            float4 *dst = (float4 *)(xs + (size_t)m * K + 8 * c);
+            dst[0] = make_float4(hi[0] + lo[0], hi[1] + lo[1], hi[2] + lo[2], hi[3] + lo[3]);
+            dst[1] = make_float4(hi[4] + lo[4], hi[5] + lo[5], hi[6] + lo[6], hi[7] + lo[7]);
+            float4 *hd = (float4 *)(hv + (size_t)m * K + 8 * c);
+            hd[0] = make_float4(v[r][0], v[r][1], v[r][2], v[r][3]);
+            hd[1] = make_float4(v[r][4], v[r][5], v[r][6], v[r][7]);
+        }
+        __syncthreads(); /* red is reused by the next token */
+    }
+}
+
 /* gemv_route's tail, by every thread of every block of the rows form: the last block to finish its
  * rows routes the M tokens' logits, and leaves the counter at zero for the next launch. The hand-off
  * has no fences: the block barrier orders every thread's stores (the logits) before thread 0's
@@ -91,7 +180,9 @@ static __device__ __forceinline__ void gemv_store(const gemv_args &a, const floa
  * against the CUDA samples' form (a fence before each arrival and another in the last block, the
  * bias read in the top-k): 120b decode +1.9 % at batch 1, +1.4 % at 2, +1.1 % at 4
  * (bench/results/session6c-2026-12-02-h200.md). */
-static __device__ __forceinline__ void gemv_route_tail(const gemv_args &a, uint16_t bias_reg) {
+template <bool NORM>
+static __device__ __forceinline__ void gemv_route_tail(const gemv_args &a, uint16_t bias_reg,
+                                                       const float *hv) {
     __shared__ int s_last;
     __shared__ uint16_t s_bias[256];
     const gemv_route_args &r = a.rt;
@@ -107,16 +198,20 @@ static __device__ __forceinline__ void gemv_route_tail(const gemv_args &a, uint1
     }
     __syncthreads();
     if (!s_last) return;
+    if (NORM) /* every block has read h: the residual written back (gemv_norm_tokens) */
+        for (int i = threadIdx.x; i < a.M * (a.K >> 2); i += blockDim.x)
+            ((float4 *)a.nm.h)[i] = ((const float4 *)hv)[i];
     route_small_block((const float *)a.y, NULL, r.bias ? s_bias : NULL, a.M, a.N, r.k, r.e0, r.n_e,
                       MOE_TILE_TOKENS, r.idx, r.w, r.count, r.offset, r.pair_sorted, r.touched,
                       r.n_touched, r.tiles, r.n_tiles);
     if (threadIdx.x == 0) *r.counter = 0;
 }
 
-template <int M, bool OUT_F32, bool ROUTE = false>
+template <int M, bool OUT_F32, bool ROUTE = false, bool NORM = false>
 __global__ void __launch_bounds__(GV_THREADS) gemv_kernel(const gemv_args a) {
     extern __shared__ float4 gv_smem[];
-    float *xs = (float *)gv_smem; /* [M][K] */
+    float *xs = (float *)gv_smem;     /* [M][K] */
+    float *hv = xs + (size_t)M * a.K; /* NORM: [M][K], h + delta */
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     const int K8 = a.K >> 3;                 /* 16-byte words per row */
     const int nj = (K8 + 31) >> 5;           /* loads per lane per row */
@@ -140,8 +235,11 @@ __global__ void __launch_bounds__(GV_THREADS) gemv_kernel(const gemv_args a) {
     if (ROUTE && a.rt.bias && (int)threadIdx.x < a.N) bias_reg = __ldg(a.rt.bias + threadIdx.x);
     pdl_prologue();
 
-    /* Stage the tokens as fp32: x (+ x_lo). */
-    gemv_stage_tokens(a, xs, threadIdx.x, GV_THREADS);
+    /* Stage the tokens as fp32: x (+ x_lo), or the normalised rows (gemv_norm_route). */
+    if (NORM)
+        gemv_norm_tokens<M>(a, xs, hv);
+    else
+        gemv_stage_tokens(a, xs, threadIdx.x, GV_THREADS);
     __syncthreads();
 
     for (; left > 0; left--, row += stride) {
@@ -166,7 +264,7 @@ __global__ void __launch_bounds__(GV_THREADS) gemv_kernel(const gemv_args a) {
         gemv_warp_sum<M>(acc);
         gemv_store<M, OUT_F32>(a, acc, row, lane);
     }
-    if (ROUTE) gemv_route_tail(a, bias_reg);
+    if (ROUTE) gemv_route_tail<NORM>(a, bias_reg, hv);
 }
 
 /* The ring form (gemv.h): one block an SM, each block a contiguous range of rows, streamed row by
@@ -392,26 +490,28 @@ static int resident_blocks(int M, int out_f32, size_t smem) {
  * and the pointers set; rows_per_warp here). */
 static cudaError_t rows_launch(gemv_args &a, gemv_fn f, int out_f32, int early,
                                cudaStream_t stream) {
-    const size_t smem = (size_t)a.M * a.K * sizeof(float);
-    const int resident = resident_blocks(a.M, out_f32, smem);
+    /* the tokens, and for gemv_norm_route the residual rows too */
+    const size_t smem = (size_t)a.M * a.K * sizeof(float) * (a.nm.h ? 2 : 1);
+    const int resident = resident_blocks(a.M, out_f32, (size_t)a.M * a.K * sizeof(float));
     if (resident < 1) return cudaErrorInvalidConfiguration;
     const long warps = (long)resident * GV_WARPS;
     const int rpw = (int)((a.N + warps - 1) / warps);
     const int blocks = (int)(((long)a.N + (long)rpw * GV_WARPS - 1) / ((long)rpw * GV_WARPS));
     a.rows_per_warp = rpw, a.stages = 0;
     if (f != gemv_kernel_for(a.M, out_f32)) { /* the routed kernel (one per M): its own opt-in */
-        static size_t opted[GV_DEVICES][GEMV_MAX_M + 1];
+        static size_t opted[GV_DEVICES][GEMV_MAX_M + 1][2]; /* [...][NORM] */
         int dev = 0;
         cudaError_t e = cudaGetDevice(&dev);
         if (e != cudaSuccess) return e;
         if (dev < 0 || dev >= GV_DEVICES) return cudaErrorInvalidDevice;
         /* Always, not only past 48 KB: the routing's static shared memory counts against the same
          * default limit (at 4 tokens 46,080 dynamic + its static bytes crossed it). */
-        if (smem > opted[dev][a.M]) {
+        size_t *o = &opted[dev][a.M][a.nm.h != NULL];
+        if (smem > *o) {
             e = cudaFuncSetAttribute((const void *)f, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      (int)smem);
             if (e != cudaSuccess) return e;
-            opted[dev][a.M] = smem;
+            *o = smem;
         }
     }
     return pdl_launch_attr(early || pdl_enabled(), f, dim3((unsigned)blocks), dim3(GV_THREADS),
@@ -444,10 +544,10 @@ extern "C" cudaError_t gemv_bf16_early(const uint16_t *x, const uint16_t *x_lo, 
     return ring_launch(a, out_f32 != 0, 1, stream);
 }
 
-static gemv_fn gemv_route_kernel_for(int M) {
+static gemv_fn gemv_route_kernel_for(int M, bool norm) {
 #define GV_CASE(m)                                                                                 \
     case m:                                                                                        \
-        return gemv_kernel<m, true, true>;
+        return norm ? gemv_kernel<m, true, true, true> : gemv_kernel<m, true, true>;
     switch (M) {
         GV_CASE(1) GV_CASE(2) GV_CASE(3) GV_CASE(4) GV_CASE(5) GV_CASE(6) GV_CASE(7) GV_CASE(8)
     }
@@ -455,21 +555,41 @@ static gemv_fn gemv_route_kernel_for(int M) {
     return NULL;
 }
 
-extern "C" cudaError_t gemv_route(const uint16_t *x, const uint16_t *x_lo, int M, int K,
-                                  const uint16_t *W, int N, float *logits, const uint16_t *bias,
-                                  const moe_routing *r, int *counter, int early,
-                                  cudaStream_t stream) {
-    if (!x || !W || !logits || !r || !counter || !gemv_supported(M, K, N) || r->T != M ||
+/* gemv_route and gemv_norm_route: the arguments' checks and the launch (nm NULL: x given). */
+static cudaError_t route_launch(const uint16_t *x, const uint16_t *x_lo, const gemv_norm_in *nm,
+                                int M, int K, const uint16_t *W, int N, float *logits,
+                                const uint16_t *bias, const moe_routing *r, int *counter, int early,
+                                cudaStream_t stream) {
+    if ((!x && !nm) || !W || !logits || !r || !counter || !gemv_supported(M, K, N) || r->T != M ||
         r->E != N || N > 256 || r->k < 1 || r->k > 8 || r->k > N || M * r->k > 64 || r->e0 < 0 ||
         r->n_e < 1 || r->e0 + r->n_e > N)
         return cudaErrorInvalidValue;
+    if (nm && (!nm->h || !nm->gain || !nm->y)) return cudaErrorInvalidValue;
     gemv_args a;
     memset(&a, 0, sizeof a);
     a.x = x, a.x_lo = x_lo, a.W = W, a.bias = NULL, a.y = logits, a.M = M, a.K = K, a.N = N;
+    if (nm)
+        a.nm.h = nm->h, a.nm.delta = nm->delta, a.nm.gain = nm->gain, a.nm.eps = nm->eps,
+        a.nm.y = nm->y;
     gemv_route_args &rt = a.rt;
     rt.bias = bias, rt.k = r->k, rt.e0 = r->e0, rt.n_e = r->n_e;
     rt.idx = r->topk_idx, rt.w = r->topk_w, rt.count = r->count, rt.offset = r->offset;
     rt.pair_sorted = r->pair_sorted, rt.touched = r->touched, rt.n_touched = r->n_touched;
     rt.tiles = r->tiles, rt.n_tiles = r->n_tiles, rt.counter = counter;
-    return rows_launch(a, gemv_route_kernel_for(M), 1, early, stream);
+    return rows_launch(a, gemv_route_kernel_for(M, nm != NULL), 1, early, stream);
+}
+
+extern "C" cudaError_t gemv_route(const uint16_t *x, const uint16_t *x_lo, int M, int K,
+                                  const uint16_t *W, int N, float *logits, const uint16_t *bias,
+                                  const moe_routing *r, int *counter, int early,
+                                  cudaStream_t stream) {
+    return route_launch(x, x_lo, NULL, M, K, W, N, logits, bias, r, counter, early, stream);
+}
+
+extern "C" cudaError_t gemv_norm_route(const gemv_norm_in *nm, int M, int K, const uint16_t *W,
+                                       int N, float *logits, const uint16_t *bias,
+                                       const moe_routing *r, int *counter, int early,
+                                       cudaStream_t stream) {
+    if (!nm) return cudaErrorInvalidValue;
+    return route_launch(NULL, NULL, nm, M, K, W, N, logits, bias, r, counter, early, stream);
 }

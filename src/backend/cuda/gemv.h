@@ -79,6 +79,22 @@ cudaError_t gemv_route(const uint16_t *x, const uint16_t *x_lo, int M, int K, co
                        int N, float *logits, const uint16_t *bias, const moe_routing *r,
                        int *counter, int early, cudaStream_t stream);
 
+/* The residual add and RMSNorm in front of the router (norm.h's norm_add_rmsnorm_split(h, delta,
+ * NULL, 0, M, K, gain, eps, y, y_lo)) and gemv_route, in one launch: every block normalises the M
+ * rows itself (a few KB from L2), block 0 writes y, the last block writes h back before it routes.
+ * h, y, the logits and the routing get the bytes of the two launches (y_lo is not written: at
+ * M ≤ 4 only the router reads it). One launch instead of two in front of the experts at decode. */
+typedef struct {
+    float *h;              /* [M][K] fp32, updated in place */
+    const uint16_t *delta; /* bf16 [M][K], may be NULL */
+    const uint16_t *gain;  /* bf16 [K] */
+    float eps;
+    uint16_t *y; /* bf16 [M][K] */
+} gemv_norm_in;
+cudaError_t gemv_norm_route(const gemv_norm_in *nm, int M, int K, const uint16_t *W, int N,
+                            float *logits, const uint16_t *bias, const moe_routing *r, int *counter,
+                            int early, cudaStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

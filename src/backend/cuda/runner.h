@@ -259,6 +259,9 @@ struct backend {
      * kernels request their weights before their PDL wait and are launched to start while the
      * previous kernel runs (gemv.h's early form; runner_forward.c). */
     int early, early_max_t;
+    /* GPTOSS_NORM_ROUTE=1: the MLP norm inside the router's kernel up to 4 tokens (gemv.h's
+     * gemv_norm_route; off until measured). */
+    bool norm_route;
     runner_masked masked;
     long host_rows_total; /* rows sampled on the host so far (cuda_backend_get_stats) */
     int32_t *fix;         /* (slot, token) pairs sampled on the host, applied at the next launch */

@@ -154,6 +154,14 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
             CU(norm_add_rmsnorm_split(w->h, NULL, w->y_slots, p->n_slots, T, H, ly->attn_norm,
                                       b->eps, w->a, a_lo, s));
         if (runner_attention(b, p, l, s)) return -1;
+        /* The MLP norm inside the router's kernel (gemv.h's gemv_norm_route), up to 4 tokens. */
+        if (!b->ar && !fused && b->norm_route && T <= 4) {
+            const gemv_norm_in nm = {w->h, w->o, ly->mlp_norm, b->eps, w->a};
+            CU(gemv_norm_route(&nm, T, H, ly->router_w, b->E, w->router, ly->router_b, &rt,
+                               w->route_ctr, runner_early(b, T, RUNNER_EARLY_ROUTER), s));
+            CU(moe_experts(&ly->moe, w->a, &rt, &p->moe, w->act, w->y_slots, s));
+            continue;
+        }
         if (b->ar) {
             if (tp_all_reduce(b, 0, NULL, 0, w->o, T, w->h, ly->mlp_norm, b->eps, w->a, a_lo, s))
                 return -1;
