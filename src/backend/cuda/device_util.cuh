@@ -119,3 +119,26 @@ static __device__ __forceinline__ uint4 lds128(uint32_t addr) {
                  : "r"(addr));
     return v;
 }
+
+/* The "last block" hand-off: every thread of every block calls it once it has written what the last
+ * block will read; it returns true in every thread of the last block to arrive. No fences: the
+ * block barrier orders every thread's stores before thread 0's arrival, an atomic add with release
+ * and acquire semantics at GPU scope publishes them (release is cumulative: it covers what the
+ * barrier ordered before it) and, in the last block, orders the reads after it, which the next
+ * barrier passes on to the block's other threads (the pattern of CUTLASS's GenericBarrier). The
+ * last block reads the others' data through L2 (ld.global.cg) and resets the counter to zero for
+ * the next launch. */
+static __device__ __forceinline__ bool last_block_arrive(int *counter) {
+    __shared__ int s_last;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int old;
+        asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;"
+                     : "=r"(old)
+                     : "l"(counter)
+                     : "memory");
+        s_last = old == (int)(gridDim.x * gridDim.y * gridDim.z) - 1;
+    }
+    __syncthreads();
+    return s_last != 0;
+}

@@ -20,6 +20,7 @@
 #include "backend/cuda/device_util.cuh"
 #include "backend/cuda/gemv_row.cuh"
 #include "backend/cuda/moe_route_small.cuh"
+#include "backend/cuda/norm_row.cuh"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/tma_ring.cuh"
 
@@ -99,105 +100,49 @@ template <int M>
 static __device__ __forceinline__ void gemv_norm_tokens(const gemv_args &a, float *xs, float *hv) {
     __shared__ float red[32];
     const gemv_norm_args &nm = a.nm;
-    const int K = a.K, C = K >> 3; /* 8-feature groups: the norm kernel's threads */
-    const int nvw = (C + 31) >> 5; /* ... and its warps (≤ 16: K ≤ GEMV_MAX_K) */
-    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const int K = a.K, C = K >> 3;
     for (int m = 0; m < M; m++) {
-        float v[2][8], part[2];
-#pragma unroll
-        for (int r = 0; r < 2; r++) {
-            const int c = threadIdx.x + r * GV_THREADS;
-            float ss = 0.0f;
-#pragma unroll
-            for (int i = 0; i < 8; i++) v[r][i] = 0.0f;
-            if (c < C) {
-                const float *hrow = nm.h + (size_t)m * K + 8 * c;
-                const float4 h0 = *(const float4 *)hrow, h1 = *(const float4 *)(hrow + 4);
-                float d[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-                if (nm.delta) {
-                    float db[8];
-                    unpack_bf16x8(*(const uint4 *)(nm.delta + (size_t)m * K + 8 * c), db);
-#pragma unroll
-                    for (int i = 0; i < 8; i++) d[i] += db[i];
-                }
-                v[r][0] = h0.x + d[0], v[r][1] = h0.y + d[1], v[r][2] = h0.z + d[2];
-                v[r][3] = h0.w + d[3], v[r][4] = h1.x + d[4], v[r][5] = h1.y + d[5];
-                v[r][6] = h1.z + d[6], v[r][7] = h1.w + d[7];
-#pragma unroll
-                for (int i = 0; i < 8; i++) ss += v[r][i] * v[r][i];
-            }
-#pragma unroll
-            for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-            part[r] = ss;
-        }
-        if (lane == 0) {
-            red[w] = part[0];
-            if (w + GV_WARPS < nvw) red[w + GV_WARPS] = part[1];
-        }
-        __syncthreads();
-        float tot = lane < nvw ? red[lane] : 0.0f;
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) tot += __shfl_xor_sync(0xffffffffu, tot, o);
-        const float inv = 1.0f / sqrtf(tot / (float)K + nm.eps);
+        float v[2][8]; /* groups c = t and t + GV_THREADS: K ≤ GEMV_MAX_K = 4096 */
+        const float ss = norm_replay_row<2>(nm.h + (size_t)m * K, NULL, 0,
+                                            nm.delta ? nm.delta + (size_t)m * K : NULL, K, v, red);
+        const float inv = rms_inv(ss, K, nm.eps);
 #pragma unroll
         for (int r = 0; r < 2; r++) {
             const int c = threadIdx.x + r * GV_THREADS;
             if (c >= C) continue;
-            float gf[8], x[8], hi[8], lo[8];
-            unpack_bf16x8(*(const uint4 *)(nm.gain + 8 * c), gf);
+            uint4 hi, lo;
+            norm_split8(v[r], inv, nm.gain + 8 * c, hi, lo);
+            if (blockIdx.x == 0) *(uint4 *)(nm.y + (size_t)m * K + 8 * c) = hi;
+            float fh[8], fl[8]; /* gemv_x8's hi + lo */
+            unpack_bf16x8(hi, fh);
+            unpack_bf16x8(lo, fl);
 #pragma unroll
-            for (int i = 0; i < 8; i++) x[i] = v[r][i] * inv * gf[i];
-            uint4 o, l;
-            o.x = pack_bf16x2(x[0], x[1]), o.y = pack_bf16x2(x[2], x[3]);
-            o.z = pack_bf16x2(x[4], x[5]), o.w = pack_bf16x2(x[6], x[7]);
-            unpack_bf16x8(o, hi);
-            l.x = pack_bf16x2(x[0] - hi[0], x[1] - hi[1]),
-            l.y = pack_bf16x2(x[2] - hi[2], x[3] - hi[3]);
-            l.z = pack_bf16x2(x[4] - hi[4], x[5] - hi[5]),
-            l.w = pack_bf16x2(x[6] - hi[6], x[7] - hi[7]);
-            unpack_bf16x8(l, lo);
-            if (blockIdx.x == 0) *(uint4 *)(nm.y + (size_t)m * K + 8 * c) = o;
+            for (int e = 0; e < 8; e++) fh[e] += fl[e];
             float4 *dst = (float4 *)(xs + (size_t)m * K + 8 * c);
-            dst[0] = make_float4(hi[0] + lo[0], hi[1] + lo[1], hi[2] + lo[2], hi[3] + lo[3]);
-            dst[1] = make_float4(hi[4] + lo[4], hi[5] + lo[5], hi[6] + lo[6], hi[7] + lo[7]);
+            dst[0] = make_float4(fh[0], fh[1], fh[2], fh[3]);
+            dst[1] = make_float4(fh[4], fh[5], fh[6], fh[7]);
             float4 *hd = (float4 *)(hv + (size_t)m * K + 8 * c);
             hd[0] = make_float4(v[r][0], v[r][1], v[r][2], v[r][3]);
             hd[1] = make_float4(v[r][4], v[r][5], v[r][6], v[r][7]);
         }
-        __syncthreads(); /* red is reused by the next token */
     }
 }
 
 /* gemv_route's tail, by every thread of every block of the rows form: the last block to finish its
- * rows routes the M tokens' logits, and leaves the counter at zero for the next launch. The hand-off
- * has no fences: the block barrier orders every thread's stores (the logits) before thread 0's
- * arrival, an atomic add with release and acquire semantics at GPU scope publishes them (release is
- * cumulative: it covers what the barrier ordered before it) and, in the last block, orders the reads
- * after it, which the next barrier passes on to the block's other threads (the pattern of CUTLASS's
- * GenericBarrier). The router bias (model memory, most likely evicted from L2 since the last step)
- * is loaded by every block at kernel start (bias_reg: this thread's element, threads < N), so the
- * last block's top-k reads it from shared memory instead of waiting for DRAM. Measured on the H200
- * against the CUDA samples' form (a fence before each arrival and another in the last block, the
- * bias read in the top-k): 120b decode +1.9 % at batch 1, +1.4 % at 2, +1.1 % at 4
- * (bench/results/session6c-2026-12-02-h200.md). */
+ * rows routes the M tokens' logits, and leaves the counter at zero for the next launch
+ * (last_block_arrive: the hand-off without fences). The router bias (model memory, most likely
+ * evicted from L2 since the last step) is loaded by every block at kernel start (bias_reg: this
+ * thread's element, threads < N), so the last block's top-k reads it from shared memory instead of
+ * waiting for DRAM. Measured on the H200 against the CUDA samples' form (a fence before each
+ * arrival and another in the last block, the bias read in the top-k): 120b decode +1.9 % at batch
+ * 1, +1.4 % at 2, +1.1 % at 4 (bench/results/session6c-2026-12-02-h200.md). */
 template <bool NORM>
 static __device__ __forceinline__ void gemv_route_tail(const gemv_args &a, uint16_t bias_reg,
                                                        const float *hv) {
-    __shared__ int s_last;
     __shared__ uint16_t s_bias[256];
     const gemv_route_args &r = a.rt;
     if ((int)threadIdx.x < a.N) s_bias[threadIdx.x] = bias_reg;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        int old;
-        asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;"
-                     : "=r"(old)
-                     : "l"(r.counter)
-                     : "memory");
-        s_last = old == (int)gridDim.x - 1;
-    }
-    __syncthreads();
-    if (!s_last) return;
+    if (!last_block_arrive(r.counter)) return;
     if (NORM) /* every block has read h: the residual written back (gemv_norm_tokens) */
         for (int i = threadIdx.x; i < a.M * (a.K >> 2); i += blockDim.x)
             ((float4 *)a.nm.h)[i] = ((const float4 *)hv)[i];

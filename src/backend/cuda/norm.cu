@@ -22,25 +22,9 @@ __global__ void norm_add_kernel(float *h, const uint16_t *delta, const float *sl
     float v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     float *hrow = h + (size_t)t * H;
     if (active) {
-        const float4 h0 = *(const float4 *)(hrow + 8 * c), h1 = *(const float4 *)(hrow + 8 * c + 4);
-        float d[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        if (slots) { /* Σ slots in order 0, 1, …: the deterministic MoE combine */
-            const float *srow = slots + (size_t)t * n_slots * H + 8 * c;
-            for (int i = 0; i < n_slots; i++) {
-                const float4 s0 = *(const float4 *)(srow + (size_t)i * H),
-                             s1 = *(const float4 *)(srow + (size_t)i * H + 4);
-                d[0] += s0.x, d[1] += s0.y, d[2] += s0.z, d[3] += s0.w;
-                d[4] += s1.x, d[5] += s1.y, d[6] += s1.z, d[7] += s1.w;
-            }
-        }
-        if (delta) {
-            float db[8];
-            unpack_bf16x8(*(const uint4 *)(delta + (size_t)t * H + 8 * c), db);
-#pragma unroll
-            for (int i = 0; i < 8; i++) d[i] += db[i];
-        }
-        v[0] = h0.x + d[0], v[1] = h0.y + d[1], v[2] = h0.z + d[2], v[3] = h0.w + d[3];
-        v[4] = h1.x + d[4], v[5] = h1.y + d[5], v[6] = h1.z + d[6], v[7] = h1.w + d[7];
+        /* Σ slots in order 0, 1, …: the deterministic MoE combine */
+        residual8(hrow, slots ? slots + (size_t)t * n_slots * H : NULL, n_slots,
+                  delta ? delta + (size_t)t * H : NULL, H, c, v);
         if (slots || delta) {
             *(float4 *)(hrow + 8 * c) = make_float4(v[0], v[1], v[2], v[3]);
             *(float4 *)(hrow + 8 * c + 4) = make_float4(v[4], v[5], v[6], v[7]);

@@ -19,37 +19,111 @@ static __device__ __forceinline__ float block_sum(float v, float *red) {
     return s;
 }
 
+/* The sum of squares of one thread's 8 values, in the order every row kernel uses. */
+static __device__ __forceinline__ float sumsq8(const float v[8]) {
+    float ss = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 8; i++) ss += v[i] * v[i];
+    return ss;
+}
+
+/* 8 normalised values v · inv · gain as bf16 (hi), and their rounding residues bf16(x − bf16(x))
+ * (lo), so that hi + lo carries x to ~16 significant bits (the "split bf16" input of the QKV and
+ * router GEMMs, runner_forward.c). gain8: the 8 gains of these features. */
+static __device__ __forceinline__ void norm_split8(const float v[8], float inv,
+                                                   const uint16_t *gain8, uint4 &hi, uint4 &lo) {
+    float gf[8], x[8], h[8];
+    unpack_bf16x8(*(const uint4 *)gain8, gf);
+#pragma unroll
+    for (int i = 0; i < 8; i++) x[i] = v[i] * inv * gf[i];
+    hi.x = pack_bf16x2(x[0], x[1]);
+    hi.y = pack_bf16x2(x[2], x[3]);
+    hi.z = pack_bf16x2(x[4], x[5]);
+    hi.w = pack_bf16x2(x[6], x[7]);
+    unpack_bf16x8(hi, h);
+    lo.x = pack_bf16x2(x[0] - h[0], x[1] - h[1]);
+    lo.y = pack_bf16x2(x[2] - h[2], x[3] - h[3]);
+    lo.z = pack_bf16x2(x[4] - h[4], x[5] - h[5]);
+    lo.w = pack_bf16x2(x[6] - h[6], x[7] - h[7]);
+}
+
+static __device__ __forceinline__ float rms_inv(float ss, int H, float eps) {
+    return 1.0f / sqrtf(ss / (float)H + eps);
+}
+
 /* Normalises v (this thread's 8 values, already final) and writes them as bf16; with ylo also the
- * rounding residue, bf16(x − bf16(x)), so that y + ylo carries x to ~16 significant bits (the "split
- * bf16" input of the QKV and router GEMMs, runner_forward.c). */
+ * rounding residue (norm_split8). */
 static __device__ __forceinline__ void write_norm(const float v[8], bool active, int H,
                                                   const uint16_t *gain, float eps, uint16_t *yrow,
                                                   uint16_t *ylorow, int c, float *red) {
-    float ss = 0.0f;
-    if (active)
-#pragma unroll
-        for (int i = 0; i < 8; i++) ss += v[i] * v[i];
-    ss = block_sum(ss, red);
+    const float ss = block_sum(active ? sumsq8(v) : 0.0f, red);
     if (!active) return;
-    const float inv = 1.0f / sqrtf(ss / (float)H + eps);
-    float gf[8], x[8];
-    unpack_bf16x8(*(const uint4 *)(gain + 8 * c), gf);
+    uint4 hi, lo;
+    norm_split8(v, rms_inv(ss, H, eps), gain + 8 * c, hi, lo);
+    *(uint4 *)(yrow + 8 * c) = hi;
+    if (ylorow) *(uint4 *)(ylorow + 8 * c) = lo;
+}
+
+/* The residual row of norm_add_kernel (norm.cu) for the 8 features of group c: h + (Σ slots in
+ * order 0, 1, … + delta), each term added in that kernel's order. slots: [n_slots][H] of this row
+ * (may be NULL), delta: this row (may be NULL). h and the slots are read through L2 (ld.global.cg):
+ * the last block of the kernel that wrote the slots reads them too (moe_down_norm, moe.h). */
+static __device__ __forceinline__ void residual8(const float *hrow, const float *srow, int n_slots,
+                                                 const uint16_t *drow, int H, int c, float v[8]) {
+    const float4 h0 = __ldcg((const float4 *)(hrow + 8 * c)),
+                 h1 = __ldcg((const float4 *)(hrow + 8 * c + 4));
+    float d[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    if (srow)
+        for (int i = 0; i < n_slots; i++) {
+            const float4 s0 = __ldcg((const float4 *)(srow + (size_t)i * H + 8 * c)),
+                         s1 = __ldcg((const float4 *)(srow + (size_t)i * H + 8 * c + 4));
+            d[0] += s0.x, d[1] += s0.y, d[2] += s0.z, d[3] += s0.w;
+            d[4] += s1.x, d[5] += s1.y, d[6] += s1.z, d[7] += s1.w;
+        }
+    if (drow) {
+        float db[8];
+        unpack_bf16x8(*(const uint4 *)(drow + 8 * c), db);
 #pragma unroll
-    for (int i = 0; i < 8; i++) x[i] = v[i] * inv * gf[i];
-    uint4 o;
-    o.x = pack_bf16x2(x[0], x[1]);
-    o.y = pack_bf16x2(x[2], x[3]);
-    o.z = pack_bf16x2(x[4], x[5]);
-    o.w = pack_bf16x2(x[6], x[7]);
-    *(uint4 *)(yrow + 8 * c) = o;
-    if (ylorow) {
-        float hi[8];
-        unpack_bf16x8(o, hi);
-        uint4 l;
-        l.x = pack_bf16x2(x[0] - hi[0], x[1] - hi[1]);
-        l.y = pack_bf16x2(x[2] - hi[2], x[3] - hi[3]);
-        l.z = pack_bf16x2(x[4] - hi[4], x[5] - hi[5]);
-        l.w = pack_bf16x2(x[6] - hi[6], x[7] - hi[7]);
-        *(uint4 *)(ylorow + 8 * c) = l;
+        for (int i = 0; i < 8; i++) d[i] += db[i];
     }
+    v[0] = h0.x + d[0], v[1] = h0.y + d[1], v[2] = h0.z + d[2], v[3] = h0.w + d[3];
+    v[4] = h1.x + d[4], v[5] = h1.y + d[5], v[6] = h1.z + d[6], v[7] = h1.w + d[7];
+}
+
+/* norm_add_kernel's row (residual8, then the block_sum of a block of one thread per group), replayed
+ * by a block of any size: thread t plays groups c = t + r · blockDim, r < R (every warp of it then
+ * covers exactly one warp of the norm kernel's block, so the two-level shuffle tree is the same and
+ * so are the bits). Needs R · blockDim ≥ H / 8 and H / 8 ≤ 1024. Returns the row's sum of squares
+ * (every thread); v[r]: group c's residual values (zeros past H / 8). Every thread calls it. */
+template <int R>
+static __device__ __forceinline__ float norm_replay_row(const float *hrow, const float *srow,
+                                                        int n_slots, const uint16_t *drow, int H,
+                                                        float v[R][8], float *red) {
+    const int C = H >> 3, nvw = (C + 31) >> 5, lane = threadIdx.x & 31, w = threadIdx.x >> 5,
+              nw = blockDim.x >> 5;
+    float part[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        const int c = threadIdx.x + r * blockDim.x;
+#pragma unroll
+        for (int i = 0; i < 8; i++) v[r][i] = 0.0f;
+        float ss = 0.0f;
+        if (c < C) {
+            residual8(hrow, srow, n_slots, drow, H, c, v[r]);
+            ss = sumsq8(v[r]);
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+        part[r] = ss;
+    }
+    if (lane == 0)
+#pragma unroll
+        for (int r = 0; r < R; r++)
+            if (w + r * nw < nvw) red[w + r * nw] = part[r];
+    __syncthreads();
+    float tot = lane < nvw ? red[lane] : 0.0f;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) tot += __shfl_xor_sync(0xffffffffu, tot, o);
+    __syncthreads(); /* red may be reused at once */
+    return tot;
 }

@@ -99,6 +99,7 @@ typedef struct {
     unsigned *moe_bar; /* the fused MoE kernel's grid barrier (moe_fused.h): zeroed once, left
                           ready by every launch */
     int *route_ctr; /* gemv_route's arrival counter (gemv.h): zeroed once, left 0 by every launch */
+    int *down_ctr;  /* moe_down_norm's (moe.h), the same way */
 } gpu_workspace;
 
 /* ---- the step as uploaded: offsets of each array inside the packed buffer ---- */
@@ -262,6 +263,9 @@ struct backend {
     /* GPTOSS_NORM_ROUTE=1: the MLP norm inside the router's kernel up to 4 tokens (gemv.h's
      * gemv_norm_route; off until measured). */
     bool norm_route;
+    /* GPTOSS_DOWN_NORM=1: the next layer's attention norm inside the down projection's last block
+     * up to 4 tokens (moe.h's moe_down_norm; off until measured). */
+    bool down_norm;
     runner_masked masked;
     long host_rows_total; /* rows sampled on the host so far (cuda_backend_get_stats) */
     int32_t *fix;         /* (slot, token) pairs sampled on the host, applied at the next launch */
