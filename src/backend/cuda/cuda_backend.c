@@ -300,9 +300,8 @@ int cuda_rank_setup(struct backend *b, const backend_options *opt, bool syntheti
     b->early = ew ? atoi(ew) & 15 : RUNNER_EARLY_O;
     b->early_max_t = et ? atoi(et) : 1;
     const char *nr = getenv("GPTOSS_NORM_ROUTE");
-    b->norm_route = nr && !strcmp(nr, "1");
-    const char *dn = getenv("GPTOSS_DOWN_NORM");
-    b->down_norm = dn && !strcmp(dn, "1");
+    b->norm_route_max_t = nr ? atoi(nr) : 1;
+    if (b->norm_route_max_t < 0 || b->norm_route_max_t > 4) b->norm_route_max_t = 0;
     if (b->early_max_t < 0) b->early_max_t = 0;
     if (b->early)
         log_info("cuda backend: early weight streams (mask %d) up to %d token(s) a step", b->early,

@@ -144,24 +144,6 @@ cudaError_t moe_gate_up(const moe_weights *w, const uint16_t *x, const moe_routi
 cudaError_t moe_down(const moe_weights *w, const moe_routing *r, const moe_plan *plan,
                      const uint16_t *act, float *y_slots, cudaStream_t stream);
 
-/* moe_down followed by norm.h's norm_add_rmsnorm_split(h, NULL, y_slots, k·S, T, H, gain, eps, y,
- * y_lo) in one launch: the last block of the down projection to finish sums the slots into the
- * residual and normalises it (the same operations in the same order, so the same bytes), so the
- * next layer's attention norm costs no launch of its own. Small path only, T ≤ MOE_NORM_TAIL_MAX_T,
- * no expert parallelism (moe_norm_tail_supported). counter: a device int, 0 before and after. */
-enum { MOE_NORM_TAIL_MAX_T = 4 };
-typedef struct {
-    float *h;             /* [T][H] fp32, updated in place */
-    const uint16_t *gain; /* [H] */
-    float eps;
-    uint16_t *y, *y_lo; /* [T][H] bf16 each */
-    int *counter;
-} moe_norm_tail;
-int moe_norm_tail_supported(const moe_routing *r, const moe_plan *plan, int H);
-cudaError_t moe_down_norm(const moe_weights *w, const moe_routing *r, const moe_plan *plan,
-                          const uint16_t *act, float *y_slots, const moe_norm_tail *tail,
-                          cudaStream_t stream);
-
 #ifdef __cplusplus
 }
 #endif

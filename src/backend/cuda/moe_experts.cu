@@ -25,7 +25,6 @@
 #include "backend/cuda/moe_dequant.cuh"
 #include "backend/cuda/moe_kernel_common.cuh"
 #include "backend/cuda/moe_small.cuh"
-#include "backend/cuda/norm_row.cuh"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/per_device.h"
 
@@ -36,43 +35,14 @@
 /* ---------------------------------------------------------------------------------------------- */
 /* Small batch: one block per (touched expert, row block of WARPS tiles, K split): moe_small.cuh    */
 
-/* moe_down_norm's tail (moe.h): once every block has written its slots, the last one computes
- * norm_add_kernel's rows — h += Σ slots, then the RMSNorm as bf16 and its residue — with the same
- * operations in the same order (norm_row.cuh's replay), so the same bytes. */
-static __device__ __forceinline__ void down_norm_tail(const moe_args &a) {
-    __shared__ float red[32];
-    if (!last_block_arrive(a.nt_counter)) return;
-    const int H = a.R, C = H >> 3, ns = a.topk * a.S;
-    for (int t = 0; t < a.nt_T; t++) {
-        float v[4][8]; /* groups c = tid + r · blockDim: 4 · 128 ≥ 512 ≥ H / 8 */
-        float *hrow = a.nt_h + (size_t)t * H;
-        const float ss = norm_replay_row<4>(hrow, a.y + (size_t)t * ns * H, ns, NULL, H, v, red);
-        const float inv = rms_inv(ss, H, a.nt_eps);
-#pragma unroll
-        for (int r = 0; r < 4; r++) {
-            const int c = threadIdx.x + r * blockDim.x;
-            if (c >= C) continue;
-            *(float4 *)(hrow + 8 * c) = make_float4(v[r][0], v[r][1], v[r][2], v[r][3]);
-            *(float4 *)(hrow + 8 * c + 4) = make_float4(v[r][4], v[r][5], v[r][6], v[r][7]);
-            uint4 hi, lo;
-            norm_split8(v[r], inv, a.nt_gain + 8 * c, hi, lo);
-            *(uint4 *)(a.nt_y + (size_t)t * H + 8 * c) = hi;
-            *(uint4 *)(a.nt_ylo + (size_t)t * H + 8 * c) = lo;
-        }
-    }
-    if (threadIdx.x == 0) *a.nt_counter = 0;
-}
-
-template <int NTP, int MODE, bool FOLDED, bool TAIL = false>
+template <int NTP, int MODE, bool FOLDED>
 __global__ void __launch_bounds__(small_cfg<NTP>::THREADS, small_cfg<NTP>::MIN_BLOCKS)
     moe_small_kernel(const moe_args a) {
     pdl_prologue(); /* first: see pdl.cuh */
     extern __shared__ uint4 smem_raw[];
     small_item<NTP> it;
-    /* false (block-uniform): a work item past the touched experts */
-    if (small_begin<NTP>(a, blockIdx.x, it))
-        small_run<NTP, MODE, FOLDED, false>(a, it, (uint16_t *)smem_raw);
-    if (TAIL) down_norm_tail(a);
+    if (!small_begin<NTP>(a, blockIdx.x, it)) return; /* a work item past the touched experts */
+    small_run<NTP, MODE, FOLDED, false>(a, it, (uint16_t *)smem_raw);
 }
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -260,41 +230,26 @@ int moe_wgmma_on(void) {
 }
 
 typedef void (*small_fn)(moe_args);
-/* tail: the down projection with moe_down_norm's tail (mode must be MODE_DOWN). */
-static small_fn small_kernel_for(int ntp, int mode, int folded, int tail) {
+static small_fn small_kernel_for(int ntp, int mode, int folded) {
 #define SMALL_CASE(n, m)                                                                           \
-    if (ntp == n && mode == m && !tail)                                                            \
+    if (ntp == n && mode == m)                                                                     \
     return folded ? moe_small_kernel<n, m, true> : moe_small_kernel<n, m, false>
     SMALL_CASE(1, MODE_GATE_UP);
     SMALL_CASE(1, MODE_DOWN);
     SMALL_CASE(2, MODE_GATE_UP);
     SMALL_CASE(2, MODE_DOWN);
 #undef SMALL_CASE
-#define TAIL_CASE(n)                                                                               \
-    if (ntp == n && mode == MODE_DOWN && tail)                                                     \
-    return folded ? moe_small_kernel<n, MODE_DOWN, true, true>                                     \
-                  : moe_small_kernel<n, MODE_DOWN, false, true>
-    TAIL_CASE(1);
-    TAIL_CASE(2);
-#undef TAIL_CASE
     return NULL;
 }
-
-/* The dynamic shared memory every small kernel may ask for: all of a block's 227 KB but its static
- * shared memory (the tail's ~150 bytes: asking for 227 KB there fails, and set_attrs' failure
- * would fail every MoE call, as it did in session 7 of 2026-12-03). */
-enum { SMALL_SMEM_MAX = 227 * 1024, SMALL_TAIL_SMEM_MAX = 226 * 1024 };
 
 static cudaError_t set_attrs(void) {
     if (per_device_done(&g_attrs_set)) return cudaSuccess;
     for (int ntp = 1; ntp <= 2; ntp++)
         for (int mode = 0; mode < 2; mode++)
             for (int folded = 0; folded < 2; folded++)
-                for (int tail = 0; tail <= (mode == MODE_DOWN); tail++)
-                    CUDA_TRY(cudaFuncSetAttribute(
-                        (const void *)small_kernel_for(ntp, mode, folded, tail),
-                        cudaFuncAttributeMaxDynamicSharedMemorySize,
-                        tail ? SMALL_TAIL_SMEM_MAX : SMALL_SMEM_MAX));
+                CUDA_TRY(cudaFuncSetAttribute((const void *)small_kernel_for(ntp, mode, folded),
+                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              227 * 1024));
     CUDA_TRY(cudaFuncSetAttribute((const void *)moe_large_kernel<MODE_GATE_UP>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, LG_SMEM));
     CUDA_TRY(cudaFuncSetAttribute((const void *)moe_large_kernel<MODE_DOWN>,
@@ -338,13 +293,12 @@ static cudaError_t launch(const moe_args &a0, int mode, int folded, const moe_pl
     a.n_rb = (a.RT + warps - 1) / warps;
     const int nk_max = (a.KK + a.S - 1) / a.S;
     const size_t smem = (size_t)8 * ntp * (nk_max * 64 + 32) * 2; /* CAP staged token rows */
-    const int tail = a.nt_counter != NULL;
-    if (smem > (size_t)(tail ? SMALL_TAIL_SMEM_MAX : SMALL_SMEM_MAX)) return cudaErrorInvalidValue;
+    if (smem > 227 * 1024) return cudaErrorInvalidValue;
     const long blocks = (long)max_touched * a.n_rb * a.S;
     if (blocks < 1) return cudaSuccess;
     const int threads = ntp == 1 ? small_cfg<1>::THREADS : small_cfg<2>::THREADS;
-    CUDA_TRY(pdl_launch(small_kernel_for(ntp, mode, folded, tail), dim3((unsigned)blocks),
-                        dim3(threads), smem, stream, a));
+    CUDA_TRY(pdl_launch(small_kernel_for(ntp, mode, folded), dim3((unsigned)blocks), dim3(threads),
+                        smem, stream, a));
     return cudaGetLastError();
 }
 
@@ -367,16 +321,7 @@ cudaError_t moe_gate_up(const moe_weights *w, const uint16_t *x, const moe_routi
 
 cudaError_t moe_down(const moe_weights *w, const moe_routing *r, const moe_plan *plan,
                      const uint16_t *act, float *y_slots, cudaStream_t stream) {
-    return moe_down_norm(w, r, plan, act, y_slots, NULL, stream);
-}
-
-cudaError_t moe_down_norm(const moe_weights *w, const moe_routing *r, const moe_plan *plan,
-                          const uint16_t *act, float *y_slots, const moe_norm_tail *tail,
-                          cudaStream_t stream) {
     if (!weights_ok(w) || !r || !plan || !act || !y_slots || r->n_e != w->E)
-        return cudaErrorInvalidValue;
-    if (tail && (!moe_norm_tail_supported(r, plan, w->H) || !tail->h || !tail->gain || !tail->y ||
-                 !tail->y_lo || !tail->counter))
         return cudaErrorInvalidValue;
     if (r->T == 0) return cudaSuccess;
     CUDA_TRY(set_attrs());
@@ -394,10 +339,6 @@ cudaError_t moe_down_norm(const moe_weights *w, const moe_routing *r, const moe_
     a.K = w->I, a.R = w->H, a.RT = a.R / 16, a.KK = a.K / 64;
     a.S = plan->large ? 1 : plan->down_splits;
     if (a.S < 1 || a.S > a.KK) return cudaErrorInvalidValue; /* y_slots is laid out for this S */
-    if (tail) {
-        a.nt_h = tail->h, a.nt_gain = tail->gain, a.nt_eps = tail->eps, a.nt_y = tail->y;
-        a.nt_ylo = tail->y_lo, a.nt_counter = tail->counter, a.nt_T = r->T;
-    }
     return launch(a, MODE_DOWN, w->w2_folded, plan, r, stream);
 }
 
@@ -405,9 +346,4 @@ cudaError_t moe_experts(const moe_weights *w, const uint16_t *x, const moe_routi
                         const moe_plan *plan, uint16_t *act, float *y_slots, cudaStream_t stream) {
     CUDA_TRY(moe_gate_up(w, x, r, plan, act, stream));
     return moe_down(w, r, plan, act, y_slots, stream);
-}
-
-extern "C" int moe_norm_tail_supported(const moe_routing *r, const moe_plan *plan, int H) {
-    return r && plan && !plan->large && r->T >= 1 && r->T <= MOE_NORM_TAIL_MAX_T &&
-           r->n_e == r->E && H % 8 == 0 && H / 8 <= 4 * small_cfg<1>::THREADS;
 }

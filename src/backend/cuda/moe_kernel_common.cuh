@@ -30,13 +30,6 @@ struct moe_args {
     int S;            /* K splits (down, small path) */
     int n_rb;         /* row blocks per expert */
     float alpha, limit;
-    /* moe_down_norm's tail (moe.h): the residual add + RMSNorm of the nt_T rows, by the last block */
-    float *nt_h;
-    const uint16_t *nt_gain;
-    float nt_eps;
-    uint16_t *nt_y, *nt_ylo;
-    int *nt_counter;
-    int nt_T;
 };
 
 enum { MODE_GATE_UP = 0, MODE_DOWN = 1 };

@@ -99,7 +99,6 @@ typedef struct {
     unsigned *moe_bar; /* the fused MoE kernel's grid barrier (moe_fused.h): zeroed once, left
                           ready by every launch */
     int *route_ctr; /* gemv_route's arrival counter (gemv.h): zeroed once, left 0 by every launch */
-    int *down_ctr;  /* moe_down_norm's (moe.h), the same way */
 } gpu_workspace;
 
 /* ---- the step as uploaded: offsets of each array inside the packed buffer ---- */
@@ -260,12 +259,11 @@ struct backend {
      * kernels request their weights before their PDL wait and are launched to start while the
      * previous kernel runs (gemv.h's early form; runner_forward.c). */
     int early, early_max_t;
-    /* GPTOSS_NORM_ROUTE=1: the MLP norm inside the router's kernel up to 4 tokens (gemv.h's
-     * gemv_norm_route; off until measured). */
-    bool norm_route;
-    /* GPTOSS_DOWN_NORM=1: the next layer's attention norm inside the down projection's last block
-     * up to 4 tokens (moe.h's moe_down_norm; off until measured). */
-    bool down_norm;
+    /* The MLP norm inside the router's kernel (gemv.h's gemv_norm_route) for steps of at most this
+     * many tokens: GPTOSS_NORM_ROUTE (0 … 4), 1 unless set. Measured on the H200 (bench/NOTES.md,
+     * session 8): 120b +1.1 % at batch 1, −1.5 % at 2, −4 % at 4 (each block normalises every
+     * token before its rows). */
+    int norm_route_max_t;
     runner_masked masked;
     long host_rows_total; /* rows sampled on the host so far (cuda_backend_get_stats) */
     int32_t *fix;         /* (slot, token) pairs sampled on the host, applied at the next launch */

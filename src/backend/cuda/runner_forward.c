@@ -142,50 +142,39 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
     const bool fused =
         !b->ar && moe_fused_enabled() && moe_fused_supported(T, b->E, b->K, H, b->I, &p->moe);
 
-    /* The next layer's attention norm inside the down projection (moe.h's moe_down_norm): decided
-     * once per step, the same for every layer. */
-    const bool down_norm = !b->ar && !fused && b->down_norm && T <= MOE_NORM_TAIL_MAX_T &&
-                           moe_norm_tail_supported(&rt, &p->moe, H);
     for (int l = 0; l < b->L; l++) {
         gpu_layer *ly = &g->layers[l];
         /* The previous layer's MoE slots join the residual here, then the attention norm (under
-         * TP, summed over the ranks on the way: allreduce.h); with down_norm the previous layer's
-         * down projection did it. */
-        if (l > 0 && !down_norm && b->ar) {
+         * TP, summed over the ranks on the way: allreduce.h). */
+        if (l > 0 && b->ar) {
             if (tp_all_reduce(b, 1, w->y_slots, p->n_slots, NULL, T, w->h, ly->attn_norm, b->eps,
                               w->a, a_lo, s))
                 return -1;
-        } else if (l > 0 && !down_norm)
+        } else if (l > 0)
             CU(norm_add_rmsnorm_split(w->h, NULL, w->y_slots, p->n_slots, T, H, ly->attn_norm,
                                       b->eps, w->a, a_lo, s));
         if (runner_attention(b, p, l, s)) return -1;
-        /* The MLP norm inside the router's kernel (gemv.h's gemv_norm_route), up to 4 tokens. */
-        if (!b->ar && !fused && b->norm_route && T <= 4) {
+        /* The MLP norm inside the router's kernel (gemv.h's gemv_norm_route; runner.h). */
+        if (!b->ar && !fused && T <= b->norm_route_max_t) {
             const gemv_norm_in nm = {w->h, w->o, ly->mlp_norm, b->eps, w->a};
             CU(gemv_norm_route(&nm, T, H, ly->router_w, b->E, w->router, ly->router_b, &rt,
                                w->route_ctr, runner_early(b, T, RUNNER_EARLY_ROUTER), s));
-        } else {
-            if (b->ar) {
-                if (tp_all_reduce(b, 0, NULL, 0, w->o, T, w->h, ly->mlp_norm, b->eps, w->a, a_lo,
-                                  s))
-                    return -1;
-            } else
-                CU(norm_add_rmsnorm_split(w->h, w->o, NULL, 0, T, H, ly->mlp_norm, b->eps, w->a,
-                                          a_lo, s));
-            if (fused) {
-                CU(moe_decode_fused(&ly->moe, w->a, a_lo, ly->router_w, ly->router_b, w->router,
-                                    &rt, &p->moe, w->act, w->y_slots, w->moe_bar, s));
-                continue;
-            }
-            if (runner_route(b, T, a_lo, ly, &rt, s)) return -1;
-        }
-        if (down_norm && l + 1 < b->L) {
-            const moe_norm_tail nt = {w->h,       g->layers[l + 1].attn_norm, b->eps, w->a, a_lo,
-                                      w->down_ctr};
-            CU(moe_gate_up(&ly->moe, w->a, &rt, &p->moe, w->act, s));
-            CU(moe_down_norm(&ly->moe, &rt, &p->moe, w->act, w->y_slots, &nt, s));
-        } else
             CU(moe_experts(&ly->moe, w->a, &rt, &p->moe, w->act, w->y_slots, s));
+            continue;
+        }
+        if (b->ar) {
+            if (tp_all_reduce(b, 0, NULL, 0, w->o, T, w->h, ly->mlp_norm, b->eps, w->a, a_lo, s))
+                return -1;
+        } else
+            CU(norm_add_rmsnorm_split(w->h, w->o, NULL, 0, T, H, ly->mlp_norm, b->eps, w->a, a_lo,
+                                      s));
+        if (fused) {
+            CU(moe_decode_fused(&ly->moe, w->a, a_lo, ly->router_w, ly->router_b, w->router, &rt,
+                                &p->moe, w->act, w->y_slots, w->moe_bar, s));
+            continue;
+        }
+        if (runner_route(b, T, a_lo, ly, &rt, s)) return -1;
+        CU(moe_experts(&ly->moe, w->a, &rt, &p->moe, w->act, w->y_slots, s));
     }
 
     /* Under TP the last layer's MoE is summed over the ranks into h first (every token: the
