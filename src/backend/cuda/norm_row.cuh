@@ -67,7 +67,7 @@ static __device__ __forceinline__ void write_norm(const float v[8], bool active,
 /* The residual row of norm_add_kernel (norm.cu) for the 8 features of group c: h + (Σ slots in
  * order 0, 1, … + delta), each term added in that kernel's order. slots: [n_slots][H] of this row
  * (may be NULL), delta: this row (may be NULL). h and the slots are read through L2 (ld.global.cg):
- * the last block of the kernel that wrote the slots reads them too (moe_down_norm, moe.h). */
+ * they are written by other kernels (and by gemv_norm_route's last block), never re-read here. */
 static __device__ __forceinline__ void residual8(const float *hrow, const float *srow, int n_slots,
                                                  const uint16_t *drow, int H, int c, float v[8]) {
     const float4 h0 = __ldcg((const float4 *)(hrow + 8 * c)),
