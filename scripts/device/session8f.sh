@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Session 7 (2026-12-03), closing call (~9 min at most): main as it lands. The closing bench latency (120b decode
+# Session 8 (2026-12-03), closing call (~9 min at most): main as it lands. The closing bench latency (120b decode
 # 1/8/64/256/1024 and prefill 1k/8k, 20b decode 1/8/64) beside `gptoss roofline`, gpu_test_allreduce,
 # the whole forward test (teacher-forced, engine, real width, TP2/TP4/EP in lockstep, DEP2 in
 # lockstep, the fixtures), and every other GPU test while the budget lasts. Needs .devcarry
 # (scripts/device/prepare.sh). Prints $OUT/summary.md.
 set -uo pipefail
-out=${OUT:-/tmp/s7f-out}
+out=${OUT:-/tmp/s8f-out}
 mkdir -p "$out/logs"
 source "$(dirname "$0")/env.sh"
 export GPTOSS_AR_TIMEOUT_S=10 CUDA_DEVICE_MAX_CONNECTIONS=32
@@ -15,7 +15,7 @@ start=$(date +%s)
 budget=${BUDGET_S:-490}
 t() { echo "($(($(date +%s) - start)) s)"; }
 left() { echo $((budget - ($(date +%s) - start))); }
-summary_header "$sum" "Session 7, closing call: main as it lands"
+summary_header "$sum" "Session 8, closing call: main as it lands"
 run_test() { # NAME LIMIT ARGS...
   local name=$1 lim=$2; shift 2
   timeout "$lim" $bin/$name "$@" >"$out/logs/$name$*.log" 2>&1
@@ -28,7 +28,8 @@ timeout 120 $bin/gptoss bench latency --model synthetic:120b --batches ${CLOSE_B
   --output-json "$out/latency-120b.json" 2>&1 | grep -E "^\| synthetic" | tee -a "$sum"
 timeout 60 $bin/gptoss bench latency --model synthetic:20b --batches 1,8,64 --prefill "" \
   --output-json "$out/latency-20b.json" 2>&1 | grep -E "^\| synthetic" | tee -a "$sum"
-for b in 1 8 64; do $bin/gptoss roofline --model 120b --batch $b --context 1024; done >"$out/roofline.txt" 2>&1
+{ for b in 1 8 64 256 1024; do $bin/gptoss roofline --model 120b --batch $b --context 1024; done
+  $bin/gptoss roofline --model 20b --batch 1 --context 1024; } >"$out/roofline.txt" 2>&1
 echo -e "\n| test | result | checks | at |\n| --- | --- | --- | --- |" | tee -a "$sum"
 run_test gpu_test_allreduce 60
 # the forward test in three parts, so that each gives its result even if the budget cuts the last
