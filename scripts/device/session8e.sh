@@ -18,7 +18,7 @@ echo "| gpu_test_moe | $(res $?) | $(grep -E 'checks (passed|FAILED)' "$out/logs
 grep -E 'FAIL|differ|changes' "$out/logs/moe.log" | head -5 | tee -a "$sum"
 echo -e "\n## bench latency variants $(t)" | tee -a "$sum"
 OUT="$out" ROUNDS=${ROUNDS:-3} MODEL=120b BATCHES=${BATCHES:-1,2,4,8,64} \
-  VARIANTS=${VARIANTS:-"base=- ed=GPTOSS_MOE_EARLY_DOWN=1 no_nr=GPTOSS_NORM_ROUTE=0"} \
+  VARIANTS=${VARIANTS:-"base=- ed=GPTOSS_MOE_EARLY_DOWN=1 no_nr=GPTOSS_NORM_ROUTE=0 fm=GPTOSS_ATTN_FUSED_MERGE=1 ed_fm=GPTOSS_MOE_EARLY_DOWN=1+GPTOSS_ATTN_FUSED_MERGE=1"} \
   bash "$(dirname "$0")/variants.sh" 2>&1 | tee -a "$sum"
 GPTOSS_MOE_EARLY_DOWN=1 timeout 200 $bin/gpu_test_cuda_forward --skip-tp --skip-real >"$out/logs/fwd.log" 2>&1
 echo "| forward --skip-tp --skip-real, MOE_EARLY_DOWN=1 | $(res $?) | $(grep -E 'checks (passed|FAILED)' "$out/logs/fwd.log" | tail -1) | $(t) |" | tee -a "$sum"
