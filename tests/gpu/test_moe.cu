@@ -575,19 +575,6 @@ static void test_E(int E, cudaStream_t st, int sm) {
         CHECK(y1.size() == y2.size() && !memcmp(y1.data(), y2.data(), y1.size() * 4),
               "E=%d T=%d: folded vs two-multiply dequantisation (or two runs of one plan) differ",
               E, T);
-        /* The down projection's early form (moe.h: launched to overlap gate_up, its routing and
-         * first weights read before its PDL wait): the same bits, for every plan. */
-        moe_set_early_down(1);
-        for (size_t i = 0; i < plans.size(); i++) {
-            std::vector<float> ye, yb;
-            moe_set_early_down(0);
-            run_experts_case(&w, &r, &plans[i], d_x, d_act, d_y, T, E, toks, ref, st, &yb);
-            moe_set_early_down(1);
-            run_experts_case(&w, &r, &plans[i], d_x, d_act, d_y, T, E, toks, ref, st, &ye);
-            CHECK(ye.size() == yb.size() && !memcmp(ye.data(), yb.data(), ye.size() * 4),
-                  "E=%d T=%d plan %zu: the early down projection changes the bits", E, T, i);
-        }
-        moe_set_early_down(0);
         check_ep(&D, &w, E, T, d_lg, d_x, &plans[0], &rh, y1, d_act, d_y, st);
         /* The large path on the warpgroup MMA (moe_wgmma.cu) at both token tiles (moe_plan.bn,
          * whichever moe_plan_for picked): the same reference bound, and two runs give the same

@@ -138,13 +138,6 @@ cudaError_t moe_experts(const moe_weights *w, const uint16_t *x, const moe_routi
 void moe_set_wgmma(int on);
 int moe_wgmma_on(void);
 
-/* The small path's down projection launched to start while gate_up finishes, its routing and first
- * weights read before its PDL wait (moe_experts.cu's EARLY form), process-wide. Until
- * moe_set_early_down is called, GPTOSS_MOE_EARLY_DOWN=1 turns it on (off otherwise: not yet
- * measured). The same bytes either way. */
-void moe_set_early_down(int on);
-int moe_early_down_on(void);
-
 /* The two halves, for benchmarks and tests. */
 cudaError_t moe_gate_up(const moe_weights *w, const uint16_t *x, const moe_routing *r,
                         const moe_plan *plan, uint16_t *act, cudaStream_t stream);

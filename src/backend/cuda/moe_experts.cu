@@ -35,22 +35,13 @@
 /* ---------------------------------------------------------------------------------------------- */
 /* Small batch: one block per (touched expert, row block of WARPS tiles, K split): moe_small.cuh    */
 
-/* EARLY (the down projection, moe_set_early_down): the item's routing and its first batch of
- * weights are read before the PDL wait, and the kernel is launched with the PDL attribute, so its
- * blocks that find room start while gate_up's last blocks run and have their first loads in flight
- * when it ends. The routing was written by the router, two kernels back: gate_up's blocks let this
- * kernel launch only after their own wait, i.e. after the router completed, and small_begin reads
- * it through L2. Everything this kernel reads from gate_up (the activations) is read after the
- * wait. */
-template <int NTP, int MODE, bool FOLDED, bool EARLY = false>
+template <int NTP, int MODE, bool FOLDED>
 __global__ void __launch_bounds__(small_cfg<NTP>::THREADS, small_cfg<NTP>::MIN_BLOCKS)
     moe_small_kernel(const moe_args a) {
-    if (!EARLY) pdl_prologue(); /* first: see pdl.cuh */
+    pdl_prologue(); /* first: see pdl.cuh */
     extern __shared__ uint4 smem_raw[];
     small_item<NTP> it;
-    const bool run = small_begin<NTP>(a, blockIdx.x, it); /* false: past the touched experts */
-    if (EARLY) pdl_prologue();
-    if (!run) return;
+    if (!small_begin<NTP>(a, blockIdx.x, it)) return; /* a work item past the touched experts */
     small_run<NTP, MODE, FOLDED, false>(a, it, (uint16_t *)smem_raw);
 }
 
@@ -238,38 +229,16 @@ int moe_wgmma_on(void) {
     return g_wgmma;
 }
 
-static int g_early_down = -1; /* -1: not decided yet (GPTOSS_MOE_EARLY_DOWN at first use, moe.h) */
-
-void moe_set_early_down(int on) {
-    g_early_down = on ? 1 : 0;
-}
-
-int moe_early_down_on(void) {
-    if (g_early_down < 0) {
-        const char *v = getenv("GPTOSS_MOE_EARLY_DOWN");
-        g_early_down = v && !strcmp(v, "1") ? 1 : 0;
-    }
-    return g_early_down;
-}
-
 typedef void (*small_fn)(moe_args);
-/* early: the down projection's early form (moe_small_kernel's EARLY; mode must be MODE_DOWN). */
-static small_fn small_kernel_for(int ntp, int mode, int folded, int early) {
+static small_fn small_kernel_for(int ntp, int mode, int folded) {
 #define SMALL_CASE(n, m)                                                                           \
-    if (ntp == n && mode == m && !early)                                                           \
+    if (ntp == n && mode == m)                                                                     \
     return folded ? moe_small_kernel<n, m, true> : moe_small_kernel<n, m, false>
     SMALL_CASE(1, MODE_GATE_UP);
     SMALL_CASE(1, MODE_DOWN);
     SMALL_CASE(2, MODE_GATE_UP);
     SMALL_CASE(2, MODE_DOWN);
 #undef SMALL_CASE
-#define EARLY_CASE(n)                                                                              \
-    if (ntp == n && mode == MODE_DOWN && early)                                                    \
-    return folded ? moe_small_kernel<n, MODE_DOWN, true, true>                                     \
-                  : moe_small_kernel<n, MODE_DOWN, false, true>
-    EARLY_CASE(1);
-    EARLY_CASE(2);
-#undef EARLY_CASE
     return NULL;
 }
 
@@ -278,10 +247,9 @@ static cudaError_t set_attrs(void) {
     for (int ntp = 1; ntp <= 2; ntp++)
         for (int mode = 0; mode < 2; mode++)
             for (int folded = 0; folded < 2; folded++)
-                for (int early = 0; early <= (mode == MODE_DOWN); early++)
-                    CUDA_TRY(cudaFuncSetAttribute(
-                        (const void *)small_kernel_for(ntp, mode, folded, early),
-                        cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024));
+                CUDA_TRY(cudaFuncSetAttribute((const void *)small_kernel_for(ntp, mode, folded),
+                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              227 * 1024));
     CUDA_TRY(cudaFuncSetAttribute((const void *)moe_large_kernel<MODE_GATE_UP>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, LG_SMEM));
     CUDA_TRY(cudaFuncSetAttribute((const void *)moe_large_kernel<MODE_DOWN>,
@@ -329,9 +297,8 @@ static cudaError_t launch(const moe_args &a0, int mode, int folded, const moe_pl
     const long blocks = (long)max_touched * a.n_rb * a.S;
     if (blocks < 1) return cudaSuccess;
     const int threads = ntp == 1 ? small_cfg<1>::THREADS : small_cfg<2>::THREADS;
-    const int early = mode == MODE_DOWN && moe_early_down_on();
-    CUDA_TRY(pdl_launch_attr(early || pdl_enabled(), small_kernel_for(ntp, mode, folded, early),
-                             dim3((unsigned)blocks), dim3(threads), smem, stream, a));
+    CUDA_TRY(pdl_launch(small_kernel_for(ntp, mode, folded), dim3((unsigned)blocks), dim3(threads),
+                        smem, stream, a));
     return cudaGetLastError();
 }
 

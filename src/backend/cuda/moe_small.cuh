@@ -128,11 +128,8 @@ static __device__ __forceinline__ bool small_begin(const moe_args &a, int b, sma
     it.s = b % a.S;
     b /= a.S;
     const int rb = b % a.n_rb, i = b / a.n_rb;
-    /* The routing through L2 (ld.global.cg): the down projection may run this before its PDL wait
-     * (moe_experts.cu's early down), where an L1 line of an earlier layer's routing must not be
-     * hit; the router that wrote it has completed by then (the gate_up kernel before it waited). */
-    if (i >= __ldcg(a.n_touched)) return false;
-    it.e = __ldcg(a.touched + i), it.cnt = __ldcg(a.count + it.e), it.off = __ldcg(a.offset + it.e);
+    if (i >= *a.n_touched) return false;
+    it.e = a.touched[i], it.cnt = a.count[it.e], it.off = a.offset[it.e];
     it.kk0 = (int)((long)it.s * a.KK / a.S);
     it.nk = (int)((long)(it.s + 1) * a.KK / a.S) - it.kk0;
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2;

@@ -66,17 +66,15 @@ static __device__ __forceinline__ void write_norm(const float v[8], bool active,
 
 /* The residual row of norm_add_kernel (norm.cu) for the 8 features of group c: h + (Σ slots in
  * order 0, 1, … + delta), each term added in that kernel's order. slots: [n_slots][H] of this row
- * (may be NULL), delta: this row (may be NULL). h and the slots are read through L2 (ld.global.cg):
- * they are written by other kernels (and by gemv_norm_route's last block), never re-read here. */
+ * (may be NULL), delta: this row (may be NULL). */
 static __device__ __forceinline__ void residual8(const float *hrow, const float *srow, int n_slots,
                                                  const uint16_t *drow, int H, int c, float v[8]) {
-    const float4 h0 = __ldcg((const float4 *)(hrow + 8 * c)),
-                 h1 = __ldcg((const float4 *)(hrow + 8 * c + 4));
+    const float4 h0 = *(const float4 *)(hrow + 8 * c), h1 = *(const float4 *)(hrow + 8 * c + 4);
     float d[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     if (srow)
         for (int i = 0; i < n_slots; i++) {
-            const float4 s0 = __ldcg((const float4 *)(srow + (size_t)i * H + 8 * c)),
-                         s1 = __ldcg((const float4 *)(srow + (size_t)i * H + 8 * c + 4));
+            const float4 s0 = *(const float4 *)(srow + (size_t)i * H + 8 * c),
+                         s1 = *(const float4 *)(srow + (size_t)i * H + 8 * c + 4);
             d[0] += s0.x, d[1] += s0.y, d[2] += s0.z, d[3] += s0.w;
             d[4] += s1.x, d[5] += s1.y, d[6] += s1.z, d[7] += s1.w;
         }
