@@ -583,30 +583,35 @@ static void test_E(int E, cudaStream_t st, int sm) {
          * the kernel lacks is refused. */
         for (auto &p : plans) {
             if (!p.large) continue;
-            moe_set_wgmma(1);
-            std::vector<float> wy[2][2];
-            for (int b = 0; b < 2; b++) {
-                moe_plan q = p;
-                q.bn = b ? 64 : 128;
-                fprintf(stderr, "  (wgmma, %d-token tiles)\n", q.bn);
-                run_experts_case(&w, &r, &q, d_x, d_act, d_y, T, E, toks, ref, st, &wy[b][0]);
-                run_experts_case(&w, &r, &q, d_x, d_act, d_y, T, E, toks, ref, st, &wy[b][1]);
-                CHECK(wy[b][0].size() == wy[b][1].size() &&
-                          !memcmp(wy[b][0].data(), wy[b][1].data(), wy[b][0].size() * 4),
-                      "E=%d T=%d: two runs of the wgmma large path with %d-token tiles differ", E,
-                      T, q.bn);
+            /* kind 1: moe_wgmma.cu; kind 2: the warp-specialised moe_wgmma_ws.cu */
+            for (int kind = 1; kind <= 2; kind++) {
+                moe_set_wgmma(kind);
+                std::vector<float> wy[2][2];
+                for (int b = 0; b < 2; b++) {
+                    moe_plan q = p;
+                    q.bn = b ? 64 : 128;
+                    fprintf(stderr, "  (wgmma%s, %d-token tiles)\n", kind == 2 ? " ws" : "", q.bn);
+                    run_experts_case(&w, &r, &q, d_x, d_act, d_y, T, E, toks, ref, st, &wy[b][0]);
+                    run_experts_case(&w, &r, &q, d_x, d_act, d_y, T, E, toks, ref, st, &wy[b][1]);
+                    CHECK(
+                        wy[b][0].size() == wy[b][1].size() &&
+                            !memcmp(wy[b][0].data(), wy[b][1].data(), wy[b][0].size() * 4),
+                        "E=%d T=%d: two runs of the wgmma (kind %d) large path with %d-token tiles "
+                        "differ",
+                        E, T, kind, q.bn);
+                }
+                moe_plan bad = p;
+                bad.bn = 96;
+                const cudaError_t be = moe_experts(&w, d_x, &r, &bad, d_act, d_y, st);
+                CHECK(be == cudaErrorInvalidValue, "E=%d T=%d: bn=96 gave %s, not an invalid value",
+                      E, T, cudaGetErrorString(be));
+                moe_set_wgmma(0);
+                fprintf(stderr, "  64-token tiles %s 128-token tiles' bits\n",
+                        wy[0][0].size() == wy[1][0].size() &&
+                                !memcmp(wy[0][0].data(), wy[1][0].data(), wy[0][0].size() * 4)
+                            ? "give the"
+                            : "differ from the");
             }
-            moe_plan bad = p;
-            bad.bn = 96;
-            const cudaError_t be = moe_experts(&w, d_x, &r, &bad, d_act, d_y, st);
-            CHECK(be == cudaErrorInvalidValue, "E=%d T=%d: bn=96 gave %s, not an invalid value", E,
-                  T, cudaGetErrorString(be));
-            moe_set_wgmma(0);
-            fprintf(stderr, "  64-token tiles %s 128-token tiles' bits\n",
-                    wy[0][0].size() == wy[1][0].size() &&
-                            !memcmp(wy[0][0].data(), wy[1][0].data(), wy[0][0].size() * 4)
-                        ? "give the"
-                        : "differ from the");
         }
         CUDA_CHECK(cudaFree(d_act));
         CUDA_CHECK(cudaFree(d_y));
@@ -664,15 +669,15 @@ static void bench(cudaStream_t st, int sm) {
         for (auto &p : plans) maxS = std::max(maxS, p.large ? 1 : p.down_splits);
         uint16_t *d_act = tu_dev_alloc<uint16_t>(P * I);
         float *d_y = tu_dev_alloc<float>(P * maxS * H);
-        const size_t rounds = plans.size() + ((autop.large || plans.size() > 1) ? 2 : 0);
+        const size_t rounds = plans.size() + ((autop.large || plans.size() > 1) ? 4 : 0);
         for (size_t pi = 0; pi < rounds; pi++) {
-            /* the last two rounds: the large plan again on the warpgroup MMA (moe_wgmma.cu), with
-             * 128- and then 64-token tiles (whichever moe_plan_for picks; the automatic plan's
-             * choice is the "auto" one) */
+            /* the last four rounds: the large plan again on the warpgroup MMA, moe_wgmma.cu (kind 1)
+             * and the warp-specialised moe_wgmma_ws.cu (kind 2), each with 128- and then 64-token
+             * tiles (whichever moe_plan_for picks; the automatic plan's choice is the "auto" one) */
             const int extra = pi >= plans.size() ? (int)(pi - plans.size()) : -1;
-            const int wg = extra >= 0;
+            const int wg = extra >= 0 ? 1 + extra / 2 : 0;
             moe_plan p = wg ? (autop.large ? autop : plans[1]) : plans[pi];
-            if (wg) p.bn = extra ? 64 : 128;
+            if (wg) p.bn = (extra & 1) ? 64 : 128;
             const int S = p.large ? 1 : p.down_splits;
             const int reps = T >= 1024 ? 10 : 50;
             moe_set_wgmma(wg);
@@ -682,7 +687,7 @@ static void bench(cudaStream_t st, int sm) {
             moe_set_wgmma(0);
             char pn[64], wn[32] = "";
             if (wg)
-                snprintf(wn, sizeof wn, " wgmma n%d%s", p.bn,
+                snprintf(wn, sizeof wn, " wgmma%s n%d%s", wg == 2 ? " ws" : "", p.bn,
                          autop.large && p.bn == autop.bn ? " (auto)" : "");
             snprintf(name, sizeof name, "moe experts 120b T=%d %s%s touched=%d", T,
                      plan_name(&p, pn, sizeof pn), wn, n_touched);

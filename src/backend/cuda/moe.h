@@ -131,10 +131,11 @@ cudaError_t moe_experts(const moe_weights *w, const uint16_t *x, const moe_routi
                         const moe_plan *plan, uint16_t *act, float *y_slots, cudaStream_t stream);
 
 /* The large path's MMA, process-wide: 1 = warpgroup MMA (wgmma, moe_wgmma.cu, the default since it
- * was measured faster at every T on the H200: bench/NOTES.md), 0 = mma.sync (moe_large_kernel, kept
- * as the tests' second implementation; it ignores plan->bn). Until moe_set_wgmma is called,
- * GPTOSS_MOE_WGMMA=0 selects mma.sync (any other value, or none, wgmma). moe_wgmma_on returns the
- * choice, 0 or 1. */
+ * was measured faster at every T on the H200: bench/NOTES.md), 2 = wgmma with a producer warpgroup
+ * feeding two consumer warpgroups (moe_wgmma_ws.cu; off until measured), 0 = mma.sync
+ * (moe_large_kernel, kept as the tests' second implementation; it ignores plan->bn). Until
+ * moe_set_wgmma is called, GPTOSS_MOE_WGMMA=0 selects mma.sync, =2 the warp-specialised kernel (any
+ * other value, or none, wgmma). moe_wgmma_on returns the choice, 0, 1 or 2. */
 void moe_set_wgmma(int on);
 int moe_wgmma_on(void);
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "backend/cuda/device_util.cuh"
+#include "backend/cuda/moe.h"
 
 #include <cuda_runtime.h>
 
@@ -88,6 +89,22 @@ static __device__ __forceinline__ bool tile_of_block(const moe_args &a, int n_ti
     return true;
 }
 
+/* The block's tile at BN tokens: routing tiles are MOE_TILE_TOKENS wide, so with BN = 64 two blocks
+ * (grid y = 2·slot + part) share one, each taking its half; a half past the expert's tokens has
+ * nothing to do (false, a uniform exit). */
+template <int BN>
+static __device__ __forceinline__ bool tile_of_block_bn(const moe_args &a, tile_pos *p) {
+    constexpr int PER = MOE_TILE_TOKENS / BN;
+    const int slot = (int)blockIdx.y / PER, part = (int)blockIdx.y % PER;
+    if (slot >= *a.n_tiles) return false;
+    const int td = a.tiles[slot];
+    p->e = td >> 16;
+    p->off = a.offset[p->e];
+    p->n_base = (td & 0xffff) * MOE_TILE_TOKENS + part * BN;
+    p->n_valid = min(BN, a.count[p->e] - p->n_base);
+    return p->n_valid > 0;
+}
+
 /* The large-batch tile's row table, by all threads of the block (ends with a barrier): the element
  * offset in a.x of each of the tile's n_rows token rows (< 2^32: at most 64K rows of 2880), ~0u past
  * the expert's n_valid tokens (those rows are zero-filled). off: the expert's first pair in sorted
@@ -154,3 +171,6 @@ static __device__ __forceinline__ void store_tile_n(const moe_args &a, const til
 /* The wgmma large-batch kernel (moe_wgmma.cu) on moe_large_kernel's grid: (row blocks, tile slots),
  * with bn-token tiles (moe_plan.bn: 64 or 128, anything else cudaErrorInvalidValue). */
 cudaError_t moe_wgmma_launch(const moe_args &a, int mode, int bn, dim3 grid, cudaStream_t stream);
+/* The same on the warp-specialised wgmma kernel (moe_wgmma_ws.cu): GPTOSS_MOE_WGMMA=2. */
+cudaError_t moe_wgmma_ws_launch(const moe_args &a, int mode, int bn, dim3 grid,
+                                cudaStream_t stream);

@@ -43,6 +43,7 @@
 #include "backend/cuda/moe_dequant.cuh"
 #include "backend/cuda/moe_kernel_common.cuh"
 #include "backend/cuda/pdl.cuh"
+#include "backend/cuda/wgmma.cuh"
 #include "backend/cuda/per_device.h"
 
 enum { WG_THREADS = 256, WG_STAGES = 4 };
@@ -63,94 +64,6 @@ static __device__ __forceinline__ void cp_async4(uint32_t smem_dst, const void *
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(smem_dst), "l"(src),
                  "r"(src_bytes)
                  : "memory");
-}
-
-/* Shared-memory matrix descriptor (no swizzle): start address, leading (k) and stride (m/n) byte
- * offsets between core matrices, each in 16-byte units. */
-static __device__ __forceinline__ uint64_t smem_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
-    return (uint64_t)((addr & 0x3FFFFu) >> 4) | ((uint64_t)(lbo >> 4) << 16) |
-           ((uint64_t)(sbo >> 4) << 32);
-}
-
-static __device__ __forceinline__ void wgmma_fence() {
-    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-}
-static __device__ __forceinline__ void wgmma_commit() {
-    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-}
-template <int N> static __device__ __forceinline__ void wgmma_wait() {
-    asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
-}
-/* Pins the accumulators at this point of the program: the compiler may not move their reads above
- * it (they are written asynchronously by the MMAs, which it does not see). */
-template <int N> static __device__ __forceinline__ void fence_acc(float (&d)[N]) {
-#pragma unroll
-    for (int i = 0; i < N; i++) asm volatile("" : "+f"(d[i])::"memory");
-}
-
-/* The 64 fp32 accumulators of an m64n128 wgmma: the register list and the asm operands %0..%63. */
-#define WG_D64_REGS                                                                                \
-    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "  \
-    "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, "   \
-    "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, "   \
-    "%56, %57, %58, %59, %60, %61, %62, %63}"
-#define WG_D64(d)                                                                                  \
-    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),            \
-        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),    \
-        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), \
-        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), \
-        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), \
-        "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), \
-        "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), \
-        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), \
-        "+f"(d[63])
-
-/* The 32 fp32 accumulators of an m64n64 wgmma. */
-#define WG_D32_REGS                                                                                \
-    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "  \
-    "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
-#define WG_D32(d)                                                                                  \
-    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),            \
-        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),    \
-        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), \
-        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), \
-        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-
-/* d (64 x 64, fp32) += A (64 x 16 bf16, fragment a) · B (16 x 64 bf16 at desc). */
-static __device__ __forceinline__ void wgmma_m64n64k16(float d[32], const uint32_t a[4],
-                                                       uint64_t desc, int one) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " WG_D32_REGS
-                 ", {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
-                 : WG_D32(d)
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(one));
-}
-
-/* d (64 x 128, fp32) += A (64 x 16 bf16, this thread's fragment a) · B (16 x 128 bf16 at desc). */
-static __device__ __forceinline__ void wgmma_m64n128k16(float d[64], const uint32_t a[4],
-                                                        uint64_t desc, int one) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " WG_D64_REGS
-                 ", {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
-                 : WG_D64(d)
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(one));
-}
-
-/* The block's tile at BN tokens: routing tiles are MOE_TILE_TOKENS wide, so with BN = 64 two blocks
- * (grid y = 2·slot + part) share one, each taking its half; a half past the expert's tokens has
- * nothing to do (false, a uniform exit). */
-template <int BN>
-static __device__ __forceinline__ bool tile_of_block_bn(const moe_args &a, tile_pos *p) {
-    constexpr int PER = MOE_TILE_TOKENS / BN;
-    const int slot = (int)blockIdx.y / PER, part = (int)blockIdx.y % PER;
-    if (slot >= *a.n_tiles) return false;
-    const int td = a.tiles[slot];
-    p->e = td >> 16;
-    p->off = a.offset[p->e];
-    p->n_base = (td & 0xffff) * MOE_TILE_TOKENS + part * BN;
-    p->n_valid = min(BN, a.count[p->e] - p->n_base);
-    return p->n_valid > 0;
 }
 
 /* BN: the token tile, 128 or 64 (m64n64 MMAs, 32 accumulators a thread, 12.5 KB a stage, three

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Session 9 (2026-12-03), call 1 (~7 min): the warp-specialised wgmma MoE (moe_wgmma_ws.cu,
+# GPTOSS_MOE_WGMMA=2). gpu_test_moe (its bound against the CPU, both token tiles), the experts alone
+# (gpu_test_moe --bench: kind 1 and kind 2 rows side by side), the forward test with it on, then
+# bench latency with it off and on, interleaved (decode 1024, prefill 1k and 8k). Needs .devcarry
+# (scripts/device/prepare.sh). Prints $OUT/summary.md.
+set -uo pipefail
+out=${OUT:-/tmp/s9a-out}
+mkdir -p "$out/logs"
+source "$(dirname "$0")/env.sh"
+bin=.devcarry/bin
+sum="$out/summary.md"
+start=$(date +%s)
+t() { echo "($(($(date +%s) - start)) s)"; }
+summary_header "$sum" "Session 9, call 1: the warp-specialised wgmma MoE"
+run_test() { # LOG LIMIT CMD...
+  local log=$1 lim=$2; shift 2
+  timeout "$lim" "$@" >"$out/logs/$log.log" 2>&1
+  local rc=$?
+  echo "| $log | $(res $rc) | $(grep -E 'checks (passed|FAILED)|checks? failed' "$out/logs/$log.log" | tail -1) | $(t) |" | tee -a "$sum"
+  grep -E 'FAILED|failed|error' "$out/logs/$log.log" | head -6 | sed 's/^/    /' | tee -a "$sum"
+  return $rc
+}
+echo -e "\n| test | result | checks | at |\n| --- | --- | --- | --- |" | tee -a "$sum"
+run_test moe 90 $bin/gpu_test_moe
+ok=$?
+grep -E "wgmma|rel err" "$out/logs/moe.log" | grep -B1 -A1 "ws" | head -30 | sed 's/^/    /' | tee -a "$sum"
+echo -e "\n## experts alone $(t)" | tee -a "$sum"
+timeout 120 $bin/gpu_test_moe --bench 2>&1 | grep -E "experts" | tee -a "$sum"
+if [ $ok -eq 0 ]; then
+  run_test forward_ws 150 env GPTOSS_MOE_WGMMA=2 $bin/gpu_test_cuda_forward --skip-tp --skip-real
+  grep -E "^summary:" "$out/logs/forward_ws.log" | head -3 | sed 's/^/    /' | tee -a "$sum"
+  echo -e "\n## bench latency, wgmma (kind 1) vs warp-specialised (kind 2) $(t)" | tee -a "$sum"
+  OUT=$out MODEL=120b BATCHES=${WS_BATCHES:-256,1024} PREFILL=${WS_PREFILL:-1024,8192} ROUNDS=${ROUNDS:-2} \
+    VARIANTS="wgmma=- ws=GPTOSS_MOE_WGMMA=2" bash scripts/device/variants.sh | tee -a "$sum"
+fi
+t | tee -a "$sum"
+tar czf "$out/logs.tgz" -C "$out" logs vlogs 2>/dev/null && rm -rf "$out/logs" "$out/vlogs"
