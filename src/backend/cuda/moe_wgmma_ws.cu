@@ -37,10 +37,12 @@
  * the bits may differ from it in the last place (gpu_test_moe bounds both against the CPU).
  *
  * ── Stages and deadlock freedom ───────────────────────────────────────────────────────────────
- * The producer fills stage (kk + 1) % ST with step kk + 1's tokens before it dequantises step kk, so
- * it waits for the consumers' release of step kk + 1 − ST. The consumers release step kk − 1 only
- * after issuing step kk. With ST = 3 the producer's wait (step kk − 2) is released by the consumers'
- * step kk − 1, which needs only what the producer has finished: no cycle. ST ≥ 3. */
+ * A has SA stages, B SB. The producer requests step kk + D's tokens (B stage (kk + D) % SB) before it
+ * dequantises step kk, so it waits for the consumers' release of step kk + D − SB; and it writes A
+ * stage kk % SA after their release of step kk − SA. The consumers release step kk − 1 only after
+ * issuing step kk, which needs only what the producer has finished by its step kk. So with the
+ * producer at step kk they can have released everything up to kk − 2: SB ≥ D + 2 and SA ≥ 2 leave
+ * no cycle. */
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/moe.h"
 #include "backend/cuda/moe_dequant.cuh"
@@ -58,21 +60,22 @@ enum {
     WS_A_BYTES = 128 * 128                         /* 128 rows x 64 k bf16 */
 };
 
-/* The shapes per token tile: stages of A + B, raw slots, blocks an SM. BN = 64: two blocks an SM
- * (~107 KB each), BN = 128: one (its consumers hold 64 accumulators each). */
+/* The shapes per token tile: SA stages of A, SB of B, the tokens requested D steps ahead (SB = D + 2:
+ * see "Stages" in the header), RAW raw slots, blocks an SM. The token rows come mostly from L2, whose
+ * latency under load is ~1-2 µs: a lookahead of one step left every step waiting for it (measured:
+ * 2x slower than moe_wgmma.cu). BN = 64: two blocks an SM (~110 KB each); BN = 128: one. */
 template <int BN> struct ws_cfg {
-    static constexpr int ST = 3;
-    static constexpr int RAW = BN == 64 ? 8 : 12;
+    static constexpr int SA = 3;
+    static constexpr int D = BN == 64 ? 3 : 4;
+    static constexpr int SB = D + 2;
+    static constexpr int RAW = BN == 64 ? 5 : 8;
     static constexpr int BLOCKS = BN == 64 ? 2 : 1;
-    static constexpr int B_BYTES = BN * 128;
-    static constexpr int STAGE = WS_A_BYTES + B_BYTES; /* a multiple of 1024 */
-    /* barriers: full[ST], empty[ST], raw[RAW]; then the row table */
-    static constexpr int BAR_BYTES = 8 * (2 * ST + RAW);
-    static constexpr int SMEM =
-        ST * STAGE + RAW * WS_RAW_BYTES + ((BAR_BYTES + BN * 4 + 15) / 16) * 16 + 1024;
+    static constexpr int B_BYTES = BN * 128; /* a multiple of 1024 */
+    /* barriers: full[SA], empty_a[SA], empty_b[SB], raw[RAW]; then the row table */
+    static constexpr int BAR_BYTES = 8 * (2 * SA + SB + RAW);
+    static constexpr int SMEM = SA * WS_A_BYTES + SB * B_BYTES + RAW * WS_RAW_BYTES +
+                                ((BAR_BYTES + BN * 4 + 15) / 16) * 16 + 1024;
 };
-static_assert(ws_cfg<64>::STAGE % 1024 == 0 && ws_cfg<128>::STAGE % 1024 == 0,
-              "stages keep the 1024-byte alignment of the swizzle");
 static_assert(2 * (ws_cfg<64>::SMEM + 1024) <= 228 * 1024, "two 64-token blocks an SM");
 static_assert(ws_cfg<128>::SMEM <= 227 * 1024, "one 128-token block an SM");
 
@@ -92,7 +95,7 @@ template <int MODE, int BN>
 __global__ void __launch_bounds__(WS_THREADS, ws_cfg<BN>::BLOCKS)
     moe_wgmma_ws_kernel(const moe_args a) {
     using C = ws_cfg<BN>;
-    constexpr int ST = C::ST, RAW = C::RAW;
+    constexpr int SA = C::SA, SB = C::SB, D = C::D, RAW = C::RAW;
     static_assert(BN == 64 || BN == 128, "64- or 128-token tiles");
     pdl_prologue(); /* first: see pdl.cuh */
     extern __shared__ __align__(1024) uint8_t ws_smem_raw[];
@@ -100,11 +103,13 @@ __global__ void __launch_bounds__(WS_THREADS, ws_cfg<BN>::BLOCKS)
      * asks for 1024 bytes more). */
     const uint32_t raw_base = smem_u32(ws_smem_raw);
     uint8_t *smem = ws_smem_raw + (((raw_base + 1023u) & ~1023u) - raw_base);
-    uint8_t *stages = smem;                 /* ST x {A, B} */
-    uint8_t *raws = stages + ST * C::STAGE; /* RAW x {codes, scales} */
+    uint8_t *a_st = smem;                   /* SA x A */
+    uint8_t *b_st = a_st + SA * WS_A_BYTES; /* SB x B */
+    uint8_t *raws = b_st + SB * C::B_BYTES; /* RAW x {codes, scales} */
     uint64_t *full = (uint64_t *)(raws + RAW * WS_RAW_BYTES);
-    uint64_t *empty = full + ST;
-    uint64_t *rawbar = empty + ST;
+    uint64_t *empty_a = full + SA;
+    uint64_t *empty_b = empty_a + SA;
+    uint64_t *rawbar = empty_b + SB;
     uint32_t *row_off = (uint32_t *)(rawbar + RAW);
 
     tile_pos tp;
@@ -113,10 +118,11 @@ __global__ void __launch_bounds__(WS_THREADS, ws_cfg<BN>::BLOCKS)
     const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
 
     if (tid == 0) {
-        for (int s = 0; s < ST; s++) {
+        for (int s = 0; s < SA; s++) {
             mbar_init(&full[s], WS_PRODUCERS);
-            mbar_init(&empty[s], 8); /* one arrival per consumer warp */
+            mbar_init(&empty_a[s], 8); /* one arrival per consumer warp */
         }
+        for (int s = 0; s < SB; s++) mbar_init(&empty_b[s], 8);
         for (int r = 0; r < RAW; r++) mbar_init(&rawbar[r], 1);
         mbar_init_fence();
     }
@@ -144,11 +150,11 @@ __global__ void __launch_bounds__(WS_THREADS, ws_cfg<BN>::BLOCKS)
                                   &rawbar[slot]);
             }
         };
-        /* Step kk's token rows into stage kk % ST's B: chunk q = p + 128·i is token q / 8's 16-byte
+        /* Step kk's token rows into B stage kk % SB: chunk q = p + 128·i is token q / 8's 16-byte
          * chunk q % 8 (eight threads a token: its 128 contiguous bytes). Rows past the tile's tokens
          * are zeros. */
         auto copy_b = [&](int kk) {
-            const uint32_t b = smem_u32(stages + (kk % ST) * C::STAGE + WS_A_BYTES);
+            const uint32_t b = smem_u32(b_st + (kk % SB) * C::B_BYTES);
 #pragma unroll
             for (int i = 0; i < BN * 8 / WS_PRODUCERS; i++) {
                 const int q = p + WS_PRODUCERS * i, n = q >> 3, c = q & 7;
@@ -159,17 +165,19 @@ __global__ void __launch_bounds__(WS_THREADS, ws_cfg<BN>::BLOCKS)
         };
         if (w == 0)
             for (int kk = 0; kk < RAW && kk < a.KK; kk++) issue_raw(kk);
-        copy_b(0);
-        cp_async_commit();
+        for (int j = 0; j < D; j++) {
+            if (j < a.KK) copy_b(j);
+            cp_async_commit();
+        }
 
         /* This thread's two row tiles (warp w and w + 4) and its place in them. */
         const int g = lane >> 2, t = lane & 3, odd = g & 1;
         for (int kk = 0; kk < a.KK; kk++) {
-            const int s = kk % ST;
-            if (kk + 1 < a.KK) {
-                const int u1 = (kk + 1) / ST;
-                if (u1 >= 1) mbar_wait(&empty[(kk + 1) % ST], (u1 - 1) & 1);
-                copy_b(kk + 1);
+            const int s = kk % SA;
+            if (kk + D < a.KK) {
+                const int ub = (kk + D) / SB;
+                if (ub >= 1) mbar_wait(&empty_b[(kk + D) % SB], (ub - 1) & 1);
+                copy_b(kk + D);
             }
             cp_async_commit();
 
@@ -187,7 +195,8 @@ __global__ void __launch_bounds__(WS_THREADS, ws_cfg<BN>::BLOCKS)
             producer_sync(); /* every producer has read the slot: refill it */
             if (w == 0 && kk + RAW < a.KK) issue_raw(kk + RAW);
 
-            const uint32_t a_base = smem_u32(stages + s * C::STAGE);
+            if (kk >= SA) mbar_wait(&empty_a[s], ((kk / SA) - 1) & 1);
+            const uint32_t a_base = smem_u32(a_st + s * WS_A_BYTES);
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 const int r0 = 16 * (w + 4 * h) + g; /* rows r0 (words x, z) and r0 + 8 (y, w) */
@@ -205,7 +214,7 @@ __global__ void __launch_bounds__(WS_THREADS, ws_cfg<BN>::BLOCKS)
                     sts128(a_base + sw128_offset(r, c), v[0], v[1], v[2], v[3]);
                 }
             }
-            cp_async_wait<1>(); /* this thread's token copies of step kk have landed */
+            cp_async_wait<D>(); /* this thread's token copies of step kk have landed */
             asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* visible to wgmma */
             mbar_arrive(&full[s]);
         }
@@ -220,10 +229,9 @@ __global__ void __launch_bounds__(WS_THREADS, ws_cfg<BN>::BLOCKS)
 #pragma unroll
     for (int i = 0; i < NACC; i++) acc[i] = 0.0f;
     for (int kk = 0; kk < a.KK; kk++) {
-        const int s = kk % ST;
-        mbar_wait(&full[s], (kk / ST) & 1);
-        const uint32_t a0 = smem_u32(stages + s * C::STAGE) + cw * 64 * 128;
-        const uint32_t b0 = smem_u32(stages + s * C::STAGE + WS_A_BYTES);
+        mbar_wait(&full[kk % SA], (kk / SA) & 1);
+        const uint32_t a0 = smem_u32(a_st + (kk % SA) * WS_A_BYTES) + cw * 64 * 128;
+        const uint32_t b0 = smem_u32(b_st + (kk % SB) * C::B_BYTES);
         wgmma_fence();
 #pragma unroll
         for (int j = 0; j < 4; j++) {
@@ -234,8 +242,11 @@ __global__ void __launch_bounds__(WS_THREADS, ws_cfg<BN>::BLOCKS)
                 wgmma_ss_m64n64k16(acc, smem_desc_sw128(a0 + 32 * j), smem_desc_sw128(b0 + 32 * j));
         }
         wgmma_commit();
-        wgmma_wait<1>(); /* step kk − 1's MMAs are done: its stage may be refilled */
-        if (kk >= 1 && lane == 0) mbar_arrive(&empty[(kk - 1) % ST]);
+        wgmma_wait<1>(); /* step kk − 1's MMAs are done: its stages may be refilled */
+        if (kk >= 1 && lane == 0) {
+            mbar_arrive(&empty_a[(kk - 1) % SA]);
+            mbar_arrive(&empty_b[(kk - 1) % SB]);
+        }
     }
     wgmma_wait<0>();
     fence_acc(acc);
