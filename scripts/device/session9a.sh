@@ -40,5 +40,12 @@ if [ $ok -eq 0 ] && { [ "$faster" = 1 ] || [ "${FULL:-0}" = 1 ]; }; then
   OUT=$out MODEL=120b BATCHES=${WS_BATCHES:-256,1024} PREFILL=${WS_PREFILL:-1024,8192} ROUNDS=${ROUNDS:-2} \
     VARIANTS="wgmma=- ws=GPTOSS_MOE_WGMMA=2" bash scripts/device/variants.sh | tee -a "$sum"
 fi
+if [ "${NCU:-0}" = 1 ]; then # stall reasons of the warp-specialised kernel (first gate_up launch, T = 256)
+  ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  timeout 150 "$ncu" --clock-control none -k "regex:moe_wgmma_ws_kernel" --launch-skip ${NCU_SKIP:-0} --launch-count 1 \
+    --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section SourceCounters \
+    --section MemoryWorkloadAnalysis $bin/gpu_test_moe --bench >"$out/ncu-ws.txt" 2>&1 || echo "ncu failed ($?)"
+  grep -E "Duration|Throughput|Issue|Eligible|Active Warps|Stall|stall|Warp Cycles|No Eligible" "$out/ncu-ws.txt" | head -40 | tee -a "$sum"
+fi
 t | tee -a "$sum"
 tar czf "$out/logs.tgz" -C "$out" logs vlogs 2>/dev/null && rm -rf "$out/logs" "$out/vlogs"

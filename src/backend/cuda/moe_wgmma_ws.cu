@@ -13,15 +13,19 @@
  * back to back while the producer prepares the next stages. (A in shared memory *without* the split
  * was slower, bench/NOTES.md: the same warps then stored, fenced and waited.)
  *
- * ── Block: 384 threads, 128 weight rows x BN tokens ───────────────────────────────────────────
- * warpgroup 0, the producer:
- *   - warp 0 keeps RAW k steps of codes and scales requested by bulk copies (TMA) into a ring of raw
- *     slots (16 copies a step, one a lane: 8 row tiles' 512 bytes of codes and 32 of scale words;
- *     the layout of moe.h makes each one contiguous), completing the slot's mbarrier;
- *   - every producer thread copies its share of the step's BN token rows (16-byte cp.async, gathered
- *     through the row table) into the stage's B, and dequantises two row tiles' words of the raw slot
- *     into the stage's A (bf16, 16-byte shared stores), then arrives on the stage's "full" barrier.
- * warpgroups 1 and 2, the consumers: warpgroup c multiplies rows 64c … 64c + 63 of A by all of B
+ * ── Block: 128 weight rows x BN tokens, NPW producer warpgroups (ws_cfg) and two consumers ───
+ * the producers:
+ *   - every producer thread copies (16-byte cp.async) the codes it will dequantise itself, DR k
+ *     steps ahead, into a ring of raw slots (the first lanes of each warp also the scale words of
+ *     its row tiles), and its share of the step's BN token rows, D steps ahead, into B (gathered
+ *     through the row table); one cp.async group a step, so a thread's wait_group says when both
+ *     have landed;
+ *   - then it dequantises its row tiles' words of the raw slot into the stage's A (bf16, 16-byte
+ *     shared stores) and arrives on the stage's "full" barrier.
+ *   The first form requested the codes by bulk copies (TMA, 16 copies of 512 and 32 bytes a step
+ *   from one warp, the slots handed over by mbarriers): correct, but 1.8-2x slower than
+ *   moe_wgmma.cu whatever the token lookahead (bench/NOTES.md).
+ * the last two warpgroups, the consumers: warpgroup c multiplies rows 64c … 64c + 63 of A by all of B
  *   (four wgmma m64nBNk16 a step, both operands from shared memory), keeps one group in flight and
  *   releases the stage of the step before (one arrival per warp on its "empty" barrier).
  *
@@ -49,10 +53,9 @@
 #include "backend/cuda/moe_kernel_common.cuh"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/per_device.h"
-#include "backend/cuda/tma_ring.cuh"
+#include "backend/cuda/tma_ring.cuh" /* mbarriers */
 #include "backend/cuda/wgmma.cuh"
 
-enum { WS_THREADS = 384, WS_PRODUCERS = 128 };
 enum {
     WS_CODE_BYTES = 8 * 512,                       /* a k step's codes: 8 row tiles */
     WS_SCALE_BYTES = 8 * 32,                       /* their scale words */
@@ -61,28 +64,32 @@ enum {
 };
 
 /* The shapes per token tile: SA stages of A, SB of B, the tokens requested D steps ahead (SB = D + 2:
- * see "Stages" in the header), RAW raw slots, blocks an SM. The token rows come mostly from L2, whose
- * latency under load is ~1-2 µs: a lookahead of one step left every step waiting for it (measured:
- * 2x slower than moe_wgmma.cu). BN = 64: two blocks an SM (~110 KB each); BN = 128: one. */
+ * see "Stages" in the header), the codes DR steps ahead into RAW = DR + 2 raw slots (a slot is
+ * rewritten two steps after its last read: the warp barrier of the step between orders the lanes'
+ * reads of the scale words before the copying lanes overwrite them), blocks an SM. BN = 64: two blocks an
+ * SM (~106 KB each); BN = 128: one. */
 template <int BN> struct ws_cfg {
+    /* producer warpgroups: each producer thread dequantises NT = 2 / NPW row tiles' words a step.
+     * With one (two tiles a thread) the producer bounded the kernel: ncu had its warps issuing every
+     * ~9 cycles on their dependency chains (0.32 issued per scheduler), ~2,000 cycles a k step. */
+    static constexpr int NPW = 2;
+    static constexpr int NT = 2 / NPW;
+    static constexpr int PRODUCERS = 128 * NPW;
+    static constexpr int THREADS = PRODUCERS + 256;
     static constexpr int SA = 3;
-    static constexpr int D = BN == 64 ? 3 : 4;
+    static constexpr int D = BN == 64 ? 2 : 4;
     static constexpr int SB = D + 2;
-    static constexpr int RAW = BN == 64 ? 5 : 8;
+    static constexpr int DR = BN == 64 ? 4 : 6;
+    static constexpr int RAW = DR + 2;
     static constexpr int BLOCKS = BN == 64 ? 2 : 1;
     static constexpr int B_BYTES = BN * 128; /* a multiple of 1024 */
-    /* barriers: full[SA], empty_a[SA], empty_b[SB], raw[RAW]; then the row table */
-    static constexpr int BAR_BYTES = 8 * (2 * SA + SB + RAW);
+    /* barriers: full[SA], empty_a[SA], empty_b[SB]; then the row table */
+    static constexpr int BAR_BYTES = 8 * (2 * SA + SB);
     static constexpr int SMEM = SA * WS_A_BYTES + SB * B_BYTES + RAW * WS_RAW_BYTES +
                                 ((BAR_BYTES + BN * 4 + 15) / 16) * 16 + 1024;
 };
 static_assert(2 * (ws_cfg<64>::SMEM + 1024) <= 228 * 1024, "two 64-token blocks an SM");
 static_assert(ws_cfg<128>::SMEM <= 227 * 1024, "one 128-token block an SM");
-
-/* The 128 producer threads' own barrier (id 1; __syncthreads is 0). */
-static __device__ __forceinline__ void producer_sync() {
-    asm volatile("bar.sync 1, 128;" ::: "memory");
-}
 
 static __device__ __forceinline__ void sts128(uint32_t addr, uint32_t x, uint32_t y, uint32_t z,
                                               uint32_t w) {
@@ -92,10 +99,12 @@ static __device__ __forceinline__ void sts128(uint32_t addr, uint32_t x, uint32_
 }
 
 template <int MODE, int BN>
-__global__ void __launch_bounds__(WS_THREADS, ws_cfg<BN>::BLOCKS)
+__global__ void __launch_bounds__(ws_cfg<BN>::THREADS, ws_cfg<BN>::BLOCKS)
     moe_wgmma_ws_kernel(const moe_args a) {
     using C = ws_cfg<BN>;
-    constexpr int SA = C::SA, SB = C::SB, D = C::D, RAW = C::RAW;
+    constexpr int SA = C::SA, SB = C::SB, D = C::D, DR = C::DR, RAW = C::RAW;
+    constexpr int NPW = C::NPW, NT = C::NT, PRODUCERS = C::PRODUCERS;
+    static_assert(DR >= D, "a step's codes are requested no later than its tokens");
     static_assert(BN == 64 || BN == 128, "64- or 128-token tiles");
     pdl_prologue(); /* first: see pdl.cuh */
     extern __shared__ __align__(1024) uint8_t ws_smem_raw[];
@@ -109,8 +118,7 @@ __global__ void __launch_bounds__(WS_THREADS, ws_cfg<BN>::BLOCKS)
     uint64_t *full = (uint64_t *)(raws + RAW * WS_RAW_BYTES);
     uint64_t *empty_a = full + SA;
     uint64_t *empty_b = empty_a + SA;
-    uint64_t *rawbar = empty_b + SB;
-    uint32_t *row_off = (uint32_t *)(rawbar + RAW);
+    uint32_t *row_off = (uint32_t *)(empty_b + SB);
 
     tile_pos tp;
     if (!tile_of_block_bn<BN>(a, &tp)) return;
@@ -119,36 +127,40 @@ __global__ void __launch_bounds__(WS_THREADS, ws_cfg<BN>::BLOCKS)
 
     if (tid == 0) {
         for (int s = 0; s < SA; s++) {
-            mbar_init(&full[s], WS_PRODUCERS);
+            mbar_init(&full[s], PRODUCERS);
             mbar_init(&empty_a[s], 8); /* one arrival per consumer warp */
         }
         for (int s = 0; s < SB; s++) mbar_init(&empty_b[s], 8);
-        for (int r = 0; r < RAW; r++) mbar_init(&rawbar[r], 1);
         mbar_init_fence();
     }
     tile_row_table<MODE>(a, tp.off, tp.n_base, tp.n_valid, row_off, BN); /* ends with a barrier */
 
-    if (w < 4) {
+    if (w < 4 * NPW) {
         /* ── producer ── */
         const int p = tid;
-        /* Raw step kk into slot kk % RAW, by lanes 0-15 of producer warp 0: lane i < 8 copies row
-         * tile i's codes, lane 8 + i its scale words (tiles past the matrix repeat its last tile,
-         * never stored: the slot's byte count stays constant). Lane 0 announces the bytes first. */
-        auto issue_raw = [&](int kk) {
-            const int slot = kk % RAW;
-            uint8_t *dst = raws + slot * WS_RAW_BYTES;
-            if (lane == 0) mbar_arrive_expect_tx(&rawbar[slot], WS_RAW_BYTES);
-            __syncwarp();
-            if (lane < 16) {
-                const int i = lane & 7;
-                const int rt = min(rb * 8 + i, a.RT - 1);
-                const size_t at = ((size_t)tp.e * a.RT + rt) * a.KK + kk;
-                if (lane < 8)
-                    bulk_copy_g2s(dst + i * 512, (const char *)a.wq + at * 512, 512, &rawbar[slot]);
-                else
-                    bulk_copy_g2s(dst + WS_CODE_BYTES + i * 32, (const char *)a.wsc + at * 32, 32,
-                                  &rawbar[slot]);
-            }
+        /* This thread's codes of raw step kk into slot kk % RAW: 16 bytes of each of its row tiles
+         * (w + 4·NPW·h; tiles past the matrix repeat its last tile, never stored), and for lanes
+         * < 2·NT 16 bytes of those tiles' scale words (tile w + 4·NPW·(lane / 2), half lane % 2). */
+        const char *code_src[NT], *scale_src;
+#pragma unroll
+        for (int h = 0; h < NT; h++) {
+            const int rt = min(rb * 8 + w + 4 * NPW * h, a.RT - 1);
+            code_src[h] = (const char *)a.wq + ((size_t)tp.e * a.RT + rt) * a.KK * 512 + lane * 16;
+        }
+        {
+            const int rt = min(rb * 8 + w + 4 * NPW * ((lane >> 1) & (NT - 1)), a.RT - 1);
+            scale_src =
+                (const char *)a.wsc + ((size_t)tp.e * a.RT + rt) * a.KK * 32 + (lane & 1) * 16;
+        }
+        auto copy_raw = [&](int kk) {
+            const uint32_t rs = smem_u32(raws + (kk % RAW) * WS_RAW_BYTES);
+#pragma unroll
+            for (int h = 0; h < NT; h++)
+                cp_async16(rs + (w + 4 * NPW * h) * 512 + lane * 16, code_src[h] + (size_t)kk * 512,
+                           16);
+            if (lane < 2 * NT)
+                cp_async16(rs + WS_CODE_BYTES + (w + 4 * NPW * (lane >> 1)) * 32 + (lane & 1) * 16,
+                           scale_src + (size_t)kk * 32, 16);
         };
         /* Step kk's token rows into B stage kk % SB: chunk q = p + 128·i is token q / 8's 16-byte
          * chunk q % 8 (eight threads a token: its 128 contiguous bytes). Rows past the tile's tokens
@@ -156,50 +168,51 @@ __global__ void __launch_bounds__(WS_THREADS, ws_cfg<BN>::BLOCKS)
         auto copy_b = [&](int kk) {
             const uint32_t b = smem_u32(b_st + (kk % SB) * C::B_BYTES);
 #pragma unroll
-            for (int i = 0; i < BN * 8 / WS_PRODUCERS; i++) {
-                const int q = p + WS_PRODUCERS * i, n = q >> 3, c = q & 7;
+            for (int i = 0; i < BN * 8 / PRODUCERS; i++) {
+                const int q = p + PRODUCERS * i, n = q >> 3, c = q & 7;
                 const uint32_t o = row_off[n];
                 const uint16_t *src = a.x + (o == ~0u ? 0u : o) + (size_t)kk * 64 + 8 * c;
                 cp_async16(b + sw128_offset(n, c), src, o == ~0u ? 0 : 16);
             }
         };
-        if (w == 0)
-            for (int kk = 0; kk < RAW && kk < a.KK; kk++) issue_raw(kk);
-        for (int j = 0; j < D; j++) {
-            if (j < a.KK) copy_b(j);
+        /* Groups: j < DR in the prologue (raw j, and B j for j < D), then at step kk raw kk + DR and
+         * B kk + D. Step kk's latest group is step kk − D's: wait_group D. */
+        for (int j = 0; j < DR; j++) {
+            if (j < a.KK) copy_raw(j);
+            if (j < D && j < a.KK) copy_b(j);
             cp_async_commit();
         }
 
-        /* This thread's two row tiles (warp w and w + 4) and its place in them. */
+        /* This thread's place in its row tiles. */
         const int g = lane >> 2, t = lane & 3, odd = g & 1;
         for (int kk = 0; kk < a.KK; kk++) {
             const int s = kk % SA;
+            if (kk + DR < a.KK) copy_raw(kk + DR);
             if (kk + D < a.KK) {
                 const int ub = (kk + D) / SB;
                 if (ub >= 1) mbar_wait(&empty_b[(kk + D) % SB], (ub - 1) & 1);
                 copy_b(kk + D);
             }
             cp_async_commit();
+            cp_async_wait<D>(); /* this thread's copies of step kk (codes and tokens) have landed */
+            __syncwarp();       /* and the copying lanes' scale words */
 
             const int slot = kk % RAW;
-            mbar_wait(&rawbar[slot], (kk / RAW) & 1);
             const uint8_t *rs = raws + slot * WS_RAW_BYTES;
-            uint4 qc[2];
-            uint32_t sc[2];
+            uint4 qc[NT];
+            uint32_t sc[NT];
 #pragma unroll
-            for (int h = 0; h < 2; h++) {
-                const int tile = w + 4 * h;
+            for (int h = 0; h < NT; h++) {
+                const int tile = w + 4 * NPW * h;
                 qc[h] = *(const uint4 *)(rs + tile * 512 + lane * 16);
                 sc[h] = *(const uint32_t *)(rs + WS_CODE_BYTES + tile * 32 + g * 4);
             }
-            producer_sync(); /* every producer has read the slot: refill it */
-            if (w == 0 && kk + RAW < a.KK) issue_raw(kk + RAW);
 
             if (kk >= SA) mbar_wait(&empty_a[s], ((kk / SA) - 1) & 1);
             const uint32_t a_base = smem_u32(a_st + s * WS_A_BYTES);
 #pragma unroll
-            for (int h = 0; h < 2; h++) {
-                const int r0 = 16 * (w + 4 * h) + g; /* rows r0 (words x, z) and r0 + 8 (y, w) */
+            for (int h = 0; h < NT; h++) {
+                const int r0 = 16 * (w + 4 * NPW * h) + g; /* rows r0 (x, z) and r0 + 8 (y, w) */
                 /* word j: x = (r0, chunk t, scale byte 0), y = (r0 + 8, t, 1), z = (r0, 4 + t, 2),
                  * w = (r0 + 8, 4 + t, 3); odd g stores z, w first (bank groups, header). */
                 const uint32_t wd[4] = {odd ? qc[h].z : qc[h].x, odd ? qc[h].w : qc[h].y,
@@ -214,7 +227,6 @@ __global__ void __launch_bounds__(WS_THREADS, ws_cfg<BN>::BLOCKS)
                     sts128(a_base + sw128_offset(r, c), v[0], v[1], v[2], v[3]);
                 }
             }
-            cp_async_wait<D>(); /* this thread's token copies of step kk have landed */
             asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* visible to wgmma */
             mbar_arrive(&full[s]);
         }
@@ -223,7 +235,7 @@ __global__ void __launch_bounds__(WS_THREADS, ws_cfg<BN>::BLOCKS)
     }
 
     /* ── consumers ── */
-    const int cw = (w >> 2) - 1, w4 = w & 3; /* consumer warpgroup 0 or 1, warp within it */
+    const int cw = (w >> 2) - NPW, w4 = w & 3; /* consumer warpgroup 0 or 1, warp within it */
     constexpr int NACC = BN / 2;
     float acc[NACC];
 #pragma unroll
@@ -266,11 +278,11 @@ static cudaError_t ws_launch_t(const moe_args &a, int mode, dim3 grid, cudaStrea
     }
     grid.y *= MOE_TILE_TOKENS / BN; /* BN = 64: two blocks a routing tile */
     if (mode == MODE_GATE_UP)
-        CUDA_TRY(pdl_launch(moe_wgmma_ws_kernel<MODE_GATE_UP, BN>, grid, dim3(WS_THREADS), SMEM,
-                            stream, a));
+        CUDA_TRY(pdl_launch(moe_wgmma_ws_kernel<MODE_GATE_UP, BN>, grid, dim3(ws_cfg<BN>::THREADS),
+                            SMEM, stream, a));
     else
-        CUDA_TRY(pdl_launch(moe_wgmma_ws_kernel<MODE_DOWN, BN>, grid, dim3(WS_THREADS), SMEM,
-                            stream, a));
+        CUDA_TRY(pdl_launch(moe_wgmma_ws_kernel<MODE_DOWN, BN>, grid, dim3(ws_cfg<BN>::THREADS),
+                            SMEM, stream, a));
     return cudaGetLastError();
 }
 
