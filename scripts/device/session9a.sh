@@ -28,6 +28,11 @@ grep -E "wgmma|rel err" "$out/logs/moe.log" | grep -B1 -A1 "ws" | head -30 | sed
 echo -e "\n## experts alone $(t)" | tee -a "$sum"
 timeout 120 $bin/gpu_test_moe --bench >"$out/logs/bench.log" 2>&1
 grep -E "experts" "$out/logs/bench.log" | grep -E "T=(256|1024|4096|16384)" | grep -E "wgmma" | tee -a "$sum"
+if [ "${SPIN:-0}" = 1 ]; then # the hand-offs by test_wait loops
+  echo "with GPTOSS_MOE_WS_SPIN=1:" | tee -a "$sum"
+  GPTOSS_MOE_WS_SPIN=1 timeout 120 $bin/gpu_test_moe --bench >"$out/logs/bench-spin.log" 2>&1
+  grep -E "experts" "$out/logs/bench-spin.log" | grep -E "T=(256|1024|4096|16384)" | grep -E "wgmma ws" | tee -a "$sum"
+fi
 # Only when the warp-specialised kernel beats kind 1 at T = 1024 (64-token tiles), or FULL=1.
 ws=$(grep -E "T=1024 large wgmma ws n64" "$out/logs/bench.log" 2>/dev/null | awk -F'|' '{print $3+0}')
 k1=$(grep -E "T=1024 large wgmma n64" "$out/logs/bench.log" 2>/dev/null | awk -F'|' '{print $3+0}')

@@ -56,6 +56,9 @@
 #include "backend/cuda/tma_ring.cuh" /* mbarriers */
 #include "backend/cuda/wgmma.cuh"
 
+#include <stdlib.h>
+#include <string.h>
+
 enum {
     WS_CODE_BYTES = 8 * 512,                       /* a k step's codes: 8 row tiles */
     WS_SCALE_BYTES = 8 * 32,                       /* their scale words */
@@ -76,10 +79,12 @@ template <int BN> struct ws_cfg {
     static constexpr int NT = 2 / NPW;
     static constexpr int PRODUCERS = 128 * NPW;
     static constexpr int THREADS = PRODUCERS + 256;
-    static constexpr int SA = 3;
+    /* SA ≥ 2 and SB ≥ D + 2 avoid a deadlock; each stage more is a step of slack between the
+     * producers and the consumers (at the minimum they advance in lockstep, a hand-off a step). */
+    static constexpr int SA = BN == 64 ? 3 : 4;
     static constexpr int D = BN == 64 ? 2 : 4;
-    static constexpr int SB = D + 2;
-    static constexpr int DR = BN == 64 ? 4 : 6;
+    static constexpr int SB = D + (BN == 64 ? 2 : 4);
+    static constexpr int DR = BN == 64 ? 4 : 5;
     static constexpr int RAW = DR + 2;
     static constexpr int BLOCKS = BN == 64 ? 2 : 1;
     static constexpr int B_BYTES = BN * 128; /* a multiple of 1024 */
@@ -90,6 +95,22 @@ template <int BN> struct ws_cfg {
 };
 static_assert(2 * (ws_cfg<64>::SMEM + 1024) <= 228 * 1024, "two 64-token blocks an SM");
 static_assert(ws_cfg<128>::SMEM <= 227 * 1024, "one 128-token block an SM");
+
+/* mbar_wait, or with spin a loop of non-blocking tests (test_wait) instead of try_wait, which may
+ * suspend the warp until a time limit: GPTOSS_MOE_WS_SPIN=1, to measure the hand-off's latency. */
+static __device__ __forceinline__ void ws_wait(uint64_t *bar, uint32_t parity, int spin) {
+    if (!spin) {
+        mbar_wait(bar, parity);
+        return;
+    }
+    uint32_t done = 0;
+    while (!done)
+        asm volatile("{\n .reg .pred p;\n mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                     " selp.u32 %0, 1, 0, p;\n}"
+                     : "=r"(done)
+                     : "r"(smem_u32(bar)), "r"(parity)
+                     : "memory");
+}
 
 static __device__ __forceinline__ void sts128(uint32_t addr, uint32_t x, uint32_t y, uint32_t z,
                                               uint32_t w) {
@@ -190,7 +211,7 @@ __global__ void __launch_bounds__(ws_cfg<BN>::THREADS, ws_cfg<BN>::BLOCKS)
             if (kk + DR < a.KK) copy_raw(kk + DR);
             if (kk + D < a.KK) {
                 const int ub = (kk + D) / SB;
-                if (ub >= 1) mbar_wait(&empty_b[(kk + D) % SB], (ub - 1) & 1);
+                if (ub >= 1) ws_wait(&empty_b[(kk + D) % SB], (ub - 1) & 1, a.ws_spin);
                 copy_b(kk + D);
             }
             cp_async_commit();
@@ -208,7 +229,7 @@ __global__ void __launch_bounds__(ws_cfg<BN>::THREADS, ws_cfg<BN>::BLOCKS)
                 sc[h] = *(const uint32_t *)(rs + WS_CODE_BYTES + tile * 32 + g * 4);
             }
 
-            if (kk >= SA) mbar_wait(&empty_a[s], ((kk / SA) - 1) & 1);
+            if (kk >= SA) ws_wait(&empty_a[s], ((kk / SA) - 1) & 1, a.ws_spin);
             const uint32_t a_base = smem_u32(a_st + s * WS_A_BYTES);
 #pragma unroll
             for (int h = 0; h < NT; h++) {
@@ -241,7 +262,7 @@ __global__ void __launch_bounds__(ws_cfg<BN>::THREADS, ws_cfg<BN>::BLOCKS)
 #pragma unroll
     for (int i = 0; i < NACC; i++) acc[i] = 0.0f;
     for (int kk = 0; kk < a.KK; kk++) {
-        mbar_wait(&full[kk % SA], (kk / SA) & 1);
+        ws_wait(&full[kk % SA], (kk / SA) & 1, a.ws_spin);
         const uint32_t a0 = smem_u32(a_st + (kk % SA) * WS_A_BYTES) + cw * 64 * 128;
         const uint32_t b0 = smem_u32(b_st + (kk % SB) * C::B_BYTES);
         wgmma_fence();
@@ -266,7 +287,14 @@ __global__ void __launch_bounds__(ws_cfg<BN>::THREADS, ws_cfg<BN>::BLOCKS)
 }
 
 template <int BN>
-static cudaError_t ws_launch_t(const moe_args &a, int mode, dim3 grid, cudaStream_t stream) {
+static cudaError_t ws_launch_t(const moe_args &a0, int mode, dim3 grid, cudaStream_t stream) {
+    static int spin = -1;
+    if (spin < 0) {
+        const char *v = getenv("GPTOSS_MOE_WS_SPIN");
+        spin = v && !strcmp(v, "1");
+    }
+    moe_args a = a0;
+    a.ws_spin = spin;
     constexpr int SMEM = ws_cfg<BN>::SMEM;
     static unsigned long long attrs_set; /* per device: per_device.h */
     if (!per_device_done(&attrs_set)) {
