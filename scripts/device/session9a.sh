@@ -51,6 +51,30 @@ if [ "${NCU:-0}" = 1 ]; then # stall reasons of the warp-specialised kernel (fir
     --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section SourceCounters \
     --section MemoryWorkloadAnalysis $bin/gpu_test_moe --bench >"$out/ncu-ws.txt" 2>&1 || echo "ncu failed ($?)"
   grep -E "Duration|Throughput|Issue|Eligible|Active Warps|Stall|stall|Warp Cycles|No Eligible" "$out/ncu-ws.txt" | head -40 | tee -a "$sum"
+  # where the warps wait: stall samples per SASS instruction, the top 30
+  timeout 150 "$ncu" --clock-control none -k "regex:moe_wgmma_ws_kernel" --launch-skip ${NCU_SKIP:-0} --launch-count 1 \
+    --section SourceCounters --section WarpStateStats --page source --print-source sass --csv \
+    $bin/gpu_test_moe --bench >"$out/ncu-ws-sass.csv" 2>&1 || echo "ncu sass failed ($?)"
+  python3 - "$out/ncu-ws-sass.csv" <<'PY' | tee -a "$sum"
+import csv, sys
+rows = [r for r in csv.reader(open(sys.argv[1], errors="replace")) if len(r) > 5]
+hdr = next((i for i, r in enumerate(rows) if any("Source" == c.strip('"') for c in r)), None)
+if hdr is None:
+    print("no source table"); sys.exit()
+h = rows[hdr]
+def col(name):
+    return next((i for i, c in enumerate(h) if c.startswith(name)), None)
+src, smp = col("Source"), col("Warp Stall Sampling (All")
+if src is None or smp is None:
+    print("columns:", h[:30]); sys.exit()
+body = rows[hdr + 1:]
+def num(x):
+    try: return float(x.replace(",", ""))
+    except ValueError: return 0.0
+tot = sum(num(r[smp]) for r in body) or 1
+for r in sorted(body, key=lambda r: -num(r[smp]))[:30]:
+    print(f"{100 * num(r[smp]) / tot:5.1f}%  {r[src][:110]}")
+PY
 fi
 t | tee -a "$sum"
 tar czf "$out/logs.tgz" -C "$out" logs vlogs 2>/dev/null && rm -rf "$out/logs" "$out/vlogs"

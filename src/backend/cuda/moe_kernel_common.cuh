@@ -31,7 +31,6 @@ struct moe_args {
     int S;            /* K splits (down, small path) */
     int n_rb;         /* row blocks per expert */
     float alpha, limit;
-    int ws_spin; /* moe_wgmma_ws.cu: wait for its barriers by test_wait loops (GPTOSS_MOE_WS_SPIN) */
 };
 
 enum { MODE_GATE_UP = 0, MODE_DOWN = 1 };

@@ -56,9 +56,6 @@
 #include "backend/cuda/tma_ring.cuh" /* mbarriers */
 #include "backend/cuda/wgmma.cuh"
 
-#include <stdlib.h>
-#include <string.h>
-
 enum {
     WS_CODE_BYTES = 8 * 512,                       /* a k step's codes: 8 row tiles */
     WS_SCALE_BYTES = 8 * 32,                       /* their scale words */
@@ -72,11 +69,10 @@ enum {
  * reads of the scale words before the copying lanes overwrite them), blocks an SM. BN = 64: two blocks an
  * SM (~106 KB each); BN = 128: one. */
 template <int BN> struct ws_cfg {
-    /* producer warpgroups: each producer thread dequantises NT = 2 / NPW row tiles' words a step.
-     * With one (two tiles a thread) the producer bounded the kernel: ncu had its warps issuing every
-     * ~9 cycles on their dependency chains (0.32 issued per scheduler), ~2,000 cycles a k step. */
+    /* producer warpgroups: two, so that each producer thread dequantises one row tile's 16 bytes a
+     * step. With one (two tiles a thread) the producers bounded the kernel: ncu had their warps
+     * issuing every ~9 cycles on their dependency chains, ~2,000 cycles a k step. */
     static constexpr int NPW = 2;
-    static constexpr int NT = 2 / NPW;
     static constexpr int PRODUCERS = 128 * NPW;
     static constexpr int THREADS = PRODUCERS + 256;
     /* SA ≥ 2 and SB ≥ D + 2 avoid a deadlock; each stage more is a step of slack between the
@@ -96,20 +92,25 @@ template <int BN> struct ws_cfg {
 static_assert(2 * (ws_cfg<64>::SMEM + 1024) <= 228 * 1024, "two 64-token blocks an SM");
 static_assert(ws_cfg<128>::SMEM <= 227 * 1024, "one 128-token block an SM");
 
-/* mbar_wait, or with spin a loop of non-blocking tests (test_wait) instead of try_wait, which may
- * suspend the warp until a time limit: GPTOSS_MOE_WS_SPIN=1, to measure the hand-off's latency. */
-static __device__ __forceinline__ void ws_wait(uint64_t *bar, uint32_t parity, int spin) {
-    if (!spin) {
-        mbar_wait(bar, parity);
-        return;
+/* A position in a ring of n entries and the parity of its use count (which phase of the entry's
+ * mbarrier the current use is). */
+struct ring {
+    int i;
+    uint32_t par;
+    __device__ __forceinline__ void next(int n) {
+        if (++i == n) i = 0, par ^= 1;
     }
-    uint32_t done = 0;
-    while (!done)
-        asm volatile("{\n .reg .pred p;\n mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                     " selp.u32 %0, 1, 0, p;\n}"
-                     : "=r"(done)
-                     : "r"(smem_u32(bar)), "r"(parity)
-                     : "memory");
+};
+
+static __device__ __forceinline__ uint2 lds64(uint32_t addr) {
+    uint2 v;
+    asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "r"(addr) : "memory");
+    return v;
+}
+static __device__ __forceinline__ uint32_t lds32(uint32_t addr) {
+    uint32_t v;
+    asm volatile("ld.shared.b32 %0, [%1];" : "=r"(v) : "r"(addr) : "memory");
+    return v;
 }
 
 static __device__ __forceinline__ void sts128(uint32_t addr, uint32_t x, uint32_t y, uint32_t z,
@@ -124,7 +125,8 @@ __global__ void __launch_bounds__(ws_cfg<BN>::THREADS, ws_cfg<BN>::BLOCKS)
     moe_wgmma_ws_kernel(const moe_args a) {
     using C = ws_cfg<BN>;
     constexpr int SA = C::SA, SB = C::SB, D = C::D, DR = C::DR, RAW = C::RAW;
-    constexpr int NPW = C::NPW, NT = C::NT, PRODUCERS = C::PRODUCERS;
+    constexpr int NPW = C::NPW, PRODUCERS = C::PRODUCERS;
+    static_assert(NPW == 2, "a producer thread per row-tile lane");
     static_assert(DR >= D, "a step's codes are requested no later than its tokens");
     static_assert(BN == 64 || BN == 128, "64- or 128-token tiles");
     pdl_prologue(); /* first: see pdl.cuh */
@@ -157,99 +159,92 @@ __global__ void __launch_bounds__(ws_cfg<BN>::THREADS, ws_cfg<BN>::BLOCKS)
     tile_row_table<MODE>(a, tp.off, tp.n_base, tp.n_valid, row_off, BN); /* ends with a barrier */
 
     if (w < 4 * NPW) {
-        /* ── producer ── */
-        const int p = tid;
-        /* This thread's codes of raw step kk into slot kk % RAW: 16 bytes of each of its row tiles
-         * (w + 4·NPW·h; tiles past the matrix repeat its last tile, never stored), and for lanes
-         * < 2·NT 16 bytes of those tiles' scale words (tile w + 4·NPW·(lane / 2), half lane % 2). */
-        const char *code_src[NT], *scale_src;
+        /* ── producer: thread (warp w, lane (g, t)) owns row tile w ── */
+        const int p = tid, tile = w;
+        const int g = lane >> 2, t = lane & 3, odd = g & 1;
+        /* Its codes of a raw step: 16 bytes of its tile (tiles past the matrix repeat its last one,
+         * never stored); lanes 0-1 also copy the tile's 32 bytes of scale words. */
+        const int rt = min(rb * 8 + tile, a.RT - 1);
+        const size_t tile_at = ((size_t)tp.e * a.RT + rt) * a.KK;
+        const char *code_src = (const char *)a.wq + tile_at * 512 + lane * 16;
+        const char *scale_src = (const char *)a.wsc + tile_at * 32 + (lane & 1) * 16;
+        const uint32_t raw0 = smem_u32(raws);
+        const uint32_t code_at = tile * 512 + lane * 16;
+        const uint32_t scale_dst = WS_CODE_BYTES + tile * 32 + (lane & 1) * 16;
+        /* Its token chunks: q = p + PRODUCERS·i is token q / 8's 16-byte chunk q % 8 (eight threads a
+         * token: its 128 contiguous bytes); a row past the tile's tokens is zero-filled. */
+        constexpr int NB = BN * 8 / PRODUCERS;
+        const char *b_src[NB];
+        uint32_t b_dst[NB];
+        int b_bytes[NB];
 #pragma unroll
-        for (int h = 0; h < NT; h++) {
-            const int rt = min(rb * 8 + w + 4 * NPW * h, a.RT - 1);
-            code_src[h] = (const char *)a.wq + ((size_t)tp.e * a.RT + rt) * a.KK * 512 + lane * 16;
+        for (int i = 0; i < NB; i++) {
+            const int q = p + PRODUCERS * i, n = q >> 3, c = q & 7;
+            const uint32_t o = row_off[n];
+            b_src[i] = (const char *)(a.x + (o == ~0u ? 0u : o) + 8 * c);
+            b_bytes[i] = o == ~0u ? 0 : 16;
+            b_dst[i] = smem_u32(b_st) + sw128_offset(n, c);
         }
-        {
-            const int rt = min(rb * 8 + w + 4 * NPW * ((lane >> 1) & (NT - 1)), a.RT - 1);
-            scale_src =
-                (const char *)a.wsc + ((size_t)tp.e * a.RT + rt) * a.KK * 32 + (lane & 1) * 16;
-        }
-        auto copy_raw = [&](int kk) {
-            const uint32_t rs = smem_u32(raws + (kk % RAW) * WS_RAW_BYTES);
-#pragma unroll
-            for (int h = 0; h < NT; h++)
-                cp_async16(rs + (w + 4 * NPW * h) * 512 + lane * 16, code_src[h] + (size_t)kk * 512,
-                           16);
-            if (lane < 2 * NT)
-                cp_async16(rs + WS_CODE_BYTES + (w + 4 * NPW * (lane >> 1)) * 32 + (lane & 1) * 16,
-                           scale_src + (size_t)kk * 32, 16);
+        auto copy_raw = [&](int kk, int slot) {
+            const uint32_t rs = raw0 + slot * WS_RAW_BYTES;
+            cp_async16(rs + code_at, code_src + (size_t)kk * 512, 16);
+            if (lane < 2) cp_async16(rs + scale_dst, scale_src + (size_t)kk * 32, 16);
         };
-        /* Step kk's token rows into B stage kk % SB: chunk q = p + 128·i is token q / 8's 16-byte
-         * chunk q % 8 (eight threads a token: its 128 contiguous bytes). Rows past the tile's tokens
-         * are zeros. */
-        auto copy_b = [&](int kk) {
-            const uint32_t b = smem_u32(b_st + (kk % SB) * C::B_BYTES);
+        auto copy_b = [&](int kk, int stage) {
 #pragma unroll
-            for (int i = 0; i < BN * 8 / PRODUCERS; i++) {
-                const int q = p + PRODUCERS * i, n = q >> 3, c = q & 7;
-                const uint32_t o = row_off[n];
-                const uint16_t *src = a.x + (o == ~0u ? 0u : o) + (size_t)kk * 64 + 8 * c;
-                cp_async16(b + sw128_offset(n, c), src, o == ~0u ? 0 : 16);
-            }
+            for (int i = 0; i < NB; i++)
+                cp_async16(b_dst[i] + stage * C::B_BYTES, b_src[i] + (size_t)kk * 128, b_bytes[i]);
         };
+        /* Where its words go: word x = (row r0, chunk t, scale byte 0), y = (r0 + 8, t, 1),
+         * z = (r0, 4 + t, 2), w = (r0 + 8, 4 + t, 3). Odd g reads its 16 bytes halves swapped
+         * (z, w first) and its scale bytes permuted alike, so that each quarter warp's stores of a
+         * step cover eight bank groups (header) without a select. */
+        const int r0 = 16 * tile + g;
+        const int c1 = odd ? 4 + t : t, c2 = odd ? t : 4 + t;
+        const uint32_t st_off[4] = {sw128_offset(r0, c1), sw128_offset(r0 + 8, c1),
+                                    sw128_offset(r0, c2), sw128_offset(r0 + 8, c2)};
+        const uint32_t rd1 = code_at + (odd ? 8 : 0), rd2 = code_at + (odd ? 0 : 8);
+        const uint32_t rd_scale = WS_CODE_BYTES + tile * 32 + g * 4;
+        const uint32_t sc_perm = odd ? 0x1032u : 0x3210u;
+
         /* Groups: j < DR in the prologue (raw j, and B j for j < D), then at step kk raw kk + DR and
          * B kk + D. Step kk's latest group is step kk − D's: wait_group D. */
         for (int j = 0; j < DR; j++) {
-            if (j < a.KK) copy_raw(j);
-            if (j < D && j < a.KK) copy_b(j);
+            if (j < a.KK) copy_raw(j, j);
+            if (j < D && j < a.KK) copy_b(j, j);
             cp_async_commit();
         }
-
-        /* This thread's place in its row tiles. */
-        const int g = lane >> 2, t = lane & 3, odd = g & 1;
+        ring ra{0, 0}, rr{0, 0}, rw{DR, 0}, bw{D, 0}; /* A stage; raw read, write; B write */
+        const uint32_t a0 = smem_u32(a_st);
         for (int kk = 0; kk < a.KK; kk++) {
-            const int s = kk % SA;
-            if (kk + DR < a.KK) copy_raw(kk + DR);
+            if (kk + DR < a.KK) copy_raw(kk + DR, rw.i);
+            rw.next(RAW);
             if (kk + D < a.KK) {
-                const int ub = (kk + D) / SB;
-                if (ub >= 1) ws_wait(&empty_b[(kk + D) % SB], (ub - 1) & 1, a.ws_spin);
-                copy_b(kk + D);
+                if (kk + D >= SB) mbar_wait(&empty_b[bw.i], bw.par ^ 1);
+                copy_b(kk + D, bw.i);
             }
+            bw.next(SB);
             cp_async_commit();
             cp_async_wait<D>(); /* this thread's copies of step kk (codes and tokens) have landed */
-            __syncwarp();       /* and the copying lanes' scale words */
+            __syncwarp();       /* and lanes 0-1's scale words */
 
-            const int slot = kk % RAW;
-            const uint8_t *rs = raws + slot * WS_RAW_BYTES;
-            uint4 qc[NT];
-            uint32_t sc[NT];
-#pragma unroll
-            for (int h = 0; h < NT; h++) {
-                const int tile = w + 4 * NPW * h;
-                qc[h] = *(const uint4 *)(rs + tile * 512 + lane * 16);
-                sc[h] = *(const uint32_t *)(rs + WS_CODE_BYTES + tile * 32 + g * 4);
-            }
+            const uint32_t rs = raw0 + rr.i * WS_RAW_BYTES;
+            rr.next(RAW);
+            const uint2 q1 = lds64(rs + rd1), q2 = lds64(rs + rd2);
+            const uint32_t sc = __byte_perm(lds32(rs + rd_scale), 0u, sc_perm);
+            const uint32_t wd[4] = {q1.x, q1.y, q2.x, q2.y};
 
-            if (kk >= SA) ws_wait(&empty_a[s], ((kk / SA) - 1) & 1, a.ws_spin);
-            const uint32_t a_base = smem_u32(a_st + s * WS_A_BYTES);
+            if (kk >= SA) mbar_wait(&empty_a[ra.i], ra.par ^ 1);
+            const uint32_t a_base = a0 + ra.i * WS_A_BYTES;
 #pragma unroll
-            for (int h = 0; h < NT; h++) {
-                const int r0 = 16 * (w + 4 * NPW * h) + g; /* rows r0 (x, z) and r0 + 8 (y, w) */
-                /* word j: x = (r0, chunk t, scale byte 0), y = (r0 + 8, t, 1), z = (r0, 4 + t, 2),
-                 * w = (r0 + 8, 4 + t, 3); odd g stores z, w first (bank groups, header). */
-                const uint32_t wd[4] = {odd ? qc[h].z : qc[h].x, odd ? qc[h].w : qc[h].y,
-                                        odd ? qc[h].x : qc[h].z, odd ? qc[h].y : qc[h].w};
-                const int jb = odd ? 2 : 0;
-#pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    uint32_t v[4];
-                    const int j = (jb + i) & 3;
-                    dequant_word(wd[i], scale_pair(sc[h], j), v);
-                    const int r = r0 + 8 * (j & 1), c = t + 4 * (j >> 1);
-                    sts128(a_base + sw128_offset(r, c), v[0], v[1], v[2], v[3]);
-                }
+            for (int i = 0; i < 4; i++) {
+                uint32_t v[4];
+                dequant_word(wd[i], scale_pair(sc, i), v);
+                sts128(a_base + st_off[i], v[0], v[1], v[2], v[3]);
             }
             asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* visible to wgmma */
-            mbar_arrive(&full[s]);
+            mbar_arrive(&full[ra.i]);
+            ra.next(SA);
         }
         cp_async_wait<0>();
         return;
@@ -261,25 +256,33 @@ __global__ void __launch_bounds__(ws_cfg<BN>::THREADS, ws_cfg<BN>::BLOCKS)
     float acc[NACC];
 #pragma unroll
     for (int i = 0; i < NACC; i++) acc[i] = 0.0f;
+    /* Descriptors of stage 0's k16 slice 0; a stage and a slice add their offsets in 16-byte
+     * units (the address field is the low 14 bits, and no sum leaves the shared window). */
+    const uint64_t da0 = smem_desc_sw128(smem_u32(a_st) + cw * 64 * 128);
+    const uint64_t db0 = smem_desc_sw128(smem_u32(b_st));
+    ring ca{0, 0}, cb{0, 0};
+    int pa = 0, pb = 0; /* the stages of the step before */
     for (int kk = 0; kk < a.KK; kk++) {
-        ws_wait(&full[kk % SA], (kk / SA) & 1, a.ws_spin);
-        const uint32_t a0 = smem_u32(a_st + (kk % SA) * WS_A_BYTES) + cw * 64 * 128;
-        const uint32_t b0 = smem_u32(b_st + (kk % SB) * C::B_BYTES);
+        mbar_wait(&full[ca.i], ca.par);
+        const uint64_t da = da0 + (uint64_t)(ca.i * (WS_A_BYTES >> 4));
+        const uint64_t db = db0 + (uint64_t)(cb.i * (C::B_BYTES >> 4));
         wgmma_fence();
 #pragma unroll
         for (int j = 0; j < 4; j++) {
             if constexpr (BN == 128)
-                wgmma_ss_m64n128k16(acc, smem_desc_sw128(a0 + 32 * j),
-                                    smem_desc_sw128(b0 + 32 * j));
+                wgmma_ss_m64n128k16(acc, da + 2 * j, db + 2 * j);
             else
-                wgmma_ss_m64n64k16(acc, smem_desc_sw128(a0 + 32 * j), smem_desc_sw128(b0 + 32 * j));
+                wgmma_ss_m64n64k16(acc, da + 2 * j, db + 2 * j);
         }
         wgmma_commit();
         wgmma_wait<1>(); /* step kk − 1's MMAs are done: its stages may be refilled */
         if (kk >= 1 && lane == 0) {
-            mbar_arrive(&empty_a[(kk - 1) % SA]);
-            mbar_arrive(&empty_b[(kk - 1) % SB]);
+            mbar_arrive(&empty_a[pa]);
+            mbar_arrive(&empty_b[pb]);
         }
+        pa = ca.i, pb = cb.i;
+        ca.next(SA);
+        cb.next(SB);
     }
     wgmma_wait<0>();
     fence_acc(acc);
@@ -287,14 +290,7 @@ __global__ void __launch_bounds__(ws_cfg<BN>::THREADS, ws_cfg<BN>::BLOCKS)
 }
 
 template <int BN>
-static cudaError_t ws_launch_t(const moe_args &a0, int mode, dim3 grid, cudaStream_t stream) {
-    static int spin = -1;
-    if (spin < 0) {
-        const char *v = getenv("GPTOSS_MOE_WS_SPIN");
-        spin = v && !strcmp(v, "1");
-    }
-    moe_args a = a0;
-    a.ws_spin = spin;
+static cudaError_t ws_launch_t(const moe_args &a, int mode, dim3 grid, cudaStream_t stream) {
     constexpr int SMEM = ws_cfg<BN>::SMEM;
     static unsigned long long attrs_set; /* per device: per_device.h */
     if (!per_device_done(&attrs_set)) {
