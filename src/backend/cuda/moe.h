@@ -131,11 +131,12 @@ cudaError_t moe_experts(const moe_weights *w, const uint16_t *x, const moe_routi
                         const moe_plan *plan, uint16_t *act, float *y_slots, cudaStream_t stream);
 
 /* The large path's MMA, process-wide: 1 = warpgroup MMA (wgmma, moe_wgmma.cu, the default since it
- * was measured faster at every T on the H200: bench/NOTES.md), 2 = wgmma with a producer warpgroup
- * feeding two consumer warpgroups (moe_wgmma_ws.cu; off until measured), 0 = mma.sync
- * (moe_large_kernel, kept as the tests' second implementation; it ignores plan->bn). Until
- * moe_set_wgmma is called, GPTOSS_MOE_WGMMA=0 selects mma.sync, =2 the warp-specialised kernel (any
- * other value, or none, wgmma). moe_wgmma_on returns the choice, 0, 1 or 2. */
+ * was measured faster at every T on the H200: bench/NOTES.md), 2 = wgmma with producer warpgroups
+ * feeding two consumer warpgroups (moe_wgmma_ws.cu), 3 = moe_wgmma_ws.cu at 128-token tiles and
+ * moe_wgmma.cu at 64 (where each measured faster), 0 = mma.sync (moe_large_kernel, kept as the
+ * tests' second implementation; it ignores plan->bn). Until moe_set_wgmma is called,
+ * GPTOSS_MOE_WGMMA=0, 2 or 3 selects those (any other value, or none, 1). moe_wgmma_on returns the
+ * choice. */
 void moe_set_wgmma(int on);
 int moe_wgmma_on(void);
 

@@ -218,13 +218,13 @@ static unsigned long long g_attrs_set; /* per device: per_device.h */
 static int g_wgmma = -1; /* -1: not decided yet (GPTOSS_MOE_WGMMA at first use, moe.h) */
 
 void moe_set_wgmma(int on) {
-    g_wgmma = on == 2 ? 2 : on ? 1 : 0;
+    g_wgmma = on >= 1 && on <= 3 ? on : 0;
 }
 
 int moe_wgmma_on(void) {
     if (g_wgmma < 0) {
         const char *v = getenv("GPTOSS_MOE_WGMMA");
-        g_wgmma = v && !strcmp(v, "0") ? 0 : v && !strcmp(v, "2") ? 2 : 1;
+        g_wgmma = !v ? 1 : !strcmp(v, "0") ? 0 : !strcmp(v, "2") ? 2 : !strcmp(v, "3") ? 3 : 1;
     }
     return g_wgmma;
 }
@@ -279,7 +279,9 @@ static cudaError_t launch(const moe_args &a0, int mode, int folded, const moe_pl
         a.S = 1;
         a.n_rb = (a.RT + 7) / 8;
         const dim3 grid((unsigned)a.n_rb, (unsigned)moe_max_tiles(r->T, r->n_e, r->k));
-        if (moe_wgmma_on() == 2) return moe_wgmma_ws_launch(a, mode, plan->bn, grid, stream);
+        const int kind = moe_wgmma_on();
+        if (kind == 2 || (kind == 3 && plan->bn == 128))
+            return moe_wgmma_ws_launch(a, mode, plan->bn, grid, stream);
         if (moe_wgmma_on()) return moe_wgmma_launch(a, mode, plan->bn, grid, stream);
         if (mode == MODE_GATE_UP)
             pdl_launch(moe_large_kernel<MODE_GATE_UP>, dim3(grid), dim3(LG_THREADS), LG_SMEM,
