@@ -130,13 +130,13 @@ size_t moe_y_slots_bytes(int T, int k, int H, const moe_plan *plan); /* T·k·sp
 cudaError_t moe_experts(const moe_weights *w, const uint16_t *x, const moe_routing *r,
                         const moe_plan *plan, uint16_t *act, float *y_slots, cudaStream_t stream);
 
-/* The large path's MMA, process-wide: 1 = warpgroup MMA (wgmma, moe_wgmma.cu, the default since it
- * was measured faster at every T on the H200: bench/NOTES.md), 2 = wgmma with producer warpgroups
- * feeding two consumer warpgroups (moe_wgmma_ws.cu), 3 = moe_wgmma_ws.cu at 128-token tiles and
- * moe_wgmma.cu at 64 (where each measured faster), 0 = mma.sync (moe_large_kernel, kept as the
- * tests' second implementation; it ignores plan->bn). Until moe_set_wgmma is called,
- * GPTOSS_MOE_WGMMA=0, 2 or 3 selects those (any other value, or none, 1). moe_wgmma_on returns the
- * choice. */
+/* The large path's MMA, process-wide: 3 (the default) = the warp-specialised wgmma kernel
+ * (moe_wgmma_ws.cu: producer warpgroups feeding two consumer warpgroups) at 128-token tiles and
+ * moe_wgmma.cu (wgmma with A in registers) at 64, where each measured faster on the H200 (prefill
+ * 8k +10.2 %, bench/NOTES.md); 1 = moe_wgmma.cu at both; 2 = moe_wgmma_ws.cu at both; 0 = mma.sync
+ * (moe_large_kernel, kept as the tests' second implementation; it ignores plan->bn). Until
+ * moe_set_wgmma is called, GPTOSS_MOE_WGMMA=0, 1 or 2 selects those (any other value, or none, 3).
+ * moe_wgmma_on returns the choice. */
 void moe_set_wgmma(int on);
 int moe_wgmma_on(void);
 

@@ -224,7 +224,7 @@ void moe_set_wgmma(int on) {
 int moe_wgmma_on(void) {
     if (g_wgmma < 0) {
         const char *v = getenv("GPTOSS_MOE_WGMMA");
-        g_wgmma = !v ? 1 : !strcmp(v, "0") ? 0 : !strcmp(v, "2") ? 2 : !strcmp(v, "3") ? 3 : 1;
+        g_wgmma = !v ? 3 : !strcmp(v, "0") ? 0 : !strcmp(v, "1") ? 1 : !strcmp(v, "2") ? 2 : 3;
     }
     return g_wgmma;
 }

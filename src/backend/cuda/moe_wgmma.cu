@@ -1,7 +1,7 @@
 /* The large-batch MoE grouped GEMM on Hopper's warpgroup MMA (wgmma, sm_90a): moe_large_kernel's
  * tiles, routing, weight layout and epilogue (moe_experts.cu), with the MMA moved to the tensor cores'
- * asynchronous interface. The default large path (GPTOSS_MOE_WGMMA=0 / moe_set_wgmma(0) selects
- * mma.sync instead).
+ * asynchronous interface. The default large path at 64-token tiles; at 128 moe_wgmma_ws.cu (the
+ * same GEMM warp-specialised) measured faster (moe.h: GPTOSS_MOE_WGMMA).
  *
  * ── Block ──────────────────────────────────────────────────────────────────────────────────────
  * 128 weight rows x BN tokens, 256 threads = 2 warpgroups. Warpgroup wg owns rows 64·wg … 64·wg+63

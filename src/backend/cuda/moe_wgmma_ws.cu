@@ -1,7 +1,8 @@
 /* The large-batch MoE grouped GEMM on wgmma with warp specialisation (sm_90a): the same tiles,
- * routing, weights and epilogue as moe_wgmma.cu, with the work split between a producer warpgroup that
- * brings and dequantises the operands and two consumer warpgroups that only multiply.
- * GPTOSS_MOE_WGMMA=2 (moe_set_wgmma(2)) selects it; off by default until measured.
+ * routing, weights and epilogue as moe_wgmma.cu, with the work split between producer warpgroups
+ * that bring and dequantise the operands and two consumer warpgroups that only multiply.
+ * The default at 128-token tiles (moe.h: GPTOSS_MOE_WGMMA; prefill 8k +10.2 % on the H200); at 64
+ * (GPTOSS_MOE_WGMMA=2) it measured 5 % slower than moe_wgmma.cu (bench/NOTES.md).
  *
  * ── Why ───────────────────────────────────────────────────────────────────────────────────────
  * In moe_wgmma.cu every warp copies its share of the operands, dequantises its A fragment in
