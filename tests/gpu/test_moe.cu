@@ -11,7 +11,9 @@
  *   - experts through the automatic plan and the other path(s): outputs poisoned with NaN first, every
  *     slot row must be written, and Σ slots per token within ‖·‖ relative error 1e-2 of the reference
  *     (a random subset of 64 tokens when T > 64); two runs bit-identical. The large path on mma.sync
- *     and on wgmma, the latter with 128- and with 64-token tiles (moe_plan.bn);
+ *     and on both wgmma kernels (moe_wgmma.cu and the warp-specialised moe_wgmma_ws.cu), each with
+ *     128- and with 64-token tiles (moe_plan.bn); the ws kernel's folded dequantisation
+ *     (GPTOSS_MOE_WS_FOLDED=1) gives the two-multiply one's bits;
  *   - expert parallelism (moe_routing's e0, n_e): the experts split over 2 and 4 ranks, each
  *     grouping only its range's pairs on weights holding only its experts: each grouping is the
  *     one-GPU grouping's slice, renumbered; every row of another range's pair is zero; and the
@@ -19,8 +21,8 @@
  * Random MXFP4 codes with scales 2^-7 … 2^-5, fresh every run.
  *
  * --bench: 120b shapes (E = 128), T = 1, 8, 64, 256, 1024, 4096, 16384, random routing, three copies
- * of the layer's weights rotated; routing, experts (the large path also on wgmma at both tile widths)
- * and the combine timed separately. */
+ * of the layer's weights rotated; routing, experts (the large path also on both wgmma kernels at both
+ * tile widths) and the combine timed separately. */
 #include "moe_test_util.h"
 
 extern "C" {
@@ -599,6 +601,18 @@ static void test_E(int E, cudaStream_t st, int sm) {
                         "E=%d T=%d: two runs of the wgmma (kind %d) large path with %d-token tiles "
                         "differ",
                         E, T, kind, q.bn);
+                    if (kind == 2) {
+                        /* the two-multiply dequantisation gives the same bits
+                         * (GPTOSS_MOE_WS_FOLDED=1 makes the run above folded; without it both are
+                         * two-multiply) */
+                        std::vector<float> wu_y;
+                        run_experts_case(&wu, &r, &q, d_x, d_act, d_y, T, E, toks, ref, st, &wu_y);
+                        CHECK(wu_y.size() == wy[b][0].size() &&
+                                  !memcmp(wu_y.data(), wy[b][0].data(), wu_y.size() * 4),
+                              "E=%d T=%d: the ws kernel's folded and two-multiply dequantisation "
+                              "differ (%d-token tiles)",
+                              E, T, q.bn);
+                    }
                 }
                 moe_plan bad = p;
                 bad.bn = 96;

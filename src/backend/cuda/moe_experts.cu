@@ -281,7 +281,7 @@ static cudaError_t launch(const moe_args &a0, int mode, int folded, const moe_pl
         const dim3 grid((unsigned)a.n_rb, (unsigned)moe_max_tiles(r->T, r->n_e, r->k));
         const int kind = moe_wgmma_on();
         if (kind == 2 || (kind == 3 && plan->bn == 128))
-            return moe_wgmma_ws_launch(a, mode, plan->bn, grid, stream);
+            return moe_wgmma_ws_launch(a, mode, plan->bn, folded, grid, stream);
         if (moe_wgmma_on()) return moe_wgmma_launch(a, mode, plan->bn, grid, stream);
         if (mode == MODE_GATE_UP)
             pdl_launch(moe_large_kernel<MODE_GATE_UP>, dim3(grid), dim3(LG_THREADS), LG_SMEM,

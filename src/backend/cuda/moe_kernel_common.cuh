@@ -171,6 +171,8 @@ static __device__ __forceinline__ void store_tile_n(const moe_args &a, const til
 /* The wgmma large-batch kernel (moe_wgmma.cu) on moe_large_kernel's grid: (row blocks, tile slots),
  * with bn-token tiles (moe_plan.bn: 64 or 128, anything else cudaErrorInvalidValue). */
 cudaError_t moe_wgmma_launch(const moe_args &a, int mode, int bn, dim3 grid, cudaStream_t stream);
-/* The same on the warp-specialised wgmma kernel (moe_wgmma_ws.cu): GPTOSS_MOE_WGMMA=2. */
-cudaError_t moe_wgmma_ws_launch(const moe_args &a, int mode, int bn, dim3 grid,
+/* The same on the warp-specialised wgmma kernel (moe_wgmma_ws.cu; moe.h's moe_set_wgmma says
+ * where it runs). folded: every scale byte of the matrix allows the one-multiply dequantisation
+ * (moe_weights.w1_folded / w2_folded), used when GPTOSS_MOE_WS_FOLDED=1. */
+cudaError_t moe_wgmma_ws_launch(const moe_args &a, int mode, int bn, int folded, dim3 grid,
                                 cudaStream_t stream);

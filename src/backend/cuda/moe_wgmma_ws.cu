@@ -57,6 +57,9 @@
 #include "backend/cuda/tma_ring.cuh" /* mbarriers */
 #include "backend/cuda/wgmma.cuh"
 
+#include <stdlib.h>
+#include <string.h>
+
 enum {
     WS_CODE_BYTES = 8 * 512,                       /* a k step's codes: 8 row tiles */
     WS_SCALE_BYTES = 8 * 32,                       /* their scale words */
@@ -121,7 +124,10 @@ static __device__ __forceinline__ void sts128(uint32_t addr, uint32_t x, uint32_
                  : "memory");
 }
 
-template <int MODE, int BN>
+/* FOLDED: the one-multiply dequantisation (moe_dequant.cuh; the same bits), when every scale byte
+ * of the matrix allows it and GPTOSS_MOE_WS_FOLDED=1 (off until measured: 4 of the producers' ~21
+ * instructions a word). */
+template <int MODE, int BN, bool FOLDED>
 __global__ void __launch_bounds__(ws_cfg<BN>::THREADS, ws_cfg<BN>::BLOCKS)
     moe_wgmma_ws_kernel(const moe_args a) {
     using C = ws_cfg<BN>;
@@ -240,7 +246,7 @@ __global__ void __launch_bounds__(ws_cfg<BN>::THREADS, ws_cfg<BN>::BLOCKS)
 #pragma unroll
             for (int i = 0; i < 4; i++) {
                 uint32_t v[4];
-                dequant_word(wd[i], scale_pair(sc, i), v);
+                dequant_word_t<FOLDED>(wd[i], sc, i, v);
                 sts128(a_base + st_off[i], v[0], v[1], v[2], v[3]);
             }
             asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* visible to wgmma */
@@ -290,30 +296,44 @@ __global__ void __launch_bounds__(ws_cfg<BN>::THREADS, ws_cfg<BN>::BLOCKS)
     store_tile_n<MODE, BN / 8>(a, tp, rb * 8 + 4 * cw + w4, acc);
 }
 
-template <int BN>
+template <int BN, bool FOLDED>
 static cudaError_t ws_launch_t(const moe_args &a, int mode, dim3 grid, cudaStream_t stream) {
     constexpr int SMEM = ws_cfg<BN>::SMEM;
     static unsigned long long attrs_set; /* per device: per_device.h */
     if (!per_device_done(&attrs_set)) {
-        CUDA_TRY(cudaFuncSetAttribute((const void *)moe_wgmma_ws_kernel<MODE_GATE_UP, BN>,
+        CUDA_TRY(cudaFuncSetAttribute((const void *)moe_wgmma_ws_kernel<MODE_GATE_UP, BN, FOLDED>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM));
-        CUDA_TRY(cudaFuncSetAttribute((const void *)moe_wgmma_ws_kernel<MODE_DOWN, BN>,
+        CUDA_TRY(cudaFuncSetAttribute((const void *)moe_wgmma_ws_kernel<MODE_DOWN, BN, FOLDED>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM));
         per_device_mark(&attrs_set);
     }
     grid.y *= MOE_TILE_TOKENS / BN; /* BN = 64: two blocks a routing tile */
     if (mode == MODE_GATE_UP)
-        CUDA_TRY(pdl_launch(moe_wgmma_ws_kernel<MODE_GATE_UP, BN>, grid, dim3(ws_cfg<BN>::THREADS),
-                            SMEM, stream, a));
+        CUDA_TRY(pdl_launch(moe_wgmma_ws_kernel<MODE_GATE_UP, BN, FOLDED>, grid,
+                            dim3(ws_cfg<BN>::THREADS), SMEM, stream, a));
     else
-        CUDA_TRY(pdl_launch(moe_wgmma_ws_kernel<MODE_DOWN, BN>, grid, dim3(ws_cfg<BN>::THREADS),
-                            SMEM, stream, a));
+        CUDA_TRY(pdl_launch(moe_wgmma_ws_kernel<MODE_DOWN, BN, FOLDED>, grid,
+                            dim3(ws_cfg<BN>::THREADS), SMEM, stream, a));
     return cudaGetLastError();
 }
 
-cudaError_t moe_wgmma_ws_launch(const moe_args &a, int mode, int bn, dim3 grid,
+static int ws_folded_on(void) {
+    static int on = -1;
+    if (on < 0) {
+        const char *v = getenv("GPTOSS_MOE_WS_FOLDED");
+        on = v && !strcmp(v, "1");
+    }
+    return on;
+}
+
+cudaError_t moe_wgmma_ws_launch(const moe_args &a, int mode, int bn, int folded, dim3 grid,
                                 cudaStream_t stream) {
-    if (bn == 64) return ws_launch_t<64>(a, mode, grid, stream);
-    if (bn == 128) return ws_launch_t<128>(a, mode, grid, stream);
+    const bool f = folded && ws_folded_on();
+    if (bn == 64)
+        return f ? ws_launch_t<64, true>(a, mode, grid, stream)
+                 : ws_launch_t<64, false>(a, mode, grid, stream);
+    if (bn == 128)
+        return f ? ws_launch_t<128, true>(a, mode, grid, stream)
+                 : ws_launch_t<128, false>(a, mode, grid, stream);
     return cudaErrorInvalidValue;
 }
