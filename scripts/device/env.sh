@@ -12,3 +12,13 @@ summary_header() {
     echo "commit $(cat .devcarry/commit.txt 2>/dev/null), $(nvidia-smi --list-gpus | wc -l) GPU(s)"
   } | tee "$1"
 }
+# run_logged LOG LIMIT CMD...: runs CMD under a time limit into $out/logs/LOG.log, adds a row
+# (result, checks, seconds since $start) to $sum and prints its failures; returns CMD's status.
+run_logged() {
+  local log=$1 lim=$2; shift 2
+  timeout "$lim" "$@" >"$out/logs/$log.log" 2>&1
+  local rc=$?
+  echo "| $log | $(res $rc) | $(grep -E 'checks (passed|FAILED)|checks? failed' "$out/logs/$log.log" | tail -1) | ($(($(date +%s) - start)) s) |" | tee -a "$sum"
+  grep -E 'FAILED|failed|error' "$out/logs/$log.log" | head -6 | sed 's/^/    /' | tee -a "$sum"
+  return $rc
+}

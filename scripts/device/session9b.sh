@@ -14,19 +14,11 @@ sum="$out/summary.md"
 start=$(date +%s)
 t() { echo "($(($(date +%s) - start)) s)"; }
 summary_header "$sum" "Session 9, call 2: the warp-specialised wgmma MoE end to end"
-run_test() { # LOG LIMIT CMD...
-  local log=$1 lim=$2; shift 2
-  timeout "$lim" "$@" >"$out/logs/$log.log" 2>&1
-  local rc=$?
-  echo "| $log | $(res $rc) | $(grep -E 'checks (passed|FAILED)|checks? failed' "$out/logs/$log.log" | tail -1) | $(t) |" | tee -a "$sum"
-  grep -E 'FAILED|failed|error' "$out/logs/$log.log" | head -6 | sed 's/^/    /' | tee -a "$sum"
-  return $rc
-}
 echo -e "\n| test | result | checks | at |\n| --- | --- | --- | --- |" | tee -a "$sum"
-run_test moe 90 $bin/gpu_test_moe
+run_logged moe 90 $bin/gpu_test_moe
 ok=$?
 for k in 3 2; do
-  run_test forward_wgmma$k 150 env GPTOSS_MOE_WGMMA=$k $bin/gpu_test_cuda_forward --skip-tp --skip-real || ok=1
+  run_logged forward_wgmma$k 150 env GPTOSS_MOE_WGMMA=$k $bin/gpu_test_cuda_forward --skip-tp --skip-real || ok=1
   grep -E "^summary:" "$out/logs/forward_wgmma$k.log" | head -3 | sed 's/^/    /' | tee -a "$sum"
 done
 if [ $ok -eq 0 ]; then

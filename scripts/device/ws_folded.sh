@@ -13,18 +13,10 @@ sum="$out/summary.md"
 start=$(date +%s)
 t() { echo "($(($(date +%s) - start)) s)"; }
 summary_header "$sum" "The ws MoE's folded dequantisation"
-run_test() { # LOG LIMIT CMD...
-  local log=$1 lim=$2; shift 2
-  timeout "$lim" "$@" >"$out/logs/$log.log" 2>&1
-  local rc=$?
-  echo "| $log | $(res $rc) | $(grep -E 'checks (passed|FAILED)|checks? failed' "$out/logs/$log.log" | tail -1) | $(t) |" | tee -a "$sum"
-  grep -E 'FAILED|failed|error' "$out/logs/$log.log" | head -6 | sed 's/^/    /' | tee -a "$sum"
-  return $rc
-}
 echo -e "\n| test | result | checks | at |\n| --- | --- | --- | --- |" | tee -a "$sum"
-run_test moe_folded 90 env GPTOSS_MOE_WS_FOLDED=1 $bin/gpu_test_moe
+run_logged moe_folded 90 env GPTOSS_MOE_WS_FOLDED=1 $bin/gpu_test_moe
 ok=$?
-run_test forward_folded 150 env GPTOSS_MOE_WS_FOLDED=1 $bin/gpu_test_cuda_forward --skip-tp --skip-real || ok=1
+run_logged forward_folded 150 env GPTOSS_MOE_WS_FOLDED=1 $bin/gpu_test_cuda_forward --skip-tp --skip-real || ok=1
 for f in 0 1; do
   echo -e "\n## experts alone, GPTOSS_MOE_WS_FOLDED=$f $(t)" | tee -a "$sum"
   GPTOSS_MOE_WS_FOLDED=$f timeout 120 $bin/gpu_test_moe --bench >"$out/logs/bench-$f.log" 2>&1
