@@ -31,6 +31,7 @@ struct moe_args {
     int S;            /* K splits (down, small path) */
     int n_rb;         /* row blocks per expert */
     float alpha, limit;
+    unsigned ws_wait_ns; /* moe_wgmma_ws.cu: the consumers' try_wait suspend hint (0: none) */
 };
 
 enum { MODE_GATE_UP = 0, MODE_DOWN = 1 };

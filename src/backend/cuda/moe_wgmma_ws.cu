@@ -106,6 +106,21 @@ struct ring {
     }
 };
 
+/* The consumers' wait for a full stage. With hint_ns > 0 each try_wait may suspend the warp for up to
+ * that long (it still wakes when the phase completes) instead of the hardware's default window:
+ * ncu had the consumers polling ~25 times a k step, issue slots the producers need. */
+static __device__ __forceinline__ void consumer_wait(uint64_t *bar, uint32_t parity,
+                                                     uint32_t hint_ns) {
+    asm volatile("{\n"
+                 " .reg .pred done;\n"
+                 "WAIT_HINT:\n"
+                 " mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1, %2;\n"
+                 " @!done bra WAIT_HINT;\n"
+                 "}" ::"r"(smem_u32(bar)),
+                 "r"(parity), "r"(hint_ns)
+                 : "memory");
+}
+
 static __device__ __forceinline__ uint2 lds64(uint32_t addr) {
     uint2 v;
     asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "r"(addr) : "memory");
@@ -124,10 +139,13 @@ static __device__ __forceinline__ void sts128(uint32_t addr, uint32_t x, uint32_
                  : "memory");
 }
 
-/* FOLDED: the one-multiply dequantisation (moe_dequant.cuh; the same bits), when every scale byte
- * of the matrix allows it and GPTOSS_MOE_WS_FOLDED=1 (off until measured: 4 of the producers' ~21
- * instructions a word). */
-template <int MODE, int BN, bool FOLDED>
+/* VAR, forms prepared but not yet measured (each its own instantiation, so the default's code is
+ * the measured one): WS_FOLDED, the one-multiply dequantisation (moe_dequant.cuh; the same bits)
+ * when every scale byte of the matrix allows it and GPTOSS_MOE_WS_FOLDED=1 (4 of the producers'
+ * ~21 instructions a word); WS_HINT, the consumers' waits with a suspend hint
+ * (GPTOSS_MOE_WS_WAIT_NS). */
+enum { WS_FOLDED = 1, WS_HINT = 2 };
+template <int MODE, int BN, int VAR>
 __global__ void __launch_bounds__(ws_cfg<BN>::THREADS, ws_cfg<BN>::BLOCKS)
     moe_wgmma_ws_kernel(const moe_args a) {
     using C = ws_cfg<BN>;
@@ -246,7 +264,7 @@ __global__ void __launch_bounds__(ws_cfg<BN>::THREADS, ws_cfg<BN>::BLOCKS)
 #pragma unroll
             for (int i = 0; i < 4; i++) {
                 uint32_t v[4];
-                dequant_word_t<FOLDED>(wd[i], sc, i, v);
+                dequant_word_t<(VAR & WS_FOLDED) != 0>(wd[i], sc, i, v);
                 sts128(a_base + st_off[i], v[0], v[1], v[2], v[3]);
             }
             asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* visible to wgmma */
@@ -270,7 +288,10 @@ __global__ void __launch_bounds__(ws_cfg<BN>::THREADS, ws_cfg<BN>::BLOCKS)
     ring ca{0, 0}, cb{0, 0};
     int pa = 0, pb = 0; /* the stages of the step before */
     for (int kk = 0; kk < a.KK; kk++) {
-        mbar_wait(&full[ca.i], ca.par);
+        if constexpr ((VAR & WS_HINT) != 0)
+            consumer_wait(&full[ca.i], ca.par, a.ws_wait_ns);
+        else
+            mbar_wait(&full[ca.i], ca.par);
         const uint64_t da = da0 + (uint64_t)(ca.i * (WS_A_BYTES >> 4));
         const uint64_t db = db0 + (uint64_t)(cb.i * (C::B_BYTES >> 4));
         wgmma_fence();
@@ -296,25 +317,40 @@ __global__ void __launch_bounds__(ws_cfg<BN>::THREADS, ws_cfg<BN>::BLOCKS)
     store_tile_n<MODE, BN / 8>(a, tp, rb * 8 + 4 * cw + w4, acc);
 }
 
-template <int BN, bool FOLDED>
+template <int BN, int VAR>
 static cudaError_t ws_launch_t(const moe_args &a, int mode, dim3 grid, cudaStream_t stream) {
     constexpr int SMEM = ws_cfg<BN>::SMEM;
     static unsigned long long attrs_set; /* per device: per_device.h */
     if (!per_device_done(&attrs_set)) {
-        CUDA_TRY(cudaFuncSetAttribute((const void *)moe_wgmma_ws_kernel<MODE_GATE_UP, BN, FOLDED>,
+        CUDA_TRY(cudaFuncSetAttribute((const void *)moe_wgmma_ws_kernel<MODE_GATE_UP, BN, VAR>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM));
-        CUDA_TRY(cudaFuncSetAttribute((const void *)moe_wgmma_ws_kernel<MODE_DOWN, BN, FOLDED>,
+        CUDA_TRY(cudaFuncSetAttribute((const void *)moe_wgmma_ws_kernel<MODE_DOWN, BN, VAR>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM));
         per_device_mark(&attrs_set);
     }
     grid.y *= MOE_TILE_TOKENS / BN; /* BN = 64: two blocks a routing tile */
     if (mode == MODE_GATE_UP)
-        CUDA_TRY(pdl_launch(moe_wgmma_ws_kernel<MODE_GATE_UP, BN, FOLDED>, grid,
+        CUDA_TRY(pdl_launch(moe_wgmma_ws_kernel<MODE_GATE_UP, BN, VAR>, grid,
                             dim3(ws_cfg<BN>::THREADS), SMEM, stream, a));
     else
-        CUDA_TRY(pdl_launch(moe_wgmma_ws_kernel<MODE_DOWN, BN, FOLDED>, grid,
+        CUDA_TRY(pdl_launch(moe_wgmma_ws_kernel<MODE_DOWN, BN, VAR>, grid,
                             dim3(ws_cfg<BN>::THREADS), SMEM, stream, a));
     return cudaGetLastError();
+}
+
+template <int BN>
+static cudaError_t ws_launch_var(const moe_args &a, int mode, int var, dim3 grid,
+                                 cudaStream_t stream) {
+    switch (var) {
+    case 0:
+        return ws_launch_t<BN, 0>(a, mode, grid, stream);
+    case WS_FOLDED:
+        return ws_launch_t<BN, WS_FOLDED>(a, mode, grid, stream);
+    case WS_HINT:
+        return ws_launch_t<BN, WS_HINT>(a, mode, grid, stream);
+    default:
+        return ws_launch_t<BN, WS_FOLDED | WS_HINT>(a, mode, grid, stream);
+    }
 }
 
 static int ws_folded_on(void) {
@@ -326,14 +362,22 @@ static int ws_folded_on(void) {
     return on;
 }
 
-cudaError_t moe_wgmma_ws_launch(const moe_args &a, int mode, int bn, int folded, dim3 grid,
+static uint32_t ws_wait_ns(void) {
+    static long ns = -1;
+    if (ns < 0) {
+        const char *v = getenv("GPTOSS_MOE_WS_WAIT_NS");
+        ns = v ? strtol(v, NULL, 10) : 0;
+        if (ns < 0 || ns > 1000000) ns = 0;
+    }
+    return (uint32_t)ns;
+}
+
+cudaError_t moe_wgmma_ws_launch(const moe_args &a0, int mode, int bn, int folded, dim3 grid,
                                 cudaStream_t stream) {
-    const bool f = folded && ws_folded_on();
-    if (bn == 64)
-        return f ? ws_launch_t<64, true>(a, mode, grid, stream)
-                 : ws_launch_t<64, false>(a, mode, grid, stream);
-    if (bn == 128)
-        return f ? ws_launch_t<128, true>(a, mode, grid, stream)
-                 : ws_launch_t<128, false>(a, mode, grid, stream);
+    moe_args a = a0;
+    a.ws_wait_ns = ws_wait_ns();
+    const int var = (folded && ws_folded_on() ? WS_FOLDED : 0) | (a.ws_wait_ns ? WS_HINT : 0);
+    if (bn == 64) return ws_launch_var<64>(a, mode, var, grid, stream);
+    if (bn == 128) return ws_launch_var<128>(a, mode, var, grid, stream);
     return cudaErrorInvalidValue;
 }
