@@ -106,21 +106,6 @@ struct ring {
     }
 };
 
-/* The consumers' wait for a full stage. With hint_ns > 0 each try_wait may suspend the warp for up to
- * that long (it still wakes when the phase completes) instead of the hardware's default window:
- * ncu had the consumers polling ~25 times a k step, issue slots the producers need. */
-static __device__ __forceinline__ void consumer_wait(uint64_t *bar, uint32_t parity,
-                                                     uint32_t hint_ns) {
-    asm volatile("{\n"
-                 " .reg .pred done;\n"
-                 "WAIT_HINT:\n"
-                 " mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1, %2;\n"
-                 " @!done bra WAIT_HINT;\n"
-                 "}" ::"r"(smem_u32(bar)),
-                 "r"(parity), "r"(hint_ns)
-                 : "memory");
-}
-
 static __device__ __forceinline__ uint2 lds64(uint32_t addr) {
     uint2 v;
     asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "r"(addr) : "memory");
@@ -289,7 +274,7 @@ __global__ void __launch_bounds__(ws_cfg<BN>::THREADS, ws_cfg<BN>::BLOCKS)
     int pa = 0, pb = 0; /* the stages of the step before */
     for (int kk = 0; kk < a.KK; kk++) {
         if constexpr ((VAR & WS_HINT) != 0)
-            consumer_wait(&full[ca.i], ca.par, a.ws_wait_ns);
+            mbar_wait_hint(&full[ca.i], ca.par, a.ws_wait_ns); /* ncu: ~25 polls a step */
         else
             mbar_wait(&full[ca.i], ca.par);
         const uint64_t da = da0 + (uint64_t)(ca.i * (WS_A_BYTES >> 4));
