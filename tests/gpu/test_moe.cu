@@ -22,7 +22,7 @@
  *
  * --bench: 120b shapes (E = 128), T = 1, 8, 64, 256, 1024, 4096, 16384, random routing, three copies
  * of the layer's weights rotated; routing, experts (the large path also on both wgmma kernels at both
- * tile widths) and the combine timed separately. */
+ * tile widths) and the combine timed separately. --bench-t T1,T2,…: those T only (for ncu). */
 #include "moe_test_util.h"
 
 extern "C" {
@@ -638,7 +638,19 @@ static void test_E(int E, cudaStream_t st, int sm) {
 
 /* ---- benchmark ---- */
 
-static void bench(cudaStream_t st, int sm) {
+/* Whether T is one of the comma-separated numbers of list. */
+static bool bench_wants(const char *list, int T) {
+    for (const char *p = list; *p;) {
+        char *end;
+        const long v = strtol(p, &end, 10);
+        if (end == p) return false;
+        if (v == T) return true;
+        p = *end == ',' ? end + 1 : end;
+    }
+    return false;
+}
+
+static void bench(cudaStream_t st, int sm, const char *only_t) {
     static const int TS[] = {1, 8, 64, 256, 1024, 4096, 16384};
     const int E = 128, COPIES = 3;
     layer_host L;
@@ -651,6 +663,7 @@ static void bench(cudaStream_t st, int sm) {
         (double)(2 * I) * H * 17 / 32 + (double)H * I * 17 / 32 + (2.0 * I + H) * 2;
     tu_bench_header();
     for (int T : TS) {
+        if (only_t && !bench_wants(only_t, T)) continue;
         std::vector<float> lg((size_t)T * E);
         for (auto &v : lg) v = tu_uniform(-4.0f, 4.0f);
         std::vector<uint16_t> xb((size_t)T * H);
@@ -745,7 +758,10 @@ int main(int argc, char **argv) {
     CUDA_CHECK(cudaStreamCreate(&st));
     const int sm = tu_sm_count();
     if (tu_has_flag(argc, argv, "--bench")) {
-        bench(st, sm);
+        const char *only_t = NULL; /* --bench-t T1,T2: those token counts only (for ncu) */
+        for (int i = 1; i + 1 < argc; i++)
+            if (!strcmp(argv[i], "--bench-t")) only_t = argv[i + 1];
+        bench(st, sm, only_t);
     } else {
         check_repack_random();
         test_E(32, st, sm);
