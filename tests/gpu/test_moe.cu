@@ -11,9 +11,10 @@
  *   - experts through the automatic plan and the other path(s): outputs poisoned with NaN first, every
  *     slot row must be written, and Σ slots per token within ‖·‖ relative error 1e-2 of the reference
  *     (a random subset of 64 tokens when T > 64); two runs bit-identical. The large path on mma.sync
- *     and on both wgmma kernels (moe_wgmma.cu and the warp-specialised moe_wgmma_ws.cu), each with
- *     128- and with 64-token tiles (moe_plan.bn); the ws kernel's folded dequantisation
- *     (GPTOSS_MOE_WS_FOLDED=1) gives the two-multiply one's bits;
+ *     and on the wgmma kernels (moe_wgmma.cu, the warp-specialised moe_wgmma_ws.cu and its TMA-fed
+ *     form moe_wgmma_tma.cu, which must give ws's bits), each with 128- and with 64-token tiles
+ *     (moe_plan.bn); the ws and tma kernels' folded dequantisation gives the two-multiply one's
+ *     bits;
  *   - expert parallelism (moe_routing's e0, n_e): the experts split over 2 and 4 ranks, each
  *     grouping only its range's pairs on weights holding only its experts: each grouping is the
  *     one-GPU grouping's slice, renumbered; every row of another range's pair is zero; and the
@@ -585,14 +586,21 @@ static void test_E(int E, cudaStream_t st, int sm) {
          * the kernel lacks is refused. */
         for (auto &p : plans) {
             if (!p.large) continue;
-            /* kind 1: moe_wgmma.cu; kind 2: the warp-specialised moe_wgmma_ws.cu */
-            for (int kind = 1; kind <= 2; kind++) {
+            /* kind 1: moe_wgmma.cu; kind 2: the warp-specialised moe_wgmma_ws.cu; kind 4: its form
+             * fed by the copy engine, moe_wgmma_tma.cu, which must give kind 2's bits (the same
+             * MMAs on the same operands) */
+            std::vector<float> ws_y[2];
+            for (int kind : {1, 2, 4}) {
                 moe_set_wgmma(kind);
                 std::vector<float> wy[2][2];
                 for (int b = 0; b < 2; b++) {
                     moe_plan q = p;
                     q.bn = b ? 64 : 128;
-                    fprintf(stderr, "  (wgmma%s, %d-token tiles)\n", kind == 2 ? " ws" : "", q.bn);
+                    fprintf(stderr, "  (wgmma%s, %d-token tiles)\n",
+                            kind == 2   ? " ws"
+                            : kind == 4 ? " tma"
+                                        : "",
+                            q.bn);
                     run_experts_case(&w, &r, &q, d_x, d_act, d_y, T, E, toks, ref, st, &wy[b][0]);
                     run_experts_case(&w, &r, &q, d_x, d_act, d_y, T, E, toks, ref, st, &wy[b][1]);
                     CHECK(
@@ -601,18 +609,24 @@ static void test_E(int E, cudaStream_t st, int sm) {
                         "E=%d T=%d: two runs of the wgmma (kind %d) large path with %d-token tiles "
                         "differ",
                         E, T, kind, q.bn);
-                    if (kind == 2) {
-                        /* the two-multiply dequantisation gives the same bits
-                         * (GPTOSS_MOE_WS_FOLDED=1 makes the run above folded; without it both are
-                         * two-multiply) */
+                    if (kind >= 2) {
+                        /* the two-multiply dequantisation (weights wu) gives the folded one's
+                         * bits (w: every scale byte allows folding) */
                         std::vector<float> wu_y;
                         run_experts_case(&wu, &r, &q, d_x, d_act, d_y, T, E, toks, ref, st, &wu_y);
                         CHECK(wu_y.size() == wy[b][0].size() &&
                                   !memcmp(wu_y.data(), wy[b][0].data(), wu_y.size() * 4),
-                              "E=%d T=%d: the ws kernel's folded and two-multiply dequantisation "
-                              "differ (%d-token tiles)",
-                              E, T, q.bn);
+                              "E=%d T=%d: the kind %d kernel's folded and two-multiply "
+                              "dequantisation differ (%d-token tiles)",
+                              E, T, kind, q.bn);
                     }
+                    if (kind == 2) ws_y[b] = wy[b][0];
+                    if (kind == 4)
+                        CHECK(ws_y[b].size() == wy[b][0].size() &&
+                                  !memcmp(ws_y[b].data(), wy[b][0].data(), ws_y[b].size() * 4),
+                              "E=%d T=%d: the tma kernel's bits differ from the ws kernel's "
+                              "(%d-token tiles)",
+                              E, T, q.bn);
                 }
                 moe_plan bad = p;
                 bad.bn = 96;
@@ -696,13 +710,14 @@ static void bench(cudaStream_t st, int sm, const char *only_t) {
         for (auto &p : plans) maxS = std::max(maxS, p.large ? 1 : p.down_splits);
         uint16_t *d_act = tu_dev_alloc<uint16_t>(P * I);
         float *d_y = tu_dev_alloc<float>(P * maxS * H);
-        const size_t rounds = plans.size() + ((autop.large || plans.size() > 1) ? 4 : 0);
+        const size_t rounds = plans.size() + ((autop.large || plans.size() > 1) ? 6 : 0);
         for (size_t pi = 0; pi < rounds; pi++) {
-            /* the last four rounds: the large plan again on the warpgroup MMA, moe_wgmma.cu (kind 1)
-             * and the warp-specialised moe_wgmma_ws.cu (kind 2), each with 128- and then 64-token
-             * tiles (whichever moe_plan_for picks; the automatic plan's choice is the "auto" one) */
+            /* the last six rounds: the large plan again on the warpgroup MMA, moe_wgmma.cu (kind 1),
+             * the warp-specialised moe_wgmma_ws.cu (kind 2) and its TMA-fed form moe_wgmma_tma.cu
+             * (kind 4), each with 128- and then 64-token tiles (whichever moe_plan_for picks; the
+             * automatic plan's choice is the "auto" one) */
             const int extra = pi >= plans.size() ? (int)(pi - plans.size()) : -1;
-            const int wg = extra >= 0 ? 1 + extra / 2 : 0;
+            const int wg = extra >= 0 ? (extra / 2 == 2 ? 4 : 1 + extra / 2) : 0;
             moe_plan p = wg ? (autop.large ? autop : plans[1]) : plans[pi];
             if (wg) p.bn = (extra & 1) ? 64 : 128;
             const int S = p.large ? 1 : p.down_splits;
@@ -714,8 +729,11 @@ static void bench(cudaStream_t st, int sm, const char *only_t) {
             moe_set_wgmma(0);
             char pn[64], wn[32] = "";
             if (wg)
-                snprintf(wn, sizeof wn, " wgmma%s n%d%s", wg == 2 ? " ws" : "", p.bn,
-                         autop.large && p.bn == autop.bn ? " (auto)" : "");
+                snprintf(wn, sizeof wn, " wgmma%s n%d%s",
+                         wg == 2   ? " ws"
+                         : wg == 4 ? " tma"
+                                   : "",
+                         p.bn, autop.large && p.bn == autop.bn ? " (auto)" : "");
             snprintf(name, sizeof name, "moe experts 120b T=%d %s%s touched=%d", T,
                      plan_name(&p, pn, sizeof pn), wn, n_touched);
             const double bytes = n_touched * expert_bytes + (double)T * H * 2 + 2.0 * P * I * 2 +

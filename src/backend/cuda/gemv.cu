@@ -463,13 +463,20 @@ static cudaError_t rows_launch(gemv_args &a, gemv_fn f, int out_f32, int early,
                            smem, stream, a);
 }
 
+/* The arguments every launch shares; the rest zero. */
+static gemv_args gemv_args_of(const uint16_t *x, const uint16_t *x_lo, int M, int K,
+                              const uint16_t *W, int N, const uint16_t *bias, void *y) {
+    gemv_args a;
+    memset(&a, 0, sizeof a);
+    a.x = x, a.x_lo = x_lo, a.W = W, a.bias = bias, a.y = y, a.M = M, a.K = K, a.N = N;
+    return a;
+}
+
 extern "C" cudaError_t gemv_bf16(const uint16_t *x, const uint16_t *x_lo, int M, int K,
                                  const uint16_t *W, int N, const uint16_t *bias, void *y,
                                  int out_f32, cudaStream_t stream) {
     if (!x || !W || !y || !gemv_supported(M, K, N)) return cudaErrorInvalidValue;
-    gemv_args a;
-    memset(&a, 0, sizeof a);
-    a.x = x, a.x_lo = x_lo, a.W = W, a.bias = bias, a.y = y, a.M = M, a.K = K, a.N = N;
+    gemv_args a = gemv_args_of(x, x_lo, M, K, W, N, bias, y);
     if (use_ring(M, K, N)) return ring_launch(a, out_f32 != 0, 0, stream);
     return rows_launch(a, gemv_kernel_for(M, out_f32 != 0), out_f32 != 0, 0, stream);
 }
@@ -483,9 +490,7 @@ extern "C" cudaError_t gemv_bf16_early(const uint16_t *x, const uint16_t *x_lo, 
                                        const uint16_t *W, int N, const uint16_t *bias, void *y,
                                        int out_f32, cudaStream_t stream) {
     if (!x || !W || !y || !gemv_early_supported(M, K, N)) return cudaErrorInvalidValue;
-    gemv_args a;
-    memset(&a, 0, sizeof a);
-    a.x = x, a.x_lo = x_lo, a.W = W, a.bias = bias, a.y = y, a.M = M, a.K = K, a.N = N;
+    gemv_args a = gemv_args_of(x, x_lo, M, K, W, N, bias, y);
     return ring_launch(a, out_f32 != 0, 1, stream);
 }
 
@@ -510,9 +515,7 @@ static cudaError_t route_launch(const uint16_t *x, const uint16_t *x_lo, const g
         r->n_e < 1 || r->e0 + r->n_e > N)
         return cudaErrorInvalidValue;
     if (nm && (!nm->h || !nm->gain || !nm->y)) return cudaErrorInvalidValue;
-    gemv_args a;
-    memset(&a, 0, sizeof a);
-    a.x = x, a.x_lo = x_lo, a.W = W, a.bias = NULL, a.y = logits, a.M = M, a.K = K, a.N = N;
+    gemv_args a = gemv_args_of(x, x_lo, M, K, W, N, NULL, logits);
     if (nm)
         a.nm.h = nm->h, a.nm.delta = nm->delta, a.nm.gain = nm->gain, a.nm.eps = nm->eps,
         a.nm.y = nm->y;

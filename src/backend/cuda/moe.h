@@ -133,10 +133,12 @@ cudaError_t moe_experts(const moe_weights *w, const uint16_t *x, const moe_routi
 /* The large path's MMA, process-wide: 3 (the default) = the warp-specialised wgmma kernel
  * (moe_wgmma_ws.cu: producer warpgroups feeding two consumer warpgroups) at 128-token tiles and
  * moe_wgmma.cu (wgmma with A in registers) at 64, where each measured faster on the H200 (prefill
- * 8k +10.2 %, bench/NOTES.md); 1 = moe_wgmma.cu at both; 2 = moe_wgmma_ws.cu at both; 0 = mma.sync
- * (moe_large_kernel, kept as the tests' second implementation; it ignores plan->bn). Until
- * moe_set_wgmma is called, GPTOSS_MOE_WGMMA=0, 1 or 2 selects those (any other value, or none, 3).
- * moe_wgmma_on returns the choice. */
+ * 8k +10.2 %, bench/NOTES.md); 1 = moe_wgmma.cu at both; 2 = moe_wgmma_ws.cu at both; 4 = its form
+ * with every operand brought by the copy engine (moe_wgmma_tma.cu; through moe_experts, which lends
+ * it y_slots as scratch; elsewhere, or without the driver's tensor-map encoder, ws) at both;
+ * 0 = mma.sync (moe_large_kernel, kept as the tests' second implementation; it ignores plan->bn).
+ * Until moe_set_wgmma is called, GPTOSS_MOE_WGMMA=0, 1, 2 or 4 selects those (any other value, or
+ * none, 3). moe_wgmma_on returns the choice. */
 void moe_set_wgmma(int on);
 int moe_wgmma_on(void);
 

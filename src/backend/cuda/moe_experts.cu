@@ -218,13 +218,18 @@ static unsigned long long g_attrs_set; /* per device: per_device.h */
 static int g_wgmma = -1; /* -1: not decided yet (GPTOSS_MOE_WGMMA at first use, moe.h) */
 
 void moe_set_wgmma(int on) {
-    g_wgmma = on >= 1 && on <= 3 ? on : 0;
+    g_wgmma = on >= 1 && on <= 4 ? on : 0;
 }
 
 int moe_wgmma_on(void) {
     if (g_wgmma < 0) {
         const char *v = getenv("GPTOSS_MOE_WGMMA");
-        g_wgmma = !v ? 3 : !strcmp(v, "0") ? 0 : !strcmp(v, "1") ? 1 : !strcmp(v, "2") ? 2 : 3;
+        g_wgmma = !v                ? 3
+                  : !strcmp(v, "0") ? 0
+                  : !strcmp(v, "1") ? 1
+                  : !strcmp(v, "2") ? 2
+                  : !strcmp(v, "4") ? 4
+                                    : 3;
     }
     return g_wgmma;
 }
@@ -269,8 +274,11 @@ static moe_args base_args(const moe_weights *w, const moe_routing *r) {
     return a;
 }
 
+/* scratch: gate_up's room for its B rows in sorted order when the large path runs on
+ * moe_wgmma_tma.cu (T·k·H bf16; NULL: that kernel is not used). n_experts: the weights'. */
 static cudaError_t launch(const moe_args &a0, int mode, int folded, const moe_plan *plan,
-                          const moe_routing *r, cudaStream_t stream) {
+                          const moe_routing *r, int n_experts, uint16_t *scratch,
+                          cudaStream_t stream) {
     moe_args a = a0;
     const int max_touched = r->n_e < r->T * r->k ? r->n_e : r->T * r->k; /* grouped experts */
     if (plan->large) {
@@ -280,7 +288,10 @@ static cudaError_t launch(const moe_args &a0, int mode, int folded, const moe_pl
         a.n_rb = (a.RT + 7) / 8;
         const dim3 grid((unsigned)a.n_rb, (unsigned)moe_max_tiles(r->T, r->n_e, r->k));
         const int kind = moe_wgmma_on();
-        if (kind == 2 || (kind == 3 && plan->bn == 128))
+        if (kind == 4 && (mode == MODE_DOWN || scratch) && moe_wgmma_tma_available())
+            return moe_wgmma_tma_launch(a, mode, plan->bn, folded, n_experts, r->T * r->k, scratch,
+                                        grid, stream);
+        if (kind == 2 || kind == 4 || (kind == 3 && plan->bn == 128))
             return moe_wgmma_ws_launch(a, mode, plan->bn, folded, grid, stream);
         if (moe_wgmma_on()) return moe_wgmma_launch(a, mode, plan->bn, grid, stream);
         if (mode == MODE_GATE_UP)
@@ -310,8 +321,9 @@ static int weights_ok(const moe_weights *w) {
            w->w1_s && w->b1 && w->w2_q && w->w2_s && w->b2;
 }
 
-cudaError_t moe_gate_up(const moe_weights *w, const uint16_t *x, const moe_routing *r,
-                        const moe_plan *plan, uint16_t *act, cudaStream_t stream) {
+static cudaError_t gate_up(const moe_weights *w, const uint16_t *x, const moe_routing *r,
+                           const moe_plan *plan, uint16_t *act, uint16_t *scratch,
+                           cudaStream_t stream) {
     if (!weights_ok(w) || !x || !r || !plan || !act || r->n_e != w->E) return cudaErrorInvalidValue;
     if (r->T == 0) return cudaSuccess;
     CUDA_TRY(set_attrs());
@@ -319,7 +331,12 @@ cudaError_t moe_gate_up(const moe_weights *w, const uint16_t *x, const moe_routi
     a.wq = (const uint4 *)w->w1_q, a.wsc = (const uint32_t *)w->w1_s, a.bias = w->b1;
     a.x = x, a.act = act;
     a.K = w->H, a.R = 2 * w->I, a.RT = a.R / 16, a.KK = a.K / 64, a.S = 1;
-    return launch(a, MODE_GATE_UP, w->w1_folded, plan, r, stream);
+    return launch(a, MODE_GATE_UP, w->w1_folded, plan, r, w->E, scratch, stream);
+}
+
+cudaError_t moe_gate_up(const moe_weights *w, const uint16_t *x, const moe_routing *r,
+                        const moe_plan *plan, uint16_t *act, cudaStream_t stream) {
+    return gate_up(w, x, r, plan, act, NULL, stream);
 }
 
 cudaError_t moe_down(const moe_weights *w, const moe_routing *r, const moe_plan *plan,
@@ -342,11 +359,13 @@ cudaError_t moe_down(const moe_weights *w, const moe_routing *r, const moe_plan 
     a.K = w->I, a.R = w->H, a.RT = a.R / 16, a.KK = a.K / 64;
     a.S = plan->large ? 1 : plan->down_splits;
     if (a.S < 1 || a.S > a.KK) return cudaErrorInvalidValue; /* y_slots is laid out for this S */
-    return launch(a, MODE_DOWN, w->w2_folded, plan, r, stream);
+    return launch(a, MODE_DOWN, w->w2_folded, plan, r, w->E, NULL, stream);
 }
 
 cudaError_t moe_experts(const moe_weights *w, const uint16_t *x, const moe_routing *r,
                         const moe_plan *plan, uint16_t *act, float *y_slots, cudaStream_t stream) {
-    CUDA_TRY(moe_gate_up(w, x, r, plan, act, stream));
+    /* y_slots is written only by the down projection, after gate_up: until then it is gate_up's
+     * scratch (T·k·H bf16 fit in its T·k·S·H fp32). */
+    CUDA_TRY(gate_up(w, x, r, plan, act, (uint16_t *)y_slots, stream));
     return moe_down(w, r, plan, act, y_slots, stream);
 }

@@ -31,7 +31,6 @@ struct moe_args {
     int S;            /* K splits (down, small path) */
     int n_rb;         /* row blocks per expert */
     float alpha, limit;
-    unsigned ws_wait_ns; /* moe_wgmma_ws.cu: the consumers' try_wait suspend hint (0: none) */
 };
 
 enum { MODE_GATE_UP = 0, MODE_DOWN = 1 };
@@ -174,6 +173,13 @@ static __device__ __forceinline__ void store_tile_n(const moe_args &a, const til
 cudaError_t moe_wgmma_launch(const moe_args &a, int mode, int bn, dim3 grid, cudaStream_t stream);
 /* The same on the warp-specialised wgmma kernel (moe_wgmma_ws.cu; moe.h's moe_set_wgmma says
  * where it runs). folded: every scale byte of the matrix allows the one-multiply dequantisation
- * (moe_weights.w1_folded / w2_folded), used when GPTOSS_MOE_WS_FOLDED=1. */
+ * (moe_weights.w1_folded / w2_folded). */
 cudaError_t moe_wgmma_ws_launch(const moe_args &a, int mode, int bn, int folded, dim3 grid,
                                 cudaStream_t stream);
+/* The same with every operand brought by the copy engine (moe_wgmma_tma.cu), when
+ * moe_wgmma_tma_available() (the driver's tensor-map encoder was found). n_experts: the weights'
+ * experts; rows: the routing's pairs (T·k), the rows of B. Gate_up gathers its B rows in sorted
+ * order into scratch (rows x a.K bf16, unused by anything else until the kernel has run). */
+int moe_wgmma_tma_available(void);
+cudaError_t moe_wgmma_tma_launch(const moe_args &a, int mode, int bn, int folded, int n_experts,
+                                 int rows, uint16_t *scratch, dim3 grid, cudaStream_t stream);

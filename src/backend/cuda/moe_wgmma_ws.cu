@@ -57,9 +57,6 @@
 #include "backend/cuda/tma_ring.cuh" /* mbarriers */
 #include "backend/cuda/wgmma.cuh"
 
-#include <stdlib.h>
-#include <string.h>
-
 enum {
     WS_CODE_BYTES = 8 * 512,                       /* a k step's codes: 8 row tiles */
     WS_SCALE_BYTES = 8 * 32,                       /* their scale words */
@@ -124,13 +121,10 @@ static __device__ __forceinline__ void sts128(uint32_t addr, uint32_t x, uint32_
                  : "memory");
 }
 
-/* VAR, forms prepared but not yet measured (each its own instantiation, so the default's code is
- * the measured one): WS_FOLDED, the one-multiply dequantisation (moe_dequant.cuh; the same bits)
- * when every scale byte of the matrix allows it and GPTOSS_MOE_WS_FOLDED=1 (4 of the producers'
- * ~21 instructions a word); WS_HINT, the consumers' waits with a suspend hint
- * (GPTOSS_MOE_WS_WAIT_NS). */
-enum { WS_FOLDED = 1, WS_HINT = 2 };
-template <int MODE, int BN, int VAR>
+/* FOLDED: the one-multiply dequantisation (moe_dequant.cuh; the same bits), when every scale byte of
+ * the matrix allows it: 16 of a producer thread's ~200 instructions a step go (measured on the
+ * H200: 2–3 % faster at T = 1024 … 16384, bench/NOTES.md). */
+template <int MODE, int BN, bool FOLDED>
 __global__ void __launch_bounds__(ws_cfg<BN>::THREADS, ws_cfg<BN>::BLOCKS)
     moe_wgmma_ws_kernel(const moe_args a) {
     using C = ws_cfg<BN>;
@@ -249,7 +243,7 @@ __global__ void __launch_bounds__(ws_cfg<BN>::THREADS, ws_cfg<BN>::BLOCKS)
 #pragma unroll
             for (int i = 0; i < 4; i++) {
                 uint32_t v[4];
-                dequant_word_t<(VAR & WS_FOLDED) != 0>(wd[i], sc, i, v);
+                dequant_word_t<FOLDED>(wd[i], sc, i, v);
                 sts128(a_base + st_off[i], v[0], v[1], v[2], v[3]);
             }
             asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* visible to wgmma */
@@ -273,10 +267,7 @@ __global__ void __launch_bounds__(ws_cfg<BN>::THREADS, ws_cfg<BN>::BLOCKS)
     ring ca{0, 0}, cb{0, 0};
     int pa = 0, pb = 0; /* the stages of the step before */
     for (int kk = 0; kk < a.KK; kk++) {
-        if constexpr ((VAR & WS_HINT) != 0)
-            mbar_wait_hint(&full[ca.i], ca.par, a.ws_wait_ns); /* ncu: ~25 polls a step */
-        else
-            mbar_wait(&full[ca.i], ca.par);
+        mbar_wait(&full[ca.i], ca.par);
         const uint64_t da = da0 + (uint64_t)(ca.i * (WS_A_BYTES >> 4));
         const uint64_t db = db0 + (uint64_t)(cb.i * (C::B_BYTES >> 4));
         wgmma_fence();
@@ -302,67 +293,34 @@ __global__ void __launch_bounds__(ws_cfg<BN>::THREADS, ws_cfg<BN>::BLOCKS)
     store_tile_n<MODE, BN / 8>(a, tp, rb * 8 + 4 * cw + w4, acc);
 }
 
-template <int BN, int VAR>
+template <int BN, bool FOLDED>
 static cudaError_t ws_launch_t(const moe_args &a, int mode, dim3 grid, cudaStream_t stream) {
     constexpr int SMEM = ws_cfg<BN>::SMEM;
     static unsigned long long attrs_set; /* per device: per_device.h */
     if (!per_device_done(&attrs_set)) {
-        CUDA_TRY(cudaFuncSetAttribute((const void *)moe_wgmma_ws_kernel<MODE_GATE_UP, BN, VAR>,
+        CUDA_TRY(cudaFuncSetAttribute((const void *)moe_wgmma_ws_kernel<MODE_GATE_UP, BN, FOLDED>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM));
-        CUDA_TRY(cudaFuncSetAttribute((const void *)moe_wgmma_ws_kernel<MODE_DOWN, BN, VAR>,
+        CUDA_TRY(cudaFuncSetAttribute((const void *)moe_wgmma_ws_kernel<MODE_DOWN, BN, FOLDED>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM));
         per_device_mark(&attrs_set);
     }
     grid.y *= MOE_TILE_TOKENS / BN; /* BN = 64: two blocks a routing tile */
     if (mode == MODE_GATE_UP)
-        CUDA_TRY(pdl_launch(moe_wgmma_ws_kernel<MODE_GATE_UP, BN, VAR>, grid,
+        CUDA_TRY(pdl_launch(moe_wgmma_ws_kernel<MODE_GATE_UP, BN, FOLDED>, grid,
                             dim3(ws_cfg<BN>::THREADS), SMEM, stream, a));
     else
-        CUDA_TRY(pdl_launch(moe_wgmma_ws_kernel<MODE_DOWN, BN, VAR>, grid,
+        CUDA_TRY(pdl_launch(moe_wgmma_ws_kernel<MODE_DOWN, BN, FOLDED>, grid,
                             dim3(ws_cfg<BN>::THREADS), SMEM, stream, a));
     return cudaGetLastError();
 }
 
-template <int BN>
-static cudaError_t ws_launch_var(const moe_args &a, int mode, int var, dim3 grid,
-                                 cudaStream_t stream) {
-    switch (var) {
-    case 0:
-        return ws_launch_t<BN, 0>(a, mode, grid, stream);
-    case WS_FOLDED:
-        return ws_launch_t<BN, WS_FOLDED>(a, mode, grid, stream);
-    case WS_HINT:
-        return ws_launch_t<BN, WS_HINT>(a, mode, grid, stream);
-    default:
-        return ws_launch_t<BN, WS_FOLDED | WS_HINT>(a, mode, grid, stream);
-    }
-}
-
-static int ws_folded_on(void) {
-    static int on = -1;
-    if (on < 0) {
-        const char *v = getenv("GPTOSS_MOE_WS_FOLDED");
-        on = v && !strcmp(v, "1");
-    }
-    return on;
-}
-
-static uint32_t ws_wait_ns(void) {
-    static long ns = -1;
-    if (ns < 0) {
-        const char *v = getenv("GPTOSS_MOE_WS_WAIT_NS");
-        ns = v ? strtol(v, NULL, 10) : 0;
-        if (ns < 0 || ns > 1000000) ns = 0;
-    }
-    return (uint32_t)ns;
-}
-
-cudaError_t moe_wgmma_ws_launch(const moe_args &a0, int mode, int bn, int folded, dim3 grid,
+cudaError_t moe_wgmma_ws_launch(const moe_args &a, int mode, int bn, int folded, dim3 grid,
                                 cudaStream_t stream) {
-    moe_args a = a0;
-    a.ws_wait_ns = ws_wait_ns();
-    const int var = (folded && ws_folded_on() ? WS_FOLDED : 0) | (a.ws_wait_ns ? WS_HINT : 0);
-    if (bn == 64) return ws_launch_var<64>(a, mode, var, grid, stream);
-    if (bn == 128) return ws_launch_var<128>(a, mode, var, grid, stream);
+    if (bn == 64)
+        return folded ? ws_launch_t<64, true>(a, mode, grid, stream)
+                      : ws_launch_t<64, false>(a, mode, grid, stream);
+    if (bn == 128)
+        return folded ? ws_launch_t<128, true>(a, mode, grid, stream)
+                      : ws_launch_t<128, false>(a, mode, grid, stream);
     return cudaErrorInvalidValue;
 }

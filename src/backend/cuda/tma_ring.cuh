@@ -51,21 +51,6 @@ static __device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity)
                  : "memory");
 }
 
-/* mbar_wait where each try_wait may suspend the warp for up to hint_ns (it still wakes when the phase
- * completes) instead of the hardware's default window, so that a waiting warp polls less and
- * leaves issue slots to the others. */
-static __device__ __forceinline__ void mbar_wait_hint(uint64_t *bar, uint32_t parity,
-                                                      uint32_t hint_ns) {
-    asm volatile("{\n"
-                 " .reg .pred done;\n"
-                 "WAIT_HINT:\n"
-                 " mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1, %2;\n"
-                 " @!done bra WAIT_HINT;\n"
-                 "}" ::"r"(smem_u32(bar)),
-                 "r"(parity), "r"(hint_ns)
-                 : "memory");
-}
-
 /* bytes (a multiple of 16, both addresses 16-byte aligned) from global src to shared dst; their
  * arrival completes the transaction count announced on bar. */
 static __device__ __forceinline__ void bulk_copy_g2s(void *dst, const void *src, uint32_t bytes,

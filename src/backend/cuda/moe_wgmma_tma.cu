@@ -1,0 +1,381 @@
+/* The large-batch MoE grouped GEMM, warp-specialised with the copy engine (TMA) bringing every
+ * operand (sm_90a): moe_wgmma_ws.cu's tiles, dequantisation, MMAs and epilogue, but no thread copies
+ * anything. GPTOSS_MOE_WGMMA=4 (moe.h); not the default until measured (bench/NOTES.md).
+ *
+ * ── Why ───────────────────────────────────────────────────────────────────────────────────────
+ * ncu of moe_wgmma_ws.cu at T = 1024 (64-token tiles, the regime of decode 1024 and prefill 1k):
+ * the SM issues on 61 % of its cycles and a producer warp's k step is ~200 instructions, of which
+ * ~85 dequantise. The rest is the copies: per thread per step 3–5 cp.async with their 64-bit
+ * address arithmetic, ptxas's 13 predicated-off `LDS` before them, the group commit and wait, and a
+ * wait for the consumers' release of the B stage that the copy refills — the most sampled producer
+ * stall (7 % of all samples: the producers advance in lockstep with the consumers, one step of
+ * slack). Here one thread of one more warp issues three tensor copies a step (the 8 row tiles'
+ * codes, their scale words, the B tile) into rings the hardware fills and signals by mbarrier
+ * (transaction bytes), so the dequantising threads only wait for a raw slot, read it, release it,
+ * dequantise into A and hand A over.
+ *
+ * ── The B operand by TMA ──────────────────────────────────────────────────────────────────────
+ * A tensor copy brings a box of consecutive rows, 128-byte swizzled exactly as wgmma reads it. The
+ * down projection's input (act) is already in the experts' sorted order. The gate_up input is x
+ * gathered by token; moe_gather_rows first writes each tile's rows in sorted order into a scratch
+ * (the caller's y_slots, which only the down projection writes, after gate_up). A box may run past
+ * the tile's tokens into the next expert's rows (or past the matrix: zeros): those B rows only
+ * reach accumulator columns that the epilogue never stores (an output column n depends on B row n
+ * alone). The same holds for the codes box past the matrix's row tiles.
+ *
+ * ── Block ─────────────────────────────────────────────────────────────────────────────────────
+ * warps 0–7 dequantise (thread (warp w, lane (g, t)) owns row tile w's 16 bytes, as in ws), warps
+ * 8–15 are the two consumer warpgroups, and warp 8's lane 0 also issues the copies, a fixed number of
+ * steps ahead (a warp of its own would take the kernel past 64 registers a thread at two blocks an
+ * SM, too few for the consumers' wgmma: ptxas C7602). Rings and who releases:
+ *   raw[R]: codes + scales of a k step; full by TMA bytes, empty by the 256 dequantising threads
+ *           once their words are in registers;
+ *   A[SA]:  full by the 256 dequantising threads, empty by the 8 consumer warps;
+ *   B[SB]:  full by TMA bytes, empty by the 8 consumer warps.
+ * No cycle: the copier, at its step kk, waits for the dequantisers' release of raw step kk + DR − R
+ * (they reach it: they need only raws already issued and A releases of steps ≤ kk − 2) and for its
+ * own warpgroups' release of B step kk + DB − SB ≤ kk − 2 (done); the dequantisers wait for the
+ * copier and the consumers' release of A step kk − SA; the consumers for both. */
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/moe.h"
+#include "backend/cuda/moe_dequant.cuh"
+#include "backend/cuda/moe_kernel_common.cuh"
+#include "backend/cuda/pdl.cuh"
+#include "backend/cuda/per_device.h"
+#include "backend/cuda/tma_ring.cuh" /* mbarriers */
+#include "backend/cuda/wgmma.cuh"
+
+#include <cuda.h> /* CUtensorMap */
+#include <cudaTypedefs.h>
+
+#include <string.h>
+
+enum {
+    TM_CODE_BYTES = 8 * 512,                       /* a k step's codes: 8 row tiles */
+    TM_SCALE_BYTES = 8 * 32,                       /* their scale words */
+    TM_RAW_BYTES = TM_CODE_BYTES + TM_SCALE_BYTES, /* one raw slot (a multiple of 128) */
+    TM_A_BYTES = 128 * 128                         /* 128 rows x 64 k bf16 */
+};
+
+/* The three tensor maps of a launch (a kernel parameter: __grid_constant__). */
+struct moe_tma_maps {
+    CUtensorMap codes;  /* u32 [E·RT][KK][128], box [8][1][128]: a step's 8 row tiles */
+    CUtensorMap scales; /* u32 [E·RT][KK][8], box [8][1][8] */
+    CUtensorMap b;      /* bf16 [rows][K], box [BN][64], 128-byte swizzle */
+};
+
+template <int BN> struct tm_cfg {
+    static constexpr int DEQ = 256;               /* dequantising threads */
+    static constexpr int THREADS = DEQ + 256;    /* + two consumer warpgroups */
+    static constexpr int SA = BN == 64 ? 3 : 4;
+    static constexpr int SB = BN == 64 ? 4 : 6;
+    static constexpr int R = BN == 64 ? 6 : 8;
+    /* look-ahead of the copies in k steps: raw DR ≤ R, B DB ≤ SB − 2 (the consumer that issues B
+     * step kk + DB at its step kk has released only steps ≤ kk − 2) */
+    static constexpr int DR = R - 2;
+    static constexpr int DB = SB - 2;
+    static constexpr int BLOCKS = BN == 64 ? 2 : 1;
+    static constexpr int B_BYTES = BN * 128; /* a multiple of 1024 */
+    /* full_a, empty_a [SA]; full_b, empty_b [SB]; full_r, empty_r [R] */
+    static constexpr int BAR_BYTES = 8 * 2 * (SA + SB + R);
+    static constexpr int SMEM = SA * TM_A_BYTES + SB * B_BYTES + R * TM_RAW_BYTES + BAR_BYTES + 1024;
+};
+static_assert(2 * (tm_cfg<64>::SMEM + 1024) <= 228 * 1024, "two 64-token blocks an SM");
+static_assert(tm_cfg<128>::SMEM <= 227 * 1024, "one 128-token block an SM");
+
+struct tm_ring {
+    int i;
+    uint32_t par;
+    __device__ __forceinline__ void next(int n) {
+        if (++i == n) i = 0, par ^= 1;
+    }
+};
+
+static __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap *map, int c0,
+                                                   int c1, uint64_t *bar) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%2, %3}], [%4];" ::"r"(dst),
+                 "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(smem_u32(bar))
+                 : "memory");
+}
+
+static __device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap *map, int c0,
+                                                   int c1, int c2, uint64_t *bar) {
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%2, %3, %4}], [%5];" ::"r"(dst),
+                 "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(c2), "r"(smem_u32(bar))
+                 : "memory");
+}
+
+static __device__ __forceinline__ uint2 tm_lds64(uint32_t addr) {
+    uint2 v;
+    asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "r"(addr) : "memory");
+    return v;
+}
+
+static __device__ __forceinline__ uint32_t tm_lds32(uint32_t addr) {
+    uint32_t v;
+    asm volatile("ld.shared.b32 %0, [%1];" : "=r"(v) : "r"(addr) : "memory");
+    return v;
+}
+
+static __device__ __forceinline__ void tm_sts128(uint32_t addr, uint32_t x, uint32_t y, uint32_t z,
+                                                 uint32_t w) {
+    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(x), "r"(y), "r"(z),
+                 "r"(w)
+                 : "memory");
+}
+
+template <int MODE, int BN, bool FOLDED>
+__global__ void __launch_bounds__(tm_cfg<BN>::THREADS, tm_cfg<BN>::BLOCKS)
+    moe_wgmma_tma_kernel(const moe_args a, const __grid_constant__ moe_tma_maps maps) {
+    using C = tm_cfg<BN>;
+    constexpr int SA = C::SA, SB = C::SB, R = C::R;
+    pdl_prologue(); /* first: see pdl.cuh */
+    extern __shared__ __align__(1024) uint8_t tm_smem_raw[];
+    const uint32_t raw_base = smem_u32(tm_smem_raw);
+    uint8_t *smem = tm_smem_raw + (((raw_base + 1023u) & ~1023u) - raw_base);
+    uint8_t *a_st = smem;                  /* SA x A */
+    uint8_t *b_st = a_st + SA * TM_A_BYTES; /* SB x B */
+    uint8_t *raws = b_st + SB * C::B_BYTES; /* R x {codes, scales} */
+    uint64_t *full_a = (uint64_t *)(raws + R * TM_RAW_BYTES);
+    uint64_t *empty_a = full_a + SA;
+    uint64_t *full_b = empty_a + SA;
+    uint64_t *empty_b = full_b + SB;
+    uint64_t *full_r = empty_b + SB;
+    uint64_t *empty_r = full_r + R;
+
+    tile_pos tp;
+    if (!tile_of_block_bn<BN>(a, &tp)) return;
+    const int rb = blockIdx.x;
+    const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
+
+    if (tid == 0) {
+        for (int s = 0; s < SA; s++) {
+            mbar_init(&full_a[s], C::DEQ);
+            mbar_init(&empty_a[s], 8); /* one arrival per consumer warp */
+        }
+        for (int s = 0; s < SB; s++) {
+            mbar_init(&full_b[s], 1); /* the copier's arrival, plus the bytes */
+            mbar_init(&empty_b[s], 8);
+        }
+        for (int s = 0; s < R; s++) {
+            mbar_init(&full_r[s], 1);
+            mbar_init(&empty_r[s], C::DEQ);
+        }
+        mbar_init_fence();
+    }
+    __syncthreads();
+
+    if (w < 8) {
+        /* ── dequantisers: thread (warp w, lane (g, t)) owns row tile w (moe_wgmma_ws.cu) ── */
+        const int tile = w, g = lane >> 2, t = lane & 3, odd = g & 1;
+        const uint32_t code_at = tile * 512 + lane * 16;
+        const int r0 = 16 * tile + g;
+        const int c1 = odd ? 4 + t : t, c2 = odd ? t : 4 + t;
+        const uint32_t st_off[4] = {sw128_offset(r0, c1), sw128_offset(r0 + 8, c1),
+                                    sw128_offset(r0, c2), sw128_offset(r0 + 8, c2)};
+        const uint32_t rd1 = code_at + (odd ? 8 : 0), rd2 = code_at + (odd ? 0 : 8);
+        const uint32_t rd_scale = TM_CODE_BYTES + tile * 32 + g * 4;
+        const uint32_t sc_perm = odd ? 0x1032u : 0x3210u;
+        const uint32_t raw0 = smem_u32(raws), a0 = smem_u32(a_st);
+        tm_ring rr{0, 0}, ra{0, 0};
+        for (int kk = 0; kk < a.KK; kk++) {
+            mbar_wait(&full_r[rr.i], rr.par);
+            const uint32_t rs = raw0 + rr.i * TM_RAW_BYTES;
+            const uint2 q1 = tm_lds64(rs + rd1), q2 = tm_lds64(rs + rd2);
+            const uint32_t sc = __byte_perm(tm_lds32(rs + rd_scale), 0u, sc_perm);
+            mbar_arrive(&empty_r[rr.i]); /* release-ordered after the loads */
+            rr.next(R);
+            const uint32_t wd[4] = {q1.x, q1.y, q2.x, q2.y};
+            if (kk >= SA) mbar_wait(&empty_a[ra.i], ra.par ^ 1);
+            const uint32_t a_base = a0 + ra.i * TM_A_BYTES;
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                uint32_t v[4];
+                dequant_word_t<FOLDED>(wd[i], sc, i, v);
+                tm_sts128(a_base + st_off[i], v[0], v[1], v[2], v[3]);
+            }
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* visible to wgmma */
+            mbar_arrive(&full_a[ra.i]);
+            ra.next(SA);
+        }
+        return;
+    }
+
+    /* ── consumers (warps 8–15), the first of them also the copier ── */
+    const int cw = (w >> 2) - 2, w4 = w & 3;
+    constexpr int NACC = BN / 2;
+    float acc[NACC];
+#pragma unroll
+    for (int i = 0; i < NACC; i++) acc[i] = 0.0f;
+    const uint64_t da0 = smem_desc_sw128(smem_u32(a_st) + cw * 64 * 128);
+    const uint64_t db0 = smem_desc_sw128(smem_u32(b_st));
+    tm_ring ca{0, 0}, cb{0, 0};
+    int pa = 0, pb = 0; /* the stages of the step before */
+    /* The copier: lane 0 of the first consumer warp issues raw step kk + DR and B step kk + DB at
+     * the top of its step kk (the first DR and DB before the loop). Its waits need only the
+     * dequantisers' reads of raw step kk + DR − R and its own warpgroups' releases of B step
+     * kk + DB − SB ≤ kk − 2, never anything that waits for this warp's step kk. */
+    const bool copier = w == 8 && lane == 0;
+    const int tile0 = tp.e * a.RT + rb * 8, row0 = tp.off + tp.n_base;
+    const uint32_t r0 = smem_u32(raws), b0 = smem_u32(b_st);
+    tm_ring wr{0, 0}, wb{0, 0}; /* the copier's raw slot and B stage */
+    auto issue_raw = [&](int kk) {
+        if (kk >= R) mbar_wait(&empty_r[wr.i], wr.par ^ 1);
+        mbar_arrive_expect_tx(&full_r[wr.i], TM_RAW_BYTES);
+        const uint32_t slot = r0 + wr.i * TM_RAW_BYTES;
+        tma_load_3d(slot, &maps.codes, 0, kk, tile0, &full_r[wr.i]);
+        tma_load_3d(slot + TM_CODE_BYTES, &maps.scales, 0, kk, tile0, &full_r[wr.i]);
+        wr.next(R);
+    };
+    auto issue_b = [&](int kk) {
+        if (kk >= SB) mbar_wait(&empty_b[wb.i], wb.par ^ 1);
+        mbar_arrive_expect_tx(&full_b[wb.i], C::B_BYTES);
+        tma_load_2d(b0 + wb.i * C::B_BYTES, &maps.b, kk * 64, row0, &full_b[wb.i]);
+        wb.next(SB);
+    };
+    if (copier) {
+        for (int kk = 0; kk < C::DR && kk < a.KK; kk++) issue_raw(kk);
+        for (int kk = 0; kk < C::DB && kk < a.KK; kk++) issue_b(kk);
+    }
+    for (int kk = 0; kk < a.KK; kk++) {
+        if (copier) {
+            if (kk + C::DR < a.KK) issue_raw(kk + C::DR);
+            if (kk + C::DB < a.KK) issue_b(kk + C::DB);
+        }
+        __syncwarp();
+        mbar_wait(&full_a[ca.i], ca.par);
+        mbar_wait(&full_b[cb.i], cb.par);
+        const uint64_t da = da0 + (uint64_t)(ca.i * (TM_A_BYTES >> 4));
+        const uint64_t db = db0 + (uint64_t)(cb.i * (C::B_BYTES >> 4));
+        wgmma_fence();
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            if constexpr (BN == 128)
+                wgmma_ss_m64n128k16(acc, da + 2 * j, db + 2 * j);
+            else
+                wgmma_ss_m64n64k16(acc, da + 2 * j, db + 2 * j);
+        }
+        wgmma_commit();
+        wgmma_wait<1>(); /* step kk − 1's MMAs are done: its stages may be refilled */
+        if (kk >= 1 && lane == 0) {
+            mbar_arrive(&empty_a[pa]);
+            mbar_arrive(&empty_b[pb]);
+        }
+        pa = ca.i, pb = cb.i;
+        ca.next(SA);
+        cb.next(SB);
+    }
+    wgmma_wait<0>();
+    fence_acc(acc);
+    store_tile_n<MODE, BN / 8>(a, tp, rb * 8 + 4 * cw + w4, acc);
+}
+
+/* Gate_up's B in sorted order: row off + n of xs = x's row of the expert's n-th pair, for every
+ * routing tile (grid y: its slot; x: a quarter of its rows). */
+__global__ void moe_gather_rows_kernel(const moe_args a, uint16_t *xs) {
+    pdl_prologue();
+    tile_pos tp;
+    if (!tile_of_block(a, MOE_TILE_TOKENS, &tp)) return;
+    const int chunks = a.K / 8; /* 16-byte chunks a row */
+    for (int r = blockIdx.x; r < tp.n_valid; r += gridDim.x) {
+        const int slot = tp.off + tp.n_base + r;
+        const uint4 *src = (const uint4 *)(a.x + (size_t)(a.pair_sorted[slot] / a.topk) * a.K);
+        uint4 *dst = (uint4 *)(xs + (size_t)slot * a.K);
+        for (int c = threadIdx.x; c < chunks; c += blockDim.x) dst[c] = src[c];
+    }
+}
+
+/* ── host ── */
+
+static PFN_cuTensorMapEncodeTiled_v12000 encode_fn(void) {
+    static PFN_cuTensorMapEncodeTiled_v12000 fn; /* the driver's; resolved once */
+    if (!fn) {
+        void *p = NULL;
+        cudaDriverEntryPointQueryResult q;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault,
+                                             &q) == cudaSuccess &&
+            q == cudaDriverEntryPointSuccess)
+            fn = (PFN_cuTensorMapEncodeTiled_v12000)p;
+    }
+    return fn;
+}
+
+/* A rank-3 u32 map of [outer][mid][inner] words with the given box. */
+static int encode_u32_3d(CUtensorMap *m, const void *base, uint64_t inner, uint64_t mid,
+                         uint64_t outer, uint32_t box_inner, uint32_t box_outer) {
+    const cuuint64_t dims[3] = {inner, mid, outer};
+    const cuuint64_t strides[2] = {inner * 4, inner * mid * 4};
+    const cuuint32_t box[3] = {box_inner, 1, box_outer};
+    const cuuint32_t es[3] = {1, 1, 1};
+    return encode_fn()(m, CU_TENSOR_MAP_DATA_TYPE_UINT32, 3, (void *)base, dims, strides, box, es,
+                       CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+                       CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+/* The maps of one launch: codes and scales of the matrix's n_row_tiles row tiles (every expert's,
+ * one dimension), B = rows x a.K bf16 at b. */
+static int encode_maps(moe_tma_maps *m, const moe_args &a, uint64_t n_row_tiles, const uint16_t *b,
+                       uint64_t rows, int bn) {
+    if (!encode_fn()) return 0;
+    memset(m, 0, sizeof *m);
+    const cuuint64_t bdims[2] = {(cuuint64_t)a.K, rows};
+    const cuuint64_t bstrides[1] = {(cuuint64_t)a.K * 2};
+    const cuuint32_t bbox[2] = {64, (cuuint32_t)bn};
+    const cuuint32_t es[2] = {1, 1};
+    return encode_u32_3d(&m->codes, a.wq, 128, (uint64_t)a.KK, n_row_tiles, 128, 8) &&
+           encode_u32_3d(&m->scales, a.wsc, 8, (uint64_t)a.KK, n_row_tiles, 8, 8) &&
+           encode_fn()(&m->b, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)b, bdims, bstrides, bbox,
+                       es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                       CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+int moe_wgmma_tma_available(void) {
+    return encode_fn() != NULL;
+}
+
+template <int MODE, int BN, bool FOLDED>
+static cudaError_t tma_launch_t(const moe_args &a, const moe_tma_maps &m, dim3 grid,
+                                cudaStream_t stream) {
+    constexpr int SMEM = tm_cfg<BN>::SMEM;
+    static unsigned long long attrs_set; /* per device: per_device.h */
+    if (!per_device_done(&attrs_set)) {
+        CUDA_TRY(cudaFuncSetAttribute((const void *)moe_wgmma_tma_kernel<MODE, BN, FOLDED>,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM));
+        per_device_mark(&attrs_set);
+    }
+    grid.y *= MOE_TILE_TOKENS / BN; /* BN = 64: two blocks a routing tile */
+    CUDA_TRY(pdl_launch(moe_wgmma_tma_kernel<MODE, BN, FOLDED>, grid,
+                        dim3(tm_cfg<BN>::THREADS), SMEM, stream, a, m));
+    return cudaGetLastError();
+}
+
+template <int MODE>
+static cudaError_t tma_launch_mode(const moe_args &a, const moe_tma_maps &m, int bn, int folded,
+                                   dim3 grid, cudaStream_t stream) {
+    if (bn == 64)
+        return folded ? tma_launch_t<MODE, 64, true>(a, m, grid, stream)
+                      : tma_launch_t<MODE, 64, false>(a, m, grid, stream);
+    return folded ? tma_launch_t<MODE, 128, true>(a, m, grid, stream)
+                  : tma_launch_t<MODE, 128, false>(a, m, grid, stream);
+}
+
+cudaError_t moe_wgmma_tma_launch(const moe_args &a, int mode, int bn, int folded, int n_experts,
+                                 int rows, uint16_t *scratch, dim3 grid, cudaStream_t stream) {
+    if ((bn != 64 && bn != 128) || n_experts < 1 || rows < 1 || (mode == MODE_GATE_UP && !scratch))
+        return cudaErrorInvalidValue;
+    const uint16_t *b = a.x;
+    if (mode == MODE_GATE_UP) {
+        /* grid.y: the routing's tile slots; a quarter of a tile's rows per block */
+        CUDA_TRY(pdl_launch(moe_gather_rows_kernel, dim3(4, grid.y), dim3(128), 0, stream, a,
+                            scratch));
+        b = scratch;
+    }
+    moe_tma_maps m;
+    if (!encode_maps(&m, a, (uint64_t)n_experts * a.RT, b, (uint64_t)rows, bn)) return cudaErrorNotSupported;
+    if (mode == MODE_GATE_UP) return tma_launch_mode<MODE_GATE_UP>(a, m, bn, folded, grid, stream);
+    return tma_launch_mode<MODE_DOWN>(a, m, bn, folded, grid, stream);
+}
