@@ -32,10 +32,13 @@
  *           once their words are in registers;
  *   A[SA]:  full by the 256 dequantising threads, empty by the 8 consumer warps;
  *   B[SB]:  full by TMA bytes, empty by the 8 consumer warps.
- * No cycle: the copier, at its step kk, waits for the dequantisers' release of raw step kk + DR − R
- * (they reach it: they need only raws already issued and A releases of steps ≤ kk − 2) and for its
- * own warpgroups' release of B step kk + DB − SB ≤ kk − 2 (done); the dequantisers wait for the
- * copier and the consumers' release of A step kk − SA; the consumers for both. */
+ A consumer warp releases its A and B stages of step kk once the step's MMAs are done.
+ * No cycle: the copier, at its step kk, waits for the dequantisers' release of raw step
+ * kk + DR − R ≤ kk − 1 (they reach it: they need only raws already issued and A releases of steps
+ * ≤ kk − 1 − SA, which both consumer warpgroups gave before their step kk − 1 ended) and for the
+ * consumers' release of B step kk + DB − SB ≤ kk − 1 (its own warpgroup's is done; the other needs
+ * only B and A of step kk − 1, both reachable); the dequantisers wait for the copier and the
+ * consumers' release of A step kk − SA; the consumers for both. */
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/moe.h"
 #include "backend/cuda/moe_dequant.cuh"
@@ -48,6 +51,7 @@
 #include <cuda.h> /* CUtensorMap */
 #include <cudaTypedefs.h>
 
+#include <stdlib.h>
 #include <string.h>
 
 enum {
@@ -65,20 +69,22 @@ struct moe_tma_maps {
 };
 
 template <int BN> struct tm_cfg {
-    static constexpr int DEQ = 256;               /* dequantising threads */
-    static constexpr int THREADS = DEQ + 256;    /* + two consumer warpgroups */
+    static constexpr int DEQ = 256;           /* dequantising threads */
+    static constexpr int THREADS = DEQ + 256; /* + two consumer warpgroups */
     static constexpr int SA = BN == 64 ? 3 : 4;
     static constexpr int SB = BN == 64 ? 4 : 6;
     static constexpr int R = BN == 64 ? 6 : 8;
-    /* look-ahead of the copies in k steps: raw DR ≤ R, B DB ≤ SB − 2 (the consumer that issues B
-     * step kk + DB at its step kk has released only steps ≤ kk − 2) */
-    static constexpr int DR = R - 2;
-    static constexpr int DB = SB - 2;
+    /* look-ahead of the copies in k steps: the copier at its step kk waits for the release of raw
+     * step kk + DR − R and B step kk + DB − SB, which must be ≤ kk − 1 (header: no cycle), or ≤ kk − 2
+     * under LATE (the stages released one step later) */
+    template <bool LATE> static constexpr int DR = R - 1 - LATE;
+    template <bool LATE> static constexpr int DB = SB - 1 - LATE;
     static constexpr int BLOCKS = BN == 64 ? 2 : 1;
     static constexpr int B_BYTES = BN * 128; /* a multiple of 1024 */
     /* full_a, empty_a [SA]; full_b, empty_b [SB]; full_r, empty_r [R] */
     static constexpr int BAR_BYTES = 8 * 2 * (SA + SB + R);
-    static constexpr int SMEM = SA * TM_A_BYTES + SB * B_BYTES + R * TM_RAW_BYTES + BAR_BYTES + 1024;
+    static constexpr int SMEM =
+        SA * TM_A_BYTES + SB * B_BYTES + R * TM_RAW_BYTES + BAR_BYTES + 1024;
 };
 static_assert(2 * (tm_cfg<64>::SMEM + 1024) <= 228 * 1024, "two 64-token blocks an SM");
 static_assert(tm_cfg<128>::SMEM <= 227 * 1024, "one 128-token block an SM");
@@ -126,16 +132,19 @@ static __device__ __forceinline__ void tm_sts128(uint32_t addr, uint32_t x, uint
                  : "memory");
 }
 
-template <int MODE, int BN, bool FOLDED>
+/* LATE (GPTOSS_MOE_TMA_LATE=1, for measurement): the consumers keep one MMA group in flight and
+ * release a step's stages after issuing the next, as moe_wgmma_ws.cu does. */
+template <int MODE, int BN, bool FOLDED, bool LATE>
 __global__ void __launch_bounds__(tm_cfg<BN>::THREADS, tm_cfg<BN>::BLOCKS)
     moe_wgmma_tma_kernel(const moe_args a, const __grid_constant__ moe_tma_maps maps) {
     using C = tm_cfg<BN>;
     constexpr int SA = C::SA, SB = C::SB, R = C::R;
+    constexpr int DR = C::template DR<LATE>, DB = C::template DB<LATE>;
     pdl_prologue(); /* first: see pdl.cuh */
     extern __shared__ __align__(1024) uint8_t tm_smem_raw[];
     const uint32_t raw_base = smem_u32(tm_smem_raw);
     uint8_t *smem = tm_smem_raw + (((raw_base + 1023u) & ~1023u) - raw_base);
-    uint8_t *a_st = smem;                  /* SA x A */
+    uint8_t *a_st = smem;                   /* SA x A */
     uint8_t *b_st = a_st + SA * TM_A_BYTES; /* SB x B */
     uint8_t *raws = b_st + SB * C::B_BYTES; /* R x {codes, scales} */
     uint64_t *full_a = (uint64_t *)(raws + R * TM_RAW_BYTES);
@@ -212,11 +221,10 @@ __global__ void __launch_bounds__(tm_cfg<BN>::THREADS, tm_cfg<BN>::BLOCKS)
     const uint64_t da0 = smem_desc_sw128(smem_u32(a_st) + cw * 64 * 128);
     const uint64_t db0 = smem_desc_sw128(smem_u32(b_st));
     tm_ring ca{0, 0}, cb{0, 0};
-    int pa = 0, pb = 0; /* the stages of the step before */
+    int pa = 0, pb = 0; /* LATE: the stages of the step before */
     /* The copier: lane 0 of the first consumer warp issues raw step kk + DR and B step kk + DB at
-     * the top of its step kk (the first DR and DB before the loop). Its waits need only the
-     * dequantisers' reads of raw step kk + DR − R and its own warpgroups' releases of B step
-     * kk + DB − SB ≤ kk − 2, never anything that waits for this warp's step kk. */
+     * the top of its step kk (the first DR and DB before the loop); its waits need nothing that
+     * waits for this warp's step kk (header). */
     const bool copier = w == 8 && lane == 0;
     const int tile0 = tp.e * a.RT + rb * 8, row0 = tp.off + tp.n_base;
     const uint32_t r0 = smem_u32(raws), b0 = smem_u32(b_st);
@@ -236,13 +244,13 @@ __global__ void __launch_bounds__(tm_cfg<BN>::THREADS, tm_cfg<BN>::BLOCKS)
         wb.next(SB);
     };
     if (copier) {
-        for (int kk = 0; kk < C::DR && kk < a.KK; kk++) issue_raw(kk);
-        for (int kk = 0; kk < C::DB && kk < a.KK; kk++) issue_b(kk);
+        for (int kk = 0; kk < DR && kk < a.KK; kk++) issue_raw(kk);
+        for (int kk = 0; kk < DB && kk < a.KK; kk++) issue_b(kk);
     }
     for (int kk = 0; kk < a.KK; kk++) {
         if (copier) {
-            if (kk + C::DR < a.KK) issue_raw(kk + C::DR);
-            if (kk + C::DB < a.KK) issue_b(kk + C::DB);
+            if (kk + DR < a.KK) issue_raw(kk + DR);
+            if (kk + DB < a.KK) issue_b(kk + DB);
         }
         __syncwarp();
         mbar_wait(&full_a[ca.i], ca.par);
@@ -258,12 +266,24 @@ __global__ void __launch_bounds__(tm_cfg<BN>::THREADS, tm_cfg<BN>::BLOCKS)
                 wgmma_ss_m64n64k16(acc, da + 2 * j, db + 2 * j);
         }
         wgmma_commit();
-        wgmma_wait<1>(); /* step kk − 1's MMAs are done: its stages may be refilled */
-        if (kk >= 1 && lane == 0) {
-            mbar_arrive(&empty_a[pa]);
-            mbar_arrive(&empty_b[pb]);
+        /* Release the stages as soon as their MMAs are done, not one step later (ws keeps a group
+         * in flight and releases step kk − 1 after issuing kk, i.e. after step kk's A is ready):
+         * ncu at T = 1024 had the dequantisers waiting for A stages 7 % of all samples. The
+         * tensor pipe stays fed by the other warpgroup and the SM's other block. */
+        if constexpr (LATE) {
+            wgmma_wait<1>(); /* step kk − 1's MMAs are done */
+            if (kk >= 1 && lane == 0) {
+                mbar_arrive(&empty_a[pa]);
+                mbar_arrive(&empty_b[pb]);
+            }
+            pa = ca.i, pb = cb.i;
+        } else {
+            wgmma_wait<0>();
+            if (lane == 0) {
+                mbar_arrive(&empty_a[ca.i]);
+                mbar_arrive(&empty_b[cb.i]);
+            }
         }
-        pa = ca.i, pb = cb.i;
         ca.next(SA);
         cb.next(SB);
     }
@@ -337,30 +357,42 @@ int moe_wgmma_tma_available(void) {
     return encode_fn() != NULL;
 }
 
-template <int MODE, int BN, bool FOLDED>
+template <int MODE, int BN, bool FOLDED, bool LATE>
 static cudaError_t tma_launch_t(const moe_args &a, const moe_tma_maps &m, dim3 grid,
                                 cudaStream_t stream) {
     constexpr int SMEM = tm_cfg<BN>::SMEM;
     static unsigned long long attrs_set; /* per device: per_device.h */
     if (!per_device_done(&attrs_set)) {
-        CUDA_TRY(cudaFuncSetAttribute((const void *)moe_wgmma_tma_kernel<MODE, BN, FOLDED>,
+        CUDA_TRY(cudaFuncSetAttribute((const void *)moe_wgmma_tma_kernel<MODE, BN, FOLDED, LATE>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM));
         per_device_mark(&attrs_set);
     }
     grid.y *= MOE_TILE_TOKENS / BN; /* BN = 64: two blocks a routing tile */
-    CUDA_TRY(pdl_launch(moe_wgmma_tma_kernel<MODE, BN, FOLDED>, grid,
+    CUDA_TRY(pdl_launch(moe_wgmma_tma_kernel<MODE, BN, FOLDED, LATE>, grid,
                         dim3(tm_cfg<BN>::THREADS), SMEM, stream, a, m));
     return cudaGetLastError();
+}
+
+template <int MODE, int BN, bool FOLDED>
+static cudaError_t tma_launch_late(const moe_args &a, const moe_tma_maps &m, dim3 grid,
+                                   cudaStream_t stream) {
+    static int late = -1; /* GPTOSS_MOE_TMA_LATE=1: read once */
+    if (late < 0) {
+        const char *v = getenv("GPTOSS_MOE_TMA_LATE");
+        late = v && !strcmp(v, "1");
+    }
+    return late ? tma_launch_t<MODE, BN, FOLDED, true>(a, m, grid, stream)
+                : tma_launch_t<MODE, BN, FOLDED, false>(a, m, grid, stream);
 }
 
 template <int MODE>
 static cudaError_t tma_launch_mode(const moe_args &a, const moe_tma_maps &m, int bn, int folded,
                                    dim3 grid, cudaStream_t stream) {
     if (bn == 64)
-        return folded ? tma_launch_t<MODE, 64, true>(a, m, grid, stream)
-                      : tma_launch_t<MODE, 64, false>(a, m, grid, stream);
-    return folded ? tma_launch_t<MODE, 128, true>(a, m, grid, stream)
-                  : tma_launch_t<MODE, 128, false>(a, m, grid, stream);
+        return folded ? tma_launch_late<MODE, 64, true>(a, m, grid, stream)
+                      : tma_launch_late<MODE, 64, false>(a, m, grid, stream);
+    return folded ? tma_launch_late<MODE, 128, true>(a, m, grid, stream)
+                  : tma_launch_late<MODE, 128, false>(a, m, grid, stream);
 }
 
 cudaError_t moe_wgmma_tma_launch(const moe_args &a, int mode, int bn, int folded, int n_experts,
@@ -370,12 +402,13 @@ cudaError_t moe_wgmma_tma_launch(const moe_args &a, int mode, int bn, int folded
     const uint16_t *b = a.x;
     if (mode == MODE_GATE_UP) {
         /* grid.y: the routing's tile slots; a quarter of a tile's rows per block */
-        CUDA_TRY(pdl_launch(moe_gather_rows_kernel, dim3(4, grid.y), dim3(128), 0, stream, a,
-                            scratch));
+        CUDA_TRY(
+            pdl_launch(moe_gather_rows_kernel, dim3(4, grid.y), dim3(128), 0, stream, a, scratch));
         b = scratch;
     }
     moe_tma_maps m;
-    if (!encode_maps(&m, a, (uint64_t)n_experts * a.RT, b, (uint64_t)rows, bn)) return cudaErrorNotSupported;
+    if (!encode_maps(&m, a, (uint64_t)n_experts * a.RT, b, (uint64_t)rows, bn))
+        return cudaErrorNotSupported;
     if (mode == MODE_GATE_UP) return tma_launch_mode<MODE_GATE_UP>(a, m, bn, folded, grid, stream);
     return tma_launch_mode<MODE_DOWN>(a, m, bn, folded, grid, stream);
 }
