@@ -131,14 +131,15 @@ cudaError_t moe_experts(const moe_weights *w, const uint16_t *x, const moe_routi
                         const moe_plan *plan, uint16_t *act, float *y_slots, cudaStream_t stream);
 
 /* The large path's MMA, process-wide: 3 (the default) = the warp-specialised wgmma kernel
- * (moe_wgmma_ws.cu: producer warpgroups feeding two consumer warpgroups) at 128-token tiles and
- * moe_wgmma.cu (wgmma with A in registers) at 64, where each measured faster on the H200 (prefill
- * 8k +10.2 %, bench/NOTES.md); 1 = moe_wgmma.cu at both; 2 = moe_wgmma_ws.cu at both; 4 = its form
- * with every operand brought by the copy engine (moe_wgmma_tma.cu; through moe_experts, which lends
- * it y_slots as scratch; elsewhere, or without the driver's tensor-map encoder, ws) at both;
- * 0 = mma.sync (moe_large_kernel, kept as the tests' second implementation; it ignores plan->bn).
- * Until moe_set_wgmma is called, GPTOSS_MOE_WGMMA=0, 1, 2 or 4 selects those (any other value, or
- * none, 3). moe_wgmma_on returns the choice. */
+ * (moe_wgmma_ws.cu: producer warpgroups feeding two consumer warpgroups) at 128-token tiles and its
+ * form fed by the copy engine (moe_wgmma_tma.cu) at 64, where each measured fastest on the H200
+ * (bench/NOTES.md); 1 = moe_wgmma.cu (wgmma with A in registers) at both; 2 = moe_wgmma_ws.cu at
+ * both; 4 = moe_wgmma_tma.cu at both; 5 = ws at 128 and moe_wgmma.cu at 64 (the default before,
+ * for comparisons); 0 = mma.sync (moe_large_kernel, kept as the tests' second implementation; it
+ * ignores plan->bn). moe_wgmma_tma.cu runs through moe_experts only (which lends it y_slots as
+ * scratch) and when the driver's tensor-map encoder is found; otherwise ws (4) or moe_wgmma.cu (3)
+ * takes its place. Until moe_set_wgmma is called, GPTOSS_MOE_WGMMA=0, 1, 2, 4 or 5 selects those
+ * (any other value, or none, 3). moe_wgmma_on returns the choice. */
 void moe_set_wgmma(int on);
 int moe_wgmma_on(void);
 

@@ -218,7 +218,7 @@ static unsigned long long g_attrs_set; /* per device: per_device.h */
 static int g_wgmma = -1; /* -1: not decided yet (GPTOSS_MOE_WGMMA at first use, moe.h) */
 
 void moe_set_wgmma(int on) {
-    g_wgmma = on >= 1 && on <= 4 ? on : 0;
+    g_wgmma = on >= 1 && on <= 5 ? on : 0;
 }
 
 int moe_wgmma_on(void) {
@@ -229,6 +229,7 @@ int moe_wgmma_on(void) {
                   : !strcmp(v, "1") ? 1
                   : !strcmp(v, "2") ? 2
                   : !strcmp(v, "4") ? 4
+                  : !strcmp(v, "5") ? 5
                                     : 3;
     }
     return g_wgmma;
@@ -288,10 +289,11 @@ static cudaError_t launch(const moe_args &a0, int mode, int folded, const moe_pl
         a.n_rb = (a.RT + 7) / 8;
         const dim3 grid((unsigned)a.n_rb, (unsigned)moe_max_tiles(r->T, r->n_e, r->k));
         const int kind = moe_wgmma_on();
-        if (kind == 4 && (mode == MODE_DOWN || scratch) && moe_wgmma_tma_available())
+        const int tma = kind == 4 || (kind == 3 && plan->bn == 64);
+        if (tma && (mode == MODE_DOWN || scratch) && moe_wgmma_tma_available())
             return moe_wgmma_tma_launch(a, mode, plan->bn, folded, n_experts, r->T * r->k, scratch,
                                         grid, stream);
-        if (kind == 2 || kind == 4 || (kind == 3 && plan->bn == 128))
+        if (kind == 2 || kind == 4 || ((kind == 3 || kind == 5) && plan->bn == 128))
             return moe_wgmma_ws_launch(a, mode, plan->bn, folded, grid, stream);
         if (moe_wgmma_on()) return moe_wgmma_launch(a, mode, plan->bn, grid, stream);
         if (mode == MODE_GATE_UP)

@@ -1,6 +1,8 @@
 /* The large-batch MoE grouped GEMM, warp-specialised with the copy engine (TMA) bringing every
  * operand (sm_90a): moe_wgmma_ws.cu's tiles, dequantisation, MMAs and epilogue, but no thread copies
- * anything. GPTOSS_MOE_WGMMA=4 (moe.h); not the default until measured (bench/NOTES.md).
+ * anything. The default at 64-token tiles (moe.h: GPTOSS_MOE_WGMMA; the experts alone at T = 1024
+ * −9 % against moe_wgmma.cu, decode 1024 +1.8–1.9 %, prefill 1k +0.6–1.1 % on the H200); at 128 it
+ * ties ws (bench/NOTES.md).
  *
  * ── Why ───────────────────────────────────────────────────────────────────────────────────────
  * ncu of moe_wgmma_ws.cu at T = 1024 (64-token tiles, the regime of decode 1024 and prefill 1k):
@@ -32,13 +34,13 @@
  *           once their words are in registers;
  *   A[SA]:  full by the 256 dequantising threads, empty by the 8 consumer warps;
  *   B[SB]:  full by TMA bytes, empty by the 8 consumer warps.
- A consumer warp releases its A and B stages of step kk once the step's MMAs are done.
- * No cycle: the copier, at its step kk, waits for the dequantisers' release of raw step
- * kk + DR − R ≤ kk − 1 (they reach it: they need only raws already issued and A releases of steps
- * ≤ kk − 1 − SA, which both consumer warpgroups gave before their step kk − 1 ended) and for the
- * consumers' release of B step kk + DB − SB ≤ kk − 1 (its own warpgroup's is done; the other needs
- * only B and A of step kk − 1, both reachable); the dequantisers wait for the copier and the
- * consumers' release of A step kk − SA; the consumers for both. */
+ A consumer warpgroup keeps one MMA group in flight and releases step kk − 1's A and B stages
+ * after issuing step kk (as ws). No cycle: the copier, at its step kk, waits for the dequantisers'
+ * release of raw step kk + DR − R ≤ kk − 2 (they reach it: they need only raws already issued and A
+ * releases of steps ≤ kk − 2 − SA) and for the consumers' release of B step kk + DB − SB ≤ kk − 2
+ * (its own warpgroup's is done; the other needs only B and A of steps ≤ kk − 1, both reachable);
+ * the dequantisers wait for the copier and the consumers' release of A step kk − SA; the consumers
+ * for both. */
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/moe.h"
 #include "backend/cuda/moe_dequant.cuh"
@@ -51,7 +53,6 @@
 #include <cuda.h> /* CUtensorMap */
 #include <cudaTypedefs.h>
 
-#include <stdlib.h>
 #include <string.h>
 
 enum {
@@ -75,10 +76,9 @@ template <int BN> struct tm_cfg {
     static constexpr int SB = BN == 64 ? 4 : 6;
     static constexpr int R = BN == 64 ? 6 : 8;
     /* look-ahead of the copies in k steps: the copier at its step kk waits for the release of raw
-     * step kk + DR − R and B step kk + DB − SB, which must be ≤ kk − 1 (header: no cycle), or ≤ kk − 2
-     * under LATE (the stages released one step later) */
-    template <bool LATE> static constexpr int DR = R - 1 - LATE;
-    template <bool LATE> static constexpr int DB = SB - 1 - LATE;
+     * step kk + DR − R and B step kk + DB − SB, which must be ≤ kk − 2 (header: no cycle) */
+    static constexpr int DR = R - 2;
+    static constexpr int DB = SB - 2;
     static constexpr int BLOCKS = BN == 64 ? 2 : 1;
     static constexpr int B_BYTES = BN * 128; /* a multiple of 1024 */
     /* full_a, empty_a [SA]; full_b, empty_b [SB]; full_r, empty_r [R] */
@@ -132,14 +132,12 @@ static __device__ __forceinline__ void tm_sts128(uint32_t addr, uint32_t x, uint
                  : "memory");
 }
 
-/* LATE (GPTOSS_MOE_TMA_LATE=1, for measurement): the consumers keep one MMA group in flight and
- * release a step's stages after issuing the next, as moe_wgmma_ws.cu does. */
-template <int MODE, int BN, bool FOLDED, bool LATE>
+template <int MODE, int BN, bool FOLDED>
 __global__ void __launch_bounds__(tm_cfg<BN>::THREADS, tm_cfg<BN>::BLOCKS)
     moe_wgmma_tma_kernel(const moe_args a, const __grid_constant__ moe_tma_maps maps) {
     using C = tm_cfg<BN>;
     constexpr int SA = C::SA, SB = C::SB, R = C::R;
-    constexpr int DR = C::template DR<LATE>, DB = C::template DB<LATE>;
+    constexpr int DR = C::DR, DB = C::DB;
     pdl_prologue(); /* first: see pdl.cuh */
     extern __shared__ __align__(1024) uint8_t tm_smem_raw[];
     const uint32_t raw_base = smem_u32(tm_smem_raw);
@@ -221,7 +219,7 @@ __global__ void __launch_bounds__(tm_cfg<BN>::THREADS, tm_cfg<BN>::BLOCKS)
     const uint64_t da0 = smem_desc_sw128(smem_u32(a_st) + cw * 64 * 128);
     const uint64_t db0 = smem_desc_sw128(smem_u32(b_st));
     tm_ring ca{0, 0}, cb{0, 0};
-    int pa = 0, pb = 0; /* LATE: the stages of the step before */
+    int pa = 0, pb = 0; /* the stages of the step before */
     /* The copier: lane 0 of the first consumer warp issues raw step kk + DR and B step kk + DB at
      * the top of its step kk (the first DR and DB before the loop); its waits need nothing that
      * waits for this warp's step kk (header). */
@@ -266,24 +264,15 @@ __global__ void __launch_bounds__(tm_cfg<BN>::THREADS, tm_cfg<BN>::BLOCKS)
                 wgmma_ss_m64n64k16(acc, da + 2 * j, db + 2 * j);
         }
         wgmma_commit();
-        /* Release the stages as soon as their MMAs are done, not one step later (ws keeps a group
-         * in flight and releases step kk − 1 after issuing kk, i.e. after step kk's A is ready):
-         * ncu at T = 1024 had the dequantisers waiting for A stages 7 % of all samples. The
-         * tensor pipe stays fed by the other warpgroup and the SM's other block. */
-        if constexpr (LATE) {
-            wgmma_wait<1>(); /* step kk − 1's MMAs are done */
-            if (kk >= 1 && lane == 0) {
-                mbar_arrive(&empty_a[pa]);
-                mbar_arrive(&empty_b[pb]);
-            }
-            pa = ca.i, pb = cb.i;
-        } else {
-            wgmma_wait<0>();
-            if (lane == 0) {
-                mbar_arrive(&empty_a[ca.i]);
-                mbar_arrive(&empty_b[cb.i]);
-            }
+        /* Step kk − 1's MMAs are done: its stages may be refilled. (Releasing step kk's stages
+         * right after its own MMAs instead, with wait 0, measured 28 % slower at T = 1024: the
+         * tensor pipe then drains every step; bench/NOTES.md.) */
+        wgmma_wait<1>();
+        if (kk >= 1 && lane == 0) {
+            mbar_arrive(&empty_a[pa]);
+            mbar_arrive(&empty_b[pb]);
         }
+        pa = ca.i, pb = cb.i;
         ca.next(SA);
         cb.next(SB);
     }
@@ -357,42 +346,30 @@ int moe_wgmma_tma_available(void) {
     return encode_fn() != NULL;
 }
 
-template <int MODE, int BN, bool FOLDED, bool LATE>
+template <int MODE, int BN, bool FOLDED>
 static cudaError_t tma_launch_t(const moe_args &a, const moe_tma_maps &m, dim3 grid,
                                 cudaStream_t stream) {
     constexpr int SMEM = tm_cfg<BN>::SMEM;
     static unsigned long long attrs_set; /* per device: per_device.h */
     if (!per_device_done(&attrs_set)) {
-        CUDA_TRY(cudaFuncSetAttribute((const void *)moe_wgmma_tma_kernel<MODE, BN, FOLDED, LATE>,
+        CUDA_TRY(cudaFuncSetAttribute((const void *)moe_wgmma_tma_kernel<MODE, BN, FOLDED>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM));
         per_device_mark(&attrs_set);
     }
     grid.y *= MOE_TILE_TOKENS / BN; /* BN = 64: two blocks a routing tile */
-    CUDA_TRY(pdl_launch(moe_wgmma_tma_kernel<MODE, BN, FOLDED, LATE>, grid,
-                        dim3(tm_cfg<BN>::THREADS), SMEM, stream, a, m));
+    CUDA_TRY(pdl_launch(moe_wgmma_tma_kernel<MODE, BN, FOLDED>, grid, dim3(tm_cfg<BN>::THREADS),
+                        SMEM, stream, a, m));
     return cudaGetLastError();
-}
-
-template <int MODE, int BN, bool FOLDED>
-static cudaError_t tma_launch_late(const moe_args &a, const moe_tma_maps &m, dim3 grid,
-                                   cudaStream_t stream) {
-    static int late = -1; /* GPTOSS_MOE_TMA_LATE=1: read once */
-    if (late < 0) {
-        const char *v = getenv("GPTOSS_MOE_TMA_LATE");
-        late = v && !strcmp(v, "1");
-    }
-    return late ? tma_launch_t<MODE, BN, FOLDED, true>(a, m, grid, stream)
-                : tma_launch_t<MODE, BN, FOLDED, false>(a, m, grid, stream);
 }
 
 template <int MODE>
 static cudaError_t tma_launch_mode(const moe_args &a, const moe_tma_maps &m, int bn, int folded,
                                    dim3 grid, cudaStream_t stream) {
     if (bn == 64)
-        return folded ? tma_launch_late<MODE, 64, true>(a, m, grid, stream)
-                      : tma_launch_late<MODE, 64, false>(a, m, grid, stream);
-    return folded ? tma_launch_late<MODE, 128, true>(a, m, grid, stream)
-                  : tma_launch_late<MODE, 128, false>(a, m, grid, stream);
+        return folded ? tma_launch_t<MODE, 64, true>(a, m, grid, stream)
+                      : tma_launch_t<MODE, 64, false>(a, m, grid, stream);
+    return folded ? tma_launch_t<MODE, 128, true>(a, m, grid, stream)
+                  : tma_launch_t<MODE, 128, false>(a, m, grid, stream);
 }
 
 cudaError_t moe_wgmma_tma_launch(const moe_args &a, int mode, int bn, int folded, int n_experts,
