@@ -652,6 +652,13 @@ static void test_E(int E, cudaStream_t st, int sm) {
 
 /* ---- benchmark ---- */
 
+/* Wall-clock µs (monotonic). */
+static double host_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e6 + ts.tv_nsec * 1e-3;
+}
+
 /* Whether T is one of the comma-separated numbers of list. */
 static bool bench_wants(const char *list, int T) {
     for (const char *p = list; *p;) {
@@ -726,6 +733,13 @@ static void bench(cudaStream_t st, int sm, const char *only_t) {
             us = tu_time_us(st, 2, reps, [&](int i) {
                 CUDA_CHECK(moe_experts(&W[i % COPIES], d_x, &r, &p, d_act, d_y, st));
             });
+            /* The host's cost of a call (launches, tensor maps), timed while the GPU works on the
+             * queue: a step of 36 layers pays it 36 times wherever the GPU waits for the host. */
+            const double h0 = host_us();
+            for (int i = 0; i < 10; i++)
+                CUDA_CHECK(moe_experts(&W[i % COPIES], d_x, &r, &p, d_act, d_y, st));
+            const double host = (host_us() - h0) / 10;
+            CUDA_CHECK(cudaStreamSynchronize(st));
             moe_set_wgmma(0);
             char pn[64], wn[32] = "";
             if (wg)
@@ -734,8 +748,8 @@ static void bench(cudaStream_t st, int sm, const char *only_t) {
                          : wg == 4 ? " tma"
                                    : "",
                          p.bn, autop.large && p.bn == autop.bn ? " (auto)" : "");
-            snprintf(name, sizeof name, "moe experts 120b T=%d %s%s touched=%d", T,
-                     plan_name(&p, pn, sizeof pn), wn, n_touched);
+            snprintf(name, sizeof name, "moe experts 120b T=%d %s%s touched=%d host %.1f us", T,
+                     plan_name(&p, pn, sizeof pn), wn, n_touched, host);
             const double bytes = n_touched * expert_bytes + (double)T * H * 2 + 2.0 * P * I * 2 +
                                  (double)P * S * H * 4;
             const double flops = 2.0 * P * ((double)2 * I * H + (double)H * I);

@@ -326,6 +326,45 @@ static int encode_u32_3d(CUtensorMap *m, const void *base, uint64_t inner, uint6
 
 /* The maps of one launch: codes and scales of the matrix's n_row_tiles row tiles (every expert's,
  * one dimension), B = rows x a.K bf16 at b. */
+/* The weights' two maps (codes, scales) of a matrix, encoded once: a step encodes them for every
+ * layer's two launches otherwise. Keyed by the codes' address and shape; per host thread (the
+ * backends drive one device from one thread), a small ring that a model's 2·L matrices fit. A map
+ * holds only addresses and shapes, so a stale entry is wrong only if both buffers were freed and
+ * others of the same shapes took both addresses: still the right memory to read. */
+struct weight_maps {
+    const void *wq, *wsc;
+    uint64_t n_row_tiles;
+    int KK;
+    CUtensorMap codes, scales;
+};
+
+static int weight_maps_of(const moe_args &a, uint64_t n_row_tiles, CUtensorMap *codes,
+                          CUtensorMap *scales) {
+    enum { N = 256 };
+    static thread_local weight_maps cache[N];
+    static thread_local int next;
+    for (int i = 0; i < N; i++) {
+        const weight_maps &c = cache[i];
+        if (c.wq == (const void *)a.wq && c.wsc == (const void *)a.wsc &&
+            c.n_row_tiles == n_row_tiles && c.KK == a.KK) {
+            *codes = c.codes, *scales = c.scales;
+            return 1;
+        }
+    }
+    weight_maps &c = cache[next];
+    if (!encode_u32_3d(&c.codes, a.wq, 128, (uint64_t)a.KK, n_row_tiles, 128, 8) ||
+        !encode_u32_3d(&c.scales, a.wsc, 8, (uint64_t)a.KK, n_row_tiles, 8, 8)) {
+        c.wq = NULL;
+        return 0;
+    }
+    c.wq = a.wq, c.wsc = a.wsc, c.n_row_tiles = n_row_tiles, c.KK = a.KK;
+    next = (next + 1) % N;
+    *codes = c.codes, *scales = c.scales;
+    return 1;
+}
+
+/* The maps of one launch: codes and scales of the matrix's n_row_tiles row tiles (every expert's,
+ * one dimension), B = rows x a.K bf16 at b. */
 static int encode_maps(moe_tma_maps *m, const moe_args &a, uint64_t n_row_tiles, const uint16_t *b,
                        uint64_t rows, int bn) {
     if (!encode_fn()) return 0;
@@ -334,8 +373,7 @@ static int encode_maps(moe_tma_maps *m, const moe_args &a, uint64_t n_row_tiles,
     const cuuint64_t bstrides[1] = {(cuuint64_t)a.K * 2};
     const cuuint32_t bbox[2] = {64, (cuuint32_t)bn};
     const cuuint32_t es[2] = {1, 1};
-    return encode_u32_3d(&m->codes, a.wq, 128, (uint64_t)a.KK, n_row_tiles, 128, 8) &&
-           encode_u32_3d(&m->scales, a.wsc, 8, (uint64_t)a.KK, n_row_tiles, 8, 8) &&
+    return weight_maps_of(a, n_row_tiles, &m->codes, &m->scales) &&
            encode_fn()(&m->b, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)b, bdims, bstrides, bbox,
                        es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                        CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
