@@ -1,8 +1,8 @@
 /* The large-batch MoE grouped GEMM, warp-specialised with the copy engine (TMA) bringing every
  * operand (sm_90a): moe_wgmma_ws.cu's tiles, dequantisation, MMAs and epilogue, but no thread copies
- * anything. The default at 64-token tiles (moe.h: GPTOSS_MOE_WGMMA; the experts alone at T = 1024
- * −9 % against moe_wgmma.cu, decode 1024 +1.8–1.9 %, prefill 1k +0.6–1.1 % on the H200); at 128 it
- * ties ws (bench/NOTES.md).
+ * anything. The default at 64-token tiles (moe.h: GPTOSS_MOE_WGMMA; on the H200 the experts alone at
+ * T = 1024 −9 % against moe_wgmma.cu, the previous default there, and decode 1024 +2.1–2.4 %,
+ * prefill 1k +2.3–3.6 %); at 128-token tiles it ties ws (bench/NOTES.md, session 10).
  *
  * ── Why ───────────────────────────────────────────────────────────────────────────────────────
  * ncu of moe_wgmma_ws.cu at T = 1024 (64-token tiles, the regime of decode 1024 and prefill 1k):
@@ -11,8 +11,8 @@
  * address arithmetic, ptxas's 13 predicated-off `LDS` before them, the group commit and wait, and a
  * wait for the consumers' release of the B stage that the copy refills — the most sampled producer
  * stall (7 % of all samples: the producers advance in lockstep with the consumers, one step of
- * slack). Here one thread of one more warp issues three tensor copies a step (the 8 row tiles'
- * codes, their scale words, the B tile) into rings the hardware fills and signals by mbarrier
+ * slack). Here one lane of the first consumer warp issues three tensor copies a step (the 8 row
+ * tiles' codes, their scale words, the B tile) into rings the hardware fills and signals by mbarrier
  * (transaction bytes), so the dequantising threads only wait for a raw slot, read it, release it,
  * dequantise into A and hand A over.
  *
@@ -34,7 +34,7 @@
  *           once their words are in registers;
  *   A[SA]:  full by the 256 dequantising threads, empty by the 8 consumer warps;
  *   B[SB]:  full by TMA bytes, empty by the 8 consumer warps.
- A consumer warpgroup keeps one MMA group in flight and releases step kk − 1's A and B stages
+ * A consumer warpgroup keeps one MMA group in flight and releases step kk − 1's A and B stages
  * after issuing step kk (as ws). No cycle: the copier, at its step kk, waits for the dequantisers'
  * release of raw step kk + DR − R ≤ kk − 2 (they reach it: they need only raws already issued and A
  * releases of steps ≤ kk − 2 − SA) and for the consumers' release of B step kk + DB − SB ≤ kk − 2
