@@ -53,6 +53,7 @@
 #include <cuda.h> /* CUtensorMap */
 #include <cudaTypedefs.h>
 
+#include <stdlib.h>
 #include <string.h>
 
 enum {
@@ -69,12 +70,16 @@ struct moe_tma_maps {
     CUtensorMap b;      /* bf16 [rows][K], box [BN][64], 128-byte swizzle */
 };
 
-template <int BN> struct tm_cfg {
+/* V = 1 (64-token tiles; prepared, not measured: GPTOSS_MOE_TMA_STAGES=4): a fourth A stage, paid for
+ * with a B stage and a raw slot (B then one step ahead, the codes three). ncu at T = 1024 had the
+ * dequantisers waiting for the consumers' release of an A stage ~15 % of all samples. */
+template <int BN, int V = 0> struct tm_cfg {
+    static_assert(V == 0 || BN == 64, "the variant is for 64-token tiles");
     static constexpr int DEQ = 256;           /* dequantising threads */
     static constexpr int THREADS = DEQ + 256; /* + two consumer warpgroups */
-    static constexpr int SA = BN == 64 ? 3 : 4;
-    static constexpr int SB = BN == 64 ? 4 : 6;
-    static constexpr int R = BN == 64 ? 6 : 8;
+    static constexpr int SA = BN == 64 ? 3 + V : 4;
+    static constexpr int SB = BN == 64 ? 4 - V : 6;
+    static constexpr int R = BN == 64 ? 6 - V : 8;
     /* look-ahead of the copies in k steps: the copier at its step kk waits for the release of raw
      * step kk + DR − R and B step kk + DB − SB, which must be ≤ kk − 2 (header: no cycle) */
     static constexpr int DR = R - 2;
@@ -87,6 +92,7 @@ template <int BN> struct tm_cfg {
         SA * TM_A_BYTES + SB * B_BYTES + R * TM_RAW_BYTES + BAR_BYTES + 1024;
 };
 static_assert(2 * (tm_cfg<64>::SMEM + 1024) <= 228 * 1024, "two 64-token blocks an SM");
+static_assert(2 * (tm_cfg<64, 1>::SMEM + 1024) <= 228 * 1024, "two 64-token blocks an SM");
 static_assert(tm_cfg<128>::SMEM <= 227 * 1024, "one 128-token block an SM");
 
 struct tm_ring {
@@ -132,10 +138,10 @@ static __device__ __forceinline__ void tm_sts128(uint32_t addr, uint32_t x, uint
                  : "memory");
 }
 
-template <int MODE, int BN, bool FOLDED>
-__global__ void __launch_bounds__(tm_cfg<BN>::THREADS, tm_cfg<BN>::BLOCKS)
+template <int MODE, int BN, bool FOLDED, int V = 0>
+__global__ void __launch_bounds__(tm_cfg<BN, V>::THREADS, tm_cfg<BN, V>::BLOCKS)
     moe_wgmma_tma_kernel(const moe_args a, const __grid_constant__ moe_tma_maps maps) {
-    using C = tm_cfg<BN>;
+    using C = tm_cfg<BN, V>;
     constexpr int SA = C::SA, SB = C::SB, R = C::R;
     constexpr int DR = C::DR, DB = C::DB;
     pdl_prologue(); /* first: see pdl.cuh */
@@ -384,25 +390,38 @@ int moe_wgmma_tma_available(void) {
     return encode_fn() != NULL;
 }
 
-template <int MODE, int BN, bool FOLDED>
+template <int MODE, int BN, bool FOLDED, int V = 0>
 static cudaError_t tma_launch_t(const moe_args &a, const moe_tma_maps &m, dim3 grid,
                                 cudaStream_t stream) {
-    constexpr int SMEM = tm_cfg<BN>::SMEM;
+    constexpr int SMEM = tm_cfg<BN, V>::SMEM;
     static unsigned long long attrs_set; /* per device: per_device.h */
     if (!per_device_done(&attrs_set)) {
-        CUDA_TRY(cudaFuncSetAttribute((const void *)moe_wgmma_tma_kernel<MODE, BN, FOLDED>,
+        CUDA_TRY(cudaFuncSetAttribute((const void *)moe_wgmma_tma_kernel<MODE, BN, FOLDED, V>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM));
         per_device_mark(&attrs_set);
     }
     grid.y *= MOE_TILE_TOKENS / BN; /* BN = 64: two blocks a routing tile */
-    CUDA_TRY(pdl_launch(moe_wgmma_tma_kernel<MODE, BN, FOLDED>, grid, dim3(tm_cfg<BN>::THREADS),
-                        SMEM, stream, a, m));
+    CUDA_TRY(pdl_launch(moe_wgmma_tma_kernel<MODE, BN, FOLDED, V>, grid,
+                        dim3(tm_cfg<BN, V>::THREADS), SMEM, stream, a, m));
     return cudaGetLastError();
+}
+
+/* GPTOSS_MOE_TMA_STAGES=4: tm_cfg's variant 1 at 64-token tiles (read once). */
+static int tma_stages4(void) {
+    static int on = -1;
+    if (on < 0) {
+        const char *v = getenv("GPTOSS_MOE_TMA_STAGES");
+        on = v && !strcmp(v, "4");
+    }
+    return on;
 }
 
 template <int MODE>
 static cudaError_t tma_launch_mode(const moe_args &a, const moe_tma_maps &m, int bn, int folded,
                                    dim3 grid, cudaStream_t stream) {
+    if (bn == 64 && tma_stages4())
+        return folded ? tma_launch_t<MODE, 64, true, 1>(a, m, grid, stream)
+                      : tma_launch_t<MODE, 64, false, 1>(a, m, grid, stream);
     if (bn == 64)
         return folded ? tma_launch_t<MODE, 64, true>(a, m, grid, stream)
                       : tma_launch_t<MODE, 64, false>(a, m, grid, stream);
