@@ -1,7 +1,8 @@
 /* The large-batch MoE grouped GEMM on Hopper's warpgroup MMA (wgmma, sm_90a): moe_large_kernel's
  * tiles, routing, weight layout and epilogue (moe_experts.cu), with the MMA moved to the tensor cores'
- * asynchronous interface. The default large path at 64-token tiles; at 128 moe_wgmma_ws.cu (the
- * same GEMM warp-specialised) measured faster (moe.h: GPTOSS_MOE_WGMMA).
+ * asynchronous interface. Not the default any more: moe_wgmma_ws.cu (the same GEMM
+ * warp-specialised) at 128-token tiles and its copy-engine-fed form moe_wgmma_tma.cu at 64 measured
+ * faster; it stays as their fallback and for comparisons (moe.h: GPTOSS_MOE_WGMMA=1 or 5).
  *
  * ── Block ──────────────────────────────────────────────────────────────────────────────────────
  * 128 weight rows x BN tokens, 256 threads = 2 warpgroups. Warpgroup wg owns rows 64·wg … 64·wg+63

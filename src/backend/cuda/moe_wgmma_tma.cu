@@ -43,25 +43,17 @@
  * for both. */
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/moe.h"
-#include "backend/cuda/moe_dequant.cuh"
 #include "backend/cuda/moe_kernel_common.cuh"
+#include "backend/cuda/moe_ws_parts.cuh"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/per_device.h"
 #include "backend/cuda/tma_ring.cuh" /* mbarriers */
-#include "backend/cuda/wgmma.cuh"
 
 #include <cuda.h> /* CUtensorMap */
 #include <cudaTypedefs.h>
 
 #include <stdlib.h>
 #include <string.h>
-
-enum {
-    TM_CODE_BYTES = 8 * 512,                       /* a k step's codes: 8 row tiles */
-    TM_SCALE_BYTES = 8 * 32,                       /* their scale words */
-    TM_RAW_BYTES = TM_CODE_BYTES + TM_SCALE_BYTES, /* one raw slot (a multiple of 128) */
-    TM_A_BYTES = 128 * 128                         /* 128 rows x 64 k bf16 */
-};
 
 /* The three tensor maps of a launch (a kernel parameter: __grid_constant__). */
 struct moe_tma_maps {
@@ -89,19 +81,11 @@ template <int BN, int V = 0> struct tm_cfg {
     /* full_a, empty_a [SA]; full_b, empty_b [SB]; full_r, empty_r [R] */
     static constexpr int BAR_BYTES = 8 * 2 * (SA + SB + R);
     static constexpr int SMEM =
-        SA * TM_A_BYTES + SB * B_BYTES + R * TM_RAW_BYTES + BAR_BYTES + 1024;
+        SA * WS_A_BYTES + SB * B_BYTES + R * WS_RAW_BYTES + BAR_BYTES + 1024;
 };
 static_assert(2 * (tm_cfg<64>::SMEM + 1024) <= 228 * 1024, "two 64-token blocks an SM");
 static_assert(2 * (tm_cfg<64, 1>::SMEM + 1024) <= 228 * 1024, "two 64-token blocks an SM");
 static_assert(tm_cfg<128>::SMEM <= 227 * 1024, "one 128-token block an SM");
-
-struct tm_ring {
-    int i;
-    uint32_t par;
-    __device__ __forceinline__ void next(int n) {
-        if (++i == n) i = 0, par ^= 1;
-    }
-};
 
 static __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap *map, int c0,
                                                    int c1, uint64_t *bar) {
@@ -119,25 +103,6 @@ static __device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorM
                  : "memory");
 }
 
-static __device__ __forceinline__ uint2 tm_lds64(uint32_t addr) {
-    uint2 v;
-    asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "r"(addr) : "memory");
-    return v;
-}
-
-static __device__ __forceinline__ uint32_t tm_lds32(uint32_t addr) {
-    uint32_t v;
-    asm volatile("ld.shared.b32 %0, [%1];" : "=r"(v) : "r"(addr) : "memory");
-    return v;
-}
-
-static __device__ __forceinline__ void tm_sts128(uint32_t addr, uint32_t x, uint32_t y, uint32_t z,
-                                                 uint32_t w) {
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(x), "r"(y), "r"(z),
-                 "r"(w)
-                 : "memory");
-}
-
 template <int MODE, int BN, bool FOLDED, int V = 0>
 __global__ void __launch_bounds__(tm_cfg<BN, V>::THREADS, tm_cfg<BN, V>::BLOCKS)
     moe_wgmma_tma_kernel(const moe_args a, const __grid_constant__ moe_tma_maps maps) {
@@ -149,9 +114,9 @@ __global__ void __launch_bounds__(tm_cfg<BN, V>::THREADS, tm_cfg<BN, V>::BLOCKS)
     const uint32_t raw_base = smem_u32(tm_smem_raw);
     uint8_t *smem = tm_smem_raw + (((raw_base + 1023u) & ~1023u) - raw_base);
     uint8_t *a_st = smem;                   /* SA x A */
-    uint8_t *b_st = a_st + SA * TM_A_BYTES; /* SB x B */
+    uint8_t *b_st = a_st + SA * WS_A_BYTES; /* SB x B */
     uint8_t *raws = b_st + SB * C::B_BYTES; /* R x {codes, scales} */
-    uint64_t *full_a = (uint64_t *)(raws + R * TM_RAW_BYTES);
+    uint64_t *full_a = (uint64_t *)(raws + R * WS_RAW_BYTES);
     uint64_t *empty_a = full_a + SA;
     uint64_t *full_b = empty_a + SA;
     uint64_t *empty_b = full_b + SB;
@@ -189,27 +154,21 @@ __global__ void __launch_bounds__(tm_cfg<BN, V>::THREADS, tm_cfg<BN, V>::BLOCKS)
         const uint32_t st_off[4] = {sw128_offset(r0, c1), sw128_offset(r0 + 8, c1),
                                     sw128_offset(r0, c2), sw128_offset(r0 + 8, c2)};
         const uint32_t rd1 = code_at + (odd ? 8 : 0), rd2 = code_at + (odd ? 0 : 8);
-        const uint32_t rd_scale = TM_CODE_BYTES + tile * 32 + g * 4;
+        const uint32_t rd_scale = WS_CODE_BYTES + tile * 32 + g * 4;
         const uint32_t sc_perm = odd ? 0x1032u : 0x3210u;
         const uint32_t raw0 = smem_u32(raws), a0 = smem_u32(a_st);
-        tm_ring rr{0, 0}, ra{0, 0};
+        ring rr{0, 0}, ra{0, 0};
         for (int kk = 0; kk < a.KK; kk++) {
             mbar_wait(&full_r[rr.i], rr.par);
-            const uint32_t rs = raw0 + rr.i * TM_RAW_BYTES;
-            const uint2 q1 = tm_lds64(rs + rd1), q2 = tm_lds64(rs + rd2);
-            const uint32_t sc = __byte_perm(tm_lds32(rs + rd_scale), 0u, sc_perm);
+            const uint32_t rs = raw0 + rr.i * WS_RAW_BYTES;
+            const uint2 q1 = ws_lds64(rs + rd1), q2 = ws_lds64(rs + rd2);
+            const uint32_t sc = __byte_perm(ws_lds32(rs + rd_scale), 0u, sc_perm);
             mbar_arrive(&empty_r[rr.i]); /* release-ordered after the loads */
             rr.next(R);
             const uint32_t wd[4] = {q1.x, q1.y, q2.x, q2.y};
             if (kk >= SA) mbar_wait(&empty_a[ra.i], ra.par ^ 1);
-            const uint32_t a_base = a0 + ra.i * TM_A_BYTES;
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                uint32_t v[4];
-                dequant_word_t<FOLDED>(wd[i], sc, i, v);
-                tm_sts128(a_base + st_off[i], v[0], v[1], v[2], v[3]);
-            }
-            asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* visible to wgmma */
+            const uint32_t a_base = a0 + ra.i * WS_A_BYTES;
+            ws_dequant_store<FOLDED>(wd, sc, a_base, st_off);
             mbar_arrive(&full_a[ra.i]);
             ra.next(SA);
         }
@@ -224,7 +183,7 @@ __global__ void __launch_bounds__(tm_cfg<BN, V>::THREADS, tm_cfg<BN, V>::BLOCKS)
     for (int i = 0; i < NACC; i++) acc[i] = 0.0f;
     const uint64_t da0 = smem_desc_sw128(smem_u32(a_st) + cw * 64 * 128);
     const uint64_t db0 = smem_desc_sw128(smem_u32(b_st));
-    tm_ring ca{0, 0}, cb{0, 0};
+    ring ca{0, 0}, cb{0, 0};
     int pa = 0, pb = 0; /* the stages of the step before */
     /* The copier: lane 0 of the first consumer warp issues raw step kk + DR and B step kk + DB at
      * the top of its step kk (the first DR and DB before the loop); its waits need nothing that
@@ -232,13 +191,13 @@ __global__ void __launch_bounds__(tm_cfg<BN, V>::THREADS, tm_cfg<BN, V>::BLOCKS)
     const bool copier = w == 8 && lane == 0;
     const int tile0 = tp.e * a.RT + rb * 8, row0 = tp.off + tp.n_base;
     const uint32_t r0 = smem_u32(raws), b0 = smem_u32(b_st);
-    tm_ring wr{0, 0}, wb{0, 0}; /* the copier's raw slot and B stage */
+    ring wr{0, 0}, wb{0, 0}; /* the copier's raw slot and B stage */
     auto issue_raw = [&](int kk) {
         if (kk >= R) mbar_wait(&empty_r[wr.i], wr.par ^ 1);
-        mbar_arrive_expect_tx(&full_r[wr.i], TM_RAW_BYTES);
-        const uint32_t slot = r0 + wr.i * TM_RAW_BYTES;
+        mbar_arrive_expect_tx(&full_r[wr.i], WS_RAW_BYTES);
+        const uint32_t slot = r0 + wr.i * WS_RAW_BYTES;
         tma_load_3d(slot, &maps.codes, 0, kk, tile0, &full_r[wr.i]);
-        tma_load_3d(slot + TM_CODE_BYTES, &maps.scales, 0, kk, tile0, &full_r[wr.i]);
+        tma_load_3d(slot + WS_CODE_BYTES, &maps.scales, 0, kk, tile0, &full_r[wr.i]);
         wr.next(R);
     };
     auto issue_b = [&](int kk) {
@@ -259,17 +218,9 @@ __global__ void __launch_bounds__(tm_cfg<BN, V>::THREADS, tm_cfg<BN, V>::BLOCKS)
         __syncwarp();
         mbar_wait(&full_a[ca.i], ca.par);
         mbar_wait(&full_b[cb.i], cb.par);
-        const uint64_t da = da0 + (uint64_t)(ca.i * (TM_A_BYTES >> 4));
+        const uint64_t da = da0 + (uint64_t)(ca.i * (WS_A_BYTES >> 4));
         const uint64_t db = db0 + (uint64_t)(cb.i * (C::B_BYTES >> 4));
-        wgmma_fence();
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            if constexpr (BN == 128)
-                wgmma_ss_m64n128k16(acc, da + 2 * j, db + 2 * j);
-            else
-                wgmma_ss_m64n64k16(acc, da + 2 * j, db + 2 * j);
-        }
-        wgmma_commit();
+        ws_mma_step<BN>(acc, da, db);
         /* Step kk − 1's MMAs are done: its stages may be refilled. (Releasing step kk's stages
          * right after its own MMAs instead, with wait 0, measured 28 % slower at T = 1024: the
          * tensor pipe then drains every step; bench/NOTES.md.) */
@@ -330,8 +281,6 @@ static int encode_u32_3d(CUtensorMap *m, const void *base, uint64_t inner, uint6
                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-/* The maps of one launch: codes and scales of the matrix's n_row_tiles row tiles (every expert's,
- * one dimension), B = rows x a.K bf16 at b. */
 /* The weights' two maps (codes, scales) of a matrix, encoded once: a step encodes them for every
  * layer's two launches otherwise. Keyed by the codes' address and shape; per host thread (the
  * backends drive one device from one thread), a small ring that a model's 2·L matrices fit. A map
@@ -433,16 +382,15 @@ cudaError_t moe_wgmma_tma_launch(const moe_args &a, int mode, int bn, int folded
                                  int rows, uint16_t *scratch, dim3 grid, cudaStream_t stream) {
     if ((bn != 64 && bn != 128) || n_experts < 1 || rows < 1 || (mode == MODE_GATE_UP && !scratch))
         return cudaErrorInvalidValue;
-    const uint16_t *b = a.x;
+    const uint16_t *b = mode == MODE_GATE_UP ? scratch : a.x;
+    moe_tma_maps m; /* before any launch: a map the driver refuses leaves nothing half done */
+    if (!encode_maps(&m, a, (uint64_t)n_experts * a.RT, b, (uint64_t)rows, bn))
+        return cudaErrorNotSupported;
     if (mode == MODE_GATE_UP) {
         /* grid.y: the routing's tile slots; a quarter of a tile's rows per block */
         CUDA_TRY(
             pdl_launch(moe_gather_rows_kernel, dim3(4, grid.y), dim3(128), 0, stream, a, scratch));
-        b = scratch;
+        return tma_launch_mode<MODE_GATE_UP>(a, m, bn, folded, grid, stream);
     }
-    moe_tma_maps m;
-    if (!encode_maps(&m, a, (uint64_t)n_experts * a.RT, b, (uint64_t)rows, bn))
-        return cudaErrorNotSupported;
-    if (mode == MODE_GATE_UP) return tma_launch_mode<MODE_GATE_UP>(a, m, bn, folded, grid, stream);
     return tma_launch_mode<MODE_DOWN>(a, m, bn, folded, grid, stream);
 }

@@ -50,19 +50,11 @@
  * no cycle. */
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/moe.h"
-#include "backend/cuda/moe_dequant.cuh"
 #include "backend/cuda/moe_kernel_common.cuh"
+#include "backend/cuda/moe_ws_parts.cuh"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/per_device.h"
 #include "backend/cuda/tma_ring.cuh" /* mbarriers */
-#include "backend/cuda/wgmma.cuh"
-
-enum {
-    WS_CODE_BYTES = 8 * 512,                       /* a k step's codes: 8 row tiles */
-    WS_SCALE_BYTES = 8 * 32,                       /* their scale words */
-    WS_RAW_BYTES = WS_CODE_BYTES + WS_SCALE_BYTES, /* one raw slot */
-    WS_A_BYTES = 128 * 128                         /* 128 rows x 64 k bf16 */
-};
 
 /* The shapes per token tile: SA stages of A, SB of B, the tokens requested D steps ahead (SB = D + 2:
  * see "Stages" in the header), the codes DR steps ahead into RAW = DR + 2 raw slots (a slot is
@@ -92,34 +84,6 @@ template <int BN> struct ws_cfg {
 };
 static_assert(2 * (ws_cfg<64>::SMEM + 1024) <= 228 * 1024, "two 64-token blocks an SM");
 static_assert(ws_cfg<128>::SMEM <= 227 * 1024, "one 128-token block an SM");
-
-/* A position in a ring of n entries and the parity of its use count (which phase of the entry's
- * mbarrier the current use is). */
-struct ring {
-    int i;
-    uint32_t par;
-    __device__ __forceinline__ void next(int n) {
-        if (++i == n) i = 0, par ^= 1;
-    }
-};
-
-static __device__ __forceinline__ uint2 lds64(uint32_t addr) {
-    uint2 v;
-    asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "r"(addr) : "memory");
-    return v;
-}
-static __device__ __forceinline__ uint32_t lds32(uint32_t addr) {
-    uint32_t v;
-    asm volatile("ld.shared.b32 %0, [%1];" : "=r"(v) : "r"(addr) : "memory");
-    return v;
-}
-
-static __device__ __forceinline__ void sts128(uint32_t addr, uint32_t x, uint32_t y, uint32_t z,
-                                              uint32_t w) {
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(x), "r"(y), "r"(z),
-                 "r"(w)
-                 : "memory");
-}
 
 /* FOLDED: the one-multiply dequantisation (moe_dequant.cuh; the same bits), when every scale byte of
  * the matrix allows it: 16 of a producer thread's ~200 instructions a step go (measured on the
@@ -234,19 +198,13 @@ __global__ void __launch_bounds__(ws_cfg<BN>::THREADS, ws_cfg<BN>::BLOCKS)
 
             const uint32_t rs = raw0 + rr.i * WS_RAW_BYTES;
             rr.next(RAW);
-            const uint2 q1 = lds64(rs + rd1), q2 = lds64(rs + rd2);
-            const uint32_t sc = __byte_perm(lds32(rs + rd_scale), 0u, sc_perm);
+            const uint2 q1 = ws_lds64(rs + rd1), q2 = ws_lds64(rs + rd2);
+            const uint32_t sc = __byte_perm(ws_lds32(rs + rd_scale), 0u, sc_perm);
             const uint32_t wd[4] = {q1.x, q1.y, q2.x, q2.y};
 
             if (kk >= SA) mbar_wait(&empty_a[ra.i], ra.par ^ 1);
             const uint32_t a_base = a0 + ra.i * WS_A_BYTES;
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                uint32_t v[4];
-                dequant_word_t<FOLDED>(wd[i], sc, i, v);
-                sts128(a_base + st_off[i], v[0], v[1], v[2], v[3]);
-            }
-            asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* visible to wgmma */
+            ws_dequant_store<FOLDED>(wd, sc, a_base, st_off);
             mbar_arrive(&full[ra.i]);
             ra.next(SA);
         }
@@ -270,15 +228,7 @@ __global__ void __launch_bounds__(ws_cfg<BN>::THREADS, ws_cfg<BN>::BLOCKS)
         mbar_wait(&full[ca.i], ca.par);
         const uint64_t da = da0 + (uint64_t)(ca.i * (WS_A_BYTES >> 4));
         const uint64_t db = db0 + (uint64_t)(cb.i * (C::B_BYTES >> 4));
-        wgmma_fence();
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            if constexpr (BN == 128)
-                wgmma_ss_m64n128k16(acc, da + 2 * j, db + 2 * j);
-            else
-                wgmma_ss_m64n64k16(acc, da + 2 * j, db + 2 * j);
-        }
-        wgmma_commit();
+        ws_mma_step<BN>(acc, da, db);
         wgmma_wait<1>(); /* step kk − 1's MMAs are done: its stages may be refilled */
         if (kk >= 1 && lane == 0) {
             mbar_arrive(&empty_a[pa]);
