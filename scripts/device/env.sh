@@ -22,3 +22,17 @@ run_logged() {
   grep -E 'FAILED|failed|error' "$out/logs/$log.log" | head -6 | sed 's/^/    /' | tee -a "$sum"
   return $rc
 }
+# device_script DEFAULT_OUT TITLE: a device script's common start: out ($OUT, else DEFAULT_OUT, with
+# logs/ made), bin (the carried binaries), sum (the summary, headed with TITLE) and start (for t).
+device_script() {
+  out=${OUT:-$1}
+  mkdir -p "$out/logs"
+  bin=.devcarry/bin
+  sum="$out/summary.md"
+  start=$(date +%s)
+  summary_header "$sum" "$2"
+}
+# t: seconds since device_script, for the summary's section lines.
+t() { echo "($(($(date +%s) - start)) s)"; }
+# test_table: the header of the table run_logged's rows go into.
+test_table() { echo -e "\n| test | result | checks | at |\n| --- | --- | --- | --- |" | tee -a "$sum"; }

@@ -6,15 +6,10 @@
 # 08ec806), which also timed the ws kernel's prepared forms.
 # Needs .devcarry (scripts/device/prepare.sh). Prints $OUT/summary.md; ncu text under $OUT/ncu/.
 set -uo pipefail
-out=${OUT:-/tmp/probe-out}
-mkdir -p "$out/logs" "$out/ncu"
 source "$(dirname "$0")/env.sh"
-bin=.devcarry/bin
-sum="$out/summary.md"
-start=$(date +%s)
-t() { echo "($(($(date +%s) - start)) s)"; }
-summary_header "$sum" "The large MoE at T = 1024: the experts alone, and ncu of the 64-token kernels"
-echo -e "\n| test | result | checks | at |\n| --- | --- | --- | --- |" | tee -a "$sum"
+device_script /tmp/probe-out "The large MoE at T = 1024: the experts alone, and ncu of the 64-token kernels"
+mkdir -p "$out/ncu"
+test_table
 run_logged moe 120 $bin/gpu_test_moe
 echo -e "\n## experts alone $(t)" | tee -a "$sum"
 timeout 120 $bin/gpu_test_moe --bench --bench-t 1024,4096,16384 >"$out/logs/bench.log" 2>&1

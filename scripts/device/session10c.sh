@@ -4,21 +4,16 @@
 # the previous default (GPTOSS_MOE_WGMMA=5: moe_wgmma.cu at 64) at decode 256 and 1024, prefill 1k
 # and 8k. Needs .devcarry (scripts/device/prepare.sh). Prints $OUT/summary.md.
 set -uo pipefail
-out=${OUT:-/tmp/s10c-out}
-mkdir -p "$out/logs"
 source "$(dirname "$0")/env.sh"
-bin=.devcarry/bin
-sum="$out/summary.md"
-start=$(date +%s)
-summary_header "$sum" "Session 10, closing: the new default large MoE against the previous one"
-echo -e "\n| test | result | checks | at |\n| --- | --- | --- | --- |" | tee -a "$sum"
+device_script /tmp/s10c-out "Session 10, closing: the new default large MoE against the previous one"
+test_table
 run_logged moe 150 $bin/gpu_test_moe
 ok=$?
 run_logged forward 200 $bin/gpu_test_cuda_forward --skip-tp --skip-real || ok=1
 if [ $ok -eq 0 ]; then
-  echo -e "\n## bench latency ($(($(date +%s) - start)) s)" | tee -a "$sum"
+  echo -e "\n## bench latency $(t)" | tee -a "$sum"
   OUT=$out MODEL=120b BATCHES=${S_BATCHES:-256,1024} PREFILL=${S_PREFILL:-1024,8192} ROUNDS=${ROUNDS:-1} \
     VARIANTS="default=- previous=GPTOSS_MOE_WGMMA=5" bash scripts/device/variants.sh | tee -a "$sum"
 fi
-echo "($(($(date +%s) - start)) s)" | tee -a "$sum"
+t | tee -a "$sum"
 tar czf "$out/logs.tgz" -C "$out" logs vlogs 2>/dev/null && rm -rf "$out/logs" "$out/vlogs"

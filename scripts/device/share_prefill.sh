@@ -4,12 +4,8 @@
 # the experts alone at T = 1024 for the cross-check. Needs .devcarry (scripts/device/prepare.sh).
 # Prints $OUT/summary.md.
 set -uo pipefail
-out=${OUT:-/tmp/share-out}
-mkdir -p "$out/logs"
 source "$(dirname "$0")/env.sh"
-bin=.devcarry/bin
-sum="$out/summary.md"
-summary_header "$sum" "Prefill 1k's kernels (CUPTI): the defaults against GPTOSS_MOE_WGMMA=${KINDS:-5}"
+device_script /tmp/share-out "Prefill 1k's kernels (CUPTI): the defaults against GPTOSS_MOE_WGMMA=${KINDS:-5}"
 lib=$PWD/.devcarry/lib/libgptoss_trace.so
 for v in default ${KINDS:-5}; do
   echo -e "\n## kernel shares, prefill ${P:-1024}, $v" | tee -a "$sum"

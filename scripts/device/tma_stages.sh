@@ -5,15 +5,9 @@
 # latency interleaved at decode 1024 and prefill 1k (where 64-token tiles run). Needs .devcarry
 # (scripts/device/prepare.sh). Prints $OUT/summary.md.
 set -uo pipefail
-out=${OUT:-/tmp/stages-out}
-mkdir -p "$out/logs"
 source "$(dirname "$0")/env.sh"
-bin=.devcarry/bin
-sum="$out/summary.md"
-start=$(date +%s)
-t() { echo "($(($(date +%s) - start)) s)"; }
-summary_header "$sum" "moe_wgmma_tma.cu with four A stages at 64-token tiles (GPTOSS_MOE_TMA_STAGES=4)"
-echo -e "\n| test | result | checks | at |\n| --- | --- | --- | --- |" | tee -a "$sum"
+device_script /tmp/stages-out "moe_wgmma_tma.cu with four A stages at 64-token tiles (GPTOSS_MOE_TMA_STAGES=4)"
+test_table
 run_logged moe_stages4 150 env GPTOSS_MOE_TMA_STAGES=4 $bin/gpu_test_moe
 ok=$?
 run_logged forward_stages4 200 env GPTOSS_MOE_TMA_STAGES=4 $bin/gpu_test_cuda_forward --skip-tp --skip-real || ok=1
