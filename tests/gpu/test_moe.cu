@@ -627,6 +627,21 @@ static void test_E(int E, cudaStream_t st, int sm) {
                               "E=%d T=%d: the tma kernel's bits differ from the ws kernel's "
                               "(%d-token tiles)",
                               E, T, q.bn);
+                    if (kind == 4 && q.bn == 64) {
+                        /* the narrow form (MMAs as wide as the tile's tokens, rounded up to 16):
+                         * the same bits, with the folded and the two-multiply dequantisation */
+                        moe_wgmma_tma_set_narrow(1);
+                        std::vector<float> ny, nu;
+                        run_experts_case(&w, &r, &q, d_x, d_act, d_y, T, E, toks, ref, st, &ny);
+                        run_experts_case(&wu, &r, &q, d_x, d_act, d_y, T, E, toks, ref, st, &nu);
+                        moe_wgmma_tma_set_narrow(-1);
+                        CHECK(ny.size() == ws_y[b].size() && nu.size() == ny.size() &&
+                                  !memcmp(ny.data(), ws_y[b].data(), ny.size() * 4) &&
+                                  !memcmp(nu.data(), ny.data(), ny.size() * 4),
+                              "E=%d T=%d: the tma kernel's narrow form differs from the ws "
+                              "kernel's bits (64-token tiles)",
+                              E, T);
+                    }
                 }
                 moe_plan bad = p;
                 bad.bn = 96;
@@ -717,16 +732,19 @@ static void bench(cudaStream_t st, int sm, const char *only_t) {
         for (auto &p : plans) maxS = std::max(maxS, p.large ? 1 : p.down_splits);
         uint16_t *d_act = tu_dev_alloc<uint16_t>(P * I);
         float *d_y = tu_dev_alloc<float>(P * maxS * H);
-        const size_t rounds = plans.size() + ((autop.large || plans.size() > 1) ? 6 : 0);
+        const size_t rounds = plans.size() + ((autop.large || plans.size() > 1) ? 7 : 0);
         for (size_t pi = 0; pi < rounds; pi++) {
-            /* the last six rounds: the large plan again on the warpgroup MMA, moe_wgmma.cu (kind 1),
-             * the warp-specialised moe_wgmma_ws.cu (kind 2) and its TMA-fed form moe_wgmma_tma.cu
-             * (kind 4), each with 128- and then 64-token tiles (whichever moe_plan_for picks; the
-             * automatic plan's choice is the "auto" one) */
+            /* the last seven rounds: the large plan again on the warpgroup MMA, moe_wgmma.cu
+             * (kind 1), the warp-specialised moe_wgmma_ws.cu (kind 2) and its TMA-fed form
+             * moe_wgmma_tma.cu (kind 4), each with 128- and then 64-token tiles (whichever
+             * moe_plan_for picks; the automatic plan's choice is the "auto" one), then the tma
+             * kernel's narrow form at 64 */
             const int extra = pi >= plans.size() ? (int)(pi - plans.size()) : -1;
-            const int wg = extra >= 0 ? (extra / 2 == 2 ? 4 : 1 + extra / 2) : 0;
+            const int wg = extra >= 0 ? (extra / 2 >= 2 ? 4 : 1 + extra / 2) : 0;
+            const int narrow = extra == 6;
             moe_plan p = wg ? (autop.large ? autop : plans[1]) : plans[pi];
-            if (wg) p.bn = (extra & 1) ? 64 : 128;
+            if (wg) p.bn = (extra & 1) || narrow ? 64 : 128;
+            moe_wgmma_tma_set_narrow(narrow ? 1 : -1);
             const int S = p.large ? 1 : p.down_splits;
             const int reps = T >= 1024 ? 10 : 50;
             moe_set_wgmma(wg);
@@ -741,13 +759,15 @@ static void bench(cudaStream_t st, int sm, const char *only_t) {
             const double host = (host_us() - h0) / 10;
             CUDA_CHECK(cudaStreamSynchronize(st));
             moe_set_wgmma(0);
-            char pn[64], wn[32] = "";
+            moe_wgmma_tma_set_narrow(-1);
+            char pn[64], wn[40] = "";
             if (wg)
                 snprintf(wn, sizeof wn, " wgmma%s n%d%s",
                          wg == 2   ? " ws"
+                         : narrow  ? " tma narrow"
                          : wg == 4 ? " tma"
                                    : "",
-                         p.bn, autop.large && p.bn == autop.bn ? " (auto)" : "");
+                         p.bn, autop.large && p.bn == autop.bn && !narrow ? " (auto)" : "");
             snprintf(name, sizeof name, "moe experts 120b T=%d %s%s touched=%d host %.1f us", T,
                      plan_name(&p, pn, sizeof pn), wn, n_touched, host);
             const double bytes = n_touched * expert_bytes + (double)T * H * 2 + 2.0 * P * I * 2 +

@@ -54,6 +54,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <type_traits> /* std::integral_constant */
 
 /* The three tensor maps of a launch (a kernel parameter: __grid_constant__). */
 struct moe_tma_maps {
@@ -62,16 +63,15 @@ struct moe_tma_maps {
     CUtensorMap b;      /* bf16 [rows][K], box [BN][64], 128-byte swizzle */
 };
 
-/* V = 1 (64-token tiles; prepared, not measured: GPTOSS_MOE_TMA_STAGES=4): a fourth A stage, paid for
- * with a B stage and a raw slot (B then one step ahead, the codes three). ncu at T = 1024 had the
+/* Measured no faster on the H200 (bench/NOTES.md, session 11): a fourth A stage at 64-token tiles
+ * paid for with a B stage and a raw slot (T = 1024 1,318 against 1,300 µs), though ncu had the
  * dequantisers waiting for the consumers' release of an A stage ~15 % of all samples. */
-template <int BN, int V = 0> struct tm_cfg {
-    static_assert(V == 0 || BN == 64, "the variant is for 64-token tiles");
+template <int BN> struct tm_cfg {
     static constexpr int DEQ = 256;           /* dequantising threads */
     static constexpr int THREADS = DEQ + 256; /* + two consumer warpgroups */
-    static constexpr int SA = BN == 64 ? 3 + V : 4;
-    static constexpr int SB = BN == 64 ? 4 - V : 6;
-    static constexpr int R = BN == 64 ? 6 - V : 8;
+    static constexpr int SA = BN == 64 ? 3 : 4;
+    static constexpr int SB = BN == 64 ? 4 : 6;
+    static constexpr int R = BN == 64 ? 6 : 8;
     /* look-ahead of the copies in k steps: the copier at its step kk waits for the release of raw
      * step kk + DR − R and B step kk + DB − SB, which must be ≤ kk − 2 (header: no cycle) */
     static constexpr int DR = R - 2;
@@ -84,7 +84,6 @@ template <int BN, int V = 0> struct tm_cfg {
         SA * WS_A_BYTES + SB * B_BYTES + R * WS_RAW_BYTES + BAR_BYTES + 1024;
 };
 static_assert(2 * (tm_cfg<64>::SMEM + 1024) <= 228 * 1024, "two 64-token blocks an SM");
-static_assert(2 * (tm_cfg<64, 1>::SMEM + 1024) <= 228 * 1024, "two 64-token blocks an SM");
 static_assert(tm_cfg<128>::SMEM <= 227 * 1024, "one 128-token block an SM");
 
 static __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap *map, int c0,
@@ -103,10 +102,10 @@ static __device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorM
                  : "memory");
 }
 
-template <int MODE, int BN, bool FOLDED, int V = 0>
-__global__ void __launch_bounds__(tm_cfg<BN, V>::THREADS, tm_cfg<BN, V>::BLOCKS)
+template <int MODE, int BN, bool FOLDED, bool NARROW = false>
+__global__ void __launch_bounds__(tm_cfg<BN>::THREADS, tm_cfg<BN>::BLOCKS)
     moe_wgmma_tma_kernel(const moe_args a, const __grid_constant__ moe_tma_maps maps) {
-    using C = tm_cfg<BN, V>;
+    using C = tm_cfg<BN>;
     constexpr int SA = C::SA, SB = C::SB, R = C::R;
     constexpr int DR = C::DR, DB = C::DB;
     pdl_prologue(); /* first: see pdl.cuh */
@@ -210,28 +209,49 @@ __global__ void __launch_bounds__(tm_cfg<BN, V>::THREADS, tm_cfg<BN, V>::BLOCKS)
         for (int kk = 0; kk < DR && kk < a.KK; kk++) issue_raw(kk);
         for (int kk = 0; kk < DB && kk < a.KK; kk++) issue_b(kk);
     }
-    for (int kk = 0; kk < a.KK; kk++) {
-        if (copier) {
-            if (kk + DR < a.KK) issue_raw(kk + DR);
-            if (kk + DB < a.KK) issue_b(kk + DB);
+    /* The k loop with MMAs NN tokens wide (the tile's width, or in the narrow form the tile's
+     * tokens rounded up to 16): a copy of the loop for each width, chosen once. */
+    auto k_loop = [&](auto nn) {
+        constexpr int NN = decltype(nn)::value;
+        for (int kk = 0; kk < a.KK; kk++) {
+            if (copier) {
+                if (kk + DR < a.KK) issue_raw(kk + DR);
+                if (kk + DB < a.KK) issue_b(kk + DB);
+            }
+            __syncwarp();
+            mbar_wait(&full_a[ca.i], ca.par);
+            mbar_wait(&full_b[cb.i], cb.par);
+            const uint64_t da = da0 + (uint64_t)(ca.i * (WS_A_BYTES >> 4));
+            const uint64_t db = db0 + (uint64_t)(cb.i * (C::B_BYTES >> 4));
+            ws_mma_step<BN, NN>(acc, da, db);
+            /* Step kk − 1's MMAs are done: its stages may be refilled. (Releasing step kk's
+             * stages right after its own MMAs instead, with wait 0, measured 28 % slower at
+             * T = 1024: the tensor pipe then drains every step; bench/NOTES.md.) */
+            wgmma_wait<1>();
+            if (kk >= 1 && lane == 0) {
+                mbar_arrive(&empty_a[pa]);
+                mbar_arrive(&empty_b[pb]);
+            }
+            pa = ca.i, pb = cb.i;
+            ca.next(SA);
+            cb.next(SB);
         }
-        __syncwarp();
-        mbar_wait(&full_a[ca.i], ca.par);
-        mbar_wait(&full_b[cb.i], cb.par);
-        const uint64_t da = da0 + (uint64_t)(ca.i * (WS_A_BYTES >> 4));
-        const uint64_t db = db0 + (uint64_t)(cb.i * (C::B_BYTES >> 4));
-        ws_mma_step<BN>(acc, da, db);
-        /* Step kk − 1's MMAs are done: its stages may be refilled. (Releasing step kk's stages
-         * right after its own MMAs instead, with wait 0, measured 28 % slower at T = 1024: the
-         * tensor pipe then drains every step; bench/NOTES.md.) */
-        wgmma_wait<1>();
-        if (kk >= 1 && lane == 0) {
-            mbar_arrive(&empty_a[pa]);
-            mbar_arrive(&empty_b[pb]);
-        }
-        pa = ca.i, pb = cb.i;
-        ca.next(SA);
-        cb.next(SB);
+    };
+    /* The narrow form (GPTOSS_MOE_TMA_NARROW): at T = 1024 an expert averages 32 tokens, so a
+     * 64-token tile's MMAs are half padding; the tensor pipe's time and the consumers' hold on
+     * the stages shrink with the width. Each output column depends on its B row alone, so the
+     * columns stored are the same bits at any width. */
+    if constexpr (NARROW && BN == 64) {
+        if (tp.n_valid <= 16)
+            k_loop(std::integral_constant<int, 16>{});
+        else if (tp.n_valid <= 32)
+            k_loop(std::integral_constant<int, 32>{});
+        else if (tp.n_valid <= 48)
+            k_loop(std::integral_constant<int, 48>{});
+        else
+            k_loop(std::integral_constant<int, 64>{});
+    } else {
+        k_loop(std::integral_constant<int, BN>{});
     }
     wgmma_wait<0>();
     fence_acc(acc);
@@ -339,38 +359,44 @@ int moe_wgmma_tma_available(void) {
     return encode_fn() != NULL;
 }
 
-template <int MODE, int BN, bool FOLDED, int V = 0>
+template <int MODE, int BN, bool FOLDED, bool NARROW = false>
 static cudaError_t tma_launch_t(const moe_args &a, const moe_tma_maps &m, dim3 grid,
                                 cudaStream_t stream) {
-    constexpr int SMEM = tm_cfg<BN, V>::SMEM;
+    constexpr int SMEM = tm_cfg<BN>::SMEM;
     static unsigned long long attrs_set; /* per device: per_device.h */
     if (!per_device_done(&attrs_set)) {
-        CUDA_TRY(cudaFuncSetAttribute((const void *)moe_wgmma_tma_kernel<MODE, BN, FOLDED, V>,
+        CUDA_TRY(cudaFuncSetAttribute((const void *)moe_wgmma_tma_kernel<MODE, BN, FOLDED, NARROW>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM));
         per_device_mark(&attrs_set);
     }
     grid.y *= MOE_TILE_TOKENS / BN; /* BN = 64: two blocks a routing tile */
-    CUDA_TRY(pdl_launch(moe_wgmma_tma_kernel<MODE, BN, FOLDED, V>, grid,
-                        dim3(tm_cfg<BN, V>::THREADS), SMEM, stream, a, m));
+    CUDA_TRY(pdl_launch(moe_wgmma_tma_kernel<MODE, BN, FOLDED, NARROW>, grid,
+                        dim3(tm_cfg<BN>::THREADS), SMEM, stream, a, m));
     return cudaGetLastError();
 }
 
-/* GPTOSS_MOE_TMA_STAGES=4: tm_cfg's variant 1 at 64-token tiles (read once). */
-static int tma_stages4(void) {
-    static int on = -1;
-    if (on < 0) {
-        const char *v = getenv("GPTOSS_MOE_TMA_STAGES");
-        on = v && !strcmp(v, "4");
+/* GPTOSS_MOE_TMA_NARROW=1: the narrow form at 64-token tiles (read once; prepared, off until
+ * measured). */
+static int g_tma_narrow = -1;
+
+void moe_wgmma_tma_set_narrow(int on) {
+    g_tma_narrow = on < 0 ? -1 : on != 0;
+}
+
+static int tma_narrow(void) {
+    if (g_tma_narrow < 0) {
+        const char *v = getenv("GPTOSS_MOE_TMA_NARROW");
+        g_tma_narrow = v && !strcmp(v, "1");
     }
-    return on;
+    return g_tma_narrow;
 }
 
 template <int MODE>
 static cudaError_t tma_launch_mode(const moe_args &a, const moe_tma_maps &m, int bn, int folded,
                                    dim3 grid, cudaStream_t stream) {
-    if (bn == 64 && tma_stages4())
-        return folded ? tma_launch_t<MODE, 64, true, 1>(a, m, grid, stream)
-                      : tma_launch_t<MODE, 64, false, 1>(a, m, grid, stream);
+    if (bn == 64 && tma_narrow())
+        return folded ? tma_launch_t<MODE, 64, true, true>(a, m, grid, stream)
+                      : tma_launch_t<MODE, 64, false, true>(a, m, grid, stream);
     if (bn == 64)
         return folded ? tma_launch_t<MODE, 64, true>(a, m, grid, stream)
                       : tma_launch_t<MODE, 64, false>(a, m, grid, stream);

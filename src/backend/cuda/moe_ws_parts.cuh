@@ -63,16 +63,25 @@ static __device__ __forceinline__ void ws_dequant_store(const uint32_t wd[4], ui
 }
 
 /* A consumer warpgroup's k step: its 64 rows of the A stage (descriptor da) times the B stage (db),
- * four wgmma m64nBNk16 committed as one group. */
-template <int BN>
+ * four wgmma m64nNNk16 committed as one group. NN < BN (the narrow form: a tile with at most NN
+ * tokens) multiplies only the first NN B rows, into the first NN/2 accumulators. */
+template <int BN, int NN = BN>
 static __device__ __forceinline__ void ws_mma_step(float (&acc)[BN / 2], uint64_t da, uint64_t db) {
+    static_assert(NN % 16 == 0 && NN <= BN, "a width of 16, 32, 48, 64 or 128");
+    float *d = acc; /* the narrow MMAs take the first NN/2 */
     wgmma_fence();
 #pragma unroll
     for (int j = 0; j < 4; j++) {
-        if constexpr (BN == 128)
-            wgmma_ss_m64n128k16(acc, da + 2 * j, db + 2 * j);
+        if constexpr (NN == 128)
+            wgmma_ss_m64n128k16(d, da + 2 * j, db + 2 * j);
+        else if constexpr (NN == 64)
+            wgmma_ss_m64n64k16(d, da + 2 * j, db + 2 * j);
+        else if constexpr (NN == 48)
+            wgmma_ss_m64n48k16(d, da + 2 * j, db + 2 * j);
+        else if constexpr (NN == 32)
+            wgmma_ss_m64n32k16(d, da + 2 * j, db + 2 * j);
         else
-            wgmma_ss_m64n64k16(acc, da + 2 * j, db + 2 * j);
+            wgmma_ss_m64n16k16(d, da + 2 * j, db + 2 * j);
     }
     wgmma_commit();
 }
