@@ -590,6 +590,7 @@ static void test_E(int E, cudaStream_t st, int sm) {
              * fed by the copy engine, moe_wgmma_tma.cu, which must give kind 2's bits (the same
              * MMAs on the same operands) */
             std::vector<float> ws_y[2];
+            moe_wgmma_ws_set_narrow(0); /* ws at full width: the tma kernel's reference */
             for (int kind : {1, 2, 4}) {
                 moe_set_wgmma(kind);
                 std::vector<float> wy[2][2];
@@ -627,20 +628,21 @@ static void test_E(int E, cudaStream_t st, int sm) {
                               "E=%d T=%d: the tma kernel's bits differ from the ws kernel's "
                               "(%d-token tiles)",
                               E, T, q.bn);
-                    if (kind == 4 && q.bn == 64) {
-                        /* the narrow form (MMAs as wide as the tile's tokens, rounded up to 16):
-                         * the same bits, with the folded and the two-multiply dequantisation */
-                        moe_wgmma_tma_set_narrow(1);
+                    if (kind == 2) {
+                        /* the ws kernel's narrow form (MMAs as wide as the tile's tokens rounded
+                         * up to a quarter tile; the tma kernel's at 64 always): the same bits,
+                         * with the folded and the two-multiply dequantisation */
+                        moe_wgmma_ws_set_narrow(1);
                         std::vector<float> ny, nu;
                         run_experts_case(&w, &r, &q, d_x, d_act, d_y, T, E, toks, ref, st, &ny);
                         run_experts_case(&wu, &r, &q, d_x, d_act, d_y, T, E, toks, ref, st, &nu);
-                        moe_wgmma_tma_set_narrow(-1);
-                        CHECK(ny.size() == ws_y[b].size() && nu.size() == ny.size() &&
-                                  !memcmp(ny.data(), ws_y[b].data(), ny.size() * 4) &&
+                        moe_wgmma_ws_set_narrow(0);
+                        CHECK(ny.size() == wy[b][0].size() && nu.size() == ny.size() &&
+                                  !memcmp(ny.data(), wy[b][0].data(), ny.size() * 4) &&
                                   !memcmp(nu.data(), ny.data(), ny.size() * 4),
-                              "E=%d T=%d: the tma kernel's narrow form differs from the ws "
-                              "kernel's bits (64-token tiles)",
-                              E, T);
+                              "E=%d T=%d: the ws kernel's narrow form differs from its full "
+                              "width's bits (%d-token tiles)",
+                              E, T, q.bn);
                     }
                 }
                 moe_plan bad = p;
@@ -649,6 +651,7 @@ static void test_E(int E, cudaStream_t st, int sm) {
                 CHECK(be == cudaErrorInvalidValue, "E=%d T=%d: bn=96 gave %s, not an invalid value",
                       E, T, cudaGetErrorString(be));
                 moe_set_wgmma(0);
+                moe_wgmma_ws_set_narrow(-1);
                 fprintf(stderr, "  64-token tiles %s 128-token tiles' bits\n",
                         wy[0][0].size() == wy[1][0].size() &&
                                 !memcmp(wy[0][0].data(), wy[1][0].data(), wy[0][0].size() * 4)
@@ -737,14 +740,14 @@ static void bench(cudaStream_t st, int sm, const char *only_t) {
             /* the last seven rounds: the large plan again on the warpgroup MMA, moe_wgmma.cu
              * (kind 1), the warp-specialised moe_wgmma_ws.cu (kind 2) and its TMA-fed form
              * moe_wgmma_tma.cu (kind 4), each with 128- and then 64-token tiles (whichever
-             * moe_plan_for picks; the automatic plan's choice is the "auto" one), then the tma
-             * kernel's narrow form at 64 */
+             * moe_plan_for picks; the automatic plan's choice is the "auto" one), then the ws
+             * kernel's narrow form at 128 */
             const int extra = pi >= plans.size() ? (int)(pi - plans.size()) : -1;
-            const int wg = extra >= 0 ? (extra / 2 >= 2 ? 4 : 1 + extra / 2) : 0;
             const int narrow = extra == 6;
+            const int wg = extra >= 0 ? (narrow ? 2 : extra / 2 == 2 ? 4 : 1 + extra / 2) : 0;
             moe_plan p = wg ? (autop.large ? autop : plans[1]) : plans[pi];
-            if (wg) p.bn = (extra & 1) || narrow ? 64 : 128;
-            moe_wgmma_tma_set_narrow(narrow ? 1 : -1);
+            if (wg) p.bn = (extra & 1) ? 64 : 128;
+            moe_wgmma_ws_set_narrow(narrow ? 1 : -1);
             const int S = p.large ? 1 : p.down_splits;
             const int reps = T >= 1024 ? 10 : 50;
             moe_set_wgmma(wg);
@@ -759,12 +762,12 @@ static void bench(cudaStream_t st, int sm, const char *only_t) {
             const double host = (host_us() - h0) / 10;
             CUDA_CHECK(cudaStreamSynchronize(st));
             moe_set_wgmma(0);
-            moe_wgmma_tma_set_narrow(-1);
+            moe_wgmma_ws_set_narrow(-1);
             char pn[64], wn[40] = "";
             if (wg)
                 snprintf(wn, sizeof wn, " wgmma%s n%d%s",
-                         wg == 2   ? " ws"
-                         : narrow  ? " tma narrow"
+                         narrow    ? " ws narrow"
+                         : wg == 2 ? " ws"
                          : wg == 4 ? " tma"
                                    : "",
                          p.bn, autop.large && p.bn == autop.bn && !narrow ? " (auto)" : "");

@@ -142,10 +142,10 @@ cudaError_t moe_experts(const moe_weights *w, const uint16_t *x, const moe_routi
  * (any other value, or none, 3). moe_wgmma_on returns the choice. */
 void moe_set_wgmma(int on);
 int moe_wgmma_on(void);
-/* moe_wgmma_tma.cu's narrow form at 64-token tiles (MMAs as wide as a tile's tokens rounded up to
- * 16, the same bits): 1 on, 0 off, negative: as GPTOSS_MOE_TMA_NARROW says (1 on; the default off
- * until measured). */
-void moe_wgmma_tma_set_narrow(int on);
+/* The narrow form of moe_wgmma_ws.cu (MMAs as wide as a tile's tokens rounded up to a quarter of
+ * the tile, the same bits; moe_wgmma_tma.cu has it at 64-token tiles always): 1 on, 0 off,
+ * negative: as GPTOSS_MOE_WS_NARROW says (1 on; off by default until measured). */
+void moe_wgmma_ws_set_narrow(int on);
 
 /* The two halves, for benchmarks and tests. */
 cudaError_t moe_gate_up(const moe_weights *w, const uint16_t *x, const moe_routing *r,

@@ -56,6 +56,9 @@
 #include "backend/cuda/per_device.h"
 #include "backend/cuda/tma_ring.cuh" /* mbarriers */
 
+#include <stdlib.h>
+#include <string.h>
+
 /* The shapes per token tile: SA stages of A, SB of B, the tokens requested D steps ahead (SB = D + 2:
  * see "Stages" in the header), the codes DR steps ahead into RAW = DR + 2 raw slots (a slot is
  * rewritten two steps after its last read: the warp barrier of the step between orders the lanes'
@@ -88,7 +91,7 @@ static_assert(ws_cfg<128>::SMEM <= 227 * 1024, "one 128-token block an SM");
 /* FOLDED: the one-multiply dequantisation (moe_dequant.cuh; the same bits), when every scale byte of
  * the matrix allows it: 16 of a producer thread's ~200 instructions a step go (measured on the
  * H200: 2–3 % faster at T = 1024 … 16384, bench/NOTES.md). */
-template <int MODE, int BN, bool FOLDED>
+template <int MODE, int BN, bool FOLDED, bool NARROW = false>
 __global__ void __launch_bounds__(ws_cfg<BN>::THREADS, ws_cfg<BN>::BLOCKS)
     moe_wgmma_ws_kernel(const moe_args a) {
     using C = ws_cfg<BN>;
@@ -214,63 +217,94 @@ __global__ void __launch_bounds__(ws_cfg<BN>::THREADS, ws_cfg<BN>::BLOCKS)
 
     /* ── consumers ── */
     const int cw = (w >> 2) - NPW, w4 = w & 3; /* consumer warpgroup 0 or 1, warp within it */
-    constexpr int NACC = BN / 2;
-    float acc[NACC];
-#pragma unroll
-    for (int i = 0; i < NACC; i++) acc[i] = 0.0f;
     /* Descriptors of stage 0's k16 slice 0; a stage and a slice add their offsets in 16-byte
      * units (the address field is the low 14 bits, and no sum leaves the shared window). */
     const uint64_t da0 = smem_desc_sw128(smem_u32(a_st) + cw * 64 * 128);
     const uint64_t db0 = smem_desc_sw128(smem_u32(b_st));
     ring ca{0, 0}, cb{0, 0};
     int pa = 0, pb = 0; /* the stages of the step before */
-    for (int kk = 0; kk < a.KK; kk++) {
-        mbar_wait(&full[ca.i], ca.par);
-        const uint64_t da = da0 + (uint64_t)(ca.i * (WS_A_BYTES >> 4));
-        const uint64_t db = db0 + (uint64_t)(cb.i * (C::B_BYTES >> 4));
-        ws_mma_step<BN>(acc, da, db);
-        wgmma_wait<1>(); /* step kk − 1's MMAs are done: its stages may be refilled */
-        if (kk >= 1 && lane == 0) {
-            mbar_arrive(&empty_a[pa]);
-            mbar_arrive(&empty_b[pb]);
+    /* The tile with MMAs NN tokens wide, epilogue included (ws_with_width says why). */
+    auto k_loop = [&](auto nn) {
+        constexpr int NN = decltype(nn)::value;
+        float acc[NN / 2];
+#pragma unroll
+        for (int i = 0; i < NN / 2; i++) acc[i] = 0.0f;
+        for (int kk = 0; kk < a.KK; kk++) {
+            mbar_wait(&full[ca.i], ca.par);
+            const uint64_t da = da0 + (uint64_t)(ca.i * (WS_A_BYTES >> 4));
+            const uint64_t db = db0 + (uint64_t)(cb.i * (C::B_BYTES >> 4));
+            ws_mma_step<NN>(acc, da, db);
+            wgmma_wait<1>(); /* step kk − 1's MMAs are done: its stages may be refilled */
+            if (kk >= 1 && lane == 0) {
+                mbar_arrive(&empty_a[pa]);
+                mbar_arrive(&empty_b[pb]);
+            }
+            pa = ca.i, pb = cb.i;
+            ca.next(SA);
+            cb.next(SB);
         }
-        pa = ca.i, pb = cb.i;
-        ca.next(SA);
-        cb.next(SB);
-    }
-    wgmma_wait<0>();
-    fence_acc(acc);
-    store_tile_n<MODE, BN / 8>(a, tp, rb * 8 + 4 * cw + w4, acc);
+        wgmma_wait<0>();
+        fence_acc(acc);
+        store_tile_n<MODE, NN / 8>(a, tp, rb * 8 + 4 * cw + w4, acc);
+    };
+    if constexpr (NARROW) /* prepared: GPTOSS_MOE_WS_NARROW=1 (moe.h) */
+        ws_with_width<BN>(tp.n_valid, k_loop);
+    else
+        k_loop(std::integral_constant<int, BN>{});
 }
 
-template <int BN, bool FOLDED>
+template <int BN, bool FOLDED, bool NARROW>
 static cudaError_t ws_launch_t(const moe_args &a, int mode, dim3 grid, cudaStream_t stream) {
     constexpr int SMEM = ws_cfg<BN>::SMEM;
     static unsigned long long attrs_set; /* per device: per_device.h */
     if (!per_device_done(&attrs_set)) {
-        CUDA_TRY(cudaFuncSetAttribute((const void *)moe_wgmma_ws_kernel<MODE_GATE_UP, BN, FOLDED>,
-                                      cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM));
-        CUDA_TRY(cudaFuncSetAttribute((const void *)moe_wgmma_ws_kernel<MODE_DOWN, BN, FOLDED>,
-                                      cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM));
+        CUDA_TRY(cudaFuncSetAttribute(
+            (const void *)moe_wgmma_ws_kernel<MODE_GATE_UP, BN, FOLDED, NARROW>,
+            cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM));
+        CUDA_TRY(
+            cudaFuncSetAttribute((const void *)moe_wgmma_ws_kernel<MODE_DOWN, BN, FOLDED, NARROW>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM));
         per_device_mark(&attrs_set);
     }
     grid.y *= MOE_TILE_TOKENS / BN; /* BN = 64: two blocks a routing tile */
     if (mode == MODE_GATE_UP)
-        CUDA_TRY(pdl_launch(moe_wgmma_ws_kernel<MODE_GATE_UP, BN, FOLDED>, grid,
+        CUDA_TRY(pdl_launch(moe_wgmma_ws_kernel<MODE_GATE_UP, BN, FOLDED, NARROW>, grid,
                             dim3(ws_cfg<BN>::THREADS), SMEM, stream, a));
     else
-        CUDA_TRY(pdl_launch(moe_wgmma_ws_kernel<MODE_DOWN, BN, FOLDED>, grid,
+        CUDA_TRY(pdl_launch(moe_wgmma_ws_kernel<MODE_DOWN, BN, FOLDED, NARROW>, grid,
                             dim3(ws_cfg<BN>::THREADS), SMEM, stream, a));
     return cudaGetLastError();
 }
 
+/* The ws kernel's narrow form (moe.h: moe_wgmma_ws_set_narrow; GPTOSS_MOE_WS_NARROW=1), prepared
+ * and off until measured: moe_wgmma_tma.cu's 64-token default already has it. */
+static int g_ws_narrow = -1;
+
+void moe_wgmma_ws_set_narrow(int on) {
+    g_ws_narrow = on < 0 ? -1 : on != 0;
+}
+
+static int ws_narrow(void) {
+    if (g_ws_narrow < 0) {
+        const char *v = getenv("GPTOSS_MOE_WS_NARROW");
+        g_ws_narrow = v && !strcmp(v, "1");
+    }
+    return g_ws_narrow;
+}
+
+template <int BN>
+static cudaError_t ws_launch_bn(const moe_args &a, int mode, int folded, dim3 grid,
+                                cudaStream_t stream) {
+    if (ws_narrow())
+        return folded ? ws_launch_t<BN, true, true>(a, mode, grid, stream)
+                      : ws_launch_t<BN, false, true>(a, mode, grid, stream);
+    return folded ? ws_launch_t<BN, true, false>(a, mode, grid, stream)
+                  : ws_launch_t<BN, false, false>(a, mode, grid, stream);
+}
+
 cudaError_t moe_wgmma_ws_launch(const moe_args &a, int mode, int bn, int folded, dim3 grid,
                                 cudaStream_t stream) {
-    if (bn == 64)
-        return folded ? ws_launch_t<64, true>(a, mode, grid, stream)
-                      : ws_launch_t<64, false>(a, mode, grid, stream);
-    if (bn == 128)
-        return folded ? ws_launch_t<128, true>(a, mode, grid, stream)
-                      : ws_launch_t<128, false>(a, mode, grid, stream);
+    if (bn == 64) return ws_launch_bn<64>(a, mode, folded, grid, stream);
+    if (bn == 128) return ws_launch_bn<128>(a, mode, folded, grid, stream);
     return cudaErrorInvalidValue;
 }

@@ -8,6 +8,7 @@
 #include "backend/cuda/wgmma.cuh"
 
 #include <stdint.h>
+#include <type_traits> /* std::integral_constant */
 
 enum {
     WS_CODE_BYTES = 8 * 512,                       /* a k step's codes: 8 row tiles */
@@ -62,18 +63,19 @@ static __device__ __forceinline__ void ws_dequant_store(const uint32_t wd[4], ui
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
 
-/* A consumer warpgroup's k step: its 64 rows of the A stage (descriptor da) times the B stage (db),
- * four wgmma m64nNNk16 committed as one group. NN < BN (the narrow form: a tile with at most NN
- * tokens) multiplies only the first NN B rows, into the first NN/2 accumulators. */
-template <int BN, int NN = BN>
-static __device__ __forceinline__ void ws_mma_step(float (&acc)[BN / 2], uint64_t da, uint64_t db) {
-    static_assert(NN % 16 == 0 && NN <= BN, "a width of 16, 32, 48, 64 or 128");
-    float *d = acc; /* the narrow MMAs take the first NN/2 */
+/* A consumer warpgroup's k step: its 64 rows of the A stage (descriptor da) times the first NN rows
+ * of the B stage (db; NN below the tile's width for a tile of at most NN tokens: ws_with_width),
+ * four wgmma m64nNNk16 committed as one group. */
+template <int NN>
+static __device__ __forceinline__ void ws_mma_step(float (&d)[NN / 2], uint64_t da, uint64_t db) {
+    static_assert(NN % 16 == 0 && NN <= 128 && NN != 80 && NN != 112, "a width wgmma.cuh has");
     wgmma_fence();
 #pragma unroll
     for (int j = 0; j < 4; j++) {
         if constexpr (NN == 128)
             wgmma_ss_m64n128k16(d, da + 2 * j, db + 2 * j);
+        else if constexpr (NN == 96)
+            wgmma_ss_m64n96k16(d, da + 2 * j, db + 2 * j);
         else if constexpr (NN == 64)
             wgmma_ss_m64n64k16(d, da + 2 * j, db + 2 * j);
         else if constexpr (NN == 48)
@@ -84,4 +86,24 @@ static __device__ __forceinline__ void ws_mma_step(float (&acc)[BN / 2], uint64_
             wgmma_ss_m64n16k16(d, da + 2 * j, db + 2 * j);
     }
     wgmma_commit();
+}
+
+/* The narrow form of the consumers' k loop: calls k_loop(std::integral_constant<int, NN>{}) with NN
+ * the narrowest MMA width that holds the tile's n tokens — 16, 32, 48 or 64 for 64-token tiles, 32,
+ * 64, 96 or 128 for 128-token ones (a copy of the loop for each width, chosen once per block).
+ * Why: a tile holds an expert's remaining tokens, and at T = 1024 an expert averages 32 (half of
+ * each 64-wide MMA is padding); the tensor work and the consumers' hold on their stages shrink with
+ * the width. Each output column depends on its B row alone, so the stored columns are the same
+ * bits at any width. k_loop runs the whole tile, epilogue included, on accumulators of its own:
+ * with one array for all widths, their join made ptxas serialise the MMAs (C7515). */
+template <int BN, class F> static __device__ __forceinline__ void ws_with_width(int n, F &&k_loop) {
+    constexpr int Q = BN / 4;
+    if (n <= Q)
+        k_loop(std::integral_constant<int, Q>{});
+    else if (n <= 2 * Q)
+        k_loop(std::integral_constant<int, 2 * Q>{});
+    else if (n <= 3 * Q)
+        k_loop(std::integral_constant<int, 3 * Q>{});
+    else
+        k_loop(std::integral_constant<int, BN>{});
 }
