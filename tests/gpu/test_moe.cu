@@ -12,9 +12,9 @@
  *     slot row must be written, and Σ slots per token within ‖·‖ relative error 1e-2 of the reference
  *     (a random subset of 64 tokens when T > 64); two runs bit-identical. The large path on mma.sync
  *     and on the wgmma kernels (moe_wgmma.cu, the warp-specialised moe_wgmma_ws.cu and its TMA-fed
- *     form moe_wgmma_tma.cu, which must give ws's bits), each with 128- and with 64-token tiles
- *     (moe_plan.bn); the ws and tma kernels' folded dequantisation gives the two-multiply one's
- *     bits;
+ *     form moe_wgmma_tma.cu, which must give the bits of ws at full width), each with 128- and
+ *     with 64-token tiles (moe_plan.bn); the ws and tma kernels' folded dequantisation gives the
+ *     two-multiply one's bits; ws's narrow form (its default) gives its full width's bits;
  *   - expert parallelism (moe_routing's e0, n_e): the experts split over 2 and 4 ranks, each
  *     grouping only its range's pairs on weights holding only its experts: each grouping is the
  *     one-GPU grouping's slice, renumbered; every row of another range's pair is zero; and the
@@ -22,8 +22,8 @@
  * Random MXFP4 codes with scales 2^-7 … 2^-5, fresh every run.
  *
  * --bench: 120b shapes (E = 128), T = 1, 8, 64, 256, 1024, 4096, 16384, random routing, three copies
- * of the layer's weights rotated; routing, experts (the large path also on both wgmma kernels at both
- * tile widths) and the combine timed separately. --bench-t T1,T2,…: those T only (for ncu). */
+ * of the layer's weights rotated; routing, experts (the large path also on the three wgmma kernels
+ * at both tile widths, and ws at full width) and the combine timed separately. --bench-t T1,T2,…: those T only (for ncu). */
 #include "moe_test_util.h"
 
 extern "C" {
@@ -741,13 +741,13 @@ static void bench(cudaStream_t st, int sm, const char *only_t) {
              * (kind 1), the warp-specialised moe_wgmma_ws.cu (kind 2) and its TMA-fed form
              * moe_wgmma_tma.cu (kind 4), each with 128- and then 64-token tiles (whichever
              * moe_plan_for picks; the automatic plan's choice is the "auto" one), then the ws
-             * kernel's narrow form at 128 */
+             * kernel at 128 at full width instead of its default narrow form */
             const int extra = pi >= plans.size() ? (int)(pi - plans.size()) : -1;
-            const int narrow = extra == 6;
-            const int wg = extra >= 0 ? (narrow ? 2 : extra / 2 == 2 ? 4 : 1 + extra / 2) : 0;
+            const int wide = extra == 6;
+            const int wg = extra >= 0 ? (wide ? 2 : extra / 2 == 2 ? 4 : 1 + extra / 2) : 0;
             moe_plan p = wg ? (autop.large ? autop : plans[1]) : plans[pi];
             if (wg) p.bn = (extra & 1) ? 64 : 128;
-            moe_wgmma_ws_set_narrow(narrow ? 1 : -1);
+            moe_wgmma_ws_set_narrow(wide ? 0 : -1);
             const int S = p.large ? 1 : p.down_splits;
             const int reps = T >= 1024 ? 10 : 50;
             moe_set_wgmma(wg);
@@ -766,11 +766,11 @@ static void bench(cudaStream_t st, int sm, const char *only_t) {
             char pn[64], wn[40] = "";
             if (wg)
                 snprintf(wn, sizeof wn, " wgmma%s n%d%s",
-                         narrow    ? " ws narrow"
+                         wide      ? " ws wide"
                          : wg == 2 ? " ws"
                          : wg == 4 ? " tma"
                                    : "",
-                         p.bn, autop.large && p.bn == autop.bn && !narrow ? " (auto)" : "");
+                         p.bn, autop.large && p.bn == autop.bn && !wide ? " (auto)" : "");
             snprintf(name, sizeof name, "moe experts 120b T=%d %s%s touched=%d host %.1f us", T,
                      plan_name(&p, pn, sizeof pn), wn, n_touched, host);
             const double bytes = n_touched * expert_bytes + (double)T * H * 2 + 2.0 * P * I * 2 +

@@ -143,8 +143,9 @@ cudaError_t moe_experts(const moe_weights *w, const uint16_t *x, const moe_routi
 void moe_set_wgmma(int on);
 int moe_wgmma_on(void);
 /* The narrow form of moe_wgmma_ws.cu (MMAs as wide as a tile's tokens rounded up to a quarter of
- * the tile, the same bits; moe_wgmma_tma.cu has it at 64-token tiles always): 1 on, 0 off,
- * negative: as GPTOSS_MOE_WS_NARROW says (1 on; off by default until measured). */
+ * the tile, the same bits; moe_wgmma_tma.cu has it at 64-token tiles always): 1 on, 0 off (the
+ * full width, for comparisons and as the tests' reference), negative: as GPTOSS_MOE_WS_NARROW says
+ * (0 off; anything else, or nothing, on: the default). */
 void moe_wgmma_ws_set_narrow(int on);
 
 /* The two halves, for benchmarks and tests. */

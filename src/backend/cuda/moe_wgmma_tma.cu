@@ -2,7 +2,9 @@
  * operand (sm_90a): moe_wgmma_ws.cu's tiles, dequantisation, MMAs and epilogue, but no thread copies
  * anything. The default at 64-token tiles (moe.h: GPTOSS_MOE_WGMMA; on the H200 the experts alone at
  * T = 1024 −9 % against moe_wgmma.cu, the previous default there, and decode 1024 +2.1–2.4 %,
- * prefill 1k +2.3–3.6 %); at 128-token tiles it ties ws (bench/NOTES.md, session 10).
+ * prefill 1k +2.3–3.6 %); at 128-token tiles it ties ws (bench/NOTES.md, session 10). At 64-token
+ * tiles its MMAs are only as wide as a tile's tokens need (ws_with_width: decode 1024 +5.6 %,
+ * prefill 1k +7.4 %, session 11).
  *
  * ── Why ───────────────────────────────────────────────────────────────────────────────────────
  * ncu of moe_wgmma_ws.cu at T = 1024 (64-token tiles, the regime of decode 1024 and prefill 1k):

@@ -2,7 +2,9 @@
  * routing, weights and epilogue as moe_wgmma.cu, with the work split between producer warpgroups
  * that bring and dequantise the operands and two consumer warpgroups that only multiply.
  * The default at 128-token tiles (moe.h: GPTOSS_MOE_WGMMA; prefill 8k +10.2 % on the H200); at 64
- * (GPTOSS_MOE_WGMMA=2) it measured 5 % slower than moe_wgmma.cu (bench/NOTES.md).
+ * (GPTOSS_MOE_WGMMA=2) it measured 5 % slower than moe_wgmma.cu (bench/NOTES.md). Its consumers'
+ * MMAs are only as wide as a tile's tokens need (moe_ws_parts.cuh's ws_with_width: prefill 8k
+ * +1.8 %, session 11).
  *
  * ── Why ───────────────────────────────────────────────────────────────────────────────────────
  * In moe_wgmma.cu every warp copies its share of the operands, dequantises its A fragment in
@@ -247,7 +249,7 @@ __global__ void __launch_bounds__(ws_cfg<BN>::THREADS, ws_cfg<BN>::BLOCKS)
         fence_acc(acc);
         store_tile_n<MODE, NN / 8>(a, tp, rb * 8 + 4 * cw + w4, acc);
     };
-    if constexpr (NARROW) /* prepared: GPTOSS_MOE_WS_NARROW=1 (moe.h) */
+    if constexpr (NARROW) /* the default (moe.h: moe_wgmma_ws_set_narrow) */
         ws_with_width<BN>(tp.n_valid, k_loop);
     else
         k_loop(std::integral_constant<int, BN>{});
@@ -276,8 +278,9 @@ static cudaError_t ws_launch_t(const moe_args &a, int mode, dim3 grid, cudaStrea
     return cudaGetLastError();
 }
 
-/* The ws kernel's narrow form (moe.h: moe_wgmma_ws_set_narrow; GPTOSS_MOE_WS_NARROW=1), prepared
- * and off until measured: moe_wgmma_tma.cu's 64-token default already has it. */
+/* The ws kernel's narrow form (moe.h: moe_wgmma_ws_set_narrow), the default: measured prefill 8k
+ * +1.8 %, the experts alone −4 % at T = 4096 and −0.8 % at 16384 (H200, session 11).
+ * GPTOSS_MOE_WS_NARROW=0 gives the full width (comparisons; the tests' reference). */
 static int g_ws_narrow = -1;
 
 void moe_wgmma_ws_set_narrow(int on) {
@@ -287,7 +290,7 @@ void moe_wgmma_ws_set_narrow(int on) {
 static int ws_narrow(void) {
     if (g_ws_narrow < 0) {
         const char *v = getenv("GPTOSS_MOE_WS_NARROW");
-        g_ws_narrow = v && !strcmp(v, "1");
+        g_ws_narrow = !(v && !strcmp(v, "0"));
     }
     return g_ws_narrow;
 }
