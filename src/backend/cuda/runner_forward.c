@@ -13,6 +13,10 @@
 #include "backend/cuda/runner_internal.h"
 #include "backend/cuda/step_kernels.h"
 
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 /* Host copies of the rows the host samples, and the test hook's copy of every row, for rows
  * [r0, r0 + nr) now in the logits buffer (as rows 0..nr-1). Eager steps only (graphs:
  * runner_launch). */
@@ -116,6 +120,44 @@ int runner_attention(struct backend *b, const fwd_plan *p, int l, cudaStream_t s
     return 0;
 }
 
+/* GPTOSS_MOE_COUNTS=1, a measurement aid: for eager steps of at least 256 tokens, prints to stderr
+ * per layer how the step's pairs spread over the experts — the touched experts, the largest count,
+ * and the 64-token tiles by the tokens they hold (what the MoE kernels' narrow MMA widths see:
+ * moe_ws_parts.cuh). It waits for the stream, so it is for looking, not for timing; under a graph
+ * capture it does nothing. Why: the experts-alone bench (tests/gpu/test_moe.cu) and the model's
+ * steps gained differently from the same kernel change (bench/NOTES.md, session 11). */
+static void moe_counts_dump(const moe_routing *rt, int layer, cudaStream_t s) {
+    static int on = -1;
+    if (on < 0) {
+        const char *v = getenv("GPTOSS_MOE_COUNTS");
+        on = v && !strcmp(v, "1");
+    }
+    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    if (!on || rt->T < 256 || rt->n_e > 1024 || cudaStreamIsCapturing(s, &cs) != cudaSuccess ||
+        cs != cudaStreamCaptureStatusNone)
+        return;
+    int count[1024];
+    if (cudaMemcpyAsync(count, rt->count, (size_t)rt->n_e * sizeof(int), cudaMemcpyDeviceToHost,
+                        s) != cudaSuccess ||
+        cudaStreamSynchronize(s) != cudaSuccess)
+        return;
+    int touched = 0, max = 0, by_width[4] = {0, 0, 0, 0};
+    for (int e = 0; e < rt->n_e; e++) {
+        const int c = count[e];
+        touched += c > 0;
+        max = c > max ? c : max;
+        for (int base = 0; base < c; base += 64) {
+            const int n = c - base < 64 ? c - base : 64;
+            by_width[(n - 1) / 16]++;
+        }
+    }
+    fprintf(stderr,
+            "moe counts: layer %d T %d pairs %d touched %d max %d tiles64 by tokens: 1-16 %d, "
+            "17-32 %d, 33-48 %d, 49-64 %d\n",
+            layer, rt->T, rt->T * rt->k, touched, max, by_width[0], by_width[1], by_width[2],
+            by_width[3]);
+}
+
 int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
     const cudaStream_t s = b->stream;
     gpu_workspace *w = &b->ws;
@@ -174,6 +216,7 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
             continue;
         }
         if (runner_route(b, T, a_lo, ly, &rt, s)) return -1;
+        moe_counts_dump(&rt, l, s);
         CU(moe_experts(&ly->moe, w->a, &rt, &p->moe, w->act, w->y_slots, s));
     }
 
