@@ -179,6 +179,8 @@ __global__ void __launch_bounds__(tm_cfg<BN>::THREADS, tm_cfg<BN>::BLOCKS)
     const int cw = (w >> 2) - 2, w4 = w & 3;
     const uint64_t da0 = smem_desc_sw128(smem_u32(a_st) + cw * 64 * 128);
     const uint64_t db0 = smem_desc_sw128(smem_u32(b_st));
+    ring ca{0, 0}, cb{0, 0};
+    int pa = 0, pb = 0; /* the stages of the step before */
     /* The copier: lane 0 of the first consumer warp issues raw step kk + DR and B step kk + DB at
      * the top of its step kk (the first DR and DB before the loop); its waits need nothing that
      * waits for this warp's step kk (header). */
@@ -204,19 +206,40 @@ __global__ void __launch_bounds__(tm_cfg<BN>::THREADS, tm_cfg<BN>::BLOCKS)
         for (int kk = 0; kk < DR && kk < a.KK; kk++) issue_raw(kk);
         for (int kk = 0; kk < DB && kk < a.KK; kk++) issue_b(kk);
     }
-    /* The tile with MMAs NN tokens wide: at 64-token tiles the narrowest width that holds the
-     * tile's tokens (ws_with_width: decode 1024 +5.6 %, prefill 1k +7.4 % on the H200, session 11),
-     * at 128 the tile's width. At the top of each step the copier issues its copies. */
-    const int rt = rb * 8 + 4 * cw + w4;
+    /* The tile with MMAs NN tokens wide, epilogue included: at 64-token tiles the narrowest
+     * width that holds the tile's tokens (ws_with_width: decode 1024 +5.6 %, prefill 1k +7.4 % on
+     * the H200, session 11), at 128 the tile's width. */
     auto k_loop = [&](auto nn) {
-        ws_consume_tile<MODE, decltype(nn)::value, SA, SB, C::B_BYTES, true>(
-            a, tp, rt, da0, db0, full_a, full_b, empty_a, empty_b, [&](int kk) {
-                if (copier) {
-                    if (kk + DR < a.KK) issue_raw(kk + DR);
-                    if (kk + DB < a.KK) issue_b(kk + DB);
-                }
-                __syncwarp();
-            });
+        constexpr int NN = decltype(nn)::value;
+        float acc[NN / 2];
+#pragma unroll
+        for (int i = 0; i < NN / 2; i++) acc[i] = 0.0f;
+        for (int kk = 0; kk < a.KK; kk++) {
+            if (copier) {
+                if (kk + DR < a.KK) issue_raw(kk + DR);
+                if (kk + DB < a.KK) issue_b(kk + DB);
+            }
+            __syncwarp();
+            mbar_wait(&full_a[ca.i], ca.par);
+            mbar_wait(&full_b[cb.i], cb.par);
+            const uint64_t da = da0 + (uint64_t)(ca.i * (WS_A_BYTES >> 4));
+            const uint64_t db = db0 + (uint64_t)(cb.i * (C::B_BYTES >> 4));
+            ws_mma_step<NN>(acc, da, db);
+            /* Step kk − 1's MMAs are done: its stages may be refilled. (Releasing step kk's
+             * stages right after its own MMAs instead, with wait 0, measured 28 % slower at
+             * T = 1024: the tensor pipe then drains every step; bench/NOTES.md.) */
+            wgmma_wait<1>();
+            if (kk >= 1 && lane == 0) {
+                mbar_arrive(&empty_a[pa]);
+                mbar_arrive(&empty_b[pb]);
+            }
+            pa = ca.i, pb = cb.i;
+            ca.next(SA);
+            cb.next(SB);
+        }
+        wgmma_wait<0>();
+        fence_acc(acc);
+        store_tile_n<MODE, NN / 8>(a, tp, rb * 8 + 4 * cw + w4, acc);
     };
     if constexpr (BN == 64)
         ws_with_width<BN>(tp.n_valid, k_loop);

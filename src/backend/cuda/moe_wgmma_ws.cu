@@ -223,11 +223,31 @@ __global__ void __launch_bounds__(ws_cfg<BN>::THREADS, ws_cfg<BN>::BLOCKS)
      * units (the address field is the low 14 bits, and no sum leaves the shared window). */
     const uint64_t da0 = smem_desc_sw128(smem_u32(a_st) + cw * 64 * 128);
     const uint64_t db0 = smem_desc_sw128(smem_u32(b_st));
-    const int rt = rb * 8 + 4 * cw + w4;
-    /* The tile with MMAs NN tokens wide (ws_with_width says why); B comes with A (full). */
+    ring ca{0, 0}, cb{0, 0};
+    int pa = 0, pb = 0; /* the stages of the step before */
+    /* The tile with MMAs NN tokens wide, epilogue included (ws_with_width says why). */
     auto k_loop = [&](auto nn) {
-        ws_consume_tile<MODE, decltype(nn)::value, SA, SB, C::B_BYTES, false>(
-            a, tp, rt, da0, db0, full, NULL, empty_a, empty_b, [](int) {});
+        constexpr int NN = decltype(nn)::value;
+        float acc[NN / 2];
+#pragma unroll
+        for (int i = 0; i < NN / 2; i++) acc[i] = 0.0f;
+        for (int kk = 0; kk < a.KK; kk++) {
+            mbar_wait(&full[ca.i], ca.par);
+            const uint64_t da = da0 + (uint64_t)(ca.i * (WS_A_BYTES >> 4));
+            const uint64_t db = db0 + (uint64_t)(cb.i * (C::B_BYTES >> 4));
+            ws_mma_step<NN>(acc, da, db);
+            wgmma_wait<1>(); /* step kk − 1's MMAs are done: its stages may be refilled */
+            if (kk >= 1 && lane == 0) {
+                mbar_arrive(&empty_a[pa]);
+                mbar_arrive(&empty_b[pb]);
+            }
+            pa = ca.i, pb = cb.i;
+            ca.next(SA);
+            cb.next(SB);
+        }
+        wgmma_wait<0>();
+        fence_acc(acc);
+        store_tile_n<MODE, NN / 8>(a, tp, rb * 8 + 4 * cw + w4, acc);
     };
     if constexpr (NARROW) /* the default (moe.h: moe_wgmma_ws_set_narrow) */
         ws_with_width<BN>(tp.n_valid, k_loop);

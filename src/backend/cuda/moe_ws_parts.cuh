@@ -1,12 +1,10 @@
 /* What the two warp-specialised MoE kernels share (moe_wgmma_ws.cu: the producers copy with
  * cp.async; moe_wgmma_tma.cu: the copy engine does): the raw-slot and A-stage sizes, the ring
- * position, the ordered shared-memory accesses, a dequantising thread's hand-over of its four words,
- * a consumer warpgroup's k step and its whole tile at the width the tile needs. Device code. */
+ * position, the ordered shared-memory accesses, a dequantising thread's hand-over of its four words
+ * and a consumer warpgroup's k step. Device code. */
 #pragma once
 
 #include "backend/cuda/moe_dequant.cuh"
-#include "backend/cuda/moe_kernel_common.cuh"
-#include "backend/cuda/tma_ring.cuh" /* mbarriers */
 #include "backend/cuda/wgmma.cuh"
 
 #include <stdint.h>
@@ -108,44 +106,4 @@ template <int BN, class F> static __device__ __forceinline__ void ws_with_width(
         k_loop(std::integral_constant<int, 3 * Q>{});
     else
         k_loop(std::integral_constant<int, BN>{});
-}
-
-/* A consumer warpgroup's tile with MMAs NN tokens wide (ws_with_width), epilogue included: per k
- * step, top(kk) (the tma kernel's copier; nothing in ws), the waits for the step's full A stage
- * (full_a) and, with WAIT_B, its B stage (full_b; ws's producers signal both through full_a), four
- * MMAs committed as one group, and the release of step kk − 1's stages once its MMAs are done — one
- * group stays in flight (releasing step kk's own stages after waiting for them measured 28 % slower
- * at T = 1024: the tensor pipe then drains every step; bench/NOTES.md, session 10). Then the
- * epilogue of row tile rt. da0, db0: the descriptors of A stage 0 (this warpgroup's 64 rows) and B
- * stage 0; a stage adds WS_A_BYTES or B_BYTES. */
-template <int MODE, int NN, int SA, int SB, int B_BYTES, bool WAIT_B, class Top>
-static __device__ __forceinline__ void
-ws_consume_tile(const moe_args &a, const tile_pos &tp, int rt, uint64_t da0, uint64_t db0,
-                uint64_t *full_a, uint64_t *full_b, uint64_t *empty_a, uint64_t *empty_b,
-                Top &&top) {
-    const int lane = threadIdx.x & 31;
-    float acc[NN / 2];
-#pragma unroll
-    for (int i = 0; i < NN / 2; i++) acc[i] = 0.0f;
-    ring ca{0, 0}, cb{0, 0};
-    int pa = 0, pb = 0; /* the stages of the step before */
-    for (int kk = 0; kk < a.KK; kk++) {
-        top(kk);
-        mbar_wait(&full_a[ca.i], ca.par);
-        if constexpr (WAIT_B) mbar_wait(&full_b[cb.i], cb.par);
-        const uint64_t da = da0 + (uint64_t)(ca.i * (WS_A_BYTES >> 4));
-        const uint64_t db = db0 + (uint64_t)(cb.i * (B_BYTES >> 4));
-        ws_mma_step<NN>(acc, da, db);
-        wgmma_wait<1>(); /* step kk − 1's MMAs are done: its stages may be refilled */
-        if (kk >= 1 && lane == 0) {
-            mbar_arrive(&empty_a[pa]);
-            mbar_arrive(&empty_b[pb]);
-        }
-        pa = ca.i, pb = cb.i;
-        ca.next(SA);
-        cb.next(SB);
-    }
-    wgmma_wait<0>();
-    fence_acc(acc);
-    store_tile_n<MODE, NN / 8>(a, tp, rt, acc);
 }
