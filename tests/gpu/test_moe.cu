@@ -14,7 +14,8 @@
  *     and on the wgmma kernels (moe_wgmma.cu, the warp-specialised moe_wgmma_ws.cu and its TMA-fed
  *     form moe_wgmma_tma.cu, which must give the bits of ws at full width), each with 128- and
  *     with 64-token tiles (moe_plan.bn); the ws and tma kernels' folded dequantisation gives the
- *     two-multiply one's bits; ws's narrow form (its default) gives its full width's bits;
+ *     two-multiply one's bits; ws's narrow form (its default) gives its full width's bits, and
+ *     the tma kernel's prepared one-consumer-warpgroup variant gives ws's;
  *   - expert parallelism (moe_routing's e0, n_e): the experts split over 2 and 4 ranks, each
  *     grouping only its range's pairs on weights holding only its experts: each grouping is the
  *     one-GPU grouping's slice, renumbered; every row of another range's pair is zero; and the
@@ -591,6 +592,7 @@ static void test_E(int E, cudaStream_t st, int sm) {
              * MMAs on the same operands) */
             std::vector<float> ws_y[2];
             moe_wgmma_ws_set_narrow(0); /* ws at full width: the tma kernel's reference */
+            moe_wgmma_tma_set_one_wg(0);
             for (int kind : {1, 2, 4}) {
                 moe_set_wgmma(kind);
                 std::vector<float> wy[2][2];
@@ -628,6 +630,21 @@ static void test_E(int E, cudaStream_t st, int sm) {
                               "E=%d T=%d: the tma kernel's bits differ from the ws kernel's "
                               "(%d-token tiles)",
                               E, T, q.bn);
+                    if (kind == 4 && q.bn == 64) {
+                        /* the tma kernel's prepared variant with one consumer warpgroup
+                         * (GPTOSS_MOE_TMA_ONEWG): ws's bits too, folded and two-multiply */
+                        moe_wgmma_tma_set_one_wg(1);
+                        std::vector<float> oy, ou;
+                        run_experts_case(&w, &r, &q, d_x, d_act, d_y, T, E, toks, ref, st, &oy);
+                        run_experts_case(&wu, &r, &q, d_x, d_act, d_y, T, E, toks, ref, st, &ou);
+                        moe_wgmma_tma_set_one_wg(0);
+                        CHECK(oy.size() == ws_y[b].size() && ou.size() == oy.size() &&
+                                  !memcmp(oy.data(), ws_y[b].data(), oy.size() * 4) &&
+                                  !memcmp(ou.data(), oy.data(), oy.size() * 4),
+                              "E=%d T=%d: the tma kernel with one consumer warpgroup differs from "
+                              "the ws kernel's bits (64-token tiles)",
+                              E, T);
+                    }
                     if (kind == 2) {
                         /* the ws kernel's narrow form (MMAs as wide as the tile's tokens rounded
                          * up to a quarter tile; the tma kernel's at 64 always): the same bits,
@@ -652,6 +669,7 @@ static void test_E(int E, cudaStream_t st, int sm) {
                       E, T, cudaGetErrorString(be));
                 moe_set_wgmma(0);
                 moe_wgmma_ws_set_narrow(-1);
+                moe_wgmma_tma_set_one_wg(-1);
                 fprintf(stderr, "  64-token tiles %s 128-token tiles' bits\n",
                         wy[0][0].size() == wy[1][0].size() &&
                                 !memcmp(wy[0][0].data(), wy[1][0].data(), wy[0][0].size() * 4)
@@ -735,19 +753,21 @@ static void bench(cudaStream_t st, int sm, const char *only_t) {
         for (auto &p : plans) maxS = std::max(maxS, p.large ? 1 : p.down_splits);
         uint16_t *d_act = tu_dev_alloc<uint16_t>(P * I);
         float *d_y = tu_dev_alloc<float>(P * maxS * H);
-        const size_t rounds = plans.size() + ((autop.large || plans.size() > 1) ? 7 : 0);
+        const size_t rounds = plans.size() + ((autop.large || plans.size() > 1) ? 8 : 0);
         for (size_t pi = 0; pi < rounds; pi++) {
             /* the last seven rounds: the large plan again on the warpgroup MMA, moe_wgmma.cu
              * (kind 1), the warp-specialised moe_wgmma_ws.cu (kind 2) and its TMA-fed form
              * moe_wgmma_tma.cu (kind 4), each with 128- and then 64-token tiles (whichever
              * moe_plan_for picks; the automatic plan's choice is the "auto" one), then the ws
-             * kernel at 128 at full width instead of its default narrow form */
+             * kernel at 128 at full width instead of its default narrow form, then the tma
+             * kernel's prepared one-consumer-warpgroup variant at 64 */
             const int extra = pi >= plans.size() ? (int)(pi - plans.size()) : -1;
-            const int wide = extra == 6;
-            const int wg = extra >= 0 ? (wide ? 2 : extra / 2 == 2 ? 4 : 1 + extra / 2) : 0;
+            const int wide = extra == 6, one_wg = extra == 7;
+            const int wg = extra >= 0 ? (wide ? 2 : extra / 2 >= 2 ? 4 : 1 + extra / 2) : 0;
             moe_plan p = wg ? (autop.large ? autop : plans[1]) : plans[pi];
             if (wg) p.bn = (extra & 1) ? 64 : 128;
             moe_wgmma_ws_set_narrow(wide ? 0 : -1);
+            moe_wgmma_tma_set_one_wg(one_wg ? 1 : -1);
             const int S = p.large ? 1 : p.down_splits;
             const int reps = T >= 1024 ? 10 : 50;
             moe_set_wgmma(wg);
@@ -763,14 +783,17 @@ static void bench(cudaStream_t st, int sm, const char *only_t) {
             CUDA_CHECK(cudaStreamSynchronize(st));
             moe_set_wgmma(0);
             moe_wgmma_ws_set_narrow(-1);
+            moe_wgmma_tma_set_one_wg(-1);
             char pn[64], wn[40] = "";
             if (wg)
                 snprintf(wn, sizeof wn, " wgmma%s n%d%s",
                          wide      ? " ws wide"
+                         : one_wg  ? " tma onewg"
                          : wg == 2 ? " ws"
                          : wg == 4 ? " tma"
                                    : "",
-                         p.bn, autop.large && p.bn == autop.bn && !wide ? " (auto)" : "");
+                         p.bn,
+                         autop.large && p.bn == autop.bn && !wide && !one_wg ? " (auto)" : "");
             snprintf(name, sizeof name, "moe experts 120b T=%d %s%s touched=%d host %.1f us", T,
                      plan_name(&p, pn, sizeof pn), wn, n_touched, host);
             const double bytes = n_touched * expert_bytes + (double)T * H * 2 + 2.0 * P * I * 2 +

@@ -147,6 +147,9 @@ int moe_wgmma_on(void);
  * full width, for comparisons and as the tests' reference), negative: as GPTOSS_MOE_WS_NARROW says
  * (0 off; anything else, or nothing, on: the default). */
 void moe_wgmma_ws_set_narrow(int on);
+/* moe_wgmma_tma.cu's prepared variant with one consumer warpgroup at 64-token tiles (the same bits):
+ * 1 on, 0 off, negative: as GPTOSS_MOE_TMA_ONEWG says (1 on; off by default until measured). */
+void moe_wgmma_tma_set_one_wg(int on);
 
 /* The two halves, for benchmarks and tests. */
 cudaError_t moe_gate_up(const moe_weights *w, const uint16_t *x, const moe_routing *r,

@@ -67,9 +67,10 @@ struct moe_tma_maps {
 /* Measured no faster on the H200 (bench/NOTES.md, session 11): a fourth A stage at 64-token tiles
  * paid for with a B stage and a raw slot (T = 1024 1,318 against 1,300 µs), though ncu had the
  * dequantisers waiting for the consumers' release of an A stage ~15 % of all samples. */
-template <int BN> struct tm_cfg {
-    static constexpr int DEQ = 256;           /* dequantising threads */
-    static constexpr int THREADS = DEQ + 256; /* + two consumer warpgroups */
+template <int BN, int CW = 2> struct tm_cfg {
+    static_assert(CW == 2 || (CW == 1 && BN == 64), "one consumer warpgroup: 64-token tiles");
+    static constexpr int DEQ = 256;                /* dequantising threads */
+    static constexpr int THREADS = DEQ + 128 * CW; /* + CW consumer warpgroups */
     static constexpr int SA = BN == 64 ? 3 : 4;
     static constexpr int SB = BN == 64 ? 4 : 6;
     static constexpr int R = BN == 64 ? 6 : 8;
@@ -85,6 +86,7 @@ template <int BN> struct tm_cfg {
         SA * WS_A_BYTES + SB * B_BYTES + R * WS_RAW_BYTES + BAR_BYTES + 1024;
 };
 static_assert(2 * (tm_cfg<64>::SMEM + 1024) <= 228 * 1024, "two 64-token blocks an SM");
+static_assert(tm_cfg<64, 1>::SMEM == tm_cfg<64>::SMEM, "the variant changes only the consumers");
 static_assert(tm_cfg<128>::SMEM <= 227 * 1024, "one 128-token block an SM");
 
 static __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap *map, int c0,
@@ -103,10 +105,62 @@ static __device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorM
                  : "memory");
 }
 
-template <int MODE, int BN, bool FOLDED>
-__global__ void __launch_bounds__(tm_cfg<BN>::THREADS, tm_cfg<BN>::BLOCKS)
+/* The CW = 1 consumer warpgroup's tile with MMAs NN tokens wide: rows 0–63 into acc0 and 64–127
+ * into acc1 (A descriptors 64 rows = 8 KB apart), the copier's issues at the top of each step, one
+ * MMA group in flight and step kk − 1's stages released after step kk is issued, as the two-group
+ * form; then the epilogue of the block's row tiles w4 and 4 + w4. */
+template <int MODE, int NN, int SA, int SB, int B_BYTES, class IssueRaw, class IssueB>
+static __device__ __forceinline__ void
+k_loop_one_wg(const moe_args &a, const tile_pos &tp, int rb, bool copier, IssueRaw &issue_raw,
+              IssueB &issue_b, int DR, int DB, uint64_t da0, uint64_t db0, uint64_t *full_a,
+              uint64_t *full_b, uint64_t *empty_a, uint64_t *empty_b) {
+    const int lane = threadIdx.x & 31, w4 = (threadIdx.x >> 5) & 3;
+    float acc0[NN / 2], acc1[NN / 2];
+#pragma unroll
+    for (int i = 0; i < NN / 2; i++) acc0[i] = acc1[i] = 0.0f;
+    /* both sets defined before the first MMA's fence (else ptxas zeroes acc1 between the first
+     * step's MMAs and injects a fence and a wait there: C7519, C7517) */
+    fence_acc(acc0);
+    fence_acc(acc1);
+    ring ca{0, 0}, cb{0, 0};
+    int pa = 0, pb = 0;
+    for (int kk = 0; kk < a.KK; kk++) {
+        if (copier) {
+            if (kk + DR < a.KK) issue_raw(kk + DR);
+            if (kk + DB < a.KK) issue_b(kk + DB);
+        }
+        __syncwarp();
+        mbar_wait(&full_a[ca.i], ca.par);
+        mbar_wait(&full_b[cb.i], cb.par);
+        const uint64_t da = da0 + (uint64_t)(ca.i * (WS_A_BYTES >> 4));
+        const uint64_t db = db0 + (uint64_t)(cb.i * (B_BYTES >> 4));
+        ws_mma_step2<NN>(acc0, acc1, da, da + ((64 * 128) >> 4), db);
+        wgmma_wait<1>();
+        if (kk >= 1 && lane == 0) {
+            mbar_arrive(&empty_a[pa]);
+            mbar_arrive(&empty_b[pb]);
+        }
+        pa = ca.i, pb = cb.i;
+        ca.next(SA);
+        cb.next(SB);
+    }
+    wgmma_wait<0>();
+    fence_acc(acc0);
+    fence_acc(acc1);
+    store_tile_n<MODE, NN / 8>(a, tp, rb * 8 + w4, acc0);
+    store_tile_n<MODE, NN / 8>(a, tp, rb * 8 + 4 + w4, acc1);
+}
+
+/* CW = 1 (prepared, not measured: GPTOSS_MOE_TMA_ONEWG=1): one consumer warpgroup multiplies all
+ * 128 rows (two m64 MMAs a k16 slice, two accumulator sets) instead of two warpgroups of 64. ncu at
+ * T = 1024 (session 10) had a consumer warp's k step at 63 SASS instructions for its 4 MMAs (ring
+ * arithmetic, descriptors through R2UR, polls): 8 consumer warps issued a third of the block's
+ * instructions. One warpgroup halves that, and the 4 warps freed leave the schedulers to the
+ * dequantisers. 384 threads at two blocks an SM allow 80 registers a thread. */
+template <int MODE, int BN, bool FOLDED, int CW = 2>
+__global__ void __launch_bounds__(tm_cfg<BN, CW>::THREADS, tm_cfg<BN, CW>::BLOCKS)
     moe_wgmma_tma_kernel(const moe_args a, const __grid_constant__ moe_tma_maps maps) {
-    using C = tm_cfg<BN>;
+    using C = tm_cfg<BN, CW>;
     constexpr int SA = C::SA, SB = C::SB, R = C::R;
     constexpr int DR = C::DR, DB = C::DB;
     pdl_prologue(); /* first: see pdl.cuh */
@@ -131,11 +185,11 @@ __global__ void __launch_bounds__(tm_cfg<BN>::THREADS, tm_cfg<BN>::BLOCKS)
     if (tid == 0) {
         for (int s = 0; s < SA; s++) {
             mbar_init(&full_a[s], C::DEQ);
-            mbar_init(&empty_a[s], 8); /* one arrival per consumer warp */
+            mbar_init(&empty_a[s], 4 * CW); /* one arrival per consumer warp */
         }
         for (int s = 0; s < SB; s++) {
             mbar_init(&full_b[s], 1); /* the copier's arrival, plus the bytes */
-            mbar_init(&empty_b[s], 8);
+            mbar_init(&empty_b[s], 4 * CW);
         }
         for (int s = 0; s < R; s++) {
             mbar_init(&full_r[s], 1);
@@ -146,6 +200,9 @@ __global__ void __launch_bounds__(tm_cfg<BN>::THREADS, tm_cfg<BN>::BLOCKS)
     __syncthreads();
 
     if (w < 8) {
+        /* CW = 1: the registers move to the consumers, which hold 2 x NN/2 accumulators (80 a
+         * thread for all spilled and serialised the MMAs: ptxas C7512) */
+        if constexpr (CW == 1) asm volatile("setmaxnreg.dec.sync.aligned.u32 56;" ::: "memory");
         /* ── dequantisers: thread (warp w, lane (g, t)) owns row tile w (moe_wgmma_ws.cu) ── */
         const int tile = w, g = lane >> 2, t = lane & 3, odd = g & 1;
         const uint32_t code_at = tile * 512 + lane * 16;
@@ -175,7 +232,8 @@ __global__ void __launch_bounds__(tm_cfg<BN>::THREADS, tm_cfg<BN>::BLOCKS)
         return;
     }
 
-    /* ── consumers (warps 8–15), the first of them also the copier ── */
+    /* ── consumers (warps 8–15, or 8–11 with CW = 1), the first of them also the copier ── */
+    if constexpr (CW == 1) asm volatile("setmaxnreg.inc.sync.aligned.u32 120;" ::: "memory");
     const int cw = (w >> 2) - 2, w4 = w & 3;
     const uint64_t da0 = smem_desc_sw128(smem_u32(a_st) + cw * 64 * 128);
     const uint64_t db0 = smem_desc_sw128(smem_u32(b_st));
@@ -211,35 +269,41 @@ __global__ void __launch_bounds__(tm_cfg<BN>::THREADS, tm_cfg<BN>::BLOCKS)
      * the H200, session 11), at 128 the tile's width. */
     auto k_loop = [&](auto nn) {
         constexpr int NN = decltype(nn)::value;
-        float acc[NN / 2];
+        if constexpr (CW == 1) {
+            k_loop_one_wg<MODE, NN, SA, SB, C::B_BYTES>(a, tp, rb, copier, issue_raw, issue_b, DR,
+                                                        DB, da0, db0, full_a, full_b, empty_a,
+                                                        empty_b);
+        } else {
+            float acc[NN / 2];
 #pragma unroll
-        for (int i = 0; i < NN / 2; i++) acc[i] = 0.0f;
-        for (int kk = 0; kk < a.KK; kk++) {
-            if (copier) {
-                if (kk + DR < a.KK) issue_raw(kk + DR);
-                if (kk + DB < a.KK) issue_b(kk + DB);
-            }
-            __syncwarp();
-            mbar_wait(&full_a[ca.i], ca.par);
-            mbar_wait(&full_b[cb.i], cb.par);
-            const uint64_t da = da0 + (uint64_t)(ca.i * (WS_A_BYTES >> 4));
-            const uint64_t db = db0 + (uint64_t)(cb.i * (C::B_BYTES >> 4));
-            ws_mma_step<NN>(acc, da, db);
-            /* Step kk − 1's MMAs are done: its stages may be refilled. (Releasing step kk's
+            for (int i = 0; i < NN / 2; i++) acc[i] = 0.0f;
+            for (int kk = 0; kk < a.KK; kk++) {
+                if (copier) {
+                    if (kk + DR < a.KK) issue_raw(kk + DR);
+                    if (kk + DB < a.KK) issue_b(kk + DB);
+                }
+                __syncwarp();
+                mbar_wait(&full_a[ca.i], ca.par);
+                mbar_wait(&full_b[cb.i], cb.par);
+                const uint64_t da = da0 + (uint64_t)(ca.i * (WS_A_BYTES >> 4));
+                const uint64_t db = db0 + (uint64_t)(cb.i * (C::B_BYTES >> 4));
+                ws_mma_step<NN>(acc, da, db);
+                /* Step kk − 1's MMAs are done: its stages may be refilled. (Releasing step kk's
              * stages right after its own MMAs instead, with wait 0, measured 28 % slower at
              * T = 1024: the tensor pipe then drains every step; bench/NOTES.md.) */
-            wgmma_wait<1>();
-            if (kk >= 1 && lane == 0) {
-                mbar_arrive(&empty_a[pa]);
-                mbar_arrive(&empty_b[pb]);
+                wgmma_wait<1>();
+                if (kk >= 1 && lane == 0) {
+                    mbar_arrive(&empty_a[pa]);
+                    mbar_arrive(&empty_b[pb]);
+                }
+                pa = ca.i, pb = cb.i;
+                ca.next(SA);
+                cb.next(SB);
             }
-            pa = ca.i, pb = cb.i;
-            ca.next(SA);
-            cb.next(SB);
+            wgmma_wait<0>();
+            fence_acc(acc);
+            store_tile_n<MODE, NN / 8>(a, tp, rb * 8 + 4 * cw + w4, acc);
         }
-        wgmma_wait<0>();
-        fence_acc(acc);
-        store_tile_n<MODE, NN / 8>(a, tp, rb * 8 + 4 * cw + w4, acc);
     };
     if constexpr (BN == 64)
         ws_with_width<BN>(tp.n_valid, k_loop);
@@ -348,25 +412,44 @@ int moe_wgmma_tma_available(void) {
     return encode_fn() != NULL;
 }
 
-template <int MODE, int BN, bool FOLDED>
+template <int MODE, int BN, bool FOLDED, int CW = 2>
 static cudaError_t tma_launch_t(const moe_args &a, const moe_tma_maps &m, dim3 grid,
                                 cudaStream_t stream) {
-    constexpr int SMEM = tm_cfg<BN>::SMEM;
+    constexpr int SMEM = tm_cfg<BN, CW>::SMEM;
     static unsigned long long attrs_set; /* per device: per_device.h */
     if (!per_device_done(&attrs_set)) {
-        CUDA_TRY(cudaFuncSetAttribute((const void *)moe_wgmma_tma_kernel<MODE, BN, FOLDED>,
+        CUDA_TRY(cudaFuncSetAttribute((const void *)moe_wgmma_tma_kernel<MODE, BN, FOLDED, CW>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM));
         per_device_mark(&attrs_set);
     }
     grid.y *= MOE_TILE_TOKENS / BN; /* BN = 64: two blocks a routing tile */
-    CUDA_TRY(pdl_launch(moe_wgmma_tma_kernel<MODE, BN, FOLDED>, grid, dim3(tm_cfg<BN>::THREADS),
-                        SMEM, stream, a, m));
+    CUDA_TRY(pdl_launch(moe_wgmma_tma_kernel<MODE, BN, FOLDED, CW>, grid,
+                        dim3(tm_cfg<BN, CW>::THREADS), SMEM, stream, a, m));
     return cudaGetLastError();
+}
+
+/* GPTOSS_MOE_TMA_ONEWG=1: the one-consumer-warpgroup variant at 64-token tiles (read once;
+ * moe_wgmma_tma_set_one_wg for tests). */
+static int g_one_wg = -1;
+
+void moe_wgmma_tma_set_one_wg(int on) {
+    g_one_wg = on < 0 ? -1 : on != 0;
+}
+
+static int tma_one_wg(void) {
+    if (g_one_wg < 0) {
+        const char *v = getenv("GPTOSS_MOE_TMA_ONEWG");
+        g_one_wg = v && !strcmp(v, "1");
+    }
+    return g_one_wg;
 }
 
 template <int MODE>
 static cudaError_t tma_launch_mode(const moe_args &a, const moe_tma_maps &m, int bn, int folded,
                                    dim3 grid, cudaStream_t stream) {
+    if (bn == 64 && tma_one_wg())
+        return folded ? tma_launch_t<MODE, 64, true, 1>(a, m, grid, stream)
+                      : tma_launch_t<MODE, 64, false, 1>(a, m, grid, stream);
     if (bn == 64)
         return folded ? tma_launch_t<MODE, 64, true>(a, m, grid, stream)
                       : tma_launch_t<MODE, 64, false>(a, m, grid, stream);
