@@ -105,52 +105,6 @@ static __device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorM
                  : "memory");
 }
 
-/* The CW = 1 consumer warpgroup's tile with MMAs NN tokens wide: rows 0–63 into acc0 and 64–127
- * into acc1 (A descriptors 64 rows = 8 KB apart), the copier's issues at the top of each step, one
- * MMA group in flight and step kk − 1's stages released after step kk is issued, as the two-group
- * form; then the epilogue of the block's row tiles w4 and 4 + w4. */
-template <int MODE, int NN, int SA, int SB, int B_BYTES, class IssueRaw, class IssueB>
-static __device__ __forceinline__ void
-k_loop_one_wg(const moe_args &a, const tile_pos &tp, int rb, bool copier, IssueRaw &issue_raw,
-              IssueB &issue_b, int DR, int DB, uint64_t da0, uint64_t db0, uint64_t *full_a,
-              uint64_t *full_b, uint64_t *empty_a, uint64_t *empty_b) {
-    const int lane = threadIdx.x & 31, w4 = (threadIdx.x >> 5) & 3;
-    float acc0[NN / 2], acc1[NN / 2];
-#pragma unroll
-    for (int i = 0; i < NN / 2; i++) acc0[i] = acc1[i] = 0.0f;
-    /* both sets defined before the first MMA's fence (else ptxas zeroes acc1 between the first
-     * step's MMAs and injects a fence and a wait there: C7519, C7517) */
-    fence_acc(acc0);
-    fence_acc(acc1);
-    ring ca{0, 0}, cb{0, 0};
-    int pa = 0, pb = 0;
-    for (int kk = 0; kk < a.KK; kk++) {
-        if (copier) {
-            if (kk + DR < a.KK) issue_raw(kk + DR);
-            if (kk + DB < a.KK) issue_b(kk + DB);
-        }
-        __syncwarp();
-        mbar_wait(&full_a[ca.i], ca.par);
-        mbar_wait(&full_b[cb.i], cb.par);
-        const uint64_t da = da0 + (uint64_t)(ca.i * (WS_A_BYTES >> 4));
-        const uint64_t db = db0 + (uint64_t)(cb.i * (B_BYTES >> 4));
-        ws_mma_step2<NN>(acc0, acc1, da, da + ((64 * 128) >> 4), db);
-        wgmma_wait<1>();
-        if (kk >= 1 && lane == 0) {
-            mbar_arrive(&empty_a[pa]);
-            mbar_arrive(&empty_b[pb]);
-        }
-        pa = ca.i, pb = cb.i;
-        ca.next(SA);
-        cb.next(SB);
-    }
-    wgmma_wait<0>();
-    fence_acc(acc0);
-    fence_acc(acc1);
-    store_tile_n<MODE, NN / 8>(a, tp, rb * 8 + w4, acc0);
-    store_tile_n<MODE, NN / 8>(a, tp, rb * 8 + 4 + w4, acc1);
-}
-
 /* CW = 1 (prepared, not measured: GPTOSS_MOE_TMA_ONEWG=1): one consumer warpgroup multiplies all
  * 128 rows (two m64 MMAs a k16 slice, two accumulator sets) instead of two warpgroups of 64. ncu at
  * T = 1024 (session 10) had a consumer warp's k step at 63 SASS instructions for its 4 MMAs (ring
@@ -269,40 +223,51 @@ __global__ void __launch_bounds__(tm_cfg<BN, CW>::THREADS, tm_cfg<BN, CW>::BLOCK
      * the H200, session 11), at 128 the tile's width. */
     auto k_loop = [&](auto nn) {
         constexpr int NN = decltype(nn)::value;
-        if constexpr (CW == 1) {
-            k_loop_one_wg<MODE, NN, SA, SB, C::B_BYTES>(a, tp, rb, copier, issue_raw, issue_b, DR,
-                                                        DB, da0, db0, full_a, full_b, empty_a,
-                                                        empty_b);
-        } else {
-            float acc[NN / 2];
+        /* H row halves of 64 a warpgroup: 1, or 2 with one consumer warpgroup (CW = 1: A rows
+         * 64–127 into acc[1], their descriptor 64 rows = 8 KB on) */
+        constexpr int H = 3 - CW;
+        float acc[H][NN / 2];
 #pragma unroll
-            for (int i = 0; i < NN / 2; i++) acc[i] = 0.0f;
-            for (int kk = 0; kk < a.KK; kk++) {
-                if (copier) {
-                    if (kk + DR < a.KK) issue_raw(kk + DR);
-                    if (kk + DB < a.KK) issue_b(kk + DB);
-                }
-                __syncwarp();
-                mbar_wait(&full_a[ca.i], ca.par);
-                mbar_wait(&full_b[cb.i], cb.par);
-                const uint64_t da = da0 + (uint64_t)(ca.i * (WS_A_BYTES >> 4));
-                const uint64_t db = db0 + (uint64_t)(cb.i * (C::B_BYTES >> 4));
-                ws_mma_step<NN>(acc, da, db);
-                /* Step kk − 1's MMAs are done: its stages may be refilled. (Releasing step kk's
+        for (int h = 0; h < H; h++)
+#pragma unroll
+            for (int i = 0; i < NN / 2; i++) acc[h][i] = 0.0f;
+        if constexpr (H == 2) {
+            /* both sets defined before the first MMA's fence (else ptxas zeroes acc[1] between
+             * the first step's MMAs and injects a fence and a wait there: C7519, C7517) */
+            fence_acc(acc[0]);
+            fence_acc(acc[1]);
+        }
+        for (int kk = 0; kk < a.KK; kk++) {
+            if (copier) {
+                if (kk + DR < a.KK) issue_raw(kk + DR);
+                if (kk + DB < a.KK) issue_b(kk + DB);
+            }
+            __syncwarp();
+            mbar_wait(&full_a[ca.i], ca.par);
+            mbar_wait(&full_b[cb.i], cb.par);
+            const uint64_t da = da0 + (uint64_t)(ca.i * (WS_A_BYTES >> 4));
+            const uint64_t db = db0 + (uint64_t)(cb.i * (C::B_BYTES >> 4));
+            if constexpr (H == 2)
+                ws_mma_step2<NN>(acc[0], acc[1], da, da + ((64 * 128) >> 4), db);
+            else
+                ws_mma_step<NN>(acc[0], da, db);
+            /* Step kk − 1's MMAs are done: its stages may be refilled. (Releasing step kk's
              * stages right after its own MMAs instead, with wait 0, measured 28 % slower at
              * T = 1024: the tensor pipe then drains every step; bench/NOTES.md.) */
-                wgmma_wait<1>();
-                if (kk >= 1 && lane == 0) {
-                    mbar_arrive(&empty_a[pa]);
-                    mbar_arrive(&empty_b[pb]);
-                }
-                pa = ca.i, pb = cb.i;
-                ca.next(SA);
-                cb.next(SB);
+            wgmma_wait<1>();
+            if (kk >= 1 && lane == 0) {
+                mbar_arrive(&empty_a[pa]);
+                mbar_arrive(&empty_b[pb]);
             }
-            wgmma_wait<0>();
-            fence_acc(acc);
-            store_tile_n<MODE, NN / 8>(a, tp, rb * 8 + 4 * cw + w4, acc);
+            pa = ca.i, pb = cb.i;
+            ca.next(SA);
+            cb.next(SB);
+        }
+        wgmma_wait<0>();
+#pragma unroll
+        for (int h = 0; h < H; h++) {
+            fence_acc(acc[h]);
+            store_tile_n<MODE, NN / 8>(a, tp, rb * 8 + 4 * (cw + h) + w4, acc[h]);
         }
     };
     if constexpr (BN == 64)
