@@ -150,6 +150,11 @@ void moe_wgmma_ws_set_narrow(int on);
 /* moe_wgmma_tma.cu's prepared variant with one consumer warpgroup at 64-token tiles (the same bits):
  * 1 on, 0 off, negative: as GPTOSS_MOE_TMA_ONEWG says (1 on; off by default until measured). */
 void moe_wgmma_tma_set_one_wg(int on);
+/* moe_wgmma_tma.cu's prepared register-A form at 64-token tiles (A dequantised into the consumers'
+ * registers, no dequantising warps; bits within rounding of ws's, not equal): 1 on, 0 off,
+ * negative: as GPTOSS_MOE_TMA_RS says (1 on; off by default until measured). Used by moe_experts
+ * only (its act is in an order of its own); moe_gate_up and moe_down alone never take it. */
+void moe_wgmma_tma_set_rs(int on);
 
 /* The two halves, for benchmarks and tests. */
 cudaError_t moe_gate_up(const moe_weights *w, const uint16_t *x, const moe_routing *r,

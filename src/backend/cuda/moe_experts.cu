@@ -278,7 +278,7 @@ static moe_args base_args(const moe_weights *w, const moe_routing *r) {
 /* scratch: gate_up's room for its B rows in sorted order when the large path runs on
  * moe_wgmma_tma.cu (T·k·H bf16; NULL: that kernel is not used). n_experts: the weights'. */
 static cudaError_t launch(const moe_args &a0, int mode, int folded, const moe_plan *plan,
-                          const moe_routing *r, int n_experts, uint16_t *scratch,
+                          const moe_routing *r, int n_experts, uint16_t *scratch, int rs,
                           cudaStream_t stream) {
     moe_args a = a0;
     const int max_touched = r->n_e < r->T * r->k ? r->n_e : r->T * r->k; /* grouped experts */
@@ -290,9 +290,9 @@ static cudaError_t launch(const moe_args &a0, int mode, int folded, const moe_pl
         const dim3 grid((unsigned)a.n_rb, (unsigned)moe_max_tiles(r->T, r->n_e, r->k));
         const int kind = moe_wgmma_on();
         const int tma = kind == 4 || (kind == 3 && plan->bn == 64);
-        if (tma && (mode == MODE_DOWN || scratch) && moe_wgmma_tma_available())
-            return moe_wgmma_tma_launch(a, mode, plan->bn, folded, n_experts, r->T * r->k, scratch,
-                                        grid, stream);
+        if (rs || (tma && (mode == MODE_DOWN || scratch) && moe_wgmma_tma_available()))
+            return moe_wgmma_tma_launch(a, mode, plan->bn, folded, rs, n_experts, r->T * r->k,
+                                        scratch, grid, stream);
         if (kind == 2 || kind == 4 || ((kind == 3 || kind == 5) && plan->bn == 128))
             return moe_wgmma_ws_launch(a, mode, plan->bn, folded, grid, stream);
         if (moe_wgmma_on()) return moe_wgmma_launch(a, mode, plan->bn, grid, stream);
@@ -324,7 +324,7 @@ static int weights_ok(const moe_weights *w) {
 }
 
 static cudaError_t gate_up(const moe_weights *w, const uint16_t *x, const moe_routing *r,
-                           const moe_plan *plan, uint16_t *act, uint16_t *scratch,
+                           const moe_plan *plan, uint16_t *act, uint16_t *scratch, int rs,
                            cudaStream_t stream) {
     if (!weights_ok(w) || !x || !r || !plan || !act || r->n_e != w->E) return cudaErrorInvalidValue;
     if (r->T == 0) return cudaSuccess;
@@ -333,16 +333,17 @@ static cudaError_t gate_up(const moe_weights *w, const uint16_t *x, const moe_ro
     a.wq = (const uint4 *)w->w1_q, a.wsc = (const uint32_t *)w->w1_s, a.bias = w->b1;
     a.x = x, a.act = act;
     a.K = w->H, a.R = 2 * w->I, a.RT = a.R / 16, a.KK = a.K / 64, a.S = 1;
-    return launch(a, MODE_GATE_UP, w->w1_folded, plan, r, w->E, scratch, stream);
+    return launch(a, MODE_GATE_UP, w->w1_folded, plan, r, w->E, scratch, rs, stream);
 }
 
 cudaError_t moe_gate_up(const moe_weights *w, const uint16_t *x, const moe_routing *r,
                         const moe_plan *plan, uint16_t *act, cudaStream_t stream) {
-    return gate_up(w, x, r, plan, act, NULL, stream);
+    return gate_up(w, x, r, plan, act, NULL, 0, stream);
 }
 
-cudaError_t moe_down(const moe_weights *w, const moe_routing *r, const moe_plan *plan,
-                     const uint16_t *act, float *y_slots, cudaStream_t stream) {
+/* rs: act is in fragment order, from gate_up on the register-A form (moe_experts). */
+static cudaError_t down(const moe_weights *w, const moe_routing *r, const moe_plan *plan,
+                        const uint16_t *act, float *y_slots, int rs, cudaStream_t stream) {
     if (!weights_ok(w) || !r || !plan || !act || !y_slots || r->n_e != w->E)
         return cudaErrorInvalidValue;
     if (r->T == 0) return cudaSuccess;
@@ -361,13 +362,25 @@ cudaError_t moe_down(const moe_weights *w, const moe_routing *r, const moe_plan 
     a.K = w->I, a.R = w->H, a.RT = a.R / 16, a.KK = a.K / 64;
     a.S = plan->large ? 1 : plan->down_splits;
     if (a.S < 1 || a.S > a.KK) return cudaErrorInvalidValue; /* y_slots is laid out for this S */
-    return launch(a, MODE_DOWN, w->w2_folded, plan, r, w->E, NULL, stream);
+    return launch(a, MODE_DOWN, w->w2_folded, plan, r, w->E, NULL, rs, stream);
+}
+
+cudaError_t moe_down(const moe_weights *w, const moe_routing *r, const moe_plan *plan,
+                     const uint16_t *act, float *y_slots, cudaStream_t stream) {
+    return down(w, r, plan, act, y_slots, 0, stream);
 }
 
 cudaError_t moe_experts(const moe_weights *w, const uint16_t *x, const moe_routing *r,
                         const moe_plan *plan, uint16_t *act, float *y_slots, cudaStream_t stream) {
+    /* The register-A form of moe_wgmma_tma.cu runs both halves or neither: its act is in an order
+     * of its own. Where the tma kernel would run at 64-token tiles. */
+    const int kind = moe_wgmma_on();
+    const int rs = plan && plan->large && plan->bn == 64 && (kind == 3 || kind == 4) &&
+                           moe_wgmma_tma_available()
+                       ? moe_wgmma_tma_rs()
+                       : 0;
     /* y_slots is written only by the down projection, after gate_up: until then it is gate_up's
      * scratch (T·k·H bf16 fit in its T·k·S·H fp32). */
-    CUDA_TRY(gate_up(w, x, r, plan, act, (uint16_t *)y_slots, stream));
-    return moe_down(w, r, plan, act, y_slots, stream);
+    CUDA_TRY(gate_up(w, x, r, plan, act, (uint16_t *)y_slots, rs, stream));
+    return down(w, r, plan, act, y_slots, rs, stream);
 }

@@ -35,9 +35,22 @@ struct moe_args {
 
 enum { MODE_GATE_UP = 0, MODE_DOWN = 1 };
 
+/* Where element k of an activation row sits in "fragment order", the order in which the register-A
+ * form of moe_wgmma_tma.cu needs its B operand in shared memory. That form lets thread (g, t) of a
+ * warp own physical k = 32h + 8t … 32h + 8t + 7 of each 32-wide chunk h (one code word: no shuffles)
+ * and feeds them to the chunk's two k16 MMAs as the fragment's logical pairs t and 4 + t (pairs 0-1
+ * of the word to the first MMA, 2-3 to the second), as moe_small.cuh does with mma.sync. So within a
+ * chunk, physical pair p = 4t + 2m + c (k 2p, 2p+1) must sit at logical pair 8m + 4c + t: the pair
+ * index's two 2-bit halves swapped. The map is its own inverse. */
+static __device__ __forceinline__ int frag_order_k(int k) {
+    const int p = (k & 31) >> 1;
+    return (k & ~31) | ((((p & 3) << 2) | (p >> 2)) << 1) | (k & 1);
+}
+
 /* Epilogue for one 16-row tile rt and 8-token group: acc[2·hh + q] = (tile row g + 8·hh, token
- * n0 + 2t + q), n local to the expert's sorted list, valid when < n_end. */
-template <int MODE>
+ * n0 + 2t + q), n local to the expert's sorted list, valid when < n_end. FRAG_ORDER: gate_up writes
+ * each act row in fragment order (frag_order_k), for a down projection on the register-A form. */
+template <int MODE, bool FRAG_ORDER = false>
 static __device__ __forceinline__ void tile_epilogue(const moe_args &a, int e, int off, int rt,
                                                      int n0, int n_end, int s, const float acc[4]) {
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -51,7 +64,7 @@ static __device__ __forceinline__ void tile_epilogue(const moe_args &a, int e, i
             const int n = n0 + 2 * t + q;
             if (n >= n_end) continue;
             const float v = swiglu(acc[q] + bg, acc[2 + q] + bu, a.alpha, a.limit);
-            a.act[(size_t)(off + n) * I + o] = f32_to_bf16_bits(v);
+            a.act[(size_t)(off + n) * I + (FRAG_ORDER ? frag_order_k(o) : o)] = f32_to_bf16_bits(v);
         }
     } else {
 #pragma unroll
@@ -158,14 +171,14 @@ static __device__ __forceinline__ void copy_tile_weights(const tile_weight_src &
 
 /* The wgmma kernel's epilogue: row tile rt's accumulators, JN fragments of 8 tokens (16: a 128-token
  * tile, 8: a 64-token one). */
-template <int MODE, int JN = 16>
+template <int MODE, int JN = 16, bool FRAG_ORDER = false>
 static __device__ __forceinline__ void store_tile_n(const moe_args &a, const tile_pos &p, int rt,
                                                     const float acc[4 * JN]) {
     if (rt >= a.RT) return;
 #pragma unroll
     for (int jn = 0; jn < JN; jn++)
-        tile_epilogue<MODE>(a, p.e, p.off, rt, p.n_base + 8 * jn, p.n_base + p.n_valid, 0,
-                            acc + 4 * jn);
+        tile_epilogue<MODE, FRAG_ORDER>(a, p.e, p.off, rt, p.n_base + 8 * jn, p.n_base + p.n_valid,
+                                        0, acc + 4 * jn);
 }
 
 /* The wgmma large-batch kernel (moe_wgmma.cu) on moe_large_kernel's grid: (row blocks, tile slots),
@@ -181,5 +194,10 @@ cudaError_t moe_wgmma_ws_launch(const moe_args &a, int mode, int bn, int folded,
  * experts; rows: the routing's pairs (T·k), the rows of B. Gate_up gathers its B rows in sorted
  * order into scratch (rows x a.K bf16, unused by anything else until the kernel has run). */
 int moe_wgmma_tma_available(void);
-cudaError_t moe_wgmma_tma_launch(const moe_args &a, int mode, int bn, int folded, int n_experts,
-                                 int rows, uint16_t *scratch, dim3 grid, cudaStream_t stream);
+/* rs: the register-A form at 64-token tiles (moe_wgmma_tma.cu; prepared, GPTOSS_MOE_TMA_RS=1 says
+ * moe_wgmma_tma_rs). Its act is in fragment order (frag_order_k), so gate_up and down must both run
+ * on it: moe_experts decides once for the pair. */
+cudaError_t moe_wgmma_tma_launch(const moe_args &a, int mode, int bn, int folded, int rs,
+                                 int n_experts, int rows, uint16_t *scratch, dim3 grid,
+                                 cudaStream_t stream);
+int moe_wgmma_tma_rs(void);

@@ -276,18 +276,210 @@ __global__ void __launch_bounds__(tm_cfg<BN, CW>::THREADS, tm_cfg<BN, CW>::BLOCK
         k_loop(std::integral_constant<int, BN>{});
 }
 
+/* ── The register-A form (prepared, GPTOSS_MOE_TMA_RS=1; 64-token tiles) ──────────────────────
+ * No dequantising warps: each consumer thread reads its own 16 bytes of codes (and its scale word)
+ * from the raw slot the copy engine filled, releases the slot, dequantises into registers and
+ * issues the four k16 MMAs with A from those registers (wgmma RS). Why: ncu at T = 1024 (session 10)
+ * counted per 1,024 weights a dequantiser warp's ~135 instructions plus a consumer warp's ~63
+ * (waits, ring arithmetic, descriptors); here one warp's ~95 do both, and A never goes through
+ * shared memory (no stores, no proxy fence, no A ring and its hand-over). The cost: B must sit in
+ * fragment order (moe_kernel_common.cuh's frag_order_k), so gate_up's gather writes x's rows
+ * permuted and gate_up's epilogue writes act permuted for the down projection; the MMAs then add a
+ * k16 block's products in another grouping than the shared-memory form, so the bits differ from
+ * ws's within rounding (gpu_test_moe bounds them). Two A register sets (the loop unrolled by two)
+ * keep one MMA group in flight while the next step is dequantised.
+ *
+ * Rings: raw[R] full by TMA bytes, empty by the 256 threads once their words are in registers;
+ * B[SB] full by TMA bytes, empty by the 8 warps after the next step's MMAs are issued. The copier
+ * (warp 0, lane 0) at its step kk waits for the release of raw step kk + DR − R ≤ kk − 2 and B step
+ * kk + DB − SB ≤ kk − 2: releases by warps that need only copies already issued (no cycle). */
+/* Two blocks an SM: three (85 registers a thread) made ptxas serialise the MMAs (C7512). */
+struct rs_cfg {
+    static constexpr int THREADS = 256; /* two warpgroups, 128 weight rows */
+    static constexpr int R = 8, SB = 6;
+    static constexpr int DR = R - 2, DB = SB - 2;
+    static constexpr int B_BYTES = 64 * 128;
+    static constexpr int BAR_BYTES = 8 * 2 * (R + SB);
+    static constexpr int SMEM = SB * B_BYTES + R * WS_RAW_BYTES + BAR_BYTES + 1024;
+};
+static_assert(2 * (rs_cfg::SMEM + 1024) <= 228 * 1024, "two blocks an SM");
+
+/* A thread's four code words of a k step (scale word sc) dequantised into the fragments of its four
+ * k16 MMAs: words 0/1 are rows g/g+8 of chunk 0, 2/3 of chunk 1; k16 block 2h + m takes pairs 2m,
+ * 2m+1 of chunk h's two words. The fragments are pinned before the MMAs: any instruction that
+ * defines a wgmma input between the fence and the commit makes ptxas serialise the MMAs (C7513). */
+template <bool FOLDED>
+static __device__ __forceinline__ void rs_dequant(const uint32_t (&wd)[4], uint32_t sc,
+                                                  uint32_t (&f)[4][4]) {
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        uint32_t ag[4], a8[4];
+        dequant_word_t<FOLDED>(wd[2 * h], sc, 2 * h, ag);
+        dequant_word_t<FOLDED>(wd[2 * h + 1], sc, 2 * h + 1, a8);
+#pragma unroll
+        for (int m = 0; m < 2; m++) {
+            f[2 * h + m][0] = ag[2 * m], f[2 * h + m][1] = a8[2 * m];
+            f[2 * h + m][2] = ag[2 * m + 1], f[2 * h + m][3] = a8[2 * m + 1];
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) asm volatile("" : "+r"(f[j][i])::"memory");
+}
+
+/* One k step's four k16 MMAs, A from registers (rs_dequant's fragments f). */
+template <int NN>
+static __device__ __forceinline__ void rs_mma_step(float (&d)[NN / 2], const uint32_t (&v)[4][4],
+                                                   uint64_t db) {
+    wgmma_fence();
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        const uint32_t(&f)[4] = v[j];
+        if constexpr (NN == 64)
+            wgmma_m64n64k16(d, f, db + 2 * j, 1);
+        else if constexpr (NN == 48)
+            wgmma_rs_m64n48k16(d, f, db + 2 * j);
+        else if constexpr (NN == 32)
+            wgmma_rs_m64n32k16(d, f, db + 2 * j);
+        else
+            wgmma_rs_m64n16k16(d, f, db + 2 * j);
+    }
+    wgmma_commit();
+}
+
+template <int MODE, bool FOLDED>
+__global__ void __launch_bounds__(rs_cfg::THREADS, 2)
+    moe_wgmma_rs_kernel(const moe_args a, const __grid_constant__ moe_tma_maps maps) {
+    using C = rs_cfg;
+    constexpr int R = C::R, SB = C::SB, DR = C::DR, DB = C::DB;
+    pdl_prologue(); /* first: see pdl.cuh */
+    extern __shared__ __align__(1024) uint8_t rs_smem_raw[];
+    const uint32_t raw_base = smem_u32(rs_smem_raw);
+    uint8_t *smem = rs_smem_raw + (((raw_base + 1023u) & ~1023u) - raw_base);
+    uint8_t *b_st = smem;                   /* SB x B */
+    uint8_t *raws = b_st + SB * C::B_BYTES; /* R x {codes, scales} */
+    uint64_t *full_b = (uint64_t *)(raws + R * WS_RAW_BYTES);
+    uint64_t *empty_b = full_b + SB;
+    uint64_t *full_r = empty_b + SB;
+    uint64_t *empty_r = full_r + R;
+
+    tile_pos tp;
+    if (!tile_of_block_bn<64>(a, &tp)) return;
+    const int rb = blockIdx.x;
+    const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
+    if (tid == 0) {
+        for (int s = 0; s < SB; s++) {
+            mbar_init(&full_b[s], 1); /* the copier's arrival, plus the bytes */
+            mbar_init(&empty_b[s], 8);
+        }
+        for (int s = 0; s < R; s++) {
+            mbar_init(&full_r[s], 1);
+            mbar_init(&empty_r[s], C::THREADS);
+        }
+        mbar_init_fence();
+    }
+    __syncthreads();
+
+    const int tile0 = tp.e * a.RT + rb * 8, row0 = tp.off + tp.n_base;
+    const uint32_t r0 = smem_u32(raws), b0 = smem_u32(b_st);
+    const bool copier = tid == 0;
+    ring wr{0, 0}, wb{0, 0}; /* the copier's raw slot and B stage */
+    auto issue_raw = [&](int kk) {
+        if (kk >= R) mbar_wait(&empty_r[wr.i], wr.par ^ 1);
+        mbar_arrive_expect_tx(&full_r[wr.i], WS_RAW_BYTES);
+        const uint32_t slot = r0 + wr.i * WS_RAW_BYTES;
+        tma_load_3d(slot, &maps.codes, 0, kk, tile0, &full_r[wr.i]);
+        tma_load_3d(slot + WS_CODE_BYTES, &maps.scales, 0, kk, tile0, &full_r[wr.i]);
+        wr.next(R);
+    };
+    auto issue_b = [&](int kk) {
+        if (kk >= SB) mbar_wait(&empty_b[wb.i], wb.par ^ 1);
+        mbar_arrive_expect_tx(&full_b[wb.i], C::B_BYTES);
+        tma_load_2d(b0 + wb.i * C::B_BYTES, &maps.b, kk * 64, row0, &full_b[wb.i]);
+        wb.next(SB);
+    };
+    if (copier) {
+        for (int kk = 0; kk < DR && kk < a.KK; kk++) issue_raw(kk);
+        for (int kk = 0; kk < DB && kk < a.KK; kk++) issue_b(kk);
+    }
+    /* thread (warp w, lane (g, t)): row tile w's 16 bytes and its rows' scale word (as ws) */
+    const uint32_t code_at = w * 512 + lane * 16,
+                   scale_at = WS_CODE_BYTES + w * 32 + (lane >> 2) * 4;
+    const uint64_t db0 = smem_desc_sw128(b0);
+    auto k_loop = [&](auto nn) {
+        constexpr int NN = decltype(nn)::value;
+        float acc[NN / 2];
+#pragma unroll
+        for (int i = 0; i < NN / 2; i++) acc[i] = 0.0f;
+        ring rr{0, 0}, cb{0, 0};
+        int pb = 0;          /* the B stage of the step before */
+        uint32_t v[2][4][4]; /* two A register sets: step kk's MMAs read set kk & 1 */
+        auto step = [&](int kk, uint32_t(&vs)[4][4]) {
+            if (copier) {
+                if (kk + DR < a.KK) issue_raw(kk + DR);
+                if (kk + DB < a.KK) issue_b(kk + DB);
+            }
+            __syncwarp();
+            mbar_wait(&full_r[rr.i], rr.par);
+            const uint32_t rs = r0 + rr.i * WS_RAW_BYTES;
+            uint32_t wd[4];
+            asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];"
+                         : "=r"(wd[0]), "=r"(wd[1]), "=r"(wd[2]), "=r"(wd[3])
+                         : "r"(rs + code_at)
+                         : "memory");
+            const uint32_t sc = ws_lds32(rs + scale_at);
+            mbar_arrive(&empty_r[rr.i]); /* release-ordered after the loads */
+            rr.next(R);
+            rs_dequant<FOLDED>(wd, sc, vs);
+            mbar_wait(&full_b[cb.i], cb.par);
+            rs_mma_step<NN>(acc, vs, db0 + (uint64_t)(cb.i * (C::B_BYTES >> 4)));
+            /* step kk − 1's MMAs are done: its B stage may be refilled, its A set rewritten */
+            wgmma_wait<1>();
+            if (kk >= 1 && lane == 0) mbar_arrive(&empty_b[pb]);
+            pb = cb.i;
+            cb.next(SB);
+        };
+        /* pairs of steps, then the odd one: a step that may be skipped inside the loop leaves
+         * ptxas a path on which set 0 is rewritten with its MMAs still in flight (C7513) */
+        int kk = 0;
+        for (; kk + 1 < a.KK; kk += 2) {
+            step(kk, v[0]);
+            step(kk + 1, v[1]);
+        }
+        if (kk < a.KK) step(kk, v[0]);
+        wgmma_wait<0>();
+        fence_acc(acc);
+        store_tile_n<MODE, NN / 8, MODE == MODE_GATE_UP>(a, tp, rb * 8 + w, acc);
+    };
+    ws_with_width<64>(tp.n_valid, k_loop);
+}
+
 /* Gate_up's B in sorted order: row off + n of xs = x's row of the expert's n-th pair, for every
- * routing tile (grid y: its slot; x: a quarter of its rows). */
-__global__ void moe_gather_rows_kernel(const moe_args a, uint16_t *xs) {
+ * routing tile (grid y: its slot; x: a quarter of its rows). FRAG_ORDER: each row in fragment order
+ * (frag_order_k: in every 64-byte chunk the 4 x 4 words transposed), for the register-A form. */
+template <bool FRAG_ORDER> __global__ void moe_gather_rows_kernel(const moe_args a, uint16_t *xs) {
     pdl_prologue();
     tile_pos tp;
     if (!tile_of_block(a, MOE_TILE_TOKENS, &tp)) return;
-    const int chunks = a.K / 8; /* 16-byte chunks a row */
+    const int chunks = a.K / (FRAG_ORDER ? 32 : 8); /* 64- or 16-byte chunks a row */
     for (int r = blockIdx.x; r < tp.n_valid; r += gridDim.x) {
         const int slot = tp.off + tp.n_base + r;
         const uint4 *src = (const uint4 *)(a.x + (size_t)(a.pair_sorted[slot] / a.topk) * a.K);
         uint4 *dst = (uint4 *)(xs + (size_t)slot * a.K);
-        for (int c = threadIdx.x; c < chunks; c += blockDim.x) dst[c] = src[c];
+        for (int c = threadIdx.x; c < chunks; c += blockDim.x) {
+            if (!FRAG_ORDER) {
+                dst[c] = src[c];
+                continue;
+            }
+            /* word 4i + j (pair p) goes to word 4j + i: frag_order_k on pairs */
+            const uint4 i0 = src[4 * c], i1 = src[4 * c + 1], i2 = src[4 * c + 2],
+                        i3 = src[4 * c + 3];
+            dst[4 * c] = make_uint4(i0.x, i1.x, i2.x, i3.x);
+            dst[4 * c + 1] = make_uint4(i0.y, i1.y, i2.y, i3.y);
+            dst[4 * c + 2] = make_uint4(i0.z, i1.z, i2.z, i3.z);
+            dst[4 * c + 3] = make_uint4(i0.w, i1.w, i2.w, i3.w);
+        }
     }
 }
 
@@ -393,6 +585,38 @@ static cudaError_t tma_launch_t(const moe_args &a, const moe_tma_maps &m, dim3 g
     return cudaGetLastError();
 }
 
+template <int MODE, bool FOLDED>
+static cudaError_t rs_launch_t(const moe_args &a, const moe_tma_maps &m, dim3 grid,
+                               cudaStream_t stream) {
+    constexpr int SMEM = rs_cfg::SMEM;
+    static unsigned long long attrs_set; /* per device: per_device.h */
+    if (!per_device_done(&attrs_set)) {
+        CUDA_TRY(cudaFuncSetAttribute((const void *)moe_wgmma_rs_kernel<MODE, FOLDED>,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM));
+        per_device_mark(&attrs_set);
+    }
+    grid.y *= MOE_TILE_TOKENS / 64; /* two blocks a routing tile */
+    CUDA_TRY(pdl_launch(moe_wgmma_rs_kernel<MODE, FOLDED>, grid, dim3(rs_cfg::THREADS), SMEM,
+                        stream, a, m));
+    return cudaGetLastError();
+}
+
+/* GPTOSS_MOE_TMA_RS=1: the register-A form at 64-token tiles (read once; moe_wgmma_tma_set_rs for
+ * tests). */
+static int g_rs = -1;
+
+void moe_wgmma_tma_set_rs(int on) {
+    g_rs = on < 0 ? -1 : on != 0;
+}
+
+int moe_wgmma_tma_rs(void) {
+    if (g_rs < 0) {
+        const char *v = getenv("GPTOSS_MOE_TMA_RS");
+        g_rs = v && !strcmp(v, "1");
+    }
+    return g_rs;
+}
+
 /* GPTOSS_MOE_TMA_ONEWG=1: the one-consumer-warpgroup variant at 64-token tiles (read once;
  * moe_wgmma_tma_set_one_wg for tests). */
 static int g_one_wg = -1;
@@ -411,7 +635,10 @@ static int tma_one_wg(void) {
 
 template <int MODE>
 static cudaError_t tma_launch_mode(const moe_args &a, const moe_tma_maps &m, int bn, int folded,
-                                   dim3 grid, cudaStream_t stream) {
+                                   int rs, dim3 grid, cudaStream_t stream) {
+    if (rs)
+        return folded ? rs_launch_t<MODE, true>(a, m, grid, stream)
+                      : rs_launch_t<MODE, false>(a, m, grid, stream);
     if (bn == 64 && tma_one_wg())
         return folded ? tma_launch_t<MODE, 64, true, 1>(a, m, grid, stream)
                       : tma_launch_t<MODE, 64, false, 1>(a, m, grid, stream);
@@ -422,9 +649,11 @@ static cudaError_t tma_launch_mode(const moe_args &a, const moe_tma_maps &m, int
                   : tma_launch_t<MODE, 128, false>(a, m, grid, stream);
 }
 
-cudaError_t moe_wgmma_tma_launch(const moe_args &a, int mode, int bn, int folded, int n_experts,
-                                 int rows, uint16_t *scratch, dim3 grid, cudaStream_t stream) {
-    if ((bn != 64 && bn != 128) || n_experts < 1 || rows < 1 || (mode == MODE_GATE_UP && !scratch))
+cudaError_t moe_wgmma_tma_launch(const moe_args &a, int mode, int bn, int folded, int rs,
+                                 int n_experts, int rows, uint16_t *scratch, dim3 grid,
+                                 cudaStream_t stream) {
+    if ((bn != 64 && bn != 128) || n_experts < 1 || rows < 1 ||
+        (mode == MODE_GATE_UP && !scratch) || (rs && bn != 64))
         return cudaErrorInvalidValue;
     const uint16_t *b = mode == MODE_GATE_UP ? scratch : a.x;
     moe_tma_maps m; /* before any launch: a map the driver refuses leaves nothing half done */
@@ -432,9 +661,13 @@ cudaError_t moe_wgmma_tma_launch(const moe_args &a, int mode, int bn, int folded
         return cudaErrorNotSupported;
     if (mode == MODE_GATE_UP) {
         /* grid.y: the routing's tile slots; a quarter of a tile's rows per block */
-        CUDA_TRY(
-            pdl_launch(moe_gather_rows_kernel, dim3(4, grid.y), dim3(128), 0, stream, a, scratch));
-        return tma_launch_mode<MODE_GATE_UP>(a, m, bn, folded, grid, stream);
+        if (rs)
+            CUDA_TRY(pdl_launch(moe_gather_rows_kernel<true>, dim3(4, grid.y), dim3(128), 0, stream,
+                                a, scratch));
+        else
+            CUDA_TRY(pdl_launch(moe_gather_rows_kernel<false>, dim3(4, grid.y), dim3(128), 0,
+                                stream, a, scratch));
+        return tma_launch_mode<MODE_GATE_UP>(a, m, bn, folded, rs, grid, stream);
     }
-    return tma_launch_mode<MODE_DOWN>(a, m, bn, folded, grid, stream);
+    return tma_launch_mode<MODE_DOWN>(a, m, bn, folded, rs, grid, stream);
 }
