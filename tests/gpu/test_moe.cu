@@ -15,9 +15,9 @@
  *     form moe_wgmma_tma.cu, which must give the bits of ws at full width), each with 128- and
  *     with 64-token tiles (moe_plan.bn); the ws and tma kernels' folded dequantisation gives the
  *     two-multiply one's bits; ws's narrow form (its default) gives its full width's bits, and
- *     the tma kernel's prepared one-consumer-warpgroup variant gives ws's; its prepared
- *     register-A form (64-token tiles) comes within 4e-3 of ws (its MMAs group a k16 block's
- *     products otherwise), gives the same bits twice and folded as two-multiply;
+ *     the tma kernel's register-A form (64-token tiles; the default there) comes within 4e-3 of
+ *     ws (its MMAs group a k16 block's products otherwise), gives the same bits twice and folded
+ *     as two-multiply;
  *   - expert parallelism (moe_routing's e0, n_e): the experts split over 2 and 4 ranks, each
  *     grouping only its range's pairs on weights holding only its experts: each grouping is the
  *     one-GPU grouping's slice, renumbered; every row of another range's pair is zero; and the
@@ -594,7 +594,6 @@ static void test_E(int E, cudaStream_t st, int sm) {
              * MMAs on the same operands) */
             std::vector<float> ws_y[2];
             moe_wgmma_ws_set_narrow(0); /* ws at full width: the tma kernel's reference */
-            moe_wgmma_tma_set_one_wg(0);
             moe_wgmma_tma_set_rs(0);
             for (int kind : {1, 2, 4}) {
                 moe_set_wgmma(kind);
@@ -634,19 +633,6 @@ static void test_E(int E, cudaStream_t st, int sm) {
                               "(%d-token tiles)",
                               E, T, q.bn);
                     if (kind == 4 && q.bn == 64) {
-                        /* the tma kernel's prepared variant with one consumer warpgroup
-                         * (GPTOSS_MOE_TMA_ONEWG): ws's bits too, folded and two-multiply */
-                        moe_wgmma_tma_set_one_wg(1);
-                        std::vector<float> oy, ou;
-                        run_experts_case(&w, &r, &q, d_x, d_act, d_y, T, E, toks, ref, st, &oy);
-                        run_experts_case(&wu, &r, &q, d_x, d_act, d_y, T, E, toks, ref, st, &ou);
-                        moe_wgmma_tma_set_one_wg(0);
-                        CHECK(oy.size() == ws_y[b].size() && ou.size() == oy.size() &&
-                                  !memcmp(oy.data(), ws_y[b].data(), oy.size() * 4) &&
-                                  !memcmp(ou.data(), oy.data(), oy.size() * 4),
-                              "E=%d T=%d: the tma kernel with one consumer warpgroup differs from "
-                              "the ws kernel's bits (64-token tiles)",
-                              E, T);
                         /* the register-A form (GPTOSS_MOE_TMA_RS): its k16 blocks group the
                          * products otherwise, so ws's values within rounding (run_experts_case
                          * holds both against the CPU reference), the folded and two-multiply
@@ -669,6 +655,21 @@ static void test_E(int E, cudaStream_t st, int sm) {
                         CHECK(rel <= 4e-3,
                               "E=%d T=%d: the register-A form is %.3g from ws (> 4e-3)", E, T, rel);
                         fprintf(stderr, "  register-A form vs ws: rel %.2e\n", rel);
+                    }
+                    if (kind == 4 && q.bn == 128) {
+                        /* GPTOSS_MOE_TMA_RS=2: the register-A form (at 64-token tiles) in place
+                         * of a 128-token plan's kernel, within rounding of ws at 128 */
+                        moe_wgmma_tma_set_rs(2);
+                        std::vector<float> ry;
+                        run_experts_case(&w, &r, &q, d_x, d_act, d_y, T, E, toks, ref, st, &ry);
+                        moe_wgmma_tma_set_rs(0);
+                        const double rel = ry.size() == ws_y[b].size()
+                                               ? tu_rel_err(ry.data(), ws_y[b].data(), ry.size())
+                                               : 1.0;
+                        CHECK(rel <= 4e-3,
+                              "E=%d T=%d: the register-A form at a 128-token plan is %.3g from ws "
+                              "(> 4e-3)",
+                              E, T, rel);
                     }
                     if (kind == 2) {
                         /* the ws kernel's narrow form (MMAs as wide as the tile's tokens rounded
@@ -694,7 +695,6 @@ static void test_E(int E, cudaStream_t st, int sm) {
                       E, T, cudaGetErrorString(be));
                 moe_set_wgmma(0);
                 moe_wgmma_ws_set_narrow(-1);
-                moe_wgmma_tma_set_one_wg(-1);
                 moe_wgmma_tma_set_rs(-1);
                 fprintf(stderr, "  64-token tiles %s 128-token tiles' bits\n",
                         wy[0][0].size() == wy[1][0].size() &&
@@ -779,22 +779,22 @@ static void bench(cudaStream_t st, int sm, const char *only_t) {
         for (auto &p : plans) maxS = std::max(maxS, p.large ? 1 : p.down_splits);
         uint16_t *d_act = tu_dev_alloc<uint16_t>(P * I);
         float *d_y = tu_dev_alloc<float>(P * maxS * H);
-        const size_t rounds = plans.size() + ((autop.large || plans.size() > 1) ? 9 : 0);
+        const size_t rounds = plans.size() + ((autop.large || plans.size() > 1) ? 8 : 0);
         for (size_t pi = 0; pi < rounds; pi++) {
             /* the last seven rounds: the large plan again on the warpgroup MMA, moe_wgmma.cu
              * (kind 1), the warp-specialised moe_wgmma_ws.cu (kind 2) and its TMA-fed form
              * moe_wgmma_tma.cu (kind 4), each with 128- and then 64-token tiles (whichever
              * moe_plan_for picks; the automatic plan's choice is the "auto" one), then the ws
              * kernel at 128 at full width instead of its default narrow form, then the tma
-             * kernel's prepared one-consumer-warpgroup variant at 64, then its register-A form */
+             * kernel's register-A form at 64 (the default at 64-token plans; the rounds before it
+             * run without it, so "tma n64" is the shared-memory form) */
             const int extra = pi >= plans.size() ? (int)(pi - plans.size()) : -1;
-            const int wide = extra == 6, one_wg = extra == 7, rs = extra == 8;
+            const int wide = extra == 6, rs = extra == 7;
             const int wg = extra >= 0 ? (wide ? 2 : extra / 2 >= 2 ? 4 : 1 + extra / 2) : 0;
             moe_plan p = wg ? (autop.large ? autop : plans[1]) : plans[pi];
             if (wg) p.bn = (extra & 1) || rs ? 64 : 128;
             moe_wgmma_ws_set_narrow(wide ? 0 : -1);
-            moe_wgmma_tma_set_one_wg(one_wg ? 1 : -1);
-            moe_wgmma_tma_set_rs(rs ? 1 : -1);
+            moe_wgmma_tma_set_rs(rs ? 1 : extra >= 0 ? 0 : -1);
             const int S = p.large ? 1 : p.down_splits;
             const int reps = T >= 1024 ? 10 : 50;
             moe_set_wgmma(wg);
@@ -810,20 +810,19 @@ static void bench(cudaStream_t st, int sm, const char *only_t) {
             CUDA_CHECK(cudaStreamSynchronize(st));
             moe_set_wgmma(0);
             moe_wgmma_ws_set_narrow(-1);
-            moe_wgmma_tma_set_one_wg(-1);
             moe_wgmma_tma_set_rs(-1);
             char pn[64], wn[40] = "";
+            /* what moe_experts runs for the automatic plan: rs at 64-token plans, ws at 128 */
+            const bool is_auto =
+                autop.large && p.bn == autop.bn && (autop.bn == 64 ? rs : wg == 2 && !wide);
             if (wg)
                 snprintf(wn, sizeof wn, " wgmma%s n%d%s",
                          wide      ? " ws wide"
-                         : one_wg  ? " tma onewg"
                          : rs      ? " tma rs"
                          : wg == 2 ? " ws"
                          : wg == 4 ? " tma"
                                    : "",
-                         p.bn,
-                         autop.large && p.bn == autop.bn && !wide && !one_wg && !rs ? " (auto)"
-                                                                                    : "");
+                         p.bn, is_auto ? " (auto)" : "");
             snprintf(name, sizeof name, "moe experts 120b T=%d %s%s touched=%d host %.1f us", T,
                      plan_name(&p, pn, sizeof pn), wn, n_touched, host);
             const double bytes = n_touched * expert_bytes + (double)T * H * 2 + 2.0 * P * I * 2 +

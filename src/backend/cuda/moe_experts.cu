@@ -170,6 +170,18 @@ __global__ void __launch_bounds__(LG_THREADS, 1) moe_large_kernel(const moe_args
 /* ---------------------------------------------------------------------------------------------- */
 /* Plans and launches                                                                              */
 
+/* The pairs per expert from which the large path runs: 24 (measured below), or
+ * GPTOSS_MOE_LARGE_AVG (a positive number; for measuring the crossover again). Read once. */
+static double large_min_avg(void) {
+    static double v = -1.0;
+    if (v < 0) {
+        const char *e = getenv("GPTOSS_MOE_LARGE_AVG");
+        const double x = e ? atof(e) : 0.0;
+        v = x > 0 ? x : 24.0;
+    }
+    return v;
+}
+
 moe_plan moe_plan_for(int T, int E, int k, int sm_count) {
     moe_plan p;
     const double avg = (double)T * k / E; /* pairs per expert */
@@ -181,7 +193,7 @@ moe_plan moe_plan_for(int T, int E, int k, int sm_count) {
      * path from 24 pairs per expert (T = 768 for 120b; bench/results/session4-2026-12-02-h200.md):
      * decode batch 1024 +17.3 % (11,934 → 14,003 tok/s), prefill 1k +21.6 % (13,879 → 16,870),
      * decode batch 256 (8 pairs: the small path) unchanged. */
-    p.large = avg >= 24.0;
+    p.large = avg >= large_min_avg();
     /* The wgmma token tile, per launch: 64 while experts average under 128 pairs, where 128-token
      * tiles are mostly padding, else 128. Experts alone in the same session (gpu_test_moe --bench,
      * 120b shapes, µs, 128 vs 64 tokens): T = 256 1848.6 vs 1321.6, T = 1024 1994.3 vs 1407.6,
@@ -372,13 +384,15 @@ cudaError_t moe_down(const moe_weights *w, const moe_routing *r, const moe_plan 
 
 cudaError_t moe_experts(const moe_weights *w, const uint16_t *x, const moe_routing *r,
                         const moe_plan *plan, uint16_t *act, float *y_slots, cudaStream_t stream) {
-    /* The register-A form of moe_wgmma_tma.cu runs both halves or neither: its act is in an order
-     * of its own. Where the tma kernel would run at 64-token tiles. */
-    const int kind = moe_wgmma_on();
-    const int rs = plan && plan->large && plan->bn == 64 && (kind == 3 || kind == 4) &&
-                           moe_wgmma_tma_available()
-                       ? moe_wgmma_tma_rs()
-                       : 0;
+    /* The register-A form of moe_wgmma_tma.cu (64-token tiles) runs both halves or neither: its act
+     * is in an order of its own. It takes the tma kernel's place at 64-token plans, and with
+     * GPTOSS_MOE_TMA_RS=2 the ws kernel's at 128-token ones too. */
+    const int kind = moe_wgmma_on(), rs_mode = moe_wgmma_tma_rs();
+    const int rs = plan && plan->large && (kind == 3 || kind == 4) && rs_mode &&
+                   (plan->bn == 64 || (plan->bn == 128 && rs_mode == 2)) &&
+                   moe_wgmma_tma_available();
+    moe_plan p64;
+    if (rs) p64 = *plan, p64.bn = 64, plan = &p64;
     /* y_slots is written only by the down projection, after gate_up: until then it is gate_up's
      * scratch (T·k·H bf16 fit in its T·k·S·H fp32). */
     CUDA_TRY(gate_up(w, x, r, plan, act, (uint16_t *)y_slots, rs, stream));

@@ -1,6 +1,9 @@
 /* The large-batch MoE grouped GEMM, warp-specialised with the copy engine (TMA) bringing every
  * operand (sm_90a): moe_wgmma_ws.cu's tiles, dequantisation, MMAs and epilogue, but no thread copies
- * anything. The default at 64-token tiles (moe.h: GPTOSS_MOE_WGMMA; on the H200 the experts alone at
+ * anything. Two forms: A dequantised into shared memory by warps of their own (below), and A
+ * dequantised by the consumers into their registers (moe_wgmma_rs_kernel, further down: the default
+ * at 64-token tiles since session 12, decode 1024 +10.9 %, prefill 1k +13.9 %). The shared-memory
+ * form was the default at 64-token tiles before it (moe.h: GPTOSS_MOE_WGMMA; on the H200 the experts alone at
  * T = 1024 −9 % against moe_wgmma.cu, the previous default there, and decode 1024 +2.1–2.4 %,
  * prefill 1k +2.3–3.6 %); at 128-token tiles it ties ws (bench/NOTES.md, session 10). At 64-token
  * tiles its MMAs are only as wide as a tile's tokens need (ws_with_width: decode 1024 +5.6 %,
@@ -67,10 +70,9 @@ struct moe_tma_maps {
 /* Measured no faster on the H200 (bench/NOTES.md, session 11): a fourth A stage at 64-token tiles
  * paid for with a B stage and a raw slot (T = 1024 1,318 against 1,300 µs), though ncu had the
  * dequantisers waiting for the consumers' release of an A stage ~15 % of all samples. */
-template <int BN, int CW = 2> struct tm_cfg {
-    static_assert(CW == 2 || (CW == 1 && BN == 64), "one consumer warpgroup: 64-token tiles");
-    static constexpr int DEQ = 256;                /* dequantising threads */
-    static constexpr int THREADS = DEQ + 128 * CW; /* + CW consumer warpgroups */
+template <int BN> struct tm_cfg {
+    static constexpr int DEQ = 256;           /* dequantising threads */
+    static constexpr int THREADS = DEQ + 256; /* + two consumer warpgroups */
     static constexpr int SA = BN == 64 ? 3 : 4;
     static constexpr int SB = BN == 64 ? 4 : 6;
     static constexpr int R = BN == 64 ? 6 : 8;
@@ -86,7 +88,6 @@ template <int BN, int CW = 2> struct tm_cfg {
         SA * WS_A_BYTES + SB * B_BYTES + R * WS_RAW_BYTES + BAR_BYTES + 1024;
 };
 static_assert(2 * (tm_cfg<64>::SMEM + 1024) <= 228 * 1024, "two 64-token blocks an SM");
-static_assert(tm_cfg<64, 1>::SMEM == tm_cfg<64>::SMEM, "the variant changes only the consumers");
 static_assert(tm_cfg<128>::SMEM <= 227 * 1024, "one 128-token block an SM");
 
 static __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap *map, int c0,
@@ -105,16 +106,10 @@ static __device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorM
                  : "memory");
 }
 
-/* CW = 1 (prepared, not measured: GPTOSS_MOE_TMA_ONEWG=1): one consumer warpgroup multiplies all
- * 128 rows (two m64 MMAs a k16 slice, two accumulator sets) instead of two warpgroups of 64. ncu at
- * T = 1024 (session 10) had a consumer warp's k step at 63 SASS instructions for its 4 MMAs (ring
- * arithmetic, descriptors through R2UR, polls): 8 consumer warps issued a third of the block's
- * instructions. One warpgroup halves that, and the 4 warps freed leave the schedulers to the
- * dequantisers. 384 threads at two blocks an SM allow 80 registers a thread. */
-template <int MODE, int BN, bool FOLDED, int CW = 2>
-__global__ void __launch_bounds__(tm_cfg<BN, CW>::THREADS, tm_cfg<BN, CW>::BLOCKS)
+template <int MODE, int BN, bool FOLDED>
+__global__ void __launch_bounds__(tm_cfg<BN>::THREADS, tm_cfg<BN>::BLOCKS)
     moe_wgmma_tma_kernel(const moe_args a, const __grid_constant__ moe_tma_maps maps) {
-    using C = tm_cfg<BN, CW>;
+    using C = tm_cfg<BN>;
     constexpr int SA = C::SA, SB = C::SB, R = C::R;
     constexpr int DR = C::DR, DB = C::DB;
     pdl_prologue(); /* first: see pdl.cuh */
@@ -139,11 +134,11 @@ __global__ void __launch_bounds__(tm_cfg<BN, CW>::THREADS, tm_cfg<BN, CW>::BLOCK
     if (tid == 0) {
         for (int s = 0; s < SA; s++) {
             mbar_init(&full_a[s], C::DEQ);
-            mbar_init(&empty_a[s], 4 * CW); /* one arrival per consumer warp */
+            mbar_init(&empty_a[s], 8); /* one arrival per consumer warp */
         }
         for (int s = 0; s < SB; s++) {
             mbar_init(&full_b[s], 1); /* the copier's arrival, plus the bytes */
-            mbar_init(&empty_b[s], 4 * CW);
+            mbar_init(&empty_b[s], 8);
         }
         for (int s = 0; s < R; s++) {
             mbar_init(&full_r[s], 1);
@@ -154,9 +149,6 @@ __global__ void __launch_bounds__(tm_cfg<BN, CW>::THREADS, tm_cfg<BN, CW>::BLOCK
     __syncthreads();
 
     if (w < 8) {
-        /* CW = 1: the registers move to the consumers, which hold 2 x NN/2 accumulators (80 a
-         * thread for all spilled and serialised the MMAs: ptxas C7512) */
-        if constexpr (CW == 1) asm volatile("setmaxnreg.dec.sync.aligned.u32 56;" ::: "memory");
         /* ── dequantisers: thread (warp w, lane (g, t)) owns row tile w (moe_wgmma_ws.cu) ── */
         const int tile = w, g = lane >> 2, t = lane & 3, odd = g & 1;
         const uint32_t code_at = tile * 512 + lane * 16;
@@ -186,8 +178,7 @@ __global__ void __launch_bounds__(tm_cfg<BN, CW>::THREADS, tm_cfg<BN, CW>::BLOCK
         return;
     }
 
-    /* ── consumers (warps 8–15, or 8–11 with CW = 1), the first of them also the copier ── */
-    if constexpr (CW == 1) asm volatile("setmaxnreg.inc.sync.aligned.u32 120;" ::: "memory");
+    /* ── consumers (warps 8–15), the first of them also the copier ── */
     const int cw = (w >> 2) - 2, w4 = w & 3;
     const uint64_t da0 = smem_desc_sw128(smem_u32(a_st) + cw * 64 * 128);
     const uint64_t db0 = smem_desc_sw128(smem_u32(b_st));
@@ -223,20 +214,9 @@ __global__ void __launch_bounds__(tm_cfg<BN, CW>::THREADS, tm_cfg<BN, CW>::BLOCK
      * the H200, session 11), at 128 the tile's width. */
     auto k_loop = [&](auto nn) {
         constexpr int NN = decltype(nn)::value;
-        /* H row halves of 64 a warpgroup: 1, or 2 with one consumer warpgroup (CW = 1: A rows
-         * 64–127 into acc[1], their descriptor 64 rows = 8 KB on) */
-        constexpr int H = 3 - CW;
-        float acc[H][NN / 2];
+        float acc[NN / 2];
 #pragma unroll
-        for (int h = 0; h < H; h++)
-#pragma unroll
-            for (int i = 0; i < NN / 2; i++) acc[h][i] = 0.0f;
-        if constexpr (H == 2) {
-            /* both sets defined before the first MMA's fence (else ptxas zeroes acc[1] between
-             * the first step's MMAs and injects a fence and a wait there: C7519, C7517) */
-            fence_acc(acc[0]);
-            fence_acc(acc[1]);
-        }
+        for (int i = 0; i < NN / 2; i++) acc[i] = 0.0f;
         for (int kk = 0; kk < a.KK; kk++) {
             if (copier) {
                 if (kk + DR < a.KK) issue_raw(kk + DR);
@@ -247,10 +227,7 @@ __global__ void __launch_bounds__(tm_cfg<BN, CW>::THREADS, tm_cfg<BN, CW>::BLOCK
             mbar_wait(&full_b[cb.i], cb.par);
             const uint64_t da = da0 + (uint64_t)(ca.i * (WS_A_BYTES >> 4));
             const uint64_t db = db0 + (uint64_t)(cb.i * (C::B_BYTES >> 4));
-            if constexpr (H == 2)
-                ws_mma_step2<NN>(acc[0], acc[1], da, da + ((64 * 128) >> 4), db);
-            else
-                ws_mma_step<NN>(acc[0], da, db);
+            ws_mma_step<NN>(acc, da, db);
             /* Step kk − 1's MMAs are done: its stages may be refilled. (Releasing step kk's
              * stages right after its own MMAs instead, with wait 0, measured 28 % slower at
              * T = 1024: the tensor pipe then drains every step; bench/NOTES.md.) */
@@ -264,11 +241,8 @@ __global__ void __launch_bounds__(tm_cfg<BN, CW>::THREADS, tm_cfg<BN, CW>::BLOCK
             cb.next(SB);
         }
         wgmma_wait<0>();
-#pragma unroll
-        for (int h = 0; h < H; h++) {
-            fence_acc(acc[h]);
-            store_tile_n<MODE, NN / 8>(a, tp, rb * 8 + 4 * (cw + h) + w4, acc[h]);
-        }
+        fence_acc(acc);
+        store_tile_n<MODE, NN / 8>(a, tp, rb * 8 + 4 * cw + w4, acc);
     };
     if constexpr (BN == 64)
         ws_with_width<BN>(tp.n_valid, k_loop);
@@ -276,7 +250,7 @@ __global__ void __launch_bounds__(tm_cfg<BN, CW>::THREADS, tm_cfg<BN, CW>::BLOCK
         k_loop(std::integral_constant<int, BN>{});
 }
 
-/* ── The register-A form (prepared, GPTOSS_MOE_TMA_RS=1; 64-token tiles) ──────────────────────
+/* ── The register-A form (64-token tiles; GPTOSS_MOE_TMA_RS, moe.h) ──────────────────────────
  * No dequantising warps: each consumer thread reads its own 16 bytes of codes (and its scale word)
  * from the raw slot the copy engine filled, releases the slot, dequantises into registers and
  * issues the four k16 MMAs with A from those registers (wgmma RS). Why: ncu at T = 1024 (session 10)
@@ -569,19 +543,19 @@ int moe_wgmma_tma_available(void) {
     return encode_fn() != NULL;
 }
 
-template <int MODE, int BN, bool FOLDED, int CW = 2>
+template <int MODE, int BN, bool FOLDED>
 static cudaError_t tma_launch_t(const moe_args &a, const moe_tma_maps &m, dim3 grid,
                                 cudaStream_t stream) {
-    constexpr int SMEM = tm_cfg<BN, CW>::SMEM;
+    constexpr int SMEM = tm_cfg<BN>::SMEM;
     static unsigned long long attrs_set; /* per device: per_device.h */
     if (!per_device_done(&attrs_set)) {
-        CUDA_TRY(cudaFuncSetAttribute((const void *)moe_wgmma_tma_kernel<MODE, BN, FOLDED, CW>,
+        CUDA_TRY(cudaFuncSetAttribute((const void *)moe_wgmma_tma_kernel<MODE, BN, FOLDED>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM));
         per_device_mark(&attrs_set);
     }
     grid.y *= MOE_TILE_TOKENS / BN; /* BN = 64: two blocks a routing tile */
-    CUDA_TRY(pdl_launch(moe_wgmma_tma_kernel<MODE, BN, FOLDED, CW>, grid,
-                        dim3(tm_cfg<BN, CW>::THREADS), SMEM, stream, a, m));
+    CUDA_TRY(pdl_launch(moe_wgmma_tma_kernel<MODE, BN, FOLDED>, grid, dim3(tm_cfg<BN>::THREADS),
+                        SMEM, stream, a, m));
     return cudaGetLastError();
 }
 
@@ -601,36 +575,21 @@ static cudaError_t rs_launch_t(const moe_args &a, const moe_tma_maps &m, dim3 gr
     return cudaGetLastError();
 }
 
-/* GPTOSS_MOE_TMA_RS=1: the register-A form at 64-token tiles (read once; moe_wgmma_tma_set_rs for
- * tests). */
+/* GPTOSS_MOE_TMA_RS (read once; moe_wgmma_tma_set_rs for tests): the register-A form where the
+ * plan has 64-token tiles (1, the default: on the H200 decode 1024 +10.9 %, prefill 1k +13.9 %,
+ * bench/NOTES.md session 12), also in place of 128-token ones (2), or never (0). */
 static int g_rs = -1;
 
 void moe_wgmma_tma_set_rs(int on) {
-    g_rs = on < 0 ? -1 : on != 0;
+    g_rs = on < 0 ? -1 : on > 2 ? 1 : on;
 }
 
 int moe_wgmma_tma_rs(void) {
     if (g_rs < 0) {
         const char *v = getenv("GPTOSS_MOE_TMA_RS");
-        g_rs = v && !strcmp(v, "1");
+        g_rs = !v ? 1 : !strcmp(v, "0") ? 0 : !strcmp(v, "2") ? 2 : 1;
     }
     return g_rs;
-}
-
-/* GPTOSS_MOE_TMA_ONEWG=1: the one-consumer-warpgroup variant at 64-token tiles (read once;
- * moe_wgmma_tma_set_one_wg for tests). */
-static int g_one_wg = -1;
-
-void moe_wgmma_tma_set_one_wg(int on) {
-    g_one_wg = on < 0 ? -1 : on != 0;
-}
-
-static int tma_one_wg(void) {
-    if (g_one_wg < 0) {
-        const char *v = getenv("GPTOSS_MOE_TMA_ONEWG");
-        g_one_wg = v && !strcmp(v, "1");
-    }
-    return g_one_wg;
 }
 
 template <int MODE>
@@ -639,9 +598,6 @@ static cudaError_t tma_launch_mode(const moe_args &a, const moe_tma_maps &m, int
     if (rs)
         return folded ? rs_launch_t<MODE, true>(a, m, grid, stream)
                       : rs_launch_t<MODE, false>(a, m, grid, stream);
-    if (bn == 64 && tma_one_wg())
-        return folded ? tma_launch_t<MODE, 64, true, 1>(a, m, grid, stream)
-                      : tma_launch_t<MODE, 64, false, 1>(a, m, grid, stream);
     if (bn == 64)
         return folded ? tma_launch_t<MODE, 64, true>(a, m, grid, stream)
                       : tma_launch_t<MODE, 64, false>(a, m, grid, stream);

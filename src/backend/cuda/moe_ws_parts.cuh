@@ -88,32 +88,6 @@ static __device__ __forceinline__ void ws_mma_step(float (&d)[NN / 2], uint64_t 
     wgmma_commit();
 }
 
-/* ws_mma_step for one warpgroup that multiplies 128 rows: A rows 0–63 (da0) into d0 and 64–127
- * (da1) into d1, against the same B, eight MMAs committed as one group (moe_wgmma_tma.cu's CW = 1). */
-template <int NN>
-static __device__ __forceinline__ void ws_mma_step2(float (&d0)[NN / 2], float (&d1)[NN / 2],
-                                                    uint64_t da0, uint64_t da1, uint64_t db) {
-    static_assert(NN % 16 == 0 && NN <= 64, "64-token tiles");
-    wgmma_fence();
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-        if constexpr (NN == 64) {
-            wgmma_ss_m64n64k16(d0, da0 + 2 * j, db + 2 * j);
-            wgmma_ss_m64n64k16(d1, da1 + 2 * j, db + 2 * j);
-        } else if constexpr (NN == 48) {
-            wgmma_ss_m64n48k16(d0, da0 + 2 * j, db + 2 * j);
-            wgmma_ss_m64n48k16(d1, da1 + 2 * j, db + 2 * j);
-        } else if constexpr (NN == 32) {
-            wgmma_ss_m64n32k16(d0, da0 + 2 * j, db + 2 * j);
-            wgmma_ss_m64n32k16(d1, da1 + 2 * j, db + 2 * j);
-        } else {
-            wgmma_ss_m64n16k16(d0, da0 + 2 * j, db + 2 * j);
-            wgmma_ss_m64n16k16(d1, da1 + 2 * j, db + 2 * j);
-        }
-    }
-    wgmma_commit();
-}
-
 /* The narrow form of the consumers' k loop: calls k_loop(std::integral_constant<int, NN>{}) with NN
  * the narrowest MMA width that holds the tile's n tokens — 16, 32, 48 or 64 for 64-token tiles, 32,
  * 64, 96 or 128 for 128-token ones (a copy of the loop for each width, chosen once per block).
