@@ -26,7 +26,7 @@
  *
  * --bench: 120b shapes (E = 128), T = 1, 8, 64, 256, 1024, 4096, 16384, random routing, three copies
  * of the layer's weights rotated; routing, experts (the large path also on the three wgmma kernels
- * at both tile widths, and ws at full width) and the combine timed separately. --bench-t T1,T2,…: those T only (for ncu). */
+ * at both tile widths, and ws at full width) and the combine timed separately. --bench-t T1,T2,…: those T instead (any counts; for ncu and crossovers). */
 #include "moe_test_util.h"
 
 extern "C" {
@@ -148,14 +148,14 @@ static void check_repack_random(void) {
     check_repack_one(b2.data(), s2.data(), R2, I, 0, "down repack");
 }
 
-/* The plan's path and wgmma tile width at 120b's E = 128, top-4: the large path from 24 pairs per
- * expert (T = 768), 64-token tiles below 128 pairs (T = 4096). */
+/* The plan's path and wgmma tile width at 120b's E = 128, top-4: the large path from 16 pairs per
+ * expert (T = 512), 64-token tiles below 128 pairs (T = 4096). */
 static void check_plans(void) {
     moe_plan p = moe_plan_for(1, 128, 4, 132);
     CHECK(!p.large && p.down_splits >= 1, "plan T=1: large=%d splits=%d", p.large, p.down_splits);
     static const struct {
         int T, large, bn;
-    } want[] = {{256, 0, 64},  {767, 0, 64},   {768, 1, 64},   {1024, 1, 64},
+    } want[] = {{256, 0, 64},  {511, 0, 64},   {512, 1, 64},   {1024, 1, 64},
                 {4095, 1, 64}, {4096, 1, 128}, {16384, 1, 128}};
     for (const auto &c : want) {
         p = moe_plan_for(c.T, 128, 4, 132);
@@ -722,19 +722,28 @@ static double host_us(void) {
 }
 
 /* Whether T is one of the comma-separated numbers of list. */
-static bool bench_wants(const char *list, int T) {
+/* The token counts of --bench-t T1,T2,… (positive, at most 65536 each); empty on a malformed list. */
+static std::vector<int> bench_ts(const char *list) {
+    std::vector<int> ts;
     for (const char *p = list; *p;) {
         char *end;
         const long v = strtol(p, &end, 10);
-        if (end == p) return false;
-        if (v == T) return true;
+        if (end == p || v < 1 || v > 65536 || (*end && *end != ',')) return {};
+        ts.push_back((int)v);
         p = *end == ',' ? end + 1 : end;
     }
-    return false;
+    return ts;
 }
 
 static void bench(cudaStream_t st, int sm, const char *only_t) {
-    static const int TS[] = {1, 8, 64, 256, 1024, 4096, 16384};
+    std::vector<int> TS = {1, 8, 64, 256, 1024, 4096, 16384};
+    if (only_t) {
+        TS = bench_ts(only_t);
+        if (TS.empty()) {
+            fprintf(stderr, "--bench-t: expected token counts like 512,1024, got '%s'\n", only_t);
+            return;
+        }
+    }
     const int E = 128, COPIES = 3;
     layer_host L;
     gen_layer(&L, E);
@@ -746,7 +755,6 @@ static void bench(cudaStream_t st, int sm, const char *only_t) {
         (double)(2 * I) * H * 17 / 32 + (double)H * I * 17 / 32 + (2.0 * I + H) * 2;
     tu_bench_header();
     for (int T : TS) {
-        if (only_t && !bench_wants(only_t, T)) continue;
         std::vector<float> lg((size_t)T * E);
         for (auto &v : lg) v = tu_uniform(-4.0f, 4.0f);
         std::vector<uint16_t> xb((size_t)T * H);
@@ -786,8 +794,8 @@ static void bench(cudaStream_t st, int sm, const char *only_t) {
              * moe_wgmma_tma.cu (kind 4), each with 128- and then 64-token tiles (whichever
              * moe_plan_for picks; the automatic plan's choice is the "auto" one), then the ws
              * kernel at 128 at full width instead of its default narrow form, then the tma
-             * kernel's register-A form at 64 (the default at 64-token plans; the rounds before it
-             * run without it, so "tma n64" is the shared-memory form) */
+             * kernel's register-A form at 64 (the default for every large plan; the rounds before
+             * it run without it, so "tma n64" is the shared-memory form) */
             const int extra = pi >= plans.size() ? (int)(pi - plans.size()) : -1;
             const int wide = extra == 6, rs = extra == 7;
             const int wg = extra >= 0 ? (wide ? 2 : extra / 2 >= 2 ? 4 : 1 + extra / 2) : 0;
@@ -812,9 +820,8 @@ static void bench(cudaStream_t st, int sm, const char *only_t) {
             moe_wgmma_ws_set_narrow(-1);
             moe_wgmma_tma_set_rs(-1);
             char pn[64], wn[40] = "";
-            /* what moe_experts runs for the automatic plan: rs at 64-token plans, ws at 128 */
-            const bool is_auto =
-                autop.large && p.bn == autop.bn && (autop.bn == 64 ? rs : wg == 2 && !wide);
+            /* what moe_experts runs for the automatic plan: the register-A form at any tile */
+            const bool is_auto = autop.large && rs;
             if (wg)
                 snprintf(wn, sizeof wn, " wgmma%s n%d%s",
                          wide      ? " ws wide"

@@ -132,8 +132,9 @@ cudaError_t moe_experts(const moe_weights *w, const uint16_t *x, const moe_routi
 
 /* The large path's MMA, process-wide: 3 (the default) = the warp-specialised wgmma kernel
  * (moe_wgmma_ws.cu: producer warpgroups feeding two consumer warpgroups) at 128-token tiles and its
- * form fed by the copy engine (moe_wgmma_tma.cu) at 64 — there in its register-A form unless
- * moe_wgmma_tma_set_rs says otherwise — where each measured fastest on the H200 (bench/NOTES.md); 1 = moe_wgmma.cu (wgmma with A in registers) at both; 2 = moe_wgmma_ws.cu at
+ * form fed by the copy engine (moe_wgmma_tma.cu) at 64, where each measured fastest on the H200
+ * (bench/NOTES.md) — but both give way to moe_wgmma_tma.cu's register-A form unless
+ * moe_wgmma_tma_set_rs says otherwise; 1 = moe_wgmma.cu (wgmma with A in registers) at both; 2 = moe_wgmma_ws.cu at
  * both; 4 = moe_wgmma_tma.cu at both; 5 = ws at 128 and moe_wgmma.cu at 64 (the default before,
  * for comparisons); 0 = mma.sync (moe_large_kernel, kept as the tests' second implementation; it
  * ignores plan->bn). moe_wgmma_tma.cu runs through moe_experts only (which lends it y_slots as
@@ -148,10 +149,10 @@ int moe_wgmma_on(void);
  * (0 off; anything else, or nothing, on: the default). */
 void moe_wgmma_ws_set_narrow(int on);
 /* moe_wgmma_tma.cu's register-A form (A dequantised into the consumers' registers, no dequantising
- * warps, 64-token tiles; bits within rounding of ws's, not equal): 1 where the plan has 64-token
- * tiles (the default), 2 at 128-token plans too, 0 never, negative: as GPTOSS_MOE_TMA_RS says (0, 1
- * or 2; anything else, or nothing, 1). Used by moe_experts only (its act is in an order of its
- * own); moe_gate_up and moe_down alone never take it. */
+ * warps, 64-token tiles; bits within rounding of ws's, not equal): 2 for every large plan (the
+ * default), 1 only where the plan has 64-token tiles, 0 never, negative: as GPTOSS_MOE_TMA_RS says
+ * (0, 1 or 2; anything else, or nothing, 2). Used by moe_experts only (its act is in an order of
+ * its own); moe_gate_up and moe_down alone never take it. */
 void moe_wgmma_tma_set_rs(int on);
 
 /* The two halves, for benchmarks and tests. */

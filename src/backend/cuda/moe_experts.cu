@@ -170,14 +170,14 @@ __global__ void __launch_bounds__(LG_THREADS, 1) moe_large_kernel(const moe_args
 /* ---------------------------------------------------------------------------------------------- */
 /* Plans and launches                                                                              */
 
-/* The pairs per expert from which the large path runs: 24 (measured below), or
+/* The pairs per expert from which the large path runs: 16 (moe_plan_for says why), or
  * GPTOSS_MOE_LARGE_AVG (a positive number; for measuring the crossover again). Read once. */
 static double large_min_avg(void) {
     static double v = -1.0;
     if (v < 0) {
         const char *e = getenv("GPTOSS_MOE_LARGE_AVG");
         const double x = e ? atof(e) : 0.0;
-        v = x > 0 ? x : 24.0;
+        v = x > 0 ? x : 16.0;
     }
     return v;
 }
@@ -192,7 +192,9 @@ moe_plan moe_plan_for(int T, int E, int k, int sm_count) {
      * (bench/results/wgmma-tp-2026-12-02-h200.md). With 64-token tiles (bn below) and the large
      * path from 24 pairs per expert (T = 768 for 120b; bench/results/session4-2026-12-02-h200.md):
      * decode batch 1024 +17.3 % (11,934 → 14,003 tok/s), prefill 1k +21.6 % (13,879 → 16,870),
-     * decode batch 256 (8 pairs: the small path) unchanged. */
+     * decode batch 256 (8 pairs: the small path) unchanged. With the register-A form of
+     * moe_wgmma_tma.cu (session 12) the large path from 16 pairs: decode 512 +2.5 % (10,677 →
+     * 10,948 tok/s), the rest unchanged; below 16 not measured. */
     p.large = avg >= large_min_avg();
     /* The wgmma token tile, per launch: 64 while experts average under 128 pairs, where 128-token
      * tiles are mostly padding, else 128. Experts alone in the same session (gpu_test_moe --bench,
@@ -385,8 +387,8 @@ cudaError_t moe_down(const moe_weights *w, const moe_routing *r, const moe_plan 
 cudaError_t moe_experts(const moe_weights *w, const uint16_t *x, const moe_routing *r,
                         const moe_plan *plan, uint16_t *act, float *y_slots, cudaStream_t stream) {
     /* The register-A form of moe_wgmma_tma.cu (64-token tiles) runs both halves or neither: its act
-     * is in an order of its own. It takes the tma kernel's place at 64-token plans, and with
-     * GPTOSS_MOE_TMA_RS=2 the ws kernel's at 128-token ones too. */
+     * is in an order of its own. It takes the place of the tma kernel at 64-token plans and of ws
+     * at 128-token ones (GPTOSS_MOE_TMA_RS=1: at 64-token plans only). */
     const int kind = moe_wgmma_on(), rs_mode = moe_wgmma_tma_rs();
     const int rs = plan && plan->large && (kind == 3 || kind == 4) && rs_mode &&
                    (plan->bn == 64 || (plan->bn == 128 && rs_mode == 2)) &&

@@ -2,7 +2,7 @@
  * operand (sm_90a): moe_wgmma_ws.cu's tiles, dequantisation, MMAs and epilogue, but no thread copies
  * anything. Two forms: A dequantised into shared memory by warps of their own (below), and A
  * dequantised by the consumers into their registers (moe_wgmma_rs_kernel, further down: the default
- * at 64-token tiles since session 12, decode 1024 +10.9 %, prefill 1k +13.9 %). The shared-memory
+ * for every large plan since session 12, decode 1024 +10.9 %, prefill 1k +13.9 %). The shared-memory
  * form was the default at 64-token tiles before it (moe.h: GPTOSS_MOE_WGMMA; on the H200 the experts alone at
  * T = 1024 −9 % against moe_wgmma.cu, the previous default there, and decode 1024 +2.1–2.4 %,
  * prefill 1k +2.3–3.6 %); at 128-token tiles it ties ws (bench/NOTES.md, session 10). At 64-token
@@ -575,19 +575,21 @@ static cudaError_t rs_launch_t(const moe_args &a, const moe_tma_maps &m, dim3 gr
     return cudaGetLastError();
 }
 
-/* GPTOSS_MOE_TMA_RS (read once; moe_wgmma_tma_set_rs for tests): the register-A form where the
- * plan has 64-token tiles (1, the default: on the H200 decode 1024 +10.9 %, prefill 1k +13.9 %,
- * bench/NOTES.md session 12), also in place of 128-token ones (2), or never (0). */
+/* GPTOSS_MOE_TMA_RS (read once; moe_wgmma_tma_set_rs for tests): the register-A form for every
+ * large plan (2, the default), only where the plan has 64-token tiles (1), or never (0). On the
+ * H200 (bench/NOTES.md, session 12): at 64-token plans decode 1024 +10.9 %, prefill 1k +13.9 %; in
+ * place of ws at 128-token plans the experts alone at T = 4096 −6.5 %, at 16384 equal, prefill 8k
+ * +0.5 %. */
 static int g_rs = -1;
 
 void moe_wgmma_tma_set_rs(int on) {
-    g_rs = on < 0 ? -1 : on > 2 ? 1 : on;
+    g_rs = on < 0 ? -1 : on > 2 ? 2 : on;
 }
 
 int moe_wgmma_tma_rs(void) {
     if (g_rs < 0) {
         const char *v = getenv("GPTOSS_MOE_TMA_RS");
-        g_rs = !v ? 1 : !strcmp(v, "0") ? 0 : !strcmp(v, "2") ? 2 : 1;
+        g_rs = !v ? 2 : !strcmp(v, "0") ? 0 : !strcmp(v, "1") ? 1 : 2;
     }
     return g_rs;
 }
