@@ -106,6 +106,36 @@ static __device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorM
                  : "memory");
 }
 
+/* The copier's side of the rings both forms share (one lane issues every copy): raw step kk (the
+ * block's 8 row tiles' codes and scale words) and B step kk (BB bytes: BN token rows of 64 k) into
+ * the next slot of their rings, each after that slot's release by the step R (SB) before. */
+template <int R, int SB, int BB> struct tma_copier {
+    const moe_tma_maps *maps;
+    uint64_t *full_r, *empty_r, *full_b, *empty_b;
+    uint32_t r0, b0; /* the rings' shared-memory addresses */
+    int tile0, row0; /* the block's first row tile (all experts' numbering) and B row */
+    ring wr{0, 0}, wb{0, 0};
+    __device__ __forceinline__ void raw(int kk) {
+        if (kk >= R) mbar_wait(&empty_r[wr.i], wr.par ^ 1);
+        mbar_arrive_expect_tx(&full_r[wr.i], WS_RAW_BYTES);
+        const uint32_t slot = r0 + wr.i * WS_RAW_BYTES;
+        tma_load_3d(slot, &maps->codes, 0, kk, tile0, &full_r[wr.i]);
+        tma_load_3d(slot + WS_CODE_BYTES, &maps->scales, 0, kk, tile0, &full_r[wr.i]);
+        wr.next(R);
+    }
+    __device__ __forceinline__ void b(int kk) {
+        if (kk >= SB) mbar_wait(&empty_b[wb.i], wb.par ^ 1);
+        mbar_arrive_expect_tx(&full_b[wb.i], BB);
+        tma_load_2d(b0 + wb.i * BB, &maps->b, kk * 64, row0, &full_b[wb.i]);
+        wb.next(SB);
+    }
+    /* the first DR raw steps and DB B steps, before the k loop */
+    __device__ __forceinline__ void prime(int KK, int DR, int DB) {
+        for (int kk = 0; kk < DR && kk < KK; kk++) raw(kk);
+        for (int kk = 0; kk < DB && kk < KK; kk++) b(kk);
+    }
+};
+
 template <int MODE, int BN, bool FOLDED>
 __global__ void __launch_bounds__(tm_cfg<BN>::THREADS, tm_cfg<BN>::BLOCKS)
     moe_wgmma_tma_kernel(const moe_args a, const __grid_constant__ moe_tma_maps maps) {
@@ -190,25 +220,8 @@ __global__ void __launch_bounds__(tm_cfg<BN>::THREADS, tm_cfg<BN>::BLOCKS)
     const bool copier = w == 8 && lane == 0;
     const int tile0 = tp.e * a.RT + rb * 8, row0 = tp.off + tp.n_base;
     const uint32_t r0 = smem_u32(raws), b0 = smem_u32(b_st);
-    ring wr{0, 0}, wb{0, 0}; /* the copier's raw slot and B stage */
-    auto issue_raw = [&](int kk) {
-        if (kk >= R) mbar_wait(&empty_r[wr.i], wr.par ^ 1);
-        mbar_arrive_expect_tx(&full_r[wr.i], WS_RAW_BYTES);
-        const uint32_t slot = r0 + wr.i * WS_RAW_BYTES;
-        tma_load_3d(slot, &maps.codes, 0, kk, tile0, &full_r[wr.i]);
-        tma_load_3d(slot + WS_CODE_BYTES, &maps.scales, 0, kk, tile0, &full_r[wr.i]);
-        wr.next(R);
-    };
-    auto issue_b = [&](int kk) {
-        if (kk >= SB) mbar_wait(&empty_b[wb.i], wb.par ^ 1);
-        mbar_arrive_expect_tx(&full_b[wb.i], C::B_BYTES);
-        tma_load_2d(b0 + wb.i * C::B_BYTES, &maps.b, kk * 64, row0, &full_b[wb.i]);
-        wb.next(SB);
-    };
-    if (copier) {
-        for (int kk = 0; kk < DR && kk < a.KK; kk++) issue_raw(kk);
-        for (int kk = 0; kk < DB && kk < a.KK; kk++) issue_b(kk);
-    }
+    tma_copier<R, SB, C::B_BYTES> cp{&maps, full_r, empty_r, full_b, empty_b, r0, b0, tile0, row0};
+    if (copier) cp.prime(a.KK, DR, DB);
     /* The tile with MMAs NN tokens wide, epilogue included: at 64-token tiles the narrowest
      * width that holds the tile's tokens (ws_with_width: decode 1024 +5.6 %, prefill 1k +7.4 % on
      * the H200, session 11), at 128 the tile's width. */
@@ -219,8 +232,8 @@ __global__ void __launch_bounds__(tm_cfg<BN>::THREADS, tm_cfg<BN>::BLOCKS)
         for (int i = 0; i < NN / 2; i++) acc[i] = 0.0f;
         for (int kk = 0; kk < a.KK; kk++) {
             if (copier) {
-                if (kk + DR < a.KK) issue_raw(kk + DR);
-                if (kk + DB < a.KK) issue_b(kk + DB);
+                if (kk + DR < a.KK) cp.raw(kk + DR);
+                if (kk + DB < a.KK) cp.b(kk + DB);
             }
             __syncwarp();
             mbar_wait(&full_a[ca.i], ca.par);
@@ -358,25 +371,8 @@ __global__ void __launch_bounds__(rs_cfg::THREADS, 2)
     const int tile0 = tp.e * a.RT + rb * 8, row0 = tp.off + tp.n_base;
     const uint32_t r0 = smem_u32(raws), b0 = smem_u32(b_st);
     const bool copier = tid == 0;
-    ring wr{0, 0}, wb{0, 0}; /* the copier's raw slot and B stage */
-    auto issue_raw = [&](int kk) {
-        if (kk >= R) mbar_wait(&empty_r[wr.i], wr.par ^ 1);
-        mbar_arrive_expect_tx(&full_r[wr.i], WS_RAW_BYTES);
-        const uint32_t slot = r0 + wr.i * WS_RAW_BYTES;
-        tma_load_3d(slot, &maps.codes, 0, kk, tile0, &full_r[wr.i]);
-        tma_load_3d(slot + WS_CODE_BYTES, &maps.scales, 0, kk, tile0, &full_r[wr.i]);
-        wr.next(R);
-    };
-    auto issue_b = [&](int kk) {
-        if (kk >= SB) mbar_wait(&empty_b[wb.i], wb.par ^ 1);
-        mbar_arrive_expect_tx(&full_b[wb.i], C::B_BYTES);
-        tma_load_2d(b0 + wb.i * C::B_BYTES, &maps.b, kk * 64, row0, &full_b[wb.i]);
-        wb.next(SB);
-    };
-    if (copier) {
-        for (int kk = 0; kk < DR && kk < a.KK; kk++) issue_raw(kk);
-        for (int kk = 0; kk < DB && kk < a.KK; kk++) issue_b(kk);
-    }
+    tma_copier<R, SB, C::B_BYTES> cp{&maps, full_r, empty_r, full_b, empty_b, r0, b0, tile0, row0};
+    if (copier) cp.prime(a.KK, DR, DB);
     /* thread (warp w, lane (g, t)): row tile w's 16 bytes and its rows' scale word (as ws) */
     const uint32_t code_at = w * 512 + lane * 16,
                    scale_at = WS_CODE_BYTES + w * 32 + (lane >> 2) * 4;
@@ -391,8 +387,8 @@ __global__ void __launch_bounds__(rs_cfg::THREADS, 2)
         uint32_t v[2][4][4]; /* two A register sets: step kk's MMAs read set kk & 1 */
         auto step = [&](int kk, uint32_t(&vs)[4][4]) {
             if (copier) {
-                if (kk + DR < a.KK) issue_raw(kk + DR);
-                if (kk + DB < a.KK) issue_b(kk + DB);
+                if (kk + DR < a.KK) cp.raw(kk + DR);
+                if (kk + DB < a.KK) cp.b(kk + DB);
             }
             __syncwarp();
             mbar_wait(&full_r[rr.i], rr.par);
