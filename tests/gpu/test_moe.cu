@@ -593,10 +593,12 @@ static void test_E(int E, cudaStream_t st, int sm) {
              * fed by the copy engine, moe_wgmma_tma.cu, which must give kind 2's bits (the same
              * MMAs on the same operands) */
             std::vector<float> ws_y[2];
-            moe_wgmma_ws_set_narrow(0); /* ws at full width: the tma kernel's reference */
-            moe_wgmma_tma_set_rs(0);
             for (int kind : {1, 2, 4}) {
                 moe_set_wgmma(kind);
+                /* each kind from the same state: ws at full width (the tma kernel's reference) and
+                 * no register-A form (the default would take kind 4's place at both widths) */
+                moe_wgmma_ws_set_narrow(0);
+                moe_wgmma_tma_set_rs(0);
                 std::vector<float> wy[2][2];
                 for (int b = 0; b < 2; b++) {
                     moe_plan q = p;
