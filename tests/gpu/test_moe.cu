@@ -640,26 +640,17 @@ static void test_E(int E, cudaStream_t st, int sm) {
                          * holds both against the CPU reference), the folded and two-multiply
                          * dequantisation the same bits, two runs the same bits */
                         moe_wgmma_tma_set_rs(1);
-                        std::vector<float> ry, ry2, ru, rb;
+                        std::vector<float> ry, ry2, ru;
                         run_experts_case(&w, &r, &q, d_x, d_act, d_y, T, E, toks, ref, st, &ry);
                         run_experts_case(&w, &r, &q, d_x, d_act, d_y, T, E, toks, ref, st, &ry2);
                         run_experts_case(&wu, &r, &q, d_x, d_act, d_y, T, E, toks, ref, st, &ru);
-                        /* its prepared 16-row B boxes: the rows the MMAs read, the same bits */
-                        moe_wgmma_tma_set_box16(1);
-                        run_experts_case(&w, &r, &q, d_x, d_act, d_y, T, E, toks, ref, st, &rb);
-                        moe_wgmma_tma_set_box16(0);
                         moe_wgmma_tma_set_rs(0);
                         const bool same_size = ry.size() == ws_y[b].size() &&
-                                               ry2.size() == ry.size() && ru.size() == ry.size() &&
-                                               rb.size() == ry.size();
+                                               ry2.size() == ry.size() && ru.size() == ry.size();
                         CHECK(same_size && !memcmp(ry.data(), ry2.data(), ry.size() * 4) &&
                                   !memcmp(ru.data(), ry.data(), ry.size() * 4),
                               "E=%d T=%d: the register-A form's two runs, or its folded and "
                               "two-multiply dequantisation, differ",
-                              E, T);
-                        CHECK(same_size && !memcmp(rb.data(), ry.data(), ry.size() * 4),
-                              "E=%d T=%d: the register-A form with 16-row B boxes differs from "
-                              "its 64-row boxes' bits",
                               E, T);
                         const double rel =
                             same_size ? tu_rel_err(ry.data(), ws_y[b].data(), ry.size()) : 1.0;
@@ -798,7 +789,7 @@ static void bench(cudaStream_t st, int sm, const char *only_t) {
         for (auto &p : plans) maxS = std::max(maxS, p.large ? 1 : p.down_splits);
         uint16_t *d_act = tu_dev_alloc<uint16_t>(P * I);
         float *d_y = tu_dev_alloc<float>(P * maxS * H);
-        const size_t rounds = plans.size() + ((autop.large || plans.size() > 1) ? 9 : 0);
+        const size_t rounds = plans.size() + ((autop.large || plans.size() > 1) ? 8 : 0);
         for (size_t pi = 0; pi < rounds; pi++) {
             /* the last seven rounds: the large plan again on the warpgroup MMA, moe_wgmma.cu
              * (kind 1), the warp-specialised moe_wgmma_ws.cu (kind 2) and its TMA-fed form
@@ -806,16 +797,14 @@ static void bench(cudaStream_t st, int sm, const char *only_t) {
              * moe_plan_for picks; the automatic plan's choice is the "auto" one), then the ws
              * kernel at 128 at full width instead of its default narrow form, then the tma
              * kernel's register-A form at 64 (the default for every large plan; the rounds before
-             * it run without it, so "tma n64" is the shared-memory form), then that form with its
-             * prepared 16-row B boxes */
+             * it run without it, so "tma n64" is the shared-memory form) */
             const int extra = pi >= plans.size() ? (int)(pi - plans.size()) : -1;
-            const int wide = extra == 6, rs = extra == 7 || extra == 8, box16 = extra == 8;
+            const int wide = extra == 6, rs = extra == 7;
             const int wg = extra >= 0 ? (wide ? 2 : extra / 2 >= 2 ? 4 : 1 + extra / 2) : 0;
             moe_plan p = wg ? (autop.large ? autop : plans[1]) : plans[pi];
             if (wg) p.bn = (extra & 1) || rs ? 64 : 128;
             moe_wgmma_ws_set_narrow(wide ? 0 : -1);
             moe_wgmma_tma_set_rs(rs ? 1 : extra >= 0 ? 0 : -1);
-            moe_wgmma_tma_set_box16(box16 ? 1 : -1);
             const int S = p.large ? 1 : p.down_splits;
             const int reps = T >= 1024 ? 10 : 50;
             moe_set_wgmma(wg);
@@ -832,14 +821,12 @@ static void bench(cudaStream_t st, int sm, const char *only_t) {
             moe_set_wgmma(0);
             moe_wgmma_ws_set_narrow(-1);
             moe_wgmma_tma_set_rs(-1);
-            moe_wgmma_tma_set_box16(-1);
             char pn[64], wn[40] = "";
             /* what moe_experts runs for the automatic plan: the register-A form at any tile */
-            const bool is_auto = autop.large && rs && !box16;
+            const bool is_auto = autop.large && rs;
             if (wg)
                 snprintf(wn, sizeof wn, " wgmma%s n%d%s",
                          wide      ? " ws wide"
-                         : box16   ? " tma rs box16"
                          : rs      ? " tma rs"
                          : wg == 2 ? " ws"
                          : wg == 4 ? " tma"

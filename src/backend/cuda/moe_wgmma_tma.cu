@@ -108,15 +108,13 @@ static __device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorM
 
 /* The copier's side of the rings both forms share (one lane issues every copy): raw step kk (the
  * block's 8 row tiles' codes and scale words) and B step kk (BB bytes: BN token rows of 64 k) into
- * the next slot of their rings, each after that slot's release by the step R (SB) before. BOX > 0
- * (the B map's box is BOX rows): B step kk is nbox boxes, only the rows the tile's MMAs read. */
-template <int R, int SB, int BB, int BOX = 0> struct tma_copier {
+ * the next slot of their rings, each after that slot's release by the step R (SB) before. */
+template <int R, int SB, int BB> struct tma_copier {
     const moe_tma_maps *maps;
     uint64_t *full_r, *empty_r, *full_b, *empty_b;
     uint32_t r0, b0; /* the rings' shared-memory addresses */
     int tile0, row0; /* the block's first row tile (all experts' numbering) and B row */
     ring wr{0, 0}, wb{0, 0};
-    int nbox = 1; /* BOX > 0: boxes a B step */
     __device__ __forceinline__ void raw(int kk) {
         if (kk >= R) mbar_wait(&empty_r[wr.i], wr.par ^ 1);
         mbar_arrive_expect_tx(&full_r[wr.i], WS_RAW_BYTES);
@@ -127,15 +125,8 @@ template <int R, int SB, int BB, int BOX = 0> struct tma_copier {
     }
     __device__ __forceinline__ void b(int kk) {
         if (kk >= SB) mbar_wait(&empty_b[wb.i], wb.par ^ 1);
-        if constexpr (BOX == 0) {
-            mbar_arrive_expect_tx(&full_b[wb.i], BB);
-            tma_load_2d(b0 + wb.i * BB, &maps->b, kk * 64, row0, &full_b[wb.i]);
-        } else {
-            mbar_arrive_expect_tx(&full_b[wb.i], nbox * BOX * 128);
-            for (int i = 0; i < nbox; i++) /* 128-byte rows: the swizzle repeats every 8 */
-                tma_load_2d(b0 + wb.i * BB + i * BOX * 128, &maps->b, kk * 64, row0 + i * BOX,
-                            &full_b[wb.i]);
-        }
+        mbar_arrive_expect_tx(&full_b[wb.i], BB);
+        tma_load_2d(b0 + wb.i * BB, &maps->b, kk * 64, row0, &full_b[wb.i]);
         wb.next(SB);
     }
     /* the first DR raw steps and DB B steps, before the k loop */
@@ -344,12 +335,7 @@ static __device__ __forceinline__ void rs_mma_step(float (&d)[NN / 2], const uin
     wgmma_commit();
 }
 
-/* BOX16 (prepared, not measured: GPTOSS_MOE_RS_BOX16=1): B comes in boxes of 16 token rows, only
- * as many as the tile's MMAs read (ws_with_width's width), instead of one 64-row box a step. Why: at
- * T = 1024 a tile holds ~32 tokens, and a layer's blocks copy ~3.1 GB of B from L2 into shared
- * memory against 1.7 GB of codes — together ~0.9 ms at ~5.5 TB/s of L2, close to the kernel's
- * 1.08 ms. The narrow boxes halve B there. */
-template <int MODE, bool FOLDED, bool BOX16>
+template <int MODE, bool FOLDED>
 __global__ void __launch_bounds__(rs_cfg::THREADS, 2)
     moe_wgmma_rs_kernel(const moe_args a, const __grid_constant__ moe_tma_maps maps) {
     using C = rs_cfg;
@@ -385,9 +371,7 @@ __global__ void __launch_bounds__(rs_cfg::THREADS, 2)
     const int tile0 = tp.e * a.RT + rb * 8, row0 = tp.off + tp.n_base;
     const uint32_t r0 = smem_u32(raws), b0 = smem_u32(b_st);
     const bool copier = tid == 0;
-    tma_copier<R, SB, C::B_BYTES, BOX16 ? 16 : 0> cp{&maps, full_r, empty_r, full_b, empty_b,
-                                                     r0,    b0,     tile0,   row0};
-    if (BOX16) cp.nbox = (tp.n_valid + 15) >> 4; /* ws_with_width's width in 16-row boxes */
+    tma_copier<R, SB, C::B_BYTES> cp{&maps, full_r, empty_r, full_b, empty_b, r0, b0, tile0, row0};
     if (copier) cp.prime(a.KK, DR, DB);
     /* thread (warp w, lane (g, t)): row tile w's 16 bytes and its rows' scale word (as ws) */
     const uint32_t code_at = w * 512 + lane * 16,
@@ -535,14 +519,14 @@ static int weight_maps_of(const moe_args &a, uint64_t n_row_tiles, CUtensorMap *
 }
 
 /* The maps of one launch: codes and scales of the matrix's n_row_tiles row tiles (every expert's,
- * one dimension), B = rows x a.K bf16 at b, box_rows rows (of 64 k) a copy. */
+ * one dimension), B = rows x a.K bf16 at b. */
 static int encode_maps(moe_tma_maps *m, const moe_args &a, uint64_t n_row_tiles, const uint16_t *b,
-                       uint64_t rows, int box_rows) {
+                       uint64_t rows, int bn) {
     if (!encode_fn()) return 0;
     memset(m, 0, sizeof *m);
     const cuuint64_t bdims[2] = {(cuuint64_t)a.K, rows};
     const cuuint64_t bstrides[1] = {(cuuint64_t)a.K * 2};
-    const cuuint32_t bbox[2] = {64, (cuuint32_t)box_rows};
+    const cuuint32_t bbox[2] = {64, (cuuint32_t)bn};
     const cuuint32_t es[2] = {1, 1};
     return weight_maps_of(a, n_row_tiles, &m->codes, &m->scales) &&
            encode_fn()(&m->b, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)b, bdims, bstrides, bbox,
@@ -571,36 +555,20 @@ static cudaError_t tma_launch_t(const moe_args &a, const moe_tma_maps &m, dim3 g
     return cudaGetLastError();
 }
 
-template <int MODE, bool FOLDED, bool BOX16>
+template <int MODE, bool FOLDED>
 static cudaError_t rs_launch_t(const moe_args &a, const moe_tma_maps &m, dim3 grid,
                                cudaStream_t stream) {
     constexpr int SMEM = rs_cfg::SMEM;
     static unsigned long long attrs_set; /* per device: per_device.h */
     if (!per_device_done(&attrs_set)) {
-        CUDA_TRY(cudaFuncSetAttribute((const void *)moe_wgmma_rs_kernel<MODE, FOLDED, BOX16>,
+        CUDA_TRY(cudaFuncSetAttribute((const void *)moe_wgmma_rs_kernel<MODE, FOLDED>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM));
         per_device_mark(&attrs_set);
     }
     grid.y *= MOE_TILE_TOKENS / 64; /* two blocks a routing tile */
-    CUDA_TRY(pdl_launch(moe_wgmma_rs_kernel<MODE, FOLDED, BOX16>, grid, dim3(rs_cfg::THREADS), SMEM,
+    CUDA_TRY(pdl_launch(moe_wgmma_rs_kernel<MODE, FOLDED>, grid, dim3(rs_cfg::THREADS), SMEM,
                         stream, a, m));
     return cudaGetLastError();
-}
-
-/* GPTOSS_MOE_RS_BOX16=1: the register-A form's B in 16-row boxes (prepared, not measured; read
- * once; moe_wgmma_tma_set_box16 for tests). */
-static int g_box16 = -1;
-
-void moe_wgmma_tma_set_box16(int on) {
-    g_box16 = on < 0 ? -1 : on != 0;
-}
-
-static int rs_box16(void) {
-    if (g_box16 < 0) {
-        const char *v = getenv("GPTOSS_MOE_RS_BOX16");
-        g_box16 = v && !strcmp(v, "1");
-    }
-    return g_box16;
 }
 
 /* GPTOSS_MOE_TMA_RS (read once; moe_wgmma_tma_set_rs for tests): the register-A form for every
@@ -625,12 +593,9 @@ int moe_wgmma_tma_rs(void) {
 template <int MODE>
 static cudaError_t tma_launch_mode(const moe_args &a, const moe_tma_maps &m, int bn, int folded,
                                    int rs, dim3 grid, cudaStream_t stream) {
-    if (rs && rs_box16())
-        return folded ? rs_launch_t<MODE, true, true>(a, m, grid, stream)
-                      : rs_launch_t<MODE, false, true>(a, m, grid, stream);
     if (rs)
-        return folded ? rs_launch_t<MODE, true, false>(a, m, grid, stream)
-                      : rs_launch_t<MODE, false, false>(a, m, grid, stream);
+        return folded ? rs_launch_t<MODE, true>(a, m, grid, stream)
+                      : rs_launch_t<MODE, false>(a, m, grid, stream);
     if (bn == 64)
         return folded ? tma_launch_t<MODE, 64, true>(a, m, grid, stream)
                       : tma_launch_t<MODE, 64, false>(a, m, grid, stream);
@@ -646,8 +611,7 @@ cudaError_t moe_wgmma_tma_launch(const moe_args &a, int mode, int bn, int folded
         return cudaErrorInvalidValue;
     const uint16_t *b = mode == MODE_GATE_UP ? scratch : a.x;
     moe_tma_maps m; /* before any launch: a map the driver refuses leaves nothing half done */
-    const int box_rows = rs && rs_box16() ? 16 : bn; /* the B map's box: rows a copy */
-    if (!encode_maps(&m, a, (uint64_t)n_experts * a.RT, b, (uint64_t)rows, box_rows))
+    if (!encode_maps(&m, a, (uint64_t)n_experts * a.RT, b, (uint64_t)rows, bn))
         return cudaErrorNotSupported;
     if (mode == MODE_GATE_UP) {
         /* grid.y: the routing's tile slots; a quarter of a tile's rows per block */
