@@ -282,7 +282,9 @@ __global__ void __launch_bounds__(tm_cfg<BN>::THREADS, tm_cfg<BN>::BLOCKS)
  * kk + DB − SB ≤ kk − 2: releases by warps that need only copies already issued (no cycle). */
 /* Two blocks an SM: three (85 registers a thread) made ptxas serialise the MMAs (C7512). */
 struct rs_cfg {
-    static constexpr int THREADS = 256; /* two warpgroups, 128 weight rows */
+    static constexpr int CONSUMERS = 256; /* two warpgroups, 128 weight rows */
+    static constexpr int THREADS = CONSUMERS;
+    static constexpr int THREADS_CW = CONSUMERS + 32; /* + a copier warp (CW below) */
     static constexpr int R = 8, SB = 6;
     static constexpr int DR = R - 2, DB = SB - 2;
     static constexpr int B_BYTES = 64 * 128;
@@ -335,8 +337,13 @@ static __device__ __forceinline__ void rs_mma_step(float (&d)[NN / 2], const uin
     wgmma_commit();
 }
 
-template <int MODE, bool FOLDED>
-__global__ void __launch_bounds__(rs_cfg::THREADS, 2)
+/* CW (prepared, not measured: GPTOSS_MOE_RS_COPIER_WARP=1): the copies come from a warp of their own
+ * (warp 8, lane 0, running ahead as far as the rings allow) instead of lane 0 of consumer warp 0.
+ * Why: session 12's call 4 had three more copies a step cost the kernel 28 % with the same bytes,
+ * so the copier lane's issue and waits sit on warp 0's path, and the warpgroup's MMAs wait for
+ * warp 0. The registers allow it: 288 threads at 93 registers, two blocks an SM. */
+template <int MODE, bool FOLDED, bool CW = false>
+__global__ void __launch_bounds__(CW ? rs_cfg::THREADS_CW : rs_cfg::THREADS, 2)
     moe_wgmma_rs_kernel(const moe_args a, const __grid_constant__ moe_tma_maps maps) {
     using C = rs_cfg;
     constexpr int R = C::R, SB = C::SB, DR = C::DR, DB = C::DB;
@@ -362,7 +369,7 @@ __global__ void __launch_bounds__(rs_cfg::THREADS, 2)
         }
         for (int s = 0; s < R; s++) {
             mbar_init(&full_r[s], 1);
-            mbar_init(&empty_r[s], C::THREADS);
+            mbar_init(&empty_r[s], C::CONSUMERS);
         }
         mbar_init_fence();
     }
@@ -370,8 +377,18 @@ __global__ void __launch_bounds__(rs_cfg::THREADS, 2)
 
     const int tile0 = tp.e * a.RT + rb * 8, row0 = tp.off + tp.n_base;
     const uint32_t r0 = smem_u32(raws), b0 = smem_u32(b_st);
-    const bool copier = tid == 0;
+    const bool copier = !CW && tid == 0;
     tma_copier<R, SB, C::B_BYTES> cp{&maps, full_r, empty_r, full_b, empty_b, r0, b0, tile0, row0};
+    if constexpr (CW) {
+        if (w == 8) { /* the copier warp: every step's copies, each once its slot is free */
+            if (lane == 0)
+                for (int kk = 0; kk < a.KK; kk++) {
+                    cp.raw(kk);
+                    cp.b(kk);
+                }
+            return;
+        }
+    }
     if (copier) cp.prime(a.KK, DR, DB);
     /* thread (warp w, lane (g, t)): row tile w's 16 bytes and its rows' scale word (as ws) */
     const uint32_t code_at = w * 512 + lane * 16,
@@ -555,20 +572,36 @@ static cudaError_t tma_launch_t(const moe_args &a, const moe_tma_maps &m, dim3 g
     return cudaGetLastError();
 }
 
-template <int MODE, bool FOLDED>
+template <int MODE, bool FOLDED, bool CW>
 static cudaError_t rs_launch_t(const moe_args &a, const moe_tma_maps &m, dim3 grid,
                                cudaStream_t stream) {
     constexpr int SMEM = rs_cfg::SMEM;
     static unsigned long long attrs_set; /* per device: per_device.h */
     if (!per_device_done(&attrs_set)) {
-        CUDA_TRY(cudaFuncSetAttribute((const void *)moe_wgmma_rs_kernel<MODE, FOLDED>,
+        CUDA_TRY(cudaFuncSetAttribute((const void *)moe_wgmma_rs_kernel<MODE, FOLDED, CW>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM));
         per_device_mark(&attrs_set);
     }
     grid.y *= MOE_TILE_TOKENS / 64; /* two blocks a routing tile */
-    CUDA_TRY(pdl_launch(moe_wgmma_rs_kernel<MODE, FOLDED>, grid, dim3(rs_cfg::THREADS), SMEM,
-                        stream, a, m));
+    CUDA_TRY(pdl_launch(moe_wgmma_rs_kernel<MODE, FOLDED, CW>, grid,
+                        dim3(CW ? rs_cfg::THREADS_CW : rs_cfg::THREADS), SMEM, stream, a, m));
     return cudaGetLastError();
+}
+
+/* GPTOSS_MOE_RS_COPIER_WARP=1: the register-A form with a copier warp of its own (prepared, not
+ * measured; read once; moe_wgmma_tma_set_copier_warp for tests). */
+static int g_copier_warp = -1;
+
+void moe_wgmma_tma_set_copier_warp(int on) {
+    g_copier_warp = on < 0 ? -1 : on != 0;
+}
+
+static int rs_copier_warp(void) {
+    if (g_copier_warp < 0) {
+        const char *v = getenv("GPTOSS_MOE_RS_COPIER_WARP");
+        g_copier_warp = v && !strcmp(v, "1");
+    }
+    return g_copier_warp;
 }
 
 /* GPTOSS_MOE_TMA_RS (read once; moe_wgmma_tma_set_rs for tests): the register-A form for every
@@ -593,9 +626,12 @@ int moe_wgmma_tma_rs(void) {
 template <int MODE>
 static cudaError_t tma_launch_mode(const moe_args &a, const moe_tma_maps &m, int bn, int folded,
                                    int rs, dim3 grid, cudaStream_t stream) {
+    if (rs && rs_copier_warp())
+        return folded ? rs_launch_t<MODE, true, true>(a, m, grid, stream)
+                      : rs_launch_t<MODE, false, true>(a, m, grid, stream);
     if (rs)
-        return folded ? rs_launch_t<MODE, true>(a, m, grid, stream)
-                      : rs_launch_t<MODE, false>(a, m, grid, stream);
+        return folded ? rs_launch_t<MODE, true, false>(a, m, grid, stream)
+                      : rs_launch_t<MODE, false, false>(a, m, grid, stream);
     if (bn == 64)
         return folded ? tma_launch_t<MODE, 64, true>(a, m, grid, stream)
                       : tma_launch_t<MODE, 64, false>(a, m, grid, stream);
