@@ -19,6 +19,7 @@
  * tokens (gathered by expert), the codes and the scales go through a 4-stage cp.async ring in shared
  * memory; each warp reads its A fragments (16 B / lane / k-step, already in fragment order) and
  * dequantises them in registers, then runs mma.sync against 64 tokens. */
+#include "base/env_switch.h"
 #include "backend/cuda/moe.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_util.cuh"
@@ -236,17 +237,7 @@ void moe_set_wgmma(int on) {
 }
 
 int moe_wgmma_on(void) {
-    if (g_wgmma < 0) {
-        const char *v = getenv("GPTOSS_MOE_WGMMA");
-        g_wgmma = !v                ? 3
-                  : !strcmp(v, "0") ? 0
-                  : !strcmp(v, "1") ? 1
-                  : !strcmp(v, "2") ? 2
-                  : !strcmp(v, "4") ? 4
-                  : !strcmp(v, "5") ? 5
-                                    : 3;
-    }
-    return g_wgmma;
+    return env_switch(&g_wgmma, "GPTOSS_MOE_WGMMA", 3, 0, 5);
 }
 
 typedef void (*small_fn)(moe_args);

@@ -50,6 +50,7 @@
  * issuing step kk, which needs only what the producer has finished by its step kk. So with the
  * producer at step kk they can have released everything up to kk − 2: SB ≥ D + 2 and SA ≥ 2 leave
  * no cycle. */
+#include "base/env_switch.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/moe.h"
 #include "backend/cuda/moe_kernel_common.cuh"
@@ -284,15 +285,11 @@ static cudaError_t ws_launch_t(const moe_args &a, int mode, dim3 grid, cudaStrea
 static int g_ws_narrow = -1;
 
 void moe_wgmma_ws_set_narrow(int on) {
-    g_ws_narrow = on < 0 ? -1 : on != 0;
+    env_switch_set(&g_ws_narrow, on, 0, 1);
 }
 
 static int ws_narrow(void) {
-    if (g_ws_narrow < 0) {
-        const char *v = getenv("GPTOSS_MOE_WS_NARROW");
-        g_ws_narrow = !(v && !strcmp(v, "0"));
-    }
-    return g_ws_narrow;
+    return env_switch(&g_ws_narrow, "GPTOSS_MOE_WS_NARROW", 1, 0, 1);
 }
 
 template <int BN>
