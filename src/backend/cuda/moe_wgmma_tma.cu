@@ -1,9 +1,9 @@
 /* The large-batch MoE grouped GEMM, warp-specialised with the copy engine (TMA) bringing every
  * operand (sm_90a): moe_wgmma_ws.cu's tiles, dequantisation, MMAs and epilogue, but no thread copies
  * anything. Two forms: A dequantised into shared memory by warps of their own (below), and A
- * dequantised by the consumers into their registers (moe_wgmma_rs_kernel, further down: the default
- * for every large plan since session 12, decode 1024 +10.9 %, prefill 1k +13.9 %). The shared-memory
- * form was the default at 64-token tiles before it (moe.h: GPTOSS_MOE_WGMMA; on the H200 the experts alone at
+ * dequantised by the consumers into their registers (moe_wgmma_rs.cuh: the default for every large
+ * plan since session 12, decode 1024 +10.9 %, prefill 1k +13.9 %). The shared-memory form was the
+ * default at 64-token tiles before it (moe.h: GPTOSS_MOE_WGMMA; on the H200 the experts alone at
  * T = 1024 −9 % against moe_wgmma.cu, the previous default there, and decode 1024 +2.1–2.4 %,
  * prefill 1k +2.3–3.6 %); at 128-token tiles it ties ws (bench/NOTES.md, session 10). At 64-token
  * tiles its MMAs are only as wide as a tile's tokens need (ws_with_width: decode 1024 +5.6 %,
@@ -46,9 +46,12 @@
  * (its own warpgroup's is done; the other needs only B and A of steps ≤ kk − 1, both reachable);
  * the dequantisers wait for the copier and the consumers' release of A step kk − SA; the consumers
  * for both. */
+#include "base/env_switch.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/moe.h"
 #include "backend/cuda/moe_kernel_common.cuh"
+#include "backend/cuda/moe_tma_copier.cuh"
+#include "backend/cuda/moe_wgmma_rs.cuh"
 #include "backend/cuda/moe_ws_parts.cuh"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/per_device.h"
@@ -59,13 +62,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-
-/* The three tensor maps of a launch (a kernel parameter: __grid_constant__). */
-struct moe_tma_maps {
-    CUtensorMap codes;  /* u32 [E·RT][KK][128], box [8][1][128]: a step's 8 row tiles */
-    CUtensorMap scales; /* u32 [E·RT][KK][8], box [8][1][8] */
-    CUtensorMap b;      /* bf16 [rows][K], box [BN][64], 128-byte swizzle */
-};
 
 /* Measured no faster on the H200 (bench/NOTES.md, session 11): a fourth A stage at 64-token tiles
  * paid for with a B stage and a raw slot (T = 1024 1,318 against 1,300 µs), though ncu had the
@@ -89,52 +85,6 @@ template <int BN> struct tm_cfg {
 };
 static_assert(2 * (tm_cfg<64>::SMEM + 1024) <= 228 * 1024, "two 64-token blocks an SM");
 static_assert(tm_cfg<128>::SMEM <= 227 * 1024, "one 128-token block an SM");
-
-static __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap *map, int c0,
-                                                   int c1, uint64_t *bar) {
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-                 " [%0], [%1, {%2, %3}], [%4];" ::"r"(dst),
-                 "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(smem_u32(bar))
-                 : "memory");
-}
-
-static __device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap *map, int c0,
-                                                   int c1, int c2, uint64_t *bar) {
-    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-                 " [%0], [%1, {%2, %3, %4}], [%5];" ::"r"(dst),
-                 "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(c2), "r"(smem_u32(bar))
-                 : "memory");
-}
-
-/* The copier's side of the rings both forms share (one lane issues every copy): raw step kk (the
- * block's 8 row tiles' codes and scale words) and B step kk (BB bytes: BN token rows of 64 k) into
- * the next slot of their rings, each after that slot's release by the step R (SB) before. */
-template <int R, int SB, int BB> struct tma_copier {
-    const moe_tma_maps *maps;
-    uint64_t *full_r, *empty_r, *full_b, *empty_b;
-    uint32_t r0, b0; /* the rings' shared-memory addresses */
-    int tile0, row0; /* the block's first row tile (all experts' numbering) and B row */
-    ring wr{0, 0}, wb{0, 0};
-    __device__ __forceinline__ void raw(int kk) {
-        if (kk >= R) mbar_wait(&empty_r[wr.i], wr.par ^ 1);
-        mbar_arrive_expect_tx(&full_r[wr.i], WS_RAW_BYTES);
-        const uint32_t slot = r0 + wr.i * WS_RAW_BYTES;
-        tma_load_3d(slot, &maps->codes, 0, kk, tile0, &full_r[wr.i]);
-        tma_load_3d(slot + WS_CODE_BYTES, &maps->scales, 0, kk, tile0, &full_r[wr.i]);
-        wr.next(R);
-    }
-    __device__ __forceinline__ void b(int kk) {
-        if (kk >= SB) mbar_wait(&empty_b[wb.i], wb.par ^ 1);
-        mbar_arrive_expect_tx(&full_b[wb.i], BB);
-        tma_load_2d(b0 + wb.i * BB, &maps->b, kk * 64, row0, &full_b[wb.i]);
-        wb.next(SB);
-    }
-    /* the first DR raw steps and DB B steps, before the k loop */
-    __device__ __forceinline__ void prime(int KK, int DR, int DB) {
-        for (int kk = 0; kk < DR && kk < KK; kk++) raw(kk);
-        for (int kk = 0; kk < DB && kk < KK; kk++) b(kk);
-    }
-};
 
 template <int MODE, int BN, bool FOLDED>
 __global__ void __launch_bounds__(tm_cfg<BN>::THREADS, tm_cfg<BN>::BLOCKS)
@@ -261,185 +211,6 @@ __global__ void __launch_bounds__(tm_cfg<BN>::THREADS, tm_cfg<BN>::BLOCKS)
         ws_with_width<BN>(tp.n_valid, k_loop);
     else
         k_loop(std::integral_constant<int, BN>{});
-}
-
-/* ── The register-A form (64-token tiles; GPTOSS_MOE_TMA_RS, moe.h) ──────────────────────────
- * No dequantising warps: each consumer thread reads its own 16 bytes of codes (and its scale word)
- * from the raw slot the copy engine filled, releases the slot, dequantises into registers and
- * issues the four k16 MMAs with A from those registers (wgmma RS). Why: ncu at T = 1024 (session 10)
- * counted per 1,024 weights a dequantiser warp's ~135 instructions plus a consumer warp's ~63
- * (waits, ring arithmetic, descriptors); here one warp's ~95 do both, and A never goes through
- * shared memory (no stores, no proxy fence, no A ring and its hand-over). The cost: B must sit in
- * fragment order (moe_kernel_common.cuh's frag_order_k), so gate_up's gather writes x's rows
- * permuted and gate_up's epilogue writes act permuted for the down projection; the MMAs then add a
- * k16 block's products in another grouping than the shared-memory form, so the bits differ from
- * ws's within rounding (gpu_test_moe bounds them). Two A register sets (the loop unrolled by two)
- * keep one MMA group in flight while the next step is dequantised.
- *
- * Rings: raw[R] full by TMA bytes, empty by the 256 threads once their words are in registers;
- * B[SB] full by TMA bytes, empty by the 8 warps after the next step's MMAs are issued. The copier
- * (warp 0, lane 0) at its step kk waits for the release of raw step kk + DR − R ≤ kk − 2 and B step
- * kk + DB − SB ≤ kk − 2: releases by warps that need only copies already issued (no cycle). */
-/* Two blocks an SM: three (85 registers a thread) made ptxas serialise the MMAs (C7512). */
-struct rs_cfg {
-    static constexpr int CONSUMERS = 256; /* two warpgroups, 128 weight rows */
-    static constexpr int THREADS = CONSUMERS;
-    static constexpr int THREADS_CW = CONSUMERS + 32; /* + a copier warp (CW below) */
-    static constexpr int R = 8, SB = 6;
-    static constexpr int DR = R - 2, DB = SB - 2;
-    static constexpr int B_BYTES = 64 * 128;
-    static constexpr int BAR_BYTES = 8 * 2 * (R + SB);
-    static constexpr int SMEM = SB * B_BYTES + R * WS_RAW_BYTES + BAR_BYTES + 1024;
-};
-static_assert(2 * (rs_cfg::SMEM + 1024) <= 228 * 1024, "two blocks an SM");
-
-/* A thread's four code words of a k step (scale word sc) dequantised into the fragments of its four
- * k16 MMAs: words 0/1 are rows g/g+8 of chunk 0, 2/3 of chunk 1; k16 block 2h + m takes pairs 2m,
- * 2m+1 of chunk h's two words. The fragments are pinned before the MMAs: any instruction that
- * defines a wgmma input between the fence and the commit makes ptxas serialise the MMAs (C7513). */
-template <bool FOLDED>
-static __device__ __forceinline__ void rs_dequant(const uint32_t (&wd)[4], uint32_t sc,
-                                                  uint32_t (&f)[4][4]) {
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-        uint32_t ag[4], a8[4];
-        dequant_word_t<FOLDED>(wd[2 * h], sc, 2 * h, ag);
-        dequant_word_t<FOLDED>(wd[2 * h + 1], sc, 2 * h + 1, a8);
-#pragma unroll
-        for (int m = 0; m < 2; m++) {
-            f[2 * h + m][0] = ag[2 * m], f[2 * h + m][1] = a8[2 * m];
-            f[2 * h + m][2] = ag[2 * m + 1], f[2 * h + m][3] = a8[2 * m + 1];
-        }
-    }
-#pragma unroll
-    for (int j = 0; j < 4; j++)
-#pragma unroll
-        for (int i = 0; i < 4; i++) asm volatile("" : "+r"(f[j][i])::"memory");
-}
-
-/* One k step's four k16 MMAs, A from registers (rs_dequant's fragments f). */
-template <int NN>
-static __device__ __forceinline__ void rs_mma_step(float (&d)[NN / 2], const uint32_t (&v)[4][4],
-                                                   uint64_t db) {
-    wgmma_fence();
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-        const uint32_t(&f)[4] = v[j];
-        if constexpr (NN == 64)
-            wgmma_m64n64k16(d, f, db + 2 * j, 1);
-        else if constexpr (NN == 48)
-            wgmma_rs_m64n48k16(d, f, db + 2 * j);
-        else if constexpr (NN == 32)
-            wgmma_rs_m64n32k16(d, f, db + 2 * j);
-        else
-            wgmma_rs_m64n16k16(d, f, db + 2 * j);
-    }
-    wgmma_commit();
-}
-
-/* CW (prepared, not measured: GPTOSS_MOE_RS_COPIER_WARP=1): the copies come from a warp of their own
- * (warp 8, lane 0, running ahead as far as the rings allow) instead of lane 0 of consumer warp 0.
- * Why: session 12's call 4 had three more copies a step cost the kernel 28 % with the same bytes,
- * so the copier lane's issue and waits sit on warp 0's path, and the warpgroup's MMAs wait for
- * warp 0. The registers allow it: 288 threads at 93 registers, two blocks an SM. */
-template <int MODE, bool FOLDED, bool CW = false>
-__global__ void __launch_bounds__(CW ? rs_cfg::THREADS_CW : rs_cfg::THREADS, 2)
-    moe_wgmma_rs_kernel(const moe_args a, const __grid_constant__ moe_tma_maps maps) {
-    using C = rs_cfg;
-    constexpr int R = C::R, SB = C::SB, DR = C::DR, DB = C::DB;
-    pdl_prologue(); /* first: see pdl.cuh */
-    extern __shared__ __align__(1024) uint8_t rs_smem_raw[];
-    const uint32_t raw_base = smem_u32(rs_smem_raw);
-    uint8_t *smem = rs_smem_raw + (((raw_base + 1023u) & ~1023u) - raw_base);
-    uint8_t *b_st = smem;                   /* SB x B */
-    uint8_t *raws = b_st + SB * C::B_BYTES; /* R x {codes, scales} */
-    uint64_t *full_b = (uint64_t *)(raws + R * WS_RAW_BYTES);
-    uint64_t *empty_b = full_b + SB;
-    uint64_t *full_r = empty_b + SB;
-    uint64_t *empty_r = full_r + R;
-
-    tile_pos tp;
-    if (!tile_of_block_bn<64>(a, &tp)) return;
-    const int rb = blockIdx.x;
-    const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
-    if (tid == 0) {
-        for (int s = 0; s < SB; s++) {
-            mbar_init(&full_b[s], 1); /* the copier's arrival, plus the bytes */
-            mbar_init(&empty_b[s], 8);
-        }
-        for (int s = 0; s < R; s++) {
-            mbar_init(&full_r[s], 1);
-            mbar_init(&empty_r[s], C::CONSUMERS);
-        }
-        mbar_init_fence();
-    }
-    __syncthreads();
-
-    const int tile0 = tp.e * a.RT + rb * 8, row0 = tp.off + tp.n_base;
-    const uint32_t r0 = smem_u32(raws), b0 = smem_u32(b_st);
-    const bool copier = !CW && tid == 0;
-    tma_copier<R, SB, C::B_BYTES> cp{&maps, full_r, empty_r, full_b, empty_b, r0, b0, tile0, row0};
-    if constexpr (CW) {
-        if (w == 8) { /* the copier warp: every step's copies, each once its slot is free */
-            if (lane == 0)
-                for (int kk = 0; kk < a.KK; kk++) {
-                    cp.raw(kk);
-                    cp.b(kk);
-                }
-            return;
-        }
-    }
-    if (copier) cp.prime(a.KK, DR, DB);
-    /* thread (warp w, lane (g, t)): row tile w's 16 bytes and its rows' scale word (as ws) */
-    const uint32_t code_at = w * 512 + lane * 16,
-                   scale_at = WS_CODE_BYTES + w * 32 + (lane >> 2) * 4;
-    const uint64_t db0 = smem_desc_sw128(b0);
-    auto k_loop = [&](auto nn) {
-        constexpr int NN = decltype(nn)::value;
-        float acc[NN / 2];
-#pragma unroll
-        for (int i = 0; i < NN / 2; i++) acc[i] = 0.0f;
-        ring rr{0, 0}, cb{0, 0};
-        int pb = 0;          /* the B stage of the step before */
-        uint32_t v[2][4][4]; /* two A register sets: step kk's MMAs read set kk & 1 */
-        auto step = [&](int kk, uint32_t(&vs)[4][4]) {
-            if (copier) {
-                if (kk + DR < a.KK) cp.raw(kk + DR);
-                if (kk + DB < a.KK) cp.b(kk + DB);
-            }
-            __syncwarp();
-            mbar_wait(&full_r[rr.i], rr.par);
-            const uint32_t rs = r0 + rr.i * WS_RAW_BYTES;
-            uint32_t wd[4];
-            asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];"
-                         : "=r"(wd[0]), "=r"(wd[1]), "=r"(wd[2]), "=r"(wd[3])
-                         : "r"(rs + code_at)
-                         : "memory");
-            const uint32_t sc = ws_lds32(rs + scale_at);
-            mbar_arrive(&empty_r[rr.i]); /* release-ordered after the loads */
-            rr.next(R);
-            rs_dequant<FOLDED>(wd, sc, vs);
-            mbar_wait(&full_b[cb.i], cb.par);
-            rs_mma_step<NN>(acc, vs, db0 + (uint64_t)(cb.i * (C::B_BYTES >> 4)));
-            /* step kk − 1's MMAs are done: its B stage may be refilled, its A set rewritten */
-            wgmma_wait<1>();
-            if (kk >= 1 && lane == 0) mbar_arrive(&empty_b[pb]);
-            pb = cb.i;
-            cb.next(SB);
-        };
-        /* pairs of steps, then the odd one: a step that may be skipped inside the loop leaves
-         * ptxas a path on which set 0 is rewritten with its MMAs still in flight (C7513) */
-        int kk = 0;
-        for (; kk + 1 < a.KK; kk += 2) {
-            step(kk, v[0]);
-            step(kk + 1, v[1]);
-        }
-        if (kk < a.KK) step(kk, v[0]);
-        wgmma_wait<0>();
-        fence_acc(acc);
-        store_tile_n<MODE, NN / 8, MODE == MODE_GATE_UP>(a, tp, rb * 8 + w, acc);
-    };
-    ws_with_width<64>(tp.n_valid, k_loop);
 }
 
 /* Gate_up's B in sorted order: row off + n of xs = x's row of the expert's n-th pair, for every
@@ -593,15 +364,11 @@ static cudaError_t rs_launch_t(const moe_args &a, const moe_tma_maps &m, dim3 gr
 static int g_copier_warp = -1;
 
 void moe_wgmma_tma_set_copier_warp(int on) {
-    g_copier_warp = on < 0 ? -1 : on != 0;
+    env_switch_set(&g_copier_warp, on, 0, 1);
 }
 
 static int rs_copier_warp(void) {
-    if (g_copier_warp < 0) {
-        const char *v = getenv("GPTOSS_MOE_RS_COPIER_WARP");
-        g_copier_warp = v && !strcmp(v, "1");
-    }
-    return g_copier_warp;
+    return env_switch(&g_copier_warp, "GPTOSS_MOE_RS_COPIER_WARP", 0, 0, 1);
 }
 
 /* GPTOSS_MOE_TMA_RS (read once; moe_wgmma_tma_set_rs for tests): the register-A form for every
@@ -612,15 +379,11 @@ static int rs_copier_warp(void) {
 static int g_rs = -1;
 
 void moe_wgmma_tma_set_rs(int on) {
-    g_rs = on < 0 ? -1 : on > 2 ? 2 : on;
+    env_switch_set(&g_rs, on, 0, 2);
 }
 
 int moe_wgmma_tma_rs(void) {
-    if (g_rs < 0) {
-        const char *v = getenv("GPTOSS_MOE_TMA_RS");
-        g_rs = !v ? 2 : !strcmp(v, "0") ? 0 : !strcmp(v, "1") ? 1 : 2;
-    }
-    return g_rs;
+    return env_switch(&g_rs, "GPTOSS_MOE_TMA_RS", 2, 0, 2);
 }
 
 template <int MODE>
