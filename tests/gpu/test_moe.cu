@@ -647,11 +647,19 @@ static void test_E(int E, cudaStream_t st, int sm) {
                         /* its prepared copier warp: the same copies and MMAs, the same bits */
                         moe_wgmma_tma_set_copier_warp(1);
                         run_experts_case(&w, &r, &q, d_x, d_act, d_y, T, E, toks, ref, st, &rc);
+                        /* its prepared fitted B boxes (alone and with the copier warp): the
+                         * MMAs read the same rows, so the same bits */
+                        std::vector<float> rf, rfc;
+                        moe_wgmma_tma_set_fit_b(1);
+                        run_experts_case(&w, &r, &q, d_x, d_act, d_y, T, E, toks, ref, st, &rfc);
                         moe_wgmma_tma_set_copier_warp(0);
+                        run_experts_case(&w, &r, &q, d_x, d_act, d_y, T, E, toks, ref, st, &rf);
+                        moe_wgmma_tma_set_fit_b(0);
                         moe_wgmma_tma_set_rs(0);
                         const bool same_size = ry.size() == ws_y[b].size() &&
                                                ry2.size() == ry.size() && ru.size() == ry.size() &&
-                                               rc.size() == ry.size();
+                                               rc.size() == ry.size() && rf.size() == ry.size() &&
+                                               rfc.size() == ry.size();
                         CHECK(same_size && !memcmp(ry.data(), ry2.data(), ry.size() * 4) &&
                                   !memcmp(ru.data(), ry.data(), ry.size() * 4),
                               "E=%d T=%d: the register-A form's two runs, or its folded and "
@@ -660,6 +668,11 @@ static void test_E(int E, cudaStream_t st, int sm) {
                         CHECK(same_size && !memcmp(rc.data(), ry.data(), ry.size() * 4),
                               "E=%d T=%d: the register-A form with a copier warp differs from its "
                               "bits without one",
+                              E, T);
+                        CHECK(same_size && !memcmp(rf.data(), ry.data(), ry.size() * 4) &&
+                                  !memcmp(rfc.data(), ry.data(), ry.size() * 4),
+                              "E=%d T=%d: the register-A form with fitted B boxes (alone or with "
+                              "the copier warp) differs from its bits with 64-row boxes",
                               E, T);
                         const double rel =
                             same_size ? tu_rel_err(ry.data(), ws_y[b].data(), ry.size()) : 1.0;
@@ -798,7 +811,7 @@ static void bench(cudaStream_t st, int sm, const char *only_t) {
         for (auto &p : plans) maxS = std::max(maxS, p.large ? 1 : p.down_splits);
         uint16_t *d_act = tu_dev_alloc<uint16_t>(P * I);
         float *d_y = tu_dev_alloc<float>(P * maxS * H);
-        const size_t rounds = plans.size() + ((autop.large || plans.size() > 1) ? 9 : 0);
+        const size_t rounds = plans.size() + ((autop.large || plans.size() > 1) ? 11 : 0);
         for (size_t pi = 0; pi < rounds; pi++) {
             /* the last seven rounds: the large plan again on the warpgroup MMA, moe_wgmma.cu
              * (kind 1), the warp-specialised moe_wgmma_ws.cu (kind 2) and its TMA-fed form
@@ -807,15 +820,18 @@ static void bench(cudaStream_t st, int sm, const char *only_t) {
              * kernel at 128 at full width instead of its default narrow form, then the tma
              * kernel's register-A form at 64 (the default for every large plan; the rounds before
              * it run without it, so "tma n64" is the shared-memory form), then that form with its
-             * prepared copier warp */
+             * prepared copier warp, then with its prepared fitted B boxes, alone and with the
+             * copier warp */
             const int extra = pi >= plans.size() ? (int)(pi - plans.size()) : -1;
-            const int wide = extra == 6, rs = extra == 7 || extra == 8, cwarp = extra == 8;
+            const int wide = extra == 6, rs = extra >= 7, cwarp = extra == 8 || extra == 10,
+                      fit = extra >= 9;
             const int wg = extra >= 0 ? (wide ? 2 : extra / 2 >= 2 ? 4 : 1 + extra / 2) : 0;
             moe_plan p = wg ? (autop.large ? autop : plans[1]) : plans[pi];
             if (wg) p.bn = (extra & 1) || rs ? 64 : 128;
             moe_wgmma_ws_set_narrow(wide ? 0 : -1);
             moe_wgmma_tma_set_rs(rs ? 1 : extra >= 0 ? 0 : -1);
             moe_wgmma_tma_set_copier_warp(cwarp ? 1 : -1);
+            moe_wgmma_tma_set_fit_b(fit ? 1 : -1);
             const int S = p.large ? 1 : p.down_splits;
             const int reps = T >= 1024 ? 10 : 50;
             moe_set_wgmma(wg);
@@ -833,17 +849,20 @@ static void bench(cudaStream_t st, int sm, const char *only_t) {
             moe_wgmma_ws_set_narrow(-1);
             moe_wgmma_tma_set_rs(-1);
             moe_wgmma_tma_set_copier_warp(-1);
+            moe_wgmma_tma_set_fit_b(-1);
             char pn[64], wn[40] = "";
             /* what moe_experts runs for the automatic plan: the register-A form at any tile */
-            const bool is_auto = autop.large && rs && !cwarp;
+            const bool is_auto = autop.large && rs && !cwarp && !fit;
             if (wg)
                 snprintf(wn, sizeof wn, " wgmma%s n%d%s",
-                         wide      ? " ws wide"
-                         : cwarp   ? " tma rs cw"
-                         : rs      ? " tma rs"
-                         : wg == 2 ? " ws"
-                         : wg == 4 ? " tma"
-                                   : "",
+                         wide           ? " ws wide"
+                         : cwarp && fit ? " tma rs cw fit"
+                         : fit          ? " tma rs fit"
+                         : cwarp        ? " tma rs cw"
+                         : rs           ? " tma rs"
+                         : wg == 2      ? " ws"
+                         : wg == 4      ? " tma"
+                                        : "",
                          p.bn, is_auto ? " (auto)" : "");
             snprintf(name, sizeof name, "moe experts 120b T=%d %s%s touched=%d host %.1f us", T,
                      plan_name(&p, pn, sizeof pn), wn, n_touched, host);

@@ -158,6 +158,10 @@ void moe_wgmma_tma_set_rs(int on);
  * measured): 1 on, 0 off, negative: as GPTOSS_MOE_RS_COPIER_WARP says (1 on; off by default). The
  * same bits either way. */
 void moe_wgmma_tma_set_copier_warp(int on);
+/* The register-A form with B copied in boxes as tall as a tile's MMA width (prepared, not
+ * measured): 1 on, 0 off, negative: as GPTOSS_MOE_RS_FIT_B says (1 on; off by default). The same
+ * bits either way. */
+void moe_wgmma_tma_set_fit_b(int on);
 
 /* The two halves, for benchmarks and tests. */
 cudaError_t moe_gate_up(const moe_weights *w, const uint16_t *x, const moe_routing *r,

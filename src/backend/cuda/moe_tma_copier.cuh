@@ -9,12 +9,28 @@
 
 #include <stdint.h>
 
-/* The three tensor maps of a launch (a kernel parameter: __grid_constant__). */
+/* The tensor maps of a launch (a kernel parameter: __grid_constant__). */
 struct moe_tma_maps {
     CUtensorMap codes;  /* u32 [E·RT][KK][128], box [8][1][128]: a step's 8 row tiles */
     CUtensorMap scales; /* u32 [E·RT][KK][8], box [8][1][8] */
     CUtensorMap b;      /* bf16 [rows][K], box [BN][64], 128-byte swizzle */
+    /* The register-A form's fitted B boxes (GPTOSS_MOE_RS_FIT_B, when fit is 1): b's map with boxes
+     * of 16, 32 and 48 rows, so that a tile's B copy brings only the rows its MMAs read. */
+    CUtensorMap b_fit[3];
+    int fit;
 };
+
+/* The B map and the bytes of one copy for a tile whose MMAs are nn tokens wide (16 … 64): the
+ * fitted box of nn rows when the launch has them, else the BB bytes of b's box. */
+static __device__ __forceinline__ const CUtensorMap *b_map_for(const moe_tma_maps &m, int nn,
+                                                               int BB, int *bytes) {
+    if (m.fit && nn < 64) {
+        *bytes = nn * 128;
+        return &m.b_fit[nn / 16 - 1];
+    }
+    *bytes = BB;
+    return &m.b;
+}
 
 static __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap *map, int c0,
                                                    int c1, uint64_t *bar) {
@@ -33,10 +49,13 @@ static __device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorM
 }
 
 /* The copier's side of the rings both forms share (one lane issues every copy): raw step kk (the
- * block's 8 row tiles' codes and scale words) and B step kk (BB bytes: BN token rows of 64 k) into
- * the next slot of their rings, each after that slot's release by the step R (SB) before. */
-template <int R, int SB, int BB> struct tma_copier {
+ * block's 8 row tiles' codes and scale words) and B step kk (bb bytes of bmap's box: token rows of
+ * 64 k, into a stage of BS bytes) into the next slot of their rings, each after that slot's release
+ * by the step R (SB) before. */
+template <int R, int SB, int BS> struct tma_copier {
     const moe_tma_maps *maps;
+    const CUtensorMap *bmap;
+    int bb;
     uint64_t *full_r, *empty_r, *full_b, *empty_b;
     uint32_t r0, b0; /* the rings' shared-memory addresses */
     int tile0, row0; /* the block's first row tile (all experts' numbering) and B row */
@@ -51,8 +70,8 @@ template <int R, int SB, int BB> struct tma_copier {
     }
     __device__ __forceinline__ void b(int kk) {
         if (kk >= SB) mbar_wait(&empty_b[wb.i], wb.par ^ 1);
-        mbar_arrive_expect_tx(&full_b[wb.i], BB);
-        tma_load_2d(b0 + wb.i * BB, &maps->b, kk * 64, row0, &full_b[wb.i]);
+        mbar_arrive_expect_tx(&full_b[wb.i], bb);
+        tma_load_2d(b0 + wb.i * BS, bmap, kk * 64, row0, &full_b[wb.i]);
         wb.next(SB);
     }
     /* the first DR raw steps and DB B steps, before the k loop */

@@ -124,7 +124,11 @@ __global__ void __launch_bounds__(CW ? rs_cfg::THREADS_CW : rs_cfg::THREADS, 2)
     const int tile0 = tp.e * a.RT + rb * 8, row0 = tp.off + tp.n_base;
     const uint32_t r0 = smem_u32(raws), b0 = smem_u32(b_st);
     const bool copier = !CW && tid == 0;
-    tma_copier<R, SB, C::B_BYTES> cp{&maps, full_r, empty_r, full_b, empty_b, r0, b0, tile0, row0};
+    /* the tile's MMA width (ws_with_width's choice), for the fitted B box */
+    int bb;
+    const CUtensorMap *bm = b_map_for(maps, (min(tp.n_valid, 64) + 15) & ~15, C::B_BYTES, &bb);
+    tma_copier<R, SB, C::B_BYTES> cp{&maps,   bm, bb, full_r, empty_r, full_b,
+                                     empty_b, r0, b0, tile0,  row0};
     if constexpr (CW) {
         if (w == 8) { /* the copier warp: every step's copies, each once its slot is free */
             if (lane == 0)

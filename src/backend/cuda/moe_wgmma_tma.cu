@@ -170,7 +170,8 @@ __global__ void __launch_bounds__(tm_cfg<BN>::THREADS, tm_cfg<BN>::BLOCKS)
     const bool copier = w == 8 && lane == 0;
     const int tile0 = tp.e * a.RT + rb * 8, row0 = tp.off + tp.n_base;
     const uint32_t r0 = smem_u32(raws), b0 = smem_u32(b_st);
-    tma_copier<R, SB, C::B_BYTES> cp{&maps, full_r, empty_r, full_b, empty_b, r0, b0, tile0, row0};
+    tma_copier<R, SB, C::B_BYTES> cp{&maps,   &maps.b, C::B_BYTES, full_r, empty_r, full_b,
+                                     empty_b, r0,      b0,         tile0,  row0};
     if (copier) cp.prime(a.KK, DR, DB);
     /* The tile with MMAs NN tokens wide, epilogue included: at 64-token tiles the narrowest
      * width that holds the tile's tokens (ws_with_width: decode 1024 +5.6 %, prefill 1k +7.4 % on
@@ -306,21 +307,32 @@ static int weight_maps_of(const moe_args &a, uint64_t n_row_tiles, CUtensorMap *
     return 1;
 }
 
-/* The maps of one launch: codes and scales of the matrix's n_row_tiles row tiles (every expert's,
- * one dimension), B = rows x a.K bf16 at b. */
-static int encode_maps(moe_tma_maps *m, const moe_args &a, uint64_t n_row_tiles, const uint16_t *b,
-                       uint64_t rows, int bn) {
-    if (!encode_fn()) return 0;
-    memset(m, 0, sizeof *m);
-    const cuuint64_t bdims[2] = {(cuuint64_t)a.K, rows};
-    const cuuint64_t bstrides[1] = {(cuuint64_t)a.K * 2};
-    const cuuint32_t bbox[2] = {64, (cuuint32_t)bn};
+/* A bf16 B map of rows x K with boxes of 64 k x box_rows, 128-byte swizzle. */
+static int encode_b(CUtensorMap *m, const uint16_t *b, uint64_t K, uint64_t rows,
+                    uint32_t box_rows) {
+    const cuuint64_t bdims[2] = {(cuuint64_t)K, rows};
+    const cuuint64_t bstrides[1] = {(cuuint64_t)K * 2};
+    const cuuint32_t bbox[2] = {64, box_rows};
     const cuuint32_t es[2] = {1, 1};
-    return weight_maps_of(a, n_row_tiles, &m->codes, &m->scales) &&
-           encode_fn()(&m->b, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)b, bdims, bstrides, bbox,
-                       es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+    return encode_fn()(m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)b, bdims, bstrides, bbox, es,
+                       CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                        CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+/* The maps of one launch: codes and scales of the matrix's n_row_tiles row tiles (every expert's,
+ * one dimension), B = rows x a.K bf16 at b; with fit, B's fitted boxes too (16, 32, 48 rows). */
+static int encode_maps(moe_tma_maps *m, const moe_args &a, uint64_t n_row_tiles, const uint16_t *b,
+                       uint64_t rows, int bn, int fit) {
+    if (!encode_fn()) return 0;
+    memset(m, 0, sizeof *m);
+    if (!weight_maps_of(a, n_row_tiles, &m->codes, &m->scales) ||
+        !encode_b(&m->b, b, (uint64_t)a.K, rows, (uint32_t)bn))
+        return 0;
+    for (int i = 0; fit && i < 3; i++)
+        if (!encode_b(&m->b_fit[i], b, (uint64_t)a.K, rows, (uint32_t)(16 * (i + 1)))) return 0;
+    m->fit = fit;
+    return 1;
 }
 
 int moe_wgmma_tma_available(void) {
@@ -371,6 +383,22 @@ static int rs_copier_warp(void) {
     return env_switch(&g_copier_warp, "GPTOSS_MOE_RS_COPIER_WARP", 0, 0, 1);
 }
 
+/* GPTOSS_MOE_RS_FIT_B=1: the register-A form copies B in boxes as tall as the tile's MMA width
+ * (16, 32, 48 or 64 rows) instead of 64 always (prepared, not measured; read once;
+ * moe_wgmma_tma_set_fit_b for tests). Why: at T = 1024 an expert has ~32 tokens, so a 64-row box
+ * brings about twice the rows the MMAs read; the blocks' B copies from L2 are ~3.1 GB a layer
+ * against 1.7 GB of codes. One copy a step either way (session 12's 16-row boxes, up to four
+ * copies a step, measured 28 % slower for the copier's issue cost). */
+static int g_fit_b = -1;
+
+void moe_wgmma_tma_set_fit_b(int on) {
+    env_switch_set(&g_fit_b, on, 0, 1);
+}
+
+static int rs_fit_b(void) {
+    return env_switch(&g_fit_b, "GPTOSS_MOE_RS_FIT_B", 0, 0, 1);
+}
+
 /* GPTOSS_MOE_TMA_RS (read once; moe_wgmma_tma_set_rs for tests): the register-A form for every
  * large plan (2, the default), only where the plan has 64-token tiles (1), or never (0). On the
  * H200 (bench/NOTES.md, session 12): at 64-token plans decode 1024 +10.9 %, prefill 1k +13.9 %; in
@@ -410,7 +438,7 @@ cudaError_t moe_wgmma_tma_launch(const moe_args &a, int mode, int bn, int folded
         return cudaErrorInvalidValue;
     const uint16_t *b = mode == MODE_GATE_UP ? scratch : a.x;
     moe_tma_maps m; /* before any launch: a map the driver refuses leaves nothing half done */
-    if (!encode_maps(&m, a, (uint64_t)n_experts * a.RT, b, (uint64_t)rows, bn))
+    if (!encode_maps(&m, a, (uint64_t)n_experts * a.RT, b, (uint64_t)rows, bn, rs && rs_fit_b()))
         return cudaErrorNotSupported;
     if (mode == MODE_GATE_UP) {
         /* grid.y: the routing's tile slots; a quarter of a tile's rows per block */
