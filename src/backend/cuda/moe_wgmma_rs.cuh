@@ -22,22 +22,26 @@
  * ws's within rounding (gpu_test_moe bounds them). Two A register sets (the loop unrolled by two)
  * keep one MMA group in flight while the next step is dequantised.
  *
- * Rings: raw[R] full by TMA bytes, empty by the 256 threads once their words are in registers;
- * B[SB] full by TMA bytes, empty by the 8 warps after the next step's MMAs are issued. The copier
- * (warp 0, lane 0) at its step kk waits for the release of raw step kk + DR − R ≤ kk − 2 and B step
- * kk + DB − SB ≤ kk − 2: releases by warps that need only copies already issued (no cycle). */
-/* Two blocks an SM: three (85 registers a thread) made ptxas serialise the MMAs (C7512). */
-struct rs_cfg {
-    static constexpr int CONSUMERS = 256; /* two warpgroups, 128 weight rows */
-    static constexpr int THREADS = CONSUMERS;
-    static constexpr int THREADS_CW = CONSUMERS + 32; /* + a copier warp (CW below) */
-    static constexpr int R = 8, SB = 6;
-    static constexpr int DR = R - 2, DB = SB - 2;
+ * Rings: raw[R] full by TMA bytes, empty by the 256 consumer threads once their words are in
+ * registers; B[SB] full by TMA bytes, empty by the 8 consumer warps after the next step's MMAs are
+ * issued. The copies come from a warp of their own (warp 8, lane 0), which runs ahead as far as the
+ * rings allow: session 13's call 1 measured the experts alone at T = 1024 1,068 → 906 µs against a
+ * copier lane inside consumer warp 0 (ncu had the consumers waiting mostly for B stages, which
+ * that lane could issue only DB = SB − 2 steps ahead, and only when warp 0 reached the step). */
+/* RING selects the rings' depths (GPTOSS_MOE_RS_RING): 0 = R 8, SB 6 (the default); 1 = R 12,
+ * SB 6; 2 = R 10, SB 8. Two blocks an SM at 93-95 registers: three (85 a thread) made ptxas
+ * serialise the MMAs (C7512). */
+template <int RING> struct rs_cfg {
+    static constexpr int CONSUMERS = 256;          /* two warpgroups, 128 weight rows */
+    static constexpr int THREADS = CONSUMERS + 32; /* + the copier warp */
+    static constexpr int R = RING == 1 ? 12 : RING == 2 ? 10 : 8;
+    static constexpr int SB = RING == 2 ? 8 : 6;
     static constexpr int B_BYTES = 64 * 128;
     static constexpr int BAR_BYTES = 8 * 2 * (R + SB);
     static constexpr int SMEM = SB * B_BYTES + R * WS_RAW_BYTES + BAR_BYTES + 1024;
+    static_assert(R >= SB, "the copier's raw copies lead its B copies by R - SB steps");
+    static_assert(2 * (SMEM + 1024) <= 228 * 1024, "two blocks an SM");
 };
-static_assert(2 * (rs_cfg::SMEM + 1024) <= 228 * 1024, "two blocks an SM");
 
 /* A thread's four code words of a k step (scale word sc) dequantised into the fragments of its four
  * k16 MMAs: words 0/1 are rows g/g+8 of chunk 0, 2/3 of chunk 1; k16 block 2h + m takes pairs 2m,
@@ -83,16 +87,11 @@ static __device__ __forceinline__ void rs_mma_step(float (&d)[NN / 2], const uin
     wgmma_commit();
 }
 
-/* CW (prepared, not measured: GPTOSS_MOE_RS_COPIER_WARP=1): the copies come from a warp of their own
- * (warp 8, lane 0, running ahead as far as the rings allow) instead of lane 0 of consumer warp 0.
- * Why: session 12's call 4 had three more copies a step cost the kernel 28 % with the same bytes,
- * so the copier lane's issue and waits sit on warp 0's path, and the warpgroup's MMAs wait for
- * warp 0. The registers allow it: 288 threads at 93 registers, two blocks an SM. */
-template <int MODE, bool FOLDED, bool CW = false>
-__global__ void __launch_bounds__(CW ? rs_cfg::THREADS_CW : rs_cfg::THREADS, 2)
+template <int MODE, bool FOLDED, int RING>
+__global__ void __launch_bounds__(rs_cfg<RING>::THREADS, 2)
     moe_wgmma_rs_kernel(const moe_args a, const __grid_constant__ moe_tma_maps maps) {
-    using C = rs_cfg;
-    constexpr int R = C::R, SB = C::SB, DR = C::DR, DB = C::DB;
+    using C = rs_cfg<RING>;
+    constexpr int R = C::R, SB = C::SB;
     pdl_prologue(); /* first: see pdl.cuh */
     extern __shared__ __align__(1024) uint8_t rs_smem_raw[];
     const uint32_t raw_base = smem_u32(rs_smem_raw);
@@ -121,25 +120,30 @@ __global__ void __launch_bounds__(CW ? rs_cfg::THREADS_CW : rs_cfg::THREADS, 2)
     }
     __syncthreads();
 
-    const int tile0 = tp.e * a.RT + rb * 8, row0 = tp.off + tp.n_base;
     const uint32_t r0 = smem_u32(raws), b0 = smem_u32(b_st);
-    const bool copier = !CW && tid == 0;
-    /* the tile's MMA width (ws_with_width's choice), for the fitted B box */
-    int bb;
-    const CUtensorMap *bm = b_map_for(maps, (min(tp.n_valid, 64) + 15) & ~15, C::B_BYTES, &bb);
-    tma_copier<R, SB, C::B_BYTES> cp{&maps,   bm, bb, full_r, empty_r, full_b,
-                                     empty_b, r0, b0, tile0,  row0};
-    if constexpr (CW) {
-        if (w == 8) { /* the copier warp: every step's copies, each once its slot is free */
-            if (lane == 0)
+    if (w == 8) {
+        /* the copier: raw step kk + R − SB beside B step kk, so that both rings run full (a raw
+         * copy behind a B copy that waits for its slot would wait too) */
+        if (lane == 0) {
+            const int tile0 = tp.e * a.RT + rb * 8, row0 = tp.off + tp.n_base;
+            auto copy_all = [&](auto hints) {
+                tma_copier<R, SB, C::B_BYTES, decltype(hints)::value> cp{
+                    &maps, full_r, empty_r, full_b, empty_b, r0, b0, tile0, row0};
+                if constexpr (decltype(hints)::value) cp.hint_policies();
+                constexpr int LEAD = R - SB;
+                for (int kk = 0; kk < LEAD && kk < a.KK; kk++) cp.raw(kk);
                 for (int kk = 0; kk < a.KK; kk++) {
-                    cp.raw(kk);
+                    if (kk + LEAD < a.KK) cp.raw(kk + LEAD);
                     cp.b(kk);
                 }
-            return;
+            };
+            if (maps.l2_hints)
+                copy_all(std::true_type{});
+            else
+                copy_all(std::false_type{});
         }
+        return;
     }
-    if (copier) cp.prime(a.KK, DR, DB);
     /* thread (warp w, lane (g, t)): row tile w's 16 bytes and its rows' scale word (as ws) */
     const uint32_t code_at = w * 512 + lane * 16,
                    scale_at = WS_CODE_BYTES + w * 32 + (lane >> 2) * 4;
@@ -153,11 +157,6 @@ __global__ void __launch_bounds__(CW ? rs_cfg::THREADS_CW : rs_cfg::THREADS, 2)
         int pb = 0;          /* the B stage of the step before */
         uint32_t v[2][4][4]; /* two A register sets: step kk's MMAs read set kk & 1 */
         auto step = [&](int kk, uint32_t(&vs)[4][4]) {
-            if (copier) {
-                if (kk + DR < a.KK) cp.raw(kk + DR);
-                if (kk + DB < a.KK) cp.b(kk + DB);
-            }
-            if (!CW) __syncwarp(); /* warp 0's lanes wait for their copier lane */
             mbar_wait(&full_r[rr.i], rr.par);
             const uint32_t rs = r0 + rr.i * WS_RAW_BYTES;
             uint32_t wd[4];

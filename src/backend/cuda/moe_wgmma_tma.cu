@@ -170,8 +170,7 @@ __global__ void __launch_bounds__(tm_cfg<BN>::THREADS, tm_cfg<BN>::BLOCKS)
     const bool copier = w == 8 && lane == 0;
     const int tile0 = tp.e * a.RT + rb * 8, row0 = tp.off + tp.n_base;
     const uint32_t r0 = smem_u32(raws), b0 = smem_u32(b_st);
-    tma_copier<R, SB, C::B_BYTES> cp{&maps,   &maps.b, C::B_BYTES, full_r, empty_r, full_b,
-                                     empty_b, r0,      b0,         tile0,  row0};
+    tma_copier<R, SB, C::B_BYTES> cp{&maps, full_r, empty_r, full_b, empty_b, r0, b0, tile0, row0};
     if (copier) cp.prime(a.KK, DR, DB);
     /* The tile with MMAs NN tokens wide, epilogue included: at 64-token tiles the narrowest
      * width that holds the tile's tokens (ws_with_width: decode 1024 +5.6 %, prefill 1k +7.4 % on
@@ -321,18 +320,13 @@ static int encode_b(CUtensorMap *m, const uint16_t *b, uint64_t K, uint64_t rows
 }
 
 /* The maps of one launch: codes and scales of the matrix's n_row_tiles row tiles (every expert's,
- * one dimension), B = rows x a.K bf16 at b; with fit, B's fitted boxes too (16, 32, 48 rows). */
+ * one dimension), B = rows x a.K bf16 at b. */
 static int encode_maps(moe_tma_maps *m, const moe_args &a, uint64_t n_row_tiles, const uint16_t *b,
-                       uint64_t rows, int bn, int fit) {
+                       uint64_t rows, int bn) {
     if (!encode_fn()) return 0;
     memset(m, 0, sizeof *m);
-    if (!weight_maps_of(a, n_row_tiles, &m->codes, &m->scales) ||
-        !encode_b(&m->b, b, (uint64_t)a.K, rows, (uint32_t)bn))
-        return 0;
-    for (int i = 0; fit && i < 3; i++)
-        if (!encode_b(&m->b_fit[i], b, (uint64_t)a.K, rows, (uint32_t)(16 * (i + 1)))) return 0;
-    m->fit = fit;
-    return 1;
+    return weight_maps_of(a, n_row_tiles, &m->codes, &m->scales) &&
+           encode_b(&m->b, b, (uint64_t)a.K, rows, (uint32_t)bn);
 }
 
 int moe_wgmma_tma_available(void) {
@@ -355,48 +349,47 @@ static cudaError_t tma_launch_t(const moe_args &a, const moe_tma_maps &m, dim3 g
     return cudaGetLastError();
 }
 
-template <int MODE, bool FOLDED, bool CW>
+template <int MODE, bool FOLDED, int RING>
 static cudaError_t rs_launch_t(const moe_args &a, const moe_tma_maps &m, dim3 grid,
                                cudaStream_t stream) {
-    constexpr int SMEM = rs_cfg::SMEM;
+    constexpr int SMEM = rs_cfg<RING>::SMEM;
     static unsigned long long attrs_set; /* per device: per_device.h */
     if (!per_device_done(&attrs_set)) {
-        CUDA_TRY(cudaFuncSetAttribute((const void *)moe_wgmma_rs_kernel<MODE, FOLDED, CW>,
+        CUDA_TRY(cudaFuncSetAttribute((const void *)moe_wgmma_rs_kernel<MODE, FOLDED, RING>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM));
         per_device_mark(&attrs_set);
     }
     grid.y *= MOE_TILE_TOKENS / 64; /* two blocks a routing tile */
-    CUDA_TRY(pdl_launch(moe_wgmma_rs_kernel<MODE, FOLDED, CW>, grid,
-                        dim3(CW ? rs_cfg::THREADS_CW : rs_cfg::THREADS), SMEM, stream, a, m));
+    CUDA_TRY(pdl_launch(moe_wgmma_rs_kernel<MODE, FOLDED, RING>, grid, dim3(rs_cfg<RING>::THREADS),
+                        SMEM, stream, a, m));
     return cudaGetLastError();
 }
 
-/* GPTOSS_MOE_RS_COPIER_WARP=1: the register-A form with a copier warp of its own (prepared, not
- * measured; read once; moe_wgmma_tma_set_copier_warp for tests). */
-static int g_copier_warp = -1;
+/* GPTOSS_MOE_RS_RING (prepared, not measured; read once; moe_wgmma_tma_set_rs_ring for tests): the
+ * register-A form's ring depths, 0 = raw 8 / B 6 (the default), 1 = raw 12 / B 6, 2 = raw 10 / B 8.
+ * Why: ncu at T = 1024 had the consumers waiting for full B stages above all, then raw slots. */
+static int g_rs_ring = -1;
 
-void moe_wgmma_tma_set_copier_warp(int on) {
-    env_switch_set(&g_copier_warp, on, 0, 1);
+void moe_wgmma_tma_set_rs_ring(int ring) {
+    env_switch_set(&g_rs_ring, ring, 0, 2);
 }
 
-static int rs_copier_warp(void) {
-    return env_switch(&g_copier_warp, "GPTOSS_MOE_RS_COPIER_WARP", 0, 0, 1);
+static int rs_ring(void) {
+    return env_switch(&g_rs_ring, "GPTOSS_MOE_RS_RING", 0, 0, 2);
 }
 
-/* GPTOSS_MOE_RS_FIT_B=1: the register-A form copies B in boxes as tall as the tile's MMA width
- * (16, 32, 48 or 64 rows) instead of 64 always (prepared, not measured; read once;
- * moe_wgmma_tma_set_fit_b for tests). Why: at T = 1024 an expert has ~32 tokens, so a 64-row box
- * brings about twice the rows the MMAs read; the blocks' B copies from L2 are ~3.1 GB a layer
- * against 1.7 GB of codes. One copy a step either way (session 12's 16-row boxes, up to four
- * copies a step, measured 28 % slower for the copier's issue cost). */
-static int g_fit_b = -1;
+/* GPTOSS_MOE_RS_L2_HINTS=1 (prepared, not measured; read once; moe_wgmma_tma_set_l2_hints for
+ * tests): the register-A form's copies carry L2 policies, the codes (1.7 GB a layer at T = 1024,
+ * read once) evict first and B (read by each of its tile's 23-45 row blocks) evicts last. Why: ncu
+ * at T = 1024 measured an L2 hit rate of 59 % where B alone, all hits, would give 65 %. */
+static int g_l2_hints = -1;
 
-void moe_wgmma_tma_set_fit_b(int on) {
-    env_switch_set(&g_fit_b, on, 0, 1);
+void moe_wgmma_tma_set_l2_hints(int on) {
+    env_switch_set(&g_l2_hints, on, 0, 1);
 }
 
-static int rs_fit_b(void) {
-    return env_switch(&g_fit_b, "GPTOSS_MOE_RS_FIT_B", 0, 0, 1);
+static int rs_l2_hints(void) {
+    return env_switch(&g_l2_hints, "GPTOSS_MOE_RS_L2_HINTS", 0, 0, 1);
 }
 
 /* GPTOSS_MOE_TMA_RS (read once; moe_wgmma_tma_set_rs for tests): the register-A form for every
@@ -417,12 +410,17 @@ int moe_wgmma_tma_rs(void) {
 template <int MODE>
 static cudaError_t tma_launch_mode(const moe_args &a, const moe_tma_maps &m, int bn, int folded,
                                    int rs, dim3 grid, cudaStream_t stream) {
-    if (rs && rs_copier_warp())
-        return folded ? rs_launch_t<MODE, true, true>(a, m, grid, stream)
-                      : rs_launch_t<MODE, false, true>(a, m, grid, stream);
-    if (rs)
-        return folded ? rs_launch_t<MODE, true, false>(a, m, grid, stream)
-                      : rs_launch_t<MODE, false, false>(a, m, grid, stream);
+    if (rs) {
+        const int ring = rs_ring();
+        if (ring == 1)
+            return folded ? rs_launch_t<MODE, true, 1>(a, m, grid, stream)
+                          : rs_launch_t<MODE, false, 1>(a, m, grid, stream);
+        if (ring == 2)
+            return folded ? rs_launch_t<MODE, true, 2>(a, m, grid, stream)
+                          : rs_launch_t<MODE, false, 2>(a, m, grid, stream);
+        return folded ? rs_launch_t<MODE, true, 0>(a, m, grid, stream)
+                      : rs_launch_t<MODE, false, 0>(a, m, grid, stream);
+    }
     if (bn == 64)
         return folded ? tma_launch_t<MODE, 64, true>(a, m, grid, stream)
                       : tma_launch_t<MODE, 64, false>(a, m, grid, stream);
@@ -438,8 +436,9 @@ cudaError_t moe_wgmma_tma_launch(const moe_args &a, int mode, int bn, int folded
         return cudaErrorInvalidValue;
     const uint16_t *b = mode == MODE_GATE_UP ? scratch : a.x;
     moe_tma_maps m; /* before any launch: a map the driver refuses leaves nothing half done */
-    if (!encode_maps(&m, a, (uint64_t)n_experts * a.RT, b, (uint64_t)rows, bn, rs && rs_fit_b()))
+    if (!encode_maps(&m, a, (uint64_t)n_experts * a.RT, b, (uint64_t)rows, bn))
         return cudaErrorNotSupported;
+    m.l2_hints = rs && rs_l2_hints();
     if (mode == MODE_GATE_UP) {
         /* grid.y: the routing's tile slots; a quarter of a tile's rows per block */
         if (rs)
