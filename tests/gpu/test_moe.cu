@@ -17,7 +17,7 @@
  *     two-multiply one's bits; ws's narrow form (its default) gives its full width's bits, and
  *     the tma kernel's register-A form (64-token tiles; the default there) comes within 4e-3 of
  *     ws (its MMAs group a k16 block's products otherwise), gives the same bits twice, folded
- *     as two-multiply, and with its prepared ring depths and L2 hints;
+ *     as two-multiply, and with its prepared lean k loop;
  *   - expert parallelism (moe_routing's e0, n_e): the experts split over 2 and 4 ranks, each
  *     grouping only its range's pairs on weights holding only its experts: each grouping is the
  *     one-GPU grouping's slice, renumbered; every row of another range's pair is zero; and the
@@ -640,21 +640,15 @@ static void test_E(int E, cudaStream_t st, int sm) {
                          * holds both against the CPU reference), the folded and two-multiply
                          * dequantisation the same bits, two runs the same bits */
                         moe_wgmma_tma_set_rs(1);
-                        std::vector<float> ry, ry2, ru, rc;
+                        std::vector<float> ry, ry2, ru;
                         run_experts_case(&w, &r, &q, d_x, d_act, d_y, T, E, toks, ref, st, &ry);
                         run_experts_case(&w, &r, &q, d_x, d_act, d_y, T, E, toks, ref, st, &ry2);
                         run_experts_case(&wu, &r, &q, d_x, d_act, d_y, T, E, toks, ref, st, &ru);
-                        /* its prepared ring depths and L2 hints: the same copies and MMAs,
-                         * the same bits */
-                        std::vector<float> rv[3];
-                        for (int v = 0; v < 3; v++) {
-                            moe_wgmma_tma_set_rs_ring(v < 2 ? v + 1 : 0);
-                            moe_wgmma_tma_set_l2_hints(v == 2);
-                            run_experts_case(&w, &r, &q, d_x, d_act, d_y, T, E, toks, ref, st,
-                                             &rv[v]);
-                        }
-                        moe_wgmma_tma_set_rs_ring(0);
-                        moe_wgmma_tma_set_l2_hints(0);
+                        /* its prepared lean k loop: the same copies and MMAs, the same bits */
+                        std::vector<float> rl;
+                        moe_wgmma_tma_set_rs_lean(1);
+                        run_experts_case(&w, &r, &q, d_x, d_act, d_y, T, E, toks, ref, st, &rl);
+                        moe_wgmma_tma_set_rs_lean(0);
                         moe_wgmma_tma_set_rs(0);
                         const bool same_size = ry.size() == ws_y[b].size() &&
                                                ry2.size() == ry.size() && ru.size() == ry.size();
@@ -663,15 +657,11 @@ static void test_E(int E, cudaStream_t st, int sm) {
                               "E=%d T=%d: the register-A form's two runs, or its folded and "
                               "two-multiply dequantisation, differ",
                               E, T);
-                        for (int v = 0; v < 3; v++)
-                            CHECK(same_size && rv[v].size() == ry.size() &&
-                                      !memcmp(rv[v].data(), ry.data(), ry.size() * 4),
-                                  "E=%d T=%d: the register-A form %s differs from its default "
-                                  "bits",
-                                  E, T,
-                                  v == 0   ? "with rings 12/6"
-                                  : v == 1 ? "with rings 10/8"
-                                           : "with L2 hints");
+                        CHECK(same_size && rl.size() == ry.size() &&
+                                  !memcmp(rl.data(), ry.data(), ry.size() * 4),
+                              "E=%d T=%d: the register-A form's lean k loop differs from its "
+                              "default bits",
+                              E, T);
                         const double rel =
                             same_size ? tu_rel_err(ry.data(), ws_y[b].data(), ry.size()) : 1.0;
                         CHECK(rel <= 4e-3,
@@ -809,7 +799,7 @@ static void bench(cudaStream_t st, int sm, const char *only_t) {
         for (auto &p : plans) maxS = std::max(maxS, p.large ? 1 : p.down_splits);
         uint16_t *d_act = tu_dev_alloc<uint16_t>(P * I);
         float *d_y = tu_dev_alloc<float>(P * maxS * H);
-        const size_t rounds = plans.size() + ((autop.large || plans.size() > 1) ? 11 : 0);
+        const size_t rounds = plans.size() + ((autop.large || plans.size() > 1) ? 9 : 0);
         for (size_t pi = 0; pi < rounds; pi++) {
             /* the last seven rounds: the large plan again on the warpgroup MMA, moe_wgmma.cu
              * (kind 1), the warp-specialised moe_wgmma_ws.cu (kind 2) and its TMA-fed form
@@ -818,20 +808,15 @@ static void bench(cudaStream_t st, int sm, const char *only_t) {
              * kernel at 128 at full width instead of its default narrow form, then the tma
              * kernel's register-A form at 64 (the default for every large plan; the rounds before
              * it run without it, so "tma n64" is the shared-memory form), then that form with its
-             * prepared ring depths (raw 12 / B 6, raw 10 / B 8), then with its prepared L2 hints */
+             * prepared lean k loop */
             const int extra = pi >= plans.size() ? (int)(pi - plans.size()) : -1;
-            const int wide = extra == 6, rs = extra >= 7,
-                      ring = extra == 8   ? 1
-                             : extra == 9 ? 2
-                                          : 0,
-                      hints = extra == 10;
+            const int wide = extra == 6, rs = extra >= 7, lean = extra == 8;
             const int wg = extra >= 0 ? (wide ? 2 : extra / 2 >= 2 ? 4 : 1 + extra / 2) : 0;
             moe_plan p = wg ? (autop.large ? autop : plans[1]) : plans[pi];
             if (wg) p.bn = (extra & 1) || rs ? 64 : 128;
             moe_wgmma_ws_set_narrow(wide ? 0 : -1);
             moe_wgmma_tma_set_rs(rs ? 1 : extra >= 0 ? 0 : -1);
-            moe_wgmma_tma_set_rs_ring(rs ? ring : -1);
-            moe_wgmma_tma_set_l2_hints(rs ? hints : -1);
+            moe_wgmma_tma_set_rs_lean(rs ? lean : -1);
             const int S = p.large ? 1 : p.down_splits;
             const int reps = T >= 1024 ? 10 : 50;
             moe_set_wgmma(wg);
@@ -848,21 +833,18 @@ static void bench(cudaStream_t st, int sm, const char *only_t) {
             moe_set_wgmma(0);
             moe_wgmma_ws_set_narrow(-1);
             moe_wgmma_tma_set_rs(-1);
-            moe_wgmma_tma_set_rs_ring(-1);
-            moe_wgmma_tma_set_l2_hints(-1);
+            moe_wgmma_tma_set_rs_lean(-1);
             char pn[64], wn[40] = "";
             /* what moe_experts runs for the automatic plan: the register-A form at any tile */
-            const bool is_auto = autop.large && rs && !ring && !hints;
+            const bool is_auto = autop.large && rs && !lean;
             if (wg)
                 snprintf(wn, sizeof wn, " wgmma%s n%d%s",
-                         wide        ? " ws wide"
-                         : ring == 1 ? " tma rs ring12/6"
-                         : ring == 2 ? " tma rs ring10/8"
-                         : hints     ? " tma rs l2hints"
-                         : rs        ? " tma rs"
-                         : wg == 2   ? " ws"
-                         : wg == 4   ? " tma"
-                                     : "",
+                         wide      ? " ws wide"
+                         : lean    ? " tma rs lean"
+                         : rs      ? " tma rs"
+                         : wg == 2 ? " ws"
+                         : wg == 4 ? " tma"
+                                   : "",
                          p.bn, is_auto ? " (auto)" : "");
             snprintf(name, sizeof name, "moe experts 120b T=%d %s%s touched=%d host %.1f us", T,
                      plan_name(&p, pn, sizeof pn), wn, n_touched, host);

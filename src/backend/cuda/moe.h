@@ -154,13 +154,9 @@ void moe_wgmma_ws_set_narrow(int on);
  * (0, 1 or 2; anything else, or nothing, 2). Used by moe_experts only (its act is in an order of
  * its own); moe_gate_up and moe_down alone never take it. */
 void moe_wgmma_tma_set_rs(int on);
-/* The register-A form's ring depths (prepared, not measured): 0 = raw 8 / B 6 (the default), 1 = raw
- * 12 / B 6, 2 = raw 10 / B 8; negative: as GPTOSS_MOE_RS_RING says. The same bits at any depth. */
-void moe_wgmma_tma_set_rs_ring(int ring);
-/* The register-A form's L2 policies on its copies (codes evict first, B evicts last; prepared, not
- * measured): 1 on, 0 off, negative: as GPTOSS_MOE_RS_L2_HINTS says (1 on; off by default). The same
- * bits either way. */
-void moe_wgmma_tma_set_l2_hints(int on);
+/* The register-A form's lean k loop (prepared, not measured; the same copies and MMAs, so the same
+ * bits): 1 on, 0 off, negative: as GPTOSS_MOE_RS_LEAN says (1 on; off by default). */
+void moe_wgmma_tma_set_rs_lean(int on);
 
 /* The two halves, for benchmarks and tests. */
 cudaError_t moe_gate_up(const moe_weights *w, const uint16_t *x, const moe_routing *r,

@@ -9,14 +9,11 @@
 
 #include <stdint.h>
 
-/* The tensor maps of a launch (a kernel parameter: __grid_constant__). */
+/* The three tensor maps of a launch (a kernel parameter: __grid_constant__). */
 struct moe_tma_maps {
     CUtensorMap codes;  /* u32 [E·RT][KK][128], box [8][1][128]: a step's 8 row tiles */
     CUtensorMap scales; /* u32 [E·RT][KK][8], box [8][1][8] */
     CUtensorMap b;      /* bf16 [rows][K], box [BN][64], 128-byte swizzle */
-    /* 1: the register-A form's copies carry L2 hints (GPTOSS_MOE_RS_L2_HINTS, prepared): the
-     * codes, read once, evict first; B, read by every row block of its tile, evicts last */
-    int l2_hints;
 };
 
 static __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap *map, int c0,
@@ -25,37 +22,6 @@ static __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorM
                  " [%0], [%1, {%2, %3}], [%4];" ::"r"(dst),
                  "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(smem_u32(bar))
                  : "memory");
-}
-
-/* The same copies with an L2 cache policy (createpolicy's) for the bytes they read. */
-static __device__ __forceinline__ void tma_load_2d_hint(uint32_t dst, const CUtensorMap *map,
-                                                        int c0, int c1, uint64_t *bar,
-                                                        uint64_t policy) {
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-                 ".L2::cache_hint [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(dst),
-                 "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(smem_u32(bar)), "l"(policy)
-                 : "memory");
-}
-
-static __device__ __forceinline__ void tma_load_3d_hint(uint32_t dst, const CUtensorMap *map,
-                                                        int c0, int c1, int c2, uint64_t *bar,
-                                                        uint64_t policy) {
-    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-                 ".L2::cache_hint [%0], [%1, {%2, %3, %4}], [%5], %6;" ::"r"(dst),
-                 "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(c2), "r"(smem_u32(bar)), "l"(policy)
-                 : "memory");
-}
-
-static __device__ __forceinline__ uint64_t l2_policy_evict_first(void) {
-    uint64_t p;
-    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
-    return p;
-}
-
-static __device__ __forceinline__ uint64_t l2_policy_evict_last(void) {
-    uint64_t p;
-    asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(p));
-    return p;
 }
 
 static __device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap *map, int c0,
@@ -68,40 +34,25 @@ static __device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorM
 
 /* The copier's side of the rings both forms share (one lane issues every copy): raw step kk (the
  * block's 8 row tiles' codes and scale words) and B step kk (BB bytes: BN token rows of 64 k) into
- * the next slot of their rings, each after that slot's release by the step R (SB) before. With
- * HINTS the copies carry the L2 policies of maps->l2_hints. */
-template <int R, int SB, int BB, bool HINTS = false> struct tma_copier {
+ * the next slot of their rings, each after that slot's release by the step R (SB) before. */
+template <int R, int SB, int BB> struct tma_copier {
     const moe_tma_maps *maps;
     uint64_t *full_r, *empty_r, *full_b, *empty_b;
     uint32_t r0, b0; /* the rings' shared-memory addresses */
     int tile0, row0; /* the block's first row tile (all experts' numbering) and B row */
     ring wr{0, 0}, wb{0, 0};
-    uint64_t pol_codes = 0, pol_b = 0; /* HINTS: set by hint_policies() */
-    __device__ __forceinline__ void hint_policies() {
-        pol_codes = l2_policy_evict_first();
-        pol_b = l2_policy_evict_last();
-    }
     __device__ __forceinline__ void raw(int kk) {
         if (kk >= R) mbar_wait(&empty_r[wr.i], wr.par ^ 1);
         mbar_arrive_expect_tx(&full_r[wr.i], WS_RAW_BYTES);
         const uint32_t slot = r0 + wr.i * WS_RAW_BYTES;
-        if (HINTS) {
-            tma_load_3d_hint(slot, &maps->codes, 0, kk, tile0, &full_r[wr.i], pol_codes);
-            tma_load_3d_hint(slot + WS_CODE_BYTES, &maps->scales, 0, kk, tile0, &full_r[wr.i],
-                             pol_codes);
-        } else {
-            tma_load_3d(slot, &maps->codes, 0, kk, tile0, &full_r[wr.i]);
-            tma_load_3d(slot + WS_CODE_BYTES, &maps->scales, 0, kk, tile0, &full_r[wr.i]);
-        }
+        tma_load_3d(slot, &maps->codes, 0, kk, tile0, &full_r[wr.i]);
+        tma_load_3d(slot + WS_CODE_BYTES, &maps->scales, 0, kk, tile0, &full_r[wr.i]);
         wr.next(R);
     }
     __device__ __forceinline__ void b(int kk) {
         if (kk >= SB) mbar_wait(&empty_b[wb.i], wb.par ^ 1);
         mbar_arrive_expect_tx(&full_b[wb.i], BB);
-        if (HINTS)
-            tma_load_2d_hint(b0 + wb.i * BB, &maps->b, kk * 64, row0, &full_b[wb.i], pol_b);
-        else
-            tma_load_2d(b0 + wb.i * BB, &maps->b, kk * 64, row0, &full_b[wb.i]);
+        tma_load_2d(b0 + wb.i * BB, &maps->b, kk * 64, row0, &full_b[wb.i]);
         wb.next(SB);
     }
     /* the first DR raw steps and DB B steps, before the k loop */

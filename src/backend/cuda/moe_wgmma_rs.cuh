@@ -28,20 +28,18 @@
  * rings allow: session 13's call 1 measured the experts alone at T = 1024 1,068 → 906 µs against a
  * copier lane inside consumer warp 0 (ncu had the consumers waiting mostly for B stages, which
  * that lane could issue only DB = SB − 2 steps ahead, and only when warp 0 reached the step). */
-/* RING selects the rings' depths (GPTOSS_MOE_RS_RING): 0 = R 8, SB 6 (the default); 1 = R 12,
- * SB 6; 2 = R 10, SB 8. Two blocks an SM at 93-95 registers: three (85 a thread) made ptxas
- * serialise the MMAs (C7512). */
-template <int RING> struct rs_cfg {
+/* Two blocks an SM at 93-95 registers: three (85 a thread) made ptxas serialise the MMAs (C7512).
+ * Deeper rings (raw 12 / B 6, raw 10 / B 8) measured nothing (session 13, call 2). */
+struct rs_cfg {
     static constexpr int CONSUMERS = 256;          /* two warpgroups, 128 weight rows */
     static constexpr int THREADS = CONSUMERS + 32; /* + the copier warp */
-    static constexpr int R = RING == 1 ? 12 : RING == 2 ? 10 : 8;
-    static constexpr int SB = RING == 2 ? 8 : 6;
+    static constexpr int R = 8, SB = 6;
     static constexpr int B_BYTES = 64 * 128;
     static constexpr int BAR_BYTES = 8 * 2 * (R + SB);
     static constexpr int SMEM = SB * B_BYTES + R * WS_RAW_BYTES + BAR_BYTES + 1024;
     static_assert(R >= SB, "the copier's raw copies lead its B copies by R - SB steps");
-    static_assert(2 * (SMEM + 1024) <= 228 * 1024, "two blocks an SM");
 };
+static_assert(2 * (rs_cfg::SMEM + 1024) <= 228 * 1024, "two blocks an SM");
 
 /* A thread's four code words of a k step (scale word sc) dequantised into the fragments of its four
  * k16 MMAs: words 0/1 are rows g/g+8 of chunk 0, 2/3 of chunk 1; k16 block 2h + m takes pairs 2m,
@@ -87,10 +85,10 @@ static __device__ __forceinline__ void rs_mma_step(float (&d)[NN / 2], const uin
     wgmma_commit();
 }
 
-template <int MODE, bool FOLDED, int RING>
-__global__ void __launch_bounds__(rs_cfg<RING>::THREADS, 2)
+template <int MODE, bool FOLDED>
+__global__ void __launch_bounds__(rs_cfg::THREADS, 2)
     moe_wgmma_rs_kernel(const moe_args a, const __grid_constant__ moe_tma_maps maps) {
-    using C = rs_cfg<RING>;
+    using C = rs_cfg;
     constexpr int R = C::R, SB = C::SB;
     pdl_prologue(); /* first: see pdl.cuh */
     extern __shared__ __align__(1024) uint8_t rs_smem_raw[];
@@ -126,21 +124,14 @@ __global__ void __launch_bounds__(rs_cfg<RING>::THREADS, 2)
          * copy behind a B copy that waits for its slot would wait too) */
         if (lane == 0) {
             const int tile0 = tp.e * a.RT + rb * 8, row0 = tp.off + tp.n_base;
-            auto copy_all = [&](auto hints) {
-                tma_copier<R, SB, C::B_BYTES, decltype(hints)::value> cp{
-                    &maps, full_r, empty_r, full_b, empty_b, r0, b0, tile0, row0};
-                if constexpr (decltype(hints)::value) cp.hint_policies();
-                constexpr int LEAD = R - SB;
-                for (int kk = 0; kk < LEAD && kk < a.KK; kk++) cp.raw(kk);
-                for (int kk = 0; kk < a.KK; kk++) {
-                    if (kk + LEAD < a.KK) cp.raw(kk + LEAD);
-                    cp.b(kk);
-                }
-            };
-            if (maps.l2_hints)
-                copy_all(std::true_type{});
-            else
-                copy_all(std::false_type{});
+            tma_copier<R, SB, C::B_BYTES> cp{&maps, full_r, empty_r, full_b, empty_b,
+                                             r0,    b0,     tile0,   row0};
+            constexpr int LEAD = R - SB;
+            for (int kk = 0; kk < LEAD && kk < a.KK; kk++) cp.raw(kk);
+            for (int kk = 0; kk < a.KK; kk++) {
+                if (kk + LEAD < a.KK) cp.raw(kk + LEAD);
+                cp.b(kk);
+            }
         }
         return;
     }
@@ -184,6 +175,139 @@ __global__ void __launch_bounds__(rs_cfg<RING>::THREADS, 2)
             step(kk + 1, v[1]);
         }
         if (kk < a.KK) step(kk, v[0]);
+        wgmma_wait<0>();
+        fence_acc(acc);
+        store_tile_n<MODE, NN / 8, MODE == MODE_GATE_UP>(a, tp, rb * 8 + w, acc);
+    };
+    ws_with_width<64>(tp.n_valid, k_loop);
+}
+
+/* ── The lean form (prepared, not measured: GPTOSS_MOE_RS_LEAN=1) ─────────────────────────────
+ * The same work with fewer instructions around it. ncu at T = 1024 (session 13, call 2) had the
+ * default form issuing on 59 % of its cycles with ~130 SASS instructions a warp per k step, of
+ * which the dequantisation is ~68; the rest is ring arithmetic (two rings of different depths, each
+ * with its index and parity), two waits and two arrivals, and the B descriptors built in 64-bit
+ * arithmetic and moved to uniform registers one half at a time. Here:
+ *   - one ring of 8 slots, each holding a step's codes, scale words and B: one full barrier (the
+ *     copier's arrival plus the bytes of the three copies) and one empty barrier (the 8 consumer
+ *     warps, once the slot's MMAs are done: the codes were read before them) per step;
+ *   - the loop runs in pairs of steps from an even slot, so slot and parity follow from kk with a
+ *     mask and a shift, and the pair's second slot is the first plus one;
+ *   - the descriptor's high word is a constant and only its low word is computed.
+ * Shared memory: 8 x (8 KB of B + 4,352 B raw) + barriers, two blocks an SM. */
+struct rs_lean_cfg {
+    static constexpr int CONSUMERS = 256;
+    static constexpr int THREADS = CONSUMERS + 32;
+    static constexpr int S = 8; /* slots: a power of two, even (the pairs' second slot is + 1) */
+    static constexpr int B_BYTES = 64 * 128;
+    static constexpr int SMEM = S * (B_BYTES + WS_RAW_BYTES) + 8 * 2 * S + 1024;
+};
+static_assert(2 * (rs_lean_cfg::SMEM + 1024) <= 228 * 1024, "two blocks an SM");
+
+/* One k step's four k16 MMAs, A from registers, B at the descriptor whose low word is lo (the high
+ * word of every 128-byte-swizzled K-major descriptor here is the same constant: smem_desc_sw128). */
+template <int NN>
+static __device__ __forceinline__ void rs_mma_step_lo(float (&d)[NN / 2], const uint32_t (&v)[4][4],
+                                                      uint32_t lo) {
+    const uint64_t HI = smem_desc_sw128(0) & 0xFFFFFFFF00000000ull; /* folds to a constant */
+    wgmma_fence();
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        const uint64_t db = HI | (uint64_t)(lo + 2 * j);
+        const uint32_t(&f)[4] = v[j];
+        if constexpr (NN == 64)
+            wgmma_m64n64k16(d, f, db, 1);
+        else if constexpr (NN == 48)
+            wgmma_rs_m64n48k16(d, f, db);
+        else if constexpr (NN == 32)
+            wgmma_rs_m64n32k16(d, f, db);
+        else
+            wgmma_rs_m64n16k16(d, f, db);
+    }
+    wgmma_commit();
+}
+
+template <int MODE, bool FOLDED>
+__global__ void __launch_bounds__(rs_lean_cfg::THREADS, 2)
+    moe_wgmma_rs_lean_kernel(const moe_args a, const __grid_constant__ moe_tma_maps maps) {
+    using C = rs_lean_cfg;
+    constexpr int S = C::S;
+    pdl_prologue(); /* first: see pdl.cuh */
+    extern __shared__ __align__(1024) uint8_t rs_lean_smem_raw[];
+    const uint32_t raw_base = smem_u32(rs_lean_smem_raw);
+    uint8_t *smem = rs_lean_smem_raw + (((raw_base + 1023u) & ~1023u) - raw_base);
+    uint8_t *b_st = smem;                  /* S x B */
+    uint8_t *raws = b_st + S * C::B_BYTES; /* S x {codes, scales} */
+    uint64_t *full = (uint64_t *)(raws + S * WS_RAW_BYTES);
+    uint64_t *empty = full + S;
+
+    tile_pos tp;
+    if (!tile_of_block_bn<64>(a, &tp)) return;
+    const int rb = blockIdx.x;
+    const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
+    if (tid == 0) {
+        for (int s = 0; s < S; s++) {
+            mbar_init(&full[s], 1); /* the copier's arrival, plus the bytes */
+            mbar_init(&empty[s], 8);
+        }
+        mbar_init_fence();
+    }
+    __syncthreads();
+
+    const uint32_t r0 = smem_u32(raws), b0 = smem_u32(b_st);
+    if (w == 8) { /* the copier: step kk into slot kk mod S once step kk − S has left it */
+        if (lane == 0) {
+            const int tile0 = tp.e * a.RT + rb * 8, row0 = tp.off + tp.n_base;
+            for (int kk = 0; kk < a.KK; kk++) {
+                const int s = kk & (S - 1);
+                if (kk >= S) mbar_wait(&empty[s], ((kk / S) & 1) ^ 1);
+                mbar_arrive_expect_tx(&full[s], WS_RAW_BYTES + C::B_BYTES);
+                const uint32_t slot = r0 + s * WS_RAW_BYTES;
+                tma_load_3d(slot, &maps.codes, 0, kk, tile0, &full[s]);
+                tma_load_3d(slot + WS_CODE_BYTES, &maps.scales, 0, kk, tile0, &full[s]);
+                tma_load_2d(b0 + s * C::B_BYTES, &maps.b, kk * 64, row0, &full[s]);
+            }
+        }
+        return;
+    }
+    /* thread (warp w, lane (g, t)): row tile w's 16 bytes and its rows' scale word (as ws) */
+    const uint32_t code_at = r0 + w * 512 + lane * 16,
+                   scale_at = r0 + WS_CODE_BYTES + w * 32 + (lane >> 2) * 4;
+    const uint32_t lo0 = (uint32_t)smem_desc_sw128(b0);
+    auto k_loop = [&](auto nn) {
+        constexpr int NN = decltype(nn)::value;
+        float acc[NN / 2];
+#pragma unroll
+        for (int i = 0; i < NN / 2; i++) acc[i] = 0.0f;
+        uint32_t v[2][4][4]; /* two A register sets: step kk's MMAs read set kk & 1 */
+        /* step kk in slot s (parity ph): wait, read the codes, dequantise, MMAs; then the step
+         * before's MMAs are done and its slot (ps) goes back to the copier */
+        auto step = [&](int kk, int s, uint32_t ph, int ps, uint32_t(&vs)[4][4]) {
+            mbar_wait(&full[s], ph);
+            uint32_t wd[4];
+            asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];"
+                         : "=r"(wd[0]), "=r"(wd[1]), "=r"(wd[2]), "=r"(wd[3])
+                         : "r"(code_at + s * WS_RAW_BYTES)
+                         : "memory");
+            const uint32_t sc = ws_lds32(scale_at + s * WS_RAW_BYTES);
+            rs_dequant<FOLDED>(wd, sc, vs);
+            rs_mma_step_lo<NN>(acc, vs, lo0 + s * (C::B_BYTES >> 4));
+            wgmma_wait<1>();
+            if (kk >= 1 && lane == 0) mbar_arrive(&empty[ps]);
+        };
+        /* pairs of steps from an even slot (the second is the first + 1, the same parity); the
+         * odd step after them (C7513 otherwise: see moe_wgmma_rs_kernel) */
+        int kk = 0;
+        for (; kk + 1 < a.KK; kk += 2) {
+            const int s = kk & (S - 1);
+            const uint32_t ph = (kk / S) & 1;
+            step(kk, s, ph, (s + S - 1) & (S - 1), v[0]);
+            step(kk + 1, s + 1, ph, s, v[1]);
+        }
+        if (kk < a.KK) {
+            const int s = kk & (S - 1);
+            step(kk, s, (kk / S) & 1, (s + S - 1) & (S - 1), v[0]);
+        }
         wgmma_wait<0>();
         fence_acc(acc);
         store_tile_n<MODE, NN / 8, MODE == MODE_GATE_UP>(a, tp, rb * 8 + w, acc);

@@ -349,47 +349,35 @@ static cudaError_t tma_launch_t(const moe_args &a, const moe_tma_maps &m, dim3 g
     return cudaGetLastError();
 }
 
-template <int MODE, bool FOLDED, int RING>
+template <int MODE, bool FOLDED, bool LEAN>
 static cudaError_t rs_launch_t(const moe_args &a, const moe_tma_maps &m, dim3 grid,
                                cudaStream_t stream) {
-    constexpr int SMEM = rs_cfg<RING>::SMEM;
+    constexpr int SMEM = LEAN ? rs_lean_cfg::SMEM : rs_cfg::SMEM;
+    constexpr int THREADS = LEAN ? rs_lean_cfg::THREADS : rs_cfg::THREADS;
+    const auto kernel =
+        LEAN ? moe_wgmma_rs_lean_kernel<MODE, FOLDED> : moe_wgmma_rs_kernel<MODE, FOLDED>;
     static unsigned long long attrs_set; /* per device: per_device.h */
     if (!per_device_done(&attrs_set)) {
-        CUDA_TRY(cudaFuncSetAttribute((const void *)moe_wgmma_rs_kernel<MODE, FOLDED, RING>,
+        CUDA_TRY(cudaFuncSetAttribute((const void *)kernel,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM));
         per_device_mark(&attrs_set);
     }
     grid.y *= MOE_TILE_TOKENS / 64; /* two blocks a routing tile */
-    CUDA_TRY(pdl_launch(moe_wgmma_rs_kernel<MODE, FOLDED, RING>, grid, dim3(rs_cfg<RING>::THREADS),
-                        SMEM, stream, a, m));
+    CUDA_TRY(pdl_launch(kernel, grid, dim3(THREADS), SMEM, stream, a, m));
     return cudaGetLastError();
 }
 
-/* GPTOSS_MOE_RS_RING (prepared, not measured; read once; moe_wgmma_tma_set_rs_ring for tests): the
- * register-A form's ring depths, 0 = raw 8 / B 6 (the default), 1 = raw 12 / B 6, 2 = raw 10 / B 8.
- * Why: ncu at T = 1024 had the consumers waiting for full B stages above all, then raw slots. */
-static int g_rs_ring = -1;
+/* GPTOSS_MOE_RS_LEAN=1 (prepared, not measured; read once; moe_wgmma_tma_set_rs_lean for tests):
+ * the register-A form's lean k loop (moe_wgmma_rs.cuh: one ring, one wait and one release a step,
+ * slots from the step number, 32-bit descriptors). */
+static int g_rs_lean = -1;
 
-void moe_wgmma_tma_set_rs_ring(int ring) {
-    env_switch_set(&g_rs_ring, ring, 0, 2);
+void moe_wgmma_tma_set_rs_lean(int on) {
+    env_switch_set(&g_rs_lean, on, 0, 1);
 }
 
-static int rs_ring(void) {
-    return env_switch(&g_rs_ring, "GPTOSS_MOE_RS_RING", 0, 0, 2);
-}
-
-/* GPTOSS_MOE_RS_L2_HINTS=1 (prepared, not measured; read once; moe_wgmma_tma_set_l2_hints for
- * tests): the register-A form's copies carry L2 policies, the codes (1.7 GB a layer at T = 1024,
- * read once) evict first and B (read by each of its tile's 23-45 row blocks) evicts last. Why: ncu
- * at T = 1024 measured an L2 hit rate of 59 % where B alone, all hits, would give 65 %. */
-static int g_l2_hints = -1;
-
-void moe_wgmma_tma_set_l2_hints(int on) {
-    env_switch_set(&g_l2_hints, on, 0, 1);
-}
-
-static int rs_l2_hints(void) {
-    return env_switch(&g_l2_hints, "GPTOSS_MOE_RS_L2_HINTS", 0, 0, 1);
+static int rs_lean(void) {
+    return env_switch(&g_rs_lean, "GPTOSS_MOE_RS_LEAN", 0, 0, 1);
 }
 
 /* GPTOSS_MOE_TMA_RS (read once; moe_wgmma_tma_set_rs for tests): the register-A form for every
@@ -410,17 +398,12 @@ int moe_wgmma_tma_rs(void) {
 template <int MODE>
 static cudaError_t tma_launch_mode(const moe_args &a, const moe_tma_maps &m, int bn, int folded,
                                    int rs, dim3 grid, cudaStream_t stream) {
-    if (rs) {
-        const int ring = rs_ring();
-        if (ring == 1)
-            return folded ? rs_launch_t<MODE, true, 1>(a, m, grid, stream)
-                          : rs_launch_t<MODE, false, 1>(a, m, grid, stream);
-        if (ring == 2)
-            return folded ? rs_launch_t<MODE, true, 2>(a, m, grid, stream)
-                          : rs_launch_t<MODE, false, 2>(a, m, grid, stream);
-        return folded ? rs_launch_t<MODE, true, 0>(a, m, grid, stream)
-                      : rs_launch_t<MODE, false, 0>(a, m, grid, stream);
-    }
+    if (rs && rs_lean())
+        return folded ? rs_launch_t<MODE, true, true>(a, m, grid, stream)
+                      : rs_launch_t<MODE, false, true>(a, m, grid, stream);
+    if (rs)
+        return folded ? rs_launch_t<MODE, true, false>(a, m, grid, stream)
+                      : rs_launch_t<MODE, false, false>(a, m, grid, stream);
     if (bn == 64)
         return folded ? tma_launch_t<MODE, 64, true>(a, m, grid, stream)
                       : tma_launch_t<MODE, 64, false>(a, m, grid, stream);
@@ -438,7 +421,6 @@ cudaError_t moe_wgmma_tma_launch(const moe_args &a, int mode, int bn, int folded
     moe_tma_maps m; /* before any launch: a map the driver refuses leaves nothing half done */
     if (!encode_maps(&m, a, (uint64_t)n_experts * a.RT, b, (uint64_t)rows, bn))
         return cudaErrorNotSupported;
-    m.l2_hints = rs && rs_l2_hints();
     if (mode == MODE_GATE_UP) {
         /* grid.y: the routing's tile slots; a quarter of a tile's rows per block */
         if (rs)
