@@ -17,7 +17,7 @@
  *     two-multiply one's bits; ws's narrow form (its default) gives its full width's bits, and
  *     the tma kernel's register-A form (64-token tiles; the default there) comes within 4e-3 of
  *     ws (its MMAs group a k16 block's products otherwise), gives the same bits twice, folded
- *     as two-multiply, and with its prepared lean k loop;
+ *     as two-multiply;
  *   - expert parallelism (moe_routing's e0, n_e): the experts split over 2 and 4 ranks, each
  *     grouping only its range's pairs on weights holding only its experts: each grouping is the
  *     one-GPU grouping's slice, renumbered; every row of another range's pair is zero; and the
@@ -644,11 +644,6 @@ static void test_E(int E, cudaStream_t st, int sm) {
                         run_experts_case(&w, &r, &q, d_x, d_act, d_y, T, E, toks, ref, st, &ry);
                         run_experts_case(&w, &r, &q, d_x, d_act, d_y, T, E, toks, ref, st, &ry2);
                         run_experts_case(&wu, &r, &q, d_x, d_act, d_y, T, E, toks, ref, st, &ru);
-                        /* its prepared lean k loop: the same copies and MMAs, the same bits */
-                        std::vector<float> rl;
-                        moe_wgmma_tma_set_rs_lean(1);
-                        run_experts_case(&w, &r, &q, d_x, d_act, d_y, T, E, toks, ref, st, &rl);
-                        moe_wgmma_tma_set_rs_lean(0);
                         moe_wgmma_tma_set_rs(0);
                         const bool same_size = ry.size() == ws_y[b].size() &&
                                                ry2.size() == ry.size() && ru.size() == ry.size();
@@ -656,11 +651,6 @@ static void test_E(int E, cudaStream_t st, int sm) {
                                   !memcmp(ru.data(), ry.data(), ry.size() * 4),
                               "E=%d T=%d: the register-A form's two runs, or its folded and "
                               "two-multiply dequantisation, differ",
-                              E, T);
-                        CHECK(same_size && rl.size() == ry.size() &&
-                                  !memcmp(rl.data(), ry.data(), ry.size() * 4),
-                              "E=%d T=%d: the register-A form's lean k loop differs from its "
-                              "default bits",
                               E, T);
                         const double rel =
                             same_size ? tu_rel_err(ry.data(), ws_y[b].data(), ry.size()) : 1.0;
@@ -799,7 +789,7 @@ static void bench(cudaStream_t st, int sm, const char *only_t) {
         for (auto &p : plans) maxS = std::max(maxS, p.large ? 1 : p.down_splits);
         uint16_t *d_act = tu_dev_alloc<uint16_t>(P * I);
         float *d_y = tu_dev_alloc<float>(P * maxS * H);
-        const size_t rounds = plans.size() + ((autop.large || plans.size() > 1) ? 9 : 0);
+        const size_t rounds = plans.size() + ((autop.large || plans.size() > 1) ? 8 : 0);
         for (size_t pi = 0; pi < rounds; pi++) {
             /* the last seven rounds: the large plan again on the warpgroup MMA, moe_wgmma.cu
              * (kind 1), the warp-specialised moe_wgmma_ws.cu (kind 2) and its TMA-fed form
@@ -807,16 +797,14 @@ static void bench(cudaStream_t st, int sm, const char *only_t) {
              * moe_plan_for picks; the automatic plan's choice is the "auto" one), then the ws
              * kernel at 128 at full width instead of its default narrow form, then the tma
              * kernel's register-A form at 64 (the default for every large plan; the rounds before
-             * it run without it, so "tma n64" is the shared-memory form), then that form with its
-             * prepared lean k loop */
+             * it run without it, so "tma n64" is the shared-memory form) */
             const int extra = pi >= plans.size() ? (int)(pi - plans.size()) : -1;
-            const int wide = extra == 6, rs = extra >= 7, lean = extra == 8;
+            const int wide = extra == 6, rs = extra == 7;
             const int wg = extra >= 0 ? (wide ? 2 : extra / 2 >= 2 ? 4 : 1 + extra / 2) : 0;
             moe_plan p = wg ? (autop.large ? autop : plans[1]) : plans[pi];
             if (wg) p.bn = (extra & 1) || rs ? 64 : 128;
             moe_wgmma_ws_set_narrow(wide ? 0 : -1);
             moe_wgmma_tma_set_rs(rs ? 1 : extra >= 0 ? 0 : -1);
-            moe_wgmma_tma_set_rs_lean(rs ? lean : -1);
             const int S = p.large ? 1 : p.down_splits;
             const int reps = T >= 1024 ? 10 : 50;
             moe_set_wgmma(wg);
@@ -833,14 +821,12 @@ static void bench(cudaStream_t st, int sm, const char *only_t) {
             moe_set_wgmma(0);
             moe_wgmma_ws_set_narrow(-1);
             moe_wgmma_tma_set_rs(-1);
-            moe_wgmma_tma_set_rs_lean(-1);
             char pn[64], wn[40] = "";
             /* what moe_experts runs for the automatic plan: the register-A form at any tile */
-            const bool is_auto = autop.large && rs && !lean;
+            const bool is_auto = autop.large && rs;
             if (wg)
                 snprintf(wn, sizeof wn, " wgmma%s n%d%s",
                          wide      ? " ws wide"
-                         : lean    ? " tma rs lean"
                          : rs      ? " tma rs"
                          : wg == 2 ? " ws"
                          : wg == 4 ? " tma"

@@ -1,5 +1,6 @@
-/* What both forms of moe_wgmma_tma.cu share on the device: the launch's tensor maps, the bulk
- * tensor copies, and the copier that fills the raw-slot and B rings. Device code. */
+/* What both forms of moe_wgmma_tma.cu share on the device: the launch's tensor maps and the bulk
+ * tensor copies; and the shared-memory form's copier, which fills its raw-slot and B rings (the
+ * register-A form, moe_wgmma_rs.cuh, fills its one ring itself). Device code. */
 #pragma once
 
 #include "backend/cuda/moe_ws_parts.cuh" /* ring, WS_RAW_BYTES */

@@ -3,7 +3,7 @@
 #pragma once
 
 #include "backend/cuda/moe_kernel_common.cuh"
-#include "backend/cuda/moe_tma_copier.cuh"
+#include "backend/cuda/moe_tma_copier.cuh" /* maps, bulk tensor copies */
 #include "backend/cuda/moe_ws_parts.cuh"
 #include "backend/cuda/pdl.cuh"
 
@@ -11,8 +11,8 @@
 
 /* ── The register-A form (64-token tiles; GPTOSS_MOE_TMA_RS, moe.h) ──────────────────────────
  * No dequantising warps: each consumer thread reads its own 16 bytes of codes (and its scale word)
- * from the raw slot the copy engine filled, releases the slot, dequantises into registers and
- * issues the four k16 MMAs with A from those registers (wgmma RS). Why: ncu at T = 1024 (session 10)
+ * from the slot the copy engine filled, dequantises into registers and issues the four k16 MMAs
+ * with A from those registers (wgmma RS). Why: ncu at T = 1024 (session 10)
  * counted per 1,024 weights a dequantiser warp's ~135 instructions plus a consumer warp's ~63
  * (waits, ring arithmetic, descriptors); here one warp's ~95 do both, and A never goes through
  * shared memory (no stores, no proxy fence, no A ring and its hand-over). The cost: B must sit in
@@ -22,24 +22,20 @@
  * ws's within rounding (gpu_test_moe bounds them). Two A register sets (the loop unrolled by two)
  * keep one MMA group in flight while the next step is dequantised.
  *
- * Rings: raw[R] full by TMA bytes, empty by the 256 consumer threads once their words are in
- * registers; B[SB] full by TMA bytes, empty by the 8 consumer warps after the next step's MMAs are
- * issued. The copies come from a warp of their own (warp 8, lane 0), which runs ahead as far as the
- * rings allow: session 13's call 1 measured the experts alone at T = 1024 1,068 → 906 µs against a
- * copier lane inside consumer warp 0 (ncu had the consumers waiting mostly for B stages, which
- * that lane could issue only DB = SB − 2 steps ahead, and only when warp 0 reached the step). */
-/* Two blocks an SM at 93-95 registers: three (85 a thread) made ptxas serialise the MMAs (C7512).
- * Deeper rings (raw 12 / B 6, raw 10 / B 8) measured nothing (session 13, call 2). */
-struct rs_cfg {
-    static constexpr int CONSUMERS = 256;          /* two warpgroups, 128 weight rows */
-    static constexpr int THREADS = CONSUMERS + 32; /* + the copier warp */
-    static constexpr int R = 8, SB = 6;
-    static constexpr int B_BYTES = 64 * 128;
-    static constexpr int BAR_BYTES = 8 * 2 * (R + SB);
-    static constexpr int SMEM = SB * B_BYTES + R * WS_RAW_BYTES + BAR_BYTES + 1024;
-    static_assert(R >= SB, "the copier's raw copies lead its B copies by R - SB steps");
-};
-static_assert(2 * (rs_cfg::SMEM + 1024) <= 228 * 1024, "two blocks an SM");
+ * One ring of 8 slots, each holding a step's codes, scale words and B: the copier warp (warp 8,
+ * lane 0) fills slot kk mod 8 with step kk's three copies (one full barrier: its arrival plus their
+ * bytes) once the 8 consumer warps have released it (one empty barrier, arrived by each warp after
+ * the MMAs of the step that used it are done; the codes were read before them). The loop runs in
+ * pairs of steps from an even slot, so slot and parity follow from the step number with a mask and
+ * a shift; a B descriptor is a 32-bit low word beside a constant high word.
+ * Measured on the H200 (bench/NOTES.md, session 13): a copier warp of its own instead of a lane of
+ * consumer warp 0 took the experts alone at T = 1024 from 1,068 to 906 µs (the consumers had
+ * waited mostly for B, which that lane issued only 4 steps ahead and only when warp 0 got there);
+ * this loop (one ring instead of a raw ring of 8 and a B ring of 6, each with its own index,
+ * parity, wait and release, and 64-bit descriptors moved to uniform registers a half at a time)
+ * took it to 810 µs: decode 1024 +5.3 %, prefill 1k +7.5 %. Deeper rings and L2 eviction hints
+ * measured nothing. Two blocks an SM at 91 registers: three (85 a thread) made ptxas serialise the
+ * MMAs (C7512). */
 
 /* A thread's four code words of a k step (scale word sc) dequantised into the fragments of its four
  * k16 MMAs: words 0/1 are rows g/g+8 of chunk 0, 2/3 of chunk 1; k16 block 2h + m takes pairs 2m,
@@ -65,150 +61,21 @@ static __device__ __forceinline__ void rs_dequant(const uint32_t (&wd)[4], uint3
         for (int i = 0; i < 4; i++) asm volatile("" : "+r"(f[j][i])::"memory");
 }
 
-/* One k step's four k16 MMAs, A from registers (rs_dequant's fragments f). */
-template <int NN>
-static __device__ __forceinline__ void rs_mma_step(float (&d)[NN / 2], const uint32_t (&v)[4][4],
-                                                   uint64_t db) {
-    wgmma_fence();
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-        const uint32_t(&f)[4] = v[j];
-        if constexpr (NN == 64)
-            wgmma_m64n64k16(d, f, db + 2 * j, 1);
-        else if constexpr (NN == 48)
-            wgmma_rs_m64n48k16(d, f, db + 2 * j);
-        else if constexpr (NN == 32)
-            wgmma_rs_m64n32k16(d, f, db + 2 * j);
-        else
-            wgmma_rs_m64n16k16(d, f, db + 2 * j);
-    }
-    wgmma_commit();
-}
-
-template <int MODE, bool FOLDED>
-__global__ void __launch_bounds__(rs_cfg::THREADS, 2)
-    moe_wgmma_rs_kernel(const moe_args a, const __grid_constant__ moe_tma_maps maps) {
-    using C = rs_cfg;
-    constexpr int R = C::R, SB = C::SB;
-    pdl_prologue(); /* first: see pdl.cuh */
-    extern __shared__ __align__(1024) uint8_t rs_smem_raw[];
-    const uint32_t raw_base = smem_u32(rs_smem_raw);
-    uint8_t *smem = rs_smem_raw + (((raw_base + 1023u) & ~1023u) - raw_base);
-    uint8_t *b_st = smem;                   /* SB x B */
-    uint8_t *raws = b_st + SB * C::B_BYTES; /* R x {codes, scales} */
-    uint64_t *full_b = (uint64_t *)(raws + R * WS_RAW_BYTES);
-    uint64_t *empty_b = full_b + SB;
-    uint64_t *full_r = empty_b + SB;
-    uint64_t *empty_r = full_r + R;
-
-    tile_pos tp;
-    if (!tile_of_block_bn<64>(a, &tp)) return;
-    const int rb = blockIdx.x;
-    const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
-    if (tid == 0) {
-        for (int s = 0; s < SB; s++) {
-            mbar_init(&full_b[s], 1); /* the copier's arrival, plus the bytes */
-            mbar_init(&empty_b[s], 8);
-        }
-        for (int s = 0; s < R; s++) {
-            mbar_init(&full_r[s], 1);
-            mbar_init(&empty_r[s], C::CONSUMERS);
-        }
-        mbar_init_fence();
-    }
-    __syncthreads();
-
-    const uint32_t r0 = smem_u32(raws), b0 = smem_u32(b_st);
-    if (w == 8) {
-        /* the copier: raw step kk + R − SB beside B step kk, so that both rings run full (a raw
-         * copy behind a B copy that waits for its slot would wait too) */
-        if (lane == 0) {
-            const int tile0 = tp.e * a.RT + rb * 8, row0 = tp.off + tp.n_base;
-            tma_copier<R, SB, C::B_BYTES> cp{&maps, full_r, empty_r, full_b, empty_b,
-                                             r0,    b0,     tile0,   row0};
-            constexpr int LEAD = R - SB;
-            for (int kk = 0; kk < LEAD && kk < a.KK; kk++) cp.raw(kk);
-            for (int kk = 0; kk < a.KK; kk++) {
-                if (kk + LEAD < a.KK) cp.raw(kk + LEAD);
-                cp.b(kk);
-            }
-        }
-        return;
-    }
-    /* thread (warp w, lane (g, t)): row tile w's 16 bytes and its rows' scale word (as ws) */
-    const uint32_t code_at = w * 512 + lane * 16,
-                   scale_at = WS_CODE_BYTES + w * 32 + (lane >> 2) * 4;
-    const uint64_t db0 = smem_desc_sw128(b0);
-    auto k_loop = [&](auto nn) {
-        constexpr int NN = decltype(nn)::value;
-        float acc[NN / 2];
-#pragma unroll
-        for (int i = 0; i < NN / 2; i++) acc[i] = 0.0f;
-        ring rr{0, 0}, cb{0, 0};
-        int pb = 0;          /* the B stage of the step before */
-        uint32_t v[2][4][4]; /* two A register sets: step kk's MMAs read set kk & 1 */
-        auto step = [&](int kk, uint32_t(&vs)[4][4]) {
-            mbar_wait(&full_r[rr.i], rr.par);
-            const uint32_t rs = r0 + rr.i * WS_RAW_BYTES;
-            uint32_t wd[4];
-            asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];"
-                         : "=r"(wd[0]), "=r"(wd[1]), "=r"(wd[2]), "=r"(wd[3])
-                         : "r"(rs + code_at)
-                         : "memory");
-            const uint32_t sc = ws_lds32(rs + scale_at);
-            mbar_arrive(&empty_r[rr.i]); /* release-ordered after the loads */
-            rr.next(R);
-            rs_dequant<FOLDED>(wd, sc, vs);
-            mbar_wait(&full_b[cb.i], cb.par);
-            rs_mma_step<NN>(acc, vs, db0 + (uint64_t)(cb.i * (C::B_BYTES >> 4)));
-            /* step kk − 1's MMAs are done: its B stage may be refilled, its A set rewritten */
-            wgmma_wait<1>();
-            if (kk >= 1 && lane == 0) mbar_arrive(&empty_b[pb]);
-            pb = cb.i;
-            cb.next(SB);
-        };
-        /* pairs of steps, then the odd one: a step that may be skipped inside the loop leaves
-         * ptxas a path on which set 0 is rewritten with its MMAs still in flight (C7513) */
-        int kk = 0;
-        for (; kk + 1 < a.KK; kk += 2) {
-            step(kk, v[0]);
-            step(kk + 1, v[1]);
-        }
-        if (kk < a.KK) step(kk, v[0]);
-        wgmma_wait<0>();
-        fence_acc(acc);
-        store_tile_n<MODE, NN / 8, MODE == MODE_GATE_UP>(a, tp, rb * 8 + w, acc);
-    };
-    ws_with_width<64>(tp.n_valid, k_loop);
-}
-
-/* ── The lean form (prepared, not measured: GPTOSS_MOE_RS_LEAN=1) ─────────────────────────────
- * The same work with fewer instructions around it. ncu at T = 1024 (session 13, call 2) had the
- * default form issuing on 59 % of its cycles with ~130 SASS instructions a warp per k step, of
- * which the dequantisation is ~68; the rest is ring arithmetic (two rings of different depths, each
- * with its index and parity), two waits and two arrivals, and the B descriptors built in 64-bit
- * arithmetic and moved to uniform registers one half at a time. Here:
- *   - one ring of 8 slots, each holding a step's codes, scale words and B: one full barrier (the
- *     copier's arrival plus the bytes of the three copies) and one empty barrier (the 8 consumer
- *     warps, once the slot's MMAs are done: the codes were read before them) per step;
- *   - the loop runs in pairs of steps from an even slot, so slot and parity follow from kk with a
- *     mask and a shift, and the pair's second slot is the first plus one;
- *   - the descriptor's high word is a constant and only its low word is computed.
- * Shared memory: 8 x (8 KB of B + 4,352 B raw) + barriers, two blocks an SM. */
-struct rs_lean_cfg {
+/* Shared memory: 8 x (8 KB of B + 4,352 B raw) + barriers, two blocks an SM. */
+struct rs_cfg {
     static constexpr int CONSUMERS = 256;
     static constexpr int THREADS = CONSUMERS + 32;
     static constexpr int S = 8; /* slots: a power of two, even (the pairs' second slot is + 1) */
     static constexpr int B_BYTES = 64 * 128;
     static constexpr int SMEM = S * (B_BYTES + WS_RAW_BYTES) + 8 * 2 * S + 1024;
 };
-static_assert(2 * (rs_lean_cfg::SMEM + 1024) <= 228 * 1024, "two blocks an SM");
+static_assert(2 * (rs_cfg::SMEM + 1024) <= 228 * 1024, "two blocks an SM");
 
 /* One k step's four k16 MMAs, A from registers, B at the descriptor whose low word is lo (the high
  * word of every 128-byte-swizzled K-major descriptor here is the same constant: smem_desc_sw128). */
 template <int NN>
-static __device__ __forceinline__ void rs_mma_step_lo(float (&d)[NN / 2], const uint32_t (&v)[4][4],
-                                                      uint32_t lo) {
+static __device__ __forceinline__ void rs_mma_step(float (&d)[NN / 2], const uint32_t (&v)[4][4],
+                                                   uint32_t lo) {
     const uint64_t HI = smem_desc_sw128(0) & 0xFFFFFFFF00000000ull; /* folds to a constant */
     wgmma_fence();
 #pragma unroll
@@ -228,14 +95,14 @@ static __device__ __forceinline__ void rs_mma_step_lo(float (&d)[NN / 2], const 
 }
 
 template <int MODE, bool FOLDED>
-__global__ void __launch_bounds__(rs_lean_cfg::THREADS, 2)
-    moe_wgmma_rs_lean_kernel(const moe_args a, const __grid_constant__ moe_tma_maps maps) {
-    using C = rs_lean_cfg;
+__global__ void __launch_bounds__(rs_cfg::THREADS, 2)
+    moe_wgmma_rs_kernel(const moe_args a, const __grid_constant__ moe_tma_maps maps) {
+    using C = rs_cfg;
     constexpr int S = C::S;
     pdl_prologue(); /* first: see pdl.cuh */
-    extern __shared__ __align__(1024) uint8_t rs_lean_smem_raw[];
-    const uint32_t raw_base = smem_u32(rs_lean_smem_raw);
-    uint8_t *smem = rs_lean_smem_raw + (((raw_base + 1023u) & ~1023u) - raw_base);
+    extern __shared__ __align__(1024) uint8_t rs_smem_raw[];
+    const uint32_t raw_base = smem_u32(rs_smem_raw);
+    uint8_t *smem = rs_smem_raw + (((raw_base + 1023u) & ~1023u) - raw_base);
     uint8_t *b_st = smem;                  /* S x B */
     uint8_t *raws = b_st + S * C::B_BYTES; /* S x {codes, scales} */
     uint64_t *full = (uint64_t *)(raws + S * WS_RAW_BYTES);
@@ -291,12 +158,13 @@ __global__ void __launch_bounds__(rs_lean_cfg::THREADS, 2)
                          : "memory");
             const uint32_t sc = ws_lds32(scale_at + s * WS_RAW_BYTES);
             rs_dequant<FOLDED>(wd, sc, vs);
-            rs_mma_step_lo<NN>(acc, vs, lo0 + s * (C::B_BYTES >> 4));
+            rs_mma_step<NN>(acc, vs, lo0 + s * (C::B_BYTES >> 4));
             wgmma_wait<1>();
             if (kk >= 1 && lane == 0) mbar_arrive(&empty[ps]);
         };
-        /* pairs of steps from an even slot (the second is the first + 1, the same parity); the
-         * odd step after them (C7513 otherwise: see moe_wgmma_rs_kernel) */
+        /* pairs of steps from an even slot (the second is the first + 1, the same parity), then
+         * the odd step: a step that may be skipped inside the loop leaves ptxas a path on which
+         * set 0 is rewritten with its MMAs still in flight (C7513) */
         int kk = 0;
         for (; kk + 1 < a.KK; kk += 2) {
             const int s = kk & (S - 1);

@@ -349,35 +349,20 @@ static cudaError_t tma_launch_t(const moe_args &a, const moe_tma_maps &m, dim3 g
     return cudaGetLastError();
 }
 
-template <int MODE, bool FOLDED, bool LEAN>
+template <int MODE, bool FOLDED>
 static cudaError_t rs_launch_t(const moe_args &a, const moe_tma_maps &m, dim3 grid,
                                cudaStream_t stream) {
-    constexpr int SMEM = LEAN ? rs_lean_cfg::SMEM : rs_cfg::SMEM;
-    constexpr int THREADS = LEAN ? rs_lean_cfg::THREADS : rs_cfg::THREADS;
-    const auto kernel =
-        LEAN ? moe_wgmma_rs_lean_kernel<MODE, FOLDED> : moe_wgmma_rs_kernel<MODE, FOLDED>;
+    constexpr int SMEM = rs_cfg::SMEM;
     static unsigned long long attrs_set; /* per device: per_device.h */
     if (!per_device_done(&attrs_set)) {
-        CUDA_TRY(cudaFuncSetAttribute((const void *)kernel,
+        CUDA_TRY(cudaFuncSetAttribute((const void *)moe_wgmma_rs_kernel<MODE, FOLDED>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM));
         per_device_mark(&attrs_set);
     }
     grid.y *= MOE_TILE_TOKENS / 64; /* two blocks a routing tile */
-    CUDA_TRY(pdl_launch(kernel, grid, dim3(THREADS), SMEM, stream, a, m));
+    CUDA_TRY(pdl_launch(moe_wgmma_rs_kernel<MODE, FOLDED>, grid, dim3(rs_cfg::THREADS), SMEM,
+                        stream, a, m));
     return cudaGetLastError();
-}
-
-/* GPTOSS_MOE_RS_LEAN=1 (prepared, not measured; read once; moe_wgmma_tma_set_rs_lean for tests):
- * the register-A form's lean k loop (moe_wgmma_rs.cuh: one ring, one wait and one release a step,
- * slots from the step number, 32-bit descriptors). */
-static int g_rs_lean = -1;
-
-void moe_wgmma_tma_set_rs_lean(int on) {
-    env_switch_set(&g_rs_lean, on, 0, 1);
-}
-
-static int rs_lean(void) {
-    return env_switch(&g_rs_lean, "GPTOSS_MOE_RS_LEAN", 0, 0, 1);
 }
 
 /* GPTOSS_MOE_TMA_RS (read once; moe_wgmma_tma_set_rs for tests): the register-A form for every
@@ -398,12 +383,9 @@ int moe_wgmma_tma_rs(void) {
 template <int MODE>
 static cudaError_t tma_launch_mode(const moe_args &a, const moe_tma_maps &m, int bn, int folded,
                                    int rs, dim3 grid, cudaStream_t stream) {
-    if (rs && rs_lean())
-        return folded ? rs_launch_t<MODE, true, true>(a, m, grid, stream)
-                      : rs_launch_t<MODE, false, true>(a, m, grid, stream);
     if (rs)
-        return folded ? rs_launch_t<MODE, true, false>(a, m, grid, stream)
-                      : rs_launch_t<MODE, false, false>(a, m, grid, stream);
+        return folded ? rs_launch_t<MODE, true>(a, m, grid, stream)
+                      : rs_launch_t<MODE, false>(a, m, grid, stream);
     if (bn == 64)
         return folded ? tma_launch_t<MODE, 64, true>(a, m, grid, stream)
                       : tma_launch_t<MODE, 64, false>(a, m, grid, stream);
