@@ -35,13 +35,18 @@ def load(n):
     return by
 data = {n: load(n) for n in names}
 base = names[0]
-print("| variant | phase | batch or prompt | tok/s (median) | ms/step | vs " + base + " | of roofline |")
-print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
+# spread: (max - min) / median of the rounds' tok/s ("-" with one round). Two processes of one build
+# have differed by up to 14 % at padded decode batches (bench/NOTES.md, session 13): a ratio inside
+# the spread says nothing.
+print("| variant | phase | batch or prompt | tok/s (median) | ms/step | vs " + base + " | of roofline | spread |")
+print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
 for n in names:
     for (ph, b), ls in sorted(data[n].items()):
-        t = statistics.median(l["tokens_per_s"] for l in ls)
+        ts = [l["tokens_per_s"] for l in ls]
+        t = statistics.median(ts)
         tb = statistics.median(l["tokens_per_s"] for l in data[base].get((ph, b), ls))
         ms = statistics.median(l["seconds"] for l in ls) * 1e3
         rf = statistics.median(l["roofline_fraction"] for l in ls)
-        print(f"| {n} | {ph} | {b} | {t:.0f} | {ms:.3f} | {t/tb:.3f} | {100*rf:.1f}% |")
+        sp = f"{100 * (max(ts) - min(ts)) / t:.1f}%" if len(ts) > 1 else "-"
+        print(f"| {n} | {ph} | {b} | {t:.0f} | {ms:.3f} | {t/tb:.3f} | {100*rf:.1f}% | {sp} |")
 PY
