@@ -791,7 +791,7 @@ static void bench(cudaStream_t st, int sm, const char *only_t) {
         float *d_y = tu_dev_alloc<float>(P * maxS * H);
         const size_t rounds = plans.size() + ((autop.large || plans.size() > 1) ? 8 : 0);
         for (size_t pi = 0; pi < rounds; pi++) {
-            /* the last seven rounds: the large plan again on the warpgroup MMA, moe_wgmma.cu
+            /* the last eight rounds: the large plan again on the warpgroup MMA, moe_wgmma.cu
              * (kind 1), the warp-specialised moe_wgmma_ws.cu (kind 2) and its TMA-fed form
              * moe_wgmma_tma.cu (kind 4), each with 128- and then 64-token tiles (whichever
              * moe_plan_for picks; the automatic plan's choice is the "auto" one), then the ws
