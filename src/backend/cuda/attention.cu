@@ -26,6 +26,7 @@
  * decode kernel starts SINK_ROOM under the sink instead (its P is fp16; see there): finite still,
  * and exp2(sink - m) <= 2^SINK_ROOM. */
 #include "backend/cuda/attention.h"
+#include "base/env_switch.h"
 #include "backend/cuda/device_util.cuh"
 #include "backend/cuda/per_device.h"
 #include "backend/cuda/kv_fp8.cuh"
@@ -841,6 +842,8 @@ __global__ void __launch_bounds__(PF_THREADS, 2) attn_prefill_kernel(attn_args a
     }
 }
 
+#include "backend/cuda/attn_prefill_wgmma.cuh"
+
 /* ------------------------------------------------------------------------------------------------ */
 /* Host side                                                                                          */
 
@@ -989,6 +992,20 @@ extern "C" cudaError_t attn_decode(const attn_dims *d, const attn_seqs *s, const
     return cudaGetLastError();
 }
 
+/* GPTOSS_ATTN_WGMMA (read once; attn_prefill_set_wgmma for tests): 1 runs the bf16 cache's prefill
+ * on the warpgroup-MMA kernel (attn_prefill_wgmma.cuh), 0 (the default until it is measured) on
+ * the mma.sync kernel. The FP8 cache always takes the mma.sync kernel. */
+static int g_prefill_wgmma = -1;
+static unsigned long long g_prefill_wg_smem_dev;
+
+extern "C" void attn_prefill_set_wgmma(int on) {
+    env_switch_set(&g_prefill_wgmma, on, 0, 1);
+}
+
+extern "C" int attn_prefill_wgmma(void) {
+    return env_switch(&g_prefill_wgmma, "GPTOSS_ATTN_WGMMA", 0, 0, 1);
+}
+
 extern "C" int attn_prefill_max_tiles(int n_tokens, int n_seqs) {
     return n_tokens / PF_TOKENS + n_seqs;
 }
@@ -1043,7 +1060,12 @@ extern "C" cudaError_t attn_prefill(const attn_dims *d, const attn_seqs *s, cons
     if (n_work < 0 || d->n_kv_heads > 65535) return cudaErrorInvalidValue;
     if (n_work == 0) return cudaSuccess;
     a.work = work;
-    if (d->kv_fp8) {
+    if (!d->kv_fp8 && attn_prefill_wgmma()) {
+        e = allow_smem((const void *)attn_prefill_wg_kernel, PW_SMEM, &g_prefill_wg_smem_dev);
+        if (e != cudaSuccess) return e;
+        pdl_launch(attn_prefill_wg_kernel, dim3(n_work, d->n_kv_heads), dim3(PW_THREADS), PW_SMEM,
+                   stream, a);
+    } else if (d->kv_fp8) {
         e = allow_smem((const void *)attn_prefill_kernel<true>, PF_SMEM8, &g_prefill_smem_dev[1]);
         if (e != cudaSuccess) return e;
         pdl_launch(attn_prefill_kernel<true>, dim3(n_work, d->n_kv_heads), dim3(PF_THREADS),

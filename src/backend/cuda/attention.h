@@ -137,6 +137,11 @@ int attn_prefill_max_tiles(int n_tokens, int n_seqs);
 int attn_prefill_plan(int n_seqs, const int32_t *query_start, const int32_t *start_pos, int window,
                       int min_new, int32_t *work, int cap);
 
+/* Which kernel runs a bf16 cache's prefill: 1 the warpgroup-MMA (FA3-style) kernel, 0 the mma.sync
+ * one. attn_prefill_wgmma reads GPTOSS_ATTN_WGMMA once; attn_prefill_set_wgmma (tests) sets it, or
+ * with on < 0 makes the next call read the environment again. */
+int attn_prefill_wgmma(void);
+void attn_prefill_set_wgmma(int on);
 /* Causal attention for the tiles of `work` (device copy of attn_prefill_plan's list, n_work tiles). */
 cudaError_t attn_prefill(const attn_dims *d, const attn_seqs *s, const int32_t *work, int n_work,
                          const uint16_t *q, const void *k_cache, const void *v_cache,

@@ -122,6 +122,40 @@ static __device__ __forceinline__ void wgmma_ss_m64n128k16(float d[64], uint64_t
                  : "l"(desc_a), "l"(desc_b), "r"(1));
 }
 
+/* d (64 x 128, fp32) = A (64 x 16 bf16 at desc_a) · B (16 x 128 bf16 at desc_b), both K-major: the
+ * first k16 step of a product, which overwrites d (scale-d 0) instead of accumulating. */
+static __device__ __forceinline__ void wgmma_ss_m64n128k16_first(float d[64], uint64_t desc_a,
+                                                                 uint64_t desc_b) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " WG_D64_REGS
+                 ", %64, %65, p, 1, 1, 0, 0;\n}\n"
+                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3]), "=f"(d[4]), "=f"(d[5]),
+                   "=f"(d[6]), "=f"(d[7]), "=f"(d[8]), "=f"(d[9]), "=f"(d[10]), "=f"(d[11]),
+                   "=f"(d[12]), "=f"(d[13]), "=f"(d[14]), "=f"(d[15]), "=f"(d[16]), "=f"(d[17]),
+                   "=f"(d[18]), "=f"(d[19]), "=f"(d[20]), "=f"(d[21]), "=f"(d[22]), "=f"(d[23]),
+                   "=f"(d[24]), "=f"(d[25]), "=f"(d[26]), "=f"(d[27]), "=f"(d[28]), "=f"(d[29]),
+                   "=f"(d[30]), "=f"(d[31]), "=f"(d[32]), "=f"(d[33]), "=f"(d[34]), "=f"(d[35]),
+                   "=f"(d[36]), "=f"(d[37]), "=f"(d[38]), "=f"(d[39]), "=f"(d[40]), "=f"(d[41]),
+                   "=f"(d[42]), "=f"(d[43]), "=f"(d[44]), "=f"(d[45]), "=f"(d[46]), "=f"(d[47]),
+                   "=f"(d[48]), "=f"(d[49]), "=f"(d[50]), "=f"(d[51]), "=f"(d[52]), "=f"(d[53]),
+                   "=f"(d[54]), "=f"(d[55]), "=f"(d[56]), "=f"(d[57]), "=f"(d[58]), "=f"(d[59]),
+                   "=f"(d[60]), "=f"(d[61]), "=f"(d[62]), "=f"(d[63])
+                 : "l"(desc_a), "l"(desc_b), "r"(0));
+}
+
+/* d (64 x 64, fp32) += A (64 x 16 bf16, fragment a) · B (16 x 64 bf16 at desc_b) with B read
+ * "MN-major" (transposed, imm-trans-b 1): B is stored [k][n] with the 64 n of a k contiguous (128
+ * bytes, 128-byte swizzle), so a k16 step is two 8-row atoms, the descriptor's stride byte offset
+ * (1024) apart; the leading byte offset (between 64-wide n blocks) is unused at n = 64. */
+static __device__ __forceinline__ void wgmma_rs_m64n64k16_tb(float d[32], const uint32_t a[4],
+                                                             uint64_t desc_b) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " WG_D32_REGS
+                 ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+                 : WG_D32(d)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
+}
+
 /* Narrower m64nNk16 SS MMAs (N = 16, 32, 48, 96: N/2 accumulators a thread), for tiles with fewer
  * tokens than their width (moe_ws_parts.cuh's ws_with_width). An accumulator fragment of width N is the first
  * N/2 registers of a wider one (8 columns a 4-register group, in column order), so a narrow MMA

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The warpgroup-MMA prefill attention (GPTOSS_ATTN_WGMMA=1, attn_prefill_wgmma.cuh) against the
+# mma.sync kernel, ~5 min: gpu_test_attention (both prefill kernels against the CPU reference),
+# the kernels alone (--bench-prefill: 1k, 8k, a 2k chunk at 6k, 8k sliding; TFLOP/s), the forward
+# test with the new kernel on, ncu of both kernels at 8k, and bench latency prefill 1k and 8k of
+# both, interleaved (variants.sh). Needs .devcarry (scripts/device/prepare.sh). Prints
+# $OUT/summary.md.
+set -uo pipefail
+source "$(dirname "$0")/env.sh"
+device_script /tmp/awg-out "prefill attention: wgmma (FA3-style) against mma.sync"
+test_table
+run_logged test_attention 200 $bin/gpu_test_attention
+ok=$?
+echo -e "\n## the kernels alone $(t)" | tee -a "$sum"
+timeout 120 $bin/gpu_test_attention --bench-prefill 2>&1 | grep -E "^\|" | tee -a "$sum"
+if [ $ok -eq 0 ]; then
+  test_table
+  GPTOSS_ATTN_WGMMA=1 run_logged forward_wgmma 240 $bin/gpu_test_cuda_forward --skip-tp --skip-real
+  ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  for k in attn_prefill_kernel attn_prefill_wg_kernel; do
+    echo -e "\n## ncu $k, prefill 8k $(t)" | tee -a "$sum"
+    timeout 100 "$ncu" --clock-control none -k "regex:$k" --launch-skip 2 --launch-count 1 \
+      --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats \
+      --section SchedulerStats --section MemoryWorkloadAnalysis \
+      $bin/gpu_test_attention --bench-prefill8k >"$out/logs/ncu-$k.txt" 2>&1 || echo "ncu failed ($?)" | tee -a "$sum"
+    grep -E "Duration|Compute \(SM\) Throughput|L2 Cache Throughput|DRAM Throughput|Issue Slots Busy|Eligible Warps|Warp Cycles Per Issued|Executed Ipc A|Registers Per|Stall" \
+      "$out/logs/ncu-$k.txt" | head -20 | tee -a "$sum"
+  done
+  echo -e "\n## bench latency, prefill $(t)" | tee -a "$sum"
+  OUT=$out/var MODEL=120b BATCHES= PREFILL=1024,8192 ROUNDS=${ROUNDS:-2} \
+    VARIANTS="mma=- wgmma=GPTOSS_ATTN_WGMMA=1" bash scripts/device/variants.sh | tee -a "$sum"
+fi
+t | tee -a "$sum"
+tar czf "$out/logs.tgz" -C "$out" logs var/vlogs 2>/dev/null && rm -rf "$out/logs" "$out/var/vlogs"

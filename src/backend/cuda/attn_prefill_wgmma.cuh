@@ -1,0 +1,311 @@
+/* Prefill attention on Hopper's warpgroup MMA (FA3-style), bf16 cache: the kernel attn_prefill runs
+ * when GPTOSS_ATTN_WGMMA=1 (attention.cu). Included by attention.cu only: it uses that file's
+ * attn_args, paged-KV addressing (kv_offset), swizzle (swz) and softmax helpers. Device code.
+ *
+ * The work is the mma.sync kernel's (attn_prefill_kernel): a CTA owns a tile of 16 new tokens x the
+ * 8 query heads of KV head j, 128 query rows, row r = (token r / 8, head r % 8), so each key tile
+ * serves all 8 heads of the group. What changes is how the tensor cores are fed:
+ *
+ *   warp 8 (the copier)  brings Q once, then key tiles of PW_BC = 128 keys (K and V, 16 KiB each)
+ *                        into a ring of PW_STAGES stages with cp.async, zero-filling keys past the
+ *                        end (the pages hold NaN there for all we know), and announces each landed
+ *                        tile on its full barrier. cp.async writes through the generic proxy and the
+ *                        MMAs read through the async proxy, so each lane fences (fence.proxy.async)
+ *                        between its copies' completion and its arrival.
+ *   warpgroups 0 and 1   own query rows 0-63 and 64-127 (tokens 0-7 and 8-15). Per key tile:
+ *                          S  = Q K^T   4 wgmma m64n128k16, A = Q and B = K both from shared memory
+ *                                       (K-major, 128-byte swizzle: a key row is 128 bytes);
+ *                          online softmax of S in registers (base 2, as attn_prefill_kernel);
+ *                          O += P V     8 wgmma m64n64k16, A = P from registers (the accumulator
+ *                                       layout of S is the A-fragment layout, as with mma.sync), B =
+ *                                       V from shared memory read "MN-major" (transposed): a V tile
+ *                                       is [key][dim] with dims contiguous, the k of this product
+ *                                       is the key, so one k16 step is 16 rows = two 8-row swizzle
+ *                                       atoms 1024 bytes apart (the descriptor's stride offset).
+ *
+ * Overlap, the two halves of FA3:
+ *   - inside a warpgroup, tile i's P V is issued together with tile i+1's Q K^T and runs while the
+ *     softmax of tile i+1 waits only for its S (wait_group 1): P of tile i stays in registers (32)
+ *     beside S (64) and O (32) until then;
+ *   - between the warpgroups, two named barriers make them take turns issuing their MMAs, so one
+ *     warpgroup's softmax (exp2 on the SFU: as many cycles a tile as its MMAs at head_dim 64) runs
+ *     while the other's MMAs occupy the tensor cores.
+ *
+ * Ring protocol (tma_ring.cuh's, with 32 copier lanes arriving on full instead of a byte count):
+ * tile i lives in stage i mod S; the copier waits for empty[s] before reusing it; a consumer warp
+ * releases tile i's stage once tile i's P V is complete (in iteration i + 1). */
+#pragma once
+
+#include "backend/cuda/tma_ring.cuh"
+#include "backend/cuda/wgmma.cuh"
+
+enum {
+    PW_BC = 128, /* keys per tile */
+    PW_STAGES = 4,
+    PW_LAG = 2, /* tiles the copier keeps in flight beyond the one it announces */
+    PW_CONSUMERS = 2 * 128,
+    PW_THREADS = PW_CONSUMERS + 32,
+    PW_TILE_BYTES = PW_BC * ROW_BYTES, /* K or V of one tile */
+    PW_STAGE_BYTES = 2 * PW_TILE_BYTES,
+    PW_Q_BYTES = PF_ROWS * ROW_BYTES,
+    PW_BAR_BYTES = 8 * (2 * PW_STAGES + 1),
+    PW_SMEM = 1024 /* alignment slack */ + PW_Q_BYTES + PW_STAGES * PW_STAGE_BYTES + PW_BAR_BYTES
+};
+static_assert(PF_ROWS == 128, "two warpgroups of 64 query rows");
+
+static __device__ __forceinline__ void fence_proxy_async_smem() {
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+static __device__ __forceinline__ void named_bar_sync(int id, int threads) {
+    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+static __device__ __forceinline__ void named_bar_arrive(int id, int threads) {
+    asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
+/* The copier's share of one key tile: lane copies key rows lane, lane + 32, … (8 chunks of K and
+ * of V each); keys >= key_end become zero rows, read nothing. */
+static __device__ __forceinline__ void pw_load_tile(const attn_args &a, const int32_t *table,
+                                                    int first, int kvh, int key0, int key_end,
+                                                    uint32_t s_k, int lane) {
+#pragma unroll
+    for (int i = 0; i < PW_BC / 32; i++) {
+        const int r = lane + 32 * i, key = key0 + r;
+        const bool valid = key < key_end;
+        const uint16_t *ks = a.k_cache, *vs = a.v_cache;
+        if (valid) {
+            const size_t off = kv_offset(a, table, first, kvh, key);
+            ks += off, vs += off;
+        }
+#pragma unroll
+        for (int c = 0; c < 8; c++) {
+            cp_async16(s_k + swz(r, c), ks + (valid ? c * 8 : 0), valid ? 16 : 0);
+            cp_async16(s_k + PW_TILE_BYTES + swz(r, c), vs + (valid ? c * 8 : 0), valid ? 16 : 0);
+        }
+    }
+}
+
+__global__ void __launch_bounds__(PW_THREADS, 1) attn_prefill_wg_kernel(attn_args a) {
+    pdl_prologue(); /* first: see pdl.cuh */
+    extern __shared__ __align__(1024) uint8_t pw_raw[];
+    const uint32_t raw = smem_u32(pw_raw);
+    uint8_t *smem = pw_raw + (((raw + 1023u) & ~1023u) - raw);
+    const uint32_t s_q = smem_u32(smem), s_kv = s_q + PW_Q_BYTES;
+    uint64_t *full = (uint64_t *)(smem + PW_Q_BYTES + PW_STAGES * PW_STAGE_BYTES);
+    uint64_t *empty = full + PW_STAGES, *q_full = empty + PW_STAGES;
+
+    const int kvh = blockIdx.y;
+    const int seq = a.work[2 * blockIdx.x], tok0 = a.work[2 * blockIdx.x + 1];
+    const int qs = a.query_start[seq], n_new = a.query_start[seq + 1] - qs;
+    const int n_valid = min(PF_TOKENS, n_new - tok0);
+    if (n_valid <= 0) return; /* uniform per CTA: before any barrier */
+    const int W = a.window;
+    const int pos0 = a.start_pos[seq] + tok0, pos_last = pos0 + n_valid - 1;
+    const int k_first = W > 0 ? max(0, pos0 - W + 1) : 0;
+    const int key_end = pos_last + 1;
+    const int n_tiles = (key_end - k_first + PW_BC - 1) / PW_BC; /* >= 1 */
+    const int32_t *table = a.tables + (size_t)seq * (size_t)a.stride;
+    const int first = a.table_first ? a.table_first[seq] : 0;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < PW_STAGES; s++) {
+            mbar_init(&full[s], 32); /* the copier's 32 lanes */
+            mbar_init(&empty[s], 8); /* the consumer warps */
+        }
+        mbar_init(q_full, 32);
+        mbar_init_fence();
+    }
+    __syncthreads();
+
+    if (warp == 8) {
+        /* The copier: Q (rows of tokens past n_valid are zeros), then tile i into stage i mod S
+         * once tile i - S has left it. A tile is announced when the copies PW_LAG tiles later are
+         * issued: cp.async groups complete in order, so wait_group PW_LAG means it has landed. */
+#pragma unroll
+        for (int i = 0; i < PF_ROWS / 32; i++) {
+            const int r = lane + 32 * i, tt = r >> 3;
+            const bool valid = tt < n_valid;
+            const uint16_t *src = a.q;
+            if (valid)
+                src += ((size_t)(qs + tok0 + tt) * (size_t)a.n_heads + (size_t)kvh * GQA +
+                        (size_t)(r & 7)) *
+                       HD;
+#pragma unroll
+            for (int c = 0; c < 8; c++)
+                cp_async16(s_q + swz(r, c), src + (valid ? c * 8 : 0), valid ? 16 : 0);
+        }
+        cp_async_commit();
+        /* group g (g = 0: Q, g = i + 1: tile i) is announced on bar(g) */
+        auto bar_of = [&](int g) { return g == 0 ? q_full : &full[(g - 1) % PW_STAGES]; };
+        for (int it = 0; it < n_tiles; it++) {
+            const int s = it % PW_STAGES;
+            if (it >= PW_STAGES) mbar_wait(&empty[s], ((it / PW_STAGES) & 1) ^ 1);
+            pw_load_tile(a, table, first, kvh, k_first + it * PW_BC, key_end,
+                         s_kv + s * PW_STAGE_BYTES, lane);
+            cp_async_commit();
+            const int g = it + 1 - PW_LAG; /* the group that has surely landed now */
+            if (g >= 0) {
+                cp_async_wait<PW_LAG>();
+                fence_proxy_async_smem();
+                mbar_arrive(bar_of(g));
+            }
+        }
+        cp_async_wait<0>();
+        fence_proxy_async_smem();
+        for (int g = max(0, n_tiles + 1 - PW_LAG); g <= n_tiles; g++) mbar_arrive(bar_of(g));
+        return;
+    }
+
+    /* Consumers: warpgroup wg, warp w of it; lane (g, t) holds rows g and g + 8 of the warp's 16,
+     * i.e. tokens 2 warp and 2 warp + 1 of head g (as attn_prefill_kernel). */
+    const int wg = warp >> 2, g = lane >> 2, t = lane & 3;
+    const uint64_t q_desc = smem_desc_sw128(s_q + wg * 64 * ROW_BYTES);
+    const uint64_t kv_desc = smem_desc_sw128(s_kv);
+    const float sl2 = a.scale_log2;
+    const float sink = a.sinks[kvh * GQA + g] * LOG2E;
+    float m_a = sink, m_b = sink, l_a = 0.f, l_b = 0.f;
+    float o[32];
+#pragma unroll
+    for (int i = 0; i < 32; i++) o[i] = 0.f;
+    uint32_t p[PW_BC / 16][4]; /* P of the previous tile, bf16 A fragments */
+    /* Named barriers 1 and 2 order the warpgroups' MMA issue: warpgroup w waits on barrier 1 + w
+     * (its own 128 threads syncing, the other's 128 arriving) and then lets the other go. Warpgroup
+     * 1 arrives once up front so that warpgroup 0 starts; warpgroup 0 syncs once more at the end to
+     * take warpgroup 1's last arrival, so every barrier phase completes. */
+    const int bar_mine = 1 + wg, bar_other = 2 - wg;
+    if (wg == 1) named_bar_arrive(1, PW_CONSUMERS);
+    mbar_wait(q_full, 0);
+
+    float sc[PW_BC / 2]; /* S, then P in fp32 */
+    /* S = Q K^T of the tile in stage s (4 k16 slices: 32 bytes into each 128-byte row). */
+    auto issue_s = [&](int s) {
+        const uint64_t kd = kv_desc + ((s * PW_STAGE_BYTES) >> 4);
+        wgmma_ss_m64n128k16_first(sc, q_desc, kd);
+#pragma unroll
+        for (int j = 1; j < 4; j++) wgmma_ss_m64n128k16(sc, q_desc + 2 * j, kd + 2 * j);
+        wgmma_commit();
+    };
+    /* O += P V of the tile in stage ps (8 k16 steps of 16 keys: 2048 bytes of V each). */
+    auto issue_pv = [&](int ps) {
+        const uint64_t vd = kv_desc + ((ps * PW_STAGE_BYTES + PW_TILE_BYTES) >> 4);
+#pragma unroll
+        for (int kk = 0; kk < PW_BC / 16; kk++)
+            wgmma_rs_m64n64k16_tb(o, p[kk], vd + ((kk * 16 * ROW_BYTES) >> 4));
+        wgmma_commit();
+    };
+    /* The online softmax of tile it's scores in sc: masks the edge tiles, updates (m, l), turns sc
+     * into P (fp32) and returns the rescale factors of the rows' earlier sums. */
+    auto softmax = [&](int it, float &corr_a, float &corr_b) {
+        const int kt = k_first + it * PW_BC;
+        /* Edge tiles: the causal diagonal (a key past some row's position) or the window start. */
+        if (kt + PW_BC - 1 > pos0 || (W > 0 && kt < pos_last - W + 1)) {
+            const int p_a = pos0 + 2 * warp, p_b = p_a + 1;
+            const int lo_a = W > 0 ? p_a - W + 1 : 0, lo_b = W > 0 ? p_b - W + 1 : 0;
+#pragma unroll
+            for (int nt = 0; nt < PW_BC / 8; nt++)
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    const int key = kt + nt * 8 + 2 * t + (j & 1);
+                    const bool ok =
+                        j < 2 ? (key <= p_a && key >= lo_a) : (key <= p_b && key >= lo_b);
+                    if (!ok) sc[4 * nt + j] = -INFINITY;
+                }
+        }
+        float mx_a = -INFINITY, mx_b = -INFINITY;
+#pragma unroll
+        for (int nt = 0; nt < PW_BC / 8; nt++) {
+            mx_a = fmaxf(mx_a, fmaxf(sc[4 * nt], sc[4 * nt + 1]));
+            mx_b = fmaxf(mx_b, fmaxf(sc[4 * nt + 2], sc[4 * nt + 3]));
+        }
+        mx_a = fmaxf(mx_a, shfl_xor(mx_a, 1)), mx_b = fmaxf(mx_b, shfl_xor(mx_b, 1));
+        mx_a = fmaxf(mx_a, shfl_xor(mx_a, 2)), mx_b = fmaxf(mx_b, shfl_xor(mx_b, 2));
+        const float mn_a = fmaxf(m_a, mx_a * sl2), mn_b = fmaxf(m_b, mx_b * sl2);
+        corr_a = fast_exp2(m_a - mn_a), corr_b = fast_exp2(m_b - mn_b);
+        m_a = mn_a, m_b = mn_b;
+        float sum_a = 0.f, sum_b = 0.f;
+#pragma unroll
+        for (int nt = 0; nt < PW_BC / 8; nt++) {
+            sc[4 * nt] = fast_exp2(fmaf(sc[4 * nt], sl2, -mn_a));
+            sc[4 * nt + 1] = fast_exp2(fmaf(sc[4 * nt + 1], sl2, -mn_a));
+            sc[4 * nt + 2] = fast_exp2(fmaf(sc[4 * nt + 2], sl2, -mn_b));
+            sc[4 * nt + 3] = fast_exp2(fmaf(sc[4 * nt + 3], sl2, -mn_b));
+            sum_a += sc[4 * nt] + sc[4 * nt + 1];
+            sum_b += sc[4 * nt + 2] + sc[4 * nt + 3];
+        }
+        l_a = l_a * corr_a + sum_a;
+        l_b = l_b * corr_b + sum_b;
+    };
+    auto pack_p = [&]() {
+#pragma unroll
+        for (int kk = 0; kk < PW_BC / 16; kk++) {
+            p[kk][0] = pack_bf16x2(sc[8 * kk], sc[8 * kk + 1]);
+            p[kk][1] = pack_bf16x2(sc[8 * kk + 2], sc[8 * kk + 3]);
+            p[kk][2] = pack_bf16x2(sc[8 * kk + 4], sc[8 * kk + 5]);
+            p[kk][3] = pack_bf16x2(sc[8 * kk + 6], sc[8 * kk + 7]);
+        }
+    };
+
+    /* Tile 0: S alone (O is zero, nothing to rescale). */
+    float corr_a, corr_b;
+    mbar_wait(&full[0], 0);
+    named_bar_sync(bar_mine, PW_CONSUMERS);
+    wgmma_fence();
+    issue_s(0);
+    named_bar_arrive(bar_other, PW_CONSUMERS);
+    wgmma_wait<0>();
+    fence_acc(sc);
+    softmax(0, corr_a, corr_b);
+    pack_p();
+    /* Tile it: its S with the previous tile's P V; the softmax needs only S (wait_group 1). */
+    for (int it = 1; it < n_tiles; it++) {
+        const int s = it % PW_STAGES, ps = (it - 1) % PW_STAGES;
+        mbar_wait(&full[s], (it / PW_STAGES) & 1);
+        named_bar_sync(bar_mine, PW_CONSUMERS);
+        wgmma_fence();
+        issue_s(s);
+        issue_pv(ps);
+        named_bar_arrive(bar_other, PW_CONSUMERS);
+        wgmma_wait<1>();
+        fence_acc(sc);
+        softmax(it, corr_a, corr_b);
+        wgmma_wait<0>(); /* the previous tile's P V is done: its stage is free, O and P are ours */
+        fence_acc(o);
+        if (lane == 0) mbar_arrive(&empty[ps]);
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            o[4 * i] *= corr_a, o[4 * i + 1] *= corr_a, o[4 * i + 2] *= corr_b,
+                o[4 * i + 3] *= corr_b;
+        pack_p();
+    }
+    wgmma_fence();
+    issue_pv((n_tiles - 1) % PW_STAGES);
+    wgmma_wait<0>();
+    fence_acc(o);
+    if (wg == 0) named_bar_sync(1, PW_CONSUMERS); /* warpgroup 1's last arrival */
+
+    /* Finish: the row sums were per lane; add the sink once, normalise, store bf16 pairs. */
+    l_a += shfl_xor(l_a, 1), l_b += shfl_xor(l_b, 1);
+    l_a += shfl_xor(l_a, 2), l_b += shfl_xor(l_b, 2);
+    const float inv_a = 1.f / (l_a + fast_exp2(sink - m_a)),
+                inv_b = 1.f / (l_b + fast_exp2(sink - m_b));
+    const int head = kvh * GQA + g;
+    if (2 * warp < n_valid) {
+        uint16_t *out = a.out +
+                        ((size_t)(qs + tok0 + 2 * warp) * (size_t)a.n_heads + (size_t)head) * HD +
+                        2 * t;
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            *reinterpret_cast<uint32_t *>(out + i * 8) =
+                pack_bf16x2(o[4 * i] * inv_a, o[4 * i + 1] * inv_a);
+    }
+    if (2 * warp + 1 < n_valid) {
+        uint16_t *out =
+            a.out +
+            ((size_t)(qs + tok0 + 2 * warp + 1) * (size_t)a.n_heads + (size_t)head) * HD + 2 * t;
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            *reinterpret_cast<uint32_t *>(out + i * 8) =
+                pack_bf16x2(o[4 * i + 2] * inv_b, o[4 * i + 3] * inv_b);
+    }
+}
