@@ -15,20 +15,23 @@ echo -e "\n## the kernels alone $(t)" | tee -a "$sum"
 timeout 120 $bin/gpu_test_attention --bench-prefill 2>&1 | grep -E "^\|" | tee -a "$sum"
 if [ $ok -eq 0 ]; then
   test_table
-  GPTOSS_ATTN_WGMMA=1 run_logged forward_wgmma 240 $bin/gpu_test_cuda_forward --skip-tp --skip-real
+  [ -n "${FORWARD:-}" ] && GPTOSS_ATTN_WGMMA=$FORWARD run_logged forward_wgmma 240 $bin/gpu_test_cuda_forward --skip-tp --skip-real
   ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
-  for k in attn_prefill_kernel attn_prefill_wg_kernel; do
-    echo -e "\n## ncu $k, prefill 8k $(t)" | tee -a "$sum"
-    timeout 100 "$ncu" --clock-control none -k "regex:$k" --launch-skip 2 --launch-count 1 \
+  # --bench-prefill8k runs each kernel 100 times (10 in a graph, 3 + 7 graph launches): the 3rd
+  # launch of the wgmma kernels is 128-key tiles, the 103rd 64-key tiles
+  for k in mma:attn_prefill_kernel:2 wg128:attn_prefill_wg:2 wg64:attn_prefill_wg:102; do
+    IFS=: read -r name re skip <<<"$k"
+    echo -e "\n## ncu $name, prefill 8k $(t)" | tee -a "$sum"
+    timeout 100 "$ncu" --clock-control none -k "regex:$re" --launch-skip "$skip" --launch-count 1 \
       --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats \
       --section SchedulerStats --section MemoryWorkloadAnalysis \
-      $bin/gpu_test_attention --bench-prefill8k >"$out/logs/ncu-$k.txt" 2>&1 || echo "ncu failed ($?)" | tee -a "$sum"
+      $bin/gpu_test_attention --bench-prefill8k >"$out/logs/ncu-$name.txt" 2>&1 || echo "ncu failed ($?)" | tee -a "$sum"
     grep -E "Duration|Compute \(SM\) Throughput|L2 Cache Throughput|DRAM Throughput|Issue Slots Busy|Eligible Warps|Warp Cycles Per Issued|Executed Ipc A|Registers Per|Stall" \
-      "$out/logs/ncu-$k.txt" | head -20 | tee -a "$sum"
+      "$out/logs/ncu-$name.txt" | head -20 | tee -a "$sum"
   done
   echo -e "\n## bench latency, prefill $(t)" | tee -a "$sum"
-  OUT=$out/var MODEL=120b BATCHES= PREFILL=1024,8192 ROUNDS=${ROUNDS:-2} \
-    VARIANTS="mma=- wgmma=GPTOSS_ATTN_WGMMA=1" bash scripts/device/variants.sh | tee -a "$sum"
+  OUT=$out/var MODEL=120b BATCHES=1 PREFILL=1024,8192 ROUNDS=${ROUNDS:-2} \
+    VARIANTS="mma=- wg128=GPTOSS_ATTN_WGMMA=1 wg64=GPTOSS_ATTN_WGMMA=2" bash scripts/device/variants.sh | tee -a "$sum"
 fi
 t | tee -a "$sum"
 tar czf "$out/logs.tgz" -C "$out" logs var/vlogs 2>/dev/null && rm -rf "$out/logs" "$out/var/vlogs"

@@ -992,18 +992,19 @@ extern "C" cudaError_t attn_decode(const attn_dims *d, const attn_seqs *s, const
     return cudaGetLastError();
 }
 
-/* GPTOSS_ATTN_WGMMA (read once; attn_prefill_set_wgmma for tests): 1 runs the bf16 cache's prefill
- * on the warpgroup-MMA kernel (attn_prefill_wgmma.cuh), 0 (the default until it is measured) on
- * the mma.sync kernel. The FP8 cache always takes the mma.sync kernel. */
+/* GPTOSS_ATTN_WGMMA (read once; attn_prefill_set_wgmma for tests): which kernel runs the bf16
+ * cache's prefill: 0 the mma.sync kernel (the default until the others are measured), 1 the
+ * warpgroup-MMA kernel (attn_prefill_wgmma.cuh) with 128-key tiles, 2 the same with 64-key tiles
+ * (one CTA an SM either way: two of 64-key tiles would need <= 112 registers, and spill). The FP8 cache always takes the mma.sync kernel. */
 static int g_prefill_wgmma = -1;
-static unsigned long long g_prefill_wg_smem_dev;
+static unsigned long long g_prefill_wg_smem_dev[2]; /* [128-key, 64-key tiles] */
 
 extern "C" void attn_prefill_set_wgmma(int on) {
-    env_switch_set(&g_prefill_wgmma, on, 0, 1);
+    env_switch_set(&g_prefill_wgmma, on, 0, 2);
 }
 
 extern "C" int attn_prefill_wgmma(void) {
-    return env_switch(&g_prefill_wgmma, "GPTOSS_ATTN_WGMMA", 0, 0, 1);
+    return env_switch(&g_prefill_wgmma, "GPTOSS_ATTN_WGMMA", 0, 0, 2);
 }
 
 extern "C" int attn_prefill_max_tiles(int n_tokens, int n_seqs) {
@@ -1060,10 +1061,18 @@ extern "C" cudaError_t attn_prefill(const attn_dims *d, const attn_seqs *s, cons
     if (n_work < 0 || d->n_kv_heads > 65535) return cudaErrorInvalidValue;
     if (n_work == 0) return cudaSuccess;
     a.work = work;
-    if (!d->kv_fp8 && attn_prefill_wgmma()) {
-        e = allow_smem((const void *)attn_prefill_wg_kernel, PW_SMEM, &g_prefill_wg_smem_dev);
+    const int wg = d->kv_fp8 ? 0 : attn_prefill_wgmma();
+    if (wg == 1) {
+        constexpr int smem = pw_smem(128);
+        e = allow_smem((const void *)attn_prefill_wg_kernel<128>, smem, &g_prefill_wg_smem_dev[0]);
         if (e != cudaSuccess) return e;
-        pdl_launch(attn_prefill_wg_kernel, dim3(n_work, d->n_kv_heads), dim3(PW_THREADS), PW_SMEM,
+        pdl_launch(attn_prefill_wg_kernel<128>, dim3(n_work, d->n_kv_heads), dim3(PW_THREADS), smem,
+                   stream, a);
+    } else if (wg == 2) {
+        constexpr int smem = pw_smem(64);
+        e = allow_smem((const void *)attn_prefill_wg_kernel<64>, smem, &g_prefill_wg_smem_dev[1]);
+        if (e != cudaSuccess) return e;
+        pdl_launch(attn_prefill_wg_kernel<64>, dim3(n_work, d->n_kv_heads), dim3(PW_THREADS), smem,
                    stream, a);
     } else if (d->kv_fp8) {
         e = allow_smem((const void *)attn_prefill_kernel<true>, PF_SMEM8, &g_prefill_smem_dev[1]);

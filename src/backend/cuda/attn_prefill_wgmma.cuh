@@ -40,18 +40,19 @@
 #include "backend/cuda/wgmma.cuh"
 
 enum {
-    PW_BC = 128, /* keys per tile */
     PW_STAGES = 4,
     PW_LAG = 2, /* tiles the copier keeps in flight beyond the one it announces */
     PW_CONSUMERS = 2 * 128,
     PW_THREADS = PW_CONSUMERS + 32,
-    PW_TILE_BYTES = PW_BC * ROW_BYTES, /* K or V of one tile */
-    PW_STAGE_BYTES = 2 * PW_TILE_BYTES,
     PW_Q_BYTES = PF_ROWS * ROW_BYTES,
-    PW_BAR_BYTES = 8 * (2 * PW_STAGES + 1),
-    PW_SMEM = 1024 /* alignment slack */ + PW_Q_BYTES + PW_STAGES * PW_STAGE_BYTES + PW_BAR_BYTES
+    PW_BAR_BYTES = 8 * (2 * PW_STAGES + 1)
 };
+/* Shared memory of the kernel with BC-key tiles: Q, the ring (K and V tiles of BC rows), barriers. */
+static constexpr int pw_smem(int bc) {
+    return 1024 /* alignment slack */ + PW_Q_BYTES + PW_STAGES * 2 * bc * ROW_BYTES + PW_BAR_BYTES;
+}
 static_assert(PF_ROWS == 128, "two warpgroups of 64 query rows");
+static_assert(PW_STAGES > PW_LAG, "the copier announces a tile before it needs its stage back");
 
 static __device__ __forceinline__ void fence_proxy_async_smem() {
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
@@ -63,35 +64,37 @@ static __device__ __forceinline__ void named_bar_arrive(int id, int threads) {
     asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
-/* The copier's share of one key tile: lane copies key rows lane, lane + 32, … (8 chunks of K and
- * of V each); keys >= key_end become zero rows, read nothing. */
+/* The copier's share of one key tile (BC keys): each copy instruction of the warp covers four whole
+ * 128-byte rows (lane = row r0 = lane / 8 of the four, chunk lane % 8), so the L2 sees whole lines;
+ * keys >= key_end become zero rows and read nothing. */
+template <int BC>
 static __device__ __forceinline__ void pw_load_tile(const attn_args &a, const int32_t *table,
                                                     int first, int kvh, int key0, int key_end,
                                                     uint32_t s_k, int lane) {
+    const int c = lane & 7;
 #pragma unroll
-    for (int i = 0; i < PW_BC / 32; i++) {
-        const int r = lane + 32 * i, key = key0 + r;
+    for (int i = 0; i < BC / 4; i++) {
+        const int r = (lane >> 3) + 4 * i, key = key0 + r;
         const bool valid = key < key_end;
         const uint16_t *ks = a.k_cache, *vs = a.v_cache;
         if (valid) {
-            const size_t off = kv_offset(a, table, first, kvh, key);
+            const size_t off = kv_offset(a, table, first, kvh, key) + (size_t)c * 8;
             ks += off, vs += off;
         }
-#pragma unroll
-        for (int c = 0; c < 8; c++) {
-            cp_async16(s_k + swz(r, c), ks + (valid ? c * 8 : 0), valid ? 16 : 0);
-            cp_async16(s_k + PW_TILE_BYTES + swz(r, c), vs + (valid ? c * 8 : 0), valid ? 16 : 0);
-        }
+        cp_async16(s_k + swz(r, c), ks, valid ? 16 : 0);
+        cp_async16(s_k + BC * ROW_BYTES + swz(r, c), vs, valid ? 16 : 0);
     }
 }
 
+template <int BC>
 __global__ void __launch_bounds__(PW_THREADS, 1) attn_prefill_wg_kernel(attn_args a) {
+    constexpr int TILE = BC * ROW_BYTES, STAGE = 2 * TILE; /* K or V of a tile; a stage */
     pdl_prologue(); /* first: see pdl.cuh */
     extern __shared__ __align__(1024) uint8_t pw_raw[];
     const uint32_t raw = smem_u32(pw_raw);
     uint8_t *smem = pw_raw + (((raw + 1023u) & ~1023u) - raw);
     const uint32_t s_q = smem_u32(smem), s_kv = s_q + PW_Q_BYTES;
-    uint64_t *full = (uint64_t *)(smem + PW_Q_BYTES + PW_STAGES * PW_STAGE_BYTES);
+    uint64_t *full = (uint64_t *)(smem + PW_Q_BYTES + PW_STAGES * STAGE);
     uint64_t *empty = full + PW_STAGES, *q_full = empty + PW_STAGES;
 
     const int kvh = blockIdx.y;
@@ -103,7 +106,7 @@ __global__ void __launch_bounds__(PW_THREADS, 1) attn_prefill_wg_kernel(attn_arg
     const int pos0 = a.start_pos[seq] + tok0, pos_last = pos0 + n_valid - 1;
     const int k_first = W > 0 ? max(0, pos0 - W + 1) : 0;
     const int key_end = pos_last + 1;
-    const int n_tiles = (key_end - k_first + PW_BC - 1) / PW_BC; /* >= 1 */
+    const int n_tiles = (key_end - k_first + BC - 1) / BC; /* >= 1 */
     const int32_t *table = a.tables + (size_t)seq * (size_t)a.stride;
     const int first = a.table_first ? a.table_first[seq] : 0;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -123,17 +126,16 @@ __global__ void __launch_bounds__(PW_THREADS, 1) attn_prefill_wg_kernel(attn_arg
          * once tile i - S has left it. A tile is announced when the copies PW_LAG tiles later are
          * issued: cp.async groups complete in order, so wait_group PW_LAG means it has landed. */
 #pragma unroll
-        for (int i = 0; i < PF_ROWS / 32; i++) {
-            const int r = lane + 32 * i, tt = r >> 3;
+        for (int i = 0; i < PF_ROWS / 4; i++) {
+            const int r = (lane >> 3) + 4 * i, c = lane & 7, tt = r >> 3;
             const bool valid = tt < n_valid;
             const uint16_t *src = a.q;
             if (valid)
                 src += ((size_t)(qs + tok0 + tt) * (size_t)a.n_heads + (size_t)kvh * GQA +
                         (size_t)(r & 7)) *
-                       HD;
-#pragma unroll
-            for (int c = 0; c < 8; c++)
-                cp_async16(s_q + swz(r, c), src + (valid ? c * 8 : 0), valid ? 16 : 0);
+                           HD +
+                       (size_t)c * 8;
+            cp_async16(s_q + swz(r, c), src, valid ? 16 : 0);
         }
         cp_async_commit();
         /* group g (g = 0: Q, g = i + 1: tile i) is announced on bar(g) */
@@ -141,8 +143,8 @@ __global__ void __launch_bounds__(PW_THREADS, 1) attn_prefill_wg_kernel(attn_arg
         for (int it = 0; it < n_tiles; it++) {
             const int s = it % PW_STAGES;
             if (it >= PW_STAGES) mbar_wait(&empty[s], ((it / PW_STAGES) & 1) ^ 1);
-            pw_load_tile(a, table, first, kvh, k_first + it * PW_BC, key_end,
-                         s_kv + s * PW_STAGE_BYTES, lane);
+            pw_load_tile<BC>(a, table, first, kvh, k_first + it * BC, key_end,
+                         s_kv + s * STAGE, lane);
             cp_async_commit();
             const int g = it + 1 - PW_LAG; /* the group that has surely landed now */
             if (g >= 0) {
@@ -168,7 +170,7 @@ __global__ void __launch_bounds__(PW_THREADS, 1) attn_prefill_wg_kernel(attn_arg
     float o[32];
 #pragma unroll
     for (int i = 0; i < 32; i++) o[i] = 0.f;
-    uint32_t p[PW_BC / 16][4]; /* P of the previous tile, bf16 A fragments */
+    uint32_t p[BC / 16][4]; /* P of the previous tile, bf16 A fragments */
     /* Named barriers 1 and 2 order the warpgroups' MMA issue: warpgroup w waits on barrier 1 + w
      * (its own 128 threads syncing, the other's 128 arriving) and then lets the other go. Warpgroup
      * 1 arrives once up front so that warpgroup 0 starts; warpgroup 0 syncs once more at the end to
@@ -177,33 +179,39 @@ __global__ void __launch_bounds__(PW_THREADS, 1) attn_prefill_wg_kernel(attn_arg
     if (wg == 1) named_bar_arrive(1, PW_CONSUMERS);
     mbar_wait(q_full, 0);
 
-    float sc[PW_BC / 2]; /* S, then P in fp32 */
+    float sc[BC / 2]; /* S, then P in fp32 */
     /* S = Q K^T of the tile in stage s (4 k16 slices: 32 bytes into each 128-byte row). */
     auto issue_s = [&](int s) {
-        const uint64_t kd = kv_desc + ((s * PW_STAGE_BYTES) >> 4);
-        wgmma_ss_m64n128k16_first(sc, q_desc, kd);
+        const uint64_t kd = kv_desc + ((s * STAGE) >> 4);
+        if constexpr (BC == 128) {
+            wgmma_ss_m64n128k16_first(sc, q_desc, kd);
 #pragma unroll
-        for (int j = 1; j < 4; j++) wgmma_ss_m64n128k16(sc, q_desc + 2 * j, kd + 2 * j);
+            for (int j = 1; j < 4; j++) wgmma_ss_m64n128k16(sc, q_desc + 2 * j, kd + 2 * j);
+        } else {
+            wgmma_ss_m64n64k16_first(sc, q_desc, kd);
+#pragma unroll
+            for (int j = 1; j < 4; j++) wgmma_ss_m64n64k16(sc, q_desc + 2 * j, kd + 2 * j);
+        }
         wgmma_commit();
     };
     /* O += P V of the tile in stage ps (8 k16 steps of 16 keys: 2048 bytes of V each). */
     auto issue_pv = [&](int ps) {
-        const uint64_t vd = kv_desc + ((ps * PW_STAGE_BYTES + PW_TILE_BYTES) >> 4);
+        const uint64_t vd = kv_desc + ((ps * STAGE + TILE) >> 4);
 #pragma unroll
-        for (int kk = 0; kk < PW_BC / 16; kk++)
+        for (int kk = 0; kk < BC / 16; kk++)
             wgmma_rs_m64n64k16_tb(o, p[kk], vd + ((kk * 16 * ROW_BYTES) >> 4));
         wgmma_commit();
     };
     /* The online softmax of tile it's scores in sc: masks the edge tiles, updates (m, l), turns sc
      * into P (fp32) and returns the rescale factors of the rows' earlier sums. */
     auto softmax = [&](int it, float &corr_a, float &corr_b) {
-        const int kt = k_first + it * PW_BC;
+        const int kt = k_first + it * BC;
         /* Edge tiles: the causal diagonal (a key past some row's position) or the window start. */
-        if (kt + PW_BC - 1 > pos0 || (W > 0 && kt < pos_last - W + 1)) {
+        if (kt + BC - 1 > pos0 || (W > 0 && kt < pos_last - W + 1)) {
             const int p_a = pos0 + 2 * warp, p_b = p_a + 1;
             const int lo_a = W > 0 ? p_a - W + 1 : 0, lo_b = W > 0 ? p_b - W + 1 : 0;
 #pragma unroll
-            for (int nt = 0; nt < PW_BC / 8; nt++)
+            for (int nt = 0; nt < BC / 8; nt++)
 #pragma unroll
                 for (int j = 0; j < 4; j++) {
                     const int key = kt + nt * 8 + 2 * t + (j & 1);
@@ -214,7 +222,7 @@ __global__ void __launch_bounds__(PW_THREADS, 1) attn_prefill_wg_kernel(attn_arg
         }
         float mx_a = -INFINITY, mx_b = -INFINITY;
 #pragma unroll
-        for (int nt = 0; nt < PW_BC / 8; nt++) {
+        for (int nt = 0; nt < BC / 8; nt++) {
             mx_a = fmaxf(mx_a, fmaxf(sc[4 * nt], sc[4 * nt + 1]));
             mx_b = fmaxf(mx_b, fmaxf(sc[4 * nt + 2], sc[4 * nt + 3]));
         }
@@ -225,7 +233,7 @@ __global__ void __launch_bounds__(PW_THREADS, 1) attn_prefill_wg_kernel(attn_arg
         m_a = mn_a, m_b = mn_b;
         float sum_a = 0.f, sum_b = 0.f;
 #pragma unroll
-        for (int nt = 0; nt < PW_BC / 8; nt++) {
+        for (int nt = 0; nt < BC / 8; nt++) {
             sc[4 * nt] = fast_exp2(fmaf(sc[4 * nt], sl2, -mn_a));
             sc[4 * nt + 1] = fast_exp2(fmaf(sc[4 * nt + 1], sl2, -mn_a));
             sc[4 * nt + 2] = fast_exp2(fmaf(sc[4 * nt + 2], sl2, -mn_b));
@@ -238,7 +246,7 @@ __global__ void __launch_bounds__(PW_THREADS, 1) attn_prefill_wg_kernel(attn_arg
     };
     auto pack_p = [&]() {
 #pragma unroll
-        for (int kk = 0; kk < PW_BC / 16; kk++) {
+        for (int kk = 0; kk < BC / 16; kk++) {
             p[kk][0] = pack_bf16x2(sc[8 * kk], sc[8 * kk + 1]);
             p[kk][1] = pack_bf16x2(sc[8 * kk + 2], sc[8 * kk + 3]);
             p[kk][2] = pack_bf16x2(sc[8 * kk + 4], sc[8 * kk + 5]);
