@@ -26,6 +26,14 @@ if [ $ok -eq 0 ]; then
       --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats \
       --section SchedulerStats --section MemoryWorkloadAnalysis \
       $bin/gpu_test_attention --bench-prefill8k >"$out/logs/ncu-$name.txt" 2>&1 || echo "ncu failed ($?)" | tee -a "$sum"
+    if [ "$name" = wg128 ]; then # where its warps stall, per SASS instruction
+      timeout 100 "$ncu" --clock-control none -k "regex:$re" --launch-skip "$skip" --launch-count 1 \
+        --section SourceCounters --section WarpStateStats --import-source no -o "$out/logs/sass" -f \
+        $bin/gpu_test_attention --bench-prefill8k >/dev/null 2>&1 &&
+        "$ncu" -i "$out/logs/sass.ncu-rep" --page source --print-source sass --csv >"$out/logs/sass.csv" 2>&1 &&
+        python3 scripts/device/sass_stalls.py "$out/logs/sass.csv" 14 | head -40 | tee -a "$sum"
+      rm -f "$out/logs/sass.ncu-rep"; gzip -f "$out/logs/sass.csv"
+    fi
     grep -E "Duration|Compute \(SM\) Throughput|L2 Cache Throughput|DRAM Throughput|Issue Slots Busy|Eligible Warps|Warp Cycles Per Issued|Executed Ipc A|Registers Per|Stall" \
       "$out/logs/ncu-$name.txt" | head -20 | tee -a "$sum"
   done

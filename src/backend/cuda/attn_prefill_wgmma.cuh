@@ -6,12 +6,14 @@
  * 8 query heads of KV head j, 128 query rows, row r = (token r / 8, head r % 8), so each key tile
  * serves all 8 heads of the group. What changes is how the tensor cores are fed:
  *
- *   warp 8 (the copier)  brings Q once, then key tiles of PW_BC = 128 keys (K and V, 16 KiB each)
- *                        into a ring of PW_STAGES stages with cp.async, zero-filling keys past the
- *                        end (the pages hold NaN there for all we know), and announces each landed
- *                        tile on its full barrier. cp.async writes through the generic proxy and the
- *                        MMAs read through the async proxy, so each lane fences (fence.proxy.async)
- *                        between its copies' completion and its arrival.
+ *   warp 8 (the copier)  brings Q once, then key tiles of BC = 128 (or 64) keys (K and V, 16 KiB
+ *                        each at 128) into a ring of stages with cp.async, a warp instruction
+ *                        covering four whole key rows, zero-filling keys past the end (the pages
+ *                        hold NaN there for all we know). Each lane's copies arrive on the stage's
+ *                        full barrier as they land (cp.async.mbarrier.arrive), so the copier runs
+ *                        ahead as far as the ring allows. cp.async writes through the generic proxy
+ *                        and the MMAs read through the async proxy: a consumer fences
+ *                        (fence.proxy.async) after each wait on a full barrier.
  *   warpgroups 0 and 1   own query rows 0-63 and 64-127 (tokens 0-7 and 8-15). Per key tile:
  *                          S  = Q K^T   4 wgmma m64n128k16, A = Q and B = K both from shared memory
  *                                       (K-major, 128-byte swizzle: a key row is 128 bytes);
@@ -31,7 +33,8 @@
  *     warpgroup's softmax (exp2 on the SFU: as many cycles a tile as its MMAs at head_dim 64) runs
  *     while the other's MMAs occupy the tensor cores.
  *
- * Ring protocol (tma_ring.cuh's, with 32 copier lanes arriving on full instead of a byte count):
+ * Ring protocol (tma_ring.cuh's, with the 32 copier lanes' copies arriving on full instead of a byte
+ * count):
  * tile i lives in stage i mod S; the copier waits for empty[s] before reusing it; a consumer warp
  * releases tile i's stage once tile i's P V is complete (in iteration i + 1). */
 #pragma once
@@ -40,22 +43,29 @@
 #include "backend/cuda/wgmma.cuh"
 
 enum {
-    PW_STAGES = 4,
-    PW_LAG = 2, /* tiles the copier keeps in flight beyond the one it announces */
     PW_CONSUMERS = 2 * 128,
     PW_THREADS = PW_CONSUMERS + 32,
-    PW_Q_BYTES = PF_ROWS * ROW_BYTES,
-    PW_BAR_BYTES = 8 * (2 * PW_STAGES + 1)
+    PW_Q_BYTES = PF_ROWS * ROW_BYTES
 };
-/* Shared memory of the kernel with BC-key tiles: Q, the ring (K and V tiles of BC rows), barriers. */
-static constexpr int pw_smem(int bc) {
-    return 1024 /* alignment slack */ + PW_Q_BYTES + PW_STAGES * 2 * bc * ROW_BYTES + PW_BAR_BYTES;
+/* Stages of the ring with BC-key tiles (160 KiB of them either way), and the kernel's shared memory:
+ * Q, the ring (K and V tiles of BC rows), the barriers. */
+static constexpr __host__ __device__ int pw_stages(int bc) {
+    return bc == 128 ? 5 : 10;
+}
+static constexpr __host__ __device__ int pw_smem(int bc) {
+    return 1024 /* alignment slack */ + PW_Q_BYTES + pw_stages(bc) * 2 * bc * ROW_BYTES +
+           8 * (2 * pw_stages(bc) + 1);
 }
 static_assert(PF_ROWS == 128, "two warpgroups of 64 query rows");
-static_assert(PW_STAGES > PW_LAG, "the copier announces a tile before it needs its stage back");
 
 static __device__ __forceinline__ void fence_proxy_async_smem() {
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+/* The executing thread's cp.async copies issued so far arrive on bar once they have all landed
+ * (.noinc: the arrival is one of those bar was initialised to expect). */
+static __device__ __forceinline__ void cp_async_mbar_arrive(uint64_t *bar) {
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(smem_u32(bar))
+                 : "memory");
 }
 static __device__ __forceinline__ void named_bar_sync(int id, int threads) {
     asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
@@ -97,13 +107,14 @@ static __device__ __forceinline__ void pw_load_tile(const attn_args &a, const in
 template <int BC>
 __global__ void __launch_bounds__(PW_THREADS, 1) attn_prefill_wg_kernel(attn_args a) {
     constexpr int TILE = BC * ROW_BYTES, STAGE = 2 * TILE; /* K or V of a tile; a stage */
+    constexpr int STAGES = pw_stages(BC);
     pdl_prologue(); /* first: see pdl.cuh */
     extern __shared__ __align__(1024) uint8_t pw_raw[];
     const uint32_t raw = smem_u32(pw_raw);
     uint8_t *smem = pw_raw + (((raw + 1023u) & ~1023u) - raw);
     const uint32_t s_q = smem_u32(smem), s_kv = s_q + PW_Q_BYTES;
-    uint64_t *full = (uint64_t *)(smem + PW_Q_BYTES + PW_STAGES * STAGE);
-    uint64_t *empty = full + PW_STAGES, *q_full = empty + PW_STAGES;
+    uint64_t *full = (uint64_t *)(smem + PW_Q_BYTES + STAGES * STAGE);
+    uint64_t *empty = full + STAGES, *q_full = empty + STAGES;
 
     const int kvh = blockIdx.y;
     const int seq = a.work[2 * blockIdx.x], tok0 = a.work[2 * blockIdx.x + 1];
@@ -120,7 +131,7 @@ __global__ void __launch_bounds__(PW_THREADS, 1) attn_prefill_wg_kernel(attn_arg
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 
     if (threadIdx.x == 0) {
-        for (int s = 0; s < PW_STAGES; s++) {
+        for (int s = 0; s < STAGES; s++) {
             mbar_init(&full[s], 32); /* the copier's 32 lanes */
             mbar_init(&empty[s], 8); /* the consumer warps */
         }
@@ -131,8 +142,8 @@ __global__ void __launch_bounds__(PW_THREADS, 1) attn_prefill_wg_kernel(attn_arg
 
     if (warp == 8) {
         /* The copier: Q (rows of tokens past n_valid are zeros), then tile i into stage i mod S
-         * once tile i - S has left it. A tile is announced when the copies PW_LAG tiles later are
-         * issued: cp.async groups complete in order, so wait_group PW_LAG means it has landed. */
+         * once tile i - S has left it. Each lane's copies arrive on the stage's full barrier when
+         * they land (cp.async.mbarrier.arrive), so the copier never waits for its own copies. */
 #pragma unroll
         for (int i = 0; i < PF_ROWS / 4; i++) {
             const int r = (lane >> 3) + 4 * i, c = lane & 7, tt = r >> 3;
@@ -145,25 +156,15 @@ __global__ void __launch_bounds__(PW_THREADS, 1) attn_prefill_wg_kernel(attn_arg
                        (size_t)c * 8;
             cp_async16(s_q + swz(r, c), src, valid ? 16 : 0);
         }
-        cp_async_commit();
-        /* group g (g = 0: Q, g = i + 1: tile i) is announced on bar(g) */
-        auto bar_of = [&](int g) { return g == 0 ? q_full : &full[(g - 1) % PW_STAGES]; };
+        cp_async_mbar_arrive(q_full);
         for (int it = 0; it < n_tiles; it++) {
-            const int s = it % PW_STAGES;
-            if (it >= PW_STAGES) mbar_wait(&empty[s], ((it / PW_STAGES) & 1) ^ 1);
-            pw_load_tile<BC>(a, table, first, kvh, k_first + it * BC, key_end,
-                         s_kv + s * STAGE, lane);
-            cp_async_commit();
-            const int g = it + 1 - PW_LAG; /* the group that has surely landed now */
-            if (g >= 0) {
-                cp_async_wait<PW_LAG>();
-                fence_proxy_async_smem();
-                mbar_arrive(bar_of(g));
-            }
+            const int s = it % STAGES;
+            if (it >= STAGES) mbar_wait(&empty[s], ((it / STAGES) & 1) ^ 1);
+            pw_load_tile<BC>(a, table, first, kvh, k_first + it * BC, key_end, s_kv + s * STAGE,
+                             lane);
+            cp_async_mbar_arrive(&full[s]);
         }
         cp_async_wait<0>();
-        fence_proxy_async_smem();
-        for (int g = max(0, n_tiles + 1 - PW_LAG); g <= n_tiles; g++) mbar_arrive(bar_of(g));
         return;
     }
 
@@ -186,6 +187,7 @@ __global__ void __launch_bounds__(PW_THREADS, 1) attn_prefill_wg_kernel(attn_arg
     const int bar_mine = 1 + wg, bar_other = 2 - wg;
     if (wg == 1) named_bar_arrive(1, PW_CONSUMERS);
     mbar_wait(q_full, 0);
+    fence_proxy_async_smem(); /* the copies wrote through the generic proxy, the MMAs read async */
 
     float sc[BC / 2]; /* S, then P in fp32 */
     /* S = Q K^T of the tile in stage s (4 k16 slices: 32 bytes into each 128-byte row). */
@@ -265,6 +267,7 @@ __global__ void __launch_bounds__(PW_THREADS, 1) attn_prefill_wg_kernel(attn_arg
     /* Tile 0: S alone (O is zero, nothing to rescale). */
     float corr_a, corr_b;
     mbar_wait(&full[0], 0);
+    fence_proxy_async_smem();
     named_bar_sync(bar_mine, PW_CONSUMERS);
     wgmma_fence();
     issue_s(0);
@@ -275,8 +278,9 @@ __global__ void __launch_bounds__(PW_THREADS, 1) attn_prefill_wg_kernel(attn_arg
     pack_p();
     /* Tile it: its S with the previous tile's P V; the softmax needs only S (wait_group 1). */
     for (int it = 1; it < n_tiles; it++) {
-        const int s = it % PW_STAGES, ps = (it - 1) % PW_STAGES;
-        mbar_wait(&full[s], (it / PW_STAGES) & 1);
+        const int s = it % STAGES, ps = (it - 1) % STAGES;
+        mbar_wait(&full[s], (it / STAGES) & 1);
+        fence_proxy_async_smem();
         named_bar_sync(bar_mine, PW_CONSUMERS);
         wgmma_fence();
         issue_s(s);
@@ -295,7 +299,7 @@ __global__ void __launch_bounds__(PW_THREADS, 1) attn_prefill_wg_kernel(attn_arg
         pack_p();
     }
     wgmma_fence();
-    issue_pv((n_tiles - 1) % PW_STAGES);
+    issue_pv((n_tiles - 1) % STAGES);
     wgmma_wait<0>();
     fence_acc(o);
     if (wg == 0) named_bar_sync(1, PW_CONSUMERS); /* warpgroup 1's last arrival */
