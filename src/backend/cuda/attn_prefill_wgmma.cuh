@@ -6,11 +6,11 @@
  * 8 query heads of KV head j, 128 query rows, row r = (token r / 8, head r % 8), so each key tile
  * serves all 8 heads of the group. What changes is how the tensor cores are fed:
  *
- *   warp 8 (the copier)  brings Q once, then key tiles of BC = 128 (or 64) keys (K and V, 16 KiB
+ *   warps 8-11 (copiers) bring Q once, then key tiles of BC = 128 (or 64) keys (K and V, 16 KiB
  *                        each at 128) into a ring of stages with cp.async, a warp instruction
  *                        covering four whole key rows, zero-filling keys past the end (the pages
- *                        hold NaN there for all we know). Each lane's copies arrive on the stage's
- *                        full barrier as they land (cp.async.mbarrier.arrive), so the copier runs
+ *                        hold NaN there for all we know). Each thread's copies arrive on the stage's
+ *                        full barrier as they land (cp.async.mbarrier.arrive), so the copiers run
  *                        ahead as far as the ring allows. cp.async writes through the generic proxy
  *                        and the MMAs read through the async proxy: a consumer fences
  *                        (fence.proxy.async) after each wait on a full barrier.
@@ -33,8 +33,8 @@
  *     warpgroup's softmax (exp2 on the SFU: as many cycles a tile as its MMAs at head_dim 64) runs
  *     while the other's MMAs occupy the tensor cores.
  *
- * Ring protocol (tma_ring.cuh's, with the 32 copier lanes' copies arriving on full instead of a byte
- * count):
+ * Ring protocol (tma_ring.cuh's, with the 128 copier threads' copies arriving on full instead of a
+ * byte count):
  * tile i lives in stage i mod S; the copier waits for empty[s] before reusing it; a consumer warp
  * releases tile i's stage once tile i's P V is complete (in iteration i + 1). */
 #pragma once
@@ -44,7 +44,8 @@
 
 enum {
     PW_CONSUMERS = 2 * 128,
-    PW_THREADS = PW_CONSUMERS + 32,
+    PW_COPIERS = 128, /* one warpgroup: a single copier warp was issue-bound (session 14, call 4) */
+    PW_THREADS = PW_CONSUMERS + PW_COPIERS,
     PW_Q_BYTES = PF_ROWS * ROW_BYTES
 };
 /* Stages of the ring with BC-key tiles (160 KiB of them either way), and the kernel's shared memory:
@@ -74,33 +75,40 @@ static __device__ __forceinline__ void named_bar_arrive(int id, int threads) {
     asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
-/* The copier's share of one key tile (BC keys): each copy instruction of the warp covers four whole
- * 128-byte rows (lane = row r0 = lane / 8 of the four, chunk lane % 8), so the L2 sees whole lines;
+/* The copiers' share of one key tile (BC keys): copier thread ct copies chunk ct % 8 of rows
+ * ct / 8 + 16 i, so each warp instruction covers four whole 128-byte rows (the L2 sees whole lines);
  * keys >= key_end become zero rows and read nothing. The rows' block-table entries are read first,
  * all of them, and only then are the copies issued: the copies are asm with a memory clobber, which
  * the compiler may not move a load across, so interleaved each lookup would wait out its latency
- * alone (call 2 of session 14: 4.1 ms at 8k against 2.6 with a table read per 32 rows). */
+ * alone (call 2 of session 14: 4.1 ms at 8k against 2.6 with a table read per 32 rows). Addresses
+ * are 32-bit row numbers in the pool, widened once: one warp doing this in 64-bit arithmetic spent
+ * ~1,100 instructions a tile and could not keep up with the MMAs (call 4). */
 template <int BC>
 static __device__ __forceinline__ void pw_load_tile(const attn_args &a, const int32_t *table,
                                                     int first, int kvh, int key0, int key_end,
-                                                    uint32_t s_k, int lane) {
-    const int c = lane & 7;
-    int32_t blk[BC / 4];
+                                                    uint32_t s_k, int ct) {
+    constexpr int ROWS = BC / (PW_COPIERS / 8); /* rows per copier thread */
+    const int c = ct & 7, sh = a.bs_shift;
+    const uint32_t mask = (1u << sh) - 1u;
+    int32_t blk[ROWS];
 #pragma unroll
-    for (int i = 0; i < BC / 4; i++) {
-        const int key = key0 + (lane >> 3) + 4 * i;
-        blk[i] = key < key_end ? table[(key >> a.bs_shift) - first] : -1;
+    for (int i = 0; i < ROWS; i++) {
+        const int key = key0 + (ct >> 3) + 16 * i;
+        blk[i] = key < key_end ? table[(key >> sh) - first] : -1;
     }
+    const char *kc = (const char *)a.k_cache + c * 16, *vc = (const char *)a.v_cache + c * 16;
 #pragma unroll
-    for (int i = 0; i < BC / 4; i++) {
-        const int r = (lane >> 3) + 4 * i, key = key0 + r;
+    for (int i = 0; i < ROWS; i++) {
+        const int r = (ct >> 3) + 16 * i;
         const bool valid = blk[i] >= 0;
-        const size_t row = (size_t)(key & ((1 << a.bs_shift) - 1));
-        const size_t off =
-            ((((size_t)(valid ? blk[i] : 0) * (size_t)a.n_kv_heads + (size_t)kvh) << a.bs_shift) +
-             row) * HD + (size_t)c * 8;
-        cp_async16(s_k + swz(r, c), a.k_cache + (valid ? off : 0), valid ? 16 : 0);
-        cp_async16(s_k + BC * ROW_BYTES + swz(r, c), a.v_cache + (valid ? off : 0), valid ? 16 : 0);
+        /* the key's row in the pool: (block, KV head, row in block), 128 bytes each */
+        const uint32_t row = valid ? ((((uint32_t)blk[i] * (uint32_t)a.n_kv_heads + (uint32_t)kvh)
+                                       << sh) |
+                                      ((uint32_t)(key0 + r) & mask))
+                                   : 0u;
+        const size_t off = (size_t)row * ROW_BYTES;
+        cp_async16(s_k + swz(r, c), kc + off, valid ? 16 : 0);
+        cp_async16(s_k + BC * ROW_BYTES + swz(r, c), vc + off, valid ? 16 : 0);
     }
 }
 
@@ -132,21 +140,22 @@ __global__ void __launch_bounds__(PW_THREADS, 1) attn_prefill_wg_kernel(attn_arg
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; s++) {
-            mbar_init(&full[s], 32); /* the copier's 32 lanes */
-            mbar_init(&empty[s], 8); /* the consumer warps */
+            mbar_init(&full[s], PW_COPIERS); /* every copier thread's copies */
+            mbar_init(&empty[s], 8);         /* the consumer warps */
         }
-        mbar_init(q_full, 32);
+        mbar_init(q_full, PW_COPIERS);
         mbar_init_fence();
     }
     __syncthreads();
 
-    if (warp == 8) {
-        /* The copier: Q (rows of tokens past n_valid are zeros), then tile i into stage i mod S
-         * once tile i - S has left it. Each lane's copies arrive on the stage's full barrier when
-         * they land (cp.async.mbarrier.arrive), so the copier never waits for its own copies. */
+    if (warp >= 8) {
+        /* The copiers: Q (rows of tokens past n_valid are zeros), then tile i into stage i mod S
+         * once tile i - S has left it. Each thread's copies arrive on the stage's full barrier when
+         * they land (cp.async.mbarrier.arrive), so the copiers never wait for their own copies. */
+        const int ct = threadIdx.x - PW_CONSUMERS;
 #pragma unroll
-        for (int i = 0; i < PF_ROWS / 4; i++) {
-            const int r = (lane >> 3) + 4 * i, c = lane & 7, tt = r >> 3;
+        for (int i = 0; i < PF_ROWS / 16; i++) {
+            const int r = (ct >> 3) + 16 * i, c = ct & 7, tt = r >> 3;
             const bool valid = tt < n_valid;
             const uint16_t *src = a.q;
             if (valid)
@@ -161,7 +170,7 @@ __global__ void __launch_bounds__(PW_THREADS, 1) attn_prefill_wg_kernel(attn_arg
             const int s = it % STAGES;
             if (it >= STAGES) mbar_wait(&empty[s], ((it / STAGES) & 1) ^ 1);
             pw_load_tile<BC>(a, table, first, kvh, k_first + it * BC, key_end, s_kv + s * STAGE,
-                             lane);
+                             ct);
             cp_async_mbar_arrive(&full[s]);
         }
         cp_async_wait<0>();
