@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The warpgroup-MMA prefill attention (GPTOSS_ATTN_WGMMA=1, attn_prefill_wgmma.cuh) against the
-# mma.sync kernel, ~5 min: gpu_test_attention (both prefill kernels against the CPU reference),
+# The warpgroup-MMA prefill attention (attn_prefill_wgmma.cuh, the default for full layers) against
+# the mma.sync kernel (GPTOSS_ATTN_WGMMA=0), ~2 min: gpu_test_attention (both prefill kernels against the CPU reference),
 # the kernels alone (--bench-prefill: 1k, 8k, a 2k chunk at 6k, 8k sliding; TFLOP/s), the forward
-# test with the new kernel on, ncu of both kernels at 8k, and bench latency prefill 1k and 8k of
-# both, interleaved (variants.sh). Needs .devcarry (scripts/device/prepare.sh). Prints
+# test with FORWARD=1 (the wgmma kernel) if set, ncu of both kernels at 8k (NCU_KERNELS), and bench
+# latency prefill 1k and 8k of both, interleaved (variants.sh; SKIP_VAR=1 leaves it out). Needs .devcarry (scripts/device/prepare.sh). Prints
 # $OUT/summary.md.
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
@@ -17,9 +17,8 @@ if [ $ok -eq 0 ]; then
   test_table
   [ -n "${FORWARD:-}" ] && GPTOSS_ATTN_WGMMA=$FORWARD run_logged forward_wgmma 240 $bin/gpu_test_cuda_forward --skip-tp --skip-real
   ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
-  # --bench-prefill8k runs each kernel 100 times (10 in a graph, 3 + 7 graph launches): the 3rd
-  # launch of the wgmma kernels is 128-key tiles, the 103rd 64-key tiles
-  for k in mma:attn_prefill_kernel:2 wg128:attn_prefill_wg:2 wg64:attn_prefill_wg:102; do
+  # --bench-prefill8k runs each kernel 100 times (10 in a graph, 3 + 7 graph launches)
+  for k in ${NCU_KERNELS:-mma:attn_prefill_kernel:2 wg128:attn_prefill_wg:2}; do
     IFS=: read -r name re skip <<<"$k"
     echo -e "\n## ncu $name, prefill 8k $(t)" | tee -a "$sum"
     timeout 100 "$ncu" --clock-control none -k "regex:$re" --launch-skip "$skip" --launch-count 1 \
@@ -37,9 +36,11 @@ if [ $ok -eq 0 ]; then
     grep -E "Duration|Compute \(SM\) Throughput|L2 Cache Throughput|DRAM Throughput|Issue Slots Busy|Eligible Warps|Warp Cycles Per Issued|Executed Ipc A|Registers Per|Stall" \
       "$out/logs/ncu-$name.txt" | head -20 | tee -a "$sum"
   done
-  echo -e "\n## bench latency, prefill $(t)" | tee -a "$sum"
-  OUT=$out/var MODEL=120b BATCHES=1 PREFILL=1024,8192 ROUNDS=${ROUNDS:-2} \
-    VARIANTS="mma=- wg128=GPTOSS_ATTN_WGMMA=1 wg64=GPTOSS_ATTN_WGMMA=2" bash scripts/device/variants.sh | tee -a "$sum"
+  if [ "${SKIP_VAR:-0}" != 1 ]; then
+    echo -e "\n## bench latency, prefill $(t)" | tee -a "$sum"
+    OUT=$out/var MODEL=120b BATCHES=1 PREFILL=1024,8192 ROUNDS=${ROUNDS:-2} \
+      VARIANTS="wgmma=- mma=GPTOSS_ATTN_WGMMA=0" bash scripts/device/variants.sh | tee -a "$sum"
+  fi
 fi
 t | tee -a "$sum"
 tar czf "$out/logs.tgz" -C "$out" logs var/vlogs 2>/dev/null && rm -rf "$out/logs" "$out/var/vlogs"

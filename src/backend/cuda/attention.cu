@@ -992,19 +992,20 @@ extern "C" cudaError_t attn_decode(const attn_dims *d, const attn_seqs *s, const
     return cudaGetLastError();
 }
 
-/* GPTOSS_ATTN_WGMMA (read once; attn_prefill_set_wgmma for tests): which kernel runs the bf16
- * cache's prefill: 0 the mma.sync kernel (the default until the others are measured), 1 the
- * warpgroup-MMA kernel (attn_prefill_wgmma.cuh) with 128-key tiles, 2 the same with 64-key tiles
- * (one CTA an SM either way: two of 64-key tiles would need <= 112 registers, and spill). The FP8 cache always takes the mma.sync kernel. */
+/* GPTOSS_ATTN_WGMMA (read once; attn_prefill_set_wgmma for tests): 1 (the default) runs the prefill
+ * of full layers with a bf16 cache on the warpgroup-MMA kernel (attn_prefill_wgmma.cuh), 0 on the
+ * mma.sync kernel. Sliding layers and the FP8 cache always take the mma.sync kernel. Measured on
+ * the H200 (bench/NOTES.md, session 14): 8k full 2,169 -> 1,406 µs (254 -> 391 TFLOP/s), 1k 59 ->
+ * 38 µs; bench latency prefill 8k +3.9 %. */
 static int g_prefill_wgmma = -1;
-static unsigned long long g_prefill_wg_smem_dev[2]; /* [128-key, 64-key tiles] */
+static unsigned long long g_prefill_wg_smem_dev;
 
 extern "C" void attn_prefill_set_wgmma(int on) {
-    env_switch_set(&g_prefill_wgmma, on, 0, 2);
+    env_switch_set(&g_prefill_wgmma, on, 0, 1);
 }
 
 extern "C" int attn_prefill_wgmma(void) {
-    return env_switch(&g_prefill_wgmma, "GPTOSS_ATTN_WGMMA", 0, 0, 2);
+    return env_switch(&g_prefill_wgmma, "GPTOSS_ATTN_WGMMA", 1, 0, 1);
 }
 
 extern "C" int attn_prefill_max_tiles(int n_tokens, int n_seqs) {
@@ -1061,18 +1062,12 @@ extern "C" cudaError_t attn_prefill(const attn_dims *d, const attn_seqs *s, cons
     if (n_work < 0 || d->n_kv_heads > 65535) return cudaErrorInvalidValue;
     if (n_work == 0) return cudaSuccess;
     a.work = work;
-    const int wg = d->kv_fp8 ? 0 : attn_prefill_wgmma();
-    if (wg == 1) {
-        constexpr int smem = pw_smem(128);
-        e = allow_smem((const void *)attn_prefill_wg_kernel<128>, smem, &g_prefill_wg_smem_dev[0]);
+    /* sliding layers keep the mma.sync kernel: at 8k it takes 130 µs there against 201 for the
+     * wgmma kernel, whose 128-key tiles cover a 143-key window in two (bench/NOTES.md, session 14) */
+    if (!d->kv_fp8 && s->window == 0 && attn_prefill_wgmma()) {
+        e = allow_smem((const void *)attn_prefill_wg_kernel, PW_SMEM, &g_prefill_wg_smem_dev);
         if (e != cudaSuccess) return e;
-        pdl_launch(attn_prefill_wg_kernel<128>, dim3(n_work, d->n_kv_heads), dim3(PW_THREADS), smem,
-                   stream, a);
-    } else if (wg == 2) {
-        constexpr int smem = pw_smem(64);
-        e = allow_smem((const void *)attn_prefill_wg_kernel<64>, smem, &g_prefill_wg_smem_dev[1]);
-        if (e != cudaSuccess) return e;
-        pdl_launch(attn_prefill_wg_kernel<64>, dim3(n_work, d->n_kv_heads), dim3(PW_THREADS), smem,
+        pdl_launch(attn_prefill_wg_kernel, dim3(n_work, d->n_kv_heads), dim3(PW_THREADS), PW_SMEM,
                    stream, a);
     } else if (d->kv_fp8) {
         e = allow_smem((const void *)attn_prefill_kernel<true>, PF_SMEM8, &g_prefill_smem_dev[1]);

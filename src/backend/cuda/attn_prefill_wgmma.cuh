@@ -1,13 +1,13 @@
 /* Prefill attention on Hopper's warpgroup MMA (FA3-style), bf16 cache: the kernel attn_prefill runs
- * when GPTOSS_ATTN_WGMMA=1 (attention.cu). Included by attention.cu only: it uses that file's
+ * for full layers with a bf16 cache unless GPTOSS_ATTN_WGMMA=0 (attention.cu). Included by attention.cu only: it uses that file's
  * attn_args, paged-KV addressing (kv_offset), swizzle (swz) and softmax helpers. Device code.
  *
  * The work is the mma.sync kernel's (attn_prefill_kernel): a CTA owns a tile of 16 new tokens x the
  * 8 query heads of KV head j, 128 query rows, row r = (token r / 8, head r % 8), so each key tile
  * serves all 8 heads of the group. What changes is how the tensor cores are fed:
  *
- *   warps 8-11 (copiers) bring Q once, then key tiles of BC = 128 (or 64) keys (K and V, 16 KiB
- *                        each at 128) into a ring of stages with cp.async, a warp instruction
+ *   warps 8-11 (copiers) bring Q once, then key tiles of BC = 128 keys (K and V, 16 KiB each;
+ *                        64-key tiles measured 10 % slower at 8k) into a ring of stages with cp.async, a warp instruction
  *                        covering four whole key rows, zero-filling keys past the end (the pages
  *                        hold NaN there for all we know). Each thread's copies arrive on the stage's
  *                        full barrier as they land (cp.async.mbarrier.arrive), so the copiers run
@@ -48,15 +48,12 @@ enum {
     PW_THREADS = PW_CONSUMERS + PW_COPIERS,
     PW_Q_BYTES = PF_ROWS * ROW_BYTES
 };
-/* Stages of the ring with BC-key tiles (160 KiB of them either way), and the kernel's shared memory:
- * Q, the ring (K and V tiles of BC rows), the barriers. */
-static constexpr __host__ __device__ int pw_stages(int bc) {
-    return bc == 128 ? 5 : 10;
-}
-static constexpr __host__ __device__ int pw_smem(int bc) {
-    return 1024 /* alignment slack */ + PW_Q_BYTES + pw_stages(bc) * 2 * bc * ROW_BYTES +
-           8 * (2 * pw_stages(bc) + 1);
-}
+enum {
+    PW_BC = 128,   /* keys per tile */
+    PW_STAGES = 5, /* 160 KiB of K and V tiles */
+    PW_SMEM = 1024 /* alignment slack */ + PW_Q_BYTES + PW_STAGES * 2 * PW_BC * ROW_BYTES +
+              8 * (2 * PW_STAGES + 1) /* barriers */
+};
 static_assert(PF_ROWS == 128, "two warpgroups of 64 query rows");
 
 static __device__ __forceinline__ void fence_proxy_async_smem() {
@@ -83,11 +80,10 @@ static __device__ __forceinline__ void named_bar_arrive(int id, int threads) {
  * alone (call 2 of session 14: 4.1 ms at 8k against 2.6 with a table read per 32 rows). Addresses
  * are 32-bit row numbers in the pool, widened once: one warp doing this in 64-bit arithmetic spent
  * ~1,100 instructions a tile and could not keep up with the MMAs (call 4). */
-template <int BC>
 static __device__ __forceinline__ void pw_load_tile(const attn_args &a, const int32_t *table,
                                                     int first, int kvh, int key0, int key_end,
                                                     uint32_t s_k, int ct) {
-    constexpr int ROWS = BC / (PW_COPIERS / 8); /* rows per copier thread */
+    constexpr int BC = PW_BC, ROWS = BC / (PW_COPIERS / 8); /* rows per copier thread */
     const int c = ct & 7, sh = a.bs_shift;
     const uint32_t mask = (1u << sh) - 1u;
     int32_t blk[ROWS];
@@ -102,21 +98,20 @@ static __device__ __forceinline__ void pw_load_tile(const attn_args &a, const in
         const int r = (ct >> 3) + 16 * i;
         const bool valid = blk[i] >= 0;
         /* the key's row in the pool: (block, KV head, row in block), 128 bytes each */
-        const uint32_t row = valid ? ((((uint32_t)blk[i] * (uint32_t)a.n_kv_heads + (uint32_t)kvh)
-                                       << sh) |
-                                      ((uint32_t)(key0 + r) & mask))
-                                   : 0u;
+        const uint32_t row =
+            valid ? ((((uint32_t)blk[i] * (uint32_t)a.n_kv_heads + (uint32_t)kvh) << sh) |
+                     ((uint32_t)(key0 + r) & mask))
+                  : 0u;
         const size_t off = (size_t)row * ROW_BYTES;
         cp_async16(s_k + swz(r, c), kc + off, valid ? 16 : 0);
         cp_async16(s_k + BC * ROW_BYTES + swz(r, c), vc + off, valid ? 16 : 0);
     }
 }
 
-template <int BC>
 __global__ void __launch_bounds__(PW_THREADS, 1) attn_prefill_wg_kernel(attn_args a) {
+    constexpr int BC = PW_BC, STAGES = PW_STAGES;
     constexpr int TILE = BC * ROW_BYTES, STAGE = 2 * TILE; /* K or V of a tile; a stage */
-    constexpr int STAGES = pw_stages(BC);
-    pdl_prologue(); /* first: see pdl.cuh */
+    pdl_prologue();                                        /* first: see pdl.cuh */
     extern __shared__ __align__(1024) uint8_t pw_raw[];
     const uint32_t raw = smem_u32(pw_raw);
     uint8_t *smem = pw_raw + (((raw + 1023u) & ~1023u) - raw);
@@ -169,8 +164,7 @@ __global__ void __launch_bounds__(PW_THREADS, 1) attn_prefill_wg_kernel(attn_arg
         for (int it = 0; it < n_tiles; it++) {
             const int s = it % STAGES;
             if (it >= STAGES) mbar_wait(&empty[s], ((it / STAGES) & 1) ^ 1);
-            pw_load_tile<BC>(a, table, first, kvh, k_first + it * BC, key_end, s_kv + s * STAGE,
-                             ct);
+            pw_load_tile(a, table, first, kvh, k_first + it * BC, key_end, s_kv + s * STAGE, ct);
             cp_async_mbar_arrive(&full[s]);
         }
         cp_async_wait<0>();
@@ -202,15 +196,9 @@ __global__ void __launch_bounds__(PW_THREADS, 1) attn_prefill_wg_kernel(attn_arg
     /* S = Q K^T of the tile in stage s (4 k16 slices: 32 bytes into each 128-byte row). */
     auto issue_s = [&](int s) {
         const uint64_t kd = kv_desc + ((s * STAGE) >> 4);
-        if constexpr (BC == 128) {
-            wgmma_ss_m64n128k16_first(sc, q_desc, kd);
+        wgmma_ss_m64n128k16_first(sc, q_desc, kd);
 #pragma unroll
-            for (int j = 1; j < 4; j++) wgmma_ss_m64n128k16(sc, q_desc + 2 * j, kd + 2 * j);
-        } else {
-            wgmma_ss_m64n64k16_first(sc, q_desc, kd);
-#pragma unroll
-            for (int j = 1; j < 4; j++) wgmma_ss_m64n64k16(sc, q_desc + 2 * j, kd + 2 * j);
-        }
+        for (int j = 1; j < 4; j++) wgmma_ss_m64n128k16(sc, q_desc + 2 * j, kd + 2 * j);
         wgmma_commit();
     };
     /* O += P V of the tile in stage ps (8 k16 steps of 16 keys: 2048 bytes of V each). */
@@ -239,27 +227,37 @@ __global__ void __launch_bounds__(PW_THREADS, 1) attn_prefill_wg_kernel(attn_arg
                     if (!ok) sc[4 * nt + j] = -INFINITY;
                 }
         }
-        float mx_a = -INFINITY, mx_b = -INFINITY;
+        /* Row maxima and sums as trees (the compiler keeps a written chain of 32 dependent float
+         * operations as it is; two warps a scheduler cannot hide that latency). */
+        float ma[BC / 16], mb[BC / 16];
 #pragma unroll
-        for (int nt = 0; nt < BC / 8; nt++) {
-            mx_a = fmaxf(mx_a, fmaxf(sc[4 * nt], sc[4 * nt + 1]));
-            mx_b = fmaxf(mx_b, fmaxf(sc[4 * nt + 2], sc[4 * nt + 3]));
+        for (int q = 0; q < BC / 16; q++) {
+            ma[q] = fmaxf(fmaxf(sc[8 * q], sc[8 * q + 1]), fmaxf(sc[8 * q + 4], sc[8 * q + 5]));
+            mb[q] = fmaxf(fmaxf(sc[8 * q + 2], sc[8 * q + 3]), fmaxf(sc[8 * q + 6], sc[8 * q + 7]));
         }
+#pragma unroll
+        for (int w = BC / 32; w >= 1; w /= 2)
+#pragma unroll
+            for (int q = 0; q < w; q++)
+                ma[q] = fmaxf(ma[q], ma[q + w]), mb[q] = fmaxf(mb[q], mb[q + w]);
+        float mx_a = ma[0], mx_b = mb[0];
         mx_a = fmaxf(mx_a, shfl_xor(mx_a, 1)), mx_b = fmaxf(mx_b, shfl_xor(mx_b, 1));
         mx_a = fmaxf(mx_a, shfl_xor(mx_a, 2)), mx_b = fmaxf(mx_b, shfl_xor(mx_b, 2));
         const float mn_a = fmaxf(m_a, mx_a * sl2), mn_b = fmaxf(m_b, mx_b * sl2);
         corr_a = fast_exp2(m_a - mn_a), corr_b = fast_exp2(m_b - mn_b);
         m_a = mn_a, m_b = mn_b;
-        float sum_a = 0.f, sum_b = 0.f;
+        float sa[4] = {0.f, 0.f, 0.f, 0.f}, sb[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
         for (int nt = 0; nt < BC / 8; nt++) {
             sc[4 * nt] = fast_exp2(fmaf(sc[4 * nt], sl2, -mn_a));
             sc[4 * nt + 1] = fast_exp2(fmaf(sc[4 * nt + 1], sl2, -mn_a));
             sc[4 * nt + 2] = fast_exp2(fmaf(sc[4 * nt + 2], sl2, -mn_b));
             sc[4 * nt + 3] = fast_exp2(fmaf(sc[4 * nt + 3], sl2, -mn_b));
-            sum_a += sc[4 * nt] + sc[4 * nt + 1];
-            sum_b += sc[4 * nt + 2] + sc[4 * nt + 3];
+            sa[nt & 3] += sc[4 * nt] + sc[4 * nt + 1];
+            sb[nt & 3] += sc[4 * nt + 2] + sc[4 * nt + 3];
         }
+        const float sum_a = (sa[0] + sa[1]) + (sa[2] + sa[3]),
+                    sum_b = (sb[0] + sb[1]) + (sb[2] + sb[3]);
         l_a = l_a * corr_a + sum_a;
         l_b = l_b * corr_b + sum_b;
     };
@@ -330,8 +328,8 @@ __global__ void __launch_bounds__(PW_THREADS, 1) attn_prefill_wg_kernel(attn_arg
     }
     if (2 * warp + 1 < n_valid) {
         uint16_t *out =
-            a.out +
-            ((size_t)(qs + tok0 + 2 * warp + 1) * (size_t)a.n_heads + (size_t)head) * HD + 2 * t;
+            a.out + ((size_t)(qs + tok0 + 2 * warp + 1) * (size_t)a.n_heads + (size_t)head) * HD +
+            2 * t;
 #pragma unroll
         for (int i = 0; i < 8; i++)
             *reinterpret_cast<uint32_t *>(out + i * 8) =

@@ -143,21 +143,6 @@ static __device__ __forceinline__ void wgmma_ss_m64n128k16_first(float d[64], ui
                  : "l"(desc_a), "l"(desc_b), "r"(0));
 }
 
-/* The same at n = 64: d (64 x 64) = A · B, overwriting d. */
-static __device__ __forceinline__ void wgmma_ss_m64n64k16_first(float d[32], uint64_t desc_a,
-                                                                uint64_t desc_b) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " WG_D32_REGS
-                 ", %32, %33, p, 1, 1, 0, 0;\n}\n"
-                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3]), "=f"(d[4]), "=f"(d[5]),
-                   "=f"(d[6]), "=f"(d[7]), "=f"(d[8]), "=f"(d[9]), "=f"(d[10]), "=f"(d[11]),
-                   "=f"(d[12]), "=f"(d[13]), "=f"(d[14]), "=f"(d[15]), "=f"(d[16]), "=f"(d[17]),
-                   "=f"(d[18]), "=f"(d[19]), "=f"(d[20]), "=f"(d[21]), "=f"(d[22]), "=f"(d[23]),
-                   "=f"(d[24]), "=f"(d[25]), "=f"(d[26]), "=f"(d[27]), "=f"(d[28]), "=f"(d[29]),
-                   "=f"(d[30]), "=f"(d[31])
-                 : "l"(desc_a), "l"(desc_b), "r"(0));
-}
-
 /* d (64 x 64, fp32) += A (64 x 16 bf16, fragment a) · B (16 x 64 bf16 at desc_b) with B read
  * "MN-major" (transposed, imm-trans-b 1): B is stored [k][n] with the 64 n of a k contiguous (128
  * bytes, 128-byte swizzle), so a k16 step is two 8-row atoms, the descriptor's stride byte offset
