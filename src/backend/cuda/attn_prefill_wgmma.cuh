@@ -227,37 +227,27 @@ __global__ void __launch_bounds__(PW_THREADS, 1) attn_prefill_wg_kernel(attn_arg
                     if (!ok) sc[4 * nt + j] = -INFINITY;
                 }
         }
-        /* Row maxima and sums as trees (the compiler keeps a written chain of 32 dependent float
-         * operations as it is; two warps a scheduler cannot hide that latency). */
-        float ma[BC / 16], mb[BC / 16];
+        float mx_a = -INFINITY, mx_b = -INFINITY;
 #pragma unroll
-        for (int q = 0; q < BC / 16; q++) {
-            ma[q] = fmaxf(fmaxf(sc[8 * q], sc[8 * q + 1]), fmaxf(sc[8 * q + 4], sc[8 * q + 5]));
-            mb[q] = fmaxf(fmaxf(sc[8 * q + 2], sc[8 * q + 3]), fmaxf(sc[8 * q + 6], sc[8 * q + 7]));
+        for (int nt = 0; nt < BC / 8; nt++) {
+            mx_a = fmaxf(mx_a, fmaxf(sc[4 * nt], sc[4 * nt + 1]));
+            mx_b = fmaxf(mx_b, fmaxf(sc[4 * nt + 2], sc[4 * nt + 3]));
         }
-#pragma unroll
-        for (int w = BC / 32; w >= 1; w /= 2)
-#pragma unroll
-            for (int q = 0; q < w; q++)
-                ma[q] = fmaxf(ma[q], ma[q + w]), mb[q] = fmaxf(mb[q], mb[q + w]);
-        float mx_a = ma[0], mx_b = mb[0];
         mx_a = fmaxf(mx_a, shfl_xor(mx_a, 1)), mx_b = fmaxf(mx_b, shfl_xor(mx_b, 1));
         mx_a = fmaxf(mx_a, shfl_xor(mx_a, 2)), mx_b = fmaxf(mx_b, shfl_xor(mx_b, 2));
         const float mn_a = fmaxf(m_a, mx_a * sl2), mn_b = fmaxf(m_b, mx_b * sl2);
         corr_a = fast_exp2(m_a - mn_a), corr_b = fast_exp2(m_b - mn_b);
         m_a = mn_a, m_b = mn_b;
-        float sa[4] = {0.f, 0.f, 0.f, 0.f}, sb[4] = {0.f, 0.f, 0.f, 0.f};
+        float sum_a = 0.f, sum_b = 0.f;
 #pragma unroll
         for (int nt = 0; nt < BC / 8; nt++) {
             sc[4 * nt] = fast_exp2(fmaf(sc[4 * nt], sl2, -mn_a));
             sc[4 * nt + 1] = fast_exp2(fmaf(sc[4 * nt + 1], sl2, -mn_a));
             sc[4 * nt + 2] = fast_exp2(fmaf(sc[4 * nt + 2], sl2, -mn_b));
             sc[4 * nt + 3] = fast_exp2(fmaf(sc[4 * nt + 3], sl2, -mn_b));
-            sa[nt & 3] += sc[4 * nt] + sc[4 * nt + 1];
-            sb[nt & 3] += sc[4 * nt + 2] + sc[4 * nt + 3];
+            sum_a += sc[4 * nt] + sc[4 * nt + 1];
+            sum_b += sc[4 * nt + 2] + sc[4 * nt + 3];
         }
-        const float sum_a = (sa[0] + sa[1]) + (sa[2] + sa[3]),
-                    sum_b = (sb[0] + sb[1]) + (sb[2] + sb[3]);
         l_a = l_a * corr_a + sum_a;
         l_b = l_b * corr_b + sum_b;
     };
