@@ -108,6 +108,8 @@ static __device__ __forceinline__ void pw_load_tile(const attn_args &a, const in
     }
 }
 
+/* PING: the warpgroups take turns issuing their MMAs (named barriers); false measures without. */
+template <bool PING>
 __global__ void __launch_bounds__(PW_THREADS, 1) attn_prefill_wg_kernel(attn_args a) {
     constexpr int BC = PW_BC, STAGES = PW_STAGES;
     constexpr int TILE = BC * ROW_BYTES, STAGE = 2 * TILE; /* K or V of a tile; a stage */
@@ -188,7 +190,7 @@ __global__ void __launch_bounds__(PW_THREADS, 1) attn_prefill_wg_kernel(attn_arg
      * 1 arrives once up front so that warpgroup 0 starts; warpgroup 0 syncs once more at the end to
      * take warpgroup 1's last arrival, so every barrier phase completes. */
     const int bar_mine = 1 + wg, bar_other = 2 - wg;
-    if (wg == 1) named_bar_arrive(1, PW_CONSUMERS);
+    if (PING && wg == 1) named_bar_arrive(1, PW_CONSUMERS);
     mbar_wait(q_full, 0);
     fence_proxy_async_smem(); /* the copies wrote through the generic proxy, the MMAs read async */
 
@@ -265,10 +267,10 @@ __global__ void __launch_bounds__(PW_THREADS, 1) attn_prefill_wg_kernel(attn_arg
     float corr_a, corr_b;
     mbar_wait(&full[0], 0);
     fence_proxy_async_smem();
-    named_bar_sync(bar_mine, PW_CONSUMERS);
+    if (PING) named_bar_sync(bar_mine, PW_CONSUMERS);
     wgmma_fence();
     issue_s(0);
-    named_bar_arrive(bar_other, PW_CONSUMERS);
+    if (PING) named_bar_arrive(bar_other, PW_CONSUMERS);
     wgmma_wait<0>();
     fence_acc(sc);
     softmax(0, corr_a, corr_b);
@@ -278,11 +280,11 @@ __global__ void __launch_bounds__(PW_THREADS, 1) attn_prefill_wg_kernel(attn_arg
         const int s = it % STAGES, ps = (it - 1) % STAGES;
         mbar_wait(&full[s], (it / STAGES) & 1);
         fence_proxy_async_smem();
-        named_bar_sync(bar_mine, PW_CONSUMERS);
+        if (PING) named_bar_sync(bar_mine, PW_CONSUMERS);
         wgmma_fence();
         issue_s(s);
         issue_pv(ps);
-        named_bar_arrive(bar_other, PW_CONSUMERS);
+        if (PING) named_bar_arrive(bar_other, PW_CONSUMERS);
         wgmma_wait<1>();
         fence_acc(sc);
         softmax(it, corr_a, corr_b);
@@ -299,7 +301,7 @@ __global__ void __launch_bounds__(PW_THREADS, 1) attn_prefill_wg_kernel(attn_arg
     issue_pv((n_tiles - 1) % STAGES);
     wgmma_wait<0>();
     fence_acc(o);
-    if (wg == 0) named_bar_sync(1, PW_CONSUMERS); /* warpgroup 1's last arrival */
+    if (PING && wg == 0) named_bar_sync(1, PW_CONSUMERS); /* warpgroup 1's last arrival */
 
     /* Finish: the row sums were per lane; add the sink once, normalise, store bf16 pairs. */
     l_a += shfl_xor(l_a, 1), l_b += shfl_xor(l_b, 1);
