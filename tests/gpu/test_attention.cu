@@ -610,7 +610,6 @@ static void bench_prefill(int ctx, int n_new, int window, uint64_t seed, rng_t *
     const double tflops = flops / (us * 1e-6) / 1e12;
     printf("| prefill%s %d tokens%s %s | %.1f | %.1f TFLOP/s | %.2f |\n",
            fp8             ? " fp8"
-           : wg == 2       ? " wgmma no-pingpong"
            : wg && !window ? " wgmma"
                            : "",
            n_new, start ? (start == 6144 ? " at 6k (chunk)" : " (chunk)") : "",
@@ -676,8 +675,8 @@ int main(int argc, char **argv) {
         CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
         printf(
             "| case | time (us) | achieved | fraction of ceiling |\n| --- | --- | --- | --- |\n");
-        for (int wg = 0; wg < (only8k ? 3 : 2); wg++) {
-            if (only8k) { /* one case, for a profiler (and the wgmma kernel without ping-pong) */
+        for (int wg = 0; wg < 2; wg++) {
+            if (only8k) { /* one case, for a profiler */
                 bench_prefill(8192, 8192, 0, seed + 202, &rng, st, 0, wg);
                 continue;
             }

@@ -25,13 +25,11 @@
  *                                       is the key, so one k16 step is 16 rows = two 8-row swizzle
  *                                       atoms 1024 bytes apart (the descriptor's stride offset).
  *
- * Overlap, the two halves of FA3:
- *   - inside a warpgroup, tile i's P V is issued together with tile i+1's Q K^T and runs while the
- *     softmax of tile i+1 waits only for its S (wait_group 1): P of tile i stays in registers (32)
- *     beside S (64) and O (32) until then;
- *   - between the warpgroups, two named barriers make them take turns issuing their MMAs, so one
- *     warpgroup's softmax (exp2 on the SFU: as many cycles a tile as its MMAs at head_dim 64) runs
- *     while the other's MMAs occupy the tensor cores.
+ * Overlap: tile i's P V is issued together with tile i+1's Q K^T and runs while the softmax of tile
+ * i+1 waits only for its S (wait_group 1): P of tile i stays in registers (32) beside S (64) and O
+ * (32) until then. The two warpgroups interleave on their own. FA3 also makes them take turns
+ * issuing their MMAs (named barriers), so that one's softmax runs under the other's MMAs: here
+ * that measured 0.6-1.7 % slower at 8k (session 14), and it is not done.
  *
  * Ring protocol (tma_ring.cuh's, with the 128 copier threads' copies arriving on full instead of a
  * byte count):
@@ -65,13 +63,6 @@ static __device__ __forceinline__ void cp_async_mbar_arrive(uint64_t *bar) {
     asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(smem_u32(bar))
                  : "memory");
 }
-static __device__ __forceinline__ void named_bar_sync(int id, int threads) {
-    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
-static __device__ __forceinline__ void named_bar_arrive(int id, int threads) {
-    asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
-
 /* The copiers' share of one key tile (BC keys): copier thread ct copies chunk ct % 8 of rows
  * ct / 8 + 16 i, so each warp instruction covers four whole 128-byte rows (the L2 sees whole lines);
  * keys >= key_end become zero rows and read nothing. The rows' block-table entries are read first,
@@ -108,8 +99,6 @@ static __device__ __forceinline__ void pw_load_tile(const attn_args &a, const in
     }
 }
 
-/* PING: the warpgroups take turns issuing their MMAs (named barriers); false measures without. */
-template <bool PING>
 __global__ void __launch_bounds__(PW_THREADS, 1) attn_prefill_wg_kernel(attn_args a) {
     constexpr int BC = PW_BC, STAGES = PW_STAGES;
     constexpr int TILE = BC * ROW_BYTES, STAGE = 2 * TILE; /* K or V of a tile; a stage */
@@ -185,12 +174,6 @@ __global__ void __launch_bounds__(PW_THREADS, 1) attn_prefill_wg_kernel(attn_arg
 #pragma unroll
     for (int i = 0; i < 32; i++) o[i] = 0.f;
     uint32_t p[BC / 16][4]; /* P of the previous tile, bf16 A fragments */
-    /* Named barriers 1 and 2 order the warpgroups' MMA issue: warpgroup w waits on barrier 1 + w
-     * (its own 128 threads syncing, the other's 128 arriving) and then lets the other go. Warpgroup
-     * 1 arrives once up front so that warpgroup 0 starts; warpgroup 0 syncs once more at the end to
-     * take warpgroup 1's last arrival, so every barrier phase completes. */
-    const int bar_mine = 1 + wg, bar_other = 2 - wg;
-    if (PING && wg == 1) named_bar_arrive(1, PW_CONSUMERS);
     mbar_wait(q_full, 0);
     fence_proxy_async_smem(); /* the copies wrote through the generic proxy, the MMAs read async */
 
@@ -267,10 +250,8 @@ __global__ void __launch_bounds__(PW_THREADS, 1) attn_prefill_wg_kernel(attn_arg
     float corr_a, corr_b;
     mbar_wait(&full[0], 0);
     fence_proxy_async_smem();
-    if (PING) named_bar_sync(bar_mine, PW_CONSUMERS);
     wgmma_fence();
     issue_s(0);
-    if (PING) named_bar_arrive(bar_other, PW_CONSUMERS);
     wgmma_wait<0>();
     fence_acc(sc);
     softmax(0, corr_a, corr_b);
@@ -280,11 +261,9 @@ __global__ void __launch_bounds__(PW_THREADS, 1) attn_prefill_wg_kernel(attn_arg
         const int s = it % STAGES, ps = (it - 1) % STAGES;
         mbar_wait(&full[s], (it / STAGES) & 1);
         fence_proxy_async_smem();
-        if (PING) named_bar_sync(bar_mine, PW_CONSUMERS);
         wgmma_fence();
         issue_s(s);
         issue_pv(ps);
-        if (PING) named_bar_arrive(bar_other, PW_CONSUMERS);
         wgmma_wait<1>();
         fence_acc(sc);
         softmax(it, corr_a, corr_b);
@@ -301,7 +280,6 @@ __global__ void __launch_bounds__(PW_THREADS, 1) attn_prefill_wg_kernel(attn_arg
     issue_pv((n_tiles - 1) % STAGES);
     wgmma_wait<0>();
     fence_acc(o);
-    if (PING && wg == 0) named_bar_sync(1, PW_CONSUMERS); /* warpgroup 1's last arrival */
 
     /* Finish: the row sums were per lane; add the sink once, normalise, store bf16 pairs. */
     l_a += shfl_xor(l_a, 1), l_b += shfl_xor(l_b, 1);
