@@ -603,6 +603,54 @@ __global__ void __launch_bounds__(DEC_THREADS) attn_decode_merge_kernel(attn_arg
     decode_merge_group(a, kvh, seq, q_row, s_ml);
 }
 
+/* Chunk c of query row r of a prefill tile (token r / 8 of the tile, whose first token is row
+ * q_tok0 of q; head 8 kvh + r % 8) copied into the swizzled Q tile at s_q; rows of tokens past
+ * n_valid become zeros. */
+static __device__ __forceinline__ void load_q_chunk(const attn_args &a, int q_tok0, int kvh,
+                                                    int n_valid, uint32_t s_q, int r, int c) {
+    const int tt = r >> 3;
+    const bool valid = tt < n_valid;
+    const uint16_t *src = a.q;
+    if (valid)
+        src +=
+            ((size_t)(q_tok0 + tt) * (size_t)a.n_heads + (size_t)kvh * GQA + (size_t)(r & 7)) * HD +
+            (size_t)c * 8;
+    cp_async16(s_q + swz(r, c), src, valid ? 16 : 0);
+}
+
+/* The end of a prefill tile for lane (g, t) of warp w: the row sums were per lane, so the quad adds
+ * them; the sink joins once; the rows are normalised (times vmul, the FP8 cache's V scale) and
+ * stored as bf16 pairs: row a = (token 2w, head g), row b = (token 2w + 1, head g). o holds the
+ * lane's accumulators of both rows in the m16n8 layout: o[4 nt + 0, 1] row a, o[4 nt + 2, 3] row
+ * b, dims 8 nt + 2t, + 1. */
+static __device__ __forceinline__ void store_prefill_rows(const attn_args &a, int q_tok0,
+                                                          int n_valid, int kvh, int w, int g, int t,
+                                                          float l_a, float l_b, float m_a,
+                                                          float m_b, float sink, float vmul,
+                                                          const float *o) {
+    l_a += shfl_xor(l_a, 1), l_b += shfl_xor(l_b, 1);
+    l_a += shfl_xor(l_a, 2), l_b += shfl_xor(l_b, 2);
+    const float inv_a = vmul / (l_a + fast_exp2(sink - m_a)),
+                inv_b = vmul / (l_b + fast_exp2(sink - m_b));
+    const int head = kvh * GQA + g;
+    if (2 * w < n_valid) {
+        uint16_t *out =
+            a.out + ((size_t)(q_tok0 + 2 * w) * (size_t)a.n_heads + (size_t)head) * HD + 2 * t;
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++)
+            *reinterpret_cast<uint32_t *>(out + nt * 8) =
+                pack_bf16x2(o[4 * nt] * inv_a, o[4 * nt + 1] * inv_a);
+    }
+    if (2 * w + 1 < n_valid) {
+        uint16_t *out =
+            a.out + ((size_t)(q_tok0 + 2 * w + 1) * (size_t)a.n_heads + (size_t)head) * HD + 2 * t;
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++)
+            *reinterpret_cast<uint32_t *>(out + nt * 8) =
+                pack_bf16x2(o[4 * nt + 2] * inv_b, o[4 * nt + 3] * inv_b);
+    }
+}
+
 /* ------------------------------------------------------------------------------------------------ */
 /* Prefill                                                                                            */
 /*
@@ -655,15 +703,7 @@ __global__ void __launch_bounds__(PF_THREADS, 2) attn_prefill_kernel(attn_args a
 #pragma unroll
     for (int i = 0; i < PF_ROWS * 8 / PF_THREADS; i++) {
         const int idx = (int)threadIdx.x + i * PF_THREADS;
-        const int r = idx >> 3, c = idx & 7, tt = r >> 3;
-        const bool valid = tt < n_valid;
-        const uint16_t *src = a.q;
-        if (valid)
-            src += ((size_t)(qs + tok0 + tt) * (size_t)a.n_heads + (size_t)kvh * GQA +
-                    (size_t)(r & 7)) *
-                       HD +
-                   (size_t)c * 8;
-        cp_async16(s_q + swz(r, c), src, valid ? 16 : 0);
+        load_q_chunk(a, qs + tok0, kvh, n_valid, s_q, idx >> 3, idx & 7);
     }
     cp_async_commit();
 #pragma unroll
@@ -815,31 +855,9 @@ __global__ void __launch_bounds__(PF_THREADS, 2) attn_prefill_kernel(attn_args a
     }
     cp_async_wait<0>();
 
-    /* Finish: the row sums were per lane; add the sink once, normalise, store bf16 pairs. */
-    l_a += shfl_xor(l_a, 1), l_b += shfl_xor(l_b, 1);
-    l_a += shfl_xor(l_a, 2), l_b += shfl_xor(l_b, 2);
     const float vmul = FP8 ? a.kv_scales[a.n_kv_heads + kvh] : 1.f; /* the V scale */
-    const float inv_a = vmul / (l_a + fast_exp2(sink - m_a)),
-                inv_b = vmul / (l_b + fast_exp2(sink - m_b));
-    const int head = kvh * GQA + g;
-    if (2 * warp < n_valid) {
-        uint16_t *o = a.out +
-                      ((size_t)(qs + tok0 + 2 * warp) * (size_t)a.n_heads + (size_t)head) * HD +
-                      2 * t;
-#pragma unroll
-        for (int nt = 0; nt < 8; nt++)
-            *reinterpret_cast<uint32_t *>(o + nt * 8) =
-                pack_bf16x2(acc[nt][0] * inv_a, acc[nt][1] * inv_a);
-    }
-    if (2 * warp + 1 < n_valid) {
-        uint16_t *o = a.out +
-                      ((size_t)(qs + tok0 + 2 * warp + 1) * (size_t)a.n_heads + (size_t)head) * HD +
-                      2 * t;
-#pragma unroll
-        for (int nt = 0; nt < 8; nt++)
-            *reinterpret_cast<uint32_t *>(o + nt * 8) =
-                pack_bf16x2(acc[nt][2] * inv_b, acc[nt][3] * inv_b);
-    }
+    store_prefill_rows(a, qs + tok0, n_valid, kvh, warp, g, t, l_a, l_b, m_a, m_b, sink, vmul,
+                       &acc[0][0]);
 }
 
 #include "backend/cuda/attn_prefill_wgmma.cuh"

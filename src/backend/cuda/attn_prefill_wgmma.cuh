@@ -1,6 +1,7 @@
 /* Prefill attention on Hopper's warpgroup MMA (FA3-style), bf16 cache: the kernel attn_prefill runs
  * for full layers with a bf16 cache unless GPTOSS_ATTN_WGMMA=0 (attention.cu). Included by attention.cu only: it uses that file's
- * attn_args, paged-KV addressing (kv_offset), swizzle (swz) and softmax helpers. Device code.
+ * attn_args, swizzle (swz), Q copies (load_q_chunk), softmax helpers and the tile's end
+ * (store_prefill_rows). Device code.
  *
  * The work is the mma.sync kernel's (attn_prefill_kernel): a CTA owns a tile of 16 new tokens x the
  * 8 query heads of KV head j, 128 query rows, row r = (token r / 8, head r % 8), so each key tile
@@ -140,17 +141,8 @@ __global__ void __launch_bounds__(PW_THREADS, 1) attn_prefill_wg_kernel(attn_arg
          * they land (cp.async.mbarrier.arrive), so the copiers never wait for their own copies. */
         const int ct = threadIdx.x - PW_CONSUMERS;
 #pragma unroll
-        for (int i = 0; i < PF_ROWS / 16; i++) {
-            const int r = (ct >> 3) + 16 * i, c = ct & 7, tt = r >> 3;
-            const bool valid = tt < n_valid;
-            const uint16_t *src = a.q;
-            if (valid)
-                src += ((size_t)(qs + tok0 + tt) * (size_t)a.n_heads + (size_t)kvh * GQA +
-                        (size_t)(r & 7)) *
-                           HD +
-                       (size_t)c * 8;
-            cp_async16(s_q + swz(r, c), src, valid ? 16 : 0);
-        }
+        for (int i = 0; i < PF_ROWS / 16; i++)
+            load_q_chunk(a, qs + tok0, kvh, n_valid, s_q, (ct >> 3) + 16 * i, ct & 7);
         cp_async_mbar_arrive(q_full);
         for (int it = 0; it < n_tiles; it++) {
             const int s = it % STAGES;
@@ -281,28 +273,5 @@ __global__ void __launch_bounds__(PW_THREADS, 1) attn_prefill_wg_kernel(attn_arg
     wgmma_wait<0>();
     fence_acc(o);
 
-    /* Finish: the row sums were per lane; add the sink once, normalise, store bf16 pairs. */
-    l_a += shfl_xor(l_a, 1), l_b += shfl_xor(l_b, 1);
-    l_a += shfl_xor(l_a, 2), l_b += shfl_xor(l_b, 2);
-    const float inv_a = 1.f / (l_a + fast_exp2(sink - m_a)),
-                inv_b = 1.f / (l_b + fast_exp2(sink - m_b));
-    const int head = kvh * GQA + g;
-    if (2 * warp < n_valid) {
-        uint16_t *out = a.out +
-                        ((size_t)(qs + tok0 + 2 * warp) * (size_t)a.n_heads + (size_t)head) * HD +
-                        2 * t;
-#pragma unroll
-        for (int i = 0; i < 8; i++)
-            *reinterpret_cast<uint32_t *>(out + i * 8) =
-                pack_bf16x2(o[4 * i] * inv_a, o[4 * i + 1] * inv_a);
-    }
-    if (2 * warp + 1 < n_valid) {
-        uint16_t *out =
-            a.out + ((size_t)(qs + tok0 + 2 * warp + 1) * (size_t)a.n_heads + (size_t)head) * HD +
-            2 * t;
-#pragma unroll
-        for (int i = 0; i < 8; i++)
-            *reinterpret_cast<uint32_t *>(out + i * 8) =
-                pack_bf16x2(o[4 * i + 2] * inv_b, o[4 * i + 3] * inv_b);
-    }
+    store_prefill_rows(a, qs + tok0, n_valid, kvh, warp, g, t, l_a, l_b, m_a, m_b, sink, 1.f, o);
 }
