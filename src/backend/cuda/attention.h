@@ -137,10 +137,11 @@ int attn_prefill_max_tiles(int n_tokens, int n_seqs);
 int attn_prefill_plan(int n_seqs, const int32_t *query_start, const int32_t *start_pos, int window,
                       int min_new, int32_t *work, int cap);
 
-/* Which kernel runs the prefill of full layers with a bf16 cache: 1 (the default) the warpgroup-MMA
- * (FA3-style) kernel, 0 the mma.sync one (which sliding layers and the FP8 cache always take).
- * attn_prefill_wgmma reads GPTOSS_ATTN_WGMMA once; attn_prefill_set_wgmma (tests) sets it, or with
- * on < 0 makes the next call read the environment again. */
+/* Which kernel runs the prefill of full layers: 1 (the default) the warpgroup-MMA (FA3-style)
+ * kernel for a bf16 cache and the mma.sync one for FP8; 2 the warpgroup-MMA kernel for both; 0 the
+ * mma.sync one for both (sliding layers always take it). attn_prefill_wgmma reads
+ * GPTOSS_ATTN_WGMMA once; attn_prefill_set_wgmma (tests) sets it, or with on < 0 makes the next
+ * call read the environment again. */
 int attn_prefill_wgmma(void);
 void attn_prefill_set_wgmma(int on);
 /* Causal attention for the tiles of `work` (device copy of attn_prefill_plan's list, n_work tiles). */

@@ -50,8 +50,12 @@ enum {
 enum {
     PW_BC = 128,   /* keys per tile */
     PW_STAGES = 5, /* 160 KiB of K and V tiles */
-    PW_SMEM = 1024 /* alignment slack */ + PW_Q_BYTES + PW_STAGES * 2 * PW_BC * ROW_BYTES +
-              8 * (2 * PW_STAGES + 1) /* barriers */
+    PW_BAR_OFF =
+        PW_Q_BYTES + PW_STAGES * 2 * PW_BC * ROW_BYTES, /* the barriers (88 of 128 bytes) */
+    PW_SMEM = 1024 /* alignment slack */ + PW_BAR_OFF + 128,
+    /* FP8 cache: two slots of a tile's e4m3 codes (K and V), after the barriers */
+    PW_RAW_BYTES = 2 * PW_BC * ROW8,
+    PW_SMEM8 = PW_SMEM + 2 * PW_RAW_BYTES
 };
 static_assert(PF_ROWS == 128, "two warpgroups of 64 query rows");
 
@@ -100,6 +104,67 @@ static __device__ __forceinline__ void pw_load_tile(const attn_args &a, const in
     }
 }
 
+/* FP8 cache: the copiers' share of one key tile's e4m3 codes (64-byte rows, K then V) into a raw
+ * slot at s_raw, row-major: copier thread ct copies chunk ct % 4 (16 codes) of rows ct / 4 + 32 i,
+ * so a warp instruction covers 8 whole rows. Keys >= key_end become zero codes (+0). */
+static __device__ __forceinline__ void pw_load_raw8(const attn_args &a, const int32_t *table,
+                                                    int first, int kvh, int key0, int key_end,
+                                                    uint32_t s_raw, int ct) {
+    constexpr int ROWS = PW_BC / (PW_COPIERS / 4);
+    const int c = ct & 3, sh = a.bs_shift;
+    const uint32_t mask = (1u << sh) - 1u;
+    int32_t blk[ROWS];
+#pragma unroll
+    for (int i = 0; i < ROWS; i++) {
+        const int key = key0 + (ct >> 2) + 32 * i;
+        blk[i] = key < key_end ? table[(key >> sh) - first] : -1;
+    }
+    const uint8_t *kc = a.k8 + c * 16, *vc = a.v8 + c * 16;
+#pragma unroll
+    for (int i = 0; i < ROWS; i++) {
+        const int r = (ct >> 2) + 32 * i;
+        const bool valid = blk[i] >= 0;
+        const uint32_t row =
+            valid ? ((((uint32_t)blk[i] * (uint32_t)a.n_kv_heads + (uint32_t)kvh) << sh) |
+                     ((uint32_t)(key0 + r) & mask))
+                  : 0u;
+        const size_t off = (size_t)row * ROW8;
+        cp_async16(s_raw + r * ROW8 + c * 16, kc + off, valid ? 16 : 0);
+        cp_async16(s_raw + PW_BC * ROW8 + r * ROW8 + c * 16, vc + off, valid ? 16 : 0);
+    }
+}
+
+/* FP8 cache: the same thread's chunks of the raw slot (landed: its own copies) converted, exactly,
+ * into the bf16 K and V tiles of stage s_k (e4m3 chunk c of a row = dims 16c..16c+15 = bf16 chunks
+ * 2c and 2c + 1). The values are the unscaled e4m3 values: the K scale joins the score scale, the
+ * V scale the final normalisation, as in attn_prefill_kernel. */
+static __device__ __forceinline__ void pw_convert8(uint32_t s_raw, uint32_t s_k, int ct) {
+    const int c = ct & 3;
+#pragma unroll
+    for (int kv = 0; kv < 2; kv++)
+#pragma unroll
+        for (int i = 0; i < PW_BC / (PW_COPIERS / 4); i++) {
+            const int r = (ct >> 2) + 32 * i;
+            const uint4 x = lds128(s_raw + kv * PW_BC * ROW8 + r * ROW8 + c * 16);
+            const uint32_t w[4] = {x.x, x.y, x.z, x.w};
+            const uint32_t dst = s_k + kv * PW_BC * ROW_BYTES;
+#pragma unroll
+            for (int hh = 0; hh < 2; hh++) {
+                const uint32_t o0 = e4m3x2_to_bf16x2_exact(w[2 * hh] & 0xffffu),
+                               o1 = e4m3x2_to_bf16x2_exact(w[2 * hh] >> 16),
+                               o2 = e4m3x2_to_bf16x2_exact(w[2 * hh + 1] & 0xffffu),
+                               o3 = e4m3x2_to_bf16x2_exact(w[2 * hh + 1] >> 16);
+                asm volatile(
+                    "st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(dst + swz(r, 2 * c + hh)),
+                    "r"(o0), "r"(o1), "r"(o2), "r"(o3)
+                    : "memory");
+            }
+        }
+}
+
+/* FP8: the cache holds e4m3 codes (attention.h); the copiers convert each tile to bf16 in the stage
+ * (pw_convert8), so the consumers are the same. */
+template <bool FP8>
 __global__ void __launch_bounds__(PW_THREADS, 1) attn_prefill_wg_kernel(attn_args a) {
     constexpr int BC = PW_BC, STAGES = PW_STAGES;
     constexpr int TILE = BC * ROW_BYTES, STAGE = 2 * TILE; /* K or V of a tile; a stage */
@@ -108,7 +173,7 @@ __global__ void __launch_bounds__(PW_THREADS, 1) attn_prefill_wg_kernel(attn_arg
     const uint32_t raw = smem_u32(pw_raw);
     uint8_t *smem = pw_raw + (((raw + 1023u) & ~1023u) - raw);
     const uint32_t s_q = smem_u32(smem), s_kv = s_q + PW_Q_BYTES;
-    uint64_t *full = (uint64_t *)(smem + PW_Q_BYTES + STAGES * STAGE);
+    uint64_t *full = (uint64_t *)(smem + PW_BAR_OFF);
     uint64_t *empty = full + STAGES, *q_full = empty + STAGES;
 
     const int kvh = blockIdx.y;
@@ -144,11 +209,36 @@ __global__ void __launch_bounds__(PW_THREADS, 1) attn_prefill_wg_kernel(attn_arg
         for (int i = 0; i < PF_ROWS / 16; i++)
             load_q_chunk(a, qs + tok0, kvh, n_valid, s_q, (ct >> 3) + 16 * i, ct & 7);
         cp_async_mbar_arrive(q_full);
-        for (int it = 0; it < n_tiles; it++) {
-            const int s = it % STAGES;
-            if (it >= STAGES) mbar_wait(&empty[s], ((it / STAGES) & 1) ^ 1);
-            pw_load_tile(a, table, first, kvh, k_first + it * BC, key_end, s_kv + s * STAGE, ct);
-            cp_async_mbar_arrive(&full[s]);
+        if constexpr (FP8) {
+            /* Raw tile it + 1 is in flight while tile it is converted: two raw slots. A thread
+             * converts only the chunks it copied, so wait_group (its own copies) is enough; its
+             * stores then reach the MMAs' async proxy through its fence before it arrives. */
+            const uint32_t s_raw = s_q + PW_BAR_OFF + 128; /* after the barriers */
+            pw_load_raw8(a, table, first, kvh, k_first, key_end, s_raw, ct);
+            cp_async_commit();
+            for (int it = 0; it < n_tiles; it++) {
+                const int s = it % STAGES;
+                if (it + 1 < n_tiles) {
+                    pw_load_raw8(a, table, first, kvh, k_first + (it + 1) * BC, key_end,
+                                 s_raw + ((it + 1) & 1) * PW_RAW_BYTES, ct);
+                    cp_async_commit();
+                    cp_async_wait<1>();
+                } else {
+                    cp_async_wait<0>();
+                }
+                if (it >= STAGES) mbar_wait(&empty[s], ((it / STAGES) & 1) ^ 1);
+                pw_convert8(s_raw + (it & 1) * PW_RAW_BYTES, s_kv + s * STAGE, ct);
+                fence_proxy_async_smem();
+                mbar_arrive(&full[s]);
+            }
+        } else {
+            for (int it = 0; it < n_tiles; it++) {
+                const int s = it % STAGES;
+                if (it >= STAGES) mbar_wait(&empty[s], ((it / STAGES) & 1) ^ 1);
+                pw_load_tile(a, table, first, kvh, k_first + it * BC, key_end, s_kv + s * STAGE,
+                             ct);
+                cp_async_mbar_arrive(&full[s]);
+            }
         }
         cp_async_wait<0>();
         return;
@@ -159,7 +249,7 @@ __global__ void __launch_bounds__(PW_THREADS, 1) attn_prefill_wg_kernel(attn_arg
     const int wg = warp >> 2, g = lane >> 2, t = lane & 3;
     const uint64_t q_desc = smem_desc_sw128(s_q + wg * 64 * ROW_BYTES);
     const uint64_t kv_desc = smem_desc_sw128(s_kv);
-    const float sl2 = a.scale_log2;
+    const float sl2 = FP8 ? a.scale_log2 * a.kv_scales[kvh] : a.scale_log2; /* FP8: K scale */
     const float sink = a.sinks[kvh * GQA + g] * LOG2E;
     float m_a = sink, m_b = sink, l_a = 0.f, l_b = 0.f;
     float o[32];
@@ -273,5 +363,6 @@ __global__ void __launch_bounds__(PW_THREADS, 1) attn_prefill_wg_kernel(attn_arg
     wgmma_wait<0>();
     fence_acc(o);
 
-    store_prefill_rows(a, qs + tok0, n_valid, kvh, warp, g, t, l_a, l_b, m_a, m_b, sink, 1.f, o);
+    const float vmul = FP8 ? a.kv_scales[a.n_kv_heads + kvh] : 1.f; /* the V scale */
+    store_prefill_rows(a, qs + tok0, n_valid, kvh, warp, g, t, l_a, l_b, m_a, m_b, sink, vmul, o);
 }
