@@ -603,6 +603,22 @@ __global__ void __launch_bounds__(DEC_THREADS) attn_decode_merge_kernel(attn_arg
     decode_merge_group(a, kvh, seq, q_row, s_ml);
 }
 
+/* 16 e4m3 codes (chunk c of a 64-byte key row r: dims 16c .. 16c + 15) stored as their exact bf16
+ * values into the swizzled bf16 tile at dst: bytes 0-7 -> bf16 chunk 2c, bytes 8-15 -> 2c + 1. */
+static __device__ __forceinline__ void store_e4m3_chunk_bf16(uint4 x, uint32_t dst, int r, int c) {
+    const uint32_t w[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+    for (int hh = 0; hh < 2; hh++) {
+        const uint32_t o0 = e4m3x2_to_bf16x2_exact(w[2 * hh] & 0xffffu),
+                       o1 = e4m3x2_to_bf16x2_exact(w[2 * hh] >> 16),
+                       o2 = e4m3x2_to_bf16x2_exact(w[2 * hh + 1] & 0xffffu),
+                       o3 = e4m3x2_to_bf16x2_exact(w[2 * hh + 1] >> 16);
+        asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(dst + swz(r, 2 * c + hh)),
+                     "r"(o0), "r"(o1), "r"(o2), "r"(o3)
+                     : "memory");
+    }
+}
+
 /* Chunk c of query row r of a prefill tile (token r / 8 of the tile, whose first token is row
  * q_tok0 of q; head 8 kvh + r % 8) copied into the swizzled Q tile at s_q; rows of tokens past
  * n_valid become zeros. */
@@ -759,19 +775,7 @@ __global__ void __launch_bounds__(PF_THREADS, 2) attn_prefill_kernel(attn_args a
             const int which = threadIdx.x >> 7, r = (threadIdx.x & 127) >> 2, c = threadIdx.x & 3;
             const uint4 x = lds128(sk + which * V_OFF + swz8(r, c));
             const uint32_t dst = s_cvt + which * (PF_KTILE * ROW_BYTES);
-            /* bytes 0-7 -> bf16 chunk 2c, bytes 8-15 -> chunk 2c + 1 */
-            const uint32_t w[4] = {x.x, x.y, x.z, x.w};
-#pragma unroll
-            for (int hh = 0; hh < 2; hh++) {
-                const uint32_t o0 = e4m3x2_to_bf16x2_exact(w[2 * hh] & 0xffffu),
-                               o1 = e4m3x2_to_bf16x2_exact(w[2 * hh] >> 16),
-                               o2 = e4m3x2_to_bf16x2_exact(w[2 * hh + 1] & 0xffffu),
-                               o3 = e4m3x2_to_bf16x2_exact(w[2 * hh + 1] >> 16);
-                asm volatile(
-                    "st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(dst + swz(r, 2 * c + hh)),
-                    "r"(o0), "r"(o1), "r"(o2), "r"(o3)
-                    : "memory");
-            }
+            store_e4m3_chunk_bf16(x, dst, r, c);
             __syncthreads();
             sk = s_cvt, sv = s_cvt + PF_KTILE * ROW_BYTES;
         }

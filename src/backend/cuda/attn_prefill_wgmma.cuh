@@ -146,19 +146,7 @@ static __device__ __forceinline__ void pw_convert8(uint32_t s_raw, uint32_t s_k,
         for (int i = 0; i < PW_BC / (PW_COPIERS / 4); i++) {
             const int r = (ct >> 2) + 32 * i;
             const uint4 x = lds128(s_raw + kv * PW_BC * ROW8 + r * ROW8 + c * 16);
-            const uint32_t w[4] = {x.x, x.y, x.z, x.w};
-            const uint32_t dst = s_k + kv * PW_BC * ROW_BYTES;
-#pragma unroll
-            for (int hh = 0; hh < 2; hh++) {
-                const uint32_t o0 = e4m3x2_to_bf16x2_exact(w[2 * hh] & 0xffffu),
-                               o1 = e4m3x2_to_bf16x2_exact(w[2 * hh] >> 16),
-                               o2 = e4m3x2_to_bf16x2_exact(w[2 * hh + 1] & 0xffffu),
-                               o3 = e4m3x2_to_bf16x2_exact(w[2 * hh + 1] >> 16);
-                asm volatile(
-                    "st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(dst + swz(r, 2 * c + hh)),
-                    "r"(o0), "r"(o1), "r"(o2), "r"(o3)
-                    : "memory");
-            }
+            store_e4m3_chunk_bf16(x, s_k + kv * PW_BC * ROW_BYTES, r, c);
         }
 }
 
