@@ -3,7 +3,8 @@
 # device call, with a table of each variant against the first. VARIANTS is a space-separated list of
 # NAME=ENV1=V1+ENV2=V2 (NAME=- for none; values may hold commas), e.g. VARIANTS="base=- pdl=GPTOSS_PDL=1".
 # Knobs: MODEL=120b, BATCHES=1,8,64, ROUNDS=2, PREFILL (prompt lengths, none by default: the table
-# then shows the prefill rows too). Needs .devcarry (scripts/device/prepare.sh).
+# then shows the prefill rows too), EXTRA (more bench arguments, e.g. "--kv-cache-dtype fp8"). Needs
+# .devcarry (scripts/device/prepare.sh).
 set -uo pipefail
 out=${OUT:-/tmp/var-out}
 mkdir -p "$out/vlogs"
@@ -15,7 +16,7 @@ for r in $(seq 1 "${ROUNDS:-2}"); do
     envargs=()
     [ "$envs" = - ] || IFS=+ read -r -a envargs <<<"$envs"
     timeout 150 env "${envargs[@]}" $bin bench latency --model "synthetic:${MODEL:-120b}" \
-      --batches "${BATCHES:-1,8,64}" --prefill "${PREFILL:-}" --output-json "$out/var-$name-$r.json" \
+      --batches "${BATCHES:-1,8,64}" --prefill "${PREFILL:-}" ${EXTRA:-} --output-json "$out/var-$name-$r.json" \
       >"$out/vlogs/var-$name-$r.log" 2>&1 || echo "variant $name round $r failed ($?)"
   done
 done

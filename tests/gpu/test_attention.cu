@@ -15,8 +15,8 @@
  * --bench times decode (batch 1/8/64/256, context 1k/8k, full and sliding) and prefill (1k, 8k, and a
  * 2k chunk at 8k) and prints markdown rows, for both cache dtypes (and both bf16 prefill kernels:
  * prefill runs on the mma.sync kernel and again on the wgmma one, GPTOSS_ATTN_WGMMA);
- * --bench-prefill only the prefill rows of both kernels, bf16 then FP8 (the FP8 cache's wgmma form
- * is GPTOSS_ATTN_WGMMA=2); --bench-prefill8k only bf16 8k, for ncu. --bench-kv only times decode at
+ * --bench-prefill only the prefill rows of both kernels, bf16 then FP8; --bench-prefill8k only bf16
+ * 8k, for ncu. --bench-kv only times decode at
  * 8k context, bf16 against FP8, and prints the speed-up (the issue's target: >= 1.8x at batch 64).
  * --seed N reproduces a run.
  *
@@ -398,9 +398,10 @@ static void test_decode(int bs, int window, rng_t *rng, bool fp8) {
     free_case(&c);
 }
 
-/* wg: the bf16 cache's prefill kernel (attn_prefill_set_wgmma); the FP8 cache has one kernel. */
+/* wg: the prefill kernel of full layers (attn_prefill_set_wgmma: 0 mma.sync, 1 wgmma), for either
+ * cache dtype. */
 static void test_prefill(int bs, int window, rng_t *rng, bool fp8, int wg) {
-    attn_prefill_set_wgmma(wg ? (fp8 ? 2 : 1) : 0);
+    attn_prefill_set_wgmma(wg);
     const seq_spec sp[] = {{1, 1},      {17, 17},  {128, 128}, {129, 129}, {1000, 1000}, {1000, 37},
                            {4097, 300}, {200, 16}, {129, 1},   {4097, 1},  {300, 130},   {150, 2}};
     const int ns = sizeof sp / sizeof sp[0];
@@ -581,7 +582,7 @@ static float bench_decode(int B, int ctx, int window, uint64_t seed, rng_t *rng,
 
 static void bench_prefill(int ctx, int n_new, int window, uint64_t seed, rng_t *rng,
                           cudaStream_t st, int fp8, int wg) {
-    attn_prefill_set_wgmma(wg ? (fp8 ? 2 : 1) : 0);
+    attn_prefill_set_wgmma(wg);
     bench_pool p;
     bench_pool_make(&p, 1, ctx, n_new, window, 1, seed, rng, fp8);
     attn_dims d = {NH, NKV, HDIM, p.bs, fp8};
@@ -699,7 +700,7 @@ int main(int argc, char **argv) {
         for (int b = 0; b < 3; b++)
             for (int w = 0; w < 2; w++) {
                 test_decode(block_sizes[b], w ? WINDOW : 0, &rng, f8 == 1);
-                for (int wg = 0; wg < 2; wg++) /* FP8 takes the wgmma kernel at 2 */
+                for (int wg = 0; wg < 2; wg++) /* the mma.sync kernel, then the wgmma one */
                     test_prefill(block_sizes[b], w ? WINDOW : 0, &rng, f8 == 1, wg);
             }
     attn_prefill_set_wgmma(-1);

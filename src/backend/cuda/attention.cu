@@ -1015,21 +1015,21 @@ extern "C" cudaError_t attn_decode(const attn_dims *d, const attn_seqs *s, const
 }
 
 /* GPTOSS_ATTN_WGMMA (read once; attn_prefill_set_wgmma for tests): which kernel runs the prefill of
- * full layers. 1 (the default): the warpgroup-MMA kernel (attn_prefill_wgmma.cuh) for a bf16
- * cache, the mma.sync kernel for an FP8 one; 2: the warpgroup-MMA kernel for both (the FP8 form
- * converts each tile in its copiers: prepared in session 14, not yet measured); 0: the mma.sync
- * kernel for both. Sliding layers always take the mma.sync kernel. Measured on the H200 (bench/
- * NOTES.md, session 14): bf16, 8k full 2,163 -> 1,404 µs (254 -> 392 TFLOP/s), 1k 58 -> 39 µs;
- * bench latency prefill 8k +5.9 % (120b), +6.6 % (20b). */
+ * full layers. 1 (the default): the warpgroup-MMA kernel (attn_prefill_wgmma.cuh), for a bf16 and
+ * an FP8 cache (the FP8 form converts each tile to bf16 in its copiers); 0: the mma.sync kernel.
+ * Sliding layers always take the mma.sync kernel. Measured on the H200 (bench/NOTES.md, sessions
+ * 14 and 15): bf16, 8k full 2,163 -> 1,404 µs (254 -> 392 TFLOP/s), 1k 58 -> 39 µs, bench latency
+ * prefill 8k +5.9 % (120b), +6.6 % (20b); FP8, 8k full 2,561 -> 1,439 µs (215 -> 382 TFLOP/s), 1k
+ * 70 -> 43 µs. */
 static int g_prefill_wgmma = -1;
 static unsigned long long g_prefill_wg_smem_dev[2]; /* [kv_fp8] */
 
 extern "C" void attn_prefill_set_wgmma(int on) {
-    env_switch_set(&g_prefill_wgmma, on, 0, 2);
+    env_switch_set(&g_prefill_wgmma, on, 0, 1);
 }
 
 extern "C" int attn_prefill_wgmma(void) {
-    return env_switch(&g_prefill_wgmma, "GPTOSS_ATTN_WGMMA", 1, 0, 2);
+    return env_switch(&g_prefill_wgmma, "GPTOSS_ATTN_WGMMA", 1, 0, 1);
 }
 
 extern "C" int attn_prefill_max_tiles(int n_tokens, int n_seqs) {
@@ -1089,13 +1089,13 @@ extern "C" cudaError_t attn_prefill(const attn_dims *d, const attn_seqs *s, cons
     /* sliding layers keep the mma.sync kernel: at 8k it takes 130 µs there against 201 for the
      * wgmma kernel, whose 128-key tiles cover a 143-key window in two (bench/NOTES.md, session 14) */
     const int wg = s->window == 0 ? attn_prefill_wgmma() : 0;
-    if (wg >= 1 && !d->kv_fp8) {
+    if (wg && !d->kv_fp8) {
         e = allow_smem((const void *)attn_prefill_wg_kernel<false>, PW_SMEM,
                        &g_prefill_wg_smem_dev[0]);
         if (e != cudaSuccess) return e;
         pdl_launch(attn_prefill_wg_kernel<false>, dim3(n_work, d->n_kv_heads), dim3(PW_THREADS),
                    PW_SMEM, stream, a);
-    } else if (wg == 2 && d->kv_fp8) {
+    } else if (wg) {
         e = allow_smem((const void *)attn_prefill_wg_kernel<true>, PW_SMEM8,
                        &g_prefill_wg_smem_dev[1]);
         if (e != cudaSuccess) return e;

@@ -1,5 +1,6 @@
-/* Prefill attention on Hopper's warpgroup MMA (FA3-style), bf16 cache: the kernel attn_prefill runs
- * for full layers with a bf16 cache unless GPTOSS_ATTN_WGMMA=0 (attention.cu). Included by attention.cu only: it uses that file's
+/* Prefill attention on Hopper's warpgroup MMA (FA3-style): the kernel attn_prefill runs for full
+ * layers, with a bf16 or an FP8 cache, unless GPTOSS_ATTN_WGMMA=0 (attention.cu). Included by
+ * attention.cu only: it uses that file's
  * attn_args, swizzle (swz), Q copies (load_q_chunk), softmax helpers and the tile's end
  * (store_prefill_rows). Device code.
  *
