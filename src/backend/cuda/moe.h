@@ -57,15 +57,7 @@ typedef struct {
     int w1_folded,
         w2_folded; /* every scale byte of w1 (w2) ≤ 128: one multiply per dequantised pair
                                * (moe_dequant.cuh); set from moe_scales_max, 0 is always correct */
-    /* W4A8 (moe_w4a8.cuh; GPTOSS_MOE_W4A8=1): the codes again in the W4A8 layout
-     * (moe_relayout_w4a8), or NULL. When set, the small path multiplies with e4m3 activations from
-     * them (the scales are w1_s / w2_s); the large path keeps w1_q / w2_q and bf16. */
-    const uint8_t *w1_q8, *w2_q8;
 } moe_weights;
-
-/* The W4A8 layout of repacked codes (q: moe_repack_device's, q_bytes of them) into q8 (as many
- * bytes): every word's 8 codes at the bit positions moe_w4a8.cuh reads. Asynchronous on stream. */
-cudaError_t moe_relayout_w4a8(const uint8_t *q, size_t q_bytes, uint8_t *q8, cudaStream_t stream);
 
 /* The largest byte of n scale bytes (device pointer) into *max_out (host), synchronously on stream. */
 cudaError_t moe_scales_max(const uint8_t *s, size_t n, int *max_out, cudaStream_t stream);

@@ -26,7 +26,6 @@
 #include "backend/cuda/moe_dequant.cuh"
 #include "backend/cuda/moe_kernel_common.cuh"
 #include "backend/cuda/moe_small.cuh"
-#include "backend/cuda/moe_w4a8.cuh"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/per_device.h"
 
@@ -45,17 +44,6 @@ __global__ void __launch_bounds__(small_cfg<NTP>::THREADS, small_cfg<NTP>::MIN_B
     small_item<NTP> it;
     if (!small_begin<NTP>(a, blockIdx.x, it)) return; /* a work item past the touched experts */
     small_run<NTP, MODE, FOLDED, false>(a, it, (uint16_t *)smem_raw);
-}
-
-/* The same with e4m3 activations over the W4A8 layout (moe_w4a8.cuh; a.wq points into it). */
-template <int NTP, int MODE>
-__global__ void __launch_bounds__(small_cfg<NTP>::THREADS, small_cfg<NTP>::MIN_BLOCKS)
-    moe_small_a8_kernel(const moe_args a) {
-    pdl_prologue(); /* first: see pdl.cuh */
-    extern __shared__ uint4 smem_raw[];
-    small_item<NTP> it;
-    if (!small_begin<NTP>(a, blockIdx.x, it)) return;
-    small_run_a8<NTP, MODE>(a, it, (uint8_t *)smem_raw);
 }
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -265,25 +253,14 @@ static small_fn small_kernel_for(int ntp, int mode, int folded) {
     return NULL;
 }
 
-static small_fn small_a8_kernel_for(int ntp, int mode) {
-    if (ntp == 1)
-        return mode == MODE_GATE_UP ? moe_small_a8_kernel<1, MODE_GATE_UP>
-                                    : moe_small_a8_kernel<1, MODE_DOWN>;
-    return mode == MODE_GATE_UP ? moe_small_a8_kernel<2, MODE_GATE_UP>
-                                : moe_small_a8_kernel<2, MODE_DOWN>;
-}
-
 static cudaError_t set_attrs(void) {
     if (per_device_done(&g_attrs_set)) return cudaSuccess;
     for (int ntp = 1; ntp <= 2; ntp++)
-        for (int mode = 0; mode < 2; mode++) {
+        for (int mode = 0; mode < 2; mode++)
             for (int folded = 0; folded < 2; folded++)
                 CUDA_TRY(cudaFuncSetAttribute((const void *)small_kernel_for(ntp, mode, folded),
                                               cudaFuncAttributeMaxDynamicSharedMemorySize,
                                               227 * 1024));
-            CUDA_TRY(cudaFuncSetAttribute((const void *)small_a8_kernel_for(ntp, mode),
-                                          cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024));
-        }
     CUDA_TRY(cudaFuncSetAttribute((const void *)moe_large_kernel<MODE_GATE_UP>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, LG_SMEM));
     CUDA_TRY(cudaFuncSetAttribute((const void *)moe_large_kernel<MODE_DOWN>,
@@ -304,12 +281,10 @@ static moe_args base_args(const moe_weights *w, const moe_routing *r) {
 }
 
 /* scratch: gate_up's room for its B rows in sorted order when the large path runs on
- * moe_wgmma_tma.cu (T·k·H bf16; NULL: that kernel is not used). n_experts: the weights'. q8: the
- * matrix's codes in the W4A8 layout (moe_weights.w1_q8 / w2_q8) or NULL: the small path then runs
- * on them with e4m3 activations. */
+ * moe_wgmma_tma.cu (T·k·H bf16; NULL: that kernel is not used). n_experts: the weights'. */
 static cudaError_t launch(const moe_args &a0, int mode, int folded, const moe_plan *plan,
                           const moe_routing *r, int n_experts, uint16_t *scratch, int rs,
-                          const uint8_t *q8, cudaStream_t stream) {
+                          cudaStream_t stream) {
     moe_args a = a0;
     const int max_touched = r->n_e < r->T * r->k ? r->n_e : r->T * r->k; /* grouped experts */
     if (plan->large) {
@@ -338,16 +313,13 @@ static cudaError_t launch(const moe_args &a0, int mode, int folded, const moe_pl
     const int warps = ntp == 1 ? small_cfg<1>::WARPS : small_cfg<2>::WARPS;
     a.n_rb = (a.RT + warps - 1) / warps;
     const int nk_max = (a.KK + a.S - 1) / a.S;
-    const size_t smem =
-        q8 ? (ntp == 1 ? small_a8_smem_bytes<1>(nk_max) : small_a8_smem_bytes<2>(nk_max))
-           : (size_t)8 * ntp * (nk_max * 64 + 32) * 2; /* CAP staged token rows */
+    const size_t smem = (size_t)8 * ntp * (nk_max * 64 + 32) * 2; /* CAP staged token rows */
     if (smem > 227 * 1024) return cudaErrorInvalidValue;
     const long blocks = (long)max_touched * a.n_rb * a.S;
     if (blocks < 1) return cudaSuccess;
     const int threads = ntp == 1 ? small_cfg<1>::THREADS : small_cfg<2>::THREADS;
-    if (q8) a.wq = (const uint4 *)q8;
-    CUDA_TRY(pdl_launch(q8 ? small_a8_kernel_for(ntp, mode) : small_kernel_for(ntp, mode, folded),
-                        dim3((unsigned)blocks), dim3(threads), smem, stream, a));
+    CUDA_TRY(pdl_launch(small_kernel_for(ntp, mode, folded), dim3((unsigned)blocks), dim3(threads),
+                        smem, stream, a));
     return cudaGetLastError();
 }
 
@@ -366,7 +338,7 @@ static cudaError_t gate_up(const moe_weights *w, const uint16_t *x, const moe_ro
     a.wq = (const uint4 *)w->w1_q, a.wsc = (const uint32_t *)w->w1_s, a.bias = w->b1;
     a.x = x, a.act = act;
     a.K = w->H, a.R = 2 * w->I, a.RT = a.R / 16, a.KK = a.K / 64, a.S = 1;
-    return launch(a, MODE_GATE_UP, w->w1_folded, plan, r, w->E, scratch, rs, w->w1_q8, stream);
+    return launch(a, MODE_GATE_UP, w->w1_folded, plan, r, w->E, scratch, rs, stream);
 }
 
 cudaError_t moe_gate_up(const moe_weights *w, const uint16_t *x, const moe_routing *r,
@@ -395,7 +367,7 @@ static cudaError_t down(const moe_weights *w, const moe_routing *r, const moe_pl
     a.K = w->I, a.R = w->H, a.RT = a.R / 16, a.KK = a.K / 64;
     a.S = plan->large ? 1 : plan->down_splits;
     if (a.S < 1 || a.S > a.KK) return cudaErrorInvalidValue; /* y_slots is laid out for this S */
-    return launch(a, MODE_DOWN, w->w2_folded, plan, r, w->E, NULL, rs, w->w2_q8, stream);
+    return launch(a, MODE_DOWN, w->w2_folded, plan, r, w->E, NULL, rs, stream);
 }
 
 cudaError_t moe_down(const moe_weights *w, const moe_routing *r, const moe_plan *plan,

@@ -113,46 +113,6 @@ cudaError_t moe_repack_device(const uint8_t *blocks, const uint8_t *scales, int 
     return cudaGetLastError();
 }
 
-/* ---- the W4A8 layout (moe_w4a8.cuh): the same words, the codes at the e4m3 bit positions ---- */
-
-/* Code i (0…7, k order) of a bf16-layout word: the inverse of pack_code. */
-static __device__ __forceinline__ uint32_t unpack_code(uint32_t w, int i) {
-    uint32_t c = 0;
-    for (int b = 0; b < 4; b++)
-        if (w & pack_code(1u << b, i)) c |= 1u << b;
-    return c;
-}
-
-/* Code i of a word at its W4A8 position: codes 0-3 in byte i at bits 7 (s), 4 (e1), 3 (e0), 2 (m);
- * codes 4-7 in byte i - 4 at bits 5 (s), 6 (e1), 1 (e0), 0 (m). */
-static __device__ __forceinline__ uint32_t place_code_w4a8(uint32_t c, int i) {
-    const int base = 8 * (i & 3);
-    const uint32_t m = c & 1u, e0 = (c >> 1) & 1u, e1 = (c >> 2) & 1u, sg = (c >> 3) & 1u;
-    if (i < 4)
-        return (sg << (base + 7)) | (e1 << (base + 4)) | (e0 << (base + 3)) | (m << (base + 2));
-    return (sg << (base + 5)) | (e1 << (base + 6)) | (e0 << (base + 1)) | (m << base);
-}
-
-__global__ void moe_relayout_w4a8_kernel(const uint32_t *q, size_t n_words, uint32_t *q8) {
-    for (size_t w = blockIdx.x * (size_t)blockDim.x + threadIdx.x; w < n_words;
-         w += (size_t)gridDim.x * blockDim.x) {
-        const uint32_t src = q[w];
-        uint32_t out = 0;
-        for (int i = 0; i < 8; i++) out |= place_code_w4a8(unpack_code(src, i), i);
-        q8[w] = out;
-    }
-}
-
-cudaError_t moe_relayout_w4a8(const uint8_t *q, size_t q_bytes, uint8_t *q8, cudaStream_t stream) {
-    if (!q || !q8 || q_bytes % 4) return cudaErrorInvalidValue;
-    const size_t n_words = q_bytes / 4;
-    if (n_words == 0) return cudaSuccess;
-    const size_t blocks_n = (n_words + 255) / 256;
-    moe_relayout_w4a8_kernel<<<(unsigned)(blocks_n < 65536 ? blocks_n : 65536), 256, 0, stream>>>(
-        (const uint32_t *)q, n_words, (uint32_t *)q8);
-    return cudaGetLastError();
-}
-
 /* The largest scale byte of a (repacked or checkpoint) scale array: decides the folded dequantisation. */
 __global__ void scales_max_kernel(const uint8_t *s, size_t n, int *out) {
     int m = 0;

@@ -60,7 +60,6 @@ typedef struct {
     uint16_t *attn_norm, *qkv_w, *qkv_b, *o_w, *o_b, *mlp_norm, *router_w, *router_b;
     float *sinks;                       /* [n_heads] fp32 */
     uint8_t *w1_q, *w1_s, *w2_q, *w2_s; /* repacked experts */
-    uint8_t *w1_q8, *w2_q8;             /* their codes in the W4A8 layout, or NULL (moe.h) */
     uint16_t *b1, *b2;
     moe_weights moe;         /* the views moe_experts takes */
     void *k_cache, *v_cache; /* this layer's storage in its pool (bf16 or e4m3: dims.kv_fp8) */
@@ -340,11 +339,6 @@ void weights_gpu_free(struct backend *b);
 void *weights_gpu_dense_dst(struct backend *b, const tensor_spec *s, int *f32);
 int weights_gpu_scale_base(double std);
 int weights_gpu_decide_folded(struct backend *b);
-/* GPTOSS_MOE_W4A8=1 (an experiment, off by default): every expert matrix's codes again in the W4A8
- * layout (moe.h's moe_relayout_w4a8; as many bytes again as the codes), so that the small MoE path
- * runs with e4m3 activations. Called once the experts are on the device; nothing without the
- * switch. */
-int weights_gpu_w4a8(struct backend *b);
 
 /* weights_shard.c: this rank's shares (tp_size > 1) of the synthetic model or of the checkpoint in
  * dir (mapped by each rank, sent through weights_upload.h's pipeline), each element equal to the

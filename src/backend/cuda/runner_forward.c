@@ -181,8 +181,8 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
     rt.e0 = b->tp_share.expert0, rt.n_e = b->tp_share.n_experts;
     /* Small decode steps: the MoE block in one persistent kernel (moe_fused.h). Not under tensor
      * parallelism: its grid barrier needs the whole GPU, which two ranks on one GPU would share. */
-    const bool fused = !b->ar && !g->layers[0].moe.w1_q8 && moe_fused_enabled() &&
-                       moe_fused_supported(T, b->E, b->K, H, b->I, &p->moe);
+    const bool fused =
+        !b->ar && moe_fused_enabled() && moe_fused_supported(T, b->E, b->K, H, b->I, &p->moe);
 
     for (int l = 0; l < b->L; l++) {
         gpu_layer *ly = &g->layers[l];

@@ -12,7 +12,6 @@
 #include "backend/cuda/runner.h"
 #include "backend/cuda/synth.h"
 #include "backend/cuda/weights_upload.h"
-#include "base/env_switch.h"
 #include "base/log.h"
 #include "base/timeutil.h"
 #include "base/xalloc.h"
@@ -83,9 +82,9 @@ void weights_gpu_free(struct backend *b) {
     cudaFree(w->embed), cudaFree(w->final_norm), cudaFree(w->lm_head);
     for (int l = 0; w->layers && l < b->L; l++) {
         gpu_layer *ly = &w->layers[l];
-        void *ps[] = {ly->attn_norm, ly->qkv_w,    ly->qkv_b,    ly->o_w,   ly->o_b,  ly->sinks,
-                      ly->mlp_norm,  ly->router_w, ly->router_b, ly->w1_q,  ly->w1_s, ly->b1,
-                      ly->w2_q,      ly->w2_s,     ly->b2,       ly->w1_q8, ly->w2_q8};
+        void *ps[] = {ly->attn_norm, ly->qkv_w,    ly->qkv_b,    ly->o_w,      ly->o_b,
+                      ly->sinks,     ly->mlp_norm, ly->router_w, ly->router_b, ly->w1_q,
+                      ly->w1_s,      ly->b1,       ly->w2_q,     ly->w2_s,     ly->b2};
         for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) cudaFree(ps[i]);
     }
     free(w->layers);
@@ -108,31 +107,6 @@ int weights_gpu_decide_folded(struct backend *b) {
         "cuda backend: %d of %d expert matrices have every scale <= 2^%d (one multiply per weight "
         "pair)",
         n_folded, 2 * b->L, MOE_FOLDED_SCALE_MAX - 127);
-    return 0;
-}
-
-static int g_w4a8 = -1;
-
-int weights_gpu_w4a8(struct backend *b) {
-    if (!env_switch(&g_w4a8, "GPTOSS_MOE_W4A8", 0, 0, 1)) return 0;
-    gpu_weights *w = &b->gw;
-    for (int l = 0; l < b->L; l++) {
-        gpu_layer *ly = &w->layers[l];
-        const size_t n1 = moe_repack_q_bytes(ly->moe.E, 2 * b->I, b->H),
-                     n2 = moe_repack_q_bytes(ly->moe.E, b->H, b->I);
-        DALLOC(ly->w1_q8, n1);
-        DALLOC(ly->w2_q8, n2);
-        CU(moe_relayout_w4a8(ly->w1_q, n1, ly->w1_q8, b->stream));
-        CU(moe_relayout_w4a8(ly->w2_q, n2, ly->w2_q8, b->stream));
-        ly->moe.w1_q8 = ly->w1_q8, ly->moe.w2_q8 = ly->w2_q8;
-    }
-    CU(cudaStreamSynchronize(b->stream));
-    log_info("cuda backend: W4A8 MoE (GPTOSS_MOE_W4A8=1): the small path multiplies e4m3 "
-             "activations; the expert codes take %.2f GB more",
-             (double)b->L *
-                 (moe_repack_q_bytes(b->gw.layers[0].moe.E, 2 * b->I, b->H) +
-                  moe_repack_q_bytes(b->gw.layers[0].moe.E, b->H, b->I)) /
-                 1e9);
     return 0;
 }
 
@@ -213,7 +187,6 @@ int weights_gpu_upload(struct backend *b, const char *dir) {
     if (rc == 0 && e != cudaSuccess)
         rc = err_set("cuda backend: weight upload failed: %s", cudaGetErrorString(e));
     if (rc == 0) rc = weights_gpu_decide_folded(b);
-    if (rc == 0) rc = weights_gpu_w4a8(b);
     if (rc == 0) {
         up_report(&u);
         double dt = now_seconds() - t0;
@@ -353,7 +326,6 @@ int weights_gpu_synthetic(struct backend *b, uint64_t seed) {
         rc = err_set("cuda backend: synthetic weights failed: %s", cudaGetErrorString(e));
     cudaFree(scratch);
     if (rc == 0) rc = weights_gpu_decide_folded(b);
-    if (rc == 0) rc = weights_gpu_w4a8(b);
     if (rc == 0)
         log_info("cuda backend: synthetic weights (seed %llu), %.2f GB on the device in %.2f s",
                  (unsigned long long)seed, (double)b->gw.bytes / 1e9, now_seconds() - t0);

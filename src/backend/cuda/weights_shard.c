@@ -298,7 +298,6 @@ static int shard_load(const shard_source *src) {
     cudaFree(whole);
     cudaFree(share);
     if (rc == 0) rc = weights_gpu_decide_folded(b);
-    if (rc == 0) rc = weights_gpu_w4a8(b);
     return rc;
 }
 
