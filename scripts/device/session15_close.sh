@@ -15,7 +15,7 @@ grep -h "FAILED\|failed" "$out"/tests/*.log | head -12 | sed 's/^/    /' | tee -
 tar czf "$out/tests.tgz" -C "$out" tests 2>/dev/null && rm -rf "$out/tests"
 for m in 120b 20b; do
   echo -e "\n## $m FP8-cache prefill, wgmma (default) against mma.sync $(t)" | tee -a "$sum"
-  OUT=$out/v$m MODEL=$m BATCHES="" PREFILL=1024,8192 ROUNDS=$([ $m = 120b ] && echo 2 || echo 1) \
+  OUT=$out/v$m MODEL=$m BATCHES=1 PREFILL=1024,8192 ROUNDS=$([ $m = 120b ] && echo 2 || echo 1) \
     EXTRA="--kv-cache-dtype fp8" VARIANTS="wgmma=- mma=GPTOSS_ATTN_WGMMA=0" \
     bash scripts/device/variants.sh | grep -E "^\|.*prefill|^\| variant|^\| ---|failed" | tee -a "$sum"
 done
