@@ -240,6 +240,18 @@ int moe_wgmma_on(void) {
     return env_switch(&g_wgmma, "GPTOSS_MOE_WGMMA", 3, 0, 5);
 }
 
+/* GPTOSS_MOE_STAGE_ROWS=1 (read once; off by default until measured): the small path stages its
+ * tokens a warp a row by cp.async (moe_small.cuh); moe_small_set_stage_rows for tests. */
+static int g_stage_rows = -1;
+
+void moe_small_set_stage_rows(int on) {
+    env_switch_set(&g_stage_rows, on, 0, 1);
+}
+
+int moe_small_stage_rows(void) {
+    return env_switch(&g_stage_rows, "GPTOSS_MOE_STAGE_ROWS", 0, 0, 1);
+}
+
 typedef void (*small_fn)(moe_args);
 static small_fn small_kernel_for(int ntp, int mode, int folded) {
 #define SMALL_CASE(n, m)                                                                           \
@@ -277,6 +289,7 @@ static moe_args base_args(const moe_weights *w, const moe_routing *r) {
     a.n_touched = r->n_touched, a.tiles = r->tiles, a.n_tiles = r->n_tiles, a.topk_w = r->topk_w;
     a.topk = r->k;
     a.alpha = w->swiglu_alpha, a.limit = w->swiglu_limit;
+    a.stage_rows = moe_small_stage_rows();
     return a;
 }
 

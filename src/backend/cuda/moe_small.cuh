@@ -170,12 +170,32 @@ static __device__ __forceinline__ void small_run(const moe_args &a, small_item<N
          * tokens need, through the same issue slots as the dequantisation (120b decode +7.5 % at
          * batch 8, +6.5 % at 64, +2.3 % at 1: bench/NOTES.md). */
         const int vpr = nk * 8;
-        for (int idx = threadIdx.x; idx < pc * vpr; idx += C::THREADS) {
-            const int r = idx / vpr, v = idx - r * vpr;
-            const size_t row = MODE == MODE_GATE_UP ? (size_t)(a.pair_sorted[off + p0 + r] / a.topk)
-                                                    : (size_t)(off + p0 + r);
-            const uint4 *src = (const uint4 *)(a.x + row * a.K + (size_t)kk0 * 64 + v * 8);
-            *(uint4 *)(xs + r * lds + v * 8) = COHERENT ? __ldcg(src) : *src;
+        if (!PRE && a.stage_rows) {
+            /* A warp a row: the row's address once, and copies that hold no registers (cp.async
+             * through L2, so also coherent), instead of a division and a routing read per 16
+             * bytes. ncu at T = 256 (session 15): the staging's barrier and its loads are ~11 % of
+             * gate_up's stall samples, and at ~16 tokens it moves half as many bytes as the
+             * block's weights (every row block of an expert stages the same tokens). */
+            const int lane = threadIdx.x & 31;
+            for (int r = threadIdx.x >> 5; r < pc; r += C::WARPS) {
+                const size_t row = MODE == MODE_GATE_UP
+                                       ? (size_t)(a.pair_sorted[off + p0 + r] / a.topk)
+                                       : (size_t)(off + p0 + r);
+                const uint4 *src = (const uint4 *)(a.x + row * a.K + (size_t)kk0 * 64);
+                const uint32_t dst = smem_u32(xs + r * lds);
+                for (int v = lane; v < vpr; v += 32) cp_async16(dst + v * 16, src + v, 16);
+            }
+            cp_async_commit();
+            cp_async_wait<0>();
+        } else {
+            for (int idx = threadIdx.x; idx < pc * vpr; idx += C::THREADS) {
+                const int r = idx / vpr, v = idx - r * vpr;
+                const size_t row = MODE == MODE_GATE_UP
+                                       ? (size_t)(a.pair_sorted[off + p0 + r] / a.topk)
+                                       : (size_t)(off + p0 + r);
+                const uint4 *src = (const uint4 *)(a.x + row * a.K + (size_t)kk0 * 64 + v * 8);
+                *(uint4 *)(xs + r * lds + v * 8) = COHERENT ? __ldcg(src) : *src;
+            }
         }
         __syncthreads();
 
