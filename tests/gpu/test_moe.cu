@@ -582,15 +582,15 @@ static void test_E(int E, cudaStream_t st, int sm) {
               "E=%d T=%d: folded vs two-multiply dequantisation (or two runs of one plan) differ",
               E, T);
         check_ep(&D, &w, E, T, d_lg, d_x, &plans[0], &rh, y1, d_act, d_y, st);
-        /* The small path's row-wise cp.async staging (moe_small_set_stage_rows) stages the same
-         * bytes: the same bits. */
+        /* The small path's staging a thread per 16 bytes (moe_small_set_stage_rows(0)) stages the
+         * same bytes as the default row-wise cp.async form: the same bits. */
         if (!plans[0].large) {
             std::vector<float> ys;
-            moe_small_set_stage_rows(1);
+            moe_small_set_stage_rows(0);
             run_experts_case(&w, &r, &plans[0], d_x, d_act, d_y, T, E, toks, ref, st, &ys);
             moe_small_set_stage_rows(-1);
             CHECK(ys.size() == y1.size() && !memcmp(ys.data(), y1.data(), y1.size() * 4),
-                  "E=%d T=%d: the row-wise staging changes the small path's bits", E, T);
+                  "E=%d T=%d: the two stagings give the small path different bits", E, T);
         }
         /* The large path on the warpgroup MMA (moe_wgmma.cu) at both token tiles (moe_plan.bn,
          * whichever moe_plan_for picked): the same reference bound, and two runs give the same
@@ -849,15 +849,15 @@ static void bench(cudaStream_t st, int sm, const char *only_t) {
             const double flops = 2.0 * P * ((double)2 * I * H + (double)H * I);
             tu_bench_row(name, us, bytes, T >= 64 ? flops : 0);
         }
-        /* the small path with its tokens staged a warp a row by cp.async */
+        /* the small path with its tokens staged a thread per 16 bytes (the form before session 15) */
         if (!autop.large) {
-            moe_small_set_stage_rows(1);
+            moe_small_set_stage_rows(0);
             us = tu_time_us(st, 2, 50, [&](int i) {
                 CUDA_CHECK(moe_experts(&W[i % COPIES], d_x, &r, &autop, d_act, d_y, st));
             });
             moe_small_set_stage_rows(-1);
             char pn[64];
-            snprintf(name, sizeof name, "moe experts 120b T=%d %s stage-rows touched=%d", T,
+            snprintf(name, sizeof name, "moe experts 120b T=%d %s stage-16B touched=%d", T,
                      plan_name(&autop, pn, sizeof pn), n_touched);
             const int S = autop.down_splits;
             const double bytes = n_touched * expert_bytes + (double)T * H * 2 + 2.0 * P * I * 2 +

@@ -173,9 +173,11 @@ static __device__ __forceinline__ void small_run(const moe_args &a, small_item<N
         if (!PRE && a.stage_rows) {
             /* A warp a row: the row's address once, and copies that hold no registers (cp.async
              * through L2, so also coherent), instead of a division and a routing read per 16
-             * bytes. ncu at T = 256 (session 15): the staging's barrier and its loads are ~11 % of
-             * gate_up's stall samples, and at ~16 tokens it moves half as many bytes as the
-             * block's weights (every row block of an expert stages the same tokens). */
+             * bytes. ncu at T = 256 (session 15): the staging's barrier and its loads were ~11 %
+             * of gate_up's stall samples, and at ~16 tokens it moves half as many bytes as the
+             * block's weights (every row block of an expert stages the same tokens). Measured:
+             * 120b decode +6.6 % at batch 256, +4.1 % at 64 (bench/NOTES.md). The fused kernel
+             * (PRE) keeps the old form: its prefetched weights share the cp.async groups. */
             const int lane = threadIdx.x & 31;
             for (int r = threadIdx.x >> 5; r < pc; r += C::WARPS) {
                 const size_t row = MODE == MODE_GATE_UP
