@@ -158,9 +158,6 @@ void moe_wgmma_tma_set_rs(int on);
  * bytes, negative: as GPTOSS_MOE_STAGE_ROWS says (moe_experts.cu). The same bits either way. */
 void moe_small_set_stage_rows(int on);
 int moe_small_stage_rows(void);
-/* The small path's register batch (k steps, two batches in flight a warp): 6, 8 or 12; any other
- * value: as GPTOSS_MOE_SMALL_U says (6 unless 8 or 12). The same bits whatever the batch. */
-void moe_small_set_batch(int u);
 /* The two halves, for benchmarks and tests. */
 cudaError_t moe_gate_up(const moe_weights *w, const uint16_t *x, const moe_routing *r,
                         const moe_plan *plan, uint16_t *act, cudaStream_t stream);

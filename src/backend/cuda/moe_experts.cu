@@ -36,12 +36,12 @@
 /* ---------------------------------------------------------------------------------------------- */
 /* Small batch: one block per (touched expert, row block of WARPS tiles, K split): moe_small.cuh    */
 
-template <int NTP, int MODE, bool FOLDED, int UB>
+template <int NTP, int MODE, bool FOLDED>
 __global__ void __launch_bounds__(small_cfg<NTP>::THREADS, small_cfg<NTP>::MIN_BLOCKS)
     moe_small_kernel(const moe_args a) {
     pdl_prologue(); /* first: see pdl.cuh */
     extern __shared__ uint4 smem_raw[];
-    small_item<NTP, UB> it;
+    small_item<NTP> it;
     if (!small_begin<NTP>(a, blockIdx.x, it)) return; /* a work item past the touched experts */
     small_run<NTP, MODE, FOLDED, false>(a, it, (uint16_t *)smem_raw);
 }
@@ -254,35 +254,15 @@ int moe_small_stage_rows(void) {
     return env_switch(&g_stage_rows, "GPTOSS_MOE_STAGE_ROWS", 1, 0, 1);
 }
 
-/* GPTOSS_MOE_SMALL_U (read once; moe_small_set_batch for tests): the k steps of one register
- * batch of the small path, 6 (the default), 8 or 12; two batches are in flight a warp. Since the
- * tokens are staged by cp.async (session 15) the kernels hold ~100-110 registers at 6, and 12 still
- * fits the 128 that 4 (NTP 1) or 2 (NTP 2) blocks an SM allow, without spills. */
-static int g_small_u = -1;
-
-void moe_small_set_batch(int u) {
-    env_switch_set(&g_small_u, u == 6 || u == 8 || u == 12 ? u : -1, 6, 12);
-}
-
-static int small_batch(void) {
-    const int u = env_switch(&g_small_u, "GPTOSS_MOE_SMALL_U", 6, 6, 12);
-    return u == 8 || u == 12 ? u : 6;
-}
-
 typedef void (*small_fn)(moe_args);
-static small_fn small_kernel_for(int ntp, int mode, int folded, int ub) {
-#define SMALL_CASE(n, m, u)                                                                        \
-    if (ntp == n && mode == m && ub == u)                                                          \
-    return folded ? moe_small_kernel<n, m, true, u> : moe_small_kernel<n, m, false, u>
-#define SMALL_CASES(u)                                                                             \
-    SMALL_CASE(1, MODE_GATE_UP, u);                                                                \
-    SMALL_CASE(1, MODE_DOWN, u);                                                                   \
-    SMALL_CASE(2, MODE_GATE_UP, u);                                                                \
-    SMALL_CASE(2, MODE_DOWN, u)
-    SMALL_CASES(6);
-    SMALL_CASES(8);
-    SMALL_CASES(12);
-#undef SMALL_CASES
+static small_fn small_kernel_for(int ntp, int mode, int folded) {
+#define SMALL_CASE(n, m)                                                                           \
+    if (ntp == n && mode == m)                                                                     \
+    return folded ? moe_small_kernel<n, m, true> : moe_small_kernel<n, m, false>
+    SMALL_CASE(1, MODE_GATE_UP);
+    SMALL_CASE(1, MODE_DOWN);
+    SMALL_CASE(2, MODE_GATE_UP);
+    SMALL_CASE(2, MODE_DOWN);
 #undef SMALL_CASE
     return NULL;
 }
@@ -292,10 +272,9 @@ static cudaError_t set_attrs(void) {
     for (int ntp = 1; ntp <= 2; ntp++)
         for (int mode = 0; mode < 2; mode++)
             for (int folded = 0; folded < 2; folded++)
-                for (int ub : {6, 8, 12})
-                    CUDA_TRY(cudaFuncSetAttribute(
-                        (const void *)small_kernel_for(ntp, mode, folded, ub),
-                        cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024));
+                CUDA_TRY(cudaFuncSetAttribute((const void *)small_kernel_for(ntp, mode, folded),
+                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              227 * 1024));
     CUDA_TRY(cudaFuncSetAttribute((const void *)moe_large_kernel<MODE_GATE_UP>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, LG_SMEM));
     CUDA_TRY(cudaFuncSetAttribute((const void *)moe_large_kernel<MODE_DOWN>,
@@ -354,8 +333,8 @@ static cudaError_t launch(const moe_args &a0, int mode, int folded, const moe_pl
     const long blocks = (long)max_touched * a.n_rb * a.S;
     if (blocks < 1) return cudaSuccess;
     const int threads = ntp == 1 ? small_cfg<1>::THREADS : small_cfg<2>::THREADS;
-    CUDA_TRY(pdl_launch(small_kernel_for(ntp, mode, folded, small_batch()), dim3((unsigned)blocks),
-                        dim3(threads), smem, stream, a));
+    CUDA_TRY(pdl_launch(small_kernel_for(ntp, mode, folded), dim3((unsigned)blocks), dim3(threads),
+                        smem, stream, a));
     return cudaGetLastError();
 }
 

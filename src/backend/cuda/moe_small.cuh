@@ -56,13 +56,13 @@ template <int NTP> static __host__ __device__ inline size_t small_smem_bytes(int
 /* One warp's view of an item, and its first batch of weight loads (in flight from small_begin). With
  * small_prefetch, k steps [pre_lo, pre_lo + pre_n) of it wait in shared memory instead (pre: this
  * lane's copies, at pre_base). */
-template <int NTP, int UB = small_cfg<NTP>::U> struct small_item {
+template <int NTP> struct small_item {
     int e, cnt, off, kk0, nk, rt, s;
     bool active;
     const uint4 *qp;
     const uint32_t *sp;
-    uint4 qv[UB]; /* UB: k steps a register batch (small_cfg's U unless the kernel says) */
-    uint32_t sv[UB];
+    uint4 qv[small_cfg<NTP>::U];
+    uint32_t sv[small_cfg<NTP>::U];
     uint32_t pre_base;
     int pre_lo, pre_n;
 };
@@ -93,9 +93,9 @@ static __device__ __forceinline__ void small_prefetch(small_item<NTP> &it, uint3
 }
 
 /* load_batch for an item that may have k steps waiting in shared memory (PRE). */
-template <bool PRE, int NTP, int U, int UB>
-static __device__ __forceinline__ void load_batch_item(const small_item<NTP, UB> &it, int kb,
-                                                       int nk, uint4 qv[U], uint32_t sv[U]) {
+template <bool PRE, int NTP, int U>
+static __device__ __forceinline__ void load_batch_item(const small_item<NTP> &it, int kb, int nk,
+                                                       uint4 qv[U], uint32_t sv[U]) {
     if (!PRE) {
         load_batch<U>(it.qp, it.sp, kb, nk, qv, sv);
         return;
@@ -122,9 +122,8 @@ static __device__ __forceinline__ void load_batch_item(const small_item<NTP, UB>
 /* Decodes item b and issues its first batch of codes: it depends only on the item (model memory), so
  * its loads fly while the tokens are staged — or, in the fused kernel, while the grid waits for the
  * tokens to exist. False (for the whole block) when b is past the touched experts. */
-template <int NTP, int UB>
-static __device__ __forceinline__ bool small_begin(const moe_args &a, int b,
-                                                   small_item<NTP, UB> &it) {
+template <int NTP>
+static __device__ __forceinline__ bool small_begin(const moe_args &a, int b, small_item<NTP> &it) {
     typedef small_cfg<NTP> C;
     it.s = b % a.S;
     b /= a.S;
@@ -140,7 +139,7 @@ static __device__ __forceinline__ bool small_begin(const moe_args &a, int b,
     it.qp = a.wq + tile_kk * 32 + lane;
     it.sp = a.wsc + tile_kk * 8 + g;
     it.pre_base = 0, it.pre_lo = 0, it.pre_n = 0;
-    load_batch<UB>(it.qp, it.sp, 0, it.active ? it.nk : 0, it.qv, it.sv);
+    load_batch<C::U>(it.qp, it.sp, 0, it.active ? it.nk : 0, it.qv, it.sv);
     return true;
 }
 
@@ -149,8 +148,8 @@ static __device__ __forceinline__ bool small_begin(const moe_args &a, int b,
  * block calls it (it holds block barriers). COHERENT: the tokens were written by other blocks of the
  * same kernel (the fused kernel's down projection reads gate_up's activations), so they are read
  * through L2 (ld.global.cg), never from a stale L1 line. */
-template <int NTP, int MODE, bool FOLDED, bool COHERENT, bool PRE = false, int UB>
-static __device__ __forceinline__ void small_run(const moe_args &a, small_item<NTP, UB> &it,
+template <int NTP, int MODE, bool FOLDED, bool COHERENT, bool PRE = false>
+static __device__ __forceinline__ void small_run(const moe_args &a, small_item<NTP> &it,
                                                  uint16_t *xs) {
     typedef small_cfg<NTP> C;
     const int nk = it.nk, kk0 = it.kk0, cnt = it.cnt, off = it.off;
@@ -213,7 +212,7 @@ static __device__ __forceinline__ void small_run(const moe_args &a, small_item<N
              * round trips in a row). */
             if (PRE && p0 == 0) cp_async_wait<0>(); /* this lane's own copies (small_prefetch) */
             if (p0 > 0)                             /* another pass: from L2 */
-                load_batch_item<PRE, NTP, UB>(it, 0, nk, it.qv, it.sv);
+                load_batch_item<PRE, NTP, C::U>(it, 0, nk, it.qv, it.sv);
             /* One k step: dequantise its 4 words and multiply them with the staged tokens. The
              * token fragments are read through a 32-bit shared address computed once (with a
              * generic pointer the compiler rebuilt the address every step, ~6 instructions of ~87). */
@@ -240,17 +239,17 @@ static __device__ __forceinline__ void small_run(const moe_args &a, small_item<N
             /* Full batches without a per-step bound check, then the tail batch (its loads were
              * issued by the last full batch, or before staging when nk < U). */
             int kb = 0;
-            for (; kb + UB <= nk; kb += UB) {
-                uint4 qn[UB];
-                uint32_t sn[UB];
-                load_batch_item<PRE, NTP, UB>(it, kb + UB, nk, qn, sn);
+            for (; kb + C::U <= nk; kb += C::U) {
+                uint4 qn[C::U];
+                uint32_t sn[C::U];
+                load_batch_item<PRE, NTP, C::U>(it, kb + C::U, nk, qn, sn);
 #pragma unroll
-                for (int u = 0; u < UB; u++) k_step(it.qv[u], it.sv[u], kb + u);
+                for (int u = 0; u < C::U; u++) k_step(it.qv[u], it.sv[u], kb + u);
 #pragma unroll
-                for (int u = 0; u < UB; u++) it.qv[u] = qn[u], it.sv[u] = sn[u];
+                for (int u = 0; u < C::U; u++) it.qv[u] = qn[u], it.sv[u] = sn[u];
             }
 #pragma unroll
-            for (int u = 0; u < UB; u++)
+            for (int u = 0; u < C::U; u++)
                 if (kb + u < nk) k_step(it.qv[u], it.sv[u], kb + u);
 #pragma unroll
             for (int nt = 0; nt < NTP; nt++)
