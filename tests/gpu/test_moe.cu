@@ -591,15 +591,6 @@ static void test_E(int E, cudaStream_t st, int sm) {
             moe_small_set_stage_rows(-1);
             CHECK(ys.size() == y1.size() && !memcmp(ys.data(), y1.data(), y1.size() * 4),
                   "E=%d T=%d: the two stagings give the small path different bits", E, T);
-            /* items of 2 and 3 row blocks (moe_small_set_rep; down's 45 or 23 row blocks leave a
-             * last item partly past the rows): the same products, the same bits */
-            for (int n : {2, 3}) {
-                moe_small_set_rep(n);
-                run_experts_case(&w, &r, &plans[0], d_x, d_act, d_y, T, E, toks, ref, st, &ys);
-                moe_small_set_rep(-1);
-                CHECK(ys.size() == y1.size() && !memcmp(ys.data(), y1.data(), y1.size() * 4),
-                      "E=%d T=%d: items of %d row blocks give the small path other bits", E, T, n);
-            }
         }
         /* The large path on the warpgroup MMA (moe_wgmma.cu) at both token tiles (moe_plan.bn,
          * whichever moe_plan_for picked): the same reference bound, and two runs give the same
@@ -857,23 +848,6 @@ static void bench(cudaStream_t st, int sm, const char *only_t) {
                                  (double)P * S * H * 4;
             const double flops = 2.0 * P * ((double)2 * I * H + (double)H * I);
             tu_bench_row(name, us, bytes, T >= 64 ? flops : 0);
-        }
-        /* the small path with items of 2 and 3 row blocks */
-        for (int n : {2, 3}) {
-            if (autop.large) break;
-            moe_small_set_rep(n);
-            us = tu_time_us(st, 2, 50, [&](int i) {
-                CUDA_CHECK(moe_experts(&W[i % COPIES], d_x, &r, &autop, d_act, d_y, st));
-            });
-            moe_small_set_rep(-1);
-            char pn[64];
-            snprintf(name, sizeof name, "moe experts 120b T=%d %s rep %d touched=%d", T,
-                     plan_name(&autop, pn, sizeof pn), n, n_touched);
-            const int S = autop.down_splits;
-            const double bytes = n_touched * expert_bytes + (double)T * H * 2 + 2.0 * P * I * 2 +
-                                 (double)P * S * H * 4;
-            tu_bench_row(name, us, bytes,
-                         T >= 64 ? 2.0 * P * ((double)2 * I * H + (double)H * I) : 0);
         }
         /* the small path with its tokens staged a thread per 16 bytes (the form before session 15) */
         if (!autop.large) {

@@ -158,9 +158,6 @@ void moe_wgmma_tma_set_rs(int on);
  * bytes, negative: as GPTOSS_MOE_STAGE_ROWS says (moe_experts.cu). The same bits either way. */
 void moe_small_set_stage_rows(int on);
 int moe_small_stage_rows(void);
-/* The small path's row blocks an item (one staging of its tokens for n blocks' weights), 1-4;
- * negative: as GPTOSS_MOE_SMALL_REP says (1). The same bits whatever n. */
-void moe_small_set_rep(int n);
 /* The two halves, for benchmarks and tests. */
 cudaError_t moe_gate_up(const moe_weights *w, const uint16_t *x, const moe_routing *r,
                         const moe_plan *plan, uint16_t *act, cudaStream_t stream);

@@ -254,18 +254,6 @@ int moe_small_stage_rows(void) {
     return env_switch(&g_stage_rows, "GPTOSS_MOE_STAGE_ROWS", 1, 0, 1);
 }
 
-/* GPTOSS_MOE_SMALL_REP (read once; moe_small_set_rep for tests): the row blocks one small-path
- * item multiplies with one staging of its tokens, 1 (the default) to 4. */
-static int g_small_rep = -1;
-
-void moe_small_set_rep(int n) {
-    env_switch_set(&g_small_rep, n, 1, 4);
-}
-
-static int small_rep(void) {
-    return env_switch(&g_small_rep, "GPTOSS_MOE_SMALL_REP", 1, 1, 4);
-}
-
 typedef void (*small_fn)(moe_args);
 static small_fn small_kernel_for(int ntp, int mode, int folded) {
 #define SMALL_CASE(n, m)                                                                           \
@@ -338,8 +326,7 @@ static cudaError_t launch(const moe_args &a0, int mode, int folded, const moe_pl
     }
     const int ntp = plan->ntp == 1 ? 1 : 2;
     const int warps = ntp == 1 ? small_cfg<1>::WARPS : small_cfg<2>::WARPS;
-    a.rb_rep = small_rep();
-    a.n_rb = (a.RT + warps * a.rb_rep - 1) / (warps * a.rb_rep);
+    a.n_rb = (a.RT + warps - 1) / warps;
     const int nk_max = (a.KK + a.S - 1) / a.S;
     const size_t smem = (size_t)8 * ntp * (nk_max * 64 + 32) * 2; /* CAP staged token rows */
     if (smem > 227 * 1024) return cudaErrorInvalidValue;

@@ -32,7 +32,6 @@ struct moe_args {
     int n_rb;         /* row blocks per expert */
     float alpha, limit;
     int stage_rows; /* small path: stage the tokens a warp a row by cp.async (moe_small.cuh) */
-    int rb_rep; /* small path: row blocks an item multiplies with one staging (≥ 1; 0 means 1) */
 };
 
 enum { MODE_GATE_UP = 0, MODE_DOWN = 1 };

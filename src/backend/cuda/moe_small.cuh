@@ -58,7 +58,6 @@ template <int NTP> static __host__ __device__ inline size_t small_smem_bytes(int
  * lane's copies, at pre_base). */
 template <int NTP> struct small_item {
     int e, cnt, off, kk0, nk, rt, s;
-    int rt0; /* the first row tile of this warp's rows (the item's a.rb_rep row blocks) */
     bool active;
     const uint4 *qp;
     const uint32_t *sp;
@@ -134,8 +133,7 @@ static __device__ __forceinline__ bool small_begin(const moe_args &a, int b, sma
     it.kk0 = (int)((long)it.s * a.KK / a.S);
     it.nk = (int)((long)(it.s + 1) * a.KK / a.S) - it.kk0;
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2;
-    it.rt0 = rb * C::WARPS * max(1, a.rb_rep) + w;
-    it.rt = it.rt0;
+    it.rt = rb * C::WARPS + w;
     it.active = it.rt < a.RT;
     const size_t tile_kk = ((size_t)it.e * a.RT + (it.active ? it.rt : 0)) * a.KK + it.kk0;
     it.qp = a.wq + tile_kk * 32 + lane;
@@ -143,17 +141,6 @@ static __device__ __forceinline__ bool small_begin(const moe_args &a, int b, sma
     it.pre_base = 0, it.pre_lo = 0, it.pre_n = 0;
     load_batch<C::U>(it.qp, it.sp, 0, it.active ? it.nk : 0, it.qv, it.sv);
     return true;
-}
-
-/* Points the item at its rep-th row block (of a.rb_rep): this warp's row tile and its codes. */
-template <int NTP>
-static __device__ __forceinline__ void small_seek(const moe_args &a, small_item<NTP> &it, int rep) {
-    const int lane = threadIdx.x & 31, g = lane >> 2;
-    it.rt = it.rt0 + rep * small_cfg<NTP>::WARPS;
-    it.active = it.rt < a.RT;
-    const size_t tile_kk = ((size_t)it.e * a.RT + (it.active ? it.rt : 0)) * a.KK + it.kk0;
-    it.qp = a.wq + tile_kk * 32 + lane;
-    it.sp = a.wsc + tile_kk * 8 + g;
 }
 
 /* Runs the item begun by small_begin: stage each pass's tokens into xs, stream the rest of the codes,
@@ -214,68 +201,60 @@ static __device__ __forceinline__ void small_run(const moe_args &a, small_item<N
         }
         __syncthreads();
 
-        /* An item of a.rb_rep row blocks multiplies the staged tokens with each in turn: one
-         * staging, one routing prologue and one block launch for rb_rep blocks' weights. */
-        const int reps = PRE ? 1 : max(1, a.rb_rep);
-        for (int rep = 0; rep < reps; rep++) {
-            if (reps > 1) small_seek<NTP>(a, it, rep);
-            if (it.active) {
-                float acc[NTP][4];
+        if (it.active) {
+            float acc[NTP][4];
 #pragma unroll
-                for (int nt = 0; nt < NTP; nt++)
-                    acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
-                /* Two register batches: the loads of batch kb + U are issued before batch kb is
+            for (int nt = 0; nt < NTP; nt++)
+                acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
+            /* Two register batches: the loads of batch kb + U are issued before batch kb is
              * dequantised and multiplied, so a warp always has up to 2U 16-byte loads in flight
              * instead of draining to zero once per batch (a K range of 45 steps was ~6 full memory
              * round trips in a row). */
-                if (PRE && p0 == 0)
-                    cp_async_wait<0>(); /* this lane's own copies (small_prefetch) */
-                if (p0 > 0 || rep > 0)  /* another pass (from L2) or row block */
-                    load_batch_item<PRE, NTP, C::U>(it, 0, nk, it.qv, it.sv);
-                /* One k step: dequantise its 4 words and multiply them with the staged tokens. The
+            if (PRE && p0 == 0) cp_async_wait<0>(); /* this lane's own copies (small_prefetch) */
+            if (p0 > 0)                             /* another pass: from L2 */
+                load_batch_item<PRE, NTP, C::U>(it, 0, nk, it.qv, it.sv);
+            /* One k step: dequantise its 4 words and multiply them with the staged tokens. The
              * token fragments are read through a 32-bit shared address computed once (with a
              * generic pointer the compiler rebuilt the address every step, ~6 instructions of ~87). */
-                auto k_step = [&](const uint4 q, const uint32_t sc, int ks) {
+            auto k_step = [&](const uint4 q, const uint32_t sc, int ks) {
 #pragma unroll
-                    for (int h = 0; h < 2; h++) { /* the two 32-wide chunks of this k step */
-                        uint32_t ag[4], a8[4];
-                        dequant_word_t<FOLDED>(h ? q.z : q.x, sc, 2 * h, ag);
-                        dequant_word_t<FOLDED>(h ? q.w : q.y, sc, 2 * h + 1, a8);
+                for (int h = 0; h < 2; h++) { /* the two 32-wide chunks of this k step */
+                    uint32_t ag[4], a8[4];
+                    dequant_word_t<FOLDED>(h ? q.z : q.x, sc, 2 * h, ag);
+                    dequant_word_t<FOLDED>(h ? q.w : q.y, sc, 2 * h + 1, a8);
 #pragma unroll
-                        for (int nt = 0; nt < NTP; nt++) {
-                            if (nt > 0 && nt >= ngroups) break; /* block-uniform */
-                            /* Lanes of absent tokens (row g ≥ pc) read whatever their row holds (an
+                    for (int nt = 0; nt < NTP; nt++) {
+                        if (nt > 0 && nt >= ngroups) break; /* block-uniform */
+                        /* Lanes of absent tokens (row g ≥ pc) read whatever their row holds (an
                          * earlier pass's token, or nothing yet): it reaches only their own column
                          * of the product (C[i][g] = Σ_k A[i][k]·B[k][g]), which the epilogue never
                          * stores. Zeroing it instead cost two register moves per load on the busy
                          * ALU pipe (120b decode +1–2 % at batch 1–8 without them, H200). */
-                            const uint4 xv =
-                                lds128(xaddr + (uint32_t)(nt * 16 * lds + ks * 128 + h * 64));
-                            mma_chunk(acc[nt], ag, a8, xv);
-                        }
+                        const uint4 xv =
+                            lds128(xaddr + (uint32_t)(nt * 16 * lds + ks * 128 + h * 64));
+                        mma_chunk(acc[nt], ag, a8, xv);
                     }
-                };
-                /* Full batches without a per-step bound check, then the tail batch (its loads were
-             * issued by the last full batch, or before staging when nk < U). */
-                int kb = 0;
-                for (; kb + C::U <= nk; kb += C::U) {
-                    uint4 qn[C::U];
-                    uint32_t sn[C::U];
-                    load_batch_item<PRE, NTP, C::U>(it, kb + C::U, nk, qn, sn);
-#pragma unroll
-                    for (int u = 0; u < C::U; u++) k_step(it.qv[u], it.sv[u], kb + u);
-#pragma unroll
-                    for (int u = 0; u < C::U; u++) it.qv[u] = qn[u], it.sv[u] = sn[u];
                 }
+            };
+            /* Full batches without a per-step bound check, then the tail batch (its loads were
+             * issued by the last full batch, or before staging when nk < U). */
+            int kb = 0;
+            for (; kb + C::U <= nk; kb += C::U) {
+                uint4 qn[C::U];
+                uint32_t sn[C::U];
+                load_batch_item<PRE, NTP, C::U>(it, kb + C::U, nk, qn, sn);
 #pragma unroll
-                for (int u = 0; u < C::U; u++)
-                    if (kb + u < nk) k_step(it.qv[u], it.sv[u], kb + u);
+                for (int u = 0; u < C::U; u++) k_step(it.qv[u], it.sv[u], kb + u);
 #pragma unroll
-                for (int nt = 0; nt < NTP; nt++)
-                    if (nt < ngroups)
-                        tile_epilogue<MODE>(a, it.e, off, it.rt, p0 + nt * 8, p0 + pc, it.s,
-                                            acc[nt]);
+                for (int u = 0; u < C::U; u++) it.qv[u] = qn[u], it.sv[u] = sn[u];
             }
+#pragma unroll
+            for (int u = 0; u < C::U; u++)
+                if (kb + u < nk) k_step(it.qv[u], it.sv[u], kb + u);
+#pragma unroll
+            for (int nt = 0; nt < NTP; nt++)
+                if (nt < ngroups)
+                    tile_epilogue<MODE>(a, it.e, off, it.rt, p0 + nt * 8, p0 + pc, it.s, acc[nt]);
         }
         __syncthreads(); /* the next pass overwrites xs */
     }
