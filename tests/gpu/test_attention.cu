@@ -13,11 +13,11 @@
  * head) must have ||out - ref|| / ||ref|| <= 1e-2 over the rows checked (all rows of short sequences,
  * 48 random rows of long prefills).
  * --bench times decode (batch 1/8/64/256, context 1k/8k, full and sliding) and prefill (1k, 8k, and a
- * 2k chunk at 8k) and prints markdown rows, for both cache dtypes (and both bf16 prefill kernels:
+ * 2k chunk at 8k) and prints markdown rows, for both cache dtypes (and both prefill kernels:
  * prefill runs on the mma.sync kernel and again on the wgmma one, GPTOSS_ATTN_WGMMA);
  * --bench-prefill only the prefill rows of both kernels, bf16 then FP8; --bench-prefill8k only bf16
- * 8k, for ncu. --bench-kv only times decode at
- * 8k context, bf16 against FP8, and prints the speed-up (the issue's target: >= 1.8x at batch 64).
+ * 8k, for ncu. --bench-kv only times decode at 8k context, bf16 against FP8, and prints the speed-up
+ * (the issue's target: >= 1.8x at batch 64).
  * --seed N reproduces a run.
  *
  * FP8 cache (attn_dims.kv_fp8): every test above runs again with K and V stored as e4m3 codes of

@@ -799,6 +799,14 @@ static void bench(cudaStream_t st, int sm, const char *only_t) {
         for (auto &p : plans) maxS = std::max(maxS, p.large ? 1 : p.down_splits);
         uint16_t *d_act = tu_dev_alloc<uint16_t>(P * I);
         float *d_y = tu_dev_alloc<float>(P * maxS * H);
+        /* One experts row: the touched experts' weights, x, act written and read, the slots. */
+        auto experts_row = [&](const char *row_name, double row_us, const moe_plan &p) {
+            const int S = p.large ? 1 : p.down_splits;
+            const double bytes = n_touched * expert_bytes + (double)T * H * 2 + 2.0 * P * I * 2 +
+                                 (double)P * S * H * 4;
+            const double flops = 2.0 * P * ((double)2 * I * H + (double)H * I);
+            tu_bench_row(row_name, row_us, bytes, T >= 64 ? flops : 0);
+        };
         const size_t rounds = plans.size() + ((autop.large || plans.size() > 1) ? 8 : 0);
         for (size_t pi = 0; pi < rounds; pi++) {
             /* the last eight rounds: the large plan again on the warpgroup MMA, moe_wgmma.cu
@@ -815,7 +823,6 @@ static void bench(cudaStream_t st, int sm, const char *only_t) {
             if (wg) p.bn = (extra & 1) || rs ? 64 : 128;
             moe_wgmma_ws_set_narrow(wide ? 0 : -1);
             moe_wgmma_tma_set_rs(rs ? 1 : extra >= 0 ? 0 : -1);
-            const int S = p.large ? 1 : p.down_splits;
             const int reps = T >= 1024 ? 10 : 50;
             moe_set_wgmma(wg);
             us = tu_time_us(st, 2, reps, [&](int i) {
@@ -844,10 +851,7 @@ static void bench(cudaStream_t st, int sm, const char *only_t) {
                          p.bn, is_auto ? " (auto)" : "");
             snprintf(name, sizeof name, "moe experts 120b T=%d %s%s touched=%d host %.1f us", T,
                      plan_name(&p, pn, sizeof pn), wn, n_touched, host);
-            const double bytes = n_touched * expert_bytes + (double)T * H * 2 + 2.0 * P * I * 2 +
-                                 (double)P * S * H * 4;
-            const double flops = 2.0 * P * ((double)2 * I * H + (double)H * I);
-            tu_bench_row(name, us, bytes, T >= 64 ? flops : 0);
+            experts_row(name, us, p);
         }
         /* the small path with its tokens staged a thread per 16 bytes (the form before session 15) */
         if (!autop.large) {
@@ -859,11 +863,7 @@ static void bench(cudaStream_t st, int sm, const char *only_t) {
             char pn[64];
             snprintf(name, sizeof name, "moe experts 120b T=%d %s stage-16B touched=%d", T,
                      plan_name(&autop, pn, sizeof pn), n_touched);
-            const int S = autop.down_splits;
-            const double bytes = n_touched * expert_bytes + (double)T * H * 2 + 2.0 * P * I * 2 +
-                                 (double)P * S * H * 4;
-            tu_bench_row(name, us, bytes,
-                         T >= 64 ? 2.0 * P * ((double)2 * I * H + (double)H * I) : 0);
+            experts_row(name, us, autop);
         }
         /* The combine: h += Σ slots, then RMSNorm (norm.h), at the automatic plan's slot count. */
         {
