@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Session 15's first call, ~6 min: (1) the FP8 cache's prefill on the wgmma kernel (prepared in
-# session 14 behind GPTOSS_ATTN_WGMMA=2): gpu_test_attention (its FP8 prefill cases run that form)
-# and the kernels alone; (2) where the 120b step's GPU time goes now, per kernel name: prefill 1k
+# session 14, the default since session 15): gpu_test_attention (its FP8 prefill cases run it) and
+# the kernels alone (both kernels, both cache dtypes); (2) where the 120b step's GPU time goes now, per kernel name: prefill 1k
 # (CUPTI over the whole run, kernel_share.py) and the graph-replayed decode steps at batch 64, 256
 # and 1024 (bubble.py's by-name table). Needs .devcarry (scripts/device/prepare.sh). Prints
 # $OUT/summary.md.
@@ -13,7 +13,6 @@ test_table
 run_logged test_attention 200 $bin/gpu_test_attention
 echo -e "\n## the kernels alone, bf16 and FP8 $(t)" | tee -a "$sum"
 timeout 120 $bin/gpu_test_attention --bench-prefill 2>&1 | grep -E "^\|" | tee -a "$sum"
-GPTOSS_ATTN_WGMMA=2 timeout 120 $bin/gpu_test_attention --bench-prefill 2>&1 | grep -E "^\|" | grep -i fp8 | sed 's/^/WGMMA=2 /' | tee -a "$sum"
 echo -e "\n## prefill 1k, GPU time by kernel $(t)" | tee -a "$sum"
 CUDA_INJECTION64_PATH=$lib GPTOSS_TRACE_OUT="$out/logs/trace-p1k.csv" timeout 150 \
   $bin/gptoss bench latency --model synthetic:120b --batches "" --prefill 1024 >"$out/logs/trace-p1k.log" 2>&1 ||
