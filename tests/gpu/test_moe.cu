@@ -591,21 +591,6 @@ static void test_E(int E, cudaStream_t st, int sm) {
             moe_small_set_stage_rows(-1);
             CHECK(ys.size() == y1.size() && !memcmp(ys.data(), y1.data(), y1.size() * 4),
                   "E=%d T=%d: the two stagings give the small path different bits", E, T);
-            /* Every k-loop form (moe_small.cuh's KL_*) multiplies the same steps in the same
-             * order: the same bits, on every plan (their tails differ with each plan's K split). */
-            for (int kl = 1; kl < 5; kl++)
-                for (size_t i = 0; i < plans.size(); i++) {
-                    if (plans[i].large) continue;
-                    std::vector<float> yb, yk;
-                    moe_small_set_kloop(0);
-                    run_experts_case(&w, &r, &plans[i], d_x, d_act, d_y, T, E, toks, ref, st, &yb);
-                    moe_small_set_kloop(kl);
-                    run_experts_case(&w, &r, &plans[i], d_x, d_act, d_y, T, E, toks, ref, st, &yk);
-                    moe_small_set_kloop(-1);
-                    CHECK(yk.size() == yb.size() && !memcmp(yk.data(), yb.data(), yb.size() * 4),
-                          "E=%d T=%d plan %zu: k-loop form %d gives different bits than form 0", E,
-                          T, i, kl);
-                }
         }
         /* The large path on the warpgroup MMA (moe_wgmma.cu) at both token tiles (moe_plan.bn,
          * whichever moe_plan_for picked): the same reference bound, and two runs give the same
@@ -867,20 +852,6 @@ static void bench(cudaStream_t st, int sm, const char *only_t) {
             snprintf(name, sizeof name, "moe experts 120b T=%d %s%s touched=%d host %.1f us", T,
                      plan_name(&p, pn, sizeof pn), wn, n_touched, host);
             experts_row(name, us, p);
-        }
-        /* the small path's other k-loop forms (moe_small.cuh's KL_*) */
-        for (int kl = 1; kl < 5 && !autop.large; kl++) {
-            moe_small_set_kloop(kl);
-            us = tu_time_us(st, 2, 50, [&](int i) {
-                CUDA_CHECK(moe_experts(&W[i % COPIES], d_x, &r, &autop, d_act, d_y, st));
-            });
-            moe_small_set_kloop(-1);
-            static const char *const kl_names[] = {"batch", "pingpong", "ring8", "ring12",
-                                                   "ring8-pred"};
-            char pn[64];
-            snprintf(name, sizeof name, "moe experts 120b T=%d %s kloop-%s touched=%d", T,
-                     plan_name(&autop, pn, sizeof pn), kl_names[kl], n_touched);
-            experts_row(name, us, autop);
         }
         /* the small path with its tokens staged a thread per 16 bytes (the form before session 15) */
         if (!autop.large) {

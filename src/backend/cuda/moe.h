@@ -158,12 +158,6 @@ void moe_wgmma_tma_set_rs(int on);
  * bytes, negative: as GPTOSS_MOE_STAGE_ROWS says (moe_experts.cu). The same bits either way. */
 void moe_small_set_stage_rows(int on);
 int moe_small_stage_rows(void);
-/* The small path's k loop (moe_small.cuh's KL_* forms): 0 two register batches copied over each
- * other, 1 the batches taking turns, 2 / 3 a ring of 8 / 12 steps, 4 the ring of 8 with form 0's
- * predicated second token group. Negative: as GPTOSS_MOE_KLOOP says (default 0). The same bits in
- * every form. */
-void moe_small_set_kloop(int form);
-int moe_small_kloop(void);
 /* The two halves, for benchmarks and tests. */
 cudaError_t moe_gate_up(const moe_weights *w, const uint16_t *x, const moe_routing *r,
                         const moe_plan *plan, uint16_t *act, cudaStream_t stream);

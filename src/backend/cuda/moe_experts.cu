@@ -36,14 +36,14 @@
 /* ---------------------------------------------------------------------------------------------- */
 /* Small batch: one block per (touched expert, row block of WARPS tiles, K split): moe_small.cuh    */
 
-template <int NTP, int MODE, bool FOLDED, int KL>
+template <int NTP, int MODE, bool FOLDED>
 __global__ void __launch_bounds__(small_cfg<NTP>::THREADS, small_cfg<NTP>::MIN_BLOCKS)
     moe_small_kernel(const moe_args a) {
     pdl_prologue(); /* first: see pdl.cuh */
     extern __shared__ uint4 smem_raw[];
-    small_item<NTP, kloop_depth<NTP, KL>::D> it;
-    if (!small_begin<NTP, KL>(a, blockIdx.x, it)) return; /* an item past the touched experts */
-    small_run<NTP, MODE, FOLDED, false, false, KL>(a, it, (uint16_t *)smem_raw);
+    small_item<NTP> it;
+    if (!small_begin<NTP>(a, blockIdx.x, it)) return; /* a work item past the touched experts */
+    small_run<NTP, MODE, FOLDED, false>(a, it, (uint16_t *)smem_raw);
 }
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -254,25 +254,11 @@ int moe_small_stage_rows(void) {
     return env_switch(&g_stage_rows, "GPTOSS_MOE_STAGE_ROWS", 1, 0, 1);
 }
 
-/* GPTOSS_MOE_KLOOP (read once; moe_small_set_kloop for tests): the small path's k loop, one of
- * moe_small.cuh's forms: 0 KL_BATCH (the default), 1 KL_PINGPONG, 2 KL_RING8, 3 KL_RING12, 4
- * KL_RING8_PRED. Every
- * form multiplies the same steps in the same order: the same bits (test_moe asserts it). */
-static int g_kloop = -1;
-
-void moe_small_set_kloop(int form) {
-    env_switch_set(&g_kloop, form, 0, KL_FORMS - 1);
-}
-
-int moe_small_kloop(void) {
-    return env_switch(&g_kloop, "GPTOSS_MOE_KLOOP", KL_BATCH, 0, KL_FORMS - 1);
-}
-
 typedef void (*small_fn)(moe_args);
-template <int KL> static small_fn small_kernel_kl(int ntp, int mode, int folded) {
+static small_fn small_kernel_for(int ntp, int mode, int folded) {
 #define SMALL_CASE(n, m)                                                                           \
     if (ntp == n && mode == m)                                                                     \
-    return folded ? moe_small_kernel<n, m, true, KL> : moe_small_kernel<n, m, false, KL>
+    return folded ? moe_small_kernel<n, m, true> : moe_small_kernel<n, m, false>
     SMALL_CASE(1, MODE_GATE_UP);
     SMALL_CASE(1, MODE_DOWN);
     SMALL_CASE(2, MODE_GATE_UP);
@@ -281,30 +267,14 @@ template <int KL> static small_fn small_kernel_kl(int ntp, int mode, int folded)
     return NULL;
 }
 
-static small_fn small_kernel_for(int ntp, int mode, int folded, int kl) {
-    switch (kl) {
-    case KL_PINGPONG:
-        return small_kernel_kl<KL_PINGPONG>(ntp, mode, folded);
-    case KL_RING8:
-        return small_kernel_kl<KL_RING8>(ntp, mode, folded);
-    case KL_RING12:
-        return small_kernel_kl<KL_RING12>(ntp, mode, folded);
-    case KL_RING8_PRED:
-        return small_kernel_kl<KL_RING8_PRED>(ntp, mode, folded);
-    default:
-        return small_kernel_kl<KL_BATCH>(ntp, mode, folded);
-    }
-}
-
 static cudaError_t set_attrs(void) {
     if (per_device_done(&g_attrs_set)) return cudaSuccess;
     for (int ntp = 1; ntp <= 2; ntp++)
         for (int mode = 0; mode < 2; mode++)
             for (int folded = 0; folded < 2; folded++)
-                for (int kl = 0; kl < KL_FORMS; kl++)
-                    CUDA_TRY(cudaFuncSetAttribute(
-                        (const void *)small_kernel_for(ntp, mode, folded, kl),
-                        cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024));
+                CUDA_TRY(cudaFuncSetAttribute((const void *)small_kernel_for(ntp, mode, folded),
+                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              227 * 1024));
     CUDA_TRY(cudaFuncSetAttribute((const void *)moe_large_kernel<MODE_GATE_UP>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, LG_SMEM));
     CUDA_TRY(cudaFuncSetAttribute((const void *)moe_large_kernel<MODE_DOWN>,
@@ -363,8 +333,8 @@ static cudaError_t launch(const moe_args &a0, int mode, int folded, const moe_pl
     const long blocks = (long)max_touched * a.n_rb * a.S;
     if (blocks < 1) return cudaSuccess;
     const int threads = ntp == 1 ? small_cfg<1>::THREADS : small_cfg<2>::THREADS;
-    CUDA_TRY(pdl_launch(small_kernel_for(ntp, mode, folded, moe_small_kloop()),
-                        dim3((unsigned)blocks), dim3(threads), smem, stream, a));
+    CUDA_TRY(pdl_launch(small_kernel_for(ntp, mode, folded), dim3((unsigned)blocks), dim3(threads),
+                        smem, stream, a));
     return cudaGetLastError();
 }
 

@@ -13,8 +13,6 @@
 #include "backend/cuda/moe_dequant.cuh"
 #include "backend/cuda/moe_kernel_common.cuh"
 
-#include <type_traits>
-
 /* The two MMAs of one 32-wide k chunk for one 16-row tile: rows g (ag) and g+8 (a8), B = 16 bytes of
  * token g's activations at k 8t…8t+7. */
 static __device__ __forceinline__ void mma_chunk(float acc[4], const uint32_t ag[4],
@@ -23,18 +21,16 @@ static __device__ __forceinline__ void mma_chunk(float acc[4], const uint32_t ag
     mma_bf16_16816(acc, ag[2], a8[2], ag[3], a8[3], xv.z, xv.w);
 }
 
-/* Codes and scale words of k steps kb … kb+U−1 of one warp's tile. CHECK: steps past nk are not
- * loaded; ZERO: they read as zeros (the batch loop's form; the others never read them, and the
- * zeros cost a register move each: CS2R). */
-template <int U, bool CHECK = true, bool ZERO = true>
+/* Codes and scale words of k steps kb … kb+U−1 of one warp's tile (zeros past nk). */
+template <int U>
 static __device__ __forceinline__ void load_batch(const uint4 *qp, const uint32_t *sp, int kb,
                                                   int nk, uint4 qv[U], uint32_t sv[U]) {
 #pragma unroll
     for (int u = 0; u < U; u++) {
-        if (!CHECK || kb + u < nk) {
+        if (kb + u < nk) {
             qv[u] = ldg_stream16(qp + (size_t)(kb + u) * 32);
             sv[u] = __ldg(sp + (size_t)(kb + u) * 8);
-        } else if (ZERO) {
+        } else {
             qv[u] = make_uint4(0, 0, 0, 0);
             sv[u] = 0;
         }
@@ -52,32 +48,6 @@ template <int NTP> struct small_cfg {
     static constexpr int MIN_BLOCKS = NTP == 1 ? 4 : 2; /* resident blocks an SM */
 };
 
-/* The k loop's form (GPTOSS_MOE_KLOOP, moe_experts.cu; the fused kernel keeps KL_BATCH).
- *  KL_BATCH     two register batches of U steps: batch kb + U is loaded into a second set while
- *               batch kb is multiplied, then copied over the first (SASS at 13c7: 29 register moves
- *               and 14 zeroings a batch of 6 steps, ~9 % of the loop's ~513 instructions at NTP 1);
- *  KL_PINGPONG  the same loads and order, the loop unrolled over two batches so that the sets take
- *               turns: no copies, no zeros (the loop body is twice as long);
- *  KL_RING8/12  one set of D steps as a ring: step s is multiplied, then its registers load step
- *               s + D, so D − 1 … D steps stay in flight without ever draining to a batch edge.
- * KL_BATCH predicates the second 8-token group's loads and MMAs on the pass's token count (issued,
- * and their address rebuilt, even when off: ~8 of ~95 instructions a step at NTP 2); the newer
- * forms run a loop compiled for the pass's group count instead, except KL_RING8_PRED (ring8 with
- * the predicates, to measure the two changes apart). */
-enum {
-    KL_BATCH = 0,
-    KL_PINGPONG = 1,
-    KL_RING8 = 2,
-    KL_RING12 = 3,
-    KL_RING8_PRED = 4,
-    KL_FORMS = 5
-};
-template <int NTP, int KL> struct kloop_depth {
-    static constexpr int D = KL == KL_RING8 || KL == KL_RING8_PRED ? 8
-                             : KL == KL_RING12                     ? 12
-                                                                   : small_cfg<NTP>::U;
-};
-
 /* Shared memory one item stages: CAP token rows of nk_max·64 values, row stride ≡ 64 B mod 128. */
 template <int NTP> static __host__ __device__ inline size_t small_smem_bytes(int nk_max) {
     return (size_t)small_cfg<NTP>::CAP * (nk_max * 64 + 32) * 2;
@@ -86,13 +56,13 @@ template <int NTP> static __host__ __device__ inline size_t small_smem_bytes(int
 /* One warp's view of an item, and its first batch of weight loads (in flight from small_begin). With
  * small_prefetch, k steps [pre_lo, pre_lo + pre_n) of it wait in shared memory instead (pre: this
  * lane's copies, at pre_base). */
-template <int NTP, int D = small_cfg<NTP>::U> struct small_item {
+template <int NTP> struct small_item {
     int e, cnt, off, kk0, nk, rt, s;
     bool active;
     const uint4 *qp;
     const uint32_t *sp;
-    uint4 qv[D];
-    uint32_t sv[D];
+    uint4 qv[small_cfg<NTP>::U];
+    uint32_t sv[small_cfg<NTP>::U];
     uint32_t pre_base;
     int pre_lo, pre_n;
 };
@@ -152,9 +122,8 @@ static __device__ __forceinline__ void load_batch_item(const small_item<NTP> &it
 /* Decodes item b and issues its first batch of codes: it depends only on the item (model memory), so
  * its loads fly while the tokens are staged — or, in the fused kernel, while the grid waits for the
  * tokens to exist. False (for the whole block) when b is past the touched experts. */
-template <int NTP, int KL = KL_BATCH>
-static __device__ __forceinline__ bool small_begin(const moe_args &a, int b,
-                                                   small_item<NTP, kloop_depth<NTP, KL>::D> &it) {
+template <int NTP>
+static __device__ __forceinline__ bool small_begin(const moe_args &a, int b, small_item<NTP> &it) {
     typedef small_cfg<NTP> C;
     it.s = b % a.S;
     b /= a.S;
@@ -170,8 +139,7 @@ static __device__ __forceinline__ bool small_begin(const moe_args &a, int b,
     it.qp = a.wq + tile_kk * 32 + lane;
     it.sp = a.wsc + tile_kk * 8 + g;
     it.pre_base = 0, it.pre_lo = 0, it.pre_n = 0;
-    load_batch<kloop_depth<NTP, KL>::D, true, KL == KL_BATCH>(it.qp, it.sp, 0,
-                                                              it.active ? it.nk : 0, it.qv, it.sv);
+    load_batch<C::U>(it.qp, it.sp, 0, it.active ? it.nk : 0, it.qv, it.sv);
     return true;
 }
 
@@ -180,19 +148,16 @@ static __device__ __forceinline__ bool small_begin(const moe_args &a, int b,
  * block calls it (it holds block barriers). COHERENT: the tokens were written by other blocks of the
  * same kernel (the fused kernel's down projection reads gate_up's activations), so they are read
  * through L2 (ld.global.cg), never from a stale L1 line. */
-template <int NTP, int MODE, bool FOLDED, bool COHERENT, bool PRE = false, int KL = KL_BATCH>
-static __device__ __forceinline__ void
-small_run(const moe_args &a, small_item<NTP, kloop_depth<NTP, KL>::D> &it, uint16_t *xs) {
+template <int NTP, int MODE, bool FOLDED, bool COHERENT, bool PRE = false>
+static __device__ __forceinline__ void small_run(const moe_args &a, small_item<NTP> &it,
+                                                 uint16_t *xs) {
     typedef small_cfg<NTP> C;
-    static_assert(!PRE || KL == KL_BATCH, "the prefetched form runs the batch loop");
-    constexpr int D = kloop_depth<NTP, KL>::D;
     const int nk = it.nk, kk0 = it.kk0, cnt = it.cnt, off = it.off;
     const int lds =
         nk * 64 + 32; /* row stride ≡ 64 bytes mod 128: rows g, g+1 on different banks */
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     /* This lane's token fragment (token g, k 8t …) in shared memory, as a 32-bit shared address. */
     const uint32_t xaddr = smem_u32(xs + g * lds + 8 * t);
-    const uint32_t xaddr8 = xaddr + (uint32_t)(16 * lds); /* token g + 8 */
 
     for (int p0 = 0; p0 < cnt; p0 += C::CAP) {
         const int pc = min(C::CAP, cnt - p0);
@@ -246,111 +211,46 @@ small_run(const moe_args &a, small_item<NTP, kloop_depth<NTP, KL>::D> &it, uint1
              * instead of draining to zero once per batch (a K range of 45 steps was ~6 full memory
              * round trips in a row). */
             if (PRE && p0 == 0) cp_async_wait<0>(); /* this lane's own copies (small_prefetch) */
-            if (p0 > 0) {                           /* another pass: from L2 */
-                if constexpr (KL == KL_BATCH) {
-                    load_batch_item<PRE, NTP, C::U>(it, 0, nk, it.qv, it.sv);
-                } else {
-                    load_batch<D, true, false>(it.qp, it.sp, 0, nk, it.qv, it.sv);
-                }
-            }
+            if (p0 > 0)                             /* another pass: from L2 */
+                load_batch_item<PRE, NTP, C::U>(it, 0, nk, it.qv, it.sv);
             /* One k step: dequantise its 4 words and multiply them with the staged tokens. The
              * token fragments are read through a 32-bit shared address computed once (with a
              * generic pointer the compiler rebuilt the address every step, ~6 instructions of ~87). */
-            /* NG: the 8-token groups multiplied, fixed (1 or 2) or 0 for ngroups' (a predicate per
-             * MMA and load of group 2, issued even when off). */
-            auto k_step = [&](const uint4 q, const uint32_t sc, int ks, auto ng) {
-                constexpr int NG = decltype(ng)::value;
+            auto k_step = [&](const uint4 q, const uint32_t sc, int ks) {
 #pragma unroll
                 for (int h = 0; h < 2; h++) { /* the two 32-wide chunks of this k step */
                     uint32_t ag[4], a8[4];
                     dequant_word_t<FOLDED>(h ? q.z : q.x, sc, 2 * h, ag);
                     dequant_word_t<FOLDED>(h ? q.w : q.y, sc, 2 * h + 1, a8);
 #pragma unroll
-                    for (int nt = 0; nt < (NG ? NG : NTP); nt++) {
-                        if (NG == 0 && nt > 0 && nt >= ngroups) break; /* block-uniform */
+                    for (int nt = 0; nt < NTP; nt++) {
+                        if (nt > 0 && nt >= ngroups) break; /* block-uniform */
                         /* Lanes of absent tokens (row g ≥ pc) read whatever their row holds (an
                          * earlier pass's token, or nothing yet): it reaches only their own column
                          * of the product (C[i][g] = Σ_k A[i][k]·B[k][g]), which the epilogue never
                          * stores. Zeroing it instead cost two register moves per load on the busy
                          * ALU pipe (120b decode +1–2 % at batch 1–8 without them, H200). */
                         const uint4 xv =
-                            lds128((nt ? xaddr8 : xaddr) + (uint32_t)(ks * 128 + h * 64));
+                            lds128(xaddr + (uint32_t)(nt * 16 * lds + ks * 128 + h * 64));
                         mma_chunk(acc[nt], ag, a8, xv);
                     }
                 }
             };
-            auto k_loop = [&](auto ng) {
-                if constexpr (KL == KL_BATCH) {
-                    /* Full batches without a per-step bound check, then the tail batch (its loads
-                     * were issued by the last full batch, or before staging when nk < U). */
-                    int kb = 0;
-                    for (; kb + C::U <= nk; kb += C::U) {
-                        uint4 qn[C::U];
-                        uint32_t sn[C::U];
-                        load_batch_item<PRE, NTP, C::U>(it, kb + C::U, nk, qn, sn);
+            /* Full batches without a per-step bound check, then the tail batch (its loads were
+             * issued by the last full batch, or before staging when nk < U). */
+            int kb = 0;
+            for (; kb + C::U <= nk; kb += C::U) {
+                uint4 qn[C::U];
+                uint32_t sn[C::U];
+                load_batch_item<PRE, NTP, C::U>(it, kb + C::U, nk, qn, sn);
 #pragma unroll
-                        for (int u = 0; u < C::U; u++) k_step(it.qv[u], it.sv[u], kb + u, ng);
+                for (int u = 0; u < C::U; u++) k_step(it.qv[u], it.sv[u], kb + u);
 #pragma unroll
-                        for (int u = 0; u < C::U; u++) it.qv[u] = qn[u], it.sv[u] = sn[u];
-                    }
-#pragma unroll
-                    for (int u = 0; u < C::U; u++)
-                        if (kb + u < nk) k_step(it.qv[u], it.sv[u], kb + u, ng);
-                } else if constexpr (KL == KL_PINGPONG) {
-                    /* Batches kb (in it.qv) and kb + U (in qb) take turns: while one is multiplied
-                     * the other's loads fly, as in KL_BATCH, but no set is ever copied. */
-                    uint4 qb[D];
-                    uint32_t sb[D];
-                    int kb = 0;
-                    for (; kb + 2 * D <= nk; kb += 2 * D) {
-                        load_batch<D, false, false>(it.qp, it.sp, kb + D, nk, qb, sb);
-#pragma unroll
-                        for (int u = 0; u < D; u++) k_step(it.qv[u], it.sv[u], kb + u, ng);
-                        load_batch<D, true, false>(it.qp, it.sp, kb + 2 * D, nk, it.qv, it.sv);
-#pragma unroll
-                        for (int u = 0; u < D; u++) k_step(qb[u], sb[u], kb + D + u, ng);
-                    }
-                    if (kb + D <= nk) { /* one full batch left, and a partial one */
-                        load_batch<D, true, false>(it.qp, it.sp, kb + D, nk, qb, sb);
-#pragma unroll
-                        for (int u = 0; u < D; u++) k_step(it.qv[u], it.sv[u], kb + u, ng);
-#pragma unroll
-                        for (int u = 0; u < D; u++)
-                            if (kb + D + u < nk) k_step(qb[u], sb[u], kb + D + u, ng);
-                    } else {
-#pragma unroll
-                        for (int u = 0; u < D; u++)
-                            if (kb + u < nk) k_step(it.qv[u], it.sv[u], kb + u, ng);
-                    }
-                } else {
-                    /* A ring of D steps: slot u holds step kb + u; once multiplied it loads step
-                     * kb + D + u, so the warp keeps D − 1 … D steps in flight at every step. */
-                    int kb = 0;
-                    for (; kb + D <= nk; kb += D) {
-#pragma unroll
-                        for (int u = 0; u < D; u++) {
-                            k_step(it.qv[u], it.sv[u], kb + u, ng);
-                            if (kb + D + u < nk) {
-                                it.qv[u] = ldg_stream16(it.qp + (size_t)(kb + D + u) * 32);
-                                it.sv[u] = __ldg(it.sp + (size_t)(kb + D + u) * 8);
-                            }
-                        }
-                    }
-#pragma unroll
-                    for (int u = 0; u < D; u++)
-                        if (kb + u < nk) k_step(it.qv[u], it.sv[u], kb + u, ng);
-                }
-            };
-            /* The forms after KL_BATCH run a loop for the pass's group count (the same bits). */
-            if constexpr (KL == KL_BATCH || KL == KL_RING8_PRED || NTP == 1) {
-                k_loop(std::integral_constant < int,
-                       KL == KL_BATCH || KL == KL_RING8_PRED ? 0 : 1 > ());
-            } else {
-                if (ngroups == 2)
-                    k_loop(std::integral_constant<int, 2>());
-                else
-                    k_loop(std::integral_constant<int, 1>());
+                for (int u = 0; u < C::U; u++) it.qv[u] = qn[u], it.sv[u] = sn[u];
             }
+#pragma unroll
+            for (int u = 0; u < C::U; u++)
+                if (kb + u < nk) k_step(it.qv[u], it.sv[u], kb + u);
 #pragma unroll
             for (int nt = 0; nt < NTP; nt++)
                 if (nt < ngroups)
