@@ -593,7 +593,7 @@ static void test_E(int E, cudaStream_t st, int sm) {
                   "E=%d T=%d: the two stagings give the small path different bits", E, T);
             /* The persistent form (moe_small_set_persist) runs the same items with the same code:
              * the same bits, on every small plan (each against the reference too). */
-            for (int form = 1; form <= 3; form++)
+            for (int form = 1; form <= 4; form++)
                 for (size_t i = 0; i < plans.size(); i++) {
                     if (plans[i].large) continue;
                     std::vector<float> yb, yp;
@@ -869,7 +869,7 @@ static void bench(cudaStream_t st, int sm, const char *only_t) {
             experts_row(name, us, p);
         }
         /* the small path's persistent form (moe_small_set_persist) */
-        for (int form = 1; form <= 3 && !autop.large; form++) {
+        for (int form = 1; form <= 4 && !autop.large; form++) {
             moe_small_set_persist(form);
             us = tu_time_us(st, 2, 50, [&](int i) {
                 CUDA_CHECK(moe_experts(&W[i % COPIES], d_x, &r, &autop, d_act, d_y, st));

@@ -159,8 +159,9 @@ void moe_wgmma_tma_set_rs(int on);
 void moe_small_set_stage_rows(int on);
 int moe_small_stage_rows(void);
 /* The small path's persistent form (moe_experts.cu): 0 a block per item; 1 resident blocks looping
- * over the items, each requesting its next item's first 12 k steps into L2; 2 the same without the
- * requests; 3 with 24 steps. Negative: as GPTOSS_MOE_PERSIST says (default 0). The same bits. */
+ * over the items dealt statically, each requesting its next item's first 12 k steps into L2; 2 the
+ * same without the requests; 3 / 4 the items taken from a counter, with / without the requests.
+ * Negative: as GPTOSS_MOE_PERSIST says (default 0). The same bits. */
 void moe_small_set_persist(int form);
 int moe_small_persist(void);
 /* The two halves, for benchmarks and tests. */

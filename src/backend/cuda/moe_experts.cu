@@ -59,16 +59,29 @@ __global__ void __launch_bounds__(small_cfg<NTP>::THREADS, small_cfg<NTP>::MIN_B
     moe_small_persist_kernel(const moe_args a) {
     pdl_prologue(); /* first: see pdl.cuh */
     extern __shared__ uint4 smem_raw[];
+    __shared__ int s_next;
     small_item<NTP> it;
     int b = blockIdx.x;
-    if (!small_begin<NTP>(a, b, it)) return;
-    for (;;) {
+    bool more = small_begin<NTP>(a, b, it);
+    while (more) {
+        /* dynamic (a.work): the next item from a counter, so that faster SMs take more items, as
+         * the hardware's block scheduler lets them; static: b + G */
+        if (a.work) {
+            if (threadIdx.x == 0) s_next = (int)gridDim.x + atomicAdd(a.work, 1);
+            __syncthreads();
+        }
+        const int nb = a.work ? s_next : b + (int)gridDim.x;
         small_next nx;
-        small_run<NTP, MODE, FOLDED, false, false, true>(a, it, (uint16_t *)smem_raw,
-                                                         b + (int)gridDim.x, &nx);
-        if (nx.e < 0) return;
+        small_run<NTP, MODE, FOLDED, false, false, true>(a, it, (uint16_t *)smem_raw, nb, &nx);
+        if (nx.e < 0) break;
         b = nx.b;
         small_begin_at<NTP>(a, b, nx.e, nx.cnt, nx.off, it);
+    }
+    /* The last block out resets the counters for the next launch (graph replays included): every
+     * block's last take precedes its arrival here. */
+    if (a.work && threadIdx.x == 0) {
+        __threadfence();
+        if (atomicAdd(a.work + 1, 1) == (int)gridDim.x - 1) a.work[0] = 0, a.work[1] = 0;
     }
 }
 
@@ -281,16 +294,17 @@ int moe_small_stage_rows(void) {
 }
 
 /* GPTOSS_MOE_PERSIST (read once; moe_small_set_persist for tests): 0, the default, a block per
- * item; 1 the persistent form requesting 12 k steps of the next item into L2; 2 persistent without
- * the L2 requests; 3 persistent with 24 steps requested. */
+ * item; the persistent form with items dealt statically (b, b + G, …) requesting 12 k steps of the
+ * next item into L2 (1) or not (2); with items taken from a counter, requesting (3) or not (4). */
+static int *g_work[8]; /* per device: the dynamic form's two counters (items taken, blocks done) */
 static int g_persist = -1;
 
 void moe_small_set_persist(int form) {
-    env_switch_set(&g_persist, form, 0, 3);
+    env_switch_set(&g_persist, form, 0, 4);
 }
 
 int moe_small_persist(void) {
-    return env_switch(&g_persist, "GPTOSS_MOE_PERSIST", 0, 0, 3);
+    return env_switch(&g_persist, "GPTOSS_MOE_PERSIST", 0, 0, 4);
 }
 
 typedef void (*small_fn)(moe_args);
@@ -379,10 +393,18 @@ static cudaError_t launch(const moe_args &a0, int mode, int folded, const moe_pl
     const small_fn f = small_kernel_for(ntp, mode, folded, persist > 0);
     if (persist) {
         /* as many blocks as are resident at once (the items beyond go round again) */
-        static const int pf_of[4] = {0, 12, 0, 24};
+        static const int pf_of[5] = {0, 12, 0, 12, 0};
         a.pf_steps = pf_of[persist];
         int dev = 0, sms = 0, per = 0;
         CUDA_TRY(cudaGetDevice(&dev));
+        if (dev < 0 || dev >= 8) return cudaErrorInvalidDevice;
+        if (persist >= 3) {
+            if (!g_work[dev]) { /* first use: eager (the warm-up steps precede any capture) */
+                CUDA_TRY(cudaMalloc((void **)&g_work[dev], 2 * sizeof(int)));
+                CUDA_TRY(cudaMemset(g_work[dev], 0, 2 * sizeof(int)));
+            }
+            a.work = g_work[dev];
+        }
         CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
         CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, f, threads, smem));
         if (per < 1) return cudaErrorInvalidConfiguration;
