@@ -307,6 +307,10 @@ int moe_small_persist(void) {
     return env_switch(&g_persist, "GPTOSS_MOE_PERSIST", 0, 0, 4);
 }
 
+/* The small kernels' dynamic shared memory opt-in: 227 KB less room for their static shared
+ * memory (the persistent form's s_next; static + dynamic must fit the 227 KB). */
+enum { SMALL_MAX_SMEM = 226 * 1024 };
+
 typedef void (*small_fn)(moe_args);
 static small_fn small_kernel_for(int ntp, int mode, int folded, int persist) {
 #define SMALL_CASE(n, m)                                                                           \
@@ -330,7 +334,7 @@ static cudaError_t set_attrs(void) {
                 for (int persist = 0; persist < 2; persist++)
                     CUDA_TRY(cudaFuncSetAttribute(
                         (const void *)small_kernel_for(ntp, mode, folded, persist),
-                        cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024));
+                        cudaFuncAttributeMaxDynamicSharedMemorySize, SMALL_MAX_SMEM));
     CUDA_TRY(cudaFuncSetAttribute((const void *)moe_large_kernel<MODE_GATE_UP>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, LG_SMEM));
     CUDA_TRY(cudaFuncSetAttribute((const void *)moe_large_kernel<MODE_DOWN>,
@@ -385,7 +389,7 @@ static cudaError_t launch(const moe_args &a0, int mode, int folded, const moe_pl
     a.n_rb = (a.RT + warps - 1) / warps;
     const int nk_max = (a.KK + a.S - 1) / a.S;
     const size_t smem = (size_t)8 * ntp * (nk_max * 64 + 32) * 2; /* CAP staged token rows */
-    if (smem > 227 * 1024) return cudaErrorInvalidValue;
+    if (smem > SMALL_MAX_SMEM) return cudaErrorInvalidValue;
     long blocks = (long)max_touched * a.n_rb * a.S;
     if (blocks < 1) return cudaSuccess;
     const int threads = ntp == 1 ? small_cfg<1>::THREADS : small_cfg<2>::THREADS;
