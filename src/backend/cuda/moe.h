@@ -158,12 +158,6 @@ void moe_wgmma_tma_set_rs(int on);
  * bytes, negative: as GPTOSS_MOE_STAGE_ROWS says (moe_experts.cu). The same bits either way. */
 void moe_small_set_stage_rows(int on);
 int moe_small_stage_rows(void);
-/* The small path's persistent form (moe_experts.cu): 0 a block per item; 1 resident blocks looping
- * over the items dealt statically, each requesting its next item's first 12 k steps into L2; 2 the
- * same without the requests; 3 / 4 the items taken from a counter, with / without the requests.
- * Negative: as GPTOSS_MOE_PERSIST says (default 0). The same bits. */
-void moe_small_set_persist(int form);
-int moe_small_persist(void);
 /* The two halves, for benchmarks and tests. */
 cudaError_t moe_gate_up(const moe_weights *w, const uint16_t *x, const moe_routing *r,
                         const moe_plan *plan, uint16_t *act, cudaStream_t stream);

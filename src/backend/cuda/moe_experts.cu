@@ -46,45 +46,6 @@ __global__ void __launch_bounds__(small_cfg<NTP>::THREADS, small_cfg<NTP>::MIN_B
     small_run<NTP, MODE, FOLDED, false>(a, it, (uint16_t *)smem_raw);
 }
 
-/* The persistent form (GPTOSS_MOE_PERSIST): as many blocks as are resident at once, block b running
- * items b, b + G, b + 2G, …; each item reads its successor's routing while it streams and requests
- * that item's first k steps into L2 a few batches before its own last, so that a slot's weight
- * stream never restarts cold. Why: the experts alone take ~13 µs + ~0.5 µs per touched expert
- * longer than their bytes at 4.3 TB/s (T = 1: 27 µs for 53 MB, T = 8: 118 for 385, T = 64: 419 for
- * 1,489: bench/results/session16/call1-kloop.md) — ~2 µs of a slot's time per item of ~12 µs, the
- * item's start (routing reads, the first batch's DRAM round trip, staging) and its end. Same items,
- * same arithmetic: the same bits. */
-template <int NTP, int MODE, bool FOLDED>
-__global__ void __launch_bounds__(small_cfg<NTP>::THREADS, small_cfg<NTP>::MIN_BLOCKS)
-    moe_small_persist_kernel(const moe_args a) {
-    pdl_prologue(); /* first: see pdl.cuh */
-    extern __shared__ uint4 smem_raw[];
-    __shared__ int s_next;
-    small_item<NTP> it;
-    int b = blockIdx.x;
-    bool more = small_begin<NTP>(a, b, it);
-    while (more) {
-        /* dynamic (a.work): the next item from a counter, so that faster SMs take more items, as
-         * the hardware's block scheduler lets them; static: b + G */
-        if (a.work) {
-            if (threadIdx.x == 0) s_next = (int)gridDim.x + atomicAdd(a.work, 1);
-            __syncthreads();
-        }
-        const int nb = a.work ? s_next : b + (int)gridDim.x;
-        small_next nx;
-        small_run<NTP, MODE, FOLDED, false, false, true>(a, it, (uint16_t *)smem_raw, nb, &nx);
-        if (nx.e < 0) break;
-        b = nx.b;
-        small_begin_at<NTP>(a, b, nx.e, nx.cnt, nx.off, it);
-    }
-    /* The last block out resets the counters for the next launch (graph replays included): every
-     * block's last take precedes its arrival here. */
-    if (a.work && threadIdx.x == 0) {
-        __threadfence();
-        if (atomicAdd(a.work + 1, 1) == (int)gridDim.x - 1) a.work[0] = 0, a.work[1] = 0;
-    }
-}
-
 /* ---------------------------------------------------------------------------------------------- */
 /* Large batch: grouped GEMM, block = 128 rows × 128 tokens, 8 warps as 4 (rows) × 2 (tokens).      */
 /* Each warp owns 32 rows × 64 tokens (64 fp32 accumulators per thread); 140 registers, so one block */
@@ -293,31 +254,11 @@ int moe_small_stage_rows(void) {
     return env_switch(&g_stage_rows, "GPTOSS_MOE_STAGE_ROWS", 1, 0, 1);
 }
 
-/* GPTOSS_MOE_PERSIST (read once; moe_small_set_persist for tests): 0, the default, a block per
- * item; the persistent form with items dealt statically (b, b + G, …) requesting 12 k steps of the
- * next item into L2 (1) or not (2); with items taken from a counter, requesting (3) or not (4). */
-static int *g_work[8]; /* per device: the dynamic form's two counters (items taken, blocks done) */
-static int g_persist = -1;
-
-void moe_small_set_persist(int form) {
-    env_switch_set(&g_persist, form, 0, 4);
-}
-
-int moe_small_persist(void) {
-    return env_switch(&g_persist, "GPTOSS_MOE_PERSIST", 0, 0, 4);
-}
-
-/* The small kernels' dynamic shared memory opt-in: 227 KB less room for their static shared
- * memory (the persistent form's s_next; static + dynamic must fit the 227 KB). */
-enum { SMALL_MAX_SMEM = 226 * 1024 };
-
 typedef void (*small_fn)(moe_args);
-static small_fn small_kernel_for(int ntp, int mode, int folded, int persist) {
+static small_fn small_kernel_for(int ntp, int mode, int folded) {
 #define SMALL_CASE(n, m)                                                                           \
     if (ntp == n && mode == m)                                                                     \
-    return persist ? (folded ? moe_small_persist_kernel<n, m, true>                                \
-                             : moe_small_persist_kernel<n, m, false>)                              \
-                   : (folded ? moe_small_kernel<n, m, true> : moe_small_kernel<n, m, false>)
+    return folded ? moe_small_kernel<n, m, true> : moe_small_kernel<n, m, false>
     SMALL_CASE(1, MODE_GATE_UP);
     SMALL_CASE(1, MODE_DOWN);
     SMALL_CASE(2, MODE_GATE_UP);
@@ -331,10 +272,9 @@ static cudaError_t set_attrs(void) {
     for (int ntp = 1; ntp <= 2; ntp++)
         for (int mode = 0; mode < 2; mode++)
             for (int folded = 0; folded < 2; folded++)
-                for (int persist = 0; persist < 2; persist++)
-                    CUDA_TRY(cudaFuncSetAttribute(
-                        (const void *)small_kernel_for(ntp, mode, folded, persist),
-                        cudaFuncAttributeMaxDynamicSharedMemorySize, SMALL_MAX_SMEM));
+                CUDA_TRY(cudaFuncSetAttribute((const void *)small_kernel_for(ntp, mode, folded),
+                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              227 * 1024));
     CUDA_TRY(cudaFuncSetAttribute((const void *)moe_large_kernel<MODE_GATE_UP>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, LG_SMEM));
     CUDA_TRY(cudaFuncSetAttribute((const void *)moe_large_kernel<MODE_DOWN>,
@@ -389,32 +329,12 @@ static cudaError_t launch(const moe_args &a0, int mode, int folded, const moe_pl
     a.n_rb = (a.RT + warps - 1) / warps;
     const int nk_max = (a.KK + a.S - 1) / a.S;
     const size_t smem = (size_t)8 * ntp * (nk_max * 64 + 32) * 2; /* CAP staged token rows */
-    if (smem > SMALL_MAX_SMEM) return cudaErrorInvalidValue;
-    long blocks = (long)max_touched * a.n_rb * a.S;
+    if (smem > 227 * 1024) return cudaErrorInvalidValue;
+    const long blocks = (long)max_touched * a.n_rb * a.S;
     if (blocks < 1) return cudaSuccess;
     const int threads = ntp == 1 ? small_cfg<1>::THREADS : small_cfg<2>::THREADS;
-    const int persist = moe_small_persist();
-    const small_fn f = small_kernel_for(ntp, mode, folded, persist > 0);
-    if (persist) {
-        /* as many blocks as are resident at once (the items beyond go round again) */
-        static const int pf_of[5] = {0, 12, 0, 12, 0};
-        a.pf_steps = pf_of[persist];
-        int dev = 0, sms = 0, per = 0;
-        CUDA_TRY(cudaGetDevice(&dev));
-        if (dev < 0 || dev >= 8) return cudaErrorInvalidDevice;
-        if (persist >= 3) {
-            if (!g_work[dev]) { /* first use: eager (the warm-up steps precede any capture) */
-                CUDA_TRY(cudaMalloc((void **)&g_work[dev], 2 * sizeof(int)));
-                CUDA_TRY(cudaMemset(g_work[dev], 0, 2 * sizeof(int)));
-            }
-            a.work = g_work[dev];
-        }
-        CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-        CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, f, threads, smem));
-        if (per < 1) return cudaErrorInvalidConfiguration;
-        if (blocks > (long)per * sms) blocks = (long)per * sms;
-    }
-    CUDA_TRY(pdl_launch(f, dim3((unsigned)blocks), dim3(threads), smem, stream, a));
+    CUDA_TRY(pdl_launch(small_kernel_for(ntp, mode, folded), dim3((unsigned)blocks), dim3(threads),
+                        smem, stream, a));
     return cudaGetLastError();
 }
 

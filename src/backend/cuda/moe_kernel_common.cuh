@@ -32,8 +32,6 @@ struct moe_args {
     int n_rb;         /* row blocks per expert */
     float alpha, limit;
     int stage_rows; /* small path: stage the tokens a warp a row by cp.async (moe_small.cuh) */
-    int pf_steps;   /* small path, persistent form: k steps of the next item requested into L2 */
-    int *work;      /* small path, persistent form: the dynamic form's counters (NULL: static) */
 };
 
 enum { MODE_GATE_UP = 0, MODE_DOWN = 1 };

@@ -119,14 +119,17 @@ static __device__ __forceinline__ void load_batch_item(const small_item<NTP> &it
     }
 }
 
-/* small_begin for an item whose expert e (count cnt, offset off) is already known. */
+/* Decodes item b and issues its first batch of codes: it depends only on the item (model memory), so
+ * its loads fly while the tokens are staged — or, in the fused kernel, while the grid waits for the
+ * tokens to exist. False (for the whole block) when b is past the touched experts. */
 template <int NTP>
-static __device__ __forceinline__ void small_begin_at(const moe_args &a, int b, int e, int cnt,
-                                                      int off, small_item<NTP> &it) {
+static __device__ __forceinline__ bool small_begin(const moe_args &a, int b, small_item<NTP> &it) {
     typedef small_cfg<NTP> C;
     it.s = b % a.S;
-    const int rb = (b / a.S) % a.n_rb;
-    it.e = e, it.cnt = cnt, it.off = off;
+    b /= a.S;
+    const int rb = b % a.n_rb, i = b / a.n_rb;
+    if (i >= *a.n_touched) return false;
+    it.e = a.touched[i], it.cnt = a.count[it.e], it.off = a.offset[it.e];
     it.kk0 = (int)((long)it.s * a.KK / a.S);
     it.nk = (int)((long)(it.s + 1) * a.KK / a.S) - it.kk0;
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2;
@@ -137,69 +140,7 @@ static __device__ __forceinline__ void small_begin_at(const moe_args &a, int b, 
     it.sp = a.wsc + tile_kk * 8 + g;
     it.pre_base = 0, it.pre_lo = 0, it.pre_n = 0;
     load_batch<C::U>(it.qp, it.sp, 0, it.active ? it.nk : 0, it.qv, it.sv);
-}
-
-/* Decodes item b and issues its first batch of codes: it depends only on the item (model memory), so
- * its loads fly while the tokens are staged — or, in the fused kernel, while the grid waits for the
- * tokens to exist. False (for the whole block) when b is past the touched experts. */
-template <int NTP>
-static __device__ __forceinline__ bool small_begin(const moe_args &a, int b, small_item<NTP> &it) {
-    const int i = b / a.S / a.n_rb;
-    if (i >= *a.n_touched) return false;
-    const int e = a.touched[i];
-    small_begin_at<NTP>(a, b, e, a.count[e], a.offset[e], it);
     return true;
-}
-
-/* The next item of a persistent block (moe_experts.cu's moe_small_persist_kernel): its routing, read
- * while this item streams; e < 0 when there is none. */
-struct small_next {
-    int b, e, cnt, off;
-};
-
-static __device__ __forceinline__ small_next small_next_of(const moe_args &a, int b) {
-    small_next n;
-    n.b = b, n.e = -1, n.cnt = 0, n.off = 0;
-    const int i = b / a.S / a.n_rb;
-    if (i < *a.n_touched) {
-        n.e = a.touched[i];
-        n.cnt = a.count[n.e], n.off = a.offset[n.e];
-    }
-    return n;
-}
-
-/* Where this warp's tile of the next item starts (in k steps of the expert matrix) and how many of
- * its first k steps small_prefetch_tile requests (0: none, or not lane 0). */
-struct small_pf {
-    size_t tile_kk;
-    int steps;
-};
-
-template <int NTP>
-static __device__ __forceinline__ small_pf small_pf_of(const moe_args &a, const small_next &n) {
-    typedef small_cfg<NTP> C;
-    small_pf p;
-    p.tile_kk = 0, p.steps = 0;
-    if (n.e < 0 || (threadIdx.x & 31) != 0) return p;
-    const int s = n.b % a.S, rt = ((n.b / a.S) % a.n_rb) * C::WARPS + (int)(threadIdx.x >> 5);
-    if (rt >= a.RT) return p;
-    const int kk0 = (int)((long)s * a.KK / a.S), nk = (int)((long)(s + 1) * a.KK / a.S) - kk0;
-    p.tile_kk = ((size_t)n.e * a.RT + rt) * a.KK + kk0;
-    p.steps = min(a.pf_steps, nk);
-    return p;
-}
-
-/* Requests those k steps into L2: one bulk prefetch of the codes, one of the scale words (a tile's
- * steps are contiguous), so that the next item's first loads hit L2 instead of starting a cold
- * DRAM stream. */
-static __device__ __forceinline__ void small_prefetch_tile(const moe_args &a, const small_pf &p) {
-    if (p.steps <= 0) return;
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(a.wq + p.tile_kk * 32),
-                 "r"((uint32_t)p.steps * 512u)
-                 : "memory");
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(a.wsc + p.tile_kk * 8),
-                 "r"((uint32_t)p.steps * 32u)
-                 : "memory");
 }
 
 /* Runs the item begun by small_begin: stage each pass's tokens into xs, stream the rest of the codes,
@@ -207,10 +148,9 @@ static __device__ __forceinline__ void small_prefetch_tile(const moe_args &a, co
  * block calls it (it holds block barriers). COHERENT: the tokens were written by other blocks of the
  * same kernel (the fused kernel's down projection reads gate_up's activations), so they are read
  * through L2 (ld.global.cg), never from a stale L1 line. */
-template <int NTP, int MODE, bool FOLDED, bool COHERENT, bool PRE = false, bool NEXT = false>
+template <int NTP, int MODE, bool FOLDED, bool COHERENT, bool PRE = false>
 static __device__ __forceinline__ void small_run(const moe_args &a, small_item<NTP> &it,
-                                                 uint16_t *xs, int next_b = 0,
-                                                 small_next *next = NULL) {
+                                                 uint16_t *xs) {
     typedef small_cfg<NTP> C;
     const int nk = it.nk, kk0 = it.kk0, cnt = it.cnt, off = it.off;
     const int lds =
@@ -219,12 +159,6 @@ static __device__ __forceinline__ void small_run(const moe_args &a, small_item<N
     /* This lane's token fragment (token g, k 8t …) in shared memory, as a 32-bit shared address. */
     const uint32_t xaddr = smem_u32(xs + g * lds + 8 * t);
 
-    /* NEXT: the block's next item's routing, read now (used only at the end), and its first
-     * weights requested into L2 a few batches before this item's last (pf_pending). */
-    small_next nx;
-    small_pf pf;
-    if (NEXT) nx = small_next_of(a, next_b), pf = small_pf_of<NTP>(a, nx);
-    bool pf_pending = NEXT;
     for (int p0 = 0; p0 < cnt; p0 += C::CAP) {
         const int pc = min(C::CAP, cnt - p0);
         /* 8-token groups this pass really has: at batch 256 an expert averages 8 tokens, so with
@@ -304,14 +238,8 @@ static __device__ __forceinline__ void small_run(const moe_args &a, small_item<N
             };
             /* Full batches without a per-step bound check, then the tail batch (its loads were
              * issued by the last full batch, or before staging when nk < U). */
-            /* the batch that requests the next item's steps: ~3 batches before this pass's last */
-            const int kb_pf = NEXT && p0 + C::CAP >= cnt ? max(0, (nk / C::U - 3) * C::U) : -1;
             int kb = 0;
             for (; kb + C::U <= nk; kb += C::U) {
-                if (NEXT && kb == kb_pf) {
-                    pf_pending = false;
-                    small_prefetch_tile(a, pf);
-                }
                 uint4 qn[C::U];
                 uint32_t sn[C::U];
                 load_batch_item<PRE, NTP, C::U>(it, kb + C::U, nk, qn, sn);
@@ -329,9 +257,5 @@ static __device__ __forceinline__ void small_run(const moe_args &a, small_item<N
                     tile_epilogue<MODE>(a, it.e, off, it.rt, p0 + nt * 8, p0 + pc, it.s, acc[nt]);
         }
         __syncthreads(); /* the next pass overwrites xs */
-    }
-    if (NEXT) {
-        if (pf_pending) small_prefetch_tile(a, pf); /* a K range shorter than a batch */
-        *next = nx;
     }
 }
