@@ -36,14 +36,14 @@
 /* ---------------------------------------------------------------------------------------------- */
 /* Small batch: one block per (touched expert, row block of WARPS tiles, K split): moe_small.cuh    */
 
-template <int NTP, int MODE, bool FOLDED>
+template <int NTP, int MODE, bool FOLDED, bool EARLY>
 __global__ void __launch_bounds__(small_cfg<NTP>::THREADS, small_cfg<NTP>::MIN_BLOCKS)
     moe_small_kernel(const moe_args a) {
     pdl_prologue(); /* first: see pdl.cuh */
     extern __shared__ uint4 smem_raw[];
     small_item<NTP> it;
     if (!small_begin<NTP>(a, blockIdx.x, it)) return; /* a work item past the touched experts */
-    small_run<NTP, MODE, FOLDED, false>(a, it, (uint16_t *)smem_raw);
+    small_run<NTP, MODE, FOLDED, false, false, EARLY>(a, it, (uint16_t *)smem_raw);
 }
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -254,11 +254,24 @@ int moe_small_stage_rows(void) {
     return env_switch(&g_stage_rows, "GPTOSS_MOE_STAGE_ROWS", 1, 0, 1);
 }
 
+/* GPTOSS_MOE_EARLY_LOADS (read once; moe_small_set_early_loads for tests): 1 pins each batch's
+ * loads of the next batch at the top of the batch (moe_small.cuh's sched_fence), where ptxas
+ * otherwise issues them after ~3.5 of the batch's 6 steps; 0, the default, leaves them there. */
+static int g_early_loads = -1;
+
+void moe_small_set_early_loads(int on) {
+    env_switch_set(&g_early_loads, on, 0, 1);
+}
+
+int moe_small_early_loads(void) {
+    return env_switch(&g_early_loads, "GPTOSS_MOE_EARLY_LOADS", 0, 0, 1);
+}
+
 typedef void (*small_fn)(moe_args);
-static small_fn small_kernel_for(int ntp, int mode, int folded) {
+template <bool EARLY> static small_fn small_kernel_e(int ntp, int mode, int folded) {
 #define SMALL_CASE(n, m)                                                                           \
     if (ntp == n && mode == m)                                                                     \
-    return folded ? moe_small_kernel<n, m, true> : moe_small_kernel<n, m, false>
+    return folded ? moe_small_kernel<n, m, true, EARLY> : moe_small_kernel<n, m, false, EARLY>
     SMALL_CASE(1, MODE_GATE_UP);
     SMALL_CASE(1, MODE_DOWN);
     SMALL_CASE(2, MODE_GATE_UP);
@@ -267,14 +280,20 @@ static small_fn small_kernel_for(int ntp, int mode, int folded) {
     return NULL;
 }
 
+static small_fn small_kernel_for(int ntp, int mode, int folded, int early) {
+    return early ? small_kernel_e<true>(ntp, mode, folded)
+                 : small_kernel_e<false>(ntp, mode, folded);
+}
+
 static cudaError_t set_attrs(void) {
     if (per_device_done(&g_attrs_set)) return cudaSuccess;
     for (int ntp = 1; ntp <= 2; ntp++)
         for (int mode = 0; mode < 2; mode++)
             for (int folded = 0; folded < 2; folded++)
-                CUDA_TRY(cudaFuncSetAttribute((const void *)small_kernel_for(ntp, mode, folded),
-                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                              227 * 1024));
+                for (int early = 0; early < 2; early++)
+                    CUDA_TRY(cudaFuncSetAttribute(
+                        (const void *)small_kernel_for(ntp, mode, folded, early),
+                        cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024));
     CUDA_TRY(cudaFuncSetAttribute((const void *)moe_large_kernel<MODE_GATE_UP>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, LG_SMEM));
     CUDA_TRY(cudaFuncSetAttribute((const void *)moe_large_kernel<MODE_DOWN>,
@@ -333,8 +352,8 @@ static cudaError_t launch(const moe_args &a0, int mode, int folded, const moe_pl
     const long blocks = (long)max_touched * a.n_rb * a.S;
     if (blocks < 1) return cudaSuccess;
     const int threads = ntp == 1 ? small_cfg<1>::THREADS : small_cfg<2>::THREADS;
-    CUDA_TRY(pdl_launch(small_kernel_for(ntp, mode, folded), dim3((unsigned)blocks), dim3(threads),
-                        smem, stream, a));
+    CUDA_TRY(pdl_launch(small_kernel_for(ntp, mode, folded, moe_small_early_loads()),
+                        dim3((unsigned)blocks), dim3(threads), smem, stream, a));
     return cudaGetLastError();
 }
 
