@@ -158,8 +158,9 @@ void moe_wgmma_tma_set_rs(int on);
  * bytes, negative: as GPTOSS_MOE_STAGE_ROWS says (moe_experts.cu). The same bits either way. */
 void moe_small_set_stage_rows(int on);
 int moe_small_stage_rows(void);
-/* The small path's next-batch loads pinned at the top of each batch (1) or where ptxas puts them
- * (0). Negative: as GPTOSS_MOE_EARLY_LOADS says (default 0). The same bits either way. */
+/* Where the small path issues each batch's loads of the next batch: 0 where ptxas puts them, 1 at
+ * the top of the batch, 2 / 3 / 4 after 2 / 4 / 5 of its 6 steps. Negative: as
+ * GPTOSS_MOE_EARLY_LOADS says (default 0). The same bits in every form. */
 void moe_small_set_early_loads(int on);
 int moe_small_early_loads(void);
 /* The two halves, for benchmarks and tests. */

@@ -158,7 +158,7 @@ static __device__ __forceinline__ bool small_begin(const moe_args &a, int b, sma
  * block calls it (it holds block barriers). COHERENT: the tokens were written by other blocks of the
  * same kernel (the fused kernel's down projection reads gate_up's activations), so they are read
  * through L2 (ld.global.cg), never from a stale L1 line. */
-template <int NTP, int MODE, bool FOLDED, bool COHERENT, bool PRE = false, bool EARLY = false>
+template <int NTP, int MODE, bool FOLDED, bool COHERENT, bool PRE = false, int LOADAT = -1>
 static __device__ __forceinline__ void small_run(const moe_args &a, small_item<NTP> &it,
                                                  uint16_t *xs) {
     typedef small_cfg<NTP> C;
@@ -252,10 +252,15 @@ static __device__ __forceinline__ void small_run(const moe_args &a, small_item<N
             for (; kb + C::U <= nk; kb += C::U) {
                 uint4 qn[C::U];
                 uint32_t sn[C::U];
-                load_batch_item<PRE, NTP, C::U>(it, kb + C::U, nk, qn, sn);
-                if (EARLY) sched_fence();
+                if (LOADAT < 0) load_batch_item<PRE, NTP, C::U>(it, kb + C::U, nk, qn, sn);
 #pragma unroll
-                for (int u = 0; u < C::U; u++) k_step(it.qv[u], it.sv[u], kb + u);
+                for (int u = 0; u < C::U; u++) {
+                    if (u == LOADAT) {
+                        load_batch_item<PRE, NTP, C::U>(it, kb + C::U, nk, qn, sn);
+                        sched_fence();
+                    }
+                    k_step(it.qv[u], it.sv[u], kb + u);
+                }
 #pragma unroll
                 for (int u = 0; u < C::U; u++) it.qv[u] = qn[u], it.sv[u] = sn[u];
             }
