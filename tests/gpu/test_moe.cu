@@ -591,21 +591,6 @@ static void test_E(int E, cudaStream_t st, int sm) {
             moe_small_set_stage_rows(-1);
             CHECK(ys.size() == y1.size() && !memcmp(ys.data(), y1.data(), y1.size() * 4),
                   "E=%d T=%d: the two stagings give the small path different bits", E, T);
-            /* The loads pinned early (moe_small_set_early_loads) change when bytes arrive, not
-             * what is computed: the same bits on every small plan (each against the reference). */
-            for (int form = 1; form <= 4; form++)
-                for (size_t i = 0; i < plans.size(); i++) {
-                    if (plans[i].large) continue;
-                    std::vector<float> yb, ye;
-                    moe_small_set_early_loads(0);
-                    run_experts_case(&w, &r, &plans[i], d_x, d_act, d_y, T, E, toks, ref, st, &yb);
-                    moe_small_set_early_loads(form);
-                    run_experts_case(&w, &r, &plans[i], d_x, d_act, d_y, T, E, toks, ref, st, &ye);
-                    moe_small_set_early_loads(-1);
-                    CHECK(ye.size() == yb.size() && !memcmp(ye.data(), yb.data(), yb.size() * 4),
-                          "E=%d T=%d plan %zu: load placement %d gives different bits", E, T, i,
-                          form);
-                }
         }
         /* The large path on the warpgroup MMA (moe_wgmma.cu) at both token tiles (moe_plan.bn,
          * whichever moe_plan_for picked): the same reference bound, and two runs give the same
@@ -867,19 +852,6 @@ static void bench(cudaStream_t st, int sm, const char *only_t) {
             snprintf(name, sizeof name, "moe experts 120b T=%d %s%s touched=%d host %.1f us", T,
                      plan_name(&p, pn, sizeof pn), wn, n_touched, host);
             experts_row(name, us, p);
-        }
-        /* the small path with its next-batch loads pinned early */
-        for (int form = 1; form <= 4 && !autop.large; form++) {
-            moe_small_set_early_loads(form);
-            us = tu_time_us(st, 2, 50, [&](int i) {
-                CUDA_CHECK(moe_experts(&W[i % COPIES], d_x, &r, &autop, d_act, d_y, st));
-            });
-            moe_small_set_early_loads(-1);
-            static const char *const at[] = {"", "top", "after 2", "after 4", "after 5"};
-            char pn[64];
-            snprintf(name, sizeof name, "moe experts 120b T=%d %s loads %s touched=%d", T,
-                     plan_name(&autop, pn, sizeof pn), at[form], n_touched);
-            experts_row(name, us, autop);
         }
         /* the small path with its tokens staged a thread per 16 bytes (the form before session 15) */
         if (!autop.large) {

@@ -158,11 +158,6 @@ void moe_wgmma_tma_set_rs(int on);
  * bytes, negative: as GPTOSS_MOE_STAGE_ROWS says (moe_experts.cu). The same bits either way. */
 void moe_small_set_stage_rows(int on);
 int moe_small_stage_rows(void);
-/* Where the small path issues each batch's loads of the next batch: 0 where ptxas puts them, 1 at
- * the top of the batch, 2 / 3 / 4 after 2 / 4 / 5 of its 6 steps. Negative: as
- * GPTOSS_MOE_EARLY_LOADS says (default 0). The same bits in every form. */
-void moe_small_set_early_loads(int on);
-int moe_small_early_loads(void);
 /* The two halves, for benchmarks and tests. */
 cudaError_t moe_gate_up(const moe_weights *w, const uint16_t *x, const moe_routing *r,
                         const moe_plan *plan, uint16_t *act, cudaStream_t stream);

@@ -36,14 +36,14 @@
 /* ---------------------------------------------------------------------------------------------- */
 /* Small batch: one block per (touched expert, row block of WARPS tiles, K split): moe_small.cuh    */
 
-template <int NTP, int MODE, bool FOLDED, int LOADAT>
+template <int NTP, int MODE, bool FOLDED>
 __global__ void __launch_bounds__(small_cfg<NTP>::THREADS, small_cfg<NTP>::MIN_BLOCKS)
     moe_small_kernel(const moe_args a) {
     pdl_prologue(); /* first: see pdl.cuh */
     extern __shared__ uint4 smem_raw[];
     small_item<NTP> it;
     if (!small_begin<NTP>(a, blockIdx.x, it)) return; /* a work item past the touched experts */
-    small_run<NTP, MODE, FOLDED, false, false, LOADAT>(a, it, (uint16_t *)smem_raw);
+    small_run<NTP, MODE, FOLDED, false>(a, it, (uint16_t *)smem_raw);
 }
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -254,25 +254,11 @@ int moe_small_stage_rows(void) {
     return env_switch(&g_stage_rows, "GPTOSS_MOE_STAGE_ROWS", 1, 0, 1);
 }
 
-/* GPTOSS_MOE_EARLY_LOADS (read once; moe_small_set_early_loads for tests): where each batch issues
- * the next batch's loads. 0, the default, where ptxas puts them (after ~3.5 of the batch's 6
- * steps); 1 pinned at the top of the batch (moe_small.cuh's sched_fence); 2, 3, 4 pinned after 2,
- * 4, 5 of its steps. */
-static int g_early_loads = -1;
-
-void moe_small_set_early_loads(int on) {
-    env_switch_set(&g_early_loads, on, 0, 4);
-}
-
-int moe_small_early_loads(void) {
-    return env_switch(&g_early_loads, "GPTOSS_MOE_EARLY_LOADS", 0, 0, 4);
-}
-
 typedef void (*small_fn)(moe_args);
-template <int LOADAT> static small_fn small_kernel_e(int ntp, int mode, int folded) {
+static small_fn small_kernel_for(int ntp, int mode, int folded) {
 #define SMALL_CASE(n, m)                                                                           \
     if (ntp == n && mode == m)                                                                     \
-    return folded ? moe_small_kernel<n, m, true, LOADAT> : moe_small_kernel<n, m, false, LOADAT>
+    return folded ? moe_small_kernel<n, m, true> : moe_small_kernel<n, m, false>
     SMALL_CASE(1, MODE_GATE_UP);
     SMALL_CASE(1, MODE_DOWN);
     SMALL_CASE(2, MODE_GATE_UP);
@@ -281,30 +267,14 @@ template <int LOADAT> static small_fn small_kernel_e(int ntp, int mode, int fold
     return NULL;
 }
 
-static small_fn small_kernel_for(int ntp, int mode, int folded, int early) {
-    switch (early) {
-    case 1:
-        return small_kernel_e<0>(ntp, mode, folded);
-    case 2:
-        return small_kernel_e<2>(ntp, mode, folded);
-    case 3:
-        return small_kernel_e<4>(ntp, mode, folded);
-    case 4:
-        return small_kernel_e<5>(ntp, mode, folded);
-    default:
-        return small_kernel_e<-1>(ntp, mode, folded);
-    }
-}
-
 static cudaError_t set_attrs(void) {
     if (per_device_done(&g_attrs_set)) return cudaSuccess;
     for (int ntp = 1; ntp <= 2; ntp++)
         for (int mode = 0; mode < 2; mode++)
             for (int folded = 0; folded < 2; folded++)
-                for (int early = 0; early < 5; early++)
-                    CUDA_TRY(cudaFuncSetAttribute(
-                        (const void *)small_kernel_for(ntp, mode, folded, early),
-                        cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024));
+                CUDA_TRY(cudaFuncSetAttribute((const void *)small_kernel_for(ntp, mode, folded),
+                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              227 * 1024));
     CUDA_TRY(cudaFuncSetAttribute((const void *)moe_large_kernel<MODE_GATE_UP>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, LG_SMEM));
     CUDA_TRY(cudaFuncSetAttribute((const void *)moe_large_kernel<MODE_DOWN>,
@@ -363,8 +333,8 @@ static cudaError_t launch(const moe_args &a0, int mode, int folded, const moe_pl
     const long blocks = (long)max_touched * a.n_rb * a.S;
     if (blocks < 1) return cudaSuccess;
     const int threads = ntp == 1 ? small_cfg<1>::THREADS : small_cfg<2>::THREADS;
-    CUDA_TRY(pdl_launch(small_kernel_for(ntp, mode, folded, moe_small_early_loads()),
-                        dim3((unsigned)blocks), dim3(threads), smem, stream, a));
+    CUDA_TRY(pdl_launch(small_kernel_for(ntp, mode, folded), dim3((unsigned)blocks), dim3(threads),
+                        smem, stream, a));
     return cudaGetLastError();
 }
 

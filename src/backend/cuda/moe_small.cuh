@@ -37,16 +37,6 @@ static __device__ __forceinline__ void load_batch(const uint4 *qp, const uint32_
     }
 }
 
-/* A basic-block boundary ptxas cannot remove: the loads issued before it stay before it. ptxas
- * schedules global loads late (the next batch's loads after ~3.5 of the batch's 6 steps), and a
- * branch on an opaque value (the clock, never all ones in practice... tested, not assumed: the
- * branch only skips an empty asm) is the one thing its scheduler does not move them across. */
-static __device__ __forceinline__ void sched_fence(void) {
-    uint32_t c;
-    asm volatile("mov.u32 %0, %%clock;" : "=r"(c));
-    if (c == 0xFFFFFFFFu) asm volatile("nanosleep.u32 0;");
-}
-
 /* Measured slower on the H200 (bench/NOTES.md): fewer registers for more resident warps (3–4 k
  * steps per batch), and a block's warps splitting one tile's k steps. */
 template <int NTP> struct small_cfg {
@@ -158,7 +148,7 @@ static __device__ __forceinline__ bool small_begin(const moe_args &a, int b, sma
  * block calls it (it holds block barriers). COHERENT: the tokens were written by other blocks of the
  * same kernel (the fused kernel's down projection reads gate_up's activations), so they are read
  * through L2 (ld.global.cg), never from a stale L1 line. */
-template <int NTP, int MODE, bool FOLDED, bool COHERENT, bool PRE = false, int LOADAT = -1>
+template <int NTP, int MODE, bool FOLDED, bool COHERENT, bool PRE = false>
 static __device__ __forceinline__ void small_run(const moe_args &a, small_item<NTP> &it,
                                                  uint16_t *xs) {
     typedef small_cfg<NTP> C;
@@ -252,15 +242,9 @@ static __device__ __forceinline__ void small_run(const moe_args &a, small_item<N
             for (; kb + C::U <= nk; kb += C::U) {
                 uint4 qn[C::U];
                 uint32_t sn[C::U];
-                if (LOADAT < 0) load_batch_item<PRE, NTP, C::U>(it, kb + C::U, nk, qn, sn);
+                load_batch_item<PRE, NTP, C::U>(it, kb + C::U, nk, qn, sn);
 #pragma unroll
-                for (int u = 0; u < C::U; u++) {
-                    if (u == LOADAT) {
-                        load_batch_item<PRE, NTP, C::U>(it, kb + C::U, nk, qn, sn);
-                        sched_fence();
-                    }
-                    k_step(it.qv[u], it.sv[u], kb + u);
-                }
+                for (int u = 0; u < C::U; u++) k_step(it.qv[u], it.sv[u], kb + u);
 #pragma unroll
                 for (int u = 0; u < C::U; u++) it.qv[u] = qn[u], it.sv[u] = sn[u];
             }
