@@ -183,6 +183,20 @@ static double large_min_avg(void) {
     return v;
 }
 
+/* The most pairs per expert at which the small path stages 8 tokens a pass (NTP 1, 4 warps, 4 blocks
+ * an SM) rather than 16 (NTP 2, 8 warps, 2 blocks): 3, or GPTOSS_MOE_NTP1_MAX_AVG (for measuring:
+ * above it an expert with more than 8 tokens re-reads its weights, from L2 if they are still
+ * there, for a second pass). Read once. */
+static double ntp1_max_avg(void) {
+    static double v = -1.0;
+    if (v < 0) {
+        const char *e = getenv("GPTOSS_MOE_NTP1_MAX_AVG");
+        const double x = e ? atof(e) : 0.0;
+        v = x > 0 ? x : 3.0;
+    }
+    return v;
+}
+
 moe_plan moe_plan_for(int T, int E, int k, int sm_count) {
     moe_plan p;
     const double avg = (double)T * k / E; /* pairs per expert */
@@ -204,7 +218,7 @@ moe_plan moe_plan_for(int T, int E, int k, int sm_count) {
      * was 4.7 % slower with 64 everywhere (24,706 → 23,537 tok/s). The split by average is drawn
      * from those runs; the combined rule itself has not been timed end to end. */
     p.bn = avg < 128.0 ? 64 : 128;
-    p.ntp = avg <= 3.0 ? 1 : 2;
+    p.ntp = avg <= ntp1_max_avg() ? 1 : 2;
     p.down_splits = 1;
     if (!p.large) {
         /* Expected touched experts E·(1 − (1 − k/E)^T); the down projection has H/16 row tiles per
