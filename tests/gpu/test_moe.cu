@@ -149,7 +149,7 @@ static void check_repack_random(void) {
 }
 
 /* The plan's path and wgmma tile width at 120b's E = 128, top-4: the large path from 16 pairs per
- * expert (T = 512), 64-token tiles below 128 pairs (T = 4096). */
+ * expert (T = 512), 64-token tiles below 128 pairs (T = 4096); the small path's tokens a pass. */
 static void check_plans(void) {
     moe_plan p = moe_plan_for(1, 128, 4, 132);
     CHECK(!p.large && p.down_splits >= 1, "plan T=1: large=%d splits=%d", p.large, p.down_splits);
@@ -161,6 +161,12 @@ static void check_plans(void) {
         p = moe_plan_for(c.T, 128, 4, 132);
         CHECK(p.large == c.large && p.bn == c.bn, "plan T=%d: large=%d bn=%d, expected %d and %d",
               c.T, p.large, p.bn, c.large, c.bn);
+    }
+    /* The small path stages 8 tokens a pass up to 4 pairs per expert (T = 128), 16 above. */
+    static const struct { int T, ntp; } ntp[] = {{1, 1}, {64, 1}, {128, 1}, {129, 2}, {256, 2}};
+    for (const auto &c : ntp) {
+        p = moe_plan_for(c.T, 128, 4, 132);
+        CHECK(!p.large && p.ntp == c.ntp, "plan T=%d: ntp=%d, expected %d", c.T, p.ntp, c.ntp);
     }
 }
 
@@ -582,16 +588,6 @@ static void test_E(int E, cudaStream_t st, int sm) {
               "E=%d T=%d: folded vs two-multiply dequantisation (or two runs of one plan) differ",
               E, T);
         check_ep(&D, &w, E, T, d_lg, d_x, &plans[0], &rh, y1, d_act, d_y, st);
-        /* The small path's staging a thread per 16 bytes (moe_small_set_stage_rows(0)) stages the
-         * same bytes as the default row-wise cp.async form: the same bits. */
-        if (!plans[0].large) {
-            std::vector<float> ys;
-            moe_small_set_stage_rows(0);
-            run_experts_case(&w, &r, &plans[0], d_x, d_act, d_y, T, E, toks, ref, st, &ys);
-            moe_small_set_stage_rows(-1);
-            CHECK(ys.size() == y1.size() && !memcmp(ys.data(), y1.data(), y1.size() * 4),
-                  "E=%d T=%d: the two stagings give the small path different bits", E, T);
-        }
         /* The large path on the warpgroup MMA (moe_wgmma.cu) at both token tiles (moe_plan.bn,
          * whichever moe_plan_for picked): the same reference bound, and two runs give the same
          * bits. The widths add each output's k blocks in the same order, so the same bits are
@@ -852,18 +848,6 @@ static void bench(cudaStream_t st, int sm, const char *only_t) {
             snprintf(name, sizeof name, "moe experts 120b T=%d %s%s touched=%d host %.1f us", T,
                      plan_name(&p, pn, sizeof pn), wn, n_touched, host);
             experts_row(name, us, p);
-        }
-        /* the small path with its tokens staged a thread per 16 bytes (the form before session 15) */
-        if (!autop.large) {
-            moe_small_set_stage_rows(0);
-            us = tu_time_us(st, 2, 50, [&](int i) {
-                CUDA_CHECK(moe_experts(&W[i % COPIES], d_x, &r, &autop, d_act, d_y, st));
-            });
-            moe_small_set_stage_rows(-1);
-            char pn[64];
-            snprintf(name, sizeof name, "moe experts 120b T=%d %s stage-16B touched=%d", T,
-                     plan_name(&autop, pn, sizeof pn), n_touched);
-            experts_row(name, us, autop);
         }
         /* The combine: h += Σ slots, then RMSNorm (norm.h), at the automatic plan's slot count. */
         {

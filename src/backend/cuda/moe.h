@@ -154,10 +154,6 @@ void moe_wgmma_ws_set_narrow(int on);
  * (0, 1 or 2; anything else, or nothing, 2). Used by moe_experts only (its act is in an order of
  * its own); moe_gate_up and moe_down alone never take it. */
 void moe_wgmma_tma_set_rs(int on);
-/* The small path's token staging: 1 a warp a row by cp.async (the default), 0 a thread per 16
- * bytes, negative: as GPTOSS_MOE_STAGE_ROWS says (moe_experts.cu). The same bits either way. */
-void moe_small_set_stage_rows(int on);
-int moe_small_stage_rows(void);
 /* The two halves, for benchmarks and tests. */
 cudaError_t moe_gate_up(const moe_weights *w, const uint16_t *x, const moe_routing *r,
                         const moe_plan *plan, uint16_t *act, cudaStream_t stream);

@@ -183,16 +183,19 @@ static double large_min_avg(void) {
     return v;
 }
 
-/* The most pairs per expert at which the small path stages 8 tokens a pass (NTP 1, 4 warps, 4 blocks
- * an SM) rather than 16 (NTP 2, 8 warps, 2 blocks): 3, or GPTOSS_MOE_NTP1_MAX_AVG (for measuring:
- * above it an expert with more than 8 tokens re-reads its weights, from L2 if they are still
- * there, for a second pass). Read once. */
+/* The most pairs per expert at which the small path stages 8 tokens a pass (NTP 1: 4 warps, 4 blocks
+ * an SM) rather than 16 (NTP 2: 8 warps, 2 blocks): 4, or GPTOSS_MOE_NTP1_MAX_AVG (for measuring).
+ * Above it an expert with more than 8 tokens re-reads its weights for a second pass. Measured on the
+ * H200 (bench/results/session16/call6-ntp.md; 120b, experts alone): at 4 pairs (T = 128, where
+ * ~2 % of experts hold more than 8 tokens) NTP 1 took 470 µs against NTP 2's 508 (it streams at
+ * ~84 % of 4.2 TB/s, NTP 2 at ~77 %; decode 128 +1.9 %); at 8 pairs (T = 256, ~40 % of experts
+ * past 8 tokens) 694 against 567 (decode 256 0.83). Until session 16 the bound was 3. Read once. */
 static double ntp1_max_avg(void) {
     static double v = -1.0;
     if (v < 0) {
         const char *e = getenv("GPTOSS_MOE_NTP1_MAX_AVG");
         const double x = e ? atof(e) : 0.0;
-        v = x > 0 ? x : 3.0;
+        v = x > 0 ? x : 4.0;
     }
     return v;
 }
@@ -254,20 +257,6 @@ int moe_wgmma_on(void) {
     return env_switch(&g_wgmma, "GPTOSS_MOE_WGMMA", 3, 0, 5);
 }
 
-/* GPTOSS_MOE_STAGE_ROWS (read once; moe_small_set_stage_rows for tests): 1, the default, the small
- * path stages its tokens a warp a row by cp.async (moe_small.cuh); 0 a thread per 16 bytes, as
- * before. Measured on the H200 (bench/NOTES.md, session 15): experts alone T = 256 623 -> 587 µs,
- * T = 64 420 -> 404; 120b decode +2.2 % at batch 8, +4.1 % at 64, +6.6 % at 256, batch 1 equal. */
-static int g_stage_rows = -1;
-
-void moe_small_set_stage_rows(int on) {
-    env_switch_set(&g_stage_rows, on, 0, 1);
-}
-
-int moe_small_stage_rows(void) {
-    return env_switch(&g_stage_rows, "GPTOSS_MOE_STAGE_ROWS", 1, 0, 1);
-}
-
 typedef void (*small_fn)(moe_args);
 static small_fn small_kernel_for(int ntp, int mode, int folded) {
 #define SMALL_CASE(n, m)                                                                           \
@@ -305,7 +294,6 @@ static moe_args base_args(const moe_weights *w, const moe_routing *r) {
     a.n_touched = r->n_touched, a.tiles = r->tiles, a.n_tiles = r->n_tiles, a.topk_w = r->topk_w;
     a.topk = r->k;
     a.alpha = w->swiglu_alpha, a.limit = w->swiglu_limit;
-    a.stage_rows = moe_small_stage_rows();
     return a;
 }
 

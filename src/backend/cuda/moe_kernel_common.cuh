@@ -31,7 +31,6 @@ struct moe_args {
     int S;            /* K splits (down, small path) */
     int n_rb;         /* row blocks per expert */
     float alpha, limit;
-    int stage_rows; /* small path: stage the tokens a warp a row by cp.async (moe_small.cuh) */
 };
 
 enum { MODE_GATE_UP = 0, MODE_DOWN = 1 };

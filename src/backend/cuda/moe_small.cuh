@@ -170,14 +170,15 @@ static __device__ __forceinline__ void small_run(const moe_args &a, small_item<N
          * tokens need, through the same issue slots as the dequantisation (120b decode +7.5 % at
          * batch 8, +6.5 % at 64, +2.3 % at 1: bench/NOTES.md). */
         const int vpr = nk * 8;
-        if (!PRE && a.stage_rows) {
+        if (!PRE) {
             /* A warp a row: the row's address once, and copies that hold no registers (cp.async
              * through L2, so also coherent), instead of a division and a routing read per 16
              * bytes. ncu at T = 256 (session 15): the staging's barrier and its loads were ~11 %
              * of gate_up's stall samples, and at ~16 tokens it moves half as many bytes as the
              * block's weights (every row block of an expert stages the same tokens). Measured:
              * 120b decode +6.6 % at batch 256, +4.1 % at 64 (bench/NOTES.md). The fused kernel
-             * (PRE) keeps the old form: its prefetched weights share the cp.async groups. */
+             * (PRE, off by default) keeps the older form below, a thread per 16 bytes: its
+             * prefetched weights share the cp.async groups. */
             const int lane = threadIdx.x & 31;
             for (int r = threadIdx.x >> 5; r < pc; r += C::WARPS) {
                 const size_t row = MODE == MODE_GATE_UP
