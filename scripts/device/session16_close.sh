@@ -12,7 +12,7 @@ for f in "$out"/tests/gpu_test_*.log; do
   n=$(basename "$f" .log)
   echo "| $n | $(grep -E 'checks (passed|FAILED)|checks? failed|SKIP' "$f" | tail -1) |" | tee -a "$sum"
 done
-grep -A20 "== summary" "$out/logs/gpu_tests.log" | tee -a "$sum"
+grep -E "^gpu_test_[a-z_]+: " "$out/logs/gpu_tests.log" | tee -a "$sum"
 for m in 120b:128 20b:32; do
   echo -e "\n## ${m%%:*} decode ${m##*:}: NTP bound 4 (default) against 3 $(t)" | tee -a "$sum"
   OUT=$out/v-${m%%:*} MODEL=${m%%:*} BATCHES=${m##*:} ROUNDS=${ROUNDS:-2} \
