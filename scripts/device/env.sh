@@ -36,3 +36,22 @@ device_script() {
 t() { echo "($(($(date +%s) - start)) s)"; }
 # test_table: the header of the table run_logged's rows go into.
 test_table() { echo -e "\n| test | result | checks | at |\n| --- | --- | --- | --- |" | tee -a "$sum"; }
+# decode_by_kernel B...: for each batch B, a 120b decode run under the CUPTI kernel-timeline library
+# (.devcarry/lib/libgptoss_trace.so) and bubble.py's table of the median graph step by kernel, into
+# $sum and $out/bubble-bB.md (scripts/device/bubble.sh says more).
+decode_by_kernel() {
+  local lib=$PWD/.devcarry/lib/libgptoss_trace.so B
+  for B in "$@"; do
+    echo -e "\n## decode batch $B, the median graph step by kernel $(t)" | tee -a "$sum"
+    CUDA_INJECTION64_PATH=$lib GPTOSS_TRACE_OUT="$out/logs/trace-b$B.csv" timeout 200 \
+      $bin/gptoss bench latency --model synthetic:120b --batches "$B" --prefill "" \
+      --decode-steps 8 --warmup 2 >"$out/logs/bench-b$B.log" 2>&1 || echo "bench B=$B failed ($?)" | tee -a "$sum"
+    grep -E "^\| synthetic" "$out/logs/bench-b$B.log" | tee -a "$sum"
+    python3 scripts/device/bubble.py "$out/logs/trace-b$B.csv" --title "batch $B, context 1024" \
+      >"$out/bubble-b$B.md" 2>&1
+    head -5 "$out/bubble-b$B.md" | tee -a "$sum"
+    sed -n '/| kernel | per step/,$p' "$out/bubble-b$B.md" | head -30 | tee -a "$sum"
+    gzip -f "$out/logs/trace-b$B.csv"
+  done
+}
+

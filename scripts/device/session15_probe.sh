@@ -20,17 +20,6 @@ CUDA_INJECTION64_PATH=$lib GPTOSS_TRACE_OUT="$out/logs/trace-p1k.csv" timeout 15
 grep -E "^\| synthetic" "$out/logs/trace-p1k.log" | tail -2 | tee -a "$sum"
 python3 scripts/device/kernel_share.py "$out/logs/trace-p1k.csv" 25 | tee -a "$sum"
 gzip -f "$out/logs/trace-p1k.csv"
-for B in ${BATCHES:-64 256 1024}; do
-  echo -e "\n## decode batch $B, the median graph step by kernel $(t)" | tee -a "$sum"
-  CUDA_INJECTION64_PATH=$lib GPTOSS_TRACE_OUT="$out/logs/trace-b$B.csv" timeout 200 \
-    $bin/gptoss bench latency --model synthetic:120b --batches "$B" --prefill "" \
-    --decode-steps 8 --warmup 2 >"$out/logs/bench-b$B.log" 2>&1 || echo "bench B=$B failed ($?)" | tee -a "$sum"
-  grep -E "^\| synthetic" "$out/logs/bench-b$B.log" | tee -a "$sum"
-  python3 scripts/device/bubble.py "$out/logs/trace-b$B.csv" --title "batch $B, context 1024" \
-    >"$out/logs/bubble-b$B.md" 2>&1
-  head -5 "$out/logs/bubble-b$B.md" | tee -a "$sum"
-  sed -n '/| kernel | per step/,$p' "$out/logs/bubble-b$B.md" | head -30 | tee -a "$sum"
-  gzip -f "$out/logs/trace-b$B.csv"
-done
+decode_by_kernel ${BATCHES:-64 256 1024}
 t | tee -a "$sum"
 tar czf "$out/logs.tgz" -C "$out" logs 2>/dev/null && rm -rf "$out/logs"
