@@ -171,35 +171,24 @@ __global__ void __launch_bounds__(LG_THREADS, 1) moe_large_kernel(const moe_args
 /* ---------------------------------------------------------------------------------------------- */
 /* Plans and launches                                                                              */
 
-/* A plan bound: the positive number in the environment variable `name`, else dflt; read once into
- * *slot (negative until then). For measuring the crossovers again. */
-static double plan_bound(double *slot, const char *name, double dflt) {
-    if (*slot < 0) {
-        const char *e = getenv(name);
-        const double x = e ? atof(e) : 0.0;
-        *slot = x > 0 ? x : dflt;
-    }
-    return *slot;
-}
-
 /* The pairs per expert from which the large path runs: 16 (moe_plan_for says why), or
- * GPTOSS_MOE_LARGE_AVG. */
-static double large_min_avg(void) {
-    static double v = -1.0;
-    return plan_bound(&v, "GPTOSS_MOE_LARGE_AVG", 16.0);
+ * GPTOSS_MOE_LARGE_AVG (a whole number, for measuring the crossover again). */
+static int large_min_avg(void) {
+    static int v = -1;
+    return env_switch(&v, "GPTOSS_MOE_LARGE_AVG", 16, 1, 1 << 20);
 }
 
 /* The most pairs per expert at which the small path stages 8 tokens a pass (NTP 1: 4 warps, 4 blocks
- * an SM) rather than 16 (NTP 2: 8 warps, 2 blocks): 4, or GPTOSS_MOE_NTP1_MAX_AVG (for measuring).
+ * an SM) rather than 16 (NTP 2: 8 warps, 2 blocks): 4, or GPTOSS_MOE_NTP1_MAX_AVG (a whole number).
  * Above it an expert with more than 8 tokens re-reads its weights for a second pass. Measured on the
  * H200 (bench/results/session16/call6-ntp.md; 120b, experts alone): at 4 pairs (T = 128, where
  * ~2 % of experts hold more than 8 tokens) NTP 1 took 470 µs against NTP 2's 508 (it streams at
  * ~84 % of 4.2 TB/s, NTP 2 at ~77 %; decode 128 +1.9 %); at 8 pairs (T = 256, ~40 % of experts
  * past 8 tokens) 694 against 567 (decode 256 0.83); in the step (call 7, interleaved) 20b decode
  * 32 (4 pairs at E = 32) +3.9 %, 120b decode 128 +0.6 %. Until session 16 the bound was 3. */
-static double ntp1_max_avg(void) {
-    static double v = -1.0;
-    return plan_bound(&v, "GPTOSS_MOE_NTP1_MAX_AVG", 4.0);
+static int ntp1_max_avg(void) {
+    static int v = -1;
+    return env_switch(&v, "GPTOSS_MOE_NTP1_MAX_AVG", 4, 1, 1 << 20);
 }
 
 moe_plan moe_plan_for(int T, int E, int k, int sm_count) {
