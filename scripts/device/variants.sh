@@ -4,7 +4,9 @@
 # NAME=ENV1=V1+ENV2=V2 (NAME=- for none; values may hold commas), e.g. VARIANTS="base=- pdl=GPTOSS_PDL=1".
 # Knobs: MODEL=120b, BATCHES=1,8,64, ROUNDS=2, PREFILL (prompt lengths, none by default: the table
 # then shows the prefill rows too), EXTRA (more bench arguments, e.g. "--kv-cache-dtype fp8"). Needs
-# .devcarry (scripts/device/prepare.sh).
+# .devcarry (scripts/device/prepare.sh). BIN=PATH among a variant's settings runs that program
+# instead, e.g. base=BIN=.devcarry/base/gptoss: the build of BASE=REV scripts/device/prepare.sh, held
+# against this one in the same rounds.
 set -uo pipefail
 out=${OUT:-/tmp/var-out}
 mkdir -p "$out/vlogs"
@@ -13,9 +15,12 @@ bin=.devcarry/bin/gptoss
 for r in $(seq 1 "${ROUNDS:-2}"); do
   for v in $VARIANTS; do
     name=${v%%=*} envs=${v#*=}
-    envargs=()
+    envargs=() vbin=$bin
     [ "$envs" = - ] || IFS=+ read -r -a envargs <<<"$envs"
-    timeout 150 env "${envargs[@]}" $bin bench latency --model "synthetic:${MODEL:-120b}" \
+    for i in "${!envargs[@]}"; do
+      case ${envargs[$i]} in BIN=*) vbin=${envargs[$i]#BIN=}; unset 'envargs[i]' ;; esac
+    done
+    timeout 150 env "${envargs[@]}" $vbin bench latency --model "synthetic:${MODEL:-120b}" \
       --batches "${BATCHES:-1,8,64}" --prefill "${PREFILL:-}" ${EXTRA:-} --output-json "$out/var-$name-$r.json" \
       >"$out/vlogs/var-$name-$r.log" 2>&1 || echo "variant $name round $r failed ($?)"
   done

@@ -109,6 +109,8 @@ __global__ void ar_add_rmsnorm_kernel(const ar_args a) {
     __shared__ float red[32];
     const int b = blockIdx.x, c = threadIdx.x, H = a.H;
     const bool active = 8 * c < H;
+    const uint4 g8 =
+        gain_at(a.y ? a.gain : NULL, c, active); /* model memory: first (norm_row.cuh) */
 
     /* 1. This rank's partial rows. */
     if ((a.phases & AR_PHASE_PARTIAL) && (a.slots || a.delta) && active) {
@@ -157,7 +159,7 @@ __global__ void ar_add_rmsnorm_kernel(const ar_args a) {
             *(float4 *)(hrow + 4) = make_float4(v[4], v[5], v[6], v[7]);
         }
         if (a.y)
-            write_norm(v, active, H, a.gain, a.eps, a.y + (size_t)u * H,
+            write_norm(v, active, H, g8, a.eps, a.y + (size_t)u * H,
                        a.ylo ? a.ylo + (size_t)u * H : NULL, c, red);
         __syncthreads(); /* red[] is reused by the next row */
     }

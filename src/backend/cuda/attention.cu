@@ -271,8 +271,9 @@ static __device__ __forceinline__ void load_kv_tile8(const attn_args &a, const i
  * Scales, all moved by powers of two (exact): scores are (2^-4 q) . (k/scale_k), so the score scale
  * gets x 2^4 scale_k; P goes in as 2^14 p (see the loop) against fragments v/scale_v, so the output
  * sum is multiplied by 2^-14 scale_v before it leaves the CTA. */
+static __device__ __forceinline__ float merge_sink(const attn_args &a, int kvh);
 static __device__ __forceinline__ void decode_merge_group(const attn_args &a, int kvh, int seq,
-                                                          int q_row, float2 *s_ml);
+                                                          int q_row, float2 *s_ml, float sink_raw);
 
 template <bool FP8> __global__ void __launch_bounds__(DEC_THREADS) attn_decode_kernel(attn_args a) {
     constexpr int STAGES = FP8 ? DEC_STAGES8 : DEC_STAGES;
@@ -528,7 +529,8 @@ template <bool FP8> __global__ void __launch_bounds__(DEC_THREADS) attn_decode_k
             __syncthreads();
             if (!s_last) return;
             __threadfence();
-            decode_merge_group(a, kvh, seq, q_row, reinterpret_cast<float2 *>(smem));
+            decode_merge_group(a, kvh, seq, q_row, reinterpret_cast<float2 *>(smem),
+                               merge_sink(a, kvh));
             if (threadIdx.x == 0) *count = 0u;
         }
     }
@@ -549,9 +551,15 @@ template <bool FP8> __global__ void __launch_bounds__(DEC_THREADS) attn_decode_k
  * old loop's. */
 /* The merge of KV head kvh's 8 heads of sequence seq (q_row its query row), by all DEC_THREADS
  * threads of a CTA; s_ml: room for GQA * ATTN_DECODE_MAX_SPLITS pairs in shared memory. The loads of
- * the partials bypass L1 (__ldcg): in the fused merge other CTAs wrote them an instant ago. */
+ * the partials bypass L1 (__ldcg): in the fused merge other CTAs wrote them an instant ago.
+ * sink_raw: a.sinks[kvh * GQA + threadIdx.x / 16], read by the caller first (merge_sink): model
+ * memory, which leaves L2 between steps, so read here, after the (m, l) pairs and the barrier, it
+ * was one more DRAM round trip in a kernel that is nothing but round trips at batch 1. */
+static __device__ __forceinline__ float merge_sink(const attn_args &a, int kvh) {
+    return __ldg(a.sinks + kvh * GQA + (threadIdx.x >> 4));
+}
 static __device__ __forceinline__ void decode_merge_group(const attn_args &a, int kvh, int seq,
-                                                          int q_row, float2 *s_ml) {
+                                                          int q_row, float2 *s_ml, float sink_raw) {
     const int h = threadIdx.x >> 4, d0 = (threadIdx.x & 15) * 4;
     const int head = kvh * GQA + h, S = a.num_splits;
     const size_t part0 = ((size_t)seq * (size_t)a.n_heads + (size_t)head) * (size_t)S;
@@ -565,7 +573,7 @@ static __device__ __forceinline__ void decode_merge_group(const attn_args &a, in
     __syncthreads();
     const float2 *ml = s_ml + h * S; /* this thread's head */
 
-    const float sink = a.sinks[head] * LOG2E;
+    const float sink = sink_raw * LOG2E;
     float M = sink;
     for (int s = 0; s < S; s++) M = fmaxf(M, ml[s].x);
 
@@ -595,12 +603,13 @@ static __device__ __forceinline__ void decode_merge_group(const attn_args &a, in
 }
 
 __global__ void __launch_bounds__(DEC_THREADS) attn_decode_merge_kernel(attn_args a) {
-    pdl_prologue();                                       /* first: see pdl.cuh */
-    __shared__ float2 s_ml[GQA * ATTN_DECODE_MAX_SPLITS]; /* [head of the group][split]: (m, l) */
     const int kvh = blockIdx.x, seq = blockIdx.y;
+    const float sink = merge_sink(a, kvh); /* model memory: before the wait (pdl.cuh) */
+    pdl_prologue();                        /* first, but for the sink: see pdl.cuh */
+    __shared__ float2 s_ml[GQA * ATTN_DECODE_MAX_SPLITS]; /* [head of the group][split]: (m, l) */
     const int q_row = a.query_start[seq];
     if (a.query_start[seq + 1] - q_row != 1) return; /* uniform per CTA: before any barrier */
-    decode_merge_group(a, kvh, seq, q_row, s_ml);
+    decode_merge_group(a, kvh, seq, q_row, s_ml, sink);
 }
 
 /* 16 e4m3 codes (chunk c of a 64-byte key row r: dims 16c .. 16c + 15) stored as their exact bf16

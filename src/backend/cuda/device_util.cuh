@@ -54,6 +54,13 @@ static __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
 
 /* ---- loads ---- */
 
+/* Asks for the line holding p in this SM's L1 (and L2) without waiting for it: for a few bytes a
+ * kernel reads only at its end (a bias, a routing entry), so that the read there is an L1 hit
+ * instead of a round trip to DRAM after everything else. p must be a global address. */
+static __device__ __forceinline__ void prefetch_l1(const void *p) {
+    asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
+}
+
 /* A 16-byte streaming load of read-only data that is used once: through the non-coherent path,
  * without allocating in L1 (weights that would only evict what is reused). */
 static __device__ __forceinline__ uint4 ldg_stream16(const void *p) {

@@ -97,7 +97,8 @@ static __device__ __forceinline__ void gemv_store(const gemv_args &a, const floa
  * tree — the norm kernel's threads c = 0 … K/8 − 1 in warps of 32 are played by this block's
  * threads t and t + GV_THREADS, each of whose warps covers exactly one of those warps. */
 template <int M>
-static __device__ __forceinline__ void gemv_norm_tokens(const gemv_args &a, float *xs, float *hv) {
+static __device__ __forceinline__ void gemv_norm_tokens(const gemv_args &a, const uint4 (&g8)[2],
+                                                        float *xs, float *hv) {
     __shared__ float red[32];
     const gemv_norm_args &nm = a.nm;
     const int K = a.K, C = K >> 3;
@@ -111,7 +112,7 @@ static __device__ __forceinline__ void gemv_norm_tokens(const gemv_args &a, floa
             const int c = threadIdx.x + r * GV_THREADS;
             if (c >= C) continue;
             uint4 hi, lo;
-            norm_split8(v[r], inv, nm.gain + 8 * c, hi, lo);
+            norm_split8(v[r], inv, g8[r], hi, lo);
             if (blockIdx.x == 0) *(uint4 *)(nm.y + (size_t)m * K + 8 * c) = hi;
             float fh[8], fl[8]; /* gemv_x8's hi + lo */
             unpack_bf16x8(hi, fh);
@@ -175,14 +176,22 @@ __global__ void __launch_bounds__(GV_THREADS) gemv_kernel(const gemv_args a) {
         if (j < nj && c < K8 && left > 0)
             wv[j] = ldg_stream16(a.W + (size_t)row * a.K + (size_t)c * 8);
     }
-    /* gemv_route's bias: model memory too. */
+    /* gemv_route's bias and gemv_norm_route's gains (groups t and t + GV_THREADS): model memory
+     * too, so also before the wait (norm_row.cuh's gain_at says why). */
     uint16_t bias_reg = 0;
     if (ROUTE && a.rt.bias && (int)threadIdx.x < a.N) bias_reg = __ldg(a.rt.bias + threadIdx.x);
+    uint4 g8[2] = {make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
+    if (NORM)
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const int c = threadIdx.x + r * GV_THREADS;
+            g8[r] = gain_at(a.nm.gain, c, c < K8);
+        }
     pdl_prologue();
 
     /* Stage the tokens as fp32: x (+ x_lo), or the normalised rows (gemv_norm_route). */
     if (NORM)
-        gemv_norm_tokens<M>(a, xs, hv);
+        gemv_norm_tokens<M>(a, g8, xs, hv);
     else
         gemv_stage_tokens(a, xs, threadIdx.x, GV_THREADS);
     __syncthreads();
@@ -292,6 +301,12 @@ __global__ void __launch_bounds__(GR_THREADS, 1) gemv_ring_kernel(const gemv_arg
             /* Rows the ring cannot hold yet: toward L2, also before the wait. */
             for (int i = S; i < n && i < S + a.l2_rest; i++)
                 bulk_prefetch_l2(a.W + (size_t)(r0 + i) * a.K, row_bytes);
+            /* The block's biases, read by gemv_store after each row: model memory, into L1 now
+             * rather than a DRAM round trip at the end of the block's last row. */
+            if (a.bias && n > 0) {
+                for (int i = 0; i < n; i += 64) prefetch_l1(a.bias + r0 + i);
+                prefetch_l1(a.bias + r0 + n - 1); /* the range may end in one more line */
+            }
             pdl_prologue();
             for (int i = S; i < n; i++) {
                 const int st = i % S;

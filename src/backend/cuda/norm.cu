@@ -15,10 +15,11 @@ enum { NORM_MAX_H = 8192, NORM_MAX_THREADS = 1024 };
 __global__ void norm_add_kernel(float *h, const uint16_t *delta, const float *slots, int n_slots,
                                 int H, const uint16_t *gain, float eps, uint16_t *y,
                                 uint16_t *ylo) {
-    pdl_prologue(); /* first: see pdl.cuh */
-    __shared__ float red[32];
     const int t = blockIdx.x, c = threadIdx.x; /* c: 8-feature group */
     const bool active = 8 * c < H;
+    const uint4 g8 = gain_at(y ? gain : NULL, c, active); /* model memory: before the wait */
+    pdl_prologue(); /* first, but for the gains: see pdl.cuh */
+    __shared__ float red[32];
     float v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     float *hrow = h + (size_t)t * H;
     if (active) {
@@ -31,17 +32,18 @@ __global__ void norm_add_kernel(float *h, const uint16_t *delta, const float *sl
         }
     }
     if (y)
-        write_norm(v, active, H, gain, eps, y + (size_t)t * H, ylo ? ylo + (size_t)t * H : NULL, c,
+        write_norm(v, active, H, g8, eps, y + (size_t)t * H, ylo ? ylo + (size_t)t * H : NULL, c,
                    red);
 }
 
 __global__ void norm_embed_kernel(const int32_t *tokens, const uint16_t *table, int vocab, int H,
                                   float *h, const uint16_t *gain, float eps, uint16_t *y,
                                   uint16_t *ylo) {
-    pdl_prologue(); /* first: see pdl.cuh */
-    __shared__ float red[32];
     const int t = blockIdx.x, c = threadIdx.x;
     const bool active = 8 * c < H;
+    const uint4 g8 = gain_at(y ? gain : NULL, c, active); /* model memory: before the wait */
+    pdl_prologue(); /* first, but for the gains: see pdl.cuh */
+    __shared__ float red[32];
     float v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     if (active) {
         const int id = tokens[t];
@@ -52,7 +54,7 @@ __global__ void norm_embed_kernel(const int32_t *tokens, const uint16_t *table, 
         *(float4 *)(hrow + 4) = make_float4(v[4], v[5], v[6], v[7]);
     }
     if (gain && y)
-        write_norm(v, active, H, gain, eps, y + (size_t)t * H, ylo ? ylo + (size_t)t * H : NULL, c,
+        write_norm(v, active, H, g8, eps, y + (size_t)t * H, ylo ? ylo + (size_t)t * H : NULL, c,
                    red);
 }
 

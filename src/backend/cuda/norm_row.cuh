@@ -29,11 +29,11 @@ static __device__ __forceinline__ float sumsq8(const float v[8]) {
 
 /* 8 normalised values v · inv · gain as bf16 (hi), and their rounding residues bf16(x − bf16(x))
  * (lo), so that hi + lo carries x to ~16 significant bits (the "split bf16" input of the QKV and
- * router GEMMs, runner_forward.c). gain8: the 8 gains of these features. */
-static __device__ __forceinline__ void norm_split8(const float v[8], float inv,
-                                                   const uint16_t *gain8, uint4 &hi, uint4 &lo) {
+ * router GEMMs, runner_forward.c). gain8: the 8 gains of these features, as bf16 bits (gain_at). */
+static __device__ __forceinline__ void norm_split8(const float v[8], float inv, uint4 gain8,
+                                                   uint4 &hi, uint4 &lo) {
     float gf[8], x[8], h[8];
-    unpack_bf16x8(*(const uint4 *)gain8, gf);
+    unpack_bf16x8(gain8, gf);
 #pragma unroll
     for (int i = 0; i < 8; i++) x[i] = v[i] * inv * gf[i];
     hi.x = pack_bf16x2(x[0], x[1]);
@@ -47,19 +47,27 @@ static __device__ __forceinline__ void norm_split8(const float v[8], float inv,
     lo.w = pack_bf16x2(x[6] - h[6], x[7] - h[7]);
 }
 
+/* The gains of 8-feature group c (zeros when the group is past the row). The row kernels load them
+ * first, before their PDL wait (model memory, pdl.cuh): read after the row's sum, as they were, the
+ * gains were a DRAM round trip on the kernel's critical path (they leave L2 between steps), after
+ * the row's own reads and the block's reduction. */
+static __device__ __forceinline__ uint4 gain_at(const uint16_t *gain, int c, bool active) {
+    return active && gain ? __ldg((const uint4 *)(gain + 8 * c)) : make_uint4(0, 0, 0, 0);
+}
+
 static __device__ __forceinline__ float rms_inv(float ss, int H, float eps) {
     return 1.0f / sqrtf(ss / (float)H + eps);
 }
 
 /* Normalises v (this thread's 8 values, already final) and writes them as bf16; with ylo also the
- * rounding residue (norm_split8). */
-static __device__ __forceinline__ void write_norm(const float v[8], bool active, int H,
-                                                  const uint16_t *gain, float eps, uint16_t *yrow,
-                                                  uint16_t *ylorow, int c, float *red) {
+ * rounding residue (norm_split8). gain8: gain_at's. */
+static __device__ __forceinline__ void write_norm(const float v[8], bool active, int H, uint4 gain8,
+                                                  float eps, uint16_t *yrow, uint16_t *ylorow,
+                                                  int c, float *red) {
     const float ss = block_sum(active ? sumsq8(v) : 0.0f, red);
     if (!active) return;
     uint4 hi, lo;
-    norm_split8(v, rms_inv(ss, H, eps), gain + 8 * c, hi, lo);
+    norm_split8(v, rms_inv(ss, H, eps), gain8, hi, lo);
     *(uint4 *)(yrow + 8 * c) = hi;
     if (ylorow) *(uint4 *)(ylorow + 8 * c) = lo;
 }

@@ -36,11 +36,12 @@ __global__ void resolve_kernel(const int32_t *token_ids, const int32_t *token_sl
 __global__ void final_rows_kernel(const float *h, const float *slots, int n_slots,
                                   const gpu_row *rows, int H, const uint16_t *gain, float eps,
                                   uint16_t *out) {
-    pdl_prologue(); /* first: see pdl.cuh */
-    __shared__ float red[32];
     const int r = blockIdx.x, c = threadIdx.x;
-    const int tok = rows[r].tok;
     const bool active = 8 * c < H;
+    const uint4 g8 = gain_at(gain, c, active); /* model memory: before the wait (norm_row.cuh) */
+    pdl_prologue();                            /* first, but for the gains: see pdl.cuh */
+    __shared__ float red[32];
+    const int tok = rows[r].tok;
     float v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     if (active) {
         const float *hrow = h + (size_t)tok * H + 8 * c;
@@ -58,7 +59,7 @@ __global__ void final_rows_kernel(const float *h, const float *slots, int n_slot
         v[0] = h0.x + dsum[0], v[1] = h0.y + dsum[1], v[2] = h0.z + dsum[2], v[3] = h0.w + dsum[3];
         v[4] = h1.x + dsum[4], v[5] = h1.y + dsum[5], v[6] = h1.z + dsum[6], v[7] = h1.w + dsum[7];
     }
-    write_norm(v, active, H, gain, eps, out + (size_t)r * H, NULL, c, red);
+    write_norm(v, active, H, g8, eps, out + (size_t)r * H, NULL, c, red);
 }
 
 extern "C" cudaError_t step_apply_fixups(const int32_t *pairs, int n, int32_t *slot_last,
