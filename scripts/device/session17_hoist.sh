@@ -23,10 +23,6 @@ echo -e "\n## 120b decode: base, new, new + PDL, new + router early $(t)" | tee 
 OUT=$out/v-120b MODEL=120b BATCHES=${BATCHES:-1,8,64} ROUNDS=${ROUNDS:-2} \
   VARIANTS="base=BIN=.devcarry/base/gptoss new=- pdl=GPTOSS_PDL=1 early5=GPTOSS_EARLY_WEIGHTS=5" \
   bash scripts/device/variants.sh | tee -a "$sum"
-echo -e "\n## 20b decode: base, new $(t)" | tee -a "$sum"
-OUT=$out/v-20b MODEL=20b BATCHES=1,8 ROUNDS=1 VARIANTS="base=BIN=.devcarry/base/gptoss new=-" \
-  bash scripts/device/variants.sh | tee -a "$sum"
-decode_by_kernel 1
 echo -e "\n## the register-A MoE reading its codes a step ahead: the experts alone (GPTOSS_MOE_RS_LOOKAHEAD 0 / 1, twice) $(t)" | tee -a "$sum"
 for r in 1 2; do
   for l in 0 1; do
@@ -36,5 +32,9 @@ for r in 1 2; do
     grep -E "\(auto\)" "$out/logs/look-$l-$r.log" | head -12 | tee -a "$sum"
   done
 done
+echo -e "\n## 20b decode: base, new $(t)" | tee -a "$sum"
+OUT=$out/v-20b MODEL=20b BATCHES=1 ROUNDS=1 VARIANTS="base=BIN=.devcarry/base/gptoss new=-" \
+  bash scripts/device/variants.sh | tee -a "$sum"
+decode_by_kernel 1
 t | tee -a "$sum"
 tar czf "$out/logs.tgz" -C "$out" logs tests 2>/dev/null && rm -rf "$out/logs" "$out/tests" "$out"/v-*/vlogs
