@@ -154,9 +154,6 @@ void moe_wgmma_ws_set_narrow(int on);
  * (0, 1 or 2; anything else, or nothing, 2). Used by moe_experts only (its act is in an order of
  * its own); moe_gate_up and moe_down alone never take it. */
 void moe_wgmma_tma_set_rs(int on);
-/* The register-A form reading each step's codes one step ahead (the same bits; measuring): 1 on,
- * 0 off, negative: as GPTOSS_MOE_RS_LOOKAHEAD says (0 or 1; otherwise 0). */
-void moe_wgmma_tma_set_rs_lookahead(int on);
 /* The two halves, for benchmarks and tests. */
 cudaError_t moe_gate_up(const moe_weights *w, const uint16_t *x, const moe_routing *r,
                         const moe_plan *plan, uint16_t *act, cudaStream_t stream);

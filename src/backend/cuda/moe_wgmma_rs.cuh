@@ -94,13 +94,7 @@ static __device__ __forceinline__ void rs_mma_step(float (&d)[NN / 2], const uin
     wgmma_commit();
 }
 
-/* LOOK (GPTOSS_MOE_RS_LOOKAHEAD=1, measuring): each step's codes and scale word are read from their
- * slot one step ahead, right after this step's MMAs are issued, so the next step's dequantisation
- * starts on registers that are already there instead of on a shared load issued just before it.
- * Premise (ncu at T = 1024, session 13): 17 % of the kernel's stall samples were long-scoreboard
- * waits, with 4 consumer warps a scheduler to hide them; the load of a step's codes sat between its
- * full-barrier wait and its first dequantising instruction. */
-template <int MODE, bool FOLDED, bool LOOK = false>
+template <int MODE, bool FOLDED>
 __global__ void __launch_bounds__(rs_cfg::THREADS, 2)
     moe_wgmma_rs_kernel(const moe_args a, const __grid_constant__ moe_tma_maps maps) {
     using C = rs_cfg;
@@ -153,74 +147,34 @@ __global__ void __launch_bounds__(rs_cfg::THREADS, 2)
 #pragma unroll
         for (int i = 0; i < NN / 2; i++) acc[i] = 0.0f;
         uint32_t v[2][4][4]; /* two A register sets: step kk's MMAs read set kk & 1 */
-        if constexpr (!LOOK) {
-            /* step kk in slot s (parity ph): wait, read the codes, dequantise, MMAs; then the step
-             * before's MMAs are done and its slot (ps) goes back to the copier */
-            auto step = [&](int kk, int s, uint32_t ph, int ps, uint32_t(&vs)[4][4]) {
-                mbar_wait(&full[s], ph);
-                uint32_t wd[4];
-                asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];"
-                             : "=r"(wd[0]), "=r"(wd[1]), "=r"(wd[2]), "=r"(wd[3])
-                             : "r"(code_at + s * WS_RAW_BYTES)
-                             : "memory");
-                const uint32_t sc = ws_lds32(scale_at + s * WS_RAW_BYTES);
-                rs_dequant<FOLDED>(wd, sc, vs);
-                rs_mma_step<NN>(acc, vs, lo0 + s * (C::B_BYTES >> 4));
-                wgmma_wait<1>();
-                if (kk >= 1 && lane == 0) mbar_arrive(&empty[ps]);
-            };
-            /* pairs of steps from an even slot (the second is the first + 1, the same parity),
-             * then the odd step: a step that may be skipped inside the loop leaves ptxas a path on
-             * which set 0 is rewritten with its MMAs still in flight (C7513) */
-            int kk = 0;
-            for (; kk + 1 < a.KK; kk += 2) {
-                const int s = kk & (S - 1);
-                const uint32_t ph = (kk / S) & 1;
-                step(kk, s, ph, (s + S - 1) & (S - 1), v[0]);
-                step(kk + 1, s + 1, ph, s, v[1]);
-            }
-            if (kk < a.KK) {
-                const int s = kk & (S - 1);
-                step(kk, s, (kk / S) & 1, (s + S - 1) & (S - 1), v[0]);
-            }
-        } else {
-            /* wd, sc: the codes of the step about to be dequantised, read one step ahead */
-            uint32_t wd[4], sc;
-            auto fetch = [&](int s, uint32_t ph) {
-                mbar_wait(&full[s], ph);
-                asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];"
-                             : "=r"(wd[0]), "=r"(wd[1]), "=r"(wd[2]), "=r"(wd[3])
-                             : "r"(code_at + s * WS_RAW_BYTES)
-                             : "memory");
-                sc = ws_lds32(scale_at + s * WS_RAW_BYTES);
-            };
-            /* step kk (slot s, its codes in wd / sc); NEXT: then fetch step kk + 1 (slot sn,
-             * parity phn) between this step's commit and its wait for the step before */
-            auto step_ahead = [&](int kk, int s, int ps, uint32_t(&vs)[4][4], bool next, int sn,
-                                  uint32_t phn) {
-                rs_dequant<FOLDED>(wd, sc, vs);
-                rs_mma_step<NN>(acc, vs, lo0 + s * (C::B_BYTES >> 4));
-                if (next) fetch(sn, phn);
-                wgmma_wait<1>();
-                if (kk >= 1 && lane == 0) mbar_arrive(&empty[ps]);
-            };
-            fetch(0, 0);
-            int kk = 0;
-            /* pairs whose both fetches exist, then the one or two steps left (outside the loop, so
-             * no step in it is skippable: C7513 above) */
-            for (; kk + 2 < a.KK; kk += 2) {
-                const int s = kk & (S - 1);
-                const uint32_t ph = (kk / S) & 1;
-                step_ahead(kk, s, (s + S - 1) & (S - 1), v[0], true, s + 1, ph);
-                step_ahead(kk + 1, s + 1, s, v[1], true, (s + 2) & (S - 1), ((kk + 2) / S) & 1);
-            }
+        /* step kk in slot s (parity ph): wait, read the codes, dequantise, MMAs; then the step
+         * before's MMAs are done and its slot (ps) goes back to the copier */
+        auto step = [&](int kk, int s, uint32_t ph, int ps, uint32_t(&vs)[4][4]) {
+            mbar_wait(&full[s], ph);
+            uint32_t wd[4];
+            asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];"
+                         : "=r"(wd[0]), "=r"(wd[1]), "=r"(wd[2]), "=r"(wd[3])
+                         : "r"(code_at + s * WS_RAW_BYTES)
+                         : "memory");
+            const uint32_t sc = ws_lds32(scale_at + s * WS_RAW_BYTES);
+            rs_dequant<FOLDED>(wd, sc, vs);
+            rs_mma_step<NN>(acc, vs, lo0 + s * (C::B_BYTES >> 4));
+            wgmma_wait<1>();
+            if (kk >= 1 && lane == 0) mbar_arrive(&empty[ps]);
+        };
+        /* pairs of steps from an even slot (the second is the first + 1, the same parity), then
+         * the odd step: a step that may be skipped inside the loop leaves ptxas a path on which
+         * set 0 is rewritten with its MMAs still in flight (C7513) */
+        int kk = 0;
+        for (; kk + 1 < a.KK; kk += 2) {
             const int s = kk & (S - 1);
-            if (kk + 1 < a.KK) {
-                step_ahead(kk, s, (s + S - 1) & (S - 1), v[0], true, s + 1, (kk / S) & 1);
-                step_ahead(kk + 1, s + 1, s, v[1], false, 0, 0);
-            } else {
-                step_ahead(kk, s, (s + S - 1) & (S - 1), v[0], false, 0, 0);
-            }
+            const uint32_t ph = (kk / S) & 1;
+            step(kk, s, ph, (s + S - 1) & (S - 1), v[0]);
+            step(kk + 1, s + 1, ph, s, v[1]);
+        }
+        if (kk < a.KK) {
+            const int s = kk & (S - 1);
+            step(kk, s, (kk / S) & 1, (s + S - 1) & (S - 1), v[0]);
         }
         wgmma_wait<0>();
         fence_acc(acc);

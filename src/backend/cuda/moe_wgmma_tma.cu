@@ -349,36 +349,20 @@ static cudaError_t tma_launch_t(const moe_args &a, const moe_tma_maps &m, dim3 g
     return cudaGetLastError();
 }
 
-/* GPTOSS_MOE_RS_LOOKAHEAD (read once; moe_wgmma_tma_set_rs_lookahead for tests): 1 reads each
- * step's codes one step ahead (moe_wgmma_rs.cuh's LOOK), 0 (the default) as they were. */
-static int g_rs_look = -1;
-
-void moe_wgmma_tma_set_rs_lookahead(int on) {
-    env_switch_set(&g_rs_look, on, 0, 1);
-}
-
-template <int MODE, bool FOLDED, bool LOOK>
-static cudaError_t rs_launch_look(const moe_args &a, const moe_tma_maps &m, dim3 grid,
-                                  cudaStream_t stream) {
+template <int MODE, bool FOLDED>
+static cudaError_t rs_launch_t(const moe_args &a, const moe_tma_maps &m, dim3 grid,
+                               cudaStream_t stream) {
     constexpr int SMEM = rs_cfg::SMEM;
     static unsigned long long attrs_set; /* per device: per_device.h */
     if (!per_device_done(&attrs_set)) {
-        CUDA_TRY(cudaFuncSetAttribute((const void *)moe_wgmma_rs_kernel<MODE, FOLDED, LOOK>,
+        CUDA_TRY(cudaFuncSetAttribute((const void *)moe_wgmma_rs_kernel<MODE, FOLDED>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM));
         per_device_mark(&attrs_set);
     }
     grid.y *= MOE_TILE_TOKENS / 64; /* two blocks a routing tile */
-    CUDA_TRY(pdl_launch(moe_wgmma_rs_kernel<MODE, FOLDED, LOOK>, grid, dim3(rs_cfg::THREADS), SMEM,
+    CUDA_TRY(pdl_launch(moe_wgmma_rs_kernel<MODE, FOLDED>, grid, dim3(rs_cfg::THREADS), SMEM,
                         stream, a, m));
     return cudaGetLastError();
-}
-
-template <int MODE, bool FOLDED>
-static cudaError_t rs_launch_t(const moe_args &a, const moe_tma_maps &m, dim3 grid,
-                               cudaStream_t stream) {
-    if (env_switch(&g_rs_look, "GPTOSS_MOE_RS_LOOKAHEAD", 0, 0, 1))
-        return rs_launch_look<MODE, FOLDED, true>(a, m, grid, stream);
-    return rs_launch_look<MODE, FOLDED, false>(a, m, grid, stream);
 }
 
 /* GPTOSS_MOE_TMA_RS (read once; moe_wgmma_tma_set_rs for tests): the register-A form for every
