@@ -140,18 +140,6 @@ static __device__ __forceinline__ bool small_begin(const moe_args &a, int b, sma
     it.sp = a.wsc + tile_kk * 8 + g;
     it.pre_base = 0, it.pre_lo = 0, it.pre_n = 0;
     load_batch<C::U>(it.qp, it.sp, 0, it.active ? it.nk : 0, it.qv, it.sv);
-    /* What the epilogue reads, requested now: the tile's 16 biases (model memory, gone from L2
-     * since the last step) and, for the down projection, the expert's first sorted pairs and the
-     * first routing weights (all of them up to 8 tokens). Read only after the k loop, each was a
-     * dependent round trip at the end of every block: at batch 1 one wave of blocks, so the
-     * kernel's tail. The fused kernel keeps its routing in shared memory: no prefetch of that. */
-    if (it.active && lane == 0) {
-        prefetch_l1(a.bias + (size_t)it.e * a.R + (size_t)it.rt * 16);
-        if (__isGlobal(a.pair_sorted) && __isGlobal(a.topk_w)) {
-            prefetch_l1(a.pair_sorted + it.off);
-            prefetch_l1(a.topk_w);
-        }
-    }
     return true;
 }
 
