@@ -1288,6 +1288,33 @@ static bool write_20b_two_layers(char *dir, int files, model_config *c) {
     return true;
 }
 
+/* The CPU router's k-th vs (k+1)-th logit gap of each token, the smallest over the layers (a
+ * cpu_model route_hook): where it is under NEAR_TIE, the GPU's bf16 activations (which move router
+ * logits by ~3e-3, bench/NOTES.md) may pick the other expert, and the token's row then moves by a
+ * whole expert's contribution. */
+enum { GAP_MAX_T = 64, T_REAL_WIDTH = 40 };
+static const double NEAR_TIE = 2e-2;
+typedef struct {
+    float gap[GAP_MAX_T];
+} route_gaps;
+static void record_gaps(void *ctx, int layer, int T, const float *logits, int n_experts,
+                        const int *experts, int k) {
+    (void)layer;
+    route_gaps *g = (route_gaps *)ctx;
+    for (int t = 0; t < T && t < GAP_MAX_T; t++) {
+        const float *l = logits + (size_t)t * n_experts;
+        const int *ex = experts + (size_t)t * k;
+        float out = -INFINITY; /* the best expert not chosen */
+        for (int e = 0; e < n_experts; e++) {
+            bool chosen = false;
+            for (int j = 0; j < k; j++) chosen |= ex[j] == e;
+            if (!chosen && l[e] > out) out = l[e];
+        }
+        const float gap = l[ex[k - 1]] - out;
+        if (gap < g->gap[t]) g->gap[t] = gap;
+    }
+}
+
 static void real_width(rng_t *rng) {
     fprintf(stderr, "(c) 2-layer gpt-oss-20b at real width: CUDA vs CPU, and "
                     "synthetic:20b:layers=2 on the GPU\n");
@@ -1296,7 +1323,7 @@ static void real_width(rng_t *rng) {
     if (!write_20b_two_layers(dir, 1, &c)) return;
     double t0 = 0;
     int rc = 0;
-    const int T = 40, V = c.vocab;
+    const int T = T_REAL_WIDTH, V = c.vocab;
     std::vector<int32_t> toks(T);
     for (auto &t : toks) t = rng_below(rng, V);
     std::vector<int32_t> rows;
@@ -1304,6 +1331,8 @@ static void real_width(rng_t *rng) {
     rows.push_back(T - 1);
 
     /* CPU: the selected rows only (the lm_head at 201,088 x 2880 is the expensive part). */
+    static_assert(T_REAL_WIDTH <= GAP_MAX_T, "route_gaps holds every token");
+    route_gaps gaps;
     model_weights w;
     rc = weights_load(dir, &w);
     CHECK(rc == 0, "weights_load: %s", err_msg());
@@ -1320,6 +1349,8 @@ static void real_width(rng_t *rng) {
         std::vector<int32_t> seq(T, 0);
         std::vector<int64_t> pos(T);
         for (int t = 0; t < T; t++) pos[t] = t;
+        for (int t = 0; t < GAP_MAX_T; t++) gaps.gap[t] = INFINITY;
+        m.route_hook = record_gaps, m.route_hook_ctx = &gaps;
         rc = cpu_forward_batch(&m, &view, T, toks.data(), seq.data(), pos.data(), (int)rows.size(),
                                rows.data(), ref.data());
         CHECK(rc == 0, "cpu forward: %s", err_msg());
@@ -1346,35 +1377,43 @@ static void real_width(rng_t *rng) {
     std::vector<float> sel(rows.size() * (size_t)V);
     for (size_t r = 0; r < rows.size(); r++)
         memcpy(sel.data() + r * V, got[0].data() + (size_t)rows[r] * V, (size_t)V * sizeof(float));
-    /* One row may be an expert swap: with random weights some token's 4th and 5th router logits
-     * nearly tie, and the GPU's bf16 activations pick the other expert (seed 7271119250326059773:
-     * one of 11 rows moves the relative L2 over all rows to 5.9e-2 with top-1 still 11/11). So the
-     * L2 bound applies to the rows without the worst one; the max bound (every row within 0.25 of
-     * its largest logit) and top-1 still cover all rows, and a real bug spoils many rows. */
+    /* Rows may be expert swaps: with random weights some token's 4th and 5th router logits nearly
+     * tie, and the GPU's bf16 activations pick the other expert (seed 7271119250326059773: one of 11
+     * rows moved the relative L2 over all rows to 5.9e-2 with top-1 still 11/11; seed
+     * 12268047980063385605 had two such rows). So the L2 bound, the max bound and top-1 below apply
+     * to the rows whose CPU router gaps are all at least NEAR_TIE (record_gaps): an excused row is
+     * one the reference itself says is a coin toss, not the worst one whatever it is. The excused
+     * rows stay bounded, looser (a swapped expert moved one row's max error to 0.267 of the largest
+     * logit on the H200), and a real bug spoils many rows. */
     const int nr = (int)rows.size();
-    int worst = -1;
-    double worst_rel = -1.0;
-    for (int r = 0; r < nr; r++) {
-        cmp_stats one;
-        memset(&one, 0, sizeof one);
-        cmp_rows(&one, sel.data() + (size_t)r * V, ref.data() + (size_t)r * V, 1, V);
-        if (rel_l2(&one) > worst_rel) worst_rel = rel_l2(&one), worst = r;
-    }
     cmp_stats s, rest;
     memset(&s, 0, sizeof s);
     memset(&rest, 0, sizeof rest);
     cmp_rows(&s, sel.data(), ref.data(), nr, V);
-    for (int r = 0; r < nr; r++)
-        if (r != worst)
+    int excused = 0;
+    for (int r = 0; r < nr; r++) {
+        cmp_stats one;
+        memset(&one, 0, sizeof one);
+        cmp_rows(&one, sel.data() + (size_t)r * V, ref.data() + (size_t)r * V, 1, V);
+        const float gap = gaps.gap[rows[r]];
+        if (gap < NEAR_TIE) {
+            excused++;
+            fprintf(stderr,
+                    "  20b x 2 layers: row %d (token %d) excused: router gap %.2e, alone "
+                    "relL2 %.2e\n",
+                    r, rows[r], gap, rel_l2(&one));
+        } else {
             cmp_rows(&rest, sel.data() + (size_t)r * V, ref.data() + (size_t)r * V, 1, V);
-    fprintf(stderr, "  20b x 2 layers: relL2 over all %d rows %.2e; worst row %d alone %.2e\n", nr,
-            rel_l2(&s), worst, worst_rel);
-    /* The excused row is still bounded, looser (a swapped expert moved one row's max error to
-     * 0.267 of the largest logit on the H200); every other row gets cmp_report's 0.25 below. */
+        }
+    }
+    fprintf(stderr,
+            "  20b x 2 layers: relL2 over all %d rows %.2e; %d excused (router gap < %.0e)\n", nr,
+            rel_l2(&s), excused, NEAR_TIE);
+    CHECK(excused * 3 <= nr, "20b x 2 layers: %d of %d rows have router near-ties: too few left",
+          excused, nr);
     CHECK(s.max_diff <= 0.5 * s.max_ref, "20b x 2 layers: max|d|/max|logit| %.3e > 0.5",
           s.max_ref > 0 ? s.max_diff / s.max_ref : s.max_diff);
-    /* The other rows: relative L2, max error and top-1 (all of them must agree) as before. A swap
-     * can flip the excused row's top-1 too (seed 9628026347155089174: 10 of 11 on the H200). */
+    /* The other rows: relative L2, max error and top-1 (all of them must agree) as before. */
     cmp_report("20b x 2 layers, 40-token prompt", &rest, 3e-2, 0.25);
     if (!got[1].empty()) {
         const bool same = got[1].size() == got[0].size() &&

@@ -71,14 +71,7 @@ static __device__ __forceinline__ size_t cache_offset(int slot, int kv_head, int
  * bit-identical. */
 template <bool FP8>
 __global__ void __launch_bounds__(ROPE_KV_THREADS) rope_kv_kernel(rope_kv_args a, rope_kv_freq f) {
-    /* The projection's bias (model memory, gone from L2 since the last step) into this SM's L1
-     * before the wait: read by load4 only after the positions, the sines and the barrier, it was
-     * a DRAM round trip at the end of that chain (device_util.cuh's prefetch_l1). */
-    if (a.bias)
-        for (int i = threadIdx.x * 64; i < (a.n_heads + 2 * a.n_kv_heads) * a.head_dim;
-             i += blockDim.x * 64)
-            prefetch_l1(a.bias + i);
-    pdl_prologue(); /* first, but for the bias: see pdl.cuh */
+    pdl_prologue(); /* first: see pdl.cuh */
     __shared__ float s_cos[ROPE_KV_MAX_HALF], s_sin[ROPE_KV_MAX_HALF];
     const int t = blockIdx.x;
     const int pos = a.positions[t];
