@@ -2,8 +2,7 @@
 # Session 17, call 3 (~8 min): (1) the forward test's real-width check with the router-gap excusal
 # (rows whose CPU router has a k-th vs (k+1)-th gap under 2e-2 are excused, instead of the worst
 # row), on the seeds that have failed or needed the excusal (12268047980063385605: two swapped rows
-# in session 16; 7271119250326059773 and 9628026347155089174 from the test's comments) and one new
-# seed; (2) the served 1k/1k frontier at C = 16 and 64 with InferenceMAX's settings (10 x C prompts,
+# in session 16; 7271119250326059773 and 9628026347155089174 from the test's comments); (2) the served 1k/1k frontier at C = 16 and 64 with InferenceMAX's settings (10 x C prompts,
 # 2 x C warm-ups), `gptoss serve` as served_close.sh starts it. The tokenizer travels gzipped.
 set -uo pipefail
 source "$(dirname "$0")/env.sh"

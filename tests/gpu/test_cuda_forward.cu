@@ -1291,9 +1291,11 @@ static bool write_20b_two_layers(char *dir, int files, model_config *c) {
 /* The CPU router's k-th vs (k+1)-th logit gap of each token, the smallest over the layers (a
  * cpu_model route_hook): where it is under NEAR_TIE, the GPU's bf16 activations (which move router
  * logits by ~3e-3, bench/NOTES.md) may pick the other expert, and the token's row then moves by a
- * whole expert's contribution. */
-enum { GAP_MAX_T = 64, T_REAL_WIDTH = 40 };
-static const double NEAR_TIE = 2e-2;
+ * whole expert's contribution. Measured on the H200 (session 17, three seeds, 33 rows): the rows
+ * that swapped had gaps 3.5e-4, 1.6e-3 and 5.8e-3 (alone relL2 0.18, 0.27, 0.11); rows with gaps
+ * 2.8e-3 … 1.8e-2 kept their experts (alone ≤ 7e-3); ~15 % of rows have a gap under 1e-2. */
+enum { GAP_MAX_T = 64, T_REAL_WIDTH = 40, MIN_ROWS_LEFT = 5 };
+static const double NEAR_TIE = 1e-2;
 typedef struct {
     float gap[GAP_MAX_T];
 } route_gaps;
@@ -1409,8 +1411,10 @@ static void real_width(rng_t *rng) {
     fprintf(stderr,
             "  20b x 2 layers: relL2 over all %d rows %.2e; %d excused (router gap < %.0e)\n", nr,
             rel_l2(&s), excused, NEAR_TIE);
-    CHECK(excused * 3 <= nr, "20b x 2 layers: %d of %d rows have router near-ties: too few left",
-          excused, nr);
+    /* at ~15 % a row, 7 or more of 11 near-tied is a ~2e-4 event: then the check has lost its
+     * power, and says so */
+    CHECK(nr - excused >= MIN_ROWS_LEFT,
+          "20b x 2 layers: %d of %d rows have router near-ties: too few left", excused, nr);
     CHECK(s.max_diff <= 0.5 * s.max_ref, "20b x 2 layers: max|d|/max|logit| %.3e > 0.5",
           s.max_ref > 0 ? s.max_diff / s.max_ref : s.max_diff);
     /* The other rows: relative L2, max error and top-1 (all of them must agree) as before. */
