@@ -579,8 +579,16 @@ static void batched_vs_alone(const char *dir, rng_t *rng) {
         cmp_rows(&s, batch[k * 8 + 3].logits.data(), alone[k].logits.data(),
                  (int)alone[k].toks.size(), V);
     cmp_report("batch of 64 vs alone", &s, 1.5e-2, 0.25);
+    /* GPU against GPU, the same weights and bf16 arithmetic on other paths (the batch takes the
+     * large MoE path and other attention splits): their logits differ by ~1e-3 relative, so every
+     * clear position (top-2 margin > MARGIN) must agree, and only near-ties may flip. Over the
+     * ~400 positions, 7 of 10 runs on the H200 flipped none, two flipped 1 and seed
+     * 2649030588438148102 flipped 4 (of its 24 near-ties, relL2 1.5e-3): "every position ≥ 0.99"
+     * was a 3-flip threshold that noise crossed. Hence all clear positions, and 98 % of all. */
     const double all = s.rows ? (double)s.agree / s.rows : 0;
-    CHECK(all >= 0.99, "top-1 agreement over every position %.4f < 0.99", all);
+    CHECK(s.clear_agree == s.clear, "batch of 64 vs alone: %ld of %ld clear positions disagree",
+          s.clear - s.clear_agree, s.clear);
+    CHECK(all >= 0.98, "top-1 agreement over every position %.4f < 0.98", all);
     cuda_backend_ops.destroy(be);
 }
 
