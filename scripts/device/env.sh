@@ -55,3 +55,34 @@ decode_by_kernel() {
   done
 }
 
+# gpu_tests_table: every GPU test binary carried (gpu_tests.sh test mode, TEST_LIMIT seconds each,
+# logs in $out/tests), one row each into $sum, their verdicts, and the forward test's seed and
+# failures.
+gpu_tests_table() {
+  TEST_LIMIT=${TEST_LIMIT:-200} OUT=$out/tests bash scripts/device/gpu_tests.sh test >"$out/logs/gpu_tests.log" 2>&1
+  local f
+  for f in "$out"/tests/gpu_test_*.log; do
+    echo "| $(basename "$f" .log) | $(grep -E 'checks (passed|FAILED)|checks? failed|SKIP' "$f" | tail -1) |" | tee -a "$sum"
+  done
+  grep -E "^gpu_test_[a-z_]+: " "$out/logs/gpu_tests.log" | tee -a "$sum"
+  grep -E "FAILED|seed" "$out"/tests/gpu_test_cuda_forward.log 2>/dev/null | head -8 | tee -a "$sum"
+}
+# served_10xc LEVELS: gpt-oss-120b served 1k/1k at InferenceMAX's settings (10 x C prompts, 2 x C
+# warm-ups) at the concurrencies LEVELS (e.g. 16,64), against `gptoss serve` with the server
+# defaults served_close.sh uses; the figures into $sum, the JSON to $out/served-1k1k-10xC.json.
+# Needs the tokenizer in .devcarry/cache (gzipped there: it is unpacked here).
+served_10xc() {
+  [ -f .devcarry/cache/tokenizer/tokenizer.json.gz ] && gunzip -kf .devcarry/cache/tokenizer/tokenizer.json.gz
+  local G=$bin/gptoss pid
+  local keys="Maximum request concurrency|Output token throughput|Median TPOT|Median TTFT|P99 TTFT|Failed requests|Successful"
+  echo -e "\n## served 1k/1k, C = $1, 10 x C prompts, 2 x C warm-ups $(t)" | tee -a "$sum"
+  "$G" serve --model synthetic:120b --backend cuda --port 8000 --max-num-seqs 256 --max-num-batched-tokens 8192 \
+    --no-enable-prefix-caching --max-model-len 10240 >"$out/logs/serve.log" 2>&1 &
+  pid=$!
+  for _ in $(seq 1 200); do grep -q "ready:" "$out/logs/serve.log" && break; sleep 1; done
+  timeout "${SERVE_LIMIT:-430}" "$G" bench serve --url http://127.0.0.1:8000 --isl 1024 --osl 1024 \
+    --concurrency "$1" --prompts-per-concurrency 10 --warmups-per-concurrency 2 \
+    --label "gptoss 120b 1k/1k (H200, 10xC)" --output-json "$out/served-1k1k-10xC.json" --no-progress 2>&1 |
+    grep -E "$keys" | tee -a "$sum"
+  kill -TERM $pid; wait $pid
+}

@@ -7,12 +7,7 @@
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
 device_script /tmp/close-out "session 16 closing: GPU tests; the NTP bound 4 against 3"
-TEST_LIMIT=${TEST_LIMIT:-200} OUT=$out/tests bash scripts/device/gpu_tests.sh test >"$out/logs/gpu_tests.log" 2>&1
-for f in "$out"/tests/gpu_test_*.log; do
-  n=$(basename "$f" .log)
-  echo "| $n | $(grep -E 'checks (passed|FAILED)|checks? failed|SKIP' "$f" | tail -1) |" | tee -a "$sum"
-done
-grep -E "^gpu_test_[a-z_]+: " "$out/logs/gpu_tests.log" | tee -a "$sum"
+gpu_tests_table
 for m in 120b:128 20b:32; do
   echo -e "\n## ${m%%:*} decode ${m##*:}: NTP bound 4 (default) against 3 $(t)" | tee -a "$sum"
   OUT=$out/v-${m%%:*} MODEL=${m%%:*} BATCHES=${m##*:} ROUNDS=${ROUNDS:-2} \

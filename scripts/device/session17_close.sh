@@ -8,13 +8,7 @@ set -uo pipefail
 source "$(dirname "$0")/env.sh"
 device_script /tmp/s17c-out "session 17 call 2: GPU tests; the hoisted loads against the base"
 echo "base $(cat .devcarry/base/commit.txt)" | tee -a "$sum"
-TEST_LIMIT=${TEST_LIMIT:-200} OUT=$out/tests bash scripts/device/gpu_tests.sh test >"$out/logs/gpu_tests.log" 2>&1
-for f in "$out"/tests/gpu_test_*.log; do
-  n=$(basename "$f" .log)
-  echo "| $n | $(grep -E 'checks (passed|FAILED)|checks? failed|SKIP' "$f" | tail -1) |" | tee -a "$sum"
-done
-grep -E "^gpu_test_[a-z_]+: " "$out/logs/gpu_tests.log" | tee -a "$sum"
-grep -E "FAILED|seed" "$out"/tests/gpu_test_cuda_forward.log | head -8 | tee -a "$sum"
+gpu_tests_table
 decode_by_kernel 1
 mv "$out/bubble-b1.md" "$out/bubble-b1-new.md"
 newbin=$bin

@@ -12,13 +12,7 @@ set -uo pipefail
 source "$(dirname "$0")/env.sh"
 device_script /tmp/s17-out "session 17 call 1: hoisted model-memory loads"
 echo "base $(cat .devcarry/base/commit.txt)" | tee -a "$sum"
-TEST_LIMIT=${TEST_LIMIT:-200} OUT=$out/tests bash scripts/device/gpu_tests.sh test >"$out/logs/gpu_tests.log" 2>&1
-for f in "$out"/tests/gpu_test_*.log; do
-  n=$(basename "$f" .log)
-  echo "| $n | $(grep -E 'checks (passed|FAILED)|checks? failed|SKIP' "$f" | tail -1) |" | tee -a "$sum"
-done
-grep -E "^gpu_test_[a-z_]+: " "$out/logs/gpu_tests.log" | tee -a "$sum"
-grep -E "FAILED|seed" "$out"/tests/gpu_test_cuda_forward.log | head -8 | tee -a "$sum"
+gpu_tests_table
 echo -e "\n## 120b decode: base, new, new + PDL, new + router early $(t)" | tee -a "$sum"
 OUT=$out/v-120b MODEL=120b BATCHES=${BATCHES:-1,8,64} ROUNDS=${ROUNDS:-2} \
   VARIANTS="base=BIN=.devcarry/base/gptoss new=- pdl=GPTOSS_PDL=1 early5=GPTOSS_EARLY_WEIGHTS=5" \
