@@ -10,6 +10,7 @@
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/moe_fused.h"
 #include "backend/cuda/norm.h"
+#include "backend/cuda/router_mma.h"
 #include "backend/cuda/runner_internal.h"
 #include "backend/cuda/step_kernels.h"
 
@@ -71,8 +72,13 @@ cudaError_t runner_lm_head_rows(struct backend *b, const uint16_t *x, int nr, co
 int runner_route(struct backend *b, int T, const uint16_t *a_lo, const gpu_layer *ly,
                  moe_routing *rt, cudaStream_t s) {
     gpu_workspace *w = &b->ws;
-    const int H = b->H;
-    if (T <= 4) {
+    const int H = b->H, rm = router_mma_mode();
+    /* GPTOSS_ROUTER_MMA (router_mma.h; off until measured): the tensor-core router at 5-8 tokens (1)
+     * or 2-8 (2). Its slices' sums follow the logits in w->router, which holds 2·T_cap ≥ 512 rows. */
+    if (rm && T >= (rm == 2 ? 2 : 5) && router_mma_supported(T, H, b->E)) {
+        CU(router_mma_route(w->a, a_lo, T, H, ly->router_w, b->E, w->router, ly->router_b, rt,
+                            w->route_ctr, s));
+    } else if (T <= 4) {
         CU(gemv_route(w->a, a_lo, T, H, ly->router_w, b->E, w->router, ly->router_b, rt,
                       w->route_ctr, runner_early(b, T, RUNNER_EARLY_ROUTER), s));
     } else {

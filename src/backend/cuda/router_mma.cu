@@ -1,0 +1,149 @@
+/* The router on the tensor cores with its routing in the last block (router_mma.h).
+ *
+ * A block is one 16-row tile of W (16 experts) and one K slice of RM_KS; its 8 warps take the
+ * slice's k16 steps w, w + 8, …. For one k16 step, lane (g, t) holds the mma.sync m16n8k16 fragments
+ * straight from global memory: A (W, row-major, the experts as rows) rows g and g + 8 at k 2t, 2t+1
+ * and 2t+8, 2t+9 — four 4-byte loads, which a warp turns into 16 rows × 32 contiguous bytes, every
+ * byte used — and B (the tokens as columns, x row-major) token g's k 2t, 2t+1 and 2t+8, 2t+9, zero for
+ * g ≥ M. No shared-memory staging: every load of the warp is issued before its first MMA, W's before
+ * the PDL wait (model memory, pdl.cuh). The split input's lo half is a second MMA into the same
+ * accumulator. Then the block's 8 warps add their 16 × 8 partial sums in warp order, the block writes
+ * its slice's sums, and the last block to arrive adds the RM_KS slices in slice order (so the bits
+ * do not depend on which block finished last) and routes the tokens (moe_route_small.cuh). */
+#include "backend/cuda/router_mma.h"
+#include "backend/cuda/device_util.cuh"
+#include "backend/cuda/moe_route_small.cuh"
+#include "backend/cuda/pdl.cuh"
+#include "base/env_switch.h"
+
+#include <string.h>
+
+enum {
+    RM_WARPS = 8,
+    RM_THREADS = RM_WARPS * 32,
+    /* k16 steps a warp takes at most: K / 16 / RM_KS a block, RM_WARPS warps */
+    RM_STEPS = (RM_MAX_K / 16 / RM_KS + RM_WARPS - 1) / RM_WARPS
+};
+static_assert((int)RM_THREADS >= (int)ROUTE_SMALL_MIN_THREADS,
+              "the last block routes with all its threads");
+
+struct rm_args {
+    const uint16_t *x, *x_lo, *W, *bias;
+    float *logits, *parts; /* parts: [RM_KS][M][N] */
+    int M, K, N;
+    int k, e0, n_e;
+    int *idx, *count, *offset, *pair_sorted, *touched, *n_touched, *tiles, *n_tiles;
+    float *w;
+    int *counter;
+};
+
+__global__ void __launch_bounds__(RM_THREADS) router_mma_kernel(const rm_args a) {
+    __shared__ float red[RM_WARPS][32][4];
+    __shared__ uint16_t s_bias[256];
+    const int lane = threadIdx.x & 31, wp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+    const int tile = blockIdx.x, ks = blockIdx.y;
+    const int S16 = a.K >> 4, lo = ks * S16 / RM_KS, hi = (ks + 1) * S16 / RM_KS;
+
+    /* W's fragments of this warp's steps (u32 index kb / 2 + t is element kb + 2t), and the bias for
+     * the routing: model memory, before the wait. */
+    const uint32_t *w0 = (const uint32_t *)(a.W + (size_t)(tile * 16 + g) * a.K),
+                   *w8 = (const uint32_t *)(a.W + (size_t)(tile * 16 + g + 8) * a.K);
+    uint32_t af[RM_STEPS][4];
+#pragma unroll
+    for (int i = 0; i < RM_STEPS; i++) {
+        const int step = lo + wp + RM_WARPS * i, o = step * 8 + t;
+        const bool valid = step < hi;
+        af[i][0] = valid ? __ldg(w0 + o) : 0u;
+        af[i][1] = valid ? __ldg(w8 + o) : 0u;
+        af[i][2] = valid ? __ldg(w0 + o + 4) : 0u;
+        af[i][3] = valid ? __ldg(w8 + o + 4) : 0u;
+    }
+    const uint16_t bias_reg = a.bias && (int)threadIdx.x < a.N ? __ldg(a.bias + threadIdx.x) : 0;
+    pdl_prologue();
+
+    /* The tokens' fragments: token g's row, hi and lo (zeros past M). */
+    uint32_t bh[RM_STEPS][2], bl[RM_STEPS][2];
+    const bool tok = g < a.M;
+    const uint32_t *xh = (const uint32_t *)(a.x + (size_t)(tok ? g : 0) * a.K),
+                   *xl = a.x_lo ? (const uint32_t *)(a.x_lo + (size_t)(tok ? g : 0) * a.K) : NULL;
+#pragma unroll
+    for (int i = 0; i < RM_STEPS; i++) {
+        const int step = lo + wp + RM_WARPS * i, o = step * 8 + t;
+        const bool valid = tok && step < hi;
+        bh[i][0] = valid ? xh[o] : 0u;
+        bh[i][1] = valid ? xh[o + 4] : 0u;
+        bl[i][0] = valid && xl ? xl[o] : 0u;
+        bl[i][1] = valid && xl ? xl[o + 4] : 0u;
+    }
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int i = 0; i < RM_STEPS; i++) {
+        if (lo + wp + RM_WARPS * i >= hi) break; /* warp-uniform */
+        mma_bf16_16816(acc, af[i], bh[i][0], bh[i][1]);
+        if (a.x_lo) mma_bf16_16816(acc, af[i], bl[i][0], bl[i][1]);
+    }
+
+    /* The block's 16 × 8 sums, warp 0's + warp 1's + …: thread (row, token) of the first 128 reads
+     * lane (row % 8, token / 2)'s accumulator (row / 8) · 2 + token % 2 (mma's C layout). */
+#pragma unroll
+    for (int j = 0; j < 4; j++) red[wp][lane][j] = acc[j];
+    __syncthreads();
+    if (threadIdx.x < 128) {
+        const int row = threadIdx.x >> 3, tk = threadIdx.x & 7;
+        const int ln = (row & 7) * 4 + (tk >> 1), j = (row >> 3) * 2 + (tk & 1);
+        float s = 0.f;
+#pragma unroll
+        for (int w = 0; w < RM_WARPS; w++) s += red[w][ln][j];
+        if (tk < a.M) a.parts[((size_t)ks * a.M + tk) * a.N + tile * 16 + row] = s;
+    }
+
+    /* The last block: the slices in order, then the routing (gemv.cu's route tail does the same). */
+    if ((int)threadIdx.x < a.N) s_bias[threadIdx.x] = bias_reg;
+    if (!last_block_arrive(a.counter)) return;
+    const int MN = a.M * a.N;
+    for (int i = threadIdx.x; i < MN; i += RM_THREADS) {
+        float v = 0.f;
+        for (int s = 0; s < RM_KS; s++) v += __ldcg(a.parts + (size_t)s * MN + i);
+        a.logits[i] = v;
+    }
+    __syncthreads();
+    route_small_block(a.logits, NULL, a.bias ? s_bias : NULL, a.M, a.N, a.k, a.e0, a.n_e,
+                      MOE_TILE_TOKENS, a.idx, a.w, a.count, a.offset, a.pair_sorted, a.touched,
+                      a.n_touched, a.tiles, a.n_tiles);
+    if (threadIdx.x == 0) *a.counter = 0;
+}
+
+extern "C" int router_mma_supported(int M, int K, int N) {
+    return M >= 1 && M <= RM_MAX_M && K >= 16 && K <= RM_MAX_K && K % 16 == 0 && N >= 16 &&
+           N <= 256 && N % 16 == 0;
+}
+
+extern "C" cudaError_t router_mma_route(const uint16_t *x, const uint16_t *x_lo, int M, int K,
+                                        const uint16_t *W, int N, float *logits,
+                                        const uint16_t *bias, const moe_routing *r, int *counter,
+                                        cudaStream_t stream) {
+    if (!x || !W || !logits || !r || !counter || !router_mma_supported(M, K, N) || r->T != M ||
+        r->E != N || r->k < 1 || r->k > 8 || r->k > N || M * r->k > 64 || r->e0 < 0 ||
+        r->n_e < 1 || r->e0 + r->n_e > N)
+        return cudaErrorInvalidValue;
+    rm_args a;
+    memset(&a, 0, sizeof a);
+    a.x = x, a.x_lo = x_lo, a.W = W, a.bias = bias, a.logits = logits;
+    a.parts = logits + (size_t)M * N, a.M = M, a.K = K, a.N = N;
+    a.k = r->k, a.e0 = r->e0, a.n_e = r->n_e;
+    a.idx = r->topk_idx, a.w = r->topk_w, a.count = r->count, a.offset = r->offset;
+    a.pair_sorted = r->pair_sorted, a.touched = r->touched, a.n_touched = r->n_touched;
+    a.tiles = r->tiles, a.n_tiles = r->n_tiles, a.counter = counter;
+    return pdl_launch(router_mma_kernel, dim3((unsigned)(N / 16), RM_KS), dim3(RM_THREADS), 0,
+                      stream, a);
+}
+
+static int g_mode = -1;
+
+extern "C" int router_mma_mode(void) {
+    return env_switch(&g_mode, "GPTOSS_ROUTER_MMA", 0, 0, 2);
+}
+
+extern "C" void router_mma_set(int mode) {
+    env_switch_set(&g_mode, mode, 0, 2);
+}

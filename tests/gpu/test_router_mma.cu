@@ -1,0 +1,180 @@
+/* router_mma_route (backend/cuda/router_mma.h): the tensor-core router with its routing in the last
+ * block. For E = 128 (120b) and 32 (20b), T = 1 … 8, K = 2880 with and without the split input's lo
+ * half, with and without expert parallelism, and K = 64: the logits within 2e-6 (relative L2) of
+ * gemv_bf16's (the same fp32 product summed in another order); every routing array the bytes of
+ * moe_route_split applied to those logits; two runs the same bytes (the slices are added in order,
+ * whoever arrives last); the arrival counter back at zero. Also the shapes it refuses. --bench: its
+ * time against gemv_route and against the three launches 5-8 token steps use (cuBLASLt's 2T-row
+ * product, moe_route_split on the two halves), the weights rotated over copies so that L2 does not
+ * hold them. */
+#include "gpu_check.h"
+#include "moe_test_util.h"
+
+#include "backend/cuda/gemm.h"
+#include "backend/cuda/gemv.h"
+#include "backend/cuda/router_mma.h"
+
+#include <vector>
+
+static void check_case(int E, int T, int K, bool lo, bool ep, int *counter, cudaStream_t st) {
+    const int k = 4;
+    const size_t wn = (size_t)E * K, xn = (size_t)T * K;
+    std::vector<uint16_t> hw(wn), hx(xn), hl(xn), hb(E);
+    tu_fill_bf16(hw.data(), NULL, wn, -0.05f, 0.05f);
+    tu_fill_bf16(hx.data(), NULL, xn, -2.0f, 2.0f);
+    tu_fill_bf16(hl.data(), NULL, xn, -0.01f, 0.01f);
+    tu_fill_bf16(hb.data(), NULL, E, -0.5f, 0.5f);
+    uint16_t *dw = tu_dev_upload(hw.data(), wn), *dx = tu_dev_upload(hx.data(), xn),
+             *dl = lo ? tu_dev_upload(hl.data(), xn) : NULL, *db = tu_dev_upload(hb.data(), E);
+    const size_t nb = moe_routing_bytes(T, E, k), nl = (size_t)T * E;
+    uint8_t *rb[2] = {tu_dev_alloc<uint8_t>(nb), tu_dev_alloc<uint8_t>(nb)};
+    float *lg_ref = tu_dev_alloc<float>(nl), *lg = tu_dev_alloc<float>((1 + RM_KS) * nl);
+    moe_routing r[2];
+    for (int i = 0; i < 2; i++) {
+        moe_routing_carve(&r[i], rb[i], T, E, k);
+        if (ep) r[i].e0 = E / 2, r[i].n_e = E / 2;
+    }
+    CUDA_CHECK(gemv_bf16(dx, dl, T, K, dw, E, NULL, lg_ref, 1, st));
+    std::vector<float> want(nl), got(nl), first(nl);
+    std::vector<uint8_t> rwant(nb), rgot(nb), rfirst(nb);
+    CUDA_CHECK(cudaStreamSynchronize(st));
+    tu_download(want.data(), lg_ref, nl);
+    for (int rep = 0; rep < 2; rep++) {
+        CUDA_CHECK(cudaMemset(rb[0], 0, nb));
+        CUDA_CHECK(cudaMemset(rb[1], 0, nb));
+        CUDA_CHECK(cudaMemset(lg, 0xff, (1 + RM_KS) * nl * 4));
+        CUDA_CHECK(router_mma_route(dx, dl, T, K, dw, E, lg, db, &r[1], counter, st));
+        /* the routing moe_route_split gives for the kernel's own logits */
+        CUDA_CHECK(moe_route_split(lg, NULL, db, &r[0], st));
+        CUDA_CHECK(cudaStreamSynchronize(st));
+        tu_download(got.data(), lg, nl);
+        tu_download(rwant.data(), rb[0], nb);
+        tu_download(rgot.data(), rb[1], nb);
+        int c = -1;
+        tu_download(&c, counter, 1);
+        const double rel = tu_rel_err(got.data(), want.data(), nl);
+        CHECK(rel <= 2e-6, "router_mma E=%d T=%d K=%d lo=%d: logits %.3g from gemv_bf16's", E, T,
+              K, lo, rel);
+        CHECK(rwant == rgot, "router_mma E=%d T=%d K=%d lo=%d ep=%d: routing differs from "
+              "moe_route_split's on its logits", E, T, K, lo, ep);
+        CHECK(c == 0, "router_mma E=%d T=%d: counter left at %d", E, T, c);
+        if (rep == 0) {
+            first = got, rfirst = rgot;
+        } else {
+            CHECK(first == got && rfirst == rgot, "router_mma E=%d T=%d K=%d: two runs differ", E,
+                  T, K);
+        }
+    }
+    for (int i = 0; i < 2; i++) CUDA_CHECK(cudaFree(rb[i]));
+    CUDA_CHECK(cudaFree(lg_ref));
+    CUDA_CHECK(cudaFree(lg));
+    CUDA_CHECK(cudaFree(dw));
+    CUDA_CHECK(cudaFree(dx));
+    if (dl) CUDA_CHECK(cudaFree(dl));
+    CUDA_CHECK(cudaFree(db));
+}
+
+static void check_refusals(int *counter, cudaStream_t st) {
+    CHECK(router_mma_supported(8, 2880, 128) && router_mma_supported(1, 16, 16) &&
+              !router_mma_supported(9, 2880, 128) && !router_mma_supported(1, 2888, 128) &&
+              !router_mma_supported(1, 8192, 128) && !router_mma_supported(1, 2880, 120) &&
+              !router_mma_supported(1, 2880, 272),
+          "router_mma_supported limits");
+    moe_routing bad;
+    memset(&bad, 0, sizeof bad);
+    bad.T = 2, bad.E = 128, bad.k = 4, bad.n_e = 128;
+    uint16_t *p = (uint16_t *)counter;
+    CHECK(router_mma_route(p, NULL, 1, 64, p, 128, (float *)counter, NULL, &bad, counter, st) ==
+              cudaErrorInvalidValue,
+          "router_mma_route refuses r->T != M");
+    bad.T = 1;
+    CHECK(router_mma_route(NULL, NULL, 1, 64, p, 128, (float *)counter, NULL, &bad, counter, st) ==
+              cudaErrorInvalidValue,
+          "router_mma_route refuses a NULL input");
+}
+
+/* Median µs of fn over 50 launches after 5, on weights rotated over `copies` (fn(c) uses copy c). */
+template <class F> static double time_us(cudaStream_t st, int copies, F fn) {
+    return tu_time_us(st, 5, 50, [&](int i) { fn(i % copies); });
+}
+
+static void fmt_us(char *buf, size_t n, double us) {
+    if (us < 0)
+        snprintf(buf, n, "-");
+    else
+        snprintf(buf, n, "%.1f", us);
+}
+
+static void bench(int *counter, cudaStream_t st) {
+    const int E = 128, K = 2880, k = 4, COPIES = 64; /* 64 x 0.74 MB: past L2 */
+    std::vector<uint16_t> hw((size_t)E * K), hx((size_t)8 * K), hb(E);
+    tu_fill_bf16(hw.data(), NULL, hw.size(), -0.05f, 0.05f);
+    tu_fill_bf16(hx.data(), NULL, hx.size(), -2.0f, 2.0f);
+    tu_fill_bf16(hb.data(), NULL, E, -0.5f, 0.5f);
+    std::vector<uint16_t *> dw(COPIES);
+    for (auto &d : dw) d = tu_dev_upload(hw.data(), hw.size());
+    uint16_t *dx = tu_dev_upload(hx.data(), hx.size()), *db = tu_dev_upload(hb.data(), E);
+    /* the split input as the runner lays it out: T hi rows, then T lo rows */
+    uint16_t *d2 = tu_dev_alloc<uint16_t>((size_t)16 * K);
+    float *lg = tu_dev_alloc<float>((size_t)(1 + RM_KS) * 8 * E + 16 * E);
+    const size_t nb = moe_routing_bytes(8, E, k);
+    uint8_t *rb = tu_dev_alloc<uint8_t>(nb);
+    gemm_ctx *g = NULL;
+    CUDA_CHECK(gemm_ctx_create(&g));
+    printf("| T | router_mma us | gemv_route us | cuBLASLt 2T rows + moe_route_split us |\n");
+    printf("| ---: | ---: | ---: | ---: |\n");
+    for (int T = 1; T <= 8; T++) {
+        moe_routing r;
+        moe_routing_carve(&r, rb, T, E, k);
+        CUDA_CHECK(cudaMemcpy(d2, dx, (size_t)T * K * 2, cudaMemcpyDeviceToDevice));
+        CUDA_CHECK(cudaMemcpy(d2 + (size_t)T * K, dx, (size_t)T * K * 2, cudaMemcpyDeviceToDevice));
+        const uint16_t *lo = d2 + (size_t)T * K;
+        const double mma = time_us(st, COPIES, [&](int c) {
+            CUDA_CHECK(router_mma_route(d2, lo, T, K, dw[c], E, lg, db, &r, counter, st));
+        });
+        double gv = -1;
+        if (T <= 4)
+            gv = time_us(st, COPIES, [&](int c) {
+                CUDA_CHECK(gemv_route(d2, lo, T, K, dw[c], E, lg, db, &r, counter, 0, st));
+            });
+        const double three = time_us(st, COPIES, [&](int c) {
+            CUDA_CHECK(gemm_bf16(g, d2, 2 * T, K, dw[c], E, NULL, lg, GEMM_OUT_F32, st));
+            CUDA_CHECK(moe_route_split(lg, lg + (size_t)T * E, db, &r, st));
+        });
+        char gvs[32];
+        fmt_us(gvs, sizeof gvs, gv);
+        printf("| %d | %.1f | %s | %.1f |\n", T, mma, gvs, three);
+    }
+    gemm_ctx_destroy(g);
+    for (auto d : dw) CUDA_CHECK(cudaFree(d));
+    CUDA_CHECK(cudaFree(dx));
+    CUDA_CHECK(cudaFree(db));
+    CUDA_CHECK(cudaFree(d2));
+    CUDA_CHECK(cudaFree(lg));
+    CUDA_CHECK(cudaFree(rb));
+}
+
+int main(int argc, char **argv) {
+    tu_init("test_router_mma");
+    cudaStream_t st;
+    CUDA_CHECK(cudaStreamCreate(&st));
+    int *counter = tu_dev_alloc<int>(1);
+    CUDA_CHECK(cudaMemset(counter, 0, sizeof(int)));
+    if (tu_has_flag(argc, argv, "--bench")) {
+        bench(counter, st);
+    } else {
+        long cases = 0;
+        for (int E : {128, 32})
+            for (int T = 1; T <= RM_MAX_M; T++)
+                for (int v = 0; v < 3; v++, cases++)
+                    check_case(E, T, 2880, v != 1, v == 2, counter, st);
+        check_case(128, 3, 64, true, false, counter, st), cases++;
+        check_refusals(counter, st);
+        fprintf(stderr, "  router_mma: %ld cases within 2e-6 of gemv_bf16, routing = "
+                        "moe_route_split's, two runs alike\n",
+                cases);
+    }
+    CUDA_CHECK(cudaFree(counter));
+    CUDA_CHECK(cudaStreamDestroy(st));
+    return check_report("test_router_mma");
+}
