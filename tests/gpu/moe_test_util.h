@@ -107,6 +107,31 @@ template <typename T> static inline void tu_download(T *h, const T *d, size_t n)
     CUDA_CHECK(cudaMemcpy(h, d, n * sizeof(T), cudaMemcpyDeviceToHost));
 }
 
+/* A router case on the device: weights [E][K] in ±0.05, tokens [T][K] in ±2 and their split
+ * input's lo halves in ±0.01 (lo NULL when not asked for), bias [E] in ±0.5 (test_gemv's route
+ * checks and test_router_mma). Free with tu_router_free. */
+struct tu_router {
+    uint16_t *w, *x, *lo, *bias;
+};
+static inline tu_router tu_router_upload(int E, int T, int K, bool with_lo) {
+    const size_t wn = (size_t)E * K, xn = (size_t)T * K;
+    std::vector<uint16_t> hw(wn), hx(xn), hl(xn), hb(E);
+    tu_fill_bf16(hw.data(), NULL, wn, -0.05f, 0.05f);
+    tu_fill_bf16(hx.data(), NULL, xn, -2.0f, 2.0f);
+    tu_fill_bf16(hl.data(), NULL, xn, -0.01f, 0.01f);
+    tu_fill_bf16(hb.data(), NULL, E, -0.5f, 0.5f);
+    tu_router r;
+    r.w = tu_dev_upload(hw.data(), wn), r.x = tu_dev_upload(hx.data(), xn);
+    r.lo = with_lo ? tu_dev_upload(hl.data(), xn) : NULL, r.bias = tu_dev_upload(hb.data(), E);
+    return r;
+}
+static inline void tu_router_free(tu_router *r) {
+    CUDA_CHECK(cudaFree(r->w));
+    CUDA_CHECK(cudaFree(r->x));
+    if (r->lo) CUDA_CHECK(cudaFree(r->lo));
+    CUDA_CHECK(cudaFree(r->bias));
+}
+
 static inline int tu_sm_count(void) {
     int dev = 0, n = 0;
     CUDA_CHECK(cudaGetDevice(&dev));

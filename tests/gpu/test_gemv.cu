@@ -112,14 +112,9 @@ static void check_route(cudaStream_t st) {
     for (int E : {128, 32})
         for (int T = 1; T <= GEMV_MAX_M; T++)
             for (int ep = 0; ep < 2; ep++) {
-                const size_t wn = (size_t)E * K, xn = (size_t)T * K;
-                std::vector<uint16_t> hw(wn), hx(xn), hl(xn), hb(E);
-                tu_fill_bf16(hw.data(), NULL, wn, -0.05f, 0.05f);
-                tu_fill_bf16(hx.data(), NULL, xn, -2.0f, 2.0f);
-                tu_fill_bf16(hl.data(), NULL, xn, -0.01f, 0.01f);
-                tu_fill_bf16(hb.data(), NULL, E, -0.5f, 0.5f);
-                uint16_t *dw = tu_dev_upload(hw.data(), wn), *dx = tu_dev_upload(hx.data(), xn),
-                         *dl = tu_dev_upload(hl.data(), xn), *db = tu_dev_upload(hb.data(), E);
+                const size_t xn = (size_t)T * K;
+                tu_router in = tu_router_upload(E, T, K, true);
+                uint16_t *dw = in.w, *dx = in.x, *dl = in.lo, *db = in.bias;
                 const size_t nb = moe_routing_bytes(T, E, k);
                 uint8_t *rb[2] = {tu_dev_alloc<uint8_t>(nb), tu_dev_alloc<uint8_t>(nb)};
                 float *lg[2] = {tu_dev_alloc<float>(xn / K * E), tu_dev_alloc<float>(xn / K * E)};
@@ -159,10 +154,7 @@ static void check_route(cudaStream_t st) {
                     CUDA_CHECK(cudaFree(rb[i]));
                     CUDA_CHECK(cudaFree(lg[i]));
                 }
-                CUDA_CHECK(cudaFree(dw));
-                CUDA_CHECK(cudaFree(dx));
-                CUDA_CHECK(cudaFree(dl));
-                CUDA_CHECK(cudaFree(db));
+                tu_router_free(&in);
             }
     moe_routing bad;
     memset(&bad, 0, sizeof bad);

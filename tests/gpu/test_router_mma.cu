@@ -18,14 +18,8 @@
 
 static void check_case(int E, int T, int K, bool lo, bool ep, int *counter, cudaStream_t st) {
     const int k = 4;
-    const size_t wn = (size_t)E * K, xn = (size_t)T * K;
-    std::vector<uint16_t> hw(wn), hx(xn), hl(xn), hb(E);
-    tu_fill_bf16(hw.data(), NULL, wn, -0.05f, 0.05f);
-    tu_fill_bf16(hx.data(), NULL, xn, -2.0f, 2.0f);
-    tu_fill_bf16(hl.data(), NULL, xn, -0.01f, 0.01f);
-    tu_fill_bf16(hb.data(), NULL, E, -0.5f, 0.5f);
-    uint16_t *dw = tu_dev_upload(hw.data(), wn), *dx = tu_dev_upload(hx.data(), xn),
-             *dl = lo ? tu_dev_upload(hl.data(), xn) : NULL, *db = tu_dev_upload(hb.data(), E);
+    tu_router in = tu_router_upload(E, T, K, lo);
+    uint16_t *dw = in.w, *dx = in.x, *dl = in.lo, *db = in.bias;
     const size_t nb = moe_routing_bytes(T, E, k), nl = (size_t)T * E;
     uint8_t *rb[2] = {tu_dev_alloc<uint8_t>(nb), tu_dev_alloc<uint8_t>(nb)};
     float *lg_ref = tu_dev_alloc<float>(nl), *lg = tu_dev_alloc<float>((1 + RM_KS) * nl);
@@ -53,10 +47,12 @@ static void check_case(int E, int T, int K, bool lo, bool ep, int *counter, cuda
         int c = -1;
         tu_download(&c, counter, 1);
         const double rel = tu_rel_err(got.data(), want.data(), nl);
-        CHECK(rel <= 2e-6, "router_mma E=%d T=%d K=%d lo=%d: logits %.3g from gemv_bf16's", E, T,
-              K, lo, rel);
-        CHECK(rwant == rgot, "router_mma E=%d T=%d K=%d lo=%d ep=%d: routing differs from "
-              "moe_route_split's on its logits", E, T, K, lo, ep);
+        CHECK(rel <= 2e-6, "router_mma E=%d T=%d K=%d lo=%d: logits %.3g from gemv_bf16's", E, T, K,
+              lo, rel);
+        CHECK(rwant == rgot,
+              "router_mma E=%d T=%d K=%d lo=%d ep=%d: routing differs from "
+              "moe_route_split's on its logits",
+              E, T, K, lo, ep);
         CHECK(c == 0, "router_mma E=%d T=%d: counter left at %d", E, T, c);
         if (rep == 0) {
             first = got, rfirst = rgot;
@@ -68,10 +64,7 @@ static void check_case(int E, int T, int K, bool lo, bool ep, int *counter, cuda
     for (int i = 0; i < 2; i++) CUDA_CHECK(cudaFree(rb[i]));
     CUDA_CHECK(cudaFree(lg_ref));
     CUDA_CHECK(cudaFree(lg));
-    CUDA_CHECK(cudaFree(dw));
-    CUDA_CHECK(cudaFree(dx));
-    if (dl) CUDA_CHECK(cudaFree(dl));
-    CUDA_CHECK(cudaFree(db));
+    tu_router_free(&in);
 }
 
 static void check_refusals(int *counter, cudaStream_t st) {
@@ -170,8 +163,9 @@ int main(int argc, char **argv) {
                     check_case(E, T, 2880, v != 1, v == 2, counter, st);
         check_case(128, 3, 64, true, false, counter, st), cases++;
         check_refusals(counter, st);
-        fprintf(stderr, "  router_mma: %ld cases within 2e-6 of gemv_bf16, routing = "
-                        "moe_route_split's, two runs alike\n",
+        fprintf(stderr,
+                "  router_mma: %ld cases within 2e-6 of gemv_bf16, routing = "
+                "moe_route_split's, two runs alike\n",
                 cases);
     }
     CUDA_CHECK(cudaFree(counter));

@@ -123,8 +123,8 @@ extern "C" cudaError_t router_mma_route(const uint16_t *x, const uint16_t *x_lo,
                                         const uint16_t *bias, const moe_routing *r, int *counter,
                                         cudaStream_t stream) {
     if (!x || !W || !logits || !r || !counter || !router_mma_supported(M, K, N) || r->T != M ||
-        r->E != N || r->k < 1 || r->k > 8 || r->k > N || M * r->k > 64 || r->e0 < 0 ||
-        r->n_e < 1 || r->e0 + r->n_e > N)
+        r->E != N || r->k < 1 || r->k > 8 || r->k > N || M * r->k > 64 || r->e0 < 0 || r->n_e < 1 ||
+        r->e0 + r->n_e > N)
         return cudaErrorInvalidValue;
     rm_args a;
     memset(&a, 0, sizeof a);
