@@ -1,7 +1,8 @@
 /* router_mma_route (backend/cuda/router_mma.h): the tensor-core router with its routing in the last
  * block. For E = 128 (120b) and 32 (20b), T = 1 … 8, K = 2880 with and without the split input's lo
- * half, with and without expert parallelism, and K = 64: the logits within 2e-6 (relative L2) of
- * gemv_bf16's (the same fp32 product summed in another order); every routing array the bytes of
+ * half, with and without expert parallelism, and K = 64: the logits within 1e-5 (relative L2) of
+ * gemv_bf16's (the same exact bf16 products summed in fp32 in another order, in part inside the
+ * tensor cores: ~2e-6 expected at K = 2880); every routing array the bytes of
  * moe_route_split applied to those logits; two runs the same bytes (the slices are added in order,
  * whoever arrives last); the arrival counter back at zero. Also the shapes it refuses. --bench: its
  * time against gemv_route and against the three launches 5-8 token steps use (cuBLASLt's 2T-row
@@ -47,7 +48,7 @@ static void check_case(int E, int T, int K, bool lo, bool ep, int *counter, cuda
         int c = -1;
         tu_download(&c, counter, 1);
         const double rel = tu_rel_err(got.data(), want.data(), nl);
-        CHECK(rel <= 2e-6, "router_mma E=%d T=%d K=%d lo=%d: logits %.3g from gemv_bf16's", E, T, K,
+        CHECK(rel <= 1e-5, "router_mma E=%d T=%d K=%d lo=%d: logits %.3g from gemv_bf16's", E, T, K,
               lo, rel);
         CHECK(rwant == rgot,
               "router_mma E=%d T=%d K=%d lo=%d ep=%d: routing differs from "
@@ -164,7 +165,7 @@ int main(int argc, char **argv) {
         check_case(128, 3, 64, true, false, counter, st), cases++;
         check_refusals(counter, st);
         fprintf(stderr,
-                "  router_mma: %ld cases within 2e-6 of gemv_bf16, routing = "
+                "  router_mma: %ld cases within 1e-5 of gemv_bf16, routing = "
                 "moe_route_split's, two runs alike\n",
                 cases);
     }
