@@ -35,6 +35,12 @@ struct moe_args {
 
 enum { MODE_GATE_UP = 0, MODE_DOWN = 1 };
 
+/* The row of a.x that sorted pair i (of the expert-grouped list) multiplies: gate_up reads the
+ * pair's token (x is by token), down its own row (act is in sorted order). */
+template <int MODE> static __device__ __forceinline__ size_t pair_row(const moe_args &a, int i) {
+    return MODE == MODE_GATE_UP ? (size_t)(a.pair_sorted[i] / a.topk) : (size_t)i;
+}
+
 /* Where element k of an activation row sits in "fragment order", the order in which the register-A
  * form of moe_wgmma_tma.cu needs its B operand in shared memory. That form lets thread (g, t) of a
  * warp own physical k = 32h + 8t … 32h + 8t + 7 of each 32-wide chunk h (one code word: no shuffles)
@@ -128,9 +134,7 @@ static __device__ __forceinline__ void tile_row_table(const moe_args &a, int off
     for (int r = threadIdx.x; r < n_rows; r += blockDim.x) {
         uint32_t o = ~0u;
         if (r < n_valid) {
-            const size_t row = MODE == MODE_GATE_UP
-                                   ? (size_t)(a.pair_sorted[off + n_base + r] / a.topk)
-                                   : (size_t)(off + n_base + r);
+            const size_t row = pair_row<MODE>(a, off + n_base + r);
             o = (uint32_t)(row * a.K);
         }
         row_off[r] = o;

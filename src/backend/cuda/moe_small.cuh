@@ -181,9 +181,7 @@ static __device__ __forceinline__ void small_run(const moe_args &a, small_item<N
              * prefetched weights share the cp.async groups. */
             const int lane = threadIdx.x & 31;
             for (int r = threadIdx.x >> 5; r < pc; r += C::WARPS) {
-                const size_t row = MODE == MODE_GATE_UP
-                                       ? (size_t)(a.pair_sorted[off + p0 + r] / a.topk)
-                                       : (size_t)(off + p0 + r);
+                const size_t row = pair_row<MODE>(a, off + p0 + r);
                 const uint4 *src = (const uint4 *)(a.x + row * a.K + (size_t)kk0 * 64);
                 const uint32_t dst = smem_u32(xs + r * lds);
                 for (int v = lane; v < vpr; v += 32) cp_async16(dst + v * 16, src + v, 16);
@@ -193,9 +191,7 @@ static __device__ __forceinline__ void small_run(const moe_args &a, small_item<N
         } else {
             for (int idx = threadIdx.x; idx < pc * vpr; idx += C::THREADS) {
                 const int r = idx / vpr, v = idx - r * vpr;
-                const size_t row = MODE == MODE_GATE_UP
-                                       ? (size_t)(a.pair_sorted[off + p0 + r] / a.topk)
-                                       : (size_t)(off + p0 + r);
+                const size_t row = pair_row<MODE>(a, off + p0 + r);
                 const uint4 *src = (const uint4 *)(a.x + row * a.K + (size_t)kk0 * 64 + v * 8);
                 *(uint4 *)(xs + r * lds + v * 8) = COHERENT ? __ldcg(src) : *src;
             }
