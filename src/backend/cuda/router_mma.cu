@@ -30,16 +30,15 @@ static_assert((int)RM_THREADS >= (int)ROUTE_SMALL_MIN_THREADS,
 struct rm_args {
     const uint16_t *x, *x_lo, *W, *bias;
     float *logits, *parts; /* parts: [RM_KS][M][N] */
-    int M, K, N;
-    int k, e0, n_e;
-    int *idx, *count, *offset, *pair_sorted, *touched, *n_touched, *tiles, *n_tiles;
-    float *w;
+    int K;
+    moe_routing r; /* where the routing goes: r.T tokens (M), r.E experts (N) */
     int *counter;
 };
 
 __global__ void __launch_bounds__(RM_THREADS) router_mma_kernel(const rm_args a) {
     __shared__ float red[RM_WARPS][32][4];
     __shared__ uint16_t s_bias[256];
+    const int M = a.r.T, N = a.r.E;
     const int lane = threadIdx.x & 31, wp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     const int tile = blockIdx.x, ks = blockIdx.y;
     const int S16 = a.K >> 4, lo = ks * S16 / RM_KS, hi = (ks + 1) * S16 / RM_KS;
@@ -58,12 +57,12 @@ __global__ void __launch_bounds__(RM_THREADS) router_mma_kernel(const rm_args a)
         af[i][2] = valid ? __ldg(w0 + o + 4) : 0u;
         af[i][3] = valid ? __ldg(w8 + o + 4) : 0u;
     }
-    const uint16_t bias_reg = a.bias && (int)threadIdx.x < a.N ? __ldg(a.bias + threadIdx.x) : 0;
+    const uint16_t bias_reg = a.bias && (int)threadIdx.x < N ? __ldg(a.bias + threadIdx.x) : 0;
     pdl_prologue();
 
     /* The tokens' fragments: token g's row, hi and lo (zeros past M). */
     uint32_t bh[RM_STEPS][2], bl[RM_STEPS][2];
-    const bool tok = g < a.M;
+    const bool tok = g < M;
     const uint32_t *xh = (const uint32_t *)(a.x + (size_t)(tok ? g : 0) * a.K),
                    *xl = a.x_lo ? (const uint32_t *)(a.x_lo + (size_t)(tok ? g : 0) * a.K) : NULL;
 #pragma unroll
@@ -94,22 +93,23 @@ __global__ void __launch_bounds__(RM_THREADS) router_mma_kernel(const rm_args a)
         float s = 0.f;
 #pragma unroll
         for (int w = 0; w < RM_WARPS; w++) s += red[w][ln][j];
-        if (tk < a.M) a.parts[((size_t)ks * a.M + tk) * a.N + tile * 16 + row] = s;
+        if (tk < M) a.parts[((size_t)ks * M + tk) * N + tile * 16 + row] = s;
     }
 
     /* The last block: the slices in order, then the routing (gemv.cu's route tail does the same). */
-    if ((int)threadIdx.x < a.N) s_bias[threadIdx.x] = bias_reg;
+    if ((int)threadIdx.x < N) s_bias[threadIdx.x] = bias_reg;
     if (!last_block_arrive(a.counter)) return;
-    const int MN = a.M * a.N;
+    const int MN = M * N;
     for (int i = threadIdx.x; i < MN; i += RM_THREADS) {
         float v = 0.f;
         for (int s = 0; s < RM_KS; s++) v += __ldcg(a.parts + (size_t)s * MN + i);
         a.logits[i] = v;
     }
     __syncthreads();
-    route_small_block(a.logits, NULL, a.bias ? s_bias : NULL, a.M, a.N, a.k, a.e0, a.n_e,
-                      MOE_TILE_TOKENS, a.idx, a.w, a.count, a.offset, a.pair_sorted, a.touched,
-                      a.n_touched, a.tiles, a.n_tiles);
+    const moe_routing &r = a.r;
+    route_small_block(a.logits, NULL, a.bias ? s_bias : NULL, r.T, r.E, r.k, r.e0, r.n_e,
+                      MOE_TILE_TOKENS, r.topk_idx, r.topk_w, r.count, r.offset, r.pair_sorted,
+                      r.touched, r.n_touched, r.tiles, r.n_tiles);
     if (threadIdx.x == 0) *a.counter = 0;
 }
 
@@ -129,11 +129,8 @@ extern "C" cudaError_t router_mma_route(const uint16_t *x, const uint16_t *x_lo,
     rm_args a;
     memset(&a, 0, sizeof a);
     a.x = x, a.x_lo = x_lo, a.W = W, a.bias = bias, a.logits = logits;
-    a.parts = logits + (size_t)M * N, a.M = M, a.K = K, a.N = N;
-    a.k = r->k, a.e0 = r->e0, a.n_e = r->n_e;
-    a.idx = r->topk_idx, a.w = r->topk_w, a.count = r->count, a.offset = r->offset;
-    a.pair_sorted = r->pair_sorted, a.touched = r->touched, a.n_touched = r->n_touched;
-    a.tiles = r->tiles, a.n_tiles = r->n_tiles, a.counter = counter;
+    a.parts = logits + (size_t)M * N, a.K = K;
+    a.r = *r, a.counter = counter;
     return pdl_launch(router_mma_kernel, dim3((unsigned)(N / 16), RM_KS), dim3(RM_THREADS), 0,
                       stream, a);
 }
