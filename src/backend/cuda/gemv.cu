@@ -30,12 +30,10 @@
 enum { GV_WARPS = 8, GV_THREADS = GV_WARPS * 32, GV_NJ = GEMV_MAX_K / 256 };
 enum { GV_DEVICES = 8 }; /* per-device caches of launch attributes (per_device.h) */
 
-/* gemv_route's routing (moe.h's moe_routing, and the arrival counter). */
+/* gemv_route's routing: where it goes (its r.T is M, its r.E is N) and the arrival counter. */
 struct gemv_route_args {
     const uint16_t *bias; /* router bias [E] */
-    int k, e0, n_e;
-    int *idx, *count, *offset, *pair_sorted, *touched, *n_touched, *tiles, *n_tiles;
-    float *w;
+    moe_routing r;
     int *counter;
 };
 
@@ -147,9 +145,7 @@ static __device__ __forceinline__ void gemv_route_tail(const gemv_args &a, uint1
     if (NORM) /* every block has read h: the residual written back (gemv_norm_tokens) */
         for (int i = threadIdx.x; i < a.M * (a.K >> 2); i += blockDim.x)
             ((float4 *)a.nm.h)[i] = ((const float4 *)hv)[i];
-    route_small_block((const float *)a.y, NULL, r.bias ? s_bias : NULL, a.M, a.N, r.k, r.e0, r.n_e,
-                      MOE_TILE_TOKENS, r.idx, r.w, r.count, r.offset, r.pair_sorted, r.touched,
-                      r.n_touched, r.tiles, r.n_tiles);
+    route_small_block((const float *)a.y, NULL, r.bias ? s_bias : NULL, MOE_TILE_TOKENS, r.r);
     if (threadIdx.x == 0) *r.counter = 0;
 }
 
@@ -534,11 +530,7 @@ static cudaError_t route_launch(const uint16_t *x, const uint16_t *x_lo, const g
     if (nm)
         a.nm.h = nm->h, a.nm.delta = nm->delta, a.nm.gain = nm->gain, a.nm.eps = nm->eps,
         a.nm.y = nm->y;
-    gemv_route_args &rt = a.rt;
-    rt.bias = bias, rt.k = r->k, rt.e0 = r->e0, rt.n_e = r->n_e;
-    rt.idx = r->topk_idx, rt.w = r->topk_w, rt.count = r->count, rt.offset = r->offset;
-    rt.pair_sorted = r->pair_sorted, rt.touched = r->touched, rt.n_touched = r->n_touched;
-    rt.tiles = r->tiles, rt.n_tiles = r->n_tiles, rt.counter = counter;
+    a.rt.bias = bias, a.rt.r = *r, a.rt.counter = counter;
     return rows_launch(a, gemv_route_kernel_for(M, nm != NULL), 1, early, stream);
 }
 

@@ -30,13 +30,9 @@ __global__ void moe_topk_kernel(const float *logits, const float *logits_lo, con
 
 /* Decode-sized routing in one launch: one block (moe_route_small.cuh). */
 __global__ void moe_route_small_kernel(const float *logits, const float *logits_lo,
-                                       const uint16_t *bias, int T, int E, int k, int e0, int n_e,
-                                       int BN, int *idx_out, float *w_out, int *count, int *offset,
-                                       int *pair_sorted, int *touched, int *n_touched, int *tiles,
-                                       int *n_tiles) {
+                                       const uint16_t *bias, int BN, const moe_routing r) {
     pdl_prologue(); /* first: see pdl.cuh */
-    route_small_block(logits, logits_lo, bias, T, E, k, e0, n_e, BN, idx_out, w_out, count, offset,
-                      pair_sorted, touched, n_touched, tiles, n_tiles);
+    route_small_block(logits, logits_lo, bias, BN, r);
 }
 
 /* Pair p's expert among the grouped ones [e0, e0 + E), as 0 .. E - 1, or -1 (another rank's). */
@@ -137,9 +133,7 @@ cudaError_t moe_route_split(const float *logits, const float *logits_lo, const u
         const int threads =
             32 * r->T > ROUTE_SMALL_MIN_THREADS ? 32 * r->T : ROUTE_SMALL_MIN_THREADS;
         pdl_launch(moe_route_small_kernel, dim3(1), dim3(threads), 0, stream, logits, logits_lo,
-                   bias, r->T, r->E, r->k, r->e0, r->n_e, MOE_TILE_TOKENS, r->topk_idx, r->topk_w,
-                   r->count, r->offset, r->pair_sorted, r->touched, r->n_touched, r->tiles,
-                   r->n_tiles);
+                   bias, (int)MOE_TILE_TOKENS, *r);
         return cudaGetLastError();
     }
     const int warps = 8;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "backend/cuda/device_util.cuh"
+#include "backend/cuda/moe.h"
 #include "backend/cuda/moe_topk.cuh"
 
 #include <stdint.h>
@@ -60,33 +61,34 @@ static __device__ __forceinline__ void expert_offsets(int c, int E, int BN, int 
     __syncthreads();
 }
 
-/* The whole routing of T tokens by the calling block (blockDim >= max(ROUTE_SMALL_MIN_THREADS, 32 T),
- * every thread calls it): the outputs of moe_topk_kernel + moe_group_kernel (moe_route.cu). The
- * logits are read through L2 (ld.global.cg), so they may have been written by other blocks of the
- * same kernel (gemv_route). */
-static __device__ __forceinline__ void
-route_small_block(const float *logits, const float *logits_lo, const uint16_t *bias, int T, int E,
-                  int k, int e0, int n_e, int BN, int *idx_out, float *w_out, int *count,
-                  int *offset, int *pair_sorted, int *touched, int *n_touched, int *tiles,
-                  int *n_tiles) {
+/* The whole routing of r.T tokens by the calling block (blockDim >= max(ROUTE_SMALL_MIN_THREADS,
+ * 32 r.T), every thread calls it): the outputs of moe_topk_kernel + moe_group_kernel (moe_route.cu)
+ * into r's arrays, BN tokens a large-path tile. The logits are read through L2 (ld.global.cg), so
+ * they may have been written by other blocks of the same kernel (gemv_route, router_mma). */
+static __device__ __forceinline__ void route_small_block(const float *logits,
+                                                         const float *logits_lo,
+                                                         const uint16_t *bias, int BN,
+                                                         const moe_routing &r) {
     __shared__ int s_idx[64];
     __shared__ float s_w[64];
     __shared__ int s_off[256];
-    const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, P = T * k;
-    if (w < T)
+    const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, E = r.E, k = r.k, P = r.T * k;
+    if (w < r.T)
         topk_warp(logits + (size_t)w * E, logits_lo ? logits_lo + (size_t)w * E : NULL, bias, E, k,
                   lane, s_idx + w * k, s_w + w * k);
     __syncthreads();
-    if (tid < P) idx_out[tid] = s_idx[tid], w_out[tid] = s_w[tid];
+    if (tid < P) r.topk_idx[tid] = s_idx[tid], r.topk_w[tid] = s_w[tid];
 
+    const int e0 = r.e0, n_e = r.n_e;
     int c = 0;
     if (tid < n_e)
         for (int p = 0; p < P; p++) c += s_idx[p] == e0 + tid;
-    expert_offsets(c, n_e, BN, count, offset, touched, n_touched, tiles, n_tiles, s_off);
+    expert_offsets(c, n_e, BN, r.count, r.offset, r.touched, r.n_touched, r.tiles, r.n_tiles,
+                   s_off);
     if (tid < P && s_idx[tid] - e0 >= 0 && s_idx[tid] - e0 < n_e) { /* a pair of a grouped expert */
         const int e = s_idx[tid];
-        int r = 0;
-        for (int q = 0; q < tid; q++) r += s_idx[q] == e;
-        pair_sorted[s_off[e - e0] + r] = tid;
+        int q_r = 0;
+        for (int q = 0; q < tid; q++) q_r += s_idx[q] == e;
+        r.pair_sorted[s_off[e - e0] + q_r] = tid;
     }
 }

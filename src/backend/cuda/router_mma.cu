@@ -106,10 +106,7 @@ __global__ void __launch_bounds__(RM_THREADS) router_mma_kernel(const rm_args a)
         a.logits[i] = v;
     }
     __syncthreads();
-    const moe_routing &r = a.r;
-    route_small_block(a.logits, NULL, a.bias ? s_bias : NULL, r.T, r.E, r.k, r.e0, r.n_e,
-                      MOE_TILE_TOKENS, r.topk_idx, r.topk_w, r.count, r.offset, r.pair_sorted,
-                      r.touched, r.n_touched, r.tiles, r.n_tiles);
+    route_small_block(a.logits, NULL, a.bias ? s_bias : NULL, MOE_TILE_TOKENS, a.r);
     if (threadIdx.x == 0) *a.counter = 0;
 }
 
