@@ -62,20 +62,20 @@ cudaError_t runner_lm_head_rows(struct backend *b, const uint16_t *x, int nr, co
 }
 
 /* The router logits of T rows of w->a (the split input: lo halves at a_lo) and their routing into
- * rt. Up to 4 tokens the router is a matrix-vector product (gemv.h): the split input's halves are
- * added in fp32 as the tokens are staged, so it sees T rows, not 2T, and no lo rows follow.
- * Measured on the H200 (bench/NOTES.md): 120b decode +3.6 % at batch 1, +4.2 % at 2, +5.5 % at 4,
- * but −3.1 % at 8, where cuBLASLt's 16-row product is the faster one; with the routing in the
- * router's kernel (gemv_route: the same bytes, one launch less, +2.6 % at batch 1,
- * bench/results/session6c-2026-12-02-h200.md) 8 tokens still lose. Up to 4 tokens the routing
- * runs inside the router's kernel (gemv_route). */
+ * rt, in one launch up to router_mma_max_t() tokens:
+ *   - 2 … max tokens: on the tensor cores (router_mma.h). Measured on the H200 (bench/NOTES.md,
+ *     session 18): 120b decode +2.1 % at batch 2, +3.1 % at 4, +2.6 % at 8 against the forms
+ *     below; at 8 tokens the router's 13.3 µs a layer as three launches became one.
+ *   - 1 token (and 2-4 when the tensor-core form is off): a matrix-vector product (gemv.h's
+ *     gemv_route); the split input's halves are added in fp32 as the tokens are staged. (At one
+ *     token without TP the runner takes gemv_norm_route instead, which also does the MLP norm.)
+ *   - more: cuBLASLt's 2T-row product and moe_route_split. */
 int runner_route(struct backend *b, int T, const uint16_t *a_lo, const gpu_layer *ly,
                  moe_routing *rt, cudaStream_t s) {
     gpu_workspace *w = &b->ws;
-    const int H = b->H, rm = router_mma_mode();
-    /* GPTOSS_ROUTER_MMA (router_mma.h; off until measured): the tensor-core router at 5-8 tokens (1)
-     * or 2-8 (2). Its slices' sums follow the logits in w->router, which holds 2·T_cap ≥ 512 rows. */
-    if (rm && T >= (rm == 2 ? 2 : 5) && router_mma_supported(T, H, b->E)) {
+    const int H = b->H;
+    /* The slices' sums follow the logits in w->router, which holds 2·T_cap ≥ 512 rows. */
+    if (T >= 2 && T <= router_mma_max_t() && router_mma_supported(T, H, b->E)) {
         CU(router_mma_route(w->a, a_lo, T, H, ly->router_w, b->E, w->router, ly->router_b, rt,
                             w->route_ctr, s));
     } else if (T <= 4) {
@@ -202,11 +202,17 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
             CU(norm_add_rmsnorm_split(w->h, NULL, w->y_slots, p->n_slots, T, H, ly->attn_norm,
                                       b->eps, w->a, a_lo, s));
         if (runner_attention(b, p, l, s)) return -1;
-        /* The MLP norm inside the router's kernel (gemv.h's gemv_norm_route; runner.h). */
-        if (!b->ar && !fused && T <= b->norm_route_max_t) {
+        /* The MLP norm inside the router's kernel: gemv.h's gemv_norm_route (runner.h), or
+         * router_mma.h's tensor-core form (GPTOSS_ROUTER_MMA_NORM, off until measured). */
+        const bool rm_norm = T <= router_mma_norm_max_t() && router_mma_supported(T, H, b->E);
+        if (!b->ar && !fused && (T <= b->norm_route_max_t || rm_norm)) {
             const gemv_norm_in nm = {w->h, w->o, ly->mlp_norm, b->eps, w->a};
-            CU(gemv_norm_route(&nm, T, H, ly->router_w, b->E, w->router, ly->router_b, &rt,
-                               w->route_ctr, runner_early(b, T, RUNNER_EARLY_ROUTER), s));
+            if (rm_norm)
+                CU(router_mma_norm_route(&nm, T, H, ly->router_w, b->E, w->router, ly->router_b,
+                                         &rt, w->route_ctr, s));
+            else
+                CU(gemv_norm_route(&nm, T, H, ly->router_w, b->E, w->router, ly->router_b, &rt,
+                                   w->route_ctr, runner_early(b, T, RUNNER_EARLY_ROUTER), s));
             CU(moe_experts(&ly->moe, w->a, &rt, &p->moe, w->act, w->y_slots, s));
             continue;
         }
