@@ -1,22 +1,19 @@
 /* router_mma_route (backend/cuda/router_mma.h): the tensor-core router with its routing in the last
- * block. For E = 128 (120b) and 32 (20b), T = 1 … 16 (one and two tiles of 8 tokens), K = 2880 with and without the split input's lo
- * half, with and without expert parallelism, and K = 64: the logits within 1e-5 (relative L2) of
- * gemv_bf16's (the same exact bf16 products summed in fp32 in another order, in part inside the
- * tensor cores: ~2e-6 expected at K = 2880); every routing array the bytes of
- * moe_route_split applied to those logits; two runs the same bytes (the slices are added in order,
- * whoever arrives last); the arrival counter back at zero. Also the shapes it refuses.
- * router_mma_norm_route (the MLP norm in the same kernel): the bytes of norm_add_rmsnorm_split
- * followed by router_mma_route — h written back, y, the logits, every routing array — at T = 1 … 4,
- * E = 128 and 32, K = 2880 and 4096 (the norm's widest row), with and without delta, twice. --bench: its
- * time against gemv_route and against the three launches steps of 5-16 tokens used before it (cuBLASLt's 2T-row
- * product, moe_route_split on the two halves), the weights rotated over copies so that L2 does not
- * hold them. */
+ * block. For E = 128 (120b) and 32 (20b), T = 1 … 32 (one, two and four tiles of 8 tokens), K = 2880
+ * with and without the split input's lo half, with and without expert parallelism, and K = 64: the
+ * logits within 1e-5 (relative L2) of gemv_bf16's (the same exact bf16 products summed in fp32 in
+ * another order, in part inside the tensor cores: ~2e-6 expected at K = 2880); every routing array
+ * the bytes of moe_route_split applied to those logits (past 16 tokens its top-k and grouping
+ * kernels: another code than the kernel's moe_route_small.cuh); two runs the same bytes (the slices
+ * are added in order, whoever arrives last); the arrival counter back at zero. Also the shapes it
+ * refuses. --bench: its time against gemv_route and against the three launches (cuBLASLt's 2T-row
+ * product, moe_route_split on the two halves) steps of 5 or more tokens used before it, the weights
+ * rotated over copies so that L2 does not hold them. */
 #include "gpu_check.h"
 #include "moe_test_util.h"
 
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/gemv.h"
-#include "backend/cuda/norm.h"
 #include "backend/cuda/router_mma.h"
 
 #include <vector>
@@ -33,7 +30,11 @@ static void check_case(int E, int T, int K, bool lo, bool ep, int *counter, cuda
         moe_routing_carve(&r[i], rb[i], T, E, k);
         if (ep) r[i].e0 = E / 2, r[i].n_e = E / 2;
     }
-    CUDA_CHECK(gemv_bf16(dx, dl, T, K, dw, E, NULL, lg_ref, 1, st));
+    for (int m0 = 0; m0 < T; m0 += GEMV_MAX_M) { /* the reference, GEMV_MAX_M tokens at a time */
+        const int mt = T - m0 < GEMV_MAX_M ? T - m0 : GEMV_MAX_M;
+        CUDA_CHECK(gemv_bf16(dx + (size_t)m0 * K, dl ? dl + (size_t)m0 * K : NULL, mt, K, dw, E,
+                             NULL, lg_ref + (size_t)m0 * E, 1, st));
+    }
     std::vector<float> want(nl), got(nl), first(nl);
     std::vector<uint8_t> rwant(nb), rgot(nb), rfirst(nb);
     CUDA_CHECK(cudaStreamSynchronize(st));
@@ -72,81 +73,9 @@ static void check_case(int E, int T, int K, bool lo, bool ep, int *counter, cuda
     tu_router_free(&in);
 }
 
-static void check_norm_case(int K, int E, int T, bool with_delta, int *counter, cudaStream_t st) {
-    const int k = 4;
-    const float eps = 1e-5f;
-    const size_t xn = (size_t)T * K, nl = (size_t)T * E;
-    tu_router in = tu_router_upload(E, T, K, false); /* W and the bias (x unused) */
-    std::vector<uint16_t> hd(xn), hg(K);
-    std::vector<float> hh(xn);
-    tu_fill_bf16(hd.data(), NULL, xn, -1.0f, 1.0f);
-    tu_fill_bf16(hg.data(), NULL, K, 0.5f, 1.5f);
-    for (size_t i = 0; i < xn; i++) hh[i] = (float)((i * 2654435761u) % 2001) / 500.0f - 2.0f;
-    uint16_t *dd = tu_dev_upload(hd.data(), xn), *dg = tu_dev_upload(hg.data(), K);
-    float *dh[2] = {tu_dev_alloc<float>(xn), tu_dev_alloc<float>(xn)};
-    uint16_t *dy[2] = {tu_dev_alloc<uint16_t>(2 * xn), tu_dev_alloc<uint16_t>(xn)};
-    const size_t nb = moe_routing_bytes(T, E, k);
-    uint8_t *rb[2] = {tu_dev_alloc<uint8_t>(nb), tu_dev_alloc<uint8_t>(nb)};
-    float *lg[2] = {tu_dev_alloc<float>((1 + RM_KS) * nl), tu_dev_alloc<float>((1 + RM_KS) * nl)};
-    moe_routing r[2];
-    for (int i = 0; i < 2; i++) moe_routing_carve(&r[i], rb[i], T, E, k);
-    std::vector<uint8_t> want(nb), got(nb);
-    std::vector<float> lw(nl), lgot(nl), hwant(xn), hgot(xn);
-    std::vector<uint16_t> ywant(xn), ygot(xn);
-    const uint16_t *delta = with_delta ? dd : NULL;
-    for (int rep = 0; rep < 2; rep++) {
-        for (int i = 0; i < 2; i++) {
-            CUDA_CHECK(cudaMemcpy(dh[i], hh.data(), xn * 4, cudaMemcpyHostToDevice));
-            CUDA_CHECK(cudaMemset(rb[i], 0, nb));
-            CUDA_CHECK(cudaMemset(lg[i], 0xff, (1 + RM_KS) * nl * 4));
-        }
-        CUDA_CHECK(cudaMemset(dy[1], 0xff, xn * 2));
-        /* the two launches: the norm (y, then y_lo behind it), then the router */
-        CUDA_CHECK(
-            norm_add_rmsnorm_split(dh[0], delta, NULL, 0, T, K, dg, eps, dy[0], dy[0] + xn, st));
-        CUDA_CHECK(
-            router_mma_route(dy[0], dy[0] + xn, T, K, in.w, E, lg[0], in.bias, &r[0], counter, st));
-        /* the one */
-        const gemv_norm_in nm = {dh[1], delta, dg, eps, dy[1]};
-        CUDA_CHECK(router_mma_norm_route(&nm, T, K, in.w, E, lg[1], in.bias, &r[1], counter, st));
-        CUDA_CHECK(cudaStreamSynchronize(st));
-        tu_download(want.data(), rb[0], nb);
-        tu_download(got.data(), rb[1], nb);
-        tu_download(lw.data(), lg[0], nl);
-        tu_download(lgot.data(), lg[1], nl);
-        tu_download(hwant.data(), dh[0], xn);
-        tu_download(hgot.data(), dh[1], xn);
-        tu_download(ywant.data(), dy[0], xn);
-        tu_download(ygot.data(), dy[1], xn);
-        int c = -1;
-        tu_download(&c, counter, 1);
-        CHECK(!memcmp(lw.data(), lgot.data(), nl * 4),
-              "router_mma_norm_route K=%d E=%d T=%d delta=%d run %d: logits differ", K, E, T,
-              with_delta, rep);
-        CHECK(want == got, "router_mma_norm_route K=%d E=%d T=%d delta=%d run %d: routing differs",
-              K, E, T, with_delta, rep);
-        CHECK(!memcmp(hwant.data(), hgot.data(), xn * 4),
-              "router_mma_norm_route K=%d E=%d T=%d delta=%d run %d: residual h differs", K, E, T,
-              with_delta, rep);
-        CHECK(ywant == ygot,
-              "router_mma_norm_route K=%d E=%d T=%d delta=%d run %d: normalised rows differ", K, E,
-              T, with_delta, rep);
-        CHECK(c == 0, "router_mma_norm_route run %d: counter left at %d", rep, c);
-    }
-    for (int i = 0; i < 2; i++) {
-        CUDA_CHECK(cudaFree(rb[i]));
-        CUDA_CHECK(cudaFree(lg[i]));
-        CUDA_CHECK(cudaFree(dh[i]));
-        CUDA_CHECK(cudaFree(dy[i]));
-    }
-    CUDA_CHECK(cudaFree(dd));
-    CUDA_CHECK(cudaFree(dg));
-    tu_router_free(&in);
-}
-
 static void check_refusals(int *counter, cudaStream_t st) {
-    CHECK(router_mma_supported(8, 2880, 128) && router_mma_supported(16, 2880, 128) &&
-              router_mma_supported(1, 16, 16) && !router_mma_supported(17, 2880, 128) &&
+    CHECK(router_mma_supported(8, 2880, 128) && router_mma_supported(32, 2880, 128) &&
+              router_mma_supported(1, 16, 16) && !router_mma_supported(33, 2880, 128) &&
               !router_mma_supported(1, 2888, 128) && !router_mma_supported(1, 8192, 128) &&
               !router_mma_supported(1, 2880, 120) && !router_mma_supported(1, 2880, 272),
           "router_mma_supported limits");
@@ -157,11 +86,11 @@ static void check_refusals(int *counter, cudaStream_t st) {
     CHECK(router_mma_route(p, NULL, 1, 64, p, 128, (float *)counter, NULL, &bad, counter, st) ==
               cudaErrorInvalidValue,
           "router_mma_route refuses r->T != M");
-    bad.T = RM_NORM_MAX_M + 1;
-    const gemv_norm_in nm = {(float *)counter, NULL, p, 1e-5f, p};
-    CHECK(router_mma_norm_route(&nm, RM_NORM_MAX_M + 1, 64, p, 128, (float *)counter, NULL, &bad,
-                                counter, st) == cudaErrorInvalidValue,
-          "router_mma_norm_route refuses more than RM_NORM_MAX_M tokens");
+    bad.T = 32, bad.k = 5; /* 160 pairs: past the routing's 128 */
+    CHECK(router_mma_route(p, NULL, 32, 64, p, 128, (float *)counter, NULL, &bad, counter, st) ==
+              cudaErrorInvalidValue,
+          "router_mma_route refuses more than 128 pairs");
+    bad.k = 4;
     bad.T = 1;
     CHECK(router_mma_route(NULL, NULL, 1, 64, p, 128, (float *)counter, NULL, &bad, counter, st) ==
               cudaErrorInvalidValue,
@@ -182,7 +111,7 @@ static void fmt_us(char *buf, size_t n, double us) {
 
 static void bench(int *counter, cudaStream_t st) {
     const int E = 128, K = 2880, k = 4, COPIES = 64; /* 64 x 0.74 MB: past L2 */
-    std::vector<uint16_t> hw((size_t)E * K), hx((size_t)16 * K), hb(E);
+    std::vector<uint16_t> hw((size_t)E * K), hx((size_t)32 * K), hb(E);
     tu_fill_bf16(hw.data(), NULL, hw.size(), -0.05f, 0.05f);
     tu_fill_bf16(hx.data(), NULL, hx.size(), -2.0f, 2.0f);
     tu_fill_bf16(hb.data(), NULL, E, -0.5f, 0.5f);
@@ -190,15 +119,15 @@ static void bench(int *counter, cudaStream_t st) {
     for (auto &d : dw) d = tu_dev_upload(hw.data(), hw.size());
     uint16_t *dx = tu_dev_upload(hx.data(), hx.size()), *db = tu_dev_upload(hb.data(), E);
     /* the split input as the runner lays it out: T hi rows, then T lo rows */
-    uint16_t *d2 = tu_dev_alloc<uint16_t>((size_t)32 * K);
-    float *lg = tu_dev_alloc<float>((size_t)(1 + RM_KS) * 16 * E + 32 * E);
-    const size_t nb = moe_routing_bytes(16, E, k);
+    uint16_t *d2 = tu_dev_alloc<uint16_t>((size_t)64 * K);
+    float *lg = tu_dev_alloc<float>((size_t)(1 + RM_KS) * 32 * E + 64 * E);
+    const size_t nb = moe_routing_bytes(32, E, k);
     uint8_t *rb = tu_dev_alloc<uint8_t>(nb);
     gemm_ctx *g = NULL;
     CUDA_CHECK(gemm_ctx_create(&g));
     printf("| T | router_mma us | gemv_route us | cuBLASLt 2T rows + moe_route_split us |\n");
     printf("| ---: | ---: | ---: | ---: |\n");
-    for (int T = 1; T <= 16; T++) {
+    for (int T = 1; T <= RM_MAX_M; T++) {
         moe_routing r;
         moe_routing_carve(&r, rb, T, E, k);
         CUDA_CHECK(cudaMemcpy(d2, dx, (size_t)T * K * 2, cudaMemcpyDeviceToDevice));
@@ -221,33 +150,6 @@ static void bench(int *counter, cudaStream_t st) {
         printf("| %d | %.1f | %s | %.1f |\n", T, mma, gvs, three);
     }
     gemm_ctx_destroy(g);
-    /* The MLP norm in the router's kernel: h, delta and y as the runner has them. */
-    std::vector<uint16_t> hg(K);
-    tu_fill_bf16(hg.data(), NULL, K, 0.5f, 1.5f);
-    uint16_t *dg = tu_dev_upload(hg.data(), K);
-    float *dh = tu_dev_alloc<float>((size_t)4 * K);
-    CUDA_CHECK(cudaMemset(dh, 0, (size_t)4 * K * 4));
-    printf("\n| T | router_mma_norm_route us | gemv_norm_route us | norm + router_mma us |\n");
-    printf("| ---: | ---: | ---: | ---: |\n");
-    for (int T = 1; T <= RM_NORM_MAX_M; T++) {
-        moe_routing r;
-        moe_routing_carve(&r, rb, T, E, k);
-        const gemv_norm_in nm = {dh, dx, dg, 1e-5f, d2};
-        const double fused = time_us(st, COPIES, [&](int c) {
-            CUDA_CHECK(router_mma_norm_route(&nm, T, K, dw[c], E, lg, db, &r, counter, st));
-        });
-        const double gv = time_us(st, COPIES, [&](int c) {
-            CUDA_CHECK(gemv_norm_route(&nm, T, K, dw[c], E, lg, db, &r, counter, 0, st));
-        });
-        const double two = time_us(st, COPIES, [&](int c) {
-            CUDA_CHECK(
-                norm_add_rmsnorm_split(dh, dx, NULL, 0, T, K, dg, 1e-5f, d2, d2 + T * K, st));
-            CUDA_CHECK(router_mma_route(d2, d2 + T * K, T, K, dw[c], E, lg, db, &r, counter, st));
-        });
-        printf("| %d | %.1f | %.1f | %.1f |\n", T, fused, gv, two);
-    }
-    CUDA_CHECK(cudaFree(dg));
-    CUDA_CHECK(cudaFree(dh));
     for (auto d : dw) CUDA_CHECK(cudaFree(d));
     CUDA_CHECK(cudaFree(dx));
     CUDA_CHECK(cudaFree(db));
@@ -271,17 +173,11 @@ int main(int argc, char **argv) {
                 for (int v = 0; v < 3; v++, cases++)
                     check_case(E, T, 2880, v != 1, v == 2, counter, st);
         check_case(128, 3, 64, true, false, counter, st), cases++;
-        long norm_cases = 0;
-        for (int K : {2880, 4096})
-            for (int E : {128, 32})
-                for (int T = 1; T <= RM_NORM_MAX_M; T++)
-                    for (int d = 0; d < 2; d++, norm_cases++)
-                        check_norm_case(K, E, T, d, counter, st);
         check_refusals(counter, st);
         fprintf(stderr,
                 "  router_mma: %ld cases within 1e-5 of gemv_bf16, routing = "
-                "moe_route_split's, two runs alike; %ld norm cases the bytes of norm + router\n",
-                cases, norm_cases);
+                "moe_route_split's, two runs alike\n",
+                cases);
     }
     CUDA_CHECK(cudaFree(counter));
     CUDA_CHECK(cudaStreamDestroy(st));

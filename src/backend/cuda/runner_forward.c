@@ -63,9 +63,7 @@ cudaError_t runner_lm_head_rows(struct backend *b, const uint16_t *x, int nr, co
 
 /* The router logits of T rows of w->a (the split input: lo halves at a_lo) and their routing into
  * rt, in one launch up to router_mma_max_t() tokens:
- *   - 2 … max tokens: on the tensor cores (router_mma.h). Measured on the H200 (bench/NOTES.md,
- *     session 18): 120b decode +2.1 % at batch 2, +3.1 % at 4, +2.6 % at 8 against the forms
- *     below; at 8 tokens the router's 13.3 µs a layer as three launches became one.
+ *   - 2 … max tokens: on the tensor cores (router_mma.h, where the measurements are).
  *   - 1 token (and 2-4 when the tensor-core form is off): a matrix-vector product (gemv.h's
  *     gemv_route); the split input's halves are added in fp32 as the tokens are staged. (At one
  *     token without TP the runner takes gemv_norm_route instead, which also does the MLP norm.)
@@ -202,17 +200,11 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
             CU(norm_add_rmsnorm_split(w->h, NULL, w->y_slots, p->n_slots, T, H, ly->attn_norm,
                                       b->eps, w->a, a_lo, s));
         if (runner_attention(b, p, l, s)) return -1;
-        /* The MLP norm inside the router's kernel: gemv.h's gemv_norm_route (runner.h), or
-         * router_mma.h's tensor-core form (GPTOSS_ROUTER_MMA_NORM, off until measured). */
-        const bool rm_norm = T <= router_mma_norm_max_t() && router_mma_supported(T, H, b->E);
-        if (!b->ar && !fused && (T <= b->norm_route_max_t || rm_norm)) {
+        /* The MLP norm inside the router's kernel (gemv.h's gemv_norm_route; runner.h). */
+        if (!b->ar && !fused && T <= b->norm_route_max_t) {
             const gemv_norm_in nm = {w->h, w->o, ly->mlp_norm, b->eps, w->a};
-            if (rm_norm)
-                CU(router_mma_norm_route(&nm, T, H, ly->router_w, b->E, w->router, ly->router_b,
-                                         &rt, w->route_ctr, s));
-            else
-                CU(gemv_norm_route(&nm, T, H, ly->router_w, b->E, w->router, ly->router_b, &rt,
-                                   w->route_ctr, runner_early(b, T, RUNNER_EARLY_ROUTER), s));
+            CU(gemv_norm_route(&nm, T, H, ly->router_w, b->E, w->router, ly->router_b, &rt,
+                               w->route_ctr, runner_early(b, T, RUNNER_EARLY_ROUTER), s));
             CU(moe_experts(&ly->moe, w->a, &rt, &p->moe, w->act, w->y_slots, s));
             continue;
         }
