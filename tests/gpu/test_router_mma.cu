@@ -1,10 +1,9 @@
 /* router_mma_route (backend/cuda/router_mma.h): the tensor-core router with its routing in the last
- * block. For E = 128 (120b) and 32 (20b), T = 1 … 32 (one, two and four tiles of 8 tokens), K = 2880
+ * block. For E = 128 (120b) and 32 (20b), T = 1 … 16 (one and two tiles of 8 tokens), K = 2880
  * with and without the split input's lo half, with and without expert parallelism, and K = 64: the
  * logits within 1e-5 (relative L2) of gemv_bf16's (the same exact bf16 products summed in fp32 in
  * another order, in part inside the tensor cores: ~2e-6 expected at K = 2880); every routing array
- * the bytes of moe_route_split applied to those logits (past 16 tokens its top-k and grouping
- * kernels: another code than the kernel's moe_route_small.cuh); two runs the same bytes (the slices
+ * the bytes of moe_route_split applied to those logits; two runs the same bytes (the slices
  * are added in order, whoever arrives last); the arrival counter back at zero. Also the shapes it
  * refuses. --bench: its time against gemv_route and against the three launches (cuBLASLt's 2T-row
  * product, moe_route_split on the two halves) steps of 5 or more tokens used before it, the weights
@@ -74,8 +73,8 @@ static void check_case(int E, int T, int K, bool lo, bool ep, int *counter, cuda
 }
 
 static void check_refusals(int *counter, cudaStream_t st) {
-    CHECK(router_mma_supported(8, 2880, 128) && router_mma_supported(32, 2880, 128) &&
-              router_mma_supported(1, 16, 16) && !router_mma_supported(33, 2880, 128) &&
+    CHECK(router_mma_supported(8, 2880, 128) && router_mma_supported(16, 2880, 128) &&
+              router_mma_supported(1, 16, 16) && !router_mma_supported(17, 2880, 128) &&
               !router_mma_supported(1, 2888, 128) && !router_mma_supported(1, 8192, 128) &&
               !router_mma_supported(1, 2880, 120) && !router_mma_supported(1, 2880, 272),
           "router_mma_supported limits");
@@ -86,10 +85,10 @@ static void check_refusals(int *counter, cudaStream_t st) {
     CHECK(router_mma_route(p, NULL, 1, 64, p, 128, (float *)counter, NULL, &bad, counter, st) ==
               cudaErrorInvalidValue,
           "router_mma_route refuses r->T != M");
-    bad.T = 32, bad.k = 5; /* 160 pairs: past the routing's 128 */
-    CHECK(router_mma_route(p, NULL, 32, 64, p, 128, (float *)counter, NULL, &bad, counter, st) ==
+    bad.T = 16, bad.k = 5; /* 80 pairs: past the routing's 64 */
+    CHECK(router_mma_route(p, NULL, 16, 64, p, 128, (float *)counter, NULL, &bad, counter, st) ==
               cudaErrorInvalidValue,
-          "router_mma_route refuses more than 128 pairs");
+          "router_mma_route refuses more than 64 pairs");
     bad.k = 4;
     bad.T = 1;
     CHECK(router_mma_route(NULL, NULL, 1, 64, p, 128, (float *)counter, NULL, &bad, counter, st) ==

@@ -129,7 +129,7 @@ cudaError_t moe_route_split(const float *logits, const float *logits_lo, const u
         r->k > r->E || r->e0 < 0 || r->n_e < 1 || r->e0 + r->n_e > r->E)
         return cudaErrorInvalidValue;
     if (r->T == 0) return cudaSuccess;
-    if (r->T <= 32 && r->T * r->k <= 64) {
+    if (r->T <= ROUTE_SMALL_MAX_T && r->T * r->k <= ROUTE_SMALL_MAX_PAIRS) {
         const int threads =
             32 * r->T > ROUTE_SMALL_MIN_THREADS ? 32 * r->T : ROUTE_SMALL_MIN_THREADS;
         pdl_launch(moe_route_small_kernel, dim3(1), dim3(threads), 0, stream, logits, logits_lo,

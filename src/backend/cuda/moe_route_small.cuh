@@ -1,4 +1,4 @@
-/* Decode-sized MoE routing (T <= 32 tokens, T*k <= 128 pairs) by one block, as device functions:
+/* Decode-sized MoE routing (T <= 32 tokens, T*k <= 64 pairs) by one block, as device functions:
  * moe_route.cu's moe_route_small_kernel is one block running it, and gemv.cu's router kernel runs it
  * in the last of its blocks to finish (gemv_route, gemv.h), so that one launch makes the router
  * logits and routes them. One copy of the code, so both give the same bytes. Device code. */
@@ -10,10 +10,10 @@
 
 #include <stdint.h>
 
-/* Decode-sized routing by one block (T <= 32 tokens, T*k <= 128 pairs), with the same outputs as
+/* Decode-sized routing by one block (T <= 32 tokens, T*k <= 64 pairs), with the same outputs as
  * moe_topk_kernel + moe_group_kernel: counts, offsets, the touched list, the tile list and the
  * stable counting sort (pairs in order within an expert). Warp w < T picks token w's experts into
- * shared memory; then thread e < E counts expert e's pairs (a ≤ 128-entry shared scan), three
+ * shared memory; then thread e < E counts expert e's pairs (a ≤ 64-entry shared scan), three
  * block-wide exclusive scans give its offset, its place in the touched list and its first tile, and
  * thread p < P places pair p after the earlier pairs of its expert. No thread loops over E, and no
  * value makes a round trip through global memory: an earlier version grouped the pairs in one
@@ -21,7 +21,7 @@
 enum {
     ROUTE_SMALL_MIN_THREADS = 256, /* one thread per expert (E <= 256) */
     ROUTE_SMALL_MAX_T = 32,        /* a warp a token */
-    ROUTE_SMALL_MAX_PAIRS = 128    /* T·k: a thread a pair (≤ ROUTE_SMALL_MIN_THREADS) */
+    ROUTE_SMALL_MAX_PAIRS = 64     /* T·k: a thread a pair (≤ ROUTE_SMALL_MIN_THREADS) */
 };
 
 /* The grouping's per-expert outputs from expert tid's pair count c (threads tid < E; every thread of

@@ -1,7 +1,7 @@
 /* The router on the tensor cores with its routing in the last block (router_mma.h).
  *
  * A block is one 16-row tile of W (16 experts) and one K slice of RM_KS, with 8 warps for each tile
- * of 8 tokens (NT tiles: 1, 2 or 4); warp w takes tile w / 8 and the slice's k16 steps w % 8,
+ * of 8 tokens (NT tiles: 1 or 2); warp w takes tile w / 8 and the slice's k16 steps w % 8,
  * w % 8 + 8, …. For one k16 step, lane (g, t) holds the mma.sync m16n8k16 fragments straight from
  * global memory: A (W, row-major, the experts as rows) rows g and g + 8 at k 2t, 2t+1 and 2t+8, 2t+9
  * — four 4-byte loads, which a warp turns into 16 rows × 32 contiguous bytes, every byte used — and
@@ -18,11 +18,10 @@
 #include "backend/cuda/device_util.cuh"
 #include "backend/cuda/moe_route_small.cuh"
 #include "backend/cuda/pdl.cuh"
-#include "base/env_switch.h"
 
 #include <string.h>
 
-/* NT tiles of 8 tokens (1: M ≤ 8, 2: ≤ 16, 4: ≤ 32), 8 warps a tile. */
+/* NT tiles of 8 tokens (1: M ≤ 8, 2: ≤ 16), 8 warps a tile. */
 template <int NT> struct rm_shape {
     static constexpr int warps = 8 * NT, threads = warps * 32;
     /* k16 steps a warp takes at most: K / 16 / RM_KS a block over a tile's 8 warps */
@@ -30,6 +29,8 @@ template <int NT> struct rm_shape {
     static_assert(threads >= (int)ROUTE_SMALL_MIN_THREADS,
                   "the last block routes with all its threads");
 };
+
+static_assert((int)RM_MAX_PAIRS == (int)ROUTE_SMALL_MAX_PAIRS, "the routing in the last block");
 
 struct rm_args {
     const uint16_t *x, *x_lo, *W, *bias;
@@ -132,8 +133,8 @@ extern "C" cudaError_t router_mma_route(const uint16_t *x, const uint16_t *x_lo,
                                         const uint16_t *bias, const moe_routing *r, int *counter,
                                         cudaStream_t stream) {
     if (!x || !W || !logits || !r || !counter || !router_mma_supported(M, K, N) || r->T != M ||
-        r->E != N || r->k < 1 || r->k > 8 || r->k > N || M * r->k > ROUTE_SMALL_MAX_PAIRS ||
-        r->e0 < 0 || r->n_e < 1 || r->e0 + r->n_e > N)
+        r->E != N || r->k < 1 || r->k > 8 || r->k > N || M * r->k > RM_MAX_PAIRS || r->e0 < 0 ||
+        r->n_e < 1 || r->e0 + r->n_e > N)
         return cudaErrorInvalidValue;
     rm_args a;
     memset(&a, 0, sizeof a);
@@ -143,17 +144,5 @@ extern "C" cudaError_t router_mma_route(const uint16_t *x, const uint16_t *x_lo,
     const dim3 grid((unsigned)(N / 16), RM_KS);
     if (M <= 8)
         return pdl_launch(router_mma_kernel<1>, grid, dim3(rm_shape<1>::threads), 0, stream, a);
-    if (M <= 16)
-        return pdl_launch(router_mma_kernel<2>, grid, dim3(rm_shape<2>::threads), 0, stream, a);
-    return pdl_launch(router_mma_kernel<4>, grid, dim3(rm_shape<4>::threads), 0, stream, a);
-}
-
-static int g_max_t = -1;
-
-extern "C" int router_mma_max_t(void) {
-    return env_switch(&g_max_t, "GPTOSS_ROUTER_MMA_MAX_T", 16, 0, RM_MAX_M);
-}
-
-extern "C" void router_mma_set_max_t(int max_t) {
-    env_switch_set(&g_max_t, max_t, 0, RM_MAX_M);
+    return pdl_launch(router_mma_kernel<2>, grid, dim3(rm_shape<2>::threads), 0, stream, a);
 }

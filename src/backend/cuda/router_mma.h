@@ -1,4 +1,4 @@
-/* The MoE router and its routing in one launch for 1-32 tokens, on the tensor cores:
+/* The MoE router and its routing in one launch for 1-16 tokens, on the tensor cores:
  *
  *     logits[m][e] = (x[m] + x_lo[m]) · W[e]        (fp32 sums)
  *
@@ -21,8 +21,9 @@
  * gemv_route): the logits' bits do not depend on timing. counter: as gemv_route's (0 before, 0
  * after; one stream). logits must hold (1 + RM_KS)·M·N floats.
  * Measured on the H200 (bench/NOTES.md, session 18), 120b decode against gemv_route (2-4 tokens) and
- * the three launches (5-16): +2.4 % at batch 2, +3.3 % at 4, +2.9 % at 8, +1.0 % at 16; 20b +3.1 %
- * at 4, +1.6 % at 16. */
+ * the three launches (5-16): +1.8-2.4 % at batch 2, +3.3 % at 4, +2.9-3.0 % at 8, +0.7-1.0 % at 16;
+ * 20b +3.1-3.5 % at 4, +1.6-2.1 % at 16. Past 16 tokens (four tiles, the routing for 128 pairs)
+ * nothing beyond the noise at 32 (0.990, spread 4 %; 17.6 against 19.8 µs alone): not kept. */
 #ifndef GPTOSS_BACKEND_CUDA_ROUTER_MMA_H
 #define GPTOSS_BACKEND_CUDA_ROUTER_MMA_H
 
@@ -35,21 +36,15 @@
 extern "C" {
 #endif
 
-enum { RM_MAX_M = 32, RM_KS = 8, RM_MAX_K = 4096 };
+enum { RM_MAX_M = 16, RM_MAX_PAIRS = 64, RM_KS = 8, RM_MAX_K = 4096 };
 
-/* Whether router_mma_route takes this shape: 1 ≤ M ≤ RM_MAX_M (also M·k ≤ 128 for the routing), K
+/* Whether router_mma_route takes this shape: 1 ≤ M ≤ RM_MAX_M (and M·k ≤ RM_MAX_PAIRS for the routing: router_mma_route checks it), K
  * a multiple of 16 up to RM_MAX_K, N a multiple of 16 up to 256. */
 int router_mma_supported(int M, int K, int N);
 
 cudaError_t router_mma_route(const uint16_t *x, const uint16_t *x_lo, int M, int K,
                              const uint16_t *W, int N, float *logits, const uint16_t *bias,
                              const moe_routing *r, int *counter, cudaStream_t stream);
-
-/* The largest step (tokens) the runner gives this form, from 2 tokens up: GPTOSS_ROUTER_MMA_MAX_T
- * (read once; router_mma_set_max_t for tests), 0 (none) … RM_MAX_M; 16 unless set (measured up to
- * 16; 17-32 not yet). */
-int router_mma_max_t(void);
-void router_mma_set_max_t(int max_t);
 
 #ifdef __cplusplus
 }

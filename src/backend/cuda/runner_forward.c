@@ -62,8 +62,8 @@ cudaError_t runner_lm_head_rows(struct backend *b, const uint16_t *x, int nr, co
 }
 
 /* The router logits of T rows of w->a (the split input: lo halves at a_lo) and their routing into
- * rt, in one launch up to router_mma_max_t() tokens:
- *   - 2 … max tokens: on the tensor cores (router_mma.h, where the measurements are).
+ * rt, in one launch up to RM_MAX_M (16) tokens:
+ *   - 2 … 16 tokens: on the tensor cores (router_mma.h, where the measurements are).
  *   - 1 token (and 2-4 when the tensor-core form is off): a matrix-vector product (gemv.h's
  *     gemv_route); the split input's halves are added in fp32 as the tokens are staged. (At one
  *     token without TP the runner takes gemv_norm_route instead, which also does the MLP norm.)
@@ -73,7 +73,7 @@ int runner_route(struct backend *b, int T, const uint16_t *a_lo, const gpu_layer
     gpu_workspace *w = &b->ws;
     const int H = b->H;
     /* The slices' sums follow the logits in w->router, which holds 2·T_cap ≥ 512 rows. */
-    if (T >= 2 && T <= router_mma_max_t() && router_mma_supported(T, H, b->E)) {
+    if (T >= 2 && T * rt->k <= RM_MAX_PAIRS && router_mma_supported(T, H, b->E)) {
         CU(router_mma_route(w->a, a_lo, T, H, ly->router_w, b->E, w->router, ly->router_b, rt,
                             w->route_ctr, s));
     } else if (T <= 4) {
