@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The tensor-core QKV and O products for 1-16 tokens (gemv_mma.h; GPTOSS_GEMV_MMA, off by default),
+# prepared in session 18 without device time (~4 min): its test and its bench against cuBLASLt; the
+# forward test with it on up to 16 tokens; 120b decode at batch 1, 2, 4, 8, 16 and 20b at 1, 4, 16
+# with it off and on (=16), interleaved, two rounds; the batch-8 step by kernel with it on.
+# Prediction (session 18, before any run): alone, QKV at 8 tokens 10.4 -> ~6 us and O 11.5 (with
+# cuBLASLt's split-K reduce) -> ~7 us (4 and 3 batches of 4 chunks a warp, ~1.2 us each, plus ~2 us
+# of start and end); 120b decode +4-6 % at batch 2-8, +2-3 % at 16, +1-2 % at 1 (QKV only: O keeps
+# its early ring form there). Make it the default (no switch) for the batches where it gains beyond
+# the spread; else remove it. Needs .devcarry (scripts/device/prepare.sh). Prints $OUT/summary.md.
+set -uo pipefail
+source "$(dirname "$0")/env.sh"
+device_script /tmp/gm-out "the tensor-core QKV and O (GPTOSS_GEMV_MMA)"
+test_table
+run_logged test_gemv_mma 200 $bin/gpu_test_gemv_mma
+timeout 120 $bin/gpu_test_gemv_mma --bench 2>&1 | grep -E '^\||^[A-Z]' | tee -a "$sum"
+GPTOSS_GEMV_MMA=16 run_logged forward_gemv_mma 300 $bin/gpu_test_cuda_forward
+grep -E "seed" "$out/logs/forward_gemv_mma.log" | head -2 | tee -a "$sum"
+for m in 120b:1,2,4,8,16 20b:1,4,16; do
+  echo -e "\n## ${m%%:*} decode ${m##*:}: off, on $(t)" | tee -a "$sum"
+  OUT=$out/v-${m%%:*} MODEL=${m%%:*} BATCHES=${m##*:} ROUNDS=${ROUNDS:-2} \
+    VARIANTS="off=- on=GPTOSS_GEMV_MMA=16" bash scripts/device/variants.sh | tee -a "$sum"
+done
+GPTOSS_GEMV_MMA=16 decode_by_kernel 8
+t | tee -a "$sum"
+tar czf "$out/logs.tgz" -C "$out" logs v-120b v-20b 2>/dev/null && rm -rf "$out/logs" "$out"/v-*

@@ -1,0 +1,51 @@
+/* Dense bf16 products of 1-16 token rows on the tensor cores, for the decode steps' QKV and O
+ * projections (the router has its own form: router_mma.h):
+ *
+ *     y[m][n] = (x[m] + x_lo[m]) · W[n] + bias[n]        (fp32 sums; y fp32 or bf16)
+ *
+ * W is row-major [N][K] bf16 (nn.Linear's layout), x [M][K], x_lo (may be NULL) the split input's lo
+ * halves [M][K]: a second MMA into the same accumulator, so the sum is the one cuBLASLt's 2M-row
+ * product gives (in another order: the results are within rounding of it, not its bits).
+ *
+ * Why: steps of 2-16 tokens run QKV and O on cuBLASLt, whose products stream the weights at ~2-2.8
+ * TB/s there (120b batch 8: QKV 10.4 µs for 29.5 MB, O 9.3 µs plus a 2.2 µs split-K reduce for 23.6
+ * MB; bench/NOTES.md session 18), and gemv.h's forms lose from two tokens (their fp32 token staging:
+ * every weight meets M fp32 tokens read back from shared memory). Here, as in router_mma, the tokens
+ * are mma.sync m16n8k16's N and every fragment comes straight from global memory: a block is one
+ * 16-row tile of W and its 8 warps take the K range's 32-wide chunks in turn, 4 chunks a batch; lane
+ * (g, t) loads 16 contiguous bytes of rows g and g + 8 and of token g (k 8t … 8t+7 of the chunk),
+ * the two MMAs of the chunk taking them in the permuted k order both operands share (as the MoE's
+ * small kernel does, moe_small.cuh). The warps' sums meet in shared memory in warp order, so the
+ * bits do not depend on timing. Not yet measured on the H200: the runner takes it only under
+ * GPTOSS_GEMV_MMA (gemv_mma_max_t). */
+#ifndef GPTOSS_BACKEND_CUDA_GEMV_MMA_H
+#define GPTOSS_BACKEND_CUDA_GEMV_MMA_H
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { GEMV_MMA_MAX_M = 16 };
+
+/* Whether gemv_mma takes this shape: 1 ≤ M ≤ GEMV_MMA_MAX_M, K a positive multiple of 32, N a
+ * positive multiple of 16. */
+int gemv_mma_supported(int M, int K, int N);
+
+/* y: fp32 [M][N] when out_f32, else bf16. bias (bf16 [N]) may be NULL. */
+cudaError_t gemv_mma(const uint16_t *x, const uint16_t *x_lo, int M, int K, const uint16_t *W,
+                     int N, const uint16_t *bias, void *y, int out_f32, cudaStream_t stream);
+
+/* The largest step (tokens) whose QKV and O products the runner gives this form wherever it would
+ * call cuBLASLt: GPTOSS_GEMV_MMA (read once; gemv_mma_set_max_t for tests), 0 … GEMV_MMA_MAX_M; 0
+ * (none) unless set, until measured. */
+int gemv_mma_max_t(void);
+void gemv_mma_set_max_t(int max_t);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
