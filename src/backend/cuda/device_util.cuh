@@ -61,6 +61,17 @@ static __device__ __forceinline__ void prefetch_l1(const void *p) {
     asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
 }
 
+/* A basic-block boundary ptxas cannot remove: the loads issued before it stay before it. ptxas
+ * schedules global loads late — next to their first use when it reuses one register quad for
+ * several loads — and a branch on an opaque value (the clock, never all ones in practice; the
+ * branch only skips an empty asm) is the one thing its scheduler does not move them across
+ * (bench/NOTES.md, session 16). */
+static __device__ __forceinline__ void sched_fence(void) {
+    uint32_t c;
+    asm volatile("mov.u32 %0, %%clock;" : "=r"(c));
+    if (c == 0xFFFFFFFFu) asm volatile("nanosleep.u32 0;");
+}
+
 /* A 16-byte streaming load of read-only data that is used once: through the non-coherent path,
  * without allocating in L1 (weights that would only evict what is reused). */
 static __device__ __forceinline__ uint4 ldg_stream16(const void *p) {

@@ -75,12 +75,16 @@ __global__ void __launch_bounds__(GM_THREADS) gemv_mma_kernel(const gm_args a) {
             for (int n = 0; n < NT; n++) {
                 const int c = c0 + GM_WARPS * u;
                 const bool v = tok[n] && c < C;
-                bx[u][n] = v ? __ldg(xr[n] + 4 * c) : make_uint4(0, 0, 0, 0);
-                if (LO) bl[u][n] = v ? __ldg(xl[n] + 4 * c) : make_uint4(0, 0, 0, 0);
+                bx[u][n] = v ? ldg_stream16(xr[n] + 4 * c) : make_uint4(0, 0, 0, 0);
+                if (LO) bl[u][n] = v ? ldg_stream16(xl[n] + 4 * c) : make_uint4(0, 0, 0, 0);
             }
+        /* Every load of the batch before its first MMA: left alone, ptxas put each chunk's token
+         * load right before that chunk's MMAs, into the same registers — a round trip a chunk
+         * instead of one a batch (scripts/sass/disasm.sh). Chunks past K multiply zeros (their
+         * loads gave zeros), so no branch sits between the loads and the MMAs either. */
+        sched_fence();
 #pragma unroll
         for (int u = 0; u < GM_U; u++) {
-            if (c0 + GM_WARPS * u >= C) break; /* warp-uniform */
 #pragma unroll
             for (int n = 0; n < NT; n++) {
                 gm_chunk(acc[n], aw[u][0], aw[u][1], bx[u][n]);
