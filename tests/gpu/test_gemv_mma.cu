@@ -64,8 +64,8 @@ static void check_case(const gm_case &cs, int M, cudaStream_t st) {
         memcpy(y.data(), got.data(), yn * 4);
         for (size_t i = 0; i < yn; i++) r[i] = (float)ref[i];
         const double rel = tu_rel_err(y.data(), r.data(), yn);
-        CHECK(rel <= 1e-5, "gemv_mma K=%d N=%d M=%d lo=%d: fp32 out %.3g from the reference", K, N, M,
-              cs.lo, rel);
+        CHECK(rel <= 1e-5, "gemv_mma K=%d N=%d M=%d lo=%d: fp32 out %.3g from the reference", K, N,
+              M, cs.lo, rel);
     } else {
         const uint16_t *y = (const uint16_t *)got.data();
         int bad = 0;
@@ -80,8 +80,10 @@ static void check_case(const gm_case &cs, int M, cudaStream_t st) {
                 worst = fmax(worst, err / (lim > 0 ? lim : 1));
             }
         }
-        CHECK(bad == 0, "gemv_mma K=%d N=%d M=%d bias=%d: %d bf16 outputs past their rounding (worst "
-              "%.2f of the bound)", K, N, M, cs.bias, bad, worst);
+        CHECK(bad == 0,
+              "gemv_mma K=%d N=%d M=%d bias=%d: %d bf16 outputs past their rounding (worst "
+              "%.2f of the bound)",
+              K, N, M, cs.bias, bad, worst);
     }
     CUDA_CHECK(cudaFree(dw));
     CUDA_CHECK(cudaFree(dx));
@@ -130,7 +132,8 @@ static void bench(cudaStream_t st) {
         for (auto &d : dw) d = tu_dev_upload(hw.data(), hw.size());
         uint16_t *dx = tu_dev_upload(hx.data(), hx.size()), *db = tu_dev_upload(hb.data(), N);
         float *dy = tu_dev_alloc<float>((size_t)32 * N);
-        printf("\n%s: µs\n| T | gemv_mma | cuBLASLt | gemv_mma TB/s |\n| ---: | ---: | ---: | ---: |\n",
+        printf("\n%s: µs\n| T | gemv_mma | cuBLASLt | gemv_mma TB/s |\n| ---: | ---: | ---: | ---: "
+               "|\n",
                sh.name);
         for (int T = 1; T <= GEMV_MMA_MAX_M; T++) {
             const uint16_t *lo = sh.lo ? dx + (size_t)T * K : NULL; /* hi rows, then lo rows */
