@@ -75,8 +75,10 @@ __global__ void __launch_bounds__(GM_THREADS) gemv_mma_kernel(const gm_args a) {
             for (int n = 0; n < NT; n++) {
                 const int c = c0 + GM_WARPS * u;
                 const bool v = tok[n] && c < C;
-                bx[u][n] = v ? ldg_stream16(xr[n] + 4 * c) : make_uint4(0, 0, 0, 0);
-                if (LO) bl[u][n] = v ? ldg_stream16(xl[n] + 4 * c) : make_uint4(0, 0, 0, 0);
+                /* plain loads: the compiler keeps them after pdl_prologue's wait (a "memory"
+                 * clobber), which a non-volatile asm load (ldg_stream16) need not be */
+                bx[u][n] = v ? xr[n][4 * c] : make_uint4(0, 0, 0, 0);
+                if (LO) bl[u][n] = v ? xl[n][4 * c] : make_uint4(0, 0, 0, 0);
             }
         /* Every load of the batch before its first MMA: left alone, ptxas put each chunk's token
          * load right before that chunk's MMAs, into the same registers — a round trip a chunk
