@@ -50,7 +50,8 @@ __global__ void __launch_bounds__(GM_THREADS) gemv_mma_kernel(const gm_args a) {
     }
     float acc[NT][4] = {};
 
-    /* The first batch's weights before the wait (model memory, pdl.cuh). */
+    /* The first batch's weights before the wait (model memory, pdl.cuh); the fence keeps them
+     * there: ptxas moves griddepcontrol.wait above non-coherent loads (bench/NOTES.md, session 18). */
     uint4 aw[GM_U][2];
 #pragma unroll
     for (int u = 0; u < GM_U; u++) {
@@ -58,6 +59,7 @@ __global__ void __launch_bounds__(GM_THREADS) gemv_mma_kernel(const gm_args a) {
         aw[u][0] = c < C ? ldg_stream16(wg + 4 * c) : make_uint4(0, 0, 0, 0);
         aw[u][1] = c < C ? ldg_stream16(w8 + 4 * c) : make_uint4(0, 0, 0, 0);
     }
+    sched_fence();
     pdl_prologue();
 
     for (int c0 = wp; c0 < C; c0 += GM_WARPS * GM_U) {
