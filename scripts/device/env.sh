@@ -67,6 +67,17 @@ gpu_tests_table() {
   grep -E "^gpu_test_[a-z_]+: " "$out/logs/gpu_tests.log" | tee -a "$sum"
   grep -E "FAILED|seed" "$out"/tests/gpu_test_cuda_forward.log 2>/dev/null | head -8 | tee -a "$sum"
 }
+# decode_variants "VARIANTS" MODEL:BATCHES...: scripts/device/variants.sh for each model at its
+# batches (e.g. 120b:1,8 20b:1), ROUNDS (2) interleaved rounds, each table into $sum under a
+# heading, the JSON to $out/v-MODEL.
+decode_variants() {
+  local v=$1 m; shift
+  for m in "$@"; do
+    echo -e "\n## ${m%%:*} decode ${m##*:}: $v $(t)" | tee -a "$sum"
+    OUT=$out/v-${m%%:*} MODEL=${m%%:*} BATCHES=${m##*:} ROUNDS=${ROUNDS:-2} VARIANTS="$v" \
+      bash scripts/device/variants.sh | tee -a "$sum"
+  done
+}
 # served_10xc LEVELS: gpt-oss-120b served 1k/1k at InferenceMAX's settings (10 x C prompts, 2 x C
 # warm-ups) at the concurrencies LEVELS (e.g. 16,64), against `gptoss serve` with the server
 # defaults served_close.sh uses; the figures into $sum, the JSON to $out/served-1k1k-10xC.json.

@@ -16,11 +16,7 @@ run_logged test_gemv_mma 200 $bin/gpu_test_gemv_mma
 timeout 120 $bin/gpu_test_gemv_mma --bench 2>&1 | grep -E '^\||^[A-Z]' | tee -a "$sum"
 GPTOSS_GEMV_MMA=16 run_logged forward_gemv_mma 300 $bin/gpu_test_cuda_forward
 grep -E "seed" "$out/logs/forward_gemv_mma.log" | head -2 | tee -a "$sum"
-for m in 120b:1,2,4,8,16 20b:1,4,16; do
-  echo -e "\n## ${m%%:*} decode ${m##*:}: off, on $(t)" | tee -a "$sum"
-  OUT=$out/v-${m%%:*} MODEL=${m%%:*} BATCHES=${m##*:} ROUNDS=${ROUNDS:-2} \
-    VARIANTS="off=- on=GPTOSS_GEMV_MMA=16" bash scripts/device/variants.sh | tee -a "$sum"
-done
+decode_variants "off=- on=GPTOSS_GEMV_MMA=16" 120b:1,2,4,8,16 20b:1,4,16
 GPTOSS_GEMV_MMA=16 decode_by_kernel 8
 t | tee -a "$sum"
 tar czf "$out/logs.tgz" -C "$out" logs v-120b v-20b 2>/dev/null && rm -rf "$out/logs" "$out"/v-*

@@ -108,11 +108,6 @@ static void check_refusals(cudaStream_t st) {
     CUDA_CHECK(cudaFree(p));
 }
 
-/* Median µs of fn(c) over 50 launches after 5, on weights rotated over `copies`. */
-template <class F> static double time_us(cudaStream_t st, int copies, F fn) {
-    return tu_time_us(st, 5, 50, [&](int i) { fn(i % copies); });
-}
-
 static void bench(cudaStream_t st) {
     struct shape {
         const char *name;
@@ -137,10 +132,12 @@ static void bench(cudaStream_t st) {
                sh.name);
         for (int T = 1; T <= GEMV_MMA_MAX_M; T++) {
             const uint16_t *lo = sh.lo ? dx + (size_t)T * K : NULL; /* hi rows, then lo rows */
-            const double mma = time_us(st, COPIES, [&](int c) {
+            const double mma = tu_time_us(st, 5, 50, [&](int i) {
+                const int c = i % COPIES; /* the weights rotated past L2 */
                 CUDA_CHECK(gemv_mma(dx, lo, T, K, dw[c], N, sh.bias ? db : NULL, dy, sh.f32, st));
             });
-            const double lt = time_us(st, COPIES, [&](int c) {
+            const double lt = tu_time_us(st, 5, 50, [&](int i) {
+                const int c = i % COPIES; /* the weights rotated past L2 */
                 CUDA_CHECK(gemm_bf16(g, dx, sh.lo ? 2 * T : T, K, dw[c], N, sh.bias ? db : NULL, dy,
                                      sh.f32 ? GEMM_OUT_F32 : GEMM_OUT_BF16, st));
             });

@@ -96,11 +96,6 @@ static void check_refusals(int *counter, cudaStream_t st) {
           "router_mma_route refuses a NULL input");
 }
 
-/* Median µs of fn over 50 launches after 5, on weights rotated over `copies` (fn(c) uses copy c). */
-template <class F> static double time_us(cudaStream_t st, int copies, F fn) {
-    return tu_time_us(st, 5, 50, [&](int i) { fn(i % copies); });
-}
-
 static void fmt_us(char *buf, size_t n, double us) {
     if (us < 0)
         snprintf(buf, n, "-");
@@ -132,15 +127,18 @@ static void bench(int *counter, cudaStream_t st) {
         CUDA_CHECK(cudaMemcpy(d2, dx, (size_t)T * K * 2, cudaMemcpyDeviceToDevice));
         CUDA_CHECK(cudaMemcpy(d2 + (size_t)T * K, dx, (size_t)T * K * 2, cudaMemcpyDeviceToDevice));
         const uint16_t *lo = d2 + (size_t)T * K;
-        const double mma = time_us(st, COPIES, [&](int c) {
+        const double mma = tu_time_us(st, 5, 50, [&](int i) {
+            const int c = i % COPIES; /* the weights rotated past L2 */
             CUDA_CHECK(router_mma_route(d2, lo, T, K, dw[c], E, lg, db, &r, counter, st));
         });
         double gv = -1;
         if (T <= 4)
-            gv = time_us(st, COPIES, [&](int c) {
+            gv = tu_time_us(st, 5, 50, [&](int i) {
+                const int c = i % COPIES; /* the weights rotated past L2 */
                 CUDA_CHECK(gemv_route(d2, lo, T, K, dw[c], E, lg, db, &r, counter, 0, st));
             });
-        const double three = time_us(st, COPIES, [&](int c) {
+        const double three = tu_time_us(st, 5, 50, [&](int i) {
+            const int c = i % COPIES; /* the weights rotated past L2 */
             CUDA_CHECK(gemm_bf16(g, d2, 2 * T, K, dw[c], E, NULL, lg, GEMM_OUT_F32, st));
             CUDA_CHECK(moe_route_split(lg, lg + (size_t)T * E, db, &r, st));
         });

@@ -97,6 +97,15 @@ static __device__ __forceinline__ void mma_bf16_16816(float c[4], uint32_t a0, u
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
+/* Where C[row][col] (row < 16, col < 8) of an accumulator lives, by the C layout above: lane
+ * mma_c_lane, register mma_c_reg. Kernels that add several warps' accumulators in shared memory
+ * read them back through these. */
+static __device__ __forceinline__ int mma_c_lane(int row, int col) {
+    return (row & 7) * 4 + (col >> 1);
+}
+static __device__ __forceinline__ int mma_c_reg(int row, int col) {
+    return (row >> 3) * 2 + (col & 1);
+}
 /* The same with A as a fragment array {a0, a1, a2, a3}. */
 static __device__ __forceinline__ void mma_bf16_16816(float c[4], const uint32_t a[4], uint32_t b0,
                                                       uint32_t b1) {

@@ -30,6 +30,17 @@ static __device__ __forceinline__ void gm_chunk(float acc[4], uint4 wg, uint4 w8
     mma_bf16_16816(acc, wg.z, w8.z, wg.w, w8.w, xv.z, xv.w);
 }
 
+/* The weight words of the batch of chunks c0, c0 + GM_WARPS, … (zeros past the C chunks). */
+static __device__ __forceinline__ void gm_load_w(uint4 (&aw)[GM_U][2], const uint4 *wg,
+                                                 const uint4 *w8, int c0, int C) {
+#pragma unroll
+    for (int u = 0; u < GM_U; u++) {
+        const int c = c0 + GM_WARPS * u;
+        aw[u][0] = c < C ? ldg_stream16(wg + 4 * c) : make_uint4(0, 0, 0, 0);
+        aw[u][1] = c < C ? ldg_stream16(w8 + 4 * c) : make_uint4(0, 0, 0, 0);
+    }
+}
+
 /* NT token tiles of 8 (1: M ≤ 8, 2: M ≤ 16); LO: the split input's lo halves given. */
 template <int NT, bool LO>
 __global__ void __launch_bounds__(GM_THREADS) gemv_mma_kernel(const gm_args a) {
@@ -53,23 +64,12 @@ __global__ void __launch_bounds__(GM_THREADS) gemv_mma_kernel(const gm_args a) {
     /* The first batch's weights before the wait (model memory, pdl.cuh); the fence keeps them
      * there: ptxas moves griddepcontrol.wait above non-coherent loads (bench/NOTES.md, session 18). */
     uint4 aw[GM_U][2];
-#pragma unroll
-    for (int u = 0; u < GM_U; u++) {
-        const int c = wp + GM_WARPS * u;
-        aw[u][0] = c < C ? ldg_stream16(wg + 4 * c) : make_uint4(0, 0, 0, 0);
-        aw[u][1] = c < C ? ldg_stream16(w8 + 4 * c) : make_uint4(0, 0, 0, 0);
-    }
+    gm_load_w(aw, wg, w8, wp, C);
     sched_fence();
     pdl_prologue();
 
     for (int c0 = wp; c0 < C; c0 += GM_WARPS * GM_U) {
-        if (c0 != wp) /* later batches: their weights with their tokens */
-#pragma unroll
-            for (int u = 0; u < GM_U; u++) {
-                const int c = c0 + GM_WARPS * u;
-                aw[u][0] = c < C ? ldg_stream16(wg + 4 * c) : make_uint4(0, 0, 0, 0);
-                aw[u][1] = c < C ? ldg_stream16(w8 + 4 * c) : make_uint4(0, 0, 0, 0);
-            }
+        if (c0 != wp) gm_load_w(aw, wg, w8, c0, C); /* later batches: with their tokens */
         uint4 bx[GM_U][NT], bl[GM_U][NT];
 #pragma unroll
         for (int u = 0; u < GM_U; u++)
@@ -98,8 +98,8 @@ __global__ void __launch_bounds__(GM_THREADS) gemv_mma_kernel(const gm_args a) {
     }
 
     /* The tile's 16 × 8·NT sums, warp 0's + warp 1's + …: thread (tile n, row, token) of the first
-     * 128 · NT reads lane (row % 8, token / 2)'s accumulator (row / 8) · 2 + token % 2 (mma's C
-     * layout), adds the bias and writes. */
+     * 128 · NT reads that C element of every warp (mma_c_lane, mma_c_reg), adds the bias and
+     * writes. */
 #pragma unroll
     for (int n = 0; n < NT; n++)
 #pragma unroll
@@ -107,7 +107,7 @@ __global__ void __launch_bounds__(GM_THREADS) gemv_mma_kernel(const gm_args a) {
     __syncthreads();
     if (threadIdx.x < 128 * NT) {
         const int n = threadIdx.x >> 7, row = (threadIdx.x >> 3) & 15, tk = threadIdx.x & 7;
-        const int ln = (row & 7) * 4 + (tk >> 1), j = 4 * n + (row >> 3) * 2 + (tk & 1);
+        const int ln = mma_c_lane(row, tk), j = 4 * n + mma_c_reg(row, tk);
         const int m = 8 * n + tk, col = tile * 16 + row;
         float s = 0.f;
 #pragma unroll

@@ -95,14 +95,13 @@ __global__ void __launch_bounds__(rm_shape<NT>::threads) router_mma_kernel(const
         }
 
         /* Each tile's 16 × 8 sums, its warp 0's + warp 1's + …: thread (tile n, row, token) of the first
-     * 128 · NT reads lane (row % 8, token / 2)'s accumulator (row / 8) · 2 + token % 2 of the tile's
-     * warps (mma's C layout). */
+     * 128 · NT reads that C element of the tile's warps (mma_c_lane, mma_c_reg). */
 #pragma unroll
     for (int j = 0; j < 4; j++) red[wp][lane][j] = acc[j];
     __syncthreads();
     if (threadIdx.x < 128 * NT) {
         const int n = threadIdx.x >> 7, row = (threadIdx.x >> 3) & 15, tk = threadIdx.x & 7;
-        const int ln = (row & 7) * 4 + (tk >> 1), j = (row >> 3) * 2 + (tk & 1);
+        const int ln = mma_c_lane(row, tk), j = mma_c_reg(row, tk);
         float s = 0.f;
 #pragma unroll
         for (int w = 0; w < 8; w++) s += red[8 * n + w][ln][j];
