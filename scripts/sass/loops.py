@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Each kernel of an nvdisasm listing (scripts/sass/disasm.sh) whose mangled name holds PATTERN: its
-instruction count and, for each loop (a backward branch) that holds tensor-core MMAs, the loop's
+instruction count and, for each loop (a backward branch) that holds tensor-core MMAs (HMMA or HGMMA), the loop's
 length and how many of its instructions are MMAs, register moves, zeroings (CS2R), compares, global
 loads and shared loads. With --mix, the loop's whole instruction mix by opcode.
 
@@ -56,10 +56,11 @@ def main():
         print(f"{name}: {len(ins)} instructions")
         for body in loops(ins, labels):
             c = collections.Counter(opcode(x) for x in body)
-            if not c["HMMA"]:
+            if not c["HMMA"] and not c["HGMMA"]:
                 continue
             moves = sum(1 for x in body if re.search(r"IMAD\.MOV|(^|\s)MOV ", x))
-            print(f"  loop of {len(body)}: HMMA {c['HMMA']}, moves {moves}, CS2R {c['CS2R']}, "
+            print(f"  loop of {len(body)}: HMMA {c['HMMA']}, HGMMA {c['HGMMA']}, R2UR {c['R2UR']}, "
+                  f"moves {moves}, CS2R {c['CS2R']}, "
                   f"ISETP {c['ISETP']}, LDG {c['LDG']}, LDS {c['LDS']}")
             if mix:
                 print("    " + ", ".join(f"{k} {v}" for k, v in c.most_common()))

@@ -6,13 +6,28 @@
  * products, part of them inside the tensor cores: ~1e-6 expected), bf16 out every element within
  * its rounding (2^-8 of the value) plus 1e-5 of the row's largest; no row past M written; two runs
  * the same bytes (the warps' sums are added in a fixed order). Also the shapes it refuses.
+ *
+ * The fused QKV form (gemv_mma_rope: RoPE and the KV write in the epilogue) against the two launches
+ * it replaces (gemv_mma to fp32 rows, then rope_kv_launch_f32 with the bias), both on the GPU, at
+ * 120b's shapes (64 q heads, 8 KV heads, head_dim 64, K = 2880, the lo half, a bias), M = 1 … 16,
+ * bf16 and FP8 caches (the FP8 one with non-unit scales), positions up to 131071 (sincosf's slow
+ * path from 105615 rad), shuffled slots and, from M = 2, one row of slot -1 (a padded graph row):
+ * the q rows (with a guard row past M) and both whole caches must hold the same bytes — the same
+ * fp32 operations in the same order (rope_kv_row.cuh) — where the two-launch form is itself held to
+ * the CPU reference by test_rope_kv and to the double reference above. Every byte either form did
+ * not write keeps the poison both started from, so a stray write shows as a difference too.
  * --bench: its time against cuBLASLt (gemm_bf16: the QKV form as 2T rows, O as T rows with its
  * bias), the weights rotated over copies so that L2 does not hold them. */
 #include "gpu_check.h"
 #include "moe_test_util.h"
 
+extern "C" {
+#include "model/config.h"
+#include "model/rope.h"
+}
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/gemv_mma.h"
+#include "backend/cuda/rope_kv.h"
 
 #include <vector>
 
@@ -92,6 +107,82 @@ static void check_case(const gm_case &cs, int M, cudaStream_t st) {
     CUDA_CHECK(cudaFree(dy));
 }
 
+/* One fused-QKV case (see the file's comment): fused against gemv_mma + rope_kv_launch_f32. */
+static void check_rope_case(const rope_kv_freq &f, int M, bool fp8, cudaStream_t st) {
+    enum { NH = 64, NKV = 8, HD = 64, K = 2880, BS = 32, NBLK = 24 };
+    const int N = (NH + 2 * NKV) * HD;
+    const size_t wn = (size_t)N * K, xn = (size_t)M * K;
+    std::vector<uint16_t> hw(wn), hx(2 * xn), hb(N);
+    tu_fill_bf16(hw.data(), NULL, wn, -0.05f, 0.05f);
+    tu_fill_bf16(hx.data(), NULL, xn, -2.0f, 2.0f);
+    tu_fill_bf16(hx.data() + xn, NULL, xn, -0.01f, 0.01f); /* the lo halves follow the hi rows */
+    tu_fill_bf16(hb.data(), NULL, N, -0.5f, 0.5f);
+    std::vector<int32_t> pos(M), slot(M), perm(NBLK * BS);
+    for (int i = 0; i < NBLK * BS; i++) perm[i] = i;
+    rng_shuffle(&tu_rng, perm.data(), NBLK * BS);
+    for (int m = 0; m < M; m++) {
+        pos[m] = (int32_t)(rng_next(&tu_rng) % 131072u);
+        slot[m] = perm[m];
+    }
+    if (M >= 2) slot[M / 2] = -1; /* a padded row: no KV write */
+    float sc[4 * NKV];
+    for (int j = 0; j < NKV; j++) {
+        const float ks = fp8 ? 0.25f + 0.3f * (float)j : 1.0f, vs = fp8 ? 2.0f / (1 + j) : 1.0f;
+        sc[j] = ks, sc[NKV + j] = vs, sc[2 * NKV + j] = 1.0f / ks, sc[3 * NKV + j] = 1.0f / vs;
+    }
+    attn_dims d = {NH, NKV, HD, BS, fp8 ? 1 : 0};
+    const size_t eb = fp8 ? 1 : 2, cache_bytes = (size_t)NBLK * NKV * BS * HD * eb;
+    const size_t q_bytes = (size_t)(M + 1) * NH * HD * 2; /* one guard row */
+    uint16_t *dw = tu_dev_upload(hw.data(), wn), *dx = tu_dev_upload(hx.data(), 2 * xn),
+             *db = tu_dev_upload(hb.data(), N);
+    int32_t *dpos = tu_dev_upload(pos.data(), M), *dslot = tu_dev_upload(slot.data(), M);
+    float *dsc = tu_dev_upload(sc, 4 * NKV), *dy = tu_dev_alloc<float>((size_t)M * N);
+    uint8_t *dq[2], *dk[2], *dv[2];
+    std::vector<uint8_t> hq[2], hk[2], hv[2];
+    for (int form = 0; form < 2; form++) { /* 0: the two launches, 1: fused */
+        dq[form] = tu_dev_alloc<uint8_t>(q_bytes);
+        dk[form] = tu_dev_alloc<uint8_t>(cache_bytes);
+        dv[form] = tu_dev_alloc<uint8_t>(cache_bytes);
+        gpu_poison(dq[form], q_bytes);
+        gpu_poison(dk[form], cache_bytes);
+        gpu_poison(dv[form], cache_bytes);
+        if (form == 0) {
+            CUDA_CHECK(gemv_mma(dx, dx + xn, M, K, dw, N, NULL, dy, 1, st));
+            CUDA_CHECK(rope_kv_launch_f32(&d, &f, dy, NULL, db, N, M, dpos, dslot,
+                                          (uint16_t *)dq[0], dk[0], dv[0], dsc, st));
+        } else {
+            CUDA_CHECK(gemv_mma_rope(dx, dx + xn, M, K, dw, db, &d, &f, dpos, dslot,
+                                     (uint16_t *)dq[1], dk[1], dv[1], dsc, st));
+        }
+        CUDA_CHECK(cudaStreamSynchronize(st));
+        hq[form].resize(q_bytes), hk[form].resize(cache_bytes), hv[form].resize(cache_bytes);
+        tu_download(hq[form].data(), dq[form], q_bytes);
+        tu_download(hk[form].data(), dk[form], cache_bytes);
+        tu_download(hv[form].data(), dv[form], cache_bytes);
+    }
+    auto differ = [](const std::vector<uint8_t> &a, const std::vector<uint8_t> &b) {
+        size_t n = 0;
+        for (size_t i = 0; i < a.size(); i++) n += a[i] != b[i];
+        return n;
+    };
+    const size_t nq = differ(hq[0], hq[1]), nk = differ(hk[0], hk[1]), nv = differ(hv[0], hv[1]);
+    CHECK(nq == 0 && nk == 0 && nv == 0,
+          "gemv_mma_rope M=%d %s: %zu q, %zu k, %zu v bytes differ from gemv_mma + rope_kv", M,
+          fp8 ? "fp8" : "bf16", nq, nk, nv);
+    for (int form = 0; form < 2; form++) {
+        CUDA_CHECK(cudaFree(dq[form]));
+        CUDA_CHECK(cudaFree(dk[form]));
+        CUDA_CHECK(cudaFree(dv[form]));
+    }
+    CUDA_CHECK(cudaFree(dw));
+    CUDA_CHECK(cudaFree(dx));
+    CUDA_CHECK(cudaFree(db));
+    CUDA_CHECK(cudaFree(dpos));
+    CUDA_CHECK(cudaFree(dslot));
+    CUDA_CHECK(cudaFree(dsc));
+    CUDA_CHECK(cudaFree(dy));
+}
+
 static void check_refusals(cudaStream_t st) {
     CHECK(gemv_mma_supported(16, 2880, 5120) && gemv_mma_supported(1, 32, 16) &&
               !gemv_mma_supported(0, 2880, 5120) && !gemv_mma_supported(17, 2880, 5120) &&
@@ -105,6 +196,23 @@ static void check_refusals(cudaStream_t st) {
           "gemv_mma refuses 17 rows");
     CHECK(gemv_mma(p, NULL, 1, 40, p, 16, NULL, p, 1, st) == cudaErrorInvalidValue,
           "gemv_mma refuses K = 40");
+    rope_kv_freq f;
+    memset(&f, 0, sizeof f);
+    f.half = 32;
+    attn_dims d = {64, 8, 64, 32, 0}, d80 = {64, 8, 80, 32, 0}, d_bs = {64, 8, 64, 24, 0};
+    CHECK(gemv_mma_rope_supported(16, 2880, &d, &f) && !gemv_mma_rope_supported(17, 2880, &d, &f) &&
+              !gemv_mma_rope_supported(1, 2880, &d80, &f) &&
+              !gemv_mma_rope_supported(1, 2880, &d_bs, &f),
+          "gemv_mma_rope_supported limits");
+    int32_t *ip = (int32_t *)p;
+    CHECK(gemv_mma_rope(p, NULL, 1, 2880, p, NULL, &d, &f, NULL, ip, p, p, p, NULL, st) ==
+              cudaErrorInvalidValue,
+          "gemv_mma_rope refuses NULL positions");
+    attn_dims d8 = d;
+    d8.kv_fp8 = 1;
+    CHECK(gemv_mma_rope(p, NULL, 1, 2880, p, NULL, &d8, &f, ip, ip, p, p, p, NULL, st) ==
+              cudaErrorInvalidValue,
+          "gemv_mma_rope refuses an FP8 cache without scales");
     CUDA_CHECK(cudaFree(p));
 }
 
@@ -164,10 +272,20 @@ int main(int argc, char **argv) {
         long n = 0;
         for (const gm_case &cs : cases)
             for (int M = 1; M <= GEMV_MMA_MAX_M; M++, n++) check_case(cs, M, st);
+        model_config c;
+        config_preset_120b(&c);
+        rope_table rt;
+        rope_init(&rt, &c);
+        rope_kv_freq f;
+        CHECK(rope_kv_freq_init(&f, rt.inv_freq, rt.half, rt.concentration) == 0,
+              "rope_kv_freq_init");
+        for (int fp8 = 0; fp8 < 2; fp8++)
+            for (int M = 1; M <= GEMV_MMA_MAX_M; M++, n++) check_rope_case(f, M, fp8 != 0, st);
         check_refusals(st);
         fprintf(stderr,
-                "  gemv_mma: %ld cases against the double reference, two runs alike, nothing "
-                "written past M\n",
+                "  gemv_mma: %ld cases (the fused QKV form's the same bytes as the two launches; "
+                "the plain form against the double reference, two runs alike, nothing written "
+                "past M)\n",
                 n);
     }
     CUDA_CHECK(cudaStreamDestroy(st));

@@ -10,7 +10,9 @@
  * loaded used once, 16-byte loads only. */
 #include "backend/cuda/gemv_mma.h"
 #include "backend/cuda/device_util.cuh"
+#include "backend/cuda/kv_fp8.cuh"
 #include "backend/cuda/pdl.cuh"
+#include "backend/cuda/rope_kv_row.cuh"
 #include "base/env_switch.h"
 
 #include <string.h>
@@ -23,6 +25,28 @@ struct gm_args {
     int M, K, N;
     int out_f32;
 };
+
+/* The fused QKV epilogue's operands (gemv_mma_rope): rope_kv.h's, for head_dim 64. */
+struct gm_rope {
+    const int32_t *positions, *slots;
+    uint16_t *q_out;
+    uint8_t *k_cache, *v_cache; /* bf16 or e4m3 elements */
+    const float *kv_scales;
+    int n_heads, n_kv_heads, bs_shift;
+    rope_kv_freq f;
+};
+
+/* How a block's results leave it: as rows of y (plain), or rotated into q and the KV cache
+ * (RoPE fused; the cache bf16 or e4m3). */
+enum { GM_PLAIN = 0, GM_ROPE_BF16 = 1, GM_ROPE_FP8 = 2 };
+
+/* W's row for row r (0-15) of tile `tile`. Plain: rows 16·tile + r. With RoPE fused a tile is a
+ * quarter j of head h (64 rows): rows 8j … 8j+7 and 32+8j … 32+8j+7, so that the rotation's pairs
+ * (i, i + 32) meet in one block; the 4 tiles of a head cover its 64 rows. */
+template <int EPI> static __device__ __forceinline__ int gm_row(int tile, int r) {
+    if (EPI == GM_PLAIN) return tile * 16 + r;
+    return (tile >> 2) * 64 + 8 * (tile & 3) + (r & 7) + (r >> 3) * 32;
+}
 
 /* The two MMAs of one chunk: rows g (wg) and g + 8 (w8), token words xv (see the file's comment). */
 static __device__ __forceinline__ void gm_chunk(float acc[4], uint4 wg, uint4 w8, uint4 xv) {
@@ -41,15 +65,69 @@ static __device__ __forceinline__ void gm_load_w(uint4 (&aw)[GM_U][2], const uin
     }
 }
 
-/* NT token tiles of 8 (1: M ≤ 8, 2: M ≤ 16); LO: the split input's lo halves given. */
-template <int NT, bool LO>
-__global__ void __launch_bounds__(GM_THREADS) gemv_mma_kernel(const gm_args a) {
+/* RoPE fused: the 8·NT·8 (token, pair) items of the block's tile after the warps' sums meet in
+ * red. Item (token m, pair p) is x[i] and x[i + 32] of head h at i = 8j + p (gm_row), plus their
+ * biases, rotated at the token's position (q and k heads) and stored as rope_kv.cu stores them:
+ * q to q_out, k and v to the cache at the token's slot (none when the slot is < 0), bf16 or e4m3
+ * of x · 1/scale. The same fp32 operations on the same values as gemv_mma + rope_kv_launch_f32
+ * (rope_kv_row.cuh), so the same bits. pos: the token's position (loaded before the k loop). */
+template <int NT, int EPI>
+static __device__ __forceinline__ void gm_rope_out(const gm_args &a, const gm_rope &r,
+                                                   const float (&red)[GM_WARPS][32][4 * NT],
+                                                   int tile, int pos) {
+    const int n = threadIdx.x >> 6, tk = (threadIdx.x >> 3) & 7, p = threadIdx.x & 7;
+    const int m = 8 * n + tk;
+    const int l1 = mma_c_lane(p, tk), j1 = 4 * n + mma_c_reg(p, tk);
+    const int l2 = mma_c_lane(p + 8, tk), j2 = 4 * n + mma_c_reg(p + 8, tk);
+    float x1 = 0.f, x2 = 0.f;
+#pragma unroll
+    for (int w = 0; w < GM_WARPS; w++) x1 += red[w][l1][j1];
+#pragma unroll
+    for (int w = 0; w < GM_WARPS; w++) x2 += red[w][l2][j2];
+    const int h = tile >> 2, i = 8 * (tile & 3) + p, col = h * 64 + i;
+    if (a.bias) {
+        x1 += bf16_bits_to_f32(a.bias[col]);
+        x2 += bf16_bits_to_f32(a.bias[col + 32]);
+    }
+    if (m >= a.M) return;
+    if (h < r.n_heads + r.n_kv_heads) { /* q and k heads rotate; v heads are stored as they are */
+        float c, s;
+        rope_cos_sin_at(pos, r.f.inv_freq[i], r.f.concentration, &c, &s);
+        rope_rotate(x1, x2, c, s, &x1, &x2);
+    }
+    if (h < r.n_heads) {
+        uint16_t *q = r.q_out + ((size_t)m * (size_t)r.n_heads + (size_t)h) * 64;
+        q[i] = f32_to_bf16_bits(x1);
+        q[i + 32] = f32_to_bf16_bits(x2);
+        return;
+    }
+    const int slot = r.slots[m];
+    if (slot < 0) return;
+    const bool is_k = h < r.n_heads + r.n_kv_heads;
+    const int kv = h - r.n_heads - (is_k ? 0 : r.n_kv_heads);
+    const size_t at = kv_cache_offset(slot, kv, r.n_kv_heads, 64, r.bs_shift) + (size_t)i;
+    uint8_t *cache = is_k ? r.k_cache : r.v_cache;
+    if (EPI == GM_ROPE_FP8) {
+        const float inv = r.kv_scales[(is_k ? 2 : 3) * r.n_kv_heads + kv];
+        cache[at] = (uint8_t)pack_e4m3x2(x1 * inv, 0.f);
+        cache[at + 32] = (uint8_t)pack_e4m3x2(x2 * inv, 0.f);
+    } else {
+        uint16_t *c16 = (uint16_t *)cache;
+        c16[at] = f32_to_bf16_bits(x1);
+        c16[at + 32] = f32_to_bf16_bits(x2);
+    }
+}
+
+/* NT token tiles of 8 (1: M ≤ 8, 2: M ≤ 16); LO: the split input's lo halves given; EPI: how the
+ * results leave (GM_PLAIN, GM_ROPE_*). */
+template <int NT, bool LO, int EPI>
+__global__ void __launch_bounds__(GM_THREADS) gemv_mma_kernel(const gm_args a, const gm_rope r) {
     __shared__ float red[GM_WARPS][32][4 * NT];
     const int lane = threadIdx.x & 31, wp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     const int tile = blockIdx.x, C = a.K >> 5, M = a.M;
     /* uint4 index c · 4 + t of a row is k 32c + 8t … +7 */
-    const uint4 *wg = (const uint4 *)(a.W + (size_t)(tile * 16 + g) * a.K) + t,
-                *w8 = (const uint4 *)(a.W + (size_t)(tile * 16 + g + 8) * a.K) + t;
+    const uint4 *wg = (const uint4 *)(a.W + (size_t)gm_row<EPI>(tile, g) * a.K) + t,
+                *w8 = (const uint4 *)(a.W + (size_t)gm_row<EPI>(tile, g + 8) * a.K) + t;
     const uint4 *xr[NT], *xl[NT];
     bool tok[NT];
 #pragma unroll
@@ -67,6 +145,14 @@ __global__ void __launch_bounds__(GM_THREADS) gemv_mma_kernel(const gm_args a) {
     gm_load_w(aw, wg, w8, wp, C);
     sched_fence();
     pdl_prologue();
+
+    /* RoPE fused: the item's position requested now, its angle computed after the k loop
+     * (gm_rope_out): the load's round trip hides behind the loop instead of delaying its start. */
+    int rpos = 0;
+    if (EPI != GM_PLAIN && threadIdx.x < 64 * NT) {
+        const int m = 8 * (threadIdx.x >> 6) + ((threadIdx.x >> 3) & 7);
+        rpos = m < M ? r.positions[m] : 0;
+    }
 
     for (int c0 = wp; c0 < C; c0 += GM_WARPS * GM_U) {
         if (c0 != wp) gm_load_w(aw, wg, w8, c0, C); /* later batches: with their tokens */
@@ -105,6 +191,10 @@ __global__ void __launch_bounds__(GM_THREADS) gemv_mma_kernel(const gm_args a) {
 #pragma unroll
         for (int j = 0; j < 4; j++) red[wp][lane][4 * n + j] = acc[n][j];
     __syncthreads();
+    if (EPI != GM_PLAIN) {
+        if (threadIdx.x < 64 * NT) gm_rope_out<NT, EPI>(a, r, red, tile, rpos);
+        return;
+    }
     if (threadIdx.x < 128 * NT) {
         const int n = threadIdx.x >> 7, row = (threadIdx.x >> 3) & 15, tk = threadIdx.x & 7;
         const int ln = mma_c_lane(row, tk), j = 4 * n + mma_c_reg(row, tk);
@@ -126,6 +216,16 @@ extern "C" int gemv_mma_supported(int M, int K, int N) {
     return M >= 1 && M <= GEMV_MMA_MAX_M && K >= 32 && K % 32 == 0 && N >= 16 && N % 16 == 0;
 }
 
+template <int EPI>
+static cudaError_t gm_launch(const gm_args &a, const gm_rope &r, cudaStream_t stream) {
+    const dim3 grid((unsigned)(a.N / 16)), block(GM_THREADS);
+    if (a.M <= 8)
+        return a.x_lo ? pdl_launch(gemv_mma_kernel<1, true, EPI>, grid, block, 0, stream, a, r)
+                      : pdl_launch(gemv_mma_kernel<1, false, EPI>, grid, block, 0, stream, a, r);
+    return a.x_lo ? pdl_launch(gemv_mma_kernel<2, true, EPI>, grid, block, 0, stream, a, r)
+                  : pdl_launch(gemv_mma_kernel<2, false, EPI>, grid, block, 0, stream, a, r);
+}
+
 extern "C" cudaError_t gemv_mma(const uint16_t *x, const uint16_t *x_lo, int M, int K,
                                 const uint16_t *W, int N, const uint16_t *bias, void *y,
                                 int out_f32, cudaStream_t stream) {
@@ -134,15 +234,45 @@ extern "C" cudaError_t gemv_mma(const uint16_t *x, const uint16_t *x_lo, int M, 
     memset(&a, 0, sizeof a);
     a.x = x, a.x_lo = x_lo, a.W = W, a.bias = bias, a.y = y;
     a.M = M, a.K = K, a.N = N, a.out_f32 = out_f32 != 0;
-    const dim3 grid((unsigned)(N / 16)), block(GM_THREADS);
-    if (M <= 8)
-        return x_lo ? pdl_launch(gemv_mma_kernel<1, true>, grid, block, 0, stream, a)
-                    : pdl_launch(gemv_mma_kernel<1, false>, grid, block, 0, stream, a);
-    return x_lo ? pdl_launch(gemv_mma_kernel<2, true>, grid, block, 0, stream, a)
-                : pdl_launch(gemv_mma_kernel<2, false>, grid, block, 0, stream, a);
+    gm_rope r;
+    memset(&r, 0, sizeof r);
+    return gm_launch<GM_PLAIN>(a, r, stream);
 }
 
-static int g_max_t = -1;
+static int log2_exact(int v) {
+    int s = 0;
+    while ((1 << s) < v) s++;
+    return (1 << s) == v ? s : -1;
+}
+
+extern "C" int gemv_mma_rope_supported(int M, int K, const attn_dims *d, const rope_kv_freq *f) {
+    return d && f && d->head_dim == 64 && f->half == 32 && d->n_heads > 0 && d->n_kv_heads > 0 &&
+           log2_exact(d->block_size) >= 0 && (d->kv_fp8 == 0 || d->kv_fp8 == 1) &&
+           gemv_mma_supported(M, K, (d->n_heads + 2 * d->n_kv_heads) * 64);
+}
+
+extern "C" cudaError_t gemv_mma_rope(const uint16_t *x, const uint16_t *x_lo, int M, int K,
+                                     const uint16_t *W, const uint16_t *bias, const attn_dims *d,
+                                     const rope_kv_freq *f, const int32_t *positions,
+                                     const int32_t *slots, uint16_t *q_out, void *k_cache,
+                                     void *v_cache, const float *kv_scales, cudaStream_t stream) {
+    if (!x || !W || !positions || !slots || !q_out || !k_cache || !v_cache ||
+        !gemv_mma_rope_supported(M, K, d, f) || (d->kv_fp8 && !kv_scales))
+        return cudaErrorInvalidValue;
+    gm_args a;
+    memset(&a, 0, sizeof a);
+    a.x = x, a.x_lo = x_lo, a.W = W, a.bias = bias;
+    a.M = M, a.K = K, a.N = (d->n_heads + 2 * d->n_kv_heads) * 64;
+    gm_rope r;
+    memset(&r, 0, sizeof r);
+    r.positions = positions, r.slots = slots, r.q_out = q_out;
+    r.k_cache = (uint8_t *)k_cache, r.v_cache = (uint8_t *)v_cache, r.kv_scales = kv_scales;
+    r.n_heads = d->n_heads, r.n_kv_heads = d->n_kv_heads, r.bs_shift = log2_exact(d->block_size);
+    r.f = *f;
+    return d->kv_fp8 ? gm_launch<GM_ROPE_FP8>(a, r, stream) : gm_launch<GM_ROPE_BF16>(a, r, stream);
+}
+
+static int g_max_t = -1, g_rope = -1;
 
 extern "C" int gemv_mma_max_t(void) {
     return env_switch(&g_max_t, "GPTOSS_GEMV_MMA", 0, 0, GEMV_MMA_MAX_M);
@@ -150,4 +280,8 @@ extern "C" int gemv_mma_max_t(void) {
 
 extern "C" void gemv_mma_set_max_t(int max_t) {
     env_switch_set(&g_max_t, max_t, 0, GEMV_MMA_MAX_M);
+}
+
+extern "C" int gemv_mma_rope_on(void) {
+    return env_switch(&g_rope, "GPTOSS_GEMV_MMA_ROPE", 0, 0, 1);
 }

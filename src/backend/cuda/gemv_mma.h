@@ -21,6 +21,8 @@
 #ifndef GPTOSS_BACKEND_CUDA_GEMV_MMA_H
 #define GPTOSS_BACKEND_CUDA_GEMV_MMA_H
 
+#include "backend/cuda/rope_kv.h"
+
 #include <cuda_runtime.h>
 #include <stdint.h>
 
@@ -43,6 +45,26 @@ cudaError_t gemv_mma(const uint16_t *x, const uint16_t *x_lo, int M, int K, cons
  * (none) unless set, until measured. */
 int gemv_mma_max_t(void);
 void gemv_mma_set_max_t(int max_t);
+
+/* QKV with RoPE and the KV-cache write fused into the product's epilogue (issue 13's "QKV → RoPE
+ * → KV write"): what gemv_mma(x, x_lo, M, K, W, N, NULL, y, fp32) followed by
+ * rope_kv_launch_f32(d, f, y, NULL, bias, N, M, positions, slots, q_out, k_cache, v_cache,
+ * kv_scales) stores, in one launch and without the fp32 rows y: N = (n_heads + 2 n_kv_heads) · 64
+ * rows of W in rope_kv.h's order, bias (bf16 [N]) may be NULL. A block's 16-row tile is a quarter
+ * of a head, rows i and i + 32 together, so its epilogue rotates the pairs it holds; the fp32
+ * operations are rope_kv.cu's (rope_kv_row.cuh), so the bits are the two launches'. Why: at 1-16
+ * tokens rope_kv is a latency-bound launch of ~3 µs a layer (bench/NOTES.md, session 16's batch-1
+ * step by kernel). Needs head_dim 64 and a power-of-two block size. */
+int gemv_mma_rope_supported(int M, int K, const attn_dims *d, const rope_kv_freq *f);
+cudaError_t gemv_mma_rope(const uint16_t *x, const uint16_t *x_lo, int M, int K, const uint16_t *W,
+                          const uint16_t *bias, const attn_dims *d, const rope_kv_freq *f,
+                          const int32_t *positions, const int32_t *slots, uint16_t *q_out,
+                          void *k_cache, void *v_cache, const float *kv_scales,
+                          cudaStream_t stream);
+
+/* Whether the runner takes gemv_mma_rope for the QKV steps gemv_mma takes: GPTOSS_GEMV_MMA_ROPE=1
+ * (read once); 0, the default, until measured on the H200. */
+int gemv_mma_rope_on(void);
 
 #ifdef __cplusplus
 }

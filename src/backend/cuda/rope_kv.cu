@@ -16,6 +16,7 @@
 #include "backend/cuda/device_util.cuh"
 #include "backend/cuda/kv_fp8.cuh"
 #include "backend/cuda/pdl.cuh"
+#include "backend/cuda/rope_kv_row.cuh"
 
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -52,13 +53,6 @@ static __device__ __forceinline__ void load4(const rope_kv_args &a, int t, int i
     }
 }
 
-/* Element offset of (slot, kv head) in the head-major paged cache: block, head, row, dim. */
-static __device__ __forceinline__ size_t cache_offset(int slot, int kv_head, int n_kv_heads,
-                                                      int head_dim, int bs_shift) {
-    size_t block = (size_t)(slot >> bs_shift), row = (size_t)(slot & ((1 << bs_shift) - 1));
-    return (((block * (size_t)n_kv_heads + (size_t)kv_head) << bs_shift) + row) * (size_t)head_dim;
-}
-
 /* Grid (n_tokens, ctas_per_token). A token's work is a list of items: (n_heads + n_kv_heads) *
  * half / 4 rotations of 4 pairs (query heads, then KV heads), then n_kv_heads * head_dim / 8 V
  * chunks: 640 items for gpt-oss. CTA y of a token takes items y * 128 + tid, then every
@@ -77,10 +71,10 @@ __global__ void __launch_bounds__(ROPE_KV_THREADS) rope_kv_kernel(rope_kv_args a
     const int pos = a.positions[t];
     const int half = f.half, hd = a.head_dim;
     for (int i = threadIdx.x; i < half; i += blockDim.x) {
-        float sn, cs;
-        sincosf((float)pos * f.inv_freq[i], &sn, &cs);
-        s_cos[i] = cs * f.concentration;
-        s_sin[i] = sn * f.concentration;
+        float c, sn;
+        rope_cos_sin_at(pos, f.inv_freq[i], f.concentration, &c, &sn);
+        s_cos[i] = c;
+        s_sin[i] = sn;
     }
     __syncthreads();
 
@@ -104,35 +98,30 @@ __global__ void __launch_bounds__(ROPE_KV_THREADS) rope_kv_kernel(rope_kv_args a
                 /* K head j as e4m3 codes of x / scale_k[j]: two 4-byte stores */
                 const int j = h - a.n_heads;
                 uint8_t *d8 = reinterpret_cast<uint8_t *>(a.k_cache) +
-                              cache_offset(slot, j, a.n_kv_heads, hd, a.bs_shift);
+                              kv_cache_offset(slot, j, a.n_kv_heads, hd, a.bs_shift);
                 const float inv = a.kv_scales[2 * a.n_kv_heads + j];
                 float x1[4], x2[4];
                 load4(a, t, h * hd + i0, x1);
                 load4(a, t, h * hd + i0 + half, x2);
                 float o1[4], o2[4];
 #pragma unroll
-                for (int jj = 0; jj < 4; jj++) {
-                    const float c = s_cos[i0 + jj], s = s_sin[i0 + jj];
-                    o1[jj] = x1[jj] * c - x2[jj] * s;
-                    o2[jj] = x2[jj] * c + x1[jj] * s;
-                }
+                for (int jj = 0; jj < 4; jj++)
+                    rope_rotate(x1[jj], x2[jj], s_cos[i0 + jj], s_sin[i0 + jj], &o1[jj], &o2[jj]);
                 *reinterpret_cast<uint32_t *>(d8 + i0) =
                     pack_e4m3x4(o1[0] * inv, o1[1] * inv, o1[2] * inv, o1[3] * inv);
                 *reinterpret_cast<uint32_t *>(d8 + i0 + half) =
                     pack_e4m3x4(o2[0] * inv, o2[1] * inv, o2[2] * inv, o2[3] * inv);
                 continue;
             } else
-                dst = a.k_cache + cache_offset(slot, h - a.n_heads, a.n_kv_heads, hd, a.bs_shift);
+                dst =
+                    a.k_cache + kv_cache_offset(slot, h - a.n_heads, a.n_kv_heads, hd, a.bs_shift);
             float x1[4], x2[4];
             load4(a, t, h * hd + i0, x1);
             load4(a, t, h * hd + i0 + half, x2);
             float o1[4], o2[4];
 #pragma unroll
-            for (int j = 0; j < 4; j++) {
-                const float c = s_cos[i0 + j], s = s_sin[i0 + j];
-                o1[j] = x1[j] * c - x2[j] * s;
-                o2[j] = x2[j] * c + x1[j] * s;
-            }
+            for (int j = 0; j < 4; j++)
+                rope_rotate(x1[j], x2[j], s_cos[i0 + j], s_sin[i0 + j], &o1[j], &o2[j]);
             *reinterpret_cast<uint2 *>(dst + i0) =
                 make_uint2(pack_bf16x2(o1[0], o1[1]), pack_bf16x2(o1[2], o1[3]));
             *reinterpret_cast<uint2 *>(dst + i0 + half) =
@@ -147,7 +136,7 @@ __global__ void __launch_bounds__(ROPE_KV_THREADS) rope_kv_kernel(rope_kv_args a
             if (FP8) {
                 const float inv = a.kv_scales[3 * a.n_kv_heads + j];
                 *reinterpret_cast<uint2 *>(reinterpret_cast<uint8_t *>(a.v_cache) +
-                                           cache_offset(slot, j, a.n_kv_heads, hd, a.bs_shift) +
+                                           kv_cache_offset(slot, j, a.n_kv_heads, hd, a.bs_shift) +
                                            c * 8) =
                     make_uint2(pack_e4m3x4(x[0] * inv, x[1] * inv, x[2] * inv, x[3] * inv),
                                pack_e4m3x4(x[4] * inv, x[5] * inv, x[6] * inv, x[7] * inv));
@@ -156,7 +145,7 @@ __global__ void __launch_bounds__(ROPE_KV_THREADS) rope_kv_kernel(rope_kv_args a
             const uint4 val = make_uint4(pack_bf16x2(x[0], x[1]), pack_bf16x2(x[2], x[3]),
                                          pack_bf16x2(x[4], x[5]), pack_bf16x2(x[6], x[7]));
             *reinterpret_cast<uint4 *>(
-                a.v_cache + cache_offset(slot, j, a.n_kv_heads, hd, a.bs_shift) + c * 8) = val;
+                a.v_cache + kv_cache_offset(slot, j, a.n_kv_heads, hd, a.bs_shift) + c * 8) = val;
         }
     }
 }

@@ -88,11 +88,13 @@ int runner_route(struct backend *b, int T, const uint16_t *a_lo, const gpu_layer
     return 0;
 }
 
-int runner_attention(struct backend *b, const fwd_plan *p, int l, cudaStream_t s) {
+/* The QKV projection of the step's T rows, RoPE on q and k, and the KV write at the layer's pool's
+ * slots: q into w->q, k and v into the cache. */
+static int runner_qkv_rope(struct backend *b, const fwd_plan *p, int l, cudaStream_t s) {
     gpu_workspace *w = &b->ws;
     gpu_layer *ly = &b->gw.layers[l];
     const int T = p->T, H = b->H;
-    const bool sliding = b->cfg.layer_sliding[l];
+    const int32_t *slots = b->cfg.layer_sliding[l] ? p->slots_swa : p->slots_full;
     const float *qkv_lo = w->qkv + (size_t)T * b->QKV;
     /* The early form (runner_early) sees T rows: the split input's halves are added as it stages
      * them, so no lo products follow. */
@@ -100,6 +102,14 @@ int runner_attention(struct backend *b, const fwd_plan *p, int l, cudaStream_t s
         CU(gemv_bf16_early(w->a, w->a + (size_t)T * H, T, H, ly->qkv_w, b->QKV, NULL, w->qkv, 1,
                            s));
         qkv_lo = NULL;
+    } else if (T <= gemv_mma_max_t() && gemv_mma_rope_on() &&
+               gemv_mma_rope_supported(T, H, &b->dims, &b->freq) &&
+               (b->dims.n_heads + 2 * b->dims.n_kv_heads) * 64 == b->QKV) {
+        /* GPTOSS_GEMV_MMA_ROPE=1 (gemv_mma.h; off until measured): RoPE and the KV write in the
+         * product's epilogue, no rope_kv launch */
+        CU(gemv_mma_rope(w->a, w->a + (size_t)T * H, T, H, ly->qkv_w, ly->qkv_b, &b->dims, &b->freq,
+                         p->positions, slots, w->q, ly->k_cache, ly->v_cache, ly->kv_scales, s));
+        return 0;
     } else if (T <= gemv_mma_max_t() && gemv_mma_supported(T, H, b->QKV)) {
         /* GPTOSS_GEMV_MMA (gemv_mma.h; off until measured): the halves are two MMAs into one sum */
         CU(gemv_mma(w->a, w->a + (size_t)T * H, T, H, ly->qkv_w, b->QKV, NULL, w->qkv, 1, s));
@@ -107,8 +117,16 @@ int runner_attention(struct backend *b, const fwd_plan *p, int l, cudaStream_t s
     } else
         CU(gemm_bf16(b->gemm, w->a, 2 * T, H, ly->qkv_w, b->QKV, NULL, w->qkv, GEMM_OUT_F32, s));
     CU(rope_kv_launch_f32(&b->dims, &b->freq, w->qkv, qkv_lo, ly->qkv_b, b->QKV, T, p->positions,
-                          sliding ? p->slots_swa : p->slots_full, w->q, ly->k_cache, ly->v_cache,
-                          ly->kv_scales, s));
+                          slots, w->q, ly->k_cache, ly->v_cache, ly->kv_scales, s));
+    return 0;
+}
+
+int runner_attention(struct backend *b, const fwd_plan *p, int l, cudaStream_t s) {
+    gpu_workspace *w = &b->ws;
+    gpu_layer *ly = &b->gw.layers[l];
+    const int T = p->T, H = b->H;
+    const bool sliding = b->cfg.layer_sliding[l];
+    if (runner_qkv_rope(b, p, l, s)) return -1;
     attn_seqs as;
     as.n_seqs = p->n_seqs, as.query_start = p->query_start, as.start_pos = p->start_pos;
     as.tables = sliding ? p->swa_tables : p->full_tables;
