@@ -1,0 +1,337 @@
+/* A probe for issue 13's "no visible launch boundaries": what the kernel boundaries of a batch-1
+ * layer cost, and what a persistent layer kernel would buy instead. Not the model: six dependent
+ * matrix-vector products with a 120b layer's weight bytes at one token, by phase —
+ *     QKV 5120 x 2880 (29.5 MB), attention ~1 MB (the KV of a 1k context), O 2880 x 4096 (23.6 MB),
+ *     router 128 x 2880 (0.74 MB), gate_up 6144 x 2880 (35.4 MB: four experts' MXFP4 bytes), down
+ *     3072 x 2880 (17.7 MB)
+ * — each phase's input the previous phase's output (so each phase truly waits for the one before),
+ * over 36 layers of distinct weights (3.9 GB: nothing stays in L2). Every form runs the very same
+ * per-row code (layer_rows: a warp a row, 16-byte streaming loads, the input staged in shared
+ * memory) with the same rows to the same warps, so they do the same work and give the same bits:
+ *   kernels  one launch per phase, the 216 launches replayed as one CUDA graph (what the runner does);
+ *   pdl      the same with programmatic dependent launch: each kernel requests its first rows into
+ *            L2 before griddepcontrol.wait (issue 13 item 2's first route, item 3's prefetch);
+ *   persist  one persistent launch, phases separated by a grid barrier (an atomic counter, every
+ *            block's thread 0 spinning on an acquire load): item 2's second route;
+ *   prefetch persist with each block's first rows of the next phase requested into L2 before it
+ *            arrives at the barrier (weights do not depend on the data);
+ *   barriers the persistent kernel's barriers alone: their cost, per barrier.
+ * Checks (always): the kernels form's first two phases against a double-precision reference of
+ * the same bf16 values, and every other form's outputs, all phases of all layers, the same bits as
+ * the kernels form's. --bench: per-layer times of each form at 2 and 4 blocks an SM, against the
+ * layer's bytes at 4.2 TB/s; the question it answers is whether a persistent layer kernel (no
+ * launch boundaries, prefetch across them) is worth building, before building one: bench/NOTES.md,
+ * session 4's fused MoE kernel, lost 22 % with two grid barriers, and a phase ran ~40 % slower than
+ * the same code as a kernel there. */
+#include "gpu_check.h"
+#include "moe_test_util.h"
+
+#include "backend/cuda/device_util.cuh"
+
+#include <vector>
+
+enum { LP_THREADS = 256, LP_WARPS = LP_THREADS / 32, LP_PHASES = 6, LP_K_MAX = 4096 };
+
+/* Phase p's rows N and row length K (host and device), and its name. */
+static __host__ __device__ inline int lp_n(int p) {
+    return p == 0 ? 5120 : p == 1 ? 256 : p == 2 ? 2880 : p == 3 ? 128 : p == 4 ? 6144 : 3072;
+}
+static __host__ __device__ inline int lp_k(int p) {
+    return p == 1 ? 2048 : p == 2 ? 4096 : 2880;
+}
+static const char *const LP_NAME[LP_PHASES] = {"QKV", "attention", "O", "router", "gate_up", "down"};
+
+/* The device side of one run: weights W[l * 6 + p] ([N][K] bf16), outputs y[l * 6 + p] ([N] fp32),
+ * the first phase's input x0 ([LP_K_MAX]). */
+struct lp_args {
+    const uint16_t *const *W;
+    float *const *y;
+    const float *x0;
+    unsigned int *bar;
+    unsigned int bar_base; /* the counter's value at this launch's start */
+    int L;
+};
+
+/* Input k of a phase from the previous phase's n outputs: prev[k mod n] · 0.01 plus a fixed
+ * pattern that keeps the values of order 0.1 however many phases run (the products neither
+ * vanish nor grow), and a poisoned (NaN) prev shows through. */
+static __host__ __device__ inline float lp_input(float prev, int k) {
+    return prev * 0.01f + 0.125f * (float)(k & 7) - 0.4375f;
+}
+
+/* Rows gwarp, gwarp + nwarps, … of phase i (layer i / 6): the input staged in xs, a warp a row. */
+static __device__ void layer_rows(const lp_args &a, int i, float *xs) {
+    const int N = lp_n(i % LP_PHASES), K = lp_k(i % LP_PHASES);
+    const float *prev = i == 0 ? a.x0 : a.y[i - 1];
+    const int n_prev = i == 0 ? LP_K_MAX : lp_n((i - 1) % LP_PHASES);
+    for (int k = threadIdx.x; k < K; k += LP_THREADS) xs[k] = lp_input(__ldcg(prev + k % n_prev), k);
+    __syncthreads();
+    const int lane = threadIdx.x & 31;
+    const int gwarp = blockIdx.x * LP_WARPS + (threadIdx.x >> 5), nwarps = gridDim.x * LP_WARPS;
+    const uint16_t *W = a.W[i];
+    const int C = K / 8; /* 16-byte chunks a row */
+    for (int row = gwarp; row < N; row += nwarps) {
+        const uint4 *wr = (const uint4 *)(W + (size_t)row * K);
+        float acc = 0.f;
+#pragma unroll 4
+        for (int c = lane; c < C; c += 32) {
+            float w[8];
+            unpack_bf16x8(ldg_stream16(wr + c), w);
+#pragma unroll
+            for (int j = 0; j < 8; j++) acc += w[j] * xs[8 * c + j];
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+        if (lane == 0) a.y[i][row] = acc;
+    }
+    __syncthreads(); /* xs is restaged by the next phase */
+}
+
+/* This block's first rows of phase i requested into L2 (one row a warp). */
+static __device__ __forceinline__ void lp_prefetch_first_rows(const lp_args &a, int i) {
+    const int N = lp_n(i % LP_PHASES), K = lp_k(i % LP_PHASES);
+    const int row = blockIdx.x * LP_WARPS + (threadIdx.x >> 5);
+    if ((threadIdx.x & 31) == 0 && row < N) {
+        const uint16_t *r = a.W[i] + (size_t)row * K;
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(r), "r"(K * 2) : "memory");
+    }
+}
+
+/* kernels / pdl: one phase a launch. */
+template <bool PDL> __global__ void __launch_bounds__(LP_THREADS) lp_phase_kernel(lp_args a, int i) {
+    __shared__ float xs[LP_K_MAX];
+    if (PDL) {
+        lp_prefetch_first_rows(a, i); /* model memory: before the wait */
+        asm volatile("griddepcontrol.wait;" ::: "memory");
+        asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    }
+    layer_rows(a, i, xs);
+}
+
+/* A grid barrier: every block's writes visible, then every block past it. The counter only grows:
+ * barrier b of a launch waits for bar_base + (b + 1) · gridDim.x arrivals. */
+static __device__ __forceinline__ void lp_grid_barrier(const lp_args &a, int b) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();
+        atomicAdd(a.bar, 1u);
+        const unsigned int target = a.bar_base + (unsigned int)(b + 1) * gridDim.x;
+        unsigned int v;
+        do {
+            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(a.bar) : "memory");
+        } while ((int)(v - target) < 0);
+    }
+    __syncthreads();
+}
+
+/* persist (PREFETCH false) / prefetch: every phase of every layer in one launch. MODE 2: the
+ * barriers alone. */
+template <int MODE> __global__ void __launch_bounds__(LP_THREADS) lp_persist_kernel(lp_args a) {
+    __shared__ float xs[LP_K_MAX];
+    const int n = a.L * LP_PHASES;
+    for (int i = 0; i < n; i++) {
+        if (MODE != 2) layer_rows(a, i, xs);
+        if (i + 1 == n) break;
+        if (MODE == 1) lp_prefetch_first_rows(a, i + 1);
+        lp_grid_barrier(a, i);
+    }
+}
+
+/* Weights from a hash of (seed, buffer, index), the same on the host (the reference): bf16 values
+ * ±2^-9 … ±2^-6 with random mantissas (sign, exponent 118-121, 7 mantissa bits from the hash). */
+static __host__ __device__ inline uint16_t lp_weight(uint64_t seed, int buf, size_t k) {
+    uint64_t h = seed ^ ((uint64_t)buf << 40) ^ (uint64_t)k;
+    h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
+    h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
+    h ^= h >> 31;
+    return (uint16_t)(((h >> 63) << 15) | ((118 + ((h >> 60) & 3)) << 7) | ((h >> 40) & 0x7f));
+}
+__global__ void lp_fill_kernel(uint16_t *w, size_t n, uint64_t seed, int buf) {
+    for (size_t k = blockIdx.x * (size_t)blockDim.x + threadIdx.x; k < n;
+         k += (size_t)gridDim.x * blockDim.x)
+        w[k] = lp_weight(seed, buf, k);
+}
+
+struct lp_run {
+    int L, grid;
+    std::vector<uint16_t *> W;
+    std::vector<float *> y;
+    const uint16_t **dW;
+    float **dy, *x0;
+    unsigned int *bar, bar_next;
+    lp_args args() const {
+        return {dW, dy, x0, bar, bar_next, L};
+    }
+};
+
+static void lp_alloc(lp_run &r, int L, int blocks_per_sm, uint64_t seed) {
+    int dev, sms;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    int fit = 0; /* the persistent forms need every block resident at once */
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, lp_persist_kernel<0>,
+                                                             LP_THREADS, 0));
+    r.L = L, r.grid = sms * (blocks_per_sm < fit ? blocks_per_sm : fit);
+    for (int i = 0; i < L * LP_PHASES; i++) {
+        const size_t n = (size_t)lp_n(i % LP_PHASES) * lp_k(i % LP_PHASES);
+        uint16_t *w = tu_dev_alloc<uint16_t>(n);
+        lp_fill_kernel<<<1024, 256>>>(w, n, seed, i);
+        CUDA_CHECK(cudaGetLastError());
+        r.W.push_back(w);
+        r.y.push_back(tu_dev_alloc<float>(lp_n(i % LP_PHASES)));
+    }
+    r.dW = (const uint16_t **)tu_dev_upload(r.W.data(), r.W.size());
+    r.dy = tu_dev_upload(r.y.data(), r.y.size());
+    std::vector<float> x0(LP_K_MAX);
+    for (int k = 0; k < LP_K_MAX; k++) x0[k] = 100.0f * sinf(0.37f * (float)k); /* × 0.01 on use */
+    r.x0 = tu_dev_upload(x0.data(), LP_K_MAX);
+    r.bar = tu_dev_alloc<unsigned int>(1);
+    CUDA_CHECK(cudaMemset(r.bar, 0, sizeof(unsigned int)));
+    r.bar_next = 0;
+    CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+static void lp_free(lp_run &r) {
+    for (auto w : r.W) CUDA_CHECK(cudaFree(w));
+    for (auto y : r.y) CUDA_CHECK(cudaFree(y));
+    CUDA_CHECK(cudaFree((void *)r.dW));
+    CUDA_CHECK(cudaFree(r.dy));
+    CUDA_CHECK(cudaFree(r.x0));
+    CUDA_CHECK(cudaFree(r.bar));
+}
+
+enum { LP_KERNELS, LP_PDL, LP_PERSIST, LP_PREFETCH, LP_BARRIERS, LP_FORMS };
+static const char *LP_FORM_NAME[LP_FORMS] = {"kernels", "pdl", "persist", "prefetch", "barriers"};
+
+/* The kernels and pdl forms as one graph of L · 6 launches (captured once per run). */
+static cudaGraphExec_t lp_capture(lp_run &r, bool pdl, cudaStream_t st) {
+    cudaGraph_t g;
+    CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    const lp_args a = r.args();
+    for (int i = 0; i < r.L * LP_PHASES; i++) {
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = dim3(r.grid), cfg.blockDim = dim3(LP_THREADS), cfg.stream = st;
+        cudaLaunchAttribute attr[1];
+        attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[0].val.programmaticStreamSerializationAllowed = 1;
+        cfg.attrs = attr, cfg.numAttrs = pdl ? 1 : 0;
+        if (pdl)
+            CUDA_CHECK(cudaLaunchKernelEx(&cfg, lp_phase_kernel<true>, a, i));
+        else
+            CUDA_CHECK(cudaLaunchKernelEx(&cfg, lp_phase_kernel<false>, a, i));
+    }
+    CUDA_CHECK(cudaStreamEndCapture(st, &g));
+    cudaGraphExec_t ex;
+    CUDA_CHECK(cudaGraphInstantiate(&ex, g, 0));
+    CUDA_CHECK(cudaGraphDestroy(g));
+    return ex;
+}
+
+/* One run of a form (the graph given for the first two). */
+static void lp_launch(lp_run &r, int form, cudaGraphExec_t ex, cudaStream_t st) {
+    if (form == LP_KERNELS || form == LP_PDL) {
+        CUDA_CHECK(cudaGraphLaunch(ex, st));
+        return;
+    }
+    const lp_args a = r.args();
+    if (form == LP_PERSIST)
+        lp_persist_kernel<0><<<r.grid, LP_THREADS, 0, st>>>(a);
+    else if (form == LP_PREFETCH)
+        lp_persist_kernel<1><<<r.grid, LP_THREADS, 0, st>>>(a);
+    else
+        lp_persist_kernel<2><<<r.grid, LP_THREADS, 0, st>>>(a);
+    CUDA_CHECK(cudaGetLastError());
+    r.bar_next += (unsigned int)(r.L * LP_PHASES - 1) * (unsigned int)r.grid;
+}
+
+static std::vector<std::vector<float>> lp_outputs(const lp_run &r) {
+    std::vector<std::vector<float>> out;
+    for (int i = 0; i < r.L * LP_PHASES; i++) {
+        out.emplace_back(lp_n(i % LP_PHASES));
+        tu_download(out.back().data(), r.y[i], out.back().size());
+    }
+    return out;
+}
+
+/* The first two phases of the kernels form against a double reference of the same values (phase
+ * 1 from the GPU's phase-0 output, as the kernel reads it), then every other form's bits. */
+static void lp_check(int blocks_per_sm, cudaStream_t st) {
+    const uint64_t seed = rng_next(&tu_rng);
+    lp_run r;
+    lp_alloc(r, 2, blocks_per_sm, seed);
+    cudaGraphExec_t ex[2] = {lp_capture(r, false, st), lp_capture(r, true, st)};
+    std::vector<std::vector<float>> want;
+    for (int form = 0; form < LP_FORMS; form++) {
+        if (form == LP_BARRIERS) continue;
+        for (int i = 0; i < r.L * LP_PHASES; i++) /* NaN: a phase that read too early shows */
+            CUDA_CHECK(cudaMemsetAsync(r.y[i], 0xff, 4 * (size_t)lp_n(i % LP_PHASES), st));
+        lp_launch(r, form, form < 2 ? ex[form] : NULL, st);
+        CUDA_CHECK(cudaStreamSynchronize(st));
+        auto got = lp_outputs(r);
+        if (form == LP_KERNELS) {
+            want = got;
+            std::vector<float> x0(LP_K_MAX);
+            tu_download(x0.data(), r.x0, LP_K_MAX);
+            for (int p = 0; p < 2; p++) {
+                const int N = lp_n(p), K = lp_k(p);
+                const float *prev = p == 0 ? x0.data() : got[0].data();
+                const int n_prev = p == 0 ? LP_K_MAX : lp_n(0);
+                std::vector<float> ref(N);
+                for (int row = 0; row < N; row++) {
+                    double s = 0;
+                    for (int k = 0; k < K; k++)
+                        s += (double)bf16_to_f32(lp_weight(seed, p, (size_t)row * K + k)) *
+                             (double)lp_input(prev[k % n_prev], k);
+                    ref[row] = (float)s;
+                }
+                const double rel = tu_rel_err(got[p].data(), ref.data(), N);
+                CHECK(rel <= 1e-5, "layer probe, %d blocks an SM: phase %s %.3g from the reference",
+                      blocks_per_sm, LP_NAME[p], rel);
+            }
+            continue;
+        }
+        size_t bad = 0;
+        for (size_t i = 0; i < got.size(); i++)
+            bad += memcmp(got[i].data(), want[i].data(), 4 * got[i].size()) != 0;
+        CHECK(bad == 0, "layer probe, %d blocks an SM: form %s differs from kernels in %zu phases",
+              blocks_per_sm, LP_FORM_NAME[form], bad);
+    }
+    for (auto e : ex) CUDA_CHECK(cudaGraphExecDestroy(e));
+    lp_free(r);
+}
+
+static void lp_bench(cudaStream_t st) {
+    double bytes = 0;
+    for (int p = 0; p < LP_PHASES; p++) bytes += 2.0 * lp_n(p) * lp_k(p);
+    printf("\nA batch-1 120b layer's bytes (%.1f MB; %.1f µs at 4.2 TB/s) as 6 dependent GEMVs, 36 "
+           "layers, µs a layer (median of 20 runs):\n",
+           bytes / 1e6, bytes / 4.2e6);
+    printf("| blocks an SM | kernels | pdl | persist | prefetch | barriers (µs each) |\n"
+           "| ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    for (int bpsm : {2, 4}) {
+        lp_run r;
+        lp_alloc(r, 36, bpsm, 12345);
+        cudaGraphExec_t ex[2] = {lp_capture(r, false, st), lp_capture(r, true, st)};
+        double us[LP_FORMS];
+        for (int form = 0; form < LP_FORMS; form++)
+            us[form] = tu_time_us(st, 3, 20, [&](int) {
+                lp_launch(r, form, form < 2 ? ex[form] : NULL, st);
+            });
+        const double per = 1.0 / r.L;
+        printf("| %d (grid %d) | %.1f | %.1f | %.1f | %.1f | %.2f |\n", bpsm, r.grid,
+               us[LP_KERNELS] * per, us[LP_PDL] * per, us[LP_PERSIST] * per,
+               us[LP_PREFETCH] * per, us[LP_BARRIERS] / (r.L * LP_PHASES - 1));
+        for (auto e : ex) CUDA_CHECK(cudaGraphExecDestroy(e));
+        lp_free(r);
+    }
+}
+
+int main(int argc, char **argv) {
+    tu_init("test_layer_probe");
+    cudaStream_t st;
+    CUDA_CHECK(cudaStreamCreate(&st));
+    for (int bpsm : {2, 4}) lp_check(bpsm, st);
+    if (tu_has_flag(argc, argv, "--bench")) lp_bench(st);
+    CUDA_CHECK(cudaStreamDestroy(st));
+    return check_report("test_layer_probe");
+}
