@@ -21,9 +21,9 @@ device_script /tmp/gm-out "the tensor-core QKV and O (GPTOSS_GEMV_MMA)"
 test_table
 run_logged test_gemv_mma 200 $bin/gpu_test_gemv_mma
 timeout 120 $bin/gpu_test_gemv_mma --bench 2>&1 | grep -E '^\||^[A-Z]' | tee -a "$sum"
-GPTOSS_GEMV_MMA=16 run_logged forward_gemv_mma 300 $bin/gpu_test_cuda_forward
+GPTOSS_GEMV_MMA=16 run_logged forward_gemv_mma 300 $bin/gpu_test_cuda_forward --skip-tp
 grep -E "seed" "$out/logs/forward_gemv_mma.log" | head -2 | tee -a "$sum"
-GPTOSS_GEMV_MMA=16 GPTOSS_GEMV_MMA_ROPE=1 run_logged forward_gemv_mma_rope 300 $bin/gpu_test_cuda_forward
+GPTOSS_GEMV_MMA=16 GPTOSS_GEMV_MMA_ROPE=1 run_logged forward_gemv_mma_rope 300 $bin/gpu_test_cuda_forward --skip-tp
 grep -E "seed" "$out/logs/forward_gemv_mma_rope.log" | head -2 | tee -a "$sum"
 decode_variants "off=- on=GPTOSS_GEMV_MMA=16 rope=GPTOSS_GEMV_MMA=16+GPTOSS_GEMV_MMA_ROPE=1" \
   120b:1,2,4,8,16 20b:1,4,16
