@@ -19,7 +19,9 @@
  * Checks (always): the kernels form's first two phases against a double-precision reference of
  * the same bf16 values, and every other form's outputs, all phases of all layers, the same bits as
  * the kernels form's. --bench: per-layer times of each form at 2 and 4 blocks an SM, against the
- * layer's bytes at 4.2 TB/s; the question it answers is whether a persistent layer kernel (no
+ * layer's bytes at 4.2 TB/s, then per phase (block 0's %globaltimer as each phase starts: a phase
+ * and its boundary), which says whether a phase runs slower inside a persistent kernel than as a
+ * kernel of its own; the question it answers is whether a persistent layer kernel (no
  * launch boundaries, prefetch across them) is worth building, before building one: bench/NOTES.md,
  * session 4's fused MoE kernel, lost 22 % with two grid barriers, and a phase ran ~40 % slower than
  * the same code as a kernel there. */
@@ -39,7 +41,8 @@ static __host__ __device__ inline int lp_n(int p) {
 static __host__ __device__ inline int lp_k(int p) {
     return p == 1 ? 2048 : p == 2 ? 4096 : 2880;
 }
-static const char *const LP_NAME[LP_PHASES] = {"QKV", "attention", "O", "router", "gate_up", "down"};
+static const char *const LP_NAME[LP_PHASES] = {"QKV",    "attention", "O",
+                                               "router", "gate_up",   "down"};
 
 /* The device side of one run: weights W[l * 6 + p] ([N][K] bf16), outputs y[l * 6 + p] ([N] fp32),
  * the first phase's input x0 ([LP_K_MAX]). */
@@ -50,7 +53,19 @@ struct lp_args {
     unsigned int *bar;
     unsigned int bar_base; /* the counter's value at this launch's start */
     int L;
+    unsigned long long *stamps; /* [L * 6]: when phase i began (%globaltimer, ns), by block 0 */
 };
+
+/* Block 0's thread 0 notes when phase i begins: in the launches form as its kernel starts, in the
+ * persistent forms as the barrier before it opens. Differences of successive stamps are a phase
+ * and its boundary, per phase (lp_bench's second table). */
+static __device__ __forceinline__ void lp_stamp(const lp_args &a, int i) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        unsigned long long t;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+        a.stamps[i] = t;
+    }
+}
 
 /* Input k of a phase from the previous phase's n outputs: prev[k mod n] · 0.01 plus a fixed
  * pattern that keeps the values of order 0.1 however many phases run (the products neither
@@ -64,7 +79,8 @@ static __device__ void layer_rows(const lp_args &a, int i, float *xs) {
     const int N = lp_n(i % LP_PHASES), K = lp_k(i % LP_PHASES);
     const float *prev = i == 0 ? a.x0 : a.y[i - 1];
     const int n_prev = i == 0 ? LP_K_MAX : lp_n((i - 1) % LP_PHASES);
-    for (int k = threadIdx.x; k < K; k += LP_THREADS) xs[k] = lp_input(__ldcg(prev + k % n_prev), k);
+    for (int k = threadIdx.x; k < K; k += LP_THREADS)
+        xs[k] = lp_input(__ldcg(prev + k % n_prev), k);
     __syncthreads();
     const int lane = threadIdx.x & 31;
     const int gwarp = blockIdx.x * LP_WARPS + (threadIdx.x >> 5), nwarps = gridDim.x * LP_WARPS;
@@ -98,13 +114,15 @@ static __device__ __forceinline__ void lp_prefetch_first_rows(const lp_args &a, 
 }
 
 /* kernels / pdl: one phase a launch. */
-template <bool PDL> __global__ void __launch_bounds__(LP_THREADS) lp_phase_kernel(lp_args a, int i) {
+template <bool PDL>
+__global__ void __launch_bounds__(LP_THREADS) lp_phase_kernel(lp_args a, int i) {
     __shared__ float xs[LP_K_MAX];
     if (PDL) {
         lp_prefetch_first_rows(a, i); /* model memory: before the wait */
         asm volatile("griddepcontrol.wait;" ::: "memory");
         asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
     }
+    lp_stamp(a, i);
     layer_rows(a, i, xs);
 }
 
@@ -130,6 +148,7 @@ template <int MODE> __global__ void __launch_bounds__(LP_THREADS) lp_persist_ker
     __shared__ float xs[LP_K_MAX];
     const int n = a.L * LP_PHASES;
     for (int i = 0; i < n; i++) {
+        lp_stamp(a, i);
         if (MODE != 2) layer_rows(a, i, xs);
         if (i + 1 == n) break;
         if (MODE == 1) lp_prefetch_first_rows(a, i + 1);
@@ -159,9 +178,8 @@ struct lp_run {
     const uint16_t **dW;
     float **dy, *x0;
     unsigned int *bar, bar_next;
-    lp_args args() const {
-        return {dW, dy, x0, bar, bar_next, L};
-    }
+    unsigned long long *stamps;
+    lp_args args() const { return {dW, dy, x0, bar, bar_next, L, stamps}; }
 };
 
 static void lp_alloc(lp_run &r, int L, int blocks_per_sm, uint64_t seed) {
@@ -169,8 +187,8 @@ static void lp_alloc(lp_run &r, int L, int blocks_per_sm, uint64_t seed) {
     CUDA_CHECK(cudaGetDevice(&dev));
     CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
     int fit = 0; /* the persistent forms need every block resident at once */
-    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, lp_persist_kernel<0>,
-                                                             LP_THREADS, 0));
+    CUDA_CHECK(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, lp_persist_kernel<0>, LP_THREADS, 0));
     r.L = L, r.grid = sms * (blocks_per_sm < fit ? blocks_per_sm : fit);
     for (int i = 0; i < L * LP_PHASES; i++) {
         const size_t n = (size_t)lp_n(i % LP_PHASES) * lp_k(i % LP_PHASES);
@@ -185,6 +203,7 @@ static void lp_alloc(lp_run &r, int L, int blocks_per_sm, uint64_t seed) {
     std::vector<float> x0(LP_K_MAX);
     for (int k = 0; k < LP_K_MAX; k++) x0[k] = 100.0f * sinf(0.37f * (float)k); /* × 0.01 on use */
     r.x0 = tu_dev_upload(x0.data(), LP_K_MAX);
+    r.stamps = tu_dev_alloc<unsigned long long>((size_t)L * LP_PHASES);
     r.bar = tu_dev_alloc<unsigned int>(1);
     CUDA_CHECK(cudaMemset(r.bar, 0, sizeof(unsigned int)));
     r.bar_next = 0;
@@ -198,6 +217,7 @@ static void lp_free(lp_run &r) {
     CUDA_CHECK(cudaFree(r.dy));
     CUDA_CHECK(cudaFree(r.x0));
     CUDA_CHECK(cudaFree(r.bar));
+    CUDA_CHECK(cudaFree(r.stamps));
 }
 
 enum { LP_KERNELS, LP_PDL, LP_PERSIST, LP_PREFETCH, LP_BARRIERS, LP_FORMS };
@@ -300,6 +320,20 @@ static void lp_check(int blocks_per_sm, cudaStream_t st) {
     lp_free(r);
 }
 
+/* Per phase kind, the mean over the layers of stamp[i + 1] − stamp[i] (µs): that phase and the
+ * boundary after it, in the last run of a form. */
+static void lp_phase_times(const lp_run &r, double out[LP_PHASES]) {
+    std::vector<unsigned long long> st((size_t)r.L * LP_PHASES);
+    tu_download(st.data(), r.stamps, st.size());
+    int cnt[LP_PHASES] = {0};
+    for (int p = 0; p < LP_PHASES; p++) out[p] = 0;
+    for (size_t i = 0; i + 1 < st.size(); i++) {
+        out[i % LP_PHASES] += (double)(st[i + 1] - st[i]) * 1e-3;
+        cnt[i % LP_PHASES]++;
+    }
+    for (int p = 0; p < LP_PHASES; p++) out[p] /= cnt[p] ? cnt[p] : 1;
+}
+
 static void lp_bench(cudaStream_t st) {
     double bytes = 0;
     for (int p = 0; p < LP_PHASES; p++) bytes += 2.0 * lp_n(p) * lp_k(p);
@@ -308,22 +342,37 @@ static void lp_bench(cudaStream_t st) {
            bytes / 1e6, bytes / 4.2e6);
     printf("| blocks an SM | kernels | pdl | persist | prefetch | barriers (µs each) |\n"
            "| ---: | ---: | ---: | ---: | ---: | ---: |\n");
-    for (int bpsm : {2, 4}) {
+    double phase[2][LP_FORMS][LP_PHASES];
+    const int BPSM[2] = {2, 4};
+    for (int b = 0; b < 2; b++) {
         lp_run r;
-        lp_alloc(r, 36, bpsm, 12345);
+        lp_alloc(r, 36, BPSM[b], 12345);
         cudaGraphExec_t ex[2] = {lp_capture(r, false, st), lp_capture(r, true, st)};
         double us[LP_FORMS];
-        for (int form = 0; form < LP_FORMS; form++)
-            us[form] = tu_time_us(st, 3, 20, [&](int) {
-                lp_launch(r, form, form < 2 ? ex[form] : NULL, st);
-            });
+        for (int form = 0; form < LP_FORMS; form++) {
+            us[form] = tu_time_us(st, 3, 20,
+                                  [&](int) { lp_launch(r, form, form < 2 ? ex[form] : NULL, st); });
+            lp_phase_times(r, phase[b][form]);
+        }
         const double per = 1.0 / r.L;
-        printf("| %d (grid %d) | %.1f | %.1f | %.1f | %.1f | %.2f |\n", bpsm, r.grid,
-               us[LP_KERNELS] * per, us[LP_PDL] * per, us[LP_PERSIST] * per,
-               us[LP_PREFETCH] * per, us[LP_BARRIERS] / (r.L * LP_PHASES - 1));
+        printf("| %d (grid %d) | %.1f | %.1f | %.1f | %.1f | %.2f |\n", BPSM[b], r.grid,
+               us[LP_KERNELS] * per, us[LP_PDL] * per, us[LP_PERSIST] * per, us[LP_PREFETCH] * per,
+               us[LP_BARRIERS] / (r.L * LP_PHASES - 1));
         for (auto e : ex) CUDA_CHECK(cudaGraphExecDestroy(e));
         lp_free(r);
     }
+    printf(
+        "\nBy phase (block 0's %%globaltimer at each phase's start; a phase and the boundary after "
+        "it, mean over the layers of the last run, µs):\n");
+    printf("| phase | MB | at 4.2 TB/s | blocks an SM | kernels | pdl | persist | prefetch |\n"
+           "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    for (int p = 0; p < LP_PHASES; p++)
+        for (int b = 0; b < 2; b++) {
+            const double mb = 2.0 * lp_n(p) * lp_k(p) / 1e6;
+            printf("| %s | %.2f | %.1f | %d | %.1f | %.1f | %.1f | %.1f |\n", LP_NAME[p], mb,
+                   mb / 4.2, BPSM[b], phase[b][LP_KERNELS][p], phase[b][LP_PDL][p],
+                   phase[b][LP_PERSIST][p], phase[b][LP_PREFETCH][p]);
+        }
 }
 
 int main(int argc, char **argv) {
