@@ -14,7 +14,10 @@
 # is ~2.9 us a layer at batch 1 and ~3 us at 8 (session 16's step by kernel); the epilogue adds
 # ~0.3-0.5 us (an L2 round trip for the positions is hidden behind the k loop, sincosf after it),
 # so "rope" against "on": +2.5-3.5 % at batch 1-16. Keep it with gemv_mma if it gains beyond the
-# spread. Needs .devcarry (scripts/device/prepare.sh). Prints $OUT/summary.md.
+# spread. Its bench now times six block shapes (chunks a batch x warps a block: gemv_mma_tune);
+# prediction: the default 4x8 within 10 % of the best at every T; a shape >= 5 % faster at most T
+# becomes the default (then the tuning entry goes). Needs .devcarry (scripts/device/prepare.sh).
+# Prints $OUT/summary.md.
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
 device_script /tmp/gm-out "the tensor-core QKV and O (GPTOSS_GEMV_MMA)"

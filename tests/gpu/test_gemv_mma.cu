@@ -16,7 +16,8 @@
  * fp32 operations in the same order (rope_kv_row.cuh) — where the two-launch form is itself held to
  * the CPU reference by test_rope_kv and to the double reference above. Every byte either form did
  * not write keeps the poison both started from, so a stray write shows as a difference too.
- * --bench: its time against cuBLASLt (gemm_bf16: the QKV form as 2T rows, O as T rows with its
+ * Each of gemv_mma_tune's block shapes is checked too (M = 1, 5, 8, 9, 16 of every case).
+ * --bench: its time, in each of those shapes, against cuBLASLt (gemm_bf16: the QKV form as 2T rows, O as T rows with its
  * bias), the weights rotated over copies so that L2 does not hold them. */
 #include "gpu_check.h"
 #include "moe_test_util.h"
@@ -36,7 +37,8 @@ struct gm_case {
     bool lo, bias, f32;
 };
 
-static void check_case(const gm_case &cs, int M, cudaStream_t st) {
+/* shape: -1 for gemv_mma, else gemv_mma_tune's shape. */
+static void check_case(const gm_case &cs, int M, cudaStream_t st, int shape = -1) {
     const int K = cs.K, N = cs.N;
     const size_t wn = (size_t)N * K, xn = (size_t)M * K, yn = (size_t)M * N;
     std::vector<uint16_t> hw(wn), hx(xn), hl(xn), hb(N);
@@ -62,25 +64,29 @@ static void check_case(const gm_case &cs, int M, cudaStream_t st) {
     std::vector<uint8_t> first(ybytes), got(ybytes);
     for (int rep = 0; rep < 2; rep++) {
         CUDA_CHECK(cudaMemset(dy, 0xff, ybytes));
-        CUDA_CHECK(gemv_mma(dx, dl, M, K, dw, N, db, dy, cs.f32, st));
+        if (shape < 0)
+            CUDA_CHECK(gemv_mma(dx, dl, M, K, dw, N, db, dy, cs.f32, st));
+        else
+            CUDA_CHECK(gemv_mma_tune(shape, dx, dl, M, K, dw, N, db, dy, cs.f32, st));
         CUDA_CHECK(cudaStreamSynchronize(st));
         tu_download(got.data(), dy, ybytes);
         if (rep == 0) {
             first = got;
             continue;
         }
-        CHECK(first == got, "gemv_mma K=%d N=%d M=%d: two runs differ", K, N, M);
+        CHECK(first == got, "gemv_mma shape %d K=%d N=%d M=%d: two runs differ", shape, K, N, M);
     }
     bool untouched = true;
     for (size_t i = yn * (cs.f32 ? 4 : 2); i < ybytes; i++) untouched &= got[i] == 0xff;
-    CHECK(untouched, "gemv_mma K=%d N=%d M=%d: wrote past row M", K, N, M);
+    CHECK(untouched, "gemv_mma shape %d K=%d N=%d M=%d: wrote past row M", shape, K, N, M);
     if (cs.f32) {
         std::vector<float> y(yn), r(yn);
         memcpy(y.data(), got.data(), yn * 4);
         for (size_t i = 0; i < yn; i++) r[i] = (float)ref[i];
         const double rel = tu_rel_err(y.data(), r.data(), yn);
-        CHECK(rel <= 1e-5, "gemv_mma K=%d N=%d M=%d lo=%d: fp32 out %.3g from the reference", K, N,
-              M, cs.lo, rel);
+        CHECK(rel <= 1e-5,
+              "gemv_mma shape %d K=%d N=%d M=%d lo=%d: fp32 out %.3g from the reference", shape, K,
+              N, M, cs.lo, rel);
     } else {
         const uint16_t *y = (const uint16_t *)got.data();
         int bad = 0;
@@ -95,10 +101,11 @@ static void check_case(const gm_case &cs, int M, cudaStream_t st) {
                 worst = fmax(worst, err / (lim > 0 ? lim : 1));
             }
         }
-        CHECK(bad == 0,
-              "gemv_mma K=%d N=%d M=%d bias=%d: %d bf16 outputs past their rounding (worst "
-              "%.2f of the bound)",
-              K, N, M, cs.bias, bad, worst);
+        CHECK(
+            bad == 0,
+            "gemv_mma shape %d K=%d N=%d M=%d bias=%d: %d bf16 outputs past their rounding (worst "
+            "%.2f of the bound)",
+            shape, K, N, M, cs.bias, bad, worst);
     }
     CUDA_CHECK(cudaFree(dw));
     CUDA_CHECK(cudaFree(dx));
@@ -235,21 +242,35 @@ static void bench(cudaStream_t st) {
         for (auto &d : dw) d = tu_dev_upload(hw.data(), hw.size());
         uint16_t *dx = tu_dev_upload(hx.data(), hx.size()), *db = tu_dev_upload(hb.data(), N);
         float *dy = tu_dev_alloc<float>((size_t)32 * N);
-        printf("\n%s: µs\n| T | gemv_mma | cuBLASLt | gemv_mma TB/s |\n| ---: | ---: | ---: | ---: "
-               "|\n",
+        /* gemv_mma_tune's shapes (chunks a batch, warps a block), the default first */
+        static const char *shape_name[GEMV_MMA_TUNE_SHAPES] = {"4x8", "2x8", "6x8",
+                                                               "4x4", "8x4", "4x16"};
+        printf("\n%s: µs (gemv_mma by its shape: chunks a batch x warps a block; 4x8 the "
+               "default)\n| T |",
                sh.name);
+        for (const char *nm : shape_name) printf(" %s |", nm);
+        printf(" cuBLASLt | best TB/s |\n| ---: |");
+        for (int i = 0; i <= GEMV_MMA_TUNE_SHAPES + 1; i++) printf(" ---: |");
+        printf("\n");
         for (int T = 1; T <= GEMV_MMA_MAX_M; T++) {
             const uint16_t *lo = sh.lo ? dx + (size_t)T * K : NULL; /* hi rows, then lo rows */
-            const double mma = tu_time_us(st, 5, 50, [&](int i) {
-                const int c = i % COPIES; /* the weights rotated past L2 */
-                CUDA_CHECK(gemv_mma(dx, lo, T, K, dw[c], N, sh.bias ? db : NULL, dy, sh.f32, st));
-            });
+            printf("| %d |", T);
+            double best = 1e30;
+            for (int shape = 0; shape < GEMV_MMA_TUNE_SHAPES; shape++) {
+                const double us = tu_time_us(st, 5, 50, [&](int i) {
+                    const int c = i % COPIES; /* the weights rotated past L2 */
+                    CUDA_CHECK(gemv_mma_tune(shape, dx, lo, T, K, dw[c], N, sh.bias ? db : NULL, dy,
+                                             sh.f32, st));
+                });
+                best = us < best ? us : best;
+                printf(" %.1f |", us);
+            }
             const double lt = tu_time_us(st, 5, 50, [&](int i) {
                 const int c = i % COPIES; /* the weights rotated past L2 */
                 CUDA_CHECK(gemm_bf16(g, dx, sh.lo ? 2 * T : T, K, dw[c], N, sh.bias ? db : NULL, dy,
                                      sh.f32 ? GEMM_OUT_F32 : GEMM_OUT_BF16, st));
             });
-            printf("| %d | %.1f | %.1f | %.2f |\n", T, mma, lt, (double)N * K * 2 / mma / 1e6);
+            printf(" %.1f | %.2f |\n", lt, (double)N * K * 2 / best / 1e6);
         }
         for (auto d : dw) CUDA_CHECK(cudaFree(d));
         CUDA_CHECK(cudaFree(dx));
@@ -272,6 +293,9 @@ int main(int argc, char **argv) {
         long n = 0;
         for (const gm_case &cs : cases)
             for (int M = 1; M <= GEMV_MMA_MAX_M; M++, n++) check_case(cs, M, st);
+        for (int shape = 0; shape < GEMV_MMA_TUNE_SHAPES; shape++) /* the tuning bench's shapes */
+            for (const gm_case &cs : cases)
+                for (int M : {1, 5, 8, 9, 16}) check_case(cs, M, st, shape), n++;
         model_config c;
         config_preset_120b(&c);
         rope_table rt;

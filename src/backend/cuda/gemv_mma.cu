@@ -17,7 +17,9 @@
 
 #include <string.h>
 
-enum { GM_WARPS = 8, GM_THREADS = GM_WARPS * 32, GM_U = 4 };
+/* The default shape: GM_WARPS warps a block, GM_U chunks a batch. The kernel takes both as
+ * template arguments so that the tuning bench (gemv_mma_tune) can time other shapes. */
+enum { GM_WARPS = 8, GM_U = 4 };
 
 struct gm_args {
     const uint16_t *x, *x_lo, *W, *bias;
@@ -54,12 +56,13 @@ static __device__ __forceinline__ void gm_chunk(float acc[4], uint4 wg, uint4 w8
     mma_bf16_16816(acc, wg.z, w8.z, wg.w, w8.w, xv.z, xv.w);
 }
 
-/* The weight words of the batch of chunks c0, c0 + GM_WARPS, … (zeros past the C chunks). */
-static __device__ __forceinline__ void gm_load_w(uint4 (&aw)[GM_U][2], const uint4 *wg,
+/* The weight words of the batch of chunks c0, c0 + W, … (zeros past the C chunks). */
+template <int U, int W>
+static __device__ __forceinline__ void gm_load_w(uint4 (&aw)[U][2], const uint4 *wg,
                                                  const uint4 *w8, int c0, int C) {
 #pragma unroll
-    for (int u = 0; u < GM_U; u++) {
-        const int c = c0 + GM_WARPS * u;
+    for (int u = 0; u < U; u++) {
+        const int c = c0 + W * u;
         aw[u][0] = c < C ? ldg_stream16(wg + 4 * c) : make_uint4(0, 0, 0, 0);
         aw[u][1] = c < C ? ldg_stream16(w8 + 4 * c) : make_uint4(0, 0, 0, 0);
     }
@@ -71,19 +74,19 @@ static __device__ __forceinline__ void gm_load_w(uint4 (&aw)[GM_U][2], const uin
  * q to q_out, k and v to the cache at the token's slot (none when the slot is < 0), bf16 or e4m3
  * of x · 1/scale. The same fp32 operations on the same values as gemv_mma + rope_kv_launch_f32
  * (rope_kv_row.cuh), so the same bits. pos: the token's position (loaded before the k loop). */
-template <int NT, int EPI>
+template <int NT, int EPI, int W>
 static __device__ __forceinline__ void gm_rope_out(const gm_args &a, const gm_rope &r,
-                                                   const float (&red)[GM_WARPS][32][4 * NT],
-                                                   int tile, int pos) {
+                                                   const float (&red)[W][32][4 * NT], int tile,
+                                                   int pos) {
     const int n = threadIdx.x >> 6, tk = (threadIdx.x >> 3) & 7, p = threadIdx.x & 7;
     const int m = 8 * n + tk;
     const int l1 = mma_c_lane(p, tk), j1 = 4 * n + mma_c_reg(p, tk);
     const int l2 = mma_c_lane(p + 8, tk), j2 = 4 * n + mma_c_reg(p + 8, tk);
     float x1 = 0.f, x2 = 0.f;
 #pragma unroll
-    for (int w = 0; w < GM_WARPS; w++) x1 += red[w][l1][j1];
+    for (int w = 0; w < W; w++) x1 += red[w][l1][j1];
 #pragma unroll
-    for (int w = 0; w < GM_WARPS; w++) x2 += red[w][l2][j2];
+    for (int w = 0; w < W; w++) x2 += red[w][l2][j2];
     const int h = tile >> 2, i = 8 * (tile & 3) + p, col = h * 64 + i;
     if (a.bias) {
         x1 += bf16_bits_to_f32(a.bias[col]);
@@ -118,11 +121,34 @@ static __device__ __forceinline__ void gm_rope_out(const gm_args &a, const gm_ro
     }
 }
 
+/* Plain: the tile's 16 × 8·NT sums, warp 0's + warp 1's + …: item (tile n, row, token) of the
+ * 128 · NT reads that C element of every warp (mma_c_lane, mma_c_reg), adds the bias and writes. */
+template <int NT, int W>
+static __device__ __forceinline__ void gm_plain_out(const gm_args &a,
+                                                    const float (&red)[W][32][4 * NT], int tile) {
+    for (int idx = threadIdx.x; idx < 128 * NT; idx += W * 32) {
+        const int n = idx >> 7, row = (idx >> 3) & 15, tk = idx & 7;
+        const int ln = mma_c_lane(row, tk), j = 4 * n + mma_c_reg(row, tk);
+        const int m = 8 * n + tk, col = tile * 16 + row;
+        float s = 0.f;
+#pragma unroll
+        for (int w = 0; w < W; w++) s += red[w][ln][j];
+        if (a.bias) s += bf16_bits_to_f32(a.bias[col]);
+        if (m < a.M) {
+            if (a.out_f32)
+                ((float *)a.y)[(size_t)m * a.N + col] = s;
+            else
+                ((uint16_t *)a.y)[(size_t)m * a.N + col] = f32_to_bf16_bits(s);
+        }
+    }
+}
+
 /* NT token tiles of 8 (1: M ≤ 8, 2: M ≤ 16); LO: the split input's lo halves given; EPI: how the
- * results leave (GM_PLAIN, GM_ROPE_*). */
-template <int NT, bool LO, int EPI>
-__global__ void __launch_bounds__(GM_THREADS) gemv_mma_kernel(const gm_args a, const gm_rope r) {
-    __shared__ float red[GM_WARPS][32][4 * NT];
+ * results leave (GM_PLAIN, GM_ROPE_*); W warps a block, U chunks a batch. */
+template <int NT, bool LO, int EPI, int U = GM_U, int W = GM_WARPS>
+__global__ void __launch_bounds__(W * 32) gemv_mma_kernel(const gm_args a, const gm_rope r) {
+    static_assert(W * 32 >= 64 * NT, "the RoPE epilogue's items, a thread each");
+    __shared__ float red[W][32][4 * NT];
     const int lane = threadIdx.x & 31, wp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     const int tile = blockIdx.x, C = a.K >> 5, M = a.M;
     /* uint4 index c · 4 + t of a row is k 32c + 8t … +7 */
@@ -141,8 +167,8 @@ __global__ void __launch_bounds__(GM_THREADS) gemv_mma_kernel(const gm_args a, c
 
     /* The first batch's weights before the wait (model memory, pdl.cuh); the fence keeps them
      * there: ptxas moves griddepcontrol.wait above non-coherent loads (bench/NOTES.md, session 18). */
-    uint4 aw[GM_U][2];
-    gm_load_w(aw, wg, w8, wp, C);
+    uint4 aw[U][2];
+    gm_load_w<U, W>(aw, wg, w8, wp, C);
     sched_fence();
     pdl_prologue();
 
@@ -154,14 +180,14 @@ __global__ void __launch_bounds__(GM_THREADS) gemv_mma_kernel(const gm_args a, c
         rpos = m < M ? r.positions[m] : 0;
     }
 
-    for (int c0 = wp; c0 < C; c0 += GM_WARPS * GM_U) {
-        if (c0 != wp) gm_load_w(aw, wg, w8, c0, C); /* later batches: with their tokens */
-        uint4 bx[GM_U][NT], bl[GM_U][NT];
+    for (int c0 = wp; c0 < C; c0 += W * U) {
+        if (c0 != wp) gm_load_w<U, W>(aw, wg, w8, c0, C); /* later batches: with their tokens */
+        uint4 bx[U][NT], bl[U][NT];
 #pragma unroll
-        for (int u = 0; u < GM_U; u++)
+        for (int u = 0; u < U; u++)
 #pragma unroll
             for (int n = 0; n < NT; n++) {
-                const int c = c0 + GM_WARPS * u;
+                const int c = c0 + W * u;
                 const bool v = tok[n] && c < C;
                 /* plain loads: the compiler keeps them after pdl_prologue's wait (a "memory"
                  * clobber), which a non-volatile asm load (ldg_stream16) need not be */
@@ -174,7 +200,7 @@ __global__ void __launch_bounds__(GM_THREADS) gemv_mma_kernel(const gm_args a, c
          * loads gave zeros), so no branch sits between the loads and the MMAs either. */
         sched_fence();
 #pragma unroll
-        for (int u = 0; u < GM_U; u++) {
+        for (int u = 0; u < U; u++) {
 #pragma unroll
             for (int n = 0; n < NT; n++) {
                 gm_chunk(acc[n], aw[u][0], aw[u][1], bx[u][n]);
@@ -183,32 +209,16 @@ __global__ void __launch_bounds__(GM_THREADS) gemv_mma_kernel(const gm_args a, c
         }
     }
 
-    /* The tile's 16 × 8·NT sums, warp 0's + warp 1's + …: thread (tile n, row, token) of the first
-     * 128 · NT reads that C element of every warp (mma_c_lane, mma_c_reg), adds the bias and
-     * writes. */
+    /* Every warp's accumulators to shared memory, then out: plain rows or RoPE'd q and cache. */
 #pragma unroll
     for (int n = 0; n < NT; n++)
 #pragma unroll
         for (int j = 0; j < 4; j++) red[wp][lane][4 * n + j] = acc[n][j];
     __syncthreads();
-    if (EPI != GM_PLAIN) {
-        if (threadIdx.x < 64 * NT) gm_rope_out<NT, EPI>(a, r, red, tile, rpos);
-        return;
-    }
-    if (threadIdx.x < 128 * NT) {
-        const int n = threadIdx.x >> 7, row = (threadIdx.x >> 3) & 15, tk = threadIdx.x & 7;
-        const int ln = mma_c_lane(row, tk), j = 4 * n + mma_c_reg(row, tk);
-        const int m = 8 * n + tk, col = tile * 16 + row;
-        float s = 0.f;
-#pragma unroll
-        for (int w = 0; w < GM_WARPS; w++) s += red[w][ln][j];
-        if (a.bias) s += bf16_bits_to_f32(a.bias[col]);
-        if (m < M) {
-            if (a.out_f32)
-                ((float *)a.y)[(size_t)m * a.N + col] = s;
-            else
-                ((uint16_t *)a.y)[(size_t)m * a.N + col] = f32_to_bf16_bits(s);
-        }
+    if constexpr (EPI != GM_PLAIN) {
+        if (threadIdx.x < 64 * NT) gm_rope_out<NT, EPI, W>(a, r, red, tile, rpos);
+    } else {
+        gm_plain_out<NT, W>(a, red, tile);
     }
 }
 
@@ -216,14 +226,15 @@ extern "C" int gemv_mma_supported(int M, int K, int N) {
     return M >= 1 && M <= GEMV_MMA_MAX_M && K >= 32 && K % 32 == 0 && N >= 16 && N % 16 == 0;
 }
 
-template <int EPI>
+template <int EPI, int U = GM_U, int W = GM_WARPS>
 static cudaError_t gm_launch(const gm_args &a, const gm_rope &r, cudaStream_t stream) {
-    const dim3 grid((unsigned)(a.N / 16)), block(GM_THREADS);
+    const dim3 grid((unsigned)(a.N / 16)), block(W * 32);
     if (a.M <= 8)
-        return a.x_lo ? pdl_launch(gemv_mma_kernel<1, true, EPI>, grid, block, 0, stream, a, r)
-                      : pdl_launch(gemv_mma_kernel<1, false, EPI>, grid, block, 0, stream, a, r);
-    return a.x_lo ? pdl_launch(gemv_mma_kernel<2, true, EPI>, grid, block, 0, stream, a, r)
-                  : pdl_launch(gemv_mma_kernel<2, false, EPI>, grid, block, 0, stream, a, r);
+        return a.x_lo
+                   ? pdl_launch(gemv_mma_kernel<1, true, EPI, U, W>, grid, block, 0, stream, a, r)
+                   : pdl_launch(gemv_mma_kernel<1, false, EPI, U, W>, grid, block, 0, stream, a, r);
+    return a.x_lo ? pdl_launch(gemv_mma_kernel<2, true, EPI, U, W>, grid, block, 0, stream, a, r)
+                  : pdl_launch(gemv_mma_kernel<2, false, EPI, U, W>, grid, block, 0, stream, a, r);
 }
 
 extern "C" cudaError_t gemv_mma(const uint16_t *x, const uint16_t *x_lo, int M, int K,
@@ -237,6 +248,34 @@ extern "C" cudaError_t gemv_mma(const uint16_t *x, const uint16_t *x_lo, int M, 
     gm_rope r;
     memset(&r, 0, sizeof r);
     return gm_launch<GM_PLAIN>(a, r, stream);
+}
+
+extern "C" cudaError_t gemv_mma_tune(int shape, const uint16_t *x, const uint16_t *x_lo, int M,
+                                     int K, const uint16_t *W, int N, const uint16_t *bias, void *y,
+                                     int out_f32, cudaStream_t stream) {
+    if (!x || !W || !y || !gemv_mma_supported(M, K, N) || shape < 0 ||
+        shape >= GEMV_MMA_TUNE_SHAPES)
+        return cudaErrorInvalidValue;
+    gm_args a;
+    memset(&a, 0, sizeof a);
+    a.x = x, a.x_lo = x_lo, a.W = W, a.bias = bias, a.y = y;
+    a.M = M, a.K = K, a.N = N, a.out_f32 = out_f32 != 0;
+    gm_rope r;
+    memset(&r, 0, sizeof r);
+    switch (shape) { /* gemv_mma.h's table */
+    case 0:
+        return gm_launch<GM_PLAIN, 4, 8>(a, r, stream);
+    case 1:
+        return gm_launch<GM_PLAIN, 2, 8>(a, r, stream);
+    case 2:
+        return gm_launch<GM_PLAIN, 6, 8>(a, r, stream);
+    case 3:
+        return gm_launch<GM_PLAIN, 4, 4>(a, r, stream);
+    case 4:
+        return gm_launch<GM_PLAIN, 8, 4>(a, r, stream);
+    default:
+        return gm_launch<GM_PLAIN, 4, 16>(a, r, stream);
+    }
 }
 
 static int log2_exact(int v) {

@@ -46,6 +46,14 @@ cudaError_t gemv_mma(const uint16_t *x, const uint16_t *x_lo, int M, int K, cons
 int gemv_mma_max_t(void);
 void gemv_mma_set_max_t(int max_t);
 
+/* For the tuning bench only (tests/gpu/test_gemv_mma.cu --bench), until the block shape is chosen
+ * on the H200: gemv_mma with shape s of (chunks a batch, warps a block) = (4, 8) (the default),
+ * (2, 8), (6, 8), (4, 4), (8, 4), (4, 16). */
+enum { GEMV_MMA_TUNE_SHAPES = 6 };
+cudaError_t gemv_mma_tune(int shape, const uint16_t *x, const uint16_t *x_lo, int M, int K,
+                          const uint16_t *W, int N, const uint16_t *bias, void *y, int out_f32,
+                          cudaStream_t stream);
+
 /* QKV with RoPE and the KV-cache write fused into the product's epilogue (issue 13's "QKV → RoPE
  * → KV write"): what gemv_mma(x, x_lo, M, K, W, N, NULL, y, fp32) followed by
  * rope_kv_launch_f32(d, f, y, NULL, bias, N, M, positions, slots, q_out, k_cache, v_cache,
