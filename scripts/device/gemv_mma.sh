@@ -14,7 +14,12 @@
 # is ~2.9 us a layer at batch 1 and ~3 us at 8 (session 16's step by kernel); the epilogue adds
 # ~0.3-0.5 us (an L2 round trip for the positions is hidden behind the k loop, sincosf after it),
 # so "rope" against "on": +2.5-3.5 % at batch 1-16. Keep it with gemv_mma if it gains beyond the
-# spread. Its bench now times six block shapes (chunks a batch x warps a block: gemv_mma_tune);
+# spread. Also the attention norm inside that kernel (GPTOSS_GEMV_MMA_NORM=4, session 19: every
+# block makes the normalised rows from h and the MoE slots while its first weights fly; the last
+# block writes h back; the test holds it to norm_add + the fused form byte for byte). Prediction:
+# norm_add is ~3.4 us a layer at batch 1 (session 16), the rows cost each block ~1 us of L2 reads
+# that overlap its first weights: "norm" against "rope" +2-3 % at batch 1, +1-2 % at 2, ~0 at 4
+# (each block reads ~58 KB a token). Its bench now times six block shapes (chunks a batch x warps a block: gemv_mma_tune);
 # prediction: the default 4x8 within 10 % of the best at every T; a shape >= 5 % faster at most T
 # becomes the default (then the tuning entry goes). Needs .devcarry (scripts/device/prepare.sh).
 # Prints $OUT/summary.md.
@@ -28,8 +33,15 @@ GPTOSS_GEMV_MMA=16 run_logged forward_gemv_mma 300 $bin/gpu_test_cuda_forward --
 grep -E "seed" "$out/logs/forward_gemv_mma.log" | head -2 | tee -a "$sum"
 GPTOSS_GEMV_MMA=16 GPTOSS_GEMV_MMA_ROPE=1 run_logged forward_gemv_mma_rope 300 $bin/gpu_test_cuda_forward --skip-tp
 grep -E "seed" "$out/logs/forward_gemv_mma_rope.log" | head -2 | tee -a "$sum"
+GPTOSS_GEMV_MMA=16 GPTOSS_GEMV_MMA_ROPE=1 GPTOSS_GEMV_MMA_NORM=4 run_logged forward_gemv_mma_norm 300 \
+  $bin/gpu_test_cuda_forward --skip-tp
+grep -E "seed" "$out/logs/forward_gemv_mma_norm.log" | head -2 | tee -a "$sum"
 decode_variants "off=- on=GPTOSS_GEMV_MMA=16 rope=GPTOSS_GEMV_MMA=16+GPTOSS_GEMV_MMA_ROPE=1" \
   120b:1,2,4,8,16 20b:1,4,16
+# The attention norm inside the QKV kernel too (GPTOSS_GEMV_MMA_NORM=N: steps of up to N tokens),
+# against "rope", at the small batches it is for.
+decode_variants "rope=GPTOSS_GEMV_MMA=16+GPTOSS_GEMV_MMA_ROPE=1 \
+norm=GPTOSS_GEMV_MMA=16+GPTOSS_GEMV_MMA_ROPE=1+GPTOSS_GEMV_MMA_NORM=4" 120b:1,2,4 20b:1
 # At one token O keeps its early ring form (GPTOSS_EARLY_WEIGHTS, default 1 = O): this form in its
 # place (early off), against "rope" with the early O.
 decode_variants "rope=GPTOSS_GEMV_MMA=16+GPTOSS_GEMV_MMA_ROPE=1 \

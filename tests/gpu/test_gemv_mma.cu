@@ -16,6 +16,9 @@
  * fp32 operations in the same order (rope_kv_row.cuh) — where the two-launch form is itself held to
  * the CPU reference by test_rope_kv and to the double reference above. Every byte either form did
  * not write keeps the poison both started from, so a stray write shows as a difference too.
+ * The same with the attention norm in front (gemv_mma_norm_rope, M = 1-4) against
+ * norm_add_rmsnorm_split + gemv_mma_rope: q, both caches and the residual rows h written back the
+ * same bytes, the arrival counter back at 0, and a second launch the same again.
  * Each of gemv_mma_tune's block shapes is checked too (M = 1, 5, 8, 9, 16 of every case).
  * --bench: its time, in each of those shapes, against cuBLASLt (gemm_bf16: the QKV form as 2T rows, O as T rows with its
  * bias), the weights rotated over copies so that L2 does not hold them. */
@@ -28,6 +31,7 @@ extern "C" {
 }
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/gemv_mma.h"
+#include "backend/cuda/norm.h"
 #include "backend/cuda/rope_kv.h"
 
 #include <vector>
@@ -190,6 +194,94 @@ static void check_rope_case(const rope_kv_freq &f, int M, bool fp8, cudaStream_t
     CUDA_CHECK(cudaFree(dy));
 }
 
+/* One case of the norm in front: gemv_mma_norm_rope against norm_add_rmsnorm_split + gemv_mma_rope
+ * on the same h, slots and weights (see the file's comment). */
+static void check_norm_case(const rope_kv_freq &f, int M, bool fp8, cudaStream_t st) {
+    enum { NH = 64, NKV = 8, HD = 64, K = 2880, BS = 32, NBLK = 8, NSLOT = 4 };
+    const int N = (NH + 2 * NKV) * HD;
+    const size_t wn = (size_t)N * K, hn = (size_t)M * K, sn = hn * NSLOT;
+    std::vector<uint16_t> hw(wn), hb(N), hg(K);
+    std::vector<float> hh(hn), hs(sn);
+    tu_fill_bf16(hw.data(), NULL, wn, -0.05f, 0.05f);
+    tu_fill_bf16(hb.data(), NULL, N, -0.5f, 0.5f);
+    tu_fill_bf16(hg.data(), NULL, K, 0.5f, 1.5f);
+    for (auto &v : hh) v = tu_uniform(-3.0f, 3.0f);
+    for (auto &v : hs) v = tu_uniform(-0.5f, 0.5f);
+    std::vector<int32_t> pos(M), slot(M);
+    for (int m = 0; m < M; m++)
+        pos[m] = (int32_t)(rng_next(&tu_rng) % 131072u), slot[m] = 3 * m + 1;
+    if (M >= 2) slot[M - 1] = -1;
+    float sc[4 * NKV];
+    for (int j = 0; j < NKV; j++) {
+        const float ks = fp8 ? 0.5f + 0.25f * (float)j : 1.0f, vs = fp8 ? 1.5f : 1.0f;
+        sc[j] = ks, sc[NKV + j] = vs, sc[2 * NKV + j] = 1.0f / ks, sc[3 * NKV + j] = 1.0f / vs;
+    }
+    attn_dims d = {NH, NKV, HD, BS, fp8 ? 1 : 0};
+    const size_t eb = fp8 ? 1 : 2, cache_bytes = (size_t)NBLK * NKV * BS * HD * eb;
+    const size_t q_bytes = (size_t)(M + 1) * NH * HD * 2;
+    uint16_t *dw = tu_dev_upload(hw.data(), wn), *db = tu_dev_upload(hb.data(), N),
+             *dg = tu_dev_upload(hg.data(), K);
+    float *dslots = tu_dev_upload(hs.data(), sn), *dsc = tu_dev_upload(sc, 4 * NKV);
+    int32_t *dpos = tu_dev_upload(pos.data(), M), *dslot = tu_dev_upload(slot.data(), M);
+    uint16_t *dy = tu_dev_alloc<uint16_t>(2 * hn); /* the norm's y, then y_lo */
+    int *dctr = tu_dev_alloc<int>(1);
+    CUDA_CHECK(cudaMemset(dctr, 0, sizeof(int)));
+    std::vector<uint8_t> got[3][4];        /* [form][q, k, v, h] */
+    for (int form = 0; form < 3; form++) { /* 0: two launches, 1 and 2: fused, twice */
+        float *dh = tu_dev_upload(hh.data(), hn);
+        uint8_t *dq = tu_dev_alloc<uint8_t>(q_bytes), *dk = tu_dev_alloc<uint8_t>(cache_bytes),
+                *dv = tu_dev_alloc<uint8_t>(cache_bytes);
+        gpu_poison(dq, q_bytes);
+        gpu_poison(dk, cache_bytes);
+        gpu_poison(dv, cache_bytes);
+        if (form == 0) {
+            CUDA_CHECK(
+                norm_add_rmsnorm_split(dh, NULL, dslots, NSLOT, M, K, dg, 1e-5f, dy, dy + hn, st));
+            CUDA_CHECK(gemv_mma_rope(dy, dy + hn, M, K, dw, db, &d, &f, dpos, dslot, (uint16_t *)dq,
+                                     dk, dv, dsc, st));
+        } else {
+            const gemv_mma_norm_in in = {dh, dslots, NSLOT, dg, 1e-5f, dctr};
+            CUDA_CHECK(gemv_mma_norm_rope(&in, M, K, dw, db, &d, &f, dpos, dslot, (uint16_t *)dq,
+                                          dk, dv, dsc, st));
+        }
+        CUDA_CHECK(cudaStreamSynchronize(st));
+        const size_t sizes[4] = {q_bytes, cache_bytes, cache_bytes, hn * 4};
+        const void *src[4] = {dq, dk, dv, dh};
+        for (int i = 0; i < 4; i++) {
+            got[form][i].resize(sizes[i]);
+            CUDA_CHECK(cudaMemcpy(got[form][i].data(), src[i], sizes[i], cudaMemcpyDeviceToHost));
+        }
+        CUDA_CHECK(cudaFree(dh));
+        CUDA_CHECK(cudaFree(dq));
+        CUDA_CHECK(cudaFree(dk));
+        CUDA_CHECK(cudaFree(dv));
+        if (form > 0) {
+            int ctr = -1;
+            CUDA_CHECK(cudaMemcpy(&ctr, dctr, sizeof ctr, cudaMemcpyDeviceToHost));
+            CHECK(ctr == 0, "gemv_mma_norm_rope M=%d: the counter left at %d", M, ctr);
+        }
+    }
+    static const char *what[4] = {"q", "k cache", "v cache", "h"};
+    for (int form = 1; form < 3; form++)
+        for (int i = 0; i < 4; i++) {
+            size_t bad = 0;
+            for (size_t j = 0; j < got[0][i].size(); j++) bad += got[0][i][j] != got[form][i][j];
+            CHECK(bad == 0,
+                  "gemv_mma_norm_rope M=%d %s (launch %d): %zu bytes of %s differ from norm_add + "
+                  "gemv_mma_rope",
+                  M, fp8 ? "fp8" : "bf16", form, bad, what[i]);
+        }
+    CUDA_CHECK(cudaFree(dw));
+    CUDA_CHECK(cudaFree(db));
+    CUDA_CHECK(cudaFree(dg));
+    CUDA_CHECK(cudaFree(dslots));
+    CUDA_CHECK(cudaFree(dsc));
+    CUDA_CHECK(cudaFree(dpos));
+    CUDA_CHECK(cudaFree(dslot));
+    CUDA_CHECK(cudaFree(dy));
+    CUDA_CHECK(cudaFree(dctr));
+}
+
 static void check_refusals(cudaStream_t st) {
     CHECK(gemv_mma_supported(16, 2880, 5120) && gemv_mma_supported(1, 32, 16) &&
               !gemv_mma_supported(0, 2880, 5120) && !gemv_mma_supported(17, 2880, 5120) &&
@@ -220,6 +312,13 @@ static void check_refusals(cudaStream_t st) {
     CHECK(gemv_mma_rope(p, NULL, 1, 2880, p, NULL, &d8, &f, ip, ip, p, p, p, NULL, st) ==
               cudaErrorInvalidValue,
           "gemv_mma_rope refuses an FP8 cache without scales");
+    CHECK(gemv_mma_norm_supported(4, 2880, &d, &f) && !gemv_mma_norm_supported(5, 2880, &d, &f) &&
+              !gemv_mma_norm_supported(4, 4096, &d, &f),
+          "gemv_mma_norm_supported limits");
+    const gemv_mma_norm_in no_ctr = {(float *)p, (const float *)p, 4, p, 1e-5f, NULL};
+    CHECK(gemv_mma_norm_rope(&no_ctr, 1, 2880, p, NULL, &d, &f, ip, ip, p, p, p, NULL, st) ==
+              cudaErrorInvalidValue,
+          "gemv_mma_norm_rope refuses a missing counter");
     CUDA_CHECK(cudaFree(p));
 }
 
@@ -305,6 +404,8 @@ int main(int argc, char **argv) {
               "rope_kv_freq_init");
         for (int fp8 = 0; fp8 < 2; fp8++)
             for (int M = 1; M <= GEMV_MMA_MAX_M; M++, n++) check_rope_case(f, M, fp8 != 0, st);
+        for (int fp8 = 0; fp8 < 2; fp8++)
+            for (int M = 1; M <= GEMV_MMA_NORM_MAX_M; M++, n++) check_norm_case(f, M, fp8 != 0, st);
         check_refusals(st);
         fprintf(stderr,
                 "  gemv_mma: %ld cases (the fused QKV form's the same bytes as the two launches; "

@@ -11,6 +11,7 @@
 #include "backend/cuda/gemv_mma.h"
 #include "backend/cuda/device_util.cuh"
 #include "backend/cuda/kv_fp8.cuh"
+#include "backend/cuda/norm_row.cuh"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/rope_kv_row.cuh"
 #include "base/env_switch.h"
@@ -37,6 +38,21 @@ struct gm_rope {
     int n_heads, n_kv_heads, bs_shift;
     rope_kv_freq f;
 };
+
+/* The attention norm fused in front (gemv_mma_norm_rope): the tokens' rows are RMSNorm(h + Σ
+ * slots) · gain, made by every block from h and the previous layer's MoE slots, as norm_add does. */
+struct gm_norm {
+    float *h; /* [M][K] residual rows: read by every block, rewritten by the last one */
+    const float *slots;
+    const uint16_t *gain;
+    float eps;
+    int n_slots;
+    int *counter;
+};
+
+/* Where the tokens' rows come from: global memory (x, x_lo), or made in shared memory by the
+ * block (the norm fused in front: GM_IN_NORM). */
+enum { GM_IN_GLOBAL = 0, GM_IN_NORM = 1 };
 
 /* How a block's results leave it: as rows of y (plain), or rotated into q and the KV cache
  * (RoPE fused; the cache bf16 or e4m3). */
@@ -143,34 +159,99 @@ static __device__ __forceinline__ void gm_plain_out(const gm_args &a,
     }
 }
 
+/* GM_IN_NORM: the M token rows RMSNorm(h + Σ slots) · gain as bf16 hi and lo (norm_split8) into
+ * xh, xl ([M][K] each, shared memory), bit for bit what norm_add_rmsnorm_split writes to y and
+ * y_lo: norm_replay_row plays that kernel's threads c = 0 … K/8 − 1 (this block's threads t and
+ * t + 256 each cover one of its warps), so the reduction tree and the bits are the same. g8: the
+ * gains of groups t and t + 256 (gain_at, read before the PDL wait). */
+static __device__ __forceinline__ void
+gm_norm_tokens(const gm_norm &nm, int M, int K, const uint4 (&g8)[2], uint16_t *xh, uint16_t *xl) {
+    __shared__ float nred[32];
+    const int C = K >> 3;
+    for (int m = 0; m < M; m++) {
+        float v[2][8];
+        const float ss =
+            norm_replay_row<2>(nm.h + (size_t)m * K, nm.slots + (size_t)m * nm.n_slots * K,
+                               nm.n_slots, NULL, K, v, nred);
+        const float inv = rms_inv(ss, K, nm.eps);
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const int c = threadIdx.x + r * blockDim.x;
+            if (c >= C) continue;
+            uint4 hi, lo;
+            norm_split8(v[r], inv, g8[r], hi, lo);
+            *(uint4 *)(xh + (size_t)m * K + 8 * c) = hi;
+            *(uint4 *)(xl + (size_t)m * K + 8 * c) = lo;
+        }
+    }
+}
+
+/* GM_IN_NORM's tail: once every block has read h (the last to arrive), the residual rows h + Σ
+ * slots written back — residual8 again, the values norm_add writes — and the counter left at 0. */
+static __device__ __forceinline__ void gm_norm_tail(const gm_norm &nm, int M, int K) {
+    if (!last_block_arrive(nm.counter)) return;
+    const int C = K >> 3;
+    for (int i = threadIdx.x; i < M * C; i += blockDim.x) {
+        const int m = i / C, c = i - m * C;
+        float *hrow = nm.h + (size_t)m * K;
+        float v[8];
+        residual8(hrow, nm.slots + (size_t)m * nm.n_slots * K, nm.n_slots, NULL, K, c, v);
+        *(float4 *)(hrow + 8 * c) = make_float4(v[0], v[1], v[2], v[3]);
+        *(float4 *)(hrow + 8 * c + 4) = make_float4(v[4], v[5], v[6], v[7]);
+    }
+    if (threadIdx.x == 0) *nm.counter = 0;
+}
+
 /* NT token tiles of 8 (1: M ≤ 8, 2: M ≤ 16); LO: the split input's lo halves given; EPI: how the
- * results leave (GM_PLAIN, GM_ROPE_*); W warps a block, U chunks a batch. */
-template <int NT, bool LO, int EPI, int U = GM_U, int W = GM_WARPS>
-__global__ void __launch_bounds__(W * 32) gemv_mma_kernel(const gm_args a, const gm_rope r) {
+ * results leave (GM_PLAIN, GM_ROPE_*); IN: where the tokens come from (GM_IN_*); W warps a block,
+ * U chunks a batch. */
+template <int NT, bool LO, int EPI, int U = GM_U, int W = GM_WARPS, int IN = GM_IN_GLOBAL>
+__global__ void __launch_bounds__(W * 32)
+    gemv_mma_kernel(const gm_args a, const gm_rope r, const gm_norm nm) {
     static_assert(W * 32 >= 64 * NT, "the RoPE epilogue's items, a thread each");
+    static_assert(
+        IN == GM_IN_GLOBAL || (NT == 1 && LO && W == 8),
+        "the fused norm: one token tile, both halves, the norm kernel's warps in 2 rounds");
     __shared__ float red[W][32][4 * NT];
+    extern __shared__ __align__(16) uint16_t gm_xs[]; /* GM_IN_NORM: [M][K] hi, then [M][K] lo */
     const int lane = threadIdx.x & 31, wp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     const int tile = blockIdx.x, C = a.K >> 5, M = a.M;
     /* uint4 index c · 4 + t of a row is k 32c + 8t … +7 */
     const uint4 *wg = (const uint4 *)(a.W + (size_t)gm_row<EPI>(tile, g) * a.K) + t,
                 *w8 = (const uint4 *)(a.W + (size_t)gm_row<EPI>(tile, g + 8) * a.K) + t;
+    const uint16_t *x = IN == GM_IN_NORM ? gm_xs : a.x,
+                   *x_lo = IN == GM_IN_NORM ? gm_xs + (size_t)M * a.K : a.x_lo;
     const uint4 *xr[NT], *xl[NT];
     bool tok[NT];
 #pragma unroll
     for (int n = 0; n < NT; n++) {
         const int m = 8 * n + g;
         tok[n] = m < M;
-        xr[n] = (const uint4 *)(a.x + (size_t)(tok[n] ? m : 0) * a.K) + t;
-        xl[n] = LO ? (const uint4 *)(a.x_lo + (size_t)(tok[n] ? m : 0) * a.K) + t : NULL;
+        xr[n] = (const uint4 *)(x + (size_t)(tok[n] ? m : 0) * a.K) + t;
+        xl[n] = LO ? (const uint4 *)(x_lo + (size_t)(tok[n] ? m : 0) * a.K) + t : NULL;
     }
     float acc[NT][4] = {};
 
     /* The first batch's weights before the wait (model memory, pdl.cuh); the fence keeps them
-     * there: ptxas moves griddepcontrol.wait above non-coherent loads (bench/NOTES.md, session 18). */
+     * there: ptxas moves griddepcontrol.wait above non-coherent loads (bench/NOTES.md, session 18).
+     * The fused norm's gains too (model memory). */
     uint4 aw[U][2];
     gm_load_w<U, W>(aw, wg, w8, wp, C);
+    uint4 g8[2] = {make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
+    if constexpr (IN == GM_IN_NORM) {
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            const int c = threadIdx.x + i * W * 32;
+            g8[i] = gain_at(nm.gain, c, c < (a.K >> 3));
+        }
+    }
     sched_fence();
     pdl_prologue();
+    /* The fused norm: the token rows made here while the first weights fly. */
+    if constexpr (IN == GM_IN_NORM) {
+        gm_norm_tokens(nm, M, a.K, g8, gm_xs, gm_xs + (size_t)M * a.K);
+        __syncthreads();
+    }
 
     /* RoPE fused: the item's position requested now, its angle computed after the k loop
      * (gm_rope_out): the load's round trip hides behind the loop instead of delaying its start. */
@@ -220,6 +301,9 @@ __global__ void __launch_bounds__(W * 32) gemv_mma_kernel(const gm_args a, const
     } else {
         gm_plain_out<NT, W>(a, red, tile);
     }
+    if constexpr (IN == GM_IN_NORM) {
+        gm_norm_tail(nm, M, a.K);
+    }
 }
 
 extern "C" int gemv_mma_supported(int M, int K, int N) {
@@ -229,12 +313,16 @@ extern "C" int gemv_mma_supported(int M, int K, int N) {
 template <int EPI, int U = GM_U, int W = GM_WARPS>
 static cudaError_t gm_launch(const gm_args &a, const gm_rope &r, cudaStream_t stream) {
     const dim3 grid((unsigned)(a.N / 16)), block(W * 32);
+    gm_norm nm;
+    memset(&nm, 0, sizeof nm);
     if (a.M <= 8)
-        return a.x_lo
-                   ? pdl_launch(gemv_mma_kernel<1, true, EPI, U, W>, grid, block, 0, stream, a, r)
-                   : pdl_launch(gemv_mma_kernel<1, false, EPI, U, W>, grid, block, 0, stream, a, r);
-    return a.x_lo ? pdl_launch(gemv_mma_kernel<2, true, EPI, U, W>, grid, block, 0, stream, a, r)
-                  : pdl_launch(gemv_mma_kernel<2, false, EPI, U, W>, grid, block, 0, stream, a, r);
+        return a.x_lo ? pdl_launch(gemv_mma_kernel<1, true, EPI, U, W>, grid, block, 0, stream, a,
+                                   r, nm)
+                      : pdl_launch(gemv_mma_kernel<1, false, EPI, U, W>, grid, block, 0, stream, a,
+                                   r, nm);
+    return a.x_lo
+               ? pdl_launch(gemv_mma_kernel<2, true, EPI, U, W>, grid, block, 0, stream, a, r, nm)
+               : pdl_launch(gemv_mma_kernel<2, false, EPI, U, W>, grid, block, 0, stream, a, r, nm);
 }
 
 extern "C" cudaError_t gemv_mma(const uint16_t *x, const uint16_t *x_lo, int M, int K,
@@ -311,7 +399,44 @@ extern "C" cudaError_t gemv_mma_rope(const uint16_t *x, const uint16_t *x_lo, in
     return d->kv_fp8 ? gm_launch<GM_ROPE_FP8>(a, r, stream) : gm_launch<GM_ROPE_BF16>(a, r, stream);
 }
 
-static int g_max_t = -1, g_rope = -1;
+extern "C" int gemv_mma_norm_supported(int M, int K, const attn_dims *d, const rope_kv_freq *f) {
+    return M >= 1 && M <= GEMV_MMA_NORM_MAX_M && K % 8 == 0 && K / 8 <= 2 * 32 * GM_WARPS &&
+           (size_t)M * K * 4 <= 48 * 1024 && gemv_mma_rope_supported(M, K, d, f);
+}
+
+extern "C" cudaError_t gemv_mma_norm_rope(const gemv_mma_norm_in *in, int M, int K,
+                                          const uint16_t *W, const uint16_t *bias,
+                                          const attn_dims *d, const rope_kv_freq *f,
+                                          const int32_t *positions, const int32_t *slots,
+                                          uint16_t *q_out, void *k_cache, void *v_cache,
+                                          const float *kv_scales, cudaStream_t stream) {
+    if (!in || !in->h || !in->slots || in->n_slots < 1 || !in->gain || !in->counter || !W ||
+        !positions || !slots || !q_out || !k_cache || !v_cache ||
+        !gemv_mma_norm_supported(M, K, d, f) || (d->kv_fp8 && !kv_scales))
+        return cudaErrorInvalidValue;
+    gm_args a;
+    memset(&a, 0, sizeof a);
+    a.W = W, a.bias = bias;
+    a.M = M, a.K = K, a.N = (d->n_heads + 2 * d->n_kv_heads) * 64;
+    gm_rope r;
+    memset(&r, 0, sizeof r);
+    r.positions = positions, r.slots = slots, r.q_out = q_out;
+    r.k_cache = (uint8_t *)k_cache, r.v_cache = (uint8_t *)v_cache, r.kv_scales = kv_scales;
+    r.n_heads = d->n_heads, r.n_kv_heads = d->n_kv_heads, r.bs_shift = log2_exact(d->block_size);
+    r.f = *f;
+    gm_norm nm;
+    nm.h = in->h, nm.slots = in->slots, nm.n_slots = in->n_slots, nm.gain = in->gain;
+    nm.eps = in->eps, nm.counter = in->counter;
+    const dim3 grid((unsigned)(a.N / 16)), block(GM_WARPS * 32);
+    const size_t smem = (size_t)M * K * 4; /* hi and lo rows */
+    return d->kv_fp8
+               ? pdl_launch(gemv_mma_kernel<1, true, GM_ROPE_FP8, GM_U, GM_WARPS, GM_IN_NORM>, grid,
+                            block, smem, stream, a, r, nm)
+               : pdl_launch(gemv_mma_kernel<1, true, GM_ROPE_BF16, GM_U, GM_WARPS, GM_IN_NORM>,
+                            grid, block, smem, stream, a, r, nm);
+}
+
+static int g_max_t = -1, g_rope = -1, g_norm = -1;
 
 extern "C" int gemv_mma_max_t(void) {
     return env_switch(&g_max_t, "GPTOSS_GEMV_MMA", 0, 0, GEMV_MMA_MAX_M);
@@ -323,4 +448,8 @@ extern "C" void gemv_mma_set_max_t(int max_t) {
 
 extern "C" int gemv_mma_rope_on(void) {
     return env_switch(&g_rope, "GPTOSS_GEMV_MMA_ROPE", 0, 0, 1);
+}
+
+extern "C" int gemv_mma_norm_max_t(void) {
+    return env_switch(&g_norm, "GPTOSS_GEMV_MMA_NORM", 0, 0, GEMV_MMA_NORM_MAX_M);
 }

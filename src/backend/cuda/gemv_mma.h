@@ -74,6 +74,33 @@ cudaError_t gemv_mma_rope(const uint16_t *x, const uint16_t *x_lo, int M, int K,
  * (read once); 0, the default, until measured on the H200. */
 int gemv_mma_rope_on(void);
 
+/* And the attention norm in front of it (gemv_mma_norm_rope): what norm_add_rmsnorm_split(h, NULL,
+ * slots, n_slots, M, K, gain, eps, y, y_lo) followed by gemv_mma_rope(y, y_lo, …) does, in one
+ * launch — every block makes the M normalised rows itself in shared memory (the norm kernel's
+ * arithmetic and reduction tree: the same bits), while its first weights are in flight, and the
+ * last block to finish writes the residual rows h + Σ slots back (counter: an int at 0, left at 0).
+ * Why: at 1-4 tokens the norm is a launch of ~3 µs a layer of latency (bench/NOTES.md, session 16);
+ * here it costs each block M rows of L2 reads (h and the slots: ~58 KB a token for 4 slots), so
+ * it is for the smallest steps only. M ≤ GEMV_MMA_NORM_MAX_M, K / 8 ≤ 512, M · K · 4 ≤ 48 KB. */
+enum { GEMV_MMA_NORM_MAX_M = 4 };
+typedef struct {
+    float *h;           /* [M][K]: the residual rows, updated */
+    const float *slots; /* [M][n_slots][K]: the previous layer's MoE outputs */
+    int n_slots;
+    const uint16_t *gain; /* the attention norm's bf16 gains [K] */
+    float eps;
+    int *counter;
+} gemv_mma_norm_in;
+int gemv_mma_norm_supported(int M, int K, const attn_dims *d, const rope_kv_freq *f);
+cudaError_t gemv_mma_norm_rope(const gemv_mma_norm_in *in, int M, int K, const uint16_t *W,
+                               const uint16_t *bias, const attn_dims *d, const rope_kv_freq *f,
+                               const int32_t *positions, const int32_t *slots, uint16_t *q_out,
+                               void *k_cache, void *v_cache, const float *kv_scales,
+                               cudaStream_t stream);
+/* The largest step the runner gives it (with GPTOSS_GEMV_MMA and GPTOSS_GEMV_MMA_ROPE on):
+ * GPTOSS_GEMV_MMA_NORM, 0 … GEMV_MMA_NORM_MAX_M; 0 (never) until measured. */
+int gemv_mma_norm_max_t(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -88,14 +88,31 @@ int runner_route(struct backend *b, int T, const uint16_t *a_lo, const gpu_layer
     return 0;
 }
 
+bool runner_norm_in_qkv(const struct backend *b, int T) {
+    return !b->ar && T <= gemv_mma_norm_max_t() && T <= gemv_mma_max_t() && gemv_mma_rope_on() &&
+           !runner_early(b, T, RUNNER_EARLY_QKV) &&
+           gemv_mma_norm_supported(T, b->H, &b->dims, &b->freq) &&
+           (b->dims.n_heads + 2 * b->dims.n_kv_heads) * 64 == b->QKV;
+}
+
 /* The QKV projection of the step's T rows, RoPE on q and k, and the KV write at the layer's pool's
- * slots: q into w->q, k and v into the cache. */
-static int runner_qkv_rope(struct backend *b, const fwd_plan *p, int l, cudaStream_t s) {
+ * slots: q into w->q, k and v into the cache. norm_in_qkv: the rows are made from h and the
+ * previous layer's MoE slots inside the kernel (runner_norm_in_qkv), not read from w->a. */
+static int runner_qkv_rope(struct backend *b, const fwd_plan *p, int l, bool norm_in_qkv,
+                           cudaStream_t s) {
     gpu_workspace *w = &b->ws;
     gpu_layer *ly = &b->gw.layers[l];
     const int T = p->T, H = b->H;
     const int32_t *slots = b->cfg.layer_sliding[l] ? p->slots_swa : p->slots_full;
     const float *qkv_lo = w->qkv + (size_t)T * b->QKV;
+    if (norm_in_qkv) {
+        /* GPTOSS_GEMV_MMA_NORM (gemv_mma.h; off until measured): norm_add's work in every block */
+        const gemv_mma_norm_in nm = {w->h,          w->y_slots, p->n_slots,
+                                     ly->attn_norm, b->eps,     w->qkv_ctr};
+        CU(gemv_mma_norm_rope(&nm, T, H, ly->qkv_w, ly->qkv_b, &b->dims, &b->freq, p->positions,
+                              slots, w->q, ly->k_cache, ly->v_cache, ly->kv_scales, s));
+        return 0;
+    }
     /* The early form (runner_early) sees T rows: the split input's halves are added as it stages
      * them, so no lo products follow. */
     if (runner_early(b, T, RUNNER_EARLY_QKV) && gemv_early_supported(T, H, b->QKV)) {
@@ -121,12 +138,13 @@ static int runner_qkv_rope(struct backend *b, const fwd_plan *p, int l, cudaStre
     return 0;
 }
 
-int runner_attention(struct backend *b, const fwd_plan *p, int l, cudaStream_t s) {
+int runner_attention(struct backend *b, const fwd_plan *p, int l, bool norm_in_qkv,
+                     cudaStream_t s) {
     gpu_workspace *w = &b->ws;
     gpu_layer *ly = &b->gw.layers[l];
     const int T = p->T, H = b->H;
     const bool sliding = b->cfg.layer_sliding[l];
-    if (runner_qkv_rope(b, p, l, s)) return -1;
+    if (runner_qkv_rope(b, p, l, norm_in_qkv, s)) return -1;
     attn_seqs as;
     as.n_seqs = p->n_seqs, as.query_start = p->query_start, as.start_pos = p->start_pos;
     as.tables = sliding ? p->swa_tables : p->full_tables;
@@ -212,6 +230,8 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
      * parallelism: its grid barrier needs the whole GPU, which two ranks on one GPU would share. */
     const bool fused =
         !b->ar && moe_fused_enabled() && moe_fused_supported(T, b->E, b->K, H, b->I, &p->moe);
+    /* From the second layer on, the attention norm inside the QKV kernel (runner_norm_in_qkv). */
+    const bool norm_qkv = runner_norm_in_qkv(b, T);
 
     for (int l = 0; l < b->L; l++) {
         gpu_layer *ly = &g->layers[l];
@@ -221,10 +241,10 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
             if (tp_all_reduce(b, 1, w->y_slots, p->n_slots, NULL, T, w->h, ly->attn_norm, b->eps,
                               w->a, a_lo, s))
                 return -1;
-        } else if (l > 0)
+        } else if (l > 0 && !norm_qkv)
             CU(norm_add_rmsnorm_split(w->h, NULL, w->y_slots, p->n_slots, T, H, ly->attn_norm,
                                       b->eps, w->a, a_lo, s));
-        if (runner_attention(b, p, l, s)) return -1;
+        if (runner_attention(b, p, l, l > 0 && norm_qkv, s)) return -1;
         /* The MLP norm inside the router's kernel (gemv.h's gemv_norm_route; runner.h). */
         if (!b->ar && !fused && T <= b->norm_route_max_t) {
             const gemv_norm_in nm = {w->h, w->o, ly->mlp_norm, b->eps, w->a};
