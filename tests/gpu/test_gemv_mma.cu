@@ -408,9 +408,9 @@ int main(int argc, char **argv) {
             for (int M = 1; M <= GEMV_MMA_NORM_MAX_M; M++, n++) check_norm_case(f, M, fp8 != 0, st);
         check_refusals(st);
         fprintf(stderr,
-                "  gemv_mma: %ld cases (the fused QKV form's the same bytes as the two launches; "
-                "the plain form against the double reference, two runs alike, nothing written "
-                "past M)\n",
+                "  gemv_mma: %ld cases (the plain form and its tuning shapes against the double "
+                "reference, two runs alike, nothing written past M; the fused QKV forms the same "
+                "bytes as the launches they replace)\n",
                 n);
     }
     CUDA_CHECK(cudaStreamDestroy(st));

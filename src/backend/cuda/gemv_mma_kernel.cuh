@@ -322,4 +322,3 @@ static cudaError_t gm_launch(const gm_args &a, const gm_rope &r, cudaStream_t st
                ? pdl_launch(gemv_mma_kernel<2, true, EPI, U, W>, grid, block, 0, stream, a, r, nm)
                : pdl_launch(gemv_mma_kernel<2, false, EPI, U, W>, grid, block, 0, stream, a, r, nm);
 }
-

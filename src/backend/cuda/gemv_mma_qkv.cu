@@ -72,4 +72,3 @@ extern "C" cudaError_t gemv_mma_norm_rope(const gemv_mma_norm_in *in, int M, int
                : pdl_launch(gemv_mma_kernel<1, true, GM_ROPE_BF16, GM_U, GM_WARPS, GM_IN_NORM>,
                             grid, block, smem, stream, a, r, nm);
 }
-
