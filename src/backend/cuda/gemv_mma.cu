@@ -8,14 +8,21 @@ extern "C" int gemv_mma_supported(int M, int K, int N) {
     return M >= 1 && M <= GEMV_MMA_MAX_M && K >= 32 && K % 32 == 0 && N >= 16 && N % 16 == 0;
 }
 
-extern "C" cudaError_t gemv_mma(const uint16_t *x, const uint16_t *x_lo, int M, int K,
-                                const uint16_t *W, int N, const uint16_t *bias, void *y,
-                                int out_f32, cudaStream_t stream) {
-    if (!x || !W || !y || !gemv_mma_supported(M, K, N)) return cudaErrorInvalidValue;
+/* The plain form's arguments (bias may be NULL). */
+static gm_args gm_plain_args(const uint16_t *x, const uint16_t *x_lo, int M, int K,
+                             const uint16_t *W, int N, const uint16_t *bias, void *y, int out_f32) {
     gm_args a;
     memset(&a, 0, sizeof a);
     a.x = x, a.x_lo = x_lo, a.W = W, a.bias = bias, a.y = y;
     a.M = M, a.K = K, a.N = N, a.out_f32 = out_f32 != 0;
+    return a;
+}
+
+extern "C" cudaError_t gemv_mma(const uint16_t *x, const uint16_t *x_lo, int M, int K,
+                                const uint16_t *W, int N, const uint16_t *bias, void *y,
+                                int out_f32, cudaStream_t stream) {
+    if (!x || !W || !y || !gemv_mma_supported(M, K, N)) return cudaErrorInvalidValue;
+    const gm_args a = gm_plain_args(x, x_lo, M, K, W, N, bias, y, out_f32);
     gm_rope r;
     memset(&r, 0, sizeof r);
     return gm_launch<GM_PLAIN>(a, r, stream);
@@ -27,10 +34,7 @@ extern "C" cudaError_t gemv_mma_tune(int shape, const uint16_t *x, const uint16_
     if (!x || !W || !y || !gemv_mma_supported(M, K, N) || shape < 0 ||
         shape >= GEMV_MMA_TUNE_SHAPES)
         return cudaErrorInvalidValue;
-    gm_args a;
-    memset(&a, 0, sizeof a);
-    a.x = x, a.x_lo = x_lo, a.W = W, a.bias = bias, a.y = y;
-    a.M = M, a.K = K, a.N = N, a.out_f32 = out_f32 != 0;
+    const gm_args a = gm_plain_args(x, x_lo, M, K, W, N, bias, y, out_f32);
     gm_rope r;
     memset(&r, 0, sizeof r);
     switch (shape) { /* gemv_mma.h's table */

@@ -9,6 +9,23 @@ static int log2_exact(int v) {
     return (1 << s) == v ? s : -1;
 }
 
+/* The fused forms' arguments: the product of W's (n_heads + 2 n_kv_heads) · 64 rows, and where
+ * RoPE and the KV write put its results. */
+static void gm_qkv_args(int M, int K, const uint16_t *W, const uint16_t *bias, const attn_dims *d,
+                        const rope_kv_freq *f, const int32_t *positions, const int32_t *slots,
+                        uint16_t *q_out, void *k_cache, void *v_cache, const float *kv_scales,
+                        gm_args *a, gm_rope *r) {
+    memset(a, 0, sizeof *a);
+    a->W = W, a->bias = bias;
+    a->M = M, a->K = K, a->N = (d->n_heads + 2 * d->n_kv_heads) * 64;
+    memset(r, 0, sizeof *r);
+    r->positions = positions, r->slots = slots, r->q_out = q_out;
+    r->k_cache = (uint8_t *)k_cache, r->v_cache = (uint8_t *)v_cache, r->kv_scales = kv_scales;
+    r->n_heads = d->n_heads, r->n_kv_heads = d->n_kv_heads;
+    r->bs_shift = log2_exact(d->block_size);
+    r->f = *f;
+}
+
 extern "C" int gemv_mma_rope_supported(int M, int K, const attn_dims *d, const rope_kv_freq *f) {
     return d && f && d->head_dim == 64 && f->half == 32 && d->n_heads > 0 && d->n_kv_heads > 0 &&
            log2_exact(d->block_size) >= 0 && (d->kv_fp8 == 0 || d->kv_fp8 == 1) &&
@@ -24,15 +41,9 @@ extern "C" cudaError_t gemv_mma_rope(const uint16_t *x, const uint16_t *x_lo, in
         !gemv_mma_rope_supported(M, K, d, f) || (d->kv_fp8 && !kv_scales))
         return cudaErrorInvalidValue;
     gm_args a;
-    memset(&a, 0, sizeof a);
-    a.x = x, a.x_lo = x_lo, a.W = W, a.bias = bias;
-    a.M = M, a.K = K, a.N = (d->n_heads + 2 * d->n_kv_heads) * 64;
     gm_rope r;
-    memset(&r, 0, sizeof r);
-    r.positions = positions, r.slots = slots, r.q_out = q_out;
-    r.k_cache = (uint8_t *)k_cache, r.v_cache = (uint8_t *)v_cache, r.kv_scales = kv_scales;
-    r.n_heads = d->n_heads, r.n_kv_heads = d->n_kv_heads, r.bs_shift = log2_exact(d->block_size);
-    r.f = *f;
+    gm_qkv_args(M, K, W, bias, d, f, positions, slots, q_out, k_cache, v_cache, kv_scales, &a, &r);
+    a.x = x, a.x_lo = x_lo;
     return d->kv_fp8 ? gm_launch<GM_ROPE_FP8>(a, r, stream) : gm_launch<GM_ROPE_BF16>(a, r, stream);
 }
 
@@ -52,15 +63,8 @@ extern "C" cudaError_t gemv_mma_norm_rope(const gemv_mma_norm_in *in, int M, int
         !gemv_mma_norm_supported(M, K, d, f) || (d->kv_fp8 && !kv_scales))
         return cudaErrorInvalidValue;
     gm_args a;
-    memset(&a, 0, sizeof a);
-    a.W = W, a.bias = bias;
-    a.M = M, a.K = K, a.N = (d->n_heads + 2 * d->n_kv_heads) * 64;
     gm_rope r;
-    memset(&r, 0, sizeof r);
-    r.positions = positions, r.slots = slots, r.q_out = q_out;
-    r.k_cache = (uint8_t *)k_cache, r.v_cache = (uint8_t *)v_cache, r.kv_scales = kv_scales;
-    r.n_heads = d->n_heads, r.n_kv_heads = d->n_kv_heads, r.bs_shift = log2_exact(d->block_size);
-    r.f = *f;
+    gm_qkv_args(M, K, W, bias, d, f, positions, slots, q_out, k_cache, v_cache, kv_scales, &a, &r);
     gm_norm nm;
     nm.h = in->h, nm.slots = in->slots, nm.n_slots = in->n_slots, nm.gain = in->gain;
     nm.eps = in->eps, nm.counter = in->counter;
