@@ -69,12 +69,12 @@ gpu_tests_table() {
 }
 # decode_variants "VARIANTS" MODEL:BATCHES...: scripts/device/variants.sh for each model at its
 # batches (e.g. 120b:1,8 20b:1), ROUNDS (2) interleaved rounds, each table into $sum under a
-# heading, the JSON to $out/v-MODEL.
+# heading, the JSON to $out/v-MODEL$VTAG (VTAG: to keep two calls' files apart).
 decode_variants() {
   local v=$1 m; shift
   for m in "$@"; do
     echo -e "\n## ${m%%:*} decode ${m##*:}: $v $(t)" | tee -a "$sum"
-    OUT=$out/v-${m%%:*} MODEL=${m%%:*} BATCHES=${m##*:} ROUNDS=${ROUNDS:-2} VARIANTS="$v" \
+    OUT=$out/v-${m%%:*}${VTAG:-} MODEL=${m%%:*} BATCHES=${m##*:} ROUNDS=${ROUNDS:-2} VARIANTS="$v" \
       bash scripts/device/variants.sh | tee -a "$sum"
   done
 }

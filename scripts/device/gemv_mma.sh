@@ -40,12 +40,12 @@ decode_variants "off=- on=GPTOSS_GEMV_MMA=16 rope=GPTOSS_GEMV_MMA=16+GPTOSS_GEMV
   120b:1,2,4,8,16 20b:1,4,16
 # The attention norm inside the QKV kernel too (GPTOSS_GEMV_MMA_NORM=N: steps of up to N tokens),
 # against "rope", at the small batches it is for.
-decode_variants "rope=GPTOSS_GEMV_MMA=16+GPTOSS_GEMV_MMA_ROPE=1 \
+VTAG=-norm decode_variants "rope=GPTOSS_GEMV_MMA=16+GPTOSS_GEMV_MMA_ROPE=1 \
 norm=GPTOSS_GEMV_MMA=16+GPTOSS_GEMV_MMA_ROPE=1+GPTOSS_GEMV_MMA_NORM=4" 120b:1,2,4 20b:1
 # At one token O keeps its early ring form (GPTOSS_EARLY_WEIGHTS, default 1 = O): this form in its
 # place (early off), against "rope" with the early O.
-decode_variants "rope=GPTOSS_GEMV_MMA=16+GPTOSS_GEMV_MMA_ROPE=1 \
+VTAG=-o decode_variants "rope=GPTOSS_GEMV_MMA=16+GPTOSS_GEMV_MMA_ROPE=1 \
 rope_o=GPTOSS_GEMV_MMA=16+GPTOSS_GEMV_MMA_ROPE=1+GPTOSS_EARLY_WEIGHTS=0" 120b:1 20b:1
-GPTOSS_GEMV_MMA=16 GPTOSS_GEMV_MMA_ROPE=1 decode_by_kernel 1 8
+GPTOSS_GEMV_MMA=16 GPTOSS_GEMV_MMA_ROPE=1 GPTOSS_GEMV_MMA_NORM=4 decode_by_kernel 1 8
 t | tee -a "$sum"
-tar czf "$out/logs.tgz" -C "$out" logs v-120b v-20b 2>/dev/null && rm -rf "$out/logs" "$out"/v-*
+(cd "$out" && tar czf logs.tgz logs v-* 2>/dev/null) && rm -rf "$out/logs" "$out"/v-*
