@@ -15,6 +15,9 @@
  *            block's thread 0 spinning on an acquire load): item 2's second route;
  *   prefetch persist with each block's first rows of the next phase requested into L2 before it
  *            arrives at the barrier (weights do not depend on the data);
+ *   preload  persist with each warp's first LP_PRE chunks a lane of its next-phase row loaded into
+ *            registers before the barrier (the weights in flight across it, as gemv_mma.h's
+ *            kernel loads its first batch before its PDL wait);
  *   barriers the persistent kernel's barriers alone: their cost, per barrier.
  * Checks (always): the kernels form's first two phases against a double-precision reference of
  * the same bf16 values, and every other form's outputs, all phases of all layers, the same bits as
@@ -74,8 +77,14 @@ static __host__ __device__ inline float lp_input(float prev, int k) {
     return prev * 0.01f + 0.125f * (float)(k & 7) - 0.4375f;
 }
 
-/* Rows gwarp, gwarp + nwarps, … of phase i (layer i / 6): the input staged in xs, a warp a row. */
-static __device__ void layer_rows(const lp_args &a, int i, float *xs) {
+/* LP_PRE 16-byte chunks of each lane's first row, loaded before a barrier (the preload form). */
+enum { LP_PRE = 4 };
+
+/* Rows gwarp, gwarp + nwarps, … of phase i (layer i / 6): the input staged in xs, a warp a row.
+ * With use_pre, pre holds this warp's first row's first LP_PRE chunks a lane, already loaded; they
+ * enter the sum where the loop would have loaded them, so the bits do not change. */
+static __device__ __forceinline__ void layer_rows(const lp_args &a, int i, float *xs,
+                                                  const uint4 (&pre)[LP_PRE], bool use_pre) {
     const int N = lp_n(i % LP_PHASES), K = lp_k(i % LP_PHASES);
     const float *prev = i == 0 ? a.x0 : a.y[i - 1];
     const int n_prev = i == 0 ? LP_K_MAX : lp_n((i - 1) % LP_PHASES);
@@ -89,8 +98,18 @@ static __device__ void layer_rows(const lp_args &a, int i, float *xs) {
     for (int row = gwarp; row < N; row += nwarps) {
         const uint4 *wr = (const uint4 *)(W + (size_t)row * K);
         float acc = 0.f;
+        int c = lane;
+        if (use_pre && row == gwarp)
+#pragma unroll
+            for (int j = 0; j < LP_PRE; j++, c += 32) {
+                if (c >= C) continue;
+                float w[8];
+                unpack_bf16x8(pre[j], w);
+#pragma unroll
+                for (int e = 0; e < 8; e++) acc += w[e] * xs[8 * c + e];
+            }
 #pragma unroll 4
-        for (int c = lane; c < C; c += 32) {
+        for (; c < C; c += 32) {
             float w[8];
             unpack_bf16x8(ldg_stream16(wr + c), w);
 #pragma unroll
@@ -101,6 +120,18 @@ static __device__ void layer_rows(const lp_args &a, int i, float *xs) {
         if (lane == 0) a.y[i][row] = acc;
     }
     __syncthreads(); /* xs is restaged by the next phase */
+}
+
+/* The preload form: this warp's first row of phase i, its first LP_PRE chunks a lane, into pre. */
+static __device__ __forceinline__ void lp_preload(const lp_args &a, int i, uint4 (&pre)[LP_PRE]) {
+    const int N = lp_n(i % LP_PHASES), K = lp_k(i % LP_PHASES), C = K / 8;
+    const int row = blockIdx.x * LP_WARPS + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+#pragma unroll
+    for (int j = 0; j < LP_PRE; j++) {
+        const int c = lane + 32 * j;
+        pre[j] = row < N && c < C ? ldg_stream16(a.W[i] + (size_t)row * K + 8 * c)
+                                  : make_uint4(0, 0, 0, 0);
+    }
 }
 
 /* This block's first rows of phase i requested into L2 (one row a warp). */
@@ -123,7 +154,8 @@ __global__ void __launch_bounds__(LP_THREADS) lp_phase_kernel(lp_args a, int i) 
         asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
     }
     lp_stamp(a, i);
-    layer_rows(a, i, xs);
+    const uint4 none[LP_PRE] = {};
+    layer_rows(a, i, xs, none, false);
 }
 
 /* A grid barrier: every block's writes visible, then every block past it. The counter only grows:
@@ -142,16 +174,19 @@ static __device__ __forceinline__ void lp_grid_barrier(const lp_args &a, int b) 
     __syncthreads();
 }
 
-/* persist (PREFETCH false) / prefetch: every phase of every layer in one launch. MODE 2: the
- * barriers alone. */
+/* Every phase of every layer in one launch. MODE 0: persist; 1: prefetch (next-phase rows into L2
+ * before each barrier); 2: the barriers alone; 3: preload (next-phase first chunks into registers
+ * before each barrier). */
 template <int MODE> __global__ void __launch_bounds__(LP_THREADS) lp_persist_kernel(lp_args a) {
     __shared__ float xs[LP_K_MAX];
     const int n = a.L * LP_PHASES;
+    uint4 pre[LP_PRE] = {};
     for (int i = 0; i < n; i++) {
         lp_stamp(a, i);
-        if (MODE != 2) layer_rows(a, i, xs);
+        if (MODE != 2) layer_rows(a, i, xs, pre, MODE == 3 && i > 0);
         if (i + 1 == n) break;
         if (MODE == 1) lp_prefetch_first_rows(a, i + 1);
+        if (MODE == 3) lp_preload(a, i + 1, pre);
         lp_grid_barrier(a, i);
     }
 }
@@ -186,9 +221,14 @@ static void lp_alloc(lp_run &r, int L, int blocks_per_sm, uint64_t seed) {
     int dev, sms;
     CUDA_CHECK(cudaGetDevice(&dev));
     CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    int fit = 0; /* the persistent forms need every block resident at once */
-    CUDA_CHECK(
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, lp_persist_kernel<0>, LP_THREADS, 0));
+    /* the persistent forms need every block resident at once: the fewest any of them fits */
+    int fit = 1 << 30;
+    for (const void *k : {(const void *)lp_persist_kernel<0>, (const void *)lp_persist_kernel<1>,
+                          (const void *)lp_persist_kernel<2>, (const void *)lp_persist_kernel<3>}) {
+        int f = 0;
+        CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&f, k, LP_THREADS, 0));
+        fit = f < fit ? f : fit;
+    }
     r.L = L, r.grid = sms * (blocks_per_sm < fit ? blocks_per_sm : fit);
     for (int i = 0; i < L * LP_PHASES; i++) {
         const size_t n = (size_t)lp_n(i % LP_PHASES) * lp_k(i % LP_PHASES);
@@ -220,8 +260,9 @@ static void lp_free(lp_run &r) {
     CUDA_CHECK(cudaFree(r.stamps));
 }
 
-enum { LP_KERNELS, LP_PDL, LP_PERSIST, LP_PREFETCH, LP_BARRIERS, LP_FORMS };
-static const char *LP_FORM_NAME[LP_FORMS] = {"kernels", "pdl", "persist", "prefetch", "barriers"};
+enum { LP_KERNELS, LP_PDL, LP_PERSIST, LP_PREFETCH, LP_BARRIERS, LP_PRELOAD, LP_FORMS };
+static const char *LP_FORM_NAME[LP_FORMS] = {"kernels",  "pdl",      "persist",
+                                             "prefetch", "barriers", "preload"};
 
 /* The kernels and pdl forms as one graph of L · 6 launches (captured once per run). */
 static cudaGraphExec_t lp_capture(lp_run &r, bool pdl, cudaStream_t st) {
@@ -258,6 +299,8 @@ static void lp_launch(lp_run &r, int form, cudaGraphExec_t ex, cudaStream_t st) 
         lp_persist_kernel<0><<<r.grid, LP_THREADS, 0, st>>>(a);
     else if (form == LP_PREFETCH)
         lp_persist_kernel<1><<<r.grid, LP_THREADS, 0, st>>>(a);
+    else if (form == LP_PRELOAD)
+        lp_persist_kernel<3><<<r.grid, LP_THREADS, 0, st>>>(a);
     else
         lp_persist_kernel<2><<<r.grid, LP_THREADS, 0, st>>>(a);
     CUDA_CHECK(cudaGetLastError());
@@ -340,8 +383,8 @@ static void lp_bench(cudaStream_t st) {
     printf("\nA batch-1 120b layer's bytes (%.1f MB; %.1f µs at 4.2 TB/s) as 6 dependent GEMVs, 36 "
            "layers, µs a layer (median of 20 runs):\n",
            bytes / 1e6, bytes / 4.2e6);
-    printf("| blocks an SM | kernels | pdl | persist | prefetch | barriers (µs each) |\n"
-           "| ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    printf("| blocks an SM | kernels | pdl | persist | prefetch | preload | barriers (µs each) |\n"
+           "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
     double phase[2][LP_FORMS][LP_PHASES];
     const int BPSM[2] = {2, 4};
     for (int b = 0; b < 2; b++) {
@@ -355,23 +398,23 @@ static void lp_bench(cudaStream_t st) {
             lp_phase_times(r, phase[b][form]);
         }
         const double per = 1.0 / r.L;
-        printf("| %d (grid %d) | %.1f | %.1f | %.1f | %.1f | %.2f |\n", BPSM[b], r.grid,
+        printf("| %d (grid %d) | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f |\n", BPSM[b], r.grid,
                us[LP_KERNELS] * per, us[LP_PDL] * per, us[LP_PERSIST] * per, us[LP_PREFETCH] * per,
-               us[LP_BARRIERS] / (r.L * LP_PHASES - 1));
+               us[LP_PRELOAD] * per, us[LP_BARRIERS] / (r.L * LP_PHASES - 1));
         for (auto e : ex) CUDA_CHECK(cudaGraphExecDestroy(e));
         lp_free(r);
     }
     printf(
         "\nBy phase (block 0's %%globaltimer at each phase's start; a phase and the boundary after "
         "it, mean over the layers of the last run, µs):\n");
-    printf("| phase | MB | at 4.2 TB/s | blocks an SM | kernels | pdl | persist | prefetch |\n"
-           "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    printf("| phase | MB | at 4.2 TB/s | blocks an SM | kernels | pdl | persist | prefetch | "
+           "preload |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
     for (int p = 0; p < LP_PHASES; p++)
         for (int b = 0; b < 2; b++) {
             const double mb = 2.0 * lp_n(p) * lp_k(p) / 1e6;
-            printf("| %s | %.2f | %.1f | %d | %.1f | %.1f | %.1f | %.1f |\n", LP_NAME[p], mb,
+            printf("| %s | %.2f | %.1f | %d | %.1f | %.1f | %.1f | %.1f | %.1f |\n", LP_NAME[p], mb,
                    mb / 4.2, BPSM[b], phase[b][LP_KERNELS][p], phase[b][LP_PDL][p],
-                   phase[b][LP_PERSIST][p], phase[b][LP_PREFETCH][p]);
+                   phase[b][LP_PERSIST][p], phase[b][LP_PREFETCH][p], phase[b][LP_PRELOAD][p]);
         }
 }
 
