@@ -10,10 +10,10 @@
 # Prediction (session 19, before any run): the layer's bytes take 25.6 us at 4.2 TB/s; kernels
 # ~40-45 us a layer (each launch's ramp and tail ~2-3 us, as the model's small kernels show),
 # persist ~33-38 (a barrier ~1-1.5 us: an atomic and an L2 round trip per block), prefetch 1-3 us
-# under persist, preload 2-4 us under persist; pdl within 3 % of kernels (session 8: no launch gaps
-# to hide under graphs). Decision: the best persistent form >= 15 % under kernels -> a persistent layer kernel is worth
-# building (MoE phases first: they are ~45 % of the batch-1 layer); < 5 % -> drop that route for
-# issue 13 and say so in the NOTES. Needs .devcarry (scripts/device/prepare.sh).
+# under persist, preload 2-4 us under persist; pdl within 3 % of kernels (session 8: no launch
+# gaps to hide under graphs). Decision: the best persistent form >= 15 % under kernels -> a
+# persistent layer kernel is worth building (MoE phases first: they are ~45 % of the batch-1
+# layer); < 5 % -> drop that route for issue 13 and say so in the NOTES. Needs .devcarry (scripts/device/prepare.sh).
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
 device_script /tmp/lp-out "the layer probe (persistent kernel vs launches)"
