@@ -24,11 +24,8 @@
  * bias), the weights rotated over copies so that L2 does not hold them. */
 #include "gpu_check.h"
 #include "moe_test_util.h"
+#include "rope_test_util.h"
 
-extern "C" {
-#include "model/config.h"
-#include "model/rope.h"
-}
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/gemv_mma.h"
 #include "backend/cuda/norm.h"
@@ -299,9 +296,11 @@ static void check_refusals(cudaStream_t st) {
     memset(&f, 0, sizeof f);
     f.half = 32;
     attn_dims d = {64, 8, 64, 32, 0}, d80 = {64, 8, 80, 32, 0}, d_bs = {64, 8, 64, 24, 0};
-    CHECK(gemv_mma_rope_supported(16, 2880, &d, &f) && !gemv_mma_rope_supported(17, 2880, &d, &f) &&
-              !gemv_mma_rope_supported(1, 2880, &d80, &f) &&
-              !gemv_mma_rope_supported(1, 2880, &d_bs, &f),
+    CHECK(gemv_mma_rope_supported(16, 2880, 5120, &d, &f) &&
+              !gemv_mma_rope_supported(17, 2880, 5120, &d, &f) &&
+              !gemv_mma_rope_supported(1, 2880, 5120, &d80, &f) &&
+              !gemv_mma_rope_supported(1, 2880, 5120, &d_bs, &f) &&
+              !gemv_mma_rope_supported(1, 2880, 5104, &d, &f),
           "gemv_mma_rope_supported limits");
     int32_t *ip = (int32_t *)p;
     CHECK(gemv_mma_rope(p, NULL, 1, 2880, p, NULL, &d, &f, NULL, ip, p, p, p, NULL, st) ==
@@ -312,8 +311,9 @@ static void check_refusals(cudaStream_t st) {
     CHECK(gemv_mma_rope(p, NULL, 1, 2880, p, NULL, &d8, &f, ip, ip, p, p, p, NULL, st) ==
               cudaErrorInvalidValue,
           "gemv_mma_rope refuses an FP8 cache without scales");
-    CHECK(gemv_mma_norm_supported(4, 2880, &d, &f) && !gemv_mma_norm_supported(5, 2880, &d, &f) &&
-              !gemv_mma_norm_supported(4, 4096, &d, &f),
+    CHECK(gemv_mma_norm_supported(4, 2880, 5120, &d, &f) &&
+              !gemv_mma_norm_supported(5, 2880, 5120, &d, &f) &&
+              !gemv_mma_norm_supported(4, 4096, 5120, &d, &f),
           "gemv_mma_norm_supported limits");
     const gemv_mma_norm_in no_ctr = {(float *)p, (const float *)p, 4, p, 1e-5f, NULL};
     CHECK(gemv_mma_norm_rope(&no_ctr, 1, 2880, p, NULL, &d, &f, ip, ip, p, p, p, NULL, st) ==
@@ -395,13 +395,9 @@ int main(int argc, char **argv) {
         for (int shape = 0; shape < GEMV_MMA_TUNE_SHAPES; shape++) /* the tuning bench's shapes */
             for (const gm_case &cs : cases)
                 for (int M : {1, 5, 8, 9, 16}) check_case(cs, M, st, shape), n++;
-        model_config c;
-        config_preset_120b(&c);
         rope_table rt;
-        rope_init(&rt, &c);
         rope_kv_freq f;
-        CHECK(rope_kv_freq_init(&f, rt.inv_freq, rt.half, rt.concentration) == 0,
-              "rope_kv_freq_init");
+        rope_tables_120b(&rt, &f);
         for (int fp8 = 0; fp8 < 2; fp8++)
             for (int M = 1; M <= GEMV_MMA_MAX_M; M++, n++) check_rope_case(f, M, fp8 != 0, st);
         for (int fp8 = 0; fp8 < 2; fp8++)

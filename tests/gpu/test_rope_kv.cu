@@ -20,6 +20,7 @@
  * reference within e4m3's (<= 2^-4 per value); the q rows as with bf16; no stray writes (the cache
  * is poisoned with the NaN code 0xff). */
 #include "gpu_check.h"
+#include "rope_test_util.h"
 
 extern "C" {
 #include "model/rope.h"
@@ -439,13 +440,9 @@ int main(int argc, char **argv) {
     rng_t rng;
     rng_seed(&rng, seed);
 
-    model_config c;
-    config_preset_120b(&c);
     rope_table rt;
-    rope_init(&rt, &c);
     rope_kv_freq freq;
-    CHECK(rope_kv_freq_init(&freq, rt.inv_freq, rt.half, rt.concentration) == 0,
-          "rope_kv_freq_init");
+    rope_tables_120b(&rt, &freq);
 
     /* Launch sizes on both sides of the kernel's switch from 5 CTAs per token (below 256 tokens)
      * to one: a lone decode (1 token), a decode in a batch padded to 2, 47 tokens (decodes, a

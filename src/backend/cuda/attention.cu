@@ -878,12 +878,6 @@ __global__ void __launch_bounds__(PF_THREADS, 2) attn_prefill_kernel(attn_args a
 /* ------------------------------------------------------------------------------------------------ */
 /* Host side                                                                                          */
 
-static int log2_exact(int x) {
-    int s = 0;
-    while (s < 30 && (1 << s) < x) s++;
-    return (1 << s) == x ? s : -1;
-}
-
 static bool aligned16(const void *p) {
     return ((uintptr_t)p & 15) == 0;
 }
@@ -891,7 +885,7 @@ static bool aligned16(const void *p) {
 static cudaError_t fill_args(const attn_dims *d, const attn_seqs *s, const uint16_t *q,
                              const void *k_cache, const void *v_cache, const float *kv_scales,
                              const float *sinks, float scale, uint16_t *out, attn_args *a) {
-    const int bs_shift = log2_exact(d->block_size);
+    const int bs_shift = attn_block_shift(d);
     if (d->head_dim != HD || d->n_kv_heads <= 0 || d->n_heads != GQA * d->n_kv_heads ||
         bs_shift < 3 || s->n_seqs < 0 || s->window < 0 || !aligned16(q) || !aligned16(k_cache) ||
         !aligned16(v_cache) || !aligned16(out) || (d->kv_fp8 != 0 && d->kv_fp8 != 1) ||

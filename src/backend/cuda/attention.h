@@ -74,6 +74,14 @@ static inline size_t attn_kv_elem_bytes(const attn_dims *d) {
     return d->kv_fp8 ? 1 : 2;
 }
 
+/* log2 of the block size (the kernels address a slot's row with a shift and a mask), or -1 when it
+ * is not a power of two in 1 … 2^30. */
+static inline int attn_block_shift(const attn_dims *d) {
+    int s = 0;
+    while (s < 30 && (1 << s) < d->block_size) s++;
+    return (1 << s) == d->block_size ? s : -1;
+}
+
 /* The step's sequences as one layer sees them (the arrays of step/batch.h, uploaded). */
 typedef struct {
     int n_seqs;

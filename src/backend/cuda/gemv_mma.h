@@ -63,7 +63,9 @@ cudaError_t gemv_mma_tune(int shape, const uint16_t *x, const uint16_t *x_lo, in
  * operations are rope_kv.cu's (rope_kv_row.cuh), so the bits are the two launches'. Why: at 1-16
  * tokens rope_kv is a latency-bound launch of ~3 µs a layer (bench/NOTES.md, session 16's batch-1
  * step by kernel). Needs head_dim 64 and a power-of-two block size. */
-int gemv_mma_rope_supported(int M, int K, const attn_dims *d, const rope_kv_freq *f);
+/* Whether gemv_mma_rope takes this step: gemv_mma_supported's shape, N the (n_heads + 2 n_kv_heads)
+ * · 64 rows of d, head_dim 64, a power-of-two block size. */
+int gemv_mma_rope_supported(int M, int K, int N, const attn_dims *d, const rope_kv_freq *f);
 cudaError_t gemv_mma_rope(const uint16_t *x, const uint16_t *x_lo, int M, int K, const uint16_t *W,
                           const uint16_t *bias, const attn_dims *d, const rope_kv_freq *f,
                           const int32_t *positions, const int32_t *slots, uint16_t *q_out,
@@ -91,7 +93,7 @@ typedef struct {
     float eps;
     int *counter;
 } gemv_mma_norm_in;
-int gemv_mma_norm_supported(int M, int K, const attn_dims *d, const rope_kv_freq *f);
+int gemv_mma_norm_supported(int M, int K, int N, const attn_dims *d, const rope_kv_freq *f);
 cudaError_t gemv_mma_norm_rope(const gemv_mma_norm_in *in, int M, int K, const uint16_t *W,
                                const uint16_t *bias, const attn_dims *d, const rope_kv_freq *f,
                                const int32_t *positions, const int32_t *slots, uint16_t *q_out,

@@ -3,10 +3,9 @@
 #include "backend/cuda/gemv_mma.h"
 #include "backend/cuda/gemv_mma_kernel.cuh"
 
-static int log2_exact(int v) {
-    int s = 0;
-    while ((1 << s) < v) s++;
-    return (1 << s) == v ? s : -1;
+/* The row count the fused forms' W has: q, k and v heads of 64. */
+static int gm_qkv_rows(const attn_dims *d) {
+    return d ? (d->n_heads + 2 * d->n_kv_heads) * 64 : 0;
 }
 
 /* The fused forms' arguments: the product of W's (n_heads + 2 n_kv_heads) · 64 rows, and where
@@ -17,19 +16,20 @@ static void gm_qkv_args(int M, int K, const uint16_t *W, const uint16_t *bias, c
                         gm_args *a, gm_rope *r) {
     memset(a, 0, sizeof *a);
     a->W = W, a->bias = bias;
-    a->M = M, a->K = K, a->N = (d->n_heads + 2 * d->n_kv_heads) * 64;
+    a->M = M, a->K = K, a->N = gm_qkv_rows(d);
     memset(r, 0, sizeof *r);
     r->positions = positions, r->slots = slots, r->q_out = q_out;
     r->k_cache = (uint8_t *)k_cache, r->v_cache = (uint8_t *)v_cache, r->kv_scales = kv_scales;
     r->n_heads = d->n_heads, r->n_kv_heads = d->n_kv_heads;
-    r->bs_shift = log2_exact(d->block_size);
+    r->bs_shift = attn_block_shift(d);
     r->f = *f;
 }
 
-extern "C" int gemv_mma_rope_supported(int M, int K, const attn_dims *d, const rope_kv_freq *f) {
+extern "C" int gemv_mma_rope_supported(int M, int K, int N, const attn_dims *d,
+                                       const rope_kv_freq *f) {
     return d && f && d->head_dim == 64 && f->half == 32 && d->n_heads > 0 && d->n_kv_heads > 0 &&
-           log2_exact(d->block_size) >= 0 && (d->kv_fp8 == 0 || d->kv_fp8 == 1) &&
-           gemv_mma_supported(M, K, (d->n_heads + 2 * d->n_kv_heads) * 64);
+           N == (d->n_heads + 2 * d->n_kv_heads) * 64 && attn_block_shift(d) >= 0 &&
+           (d->kv_fp8 == 0 || d->kv_fp8 == 1) && gemv_mma_supported(M, K, N);
 }
 
 extern "C" cudaError_t gemv_mma_rope(const uint16_t *x, const uint16_t *x_lo, int M, int K,
@@ -38,7 +38,7 @@ extern "C" cudaError_t gemv_mma_rope(const uint16_t *x, const uint16_t *x_lo, in
                                      const int32_t *slots, uint16_t *q_out, void *k_cache,
                                      void *v_cache, const float *kv_scales, cudaStream_t stream) {
     if (!x || !W || !positions || !slots || !q_out || !k_cache || !v_cache ||
-        !gemv_mma_rope_supported(M, K, d, f) || (d->kv_fp8 && !kv_scales))
+        !gemv_mma_rope_supported(M, K, gm_qkv_rows(d), d, f) || (d->kv_fp8 && !kv_scales))
         return cudaErrorInvalidValue;
     gm_args a;
     gm_rope r;
@@ -47,9 +47,10 @@ extern "C" cudaError_t gemv_mma_rope(const uint16_t *x, const uint16_t *x_lo, in
     return d->kv_fp8 ? gm_launch<GM_ROPE_FP8>(a, r, stream) : gm_launch<GM_ROPE_BF16>(a, r, stream);
 }
 
-extern "C" int gemv_mma_norm_supported(int M, int K, const attn_dims *d, const rope_kv_freq *f) {
+extern "C" int gemv_mma_norm_supported(int M, int K, int N, const attn_dims *d,
+                                       const rope_kv_freq *f) {
     return M >= 1 && M <= GEMV_MMA_NORM_MAX_M && K % 8 == 0 && K / 8 <= 2 * 32 * GM_WARPS &&
-           (size_t)M * K * 4 <= 48 * 1024 && gemv_mma_rope_supported(M, K, d, f);
+           (size_t)M * K * 4 <= 48 * 1024 && gemv_mma_rope_supported(M, K, N, d, f);
 }
 
 extern "C" cudaError_t gemv_mma_norm_rope(const gemv_mma_norm_in *in, int M, int K,
@@ -60,7 +61,7 @@ extern "C" cudaError_t gemv_mma_norm_rope(const gemv_mma_norm_in *in, int M, int
                                           const float *kv_scales, cudaStream_t stream) {
     if (!in || !in->h || !in->slots || in->n_slots < 1 || !in->gain || !in->counter || !W ||
         !positions || !slots || !q_out || !k_cache || !v_cache ||
-        !gemv_mma_norm_supported(M, K, d, f) || (d->kv_fp8 && !kv_scales))
+        !gemv_mma_norm_supported(M, K, gm_qkv_rows(d), d, f) || (d->kv_fp8 && !kv_scales))
         return cudaErrorInvalidValue;
     gm_args a;
     gm_rope r;

@@ -177,19 +177,13 @@ extern "C" int rope_kv_slots(int n_seqs, const int32_t *query_start, const int32
     return rc;
 }
 
-static int log2_exact(int x) {
-    int s = 0;
-    while ((1 << s) < x) s++;
-    return (1 << s) == x ? s : -1;
-}
-
 extern "C" cudaError_t rope_kv_launch_f32(const attn_dims *d, const rope_kv_freq *f,
                                           const float *qkv, const float *qkv_lo,
                                           const uint16_t *bias, int qkv_stride, int n_tokens,
                                           const int32_t *positions, const int32_t *slots,
                                           uint16_t *q_out, void *k_cache, void *v_cache,
                                           const float *kv_scales, cudaStream_t stream) {
-    const int bs_shift = log2_exact(d->block_size);
+    const int bs_shift = attn_block_shift(d);
     if (!qkv || n_tokens < 0 || bs_shift < 0 || d->head_dim != 2 * f->half || f->half % 4 != 0 ||
         f->half > ROPE_KV_MAX_HALF || qkv_stride % 8 != 0 ||
         qkv_stride < (d->n_heads + 2 * d->n_kv_heads) * d->head_dim || ((uintptr_t)qkv & 15) ||

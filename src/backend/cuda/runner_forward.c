@@ -91,8 +91,7 @@ int runner_route(struct backend *b, int T, const uint16_t *a_lo, const gpu_layer
 bool runner_norm_in_qkv(const struct backend *b, int T) {
     return !b->ar && T <= gemv_mma_norm_max_t() && T <= gemv_mma_max_t() && gemv_mma_rope_on() &&
            !runner_early(b, T, RUNNER_EARLY_QKV) &&
-           gemv_mma_norm_supported(T, b->H, &b->dims, &b->freq) &&
-           (b->dims.n_heads + 2 * b->dims.n_kv_heads) * 64 == b->QKV;
+           gemv_mma_norm_supported(T, b->H, b->QKV, &b->dims, &b->freq);
 }
 
 /* The QKV projection of the step's T rows, RoPE on q and k, and the KV write at the layer's pool's
@@ -120,8 +119,7 @@ static int runner_qkv_rope(struct backend *b, const fwd_plan *p, int l, bool nor
                            s));
         qkv_lo = NULL;
     } else if (T <= gemv_mma_max_t() && gemv_mma_rope_on() &&
-               gemv_mma_rope_supported(T, H, &b->dims, &b->freq) &&
-               (b->dims.n_heads + 2 * b->dims.n_kv_heads) * 64 == b->QKV) {
+               gemv_mma_rope_supported(T, H, b->QKV, &b->dims, &b->freq)) {
         /* GPTOSS_GEMV_MMA_ROPE=1 (gemv_mma.h; off until measured): RoPE and the KV write in the
          * product's epilogue, no rope_kv launch */
         CU(gemv_mma_rope(w->a, w->a + (size_t)T * H, T, H, ly->qkv_w, ly->qkv_b, &b->dims, &b->freq,
