@@ -17,7 +17,7 @@
  *     two-multiply one's bits; ws's narrow form (its default) gives its full width's bits, and
  *     the tma kernel's register-A form (64-token tiles; the default there) comes within 4e-3 of
  *     ws (its MMAs group a k16 block's products otherwise), gives the same bits twice, folded
- *     as two-multiply;
+ *     as two-multiply, and the same bits at each of its block shapes (GPTOSS_MOE_RS_SHAPE);
  *   - expert parallelism (moe_routing's e0, n_e): the experts split over 2 and 4 ranks, each
  *     grouping only its range's pairs on weights holding only its experts: each grouping is the
  *     one-GPU grouping's slice, renumbered; every row of another range's pair is zero; and the
@@ -26,7 +26,8 @@
  *
  * --bench: 120b shapes (E = 128), T = 1, 8, 64, 256, 1024, 4096, 16384, random routing, three copies
  * of the layer's weights rotated; routing, experts (the large path also on the three wgmma kernels
- * at both tile widths, and ws at full width) and the combine timed separately. --bench-t T1,T2,…: those T instead (any counts; for ncu and crossovers). */
+ * at both tile widths, ws at full width, and the register-A form at each block shape) and the
+ * combine timed separately. --bench-t T1,T2,…: those T instead (any counts; for ncu and crossovers). */
 #include "moe_test_util.h"
 
 extern "C" {
@@ -663,6 +664,25 @@ static void test_E(int E, cudaStream_t st, int sm) {
                         CHECK(rel <= 4e-3,
                               "E=%d T=%d: the register-A form is %.3g from ws (> 4e-3)", E, T, rel);
                         fprintf(stderr, "  register-A form vs ws: rel %.2e\n", rel);
+                        /* its other block shapes (GPTOSS_MOE_RS_SHAPE: 128-token blocks, 192- and
+                         * 256-row blocks): each output is the same k16 MMAs in the same order, so
+                         * the default shape's bits, folded and two-multiply */
+                        for (int sh = 1; sh < MOE_RS_SHAPES; sh++) {
+                            moe_wgmma_tma_set_rs(1);
+                            moe_wgmma_rs_set_shape(sh);
+                            std::vector<float> sy, su;
+                            run_experts_case(&w, &r, &q, d_x, d_act, d_y, T, E, toks, ref, st, &sy);
+                            run_experts_case(&wu, &r, &q, d_x, d_act, d_y, T, E, toks, ref, st,
+                                             &su);
+                            moe_wgmma_rs_set_shape(0);
+                            moe_wgmma_tma_set_rs(0);
+                            CHECK(sy.size() == ry.size() && su.size() == ry.size() &&
+                                      !memcmp(sy.data(), ry.data(), ry.size() * 4) &&
+                                      !memcmp(su.data(), ry.data(), ry.size() * 4),
+                                  "E=%d T=%d: the register-A form's block shape %d differs from "
+                                  "the default shape's bits",
+                                  E, T, sh);
+                        }
                     }
                     if (kind == 4 && q.bn == 128) {
                         /* GPTOSS_MOE_TMA_RS=2: the register-A form (at 64-token tiles) in place
@@ -704,6 +724,7 @@ static void test_E(int E, cudaStream_t st, int sm) {
                 moe_set_wgmma(0);
                 moe_wgmma_ws_set_narrow(-1);
                 moe_wgmma_tma_set_rs(-1);
+                moe_wgmma_rs_set_shape(-1);
                 fprintf(stderr, "  64-token tiles %s 128-token tiles' bits\n",
                         wy[0][0].size() == wy[1][0].size() &&
                                 !memcmp(wy[0][0].data(), wy[1][0].data(), wy[0][0].size() * 4)
@@ -803,7 +824,8 @@ static void bench(cudaStream_t st, int sm, const char *only_t) {
             const double flops = 2.0 * P * ((double)2 * I * H + (double)H * I);
             tu_bench_row(row_name, row_us, bytes, T >= 64 ? flops : 0);
         };
-        const size_t rounds = plans.size() + ((autop.large || plans.size() > 1) ? 8 : 0);
+        const size_t rounds =
+            plans.size() + ((autop.large || plans.size() > 1) ? 7 + MOE_RS_SHAPES : 0);
         for (size_t pi = 0; pi < rounds; pi++) {
             /* the last eight rounds: the large plan again on the warpgroup MMA, moe_wgmma.cu
              * (kind 1), the warp-specialised moe_wgmma_ws.cu (kind 2) and its TMA-fed form
@@ -811,14 +833,16 @@ static void bench(cudaStream_t st, int sm, const char *only_t) {
              * moe_plan_for picks; the automatic plan's choice is the "auto" one), then the ws
              * kernel at 128 at full width instead of its default narrow form, then the tma
              * kernel's register-A form at 64 (the default for every large plan; the rounds before
-             * it run without it, so "tma n64" is the shared-memory form) */
+             * it run without it, so "tma n64" is the shared-memory form), then the register-A
+             * form's other block shapes (GPTOSS_MOE_RS_SHAPE 1, 2, …) */
             const int extra = pi >= plans.size() ? (int)(pi - plans.size()) : -1;
-            const int wide = extra == 6, rs = extra == 7;
+            const int wide = extra == 6, rs = extra >= 7, shape = rs ? extra - 7 : 0;
             const int wg = extra >= 0 ? (wide ? 2 : extra / 2 >= 2 ? 4 : 1 + extra / 2) : 0;
             moe_plan p = wg ? (autop.large ? autop : plans[1]) : plans[pi];
             if (wg) p.bn = (extra & 1) || rs ? 64 : 128;
             moe_wgmma_ws_set_narrow(wide ? 0 : -1);
             moe_wgmma_tma_set_rs(rs ? 1 : extra >= 0 ? 0 : -1);
+            moe_wgmma_rs_set_shape(extra >= 0 ? shape : -1);
             const int reps = T >= 1024 ? 10 : 50;
             moe_set_wgmma(wg);
             us = tu_time_us(st, 2, reps, [&](int i) {
@@ -834,16 +858,20 @@ static void bench(cudaStream_t st, int sm, const char *only_t) {
             moe_set_wgmma(0);
             moe_wgmma_ws_set_narrow(-1);
             moe_wgmma_tma_set_rs(-1);
-            char pn[64], wn[40] = "";
+            moe_wgmma_rs_set_shape(-1);
+            char pn[64], wn[48] = "";
             /* what moe_experts runs for the automatic plan: the register-A form at any tile */
-            const bool is_auto = autop.large && rs;
+            const bool is_auto = autop.large && rs && shape == 0;
             if (wg)
                 snprintf(wn, sizeof wn, " wgmma%s n%d%s",
-                         wide      ? " ws wide"
-                         : rs      ? " tma rs"
-                         : wg == 2 ? " ws"
-                         : wg == 4 ? " tma"
-                                   : "",
+                         wide              ? " ws wide"
+                         : rs && shape > 0 ? (shape == 1   ? " tma rs shape 1 (128x128)"
+                                              : shape == 2 ? " tma rs shape 2 (256x64)"
+                                                           : " tma rs shape 3 (192x128)")
+                         : rs              ? " tma rs"
+                         : wg == 2         ? " ws"
+                         : wg == 4         ? " tma"
+                                           : "",
                          p.bn, is_auto ? " (auto)" : "");
             snprintf(name, sizeof name, "moe experts 120b T=%d %s%s touched=%d host %.1f us", T,
                      plan_name(&p, pn, sizeof pn), wn, n_touched, host);

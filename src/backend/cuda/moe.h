@@ -154,6 +154,15 @@ void moe_wgmma_ws_set_narrow(int on);
  * (0, 1 or 2; anything else, or nothing, 2). Used by moe_experts only (its act is in an order of
  * its own); moe_gate_up and moe_down alone never take it. */
 void moe_wgmma_tma_set_rs(int on);
+/* The register-A form's block shape (moe_wgmma_rs.cuh's rs_shape; moe_wgmma_tma.cu lists them):
+ * 0 the default (64 tokens x 128 weight rows, two blocks an SM); 1 128 tokens x 128 rows, 2 64 x
+ * 256, 3 128 x 192 (one block an SM each; prepared for large T, not yet measured): blocks that
+ * dequantise each weight once for a whole 128-token routing tile, or that share each B stage among
+ * more warpgroups. Every shape gives the default's bits. Negative: as GPTOSS_MOE_RS_SHAPE says (0
+ * unless a whole number below MOE_RS_SHAPES). moe_wgmma_rs_shape returns the choice. */
+enum { MOE_RS_SHAPES = 4 };
+void moe_wgmma_rs_set_shape(int shape);
+int moe_wgmma_rs_shape(void);
 /* The two halves, for benchmarks and tests. */
 cudaError_t moe_gate_up(const moe_weights *w, const uint16_t *x, const moe_routing *r,
                         const moe_plan *plan, uint16_t *act, cudaStream_t stream);

@@ -61,15 +61,44 @@ static __device__ __forceinline__ void rs_dequant(const uint32_t (&wd)[4], uint3
         for (int i = 0; i < 4; i++) asm volatile("" : "+r"(f[j][i])::"memory");
 }
 
-/* Shared memory: 8 x (8 KB of B + 4,352 B raw) + barriers, two blocks an SM. */
-struct rs_cfg {
-    static constexpr int CONSUMERS = 256;
-    static constexpr int THREADS = CONSUMERS + 32;
-    static constexpr int S = 8; /* slots: a power of two, even (the pairs' second slot is + 1) */
-    static constexpr int B_BYTES = 64 * 128;
-    static constexpr int SMEM = S * (B_BYTES + WS_RAW_BYTES) + 8 * 2 * S + 1024;
+/* The block's shape: BN tokens (a 64-token half of a routing tile, or the whole 128-token tile),
+ * WGS consumer warpgroups (64 weight rows each: 128, 192 or 256 rows a block), a ring of SLOTS slots
+ * (a power of two, even: the pairs' second slot is + 1), MINB blocks an SM (the launch bound). The
+ * default (rs_shape_default) is 64 tokens x 128 rows, 8 slots, two blocks an SM: 8 x (8 KB of B +
+ * 4,352 B raw) + barriers.
+ *
+ * Why the others (GPTOSS_MOE_RS_SHAPE, moe.h; prepared in session 20, not yet measured): at
+ * 64-token blocks a routing tile of 128 tokens is two blocks that each dequantise the same weights,
+ * so at T ≥ 4096 (prefill 8k: 256 pairs an expert) every weight is dequantised 2-8 times and each
+ * 64-token block copies 4.3 KB of codes a step beside its 8 KB of B. A 128-token block dequantises
+ * once for twice the MMAs (the same A registers feed one m64n128 MMA instead of two blocks' m64n64);
+ * a 192- or 256-row block shares each B stage among three or four warpgroups (B's L2 traffic a
+ * FLOP −33 % or −50 %; 192 rows divide both matrices, 5,760 and 2,880, exactly). Every output is
+ * the same k16 MMAs in the same order at any shape: the bits are the default's.
+ * Registers decide which shapes are worth building: a 128-token warpgroup holds 64 accumulators
+ * beside its two A sets (~128 a thread), so only one block an SM of at most three consumer
+ * warpgroups keeps its MMAs pipelined; 128 tokens at two blocks an SM or with four warpgroups
+ * compiled to 94-96 registers with the MMAs serialised (ptxas C7511) and were dropped unbuilt. */
+template <int BN_, int WGS_, int SLOTS_, int MINB_> struct rs_shape {
+    static constexpr int BN = BN_, WGS = WGS_, S = SLOTS_, MINB = MINB_;
+    static constexpr int WARPS = 4 * WGS; /* consumer warps = row tiles a block */
+    static constexpr int CONSUMERS = 32 * WARPS;
+    static constexpr int THREADS = CONSUMERS + 32; /* + the copier warp */
+    static constexpr int B_BYTES = BN * 128;       /* BN token rows of 64 k, bf16 */
+    static constexpr int CODE_BYTES = WARPS * 512; /* a step's codes: 16 B a lane a row tile */
+    static constexpr int SCALE_BYTES = WARPS * 32;
+    static constexpr int RAW_BYTES = CODE_BYTES + SCALE_BYTES; /* a multiple of 128 */
+    static constexpr int BOX = WARPS % 8 == 0 ? 8 : 4; /* row tiles a codes/scales copy brings */
+    static constexpr int COPIES = WARPS / BOX;
+    static constexpr int SMEM = S * (B_BYTES + RAW_BYTES) + 8 * 2 * S + 1024;
+    static_assert((S & (S - 1)) == 0 && S >= 2, "slots: a power of two, even");
+    static_assert(WARPS % 4 == 0 && RAW_BYTES % 128 == 0 && B_BYTES % 1024 == 0, "layout");
+    static_assert(MINB * (SMEM + 1024) <= 228 * 1024, "MINB blocks an SM");
 };
-static_assert(2 * (rs_cfg::SMEM + 1024) <= 228 * 1024, "two blocks an SM");
+using rs_shape_default = rs_shape<64, 2, 8, 2>;
+static_assert(rs_shape_default::CODE_BYTES == WS_CODE_BYTES &&
+                  rs_shape_default::RAW_BYTES == WS_RAW_BYTES,
+              "the default shape's raw slot is the ws kernels' (moe_ws_parts.cuh)");
 
 /* One k step's four k16 MMAs, A from registers, B at the descriptor whose low word is lo (the high
  * word of every 128-byte-swizzled K-major descriptor here is the same constant: smem_desc_sw128). */
@@ -82,7 +111,11 @@ static __device__ __forceinline__ void rs_mma_step(float (&d)[NN / 2], const uin
     for (int j = 0; j < 4; j++) {
         const uint64_t db = HI | (uint64_t)(lo + 2 * j);
         const uint32_t(&f)[4] = v[j];
-        if constexpr (NN == 64)
+        if constexpr (NN == 128)
+            wgmma_m64n128k16(d, f, db, 1);
+        else if constexpr (NN == 96)
+            wgmma_rs_m64n96k16(d, f, db);
+        else if constexpr (NN == 64)
             wgmma_m64n64k16(d, f, db, 1);
         else if constexpr (NN == 48)
             wgmma_rs_m64n48k16(d, f, db);
@@ -94,10 +127,9 @@ static __device__ __forceinline__ void rs_mma_step(float (&d)[NN / 2], const uin
     wgmma_commit();
 }
 
-template <int MODE, bool FOLDED>
-__global__ void __launch_bounds__(rs_cfg::THREADS, 2)
+template <int MODE, bool FOLDED, class C>
+__global__ void __launch_bounds__(C::THREADS, C::MINB)
     moe_wgmma_rs_kernel(const moe_args a, const __grid_constant__ moe_tma_maps maps) {
-    using C = rs_cfg;
     constexpr int S = C::S;
     pdl_prologue(); /* first: see pdl.cuh */
     extern __shared__ __align__(1024) uint8_t rs_smem_raw[];
@@ -105,33 +137,38 @@ __global__ void __launch_bounds__(rs_cfg::THREADS, 2)
     uint8_t *smem = rs_smem_raw + (((raw_base + 1023u) & ~1023u) - raw_base);
     uint8_t *b_st = smem;                  /* S x B */
     uint8_t *raws = b_st + S * C::B_BYTES; /* S x {codes, scales} */
-    uint64_t *full = (uint64_t *)(raws + S * WS_RAW_BYTES);
+    uint64_t *full = (uint64_t *)(raws + S * C::RAW_BYTES);
     uint64_t *empty = full + S;
 
     tile_pos tp;
-    if (!tile_of_block_bn<64>(a, &tp)) return;
+    if (!tile_of_block_bn<C::BN>(a, &tp)) return;
     const int rb = blockIdx.x;
     const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
     if (tid == 0) {
         for (int s = 0; s < S; s++) {
             mbar_init(&full[s], 1); /* the copier's arrival, plus the bytes */
-            mbar_init(&empty[s], 8);
+            mbar_init(&empty[s], C::WARPS);
         }
         mbar_init_fence();
     }
     __syncthreads();
 
     const uint32_t r0 = smem_u32(raws), b0 = smem_u32(b_st);
-    if (w == 8) { /* the copier: step kk into slot kk mod S once step kk − S has left it */
+    if (w == C::WARPS) { /* the copier: step kk into slot kk mod S once step kk − S has left it */
         if (lane == 0) {
-            const int tile0 = tp.e * a.RT + rb * 8, row0 = tp.off + tp.n_base;
+            const int tile0 = tp.e * a.RT + rb * C::WARPS, row0 = tp.off + tp.n_base;
             for (int kk = 0; kk < a.KK; kk++) {
                 const int s = kk & (S - 1);
                 if (kk >= S) mbar_wait(&empty[s], ((kk / S) & 1) ^ 1);
-                mbar_arrive_expect_tx(&full[s], WS_RAW_BYTES + C::B_BYTES);
-                const uint32_t slot = r0 + s * WS_RAW_BYTES;
-                tma_load_3d(slot, &maps.codes, 0, kk, tile0, &full[s]);
-                tma_load_3d(slot + WS_CODE_BYTES, &maps.scales, 0, kk, tile0, &full[s]);
+                mbar_arrive_expect_tx(&full[s], C::RAW_BYTES + C::B_BYTES);
+                const uint32_t slot = r0 + s * C::RAW_BYTES;
+#pragma unroll
+                for (int c = 0; c < C::COPIES; c++) { /* C::BOX row tiles a copy */
+                    const int t = tile0 + C::BOX * c;
+                    tma_load_3d(slot + c * C::BOX * 512, &maps.codes, 0, kk, t, &full[s]);
+                    tma_load_3d(slot + C::CODE_BYTES + c * C::BOX * 32, &maps.scales, 0, kk, t,
+                                &full[s]);
+                }
                 tma_load_2d(b0 + s * C::B_BYTES, &maps.b, kk * 64, row0, &full[s]);
             }
         }
@@ -139,7 +176,7 @@ __global__ void __launch_bounds__(rs_cfg::THREADS, 2)
     }
     /* thread (warp w, lane (g, t)): row tile w's 16 bytes and its rows' scale word (as ws) */
     const uint32_t code_at = r0 + w * 512 + lane * 16,
-                   scale_at = r0 + WS_CODE_BYTES + w * 32 + (lane >> 2) * 4;
+                   scale_at = r0 + C::CODE_BYTES + w * 32 + (lane >> 2) * 4;
     const uint32_t lo0 = (uint32_t)smem_desc_sw128(b0);
     auto k_loop = [&](auto nn) {
         constexpr int NN = decltype(nn)::value;
@@ -154,9 +191,9 @@ __global__ void __launch_bounds__(rs_cfg::THREADS, 2)
             uint32_t wd[4];
             asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];"
                          : "=r"(wd[0]), "=r"(wd[1]), "=r"(wd[2]), "=r"(wd[3])
-                         : "r"(code_at + s * WS_RAW_BYTES)
+                         : "r"(code_at + s * C::RAW_BYTES)
                          : "memory");
-            const uint32_t sc = ws_lds32(scale_at + s * WS_RAW_BYTES);
+            const uint32_t sc = ws_lds32(scale_at + s * C::RAW_BYTES);
             rs_dequant<FOLDED>(wd, sc, vs);
             rs_mma_step<NN>(acc, vs, lo0 + s * (C::B_BYTES >> 4));
             wgmma_wait<1>();
@@ -178,7 +215,7 @@ __global__ void __launch_bounds__(rs_cfg::THREADS, 2)
         }
         wgmma_wait<0>();
         fence_acc(acc);
-        store_tile_n<MODE, NN / 8, MODE == MODE_GATE_UP>(a, tp, rb * 8 + w, acc);
+        store_tile_n<MODE, NN / 8, MODE == MODE_GATE_UP>(a, tp, rb * C::WARPS + w, acc);
     };
-    ws_with_width<64>(tp.n_valid, k_loop);
+    ws_with_width<C::BN>(tp.n_valid, k_loop);
 }

@@ -277,11 +277,11 @@ static int encode_u32_3d(CUtensorMap *m, const void *base, uint64_t inner, uint6
 struct weight_maps {
     const void *wq, *wsc;
     uint64_t n_row_tiles;
-    int KK;
+    int KK, box; /* box: row tiles a copy brings */
     CUtensorMap codes, scales;
 };
 
-static int weight_maps_of(const moe_args &a, uint64_t n_row_tiles, CUtensorMap *codes,
+static int weight_maps_of(const moe_args &a, uint64_t n_row_tiles, int box, CUtensorMap *codes,
                           CUtensorMap *scales) {
     enum { N = 256 };
     static thread_local weight_maps cache[N];
@@ -289,18 +289,18 @@ static int weight_maps_of(const moe_args &a, uint64_t n_row_tiles, CUtensorMap *
     for (int i = 0; i < N; i++) {
         const weight_maps &c = cache[i];
         if (c.wq == (const void *)a.wq && c.wsc == (const void *)a.wsc &&
-            c.n_row_tiles == n_row_tiles && c.KK == a.KK) {
+            c.n_row_tiles == n_row_tiles && c.KK == a.KK && c.box == box) {
             *codes = c.codes, *scales = c.scales;
             return 1;
         }
     }
     weight_maps &c = cache[next];
-    if (!encode_u32_3d(&c.codes, a.wq, 128, (uint64_t)a.KK, n_row_tiles, 128, 8) ||
-        !encode_u32_3d(&c.scales, a.wsc, 8, (uint64_t)a.KK, n_row_tiles, 8, 8)) {
+    if (!encode_u32_3d(&c.codes, a.wq, 128, (uint64_t)a.KK, n_row_tiles, 128, (uint32_t)box) ||
+        !encode_u32_3d(&c.scales, a.wsc, 8, (uint64_t)a.KK, n_row_tiles, 8, (uint32_t)box)) {
         c.wq = NULL;
         return 0;
     }
-    c.wq = a.wq, c.wsc = a.wsc, c.n_row_tiles = n_row_tiles, c.KK = a.KK;
+    c.wq = a.wq, c.wsc = a.wsc, c.n_row_tiles = n_row_tiles, c.KK = a.KK, c.box = box;
     next = (next + 1) % N;
     *codes = c.codes, *scales = c.scales;
     return 1;
@@ -320,12 +320,12 @@ static int encode_b(CUtensorMap *m, const uint16_t *b, uint64_t K, uint64_t rows
 }
 
 /* The maps of one launch: codes and scales of the matrix's n_row_tiles row tiles (every expert's,
- * one dimension), B = rows x a.K bf16 at b. */
-static int encode_maps(moe_tma_maps *m, const moe_args &a, uint64_t n_row_tiles, const uint16_t *b,
-                       uint64_t rows, int bn) {
+ * one dimension) in boxes of box row tiles, B = rows x a.K bf16 at b in boxes of bn rows. */
+static int encode_maps(moe_tma_maps *m, const moe_args &a, uint64_t n_row_tiles, int box,
+                       const uint16_t *b, uint64_t rows, int bn) {
     if (!encode_fn()) return 0;
     memset(m, 0, sizeof *m);
-    return weight_maps_of(a, n_row_tiles, &m->codes, &m->scales) &&
+    return weight_maps_of(a, n_row_tiles, box, &m->codes, &m->scales) &&
            encode_b(&m->b, b, (uint64_t)a.K, rows, (uint32_t)bn);
 }
 
@@ -349,20 +349,67 @@ static cudaError_t tma_launch_t(const moe_args &a, const moe_tma_maps &m, dim3 g
     return cudaGetLastError();
 }
 
-template <int MODE, bool FOLDED>
+template <int MODE, bool FOLDED, class C>
 static cudaError_t rs_launch_t(const moe_args &a, const moe_tma_maps &m, dim3 grid,
                                cudaStream_t stream) {
-    constexpr int SMEM = rs_cfg::SMEM;
+    constexpr int SMEM = C::SMEM;
     static unsigned long long attrs_set; /* per device: per_device.h */
     if (!per_device_done(&attrs_set)) {
-        CUDA_TRY(cudaFuncSetAttribute((const void *)moe_wgmma_rs_kernel<MODE, FOLDED>,
+        CUDA_TRY(cudaFuncSetAttribute((const void *)moe_wgmma_rs_kernel<MODE, FOLDED, C>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM));
         per_device_mark(&attrs_set);
     }
-    grid.y *= MOE_TILE_TOKENS / 64; /* two blocks a routing tile */
-    CUDA_TRY(pdl_launch(moe_wgmma_rs_kernel<MODE, FOLDED>, grid, dim3(rs_cfg::THREADS), SMEM,
-                        stream, a, m));
+    grid.x = (unsigned)((a.RT + C::WARPS - 1) / C::WARPS); /* row blocks of C::WARPS row tiles */
+    grid.y *= MOE_TILE_TOKENS / C::BN;                     /* BN = 64: two blocks a routing tile */
+    CUDA_TRY(pdl_launch(moe_wgmma_rs_kernel<MODE, FOLDED, C>, grid, dim3(C::THREADS), SMEM, stream,
+                        a, m));
     return cudaGetLastError();
+}
+
+/* The register-A form's block shapes (moe_wgmma_rs.cuh's rs_shape: tokens, consumer warpgroups,
+ * ring slots, blocks an SM), by GPTOSS_MOE_RS_SHAPE. 0 is the default; the others were prepared in
+ * session 20 and are not yet measured (bench/NOTES.md). */
+using rs_shape_1 = rs_shape<128, 2, 8, 1>; /* 128 tokens x 128 rows */
+using rs_shape_2 = rs_shape<64, 4, 8, 1>;  /* 64 tokens x 256 rows */
+using rs_shape_3 = rs_shape<128, 3, 8, 1>; /* 128 tokens x 192 rows */
+#define RS_SHAPES(X) X(0, rs_shape_default) X(1, rs_shape_1) X(2, rs_shape_2) X(3, rs_shape_3)
+enum { RS_SHAPE_COUNT = 4 };
+static_assert((int)RS_SHAPE_COUNT == (int)MOE_RS_SHAPES, "moe.h counts the shapes");
+
+static int g_rs_shape = -1;
+
+void moe_wgmma_rs_set_shape(int shape) {
+    env_switch_set(&g_rs_shape, shape, 0, RS_SHAPE_COUNT - 1);
+}
+
+int moe_wgmma_rs_shape(void) {
+    return env_switch(&g_rs_shape, "GPTOSS_MOE_RS_SHAPE", 0, 0, RS_SHAPE_COUNT - 1);
+}
+
+/* The current shape's boxes: tokens a block takes (B's rows) and row tiles a weight copy brings. */
+static void rs_shape_boxes(int *bn, int *box) {
+    switch (moe_wgmma_rs_shape()) {
+#define RS_BOX_CASE(i, C)                                                                          \
+    case i:                                                                                        \
+        *bn = C::BN, *box = C::BOX;                                                                \
+        return;
+        RS_SHAPES(RS_BOX_CASE)
+#undef RS_BOX_CASE
+    }
+    *bn = 64, *box = 8;
+}
+
+template <int MODE, bool FOLDED>
+static cudaError_t rs_launch_shape(const moe_args &a, const moe_tma_maps &m, dim3 grid,
+                                   cudaStream_t stream) {
+    switch (moe_wgmma_rs_shape()) {
+#define RS_LAUNCH_CASE(i, C)                                                                       \
+    case i:                                                                                        \
+        return rs_launch_t<MODE, FOLDED, C>(a, m, grid, stream);
+        RS_SHAPES(RS_LAUNCH_CASE)
+#undef RS_LAUNCH_CASE
+    }
+    return cudaErrorInvalidValue;
 }
 
 /* GPTOSS_MOE_TMA_RS (read once; moe_wgmma_tma_set_rs for tests): the register-A form for every
@@ -384,8 +431,8 @@ template <int MODE>
 static cudaError_t tma_launch_mode(const moe_args &a, const moe_tma_maps &m, int bn, int folded,
                                    int rs, dim3 grid, cudaStream_t stream) {
     if (rs)
-        return folded ? rs_launch_t<MODE, true>(a, m, grid, stream)
-                      : rs_launch_t<MODE, false>(a, m, grid, stream);
+        return folded ? rs_launch_shape<MODE, true>(a, m, grid, stream)
+                      : rs_launch_shape<MODE, false>(a, m, grid, stream);
     if (bn == 64)
         return folded ? tma_launch_t<MODE, 64, true>(a, m, grid, stream)
                       : tma_launch_t<MODE, 64, false>(a, m, grid, stream);
@@ -401,7 +448,9 @@ cudaError_t moe_wgmma_tma_launch(const moe_args &a, int mode, int bn, int folded
         return cudaErrorInvalidValue;
     const uint16_t *b = mode == MODE_GATE_UP ? scratch : a.x;
     moe_tma_maps m; /* before any launch: a map the driver refuses leaves nothing half done */
-    if (!encode_maps(&m, a, (uint64_t)n_experts * a.RT, b, (uint64_t)rows, bn))
+    int b_rows = bn, box = 8; /* the tma kernel's boxes: its tile's tokens, 8 row tiles */
+    if (rs) rs_shape_boxes(&b_rows, &box);
+    if (!encode_maps(&m, a, (uint64_t)n_experts * a.RT, box, b, (uint64_t)rows, b_rows))
         return cudaErrorNotSupported;
     if (mode == MODE_GATE_UP) {
         /* grid.y: the routing's tile slots; a quarter of a tile's rows per block */
