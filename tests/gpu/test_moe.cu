@@ -647,6 +647,7 @@ static void test_E(int E, cudaStream_t st, int sm) {
                          * holds both against the CPU reference), the folded and two-multiply
                          * dequantisation the same bits, two runs the same bits */
                         moe_wgmma_tma_set_rs(1);
+                        moe_wgmma_rs_set_shape(0); /* 64 tokens x 128 rows, whatever the plan */
                         std::vector<float> ry, ry2, ru;
                         run_experts_case(&w, &r, &q, d_x, d_act, d_y, T, E, toks, ref, st, &ry);
                         run_experts_case(&w, &r, &q, d_x, d_act, d_y, T, E, toks, ref, st, &ry2);
@@ -664,10 +665,10 @@ static void test_E(int E, cudaStream_t st, int sm) {
                         CHECK(rel <= 4e-3,
                               "E=%d T=%d: the register-A form is %.3g from ws (> 4e-3)", E, T, rel);
                         fprintf(stderr, "  register-A form vs ws: rel %.2e\n", rel);
-                        /* its other block shapes (GPTOSS_MOE_RS_SHAPE: 128-token blocks, 192- and
-                         * 256-row blocks): each output is the same k16 MMAs in the same order, so
-                         * the default shape's bits, folded and two-multiply */
-                        for (int sh = 1; sh < MOE_RS_SHAPES; sh++) {
+                        /* its other block shape (128 tokens x 192 rows; GPTOSS_MOE_RS_SHAPE) and
+                         * the choice by the plan (2): each output is the same k16 MMAs in the same
+                         * order, so the first shape's bits, folded and two-multiply */
+                        for (int sh = 1; sh <= MOE_RS_SHAPES; sh++) {
                             moe_wgmma_tma_set_rs(1);
                             moe_wgmma_rs_set_shape(sh);
                             std::vector<float> sy, su;
@@ -825,16 +826,17 @@ static void bench(cudaStream_t st, int sm, const char *only_t) {
             tu_bench_row(row_name, row_us, bytes, T >= 64 ? flops : 0);
         };
         const size_t rounds =
-            plans.size() + ((autop.large || plans.size() > 1) ? 7 + MOE_RS_SHAPES : 0);
+            plans.size() + ((autop.large || plans.size() > 1) ? 8 + MOE_RS_SHAPES : 0);
         for (size_t pi = 0; pi < rounds; pi++) {
-            /* the last eight rounds: the large plan again on the warpgroup MMA, moe_wgmma.cu
+            /* the last ten rounds: the large plan again on the warpgroup MMA, moe_wgmma.cu
              * (kind 1), the warp-specialised moe_wgmma_ws.cu (kind 2) and its TMA-fed form
              * moe_wgmma_tma.cu (kind 4), each with 128- and then 64-token tiles (whichever
              * moe_plan_for picks; the automatic plan's choice is the "auto" one), then the ws
              * kernel at 128 at full width instead of its default narrow form, then the tma
              * kernel's register-A form at 64 (the default for every large plan; the rounds before
-             * it run without it, so "tma n64" is the shared-memory form), then the register-A
-             * form's other block shapes (GPTOSS_MOE_RS_SHAPE 1, 2, …) */
+             * it run without it, so "tma n64" is the shared-memory form) at 64 tokens x 128 rows,
+             * at 128 x 192 and at the shape the plan chooses (GPTOSS_MOE_RS_SHAPE 0, 1, 2: the
+             * last is what moe_experts runs) */
             const int extra = pi >= plans.size() ? (int)(pi - plans.size()) : -1;
             const int wide = extra == 6, rs = extra >= 7, shape = rs ? extra - 7 : 0;
             const int wg = extra >= 0 ? (wide ? 2 : extra / 2 >= 2 ? 4 : 1 + extra / 2) : 0;
@@ -861,13 +863,11 @@ static void bench(cudaStream_t st, int sm, const char *only_t) {
             moe_wgmma_rs_set_shape(-1);
             char pn[64], wn[48] = "";
             /* what moe_experts runs for the automatic plan: the register-A form at any tile */
-            const bool is_auto = autop.large && rs && shape == 0;
+            const bool is_auto = autop.large && rs && shape == MOE_RS_SHAPES;
             if (wg)
                 snprintf(wn, sizeof wn, " wgmma%s n%d%s",
                          wide              ? " ws wide"
-                         : rs && shape > 0 ? (shape == 1   ? " tma rs shape 1 (128x128)"
-                                              : shape == 2 ? " tma rs shape 2 (256x64)"
-                                                           : " tma rs shape 3 (192x128)")
+                         : rs && shape > 0 ? (shape == 1 ? " tma rs 128x192" : " tma rs by plan")
                          : rs              ? " tma rs"
                          : wg == 2         ? " ws"
                          : wg == 4         ? " tma"

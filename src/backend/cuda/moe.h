@@ -155,12 +155,12 @@ void moe_wgmma_ws_set_narrow(int on);
  * its own); moe_gate_up and moe_down alone never take it. */
 void moe_wgmma_tma_set_rs(int on);
 /* The register-A form's block shape (moe_wgmma_rs.cuh's rs_shape; moe_wgmma_tma.cu lists them):
- * 0 the default (64 tokens x 128 weight rows, two blocks an SM); 1 128 tokens x 128 rows, 2 64 x
- * 256, 3 128 x 192 (one block an SM each; prepared for large T, not yet measured): blocks that
- * dequantise each weight once for a whole 128-token routing tile, or that share each B stage among
- * more warpgroups. Every shape gives the default's bits. Negative: as GPTOSS_MOE_RS_SHAPE says (0
- * unless a whole number below MOE_RS_SHAPES). moe_wgmma_rs_shape returns the choice. */
-enum { MOE_RS_SHAPES = 4 };
+ * 0 = 64 tokens x 128 weight rows (two blocks an SM), 1 = 128 tokens x 192 rows (one block an SM:
+ * each weight dequantised once a 128-token routing tile, each B stage shared by three warpgroups),
+ * 2 = by the plan (the default): 1 where the experts average at least 192 pairs (120b from
+ * T = 6144), else 0. Both shapes give the same bits. Negative: as GPTOSS_MOE_RS_SHAPE says (0, 1
+ * or 2; anything else, or nothing, 2). moe_wgmma_rs_shape returns the setting. */
+enum { MOE_RS_SHAPES = 2 };
 void moe_wgmma_rs_set_shape(int shape);
 int moe_wgmma_rs_shape(void);
 /* The two halves, for benchmarks and tests. */

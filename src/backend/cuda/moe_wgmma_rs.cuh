@@ -67,18 +67,19 @@ static __device__ __forceinline__ void rs_dequant(const uint32_t (&wd)[4], uint3
  * default (rs_shape_default) is 64 tokens x 128 rows, 8 slots, two blocks an SM: 8 x (8 KB of B +
  * 4,352 B raw) + barriers.
  *
- * Why the others (GPTOSS_MOE_RS_SHAPE, moe.h; prepared in session 20, not yet measured): at
- * 64-token blocks a routing tile of 128 tokens is two blocks that each dequantise the same weights,
- * so at T ≥ 4096 (prefill 8k: 256 pairs an expert) every weight is dequantised 2-8 times and each
+ * Why a wider one (moe_wgmma_tma.cu chooses by the plan; measured in session 20): at 64-token
+ * blocks a routing tile of 128 tokens is two blocks that each dequantise the same weights, so at
+ * T ≥ 4096 (prefill 8k: 256 pairs an expert) every weight is dequantised 2-8 times and each
  * 64-token block copies 4.3 KB of codes a step beside its 8 KB of B. A 128-token block dequantises
- * once for twice the MMAs (the same A registers feed one m64n128 MMA instead of two blocks' m64n64);
- * a 192- or 256-row block shares each B stage among three or four warpgroups (B's L2 traffic a
- * FLOP −33 % or −50 %; 192 rows divide both matrices, 5,760 and 2,880, exactly). Every output is
- * the same k16 MMAs in the same order at any shape: the bits are the default's.
- * Registers decide which shapes are worth building: a 128-token warpgroup holds 64 accumulators
- * beside its two A sets (~128 a thread), so only one block an SM of at most three consumer
- * warpgroups keeps its MMAs pipelined; 128 tokens at two blocks an SM or with four warpgroups
- * compiled to 94-96 registers with the MMAs serialised (ptxas C7511) and were dropped unbuilt. */
+ * once for twice the MMAs (the same A registers feed one m64n128 MMA instead of two blocks'
+ * m64n64), and 192 rows share each B stage among three warpgroups (B's L2 bytes a FLOP −33 %;
+ * 192 rows divide both matrices, 5,760 and 2,880, exactly). Every output is the same k16 MMAs in
+ * the same order at any shape: the bits are the default's.
+ * Registers decide which shapes can be built: a 128-token warpgroup holds 64 accumulators beside
+ * its two A sets (~128 a thread), so only one block an SM of at most three consumer warpgroups
+ * keeps its MMAs pipelined; 128 tokens at two blocks an SM or with four warpgroups compiled to
+ * 94-96 registers with the MMAs serialised (ptxas C7511). Measured and removed: 128 tokens x 128
+ * rows (T = 8192 −3 %, prefill 8k +2 %) and 64 x 256 (slower everywhere but T = 8192, −2 %). */
 template <int BN_, int WGS_, int SLOTS_, int MINB_> struct rs_shape {
     static constexpr int BN = BN_, WGS = WGS_, S = SLOTS_, MINB = MINB_;
     static constexpr int WARPS = 4 * WGS; /* consumer warps = row tiles a block */
