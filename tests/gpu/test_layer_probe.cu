@@ -16,8 +16,7 @@
  *   prefetch persist with each block's first rows of the next phase requested into L2 before it
  *            arrives at the barrier (weights do not depend on the data);
  *   preload  persist with each warp's first LP_PRE chunks a lane of its next-phase row loaded into
- *            registers before the barrier (the weights in flight across it, as gemv_mma.h's
- *            kernel loads its first batch before its PDL wait);
+ *            registers before the barrier (the weights in flight across it);
  *   barriers the persistent kernel's barriers alone: their cost, per barrier.
  * Checks (always): the kernels form's first two phases against a double-precision reference of
  * the same bf16 values, and every other form's outputs, all phases of all layers, the same bits as
@@ -354,8 +353,23 @@ static void lp_check(int blocks_per_sm, cudaStream_t st) {
             continue;
         }
         size_t bad = 0;
-        for (size_t i = 0; i < got.size(); i++)
-            bad += memcmp(got[i].data(), want[i].data(), 4 * got[i].size()) != 0;
+        for (size_t i = 0; i < got.size(); i++) {
+            if (!memcmp(got[i].data(), want[i].data(), 4 * got[i].size())) continue;
+            /* where it differs, for the record: the first row, how many rows, NaNs (read too
+             * early) or finite values (another computation) */
+            size_t rows = 0, nans = 0, first = 0;
+            for (size_t k = 0; k < got[i].size(); k++)
+                if (memcmp(&got[i][k], &want[i][k], 4)) {
+                    if (!rows++) first = k;
+                    nans += got[i][k] != got[i][k];
+                }
+            if (bad++ < 4)
+                fprintf(stderr,
+                        "  %s, %d blocks an SM: phase %zu (%s) differs in %zu rows (%zu NaN), "
+                        "first row %zu: %.9g against %.9g\n",
+                        LP_FORM_NAME[form], blocks_per_sm, i, LP_NAME[i % LP_PHASES], rows, nans,
+                        first, got[i][first], want[i][first]);
+        }
         CHECK(bad == 0, "layer probe, %d blocks an SM: form %s differs from kernels in %zu phases",
               blocks_per_sm, LP_FORM_NAME[form], bad);
     }

@@ -1,8 +1,7 @@
-/* The per-value pieces of RoPE + the KV write (rope_kv.h has the math and the layout), shared by
- * the kernels that do it: rope_kv.cu's own pass and gemv_mma.cu's fused QKV epilogue. One
- * definition of the angle, the rotation and the cache address, so that both produce the same bits
- * from the same fp32 inputs (tests/gpu/test_gemv_mma.cu holds the fused form to the two-kernel one).
- * Device code. */
+/* The per-value pieces of RoPE + the KV write (rope_kv.h has the math and the layout): the angle,
+ * the rotation and the cache address, one definition for any kernel that writes q and the cache
+ * (rope_kv.cu's pass; session 19's fused QKV epilogue used it too, measured no faster and removed
+ * in session 20), so that each produces the same bits from the same fp32 inputs. Device code. */
 #pragma once
 
 #include <cuda_runtime.h>

@@ -99,7 +99,6 @@ typedef struct {
     unsigned *moe_bar; /* the fused MoE kernel's grid barrier (moe_fused.h): zeroed once, left
                           ready by every launch */
     int *route_ctr; /* gemv_route's arrival counter (gemv.h): zeroed once, left 0 by every launch */
-    int *qkv_ctr;   /* gemv_mma_norm_rope's (gemv_mma.h): the same contract */
 } gpu_workspace;
 
 /* ---- the step as uploaded: offsets of each array inside the packed buffer ---- */

@@ -8,7 +8,6 @@
  * runner_launch calls it for eager steps; graphs.c calls it inside a stream capture. Everything it
  * reads about the step comes from the fwd_plan (device pointers into the uploaded step). */
 #include "backend/cuda/gemv.h"
-#include "backend/cuda/gemv_mma.h"
 #include "backend/cuda/moe_fused.h"
 #include "backend/cuda/norm.h"
 #include "backend/cuda/router_mma.h"
@@ -88,61 +87,23 @@ int runner_route(struct backend *b, int T, const uint16_t *a_lo, const gpu_layer
     return 0;
 }
 
-bool runner_norm_in_qkv(const struct backend *b, int T) {
-    return !b->ar && T <= gemv_mma_norm_max_t() && T <= gemv_mma_max_t() && gemv_mma_rope_on() &&
-           !runner_early(b, T, RUNNER_EARLY_QKV) &&
-           gemv_mma_norm_supported(T, b->H, b->QKV, &b->dims, &b->freq);
-}
-
-/* The QKV projection of the step's T rows, RoPE on q and k, and the KV write at the layer's pool's
- * slots: q into w->q, k and v into the cache. norm_in_qkv: the rows are made from h and the
- * previous layer's MoE slots inside the kernel (runner_norm_in_qkv), not read from w->a. */
-static int runner_qkv_rope(struct backend *b, const fwd_plan *p, int l, bool norm_in_qkv,
-                           cudaStream_t s) {
+int runner_attention(struct backend *b, const fwd_plan *p, int l, cudaStream_t s) {
     gpu_workspace *w = &b->ws;
     gpu_layer *ly = &b->gw.layers[l];
     const int T = p->T, H = b->H;
-    const int32_t *slots = b->cfg.layer_sliding[l] ? p->slots_swa : p->slots_full;
+    const bool sliding = b->cfg.layer_sliding[l];
     const float *qkv_lo = w->qkv + (size_t)T * b->QKV;
-    if (norm_in_qkv) {
-        /* GPTOSS_GEMV_MMA_NORM (gemv_mma.h; off until measured): norm_add's work in every block */
-        const gemv_mma_norm_in nm = {w->h,          w->y_slots, p->n_slots,
-                                     ly->attn_norm, b->eps,     w->qkv_ctr};
-        CU(gemv_mma_norm_rope(&nm, T, H, ly->qkv_w, ly->qkv_b, &b->dims, &b->freq, p->positions,
-                              slots, w->q, ly->k_cache, ly->v_cache, ly->kv_scales, s));
-        return 0;
-    }
     /* The early form (runner_early) sees T rows: the split input's halves are added as it stages
      * them, so no lo products follow. */
     if (runner_early(b, T, RUNNER_EARLY_QKV) && gemv_early_supported(T, H, b->QKV)) {
         CU(gemv_bf16_early(w->a, w->a + (size_t)T * H, T, H, ly->qkv_w, b->QKV, NULL, w->qkv, 1,
                            s));
         qkv_lo = NULL;
-    } else if (T <= gemv_mma_max_t() && gemv_mma_rope_on() &&
-               gemv_mma_rope_supported(T, H, b->QKV, &b->dims, &b->freq)) {
-        /* GPTOSS_GEMV_MMA_ROPE=1 (gemv_mma.h; off until measured): RoPE and the KV write in the
-         * product's epilogue, no rope_kv launch */
-        CU(gemv_mma_rope(w->a, w->a + (size_t)T * H, T, H, ly->qkv_w, ly->qkv_b, &b->dims, &b->freq,
-                         p->positions, slots, w->q, ly->k_cache, ly->v_cache, ly->kv_scales, s));
-        return 0;
-    } else if (T <= gemv_mma_max_t() && gemv_mma_supported(T, H, b->QKV)) {
-        /* GPTOSS_GEMV_MMA (gemv_mma.h; off until measured): the halves are two MMAs into one sum */
-        CU(gemv_mma(w->a, w->a + (size_t)T * H, T, H, ly->qkv_w, b->QKV, NULL, w->qkv, 1, s));
-        qkv_lo = NULL;
     } else
         CU(gemm_bf16(b->gemm, w->a, 2 * T, H, ly->qkv_w, b->QKV, NULL, w->qkv, GEMM_OUT_F32, s));
     CU(rope_kv_launch_f32(&b->dims, &b->freq, w->qkv, qkv_lo, ly->qkv_b, b->QKV, T, p->positions,
-                          slots, w->q, ly->k_cache, ly->v_cache, ly->kv_scales, s));
-    return 0;
-}
-
-int runner_attention(struct backend *b, const fwd_plan *p, int l, bool norm_in_qkv,
-                     cudaStream_t s) {
-    gpu_workspace *w = &b->ws;
-    gpu_layer *ly = &b->gw.layers[l];
-    const int T = p->T, H = b->H;
-    const bool sliding = b->cfg.layer_sliding[l];
-    if (runner_qkv_rope(b, p, l, norm_in_qkv, s)) return -1;
+                          sliding ? p->slots_swa : p->slots_full, w->q, ly->k_cache, ly->v_cache,
+                          ly->kv_scales, s));
     attn_seqs as;
     as.n_seqs = p->n_seqs, as.query_start = p->query_start, as.start_pos = p->start_pos;
     as.tables = sliding ? p->swa_tables : p->full_tables;
@@ -158,8 +119,6 @@ int runner_attention(struct backend *b, const fwd_plan *p, int l, bool norm_in_q
                        b->scale, w->attn, sliding ? p->splits_swa : p->splits_full, w->dec_ws, s));
     if (runner_early(b, T, RUNNER_EARLY_O) && gemv_early_supported(T, b->Q, H))
         CU(gemv_bf16_early(w->attn, NULL, T, b->Q, ly->o_w, H, ly->o_b, w->o, 0, s));
-    else if (T <= gemv_mma_max_t() && gemv_mma_supported(T, b->Q, H))
-        CU(gemv_mma(w->attn, NULL, T, b->Q, ly->o_w, H, ly->o_b, w->o, 0, s));
     else
         CU(gemm_bf16(b->gemm, w->attn, T, b->Q, ly->o_w, H, ly->o_b, w->o, GEMM_OUT_BF16, s));
     return 0;
@@ -228,8 +187,6 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
      * parallelism: its grid barrier needs the whole GPU, which two ranks on one GPU would share. */
     const bool fused =
         !b->ar && moe_fused_enabled() && moe_fused_supported(T, b->E, b->K, H, b->I, &p->moe);
-    /* From the second layer on, the attention norm inside the QKV kernel (runner_norm_in_qkv). */
-    const bool norm_qkv = runner_norm_in_qkv(b, T);
 
     for (int l = 0; l < b->L; l++) {
         gpu_layer *ly = &g->layers[l];
@@ -239,10 +196,10 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
             if (tp_all_reduce(b, 1, w->y_slots, p->n_slots, NULL, T, w->h, ly->attn_norm, b->eps,
                               w->a, a_lo, s))
                 return -1;
-        } else if (l > 0 && !norm_qkv)
+        } else if (l > 0)
             CU(norm_add_rmsnorm_split(w->h, NULL, w->y_slots, p->n_slots, T, H, ly->attn_norm,
                                       b->eps, w->a, a_lo, s));
-        if (runner_attention(b, p, l, l > 0 && norm_qkv, s)) return -1;
+        if (runner_attention(b, p, l, s)) return -1;
         /* The MLP norm inside the router's kernel (gemv.h's gemv_norm_route; runner.h). */
         if (!b->ar && !fused && T <= b->norm_route_max_t) {
             const gemv_norm_in nm = {w->h, w->o, ly->mlp_norm, b->eps, w->a};

@@ -13,15 +13,10 @@
 #include "backend/cuda/runner.h"
 
 /* runner_forward.c's pieces that DEP's forward pass (runner_forward_dep.c) shares with it: one
- * layer's attention block for the plan's T rows (QKV from ws.a and its lo rows — or, with
- * norm_in_qkv, from h and the previous layer's MoE slots through the attention norm inside the QKV
- * kernel: runner_norm_in_qkv — RoPE and the KV write, attention, O into ws.o); the router and routing of T rows of ws.a (lo halves at a_lo);
+ * layer's attention block for the plan's T rows (QKV from ws.a and its lo rows, RoPE and the KV
+ * write, attention, O into ws.o); the router and routing of T rows of ws.a (lo halves at a_lo);
  * the host and test-hook copies of logits rows [r0, r0 + nr); and the lm_head of nr final rows. */
-int runner_attention(struct backend *b, const fwd_plan *p, int l, bool norm_in_qkv, cudaStream_t s);
-/* Whether steps of T tokens take the attention norm inside the QKV kernel (gemv_mma.h's
- * gemv_mma_norm_rope: GPTOSS_GEMV_MMA_NORM with GPTOSS_GEMV_MMA and GPTOSS_GEMV_MMA_ROPE; one GPU,
- * layers after the first). */
-bool runner_norm_in_qkv(const struct backend *b, int T);
+int runner_attention(struct backend *b, const fwd_plan *p, int l, cudaStream_t s);
 int runner_route(struct backend *b, int T, const uint16_t *a_lo, const gpu_layer *ly,
                  moe_routing *rt, cudaStream_t s);
 int runner_copy_rows_out(struct backend *b, int r0, int nr);

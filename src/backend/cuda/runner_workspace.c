@@ -77,7 +77,7 @@ int workspace_ensure(struct backend *b, int T) {
     const size_t o_logits = carve(&o, R * (size_t)b->V * 4),
                  o_outs = carve(&o, Tc * sizeof(gpu_row_out));
     const size_t samp_bytes = sampling_workspace_bytes(w->R_cap), o_samp = carve(&o, samp_bytes);
-    const size_t o_bar = carve(&o, 2 * sizeof(unsigned)), o_rctr = carve(&o, 2 * sizeof(int));
+    const size_t o_bar = carve(&o, 2 * sizeof(unsigned)), o_rctr = carve(&o, sizeof(int));
     void *base = NULL;
     if (cudaMalloc(&base, o) != cudaSuccess) {
         (void)cudaGetLastError();
@@ -95,12 +95,12 @@ int workspace_ensure(struct backend *b, int T) {
     w->sel = (uint16_t *)(p + o_sel), w->logits = (float *)(p + o_logits),
     w->outs = (gpu_row_out *)(p + o_outs);
     w->samp_ws = p + o_samp, w->moe_bar = (unsigned *)(p + o_bar);
-    w->route_ctr = (int *)(p + o_rctr), w->qkv_ctr = w->route_ctr + 1;
-    /* Once: sampling's counters, the fused MoE's barrier and the router's and QKV's counters start
-     * at 0 (each launch leaves them at 0 again, or ready for the next). */
+    w->route_ctr = (int *)(p + o_rctr);
+    /* Once: sampling's counters, the fused MoE's barrier and gemv_route's counter start at 0 (each
+     * launch leaves them at 0 again, or ready for the next). */
     CU(cudaMemsetAsync(w->samp_ws, 0, samp_bytes, b->stream));
     CU(cudaMemsetAsync(w->moe_bar, 0, 2 * sizeof(unsigned), b->stream));
-    CU(cudaMemsetAsync(w->route_ctr, 0, 2 * sizeof(int), b->stream));
+    CU(cudaMemsetAsync(w->route_ctr, 0, sizeof(int), b->stream));
     return 0;
 }
 
