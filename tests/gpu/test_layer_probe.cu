@@ -73,7 +73,7 @@ static __device__ __forceinline__ void lp_stamp(const lp_args &a, int i) {
  * pattern that keeps the values of order 0.1 however many phases run (the products neither
  * vanish nor grow), and a poisoned (NaN) prev shows through. */
 static __host__ __device__ inline float lp_input(float prev, int k) {
-    return prev * 0.01f + 0.125f * (float)(k & 7) - 0.4375f;
+    return fmaf(prev, 0.01f, 0.125f * (float)(k & 7) - 0.4375f);
 }
 
 /* LP_PRE 16-byte chunks of each lane's first row, loaded before a barrier (the preload form). */
@@ -81,7 +81,10 @@ enum { LP_PRE = 4 };
 
 /* Rows gwarp, gwarp + nwarps, … of phase i (layer i / 6): the input staged in xs, a warp a row.
  * With use_pre, pre holds this warp's first row's first LP_PRE chunks a lane, already loaded; they
- * enter the sum where the loop would have loaded them, so the bits do not change. */
+ * enter the sum where the loop would have loaded them, so the bits do not change.
+ * Every multiply-add is an explicit fmaf: with `acc += w * x` nvcc fused them in one kernel and not
+ * in another, so the persistent forms differed from the launches in the last bit of ~half the rows
+ * (session 20's run: no NaN, |d| ~1e-7 relative). */
 static __device__ __forceinline__ void layer_rows(const lp_args &a, int i, float *xs,
                                                   const uint4 (&pre)[LP_PRE], bool use_pre) {
     const int N = lp_n(i % LP_PHASES), K = lp_k(i % LP_PHASES);
@@ -105,14 +108,14 @@ static __device__ __forceinline__ void layer_rows(const lp_args &a, int i, float
                 float w[8];
                 unpack_bf16x8(pre[j], w);
 #pragma unroll
-                for (int e = 0; e < 8; e++) acc += w[e] * xs[8 * c + e];
+                for (int e = 0; e < 8; e++) acc = fmaf(w[e], xs[8 * c + e], acc);
             }
 #pragma unroll 4
         for (; c < C; c += 32) {
             float w[8];
             unpack_bf16x8(ldg_stream16(wr + c), w);
 #pragma unroll
-            for (int j = 0; j < 8; j++) acc += w[j] * xs[8 * c + j];
+            for (int j = 0; j < 8; j++) acc = fmaf(w[j], xs[8 * c + j], acc);
         }
 #pragma unroll
         for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
