@@ -389,7 +389,9 @@ int moe_wgmma_rs_shape(void) {
     return env_switch(&g_rs_shape, "GPTOSS_MOE_RS_SHAPE", RS_SHAPE_AUTO, 0, RS_SHAPE_AUTO);
 }
 
-/* The shape a launch of `rows` pairs over n_experts experts takes. */
+/* The shape a launch of `rows` pairs over n_experts experts takes. Under expert parallelism rows
+ * counts every rank's pairs and n_experts only this rank's, so the average is overstated by the
+ * rank count: the wide block starts at a smaller T there (the same bits either way; unmeasured). */
 static int rs_shape_for(int rows, int n_experts) {
     const int s = moe_wgmma_rs_shape();
     if (s != RS_SHAPE_AUTO) return s;
