@@ -647,7 +647,7 @@ static void test_E(int E, cudaStream_t st, int sm) {
                          * holds both against the CPU reference), the folded and two-multiply
                          * dequantisation the same bits, two runs the same bits */
                         moe_wgmma_tma_set_rs(1);
-                        moe_wgmma_rs_set_shape(0); /* 64 tokens x 128 rows, whatever the plan */
+                        moe_wgmma_rs_set_shape(MOE_RS_NARROW); /* whatever the plan */
                         std::vector<float> ry, ry2, ru;
                         run_experts_case(&w, &r, &q, d_x, d_act, d_y, T, E, toks, ref, st, &ry);
                         run_experts_case(&w, &r, &q, d_x, d_act, d_y, T, E, toks, ref, st, &ry2);
@@ -668,14 +668,14 @@ static void test_E(int E, cudaStream_t st, int sm) {
                         /* its other block shape (128 tokens x 192 rows; GPTOSS_MOE_RS_SHAPE) and
                          * the choice by the plan (2): each output is the same k16 MMAs in the same
                          * order, so the first shape's bits, folded and two-multiply */
-                        for (int sh = 1; sh <= MOE_RS_SHAPES; sh++) {
+                        for (int sh : {MOE_RS_WIDE, MOE_RS_BY_PLAN}) {
                             moe_wgmma_tma_set_rs(1);
                             moe_wgmma_rs_set_shape(sh);
                             std::vector<float> sy, su;
                             run_experts_case(&w, &r, &q, d_x, d_act, d_y, T, E, toks, ref, st, &sy);
                             run_experts_case(&wu, &r, &q, d_x, d_act, d_y, T, E, toks, ref, st,
                                              &su);
-                            moe_wgmma_rs_set_shape(0);
+                            moe_wgmma_rs_set_shape(MOE_RS_NARROW);
                             moe_wgmma_tma_set_rs(0);
                             CHECK(sy.size() == ry.size() && su.size() == ry.size() &&
                                       !memcmp(sy.data(), ry.data(), ry.size() * 4) &&
@@ -826,7 +826,8 @@ static void bench(cudaStream_t st, int sm, const char *only_t) {
             tu_bench_row(row_name, row_us, bytes, T >= 64 ? flops : 0);
         };
         const size_t rounds =
-            plans.size() + ((autop.large || plans.size() > 1) ? 8 + MOE_RS_SHAPES : 0);
+            plans.size() +
+            ((autop.large || plans.size() > 1) ? 7 + 3 : 0); /* 3: the register-A settings 0-2 */
         for (size_t pi = 0; pi < rounds; pi++) {
             /* the last ten rounds: the large plan again on the warpgroup MMA, moe_wgmma.cu
              * (kind 1), the warp-specialised moe_wgmma_ws.cu (kind 2) and its TMA-fed form
@@ -863,15 +864,16 @@ static void bench(cudaStream_t st, int sm, const char *only_t) {
             moe_wgmma_rs_set_shape(-1);
             char pn[64], wn[48] = "";
             /* what moe_experts runs for the automatic plan: the register-A form at any tile */
-            const bool is_auto = autop.large && rs && shape == MOE_RS_SHAPES;
+            const bool is_auto = autop.large && rs && shape == MOE_RS_BY_PLAN;
             if (wg)
                 snprintf(wn, sizeof wn, " wgmma%s n%d%s",
-                         wide              ? " ws wide"
-                         : rs && shape > 0 ? (shape == 1 ? " tma rs 128x192" : " tma rs by plan")
-                         : rs              ? " tma rs"
-                         : wg == 2         ? " ws"
-                         : wg == 4         ? " tma"
-                                           : "",
+                         wide                            ? " ws wide"
+                         : rs && shape == MOE_RS_WIDE    ? " tma rs 128x192"
+                         : rs && shape == MOE_RS_BY_PLAN ? " tma rs by plan"
+                         : rs                            ? " tma rs"
+                         : wg == 2                       ? " ws"
+                         : wg == 4                       ? " tma"
+                                                         : "",
                          p.bn, is_auto ? " (auto)" : "");
             snprintf(name, sizeof name, "moe experts 120b T=%d %s%s touched=%d host %.1f us", T,
                      plan_name(&p, pn, sizeof pn), wn, n_touched, host);

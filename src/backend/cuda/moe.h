@@ -154,13 +154,13 @@ void moe_wgmma_ws_set_narrow(int on);
  * (0, 1 or 2; anything else, or nothing, 2). Used by moe_experts only (its act is in an order of
  * its own); moe_gate_up and moe_down alone never take it. */
 void moe_wgmma_tma_set_rs(int on);
-/* The register-A form's block shape (moe_wgmma_rs.cuh's rs_shape; moe_wgmma_tma.cu lists them):
- * 0 = 64 tokens x 128 weight rows (two blocks an SM), 1 = 128 tokens x 192 rows (one block an SM:
- * each weight dequantised once a 128-token routing tile, each B stage shared by three warpgroups),
- * 2 = by the plan (the default): 1 where the experts average at least 192 pairs (120b from
- * T = 6144), else 0. Both shapes give the same bits. Negative: as GPTOSS_MOE_RS_SHAPE says (0, 1
- * or 2; anything else, or nothing, 2). moe_wgmma_rs_shape returns the setting. */
-enum { MOE_RS_SHAPES = 2 };
+/* The register-A form's block shape (moe_wgmma_rs.cuh's rs_shape): MOE_RS_NARROW = 64 tokens x 128
+ * weight rows (two blocks an SM), MOE_RS_WIDE = 128 tokens x 192 rows (one block an SM: each weight
+ * dequantised once a 128-token routing tile, each B stage shared by three warpgroups),
+ * MOE_RS_BY_PLAN (the default) = wide where the experts average at least 192 pairs (120b from
+ * T = 6144), else narrow. Both shapes give the same bits. Negative: as GPTOSS_MOE_RS_SHAPE says
+ * (0, 1 or 2; anything else, or nothing, 2). moe_wgmma_rs_shape returns the setting. */
+enum { MOE_RS_NARROW = 0, MOE_RS_WIDE = 1, MOE_RS_BY_PLAN = 2 };
 void moe_wgmma_rs_set_shape(int shape);
 int moe_wgmma_rs_shape(void);
 /* The two halves, for benchmarks and tests. */

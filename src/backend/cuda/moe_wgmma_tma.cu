@@ -372,56 +372,29 @@ static cudaError_t rs_launch_t(const moe_args &a, const moe_tma_maps &m, dim3 gr
  * 128 tokens x 192 rows against 64 x 128 at T = 8192 (256 pairs an expert) 3,944 against 4,677,
  * 16384 7,433 against 8,438, but 4096 (128) 2,220 against 2,089 and 1024 (32) 1,221 against 806;
  * prefill 8k +5.9 % (120b) and +8.7 % (20b). 128 x 128 and 64 x 256 gained less or lost (removed).
- * GPTOSS_MOE_RS_SHAPE (read once; moe_wgmma_rs_set_shape for tests): 0 or 1 forces that shape, 2
- * (the default) chooses by the plan. */
+ * GPTOSS_MOE_RS_SHAPE (read once; moe_wgmma_rs_set_shape for tests): moe.h's MOE_RS_NARROW or
+ * MOE_RS_WIDE forces that shape, MOE_RS_BY_PLAN (the default) chooses. */
 using rs_shape_wide = rs_shape<128, 3, 8, 1>; /* 128 tokens x 192 rows */
-#define RS_SHAPES(X) X(0, rs_shape_default) X(1, rs_shape_wide)
-enum { RS_SHAPE_COUNT = 2, RS_SHAPE_AUTO = 2, RS_WIDE_MIN_AVG = 192 };
-static_assert((int)RS_SHAPE_COUNT == (int)MOE_RS_SHAPES, "moe.h counts the shapes");
+enum { RS_WIDE_MIN_AVG = 192 };
 
 static int g_rs_shape = -1;
 
 void moe_wgmma_rs_set_shape(int shape) {
-    env_switch_set(&g_rs_shape, shape, 0, RS_SHAPE_AUTO);
+    env_switch_set(&g_rs_shape, shape, MOE_RS_NARROW, MOE_RS_BY_PLAN);
 }
 
 int moe_wgmma_rs_shape(void) {
-    return env_switch(&g_rs_shape, "GPTOSS_MOE_RS_SHAPE", RS_SHAPE_AUTO, 0, RS_SHAPE_AUTO);
+    return env_switch(&g_rs_shape, "GPTOSS_MOE_RS_SHAPE", MOE_RS_BY_PLAN, MOE_RS_NARROW,
+                      MOE_RS_BY_PLAN);
 }
 
-/* The shape a launch of `rows` pairs over n_experts experts takes. Under expert parallelism rows
- * counts every rank's pairs and n_experts only this rank's, so the average is overstated by the
- * rank count: the wide block starts at a smaller T there (the same bits either way; unmeasured). */
-static int rs_shape_for(int rows, int n_experts) {
+/* Whether a launch of `rows` pairs over n_experts experts takes the wide block. Under expert
+ * parallelism rows counts every rank's pairs and n_experts only this rank's, so the average is
+ * overstated by the rank count: the wide block starts at a smaller T there (the same bits either
+ * way; unmeasured). */
+static bool rs_wide_for(int rows, int n_experts) {
     const int s = moe_wgmma_rs_shape();
-    if (s != RS_SHAPE_AUTO) return s;
-    return rows >= RS_WIDE_MIN_AVG * n_experts ? 1 : 0;
-}
-
-/* A shape's boxes: tokens a block takes (B's rows) and row tiles a weight copy brings. */
-static void rs_shape_boxes(int shape, int *bn, int *box) {
-    switch (shape) {
-#define RS_BOX_CASE(i, C)                                                                          \
-    case i:                                                                                        \
-        *bn = C::BN, *box = C::BOX;                                                                \
-        return;
-        RS_SHAPES(RS_BOX_CASE)
-#undef RS_BOX_CASE
-    }
-    *bn = 64, *box = 8;
-}
-
-template <int MODE, bool FOLDED>
-static cudaError_t rs_launch_shape(const moe_args &a, const moe_tma_maps &m, int shape, dim3 grid,
-                                   cudaStream_t stream) {
-    switch (shape) {
-#define RS_LAUNCH_CASE(i, C)                                                                       \
-    case i:                                                                                        \
-        return rs_launch_t<MODE, FOLDED, C>(a, m, grid, stream);
-        RS_SHAPES(RS_LAUNCH_CASE)
-#undef RS_LAUNCH_CASE
-    }
-    return cudaErrorInvalidValue;
+    return s == MOE_RS_BY_PLAN ? rows >= RS_WIDE_MIN_AVG * n_experts : s == MOE_RS_WIDE;
 }
 
 /* GPTOSS_MOE_TMA_RS (read once; moe_wgmma_tma_set_rs for tests): the register-A form for every
@@ -441,10 +414,13 @@ int moe_wgmma_tma_rs(void) {
 
 template <int MODE>
 static cudaError_t tma_launch_mode(const moe_args &a, const moe_tma_maps &m, int bn, int folded,
-                                   int rs, int shape, dim3 grid, cudaStream_t stream) {
+                                   int rs, bool wide, dim3 grid, cudaStream_t stream) {
+    if (rs && wide)
+        return folded ? rs_launch_t<MODE, true, rs_shape_wide>(a, m, grid, stream)
+                      : rs_launch_t<MODE, false, rs_shape_wide>(a, m, grid, stream);
     if (rs)
-        return folded ? rs_launch_shape<MODE, true>(a, m, shape, grid, stream)
-                      : rs_launch_shape<MODE, false>(a, m, shape, grid, stream);
+        return folded ? rs_launch_t<MODE, true, rs_shape_default>(a, m, grid, stream)
+                      : rs_launch_t<MODE, false, rs_shape_default>(a, m, grid, stream);
     if (bn == 64)
         return folded ? tma_launch_t<MODE, 64, true>(a, m, grid, stream)
                       : tma_launch_t<MODE, 64, false>(a, m, grid, stream);
@@ -460,9 +436,10 @@ cudaError_t moe_wgmma_tma_launch(const moe_args &a, int mode, int bn, int folded
         return cudaErrorInvalidValue;
     const uint16_t *b = mode == MODE_GATE_UP ? scratch : a.x;
     moe_tma_maps m; /* before any launch: a map the driver refuses leaves nothing half done */
-    int b_rows = bn, box = 8; /* the tma kernel's boxes: its tile's tokens, 8 row tiles */
-    const int shape = rs ? rs_shape_for(rows, n_experts) : 0;
-    if (rs) rs_shape_boxes(shape, &b_rows, &box);
+    /* the boxes: the block's tokens (B's rows) and the row tiles a weight copy brings */
+    const bool wide = rs && rs_wide_for(rows, n_experts);
+    const int b_rows = wide ? rs_shape_wide::BN : rs ? rs_shape_default::BN : bn;
+    const int box = wide ? rs_shape_wide::BOX : 8; /* 8: every other form's copies */
     if (!encode_maps(&m, a, (uint64_t)n_experts * a.RT, box, b, (uint64_t)rows, b_rows))
         return cudaErrorNotSupported;
     if (mode == MODE_GATE_UP) {
@@ -473,7 +450,7 @@ cudaError_t moe_wgmma_tma_launch(const moe_args &a, int mode, int bn, int folded
         else
             CUDA_TRY(pdl_launch(moe_gather_rows_kernel<false>, dim3(4, grid.y), dim3(128), 0,
                                 stream, a, scratch));
-        return tma_launch_mode<MODE_GATE_UP>(a, m, bn, folded, rs, shape, grid, stream);
+        return tma_launch_mode<MODE_GATE_UP>(a, m, bn, folded, rs, wide, grid, stream);
     }
-    return tma_launch_mode<MODE_DOWN>(a, m, bn, folded, rs, shape, grid, stream);
+    return tma_launch_mode<MODE_DOWN>(a, m, bn, folded, rs, wide, grid, stream);
 }
