@@ -14,6 +14,18 @@
 # gaps to hide under graphs). Decision: the best persistent form >= 15 % under kernels -> a
 # persistent layer kernel is worth building (MoE phases first: they are ~45 % of the batch-1
 # layer); < 5 % -> drop that route for issue 13 and say so in the NOTES. Needs .devcarry (scripts/device/prepare.sh).
+# Measured (session 20): kernels 68.7-73.1, pdl 68.3, persist 64.1, prefetch/preload no better, a
+# barrier 1.2-1.7 us: persist 6.7 % under kernels, undecided -- but every form read its weights
+# after the boundary (or a few rows before it), so each phase still started its stream cold.
+# Session 21 adds two forms (one block an SM): stream (a producer warp streams the block's rows of
+# every phase through a 24-stage shared-memory ring with bulk copies, never waiting for a barrier,
+# only for a free stage) and routed (the same, gate_up's rows held until the router's barrier).
+# Prediction (session 21, before the run): stream 28-31 us a layer (the bytes at ~3.6-3.9 TB/s: the
+# ring's ~140 KB an SM of requests keeps DRAM busy ~4 us into each barrier, longer than a barrier
+# plus the input's staging), routed 3-4 us more (DRAM idles from the router's start until gate_up's
+# first rows land). Decision: routed >= 30 % under kernels (<= ~48 us) -> build the persistent layer
+# kernel on this structure (a producer streaming each phase's weights ahead of the consumers);
+# otherwise record where the stream form's time goes per phase.
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
 device_script /tmp/lp-out "the layer probe (persistent kernel vs launches)"

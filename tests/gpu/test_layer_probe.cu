@@ -17,7 +17,15 @@
  *            arrives at the barrier (weights do not depend on the data);
  *   preload  persist with each warp's first LP_PRE chunks a lane of its next-phase row loaded into
  *            registers before the barrier (the weights in flight across it);
- *   barriers the persistent kernel's barriers alone: their cost, per barrier.
+ *   barriers the persistent kernel's barriers alone: their cost, per barrier;
+ *   stream   one persistent block an SM whose producer warp streams the block's rows of every phase
+ *            of every layer, in order, through a ring of shared-memory stages (bulk copies), never
+ *            waiting for a grid barrier: only a free stage. The consumer warps wait for the barrier
+ *            (the input), then multiply the rows as they land. The weights do not depend on the
+ *            data, so DRAM need never idle at a phase boundary (session 20's forms all read their
+ *            weights after the boundary or requested a few rows before it);
+ *   routed   stream, but the producer holds gate_up's rows until the router phase's barrier has
+ *            opened, as the real layer must (which experts gate_up reads is the routing's answer).
  * Checks (always): the kernels form's first two phases against a double-precision reference of
  * the same bf16 values, and every other form's outputs, all phases of all layers, the same bits as
  * the kernels form's. --bench: per-layer times of each form at 2 and 4 blocks an SM, against the
@@ -31,6 +39,7 @@
 #include "moe_test_util.h"
 
 #include "backend/cuda/device_util.cuh"
+#include "backend/cuda/tma_ring.cuh"
 
 #include <vector>
 
@@ -193,6 +202,116 @@ template <int MODE> __global__ void __launch_bounds__(LP_THREADS) lp_persist_ker
     }
 }
 
+/* The stream forms: LP_STAGES stages of LP_STAGE_BYTES (a row of any phase: K ≤ 4096 bf16), the
+ * consumer warps' input rows after them, then the mbarriers. A multiple of LP_WARPS stages, so each
+ * stage is always read by the same consumer warp (tma_ring.cuh's session-6 lesson: a warp must never
+ * wait for a stage's second use before its first has landed). */
+enum { LP_STAGES = 24, LP_STAGE_BYTES = 2 * LP_K_MAX, LP_STREAM_THREADS = LP_THREADS + 32 };
+static_assert(LP_STAGES % LP_WARPS == 0, "each stage read by one consumer warp");
+static const size_t LP_STREAM_SMEM =
+    (size_t)LP_STAGES * LP_STAGE_BYTES + 4 * LP_K_MAX + 2 * LP_STAGES * sizeof(uint64_t);
+
+/* Rows of phase i this block owns: blockIdx.x, blockIdx.x + gridDim.x, … */
+static __device__ __forceinline__ int lp_block_rows(int i) {
+    const int N = lp_n(i % LP_PHASES);
+    return N > (int)blockIdx.x ? (N - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
+}
+
+/* The consumers' grid barrier: as lp_grid_barrier, with a named barrier of the LP_THREADS consumer
+ * threads in place of __syncthreads (the producer warp never takes part). */
+static __device__ __forceinline__ void lp_consumer_sync(void) {
+    asm volatile("bar.sync 1, 256;" ::: "memory"); /* LP_THREADS */
+    static_assert(LP_THREADS == 256, "the named barrier counts the consumer threads");
+}
+static __device__ __forceinline__ void lp_stream_barrier(const lp_args &a, int b) {
+    lp_consumer_sync();
+    if (threadIdx.x == 0) {
+        __threadfence();
+        atomicAdd(a.bar, 1u);
+        const unsigned int target = a.bar_base + (unsigned int)(b + 1) * gridDim.x;
+        unsigned int v;
+        do {
+            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(a.bar) : "memory");
+        } while ((int)(v - target) < 0);
+    }
+    lp_consumer_sync();
+}
+
+/* ROUTED: the producer issues no gate_up row before the router phase's barrier has opened. */
+template <bool ROUTED>
+__global__ void __launch_bounds__(LP_STREAM_THREADS, 1) lp_stream_kernel(lp_args a) {
+    extern __shared__ __align__(128) unsigned char lp_smem[];
+    unsigned char *ring = lp_smem;
+    float *xs = (float *)(lp_smem + (size_t)LP_STAGES * LP_STAGE_BYTES);
+    uint64_t *full = (uint64_t *)(xs + LP_K_MAX), *empty = full + LP_STAGES;
+    const int n = a.L * LP_PHASES, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < LP_STAGES; s++) mbar_init(&full[s], 1), mbar_init(&empty[s], 1);
+        mbar_init_fence();
+    }
+    __syncthreads();
+    if (warp == LP_WARPS) { /* the producer: one lane streams every row this block owns, in order */
+        if (lane != 0) return;
+        unsigned int q = 0;
+        for (int i = 0; i < n; i++) {
+            if (ROUTED && i % LP_PHASES == 4) { /* gate_up waits for barrier i - 1 (the router's) */
+                const unsigned int target = a.bar_base + (unsigned int)i * gridDim.x;
+                unsigned int v;
+                do {
+                    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];"
+                                 : "=r"(v)
+                                 : "l"(a.bar)
+                                 : "memory");
+                } while ((int)(v - target) < 0);
+            }
+            const int K = lp_k(i % LP_PHASES), rows = lp_block_rows(i);
+            const uint16_t *W = a.W[i];
+            for (int j = 0; j < rows; j++, q++) {
+                const int s = q % LP_STAGES;
+                if (q >= LP_STAGES) mbar_wait(&empty[s], (q / LP_STAGES - 1) & 1);
+                mbar_arrive_expect_tx(&full[s], 2 * K);
+                bulk_copy_g2s(ring + (size_t)s * LP_STAGE_BYTES,
+                              W + (size_t)(blockIdx.x + j * gridDim.x) * K, 2 * K, &full[s]);
+            }
+        }
+        return;
+    }
+    unsigned int q = 0; /* the stream's position at the start of phase i */
+    for (int i = 0; i < n; i++) {
+        lp_stamp(a, i);
+        const int K = lp_k(i % LP_PHASES), C = K / 8;
+        const float *prev = i == 0 ? a.x0 : a.y[i - 1];
+        const int n_prev = i == 0 ? LP_K_MAX : lp_n((i - 1) % LP_PHASES);
+        for (int k = threadIdx.x; k < K; k += LP_THREADS)
+            xs[k] = lp_input(__ldcg(prev + k % n_prev), k);
+        lp_consumer_sync();
+        const int rows = lp_block_rows(i);
+        /* this warp's rows: those whose stream position is ≡ warp (mod LP_WARPS) */
+        for (int j = (int)((warp - q % LP_WARPS + LP_WARPS) % LP_WARPS); j < rows; j += LP_WARPS) {
+            const unsigned int qj = q + j;
+            const int s = qj % LP_STAGES;
+            mbar_wait(&full[s], (qj / LP_STAGES) & 1);
+            const uint4 *wr = (const uint4 *)(ring + (size_t)s * LP_STAGE_BYTES);
+            float acc = 0.f; /* layer_rows's arithmetic in its order: the same bits */
+#pragma unroll 4
+            for (int c = lane; c < C; c += 32) {
+                float w[8];
+                unpack_bf16x8(wr[c], w);
+#pragma unroll
+                for (int e = 0; e < 8; e++) acc = fmaf(w[e], xs[8 * c + e], acc);
+            }
+            __syncwarp();
+            if (lane == 0) mbar_arrive(&empty[s]);
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+            if (lane == 0) a.y[i][blockIdx.x + j * gridDim.x] = acc;
+        }
+        q += rows;
+        if (i + 1 == n) break;
+        lp_stream_barrier(a, i); /* also keeps xs until every consumer warp is done with it */
+    }
+}
+
 /* Weights from a hash of (seed, buffer, index), the same on the host (the reference): bf16 values
  * ±2^-9 … ±2^-6 with random mantissas (sign, exponent 118-121, 7 mantissa bits from the hash). */
 static __host__ __device__ inline uint16_t lp_weight(uint64_t seed, int buf, size_t k) {
@@ -209,7 +328,7 @@ __global__ void lp_fill_kernel(uint16_t *w, size_t n, uint64_t seed, int buf) {
 }
 
 struct lp_run {
-    int L, grid;
+    int L, grid, sms; /* the stream forms run one block an SM */
     std::vector<uint16_t *> W;
     std::vector<float *> y;
     const uint16_t **dW;
@@ -231,7 +350,11 @@ static void lp_alloc(lp_run &r, int L, int blocks_per_sm, uint64_t seed) {
         CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&f, k, LP_THREADS, 0));
         fit = f < fit ? f : fit;
     }
-    r.L = L, r.grid = sms * (blocks_per_sm < fit ? blocks_per_sm : fit);
+    r.L = L, r.grid = sms * (blocks_per_sm < fit ? blocks_per_sm : fit), r.sms = sms;
+    for (const void *k :
+         {(const void *)lp_stream_kernel<false>, (const void *)lp_stream_kernel<true>})
+        CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        (int)LP_STREAM_SMEM));
     for (int i = 0; i < L * LP_PHASES; i++) {
         const size_t n = (size_t)lp_n(i % LP_PHASES) * lp_k(i % LP_PHASES);
         uint16_t *w = tu_dev_alloc<uint16_t>(n);
@@ -262,9 +385,19 @@ static void lp_free(lp_run &r) {
     CUDA_CHECK(cudaFree(r.stamps));
 }
 
-enum { LP_KERNELS, LP_PDL, LP_PERSIST, LP_PREFETCH, LP_BARRIERS, LP_PRELOAD, LP_FORMS };
-static const char *LP_FORM_NAME[LP_FORMS] = {"kernels",  "pdl",      "persist",
-                                             "prefetch", "barriers", "preload"};
+enum {
+    LP_KERNELS,
+    LP_PDL,
+    LP_PERSIST,
+    LP_PREFETCH,
+    LP_BARRIERS,
+    LP_PRELOAD,
+    LP_STREAM,
+    LP_ROUTED,
+    LP_FORMS
+};
+static const char *LP_FORM_NAME[LP_FORMS] = {"kernels",  "pdl",     "persist", "prefetch",
+                                             "barriers", "preload", "stream",  "routed"};
 
 /* The kernels and pdl forms as one graph of L · 6 launches (captured once per run). */
 static cudaGraphExec_t lp_capture(lp_run &r, bool pdl, cudaStream_t st) {
@@ -297,6 +430,15 @@ static void lp_launch(lp_run &r, int form, cudaGraphExec_t ex, cudaStream_t st) 
         return;
     }
     const lp_args a = r.args();
+    if (form == LP_STREAM || form == LP_ROUTED) {
+        if (form == LP_STREAM)
+            lp_stream_kernel<false><<<r.sms, LP_STREAM_THREADS, LP_STREAM_SMEM, st>>>(a);
+        else
+            lp_stream_kernel<true><<<r.sms, LP_STREAM_THREADS, LP_STREAM_SMEM, st>>>(a);
+        CUDA_CHECK(cudaGetLastError());
+        r.bar_next += (unsigned int)(r.L * LP_PHASES - 1) * (unsigned int)r.sms;
+        return;
+    }
     if (form == LP_PERSIST)
         lp_persist_kernel<0><<<r.grid, LP_THREADS, 0, st>>>(a);
     else if (form == LP_PREFETCH)
@@ -400,8 +542,9 @@ static void lp_bench(cudaStream_t st) {
     printf("\nA batch-1 120b layer's bytes (%.1f MB; %.1f µs at 4.2 TB/s) as 6 dependent GEMVs, 36 "
            "layers, µs a layer (median of 20 runs):\n",
            bytes / 1e6, bytes / 4.2e6);
-    printf("| blocks an SM | kernels | pdl | persist | prefetch | preload | barriers (µs each) |\n"
-           "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    printf("| blocks an SM | kernels | pdl | persist | prefetch | preload | barriers (µs each) | "
+           "stream (1 an SM) | routed (1 an SM) |\n"
+           "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
     double phase[2][LP_FORMS][LP_PHASES];
     const int BPSM[2] = {2, 4};
     for (int b = 0; b < 2; b++) {
@@ -415,9 +558,10 @@ static void lp_bench(cudaStream_t st) {
             lp_phase_times(r, phase[b][form]);
         }
         const double per = 1.0 / r.L;
-        printf("| %d (grid %d) | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f |\n", BPSM[b], r.grid,
-               us[LP_KERNELS] * per, us[LP_PDL] * per, us[LP_PERSIST] * per, us[LP_PREFETCH] * per,
-               us[LP_PRELOAD] * per, us[LP_BARRIERS] / (r.L * LP_PHASES - 1));
+        printf("| %d (grid %d) | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f | %.1f | %.1f |\n",
+               BPSM[b], r.grid, us[LP_KERNELS] * per, us[LP_PDL] * per, us[LP_PERSIST] * per,
+               us[LP_PREFETCH] * per, us[LP_PRELOAD] * per, us[LP_BARRIERS] / (r.L * LP_PHASES - 1),
+               us[LP_STREAM] * per, us[LP_ROUTED] * per);
         for (auto e : ex) CUDA_CHECK(cudaGraphExecDestroy(e));
         lp_free(r);
     }
@@ -425,13 +569,15 @@ static void lp_bench(cudaStream_t st) {
         "\nBy phase (block 0's %%globaltimer at each phase's start; a phase and the boundary after "
         "it, mean over the layers of the last run, µs):\n");
     printf("| phase | MB | at 4.2 TB/s | blocks an SM | kernels | pdl | persist | prefetch | "
-           "preload |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+           "preload | stream | routed |\n"
+           "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
     for (int p = 0; p < LP_PHASES; p++)
         for (int b = 0; b < 2; b++) {
             const double mb = 2.0 * lp_n(p) * lp_k(p) / 1e6;
-            printf("| %s | %.2f | %.1f | %d | %.1f | %.1f | %.1f | %.1f | %.1f |\n", LP_NAME[p], mb,
-                   mb / 4.2, BPSM[b], phase[b][LP_KERNELS][p], phase[b][LP_PDL][p],
-                   phase[b][LP_PERSIST][p], phase[b][LP_PREFETCH][p], phase[b][LP_PRELOAD][p]);
+            printf("| %s | %.2f | %.1f | %d | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f |\n",
+                   LP_NAME[p], mb, mb / 4.2, BPSM[b], phase[b][LP_KERNELS][p], phase[b][LP_PDL][p],
+                   phase[b][LP_PERSIST][p], phase[b][LP_PREFETCH][p], phase[b][LP_PRELOAD][p],
+                   phase[b][LP_STREAM][p], phase[b][LP_ROUTED][p]);
         }
 }
 
