@@ -41,133 +41,13 @@
  * or graph replays; a block that waits more than ~2 s traps (an error, not a hang). */
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/gemv.h"
-#include "backend/cuda/gemv_row.cuh"
+#include "backend/cuda/moe_block_parts.cuh"
 #include "backend/cuda/moe_fused.h"
-#include "backend/cuda/moe_small.cuh"
 #include "backend/cuda/moe_topk.cuh"
 #include "backend/cuda/per_device.h"
 
-#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
-
-enum {
-    FU_WARPS = small_cfg<1>::WARPS,
-    FU_THREADS = small_cfg<1>::THREADS,
-    FU_MAX_T = 8,  /* tokens: the router rows' accumulators are templated up to GEMV_MAX_M */
-    FU_MAX_P = 32, /* pairs: one lane each in the grouping warp */
-    FU_MAX_E = 256,
-    FU_MAX_H = 3072, /* gpt-oss: 2880 */
-    FU_NJ =
-        FU_MAX_H / 256, /* 16-byte words per lane of one router row (16 for GEMV_MAX_K spilled) */
-    FU_MAX_SMEM = 200 * 1024, /* dynamic shared memory: the staging of one item, or the logits */
-    FU_DEEP_SMEM = 53 * 1024  /* mode 2: 4 blocks an SM with the static 2.6 KB and 1 KB reserved */
-};
-
-struct fused_args {
-    moe_args gu, dn; /* gate_up and down; their routing pointers are replaced by the block's own */
-    const uint16_t *x, *x_lo; /* [T][H] the MLP norm's split-bf16 output (x_lo may be NULL) */
-    const uint16_t *router_w, *router_b; /* [E][H], [E] (bias may be NULL) */
-    float *logits;                       /* [T][E] fp32 */
-    moe_routing r;                       /* the routing's global copy (block 0 writes it) */
-    unsigned *bar;                       /* [2]: arrivals, generation */
-    int T, E, k, H;
-    /* Mode 2 (deep prefetch): down items are dealt from the last block backwards, so that blocks
-     * with no gate_up item get one first, and each block's first down item copies k steps
-     * [U, U + pre_steps) into shared memory at byte pre_off (after its token staging) on top of the
-     * U steps in registers. Mode 1: down items from block 0, registers only. */
-    int deep, pre_steps, pre_off;
-    unsigned spin_ns; /* the barrier's sleep between polls (measurement: moe_fused_set_spin_ns) */
-    int stop_after;   /* measurement: 1 router, 2 + routing, 3 + gate_up; 0: the whole block */
-};
-
-static __device__ __forceinline__ unsigned ld_acquire_u32(const unsigned *p) {
-    unsigned v;
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
-
-/* Every block of the grid waits here until all have arrived; writes before it are visible to every
- * block after it. bar[0] counts arrivals; the last block to arrive resets it and advances bar[1],
- * which the others watch. A block reads the generation before it arrives: it cannot advance until
- * this block has arrived. */
-static __device__ __forceinline__ void grid_barrier(unsigned *bar, unsigned spin_ns) {
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        const unsigned gen = ld_acquire_u32(bar + 1);
-        __threadfence(); /* this block's writes (ordered by __syncthreads) before the arrival */
-        if (atomicAdd(bar, 1u) == gridDim.x - 1) {
-            atomicExch(bar, 0u);
-            __threadfence();
-            atomicAdd(bar + 1, 1u);
-        } else {
-            const long long t0 = clock64();
-            while (ld_acquire_u32(bar + 1) == gen) {
-                if (spin_ns) __nanosleep(spin_ns); /* fewer polls in the way of the arrivals */
-                if (clock64() - t0 > 4000000000ll) __trap(); /* ~2 s: a block never arrived */
-            }
-        }
-        __threadfence();
-    }
-    __syncthreads();
-}
-
-/* Router logits of expert row e for the T tokens (lane m < T writes token m's). */
-template <int M> static __device__ __forceinline__ void router_row(const fused_args &fa, int e) {
-    float acc[M];
-    gemv_row_direct<M, FU_NJ>(fa.router_w + (size_t)e * fa.H, fa.x, fa.x_lo, fa.H, acc);
-    const int lane = threadIdx.x & 31;
-    if (lane < M) {
-        float v = acc[0];
-#pragma unroll
-        for (int m = 1; m < M; m++)
-            if (lane == m) v = acc[m];
-        fa.logits[(size_t)lane * fa.E + e] = v;
-    }
-}
-
-/* The grouping of P ≤ 32 pairs by expert (lane p holds pair p's expert), by one warp, with the same
- * results as moe_route_small_kernel: pairs in expert order, in pair order within an expert; counts and
- * offsets (only the touched experts' entries are written); the touched experts ascending. */
-static __device__ __forceinline__ void group_pairs(int P, const int *idx, int *pair_sorted,
-                                                   int *touched, int *count, int *offset,
-                                                   int *n_touched) {
-    const int lane = threadIdx.x & 31;
-    const int e = lane < P ? idx[lane] : INT_MAX;
-    int less = 0, same = 0, before = 0;
-    for (int q = 0; q < P; q++) {
-        const int eq = __shfl_sync(0xffffffffu, e, q);
-        less += eq < e, same += eq == e, before += eq == e && q < lane;
-    }
-    const bool first = lane < P && before == 0;
-    const unsigned firsts = __ballot_sync(0xffffffffu, first);
-    int distinct_less = 0;
-    for (int q = 0; q < P; q++) {
-        const int eq = __shfl_sync(0xffffffffu, e, q);
-        distinct_less += ((firsts >> q) & 1u) && eq < e;
-    }
-    if (lane < P) pair_sorted[less + before] = lane;
-    if (first) count[e] = same, offset[e] = less, touched[distinct_less] = e;
-    if (lane == 0) *n_touched = __popc(firsts);
-}
-
-/* Block 0: the routing in moe_route_split's global format (moe.h), for whoever reads it after the
- * step (tests; the unfused path's consumers). Every touched expert has ≤ 32 pairs: one tile each. */
-static __device__ void write_routing(const fused_args &fa, const int *idx, const float *wts,
-                                     const int *pair_sorted, const int *touched, int nt) {
-    const moe_routing &r = fa.r;
-    const int P = fa.T * fa.k;
-    for (int i = threadIdx.x; i < P; i += blockDim.x)
-        r.topk_idx[i] = idx[i], r.topk_w[i] = wts[i], r.pair_sorted[i] = pair_sorted[i];
-    for (int e = threadIdx.x; e < fa.E; e += blockDim.x) {
-        int c = 0, lt = 0;
-        for (int p = 0; p < P; p++) c += idx[p] == e, lt += idx[p] < e;
-        r.count[e] = c, r.offset[e] = lt;
-    }
-    for (int i = threadIdx.x; i < nt; i += blockDim.x)
-        r.touched[i] = touched[i], r.tiles[i] = touched[i] << 16;
-    if (threadIdx.x == 0) r.offset[fa.E] = P, *r.n_touched = nt, *r.n_tiles = nt;
-}
 
 template <bool FOLDED1, bool FOLDED2, int MIN_BLOCKS = small_cfg<1>::MIN_BLOCKS>
 __global__ void __launch_bounds__(FU_THREADS, MIN_BLOCKS) moe_fused_kernel(const fused_args fa) {
@@ -272,13 +152,13 @@ static fused_fn fused_kernel_for(int f1, int f2, int three = 0) {
 static int g_fused = -1; /* -1: not decided yet */
 
 void moe_set_fused(int mode) {
-    g_fused = mode == 1 || mode == 2 ? mode : 0;
+    g_fused = mode >= 1 && mode <= 3 ? mode : 0;
 }
 
 int moe_fused_enabled(void) {
     if (g_fused < 0) {
         const char *v = getenv("GPTOSS_MOE_FUSED");
-        g_fused = !v ? 0 : !strcmp(v, "1") ? 1 : !strcmp(v, "2") ? 2 : 0;
+        g_fused = !v ? 0 : !strcmp(v, "1") ? 1 : !strcmp(v, "2") ? 2 : !strcmp(v, "3") ? 3 : 0;
     }
     return g_fused;
 }
@@ -296,8 +176,8 @@ void moe_fused_set_probe(int stop_after, int plain_launch, int three_blocks) {
 
 int moe_fused_supported(int T, int E, int k, int H, int I, const moe_plan *plan) {
     return plan && !plan->large && plan->ntp == 1 && T >= 1 && T <= FU_MAX_T && k >= 1 && k <= 8 &&
-           T * k <= FU_MAX_P && E >= k && E <= FU_MAX_E && H % 64 == 0 && H <= FU_MAX_H &&
-           I % 64 == 0 && H > 0 && I > 0;
+           T * k <= (moe_fused_enabled() == 3 ? (int)FS_MAX_P : (int)FU_MAX_P) && E >= k &&
+           E <= FU_MAX_E && H % 64 == 0 && H <= FU_MAX_H && I % 64 == 0 && H > 0 && I > 0;
 }
 
 /* Resident blocks of the kernel with smem bytes of staging: the cooperative grid. Cached per device
@@ -353,6 +233,8 @@ cudaError_t moe_decode_fused(const moe_weights *w, const uint16_t *x, const uint
     g.alpha = d.alpha = w->swiglu_alpha, g.limit = d.limit = w->swiglu_limit;
     fa.x = x, fa.x_lo = x_lo, fa.router_w = router_w, fa.router_b = router_b, fa.logits = logits;
     fa.r = *r, fa.bar = bar, fa.T = r->T, fa.E = w->E, fa.k = r->k, fa.H = w->H;
+    fa.spin_ns = g_spin_ns;
+    if (moe_fused_enabled() == 3) return moe_stream_launch(fa, w->w1_folded, w->w2_folded, stream);
 
     const int nk_dn = (d.KK + d.S - 1) / d.S, nk_max = g.KK > nk_dn ? g.KK : nk_dn;
     size_t smem = small_smem_bytes<1>(nk_max);

@@ -15,8 +15,10 @@ extern "C" {
 int moe_fused_supported(int T, int E, int k, int H, int I, const moe_plan *plan);
 
 /* The fused path's switch, process-wide (a measurement switch: measured slower than the four
- * launches, so off unless GPTOSS_MOE_FUSED=1 or 2, or moe_set_fused): 0 off, 1 on, 2 on with the deep prefetch of down's
- * weights (moe_fused.cu). */
+ * launches, so off unless GPTOSS_MOE_FUSED=1, 2 or 3, or moe_set_fused): 0 off, 1 on, 2 on with the
+ * deep prefetch of down's weights (moe_fused.cu), 3 the stream form (moe_stream.cu: a producer warp
+ * streams gate_up's and down's tiles through a shared-memory ring across the grid barrier; at most
+ * 8 pairs a step, i.e. T ≤ 2 at top-4; bits within rounding of the unfused path's, not equal). */
 void moe_set_fused(int mode);
 /* The grid barrier's sleep between polls of its generation word, in ns (0: spin; a measurement
  * knob of tests/gpu/test_moe_fused.cu --bench). */
