@@ -10,7 +10,8 @@
 # stream), i.e. stream / unfused 0.60-0.75; in the step it replaces gemv_norm_route + the two expert
 # kernels (~35 us a layer) by norm_add + the stream kernel (~3.4 + ~24): 120b decode batch 1 +8-15 %,
 # batch 2 +5-12 %, 20b batch 1 +8-15 %. Decision: default at T <= 2 if it gains beyond the rounds'
-# spread, else the form is removed.
+# spread, else the form is removed. Mode 4 (the MLP norm inside the same kernel, norm_add's launch
+# gone): ~3 us a layer more, +3-5 % over mode 3 at batch 1-2.
 set -uo pipefail
 root=${OUT:-/tmp/s21c1}
 mkdir -p "$root"
@@ -19,8 +20,9 @@ source "$(dirname "$0")/env.sh"
 device_script "$root/stream" "the MoE block's stream form"
 test_table
 run_logged test_moe_fused 150 $bin/gpu_test_moe_fused
-grep -E "stream: act" "$out/logs/test_moe_fused.log" | head -8 | tee -a "$sum"
-ROUNDS=2 decode_variants "base=- stream=GPTOSS_MOE_FUSED=3" 120b:1,2 20b:1
+grep -E "stream: act" "$out/logs/test_moe_fused.log" | head -12 | tee -a "$sum"
+ROUNDS=2 decode_variants "base=- stream=GPTOSS_MOE_FUSED=3 norm=GPTOSS_MOE_FUSED=4" 120b:1,2
+ROUNDS=1 decode_variants "base=- stream=GPTOSS_MOE_FUSED=3 norm=GPTOSS_MOE_FUSED=4" 20b:1
 echo -e "\n## gpu_test_moe_fused --bench $(t)" | tee -a "$sum"
 timeout $((545 - ($(date +%s) - start) - 60)) $bin/gpu_test_moe_fused --bench 2>&1 | grep -E '^\|' | tee -a "$sum"
 t | tee -a "$sum"

@@ -13,7 +13,10 @@
  *   - refusals: unsupported shapes and plans;
  *   - the stream form (mode 3, moe_stream.cu, T ≤ 2): logits and routing bit for bit, act and y
  *     within rounding (its k sums are split differently): relative L2 ≤ 2e-3 each, every value
- *     finite, and 20 repeated launches and a graph replay bit-identical to its own first run.
+ *     finite, and 20 repeated launches and a graph replay bit-identical to its own first run;
+ *   - the stream form with the MLP norm inside (moe_decode_stream_norm, T ≤ 2) against
+ *     norm_add_rmsnorm_split + the unfused path: h and the logits and routing bit for bit, act and
+ *     y within rounding as above; a graph replay the same as its first run.
  * Weights are random bytes in the repacked layout (any byte is a valid pair of codes), scales 2^-7 …
  * 2^-5, made on the device.
  *
@@ -24,6 +27,7 @@
 
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/moe_fused.h"
+#include "backend/cuda/norm.h"
 
 static const int H = 2880, I = 2880, TOPK = 4;
 
@@ -301,6 +305,60 @@ static void check_case(layer &L, int T, int f1, int f2, unsigned *bar, cudaStrea
     CUDA_CHECK(cudaFree(x_lo));
 }
 
+/* The stream form with the norm inside, against norm_add_rmsnorm_split + the unfused path. */
+static void check_norm_case(layer &L, int T, unsigned *bar, cudaStream_t st, int sm) {
+    const int E = L.w.E;
+    const float eps = 1e-5f;
+    std::vector<float> hh((size_t)T * H);
+    std::vector<uint16_t> oh((size_t)T * H), gh(H);
+    for (auto &v : hh) v = (float)(rng_next(&tu_rng) % 20001) * 1e-4f - 1.0f;
+    tu_fill_bf16(oh.data(), NULL, oh.size(), -1.0f, 1.0f);
+    tu_fill_bf16(gh.data(), NULL, gh.size(), 0.5f, 1.5f);
+    uint16_t *o = tu_dev_upload(oh.data(), oh.size()), *gain = tu_dev_upload(gh.data(), H);
+    float *h_ref = tu_dev_upload(hh.data(), hh.size()), *h = tu_dev_upload(hh.data(), hh.size());
+    float *h0 = tu_dev_upload(hh.data(), hh.size()); /* h as it was, for the replays */
+    uint16_t *x = tu_dev_alloc<uint16_t>((size_t)T * H),
+             *x_lo = tu_dev_alloc<uint16_t>((size_t)T * H);
+    outputs ref = make_outputs(T, E, sm), fu = make_outputs(T, E, sm);
+    poison(ref, st);
+    CUDA_CHECK(norm_add_rmsnorm_split(h_ref, o, NULL, 0, T, H, gain, eps, x, x_lo, st));
+    CUDA_CHECK(run_unfused(L, x, x_lo, ref, st));
+    const snapshot want = take(ref);
+    std::vector<float> want_h((size_t)T * H), got_h((size_t)T * H);
+    tu_download(want_h.data(), h_ref, want_h.size());
+    poison(fu, st);
+    const cudaError_t e = moe_decode_stream_norm(&L.w, h, o, gain, eps, L.router_w, L.router_b,
+                                                 fu.logits, &fu.r, &fu.plan, fu.act, fu.y, bar, st);
+    CHECK(e == cudaSuccess, "T=%d E=%d: moe_decode_stream_norm: %s", T, E, cudaGetErrorString(e));
+    if (e == cudaSuccess) {
+        const snapshot got = take(fu);
+        tu_download(got_h.data(), h, got_h.size());
+        CHECK(!memcmp(want_h.data(), got_h.data(), 4 * got_h.size()),
+              "T=%d E=%d: the norm inside wrote other h bits than norm_add", T, E);
+        close_to(want, got, T, E, L.w.w1_folded, L.w.w2_folded);
+        /* replayed in a graph (h restored first: each run adds delta again) */
+        cudaGraph_t g;
+        cudaGraphExec_t ge;
+        CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+        CUDA_CHECK(cudaMemcpyAsync(h, h0, 4 * hh.size(), cudaMemcpyDeviceToDevice, st));
+        CUDA_CHECK(moe_decode_stream_norm(&L.w, h, o, gain, eps, L.router_w, L.router_b, fu.logits,
+                                          &fu.r, &fu.plan, fu.act, fu.y, bar, st));
+        CUDA_CHECK(cudaStreamEndCapture(st, &g));
+        CUDA_CHECK(cudaGraphInstantiate(&ge, g, 0));
+        poison(fu, st);
+        for (int rep = 0; rep < 3; rep++) CUDA_CHECK(cudaGraphLaunch(ge, st));
+        same(got, take(fu), "stream with the norm, graph replay", T, E, L.w.w1_folded,
+             L.w.w2_folded);
+        CUDA_CHECK(cudaGraphExecDestroy(ge));
+        CUDA_CHECK(cudaGraphDestroy(g));
+    }
+    free_outputs(ref);
+    free_outputs(fu);
+    for (void *p :
+         {(void *)o, (void *)gain, (void *)h_ref, (void *)h, (void *)h0, (void *)x, (void *)x_lo})
+        CUDA_CHECK(cudaFree(p));
+}
+
 static void check_refusals(const layer &L, unsigned *bar, cudaStream_t st, int sm) {
     moe_plan p = moe_plan_for(1, L.w.E, TOPK, sm);
     CHECK(moe_fused_supported(1, 128, 4, H, I, &p), "T=1 on 120b's shapes is supported");
@@ -396,6 +454,7 @@ int main(int argc, char **argv) {
                                                  : 3; /* folded both, none, mixed */
                 check_case(L, T, f & 1, f >> 1, bar, st, sm);
             }
+            for (int T = 1; T <= 2; T++) check_norm_case(L, T, bar, st, sm);
             if (E == 128) check_refusals(L, bar, st, sm);
             free_layer(L);
         }

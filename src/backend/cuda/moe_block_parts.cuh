@@ -39,6 +39,12 @@ struct fused_args {
     int deep, pre_steps, pre_off;
     unsigned spin_ns; /* the barrier's sleep between polls (measurement: moe_fused_set_spin_ns) */
     int stop_after;   /* measurement: 1 router, 2 + routing, 3 + gate_up; 0: the whole block */
+    /* The stream form with the MLP norm inside (moe_decode_stream_norm): nh [T][H] the residual,
+     * h ← h + ndelta (bf16 [T][H]) and x = RMSNorm(h) · ngain made in every block (x, x_lo unused);
+     * nh NULL: x is given. */
+    float *nh;
+    const uint16_t *ndelta, *ngain;
+    float neps;
 };
 
 static __device__ __forceinline__ unsigned ld_acquire_u32(const unsigned *p) {
@@ -72,10 +78,13 @@ static __device__ __forceinline__ void grid_barrier(unsigned *bar, unsigned spin
     __syncthreads();
 }
 
-/* Router logits of expert row e for the T tokens (lane m < T writes token m's). */
-template <int M> static __device__ __forceinline__ void router_row(const fused_args &fa, int e) {
+/* Router logits of expert row e for the T tokens (lane m < T writes token m's), from x + x_lo
+ * ([T][H] split bf16: fa.x and fa.x_lo, or the stream form's rows in shared memory). */
+template <int M>
+static __device__ __forceinline__ void router_row(const fused_args &fa, int e, const uint16_t *x,
+                                                  const uint16_t *x_lo) {
     float acc[M];
-    gemv_row_direct<M, FU_NJ>(fa.router_w + (size_t)e * fa.H, fa.x, fa.x_lo, fa.H, acc);
+    gemv_row_direct<M, FU_NJ>(fa.router_w + (size_t)e * fa.H, x, x_lo, fa.H, acc);
     const int lane = threadIdx.x & 31;
     if (lane < M) {
         float v = acc[0];

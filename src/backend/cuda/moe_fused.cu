@@ -64,28 +64,28 @@ __global__ void __launch_bounds__(FU_THREADS, MIN_BLOCKS) moe_fused_kernel(const
     if (e_row < E) {
         switch (T) {
         case 1:
-            router_row<1>(fa, e_row);
+            router_row<1>(fa, e_row, fa.x, fa.x_lo);
             break;
         case 2:
-            router_row<2>(fa, e_row);
+            router_row<2>(fa, e_row, fa.x, fa.x_lo);
             break;
         case 3:
-            router_row<3>(fa, e_row);
+            router_row<3>(fa, e_row, fa.x, fa.x_lo);
             break;
         case 4:
-            router_row<4>(fa, e_row);
+            router_row<4>(fa, e_row, fa.x, fa.x_lo);
             break;
         case 5:
-            router_row<5>(fa, e_row);
+            router_row<5>(fa, e_row, fa.x, fa.x_lo);
             break;
         case 6:
-            router_row<6>(fa, e_row);
+            router_row<6>(fa, e_row, fa.x, fa.x_lo);
             break;
         case 7:
-            router_row<7>(fa, e_row);
+            router_row<7>(fa, e_row, fa.x, fa.x_lo);
             break;
         default:
-            router_row<8>(fa, e_row);
+            router_row<8>(fa, e_row, fa.x, fa.x_lo);
             break;
         }
     }
@@ -152,7 +152,7 @@ static fused_fn fused_kernel_for(int f1, int f2, int three = 0) {
 static int g_fused = -1; /* -1: not decided yet */
 
 void moe_set_fused(int mode) {
-    g_fused = mode >= 1 && mode <= 3 ? mode : 0;
+    g_fused = mode >= 1 && mode <= 4 ? mode : 0;
 }
 
 int moe_fused_enabled(void) {
@@ -175,9 +175,16 @@ void moe_fused_set_probe(int stop_after, int plain_launch, int three_blocks) {
 }
 
 int moe_fused_supported(int T, int E, int k, int H, int I, const moe_plan *plan) {
+    if (moe_fused_enabled() >= 3) return moe_stream_supported(T, E, k, H, I, plan);
     return plan && !plan->large && plan->ntp == 1 && T >= 1 && T <= FU_MAX_T && k >= 1 && k <= 8 &&
-           T * k <= (moe_fused_enabled() == 3 ? (int)FS_MAX_P : (int)FU_MAX_P) && E >= k &&
-           E <= FU_MAX_E && H % 64 == 0 && H <= FU_MAX_H && I % 64 == 0 && H > 0 && I > 0;
+           T * k <= FU_MAX_P && E >= k && E <= FU_MAX_E && H % 64 == 0 && H <= FU_MAX_H &&
+           I % 64 == 0 && H > 0 && I > 0;
+}
+
+int moe_stream_supported(int T, int E, int k, int H, int I, const moe_plan *plan) {
+    return plan && !plan->large && T >= 1 && T <= 2 && k >= 1 && T * k <= FS_MAX_P && E >= k &&
+           E <= FU_MAX_E && H % 64 == 0 && H <= FU_MAX_H && I % 64 == 0 && I <= FU_MAX_H && H > 0 &&
+           I > 0;
 }
 
 /* Resident blocks of the kernel with smem bytes of staging: the cooperative grid. Cached per device
@@ -211,15 +218,11 @@ static cudaError_t resident_grid(int variant, size_t smem, int *grid) {
     return cudaSuccess;
 }
 
-cudaError_t moe_decode_fused(const moe_weights *w, const uint16_t *x, const uint16_t *x_lo,
-                             const uint16_t *router_w, const uint16_t *router_b, float *logits,
-                             const moe_routing *r, const moe_plan *plan, uint16_t *act,
-                             float *y_slots, unsigned *bar, cudaStream_t stream) {
-    if (!w || !x || !router_w || !logits || !r || !plan || !act || !y_slots || !bar ||
-        r->E != w->E || r->n_e != r->E || !moe_fused_supported(r->T, w->E, r->k, w->H, w->I, plan))
-        return cudaErrorInvalidValue;
-    const int variant = (w->w1_folded ? 1 : 0) | (w->w2_folded ? 2 : 0) | (g_three ? 4 : 0);
-    fused_args fa;
+/* The arguments both forms take (the caller has checked the pointers). */
+static cudaError_t fill_args(fused_args &fa, const moe_weights *w, const uint16_t *x,
+                             const uint16_t *x_lo, const uint16_t *router_w,
+                             const uint16_t *router_b, float *logits, const moe_routing *r,
+                             const moe_plan *plan, uint16_t *act, float *y_slots, unsigned *bar) {
     memset(&fa, 0, sizeof fa);
     moe_args &g = fa.gu, &d = fa.dn;
     g.wq = (const uint4 *)w->w1_q, g.wsc = (const uint32_t *)w->w1_s, g.bias = w->b1;
@@ -234,7 +237,36 @@ cudaError_t moe_decode_fused(const moe_weights *w, const uint16_t *x, const uint
     fa.x = x, fa.x_lo = x_lo, fa.router_w = router_w, fa.router_b = router_b, fa.logits = logits;
     fa.r = *r, fa.bar = bar, fa.T = r->T, fa.E = w->E, fa.k = r->k, fa.H = w->H;
     fa.spin_ns = g_spin_ns;
-    if (moe_fused_enabled() == 3) return moe_stream_launch(fa, w->w1_folded, w->w2_folded, stream);
+    return cudaSuccess;
+}
+
+cudaError_t moe_decode_stream_norm(const moe_weights *w, float *h, const uint16_t *delta,
+                                   const uint16_t *gain, float eps, const uint16_t *router_w,
+                                   const uint16_t *router_b, float *logits, const moe_routing *r,
+                                   const moe_plan *plan, uint16_t *act, float *y_slots,
+                                   unsigned *bar, cudaStream_t stream) {
+    if (!w || !h || !delta || !gain || !router_w || !logits || !r || !plan || !act || !y_slots ||
+        !bar || r->E != w->E || r->n_e != r->E ||
+        !moe_stream_supported(r->T, w->E, r->k, w->H, w->I, plan))
+        return cudaErrorInvalidValue;
+    fused_args fa;
+    CUDA_TRY(fill_args(fa, w, NULL, NULL, router_w, router_b, logits, r, plan, act, y_slots, bar));
+    fa.nh = h, fa.ndelta = delta, fa.ngain = gain, fa.neps = eps;
+    return moe_stream_launch(fa, w->w1_folded, w->w2_folded, stream);
+}
+
+cudaError_t moe_decode_fused(const moe_weights *w, const uint16_t *x, const uint16_t *x_lo,
+                             const uint16_t *router_w, const uint16_t *router_b, float *logits,
+                             const moe_routing *r, const moe_plan *plan, uint16_t *act,
+                             float *y_slots, unsigned *bar, cudaStream_t stream) {
+    if (!w || !x || !router_w || !logits || !r || !plan || !act || !y_slots || !bar ||
+        r->E != w->E || r->n_e != r->E || !moe_fused_supported(r->T, w->E, r->k, w->H, w->I, plan))
+        return cudaErrorInvalidValue;
+    fused_args fa;
+    CUDA_TRY(fill_args(fa, w, x, x_lo, router_w, router_b, logits, r, plan, act, y_slots, bar));
+    if (moe_fused_enabled() >= 3) return moe_stream_launch(fa, w->w1_folded, w->w2_folded, stream);
+    moe_args &g = fa.gu, &d = fa.dn;
+    const int variant = (w->w1_folded ? 1 : 0) | (w->w2_folded ? 2 : 0) | (g_three ? 4 : 0);
 
     const int nk_dn = (d.KK + d.S - 1) / d.S, nk_max = g.KK > nk_dn ? g.KK : nk_dn;
     size_t smem = small_smem_bytes<1>(nk_max);

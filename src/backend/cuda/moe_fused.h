@@ -13,12 +13,16 @@ extern "C" {
 /* Whether moe_decode_fused handles a step of T tokens (E experts, top-k, hidden H, intermediate I)
  * under plan: the small path with 8-token passes, T ≤ 8, T·k ≤ 32, E ≤ 256. */
 int moe_fused_supported(int T, int E, int k, int H, int I, const moe_plan *plan);
+/* Whether the stream form (modes 3 and 4) handles it: T ≤ 2, T·k ≤ 8, E ≤ 256, H and I ≤ 3072. */
+int moe_stream_supported(int T, int E, int k, int H, int I, const moe_plan *plan);
 
 /* The fused path's switch, process-wide (a measurement switch: measured slower than the four
  * launches, so off unless GPTOSS_MOE_FUSED=1, 2 or 3, or moe_set_fused): 0 off, 1 on, 2 on with the
  * deep prefetch of down's weights (moe_fused.cu), 3 the stream form (moe_stream.cu: a producer warp
  * streams gate_up's and down's tiles through a shared-memory ring across the grid barrier; at most
- * 8 pairs a step, i.e. T ≤ 2 at top-4; bits within rounding of the unfused path's, not equal). */
+ * 8 pairs a step, i.e. T ≤ 2 at top-4; bits within rounding of the unfused path's, not equal), 4
+ * the stream form with the MLP norm inside (the runner calls moe_decode_stream_norm instead of
+ * norm_add + moe_decode_fused). */
 void moe_set_fused(int mode);
 /* The grid barrier's sleep between polls of its generation word, in ns (0: spin; a measurement
  * knob of tests/gpu/test_moe_fused.cu --bench). */
@@ -41,6 +45,16 @@ cudaError_t moe_decode_fused(const moe_weights *w, const uint16_t *x, const uint
                              const uint16_t *router_w, const uint16_t *router_b, float *logits,
                              const moe_routing *r, const moe_plan *plan, uint16_t *act,
                              float *y_slots, unsigned *bar, cudaStream_t stream);
+
+/* The stream form with the MLP norm inside: h ← h + delta ([T][H] fp32, delta bf16) and the
+ * router's and gate_up's input x = RMSNorm(h) · gain made in every block with norm_add_rmsnorm_split's
+ * arithmetic (the same bits), then everything moe_decode_fused does (x, x_lo: not written). For
+ * steps moe_stream_supported accepts; cudaErrorInvalidValue otherwise. */
+cudaError_t moe_decode_stream_norm(const moe_weights *w, float *h, const uint16_t *delta,
+                                   const uint16_t *gain, float eps, const uint16_t *router_w,
+                                   const uint16_t *router_b, float *logits, const moe_routing *r,
+                                   const moe_plan *plan, uint16_t *act, float *y_slots,
+                                   unsigned *bar, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -27,6 +27,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/moe_block_parts.cuh"
 #include "backend/cuda/moe_topk.cuh"
+#include "backend/cuda/norm_row.cuh"
 #include "backend/cuda/per_device.h"
 #include "backend/cuda/tma_ring.cuh"
 
@@ -45,8 +46,9 @@ static_assert(FS_STAGES % FS_GROUPS == 0, "each stage read by one group");
 struct fs_layout {
     int stage_stride;      /* bytes a stage: KK_max·544 rounded up to 128 */
     int xs_off, xs_stride; /* the staged rows (bf16 elements a row: K_max + 32, ≡ 64 B mod 128) */
-    int red_off;           /* [FS_GROUPS][2][FS_GROUP_WARPS][32] float4 partial sums */
-    int bar_off;           /* full[FS_STAGES], empty[FS_STAGES] */
+    int nx_off;  /* with the norm inside: x and x_lo, [T][H] bf16 each, inside the staging area */
+    int red_off; /* [FS_GROUPS][2][FS_GROUP_WARPS][32] float4 partial sums */
+    int bar_off; /* full[FS_STAGES], empty[FS_STAGES] */
 };
 
 static __device__ __forceinline__ void consumers_sync(void) {
@@ -178,14 +180,48 @@ __global__ void __launch_bounds__(FS_THREADS, 1)
         mbar_init_fence();
     }
 
+    /* Phase 0, with the norm inside: every block makes x = RMSNorm(h + delta) · gain as split bf16
+     * in shared memory, in norm_add_kernel's arithmetic and reduction tree (norm_row.cuh's replay:
+     * the same bits as norm_add_rmsnorm_split), and keeps h + delta for block 0 to write back once
+     * every block has read h (after the barrier below). */
+    const uint16_t *x = fa.x, *x_lo = fa.x_lo;
+    float hv[2][8];
+    const int H = fa.H, c = threadIdx.x;
+    const bool norm_here = fa.nh && c < H / 8;
+    if (fa.nh) {
+        __shared__ float s_red[32];
+        uint16_t *nx = (uint16_t *)(fs_smem + L.nx_off), *nx_lo = nx + (size_t)T * H;
+        const uint4 g8 = gain_at(fa.ngain, c, norm_here);
+        for (int m = 0; m < T; m++) {
+            float v[1][8];
+            const float ss = norm_replay_row<1>(fa.nh + (size_t)m * H, NULL, 0,
+                                                fa.ndelta + (size_t)m * H, H, v, s_red);
+            if (!norm_here) continue;
+            uint4 hi, lo;
+            norm_split8(v[0], rms_inv(ss, H, fa.neps), g8, hi, lo);
+            *(uint4 *)(nx + (size_t)m * H + 8 * c) = hi;
+            *(uint4 *)(nx_lo + (size_t)m * H + 8 * c) = lo;
+#pragma unroll
+            for (int i = 0; i < 8; i++) hv[m][i] = v[0][i];
+        }
+        __syncthreads();
+        x = nx, x_lo = nx_lo;
+    }
+
     /* Phase 1: router logits, a warp a row (rows b, b + G, … for warps 0, 1, …). */
     for (int e_row = blockIdx.x + w * gridDim.x; e_row < E; e_row += FS_WARPS * gridDim.x) {
         if (T == 1)
-            router_row<1>(fa, e_row);
+            router_row<1>(fa, e_row, x, x_lo);
         else
-            router_row<2>(fa, e_row);
+            router_row<2>(fa, e_row, x, x_lo);
     }
     grid_barrier(fa.bar, fa.spin_ns);
+    if (blockIdx.x == 0 && norm_here) /* every block has read h */
+        for (int m = 0; m < T; m++) {
+            float4 *dst = (float4 *)(fa.nh + (size_t)m * H + 8 * c);
+            dst[0] = make_float4(hv[m][0], hv[m][1], hv[m][2], hv[m][3]);
+            dst[1] = make_float4(hv[m][4], hv[m][5], hv[m][6], hv[m][7]);
+        }
 
     /* Phase 2: the routing, in every block (moe_fused.cu's phase 2). */
     float *s_logits = (float *)xs;
@@ -228,7 +264,7 @@ __global__ void __launch_bounds__(FS_THREADS, 1)
 
     /* The consumers. Gate_up's input: the T token rows (written before this kernel). */
     const int group = w / FS_GROUP_WARPS;
-    fs_stage_rows<false>(fa.x, T, gu.K, xs, L.xs_stride);
+    fs_stage_rows<false>(x, T, gu.K, xs, L.xs_stride);
     consumers_sync();
     unsigned q = 0;
     for (int j = 0; j < n_gu; j++, q++)
@@ -255,7 +291,8 @@ static unsigned long long g_stream_attrs_set;
 
 cudaError_t moe_stream_launch(const fused_args &fa, int folded1, int folded2, cudaStream_t stream) {
     const int P = fa.T * fa.k;
-    if (fa.T < 1 || fa.T > 2 || P > FS_MAX_P || fa.E > FU_MAX_E) return cudaErrorInvalidValue;
+    if ((!fa.nh && !fa.x) || fa.T < 1 || fa.T > 2 || P > FS_MAX_P || fa.E > FU_MAX_E)
+        return cudaErrorInvalidValue;
     const int kk_max = fa.gu.KK > fa.dn.KK ? fa.gu.KK : fa.dn.KK;
     fs_layout L;
     L.stage_stride = (kk_max * 544 + 127) / 128 * 128;
@@ -263,6 +300,15 @@ cudaError_t moe_stream_launch(const fused_args &fa, int folded1, int folded2, cu
     L.xs_stride = kk_max * 64 + 32;
     size_t xs_bytes = (size_t)P * L.xs_stride * 2;
     if ((size_t)fa.T * fa.E * 4 > xs_bytes) xs_bytes = (size_t)fa.T * fa.E * 4; /* the logits */
+    /* With the norm inside, x and x_lo sit past gate_up's staged rows and the logits. */
+    size_t nx = (size_t)fa.T * L.xs_stride * 2;
+    if ((size_t)fa.T * fa.E * 4 > nx) nx = (size_t)fa.T * fa.E * 4;
+    L.nx_off = L.xs_off + (int)((nx + 15) / 16 * 16);
+    if (fa.nh) {
+        if (fa.H / 8 > FS_THREADS || !fa.ndelta || !fa.ngain) return cudaErrorInvalidValue;
+        const size_t need = (size_t)(L.nx_off - L.xs_off) + 4 * (size_t)fa.T * fa.H;
+        if (need > xs_bytes) xs_bytes = need;
+    }
     L.red_off = L.xs_off + (int)((xs_bytes + 127) / 128 * 128);
     L.bar_off = L.red_off + FS_GROUPS * 2 * FS_GROUP_WARPS * 32 * 16;
     const size_t smem = (size_t)L.bar_off + 2 * FS_STAGES * sizeof(uint64_t);

@@ -208,6 +208,12 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
             CU(moe_experts(&ly->moe, w->a, &rt, &p->moe, w->act, w->y_slots, s));
             continue;
         }
+        if (fused && moe_fused_enabled() == 4) { /* the MLP norm inside the MoE stream kernel */
+            CU(moe_decode_stream_norm(&ly->moe, w->h, w->o, ly->mlp_norm, b->eps, ly->router_w,
+                                      ly->router_b, w->router, &rt, &p->moe, w->act, w->y_slots,
+                                      w->moe_bar, s));
+            continue;
+        }
         if (b->ar) {
             if (tp_all_reduce(b, 0, NULL, 0, w->o, T, w->h, ly->mlp_norm, b->eps, w->a, a_lo, s))
                 return -1;
