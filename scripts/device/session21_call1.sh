@@ -24,7 +24,7 @@ grep -E "stream: act" "$out/logs/test_moe_fused.log" | head -12 | tee -a "$sum"
 ROUNDS=2 decode_variants "base=- stream=GPTOSS_MOE_FUSED=3 norm=GPTOSS_MOE_FUSED=4" 120b:1,2
 ROUNDS=1 decode_variants "base=- stream=GPTOSS_MOE_FUSED=3 norm=GPTOSS_MOE_FUSED=4" 20b:1
 echo -e "\n## gpu_test_moe_fused --bench $(t)" | tee -a "$sum"
-timeout $((545 - ($(date +%s) - start) - 60)) $bin/gpu_test_moe_fused --bench 2>&1 | grep -E '^\|' | tee -a "$sum"
+timeout $((440 - ($(date +%s) - start))) $bin/gpu_test_moe_fused --bench 2>&1 | grep -E '^\|' | tee -a "$sum"
 t | tee -a "$sum"
 cat "$root/probe/summary.md" "$sum" >"$root/summary.md"
 tar czf "$root/logs.tgz" -C "$root" probe/logs stream/logs 2>/dev/null
