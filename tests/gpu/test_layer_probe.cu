@@ -170,9 +170,11 @@ __global__ void __launch_bounds__(LP_THREADS) lp_phase_kernel(lp_args a, int i) 
 }
 
 /* A grid barrier: every block's writes visible, then every block past it. The counter only grows:
- * barrier b of a launch waits for bar_base + (b + 1) · gridDim.x arrivals. */
-static __device__ __forceinline__ void lp_grid_barrier(const lp_args &a, int b) {
-    __syncthreads();
+ * barrier b of a launch waits for bar_base + (b + 1) · gridDim.x arrivals. sync: the block-level
+ * barrier of the threads taking part (thread 0 among them). */
+template <typename Sync>
+static __device__ __forceinline__ void lp_grid_barrier_with(const lp_args &a, int b, Sync sync) {
+    sync();
     if (threadIdx.x == 0) {
         __threadfence();
         atomicAdd(a.bar, 1u);
@@ -182,7 +184,10 @@ static __device__ __forceinline__ void lp_grid_barrier(const lp_args &a, int b) 
             asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(a.bar) : "memory");
         } while ((int)(v - target) < 0);
     }
-    __syncthreads();
+    sync();
+}
+static __device__ __forceinline__ void lp_grid_barrier(const lp_args &a, int b) {
+    lp_grid_barrier_with(a, b, [] { __syncthreads(); });
 }
 
 /* Every phase of every layer in one launch. MODE 0: persist; 1: prefetch (next-phase rows into L2
@@ -217,24 +222,14 @@ static __device__ __forceinline__ int lp_block_rows(int i) {
     return N > (int)blockIdx.x ? (N - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
 }
 
-/* The consumers' grid barrier: as lp_grid_barrier, with a named barrier of the LP_THREADS consumer
- * threads in place of __syncthreads (the producer warp never takes part). */
+/* The consumers' block barrier, a named barrier of the LP_THREADS consumer threads (the producer
+ * warp never takes part), and their grid barrier. */
 static __device__ __forceinline__ void lp_consumer_sync(void) {
     asm volatile("bar.sync 1, 256;" ::: "memory"); /* LP_THREADS */
     static_assert(LP_THREADS == 256, "the named barrier counts the consumer threads");
 }
 static __device__ __forceinline__ void lp_stream_barrier(const lp_args &a, int b) {
-    lp_consumer_sync();
-    if (threadIdx.x == 0) {
-        __threadfence();
-        atomicAdd(a.bar, 1u);
-        const unsigned int target = a.bar_base + (unsigned int)(b + 1) * gridDim.x;
-        unsigned int v;
-        do {
-            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(a.bar) : "memory");
-        } while ((int)(v - target) < 0);
-    }
-    lp_consumer_sync();
+    lp_grid_barrier_with(a, b, [] { lp_consumer_sync(); });
 }
 
 /* ROUTED: the producer issues no gate_up row before the router phase's barrier has opened. */

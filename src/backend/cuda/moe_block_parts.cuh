@@ -6,6 +6,7 @@
 
 #include "backend/cuda/gemv_row.cuh"
 #include "backend/cuda/moe_small.cuh"
+#include "backend/cuda/moe_topk.cuh"
 
 #include <cuda_runtime.h>
 
@@ -56,12 +57,15 @@ static __device__ __forceinline__ unsigned ld_acquire_u32(const unsigned *p) {
 /* Every block of the grid waits here until all have arrived; writes before it are visible to every
  * block after it. bar[0] counts arrivals; the last block to arrive resets it and advances bar[1],
  * which the others watch. A block reads the generation before it arrives: it cannot advance until
- * this block has arrived. */
-static __device__ __forceinline__ void grid_barrier(unsigned *bar, unsigned spin_ns) {
-    __syncthreads();
+ * this block has arrived. sync: the block-level barrier of the threads taking part (thread 0 among
+ * them): __syncthreads, or moe_stream.cu's named barrier of its consumer warps. */
+template <typename Sync>
+static __device__ __forceinline__ void grid_barrier_with(unsigned *bar, unsigned spin_ns,
+                                                         Sync sync) {
+    sync();
     if (threadIdx.x == 0) {
         const unsigned gen = ld_acquire_u32(bar + 1);
-        __threadfence(); /* this block's writes (ordered by __syncthreads) before the arrival */
+        __threadfence(); /* this block's writes (ordered by the block barrier) before the arrival */
         if (atomicAdd(bar, 1u) == gridDim.x - 1) {
             atomicExch(bar, 0u);
             __threadfence();
@@ -75,7 +79,11 @@ static __device__ __forceinline__ void grid_barrier(unsigned *bar, unsigned spin
         }
         __threadfence();
     }
-    __syncthreads();
+    sync();
+}
+
+static __device__ __forceinline__ void grid_barrier(unsigned *bar, unsigned spin_ns) {
+    grid_barrier_with(bar, spin_ns, [] { __syncthreads(); });
 }
 
 /* Router logits of expert row e for the T tokens (lane m < T writes token m's), from x + x_lo
@@ -136,6 +144,56 @@ static __device__ void write_routing(const fused_args &fa, const int *idx, const
     for (int i = threadIdx.x; i < nt; i += blockDim.x)
         r.touched[i] = touched[i], r.tiles[i] = touched[i] << 16;
     if (threadIdx.x == 0) r.offset[fa.E] = P, *r.n_touched = nt, *r.n_tiles = nt;
+}
+
+/* A step's routing in a block's shared memory (phase 2 of both kernels; arrays of T·k pairs and E
+ * experts). */
+struct block_route {
+    int *idx, *pair, *touched, *count, *offset, *nt;
+    float *w;
+};
+
+/* Phase 2 of both kernels, by every thread of the block: the logits (written by other blocks of the
+ * kernel: read through L2) into s_logits ([T][E]), the top-k a warp a token, the grouping by warp
+ * 0, block 0's global copy of the routing; gu and dn then read the routing from shared memory.
+ * Returns the touched experts. */
+static __device__ __forceinline__ int route_in_block(const fused_args &fa, float *s_logits,
+                                                     const block_route &br, moe_args &gu,
+                                                     moe_args &dn) {
+    const int T = fa.T, E = fa.E, k = fa.k, lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    for (int i = threadIdx.x; i < T * E; i += blockDim.x) s_logits[i] = __ldcg(fa.logits + i);
+    __syncthreads();
+    for (int t = w; t < T; t += (int)(blockDim.x >> 5))
+        topk_warp<false>(s_logits + (size_t)t * E, NULL, fa.router_b, E, k, lane, br.idx + t * k,
+                         br.w + t * k);
+    __syncthreads();
+    if (w == 0) group_pairs(T * k, br.idx, br.pair, br.touched, br.count, br.offset, br.nt);
+    __syncthreads();
+    const int nt = *br.nt;
+    if (blockIdx.x == 0) write_routing(fa, br.idx, br.w, br.pair, br.touched, nt);
+    gu = fa.gu, dn = fa.dn;
+    gu.count = dn.count = br.count, gu.offset = dn.offset = br.offset;
+    gu.pair_sorted = dn.pair_sorted = br.pair, gu.touched = dn.touched = br.touched;
+    gu.n_touched = dn.n_touched = br.nt, gu.topk_w = dn.topk_w = br.w;
+    return nt;
+}
+
+/* The launch configuration of both kernels, with the cooperative attribute when `on` (the driver
+ * then refuses a grid that cannot be resident at once, which the grid barrier needs); attr: the
+ * caller's storage for it. */
+static inline cudaLaunchConfig_t cooperative_config(unsigned grid, unsigned block, size_t smem,
+                                                    cudaStream_t stream, cudaLaunchAttribute *attr,
+                                                    int on) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(grid);
+    cfg.blockDim = dim3(block);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    attr->id = cudaLaunchAttributeCooperative;
+    attr->val.cooperative = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = on ? 1 : 0;
+    return cfg;
 }
 
 /* moe_stream.cu's launch (moe_decode_fused with mode 3): fa as moe_decode_fused fills it (gu.n_rb,

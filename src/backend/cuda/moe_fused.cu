@@ -56,8 +56,8 @@ __global__ void __launch_bounds__(FU_THREADS, MIN_BLOCKS) moe_fused_kernel(const
     __shared__ int s_idx[FU_MAX_P], s_pair[FU_MAX_P], s_touched[FU_MAX_P], s_nt;
     __shared__ int s_count[FU_MAX_E], s_offset[FU_MAX_E];
     __shared__ float s_w[FU_MAX_P];
-    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-    const int T = fa.T, E = fa.E, k = fa.k;
+    const int w = threadIdx.x >> 5;
+    const int T = fa.T, E = fa.E;
 
     /* Phase 1: router logits. */
     const int e_row = blockIdx.x * FU_WARPS + w;
@@ -92,24 +92,10 @@ __global__ void __launch_bounds__(FU_THREADS, MIN_BLOCKS) moe_fused_kernel(const
     grid_barrier(fa.bar, fa.spin_ns);
     if (fa.stop_after == 1) return;
 
-    /* Phase 2: routing, in every block. The logits were written by other blocks of this kernel:
-     * read through L2. */
-    float *s_logits = (float *)fu_smem;
-    for (int i = threadIdx.x; i < T * E; i += blockDim.x) s_logits[i] = __ldcg(fa.logits + i);
-    __syncthreads();
-    for (int t = w; t < T; t += FU_WARPS)
-        topk_warp<false>(s_logits + (size_t)t * E, NULL, fa.router_b, E, k, lane, s_idx + t * k,
-                         s_w + t * k);
-    __syncthreads();
-    if (w == 0) group_pairs(T * k, s_idx, s_pair, s_touched, s_count, s_offset, &s_nt);
-    __syncthreads();
-    const int nt = s_nt;
-    if (blockIdx.x == 0) write_routing(fa, s_idx, s_w, s_pair, s_touched, nt);
-
-    moe_args gu = fa.gu, dn = fa.dn;
-    gu.count = dn.count = s_count, gu.offset = dn.offset = s_offset;
-    gu.pair_sorted = dn.pair_sorted = s_pair, gu.touched = dn.touched = s_touched;
-    gu.n_touched = dn.n_touched = &s_nt, gu.topk_w = dn.topk_w = s_w;
+    /* Phase 2: routing, in every block. */
+    moe_args gu, dn;
+    const block_route br = {s_idx, s_pair, s_touched, s_count, s_offset, &s_nt, s_w};
+    const int nt = route_in_block(fa, (float *)fu_smem, br, gu, dn);
 
     if (fa.stop_after == 2) return;
     const int n_gu = nt * gu.n_rb * gu.S, n_dn = nt * dn.n_rb * dn.S;
@@ -292,16 +278,9 @@ cudaError_t moe_decode_fused(const moe_weights *w, const uint16_t *x, const uint
     CUDA_TRY(resident_grid(variant, smem, &grid));
     if (grid * FU_WARPS < fa.E) return cudaErrorInvalidConfiguration; /* a warp per router row */
 
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)grid);
-    cfg.blockDim = dim3(FU_THREADS);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = stream;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeCooperative;
-    attr[0].val.cooperative = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = g_plain_launch ? 0 : 1;
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t cfg =
+        cooperative_config((unsigned)grid, FU_THREADS, smem, stream, &attr, !g_plain_launch);
     CUDA_TRY(cudaLaunchKernelEx(&cfg, fused_kernel_for(w->w1_folded, w->w2_folded, g_three), fa));
     return cudaGetLastError();
 }

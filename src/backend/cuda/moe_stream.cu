@@ -61,24 +61,7 @@ static __device__ __forceinline__ void group_sync(int group) {
 /* grid_barrier (moe_block_parts.cuh) among the consumer warps only: the producer never waits for
  * the grid. */
 static __device__ __forceinline__ void consumers_grid_barrier(unsigned *bar, unsigned spin_ns) {
-    consumers_sync();
-    if (threadIdx.x == 0) {
-        const unsigned gen = ld_acquire_u32(bar + 1);
-        __threadfence();
-        if (atomicAdd(bar, 1u) == gridDim.x - 1) {
-            atomicExch(bar, 0u);
-            __threadfence();
-            atomicAdd(bar + 1, 1u);
-        } else {
-            const long long t0 = clock64();
-            while (ld_acquire_u32(bar + 1) == gen) {
-                if (spin_ns) __nanosleep(spin_ns);
-                if (clock64() - t0 > 4000000000ll) __trap(); /* ~2 s: a block never arrived */
-            }
-        }
-        __threadfence();
-    }
-    consumers_sync();
+    grid_barrier_with(bar, spin_ns, [] { consumers_sync(); });
 }
 
 /* Tile j of this block in a list of n_tiles (touched expert i = t / RT, row tile t % RT). */
@@ -223,22 +206,10 @@ __global__ void __launch_bounds__(FS_THREADS, 1)
             dst[1] = make_float4(hv[m][4], hv[m][5], hv[m][6], hv[m][7]);
         }
 
-    /* Phase 2: the routing, in every block (moe_fused.cu's phase 2). */
-    float *s_logits = (float *)xs;
-    for (int i = threadIdx.x; i < T * E; i += blockDim.x) s_logits[i] = __ldcg(fa.logits + i);
-    __syncthreads();
-    for (int t = w; t < T; t += FS_WARPS)
-        topk_warp<false>(s_logits + (size_t)t * E, NULL, fa.router_b, E, k, lane, s_idx + t * k,
-                         s_w + t * k);
-    __syncthreads();
-    if (w == 0) group_pairs(T * k, s_idx, s_pair, s_touched, s_count, s_offset, &s_nt);
-    __syncthreads();
-    const int nt = s_nt;
-    if (blockIdx.x == 0) write_routing(fa, s_idx, s_w, s_pair, s_touched, nt);
-    moe_args gu = fa.gu, dn = fa.dn;
-    gu.count = dn.count = s_count, gu.offset = dn.offset = s_offset;
-    gu.pair_sorted = dn.pair_sorted = s_pair, gu.touched = dn.touched = s_touched;
-    gu.n_touched = dn.n_touched = &s_nt, gu.topk_w = dn.topk_w = s_w;
+    /* Phase 2: the routing, in every block (the logits in the staging area). */
+    moe_args gu, dn;
+    const block_route br = {s_idx, s_pair, s_touched, s_count, s_offset, &s_nt, s_w};
+    const int nt = route_in_block(fa, (float *)xs, br, gu, dn);
     const int n_gu = fs_my_tiles(nt * gu.RT), n_dn = fs_my_tiles(nt * dn.RT);
     __syncthreads(); /* s_logits (in xs) read by every warp before xs is staged */
 
@@ -327,16 +298,10 @@ cudaError_t moe_stream_launch(const fused_args &fa, int folded1, int folded2, cu
     CUDA_TRY(
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, (const void *)f, FS_THREADS, smem));
     if (per < 1) return cudaErrorInvalidConfiguration;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)sms); /* one block an SM: the ring takes its shared memory */
-    cfg.blockDim = dim3(FS_THREADS);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = stream;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeCooperative;
-    attr[0].val.cooperative = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
+    cudaLaunchAttribute attr;
+    /* one block an SM: the ring takes its shared memory */
+    const cudaLaunchConfig_t cfg =
+        cooperative_config((unsigned)sms, FS_THREADS, smem, stream, &attr, 1);
     CUDA_TRY(cudaLaunchKernelEx(&cfg, f, fa, L));
     return cudaGetLastError();
 }
