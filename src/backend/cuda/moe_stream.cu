@@ -103,17 +103,38 @@ fs_tile(const moe_args &a, int tile, unsigned q, const unsigned char *ring, cons
     const unsigned char *scales = codes + (size_t)a.KK * 512;
     mbar_wait(&full[s], (q / FS_STAGES) & 1);
     float acc[4] = {0.f, 0.f, 0.f, 0.f};
-    for (int kk = wg; kk < a.KK; kk += FS_GROUP_WARPS) {
-        const uint4 qv = lds128(smem_u32(codes + (size_t)kk * 512 + lane * 16));
-        const uint32_t sc = *(const uint32_t *)(scales + (size_t)kk * 32 + g * 4);
+    /* A k step's shared-memory operands: 4 code words, the scale word, the token fragments of its
+     * two 32-wide chunks. Two steps' loads are issued before either is multiplied, so one step's
+     * LDS latency hides behind the other's dequantisation (ptxas left a one-step loop with every
+     * load right before its use); the MMAs run in the same order either way: the same bits. */
+    struct step_ops {
+        uint4 q, x0, x1;
+        uint32_t sc;
+    };
+    auto load = [&](int kk) {
+        step_ops o;
+        o.q = lds128(smem_u32(codes + (size_t)kk * 512 + lane * 16));
+        o.sc = *(const uint32_t *)(scales + (size_t)kk * 32 + g * 4);
+        o.x0 = lds128(xaddr + (uint32_t)(kk * 128));
+        o.x1 = lds128(xaddr + (uint32_t)(kk * 128 + 64));
+        return o;
+    };
+    auto mul = [&](const step_ops &o) {
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             uint32_t ag[4], a8[4];
-            dequant_word_t<FOLDED>(h ? qv.z : qv.x, sc, 2 * h, ag);
-            dequant_word_t<FOLDED>(h ? qv.w : qv.y, sc, 2 * h + 1, a8);
-            mma_chunk(acc, ag, a8, lds128(xaddr + (uint32_t)(kk * 128 + h * 64)));
+            dequant_word_t<FOLDED>(h ? o.q.z : o.q.x, o.sc, 2 * h, ag);
+            dequant_word_t<FOLDED>(h ? o.q.w : o.q.y, o.sc, 2 * h + 1, a8);
+            mma_chunk(acc, ag, a8, h ? o.x1 : o.x0);
         }
+    };
+    int kk = wg;
+    for (; kk + FS_GROUP_WARPS < a.KK; kk += 2 * FS_GROUP_WARPS) {
+        const step_ops first = load(kk), second = load(kk + FS_GROUP_WARPS);
+        mul(first);
+        mul(second);
     }
+    if (kk < a.KK) mul(load(kk));
     __syncwarp();
     if (lane == 0) mbar_arrive(&empty[s]); /* this warp has read the stage */
     const int buf = (int)(q / FS_GROUPS) & 1;
