@@ -196,8 +196,11 @@ static inline cudaLaunchConfig_t cooperative_config(unsigned grid, unsigned bloc
     return cfg;
 }
 
-/* moe_stream.cu's launch (moe_decode_fused with mode 3): fa as moe_decode_fused fills it (gu.n_rb,
- * dn.n_rb and the deep-prefetch fields unused). cudaErrorInvalidValue where the step has more than
- * FS_MAX_P pairs. */
+/* moe_stream.cu's launch (moe_decode_fused in modes 3 and 4): fa as moe_decode_fused fills it
+ * (gu.n_rb, dn.n_rb and the deep-prefetch fields unused), for a step moe_stream_supported accepts
+ * (the caller checks); cudaErrorInvalidValue if its staging does not fit. */
 cudaError_t moe_stream_launch(const fused_args &fa, int folded1, int folded2, cudaStream_t stream);
-enum { FS_MAX_P = 8 }; /* pairs a step (the activation rows staged at once) */
+enum {
+    FS_MAX_T = 2, /* tokens a step: the router rows and the norm's kept rows */
+    FS_MAX_P = 8  /* pairs a step (the activation rows staged at once) */
+};

@@ -168,9 +168,9 @@ int moe_fused_supported(int T, int E, int k, int H, int I, const moe_plan *plan)
 }
 
 int moe_stream_supported(int T, int E, int k, int H, int I, const moe_plan *plan) {
-    return plan && !plan->large && T >= 1 && T <= 2 && k >= 1 && T * k <= FS_MAX_P && E >= k &&
-           E <= FU_MAX_E && H % 64 == 0 && H <= FU_MAX_H && I % 64 == 0 && I <= FU_MAX_H && H > 0 &&
-           I > 0;
+    return plan && !plan->large && T >= 1 && T <= FS_MAX_T && k >= 1 && T * k <= FS_MAX_P &&
+           E >= k && E <= FU_MAX_E && H % 64 == 0 && H <= FU_MAX_H && I % 64 == 0 &&
+           I <= FU_MAX_H && H > 0 && I > 0;
 }
 
 /* Resident blocks of the kernel with smem bytes of staging: the cooperative grid. Cached per device

@@ -41,6 +41,7 @@ enum {
     FS_MAX_SMEM = 224 * 1024
 };
 static_assert(FS_STAGES % FS_GROUPS == 0, "each stage read by one group");
+static_assert(FS_MAX_T == 2, "the router rows are instantiated for 1 and 2 tokens");
 
 /* Where things sit in dynamic shared memory (host-computed, moe_stream_launch). */
 struct fs_layout {
@@ -64,7 +65,8 @@ static __device__ __forceinline__ void consumers_grid_barrier(unsigned *bar, uns
     grid_barrier_with(bar, spin_ns, [] { consumers_sync(); });
 }
 
-/* Tile j of this block in a list of n_tiles (touched expert i = t / RT, row tile t % RT). */
+/* How many of a list of n_tiles tiles this block owns: tiles b, b + G, … (tile t: touched expert
+ * t / RT, row tile t % RT). */
 static __device__ __forceinline__ int fs_my_tiles(int n_tiles) {
     return n_tiles > (int)blockIdx.x ? (n_tiles - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
 }
@@ -83,7 +85,7 @@ static __device__ __forceinline__ void fs_stage_rows(const uint16_t *src, int n,
 }
 
 /* One tile by one group: wait for its stage, this warp's k steps, release the stage, the partial
- * sums through shared memory, and (warp `last` of the group) their sum and the epilogue. */
+ * sums through shared memory, and (one warp of the group, in turn) their sum and the epilogue. */
 template <int MODE, bool FOLDED>
 static __device__ __forceinline__ void
 fs_tile(const moe_args &a, int tile, unsigned q, const unsigned char *ring, const fs_layout &L,
@@ -189,7 +191,7 @@ __global__ void __launch_bounds__(FS_THREADS, 1)
      * the same bits as norm_add_rmsnorm_split), and keeps h + delta for block 0 to write back once
      * every block has read h (after the barrier below). */
     const uint16_t *x = fa.x, *x_lo = fa.x_lo;
-    float hv[2][8];
+    float hv[FS_MAX_T][8];
     const int H = fa.H, c = threadIdx.x;
     const bool norm_here = fa.nh && c < H / 8;
     if (fa.nh) {
@@ -283,8 +285,6 @@ static unsigned long long g_stream_attrs_set;
 
 cudaError_t moe_stream_launch(const fused_args &fa, int folded1, int folded2, cudaStream_t stream) {
     const int P = fa.T * fa.k;
-    if ((!fa.nh && !fa.x) || fa.T < 1 || fa.T > 2 || P > FS_MAX_P || fa.E > FU_MAX_E)
-        return cudaErrorInvalidValue;
     const int kk_max = fa.gu.KK > fa.dn.KK ? fa.gu.KK : fa.dn.KK;
     fs_layout L;
     L.stage_stride = (kk_max * 544 + 127) / 128 * 128;
