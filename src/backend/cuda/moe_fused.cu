@@ -45,9 +45,8 @@
 #include "backend/cuda/moe_fused.h"
 #include "backend/cuda/moe_topk.cuh"
 #include "backend/cuda/per_device.h"
+#include "base/env_switch.h"
 
-#include <stdlib.h>
-#include <string.h>
 
 template <bool FOLDED1, bool FOLDED2, int MIN_BLOCKS = small_cfg<1>::MIN_BLOCKS>
 __global__ void __launch_bounds__(FU_THREADS, MIN_BLOCKS) moe_fused_kernel(const fused_args fa) {
@@ -142,11 +141,7 @@ void moe_set_fused(int mode) {
 }
 
 int moe_fused_enabled(void) {
-    if (g_fused < 0) {
-        const char *v = getenv("GPTOSS_MOE_FUSED");
-        g_fused = !v ? 0 : !strcmp(v, "1") ? 1 : !strcmp(v, "2") ? 2 : !strcmp(v, "3") ? 3 : 0;
-    }
-    return g_fused;
+    return env_switch(&g_fused, "GPTOSS_MOE_FUSED", 0, 0, 4);
 }
 
 static unsigned g_spin_ns;

@@ -17,7 +17,7 @@ int moe_fused_supported(int T, int E, int k, int H, int I, const moe_plan *plan)
 int moe_stream_supported(int T, int E, int k, int H, int I, const moe_plan *plan);
 
 /* The fused path's switch, process-wide (a measurement switch: measured slower than the four
- * launches, so off unless GPTOSS_MOE_FUSED=1, 2 or 3, or moe_set_fused): 0 off, 1 on, 2 on with the
+ * launches, so off unless GPTOSS_MOE_FUSED=1 … 4, or moe_set_fused): 0 off, 1 on, 2 on with the
  * deep prefetch of down's weights (moe_fused.cu), 3 the stream form (moe_stream.cu: a producer warp
  * streams gate_up's and down's tiles through a shared-memory ring across the grid barrier; at most
  * 8 pairs a step, i.e. T ≤ 2 at top-4; bits within rounding of the unfused path's, not equal), 4
