@@ -1,10 +1,12 @@
 /* What the MoE block's persistent kernels share (moe_fused.cu: items per block; moe_stream.cu: a
- * producer warp streaming the tiles through a shared-memory ring): their arguments, the grid
- * barrier, the router rows, the grouping of a few pairs by expert, and block 0's copy of the routing
- * in moe_route_split's global format. Device code, included by those two files only. */
+ * producer warp streaming the tiles through a shared-memory ring): their arguments, the router rows,
+ * the grouping of a few pairs by expert, and block 0's copy of the routing in moe_route_split's
+ * global format (the grid barrier and the cooperative launch: grid_sync.cuh). Device code, included
+ * by those two files only. */
 #pragma once
 
 #include "backend/cuda/gemv_row.cuh"
+#include "backend/cuda/grid_sync.cuh"
 #include "backend/cuda/moe_small.cuh"
 #include "backend/cuda/moe_topk.cuh"
 
@@ -47,44 +49,6 @@ struct fused_args {
     const uint16_t *ndelta, *ngain;
     float neps;
 };
-
-static __device__ __forceinline__ unsigned ld_acquire_u32(const unsigned *p) {
-    unsigned v;
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
-
-/* Every block of the grid waits here until all have arrived; writes before it are visible to every
- * block after it. bar[0] counts arrivals; the last block to arrive resets it and advances bar[1],
- * which the others watch. A block reads the generation before it arrives: it cannot advance until
- * this block has arrived. sync: the block-level barrier of the threads taking part (thread 0 among
- * them): __syncthreads, or moe_stream.cu's named barrier of its consumer warps. */
-template <typename Sync>
-static __device__ __forceinline__ void grid_barrier_with(unsigned *bar, unsigned spin_ns,
-                                                         Sync sync) {
-    sync();
-    if (threadIdx.x == 0) {
-        const unsigned gen = ld_acquire_u32(bar + 1);
-        __threadfence(); /* this block's writes (ordered by the block barrier) before the arrival */
-        if (atomicAdd(bar, 1u) == gridDim.x - 1) {
-            atomicExch(bar, 0u);
-            __threadfence();
-            atomicAdd(bar + 1, 1u);
-        } else {
-            const long long t0 = clock64();
-            while (ld_acquire_u32(bar + 1) == gen) {
-                if (spin_ns) __nanosleep(spin_ns); /* fewer polls in the way of the arrivals */
-                if (clock64() - t0 > 4000000000ll) __trap(); /* ~2 s: a block never arrived */
-            }
-        }
-        __threadfence();
-    }
-    sync();
-}
-
-static __device__ __forceinline__ void grid_barrier(unsigned *bar, unsigned spin_ns) {
-    grid_barrier_with(bar, spin_ns, [] { __syncthreads(); });
-}
 
 /* Router logits of expert row e for the T tokens (lane m < T writes token m's), from x + x_lo
  * ([T][H] split bf16: fa.x and fa.x_lo, or the stream form's rows in shared memory). */
@@ -176,24 +140,6 @@ static __device__ __forceinline__ int route_in_block(const fused_args &fa, float
     gu.pair_sorted = dn.pair_sorted = br.pair, gu.touched = dn.touched = br.touched;
     gu.n_touched = dn.n_touched = br.nt, gu.topk_w = dn.topk_w = br.w;
     return nt;
-}
-
-/* The launch configuration of both kernels, with the cooperative attribute when `on` (the driver
- * then refuses a grid that cannot be resident at once, which the grid barrier needs); attr: the
- * caller's storage for it. */
-static inline cudaLaunchConfig_t cooperative_config(unsigned grid, unsigned block, size_t smem,
-                                                    cudaStream_t stream, cudaLaunchAttribute *attr,
-                                                    int on) {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(grid);
-    cfg.blockDim = dim3(block);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = stream;
-    attr->id = cudaLaunchAttributeCooperative;
-    attr->val.cooperative = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = on ? 1 : 0;
-    return cfg;
 }
 
 /* moe_stream.cu's launch (moe_decode_fused in modes 3 and 4): fa as moe_decode_fused fills it

@@ -1,0 +1,494 @@
+/* The attention block of a one- or two-token decode step as one persistent kernel (attn_stream.h):
+ * one block an SM, eight consumer warps and one producer warp.
+ *
+ * The producer (one lane) walks the block's share of the weights in the order they are needed and
+ * keeps AS_STAGES of them requested in shared memory (tma_ring.cuh's protocol): first the block's
+ * QKV row pairs, then its O rows. It waits only for a free stage, never for the grid, so O's rows
+ * stream in while the grid waits at the barriers and computes attention.
+ *
+ * Phase 1, QKV + RoPE + KV write. The QKV rows are dealt as rotation pairs: pair p is rows
+ * 64 h + i and 64 h + i + 32 of head h (q heads, then k heads, then v heads; i < 32), the two
+ * values RoPE rotates together (rope_kv.h: "half-split" pairing), so the warp that makes them also
+ * rotates and stores them, and no other phase reads the fp32 products. Block b owns pairs
+ * [b P / G, (b + 1) P / G). Stage q of the block goes to warp q % 8. A warp multiplies a pair's two
+ * rows with the T staged token rows (x + x_lo summed in fp32, in shared memory): lane L owns the
+ * 16-byte words L, L + 32, … of a row (gemv_row.cuh's dot8 order), then a shuffle tree. Lane t < T
+ * adds the biases and stores token t's values: q rotated (bf16), k rotated and v plain into the
+ * cache at the token's slot, with rope_kv_row.cuh's arithmetic.
+ *
+ * Phase 2, attention (after a grid barrier: every block's k and v are in the cache). The work is
+ * (sequence, KV head, split) items, at most one a block: each (sequence, KV head) gets
+ * SL = G / (T · n_kv_heads) split slots (16 at T = 1 on 132 SMs), and its visible keys are dealt in
+ * 64-key chunks over min(SL, chunks) of them. Consumer warp w is query head 8 kvh + w of the group:
+ * lane j scores keys j and j + 32 of a chunk (fp32 dot products of the bf16 q and k), an online
+ * softmax in base 2 whose running max starts at the sink (attention.h), and lane j accumulates
+ * output dims 2j, 2j + 1 over the chunk's keys (P in fp32). The chunks come into shared memory by
+ * cp.async, two buffers (the next chunk's copies in flight while this one is used), rows XOR-
+ * swizzled by 16-byte chunk so that the lanes' rows and a row's words read without bank conflicts.
+ * One split: the output is final. Several: the (max, sum, output) partials go to global memory and
+ * the last block of the (sequence, KV head) to finish merges them (a counter per group, reset by
+ * that block), as attn_decode's fused merge does.
+ *
+ * Phase 3, O (after a grid barrier: the attention output is whole). The T rows of it are staged in
+ * fp32 and block b's O rows [b H / G, (b + 1) H / G) are multiplied a warp a row as in phase 1,
+ * plus the bias, rounded to bf16. */
+#include "backend/cuda/attn_stream.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_util.cuh"
+#include "backend/cuda/gemv_row.cuh"
+#include "backend/cuda/grid_sync.cuh"
+#include "backend/cuda/per_device.h"
+#include "backend/cuda/rope_kv_row.cuh"
+#include "backend/cuda/tma_ring.cuh"
+#include "base/env_switch.h"
+
+#include <math.h>
+
+enum {
+    AS_CWARPS = 8, /* consumer warps: one a query head of a KV group in phase 2 */
+    AS_THREADS = (AS_CWARPS + 1) * 32,
+    AS_STAGES = 16,
+    AS_HD = 64,       /* head_dim */
+    AS_HALF = 32,     /* RoPE's rotation partner distance */
+    AS_GQA = 8,       /* query heads a KV head */
+    AS_KEYS = 64,     /* keys a chunk */
+    AS_ROW_BYTES = 128, /* one key's 64 bf16 values */
+    AS_KV_BUF = 2 * AS_KEYS * AS_ROW_BYTES, /* K and V of one chunk */
+    AS_MAX_SMEM = 224 * 1024
+};
+static_assert(AS_CWARPS == AS_GQA, "phase 2 gives each consumer warp one query head of the group");
+
+#define AS_LOG2E 1.4426950408889634f
+
+struct as_layout {
+    int stage_bytes; /* max(a QKV pair: 2 H · 2, an O row: Q · 2), a multiple of 128 */
+    int xs_off;      /* the staged token rows (fp32) or, in phase 2, the K/V chunk buffers */
+    int bar_off;     /* full[AS_STAGES], empty[AS_STAGES] */
+    int slots;       /* split slots of a (sequence, KV head) */
+};
+
+struct as_params {
+    attn_stream_args a;
+    rope_kv_freq f;
+    int n_heads, n_kv_heads, bs_shift;
+};
+
+static __device__ __forceinline__ void consumers_sync(void) {
+    asm volatile("bar.sync 1, %0;" ::"n"(AS_CWARPS * 32) : "memory");
+}
+
+static __device__ __forceinline__ float ex2_approx(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+/* Rows [0, T) of K bf16 values (x, plus x_lo where given) into xs as fp32 [T][K], by the consumers.
+ * COHERENT: written by other blocks of this kernel, so read through L2. */
+template <bool COHERENT>
+static __device__ __forceinline__ void as_stage_rows(const uint16_t *x, const uint16_t *x_lo, int T,
+                                                     int K, float *xs) {
+    const int words = T * K / 8;
+    for (int v = threadIdx.x; v < words; v += AS_CWARPS * 32) {
+        const uint4 *p = (const uint4 *)x + v;
+        float f[8];
+        unpack_bf16x8(COHERENT ? __ldcg(p) : *p, f);
+        if (x_lo) {
+            float g[8];
+            unpack_bf16x8(((const uint4 *)x_lo)[v], g);
+#pragma unroll
+            for (int e = 0; e < 8; e++) f[e] += g[e];
+        }
+        float4 *dst = (float4 *)(xs + (size_t)v * 8);
+        dst[0] = make_float4(f[0], f[1], f[2], f[3]);
+        dst[1] = make_float4(f[4], f[5], f[6], f[7]);
+    }
+}
+
+/* acc[r][m] += row r (of R rows at w, each K8 16-byte words, stride row_bytes) · token row m of xs
+ * ([T][K] fp32), this lane's words c = lane + 32 j in dot8's order; then the warp's shuffle tree
+ * (every lane ends with the totals). */
+template <int T, int R>
+static __device__ __forceinline__ void as_rows_dot(const unsigned char *w, int row_bytes, int K8,
+                                                   const float *xs, float acc[R][T]) {
+    const int lane = threadIdx.x & 31, K = K8 * 8;
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int m = 0; m < T; m++) acc[r][m] = 0.f;
+    const uint32_t wa = smem_u32(w), xa = smem_u32(xs);
+#pragma unroll 2
+    for (int c = lane; c < K8; c += 32) {
+        uint4 wv[R];
+#pragma unroll
+        for (int r = 0; r < R; r++) wv[r] = lds128(wa + (uint32_t)(r * row_bytes + c * 16));
+#pragma unroll
+        for (int m = 0; m < T; m++) {
+            const uint32_t at = xa + (uint32_t)((m * K + c * 8) * 4);
+            const uint4 u0 = lds128(at), u1 = lds128(at + 16);
+            const float4 a = make_float4(__uint_as_float(u0.x), __uint_as_float(u0.y),
+                                         __uint_as_float(u0.z), __uint_as_float(u0.w));
+            const float4 b = make_float4(__uint_as_float(u1.x), __uint_as_float(u1.y),
+                                         __uint_as_float(u1.z), __uint_as_float(u1.w));
+#pragma unroll
+            for (int r = 0; r < R; r++) acc[r][m] = dot8(wv[r], a, b, acc[r][m]);
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < R; r++) gemv_warp_sum<T>(acc[r]);
+}
+
+/* acc[m] for m = lane (< T), without a dynamically indexed register array. */
+template <int T> static __device__ __forceinline__ float as_pick(const float acc[T], int lane) {
+    float v = acc[0];
+#pragma unroll
+    for (int m = 1; m < T; m++)
+        if (lane == m) v = acc[m];
+    return v;
+}
+
+static __device__ __forceinline__ float bias_at(const uint16_t *b, int i) {
+    return b ? bf16_bits_to_f32(b[i]) : 0.f;
+}
+
+/* Phase 1's epilogue for pair (head hh, dim i) and token t = lane < T: the biases, then RoPE and
+ * the stores (q heads to q, k heads rotated and v heads plain to the cache at the token's slot). */
+static __device__ __forceinline__ void as_qkv_store(const as_params &P, int hh, int i, int t,
+                                                    float x1, float x2) {
+    const attn_stream_args &a = P.a;
+    const int r1 = hh * AS_HD + i, r2 = r1 + AS_HALF;
+    x1 += bias_at(a.qkv_b, r1), x2 += bias_at(a.qkv_b, r2);
+    if (hh >= P.n_heads + P.n_kv_heads) { /* a v head: no rotation */
+        const int slot = a.slots[t];
+        if (slot < 0) return;
+        uint16_t *v = (uint16_t *)a.v_cache +
+                      kv_cache_offset(slot, hh - P.n_heads - P.n_kv_heads, P.n_kv_heads, AS_HD,
+                                      P.bs_shift);
+        v[i] = f32_to_bf16_bits(x1), v[i + AS_HALF] = f32_to_bf16_bits(x2);
+        return;
+    }
+    float c, s, o1, o2;
+    rope_cos_sin_at(a.positions[t], P.f.inv_freq[i], P.f.concentration, &c, &s);
+    rope_rotate(x1, x2, c, s, &o1, &o2);
+    uint16_t *dst;
+    if (hh < P.n_heads) {
+        dst = a.q + ((size_t)t * P.n_heads + hh) * AS_HD;
+    } else {
+        const int slot = a.slots[t];
+        if (slot < 0) return;
+        dst = (uint16_t *)a.k_cache +
+              kv_cache_offset(slot, hh - P.n_heads, P.n_kv_heads, AS_HD, P.bs_shift);
+    }
+    dst[i] = f32_to_bf16_bits(o1), dst[i + AS_HALF] = f32_to_bf16_bits(o2);
+}
+
+/* The byte offset of 16-byte chunk ch of key row r in a chunk buffer (XOR swizzle, as attention.cu's
+ * tiles: the 8 rows a quarter-warp reads land in 8 different bank groups). */
+static __device__ __forceinline__ uint32_t as_swz(int r, int ch) {
+    return (uint32_t)(r * AS_ROW_BYTES + ((ch ^ (r & 7)) << 4));
+}
+
+/* The copies of chunk keys [u0, u0 + AS_KEYS) ∩ [.., key_end) of KV head kvh into buffer kv (K then
+ * V); rows past key_end are zero-filled (no read). */
+static __device__ __forceinline__ void as_load_chunk(const as_params &P, const int32_t *table,
+                                                     int first, int kvh, int u0, int key_end,
+                                                     uint32_t kv) {
+    const attn_stream_args &a = P.a;
+    const int mask = (1 << P.bs_shift) - 1;
+    for (int idx = threadIdx.x; idx < 2 * AS_KEYS * 8; idx += AS_CWARPS * 32) {
+        const int which = idx / (AS_KEYS * 8), r = (idx >> 3) & (AS_KEYS - 1), ch = idx & 7;
+        const int u = u0 + r;
+        const uint16_t *base = which ? (const uint16_t *)a.v_cache : (const uint16_t *)a.k_cache;
+        const uint16_t *src = base;
+        if (u < key_end) {
+            const int blk = table[(u >> P.bs_shift) - first];
+            const int slot = (blk << P.bs_shift) | (u & mask);
+            src = base + kv_cache_offset(slot, kvh, P.n_kv_heads, AS_HD, P.bs_shift) + ch * 8;
+        }
+        cp_async16(kv + (uint32_t)(which * AS_KEYS * AS_ROW_BYTES) + as_swz(r, ch), src,
+                   u < key_end ? 16 : 0);
+    }
+}
+
+/* Phase 2 for this block's item, if it has one. */
+static __device__ void as_attention(const as_params &P, const as_layout &L, unsigned char *smem) {
+    const attn_stream_args &a = P.a;
+    const int T = a.T, SL = L.slots, nkv = P.n_kv_heads;
+    const int item = blockIdx.x;
+    if (item >= T * nkv * SL) return;
+    const int seq = item / (nkv * SL), kvh = item / SL % nkv, split = item % SL;
+    const int q_row = a.seqs.query_start[seq];
+    if (a.seqs.query_start[seq + 1] - q_row != 1) return; /* not one new token: not this kernel's */
+    const int pos = a.seqs.start_pos[seq];
+    const int k_lo = a.seqs.window > 0 ? max(0, pos - a.seqs.window + 1) : 0, key_end = pos + 1;
+    const int n_chunks = (key_end - k_lo + AS_KEYS - 1) / AS_KEYS;
+    const int per = (n_chunks + min(SL, n_chunks) - 1) / min(SL, n_chunks);
+    const int S = (n_chunks + per - 1) / per; /* splits with keys */
+    if (split >= S) return;
+    const int c0 = split * per, c1 = min(n_chunks, c0 + per);
+    const int32_t *table = a.seqs.tables + (size_t)seq * a.seqs.stride;
+    const int first = a.seqs.table_first ? a.seqs.table_first[seq] : 0;
+
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int head = kvh * AS_GQA + warp;
+    const uint32_t buf0 = smem_u32(smem + L.xs_off);
+    as_load_chunk(P, table, first, kvh, k_lo + c0 * AS_KEYS, key_end, buf0);
+    cp_async_commit();
+
+    /* q of this warp's head (written by phase 1 of another block: through L2), fp32 */
+    float qf[AS_HD];
+    const uint4 *qp = (const uint4 *)(a.q + ((size_t)q_row * P.n_heads + head) * AS_HD);
+#pragma unroll
+    for (int ch = 0; ch < 8; ch++) unpack_bf16x8(__ldcg(qp + ch), qf + 8 * ch);
+    const float sl2 = a.scale * AS_LOG2E, sink2 = a.sinks[head] * AS_LOG2E;
+    float m = sink2, l = 0.f, o0 = 0.f, o1 = 0.f;
+
+    for (int c = c0; c < c1; c++) {
+        const uint32_t kb = buf0 + (uint32_t)(((c - c0) & 1) * AS_KV_BUF), vb = kb + AS_KEYS * 128;
+        if (c + 1 < c1)
+            as_load_chunk(P, table, first, kvh, k_lo + (c + 1) * AS_KEYS, key_end,
+                          buf0 + (uint32_t)(((c + 1 - c0) & 1) * AS_KV_BUF));
+        cp_async_commit();
+        cp_async_wait<1>();
+        consumers_sync(); /* every thread's copies of chunk c have landed */
+        const int u0 = k_lo + c * AS_KEYS, n_valid = min(AS_KEYS, key_end - u0);
+        float z[2];
+#pragma unroll
+        for (int hlf = 0; hlf < 2; hlf++) {
+            const int r = lane + 32 * hlf;
+            float s = 0.f;
+#pragma unroll
+            for (int ch = 0; ch < 8; ch++) {
+                const uint4 k8 = lds128(kb + as_swz(r, ch));
+                s = dot8(k8, make_float4(qf[8 * ch], qf[8 * ch + 1], qf[8 * ch + 2], qf[8 * ch + 3]),
+                         make_float4(qf[8 * ch + 4], qf[8 * ch + 5], qf[8 * ch + 6], qf[8 * ch + 7]),
+                         s);
+            }
+            z[hlf] = r < n_valid ? s * sl2 : -INFINITY;
+        }
+        float mx = fmaxf(z[0], z[1]);
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+        const float mn = fmaxf(m, mx), corr = ex2_approx(m - mn);
+        m = mn;
+        const float p0 = ex2_approx(z[0] - mn), p1 = ex2_approx(z[1] - mn);
+        l = l * corr + p0 + p1;
+        o0 *= corr, o1 *= corr;
+        /* lane j: dims 2j, 2j + 1 = 32-bit word j of a row: chunk j / 4, word j % 4 */
+        for (int r = 0; r < n_valid; r++) {
+            const float p = __shfl_sync(0xffffffffu, r < 32 ? p0 : p1, r & 31);
+            uint32_t vw;
+            asm volatile("ld.shared.u32 %0, [%1];"
+                         : "=r"(vw)
+                         : "r"(vb + as_swz(r, lane >> 2) + (uint32_t)((lane & 3) * 4)));
+            o0 = fmaf(p, bf16x2_lo(vw), o0), o1 = fmaf(p, bf16x2_hi(vw), o1);
+        }
+        consumers_sync(); /* the buffer is free for chunk c + 2 */
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) l += __shfl_xor_sync(0xffffffffu, l, o);
+
+    uint32_t *out = (uint32_t *)(a.attn + ((size_t)q_row * P.n_heads + head) * AS_HD) + lane;
+    if (S == 1) {
+        const float inv = 1.f / (l + ex2_approx(sink2 - m));
+        *out = pack_bf16x2(o0 * inv, o1 * inv);
+        return;
+    }
+    /* partials: outputs [T][n_heads][SL][64], then (max, sum) [T][n_heads][SL] */
+    const size_t part = ((size_t)seq * P.n_heads + head) * SL + split;
+    float2 *po = (float2 *)(a.part + part * AS_HD) + lane;
+    float2 *ml = (float2 *)(a.part + (size_t)T * P.n_heads * SL * AS_HD);
+    *po = make_float2(o0, o1);
+    if (lane == 0) ml[part] = make_float2(m, l);
+    __shared__ int s_last;
+    __threadfence();
+    consumers_sync();
+    unsigned *count = a.counters + (size_t)seq * nkv + kvh;
+    if (threadIdx.x == 0) s_last = atomicAdd(count, 1u) == (unsigned)(S - 1);
+    consumers_sync();
+    if (!s_last) return;
+    __threadfence();
+    /* the merge: out = Σ_s O_s 2^(m_s − M) / (2^(sink − M) + Σ_s l_s 2^(m_s − M)) */
+    const size_t pbase = ((size_t)seq * P.n_heads + head) * SL;
+    float M = sink2;
+    for (int s = 0; s < S; s++) M = fmaxf(M, __ldcg(ml + pbase + s).x);
+    float L2 = ex2_approx(sink2 - M), r0 = 0.f, r1 = 0.f;
+    for (int s = 0; s < S; s++) {
+        const float2 ms = __ldcg(ml + pbase + s),
+                     os = __ldcg((const float2 *)(a.part + (pbase + s) * AS_HD) + lane);
+        const float f = ex2_approx(ms.x - M);
+        L2 += f * ms.y, r0 += f * os.x, r1 += f * os.y;
+    }
+    const float inv = 1.f / L2;
+    *out = pack_bf16x2(r0 * inv, r1 * inv);
+    if (threadIdx.x == 0) *count = 0u; /* ready for the next launch */
+}
+
+template <int T>
+__global__ void __launch_bounds__(AS_THREADS, 1) attn_stream_kernel(const as_params P,
+                                                                    const as_layout L) {
+    extern __shared__ __align__(128) unsigned char as_smem[];
+    const attn_stream_args &a = P.a;
+    unsigned char *ring = as_smem;
+    float *xs = (float *)(as_smem + L.xs_off);
+    uint64_t *full = (uint64_t *)(as_smem + L.bar_off), *empty = full + AS_STAGES;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int H = a.H, Q = P.n_heads * AS_HD, G = gridDim.x, b = blockIdx.x;
+    const int n_pairs_all = (P.n_heads + 2 * P.n_kv_heads) * AS_HALF;
+    const int p0 = (int)((long long)b * n_pairs_all / G),
+              n_pairs = (int)((long long)(b + 1) * n_pairs_all / G) - p0;
+    const int r0 = (int)((long long)b * H / G), n_rows = (int)((long long)(b + 1) * H / G) - r0;
+    const int qkv_row_bytes = H * 2, o_row_bytes = Q * 2;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < AS_STAGES; s++) mbar_init(&full[s], 1), mbar_init(&empty[s], 1);
+        mbar_init_fence();
+    }
+    __syncthreads();
+
+    if (warp == AS_CWARPS) { /* the producer: QKV pairs, then O rows; never waits for the grid */
+        if (lane != 0) return;
+        for (int q = 0; q < n_pairs + n_rows; q++) {
+            const int s = q % AS_STAGES;
+            if (q >= AS_STAGES) mbar_wait(&empty[s], (q / AS_STAGES - 1) & 1);
+            unsigned char *dst = ring + (size_t)s * L.stage_bytes;
+            if (q < n_pairs) {
+                const int p = p0 + q, hh = p / AS_HALF, i = p % AS_HALF;
+                const uint16_t *w1 = a.qkv_w + (size_t)(hh * AS_HD + i) * H;
+                mbar_arrive_expect_tx(&full[s], (uint32_t)(2 * qkv_row_bytes));
+                bulk_copy_g2s(dst, w1, (uint32_t)qkv_row_bytes, &full[s]);
+                bulk_copy_g2s(dst + qkv_row_bytes, w1 + (size_t)AS_HALF * H,
+                              (uint32_t)qkv_row_bytes, &full[s]);
+            } else {
+                mbar_arrive_expect_tx(&full[s], (uint32_t)o_row_bytes);
+                bulk_copy_g2s(dst, a.o_w + (size_t)(r0 + q - n_pairs) * Q, (uint32_t)o_row_bytes,
+                              &full[s]);
+            }
+        }
+        return;
+    }
+
+    /* Phase 1: QKV pairs, RoPE, the KV write. */
+    as_stage_rows<false>(a.x, a.x_lo, T, H, xs);
+    consumers_sync();
+    for (int q = warp; q < n_pairs; q += AS_CWARPS) {
+        const int s = q % AS_STAGES;
+        mbar_wait(&full[s], (q / AS_STAGES) & 1);
+        float acc[2][T];
+        as_rows_dot<T, 2>(ring + (size_t)s * L.stage_bytes, qkv_row_bytes, H / 8, xs, acc);
+        __syncwarp();
+        if (lane == 0) mbar_arrive(&empty[s]);
+        if (lane < T) {
+            const int p = p0 + q;
+            as_qkv_store(P, p / AS_HALF, p % AS_HALF, lane, as_pick<T>(acc[0], lane),
+                         as_pick<T>(acc[1], lane));
+        }
+    }
+    grid_barrier_with(a.bar, 0, [] { consumers_sync(); });
+
+    /* Phase 2: attention (its chunk buffers overlay the staged rows). */
+    as_attention(P, L, as_smem);
+    grid_barrier_with(a.bar, 0, [] { consumers_sync(); });
+
+    /* Phase 3: O. */
+    as_stage_rows<true>(a.attn, NULL, T, Q, xs);
+    consumers_sync();
+    for (int q = n_pairs + (warp - n_pairs % AS_CWARPS + AS_CWARPS) % AS_CWARPS; q < n_pairs + n_rows;
+         q += AS_CWARPS) {
+        const int s = q % AS_STAGES;
+        mbar_wait(&full[s], (q / AS_STAGES) & 1);
+        float acc[1][T];
+        as_rows_dot<T, 1>(ring + (size_t)s * L.stage_bytes, o_row_bytes, Q / 8, xs, acc);
+        __syncwarp();
+        if (lane == 0) mbar_arrive(&empty[s]);
+        if (lane < T) {
+            const int row = r0 + q - n_pairs;
+            a.o[(size_t)lane * H + row] =
+                f32_to_bf16_bits(as_pick<T>(acc[0], lane) + bias_at(a.o_b, row));
+        }
+    }
+}
+
+/* ---- host ---- */
+
+static int g_on = -1;
+int attn_stream_enabled(void) {
+    return env_switch(&g_on, "GPTOSS_ATTN_STREAM", 0, 0, 1);
+}
+void attn_stream_set(int on) {
+    env_switch_set(&g_on, on, 0, 1);
+}
+
+static int sm_count(void) {
+    int dev = 0, sms = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return sms;
+}
+
+extern "C" int attn_stream_supported(const attn_dims *d, const rope_kv_freq *f, int T, int n_seqs,
+                                     int H) {
+    return T >= 1 && T <= ATTN_STREAM_MAX_T && n_seqs == T && d->head_dim == AS_HD &&
+           d->n_kv_heads >= 1 && d->n_heads == AS_GQA * d->n_kv_heads && !d->kv_fp8 &&
+           attn_block_shift(d) >= 3 && f->half == AS_HALF && H >= 8 && H % 8 == 0 &&
+           H <= ATTN_STREAM_MAX_H && d->n_heads * AS_HD <= ATTN_STREAM_MAX_H;
+}
+
+static int slots_for(const attn_dims *d, int T, int sms) {
+    return sms / (T * d->n_kv_heads);
+}
+
+extern "C" size_t attn_stream_workspace_bytes(const attn_dims *d, int T) {
+    const int sl = slots_for(d, T, sm_count());
+    return (size_t)T * d->n_heads * (sl > 0 ? sl : 1) * (AS_HD + 2) * sizeof(float);
+}
+
+static unsigned long long g_attrs_set;
+
+extern "C" cudaError_t attn_stream_layer(const attn_dims *d, const rope_kv_freq *f,
+                                         const attn_stream_args *a, cudaStream_t stream) {
+    if (!attn_stream_supported(d, f, a->T, a->seqs.n_seqs, a->H) || !a->x || !a->qkv_w ||
+        !a->o_w || !a->sinks || !a->q || !a->attn || !a->o || !a->bar || !a->counters ||
+        ((uintptr_t)a->x & 15) || ((uintptr_t)a->x_lo & 15) || ((uintptr_t)a->qkv_w & 15) ||
+        ((uintptr_t)a->o_w & 15) || ((uintptr_t)a->q & 15) || ((uintptr_t)a->attn & 15) ||
+        ((uintptr_t)a->part & 15))
+        return cudaErrorInvalidValue;
+    const int sms = sm_count();
+    as_layout L;
+    L.slots = slots_for(d, a->T, sms);
+    if (L.slots < 1 || a->part_bytes < attn_stream_workspace_bytes(d, a->T) || !a->part)
+        return cudaErrorInvalidValue;
+    const int Q = d->n_heads * AS_HD;
+    int stage = 4 * a->H > 2 * Q ? 4 * a->H : 2 * Q;
+    L.stage_bytes = (stage + 127) / 128 * 128;
+    L.xs_off = AS_STAGES * L.stage_bytes;
+    size_t xs = (size_t)a->T * (a->H > Q ? a->H : Q) * 4;
+    if (xs < 2 * AS_KV_BUF) xs = 2 * AS_KV_BUF;
+    L.bar_off = L.xs_off + (int)((xs + 127) / 128 * 128);
+    const size_t smem = (size_t)L.bar_off + 2 * AS_STAGES * sizeof(uint64_t);
+    if (smem > AS_MAX_SMEM) return cudaErrorInvalidValue;
+
+    as_params P;
+    P.a = *a, P.f = *f;
+    P.n_heads = d->n_heads, P.n_kv_heads = d->n_kv_heads, P.bs_shift = attn_block_shift(d);
+    void (*kern)(as_params, as_layout) =
+        a->T == 1 ? attn_stream_kernel<1> : attn_stream_kernel<2>;
+    if (!per_device_done(&g_attrs_set)) {
+        CUDA_TRY(cudaFuncSetAttribute((const void *)attn_stream_kernel<1>,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize, AS_MAX_SMEM));
+        CUDA_TRY(cudaFuncSetAttribute((const void *)attn_stream_kernel<2>,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize, AS_MAX_SMEM));
+        per_device_mark(&g_attrs_set);
+    }
+    int per = 0;
+    CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, (const void *)kern, AS_THREADS,
+                                                           smem));
+    if (per < 1) return cudaErrorInvalidConfiguration;
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t cfg =
+        cooperative_config((unsigned)sms, AS_THREADS, smem, stream, &attr, 1);
+    CUDA_TRY(cudaLaunchKernelEx(&cfg, kern, P, L));
+    return cudaGetLastError();
+}

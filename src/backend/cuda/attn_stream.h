@@ -1,0 +1,84 @@
+/* The attention block of a one- or two-token decode step as one persistent kernel whose weights
+ * stream without a break (attn_stream.cu): QKV with its bias, RoPE and the KV-cache write; a grid
+ * barrier; attention over the paged cache with its split-K merge; a grid barrier; O with its bias.
+ * It replaces runner_attention's four or five launches (cuBLASLt QKV, rope_kv, attn_decode and its
+ * merge, cuBLASLt O) for pure decode steps of T ≤ ATTN_STREAM_MAX_T sequences, one token each.
+ *
+ * Why (bench/NOTES.md, session 22): at batch 1 those launches take ~37 µs of a 120b layer's ~74 for
+ * 53 MB of QKV and O weights (13 µs at 4 TB/s). Every kernel of them starts its weight stream cold
+ * after the previous one ended. Here a producer warp per SM streams the block's QKV rows and then its
+ * O rows through a ring of shared-memory stages (bulk copies, tma_ring.cuh) and never waits for the
+ * grid: O's weights arrive while the grid computes attention.
+ *
+ * Same math as the launches, not the same bits: QKV sums x + x_lo in fp32 before the products (the
+ * GEMV's early form does too) where cuBLASLt multiplies the two halves apart; the attention keeps P
+ * in fp32 where attn_decode rounds it to bf16 for its MMA. tests/gpu/test_attn_stream.cu holds the
+ * outputs to the launches' within rounding.
+ *
+ * All pointers are device pointers; bf16 values are uint16_t bit patterns (plain C header). */
+#ifndef GPTOSS_BACKEND_CUDA_ATTN_STREAM_H
+#define GPTOSS_BACKEND_CUDA_ATTN_STREAM_H
+
+#include "backend/cuda/attention.h"
+#include "backend/cuda/rope_kv.h"
+
+#include <cuda_runtime_api.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum {
+    ATTN_STREAM_MAX_T = 2,   /* tokens (= sequences) a step */
+    ATTN_STREAM_MAX_H = 4096 /* hidden size: the staged input rows must fit beside the ring */
+};
+
+typedef struct {
+    int T; /* tokens = sequences (each with exactly one new token), 1 … ATTN_STREAM_MAX_T */
+    int H; /* hidden size (2880) */
+    /* the step: per token its position and its cache slot in this layer's pool (< 0: no KV
+     * write, a graph's padding row); the sequences as attn_decode sees them (n_seqs = T) */
+    const int32_t *positions, *slots;
+    attn_seqs seqs;
+    /* input: the attention norm's split-bf16 output [T][H] (x_lo may be NULL) */
+    const uint16_t *x, *x_lo;
+    /* weights: QKV [(n_heads + 2 n_kv_heads) · head_dim][H] and its bias; O [H][n_heads · head_dim]
+     * and its bias; the sinks [n_heads] (fp32); biases may be NULL */
+    const uint16_t *qkv_w, *qkv_b, *o_w, *o_b;
+    const float *sinks;
+    float scale; /* on the scores (0.125) */
+    void *k_cache, *v_cache;
+    /* outputs: q after RoPE and the attention output [T][n_heads · head_dim], O's [T][H] bf16 */
+    uint16_t *q, *attn, *o;
+    /* scratch: the split-K partials (attn_stream_workspace_bytes), the grid barrier's 2 words and
+     * T · n_kv_heads merge counters, all zero before the first launch and left so by each */
+    float *part;
+    size_t part_bytes;
+    unsigned *bar, *counters;
+} attn_stream_args;
+
+/* The switch (a measurement switch until the device has measured it: off unless
+ * GPTOSS_ATTN_STREAM=1, or attn_stream_set). attn_stream_set(-1): read the environment again. */
+int attn_stream_enabled(void);
+void attn_stream_set(int on);
+
+/* Whether a step of T one-token sequences (n_seqs of them) of hidden size H fits the kernel:
+ * 1 ≤ T = n_seqs ≤ ATTN_STREAM_MAX_T, gpt-oss's head shapes (head_dim 64, 8 query heads a KV
+ * head), a bf16 cache, H a multiple of 8 up to ATTN_STREAM_MAX_H, RoPE's half = 32. */
+int attn_stream_supported(const attn_dims *d, const rope_kv_freq *f, int T, int n_seqs, int H);
+
+/* Bytes of the partials for T sequences on this device (its SM count sets the splits). */
+size_t attn_stream_workspace_bytes(const attn_dims *d, int T);
+
+/* One cooperative launch on stream (it needs every SM: not beside another kernel of the step,
+ * not under tensor parallelism on one GPU). cudaErrorInvalidValue for a step
+ * attn_stream_supported refuses or a workspace too small. */
+cudaError_t attn_stream_layer(const attn_dims *d, const rope_kv_freq *f, const attn_stream_args *a,
+                              cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

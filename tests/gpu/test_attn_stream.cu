@@ -1,0 +1,412 @@
+/* The attention block's stream kernel (attn_stream.h) against the launches it replaces, as
+ * runner_attention makes them: cuBLASLt QKV on the split-bf16 input (2T rows), rope_kv_launch_f32,
+ * attn_decode (its split count from attn_decode_num_splits), cuBLASLt O. Those kernels are held to
+ * the CPU reference by test_gemm, test_rope_kv and test_attention; here the stream form is held to
+ * them. Its sums run in another order (x + x_lo summed before the products; P kept in fp32), so:
+ *   - q, and the new token's k and v in the cache: relative L2 ≤ 2e-3 (rounded to bf16 once on
+ *     both sides; a last-bit flip here and there);
+ *   - the attention output and O's: relative L2 ≤ 1e-2 a token, every value finite (outputs are
+ *     poisoned with NaN first);
+ *   - every cache element other than the new tokens' rows: bit for bit unchanged, and the blocks no
+ *     table names are NaN, so a stray read shows as a NaN in the outputs;
+ *   - 20 more launches and a CUDA graph replay give the bits of the first launch (the grid barriers
+ *     and the merge counters order every phase: a race would show), which also checks that each
+ *     launch leaves its counters and barrier ready for the next;
+ *   - refusals: three tokens, an FP8 cache, sequences ≠ tokens, a workspace too small.
+ * Cases: 120b's shapes (64 q heads, 8 KV heads, H = 2880), block sizes 16 and 32, full layers at
+ * contexts 1 (one key: no split), 37, 1000 and 5000 (several chunks a split), sliding layers
+ * (window 128, the table starting past block 0), T = 1 and 2.
+ *
+ * --bench: 120b shapes at 1k context, T = 1 and 2, full and sliding layers: the launches (with O on
+ * the GEMV's early form at one token, as the runner's default) against the stream kernel, each a
+ * CUDA graph of 4 layers with their own weights (212 MB: more than L2), µs a layer and the weights'
+ * TB/s. */
+#include "gpu_check.h"
+#include "rope_test_util.h"
+
+#include "backend/cuda/attention.h"
+#include "backend/cuda/attn_stream.h"
+#include "backend/cuda/gemm.h"
+#include "backend/cuda/gemv.h"
+#include "backend/cuda/rope_kv.h"
+
+#include <vector>
+
+enum { NH = 64, NKV = 8, HD = 64, HID = 2880, QD = NH * HD, QKVD = (NH + 2 * NKV) * HD };
+enum { WINDOW = 128, UNUSED_BLOCKS = 3 };
+static const float SCALE = 0.125f;
+
+struct layer_w {
+    uint16_t *qkv_w, *qkv_b, *o_w, *o_b;
+    float *sinks;
+};
+
+static layer_w make_layer(rng_t *rng) {
+    layer_w w;
+    w.qkv_w = (uint16_t *)gpu_alloc((size_t)QKVD * HID * 2);
+    w.qkv_b = (uint16_t *)gpu_alloc((size_t)QKVD * 2);
+    w.o_w = (uint16_t *)gpu_alloc((size_t)HID * QD * 2);
+    w.o_b = (uint16_t *)gpu_alloc((size_t)HID * 2);
+    w.sinks = (float *)gpu_alloc(NH * 4);
+    gpu_fill_bf16(w.qkv_w, (size_t)QKVD * HID, rng_next(rng), 0.03f);
+    gpu_fill_bf16(w.qkv_b, QKVD, rng_next(rng), 0.2f);
+    gpu_fill_bf16(w.o_w, (size_t)HID * QD, rng_next(rng), 0.02f);
+    gpu_fill_bf16(w.o_b, HID, rng_next(rng), 0.2f);
+    gpu_fill_f32(w.sinks, NH, rng_next(rng), 2.0f);
+    return w;
+}
+
+static void free_layer(layer_w *w) {
+    cudaFree(w->qkv_w), cudaFree(w->qkv_b), cudaFree(w->o_w), cudaFree(w->o_b), cudaFree(w->sinks);
+}
+
+/* One step: T sequences of one new token each, their tables and slots in one pool, both caches
+ * (the launches' and the stream kernel's) filled alike, the inputs, and both sets of outputs. */
+struct step_case {
+    int T, bs, window, stride, n_blocks, max_ctx;
+    attn_dims d;
+    int32_t *d_qs, *d_sp, *d_first, *d_tables, *d_pos, *d_slots;
+    int32_t slots[ATTN_STREAM_MAX_T];
+    size_t cache_elems;
+    uint16_t *k_ref, *v_ref, *k_s, *v_s;
+    uint16_t *a;       /* [2T][H]: x, then x_lo */
+    float *qkv;        /* [2T][QKV] fp32 products */
+    float *ws;         /* attn_decode's partials */
+    uint16_t *q_ref, *attn_ref, *o_ref, *q_s, *attn_s, *o_s;
+    float *part;
+    size_t part_bytes;
+    unsigned *bar; /* [2] barrier, then [T · NKV] counters */
+};
+
+static void build_case(step_case *c, int bs, bool sliding, const int *ctx, int T, rng_t *rng) {
+    memset(c, 0, sizeof *c);
+    c->T = T, c->bs = bs, c->window = sliding ? WINDOW : 0;
+    c->d.n_heads = NH, c->d.n_kv_heads = NKV, c->d.head_dim = HD, c->d.block_size = bs;
+    c->d.kv_fp8 = 0;
+    int32_t qs[ATTN_STREAM_MAX_T + 1], sp[ATTN_STREAM_MAX_T], first[ATTN_STREAM_MAX_T],
+        pos[ATTN_STREAM_MAX_T];
+    int n_lb[ATTN_STREAM_MAX_T], used = 0;
+    c->stride = 1;
+    for (int i = 0; i < T; i++) {
+        qs[i] = i, sp[i] = ctx[i] - 1, pos[i] = ctx[i] - 1;
+        if (ctx[i] > c->max_ctx) c->max_ctx = ctx[i];
+        const int lo = sliding ? (pos[i] - WINDOW + 1 > 0 ? pos[i] - WINDOW + 1 : 0) : 0;
+        first[i] = lo / bs;
+        n_lb[i] = (ctx[i] + bs - 1) / bs - first[i];
+        used += n_lb[i];
+        if (n_lb[i] > c->stride) c->stride = n_lb[i];
+    }
+    qs[T] = T;
+    c->n_blocks = used + UNUSED_BLOCKS;
+    std::vector<int32_t> perm(c->n_blocks), tables((size_t)T * c->stride, -1);
+    for (int i = 0; i < c->n_blocks; i++) perm[i] = i;
+    rng_shuffle(rng, perm.data(), c->n_blocks);
+    int next = 0;
+    for (int i = 0; i < T; i++)
+        for (int j = 0; j < n_lb[i]; j++) tables[(size_t)i * c->stride + j] = perm[next++];
+    CHECK(rope_kv_slots(T, qs, sp, tables.data(), c->stride, sliding ? first : NULL, bs,
+                        c->slots) == 0,
+          "rope_kv_slots found a missing block");
+    c->d_qs = (int32_t *)gpu_upload(qs, sizeof(int32_t) * (T + 1));
+    c->d_sp = (int32_t *)gpu_upload(sp, sizeof(int32_t) * T);
+    c->d_first = (int32_t *)gpu_upload(first, sizeof(int32_t) * T);
+    c->d_pos = (int32_t *)gpu_upload(pos, sizeof(int32_t) * T);
+    c->d_slots = (int32_t *)gpu_upload(c->slots, sizeof(int32_t) * T);
+    c->d_tables = (int32_t *)gpu_upload(tables.data(), tables.size() * sizeof(int32_t));
+
+    /* The caches: random everywhere, NaN in the blocks no table names. */
+    c->cache_elems = (size_t)c->n_blocks * NKV * bs * HD;
+    const size_t cb = c->cache_elems * 2, blk = (size_t)NKV * bs * HD * 2;
+    c->k_ref = (uint16_t *)gpu_alloc(cb), c->v_ref = (uint16_t *)gpu_alloc(cb);
+    c->k_s = (uint16_t *)gpu_alloc(cb), c->v_s = (uint16_t *)gpu_alloc(cb);
+    gpu_fill_bf16(c->k_ref, c->cache_elems, rng_next(rng), 1.0f);
+    gpu_fill_bf16(c->v_ref, c->cache_elems, rng_next(rng), 1.0f);
+    for (int i = used; i < c->n_blocks; i++) {
+        CUDA_CHECK(cudaMemset((char *)c->k_ref + (size_t)perm[i] * blk, 0xFF, blk));
+        CUDA_CHECK(cudaMemset((char *)c->v_ref + (size_t)perm[i] * blk, 0xFF, blk));
+    }
+    CUDA_CHECK(cudaMemcpy(c->k_s, c->k_ref, cb, cudaMemcpyDeviceToDevice));
+    CUDA_CHECK(cudaMemcpy(c->v_s, c->v_ref, cb, cudaMemcpyDeviceToDevice));
+
+    c->a = (uint16_t *)gpu_alloc((size_t)2 * T * HID * 2);
+    gpu_fill_bf16(c->a, (size_t)T * HID, rng_next(rng), 1.0f);
+    gpu_fill_bf16(c->a + (size_t)T * HID, (size_t)T * HID, rng_next(rng), 1.0f / 512);
+    c->qkv = (float *)gpu_alloc((size_t)2 * T * QKVD * 4);
+    c->ws = (float *)gpu_alloc(attn_decode_workspace_bytes(&c->d, T, ATTN_DECODE_MAX_SPLITS));
+    c->q_ref = (uint16_t *)gpu_alloc((size_t)T * QD * 2);
+    c->attn_ref = (uint16_t *)gpu_alloc((size_t)T * QD * 2);
+    c->o_ref = (uint16_t *)gpu_alloc((size_t)T * HID * 2);
+    c->q_s = (uint16_t *)gpu_alloc((size_t)T * QD * 2);
+    c->attn_s = (uint16_t *)gpu_alloc((size_t)T * QD * 2);
+    c->o_s = (uint16_t *)gpu_alloc((size_t)T * HID * 2);
+    c->part_bytes = attn_stream_workspace_bytes(&c->d, T);
+    c->part = (float *)gpu_alloc(c->part_bytes);
+    c->bar = (unsigned *)gpu_alloc((2 + ATTN_STREAM_MAX_T * NKV) * sizeof(unsigned));
+    CUDA_CHECK(cudaMemset(c->bar, 0, (2 + ATTN_STREAM_MAX_T * NKV) * sizeof(unsigned)));
+}
+
+static void free_case(step_case *c) {
+    void *ps[] = {c->d_qs,  c->d_sp,    c->d_first, c->d_tables, c->d_pos,    c->d_slots,
+                  c->k_ref, c->v_ref,   c->k_s,     c->v_s,      c->a,        c->qkv,
+                  c->ws,    c->q_ref,   c->attn_ref, c->o_ref,   c->q_s,      c->attn_s,
+                  c->o_s,   c->part,    c->bar};
+    for (void *p : ps) cudaFree(p);
+}
+
+static attn_seqs seqs_of(const step_case *c) {
+    attn_seqs s;
+    s.n_seqs = c->T, s.query_start = c->d_qs, s.start_pos = c->d_sp, s.tables = c->d_tables;
+    s.stride = c->stride, s.table_first = c->window ? c->d_first : NULL, s.window = c->window;
+    return s;
+}
+
+static attn_stream_args stream_args(const step_case *c, const layer_w *w) {
+    attn_stream_args a;
+    memset(&a, 0, sizeof a);
+    a.T = c->T, a.H = HID, a.positions = c->d_pos, a.slots = c->d_slots, a.seqs = seqs_of(c);
+    a.x = c->a, a.x_lo = c->a + (size_t)c->T * HID;
+    a.qkv_w = w->qkv_w, a.qkv_b = w->qkv_b, a.o_w = w->o_w, a.o_b = w->o_b, a.sinks = w->sinks;
+    a.scale = SCALE, a.k_cache = c->k_s, a.v_cache = c->v_s;
+    a.q = c->q_s, a.attn = c->attn_s, a.o = c->o_s;
+    a.part = c->part, a.part_bytes = c->part_bytes, a.bar = c->bar, a.counters = c->bar + 2;
+    return a;
+}
+
+/* The launches, as runner_attention makes them (O on cuBLASLt here: the check's reference). */
+static cudaError_t launches(gemm_ctx *g, const rope_kv_freq *f, step_case *c, const layer_w *w,
+                            bool early_o, cudaStream_t st) {
+    const int T = c->T;
+    cudaError_t e = gemm_bf16(g, c->a, 2 * T, HID, w->qkv_w, QKVD, NULL, c->qkv, GEMM_OUT_F32, st);
+    if (e == cudaSuccess)
+        e = rope_kv_launch_f32(&c->d, f, c->qkv, c->qkv + (size_t)T * QKVD, w->qkv_b, QKVD, T,
+                               c->d_pos, c->d_slots, c->q_ref, c->k_ref, c->v_ref, NULL, st);
+    const attn_seqs s = seqs_of(c);
+    const int keys = c->window && c->max_ctx > WINDOW ? WINDOW : c->max_ctx;
+    const int splits = attn_decode_num_splits(&c->d, T, keys);
+    if (e == cudaSuccess)
+        e = attn_decode(&c->d, &s, c->q_ref, c->k_ref, c->v_ref, NULL, w->sinks, SCALE,
+                        c->attn_ref, splits, c->ws, st);
+    if (e != cudaSuccess) return e;
+    if (early_o && gemv_early_supported(T, QD, HID))
+        return gemv_bf16_early(c->attn_ref, NULL, T, QD, w->o_w, HID, w->o_b, c->o_ref, 0, st);
+    return gemm_bf16(g, c->attn_ref, T, QD, w->o_w, HID, w->o_b, c->o_ref, GEMM_OUT_BF16, st);
+}
+
+static std::vector<uint16_t> download16(const uint16_t *p, size_t n) {
+    std::vector<uint16_t> v(n);
+    CUDA_CHECK(cudaMemcpy(v.data(), p, n * 2, cudaMemcpyDeviceToHost));
+    return v;
+}
+
+static double rel_bf16(const uint16_t *out, const uint16_t *ref, size_t n) {
+    relerr_acc acc = {0, 0, 0};
+    for (size_t i = 0; i < n; i++) relerr_add(&acc, bf16_to_f32(out[i]), bf16_to_f32(ref[i]));
+    return relerr_get(&acc);
+}
+
+/* Whether cache element i belongs to a new token's row (slot s, any KV head). */
+static bool in_new_row(const step_case *c, size_t i) {
+    const size_t row = i / HD; /* (block, head, row in block) */
+    const size_t r = row % c->bs, block = row / c->bs / NKV;
+    for (int t = 0; t < c->T; t++)
+        if (c->slots[t] >= 0 && (size_t)c->slots[t] == block * c->bs + r) return true;
+    return false;
+}
+
+struct outs {
+    std::vector<uint16_t> q, attn, o, k, v;
+};
+
+static outs read_stream(const step_case *c) {
+    outs r;
+    r.q = download16(c->q_s, (size_t)c->T * QD);
+    r.attn = download16(c->attn_s, (size_t)c->T * QD);
+    r.o = download16(c->o_s, (size_t)c->T * HID);
+    r.k = download16(c->k_s, c->cache_elems);
+    r.v = download16(c->v_s, c->cache_elems);
+    return r;
+}
+
+static bool same_bits(const outs &x, const outs &y) {
+    return x.q == y.q && x.attn == y.attn && x.o == y.o && x.k == y.k && x.v == y.v;
+}
+
+static void poison_stream_outputs(const step_case *c) {
+    gpu_poison(c->q_s, (size_t)c->T * QD * 2);
+    gpu_poison(c->attn_s, (size_t)c->T * QD * 2);
+    gpu_poison(c->o_s, (size_t)c->T * HID * 2);
+}
+
+static void run_case(gemm_ctx *g, const rope_kv_freq *f, const layer_w *w, int bs, bool sliding,
+                     const int *ctx, int T, rng_t *rng) {
+    step_case c;
+    build_case(&c, bs, sliding, ctx, T, rng);
+    char what[96];
+    snprintf(what, sizeof what, "T=%d bs=%d %s ctx=%d%s%d", T, bs, sliding ? "sliding" : "full",
+             ctx[0], T > 1 ? "," : "", T > 1 ? ctx[1] : 0);
+    CHECK(attn_stream_supported(&c.d, f, T, T, HID), "%s: supported", what);
+    gpu_poison(c.q_ref, (size_t)T * QD * 2), gpu_poison(c.attn_ref, (size_t)T * QD * 2);
+    gpu_poison(c.o_ref, (size_t)T * HID * 2);
+    poison_stream_outputs(&c);
+    CHECK(launches(g, f, &c, w, false, 0) == cudaSuccess, "%s: the launches", what);
+    const attn_stream_args a = stream_args(&c, w);
+    CHECK(attn_stream_layer(&c.d, f, &a, 0) == cudaSuccess, "%s: the stream launch", what);
+    CUDA_CHECK(cudaDeviceSynchronize());
+
+    const outs s = read_stream(&c);
+    const std::vector<uint16_t> q_ref = download16(c.q_ref, (size_t)T * QD),
+                                attn_ref = download16(c.attn_ref, (size_t)T * QD),
+                                o_ref = download16(c.o_ref, (size_t)T * HID),
+                                k_ref = download16(c.k_ref, c.cache_elems),
+                                v_ref = download16(c.v_ref, c.cache_elems);
+    const double eq = rel_bf16(s.q.data(), q_ref.data(), s.q.size());
+    CHECK(eq <= 2e-3, "%s: q rel err %.3g", what, eq);
+    /* the caches: the new rows within rounding, every other element unchanged (bit for bit) */
+    relerr_acc ek = {0, 0, 0}, ev = {0, 0, 0};
+    long moved = 0;
+    for (size_t i = 0; i < c.cache_elems; i++) {
+        if (in_new_row(&c, i)) {
+            relerr_add(&ek, bf16_to_f32(s.k[i]), bf16_to_f32(k_ref[i]));
+            relerr_add(&ev, bf16_to_f32(s.v[i]), bf16_to_f32(v_ref[i]));
+        } else
+            moved += (s.k[i] != k_ref[i]) + (s.v[i] != v_ref[i]);
+    }
+    CHECK(relerr_get(&ek) <= 2e-3 && relerr_get(&ev) <= 2e-3, "%s: new k rel err %.3g, v %.3g",
+          what, relerr_get(&ek), relerr_get(&ev));
+    CHECK(moved == 0, "%s: %ld cache elements outside the new rows differ", what, moved);
+    for (int t = 0; t < T; t++) {
+        const double ea = rel_bf16(s.attn.data() + (size_t)t * QD, attn_ref.data() + (size_t)t * QD, QD);
+        const double eo =
+            rel_bf16(s.o.data() + (size_t)t * HID, o_ref.data() + (size_t)t * HID, HID);
+        CHECK(ea <= 1e-2, "%s token %d: attention rel err %.3g", what, t, ea);
+        CHECK(eo <= 1e-2, "%s token %d: O rel err %.3g", what, t, eo);
+    }
+
+    /* 20 more launches, then a graph replay: the first launch's bits every time */
+    bool same = true;
+    for (int r = 0; r < 20 && same; r++) {
+        poison_stream_outputs(&c);
+        CHECK(attn_stream_layer(&c.d, f, &a, 0) == cudaSuccess, "%s: repeat %d", what, r);
+        CUDA_CHECK(cudaDeviceSynchronize());
+        same = same_bits(read_stream(&c), s);
+    }
+    CHECK(same, "%s: 20 repeated launches give the first launch's bits", what);
+    cudaStream_t st;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    const cudaError_t ce = attn_stream_layer(&c.d, f, &a, st);
+    CUDA_CHECK(cudaStreamEndCapture(st, &graph));
+    CHECK(ce == cudaSuccess, "%s: the launch under capture", what);
+    CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    poison_stream_outputs(&c);
+    CUDA_CHECK(cudaGraphLaunch(exec, st));
+    CUDA_CHECK(cudaStreamSynchronize(st));
+    CHECK(same_bits(read_stream(&c), s), "%s: the graph replay gives the first launch's bits",
+          what);
+    CUDA_CHECK(cudaGraphExecDestroy(exec));
+    CUDA_CHECK(cudaGraphDestroy(graph));
+    CUDA_CHECK(cudaStreamDestroy(st));
+    free_case(&c);
+}
+
+static void check_refusals(const rope_kv_freq *f, const layer_w *w, rng_t *rng) {
+    const int ctx[2] = {100, 200};
+    step_case c;
+    build_case(&c, 32, false, ctx, 2, rng);
+    CHECK(!attn_stream_supported(&c.d, f, 3, 3, HID), "three tokens are refused");
+    CHECK(!attn_stream_supported(&c.d, f, 2, 1, HID), "sequences != tokens are refused");
+    attn_dims d8 = c.d;
+    d8.kv_fp8 = 1;
+    CHECK(!attn_stream_supported(&d8, f, 2, 2, HID), "an FP8 cache is refused");
+    attn_stream_args a = stream_args(&c, w);
+    a.T = 3;
+    CHECK(attn_stream_layer(&c.d, f, &a, 0) == cudaErrorInvalidValue, "T = 3: invalid value");
+    a = stream_args(&c, w);
+    a.part_bytes = 16;
+    CHECK(attn_stream_layer(&c.d, f, &a, 0) == cudaErrorInvalidValue,
+          "a workspace too small: invalid value");
+    CUDA_CHECK(cudaDeviceSynchronize());
+    free_case(&c);
+}
+
+/* ---- --bench ---- */
+
+enum { BENCH_LAYERS = 4 };
+
+static void bench(gemm_ctx *g, const rope_kv_freq *f, rng_t *rng) {
+    layer_w ws[BENCH_LAYERS];
+    for (int l = 0; l < BENCH_LAYERS; l++) ws[l] = make_layer(rng);
+    const double bytes = ((double)QKVD * HID + (double)HID * QD) * 2;
+    printf("\n| T | layer | launches µs | stream µs | stream / launches | stream weights TB/s |\n");
+    printf("| ---: | --- | ---: | ---: | ---: | ---: |\n");
+    cudaStream_t st;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    for (int T = 1; T <= ATTN_STREAM_MAX_T; T++)
+        for (int sl = 0; sl < 2; sl++) {
+            const int ctx[2] = {1024, 1024};
+            step_case c;
+            build_case(&c, 32, sl == 1, ctx, T, rng);
+            float us[2];
+            for (int form = 0; form < 2; form++) {
+                cudaGraph_t graph;
+                cudaGraphExec_t exec;
+                CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+                cudaError_t e = cudaSuccess;
+                for (int l = 0; l < BENCH_LAYERS && e == cudaSuccess; l++) {
+                    if (form == 0) {
+                        e = launches(g, f, &c, &ws[l], true, st);
+                    } else {
+                        const attn_stream_args a = stream_args(&c, &ws[l]);
+                        e = attn_stream_layer(&c.d, f, &a, st);
+                    }
+                }
+                CUDA_CHECK(cudaStreamEndCapture(st, &graph));
+                CHECK(e == cudaSuccess, "bench capture T=%d form %d", T, form);
+                CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+                us[form] = gpu_time_graph_us(exec, st, BENCH_LAYERS, 50);
+                CUDA_CHECK(cudaGraphExecDestroy(exec));
+                CUDA_CHECK(cudaGraphDestroy(graph));
+            }
+            printf("| %d | %s | %.1f | %.1f | %.3f | %.2f |\n", T, sl ? "sliding" : "full", us[0],
+                   us[1], us[1] / us[0], bytes / (us[1] * 1e-6) / 1e12);
+            free_case(&c);
+        }
+    CUDA_CHECK(cudaStreamDestroy(st));
+    for (int l = 0; l < BENCH_LAYERS; l++) free_layer(&ws[l]);
+}
+
+int main(int argc, char **argv) {
+    const uint64_t seed = gpu_test_seed(argc, argv);
+    printf("test_attn_stream: seed %llu\n", (unsigned long long)seed);
+    rng_t rng;
+    rng_seed(&rng, seed);
+    rope_table rt;
+    rope_kv_freq freq;
+    rope_tables_120b(&rt, &freq);
+    gemm_ctx *g = NULL;
+    CUDA_CHECK(gemm_ctx_create(&g));
+    if (gpu_test_flag(argc, argv, "--bench")) {
+        bench(g, &freq, &rng);
+        gemm_ctx_destroy(g);
+        return check_report("test_attn_stream --bench");
+    }
+    layer_w w = make_layer(&rng);
+    const int one[] = {1}, c37[] = {37}, c1k[] = {1000}, c5k[] = {5000};
+    const int two_a[] = {1000, 17}, two_b[] = {5000, 300};
+    const int bss[] = {16, 32};
+    for (int b = 0; b < 2; b++)
+        for (int sl = 0; sl < 2; sl++) {
+            run_case(g, &freq, &w, bss[b], sl == 1, one, 1, &rng);
+            run_case(g, &freq, &w, bss[b], sl == 1, c37, 1, &rng);
+            run_case(g, &freq, &w, bss[b], sl == 1, c1k, 1, &rng);
+            run_case(g, &freq, &w, bss[b], sl == 1, c5k, 1, &rng);
+            run_case(g, &freq, &w, bss[b], sl == 1, two_a, 2, &rng);
+            run_case(g, &freq, &w, bss[b], sl == 1, two_b, 2, &rng);
+        }
+    check_refusals(&freq, &w, &rng);
+    free_layer(&w);
+    gemm_ctx_destroy(g);
+    return check_report("test_attn_stream");
+}
