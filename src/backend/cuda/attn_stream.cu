@@ -431,7 +431,7 @@ static int sm_count(void) {
 extern "C" int attn_stream_supported(const attn_dims *d, const rope_kv_freq *f, int T, int n_seqs,
                                      int H) {
     return T >= 1 && T <= ATTN_STREAM_MAX_T && n_seqs == T && d->head_dim == AS_HD &&
-           d->n_kv_heads >= 1 && d->n_heads == AS_GQA * d->n_kv_heads && !d->kv_fp8 &&
+           d->n_kv_heads >= 1 && d->n_kv_heads <= ATTN_STREAM_MAX_KV_HEADS && d->n_heads == AS_GQA * d->n_kv_heads && !d->kv_fp8 &&
            attn_block_shift(d) >= 3 && f->half == AS_HALF && H >= 8 && H % 8 == 0 &&
            H <= ATTN_STREAM_MAX_H && d->n_heads * AS_HD <= ATTN_STREAM_MAX_H;
 }

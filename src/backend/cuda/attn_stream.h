@@ -30,7 +30,8 @@ extern "C" {
 #endif
 
 enum {
-    ATTN_STREAM_MAX_T = 2,   /* tokens (= sequences) a step */
+    ATTN_STREAM_MAX_T = 2,         /* tokens (= sequences) a step */
+    ATTN_STREAM_MAX_KV_HEADS = 64, /* the merge counters a caller provides: T · n_kv_heads */
     ATTN_STREAM_MAX_H = 4096 /* hidden size: the staged input rows must fit beside the ring */
 };
 
@@ -65,7 +66,7 @@ void attn_stream_set(int on);
 
 /* Whether a step of T one-token sequences (n_seqs of them) of hidden size H fits the kernel:
  * 1 ≤ T = n_seqs ≤ ATTN_STREAM_MAX_T, gpt-oss's head shapes (head_dim 64, 8 query heads a KV
- * head), a bf16 cache, H a multiple of 8 up to ATTN_STREAM_MAX_H, RoPE's half = 32. */
+ * head, at most ATTN_STREAM_MAX_KV_HEADS KV heads), a bf16 cache, H a multiple of 8 up to ATTN_STREAM_MAX_H, RoPE's half = 32. */
 int attn_stream_supported(const attn_dims *d, const rope_kv_freq *f, int T, int n_seqs, int H);
 
 /* Bytes of the partials for T sequences on this device (its SM count sets the splits). */

@@ -99,6 +99,9 @@ typedef struct {
     unsigned *moe_bar; /* the fused MoE kernel's grid barrier (moe_fused.h): zeroed once, left
                           ready by every launch */
     int *route_ctr; /* gemv_route's arrival counter (gemv.h): zeroed once, left 0 by every launch */
+    unsigned *stream_ctr; /* attn_stream's merge counters (attn_stream.h; its grid barrier is
+                             moe_bar: the persistent kernels run one after another): zeroed once,
+                             left 0 by every launch */
 } gpu_workspace;
 
 /* ---- the step as uploaded: offsets of each array inside the packed buffer ---- */

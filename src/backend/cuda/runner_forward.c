@@ -7,6 +7,7 @@
  *
  * runner_launch calls it for eager steps; graphs.c calls it inside a stream capture. Everything it
  * reads about the step comes from the fwd_plan (device pointers into the uploaded step). */
+#include "backend/cuda/attn_stream.h"
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/moe_fused.h"
 #include "backend/cuda/norm.h"
@@ -87,7 +88,39 @@ int runner_route(struct backend *b, int T, const uint16_t *a_lo, const gpu_layer
     return 0;
 }
 
+/* Whether the layer's attention block runs as attn_stream.h's one persistent kernel: switched on
+ * (GPTOSS_ATTN_STREAM=1, unmeasured), a pure decode step of 1-2 sequences, one GPU for the whole
+ * step (its grid barrier needs every SM: not under TP or DEP, whose ranks may share a GPU). */
+static bool runner_attn_stream(const struct backend *b, const fwd_plan *p) {
+    return !b->ar && b->dp_size <= 1 && attn_stream_enabled() && p->n_work_full == 0 &&
+           p->n_work_swa == 0 && attn_stream_supported(&b->dims, &b->freq, p->T, p->n_seqs, b->H);
+}
+
+static int runner_attention_stream(struct backend *b, const fwd_plan *p, int l, cudaStream_t s) {
+    gpu_workspace *w = &b->ws;
+    gpu_layer *ly = &b->gw.layers[l];
+    const bool sliding = b->cfg.layer_sliding[l];
+    attn_stream_args a;
+    memset(&a, 0, sizeof a);
+    a.T = p->T, a.H = b->H, a.positions = p->positions;
+    a.slots = sliding ? p->slots_swa : p->slots_full;
+    a.seqs.n_seqs = p->n_seqs, a.seqs.query_start = p->query_start, a.seqs.start_pos = p->start_pos;
+    a.seqs.tables = sliding ? p->swa_tables : p->full_tables;
+    a.seqs.stride = sliding ? p->swa_stride : p->full_stride;
+    a.seqs.table_first = sliding ? p->swa_first : NULL;
+    a.seqs.window = sliding ? b->W : 0;
+    a.x = w->a, a.x_lo = w->a + (size_t)p->T * b->H;
+    a.qkv_w = ly->qkv_w, a.qkv_b = ly->qkv_b, a.o_w = ly->o_w, a.o_b = ly->o_b;
+    a.sinks = ly->sinks, a.scale = b->scale, a.k_cache = ly->k_cache, a.v_cache = ly->v_cache;
+    a.q = w->q, a.attn = w->attn, a.o = w->o;
+    a.part = w->dec_ws, a.part_bytes = w->dec_ws_bytes;
+    a.bar = w->moe_bar, a.counters = w->stream_ctr;
+    CU(attn_stream_layer(&b->dims, &b->freq, &a, s));
+    return 0;
+}
+
 int runner_attention(struct backend *b, const fwd_plan *p, int l, cudaStream_t s) {
+    if (runner_attn_stream(b, p)) return runner_attention_stream(b, p, l, s);
     gpu_workspace *w = &b->ws;
     gpu_layer *ly = &b->gw.layers[l];
     const int T = p->T, H = b->H;

@@ -5,6 +5,7 @@
  *
  * The MoE plan lives here because y_slots is sized from it: every step must plan its MoE with
  * runner_moe_plan, the same function the size came from. */
+#include "backend/cuda/attn_stream.h"
 #include "backend/cuda/runner_internal.h"
 #include "base/log.h"
 
@@ -12,6 +13,8 @@
 
 /* The split-K partials of attn_decode: a fixed 64 MiB (runner.c caps the split count to fit). */
 enum { DEC_WS_BYTES = 64 << 20, WS_ALIGN = 256 };
+/* attn_stream's merge counters: one per (sequence, KV head) of its largest step. */
+enum { STREAM_CTRS = ATTN_STREAM_MAX_T * ATTN_STREAM_MAX_KV_HEADS };
 
 moe_plan runner_moe_plan(const struct backend *b, int T) {
     moe_plan p = moe_plan_for(T, b->E, b->K, b->sm_count);
@@ -77,7 +80,8 @@ int workspace_ensure(struct backend *b, int T) {
     const size_t o_logits = carve(&o, R * (size_t)b->V * 4),
                  o_outs = carve(&o, Tc * sizeof(gpu_row_out));
     const size_t samp_bytes = sampling_workspace_bytes(w->R_cap), o_samp = carve(&o, samp_bytes);
-    const size_t o_bar = carve(&o, 2 * sizeof(unsigned)), o_rctr = carve(&o, sizeof(int));
+    const size_t o_bar = carve(&o, 2 * sizeof(unsigned)), o_rctr = carve(&o, sizeof(int)),
+                 o_sctr = carve(&o, STREAM_CTRS * sizeof(unsigned));
     void *base = NULL;
     if (cudaMalloc(&base, o) != cudaSuccess) {
         (void)cudaGetLastError();
@@ -95,12 +99,14 @@ int workspace_ensure(struct backend *b, int T) {
     w->sel = (uint16_t *)(p + o_sel), w->logits = (float *)(p + o_logits),
     w->outs = (gpu_row_out *)(p + o_outs);
     w->samp_ws = p + o_samp, w->moe_bar = (unsigned *)(p + o_bar);
-    w->route_ctr = (int *)(p + o_rctr);
-    /* Once: sampling's counters, the fused MoE's barrier and gemv_route's counter start at 0 (each
-     * launch leaves them at 0 again, or ready for the next). */
+    w->route_ctr = (int *)(p + o_rctr), w->stream_ctr = (unsigned *)(p + o_sctr);
+    /* Once: sampling's counters, the persistent kernels' barrier, gemv_route's counter and
+     * attn_stream's merge counters start at 0 (each launch leaves them at 0 again, or ready for
+     * the next). */
     CU(cudaMemsetAsync(w->samp_ws, 0, samp_bytes, b->stream));
     CU(cudaMemsetAsync(w->moe_bar, 0, 2 * sizeof(unsigned), b->stream));
     CU(cudaMemsetAsync(w->route_ctr, 0, sizeof(int), b->stream));
+    CU(cudaMemsetAsync(w->stream_ctr, 0, STREAM_CTRS * sizeof(unsigned), b->stream));
     return 0;
 }
 
