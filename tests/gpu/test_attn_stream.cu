@@ -69,9 +69,9 @@ struct step_case {
     int32_t slots[ATTN_STREAM_MAX_T];
     size_t cache_elems;
     uint16_t *k_ref, *v_ref, *k_s, *v_s;
-    uint16_t *a;       /* [2T][H]: x, then x_lo */
-    float *qkv;        /* [2T][QKV] fp32 products */
-    float *ws;         /* attn_decode's partials */
+    uint16_t *a; /* [2T][H]: x, then x_lo */
+    float *qkv;  /* [2T][QKV] fp32 products */
+    float *ws;   /* attn_decode's partials */
     uint16_t *q_ref, *attn_ref, *o_ref, *q_s, *attn_s, *o_s;
     float *part;
     size_t part_bytes;
@@ -146,10 +146,9 @@ static void build_case(step_case *c, int bs, bool sliding, const int *ctx, int T
 }
 
 static void free_case(step_case *c) {
-    void *ps[] = {c->d_qs,  c->d_sp,    c->d_first, c->d_tables, c->d_pos,    c->d_slots,
-                  c->k_ref, c->v_ref,   c->k_s,     c->v_s,      c->a,        c->qkv,
-                  c->ws,    c->q_ref,   c->attn_ref, c->o_ref,   c->q_s,      c->attn_s,
-                  c->o_s,   c->part,    c->bar};
+    void *ps[] = {c->d_qs,     c->d_sp,  c->d_first, c->d_tables, c->d_pos, c->d_slots, c->k_ref,
+                  c->v_ref,    c->k_s,   c->v_s,     c->a,        c->qkv,   c->ws,      c->q_ref,
+                  c->attn_ref, c->o_ref, c->q_s,     c->attn_s,   c->o_s,   c->part,    c->bar};
     for (void *p : ps) cudaFree(p);
 }
 
@@ -184,8 +183,8 @@ static cudaError_t launches(gemm_ctx *g, const rope_kv_freq *f, step_case *c, co
     const int keys = c->window && c->max_ctx > WINDOW ? WINDOW : c->max_ctx;
     const int splits = attn_decode_num_splits(&c->d, T, keys);
     if (e == cudaSuccess)
-        e = attn_decode(&c->d, &s, c->q_ref, c->k_ref, c->v_ref, NULL, w->sinks, SCALE,
-                        c->attn_ref, splits, c->ws, st);
+        e = attn_decode(&c->d, &s, c->q_ref, c->k_ref, c->v_ref, NULL, w->sinks, SCALE, c->attn_ref,
+                        splits, c->ws, st);
     if (e != cudaSuccess) return e;
     if (early_o && gemv_early_supported(T, QD, HID))
         return gemv_bf16_early(c->attn_ref, NULL, T, QD, w->o_w, HID, w->o_b, c->o_ref, 0, st);
@@ -275,7 +274,8 @@ static void run_case(gemm_ctx *g, const rope_kv_freq *f, const layer_w *w, int b
           what, relerr_get(&ek), relerr_get(&ev));
     CHECK(moved == 0, "%s: %ld cache elements outside the new rows differ", what, moved);
     for (int t = 0; t < T; t++) {
-        const double ea = rel_bf16(s.attn.data() + (size_t)t * QD, attn_ref.data() + (size_t)t * QD, QD);
+        const double ea =
+            rel_bf16(s.attn.data() + (size_t)t * QD, attn_ref.data() + (size_t)t * QD, QD);
         const double eo =
             rel_bf16(s.o.data() + (size_t)t * HID, o_ref.data() + (size_t)t * HID, HID);
         CHECK(ea <= 1e-2, "%s token %d: attention rel err %.3g", what, t, ea);

@@ -263,7 +263,7 @@ __global__ void __launch_bounds__(LP_STREAM_THREADS, 1) lp_stream_kernel(lp_args
             const uint16_t *W = a.W[i];
             for (int j = 0; j < rows; j++, q++) {
                 const int s = q % LP_STAGES;
-                if (q >= LP_STAGES) mbar_wait(&empty[s], (q / LP_STAGES - 1) & 1);
+                if (q >= LP_STAGES) mbar_wait_or_trap(&empty[s], (q / LP_STAGES - 1) & 1);
                 mbar_arrive_expect_tx(&full[s], 2 * K);
                 bulk_copy_g2s(ring + (size_t)s * LP_STAGE_BYTES,
                               W + (size_t)(blockIdx.x + j * gridDim.x) * K, 2 * K, &full[s]);
@@ -285,7 +285,7 @@ __global__ void __launch_bounds__(LP_STREAM_THREADS, 1) lp_stream_kernel(lp_args
         for (int j = (int)((warp - q % LP_WARPS + LP_WARPS) % LP_WARPS); j < rows; j += LP_WARPS) {
             const unsigned int qj = q + j;
             const int s = qj % LP_STAGES;
-            mbar_wait(&full[s], (qj / LP_STAGES) & 1);
+            mbar_wait_or_trap(&full[s], (qj / LP_STAGES) & 1);
             const uint4 *wr = (const uint4 *)(ring + (size_t)s * LP_STAGE_BYTES);
             float acc = 0.f; /* layer_rows's arithmetic in its order: the same bits */
 #pragma unroll 4

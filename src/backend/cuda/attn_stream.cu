@@ -48,11 +48,11 @@ enum {
     AS_CWARPS = 8, /* consumer warps: one a query head of a KV group in phase 2 */
     AS_THREADS = (AS_CWARPS + 1) * 32,
     AS_STAGES = 16,
-    AS_HD = 64,       /* head_dim */
-    AS_HALF = 32,     /* RoPE's rotation partner distance */
-    AS_GQA = 8,       /* query heads a KV head */
-    AS_KEYS = 64,     /* keys a chunk */
-    AS_ROW_BYTES = 128, /* one key's 64 bf16 values */
+    AS_HD = 64,                             /* head_dim */
+    AS_HALF = 32,                           /* RoPE's rotation partner distance */
+    AS_GQA = 8,                             /* query heads a KV head */
+    AS_KEYS = 64,                           /* keys a chunk */
+    AS_ROW_BYTES = 128,                     /* one key's 64 bf16 values */
     AS_KV_BUF = 2 * AS_KEYS * AS_ROW_BYTES, /* K and V of one chunk */
     AS_MAX_SMEM = 224 * 1024
 };
@@ -161,9 +161,8 @@ static __device__ __forceinline__ void as_qkv_store(const as_params &P, int hh, 
     if (hh >= P.n_heads + P.n_kv_heads) { /* a v head: no rotation */
         const int slot = a.slots[t];
         if (slot < 0) return;
-        uint16_t *v = (uint16_t *)a.v_cache +
-                      kv_cache_offset(slot, hh - P.n_heads - P.n_kv_heads, P.n_kv_heads, AS_HD,
-                                      P.bs_shift);
+        uint16_t *v = (uint16_t *)a.v_cache + kv_cache_offset(slot, hh - P.n_heads - P.n_kv_heads,
+                                                              P.n_kv_heads, AS_HD, P.bs_shift);
         v[i] = f32_to_bf16_bits(x1), v[i + AS_HALF] = f32_to_bf16_bits(x2);
         return;
     }
@@ -260,9 +259,9 @@ static __device__ void as_attention(const as_params &P, const as_layout &L, unsi
 #pragma unroll
             for (int ch = 0; ch < 8; ch++) {
                 const uint4 k8 = lds128(kb + as_swz(r, ch));
-                s = dot8(k8, make_float4(qf[8 * ch], qf[8 * ch + 1], qf[8 * ch + 2], qf[8 * ch + 3]),
-                         make_float4(qf[8 * ch + 4], qf[8 * ch + 5], qf[8 * ch + 6], qf[8 * ch + 7]),
-                         s);
+                s = dot8(
+                    k8, make_float4(qf[8 * ch], qf[8 * ch + 1], qf[8 * ch + 2], qf[8 * ch + 3]),
+                    make_float4(qf[8 * ch + 4], qf[8 * ch + 5], qf[8 * ch + 6], qf[8 * ch + 7]), s);
             }
             z[hlf] = r < n_valid ? s * sl2 : -INFINITY;
         }
@@ -325,8 +324,8 @@ static __device__ void as_attention(const as_params &P, const as_layout &L, unsi
 }
 
 template <int T>
-__global__ void __launch_bounds__(AS_THREADS, 1) attn_stream_kernel(const as_params P,
-                                                                    const as_layout L) {
+__global__ void __launch_bounds__(AS_THREADS, 1)
+    attn_stream_kernel(const as_params P, const as_layout L) {
     extern __shared__ __align__(128) unsigned char as_smem[];
     const attn_stream_args &a = P.a;
     unsigned char *ring = as_smem;
@@ -349,7 +348,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1) attn_stream_kernel(const as_par
         if (lane != 0) return;
         for (int q = 0; q < n_pairs + n_rows; q++) {
             const int s = q % AS_STAGES;
-            if (q >= AS_STAGES) mbar_wait(&empty[s], (q / AS_STAGES - 1) & 1);
+            if (q >= AS_STAGES) mbar_wait_or_trap(&empty[s], (q / AS_STAGES - 1) & 1);
             unsigned char *dst = ring + (size_t)s * L.stage_bytes;
             if (q < n_pairs) {
                 const int p = p0 + q, hh = p / AS_HALF, i = p % AS_HALF;
@@ -372,7 +371,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1) attn_stream_kernel(const as_par
     consumers_sync();
     for (int q = warp; q < n_pairs; q += AS_CWARPS) {
         const int s = q % AS_STAGES;
-        mbar_wait(&full[s], (q / AS_STAGES) & 1);
+        mbar_wait_or_trap(&full[s], (q / AS_STAGES) & 1);
         float acc[2][T];
         as_rows_dot<T, 2>(ring + (size_t)s * L.stage_bytes, qkv_row_bytes, H / 8, xs, acc);
         __syncwarp();
@@ -392,10 +391,10 @@ __global__ void __launch_bounds__(AS_THREADS, 1) attn_stream_kernel(const as_par
     /* Phase 3: O. */
     as_stage_rows<true>(a.attn, NULL, T, Q, xs);
     consumers_sync();
-    for (int q = n_pairs + (warp - n_pairs % AS_CWARPS + AS_CWARPS) % AS_CWARPS; q < n_pairs + n_rows;
-         q += AS_CWARPS) {
+    for (int q = n_pairs + (warp - n_pairs % AS_CWARPS + AS_CWARPS) % AS_CWARPS;
+         q < n_pairs + n_rows; q += AS_CWARPS) {
         const int s = q % AS_STAGES;
-        mbar_wait(&full[s], (q / AS_STAGES) & 1);
+        mbar_wait_or_trap(&full[s], (q / AS_STAGES) & 1);
         float acc[1][T];
         as_rows_dot<T, 1>(ring + (size_t)s * L.stage_bytes, o_row_bytes, Q / 8, xs, acc);
         __syncwarp();
@@ -431,9 +430,10 @@ static int sm_count(void) {
 extern "C" int attn_stream_supported(const attn_dims *d, const rope_kv_freq *f, int T, int n_seqs,
                                      int H) {
     return T >= 1 && T <= ATTN_STREAM_MAX_T && n_seqs == T && d->head_dim == AS_HD &&
-           d->n_kv_heads >= 1 && d->n_kv_heads <= ATTN_STREAM_MAX_KV_HEADS && d->n_heads == AS_GQA * d->n_kv_heads && !d->kv_fp8 &&
-           attn_block_shift(d) >= 3 && f->half == AS_HALF && H >= 8 && H % 8 == 0 &&
-           H <= ATTN_STREAM_MAX_H && d->n_heads * AS_HD <= ATTN_STREAM_MAX_H;
+           d->n_kv_heads >= 1 && d->n_kv_heads <= ATTN_STREAM_MAX_KV_HEADS &&
+           d->n_heads == AS_GQA * d->n_kv_heads && !d->kv_fp8 && attn_block_shift(d) >= 3 &&
+           f->half == AS_HALF && H >= 8 && H % 8 == 0 && H <= ATTN_STREAM_MAX_H &&
+           d->n_heads * AS_HD <= ATTN_STREAM_MAX_H;
 }
 
 static int slots_for(const attn_dims *d, int T, int sms) {
@@ -449,8 +449,8 @@ static unsigned long long g_attrs_set;
 
 extern "C" cudaError_t attn_stream_layer(const attn_dims *d, const rope_kv_freq *f,
                                          const attn_stream_args *a, cudaStream_t stream) {
-    if (!attn_stream_supported(d, f, a->T, a->seqs.n_seqs, a->H) || !a->x || !a->qkv_w ||
-        !a->o_w || !a->sinks || !a->q || !a->attn || !a->o || !a->bar || !a->counters ||
+    if (!attn_stream_supported(d, f, a->T, a->seqs.n_seqs, a->H) || !a->x || !a->qkv_w || !a->o_w ||
+        !a->sinks || !a->q || !a->attn || !a->o || !a->bar || !a->counters ||
         ((uintptr_t)a->x & 15) || ((uintptr_t)a->x_lo & 15) || ((uintptr_t)a->qkv_w & 15) ||
         ((uintptr_t)a->o_w & 15) || ((uintptr_t)a->q & 15) || ((uintptr_t)a->attn & 15) ||
         ((uintptr_t)a->part & 15))
@@ -473,8 +473,7 @@ extern "C" cudaError_t attn_stream_layer(const attn_dims *d, const rope_kv_freq 
     as_params P;
     P.a = *a, P.f = *f;
     P.n_heads = d->n_heads, P.n_kv_heads = d->n_kv_heads, P.bs_shift = attn_block_shift(d);
-    void (*kern)(as_params, as_layout) =
-        a->T == 1 ? attn_stream_kernel<1> : attn_stream_kernel<2>;
+    void (*kern)(as_params, as_layout) = a->T == 1 ? attn_stream_kernel<1> : attn_stream_kernel<2>;
     if (!per_device_done(&g_attrs_set)) {
         CUDA_TRY(cudaFuncSetAttribute((const void *)attn_stream_kernel<1>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, AS_MAX_SMEM));
@@ -483,8 +482,8 @@ extern "C" cudaError_t attn_stream_layer(const attn_dims *d, const rope_kv_freq 
         per_device_mark(&g_attrs_set);
     }
     int per = 0;
-    CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, (const void *)kern, AS_THREADS,
-                                                           smem));
+    CUDA_TRY(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, (const void *)kern, AS_THREADS, smem));
     if (per < 1) return cudaErrorInvalidConfiguration;
     cudaLaunchAttribute attr;
     const cudaLaunchConfig_t cfg =

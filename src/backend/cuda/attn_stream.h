@@ -32,7 +32,7 @@ extern "C" {
 enum {
     ATTN_STREAM_MAX_T = 2,         /* tokens (= sequences) a step */
     ATTN_STREAM_MAX_KV_HEADS = 64, /* the merge counters a caller provides: T · n_kv_heads */
-    ATTN_STREAM_MAX_H = 4096 /* hidden size: the staged input rows must fit beside the ring */
+    ATTN_STREAM_MAX_H = 4096       /* hidden size: the staged input rows must fit beside the ring */
 };
 
 typedef struct {

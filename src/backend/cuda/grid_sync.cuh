@@ -60,4 +60,3 @@ static inline cudaLaunchConfig_t cooperative_config(unsigned grid, unsigned bloc
     cfg.numAttrs = on ? 1 : 0;
     return cfg;
 }
-

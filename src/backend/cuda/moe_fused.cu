@@ -47,7 +47,6 @@
 #include "backend/cuda/per_device.h"
 #include "base/env_switch.h"
 
-
 template <bool FOLDED1, bool FOLDED2, int MIN_BLOCKS = small_cfg<1>::MIN_BLOCKS>
 __global__ void __launch_bounds__(FU_THREADS, MIN_BLOCKS) moe_fused_kernel(const fused_args fa) {
     extern __shared__ uint4 fu_smem[];

@@ -103,7 +103,7 @@ fs_tile(const moe_args &a, int tile, unsigned q, const unsigned char *ring, cons
     const int s = (int)(q % FS_STAGES);
     const unsigned char *codes = ring + (size_t)s * L.stage_stride;
     const unsigned char *scales = codes + (size_t)a.KK * 512;
-    mbar_wait(&full[s], (q / FS_STAGES) & 1);
+    mbar_wait_or_trap(&full[s], (q / FS_STAGES) & 1);
     float acc[4] = {0.f, 0.f, 0.f, 0.f};
     /* A k step's shared-memory operands: 4 code words, the scale word, the token fragments of its
      * two 32-wide chunks. Two steps' loads are issued before either is multiplied, so one step's
@@ -246,7 +246,7 @@ __global__ void __launch_bounds__(FS_THREADS, 1)
             const int i = tile / RT, rt = tile - i * RT;
             const size_t tk = ((size_t)s_touched[i] * RT + rt) * KK; /* the tile's first step */
             const int s = (int)(q % FS_STAGES);
-            if (q >= FS_STAGES) mbar_wait(&empty[s], (q / FS_STAGES - 1) & 1);
+            if (q >= FS_STAGES) mbar_wait_or_trap(&empty[s], (q / FS_STAGES - 1) & 1);
             unsigned char *dst = ring + (size_t)s * L.stage_stride;
             mbar_arrive_expect_tx(&full[s], (uint32_t)KK * 544);
             bulk_copy_g2s(dst, (up ? gu.wq : dn.wq) + tk * 32, (uint32_t)KK * 512, &full[s]);

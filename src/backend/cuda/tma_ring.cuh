@@ -51,6 +51,30 @@ static __device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity)
                  : "memory");
 }
 
+/* One test of the phase of the given parity: true once it has completed. */
+static __device__ __forceinline__ bool mbar_try_wait(uint64_t *bar, uint32_t parity) {
+    uint32_t done;
+    asm volatile("{\n"
+                 " .reg .pred p;\n"
+                 " mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                 " selp.u32 %0, 1, 0, p;\n"
+                 "}"
+                 : "=r"(done)
+                 : "r"(smem_u32(bar)), "r"(parity)
+                 : "memory");
+    return done != 0;
+}
+
+/* mbar_wait that ends the kernel with an error (a trap) after ~2 s instead of hanging: for kernels
+ * not yet run on a device, where a wrong byte count or a lost stage would otherwise hold the GPU
+ * until the caller's time limit. The clock is read only once the first test has failed. */
+static __device__ __forceinline__ void mbar_wait_or_trap(uint64_t *bar, uint32_t parity) {
+    if (mbar_try_wait(bar, parity)) return;
+    const long long t0 = clock64();
+    while (!mbar_try_wait(bar, parity))
+        if (clock64() - t0 > 4000000000ll) __trap();
+}
+
 /* bytes (a multiple of 16, both addresses 16-byte aligned) from global src to shared dst; their
  * arrival completes the transaction count announced on bar. */
 static __device__ __forceinline__ void bulk_copy_g2s(void *dst, const void *src, uint32_t bytes,

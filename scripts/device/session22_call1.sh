@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Session 22, first device call (~9 min): the two stream kernels, checked, then measured alone and
+# in the step. (1) gpu_test_attn_stream (the attention block's stream kernel, attn_stream.cu,
+# GPTOSS_ATTN_STREAM=1: its checks against the launches, then --bench); (2) gpu_test_moe_fused (the
+# MoE stream form's checks, GPTOSS_MOE_FUSED=3/4, never run yet); (3) 120b decode at batch 1 and 2,
+# two interleaved rounds, and 20b at 1: base / moe (=3) / attn / both (attn + moe with its norm
+# inside, =4). Needs .devcarry (scripts/device/prepare.sh). Prints $OUT/summary.md.
+#
+# Predictions (session 22, before any run):
+#  - the attention block alone at T = 1, 1k context, full layer: the launches ~35-40 us (cuBLASLt
+#    QKV ~12.6, rope_kv ~3, attn_decode + merge ~8-9, O on the GEMV's early form ~11-12) -> the
+#    stream kernel 16-22 us (QKV's 29.5 MB at ~4 TB/s 7.4 us, two grid barriers ~2.5, attention
+#    ~4-5, the O rows mostly in the ring by then ~2): stream / launches 0.45-0.6; T = 2 the same
+#    within 10 %; sliding layers 1-2 us less than full on both sides.
+#  - the step: 120b decode batch 1 +12-30 % (16-20 us of a ~74 us layer, 36 layers), batch 2
+#    +10-25 %; 20b batch 1 +15-30 %; "both" (with the MoE stream form and its norm) adds the MoE
+#    form's own gain (session 21's prediction: +8-15 % at batch 1) if that holds.
+#  - the MoE stream form alone: session 21's prediction (scripts/device/session21_call1.sh).
+# Decision: each form becomes the default at T <= 2 where it gains beyond the rounds' spread;
+# a form that loses is removed. If the attention kernel loses, the first suspect is phase 2's
+# latency chain (table read -> KV copies -> scores -> partials -> counter -> merge), then the
+# barriers; its phases can be timed by ending it early (not built yet).
+set -uo pipefail
+source "$(dirname "$0")/env.sh"
+device_script "${OUT:-/tmp/s22c1}" "session 22 call 1: the attention and MoE stream kernels"
+test_table
+run_logged test_attn_stream 150 $bin/gpu_test_attn_stream
+run_logged test_moe_fused 150 $bin/gpu_test_moe_fused
+grep -E "stream: act" "$out/logs/test_moe_fused.log" | head -6 | tee -a "$sum"
+echo -e "\n## gpu_test_attn_stream --bench $(t)" | tee -a "$sum"
+timeout 120 $bin/gpu_test_attn_stream --bench 2>&1 | grep -E '^\||checks' | tee -a "$sum"
+V="base=- moe=GPTOSS_MOE_FUSED=3 attn=GPTOSS_ATTN_STREAM=1 both=GPTOSS_ATTN_STREAM=1+GPTOSS_MOE_FUSED=4"
+ROUNDS=2 decode_variants "$V" 120b:1,2
+ROUNDS=1 decode_variants "$V" 20b:1
+t | tee -a "$sum"
+tar czf "$out/logs.tgz" -C "$out" logs 2>/dev/null
