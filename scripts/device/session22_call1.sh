@@ -7,14 +7,16 @@
 # inside, =4). Needs .devcarry (scripts/device/prepare.sh). Prints $OUT/summary.md.
 #
 # Predictions (session 22, before any run):
-#  - the attention block alone at T = 1, 1k context, full layer: the launches ~35-40 us (cuBLASLt
-#    QKV ~12.6, rope_kv ~3, attn_decode + merge ~8-9, O on the GEMV's early form ~11-12) -> the
-#    stream kernel 16-22 us (QKV's 29.5 MB at ~4 TB/s 7.4 us, two grid barriers ~2.5, attention
-#    ~4-5, the O rows mostly in the ring by then ~2): stream / launches 0.45-0.6; T = 2 the same
-#    within 10 %; sliding layers 1-2 us less than full on both sides.
-#  - the step: 120b decode batch 1 +12-30 % (16-20 us of a ~74 us layer, 36 layers), batch 2
-#    +10-25 %; 20b batch 1 +15-30 %; "both" (with the MoE stream form and its norm) adds the MoE
-#    form's own gain (session 21's prediction: +8-15 % at batch 1) if that holds.
+#  - the attention block alone at T = 1, 1k context: the launches ~30-37 us (in session 16's
+#    batch-1 timeline a layer's QKV 10.1, rope_kv 2.9, attn_decode 8.8 on full layers or 4.3 +
+#    merge 8.0 on sliding ones, O's ring GEMV 14 of which ~7 overlap the attention under PDL: ~29
+#    full, ~32 sliding, as spans) -> the stream kernel 16-22 us (QKV's 29.5 MB at ~4 TB/s 7.4 us,
+#    two grid barriers ~2.5, attention ~4-5, the O rows mostly in the ring by then ~2):
+#    stream / launches 0.5-0.7; T = 2 the same within 10 %.
+#  - the step: 120b decode batch 1 +10-20 % (8-14 us of a ~78 us layer span, 36 layers), batch 2
+#    +8-18 %; 20b batch 1 +12-25 % (a smaller MoE: attention is more of its layer); "both" (with
+#    the MoE stream form and its norm) adds the MoE form's own gain (session 21's prediction:
+#    +8-15 % at batch 1) if that holds.
 #  - the MoE stream form alone: session 21's prediction (scripts/device/session21_call1.sh).
 # Decision: each form becomes the default at T <= 2 where it gains beyond the rounds' spread;
 # a form that loses is removed. If the attention kernel loses, the first suspect is phase 2's

@@ -20,7 +20,8 @@
  * --bench: 120b shapes at 1k context, T = 1 and 2, full and sliding layers: the launches (with O on
  * the GEMV's early form at one token, as the runner's default) against the stream kernel, each a
  * CUDA graph of 4 layers with their own weights (212 MB: more than L2), µs a layer and the weights'
- * TB/s. */
+ * TB/s; and the stream kernel ended after its QKV phase and after its attention phase
+ * (attn_stream_set_probe), which time the phases. */
 #include "gpu_check.h"
 #include "rope_test_util.h"
 
@@ -339,8 +340,9 @@ static void bench(gemm_ctx *g, const rope_kv_freq *f, rng_t *rng) {
     layer_w ws[BENCH_LAYERS];
     for (int l = 0; l < BENCH_LAYERS; l++) ws[l] = make_layer(rng);
     const double bytes = ((double)QKVD * HID + (double)HID * QD) * 2;
-    printf("\n| T | layer | launches µs | stream µs | stream / launches | stream weights TB/s |\n");
-    printf("| ---: | --- | ---: | ---: | ---: | ---: |\n");
+    printf("\n| T | layer | launches µs | stream µs | stream / launches | stream weights TB/s | "
+           "to QKV's barrier µs | to attention's barrier µs |\n");
+    printf("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
     cudaStream_t st;
     CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     for (int T = 1; T <= ATTN_STREAM_MAX_T; T++)
@@ -348,8 +350,9 @@ static void bench(gemm_ctx *g, const rope_kv_freq *f, rng_t *rng) {
             const int ctx[2] = {1024, 1024};
             step_case c;
             build_case(&c, 32, sl == 1, ctx, T, rng);
-            float us[2];
-            for (int form = 0; form < 2; form++) {
+            float us[4]; /* launches, stream, stream to QKV's barrier, to attention's */
+            for (int form = 0; form < 4; form++) {
+                attn_stream_set_probe(form == 2 ? 1 : form == 3 ? 2 : 0);
                 cudaGraph_t graph;
                 cudaGraphExec_t exec;
                 CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
@@ -369,8 +372,10 @@ static void bench(gemm_ctx *g, const rope_kv_freq *f, rng_t *rng) {
                 CUDA_CHECK(cudaGraphExecDestroy(exec));
                 CUDA_CHECK(cudaGraphDestroy(graph));
             }
-            printf("| %d | %s | %.1f | %.1f | %.3f | %.2f |\n", T, sl ? "sliding" : "full", us[0],
-                   us[1], us[1] / us[0], bytes / (us[1] * 1e-6) / 1e12);
+            attn_stream_set_probe(0);
+            printf("| %d | %s | %.1f | %.1f | %.3f | %.2f | %.1f | %.1f |\n", T,
+                   sl ? "sliding" : "full", us[0], us[1], us[1] / us[0],
+                   bytes / (us[1] * 1e-6) / 1e12, us[2], us[3]);
             free_case(&c);
         }
     CUDA_CHECK(cudaStreamDestroy(st));

@@ -71,6 +71,7 @@ struct as_params {
     attn_stream_args a;
     rope_kv_freq f;
     int n_heads, n_kv_heads, bs_shift;
+    int stop_after; /* measurement (attn_stream_set_probe): 1 after QKV, 2 after attention */
 };
 
 static __device__ __forceinline__ void consumers_sync(void) {
@@ -336,7 +337,8 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
     const int n_pairs_all = (P.n_heads + 2 * P.n_kv_heads) * AS_HALF;
     const int p0 = (int)((long long)b * n_pairs_all / G),
               n_pairs = (int)((long long)(b + 1) * n_pairs_all / G) - p0;
-    const int r0 = (int)((long long)b * H / G), n_rows = (int)((long long)(b + 1) * H / G) - r0;
+    const int r0 = (int)((long long)b * H / G),
+              n_rows = P.stop_after ? 0 : (int)((long long)(b + 1) * H / G) - r0;
     const int qkv_row_bytes = H * 2, o_row_bytes = Q * 2;
     if (threadIdx.x == 0) {
         for (int s = 0; s < AS_STAGES; s++) mbar_init(&full[s], 1), mbar_init(&empty[s], 1);
@@ -383,10 +385,12 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
         }
     }
     grid_barrier_with(a.bar, 0, [] { consumers_sync(); });
+    if (P.stop_after == 1) return;
 
     /* Phase 2: attention (its chunk buffers overlay the staged rows). */
     as_attention(P, L, as_smem);
     grid_barrier_with(a.bar, 0, [] { consumers_sync(); });
+    if (P.stop_after == 2) return;
 
     /* Phase 3: O. */
     as_stage_rows<true>(a.attn, NULL, T, Q, xs);
@@ -415,6 +419,11 @@ int attn_stream_enabled(void) {
 }
 void attn_stream_set(int on) {
     env_switch_set(&g_on, on, 0, 1);
+}
+
+static int g_stop_after;
+void attn_stream_set_probe(int stop_after) {
+    g_stop_after = stop_after == 1 || stop_after == 2 ? stop_after : 0;
 }
 
 static int sm_count(void) {
@@ -473,6 +482,7 @@ extern "C" cudaError_t attn_stream_layer(const attn_dims *d, const rope_kv_freq 
     as_params P;
     P.a = *a, P.f = *f;
     P.n_heads = d->n_heads, P.n_kv_heads = d->n_kv_heads, P.bs_shift = attn_block_shift(d);
+    P.stop_after = g_stop_after;
     void (*kern)(as_params, as_layout) = a->T == 1 ? attn_stream_kernel<1> : attn_stream_kernel<2>;
     if (!per_device_done(&g_attrs_set)) {
         CUDA_TRY(cudaFuncSetAttribute((const void *)attn_stream_kernel<1>,

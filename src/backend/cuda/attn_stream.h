@@ -64,6 +64,11 @@ typedef struct {
 int attn_stream_enabled(void);
 void attn_stream_set(int on);
 
+/* A measurement probe (test_attn_stream --bench): stop_after 1 ends the kernel after QKV and its
+ * grid barrier, 2 after the attention and its barrier (the producer then streams no O rows);
+ * 0 runs it whole. Outputs are incomplete with 1 or 2. */
+void attn_stream_set_probe(int stop_after);
+
 /* Whether a step of T one-token sequences (n_seqs of them) of hidden size H fits the kernel:
  * 1 ≤ T = n_seqs ≤ ATTN_STREAM_MAX_T, gpt-oss's head shapes (head_dim 64, 8 query heads a KV
  * head, at most ATTN_STREAM_MAX_KV_HEADS KV heads), a bf16 cache, H a multiple of 8 up to ATTN_STREAM_MAX_H, RoPE's half = 32. */
