@@ -97,20 +97,22 @@ static __device__ __forceinline__ void residual8(const float *hrow, const float 
 }
 
 /* norm_add_kernel's row (residual8, then the block_sum of a block of one thread per group), replayed
- * by a block of any size: thread t plays groups c = t + r · blockDim, r < R (every warp of it then
- * covers exactly one warp of the norm kernel's block, so the two-level shuffle tree is the same and
- * so are the bits). Needs R · blockDim ≥ H / 8 and H / 8 ≤ 1024. Returns the row's sum of squares
- * (every thread); v[r]: group c's residual values (zeros past H / 8). Every thread calls it. */
-template <int R>
-static __device__ __forceinline__ float norm_replay_row(const float *hrow, const float *srow,
-                                                        int n_slots, const uint16_t *drow, int H,
-                                                        float v[R][8], float *red) {
+ * by the first `nthreads` threads of a block (a multiple of 32; sync: their block-level barrier):
+ * thread t plays groups c = t + r · nthreads, r < R (every warp of it then covers exactly one warp of
+ * the norm kernel's block, so the two-level shuffle tree is the same and so are the bits). Needs
+ * R · nthreads ≥ H / 8 and H / 8 ≤ 1024. Returns the row's sum of squares (every taking part
+ * thread); v[r]: group c's residual values (zeros past H / 8). Every one of the threads calls it. */
+template <int R, typename Sync>
+static __device__ __forceinline__ float norm_replay_row_with(unsigned nthreads, Sync sync,
+                                                             const float *hrow, const float *srow,
+                                                             int n_slots, const uint16_t *drow,
+                                                             int H, float v[R][8], float *red) {
     const int C = H >> 3, nvw = (C + 31) >> 5, lane = threadIdx.x & 31, w = threadIdx.x >> 5,
-              nw = blockDim.x >> 5;
+              nw = nthreads >> 5;
     float part[R];
 #pragma unroll
     for (int r = 0; r < R; r++) {
-        const int c = threadIdx.x + r * blockDim.x;
+        const int c = threadIdx.x + r * nthreads;
 #pragma unroll
         for (int i = 0; i < 8; i++) v[r][i] = 0.0f;
         float ss = 0.0f;
@@ -126,10 +128,19 @@ static __device__ __forceinline__ float norm_replay_row(const float *hrow, const
 #pragma unroll
         for (int r = 0; r < R; r++)
             if (w + r * nw < nvw) red[w + r * nw] = part[r];
-    __syncthreads();
+    sync();
     float tot = lane < nvw ? red[lane] : 0.0f;
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) tot += __shfl_xor_sync(0xffffffffu, tot, o);
-    __syncthreads(); /* red may be reused at once */
+    sync(); /* red may be reused at once */
     return tot;
+}
+
+/* norm_replay_row_with by the whole block. */
+template <int R>
+static __device__ __forceinline__ float norm_replay_row(const float *hrow, const float *srow,
+                                                        int n_slots, const uint16_t *drow, int H,
+                                                        float v[R][8], float *red) {
+    return norm_replay_row_with<R>(blockDim.x, [] { __syncthreads(); }, hrow, srow, n_slots, drow,
+                                   H, v, red);
 }
