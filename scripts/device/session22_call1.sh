@@ -3,8 +3,9 @@
 # in the step. (1) gpu_test_attn_stream (the attention block's stream kernel, attn_stream.cu,
 # GPTOSS_ATTN_STREAM=1: its checks against the launches, then --bench); (2) gpu_test_moe_fused (the
 # MoE stream form's checks, GPTOSS_MOE_FUSED=3/4, never run yet); (3) 120b decode at batch 1 and 2,
-# two interleaved rounds, and 20b at 1: base / moe (=3) / attn / both (attn + moe with its norm
-# inside, =4). Needs .devcarry (scripts/device/prepare.sh). Prints $OUT/summary.md.
+# two interleaved rounds, and 20b at 1: base / moe (=3) / attn (=1) / both (attention =2, its norm
+# inside, + MoE =4, its norm inside: two kernels a layer). Needs .devcarry
+# (scripts/device/prepare.sh). Prints $OUT/summary.md.
 #
 # Predictions (session 22, before any run):
 #  - the attention block alone at T = 1, 1k context: the launches ~30-37 us (in session 16's
@@ -31,7 +32,7 @@ run_logged test_moe_fused 150 $bin/gpu_test_moe_fused
 grep -E "stream: act" "$out/logs/test_moe_fused.log" | head -6 | tee -a "$sum"
 echo -e "\n## gpu_test_attn_stream --bench $(t)" | tee -a "$sum"
 timeout 120 $bin/gpu_test_attn_stream --bench 2>&1 | grep -E '^\||checks' | tee -a "$sum"
-V="base=- moe=GPTOSS_MOE_FUSED=3 attn=GPTOSS_ATTN_STREAM=1 both=GPTOSS_ATTN_STREAM=1+GPTOSS_MOE_FUSED=4"
+V="base=- moe=GPTOSS_MOE_FUSED=3 attn=GPTOSS_ATTN_STREAM=1 both=GPTOSS_ATTN_STREAM=2+GPTOSS_MOE_FUSED=4"
 ROUNDS=2 decode_variants "$V" 120b:1,2
 ROUNDS=1 decode_variants "$V" 20b:1
 t | tee -a "$sum"

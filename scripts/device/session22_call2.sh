@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Session 22, second device call (~9 min): every GPU test binary on the head; the forward test again
-# with both stream kernels forced on (GPTOSS_ATTN_STREAM=1, GPTOSS_MOE_FUSED=4) and with the
-# attention one alone; the layer probe's stream forms (scripts/device/layer_probe.sh: its
+# with both stream kernels forced on, their norms inside (GPTOSS_ATTN_STREAM=2, GPTOSS_MOE_FUSED=4),
+# and with the attention one alone; the layer probe's stream forms (scripts/device/layer_probe.sh: its
 # prediction and decision rule); `gptoss bench latency` beside `gptoss roofline` (120b decode 1, 2,
 # 8, 64; 20b decode 1, 2). Needs .devcarry (scripts/device/prepare.sh). Prints $OUT/summary.md.
 set -uo pipefail
@@ -14,7 +14,7 @@ grep -E "^gpu_test_[a-z_]+: " "$out/logs/gpu_tests.log" | tee -a "$sum"
 for f in "$out"/logs/tests/gpu_test_*.log; do
   echo "| $(basename "$f" .log) | $(grep -E 'checks (passed|FAILED)|checks? failed|SKIP' "$f" | tail -1) |" >>"$sum"
 done
-GPTOSS_ATTN_STREAM=1 GPTOSS_MOE_FUSED=4 run_logged forward_both 90 $bin/gpu_test_cuda_forward --skip-tp
+GPTOSS_ATTN_STREAM=2 GPTOSS_MOE_FUSED=4 run_logged forward_both 90 $bin/gpu_test_cuda_forward --skip-tp
 GPTOSS_ATTN_STREAM=1 run_logged forward_attn 90 $bin/gpu_test_cuda_forward --skip-tp
 echo -e "\n## roofline and bench latency $(t)" | tee -a "$sum"
 for rb in 120b:1 120b:2 120b:8 120b:64 20b:1 20b:2; do

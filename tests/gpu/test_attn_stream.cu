@@ -12,6 +12,9 @@
  *   - 20 more launches and a CUDA graph replay give the bits of the first launch (the grid barriers
  *     and the merge counters order every phase: a race would show), which also checks that each
  *     launch leaves its counters and barrier ready for the next;
+ *   - the attention norm inside (attn_stream_args.nh) against norm_add_rmsnorm_split + the kernel
+ *     on its output: h's new rows, q, the caches, the attention and O's outputs bit for bit,
+ *     eager and under a graph replay;
  *   - refusals: three tokens, an FP8 cache, sequences ≠ tokens, a workspace too small.
  * Cases: 120b's shapes (64 q heads, 8 KV heads, H = 2880), block sizes 16 and 32, full layers at
  * contexts 1 (one key: no split), 37, 1000 and 5000 (several chunks a split), sliding layers
@@ -29,6 +32,7 @@
 #include "backend/cuda/attn_stream.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/gemv.h"
+#include "backend/cuda/norm.h"
 #include "backend/cuda/rope_kv.h"
 
 #include <vector>
@@ -312,6 +316,78 @@ static void run_case(gemm_ctx *g, const rope_kv_freq *f, const layer_w *w, int b
     free_case(&c);
 }
 
+/* The attention norm inside (attn_stream_args.nh): against norm_add_rmsnorm_split on the same h
+ * and MoE rows, then the kernel on its output. Both make the same fp32 input rows, so everything
+ * must match bit for bit: h's new rows, q, the caches, the attention and O's outputs; and again
+ * under a graph replay (h restored first). */
+static void check_norm_case(const rope_kv_freq *f, const layer_w *w, int bs, bool sliding,
+                            const int *ctx, int T, rng_t *rng) {
+    enum { N_SLOTS = 8 };
+    const float EPS = 1e-5f;
+    step_case c;
+    build_case(&c, bs, sliding, ctx, T, rng);
+    char what[96];
+    snprintf(what, sizeof what, "norm inside: T=%d bs=%d %s ctx=%d", T, bs,
+             sliding ? "sliding" : "full", ctx[0]);
+    const size_t hb = (size_t)T * HID * 4;
+    float *h0 = (float *)gpu_alloc(hb), *h_ref = (float *)gpu_alloc(hb),
+          *h_s = (float *)gpu_alloc(hb), *scratch = (float *)gpu_alloc(hb);
+    float *slots = (float *)gpu_alloc((size_t)T * N_SLOTS * HID * 4);
+    uint16_t *gain = (uint16_t *)gpu_alloc(HID * 2);
+    gpu_fill_f32(h0, (size_t)T * HID, rng_next(rng), 4.0f);
+    gpu_fill_f32(slots, (size_t)T * N_SLOTS * HID, rng_next(rng), 0.5f);
+    gpu_fill_bf16(gain, HID, rng_next(rng), 1.0f);
+    CUDA_CHECK(cudaMemcpy(h_ref, h0, hb, cudaMemcpyDeviceToDevice));
+    CUDA_CHECK(cudaMemcpy(h_s, h0, hb, cudaMemcpyDeviceToDevice));
+    /* the reference: the norm launch into c.a (hi, lo), then the kernel on it */
+    CHECK(norm_add_rmsnorm_split(h_ref, NULL, slots, N_SLOTS, T, HID, gain, EPS, c.a,
+                                 c.a + (size_t)T * HID, 0) == cudaSuccess,
+          "%s: norm_add", what);
+    attn_stream_args a = stream_args(&c, w);
+    poison_stream_outputs(&c);
+    CHECK(attn_stream_layer(&c.d, f, &a, 0) == cudaSuccess, "%s: the kernel on norm_add's rows",
+          what);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    const outs ref = read_stream(&c);
+    std::vector<float> hr((size_t)T * HID), hs((size_t)T * HID);
+    CUDA_CHECK(cudaMemcpy(hr.data(), h_ref, hb, cudaMemcpyDeviceToHost));
+    /* the norm inside */
+    a.x = a.x_lo = NULL;
+    a.nh = h_s, a.nscratch = scratch, a.nslots = slots, a.n_slots = N_SLOTS, a.ngain = gain;
+    a.neps = EPS;
+    for (int run = 0; run < 2; run++) { /* eager, then a graph replay */
+        CUDA_CHECK(cudaMemcpy(h_s, h0, hb, cudaMemcpyDeviceToDevice));
+        poison_stream_outputs(&c);
+        if (run == 0) {
+            CHECK(attn_stream_layer(&c.d, f, &a, 0) == cudaSuccess, "%s: launch", what);
+            CUDA_CHECK(cudaDeviceSynchronize());
+        } else {
+            cudaStream_t st;
+            cudaGraph_t graph;
+            cudaGraphExec_t exec;
+            CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+            CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+            const cudaError_t ce = attn_stream_layer(&c.d, f, &a, st);
+            CUDA_CHECK(cudaStreamEndCapture(st, &graph));
+            CHECK(ce == cudaSuccess, "%s: launch under capture", what);
+            CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+            CUDA_CHECK(cudaGraphLaunch(exec, st));
+            CUDA_CHECK(cudaStreamSynchronize(st));
+            CUDA_CHECK(cudaGraphExecDestroy(exec));
+            CUDA_CHECK(cudaGraphDestroy(graph));
+            CUDA_CHECK(cudaStreamDestroy(st));
+        }
+        CUDA_CHECK(cudaMemcpy(hs.data(), h_s, hb, cudaMemcpyDeviceToHost));
+        CHECK(!memcmp(hs.data(), hr.data(), hb), "%s (%s): h's new rows equal norm_add's", what,
+              run ? "graph" : "eager");
+        CHECK(same_bits(read_stream(&c), ref), "%s (%s): q, caches, attention, O bit for bit", what,
+              run ? "graph" : "eager");
+    }
+    void *ps[] = {h0, h_ref, h_s, scratch, slots, gain};
+    for (void *p : ps) cudaFree(p);
+    free_case(&c);
+}
+
 static void check_refusals(const rope_kv_freq *f, const layer_w *w, rng_t *rng) {
     const int ctx[2] = {100, 200};
     step_case c;
@@ -410,6 +486,10 @@ int main(int argc, char **argv) {
             run_case(g, &freq, &w, bss[b], sl == 1, two_a, 2, &rng);
             run_case(g, &freq, &w, bss[b], sl == 1, two_b, 2, &rng);
         }
+    const int n1k[] = {1000}, n2[] = {300, 5000};
+    check_norm_case(&freq, &w, 32, false, n1k, 1, &rng);
+    check_norm_case(&freq, &w, 16, true, n1k, 1, &rng);
+    check_norm_case(&freq, &w, 32, true, n2, 2, &rng);
     check_refusals(&freq, &w, &rng);
     free_layer(&w);
     gemm_ctx_destroy(g);

@@ -37,6 +37,7 @@
 #include "backend/cuda/device_util.cuh"
 #include "backend/cuda/gemv_row.cuh"
 #include "backend/cuda/grid_sync.cuh"
+#include "backend/cuda/norm_row.cuh"
 #include "backend/cuda/per_device.h"
 #include "backend/cuda/rope_kv_row.cuh"
 #include "backend/cuda/tma_ring.cuh"
@@ -103,6 +104,42 @@ static __device__ __forceinline__ void as_stage_rows(const uint16_t *x, const ui
         float4 *dst = (float4 *)(xs + (size_t)v * 8);
         dst[0] = make_float4(f[0], f[1], f[2], f[3]);
         dst[1] = make_float4(f[4], f[5], f[6], f[7]);
+    }
+}
+
+/* Phase 0 with the attention norm inside: token rows m < T of x = RMSNorm(h + Σ slots) · gain into
+ * xs as fp32 (hi + lo of norm_split8: what as_stage_rows makes of norm_add_rmsnorm_split's
+ * output), by the consumers replaying norm_add_kernel's row (norm_row.cuh: the same bits); block 0
+ * keeps h's new rows in nscratch for after the first grid barrier. */
+template <int T> static __device__ void as_norm_rows(const attn_stream_args &a, float *xs) {
+    __shared__ float s_red[32];
+    const int H = a.H, C = H / 8;
+    for (int m = 0; m < T; m++) {
+        float v[2][8];
+        const float ss = norm_replay_row_with<2>(
+            AS_CWARPS * 32, [] { consumers_sync(); }, a.nh + (size_t)m * H,
+            a.nslots ? a.nslots + (size_t)m * a.n_slots * H : NULL, a.n_slots, NULL, H, v, s_red);
+        const float inv = rms_inv(ss, H, a.neps);
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const int c = threadIdx.x + r * AS_CWARPS * 32;
+            if (c >= C) continue;
+            uint4 hi, lo;
+            norm_split8(v[r], inv, gain_at(a.ngain, c, true), hi, lo);
+            float f[8], g[8];
+            unpack_bf16x8(hi, f);
+            unpack_bf16x8(lo, g);
+#pragma unroll
+            for (int e = 0; e < 8; e++) f[e] += g[e];
+            float4 *dst = (float4 *)(xs + (size_t)m * H + 8 * c);
+            dst[0] = make_float4(f[0], f[1], f[2], f[3]);
+            dst[1] = make_float4(f[4], f[5], f[6], f[7]);
+            if (blockIdx.x == 0) {
+                float4 *hs = (float4 *)(a.nscratch + (size_t)m * H + 8 * c);
+                hs[0] = make_float4(v[r][0], v[r][1], v[r][2], v[r][3]);
+                hs[1] = make_float4(v[r][4], v[r][5], v[r][6], v[r][7]);
+            }
+        }
     }
 }
 
@@ -369,7 +406,10 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
     }
 
     /* Phase 1: QKV pairs, RoPE, the KV write. */
-    as_stage_rows<false>(a.x, a.x_lo, T, H, xs);
+    if (a.nh)
+        as_norm_rows<T>(a, xs);
+    else
+        as_stage_rows<false>(a.x, a.x_lo, T, H, xs);
     consumers_sync();
     for (int q = warp; q < n_pairs; q += AS_CWARPS) {
         const int s = q % AS_STAGES;
@@ -385,6 +425,9 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
         }
     }
     grid_barrier_with(a.bar, 0, [] { consumers_sync(); });
+    if (a.nh && b == 0) /* every block has read h: its new rows, from this thread's own writes */
+        for (int i = threadIdx.x; i < T * H / 4; i += AS_CWARPS * 32)
+            ((float4 *)a.nh)[i] = ((const float4 *)a.nscratch)[i];
     if (P.stop_after == 1) return;
 
     /* Phase 2: attention (its chunk buffers overlay the staged rows). */
@@ -415,10 +458,10 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
 
 static int g_on = -1;
 int attn_stream_enabled(void) {
-    return env_switch(&g_on, "GPTOSS_ATTN_STREAM", 0, 0, 1);
+    return env_switch(&g_on, "GPTOSS_ATTN_STREAM", 0, 0, 2);
 }
 void attn_stream_set(int on) {
-    env_switch_set(&g_on, on, 0, 1);
+    env_switch_set(&g_on, on, 0, 2);
 }
 
 static int g_stop_after;
@@ -458,8 +501,14 @@ static unsigned long long g_attrs_set;
 
 extern "C" cudaError_t attn_stream_layer(const attn_dims *d, const rope_kv_freq *f,
                                          const attn_stream_args *a, cudaStream_t stream) {
-    if (!attn_stream_supported(d, f, a->T, a->seqs.n_seqs, a->H) || !a->x || !a->qkv_w || !a->o_w ||
-        !a->sinks || !a->q || !a->attn || !a->o || !a->bar || !a->counters ||
+    const bool norm = a->nh != NULL;
+    if (norm && (!a->nscratch || !a->ngain || (a->nslots && a->n_slots < 1) ||
+                 a->H / 8 > 2 * AS_CWARPS * 32 || ((uintptr_t)a->nh & 15) ||
+                 ((uintptr_t)a->nscratch & 15) || ((uintptr_t)a->nslots & 15) ||
+                 ((uintptr_t)a->ngain & 15)))
+        return cudaErrorInvalidValue;
+    if (!attn_stream_supported(d, f, a->T, a->seqs.n_seqs, a->H) || (!norm && !a->x) || !a->qkv_w ||
+        !a->o_w || !a->sinks || !a->q || !a->attn || !a->o || !a->bar || !a->counters ||
         ((uintptr_t)a->x & 15) || ((uintptr_t)a->x_lo & 15) || ((uintptr_t)a->qkv_w & 15) ||
         ((uintptr_t)a->o_w & 15) || ((uintptr_t)a->q & 15) || ((uintptr_t)a->attn & 15) ||
         ((uintptr_t)a->part & 15))

@@ -44,6 +44,16 @@ typedef struct {
     attn_seqs seqs;
     /* input: the attention norm's split-bf16 output [T][H] (x_lo may be NULL) */
     const uint16_t *x, *x_lo;
+    /* Or, with the attention norm inside (nh non-NULL; x and x_lo unused): h ← h + Σ_i slots[i]
+     * (nh [T][H] fp32, nslots [T][n_slots][H] fp32: the previous layer's MoE rows) and the input
+     * x = RMSNorm(h) · ngain made in every block with norm_add_rmsnorm_split's arithmetic, so the
+     * same bits as that launch + this kernel on its output. nscratch ([T][H] fp32, not read by the
+     * kernel otherwise) holds h's new rows until every block has read h; then block 0 writes them. */
+    float *nh, *nscratch;
+    const float *nslots;
+    int n_slots;
+    const uint16_t *ngain;
+    float neps;
     /* weights: QKV [(n_heads + 2 n_kv_heads) · head_dim][H] and its bias; O [H][n_heads · head_dim]
      * and its bias; the sinks [n_heads] (fp32); biases may be NULL */
     const uint16_t *qkv_w, *qkv_b, *o_w, *o_b;
@@ -60,7 +70,8 @@ typedef struct {
 } attn_stream_args;
 
 /* The switch (a measurement switch until the device has measured it: off unless
- * GPTOSS_ATTN_STREAM=1, or attn_stream_set). attn_stream_set(-1): read the environment again. */
+ * GPTOSS_ATTN_STREAM=1, or 2 for the attention norm inside too (layers after the first), or
+ * attn_stream_set). attn_stream_set(-1): read the environment again. */
 int attn_stream_enabled(void);
 void attn_stream_set(int on);
 

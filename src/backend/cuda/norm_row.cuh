@@ -103,10 +103,9 @@ static __device__ __forceinline__ void residual8(const float *hrow, const float 
  * R · nthreads ≥ H / 8 and H / 8 ≤ 1024. Returns the row's sum of squares (every taking part
  * thread); v[r]: group c's residual values (zeros past H / 8). Every one of the threads calls it. */
 template <int R, typename Sync>
-static __device__ __forceinline__ float norm_replay_row_with(unsigned nthreads, Sync sync,
-                                                             const float *hrow, const float *srow,
-                                                             int n_slots, const uint16_t *drow,
-                                                             int H, float v[R][8], float *red) {
+static __device__ __forceinline__ float
+norm_replay_row_with(unsigned nthreads, Sync sync, const float *hrow, const float *srow,
+                     int n_slots, const uint16_t *drow, int H, float v[R][8], float *red) {
     const int C = H >> 3, nvw = (C + 31) >> 5, lane = threadIdx.x & 31, w = threadIdx.x >> 5,
               nw = nthreads >> 5;
     float part[R];
@@ -141,6 +140,6 @@ template <int R>
 static __device__ __forceinline__ float norm_replay_row(const float *hrow, const float *srow,
                                                         int n_slots, const uint16_t *drow, int H,
                                                         float v[R][8], float *red) {
-    return norm_replay_row_with<R>(blockDim.x, [] { __syncthreads(); }, hrow, srow, n_slots, drow,
-                                   H, v, red);
+    return norm_replay_row_with<R>(
+        blockDim.x, [] { __syncthreads(); }, hrow, srow, n_slots, drow, H, v, red);
 }

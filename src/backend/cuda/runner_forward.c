@@ -96,6 +96,12 @@ static bool runner_attn_stream(const struct backend *b, const fwd_plan *p) {
            p->n_work_swa == 0 && attn_stream_supported(&b->dims, &b->freq, p->T, p->n_seqs, b->H);
 }
 
+/* With GPTOSS_ATTN_STREAM=2 the attention norm of layers after the first (the previous layer's MoE
+ * rows into h, then the norm) runs inside the kernel too: runner_forward skips norm_add there. */
+static bool runner_attn_norm_inside(const struct backend *b, const fwd_plan *p, int l) {
+    return l > 0 && runner_attn_stream(b, p) && attn_stream_enabled() == 2;
+}
+
 static int runner_attention_stream(struct backend *b, const fwd_plan *p, int l, cudaStream_t s) {
     gpu_workspace *w = &b->ws;
     gpu_layer *ly = &b->gw.layers[l];
@@ -115,6 +121,10 @@ static int runner_attention_stream(struct backend *b, const fwd_plan *p, int l, 
     a.q = w->q, a.attn = w->attn, a.o = w->o;
     a.part = w->dec_ws, a.part_bytes = w->dec_ws_bytes;
     a.bar = w->moe_bar, a.counters = w->stream_ctr;
+    if (runner_attn_norm_inside(b, p, l)) {
+        a.nh = w->h, a.nscratch = w->qkv, a.nslots = w->y_slots, a.n_slots = p->n_slots;
+        a.ngain = ly->attn_norm, a.neps = b->eps;
+    }
     CU(attn_stream_layer(&b->dims, &b->freq, &a, s));
     return 0;
 }
@@ -229,7 +239,7 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
             if (tp_all_reduce(b, 1, w->y_slots, p->n_slots, NULL, T, w->h, ly->attn_norm, b->eps,
                               w->a, a_lo, s))
                 return -1;
-        } else if (l > 0)
+        } else if (l > 0 && !runner_attn_norm_inside(b, p, l))
             CU(norm_add_rmsnorm_split(w->h, NULL, w->y_slots, p->n_slots, T, H, ly->attn_norm,
                                       b->eps, w->a, a_lo, s));
         if (runner_attention(b, p, l, s)) return -1;
