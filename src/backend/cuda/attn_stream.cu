@@ -425,7 +425,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
         }
     }
     grid_barrier_with(a.bar, 0, [] { consumers_sync(); });
-    if (a.nh && b == 0) /* every block has read h: its new rows, from this thread's own writes */
+    if (a.nh && b == 0) /* every block has read h: its new rows (written by this block) */
         for (int i = threadIdx.x; i < T * H / 4; i += AS_CWARPS * 32)
             ((float4 *)a.nh)[i] = ((const float4 *)a.nscratch)[i];
     if (P.stop_after == 1) return;
@@ -497,7 +497,7 @@ extern "C" size_t attn_stream_workspace_bytes(const attn_dims *d, int T) {
     return (size_t)T * d->n_heads * (sl > 0 ? sl : 1) * (AS_HD + 2) * sizeof(float);
 }
 
-static unsigned long long g_attrs_set;
+static unsigned long long g_setup_done;
 
 extern "C" cudaError_t attn_stream_layer(const attn_dims *d, const rope_kv_freq *f,
                                          const attn_stream_args *a, cudaStream_t stream) {
@@ -533,17 +533,20 @@ extern "C" cudaError_t attn_stream_layer(const attn_dims *d, const rope_kv_freq 
     P.n_heads = d->n_heads, P.n_kv_heads = d->n_kv_heads, P.bs_shift = attn_block_shift(d);
     P.stop_after = g_stop_after;
     void (*kern)(as_params, as_layout) = a->T == 1 ? attn_stream_kernel<1> : attn_stream_kernel<2>;
-    if (!per_device_done(&g_attrs_set)) {
-        CUDA_TRY(cudaFuncSetAttribute((const void *)attn_stream_kernel<1>,
-                                      cudaFuncAttributeMaxDynamicSharedMemorySize, AS_MAX_SMEM));
-        CUDA_TRY(cudaFuncSetAttribute((const void *)attn_stream_kernel<2>,
-                                      cudaFuncAttributeMaxDynamicSharedMemorySize, AS_MAX_SMEM));
-        per_device_mark(&g_attrs_set);
+    /* Once per device: the shared-memory opt-in, and that one block an SM fits (the cooperative
+     * launch would refuse the grid otherwise; the layout is the same for every step of a model). */
+    if (!per_device_done(&g_setup_done)) {
+        for (int t = 1; t <= ATTN_STREAM_MAX_T; t++) {
+            const void *k =
+                t == 1 ? (const void *)attn_stream_kernel<1> : (const void *)attn_stream_kernel<2>;
+            CUDA_TRY(
+                cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, AS_MAX_SMEM));
+            int per = 0;
+            CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, k, AS_THREADS, smem));
+            if (per < 1) return cudaErrorInvalidConfiguration;
+        }
+        per_device_mark(&g_setup_done);
     }
-    int per = 0;
-    CUDA_TRY(
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, (const void *)kern, AS_THREADS, smem));
-    if (per < 1) return cudaErrorInvalidConfiguration;
     cudaLaunchAttribute attr;
     const cudaLaunchConfig_t cfg =
         cooperative_config((unsigned)sms, AS_THREADS, smem, stream, &attr, 1);
