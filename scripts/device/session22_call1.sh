@@ -4,7 +4,7 @@
 # GPTOSS_ATTN_STREAM=1: its checks against the launches, then --bench); (2) gpu_test_moe_fused (the
 # MoE stream form's checks, GPTOSS_MOE_FUSED=3/4, never run yet); (3) 120b decode at batch 1 and 2,
 # two interleaved rounds, and 20b at 1: base / moe (=3) / attn (=1) / both (attention =2, its norm
-# inside, + MoE =4, its norm inside: two kernels a layer). Needs .devcarry
+# inside, + MoE =4, its norm inside: two kernels a layer) / pf (both + the L2 hints). Needs .devcarry
 # (scripts/device/prepare.sh). Prints $OUT/summary.md.
 #
 # Predictions (session 22, before any run):
@@ -18,6 +18,9 @@
 #    +8-18 %; 20b batch 1 +12-25 % (a smaller MoE: attention is more of its layer); "both" (with
 #    the MoE stream form and its norm) adds the MoE form's own gain (session 21's prediction:
 #    +8-15 % at batch 1) if that holds.
+#  - "pf" (both, plus GPTOSS_STREAM_PREFETCH=1: the MoE kernel's producers ask L2 for the next
+#    layer's QKV rows after their last tile, the attention kernel's for the router rows): QKV's
+#    phase from L2 instead of DRAM, ~2-4 us a layer: +2-5 % over "both" at batch 1.
 #  - the MoE stream form alone: session 21's prediction (scripts/device/session21_call1.sh).
 # Decision: each form becomes the default at T <= 2 where it gains beyond the rounds' spread;
 # a form that loses is removed. If the attention kernel loses, the first suspect is phase 2's
@@ -32,8 +35,9 @@ run_logged test_moe_fused 150 $bin/gpu_test_moe_fused
 grep -E "stream: act" "$out/logs/test_moe_fused.log" | head -6 | tee -a "$sum"
 echo -e "\n## gpu_test_attn_stream --bench $(t)" | tee -a "$sum"
 timeout 120 $bin/gpu_test_attn_stream --bench 2>&1 | grep -E '^\||checks' | tee -a "$sum"
-V="base=- moe=GPTOSS_MOE_FUSED=3 attn=GPTOSS_ATTN_STREAM=1 both=GPTOSS_ATTN_STREAM=2+GPTOSS_MOE_FUSED=4"
+both=GPTOSS_ATTN_STREAM=2+GPTOSS_MOE_FUSED=4
+V="base=- moe=GPTOSS_MOE_FUSED=3 attn=GPTOSS_ATTN_STREAM=1 both=$both pf=$both+GPTOSS_STREAM_PREFETCH=1"
 ROUNDS=2 decode_variants "$V" 120b:1,2
-ROUNDS=1 decode_variants "$V" 20b:1
+ROUNDS=1 decode_variants "base=- both=$both pf=$both+GPTOSS_STREAM_PREFETCH=1" 20b:1
 t | tee -a "$sum"
 tar czf "$out/logs.tgz" -C "$out" logs 2>/dev/null

@@ -337,8 +337,9 @@ static void check_norm_case(layer &L, int T, unsigned *bar, cudaStream_t st, int
     std::vector<float> want_h((size_t)T * H), got_h((size_t)T * H);
     tu_download(want_h.data(), h_ref, want_h.size());
     poison(fu, st);
-    const cudaError_t e = moe_decode_stream_norm(&L.w, h, o, gain, eps, L.router_w, L.router_b,
-                                                 fu.logits, &fu.r, &fu.plan, fu.act, fu.y, bar, st);
+    const cudaError_t e =
+        moe_decode_stream_norm(&L.w, h, o, gain, eps, L.router_w, L.router_b, fu.logits, &fu.r,
+                               &fu.plan, fu.act, fu.y, bar, NULL, 0, st);
     CHECK(e == cudaSuccess, "T=%d E=%d: moe_decode_stream_norm: %s", T, E, cudaGetErrorString(e));
     if (e == cudaSuccess) {
         const snapshot got = take(fu);
@@ -346,13 +347,15 @@ static void check_norm_case(layer &L, int T, unsigned *bar, cudaStream_t st, int
         CHECK(!memcmp(want_h.data(), got_h.data(), 4 * got_h.size()),
               "T=%d E=%d: the norm inside wrote other h bits than norm_add", T, E);
         close_to(want, got, fu.plan.down_splits, T, E, L.w.w1_folded, L.w.w2_folded);
-        /* replayed in a graph (h restored first: each run adds delta again) */
+        /* replayed in a graph (h restored first: each run adds delta again), with an L2 hint
+         * (the router's rows: any bytes do), which must not change a bit */
         cudaGraph_t g;
         cudaGraphExec_t ge;
         CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
         CUDA_CHECK(cudaMemcpyAsync(h, h0, 4 * hh.size(), cudaMemcpyDeviceToDevice, st));
         CUDA_CHECK(moe_decode_stream_norm(&L.w, h, o, gain, eps, L.router_w, L.router_b, fu.logits,
-                                          &fu.r, &fu.plan, fu.act, fu.y, bar, st));
+                                          &fu.r, &fu.plan, fu.act, fu.y, bar, L.router_w,
+                                          (size_t)E * H * 2, st));
         CUDA_CHECK(cudaStreamEndCapture(st, &g));
         CUDA_CHECK(cudaGraphInstantiate(&ge, g, 0));
         poison(fu, st);

@@ -402,6 +402,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
                               &full[s]);
             }
         }
+        l2_prefetch_share(a.l2_next, a.l2_next_bytes);
         return;
     }
 
@@ -511,7 +512,7 @@ extern "C" cudaError_t attn_stream_layer(const attn_dims *d, const rope_kv_freq 
         !a->o_w || !a->sinks || !a->q || !a->attn || !a->o || !a->bar || !a->counters ||
         ((uintptr_t)a->x & 15) || ((uintptr_t)a->x_lo & 15) || ((uintptr_t)a->qkv_w & 15) ||
         ((uintptr_t)a->o_w & 15) || ((uintptr_t)a->q & 15) || ((uintptr_t)a->attn & 15) ||
-        ((uintptr_t)a->part & 15))
+        ((uintptr_t)a->part & 15) || ((uintptr_t)a->l2_next & 15) || (a->l2_next_bytes & 15))
         return cudaErrorInvalidValue;
     const int sms = sm_count();
     as_layout L;

@@ -48,6 +48,10 @@ struct fused_args {
     float *nh;
     const uint16_t *ndelta, *ngain;
     float neps;
+    /* The stream form: bytes the next kernel reads first, asked into L2 by the producers after
+     * their last tile (moe_decode_stream_norm's l2_next; NULL: none). */
+    const void *l2_next;
+    size_t l2_next_bytes;
 };
 
 /* Router logits of expert row e for the T tokens (lane m < T writes token m's), from x + x_lo

@@ -224,14 +224,17 @@ cudaError_t moe_decode_stream_norm(const moe_weights *w, float *h, const uint16_
                                    const uint16_t *gain, float eps, const uint16_t *router_w,
                                    const uint16_t *router_b, float *logits, const moe_routing *r,
                                    const moe_plan *plan, uint16_t *act, float *y_slots,
-                                   unsigned *bar, cudaStream_t stream) {
+                                   unsigned *bar, const void *l2_next, size_t l2_next_bytes,
+                                   cudaStream_t stream) {
     if (!w || !h || !delta || !gain || !router_w || !logits || !r || !plan || !act || !y_slots ||
         !bar || r->E != w->E || r->n_e != r->E ||
-        !moe_stream_supported(r->T, w->E, r->k, w->H, w->I, plan))
+        !moe_stream_supported(r->T, w->E, r->k, w->H, w->I, plan) || ((uintptr_t)l2_next & 15) ||
+        (l2_next_bytes & 15))
         return cudaErrorInvalidValue;
     fused_args fa;
     CUDA_TRY(fill_args(fa, w, NULL, NULL, router_w, router_b, logits, r, plan, act, y_slots, bar));
     fa.nh = h, fa.ndelta = delta, fa.ngain = gain, fa.neps = eps;
+    fa.l2_next = l2_next, fa.l2_next_bytes = l2_next ? l2_next_bytes : 0;
     return moe_stream_launch(fa, w->w1_folded, w->w2_folded, stream);
 }
 

@@ -49,12 +49,15 @@ cudaError_t moe_decode_fused(const moe_weights *w, const uint16_t *x, const uint
 /* The stream form with the MLP norm inside: h ← h + delta ([T][H] fp32, delta bf16) and the
  * router's and gate_up's input x = RMSNorm(h) · gain made in every block with norm_add_rmsnorm_split's
  * arithmetic (the same bits), then everything moe_decode_fused does (x, x_lo: not written). For
- * steps moe_stream_supported accepts; cudaErrorInvalidValue otherwise. */
+ * steps moe_stream_supported accepts; cudaErrorInvalidValue otherwise. l2_next (may be NULL):
+ * bytes the next kernel reads first (the next layer's QKV weights), asked into L2 by the producers
+ * after their last tile; 16-byte aligned, l2_next_bytes a multiple of 16. */
 cudaError_t moe_decode_stream_norm(const moe_weights *w, float *h, const uint16_t *delta,
                                    const uint16_t *gain, float eps, const uint16_t *router_w,
                                    const uint16_t *router_b, float *logits, const moe_routing *r,
                                    const moe_plan *plan, uint16_t *act, float *y_slots,
-                                   unsigned *bar, cudaStream_t stream);
+                                   unsigned *bar, const void *l2_next, size_t l2_next_bytes,
+                                   cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -253,6 +253,7 @@ __global__ void __launch_bounds__(FS_THREADS, 1)
             bulk_copy_g2s(dst + (size_t)KK * 512, (up ? gu.wsc : dn.wsc) + tk * 8,
                           (uint32_t)KK * 32, &full[s]);
         }
+        l2_prefetch_share(fa.l2_next, fa.l2_next_bytes);
         return;
     }
 

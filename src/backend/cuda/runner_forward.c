@@ -14,6 +14,7 @@
 #include "backend/cuda/router_mma.h"
 #include "backend/cuda/runner_internal.h"
 #include "backend/cuda/step_kernels.h"
+#include "base/env_switch.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,6 +89,17 @@ int runner_route(struct backend *b, int T, const uint16_t *a_lo, const gpu_layer
     return 0;
 }
 
+/* GPTOSS_STREAM_PREFETCH=1, a measurement switch (unmeasured): each stream kernel's producers,
+ * once their own weights are all requested, ask L2 for the first weights of the kernel after it —
+ * the attention kernel for the layer's router rows, the MoE stream form (mode 4) for the next
+ * layer's QKV rows — so that its stream starts from L2 rather than DRAM. (Session 5's L2 prefetch
+ * from a side branch of the graph lost: the fork cost more than the bytes gained. Here there is no
+ * fork: the requests ride in kernels that run anyway.) */
+static int runner_l2_next(void) {
+    static int slot = -1;
+    return env_switch(&slot, "GPTOSS_STREAM_PREFETCH", 0, 0, 1);
+}
+
 /* Whether the layer's attention block runs as attn_stream.h's one persistent kernel: switched on
  * (GPTOSS_ATTN_STREAM=1, unmeasured), a pure decode step of 1-2 sequences, one GPU for the whole
  * step (its grid barrier needs every SM: not under TP or DEP, whose ranks may share a GPU). */
@@ -121,6 +133,7 @@ static int runner_attention_stream(struct backend *b, const fwd_plan *p, int l, 
     a.q = w->q, a.attn = w->attn, a.o = w->o;
     a.part = w->dec_ws, a.part_bytes = w->dec_ws_bytes;
     a.bar = w->moe_bar, a.counters = w->stream_ctr;
+    if (runner_l2_next()) a.l2_next = ly->router_w, a.l2_next_bytes = (size_t)b->E * b->H * 2;
     if (runner_attn_norm_inside(b, p, l)) {
         a.nh = w->h, a.nscratch = w->qkv, a.nslots = w->y_slots, a.n_slots = p->n_slots;
         a.ngain = ly->attn_norm, a.neps = b->eps;
@@ -252,9 +265,12 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
             continue;
         }
         if (fused && moe_fused_enabled() == 4) { /* the MLP norm inside the MoE stream kernel */
+            /* the next layer's QKV rows to L2 as the MoE's weights run out (runner_l2_next) */
+            const bool pf = runner_l2_next() && l + 1 < b->L && runner_attn_stream(b, p);
             CU(moe_decode_stream_norm(&ly->moe, w->h, w->o, ly->mlp_norm, b->eps, ly->router_w,
                                       ly->router_b, w->router, &rt, &p->moe, w->act, w->y_slots,
-                                      w->moe_bar, s));
+                                      w->moe_bar, pf ? g->layers[l + 1].qkv_w : NULL,
+                                      pf ? (size_t)b->QKV * H * 2 : 0, s));
             continue;
         }
         if (b->ar) {

@@ -92,3 +92,14 @@ static __device__ __forceinline__ void bulk_copy_g2s(void *dst, const void *src,
 static __device__ __forceinline__ void bulk_prefetch_l2(const void *src, uint32_t bytes) {
     asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src), "r"(bytes) : "memory");
 }
+
+/* Block b's share (1/G of [p, p + bytes), bytes a multiple of 16, p 16-byte aligned) requested
+ * into L2 in 32 KiB pieces, by the one calling thread: the stream kernels' producers hand the next
+ * kernel's first weights to L2 once their own are all requested (attn_stream.h, moe_fused.h). */
+static __device__ __forceinline__ void l2_prefetch_share(const void *p, size_t bytes) {
+    if (!p) return;
+    const size_t share = (bytes / gridDim.x + 15) & ~(size_t)15;
+    const size_t lo = share * blockIdx.x, hi = lo + share < bytes ? lo + share : bytes;
+    for (size_t o = lo; o < hi; o += 32768)
+        bulk_prefetch_l2((const char *)p + o, (uint32_t)(hi - o < 32768 ? hi - o : 32768));
+}
