@@ -23,6 +23,7 @@ for tool in ${TOOLS:-racecheck synccheck memcheck}; do
   for t in $tests; do
     args=()
     [ "$t" = gpu_test_cuda_forward ] && args=(--skip-real --skip-fp8)
+    [ "$t" = gpu_test_attn_stream ] && args=(--quick)
     log="$out/logs/$tool-$t.log"
     timeout "${LIMIT:-150}" "$cs" --tool "$tool" --error-exitcode 9 ".devcarry/bin/$t" "${args[@]}" \
       >"$log" 2>&1

@@ -1,13 +1,11 @@
 #!/usr/bin/env bash
 # Session 22, second device call (~9 min): every GPU test binary on the head; the forward test again
 # with both stream kernels forced on, their norms inside (GPTOSS_ATTN_STREAM=2, GPTOSS_MOE_FUSED=4),
-# and with the attention one alone; the layer probe's stream forms (scripts/device/layer_probe.sh: its
-# prediction and decision rule); `gptoss bench latency` beside `gptoss roofline` (120b decode 1, 2,
-# 8, 64; 20b decode 1, 2). Needs .devcarry (scripts/device/prepare.sh). Prints $OUT/summary.md.
+# and with the attention one alone; `gptoss bench latency` beside `gptoss roofline` (120b decode 1,
+# 2, 8, 64; 20b decode 1, 2). Needs .devcarry (scripts/device/prepare.sh). Prints $OUT/summary.md.
 set -uo pipefail
-root=${OUT:-/tmp/s22c2}
 source "$(dirname "$0")/env.sh"
-device_script "$root/main" "session 22 call 2: GPU tests, forward test per stream form, probe, bench latency"
+device_script "${OUT:-/tmp/s22c2}" "session 22 call 2: GPU tests, forward test per stream form, bench latency"
 test_table
 TEST_LIMIT=${TEST_LIMIT:-120} OUT=$out/logs/tests timeout 300 bash scripts/device/gpu_tests.sh test >"$out/logs/gpu_tests.log" 2>&1
 grep -E "^gpu_test_[a-z_]+: " "$out/logs/gpu_tests.log" | tee -a "$sum"
@@ -26,10 +24,4 @@ for m in 120b:1,2,8,64 20b:1,2; do
   grep -E "^\| synthetic" "$out/logs/lat-${m%%:*}.log" | tee -a "$sum"
 done
 t | tee -a "$sum"
-left=$((520 - ($(date +%s) - start)))
-if [ $left -gt 120 ]; then
-  OUT=$root/probe timeout $left bash scripts/device/layer_probe.sh
-  cat "$root/probe/summary.md" >>"$sum"
-fi
-cp "$sum" "$root/summary.md"
 tar czf "$out/logs.tgz" -C "$out" logs 2>/dev/null && rm -rf "$out/logs"

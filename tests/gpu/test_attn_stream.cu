@@ -20,7 +20,7 @@
  * contexts 1 (one key: no split), 37, 1000 and 5000 (several chunks a split), sliding layers
  * (window 128, the table starting past block 0), T = 1 and 2.
  *
- * --bench: 120b shapes at 1k context, T = 1 and 2, full and sliding layers: the launches (with O on
+ * --quick: three of the cases (for compute-sanitizer). --bench: 120b shapes at 1k context, T = 1 and 2, full and sliding layers: the launches (with O on
  * the GEMV's early form at one token, as the runner's default) against the stream kernel, each a
  * CUDA graph of 4 layers with their own weights (212 MB: more than L2), µs a layer and the weights'
  * TB/s; and the stream kernel ended after its QKV phase and after its attention phase
@@ -477,6 +477,15 @@ int main(int argc, char **argv) {
         return check_report("test_attn_stream --bench");
     }
     layer_w w = make_layer(&rng);
+    if (gpu_test_flag(argc, argv, "--quick")) { /* for compute-sanitizer (scripts/device) */
+        const int c100[] = {100}, q2[] = {300, 40};
+        run_case(g, &freq, &w, 32, false, c100, 1, &rng);
+        run_case(g, &freq, &w, 16, true, q2, 2, &rng);
+        check_norm_case(&freq, &w, 32, false, c100, 1, &rng);
+        free_layer(&w);
+        gemm_ctx_destroy(g);
+        return check_report("test_attn_stream --quick");
+    }
     const int one[] = {1}, c37[] = {37}, c1k[] = {1000}, c5k[] = {5000};
     const int two_a[] = {1000, 17}, two_b[] = {5000, 300};
     const int bss[] = {16, 32};
