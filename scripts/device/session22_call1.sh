@@ -18,9 +18,11 @@
 #    +8-18 %; 20b batch 1 +12-25 % (a smaller MoE: attention is more of its layer); "both" (with
 #    the MoE stream form and its norm) adds the MoE form's own gain (session 21's prediction:
 #    +8-15 % at batch 1) if that holds.
-#  - "pf" (both, plus GPTOSS_STREAM_PREFETCH=1: the MoE kernel's producers ask L2 for the next
-#    layer's QKV rows after their last tile, the attention kernel's for the router rows): QKV's
-#    phase from L2 instead of DRAM, ~2-4 us a layer: +2-5 % over "both" at batch 1.
+#  - "pf" (both, plus GPTOSS_STREAM_PREFETCH=1: the MoE kernel asks L2 for the next layer's QKV
+#    rows at its start, evict_last, while its norm -> router -> barrier -> top-k chain (~6-8 us)
+#    leaves DRAM idle; the attention kernel asks for the router rows; both kernels' streamed
+#    copies are evict_first): the QKV phase from L2 instead of DRAM, ~3-4 us a layer: +4-8 % over
+#    "both" at batch 1.
 #  - the MoE stream form alone: session 21's prediction (scripts/device/session21_call1.sh).
 # Decision: each form becomes the default at T <= 2 where it gains beyond the rounds' spread;
 # a form that loses is removed. If the attention kernel loses, the first suspect is phase 2's

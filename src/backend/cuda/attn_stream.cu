@@ -385,7 +385,10 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
 
     if (warp == AS_CWARPS) { /* the producer: QKV pairs, then O rows; never waits for the grid */
         if (lane != 0) return;
+        const uint64_t once = l2_policy_evict_first();
         for (int q = 0; q < n_pairs + n_rows; q++) {
+            if (q == AS_STAGES) /* the ring is full: the next kernel's first weights to L2 */
+                l2_prefetch_share(a.l2_next, a.l2_next_bytes);
             const int s = q % AS_STAGES;
             if (q >= AS_STAGES) mbar_wait_or_trap(&empty[s], (q / AS_STAGES - 1) & 1);
             unsigned char *dst = ring + (size_t)s * L.stage_bytes;
@@ -393,16 +396,16 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
                 const int p = p0 + q, hh = p / AS_HALF, i = p % AS_HALF;
                 const uint16_t *w1 = a.qkv_w + (size_t)(hh * AS_HD + i) * H;
                 mbar_arrive_expect_tx(&full[s], (uint32_t)(2 * qkv_row_bytes));
-                bulk_copy_g2s(dst, w1, (uint32_t)qkv_row_bytes, &full[s]);
-                bulk_copy_g2s(dst + qkv_row_bytes, w1 + (size_t)AS_HALF * H,
-                              (uint32_t)qkv_row_bytes, &full[s]);
+                bulk_copy_g2s_hint(dst, w1, (uint32_t)qkv_row_bytes, &full[s], once);
+                bulk_copy_g2s_hint(dst + qkv_row_bytes, w1 + (size_t)AS_HALF * H,
+                                   (uint32_t)qkv_row_bytes, &full[s], once);
             } else {
                 mbar_arrive_expect_tx(&full[s], (uint32_t)o_row_bytes);
-                bulk_copy_g2s(dst, a.o_w + (size_t)(r0 + q - n_pairs) * Q, (uint32_t)o_row_bytes,
-                              &full[s]);
+                bulk_copy_g2s_hint(dst, a.o_w + (size_t)(r0 + q - n_pairs) * Q,
+                                   (uint32_t)o_row_bytes, &full[s], once);
             }
         }
-        l2_prefetch_share(a.l2_next, a.l2_next_bytes);
+        if (n_pairs + n_rows <= AS_STAGES) l2_prefetch_share(a.l2_next, a.l2_next_bytes);
         return;
     }
 

@@ -68,8 +68,8 @@ typedef struct {
     size_t part_bytes;
     unsigned *bar, *counters;
     /* Optional (may be NULL): bytes the next kernel reads first (the MoE router's weights), asked
-     * into L2 by the producers once the block's own weights are all requested (a measurement
-     * switch of the runner, GPTOSS_STREAM_PREFETCH). A multiple of 16 bytes, 16-byte aligned. */
+     * into L2 by the producers once the ring is full (a measurement switch of the runner,
+     * GPTOSS_STREAM_PREFETCH). A multiple of 16 bytes, 16-byte aligned. */
     const void *l2_next;
     size_t l2_next_bytes;
 } attn_stream_args;

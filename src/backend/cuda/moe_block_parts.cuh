@@ -48,8 +48,8 @@ struct fused_args {
     float *nh;
     const uint16_t *ndelta, *ngain;
     float neps;
-    /* The stream form: bytes the next kernel reads first, asked into L2 by the producers after
-     * their last tile (moe_decode_stream_norm's l2_next; NULL: none). */
+    /* The stream form: bytes the next kernel reads first, asked into L2 at the kernel's start
+     * (moe_decode_stream_norm's l2_next; NULL: none). */
     const void *l2_next;
     size_t l2_next_bytes;
 };

@@ -50,8 +50,8 @@ cudaError_t moe_decode_fused(const moe_weights *w, const uint16_t *x, const uint
  * router's and gate_up's input x = RMSNorm(h) · gain made in every block with norm_add_rmsnorm_split's
  * arithmetic (the same bits), then everything moe_decode_fused does (x, x_lo: not written). For
  * steps moe_stream_supported accepts; cudaErrorInvalidValue otherwise. l2_next (may be NULL):
- * bytes the next kernel reads first (the next layer's QKV weights), asked into L2 by the producers
- * after their last tile; 16-byte aligned, l2_next_bytes a multiple of 16. */
+ * bytes the next kernel reads first (the next layer's QKV weights), asked into L2 at the kernel's
+ * start (its routing chain leaves DRAM idle); 16-byte aligned, l2_next_bytes a multiple of 16. */
 cudaError_t moe_decode_stream_norm(const moe_weights *w, float *h, const uint16_t *delta,
                                    const uint16_t *gain, float eps, const uint16_t *router_w,
                                    const uint16_t *router_b, float *logits, const moe_routing *r,

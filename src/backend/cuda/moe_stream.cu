@@ -185,6 +185,10 @@ __global__ void __launch_bounds__(FS_THREADS, 1)
             mbar_init(&full[s], 1), mbar_init(&empty[s], FS_GROUP_WARPS);
         mbar_init_fence();
     }
+    /* The next kernel's first weights (the next layer's QKV rows) to L2 now: until the routing is
+     * known (norm, router, barrier, top-k: several µs) this kernel has no weights to stream, so
+     * DRAM would idle; they are asked with evict_last, the experts' tiles with evict_first. */
+    if (threadIdx.x == FS_CWARPS * 32) l2_prefetch_share(fa.l2_next, fa.l2_next_bytes);
 
     /* Phase 0, with the norm inside: every block makes x = RMSNorm(h + delta) · gain as split bf16
      * in shared memory, in norm_add_kernel's arithmetic and reduction tree (norm_row.cuh's replay:
@@ -239,6 +243,7 @@ __global__ void __launch_bounds__(FS_THREADS, 1)
     if (w ==
         FS_CWARPS) { /* the producer: gate_up's tiles, then down's, never waiting for the grid */
         if (lane != 0) return;
+        const uint64_t once = l2_policy_evict_first();
         for (unsigned q = 0; q < (unsigned)(n_gu + n_dn); q++) {
             const bool up = q < (unsigned)n_gu;
             const int RT = up ? gu.RT : dn.RT, KK = up ? gu.KK : dn.KK;
@@ -249,11 +254,11 @@ __global__ void __launch_bounds__(FS_THREADS, 1)
             if (q >= FS_STAGES) mbar_wait_or_trap(&empty[s], (q / FS_STAGES - 1) & 1);
             unsigned char *dst = ring + (size_t)s * L.stage_stride;
             mbar_arrive_expect_tx(&full[s], (uint32_t)KK * 544);
-            bulk_copy_g2s(dst, (up ? gu.wq : dn.wq) + tk * 32, (uint32_t)KK * 512, &full[s]);
-            bulk_copy_g2s(dst + (size_t)KK * 512, (up ? gu.wsc : dn.wsc) + tk * 8,
-                          (uint32_t)KK * 32, &full[s]);
+            bulk_copy_g2s_hint(dst, (up ? gu.wq : dn.wq) + tk * 32, (uint32_t)KK * 512, &full[s],
+                               once);
+            bulk_copy_g2s_hint(dst + (size_t)KK * 512, (up ? gu.wsc : dn.wsc) + tk * 8,
+                               (uint32_t)KK * 32, &full[s], once);
         }
-        l2_prefetch_share(fa.l2_next, fa.l2_next_bytes);
         return;
     }
 

@@ -89,12 +89,13 @@ int runner_route(struct backend *b, int T, const uint16_t *a_lo, const gpu_layer
     return 0;
 }
 
-/* GPTOSS_STREAM_PREFETCH=1, a measurement switch (unmeasured): each stream kernel's producers,
- * once their own weights are all requested, ask L2 for the first weights of the kernel after it —
- * the attention kernel for the layer's router rows, the MoE stream form (mode 4) for the next
- * layer's QKV rows — so that its stream starts from L2 rather than DRAM. (Session 5's L2 prefetch
- * from a side branch of the graph lost: the fork cost more than the bytes gained. Here there is no
- * fork: the requests ride in kernels that run anyway.) */
+/* GPTOSS_STREAM_PREFETCH=1, a measurement switch (unmeasured): each stream kernel asks L2 for the
+ * first weights of the kernel after it — the attention kernel for the layer's router rows once its
+ * ring is full, the MoE stream form (mode 4) for the next layer's QKV rows at its start, while its
+ * norm -> router -> top-k chain leaves DRAM idle — so that the next stream starts from L2 rather
+ * than DRAM (tma_ring.cuh: evict_last for these, evict_first for the streamed weights). (Session
+ * 5's L2 prefetch from a side branch of the graph lost: the fork cost more than the bytes gained.
+ * Here there is no fork: the requests ride in kernels that run anyway.) */
 static int runner_l2_next(void) {
     static int slot = -1;
     return env_switch(&slot, "GPTOSS_STREAM_PREFETCH", 0, 0, 1);
