@@ -15,16 +15,18 @@
  *   - the attention norm inside (attn_stream_args.nh) against norm_add_rmsnorm_split + the kernel
  *     on its output: h's new rows, q, the caches, the attention and O's outputs bit for bit,
  *     eager and under a graph replay;
- *   - refusals: three tokens, an FP8 cache, sequences ≠ tokens, a workspace too small.
+ *   - refusals: more tokens than ATTN_STREAM_MAX_T, an FP8 cache, sequences ≠ tokens, a workspace
+ *     too small.
  * Cases: 120b's shapes (64 q heads, 8 KV heads, H = 2880), block sizes 16 and 32, full layers at
  * contexts 1 (one key: no split), 37, 1000 and 5000 (several chunks a split), sliding layers
- * (window 128, the table starting past block 0), T = 1 and 2.
+ * (window 128, the table starting past block 0), T = 1 to 4 (sequences of different lengths).
  *
- * --quick: three of the cases (for compute-sanitizer). --bench: 120b shapes at 1k context, T = 1 and 2, full and sliding layers: the launches (with O on
- * the GEMV's early form at one token, as the runner's default) against the stream kernel, each a
- * CUDA graph of 4 layers with their own weights (212 MB: more than L2), µs a layer and the weights'
- * TB/s; and the stream kernel ended after its QKV phase and after its attention phase
- * (attn_stream_set_probe), which time the phases. */
+ * --quick: three of the cases (for compute-sanitizer). --bench: 120b shapes at 1k context, T = 1 to
+ * 4, full and sliding layers: the launches (with O on the GEMV's early form at one token, as the
+ * runner's default) against the stream kernel, each a CUDA graph of 4 layers with their own
+ * weights (212 MB: more than L2), µs a layer and the weights' TB/s; and the stream kernel ended
+ * after its QKV phase and after its attention phase (attn_stream_set_probe), which time the
+ * phases. */
 #include "gpu_check.h"
 #include "rope_test_util.h"
 
@@ -246,8 +248,9 @@ static void run_case(gemm_ctx *g, const rope_kv_freq *f, const layer_w *w, int b
     step_case c;
     build_case(&c, bs, sliding, ctx, T, rng);
     char what[96];
-    snprintf(what, sizeof what, "T=%d bs=%d %s ctx=%d%s%d", T, bs, sliding ? "sliding" : "full",
-             ctx[0], T > 1 ? "," : "", T > 1 ? ctx[1] : 0);
+    int at = snprintf(what, sizeof what, "T=%d bs=%d %s ctx", T, bs, sliding ? "sliding" : "full");
+    for (int i = 0; i < T && at < (int)sizeof what; i++)
+        at += snprintf(what + at, sizeof what - at, "%c%d", i ? ',' : '=', ctx[i]);
     CHECK(attn_stream_supported(&c.d, f, T, T, HID), "%s: supported", what);
     gpu_poison(c.q_ref, (size_t)T * QD * 2), gpu_poison(c.attn_ref, (size_t)T * QD * 2);
     gpu_poison(c.o_ref, (size_t)T * HID * 2);
@@ -395,14 +398,16 @@ static void check_refusals(const rope_kv_freq *f, const layer_w *w, rng_t *rng) 
     const int ctx[2] = {100, 200};
     step_case c;
     build_case(&c, 32, false, ctx, 2, rng);
-    CHECK(!attn_stream_supported(&c.d, f, 3, 3, HID), "three tokens are refused");
+    const int over = ATTN_STREAM_MAX_T + 1;
+    CHECK(!attn_stream_supported(&c.d, f, over, over, HID), "%d tokens are refused", over);
     CHECK(!attn_stream_supported(&c.d, f, 2, 1, HID), "sequences != tokens are refused");
     attn_dims d8 = c.d;
     d8.kv_fp8 = 1;
     CHECK(!attn_stream_supported(&d8, f, 2, 2, HID), "an FP8 cache is refused");
     attn_stream_args a = stream_args(&c, w);
-    a.T = 3;
-    CHECK(attn_stream_layer(&c.d, f, &a, 0) == cudaErrorInvalidValue, "T = 3: invalid value");
+    a.T = over;
+    CHECK(attn_stream_layer(&c.d, f, &a, 0) == cudaErrorInvalidValue, "T = %d: invalid value",
+          over);
     a = stream_args(&c, w);
     a.part_bytes = 16;
     CHECK(attn_stream_layer(&c.d, f, &a, 0) == cudaErrorInvalidValue,
@@ -426,7 +431,7 @@ static void bench(gemm_ctx *g, const rope_kv_freq *f, rng_t *rng) {
     CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     for (int T = 1; T <= ATTN_STREAM_MAX_T; T++)
         for (int sl = 0; sl < 2; sl++) {
-            const int ctx[2] = {1024, 1024};
+            const int ctx[ATTN_STREAM_MAX_T] = {1024, 1024, 1024, 1024};
             step_case c;
             build_case(&c, 32, sl == 1, ctx, T, rng);
             float us[4]; /* launches, stream, stream to QKV's barrier, to attention's */
@@ -487,7 +492,8 @@ int main(int argc, char **argv) {
         return check_report("test_attn_stream --quick");
     }
     const int one[] = {1}, c37[] = {37}, c1k[] = {1000}, c5k[] = {5000};
-    const int two_a[] = {1000, 17}, two_b[] = {5000, 300};
+    const int two_a[] = {1000, 17}, two_b[] = {5000, 300}, three[] = {1000, 17, 4000},
+              four[] = {1, 64, 129, 2000};
     const int bss[] = {16, 32};
     for (int b = 0; b < 2; b++)
         for (int sl = 0; sl < 2; sl++) {
@@ -497,11 +503,14 @@ int main(int argc, char **argv) {
             run_case(g, &freq, &w, bss[b], sl == 1, c5k, 1, &rng);
             run_case(g, &freq, &w, bss[b], sl == 1, two_a, 2, &rng);
             run_case(g, &freq, &w, bss[b], sl == 1, two_b, 2, &rng);
+            run_case(g, &freq, &w, bss[b], sl == 1, three, 3, &rng);
+            run_case(g, &freq, &w, bss[b], sl == 1, four, 4, &rng);
         }
     const int n1k[] = {1000}, n2[] = {300, 5000};
     check_norm_case(&freq, &w, 32, false, n1k, 1, &rng);
     check_norm_case(&freq, &w, 16, true, n1k, 1, &rng);
     check_norm_case(&freq, &w, 32, true, n2, 2, &rng);
+    check_norm_case(&freq, &w, 16, false, four, 4, &rng);
     check_refusals(&freq, &w, &rng);
     free_layer(&w);
     gemm_ctx_destroy(g);

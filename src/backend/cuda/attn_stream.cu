@@ -1,10 +1,11 @@
-/* The attention block of a one- or two-token decode step as one persistent kernel (attn_stream.h):
+/* The attention block of a decode step of 1-4 tokens as one persistent kernel (attn_stream.h):
  * one block an SM, eight consumer warps and one producer warp.
  *
  * The producer (one lane) walks the block's share of the weights in the order they are needed and
- * keeps AS_STAGES of them requested in shared memory (tma_ring.cuh's protocol): first the block's
- * QKV row pairs, then its O rows. It waits only for a free stage, never for the grid, so O's rows
- * stream in while the grid waits at the barriers and computes attention.
+ * keeps a ring of stages (16 up to two tokens, 14 at four) requested in shared memory
+ * (tma_ring.cuh's protocol): first the block's QKV row pairs, then its O rows. It waits only for a
+ * free stage, never for the grid, so O's rows stream in while the grid waits at the barriers and
+ * computes attention.
  *
  * Phase 1, QKV + RoPE + KV write. The QKV rows are dealt as rotation pairs: pair p is rows
  * 64 h + i and 64 h + i + 32 of head h (q heads, then k heads, then v heads; i < 32), the two
@@ -48,7 +49,7 @@
 enum {
     AS_CWARPS = 8, /* consumer warps: one a query head of a KV group in phase 2 */
     AS_THREADS = (AS_CWARPS + 1) * 32,
-    AS_STAGES = 16,
+    AS_MAX_STAGES = 16,
     AS_HD = 64,                             /* head_dim */
     AS_HALF = 32,                           /* RoPE's rotation partner distance */
     AS_GQA = 8,                             /* query heads a KV head */
@@ -64,7 +65,8 @@ static_assert(AS_CWARPS == AS_GQA, "phase 2 gives each consumer warp one query h
 struct as_layout {
     int stage_bytes; /* max(a QKV pair: 2 H · 2, an O row: Q · 2), a multiple of 128 */
     int xs_off;      /* the staged token rows (fp32) or, in phase 2, the K/V chunk buffers */
-    int bar_off;     /* full[AS_STAGES], empty[AS_STAGES] */
+    int bar_off;     /* full[stages], empty[stages] */
+    int stages;      /* the ring's: as many as fit beside the staged rows, ≤ AS_MAX_STAGES */
     int slots;       /* split slots of a (sequence, KV head) */
 };
 
@@ -368,7 +370,8 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
     const attn_stream_args &a = P.a;
     unsigned char *ring = as_smem;
     float *xs = (float *)(as_smem + L.xs_off);
-    uint64_t *full = (uint64_t *)(as_smem + L.bar_off), *empty = full + AS_STAGES;
+    const int S = L.stages;
+    uint64_t *full = (uint64_t *)(as_smem + L.bar_off), *empty = full + S;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int H = a.H, Q = P.n_heads * AS_HD, G = gridDim.x, b = blockIdx.x;
     const int n_pairs_all = (P.n_heads + 2 * P.n_kv_heads) * AS_HALF;
@@ -378,7 +381,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
               n_rows = P.stop_after ? 0 : (int)((long long)(b + 1) * H / G) - r0;
     const int qkv_row_bytes = H * 2, o_row_bytes = Q * 2;
     if (threadIdx.x == 0) {
-        for (int s = 0; s < AS_STAGES; s++) mbar_init(&full[s], 1), mbar_init(&empty[s], 1);
+        for (int s = 0; s < S; s++) mbar_init(&full[s], 1), mbar_init(&empty[s], 1);
         mbar_init_fence();
     }
     __syncthreads();
@@ -387,10 +390,10 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
         if (lane != 0) return;
         const uint64_t once = l2_policy_evict_first();
         for (int q = 0; q < n_pairs + n_rows; q++) {
-            if (q == AS_STAGES) /* the ring is full: the next kernel's first weights to L2 */
+            if (q == S) /* the ring is full: the next kernel's first weights to L2 */
                 l2_prefetch_share(a.l2_next, a.l2_next_bytes);
-            const int s = q % AS_STAGES;
-            if (q >= AS_STAGES) mbar_wait_or_trap(&empty[s], (q / AS_STAGES - 1) & 1);
+            const int s = q % S;
+            if (q >= S) mbar_wait_or_trap(&empty[s], (q / S - 1) & 1);
             unsigned char *dst = ring + (size_t)s * L.stage_bytes;
             if (q < n_pairs) {
                 const int p = p0 + q, hh = p / AS_HALF, i = p % AS_HALF;
@@ -405,7 +408,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
                                    (uint32_t)o_row_bytes, &full[s], once);
             }
         }
-        if (n_pairs + n_rows <= AS_STAGES) l2_prefetch_share(a.l2_next, a.l2_next_bytes);
+        if (n_pairs + n_rows <= S) l2_prefetch_share(a.l2_next, a.l2_next_bytes);
         return;
     }
 
@@ -416,8 +419,8 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
         as_stage_rows<false>(a.x, a.x_lo, T, H, xs);
     consumers_sync();
     for (int q = warp; q < n_pairs; q += AS_CWARPS) {
-        const int s = q % AS_STAGES;
-        mbar_wait_or_trap(&full[s], (q / AS_STAGES) & 1);
+        const int s = q % S;
+        mbar_wait_or_trap(&full[s], (q / S) & 1);
         float acc[2][T];
         as_rows_dot<T, 2>(ring + (size_t)s * L.stage_bytes, qkv_row_bytes, H / 8, xs, acc);
         __syncwarp();
@@ -444,8 +447,8 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
     consumers_sync();
     for (int q = n_pairs + (warp - n_pairs % AS_CWARPS + AS_CWARPS) % AS_CWARPS;
          q < n_pairs + n_rows; q += AS_CWARPS) {
-        const int s = q % AS_STAGES;
-        mbar_wait_or_trap(&full[s], (q / AS_STAGES) & 1);
+        const int s = q % S;
+        mbar_wait_or_trap(&full[s], (q / S) & 1);
         float acc[1][T];
         as_rows_dot<T, 1>(ring + (size_t)s * L.stage_bytes, o_row_bytes, Q / 8, xs, acc);
         __syncwarp();
@@ -503,6 +506,15 @@ extern "C" size_t attn_stream_workspace_bytes(const attn_dims *d, int T) {
 
 static unsigned long long g_setup_done;
 
+typedef void (*as_kernel)(as_params, as_layout);
+static as_kernel kernel_for(int T) {
+    static_assert(ATTN_STREAM_MAX_T == 4, "one instantiation a token count");
+    return T == 1   ? attn_stream_kernel<1>
+           : T == 2 ? attn_stream_kernel<2>
+           : T == 3 ? attn_stream_kernel<3>
+                    : attn_stream_kernel<4>;
+}
+
 extern "C" cudaError_t attn_stream_layer(const attn_dims *d, const rope_kv_freq *f,
                                          const attn_stream_args *a, cudaStream_t stream) {
     const bool norm = a->nh != NULL;
@@ -525,24 +537,28 @@ extern "C" cudaError_t attn_stream_layer(const attn_dims *d, const rope_kv_freq 
     const int Q = d->n_heads * AS_HD;
     int stage = 4 * a->H > 2 * Q ? 4 * a->H : 2 * Q;
     L.stage_bytes = (stage + 127) / 128 * 128;
-    L.xs_off = AS_STAGES * L.stage_bytes;
     size_t xs = (size_t)a->T * (a->H > Q ? a->H : Q) * 4;
     if (xs < 2 * AS_KV_BUF) xs = 2 * AS_KV_BUF;
-    L.bar_off = L.xs_off + (int)((xs + 127) / 128 * 128);
-    const size_t smem = (size_t)L.bar_off + 2 * AS_STAGES * sizeof(uint64_t);
-    if (smem > AS_MAX_SMEM) return cudaErrorInvalidValue;
+    xs = (xs + 127) / 128 * 128;
+    /* as many stages as fit beside the staged rows and the barriers (16 up to two tokens) */
+    const size_t bars = 2 * AS_MAX_STAGES * sizeof(uint64_t);
+    L.stages = xs + bars < AS_MAX_SMEM ? (int)((AS_MAX_SMEM - xs - bars) / L.stage_bytes) : 0;
+    if (L.stages > AS_MAX_STAGES) L.stages = AS_MAX_STAGES;
+    if (L.stages < 4) return cudaErrorInvalidValue;
+    L.xs_off = L.stages * L.stage_bytes;
+    L.bar_off = L.xs_off + (int)xs;
+    const size_t smem = (size_t)L.bar_off + 2 * L.stages * sizeof(uint64_t);
 
     as_params P;
     P.a = *a, P.f = *f;
     P.n_heads = d->n_heads, P.n_kv_heads = d->n_kv_heads, P.bs_shift = attn_block_shift(d);
     P.stop_after = g_stop_after;
-    void (*kern)(as_params, as_layout) = a->T == 1 ? attn_stream_kernel<1> : attn_stream_kernel<2>;
+    void (*kern)(as_params, as_layout) = kernel_for(a->T);
     /* Once per device: the shared-memory opt-in, and that one block an SM fits (the cooperative
      * launch would refuse the grid otherwise; the layout is the same for every step of a model). */
     if (!per_device_done(&g_setup_done)) {
         for (int t = 1; t <= ATTN_STREAM_MAX_T; t++) {
-            const void *k =
-                t == 1 ? (const void *)attn_stream_kernel<1> : (const void *)attn_stream_kernel<2>;
+            const void *k = (const void *)kernel_for(t);
             CUDA_TRY(
                 cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, AS_MAX_SMEM));
             int per = 0;

@@ -1,4 +1,4 @@
-/* The attention block of a one- or two-token decode step as one persistent kernel whose weights
+/* The attention block of a decode step of 1-4 tokens as one persistent kernel whose weights
  * stream without a break (attn_stream.cu): QKV with its bias, RoPE and the KV-cache write; a grid
  * barrier; attention over the paged cache with its split-K merge; a grid barrier; O with its bias.
  * It replaces runner_attention's four or five launches (cuBLASLt QKV, rope_kv, attn_decode and its
@@ -30,7 +30,7 @@ extern "C" {
 #endif
 
 enum {
-    ATTN_STREAM_MAX_T = 2,         /* tokens (= sequences) a step */
+    ATTN_STREAM_MAX_T = 4,         /* tokens (= sequences) a step */
     ATTN_STREAM_MAX_KV_HEADS = 64, /* the merge counters a caller provides: T · n_kv_heads */
     ATTN_STREAM_MAX_H = 4096       /* hidden size: the staged input rows must fit beside the ring */
 };

@@ -102,7 +102,7 @@ static int runner_l2_next(void) {
 }
 
 /* Whether the layer's attention block runs as attn_stream.h's one persistent kernel: switched on
- * (GPTOSS_ATTN_STREAM=1, unmeasured), a pure decode step of 1-2 sequences, one GPU for the whole
+ * (GPTOSS_ATTN_STREAM=1, unmeasured), a pure decode step of 1-4 sequences, one GPU for the whole
  * step (its grid barrier needs every SM: not under TP or DEP, whose ranks may share a GPU). */
 static bool runner_attn_stream(const struct backend *b, const fwd_plan *p) {
     return !b->ar && b->dp_size <= 1 && attn_stream_enabled() && p->n_work_full == 0 &&
