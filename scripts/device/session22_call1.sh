@@ -15,7 +15,8 @@
 #    two grid barriers ~2.5, attention ~4-5, the O rows mostly in the ring by then ~2):
 #    stream / launches 0.5-0.7; T = 2 the same within 10 %.
 #  - the step: 120b decode batch 1 +10-20 % (8-14 us of a ~78 us layer span, 36 layers), batch 2
-#    +8-18 %, batch 4 (the attention kernel alone: the MoE form stops at 2) +5-12 %; 20b batch 1
+#    +8-18 %, batch 4 (both forms now take 4 tokens; the MoE form with 4 ring stages there)
+#    attention +5-12 %, MoE +5-12 %; 20b batch 1
 #    +8-18 % (the same layer shapes, 24 layers: the lm_head is more of its step); "both" adds the
 #    MoE form's own gain (session 21's prediction: +8-15 % at batch 1) if that holds.
 #  - "pf" (both, plus GPTOSS_STREAM_PREFETCH=1: the MoE kernel asks L2 for the next layer's QKV
@@ -25,7 +26,7 @@
 #    "both" at batch 1.
 #  - the MoE stream form alone: session 21's prediction (scripts/device/session21_call1.sh).
 # Decision: the attention kernel becomes the default at each batch (1-4) where it gains beyond the
-# rounds' spread, the MoE form at 1-2 likewise, the L2 hints where "pf" gains over "both"; a form
+# rounds' spread, the MoE form at 1-4 likewise, the L2 hints where "pf" gains over "both"; a form
 # that gains nowhere is removed. If the attention kernel loses, the bench's probe columns (the
 # kernel ended after QKV, after attention) say which phase; the first suspect is phase 2's latency
 # chain (table read -> KV copies -> scores -> partials -> counter -> merge), then the barriers.

@@ -11,10 +11,10 @@
  *   - the launch captured in a CUDA graph and replayed gives the same bits (cooperative launches in
  *     graphs, as the decode step uses them);
  *   - refusals: unsupported shapes and plans;
- *   - the stream form (mode 3, moe_stream.cu, T ≤ 2): logits and routing bit for bit, act and y
+ *   - the stream form (mode 3, moe_stream.cu, T ≤ 4): logits and routing bit for bit, act and y
  *     within rounding (its k sums are split differently): relative L2 ≤ 2e-3 each, every value
  *     finite, and 20 repeated launches and a graph replay bit-identical to its own first run;
- *   - the stream form with the MLP norm inside (moe_decode_stream_norm, T ≤ 2) against
+ *   - the stream form with the MLP norm inside (moe_decode_stream_norm, T ≤ 4) against
  *     norm_add_rmsnorm_split + the unfused path: h and the logits and routing bit for bit, act and
  *     y within rounding as above; a graph replay the same as its first run.
  * Weights are random bytes in the repacked layout (any byte is a valid pair of codes), scales 2^-7 …
@@ -265,7 +265,7 @@ static void check_case(layer &L, int T, int f1, int f2, unsigned *bar, cudaStrea
 
     for (int mode = 1; mode <= 3; mode++) {
         moe_set_fused(mode);
-        if (mode == 3 && T * TOPK > 8) { /* the stream form's limit */
+        if (mode == 3 && T > MOE_STREAM_MAX_T) { /* the stream form's limit */
             CHECK(!moe_fused_supported(T, E, TOPK, H, I, &fu.plan), "T=%d: stream form refuses", T);
             continue;
         }
@@ -400,7 +400,7 @@ static void bench(cudaStream_t st, unsigned *bar, int sm) {
     /* probe p: 0 whole, 1-3 stop after router / routing / gate_up, 4 whole without the
      * cooperative attribute, 5-6 compiled for 3 blocks an SM (whole, and up to gate_up) */
     for (int probe = 0; probe <= 6; probe++)
-        for (int T : {1, 2, 8}) {
+        for (int T : {1, 2, 4, 8}) {
             moe_fused_set_probe(probe <= 3 ? probe : probe == 6 ? 3 : 0, probe == 4, probe >= 5);
             static const char *names[7] = {"whole",
                                            "router only",
@@ -418,8 +418,8 @@ static void bench(cudaStream_t st, unsigned *bar, int sm) {
             outputs o = make_outputs(T, 128, sm);
             double us[4] = {0, 0, 0, 0};
             for (int fused = 0; fused < 4; fused++) {
-                /* the stream form: whole, T ≤ 2 (its probes are the other forms') */
-                if (fused == 3 && (T * TOPK > 8 || probe != 0)) continue;
+                /* the stream form: whole, T ≤ 4 (its probes are the other forms') */
+                if (fused == 3 && (T > MOE_STREAM_MAX_T || probe != 0)) continue;
                 moe_set_fused(fused);
                 cudaGraphExec_t ge[SETS];
                 for (int s = 0; s < SETS; s++) {
@@ -467,7 +467,7 @@ int main(int argc, char **argv) {
                                                  : 3; /* folded both, none, mixed */
                 check_case(L, T, f & 1, f >> 1, bar, st, sm);
             }
-            for (int T = 1; T <= 2; T++) check_norm_case(L, T, bar, st, sm);
+            for (int T = 1; T <= MOE_STREAM_MAX_T; T++) check_norm_case(L, T, bar, st, sm);
             if (E == 128) check_refusals(L, bar, st, sm);
             free_layer(L);
         }

@@ -8,6 +8,7 @@
 #include "backend/cuda/gemv_row.cuh"
 #include "backend/cuda/grid_sync.cuh"
 #include "backend/cuda/moe_small.cuh"
+#include "backend/cuda/moe_fused.h"
 #include "backend/cuda/moe_topk.cuh"
 
 #include <cuda_runtime.h>
@@ -151,6 +152,7 @@ static __device__ __forceinline__ int route_in_block(const fused_args &fa, float
  * (the caller checks); cudaErrorInvalidValue if its staging does not fit. */
 cudaError_t moe_stream_launch(const fused_args &fa, int folded1, int folded2, cudaStream_t stream);
 enum {
-    FS_MAX_T = 2, /* tokens a step: the router rows and the norm's kept rows */
-    FS_MAX_P = 8  /* pairs a step (the activation rows staged at once) */
+    FS_MAX_T = MOE_STREAM_MAX_T, /* tokens a step: the router rows and the norm's kept rows */
+    FS_MAX_P = 16 /* pairs a step (the activation rows staged at once; ≤ 8 an expert, its MMA's
+                     8 token columns, holds for T ≤ 8 since a token's experts differ) */
 };

@@ -13,14 +13,16 @@ extern "C" {
 /* Whether moe_decode_fused handles a step of T tokens (E experts, top-k, hidden H, intermediate I)
  * under plan: the small path with 8-token passes, T ≤ 8, T·k ≤ 32, E ≤ 256. */
 int moe_fused_supported(int T, int E, int k, int H, int I, const moe_plan *plan);
-/* Whether the stream form (modes 3 and 4) handles it: T ≤ 2, T·k ≤ 8, E ≤ 256, H and I ≤ 3072. */
+/* Whether the stream form (modes 3 and 4) handles it: T ≤ MOE_STREAM_MAX_T, T·k ≤ 16, E ≤ 256, H
+ * and I ≤ 3072. */
+enum { MOE_STREAM_MAX_T = 4 };
 int moe_stream_supported(int T, int E, int k, int H, int I, const moe_plan *plan);
 
 /* The fused path's switch, process-wide (a measurement switch: measured slower than the four
  * launches, so off unless GPTOSS_MOE_FUSED=1 … 4, or moe_set_fused): 0 off, 1 on, 2 on with the
  * deep prefetch of down's weights (moe_fused.cu), 3 the stream form (moe_stream.cu: a producer warp
  * streams gate_up's and down's tiles through a shared-memory ring across the grid barrier; at most
- * 8 pairs a step, i.e. T ≤ 2 at top-4; bits within rounding of the unfused path's, not equal), 4
+ * 16 pairs a step, i.e. T ≤ 4 at top-4; bits within rounding of the unfused path's, not equal), 4
  * the stream form with the MLP norm inside (the runner calls moe_decode_stream_norm instead of
  * norm_add + moe_decode_fused). */
 void moe_set_fused(int mode);

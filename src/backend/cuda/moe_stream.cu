@@ -1,4 +1,4 @@
-/* The MoE block of a one- or two-token decode step as one persistent kernel whose weights stream
+/* The MoE block of a decode step of 1-4 tokens as one persistent kernel whose weights stream
  * without a break: moe_decode_fused's mode 3 (moe_fused.h). Router logits, the routing (in every
  * block), gate_up with SwiGLU, a grid barrier, down with its bias and routing weight.
  *
@@ -7,14 +7,14 @@
  * weights while the consumers wait for the boundary. Unlike moe_fused.cu's items (each block loads
  * its item's weights into registers after the barrier, and a phase ran ~40 % slower than as its own
  * kernel), here one producer lane per block walks the block's tiles of both matrices in order and
- * keeps FS_STAGES of them requested in shared memory (bulk copies, tma_ring.cuh's protocol): down's
+ * keeps L.stages of them requested in shared memory (bulk copies, tma_ring.cuh's protocol): down's
  * weights do not depend on gate_up's result, so they are in flight while the grid waits at the
  * barrier, and DRAM streams the 53 MB of a 120b layer's four experts as one run.
  *
  * The work. A tile is a 16-row tile of one touched expert's matrix: its codes (KK·512 bytes) and
  * scale words (KK·32), contiguous in the repacked layout (moe.h), one stage. Block b owns tiles b,
  * b + G, … of gate_up's list (touched expert i, row tile rt) and then of down's. Two groups of eight
- * consumer warps take the block's tiles in turn (tile q: group q % 2, stage q % FS_STAGES); within a
+ * consumer warps take the block's tiles in turn (tile q: group q % 2, stage q % L.stages); within a
  * group the eight warps split the tile's k steps (warp w: steps w, w + 8, …), each with
  * moe_small.cuh's k step (the dequantisation and the two m16n8k16 MMAs a 32-wide chunk, the ≤ 8
  * pairs of the expert as the 8 token columns), so no MMA chain is longer than ~6 steps (session 6's
@@ -37,11 +37,12 @@ enum {
     FS_CWARPS = FS_GROUPS * FS_GROUP_WARPS, /* consumer warps */
     FS_WARPS = FS_CWARPS + 1,               /* and the producer */
     FS_THREADS = FS_WARPS * 32,
-    FS_STAGES = 6, /* a multiple of FS_GROUPS: stage s is always read by group s % FS_GROUPS */
+    FS_MAX_STAGES = 6, /* the ring: 6 stages where they fit beside the staged rows (T ≤ 2), else 4;
+                          a multiple of FS_GROUPS, so stage s is always read by group s % FS_GROUPS */
     FS_MAX_SMEM = 224 * 1024
 };
-static_assert(FS_STAGES % FS_GROUPS == 0, "each stage read by one group");
-static_assert(FS_MAX_T == 2, "the router rows are instantiated for 1 and 2 tokens");
+static_assert(FS_MAX_STAGES % FS_GROUPS == 0, "each stage read by one group");
+static_assert(FS_MAX_T == 4, "the router rows are instantiated for 1 … 4 tokens");
 
 /* Where things sit in dynamic shared memory (host-computed, moe_stream_launch). */
 struct fs_layout {
@@ -49,7 +50,8 @@ struct fs_layout {
     int xs_off, xs_stride; /* the staged rows (bf16 elements a row: K_max + 32, ≡ 64 B mod 128) */
     int nx_off;  /* with the norm inside: x and x_lo, [T][H] bf16 each, inside the staging area */
     int red_off; /* [FS_GROUPS][2][FS_GROUP_WARPS][32] float4 partial sums */
-    int bar_off; /* full[FS_STAGES], empty[FS_STAGES] */
+    int bar_off; /* full[stages], empty[stages] */
+    int stages;  /* 4 or 6: a multiple of FS_GROUPS */
 };
 
 static __device__ __forceinline__ void consumers_sync(void) {
@@ -100,10 +102,10 @@ fs_tile(const moe_args &a, int tile, unsigned q, const unsigned char *ring, cons
     const int n = g < cnt ? g : 0;
     const int row = MODE == MODE_GATE_UP ? a.pair_sorted[off + n] / a.topk : off + n;
     const uint32_t xaddr = smem_u32(xs + (size_t)row * L.xs_stride + 8 * t);
-    const int s = (int)(q % FS_STAGES);
+    const int s = (int)(q % (unsigned)L.stages);
     const unsigned char *codes = ring + (size_t)s * L.stage_stride;
     const unsigned char *scales = codes + (size_t)a.KK * 512;
-    mbar_wait_or_trap(&full[s], (q / FS_STAGES) & 1);
+    mbar_wait_or_trap(&full[s], (q / (unsigned)L.stages) & 1);
     float acc[4] = {0.f, 0.f, 0.f, 0.f};
     /* A k step's shared-memory operands: 4 code words, the scale word, the token fragments of its
      * two 32-wide chunks. Two steps' loads are issued before either is multiplied, so one step's
@@ -174,14 +176,15 @@ __global__ void __launch_bounds__(FS_THREADS, 1)
     unsigned char *ring = fs_smem;
     uint16_t *xs = (uint16_t *)(fs_smem + L.xs_off);
     float4 *red = (float4 *)(fs_smem + L.red_off);
-    uint64_t *full = (uint64_t *)(fs_smem + L.bar_off), *empty = full + FS_STAGES;
+    const unsigned S = (unsigned)L.stages;
+    uint64_t *full = (uint64_t *)(fs_smem + L.bar_off), *empty = full + S;
     __shared__ int s_idx[FS_MAX_P], s_pair[FS_MAX_P], s_touched[FS_MAX_P], s_nt;
     __shared__ int s_count[FU_MAX_E], s_offset[FU_MAX_E];
     __shared__ float s_w[FS_MAX_P];
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     const int T = fa.T, E = fa.E, k = fa.k;
     if (threadIdx.x == 0) {
-        for (int s = 0; s < FS_STAGES; s++)
+        for (unsigned s = 0; s < S; s++)
             mbar_init(&full[s], 1), mbar_init(&empty[s], FS_GROUP_WARPS);
         mbar_init_fence();
     }
@@ -222,8 +225,12 @@ __global__ void __launch_bounds__(FS_THREADS, 1)
     for (int e_row = blockIdx.x + w * gridDim.x; e_row < E; e_row += FS_WARPS * gridDim.x) {
         if (T == 1)
             router_row<1>(fa, e_row, x, x_lo);
-        else
+        else if (T == 2)
             router_row<2>(fa, e_row, x, x_lo);
+        else if (T == 3)
+            router_row<3>(fa, e_row, x, x_lo);
+        else
+            router_row<4>(fa, e_row, x, x_lo);
     }
     grid_barrier(fa.bar, fa.spin_ns);
     if (blockIdx.x == 0 && norm_here) /* every block has read h */
@@ -250,8 +257,8 @@ __global__ void __launch_bounds__(FS_THREADS, 1)
             const int tile = (int)blockIdx.x + (int)(up ? q : q - n_gu) * (int)gridDim.x;
             const int i = tile / RT, rt = tile - i * RT;
             const size_t tk = ((size_t)s_touched[i] * RT + rt) * KK; /* the tile's first step */
-            const int s = (int)(q % FS_STAGES);
-            if (q >= FS_STAGES) mbar_wait_or_trap(&empty[s], (q / FS_STAGES - 1) & 1);
+            const int s = (int)(q % S);
+            if (q >= S) mbar_wait_or_trap(&empty[s], (q / S - 1) & 1);
             unsigned char *dst = ring + (size_t)s * L.stage_stride;
             mbar_arrive_expect_tx(&full[s], (uint32_t)KK * 544);
             bulk_copy_g2s_hint(dst, (up ? gu.wq : dn.wq) + tk * 32, (uint32_t)KK * 512, &full[s],
@@ -294,22 +301,31 @@ cudaError_t moe_stream_launch(const fused_args &fa, int folded1, int folded2, cu
     const int kk_max = fa.gu.KK > fa.dn.KK ? fa.gu.KK : fa.dn.KK;
     fs_layout L;
     L.stage_stride = (kk_max * 544 + 127) / 128 * 128;
-    L.xs_off = FS_STAGES * L.stage_stride;
     L.xs_stride = kk_max * 64 + 32;
     size_t xs_bytes = (size_t)P * L.xs_stride * 2;
     if ((size_t)fa.T * fa.E * 4 > xs_bytes) xs_bytes = (size_t)fa.T * fa.E * 4; /* the logits */
     /* With the norm inside, x and x_lo sit past gate_up's staged rows and the logits. */
     size_t nx = (size_t)fa.T * L.xs_stride * 2;
     if ((size_t)fa.T * fa.E * 4 > nx) nx = (size_t)fa.T * fa.E * 4;
-    L.nx_off = L.xs_off + (int)((nx + 15) / 16 * 16);
+    const int nx_rel = (int)((nx + 15) / 16 * 16);
     if (fa.nh) {
         if (fa.H / 8 > FS_THREADS || !fa.ndelta || !fa.ngain) return cudaErrorInvalidValue;
-        const size_t need = (size_t)(L.nx_off - L.xs_off) + 4 * (size_t)fa.T * fa.H;
+        const size_t need = (size_t)nx_rel + 4 * (size_t)fa.T * fa.H;
         if (need > xs_bytes) xs_bytes = need;
     }
-    L.red_off = L.xs_off + (int)((xs_bytes + 127) / 128 * 128);
-    L.bar_off = L.red_off + FS_GROUPS * 2 * FS_GROUP_WARPS * 32 * 16;
-    const size_t smem = (size_t)L.bar_off + 2 * FS_STAGES * sizeof(uint64_t);
+    xs_bytes = (xs_bytes + 127) / 128 * 128;
+    const size_t red_bytes = FS_GROUPS * 2 * FS_GROUP_WARPS * 32 * 16;
+    /* The ring: 6 stages where they fit beside the staged rows (T ≤ 2 at gpt-oss's shapes), else
+     * 4 (T = 3, 4: 12-16 activation rows of down; 4 stages are still ~98 KB in flight an SM). */
+    L.stages = FS_MAX_STAGES;
+    while (L.stages > 2 * FS_GROUPS &&
+           (size_t)L.stages * (L.stage_stride + 16) + xs_bytes + red_bytes > FS_MAX_SMEM)
+        L.stages -= FS_GROUPS;
+    L.xs_off = L.stages * L.stage_stride;
+    L.nx_off = L.xs_off + nx_rel;
+    L.red_off = L.xs_off + (int)xs_bytes;
+    L.bar_off = L.red_off + (int)red_bytes;
+    const size_t smem = (size_t)L.bar_off + 2 * (size_t)L.stages * sizeof(uint64_t);
     if (smem > FS_MAX_SMEM) return cudaErrorInvalidValue;
     if (!per_device_done(&g_stream_attrs_set)) {
         for (int v = 0; v < 4; v++)
