@@ -24,7 +24,11 @@
 #    leaves DRAM idle; the attention kernel asks for the router rows; both kernels' streamed
 #    copies are evict_first): the QKV phase from L2 instead of DRAM, ~3-4 us a layer: +4-8 % over
 #    "both" at batch 1.
-#  - the MoE stream form alone: session 21's prediction (scripts/device/session21_call1.sh).
+#  - the MoE stream form (session 21's prediction, written before any run): the MoE block alone at
+#    T = 1 (router, routing, gate_up, down: ~36 us as four launches) ~22-26 us (router phase and
+#    barrier ~6, routing ~2, the four experts' 53 MB at 3.5-4 TB/s ~14, the barrier between gate_up
+#    and down hidden by the stream), stream / unfused 0.60-0.75; in the step 120b batch 1 +8-15 %,
+#    batch 2 +5-12 %, 20b batch 1 +8-15 %; mode 4 (the MLP norm inside) +3-5 % over mode 3.
 # Decision: the attention kernel becomes the default at each batch (1-4) where it gains beyond the
 # rounds' spread, the MoE form at 1-4 likewise, the L2 hints where "pf" gains over "both"; a form
 # that gains nowhere is removed. If the attention kernel loses, the bench's probe columns (the
