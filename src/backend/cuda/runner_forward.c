@@ -266,7 +266,7 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
             continue;
         }
         if (fused && moe_fused_enabled() == 4) { /* the MLP norm inside the MoE stream kernel */
-            /* the next layer's QKV rows to L2 as the MoE's weights run out (runner_l2_next) */
+            /* the next layer's QKV rows to L2 during the MoE's routing chain (runner_l2_next) */
             const bool pf = runner_l2_next() && l + 1 < b->L && runner_attn_stream(b, p);
             CU(moe_decode_stream_norm(&ly->moe, w->h, w->o, ly->mlp_norm, b->eps, ly->router_w,
                                       ly->router_b, w->router, &rt, &p->moe, w->act, w->y_slots,
