@@ -34,6 +34,7 @@
  * fp32 and block b's O rows [b H / G, (b + 1) H / G) are multiplied a warp a row as in phase 1,
  * plus the bias, rounded to bf16. */
 #include "backend/cuda/attn_stream.h"
+#include "backend/cuda/attn_stream_plan.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_util.cuh"
 #include "backend/cuda/gemv_row.cuh"
@@ -53,7 +54,7 @@ enum {
     AS_HD = 64,                             /* head_dim */
     AS_HALF = 32,                           /* RoPE's rotation partner distance */
     AS_GQA = 8,                             /* query heads a KV head */
-    AS_KEYS = 64,                           /* keys a chunk */
+    AS_KEYS = ASP_KEYS,                     /* keys a chunk */
     AS_ROW_BYTES = 128,                     /* one key's 64 bf16 values */
     AS_KV_BUF = 2 * AS_KEYS * AS_ROW_BYTES, /* K and V of one chunk */
     AS_MAX_SMEM = 224 * 1024
@@ -258,13 +259,11 @@ static __device__ void as_attention(const as_params &P, const as_layout &L, unsi
     const int seq = item / (nkv * SL), kvh = item / SL % nkv, split = item % SL;
     const int q_row = a.seqs.query_start[seq];
     if (a.seqs.query_start[seq + 1] - q_row != 1) return; /* not one new token: not this kernel's */
-    const int pos = a.seqs.start_pos[seq];
-    const int k_lo = a.seqs.window > 0 ? max(0, pos - a.seqs.window + 1) : 0, key_end = pos + 1;
-    const int n_chunks = (key_end - k_lo + AS_KEYS - 1) / AS_KEYS;
-    const int per = (n_chunks + min(SL, n_chunks) - 1) / min(SL, n_chunks);
-    const int S = (n_chunks + per - 1) / per; /* splits with keys */
+    const int pos = a.seqs.start_pos[seq], key_end = pos + 1;
+    int k_lo, c0, c1;
+    const int n_chunks = asp_chunks(pos, a.seqs.window, &k_lo);
+    const int S = asp_split(n_chunks, SL, split, &c0, &c1); /* splits with keys */
     if (split >= S) return;
-    const int c0 = split * per, c1 = min(n_chunks, c0 + per);
     const int32_t *table = a.seqs.tables + (size_t)seq * a.seqs.stride;
     const int first = a.seqs.table_first ? a.seqs.table_first[seq] : 0;
 
@@ -374,11 +373,10 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
     uint64_t *full = (uint64_t *)(as_smem + L.bar_off), *empty = full + S;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int H = a.H, Q = P.n_heads * AS_HD, G = gridDim.x, b = blockIdx.x;
-    const int n_pairs_all = (P.n_heads + 2 * P.n_kv_heads) * AS_HALF;
-    const int p0 = (int)((long long)b * n_pairs_all / G),
-              n_pairs = (int)((long long)(b + 1) * n_pairs_all / G) - p0;
-    const int r0 = (int)((long long)b * H / G),
-              n_rows = P.stop_after ? 0 : (int)((long long)(b + 1) * H / G) - r0;
+    int p0, r0;
+    const int n_pairs = asp_share(b, G, (P.n_heads + 2 * P.n_kv_heads) * AS_HALF, &p0);
+    const int my_rows = asp_share(b, G, H, &r0);
+    const int n_rows = P.stop_after ? 0 : my_rows; /* the probe streams no O rows */
     const int qkv_row_bytes = H * 2, o_row_bytes = Q * 2;
     if (threadIdx.x == 0) {
         for (int s = 0; s < S; s++) mbar_init(&full[s], 1), mbar_init(&empty[s], 1);
