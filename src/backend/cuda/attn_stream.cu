@@ -7,6 +7,10 @@
  * free stage, never for the grid, so O's rows stream in while the grid waits at the barriers and
  * computes attention.
  *
+ * Before phase 1 the consumers load what the epilogues need besides their sums (the QKV and O
+ * biases, RoPE's cos and sin, the tokens' slots) and work out phase 2's item (its sequence, keys and
+ * sink), so that no model-memory or step-data load sits on a phase's chain of dependent steps.
+ *
  * Phase 1, QKV + RoPE + KV write. The QKV rows are dealt as rotation pairs: pair p is rows
  * 64 h + i and 64 h + i + 32 of head h (q heads, then k heads, then v heads; i < 32), the two
  * values RoPE rotates together (rope_kv.h: "half-split" pairing), so the warp that makes them also
@@ -67,6 +71,8 @@ struct as_layout {
     int stage_bytes; /* max(a QKV pair: 2 H · 2, an O row: Q · 2), a multiple of 128 */
     int xs_off;      /* the staged token rows (fp32) or, in phase 2, the K/V chunk buffers */
     int bar_off;     /* full[stages], empty[stages] */
+    int pre_off;     /* as_pre: the epilogues' preloaded values */
+    int max_pairs;   /* the most QKV pairs a block owns (the rows: at most H / G + 1) */
     int stages;      /* the ring's: as many as fit beside the staged rows, ≤ AS_MAX_STAGES */
     int slots;       /* split slots of a (sequence, KV head) */
 };
@@ -188,33 +194,63 @@ template <int T> static __device__ __forceinline__ float as_pick(const float acc
     return v;
 }
 
+/* What phase 1's and phase 3's epilogues read besides their sums, loaded at the kernel's start so
+ * that no dependent global load sits between a stage's products and its stores (the biases are
+ * model memory, which leaves L2 between steps; session 17 measured such loads on the chains):
+ * per pair of the block its two QKV biases and, per token, RoPE's cos and sin; per O row its bias.
+ * In shared memory past the barriers (as_layout.pre_off). */
+struct as_pre {
+    float *qkv_bias; /* [pairs][2] */
+    float *cs;       /* [pairs][T][2]: cos, sin (rotated heads only) */
+    float *o_bias;   /* [rows] */
+};
+
 static __device__ __forceinline__ float bias_at(const uint16_t *b, int i) {
     return b ? bf16_bits_to_f32(b[i]) : 0.f;
 }
 
-/* Phase 1's epilogue for pair (head hh, dim i) and token t = lane < T: the biases, then RoPE and
- * the stores (q heads to q, k heads rotated and v heads plain to the cache at the token's slot). */
-static __device__ __forceinline__ void as_qkv_store(const as_params &P, int hh, int i, int t,
-                                                    float x1, float x2) {
+template <int T>
+static __device__ void as_preload(const as_params &P, const as_pre &pre, int p0, int n_pairs,
+                                  int r0, int n_rows) {
     const attn_stream_args &a = P.a;
-    const int r1 = hh * AS_HD + i, r2 = r1 + AS_HALF;
-    x1 += bias_at(a.qkv_b, r1), x2 += bias_at(a.qkv_b, r2);
+    for (int i = threadIdx.x; i < n_pairs; i += AS_CWARPS * 32) {
+        const int p = p0 + i, r1 = p / AS_HALF * AS_HD + p % AS_HALF;
+        pre.qkv_bias[2 * i] = bias_at(a.qkv_b, r1);
+        pre.qkv_bias[2 * i + 1] = bias_at(a.qkv_b, r1 + AS_HALF);
+    }
+    for (int i = threadIdx.x; i < n_pairs * T; i += AS_CWARPS * 32) {
+        const int pi = i / T, t = i - pi * T, p = p0 + pi;
+        if (p / AS_HALF >= P.n_heads + P.n_kv_heads) continue; /* a v head: no rotation */
+        float c, sn;
+        rope_cos_sin_at(a.positions[t], P.f.inv_freq[p % AS_HALF], P.f.concentration, &c, &sn);
+        pre.cs[2 * i] = c, pre.cs[2 * i + 1] = sn;
+    }
+    for (int i = threadIdx.x; i < n_rows; i += AS_CWARPS * 32)
+        pre.o_bias[i] = bias_at(a.o_b, r0 + i);
+}
+
+/* Phase 1's epilogue for the block's pair pi (head hh, dim i) and token t = lane < T (slot: its
+ * cache slot): the biases, then RoPE and the stores (q heads to q, k heads rotated and v heads plain
+ * to the cache at the token's slot), with rope_kv_row.cuh's arithmetic. */
+template <int T>
+static __device__ __forceinline__ void as_qkv_store(const as_params &P, const as_pre &pre, int pi,
+                                                    int hh, int i, int t, int slot, float x1,
+                                                    float x2) {
+    const attn_stream_args &a = P.a;
+    x1 += pre.qkv_bias[2 * pi], x2 += pre.qkv_bias[2 * pi + 1];
     if (hh >= P.n_heads + P.n_kv_heads) { /* a v head: no rotation */
-        const int slot = a.slots[t];
         if (slot < 0) return;
         uint16_t *v = (uint16_t *)a.v_cache + kv_cache_offset(slot, hh - P.n_heads - P.n_kv_heads,
                                                               P.n_kv_heads, AS_HD, P.bs_shift);
         v[i] = f32_to_bf16_bits(x1), v[i + AS_HALF] = f32_to_bf16_bits(x2);
         return;
     }
-    float c, s, o1, o2;
-    rope_cos_sin_at(a.positions[t], P.f.inv_freq[i], P.f.concentration, &c, &s);
-    rope_rotate(x1, x2, c, s, &o1, &o2);
+    float o1, o2;
+    rope_rotate(x1, x2, pre.cs[2 * (pi * T + t)], pre.cs[2 * (pi * T + t) + 1], &o1, &o2);
     uint16_t *dst;
     if (hh < P.n_heads) {
         dst = a.q + ((size_t)t * P.n_heads + hh) * AS_HD;
     } else {
-        const int slot = a.slots[t];
         if (slot < 0) return;
         dst = (uint16_t *)a.k_cache +
               kv_cache_offset(slot, hh - P.n_heads, P.n_kv_heads, AS_HD, P.bs_shift);
@@ -250,22 +286,45 @@ static __device__ __forceinline__ void as_load_chunk(const as_params &P, const i
     }
 }
 
-/* Phase 2 for this block's item, if it has one. */
-static __device__ void as_attention(const as_params &P, const as_layout &L, unsigned char *smem) {
+/* This block's phase-2 item, worked out at the kernel's start from the step's arrays (written
+ * before the kernel) and the sinks (model memory), so that phase 2 begins with its copies. */
+struct as_item {
+    int active; /* 0: no item (past the grid's items, not a one-token sequence, a split with no keys) */
+    int seq, kvh, split, S, q_row, key_end, k_lo, c0, c1, first;
+    const int32_t *table;
+    float sink2; /* this warp's head's sink, in log2 units */
+};
+
+static __device__ as_item as_item_plan(const as_params &P, const as_layout &L) {
     const attn_stream_args &a = P.a;
+    const int T = a.T, SL = L.slots, nkv = P.n_kv_heads, item = blockIdx.x;
+    as_item it;
+    it.active = 0;
+    if (item >= T * nkv * SL) return it;
+    it.seq = item / (nkv * SL), it.kvh = item / SL % nkv, it.split = item % SL;
+    it.q_row = a.seqs.query_start[it.seq];
+    if (a.seqs.query_start[it.seq + 1] - it.q_row != 1) return it; /* not one new token */
+    const int pos = a.seqs.start_pos[it.seq];
+    it.key_end = pos + 1;
+    const int n_chunks = asp_chunks(pos, a.seqs.window, &it.k_lo);
+    it.S = asp_split(n_chunks, SL, it.split, &it.c0, &it.c1); /* splits with keys */
+    if (it.split >= it.S) return it;
+    it.table = a.seqs.tables + (size_t)it.seq * a.seqs.stride;
+    it.first = a.seqs.table_first ? a.seqs.table_first[it.seq] : 0;
+    it.sink2 = a.sinks[it.kvh * AS_GQA + (threadIdx.x >> 5)] * AS_LOG2E;
+    it.active = 1;
+    return it;
+}
+
+/* Phase 2 for this block's item, if it has one. */
+static __device__ void as_attention(const as_params &P, const as_layout &L, const as_item &it,
+                                    unsigned char *smem) {
+    const attn_stream_args &a = P.a;
+    if (!it.active) return;
     const int T = a.T, SL = L.slots, nkv = P.n_kv_heads;
-    const int item = blockIdx.x;
-    if (item >= T * nkv * SL) return;
-    const int seq = item / (nkv * SL), kvh = item / SL % nkv, split = item % SL;
-    const int q_row = a.seqs.query_start[seq];
-    if (a.seqs.query_start[seq + 1] - q_row != 1) return; /* not one new token: not this kernel's */
-    const int pos = a.seqs.start_pos[seq], key_end = pos + 1;
-    int k_lo, c0, c1;
-    const int n_chunks = asp_chunks(pos, a.seqs.window, &k_lo);
-    const int S = asp_split(n_chunks, SL, split, &c0, &c1); /* splits with keys */
-    if (split >= S) return;
-    const int32_t *table = a.seqs.tables + (size_t)seq * a.seqs.stride;
-    const int first = a.seqs.table_first ? a.seqs.table_first[seq] : 0;
+    const int seq = it.seq, kvh = it.kvh, split = it.split, S = it.S, q_row = it.q_row;
+    const int key_end = it.key_end, k_lo = it.k_lo, c0 = it.c0, c1 = it.c1, first = it.first;
+    const int32_t *table = it.table;
 
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int head = kvh * AS_GQA + warp;
@@ -278,7 +337,7 @@ static __device__ void as_attention(const as_params &P, const as_layout &L, unsi
     const uint4 *qp = (const uint4 *)(a.q + ((size_t)q_row * P.n_heads + head) * AS_HD);
 #pragma unroll
     for (int ch = 0; ch < 8; ch++) unpack_bf16x8(__ldcg(qp + ch), qf + 8 * ch);
-    const float sl2 = a.scale * AS_LOG2E, sink2 = a.sinks[head] * AS_LOG2E;
+    const float sl2 = a.scale * AS_LOG2E, sink2 = it.sink2;
     float m = sink2, l = 0.f, o0 = 0.f, o1 = 0.f;
 
     for (int c = c0; c < c1; c++) {
@@ -410,6 +469,16 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
         return;
     }
 
+    /* Before the first stage lands: the epilogues' biases and RoPE factors, this lane's token slot,
+     * phase 2's item (their loads are off the phases' chains; the barrier below publishes pre). */
+    as_pre pre;
+    pre.qkv_bias = (float *)(as_smem + L.pre_off);
+    pre.cs = pre.qkv_bias + 2 * L.max_pairs;
+    pre.o_bias = pre.cs + 2 * T * L.max_pairs;
+    as_preload<T>(P, pre, p0, n_pairs, r0, my_rows);
+    const int slot = lane < T ? a.slots[lane] : -1;
+    const as_item item = as_item_plan(P, L);
+
     /* Phase 1: QKV pairs, RoPE, the KV write. */
     if (a.nh)
         as_norm_rows<T>(a, xs);
@@ -425,8 +494,8 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
         if (lane == 0) mbar_arrive(&empty[s]);
         if (lane < T) {
             const int p = p0 + q;
-            as_qkv_store(P, p / AS_HALF, p % AS_HALF, lane, as_pick<T>(acc[0], lane),
-                         as_pick<T>(acc[1], lane));
+            as_qkv_store<T>(P, pre, q, p / AS_HALF, p % AS_HALF, lane, slot,
+                            as_pick<T>(acc[0], lane), as_pick<T>(acc[1], lane));
         }
     }
     grid_barrier_with(a.bar, 0, [] { consumers_sync(); });
@@ -436,7 +505,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
     if (P.stop_after == 1) return;
 
     /* Phase 2: attention (its chunk buffers overlay the staged rows). */
-    as_attention(P, L, as_smem);
+    as_attention(P, L, item, as_smem);
     grid_barrier_with(a.bar, 0, [] { consumers_sync(); });
     if (P.stop_after == 2) return;
 
@@ -454,7 +523,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
         if (lane < T) {
             const int row = r0 + q - n_pairs;
             a.o[(size_t)lane * H + row] =
-                f32_to_bf16_bits(as_pick<T>(acc[0], lane) + bias_at(a.o_b, row));
+                f32_to_bf16_bits(as_pick<T>(acc[0], lane) + pre.o_bias[q - n_pairs]);
         }
     }
 }
@@ -538,14 +607,19 @@ extern "C" cudaError_t attn_stream_layer(const attn_dims *d, const rope_kv_freq 
     size_t xs = (size_t)a->T * (a->H > Q ? a->H : Q) * 4;
     if (xs < 2 * AS_KV_BUF) xs = 2 * AS_KV_BUF;
     xs = (xs + 127) / 128 * 128;
-    /* as many stages as fit beside the staged rows and the barriers (16 up to two tokens) */
-    const size_t bars = 2 * AS_MAX_STAGES * sizeof(uint64_t);
-    L.stages = xs + bars < AS_MAX_SMEM ? (int)((AS_MAX_SMEM - xs - bars) / L.stage_bytes) : 0;
+    /* the preloaded values: per pair its biases and T (cos, sin), per O row its bias */
+    const int pairs_all = (d->n_heads + 2 * d->n_kv_heads) * AS_HALF;
+    L.max_pairs = (pairs_all + sms - 1) / sms;
+    const size_t pre = ((size_t)L.max_pairs * (2 + 2 * a->T) + (size_t)(a->H + sms - 1) / sms) * 4;
+    /* as many stages as fit beside the staged rows, the barriers and those (16 up to two tokens) */
+    const size_t bars = 2 * AS_MAX_STAGES * sizeof(uint64_t), rest = xs + bars + pre;
+    L.stages = rest < AS_MAX_SMEM ? (int)((AS_MAX_SMEM - rest) / L.stage_bytes) : 0;
     if (L.stages > AS_MAX_STAGES) L.stages = AS_MAX_STAGES;
     if (L.stages < 4) return cudaErrorInvalidValue;
     L.xs_off = L.stages * L.stage_bytes;
     L.bar_off = L.xs_off + (int)xs;
-    const size_t smem = (size_t)L.bar_off + 2 * L.stages * sizeof(uint64_t);
+    L.pre_off = L.bar_off + (int)bars;
+    const size_t smem = (size_t)L.pre_off + pre;
 
     as_params P;
     P.a = *a, P.f = *f;
