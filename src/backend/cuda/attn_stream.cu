@@ -30,6 +30,8 @@
  * output dims 2j, 2j + 1 over the chunk's keys (P in fp32). The chunks come into shared memory by
  * cp.async, two buffers (the next chunk's copies in flight while this one is used), rows XOR-
  * swizzled by 16-byte chunk so that the lanes' rows and a row's words read without bank conflicts.
+ * The item's first chunk is asked for before phase 1 (every key but the new one, whose row follows
+ * after the barrier), so its table reads and DRAM latency overlap phase 1.
  * One split: the output is final. Several: the (max, sum, output) partials go to global memory and
  * the last block of the (sequence, KV head) to finish merges them (a counter per group, reset by
  * that block), as attn_decode's fused merge does.
@@ -72,6 +74,7 @@ struct as_layout {
     int xs_off;      /* the staged token rows (fp32) or, in phase 2, the K/V chunk buffers */
     int bar_off;     /* full[stages], empty[stages] */
     int pre_off;     /* as_pre: the epilogues' preloaded values */
+    int kv_a_off;    /* phase 2's chunk buffer A, past the staged token rows (B: at xs_off) */
     int max_pairs;   /* the most QKV pairs a block owns (the rows: at most H / G + 1) */
     int stages;      /* the ring's: as many as fit beside the staged rows, ≤ AS_MAX_STAGES */
     int slots;       /* split slots of a (sequence, KV head) */
@@ -265,15 +268,17 @@ static __device__ __forceinline__ uint32_t as_swz(int r, int ch) {
 }
 
 /* The copies of chunk keys [u0, u0 + AS_KEYS) ∩ [.., key_end) of KV head kvh into buffer kv (K then
- * V); rows past key_end are zero-filled (no read). */
+ * V); rows past key_end are zero-filled (no read); the row of key `skip` is left alone (the new
+ * key, not yet written when the chunk is asked for before phase 1: as_load_key brings it later). */
 static __device__ __forceinline__ void as_load_chunk(const as_params &P, const int32_t *table,
                                                      int first, int kvh, int u0, int key_end,
-                                                     uint32_t kv) {
+                                                     uint32_t kv, int skip) {
     const attn_stream_args &a = P.a;
     const int mask = (1 << P.bs_shift) - 1;
     for (int idx = threadIdx.x; idx < 2 * AS_KEYS * 8; idx += AS_CWARPS * 32) {
         const int which = idx / (AS_KEYS * 8), r = (idx >> 3) & (AS_KEYS - 1), ch = idx & 7;
         const int u = u0 + r;
+        if (u == skip) continue;
         const uint16_t *base = which ? (const uint16_t *)a.v_cache : (const uint16_t *)a.k_cache;
         const uint16_t *src = base;
         if (u < key_end) {
@@ -284,6 +289,19 @@ static __device__ __forceinline__ void as_load_chunk(const as_params &P, const i
         cp_async16(kv + (uint32_t)(which * AS_KEYS * AS_ROW_BYTES) + as_swz(r, ch), src,
                    u < key_end ? 16 : 0);
     }
+}
+
+/* Key u's K and V rows (row u - u0 of the chunk buffer kv), by the first 16 threads. */
+static __device__ __forceinline__ void as_load_key(const as_params &P, const int32_t *table,
+                                                   int first, int kvh, int u0, int u, uint32_t kv) {
+    const attn_stream_args &a = P.a;
+    if (threadIdx.x >= 16) return;
+    const int which = threadIdx.x >> 3, ch = threadIdx.x & 7, r = u - u0;
+    const uint16_t *base = which ? (const uint16_t *)a.v_cache : (const uint16_t *)a.k_cache;
+    const int blk = table[(u >> P.bs_shift) - first];
+    const int slot = (blk << P.bs_shift) | (u & ((1 << P.bs_shift) - 1));
+    cp_async16(kv + (uint32_t)(which * AS_KEYS * AS_ROW_BYTES) + as_swz(r, ch),
+               base + kv_cache_offset(slot, kvh, P.n_kv_heads, AS_HD, P.bs_shift) + ch * 8, 16);
 }
 
 /* This block's phase-2 item, worked out at the kernel's start from the step's arrays (written
@@ -316,6 +334,17 @@ static __device__ as_item as_item_plan(const as_params &P, const as_layout &L) {
     return it;
 }
 
+/* The item's first chunk, asked for before phase 1 into buffer A (past the staged token rows): every
+ * key but the new one (written by phase 1 of some block), whose row as_attention brings after the
+ * grid barrier. The table reads and the DRAM latency then overlap phase 1. One cp.async group. */
+static __device__ void as_item_prefetch(const as_params &P, const as_layout &L, const as_item &it,
+                                        unsigned char *smem) {
+    if (!it.active) return;
+    as_load_chunk(P, it.table, it.first, it.kvh, it.k_lo + it.c0 * AS_KEYS, it.key_end,
+                  smem_u32(smem + L.kv_a_off), it.key_end - 1);
+    cp_async_commit();
+}
+
 /* Phase 2 for this block's item, if it has one. */
 static __device__ void as_attention(const as_params &P, const as_layout &L, const as_item &it,
                                     unsigned char *smem) {
@@ -328,9 +357,14 @@ static __device__ void as_attention(const as_params &P, const as_layout &L, cons
 
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int head = kvh * AS_GQA + warp;
-    const uint32_t buf0 = smem_u32(smem + L.xs_off);
-    as_load_chunk(P, table, first, kvh, k_lo + c0 * AS_KEYS, key_end, buf0);
-    cp_async_commit();
+    /* chunk c0 + r in buffer A (r even; the first one asked for before phase 1) or B (r odd: the
+     * staged token rows' place, free since phase 1) */
+    const uint32_t buf_a = smem_u32(smem + L.kv_a_off), buf_b = smem_u32(smem + L.xs_off);
+    {
+        const int u0 = k_lo + c0 * AS_KEYS, pos = key_end - 1;
+        if (pos < u0 + AS_KEYS) as_load_key(P, table, first, kvh, u0, pos, buf_a); /* the new key */
+        cp_async_commit();
+    }
 
     /* q of this warp's head (written by phase 1 of another block: through L2), fp32 */
     float qf[AS_HD];
@@ -341,10 +375,10 @@ static __device__ void as_attention(const as_params &P, const as_layout &L, cons
     float m = sink2, l = 0.f, o0 = 0.f, o1 = 0.f;
 
     for (int c = c0; c < c1; c++) {
-        const uint32_t kb = buf0 + (uint32_t)(((c - c0) & 1) * AS_KV_BUF), vb = kb + AS_KEYS * 128;
+        const uint32_t kb = ((c - c0) & 1) ? buf_b : buf_a, vb = kb + AS_KEYS * 128;
         if (c + 1 < c1)
             as_load_chunk(P, table, first, kvh, k_lo + (c + 1) * AS_KEYS, key_end,
-                          buf0 + (uint32_t)(((c + 1 - c0) & 1) * AS_KV_BUF));
+                          ((c + 1 - c0) & 1) ? buf_b : buf_a, -1);
         cp_async_commit();
         cp_async_wait<1>();
         consumers_sync(); /* every thread's copies of chunk c have landed */
@@ -478,6 +512,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
     as_preload<T>(P, pre, p0, n_pairs, r0, my_rows);
     const int slot = lane < T ? a.slots[lane] : -1;
     const as_item item = as_item_plan(P, L);
+    as_item_prefetch(P, L, item, as_smem);
 
     /* Phase 1: QKV pairs, RoPE, the KV write. */
     if (a.nh)
@@ -604,8 +639,12 @@ extern "C" cudaError_t attn_stream_layer(const attn_dims *d, const rope_kv_freq 
     const int Q = d->n_heads * AS_HD;
     int stage = 4 * a->H > 2 * Q ? 4 * a->H : 2 * Q;
     L.stage_bytes = (stage + 127) / 128 * 128;
-    size_t xs = (size_t)a->T * (a->H > Q ? a->H : Q) * 4;
-    if (xs < 2 * AS_KV_BUF) xs = 2 * AS_KV_BUF;
+    /* the staged token rows (phase 1: x, phase 3: the attention output) and phase 2's two chunk
+     * buffers: B over x's rows, A past them (asked for while phase 1 reads x) */
+    const size_t x_rows = ((size_t)a->T * a->H * 4 + 127) / 128 * 128;
+    size_t xs = (size_t)a->T * Q * 4;
+    if (xs < x_rows + AS_KV_BUF) xs = x_rows + AS_KV_BUF;
+    if (xs < (size_t)AS_KV_BUF + AS_KV_BUF) xs = 2 * AS_KV_BUF;
     xs = (xs + 127) / 128 * 128;
     /* the preloaded values: per pair its biases and T (cos, sin), per O row its bias */
     const int pairs_all = (d->n_heads + 2 * d->n_kv_heads) * AS_HALF;
@@ -617,6 +656,7 @@ extern "C" cudaError_t attn_stream_layer(const attn_dims *d, const rope_kv_freq 
     if (L.stages > AS_MAX_STAGES) L.stages = AS_MAX_STAGES;
     if (L.stages < 4) return cudaErrorInvalidValue;
     L.xs_off = L.stages * L.stage_bytes;
+    L.kv_a_off = L.xs_off + (int)(x_rows > (size_t)AS_KV_BUF ? x_rows : (size_t)AS_KV_BUF);
     L.bar_off = L.xs_off + (int)xs;
     L.pre_off = L.bar_off + (int)bars;
     const size_t smem = (size_t)L.pre_off + pre;
