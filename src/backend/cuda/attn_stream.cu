@@ -537,7 +537,10 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
     if (a.nh && b == 0) /* every block has read h: its new rows (written by this block) */
         for (int i = threadIdx.x; i < T * H / 4; i += AS_CWARPS * 32)
             ((float4 *)a.nh)[i] = ((const float4 *)a.nscratch)[i];
-    if (P.stop_after == 1) return;
+    if (P.stop_after == 1) { /* the probe: phase 2's first chunk may still be on its way */
+        cp_async_wait<0>();
+        return;
+    }
 
     /* Phase 2: attention (its chunk buffers overlay the staged rows). */
     as_attention(P, L, item, as_smem);
