@@ -193,7 +193,7 @@ static cudaError_t launches(gemm_ctx *g, const rope_kv_freq *f, step_case *c, co
         e = attn_decode(&c->d, &s, c->q_ref, c->k_ref, c->v_ref, NULL, w->sinks, SCALE, c->attn_ref,
                         splits, c->ws, st);
     if (e != cudaSuccess) return e;
-    if (early_o && gemv_early_supported(T, QD, HID))
+    if (early_o && T == 1 && gemv_early_supported(T, QD, HID)) /* the runner's default */
         return gemv_bf16_early(c->attn_ref, NULL, T, QD, w->o_w, HID, w->o_b, c->o_ref, 0, st);
     return gemm_bf16(g, c->attn_ref, T, QD, w->o_w, HID, w->o_b, c->o_ref, GEMM_OUT_BF16, st);
 }
