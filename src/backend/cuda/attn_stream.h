@@ -4,9 +4,9 @@
  * It replaces runner_attention's four or five launches (cuBLASLt QKV, rope_kv, attn_decode and its
  * merge, cuBLASLt O) for pure decode steps of T ≤ ATTN_STREAM_MAX_T sequences, one token each.
  *
- * Why (bench/NOTES.md, session 22): at batch 1 those launches take ~37 µs of a 120b layer's ~74 for
- * 53 MB of QKV and O weights (13 µs at 4 TB/s). Every kernel of them starts its weight stream cold
- * after the previous one ended. Here a producer warp per SM streams the block's QKV rows and then its
+ * Why (bench/NOTES.md, session 22): at batch 1 those launches span ~29-32 µs of a 120b layer's ~78
+ * (session 16's timeline) for 53 MB of QKV and O weights (13 µs at 4 TB/s). Every kernel of them
+ * starts its weight stream cold after the previous one ended. Here a producer warp per SM streams the block's QKV rows and then its
  * O rows through a ring of shared-memory stages (bulk copies, tma_ring.cuh) and never waits for the
  * grid: O's weights arrive while the grid computes attention.
  *
