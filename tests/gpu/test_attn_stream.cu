@@ -425,8 +425,8 @@ static void bench(gemm_ctx *g, const rope_kv_freq *f, rng_t *rng) {
     for (int l = 0; l < BENCH_LAYERS; l++) ws[l] = make_layer(rng);
     const double bytes = ((double)QKVD * HID + (double)HID * QD) * 2;
     printf("\n| T | layer | launches µs | stream µs | stream / launches | stream weights TB/s | "
-           "to QKV's barrier µs | to attention's barrier µs |\n");
-    printf("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+           "to QKV's barrier µs | to attention's barrier µs | O early µs |\n");
+    printf("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
     cudaStream_t st;
     CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     for (int T = 1; T <= ATTN_STREAM_MAX_T; T++)
@@ -434,9 +434,12 @@ static void bench(gemm_ctx *g, const rope_kv_freq *f, rng_t *rng) {
             const int ctx[ATTN_STREAM_MAX_T] = {1024, 1024, 1024, 1024};
             step_case c;
             build_case(&c, 32, sl == 1, ctx, T, rng);
-            float us[4]; /* launches, stream, stream to QKV's barrier, to attention's */
-            for (int form = 0; form < 4; form++) {
+            /* launches, stream, stream to QKV's barrier, to attention's, stream with O's copies
+             * as stages free (session 22's form) */
+            float us[5];
+            for (int form = 0; form < 5; form++) {
                 attn_stream_set_probe(form == 2 ? 1 : form == 3 ? 2 : 0);
+                attn_stream_set_o_early(form == 4);
                 cudaGraph_t graph;
                 cudaGraphExec_t exec;
                 CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
@@ -457,9 +460,10 @@ static void bench(gemm_ctx *g, const rope_kv_freq *f, rng_t *rng) {
                 CUDA_CHECK(cudaGraphDestroy(graph));
             }
             attn_stream_set_probe(0);
-            printf("| %d | %s | %.1f | %.1f | %.3f | %.2f | %.1f | %.1f |\n", T,
+            attn_stream_set_o_early(0);
+            printf("| %d | %s | %.1f | %.1f | %.3f | %.2f | %.1f | %.1f | %.1f |\n", T,
                    sl ? "sliding" : "full", us[0], us[1], us[1] / us[0],
-                   bytes / (us[1] * 1e-6) / 1e12, us[2], us[3]);
+                   bytes / (us[1] * 1e-6) / 1e12, us[2], us[3], us[4]);
             free_case(&c);
         }
     CUDA_CHECK(cudaStreamDestroy(st));

@@ -85,6 +85,7 @@ struct as_params {
     rope_kv_freq f;
     int n_heads, n_kv_heads, bs_shift;
     int stop_after; /* measurement (attn_stream_set_probe): 1 after QKV, 2 after attention */
+    int o_early;    /* measurement (attn_stream_set_o_early): O's copies as soon as stages free */
 };
 
 static __device__ __forceinline__ void consumers_sync(void) {
@@ -97,22 +98,13 @@ static __device__ __forceinline__ float ex2_approx(float x) {
     return y;
 }
 
-/* Rows [0, T) of K bf16 values (x, plus x_lo where given) into xs as fp32 [T][K], by the consumers.
- * COHERENT: written by other blocks of this kernel, so read through L2. */
-template <bool COHERENT>
-static __device__ __forceinline__ void as_stage_rows(const uint16_t *x, const uint16_t *x_lo, int T,
-                                                     int K, float *xs) {
+/* Rows [0, T) of K bf16 values into xs as fp32 [T][K], by the consumers: phase 3's attention
+ * output, written by other blocks of this kernel, so read through L2. */
+static __device__ __forceinline__ void as_stage_rows(const uint16_t *x, int T, int K, float *xs) {
     const int words = T * K / 8;
     for (int v = threadIdx.x; v < words; v += AS_CWARPS * 32) {
-        const uint4 *p = (const uint4 *)x + v;
         float f[8];
-        unpack_bf16x8(COHERENT ? __ldcg(p) : *p, f);
-        if (x_lo) {
-            float g[8];
-            unpack_bf16x8(((const uint4 *)x_lo)[v], g);
-#pragma unroll
-            for (int e = 0; e < 8; e++) f[e] += g[e];
-        }
+        unpack_bf16x8(__ldcg((const uint4 *)x + v), f);
         float4 *dst = (float4 *)(xs + (size_t)v * 8);
         dst[0] = make_float4(f[0], f[1], f[2], f[3]);
         dst[1] = make_float4(f[4], f[5], f[6], f[7]);
@@ -120,7 +112,7 @@ static __device__ __forceinline__ void as_stage_rows(const uint16_t *x, const ui
 }
 
 /* Phase 0 with the attention norm inside: token rows m < T of x = RMSNorm(h + Σ slots) · gain into
- * xs as fp32 (hi + lo of norm_split8: what as_stage_rows makes of norm_add_rmsnorm_split's
+ * xs as fp32 (hi + lo of norm_split8: what as_early_rows makes of norm_add_rmsnorm_split's
  * output), by the consumers replaying norm_add_kernel's row (norm_row.cuh: the same bits); block 0
  * keeps h's new rows in nscratch for after the first grid barrier. */
 template <int T> static __device__ void as_norm_rows(const attn_stream_args &a, float *xs) {
@@ -197,6 +189,77 @@ template <int T> static __device__ __forceinline__ float as_pick(const float acc
     return v;
 }
 
+/* The step's loads a block needs before (or early in) phase 1, issued by the consumers at the
+ * kernel's very start, before the producer's first copy, all at once: the staged token rows x and
+ * x_lo, the epilogues' biases and positions, the token slots, phase 2's item fields. Session 23's
+ * ncu of the first form: with them issued one after another behind the producer's flood of weight
+ * copies (24 MB requested at once over the grid), each waited ~1 µs or more, and the consumers
+ * began phase 1 ~7 µs into a 38 µs kernel. Loaded here, they share one latency. Thread i holds
+ * element i of each list (the rare i ≥ 256 is loaded later, by as_preload's remainder loops). */
+template <int T> struct as_early {
+    enum { XW = (T * ATTN_STREAM_MAX_H / 8 + AS_CWARPS * 32 - 1) / (AS_CWARPS * 32) };
+    uint4 x[XW], x_lo[XW];
+    uint16_t b1, b2, ob; /* pair i's two QKV biases, O row i's bias (bf16 bits) */
+    int pos;             /* positions[t] of cos/sin item i = (pair i / T, token i % T) */
+    int slot;            /* this lane's token slot (lane < T) */
+    int qs0, qs1, sp, tf;
+    float sink;
+};
+
+template <int T>
+static __device__ __forceinline__ void as_early_load(const as_params &P, const as_layout &L, int p0,
+                                                     int n_pairs, int r0, int n_rows,
+                                                     as_early<T> &e) {
+    const attn_stream_args &a = P.a;
+    const int i = threadIdx.x, lane = i & 31;
+    if (!a.nh) {
+        const int words = T * a.H / 8;
+#pragma unroll
+        for (int k = 0; k < as_early<T>::XW; k++) {
+            const int v = i + k * AS_CWARPS * 32;
+            e.x[k] = v < words ? ((const uint4 *)a.x)[v] : make_uint4(0, 0, 0, 0);
+            e.x_lo[k] = v < words && a.x_lo ? ((const uint4 *)a.x_lo)[v] : make_uint4(0, 0, 0, 0);
+        }
+    }
+    e.b1 = e.b2 = e.ob = 0;
+    if (i < n_pairs && a.qkv_b) {
+        const int p = p0 + i, r1 = p / AS_HALF * AS_HD + p % AS_HALF;
+        e.b1 = a.qkv_b[r1], e.b2 = a.qkv_b[r1 + AS_HALF];
+    }
+    e.pos = i < n_pairs * T ? a.positions[i % T] : 0;
+    if (i < n_rows && a.o_b) e.ob = a.o_b[r0 + i];
+    e.slot = lane < T ? a.slots[lane] : -1;
+    const int SL = L.slots, nkv = P.n_kv_heads, item = blockIdx.x;
+    e.qs0 = e.qs1 = e.sp = e.tf = 0;
+    e.sink = 0.f;
+    if (item < T * nkv * SL) {
+        const int seq = item / (nkv * SL), kvh = item / SL % nkv;
+        e.qs0 = a.seqs.query_start[seq], e.qs1 = a.seqs.query_start[seq + 1];
+        e.sp = a.seqs.start_pos[seq];
+        e.tf = a.seqs.table_first ? a.seqs.table_first[seq] : 0;
+        e.sink = a.sinks[kvh * AS_GQA + (i >> 5)];
+    }
+}
+
+/* x + x_lo of as_early into xs as fp32 [T][H], summed in fp32. */
+template <int T>
+static __device__ __forceinline__ void as_early_rows(const as_early<T> &e, int H, float *xs) {
+    const int words = T * H / 8;
+#pragma unroll
+    for (int k = 0; k < as_early<T>::XW; k++) {
+        const int v = threadIdx.x + k * AS_CWARPS * 32;
+        if (v >= words) break;
+        float f[8], g[8];
+        unpack_bf16x8(e.x[k], f);
+        unpack_bf16x8(e.x_lo[k], g);
+#pragma unroll
+        for (int j = 0; j < 8; j++) f[j] += g[j];
+        float4 *dst = (float4 *)(xs + (size_t)v * 8);
+        dst[0] = make_float4(f[0], f[1], f[2], f[3]);
+        dst[1] = make_float4(f[4], f[5], f[6], f[7]);
+    }
+}
+
 /* What phase 1's and phase 3's epilogues read besides their sums, loaded at the kernel's start so
  * that no dependent global load sits between a stage's products and its stores (the biases are
  * model memory, which leaves L2 between steps; session 17 measured such loads on the chains):
@@ -213,23 +276,25 @@ static __device__ __forceinline__ float bias_at(const uint16_t *b, int i) {
 }
 
 template <int T>
-static __device__ void as_preload(const as_params &P, const as_pre &pre, int p0, int n_pairs,
-                                  int r0, int n_rows) {
+static __device__ void as_preload(const as_params &P, const as_pre &pre, const as_early<T> &e,
+                                  int p0, int n_pairs, int r0, int n_rows) {
     const attn_stream_args &a = P.a;
-    for (int i = threadIdx.x; i < n_pairs; i += AS_CWARPS * 32) {
+    const int n = AS_CWARPS * 32;
+    for (int i = threadIdx.x; i < n_pairs; i += n) {
         const int p = p0 + i, r1 = p / AS_HALF * AS_HD + p % AS_HALF;
-        pre.qkv_bias[2 * i] = bias_at(a.qkv_b, r1);
-        pre.qkv_bias[2 * i + 1] = bias_at(a.qkv_b, r1 + AS_HALF);
+        pre.qkv_bias[2 * i] = i < n ? bf16_bits_to_f32(e.b1) : bias_at(a.qkv_b, r1);
+        pre.qkv_bias[2 * i + 1] = i < n ? bf16_bits_to_f32(e.b2) : bias_at(a.qkv_b, r1 + AS_HALF);
     }
-    for (int i = threadIdx.x; i < n_pairs * T; i += AS_CWARPS * 32) {
+    for (int i = threadIdx.x; i < n_pairs * T; i += n) {
         const int pi = i / T, t = i - pi * T, p = p0 + pi;
         if (p / AS_HALF >= P.n_heads + P.n_kv_heads) continue; /* a v head: no rotation */
         float c, sn;
-        rope_cos_sin_at(a.positions[t], P.f.inv_freq[p % AS_HALF], P.f.concentration, &c, &sn);
+        rope_cos_sin_at(i < n ? e.pos : a.positions[t], P.f.inv_freq[p % AS_HALF],
+                        P.f.concentration, &c, &sn);
         pre.cs[2 * i] = c, pre.cs[2 * i + 1] = sn;
     }
-    for (int i = threadIdx.x; i < n_rows; i += AS_CWARPS * 32)
-        pre.o_bias[i] = bias_at(a.o_b, r0 + i);
+    for (int i = threadIdx.x; i < n_rows; i += n)
+        pre.o_bias[i] = i < n ? bf16_bits_to_f32(e.ob) : bias_at(a.o_b, r0 + i);
 }
 
 /* Phase 1's epilogue for the block's pair pi (head hh, dim i) and token t = lane < T (slot: its
@@ -305,7 +370,7 @@ static __device__ __forceinline__ void as_load_key(const as_params &P, const int
 }
 
 /* This block's phase-2 item, worked out at the kernel's start from the step's arrays (written
- * before the kernel) and the sinks (model memory), so that phase 2 begins with its copies. */
+ * before the kernel; as_early loaded the fields) and the sinks (model memory). */
 struct as_item {
     int active; /* 0: no item (past the grid's items, not a one-token sequence, a split with no keys) */
     int seq, kvh, split, S, q_row, key_end, k_lo, c0, c1, first;
@@ -313,30 +378,34 @@ struct as_item {
     float sink2; /* this warp's head's sink, in log2 units */
 };
 
-static __device__ as_item as_item_plan(const as_params &P, const as_layout &L) {
+template <int T>
+static __device__ as_item as_item_plan(const as_params &P, const as_layout &L,
+                                       const as_early<T> &e) {
     const attn_stream_args &a = P.a;
-    const int T = a.T, SL = L.slots, nkv = P.n_kv_heads, item = blockIdx.x;
+    const int SL = L.slots, nkv = P.n_kv_heads, item = blockIdx.x;
     as_item it;
     it.active = 0;
     if (item >= T * nkv * SL) return it;
     it.seq = item / (nkv * SL), it.kvh = item / SL % nkv, it.split = item % SL;
-    it.q_row = a.seqs.query_start[it.seq];
-    if (a.seqs.query_start[it.seq + 1] - it.q_row != 1) return it; /* not one new token */
-    const int pos = a.seqs.start_pos[it.seq];
+    it.q_row = e.qs0;
+    if (e.qs1 - e.qs0 != 1) return it; /* not one new token */
+    const int pos = e.sp;
     it.key_end = pos + 1;
     const int n_chunks = asp_chunks(pos, a.seqs.window, &it.k_lo);
     it.S = asp_split(n_chunks, SL, it.split, &it.c0, &it.c1); /* splits with keys */
     if (it.split >= it.S) return it;
     it.table = a.seqs.tables + (size_t)it.seq * a.seqs.stride;
-    it.first = a.seqs.table_first ? a.seqs.table_first[it.seq] : 0;
-    it.sink2 = a.sinks[it.kvh * AS_GQA + (threadIdx.x >> 5)] * AS_LOG2E;
+    it.first = e.tf;
+    it.sink2 = e.sink * AS_LOG2E;
     it.active = 1;
     return it;
 }
 
-/* The item's first chunk, asked for before phase 1 into buffer A (past the staged token rows): every
- * key but the new one (written by phase 1 of some block), whose row as_attention brings after the
- * grid barrier. The table reads and the DRAM latency then overlap phase 1. One cp.async group. */
+/* The item's first chunk, asked for at the end of phase 1 into buffer A (past the staged token
+ * rows): every key but the new one (written by phase 1 of some block), whose row as_attention
+ * brings after the grid barrier. The table reads and the copies then overlap the barrier's wait
+ * (before phase 1 they held the consumers back: a table read under the weight copies' flood). One
+ * cp.async group. */
 static __device__ void as_item_prefetch(const as_params &P, const as_layout &L, const as_item &it,
                                         unsigned char *smem) {
     if (!it.active) return;
@@ -464,6 +533,8 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
     float *xs = (float *)(as_smem + L.xs_off);
     const int S = L.stages;
     uint64_t *full = (uint64_t *)(as_smem + L.bar_off), *empty = full + S;
+    uint64_t *o_go =
+        full + 2 * AS_MAX_STAGES; /* phase 1 is done over the grid: O's copies may go */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int H = a.H, Q = P.n_heads * AS_HD, G = gridDim.x, b = blockIdx.x;
     int p0, r0;
@@ -471,18 +542,28 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
     const int my_rows = asp_share(b, G, H, &r0);
     const int n_rows = P.stop_after ? 0 : my_rows; /* the probe streams no O rows */
     const int qkv_row_bytes = H * 2, o_row_bytes = Q * 2;
+    /* The consumers' loads go out first, before the producer's copies (as_early). */
+    as_early<T> early;
+    if (warp < AS_CWARPS) as_early_load<T>(P, L, p0, n_pairs, r0, my_rows, early);
     if (threadIdx.x == 0) {
         for (int s = 0; s < S; s++) mbar_init(&full[s], 1), mbar_init(&empty[s], 1);
+        mbar_init(o_go, 1);
         mbar_init_fence();
     }
     __syncthreads();
 
-    if (warp == AS_CWARPS) { /* the producer: QKV pairs, then O rows; never waits for the grid */
+    /* The producer: QKV pairs, then O rows. O's copies wait for phase 1's grid barrier (o_go):
+     * issued as stages free during phase 1, they took DRAM from the QKV rows of the blocks still
+     * in phase 1, whose late refills queued behind them, and the whole grid waited at the barrier
+     * (session 23's ncu: ~9 µs of 38 there). After the barrier they stream during phase 2, whose
+     * work is latency, not bytes. */
+    if (warp == AS_CWARPS) {
         if (lane != 0) return;
         const uint64_t once = l2_policy_evict_first();
         for (int q = 0; q < n_pairs + n_rows; q++) {
             if (q == S) /* the ring is full: the next kernel's first weights to L2 */
                 l2_prefetch_share(a.l2_next, a.l2_next_bytes);
+            if (q == n_pairs && !P.o_early) mbar_wait_or_trap(o_go, 0);
             const int s = q % S;
             if (q >= S) mbar_wait_or_trap(&empty[s], (q / S - 1) & 1);
             unsigned char *dst = ring + (size_t)s * L.stage_bytes;
@@ -503,22 +584,22 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
         return;
     }
 
-    /* Before the first stage lands: the epilogues' biases and RoPE factors, this lane's token slot,
-     * phase 2's item (their loads are off the phases' chains; the barrier below publishes pre). */
+    /* Before the first stage lands: the staged token rows, the epilogues' biases and RoPE factors,
+     * this lane's token slot, phase 2's item, from as_early's loads (the barrier below publishes
+     * them). */
     as_pre pre;
     pre.qkv_bias = (float *)(as_smem + L.pre_off);
     pre.cs = pre.qkv_bias + 2 * L.max_pairs;
     pre.o_bias = pre.cs + 2 * T * L.max_pairs;
-    as_preload<T>(P, pre, p0, n_pairs, r0, my_rows);
-    const int slot = lane < T ? a.slots[lane] : -1;
-    const as_item item = as_item_plan(P, L);
-    as_item_prefetch(P, L, item, as_smem);
-
-    /* Phase 1: QKV pairs, RoPE, the KV write. */
     if (a.nh)
         as_norm_rows<T>(a, xs);
     else
-        as_stage_rows<false>(a.x, a.x_lo, T, H, xs);
+        as_early_rows<T>(early, H, xs);
+    as_preload<T>(P, pre, early, p0, n_pairs, r0, my_rows);
+    const int slot = early.slot;
+    const as_item item = as_item_plan<T>(P, L, early);
+
+    /* Phase 1: QKV pairs, RoPE, the KV write. */
     consumers_sync();
     for (int q = warp; q < n_pairs; q += AS_CWARPS) {
         const int s = q % S;
@@ -533,7 +614,9 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
                             as_pick<T>(acc[0], lane), as_pick<T>(acc[1], lane));
         }
     }
+    as_item_prefetch(P, L, item, as_smem);
     grid_barrier_with(a.bar, 0, [] { consumers_sync(); });
+    if (threadIdx.x == 0) mbar_arrive(o_go);
     if (a.nh && b == 0) /* every block has read h: its new rows (written by this block) */
         for (int i = threadIdx.x; i < T * H / 4; i += AS_CWARPS * 32)
             ((float4 *)a.nh)[i] = ((const float4 *)a.nscratch)[i];
@@ -548,7 +631,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
     if (P.stop_after == 2) return;
 
     /* Phase 3: O. */
-    as_stage_rows<true>(a.attn, NULL, T, Q, xs);
+    as_stage_rows(a.attn, T, Q, xs);
     consumers_sync();
     for (int q = n_pairs + (warp - n_pairs % AS_CWARPS + AS_CWARPS) % AS_CWARPS;
          q < n_pairs + n_rows; q += AS_CWARPS) {
@@ -579,6 +662,11 @@ void attn_stream_set(int on) {
 static int g_stop_after;
 void attn_stream_set_probe(int stop_after) {
     g_stop_after = stop_after == 1 || stop_after == 2 ? stop_after : 0;
+}
+
+static int g_o_early;
+void attn_stream_set_o_early(int on) {
+    g_o_early = on != 0;
 }
 
 static int sm_count(void) {
@@ -654,7 +742,7 @@ extern "C" cudaError_t attn_stream_layer(const attn_dims *d, const rope_kv_freq 
     L.max_pairs = (pairs_all + sms - 1) / sms;
     const size_t pre = ((size_t)L.max_pairs * (2 + 2 * a->T) + (size_t)(a->H + sms - 1) / sms) * 4;
     /* as many stages as fit beside the staged rows, the barriers and those (16 up to two tokens) */
-    const size_t bars = 2 * AS_MAX_STAGES * sizeof(uint64_t), rest = xs + bars + pre;
+    const size_t bars = (2 * AS_MAX_STAGES + 2) * sizeof(uint64_t), rest = xs + bars + pre;
     L.stages = rest < AS_MAX_SMEM ? (int)((AS_MAX_SMEM - rest) / L.stage_bytes) : 0;
     if (L.stages > AS_MAX_STAGES) L.stages = AS_MAX_STAGES;
     if (L.stages < 4) return cudaErrorInvalidValue;
@@ -668,6 +756,7 @@ extern "C" cudaError_t attn_stream_layer(const attn_dims *d, const rope_kv_freq 
     P.a = *a, P.f = *f;
     P.n_heads = d->n_heads, P.n_kv_heads = d->n_kv_heads, P.bs_shift = attn_block_shift(d);
     P.stop_after = g_stop_after;
+    P.o_early = g_o_early;
     void (*kern)(as_params, as_layout) = kernel_for(a->T);
     /* Once per device: the shared-memory opt-in, and that one block an SM fits (the cooperative
      * launch would refuse the grid otherwise; the layout is the same for every step of a model). */
