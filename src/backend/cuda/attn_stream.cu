@@ -3,13 +3,14 @@
  *
  * The producer (one lane) walks the block's share of the weights in the order they are needed and
  * keeps a ring of stages (16 up to two tokens, 14 at four) requested in shared memory
- * (tma_ring.cuh's protocol): first the block's QKV row pairs, then its O rows. It waits only for a
- * free stage, never for the grid, so O's rows stream in while the grid waits at the barriers and
- * computes attention.
+ * (tma_ring.cuh's protocol): first the block's QKV row pairs, then its O rows. It waits for a free
+ * stage and, before its first O row, for phase 1's grid barrier: O's rows then stream in while the
+ * grid computes attention, and never take DRAM from another block's QKV rows.
  *
- * Before phase 1 the consumers load what the epilogues need besides their sums (the QKV and O
- * biases, RoPE's cos and sin, the tokens' slots) and work out phase 2's item (its sequence, keys and
- * sink), so that no model-memory or step-data load sits on a phase's chain of dependent steps.
+ * At the kernel's start, before the producer's first copy, the consumers issue at once every load
+ * they need before phase 2 (the token rows, the QKV and O biases, the positions, the tokens' slots,
+ * phase 2's item fields: as_early), so that they share one latency and no model-memory or
+ * step-data load sits on a phase's chain of dependent steps.
  *
  * Phase 1, QKV + RoPE + KV write. The QKV rows are dealt as rotation pairs: pair p is rows
  * 64 h + i and 64 h + i + 32 of head h (q heads, then k heads, then v heads; i < 32), the two
@@ -30,8 +31,8 @@
  * output dims 2j, 2j + 1 over the chunk's keys (P in fp32). The chunks come into shared memory by
  * cp.async, two buffers (the next chunk's copies in flight while this one is used), rows XOR-
  * swizzled by 16-byte chunk so that the lanes' rows and a row's words read without bank conflicts.
- * The item's first chunk is asked for before phase 1 (every key but the new one, whose row follows
- * after the barrier), so its table reads and DRAM latency overlap phase 1.
+ * The item's first chunk is asked for at the end of phase 1 (every key but the new one, whose row
+ * follows after the barrier), so its table reads and DRAM latency overlap the barrier's wait.
  * One split: the output is final. Several: the (max, sum, output) partials go to global memory and
  * the last block of the (sequence, KV head) to finish merges them (a counter per group, reset by
  * that block), as attn_decode's fused merge does.

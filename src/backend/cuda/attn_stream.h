@@ -6,9 +6,10 @@
  *
  * Why (bench/NOTES.md, session 22): at batch 1 those launches span ~29-32 µs of a 120b layer's ~78
  * (session 16's timeline) for 53 MB of QKV and O weights (13 µs at 4 TB/s). Every kernel of them
- * starts its weight stream cold after the previous one ended. Here a producer warp per SM streams the block's QKV rows and then its
- * O rows through a ring of shared-memory stages (bulk copies, tma_ring.cuh) and never waits for the
- * grid: O's weights arrive while the grid computes attention.
+ * starts its weight stream cold after the previous one ended. Here a producer warp per SM streams
+ * the block's QKV rows and then its O rows through a ring of shared-memory stages (bulk copies,
+ * tma_ring.cuh): O's weights arrive while the grid computes attention (session 23: only after
+ * QKV's grid barrier, so that they never compete with the QKV rows).
  *
  * Same math as the launches, not the same bits: QKV sums x + x_lo in fp32 before the products (the
  * GEMV's early form does too) where cuBLASLt multiplies the two halves apart; the attention keeps P
