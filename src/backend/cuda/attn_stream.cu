@@ -652,12 +652,14 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
 
 /* ---- host ---- */
 
+enum { AS_AUTO = 3 }; /* the switch unset: the measured default per token count */
 static int g_on = -1;
-int attn_stream_enabled(void) {
-    return env_switch(&g_on, "GPTOSS_ATTN_STREAM", 0, 0, 2);
+int attn_stream_mode(int T) {
+    const int m = env_switch(&g_on, "GPTOSS_ATTN_STREAM", AS_AUTO, 0, AS_AUTO);
+    return m == AS_AUTO ? (T == 1 ? 2 : 0) : m;
 }
 void attn_stream_set(int on) {
-    env_switch_set(&g_on, on, 0, 2);
+    env_switch_set(&g_on, on, 0, AS_AUTO);
 }
 
 static int g_stop_after;

@@ -101,18 +101,19 @@ static int runner_l2_next(void) {
     return env_switch(&slot, "GPTOSS_STREAM_PREFETCH", 0, 0, 1);
 }
 
-/* Whether the layer's attention block runs as attn_stream.h's one persistent kernel: switched on
- * (GPTOSS_ATTN_STREAM=1, unmeasured), a pure decode step of 1-4 sequences, one GPU for the whole
- * step (its grid barrier needs every SM: not under TP or DEP, whose ranks may share a GPU). */
+/* Whether the layer's attention block runs as attn_stream.h's one persistent kernel: its mode for
+ * the step's token count (by default one token only: attn_stream_mode), a pure decode step of 1-4
+ * sequences, one GPU for the whole step (its grid barrier needs every SM: not under TP or DEP,
+ * whose ranks may share a GPU). */
 static bool runner_attn_stream(const struct backend *b, const fwd_plan *p) {
-    return !b->ar && b->dp_size <= 1 && attn_stream_enabled() && p->n_work_full == 0 &&
+    return !b->ar && b->dp_size <= 1 && attn_stream_mode(p->T) && p->n_work_full == 0 &&
            p->n_work_swa == 0 && attn_stream_supported(&b->dims, &b->freq, p->T, p->n_seqs, b->H);
 }
 
-/* With GPTOSS_ATTN_STREAM=2 the attention norm of layers after the first (the previous layer's MoE
- * rows into h, then the norm) runs inside the kernel too: runner_forward skips norm_add there. */
+/* In mode 2 the attention norm of layers after the first (the previous layer's MoE rows into h,
+ * then the norm) runs inside the kernel too: runner_forward skips norm_add there. */
 static bool runner_attn_norm_inside(const struct backend *b, const fwd_plan *p, int l) {
-    return l > 0 && runner_attn_stream(b, p) && attn_stream_enabled() == 2;
+    return l > 0 && runner_attn_stream(b, p) && attn_stream_mode(p->T) == 2;
 }
 
 static int runner_attention_stream(struct backend *b, const fwd_plan *p, int l, cudaStream_t s) {
