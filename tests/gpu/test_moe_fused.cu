@@ -10,13 +10,7 @@
  *   - 20 more launches give the same bits (the grid barrier orders every phase: a race would show);
  *   - the launch captured in a CUDA graph and replayed gives the same bits (cooperative launches in
  *     graphs, as the decode step uses them);
- *   - refusals: unsupported shapes and plans;
- *   - the stream form (mode 3, moe_stream.cu, T ≤ 4): logits and routing bit for bit, act and y
- *     within rounding (its k sums are split differently): relative L2 ≤ 2e-3 each, every value
- *     finite, and 20 repeated launches and a graph replay bit-identical to its own first run;
- *   - the stream form with the MLP norm inside (moe_decode_stream_norm, T ≤ 4) against
- *     norm_add_rmsnorm_split + the unfused path: h and the logits and routing bit for bit, act and
- *     y within rounding as above; a graph replay the same as its first run.
+ *   - refusals: unsupported shapes and plans.
  * Weights are random bytes in the repacked layout (any byte is a valid pair of codes), scales 2^-7 …
  * 2^-5, made on the device.
  *
@@ -27,7 +21,6 @@
 
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/moe_fused.h"
-#include "backend/cuda/norm.h"
 
 static const int H = 2880, I = 2880, TOPK = 4;
 
@@ -198,52 +191,6 @@ static bool same(const snapshot &a, const snapshot &b, const char *what, int T, 
     return dl == 0 && dr == 0 && da == 0 && dy == 0;
 }
 
-/* The stream form's check: logits and routing equal, act and y within rounding of the unfused
- * (tu_rel_err: NaN, which fails the bound, where either side is not finite). */
-static std::vector<float> act_f32(const std::vector<uint8_t> &act) {
-    const uint16_t *v = (const uint16_t *)act.data();
-    std::vector<float> f(act.size() / 2);
-    for (size_t i = 0; i < f.size(); i++) f[i] = bf16_to_f32(v[i]);
-    return f;
-}
-
-/* y_slots ([T][k·S][H]) as the S splits summed in order, [T·k][H]: the unfused path spreads a
- * pair's sum over the plan's S splits, the stream form writes it whole into split 0 (zeros after). */
-static std::vector<uint8_t> fold_splits(const std::vector<uint8_t> &y, int S) {
-    const float *v = (const float *)y.data();
-    const size_t rows = y.size() / 4 / H / S;
-    std::vector<uint8_t> out(rows * H * 4);
-    float *o = (float *)out.data();
-    for (size_t r = 0; r < rows; r++)
-        for (int i = 0; i < H; i++) {
-            float acc = 0.f;
-            for (int sp = 0; sp < S; sp++) acc += v[(r * S + sp) * H + i];
-            o[r * H + i] = acc;
-        }
-    return out;
-}
-
-static void close_to(const snapshot &want, const snapshot &got, int S, int T, int E, int f1,
-                     int f2) {
-    const size_t dl = count_diff(want.logits, got.logits),
-                 dr = count_diff(want.routing, got.routing);
-    double ra = 1, ry = 1;
-    if (want.act.size() == got.act.size()) {
-        const std::vector<float> wa = act_f32(want.act), ga = act_f32(got.act);
-        ra = tu_rel_err(ga.data(), wa.data(), wa.size());
-    }
-    if (want.y.size() == got.y.size()) {
-        const std::vector<uint8_t> wy = fold_splits(want.y, S), gy = fold_splits(got.y, S);
-        ry = tu_rel_err((const float *)gy.data(), (const float *)wy.data(), wy.size() / 4);
-    }
-    CHECK(dl == 0 && dr == 0 && ra <= 2e-3 && ry <= 2e-3,
-          "stream vs unfused, T=%d E=%d folded %d/%d: logits bytes differing %zu, routing %zu, "
-          "act rel L2 %.3g, y %.3g (NaN: a value not finite)",
-          T, E, f1, f2, dl, dr, ra, ry);
-    fprintf(stderr, "T=%d E=%d folded %d/%d stream: act rel L2 %.3g, y %.3g\n", T, E, f1, f2, ra,
-            ry);
-}
-
 static void check_case(layer &L, int T, int f1, int f2, unsigned *bar, cudaStream_t st, int sm) {
     const int E = L.w.E;
     L.w.w1_folded = f1, L.w.w2_folded = f2;
@@ -263,22 +210,14 @@ static void check_case(layer &L, int T, int f1, int f2, unsigned *bar, cudaStrea
     size_t bad = tu_count_nonfinite_f32((const float *)want.y.data(), want.y.size() / 4);
     CHECK(bad == 0, "T=%d E=%d: the unfused path left %zu non-finite y values", T, E, bad);
 
-    for (int mode = 1; mode <= 3; mode++) {
+    for (int mode = 1; mode <= 2; mode++) {
         moe_set_fused(mode);
-        if (mode == 3 && T > MOE_STREAM_MAX_T) { /* the stream form's limit */
-            CHECK(!moe_fused_supported(T, E, TOPK, H, I, &fu.plan), "T=%d: stream form refuses", T);
-            continue;
-        }
         poison(fu, st);
-        CHECK(run_fused(L, x, x_lo, fu, bar, st) == cudaSuccess,
-              "T=%d: moe_decode_fused (mode %d) failed", T, mode);
+        CHECK(run_fused(L, x, x_lo, fu, bar, st) == cudaSuccess, "T=%d: moe_decode_fused failed",
+              T);
         const snapshot got = take(fu);
-        if (mode == 3) /* its own first run is the reference of the repeats below */
-            close_to(want, got, fu.plan.down_splits, T, E, f1, f2);
-        else
-            same(want, got, mode == 1 ? "fused vs unfused" : "fused (deep prefetch) vs unfused", T,
-                 E, f1, f2);
-        const snapshot &ref_bits = mode == 3 ? got : want;
+        same(want, got, mode == 1 ? "fused vs unfused" : "fused (deep prefetch) vs unfused", T, E,
+             f1, f2);
 
         /* 20 more launches (no poison between: a launch that skipped a row would keep old bits, so
          * poison every fifth) and a graph replay. */
@@ -286,7 +225,7 @@ static void check_case(layer &L, int T, int f1, int f2, unsigned *bar, cudaStrea
         for (int rep = 0; rep < 20 && all; rep++) {
             if (rep % 5 == 0) poison(fu, st);
             CUDA_CHECK(run_fused(L, x, x_lo, fu, bar, st));
-            all = same(ref_bits, take(fu), "fused, repeated", T, E, f1, f2);
+            all = same(want, take(fu), "fused, repeated", T, E, f1, f2);
         }
         cudaGraph_t g;
         cudaGraphExec_t ge;
@@ -299,7 +238,7 @@ static void check_case(layer &L, int T, int f1, int f2, unsigned *bar, cudaStrea
               cudaGetErrorString(ce));
         CUDA_CHECK(cudaGraphInstantiate(&ge, g, 0));
         for (int rep = 0; rep < 3; rep++) CUDA_CHECK(cudaGraphLaunch(ge, st));
-        same(ref_bits, take(fu), "fused, graph replay", T, E, f1, f2);
+        same(want, take(fu), "fused, graph replay", T, E, f1, f2);
         CUDA_CHECK(cudaGraphExecDestroy(ge));
         CUDA_CHECK(cudaGraphDestroy(g));
         int nt = 0;
@@ -313,63 +252,6 @@ static void check_case(layer &L, int T, int f1, int f2, unsigned *bar, cudaStrea
     free_outputs(fu);
     CUDA_CHECK(cudaFree(x));
     CUDA_CHECK(cudaFree(x_lo));
-}
-
-/* The stream form with the norm inside, against norm_add_rmsnorm_split + the unfused path. */
-static void check_norm_case(layer &L, int T, unsigned *bar, cudaStream_t st, int sm) {
-    const int E = L.w.E;
-    const float eps = 1e-5f;
-    std::vector<float> hh((size_t)T * H);
-    std::vector<uint16_t> oh((size_t)T * H), gh(H);
-    for (auto &v : hh) v = (float)(rng_next(&tu_rng) % 20001) * 1e-4f - 1.0f;
-    tu_fill_bf16(oh.data(), NULL, oh.size(), -1.0f, 1.0f);
-    tu_fill_bf16(gh.data(), NULL, gh.size(), 0.5f, 1.5f);
-    uint16_t *o = tu_dev_upload(oh.data(), oh.size()), *gain = tu_dev_upload(gh.data(), H);
-    float *h_ref = tu_dev_upload(hh.data(), hh.size()), *h = tu_dev_upload(hh.data(), hh.size());
-    float *h0 = tu_dev_upload(hh.data(), hh.size()); /* h as it was, for the replays */
-    uint16_t *x = tu_dev_alloc<uint16_t>((size_t)T * H),
-             *x_lo = tu_dev_alloc<uint16_t>((size_t)T * H);
-    outputs ref = make_outputs(T, E, sm), fu = make_outputs(T, E, sm);
-    poison(ref, st);
-    CUDA_CHECK(norm_add_rmsnorm_split(h_ref, o, NULL, 0, T, H, gain, eps, x, x_lo, st));
-    CUDA_CHECK(run_unfused(L, x, x_lo, ref, st));
-    const snapshot want = take(ref);
-    std::vector<float> want_h((size_t)T * H), got_h((size_t)T * H);
-    tu_download(want_h.data(), h_ref, want_h.size());
-    poison(fu, st);
-    const cudaError_t e =
-        moe_decode_stream_norm(&L.w, h, o, gain, eps, L.router_w, L.router_b, fu.logits, &fu.r,
-                               &fu.plan, fu.act, fu.y, bar, NULL, 0, st);
-    CHECK(e == cudaSuccess, "T=%d E=%d: moe_decode_stream_norm: %s", T, E, cudaGetErrorString(e));
-    if (e == cudaSuccess) {
-        const snapshot got = take(fu);
-        tu_download(got_h.data(), h, got_h.size());
-        CHECK(!memcmp(want_h.data(), got_h.data(), 4 * got_h.size()),
-              "T=%d E=%d: the norm inside wrote other h bits than norm_add", T, E);
-        close_to(want, got, fu.plan.down_splits, T, E, L.w.w1_folded, L.w.w2_folded);
-        /* replayed in a graph (h restored first: each run adds delta again), with an L2 hint
-         * (the router's rows: any bytes do), which must not change a bit */
-        cudaGraph_t g;
-        cudaGraphExec_t ge;
-        CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-        CUDA_CHECK(cudaMemcpyAsync(h, h0, 4 * hh.size(), cudaMemcpyDeviceToDevice, st));
-        CUDA_CHECK(moe_decode_stream_norm(&L.w, h, o, gain, eps, L.router_w, L.router_b, fu.logits,
-                                          &fu.r, &fu.plan, fu.act, fu.y, bar, L.router_w,
-                                          (size_t)E * H * 2, st));
-        CUDA_CHECK(cudaStreamEndCapture(st, &g));
-        CUDA_CHECK(cudaGraphInstantiate(&ge, g, 0));
-        poison(fu, st);
-        for (int rep = 0; rep < 3; rep++) CUDA_CHECK(cudaGraphLaunch(ge, st));
-        same(got, take(fu), "stream with the norm, graph replay", T, E, L.w.w1_folded,
-             L.w.w2_folded);
-        CUDA_CHECK(cudaGraphExecDestroy(ge));
-        CUDA_CHECK(cudaGraphDestroy(g));
-    }
-    free_outputs(ref);
-    free_outputs(fu);
-    for (void *p :
-         {(void *)o, (void *)gain, (void *)h_ref, (void *)h, (void *)h0, (void *)x, (void *)x_lo})
-        CUDA_CHECK(cudaFree(p));
 }
 
 static void check_refusals(const layer &L, unsigned *bar, cudaStream_t st, int sm) {
@@ -395,12 +277,12 @@ static void bench(cudaStream_t st, unsigned *bar, int sm) {
     layer L = make_layer(128);
     enum { SETS = 16 };
     printf("| T | unfused µs (gemv + route + experts) | fused µs | fused / unfused | fused, deep "
-           "prefetch µs | deep / unfused | stream µs | stream / unfused |\n");
-    printf("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+           "prefetch µs | deep / unfused |\n");
+    printf("| ---: | ---: | ---: | ---: | ---: | ---: |\n");
     /* probe p: 0 whole, 1-3 stop after router / routing / gate_up, 4 whole without the
      * cooperative attribute, 5-6 compiled for 3 blocks an SM (whole, and up to gate_up) */
     for (int probe = 0; probe <= 6; probe++)
-        for (int T : {1, 2, 4, 8}) {
+        for (int T : {1, 8}) {
             moe_fused_set_probe(probe <= 3 ? probe : probe == 6 ? 3 : 0, probe == 4, probe >= 5);
             static const char *names[7] = {"whole",
                                            "router only",
@@ -409,17 +291,15 @@ static void bench(cudaStream_t st, unsigned *bar, int sm) {
                                            "whole, plain launch",
                                            "whole, 3 blocks an SM",
                                            "+ gate_up, 3 blocks an SM"};
-            printf("| probe: %s | | | | | | | |\n", names[probe]);
+            printf("| probe: %s | | | | | |\n", names[probe]);
             std::vector<uint16_t> xh((size_t)SETS * T * H), xl((size_t)SETS * T * H);
             tu_fill_bf16(xh.data(), NULL, xh.size(), -2.0f, 2.0f);
             tu_fill_bf16(xl.data(), NULL, xl.size(), -0.004f, 0.004f);
             uint16_t *x = tu_dev_upload(xh.data(), xh.size()),
                      *x_lo = tu_dev_upload(xl.data(), xl.size());
             outputs o = make_outputs(T, 128, sm);
-            double us[4] = {0, 0, 0, 0};
-            for (int fused = 0; fused < 4; fused++) {
-                /* the stream form: whole, T ≤ 4 (its probes are the other forms') */
-                if (fused == 3 && (T > MOE_STREAM_MAX_T || probe != 0)) continue;
+            double us[3];
+            for (int fused = 0; fused < 3; fused++) {
                 moe_set_fused(fused);
                 cudaGraphExec_t ge[SETS];
                 for (int s = 0; s < SETS; s++) {
@@ -438,8 +318,8 @@ static void bench(cudaStream_t st, unsigned *bar, int sm) {
                     st, 8, 64, [&](int rep) { CUDA_CHECK(cudaGraphLaunch(ge[rep % SETS], st)); });
                 for (int s = 0; s < SETS; s++) CUDA_CHECK(cudaGraphExecDestroy(ge[s]));
             }
-            printf("| %d | %.1f | %.1f | %.3f | %.1f | %.3f | %.1f | %.3f |\n", T, us[0], us[1],
-                   us[1] / us[0], us[2], us[2] / us[0], us[3], us[3] / us[0]);
+            printf("| %d | %.1f | %.1f | %.3f | %.1f | %.3f |\n", T, us[0], us[1], us[1] / us[0],
+                   us[2], us[2] / us[0]);
             fflush(stdout);
             free_outputs(o);
             CUDA_CHECK(cudaFree(x));
@@ -467,7 +347,6 @@ int main(int argc, char **argv) {
                                                  : 3; /* folded both, none, mixed */
                 check_case(L, T, f & 1, f >> 1, bar, st, sm);
             }
-            for (int T = 1; T <= MOE_STREAM_MAX_T; T++) check_norm_case(L, T, bar, st, sm);
             if (E == 128) check_refusals(L, bar, st, sm);
             free_layer(L);
         }

@@ -562,8 +562,6 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
         if (lane != 0) return;
         const uint64_t once = l2_policy_evict_first();
         for (int q = 0; q < n_pairs + n_rows; q++) {
-            if (q == S) /* the ring is full: the next kernel's first weights to L2 */
-                l2_prefetch_share(a.l2_next, a.l2_next_bytes);
             if (q == n_pairs && !P.o_early) mbar_wait_or_trap(o_go, 0);
             const int s = q % S;
             if (q >= S) mbar_wait_or_trap(&empty[s], (q / S - 1) & 1);
@@ -581,7 +579,6 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
                                    (uint32_t)o_row_bytes, &full[s], once);
             }
         }
-        if (n_pairs + n_rows <= S) l2_prefetch_share(a.l2_next, a.l2_next_bytes);
         return;
     }
 
@@ -723,7 +720,7 @@ extern "C" cudaError_t attn_stream_layer(const attn_dims *d, const rope_kv_freq 
         !a->o_w || !a->sinks || !a->q || !a->attn || !a->o || !a->bar || !a->counters ||
         ((uintptr_t)a->x & 15) || ((uintptr_t)a->x_lo & 15) || ((uintptr_t)a->qkv_w & 15) ||
         ((uintptr_t)a->o_w & 15) || ((uintptr_t)a->q & 15) || ((uintptr_t)a->attn & 15) ||
-        ((uintptr_t)a->part & 15) || ((uintptr_t)a->l2_next & 15) || (a->l2_next_bytes & 15))
+        ((uintptr_t)a->part & 15))
         return cudaErrorInvalidValue;
     const int sms = sm_count();
     as_layout L;

@@ -68,11 +68,6 @@ typedef struct {
     float *part;
     size_t part_bytes;
     unsigned *bar, *counters;
-    /* Optional (may be NULL): bytes the next kernel reads first (the MoE router's weights), asked
-     * into L2 by the producers once the ring is full (a measurement switch of the runner,
-     * GPTOSS_STREAM_PREFETCH). A multiple of 16 bytes, 16-byte aligned. */
-    const void *l2_next;
-    size_t l2_next_bytes;
 } attn_stream_args;
 
 /* The form for a pure decode step of T tokens: 0 the launches, 1 this kernel, 2 this kernel with

@@ -1,4 +1,4 @@
-/* What the persistent kernels (moe_fused.cu, moe_stream.cu, attn_stream.cu) share to run as one
+/* What the persistent kernels (moe_fused.cu, attn_stream.cu) share to run as one
  * grid whose blocks wait for each other: the grid barrier and the cooperative launch configuration.
  * Device code. */
 #pragma once
@@ -15,7 +15,7 @@ static __device__ __forceinline__ unsigned ld_acquire_u32(const unsigned *p) {
  * block after it. bar[0] counts arrivals; the last block to arrive resets it and advances bar[1],
  * which the others watch. A block reads the generation before it arrives: it cannot advance until
  * this block has arrived. sync: the block-level barrier of the threads taking part (thread 0 among
- * them): __syncthreads, or moe_stream.cu's named barrier of its consumer warps. */
+ * them): __syncthreads, or attn_stream.cu's named barrier of its consumer warps. */
 template <typename Sync>
 static __device__ __forceinline__ void grid_barrier_with(unsigned *bar, unsigned spin_ns,
                                                          Sync sync) {

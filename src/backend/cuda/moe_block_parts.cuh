@@ -1,8 +1,7 @@
-/* What the MoE block's persistent kernels share (moe_fused.cu: items per block; moe_stream.cu: a
- * producer warp streaming the tiles through a shared-memory ring): their arguments, the router rows,
+/* The parts of the MoE block's persistent kernel (moe_fused.cu): its arguments, the router rows,
  * the grouping of a few pairs by expert, and block 0's copy of the routing in moe_route_split's
  * global format (the grid barrier and the cooperative launch: grid_sync.cuh). Device code, included
- * by those two files only. */
+ * by moe_fused.cu only (session 21's stream form shared it until it was removed). */
 #pragma once
 
 #include "backend/cuda/gemv_row.cuh"
@@ -43,20 +42,10 @@ struct fused_args {
     int deep, pre_steps, pre_off;
     unsigned spin_ns; /* the barrier's sleep between polls (measurement: moe_fused_set_spin_ns) */
     int stop_after;   /* measurement: 1 router, 2 + routing, 3 + gate_up; 0: the whole block */
-    /* The stream form with the MLP norm inside (moe_decode_stream_norm): nh [T][H] the residual,
-     * h ← h + ndelta (bf16 [T][H]) and x = RMSNorm(h) · ngain made in every block (x, x_lo unused);
-     * nh NULL: x is given. */
-    float *nh;
-    const uint16_t *ndelta, *ngain;
-    float neps;
-    /* The stream form: bytes the next kernel reads first, asked into L2 at the kernel's start
-     * (moe_decode_stream_norm's l2_next; NULL: none). */
-    const void *l2_next;
-    size_t l2_next_bytes;
 };
 
 /* Router logits of expert row e for the T tokens (lane m < T writes token m's), from x + x_lo
- * ([T][H] split bf16: fa.x and fa.x_lo, or the stream form's rows in shared memory). */
+ * ([T][H] split bf16: fa.x and fa.x_lo). */
 template <int M>
 static __device__ __forceinline__ void router_row(const fused_args &fa, int e, const uint16_t *x,
                                                   const uint16_t *x_lo) {
@@ -115,14 +104,14 @@ static __device__ void write_routing(const fused_args &fa, const int *idx, const
     if (threadIdx.x == 0) r.offset[fa.E] = P, *r.n_touched = nt, *r.n_tiles = nt;
 }
 
-/* A step's routing in a block's shared memory (phase 2 of both kernels; arrays of T·k pairs and E
+/* A step's routing in a block's shared memory (phase 2; arrays of T·k pairs and E
  * experts). */
 struct block_route {
     int *idx, *pair, *touched, *count, *offset, *nt;
     float *w;
 };
 
-/* Phase 2 of both kernels, by every thread of the block: the logits (written by other blocks of the
+/* Phase 2, by every thread of the block: the logits (written by other blocks of the
  * kernel: read through L2) into s_logits ([T][E]), the top-k a warp a token, the grouping by warp
  * 0, block 0's global copy of the routing; gu and dn then read the routing from shared memory.
  * Returns the touched experts. */
@@ -146,13 +135,3 @@ static __device__ __forceinline__ int route_in_block(const fused_args &fa, float
     gu.n_touched = dn.n_touched = br.nt, gu.topk_w = dn.topk_w = br.w;
     return nt;
 }
-
-/* moe_stream.cu's launch (moe_decode_fused in modes 3 and 4): fa as moe_decode_fused fills it
- * (gu.n_rb, dn.n_rb and the deep-prefetch fields unused), for a step moe_stream_supported accepts
- * (the caller checks); cudaErrorInvalidValue if its staging does not fit. */
-cudaError_t moe_stream_launch(const fused_args &fa, int folded1, int folded2, cudaStream_t stream);
-enum {
-    FS_MAX_T = MOE_STREAM_MAX_T, /* tokens a step: the router rows and the norm's kept rows */
-    FS_MAX_P = 16 /* pairs a step (the activation rows staged at once; ≤ 8 an expert, its MMA's
-                     8 token columns, holds for T ≤ 8 since a token's experts differ) */
-};

@@ -136,11 +136,11 @@ static fused_fn fused_kernel_for(int f1, int f2, int three = 0) {
 static int g_fused = -1; /* -1: not decided yet */
 
 void moe_set_fused(int mode) {
-    g_fused = mode >= 1 && mode <= 4 ? mode : 0;
+    g_fused = mode >= 1 && mode <= 2 ? mode : 0;
 }
 
 int moe_fused_enabled(void) {
-    return env_switch(&g_fused, "GPTOSS_MOE_FUSED", 0, 0, 4);
+    return env_switch(&g_fused, "GPTOSS_MOE_FUSED", 0, 0, 2);
 }
 
 static unsigned g_spin_ns;
@@ -155,16 +155,9 @@ void moe_fused_set_probe(int stop_after, int plain_launch, int three_blocks) {
 }
 
 int moe_fused_supported(int T, int E, int k, int H, int I, const moe_plan *plan) {
-    if (moe_fused_enabled() >= 3) return moe_stream_supported(T, E, k, H, I, plan);
     return plan && !plan->large && plan->ntp == 1 && T >= 1 && T <= FU_MAX_T && k >= 1 && k <= 8 &&
            T * k <= FU_MAX_P && E >= k && E <= FU_MAX_E && H % 64 == 0 && H <= FU_MAX_H &&
            I % 64 == 0 && H > 0 && I > 0;
-}
-
-int moe_stream_supported(int T, int E, int k, int H, int I, const moe_plan *plan) {
-    return plan && !plan->large && T >= 1 && T <= FS_MAX_T && k >= 1 && T * k <= FS_MAX_P &&
-           E >= k && E <= FU_MAX_E && H % 64 == 0 && H <= FU_MAX_H && I % 64 == 0 &&
-           I <= FU_MAX_H && H > 0 && I > 0;
 }
 
 /* Resident blocks of the kernel with smem bytes of staging: the cooperative grid. Cached per device
@@ -220,24 +213,6 @@ static cudaError_t fill_args(fused_args &fa, const moe_weights *w, const uint16_
     return cudaSuccess;
 }
 
-cudaError_t moe_decode_stream_norm(const moe_weights *w, float *h, const uint16_t *delta,
-                                   const uint16_t *gain, float eps, const uint16_t *router_w,
-                                   const uint16_t *router_b, float *logits, const moe_routing *r,
-                                   const moe_plan *plan, uint16_t *act, float *y_slots,
-                                   unsigned *bar, const void *l2_next, size_t l2_next_bytes,
-                                   cudaStream_t stream) {
-    if (!w || !h || !delta || !gain || !router_w || !logits || !r || !plan || !act || !y_slots ||
-        !bar || r->E != w->E || r->n_e != r->E ||
-        !moe_stream_supported(r->T, w->E, r->k, w->H, w->I, plan) || ((uintptr_t)l2_next & 15) ||
-        (l2_next_bytes & 15))
-        return cudaErrorInvalidValue;
-    fused_args fa;
-    CUDA_TRY(fill_args(fa, w, NULL, NULL, router_w, router_b, logits, r, plan, act, y_slots, bar));
-    fa.nh = h, fa.ndelta = delta, fa.ngain = gain, fa.neps = eps;
-    fa.l2_next = l2_next, fa.l2_next_bytes = l2_next ? l2_next_bytes : 0;
-    return moe_stream_launch(fa, w->w1_folded, w->w2_folded, stream);
-}
-
 cudaError_t moe_decode_fused(const moe_weights *w, const uint16_t *x, const uint16_t *x_lo,
                              const uint16_t *router_w, const uint16_t *router_b, float *logits,
                              const moe_routing *r, const moe_plan *plan, uint16_t *act,
@@ -247,7 +222,6 @@ cudaError_t moe_decode_fused(const moe_weights *w, const uint16_t *x, const uint
         return cudaErrorInvalidValue;
     fused_args fa;
     CUDA_TRY(fill_args(fa, w, x, x_lo, router_w, router_b, logits, r, plan, act, y_slots, bar));
-    if (moe_fused_enabled() >= 3) return moe_stream_launch(fa, w->w1_folded, w->w2_folded, stream);
     moe_args &g = fa.gu, &d = fa.dn;
     const int variant = (w->w1_folded ? 1 : 0) | (w->w2_folded ? 2 : 0) | (g_three ? 4 : 0);
 

@@ -13,18 +13,11 @@ extern "C" {
 /* Whether moe_decode_fused handles a step of T tokens (E experts, top-k, hidden H, intermediate I)
  * under plan: the small path with 8-token passes, T ≤ 8, T·k ≤ 32, E ≤ 256. */
 int moe_fused_supported(int T, int E, int k, int H, int I, const moe_plan *plan);
-/* Whether the stream form (modes 3 and 4) handles it: T ≤ MOE_STREAM_MAX_T, T·k ≤ 16, E ≤ 256, H
- * and I ≤ 3072. */
-enum { MOE_STREAM_MAX_T = 4 };
-int moe_stream_supported(int T, int E, int k, int H, int I, const moe_plan *plan);
 
 /* The fused path's switch, process-wide (a measurement switch: measured slower than the four
- * launches, so off unless GPTOSS_MOE_FUSED=1 … 4, or moe_set_fused): 0 off, 1 on, 2 on with the
- * deep prefetch of down's weights (moe_fused.cu), 3 the stream form (moe_stream.cu: a producer warp
- * streams gate_up's and down's tiles through a shared-memory ring across the grid barrier; at most
- * 16 pairs a step, i.e. T ≤ 4 at top-4; bits within rounding of the unfused path's, not equal), 4
- * the stream form with the MLP norm inside (the runner calls moe_decode_stream_norm instead of
- * norm_add + moe_decode_fused). */
+ * launches, so off unless GPTOSS_MOE_FUSED=1 or 2, or moe_set_fused): 0 off, 1 on, 2 on with the
+ * deep prefetch of down's weights (moe_fused.cu). (Modes 3 and 4, a stream form with a producer
+ * warp, measured 0.81-0.89 of the launches' step in session 23, were removed.) */
 void moe_set_fused(int mode);
 /* The grid barrier's sleep between polls of its generation word, in ns (0: spin; a measurement
  * knob of tests/gpu/test_moe_fused.cu --bench). */
@@ -47,19 +40,6 @@ cudaError_t moe_decode_fused(const moe_weights *w, const uint16_t *x, const uint
                              const uint16_t *router_w, const uint16_t *router_b, float *logits,
                              const moe_routing *r, const moe_plan *plan, uint16_t *act,
                              float *y_slots, unsigned *bar, cudaStream_t stream);
-
-/* The stream form with the MLP norm inside: h ← h + delta ([T][H] fp32, delta bf16) and the
- * router's and gate_up's input x = RMSNorm(h) · gain made in every block with norm_add_rmsnorm_split's
- * arithmetic (the same bits), then everything moe_decode_fused does (x, x_lo: not written). For
- * steps moe_stream_supported accepts; cudaErrorInvalidValue otherwise. l2_next (may be NULL):
- * bytes the next kernel reads first (the next layer's QKV weights), asked into L2 at the kernel's
- * start (its routing chain leaves DRAM idle); 16-byte aligned, l2_next_bytes a multiple of 16. */
-cudaError_t moe_decode_stream_norm(const moe_weights *w, float *h, const uint16_t *delta,
-                                   const uint16_t *gain, float eps, const uint16_t *router_w,
-                                   const uint16_t *router_b, float *logits, const moe_routing *r,
-                                   const moe_plan *plan, uint16_t *act, float *y_slots,
-                                   unsigned *bar, const void *l2_next, size_t l2_next_bytes,
-                                   cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -14,7 +14,6 @@
 #include "backend/cuda/router_mma.h"
 #include "backend/cuda/runner_internal.h"
 #include "backend/cuda/step_kernels.h"
-#include "base/env_switch.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,18 +88,6 @@ int runner_route(struct backend *b, int T, const uint16_t *a_lo, const gpu_layer
     return 0;
 }
 
-/* GPTOSS_STREAM_PREFETCH=1, a measurement switch (unmeasured): each stream kernel asks L2 for the
- * first weights of the kernel after it — the attention kernel for the layer's router rows once its
- * ring is full, the MoE stream form (mode 4) for the next layer's QKV rows at its start, while its
- * norm -> router -> top-k chain leaves DRAM idle — so that the next stream starts from L2 rather
- * than DRAM (tma_ring.cuh: evict_last for these, evict_first for the streamed weights). (Session
- * 5's L2 prefetch from a side branch of the graph lost: the fork cost more than the bytes gained.
- * Here there is no fork: the requests ride in kernels that run anyway.) */
-static int runner_l2_next(void) {
-    static int slot = -1;
-    return env_switch(&slot, "GPTOSS_STREAM_PREFETCH", 0, 0, 1);
-}
-
 /* Whether the layer's attention block runs as attn_stream.h's one persistent kernel: its mode for
  * the step's token count (by default one token only: attn_stream_mode), a pure decode step of 1-4
  * sequences, one GPU for the whole step (its grid barrier needs every SM: not under TP or DEP,
@@ -135,7 +122,6 @@ static int runner_attention_stream(struct backend *b, const fwd_plan *p, int l, 
     a.q = w->q, a.attn = w->attn, a.o = w->o;
     a.part = w->dec_ws, a.part_bytes = w->dec_ws_bytes;
     a.bar = w->moe_bar, a.counters = w->stream_ctr;
-    if (runner_l2_next()) a.l2_next = ly->router_w, a.l2_next_bytes = (size_t)b->E * b->H * 2;
     if (runner_attn_norm_inside(b, p, l)) {
         a.nh = w->h, a.nscratch = w->qkv, a.nslots = w->y_slots, a.n_slots = p->n_slots;
         a.ngain = ly->attn_norm, a.neps = b->eps;
@@ -264,15 +250,6 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
             CU(gemv_norm_route(&nm, T, H, ly->router_w, b->E, w->router, ly->router_b, &rt,
                                w->route_ctr, runner_early(b, T, RUNNER_EARLY_ROUTER), s));
             CU(moe_experts(&ly->moe, w->a, &rt, &p->moe, w->act, w->y_slots, s));
-            continue;
-        }
-        if (fused && moe_fused_enabled() == 4) { /* the MLP norm inside the MoE stream kernel */
-            /* the next layer's QKV rows to L2 during the MoE's routing chain (runner_l2_next) */
-            const bool pf = runner_l2_next() && l + 1 < b->L && runner_attn_stream(b, p);
-            CU(moe_decode_stream_norm(&ly->moe, w->h, w->o, ly->mlp_norm, b->eps, ly->router_w,
-                                      ly->router_b, w->router, &rt, &p->moe, w->act, w->y_slots,
-                                      w->moe_bar, pf ? g->layers[l + 1].qkv_w : NULL,
-                                      pf ? (size_t)b->QKV * H * 2 : 0, s));
             continue;
         }
         if (b->ar) {

@@ -93,41 +93,19 @@ static __device__ __forceinline__ void bulk_prefetch_l2(const void *src, uint32_
     asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src), "r"(bytes) : "memory");
 }
 
-/* L2 cache policies (createpolicy) for the copies below: evict_first for weights streamed once (a
- * step reads each byte once: they should not push out lines still to be read), evict_last for
- * lines asked ahead for the next kernel (l2_prefetch_share), which must survive the stream. */
+/* The L2 cache policy (createpolicy) evict_first, for the copies below of weights streamed once (a
+ * step reads each byte once: they should not push out lines still to be read). */
 static __device__ __forceinline__ uint64_t l2_policy_evict_first(void) {
     uint64_t p;
     asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
     return p;
 }
-static __device__ __forceinline__ uint64_t l2_policy_evict_last(void) {
-    uint64_t p;
-    asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(p));
-    return p;
-}
 
-/* bulk_copy_g2s with an L2 cache policy (l2_policy_*). */
+/* bulk_copy_g2s with an L2 cache policy (l2_policy_evict_first). */
 static __device__ __forceinline__ void
 bulk_copy_g2s_hint(void *dst, const void *src, uint32_t bytes, uint64_t *bar, uint64_t policy) {
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint "
                  "[%0], [%1], %2, [%3], %4;" ::"r"(smem_u32(dst)),
                  "l"(src), "r"(bytes), "r"(smem_u32(bar)), "l"(policy)
                  : "memory");
-}
-
-/* Block b's share (1/G of [p, p + bytes), bytes a multiple of 16, p 16-byte aligned) asked into L2
- * in 32 KiB pieces with the evict_last policy, by the one calling thread: the stream kernels ask
- * for the next kernel's first weights while their own dependency chains leave DRAM idle
- * (attn_stream.h, moe_fused.h). */
-static __device__ __forceinline__ void l2_prefetch_share(const void *p, size_t bytes) {
-    if (!p) return;
-    const uint64_t keep = l2_policy_evict_last();
-    const size_t share = (bytes / gridDim.x + 15) & ~(size_t)15;
-    const size_t lo = share * blockIdx.x, hi = lo + share < bytes ? lo + share : bytes;
-    for (size_t o = lo; o < hi; o += 32768)
-        asm volatile("cp.async.bulk.prefetch.L2.global.L2::cache_hint [%0], %1, %2;" ::"l"(
-                         (const char *)p + o),
-                     "r"((uint32_t)(hi - o < 32768 ? hi - o : 32768)), "l"(keep)
-                     : "memory");
 }
