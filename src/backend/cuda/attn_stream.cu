@@ -85,7 +85,8 @@ struct as_params {
     attn_stream_args a;
     rope_kv_freq f;
     int n_heads, n_kv_heads, bs_shift;
-    int stop_after; /* measurement (attn_stream_set_probe): 1 after QKV, 2 after attention */
+    int stop_after; /* measurement (attn_stream_set_probe): 1 after QKV, 2 after attention, 3 at
+                       once (the launch alone), 4 after one grid barrier */
     int o_early;    /* measurement (attn_stream_set_o_early): O's copies as soon as stages free */
 };
 
@@ -552,6 +553,11 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
         mbar_init_fence();
     }
     __syncthreads();
+    if (P.stop_after >= 3) { /* the probe of the fixed costs: the launch, one grid barrier */
+        if (P.stop_after == 4 && warp < AS_CWARPS)
+            grid_barrier_with(a.bar, 0, [] { consumers_sync(); });
+        return;
+    }
 
     /* The producer: QKV pairs, then O rows. O's copies wait for phase 1's grid barrier (o_go):
      * issued as stages free during phase 1, they took DRAM from the QKV rows of the blocks still
@@ -661,7 +667,7 @@ void attn_stream_set(int on) {
 
 static int g_stop_after;
 void attn_stream_set_probe(int stop_after) {
-    g_stop_after = stop_after == 1 || stop_after == 2 ? stop_after : 0;
+    g_stop_after = stop_after >= 1 && stop_after <= 4 ? stop_after : 0;
 }
 
 static int g_o_early;
