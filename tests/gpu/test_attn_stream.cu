@@ -26,8 +26,9 @@
  * runner's default) against the stream kernel, each a CUDA graph of 4 layers with their own
  * weights (212 MB: more than L2), µs a layer and the weights' TB/s; and the stream kernel ended
  * after its QKV phase and after its attention phase (attn_stream_set_probe), which time the
- * phases; session 22's form (O's copies as stages free); and the fixed costs: the kernel ended at
- * once (its cooperative launch alone) and after one grid barrier. */
+ * phases; session 22's form (O's copies as stages free); the fixed costs: the kernel ended at
+ * once (its cooperative launch alone) and after one grid barrier; and the ring alone (the rows
+ * streamed, nothing computed). */
 #include "gpu_check.h"
 #include "rope_test_util.h"
 
@@ -425,8 +426,9 @@ static void bench(gemm_ctx *g, const rope_kv_freq *f, rng_t *rng) {
     const double bytes = ((double)QKVD * HID + (double)HID * QD) * 2;
     printf("\n| T | layer | launches µs | stream µs | stream / launches | stream weights TB/s | "
            "to QKV's barrier µs | to attention's barrier µs | O early µs | launch alone µs | "
-           "launch + a grid barrier µs |\n");
-    printf("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+           "launch + a grid barrier µs | the ring alone µs | the ring alone TB/s |\n");
+    printf("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | "
+           "---: |\n");
     cudaStream_t st;
     CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     for (int T = 1; T <= ATTN_STREAM_MAX_T; T++)
@@ -435,9 +437,10 @@ static void bench(gemm_ctx *g, const rope_kv_freq *f, rng_t *rng) {
             step_case c;
             build_case(&c, 32, sl == 1, ctx, T, rng);
             /* launches, stream, stream to QKV's barrier, to attention's, stream with O's copies
-             * as stages free (session 22's form), the kernel's launch alone, launch + a barrier */
-            float us[7];
-            for (int form = 0; form < 7; form++) {
+             * as stages free (session 22's form), the kernel's launch alone, launch + a barrier,
+             * the ring alone (QKV's and O's rows streamed, nothing computed) */
+            float us[8];
+            for (int form = 0; form < 8; form++) {
                 attn_stream_set_probe(form == 2 ? 1 : form == 3 ? 2 : form >= 5 ? form - 2 : 0);
                 attn_stream_set_o_early(form == 4);
                 cudaGraph_t graph;

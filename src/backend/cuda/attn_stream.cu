@@ -2,7 +2,7 @@
  * one block an SM, eight consumer warps and one producer warp.
  *
  * The producer (one lane) walks the block's share of the weights in the order they are needed and
- * keeps a ring of stages (16 up to two tokens, 14 at four) requested in shared memory
+ * keeps a ring of stages (16 up to two tokens, 8 at three and four) requested in shared memory
  * (tma_ring.cuh's protocol): first the block's QKV row pairs, then its O rows. It waits for a free
  * stage and, before its first O row, for phase 1's grid barrier: O's rows then stream in while the
  * grid computes attention, and never take DRAM from another block's QKV rows.
@@ -67,6 +67,7 @@ enum {
     AS_MAX_SMEM = 224 * 1024
 };
 static_assert(AS_CWARPS == AS_GQA, "phase 2 gives each consumer warp one query head of the group");
+static_assert(AS_MAX_STAGES % AS_CWARPS == 0, "a stage's uses are one warp's (as_layout.stages)");
 
 #define AS_LOG2E 1.4426950408889634f
 
@@ -86,7 +87,7 @@ struct as_params {
     rope_kv_freq f;
     int n_heads, n_kv_heads, bs_shift;
     int stop_after; /* measurement (attn_stream_set_probe): 1 after QKV, 2 after attention, 3 at
-                       once (the launch alone), 4 after one grid barrier */
+                       once (the launch alone), 4 after one grid barrier, 5 the ring alone */
     int o_early;    /* measurement (attn_stream_set_o_early): O's copies as soon as stages free */
 };
 
@@ -542,7 +543,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
     int p0, r0;
     const int n_pairs = asp_share(b, G, (P.n_heads + 2 * P.n_kv_heads) * AS_HALF, &p0);
     const int my_rows = asp_share(b, G, H, &r0);
-    const int n_rows = P.stop_after ? 0 : my_rows; /* the probe streams no O rows */
+    const int n_rows = P.stop_after && P.stop_after != 5 ? 0 : my_rows; /* the phase probes: no O */
     const int qkv_row_bytes = H * 2, o_row_bytes = Q * 2;
     /* The consumers' loads go out first, before the producer's copies (as_early). */
     as_early<T> early;
@@ -553,7 +554,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
         mbar_init_fence();
     }
     __syncthreads();
-    if (P.stop_after >= 3) { /* the probe of the fixed costs: the launch, one grid barrier */
+    if (P.stop_after == 3 || P.stop_after == 4) { /* the fixed costs: launch, one grid barrier */
         if (P.stop_after == 4 && warp < AS_CWARPS)
             grid_barrier_with(a.bar, 0, [] { consumers_sync(); });
         return;
@@ -568,7 +569,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
         if (lane != 0) return;
         const uint64_t once = l2_policy_evict_first();
         for (int q = 0; q < n_pairs + n_rows; q++) {
-            if (q == n_pairs && !P.o_early) mbar_wait_or_trap(o_go, 0);
+            if (q == n_pairs && !P.o_early && P.stop_after != 5) mbar_wait_or_trap(o_go, 0);
             const int s = q % S;
             if (q >= S) mbar_wait_or_trap(&empty[s], (q / S - 1) & 1);
             unsigned char *dst = ring + (size_t)s * L.stage_bytes;
@@ -584,6 +585,15 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
                 bulk_copy_g2s_hint(dst, a.o_w + (size_t)(r0 + q - n_pairs) * Q,
                                    (uint32_t)o_row_bytes, &full[s], once);
             }
+        }
+        return;
+    }
+
+    if (P.stop_after == 5) { /* the ring alone: every stage released as soon as it lands */
+        for (int q = warp; q < n_pairs + n_rows; q += AS_CWARPS) {
+            mbar_wait_or_trap(&full[q % S], (q / S) & 1);
+            __syncwarp();
+            if (lane == 0) mbar_arrive(&empty[q % S]);
         }
         return;
     }
@@ -667,7 +677,7 @@ void attn_stream_set(int on) {
 
 static int g_stop_after;
 void attn_stream_set_probe(int stop_after) {
-    g_stop_after = stop_after >= 1 && stop_after <= 4 ? stop_after : 0;
+    g_stop_after = stop_after >= 1 && stop_after <= 5 ? stop_after : 0;
 }
 
 static int g_o_early;
@@ -747,11 +757,17 @@ extern "C" cudaError_t attn_stream_layer(const attn_dims *d, const rope_kv_freq 
     const int pairs_all = (d->n_heads + 2 * d->n_kv_heads) * AS_HALF;
     L.max_pairs = (pairs_all + sms - 1) / sms;
     const size_t pre = ((size_t)L.max_pairs * (2 + 2 * a->T) + (size_t)(a->H + sms - 1) / sms) * 4;
-    /* as many stages as fit beside the staged rows, the barriers and those (16 up to two tokens) */
+    /* as many stages as fit beside the staged rows, the barriers and those, in whole multiples of
+     * the consumer warps (16 up to two tokens, 8 at three and four): stage q goes to warp q % 8,
+     * so every use of a stage is then one warp's, in order. With 14 stages a warp could wait for a
+     * stage's second fill before its first had landed; that wait's parity names the phase before,
+     * which counts as complete, and the warp would read a stage still being filled (session 6's
+     * ring flaw, found again in session 23 by reading; the tests had passed by timing). */
     const size_t bars = (2 * AS_MAX_STAGES + 2) * sizeof(uint64_t), rest = xs + bars + pre;
     L.stages = rest < AS_MAX_SMEM ? (int)((AS_MAX_SMEM - rest) / L.stage_bytes) : 0;
     if (L.stages > AS_MAX_STAGES) L.stages = AS_MAX_STAGES;
-    if (L.stages < 4) return cudaErrorInvalidValue;
+    L.stages -= L.stages % AS_CWARPS;
+    if (L.stages < AS_CWARPS) return cudaErrorInvalidValue;
     L.xs_off = L.stages * L.stage_bytes;
     L.kv_a_off = L.xs_off + (int)(x_rows > (size_t)AS_KV_BUF ? x_rows : (size_t)AS_KV_BUF);
     L.bar_off = L.xs_off + (int)xs;

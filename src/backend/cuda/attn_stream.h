@@ -81,8 +81,9 @@ void attn_stream_set(int on);
 
 /* A measurement probe (test_attn_stream --bench): stop_after 1 ends the kernel after QKV and its
  * grid barrier, 2 after the attention and its barrier (the producer then streams no O rows), 3 at
- * once (the cooperative launch alone: its fixed cost), 4 after one grid barrier; 0 runs it whole.
- * Outputs are incomplete with 1-4. */
+ * once (the cooperative launch alone: its fixed cost), 4 after one grid barrier, 5 streams QKV's
+ * and O's rows through the ring with nothing computed (each stage released as it lands: the
+ * ring's own rate); 0 runs it whole. Outputs are incomplete with 1-5. */
 void attn_stream_set_probe(int stop_after);
 
 /* A measurement switch (test_attn_stream --bench): 1 issues O's copies as soon as ring stages free
