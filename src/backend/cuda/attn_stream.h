@@ -73,8 +73,9 @@ typedef struct {
 /* The form for a pure decode step of T tokens: 0 the launches, 1 this kernel, 2 this kernel with
  * the attention norm inside too (layers after the first). GPTOSS_ATTN_STREAM=0, 1 or 2 (or
  * attn_stream_set) fixes it for every T; unset (or 3), it is 2 at one token and 0 above: session
- * 23 measured, on an H100, +4.3 % for 120b at batch 1 (+2.4 % without the norm inside), -0.2 to
- * -2.6 % at 2 and -7 to -12 % at 4 (bench/NOTES.md). attn_stream_set(-1): read the environment
+ * 23 measured, on an H100, +4.3 % for 120b at batch 1 (+2.4 % without the norm inside; the closing
+ * run, the default against =0: +3.1 %), -0.2 to -2.6 % at 2 and -7 to -12 % at 4
+ * (bench/NOTES.md). attn_stream_set(-1): read the environment
  * again. */
 int attn_stream_mode(int T);
 void attn_stream_set(int on);
