@@ -464,9 +464,12 @@ static void bench(gemm_ctx *g, const rope_kv_freq *f, rng_t *rng) {
             }
             attn_stream_set_probe(0);
             attn_stream_set_o_early(0);
-            printf("| %d | %s | %.1f | %.1f | %.3f | %.2f | %.1f | %.1f | %.1f | %.1f | %.1f |\n",
-                   T, sl ? "sliding" : "full", us[0], us[1], us[1] / us[0],
-                   bytes / (us[1] * 1e-6) / 1e12, us[2], us[3], us[4], us[5], us[6]);
+            printf(
+                "| %d | %s | %.1f | %.1f | %.3f | %.2f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | "
+                "%.2f |\n",
+                T, sl ? "sliding" : "full", us[0], us[1], us[1] / us[0],
+                bytes / (us[1] * 1e-6) / 1e12, us[2], us[3], us[4], us[5], us[6], us[7],
+                bytes / (us[7] * 1e-6) / 1e12);
             free_case(&c);
         }
     CUDA_CHECK(cudaStreamDestroy(st));

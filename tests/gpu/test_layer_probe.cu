@@ -44,6 +44,7 @@
 #include <vector>
 
 enum { LP_THREADS = 256, LP_WARPS = LP_THREADS / 32, LP_PHASES = 6, LP_K_MAX = 4096 };
+enum { LP_RING_MAX_BYTES = 192 * 1024 }; /* the ring-alone forms' largest ring */
 
 /* Phase p's rows N and row length K (host and device), and its name. */
 static __host__ __device__ inline int lp_n(int p) {
@@ -307,6 +308,65 @@ __global__ void __launch_bounds__(LP_STREAM_THREADS, 1) lp_stream_kernel(lp_args
     }
 }
 
+/* The ring alone (session 24): what the stream forms' weight stream can deliver with no consumer
+ * dependency at all. Block b of one an SM streams its contiguous 1/grid slice of every phase's
+ * matrix of every layer, in order, as bulk copies of at most STAGE bytes through `stages` stages;
+ * the consumer (one lane) releases each stage as soon as it has landed; nothing is computed and no
+ * grid barrier is waited on. Against the stream form's 57.6 µs a layer (H100, session 24 call 1):
+ * if this is near the plain loads' figure, the stream form loses its time to the phases'
+ * dependencies; if it is far below, the copies themselves are the limit. */
+template <int STAGE>
+__global__ void __launch_bounds__(64, 1) lp_ring_kernel(lp_args a, int stages) {
+    extern __shared__ __align__(128) unsigned char lp_smem[];
+    uint64_t *full = (uint64_t *)(lp_smem + (size_t)stages * STAGE), *empty = full + stages;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < stages; s++) mbar_init(&full[s], 1), mbar_init(&empty[s], 1);
+        mbar_init_fence();
+    }
+    __syncthreads();
+    const bool producer = threadIdx.x == 32;
+    if (threadIdx.x != 0 && !producer) return;
+    unsigned int q = 0;
+    for (int i = 0; i < a.L * LP_PHASES; i++) {
+        const size_t bytes = 2 * (size_t)lp_n(i % LP_PHASES) * lp_k(i % LP_PHASES);
+        const size_t slice = ((bytes + gridDim.x - 1) / gridDim.x + 15) & ~(size_t)15;
+        const size_t lo = blockIdx.x * slice, hi = lo + slice < bytes ? lo + slice : bytes;
+        for (size_t off = lo; off < hi; off += STAGE, q++) {
+            const int s = q % stages;
+            if (producer) {
+                if (q >= (unsigned int)stages) mbar_wait_or_trap(&empty[s], (q / stages - 1) & 1);
+                const uint32_t len = (uint32_t)(hi - off < STAGE ? hi - off : STAGE);
+                mbar_arrive_expect_tx(&full[s], len);
+                bulk_copy_g2s(lp_smem + (size_t)s * STAGE, (const unsigned char *)a.W[i] + off, len,
+                              &full[s]);
+            } else {
+                mbar_wait_or_trap(&full[s], (q / stages) & 1);
+                mbar_arrive(&empty[s]);
+            }
+        }
+    }
+}
+
+/* The card's plain streaming read of the same bytes (every matrix of every layer in turn, 16-byte
+ * loads that skip L1, grid-strided over many blocks, no phase order): the ceiling the ring forms
+ * are held against. The XOR of everything goes to y[0][0] only if it is an impossible value, so
+ * the loads cannot be dropped. */
+__global__ void __launch_bounds__(256) lp_read_kernel(lp_args a) {
+    uint32_t acc = 0;
+    const size_t tid = blockIdx.x * (size_t)blockDim.x + threadIdx.x,
+                 nt = (size_t)gridDim.x * blockDim.x;
+    for (int i = 0; i < a.L * LP_PHASES; i++) {
+        const size_t words = 2 * (size_t)lp_n(i % LP_PHASES) * lp_k(i % LP_PHASES) / 16;
+        const uint4 *w = (const uint4 *)a.W[i];
+#pragma unroll 4
+        for (size_t v = tid; v < words; v += nt) {
+            const uint4 x = ldg_stream16(w + v);
+            acc ^= x.x ^ x.y ^ x.z ^ x.w;
+        }
+    }
+    if (acc == 0x7fc00001u) a.y[0][0] = 1.f;
+}
+
 /* Weights from a hash of (seed, buffer, index), the same on the host (the reference): bf16 values
  * ±2^-9 … ±2^-6 with random mantissas (sign, exponent 118-121, 7 mantissa bits from the hash). */
 static __host__ __device__ inline uint16_t lp_weight(uint64_t seed, int buf, size_t k) {
@@ -350,6 +410,11 @@ static void lp_alloc(lp_run &r, int L, int blocks_per_sm, uint64_t seed) {
          {(const void *)lp_stream_kernel<false>, (const void *)lp_stream_kernel<true>})
         CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         (int)LP_STREAM_SMEM));
+    for (const void *k : {(const void *)lp_ring_kernel<2048>, (const void *)lp_ring_kernel<4096>,
+                          (const void *)lp_ring_kernel<8192>, (const void *)lp_ring_kernel<16384>,
+                          (const void *)lp_ring_kernel<32768>})
+        CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        LP_RING_MAX_BYTES + 2 * 96 * (int)sizeof(uint64_t)));
     for (int i = 0; i < L * LP_PHASES; i++) {
         const size_t n = (size_t)lp_n(i % LP_PHASES) * lp_k(i % LP_PHASES);
         uint16_t *w = tu_dev_alloc<uint16_t>(n);
@@ -531,6 +596,59 @@ static void lp_phase_times(const lp_run &r, double out[LP_PHASES]) {
     for (int p = 0; p < LP_PHASES; p++) out[p] /= cnt[p] ? cnt[p] : 1;
 }
 
+/* The ring alone at several copy sizes and ring sizes, and the plain loads: µs a layer and TB/s. */
+static void lp_ring_launch(const lp_run &r, int stage, int ring, cudaStream_t st) {
+    const int stages = ring / stage;
+    const size_t smem = (size_t)ring + 2 * (size_t)stages * sizeof(uint64_t);
+    const lp_args a = r.args();
+    switch (stage) {
+    case 2048:
+        lp_ring_kernel<2048><<<r.sms, 64, smem, st>>>(a, stages);
+        break;
+    case 4096:
+        lp_ring_kernel<4096><<<r.sms, 64, smem, st>>>(a, stages);
+        break;
+    case 8192:
+        lp_ring_kernel<8192><<<r.sms, 64, smem, st>>>(a, stages);
+        break;
+    case 16384:
+        lp_ring_kernel<16384><<<r.sms, 64, smem, st>>>(a, stages);
+        break;
+    default:
+        lp_ring_kernel<32768><<<r.sms, 64, smem, st>>>(a, stages);
+        break;
+    }
+    CUDA_CHECK(cudaGetLastError());
+}
+
+static void lp_ring_bench(cudaStream_t st, double layer_bytes) {
+    lp_run r;
+    lp_alloc(r, 36, 2, 12345);
+    printf("\nThe ring alone (one block an SM, one producer lane, each stage released as it lands, "
+           "nothing computed, no barrier), µs a layer and TB/s:\n"
+           "| copy KB | ring KB | µs a layer | TB/s |\n| ---: | ---: | ---: | ---: |\n");
+    for (int ring : {96 * 1024, (int)LP_RING_MAX_BYTES})
+        for (int stage : {2048, 4096, 8192, 16384, 32768}) {
+            if (ring / stage < 2 || ring / stage > 96) continue;
+            const double us =
+                tu_time_us(st, 3, 20, [&](int) { lp_ring_launch(r, stage, ring, st); }) / r.L;
+            printf("| %d | %d | %.1f | %.2f |\n", stage / 1024, ring / 1024, us,
+                   layer_bytes / (us * 1e-6) / 1e12);
+        }
+    for (int bpsm : {4, 8}) {
+        const lp_args a = r.args();
+        const double us = tu_time_us(st, 3, 20,
+                                     [&](int) {
+                                         lp_read_kernel<<<r.sms * bpsm, 256, 0, st>>>(a);
+                                         CUDA_CHECK(cudaGetLastError());
+                                     }) /
+                          r.L;
+        printf("| plain loads, %d blocks of 256 an SM | - | %.1f | %.2f |\n", bpsm, us,
+               layer_bytes / (us * 1e-6) / 1e12);
+    }
+    lp_free(r);
+}
+
 static void lp_bench(cudaStream_t st) {
     double bytes = 0;
     for (int p = 0; p < LP_PHASES; p++) bytes += 2.0 * lp_n(p) * lp_k(p);
@@ -574,6 +692,7 @@ static void lp_bench(cudaStream_t st) {
                    phase[b][LP_PERSIST][p], phase[b][LP_PREFETCH][p], phase[b][LP_PRELOAD][p],
                    phase[b][LP_STREAM][p], phase[b][LP_ROUTED][p]);
         }
+    lp_ring_bench(st, bytes);
 }
 
 int main(int argc, char **argv) {
