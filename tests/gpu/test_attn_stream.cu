@@ -15,7 +15,6 @@
  *   - the attention norm inside (attn_stream_args.nh) against norm_add_rmsnorm_split + the kernel
  *     on its output: h's new rows, q, the caches, the attention and O's outputs bit for bit,
  *     eager and under a graph replay;
- *   - the same with one QKV pair and one O row a ring stage (attn_stream_set_stage_units(1));
  *   - refusals: more tokens than ATTN_STREAM_MAX_T, an FP8 cache, sequences ≠ tokens, a workspace
  *     too small.
  * Cases: 120b's shapes (64 q heads, 8 KV heads, H = 2880), block sizes 16 and 32, full layers at
@@ -27,7 +26,7 @@
  * runner's default) against the stream kernel, each a CUDA graph of 4 layers with their own
  * weights (212 MB: more than L2), µs a layer and the weights' TB/s; and the stream kernel ended
  * after its QKV phase and after its attention phase (attn_stream_set_probe), which time the
- * phases; session 23's form (one QKV pair, one O row a stage); the fixed costs: the kernel ended at
+ * phases; session 22's form (O's copies as stages free); the fixed costs: the kernel ended at
  * once (its cooperative launch alone) and after one grid barrier; and the ring alone (the rows
  * streamed, nothing computed). */
 #include "gpu_check.h"
@@ -425,10 +424,9 @@ static void bench(gemm_ctx *g, const rope_kv_freq *f, rng_t *rng) {
     layer_w ws[BENCH_LAYERS];
     for (int l = 0; l < BENCH_LAYERS; l++) ws[l] = make_layer(rng);
     const double bytes = ((double)QKVD * HID + (double)HID * QD) * 2;
-    printf(
-        "\n| T | layer | launches µs | stream µs | stream / launches | stream weights TB/s | "
-        "to QKV's barrier µs | to attention's barrier µs | one pair a stage µs | launch alone µs | "
-        "launch + a grid barrier µs | the ring alone µs | the ring alone TB/s |\n");
+    printf("\n| T | layer | launches µs | stream µs | stream / launches | stream weights TB/s | "
+           "to QKV's barrier µs | to attention's barrier µs | O early µs | launch alone µs | "
+           "launch + a grid barrier µs | the ring alone µs | the ring alone TB/s |\n");
     printf("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | "
            "---: |\n");
     cudaStream_t st;
@@ -438,14 +436,13 @@ static void bench(gemm_ctx *g, const rope_kv_freq *f, rng_t *rng) {
             const int ctx[ATTN_STREAM_MAX_T] = {1024, 1024, 1024, 1024};
             step_case c;
             build_case(&c, 32, sl == 1, ctx, T, rng);
-            /* launches, stream, stream to QKV's barrier, to attention's, stream with one QKV pair
-             * (one O row) a stage (session 23's form: the default before session 24), the
-             * kernel's launch alone, launch + a barrier, the ring alone (QKV's and O's rows
-             * streamed, nothing computed) */
+            /* launches, stream, stream to QKV's barrier, to attention's, stream with O's copies
+             * as stages free (session 22's form), the kernel's launch alone, launch + a barrier,
+             * the ring alone (QKV's and O's rows streamed, nothing computed) */
             float us[8];
             for (int form = 0; form < 8; form++) {
                 attn_stream_set_probe(form == 2 ? 1 : form == 3 ? 2 : form >= 5 ? form - 2 : 0);
-                attn_stream_set_stage_units(form == 4 ? 1 : 0);
+                attn_stream_set_o_early(form == 4);
                 cudaGraph_t graph;
                 cudaGraphExec_t exec;
                 CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
@@ -466,7 +463,7 @@ static void bench(gemm_ctx *g, const rope_kv_freq *f, rng_t *rng) {
                 CUDA_CHECK(cudaGraphDestroy(graph));
             }
             attn_stream_set_probe(0);
-            attn_stream_set_stage_units(0);
+            attn_stream_set_o_early(0);
             printf(
                 "| %d | %s | %.1f | %.1f | %.3f | %.2f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | "
                 "%.2f |\n",
@@ -519,12 +516,6 @@ int main(int argc, char **argv) {
             run_case(g, &freq, &w, bss[b], sl == 1, three, 3, &rng);
             run_case(g, &freq, &w, bss[b], sl == 1, four, 4, &rng);
         }
-    /* one QKV pair and one O row a stage (session 23's form, now a bench switch; the default
-     * holds two at one and two tokens) */
-    attn_stream_set_stage_units(1);
-    run_case(g, &freq, &w, 32, false, c1k, 1, &rng);
-    run_case(g, &freq, &w, 16, true, two_a, 2, &rng);
-    attn_stream_set_stage_units(0);
     const int n1k[] = {1000}, n2[] = {300, 5000};
     check_norm_case(&freq, &w, 32, false, n1k, 1, &rng);
     check_norm_case(&freq, &w, 16, true, n1k, 1, &rng);

@@ -58,7 +58,6 @@ enum {
     AS_CWARPS = 8, /* consumer warps: one a query head of a KV group in phase 2 */
     AS_THREADS = (AS_CWARPS + 1) * 32,
     AS_MAX_STAGES = 16,
-    AS_MAX_UNITS = 2,                       /* QKV pairs (and O rows) a stage: the code's R = 4 */
     AS_HD = 64,                             /* head_dim */
     AS_HALF = 32,                           /* RoPE's rotation partner distance */
     AS_GQA = 8,                             /* query heads a KV head */
@@ -73,17 +72,14 @@ static_assert(AS_MAX_STAGES % AS_CWARPS == 0, "a stage's uses are one warp's (as
 #define AS_LOG2E 1.4426950408889634f
 
 struct as_layout {
-    int stage_bytes; /* max(qkv_m QKV pairs: qkv_m · 2 H · 2, o_m O rows: o_m · Q · 2), a multiple
-                        of 128 */
-    int qkv_m, o_m; /* QKV pairs a stage holds (its rows: the pairs' first rows, then their second
-                        rows), O rows a stage holds (consecutive rows: one copy) */
-    int xs_off;     /* the staged token rows (fp32) or, in phase 2, the K/V chunk buffers */
-    int bar_off;    /* full[stages], empty[stages] */
-    int pre_off;    /* as_pre: the epilogues' preloaded values */
-    int kv_a_off;   /* phase 2's chunk buffer A, past the staged token rows (B: at xs_off) */
-    int max_pairs;  /* the most QKV pairs a block owns (the rows: at most H / G + 1) */
-    int stages;     /* the ring's: as many as fit beside the staged rows, ≤ AS_MAX_STAGES */
-    int slots;      /* split slots of a (sequence, KV head) */
+    int stage_bytes; /* max(a QKV pair: 2 H · 2, an O row: Q · 2), a multiple of 128 */
+    int xs_off;      /* the staged token rows (fp32) or, in phase 2, the K/V chunk buffers */
+    int bar_off;     /* full[stages], empty[stages] */
+    int pre_off;     /* as_pre: the epilogues' preloaded values */
+    int kv_a_off;    /* phase 2's chunk buffer A, past the staged token rows (B: at xs_off) */
+    int max_pairs;   /* the most QKV pairs a block owns (the rows: at most H / G + 1) */
+    int stages;      /* the ring's: as many as fit beside the staged rows, ≤ AS_MAX_STAGES */
+    int slots;       /* split slots of a (sequence, KV head) */
 };
 
 struct as_params {
@@ -92,6 +88,7 @@ struct as_params {
     int n_heads, n_kv_heads, bs_shift;
     int stop_after; /* measurement (attn_stream_set_probe): 1 after QKV, 2 after attention, 3 at
                        once (the launch alone), 4 after one grid barrier, 5 the ring alone */
+    int o_early;    /* measurement (attn_stream_set_o_early): O's copies as soon as stages free */
 };
 
 static __device__ __forceinline__ void consumers_sync(void) {
@@ -548,8 +545,6 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
     const int my_rows = asp_share(b, G, H, &r0);
     const int n_rows = P.stop_after && P.stop_after != 5 ? 0 : my_rows; /* the phase probes: no O */
     const int qkv_row_bytes = H * 2, o_row_bytes = Q * 2;
-    const int nq = (n_pairs + L.qkv_m - 1) / L.qkv_m,
-              no = (n_rows + L.o_m - 1) / L.o_m; /* stages */
     /* The consumers' loads go out first, before the producer's copies (as_early). */
     as_early<T> early;
     if (warp < AS_CWARPS) as_early_load<T>(P, L, p0, n_pairs, r0, my_rows, early);
@@ -565,48 +560,37 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
         return;
     }
 
-    /* The producer: QKV stages (qkv_m pairs each), then O stages (o_m rows each). O's copies wait
-     * for phase 1's grid barrier (o_go): issued as stages free during phase 1, they took DRAM from
-     * the QKV rows of the blocks still in phase 1, whose late refills queued behind them, and the
-     * whole grid waited at the barrier (session 23's ncu: ~9 µs of 38 there). After the barrier
-     * they stream during phase 2, whose work is latency, not bytes. A stage is as few bulk copies
-     * as its rows allow, each as large as it can be: an SM's ring delivers ~2.2 TB/s over the grid
-     * in 4 KB copies, ~2.5-2.85 in 8 KB and ~2.9-3.0 (the card's plain loads) in 16-32 KB (H100,
-     * session 24's ring-alone probe). A pair's two rows are 32 rows apart, but the first rows of
-     * consecutive pairs of one head are consecutive, as are their second rows. */
+    /* The producer: QKV pairs, then O rows. O's copies wait for phase 1's grid barrier (o_go):
+     * issued as stages free during phase 1, they took DRAM from the QKV rows of the blocks still
+     * in phase 1, whose late refills queued behind them, and the whole grid waited at the barrier
+     * (session 23's ncu: ~9 µs of 38 there). After the barrier they stream during phase 2, whose
+     * work is latency, not bytes. */
     if (warp == AS_CWARPS) {
         if (lane != 0) return;
         const uint64_t once = l2_policy_evict_first();
-        for (int q = 0; q < nq + no; q++) {
-            if (q == nq && P.stop_after != 5) mbar_wait_or_trap(o_go, 0);
+        for (int q = 0; q < n_pairs + n_rows; q++) {
+            if (q == n_pairs && !P.o_early && P.stop_after != 5) mbar_wait_or_trap(o_go, 0);
             const int s = q % S;
             if (q >= S) mbar_wait_or_trap(&empty[s], (q / S - 1) & 1);
             unsigned char *dst = ring + (size_t)s * L.stage_bytes;
-            if (q < nq) {
-                const int j0 = q * L.qkv_m, m = min(L.qkv_m, n_pairs - j0);
-                mbar_arrive_expect_tx(&full[s], (uint32_t)(2 * m * qkv_row_bytes));
-                for (int j = 0, k; j < m; j += k) { /* runs of pairs within one head */
-                    const int p = p0 + j0 + j;
-                    for (k = 1; j + k < m && (p + k) % AS_HALF != 0;) k++;
-                    const uint16_t *w1 = a.qkv_w + (size_t)(p / AS_HALF * AS_HD + p % AS_HALF) * H;
-                    bulk_copy_g2s_hint(dst + (size_t)j * qkv_row_bytes, w1,
-                                       (uint32_t)(k * qkv_row_bytes), &full[s], once);
-                    bulk_copy_g2s_hint(dst + (size_t)(L.qkv_m + j) * qkv_row_bytes,
-                                       w1 + (size_t)AS_HALF * H, (uint32_t)(k * qkv_row_bytes),
-                                       &full[s], once);
-                }
+            if (q < n_pairs) {
+                const int p = p0 + q, hh = p / AS_HALF, i = p % AS_HALF;
+                const uint16_t *w1 = a.qkv_w + (size_t)(hh * AS_HD + i) * H;
+                mbar_arrive_expect_tx(&full[s], (uint32_t)(2 * qkv_row_bytes));
+                bulk_copy_g2s_hint(dst, w1, (uint32_t)qkv_row_bytes, &full[s], once);
+                bulk_copy_g2s_hint(dst + qkv_row_bytes, w1 + (size_t)AS_HALF * H,
+                                   (uint32_t)qkv_row_bytes, &full[s], once);
             } else {
-                const int r = (q - nq) * L.o_m, m = min(L.o_m, n_rows - r);
-                mbar_arrive_expect_tx(&full[s], (uint32_t)(m * o_row_bytes));
-                bulk_copy_g2s_hint(dst, a.o_w + (size_t)(r0 + r) * Q, (uint32_t)(m * o_row_bytes),
-                                   &full[s], once);
+                mbar_arrive_expect_tx(&full[s], (uint32_t)o_row_bytes);
+                bulk_copy_g2s_hint(dst, a.o_w + (size_t)(r0 + q - n_pairs) * Q,
+                                   (uint32_t)o_row_bytes, &full[s], once);
             }
         }
         return;
     }
 
     if (P.stop_after == 5) { /* the ring alone: every stage released as soon as it lands */
-        for (int q = warp; q < nq + no; q += AS_CWARPS) {
+        for (int q = warp; q < n_pairs + n_rows; q += AS_CWARPS) {
             mbar_wait_or_trap(&full[q % S], (q / S) & 1);
             __syncwarp();
             if (lane == 0) mbar_arrive(&empty[q % S]);
@@ -631,30 +615,17 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
 
     /* Phase 1: QKV pairs, RoPE, the KV write. */
     consumers_sync();
-    for (int q = warp; q < nq; q += AS_CWARPS) {
-        const int s = q % S, j0 = q * L.qkv_m, m = min(L.qkv_m, n_pairs - j0);
-        const unsigned char *w = ring + (size_t)s * L.stage_bytes;
+    for (int q = warp; q < n_pairs; q += AS_CWARPS) {
+        const int s = q % S;
         mbar_wait_or_trap(&full[s], (q / S) & 1);
-        float acc[4][T]; /* pair j's two rows: acc[j], acc[m + j] */
-        if (m == 2) {
-            as_rows_dot<T, 4>(w, qkv_row_bytes, H / 8, xs, acc);
-        } else {
-            float a1[2][T];
-            as_rows_dot<T, 2>(w, L.qkv_m * qkv_row_bytes, H / 8, xs, a1);
-#pragma unroll
-            for (int t = 0; t < T; t++) acc[0][t] = a1[0][t], acc[1][t] = a1[1][t];
-        }
+        float acc[2][T];
+        as_rows_dot<T, 2>(ring + (size_t)s * L.stage_bytes, qkv_row_bytes, H / 8, xs, acc);
         __syncwarp();
         if (lane == 0) mbar_arrive(&empty[s]);
         if (lane < T) {
-            /* constant indices only (a runtime index would put acc in local memory) */
-            const float x0 = as_pick<T>(acc[0], lane), x1 = as_pick<T>(acc[1], lane);
-            const float x2 = as_pick<T>(acc[2], lane), x3 = as_pick<T>(acc[3], lane);
-            as_qkv_store<T>(P, pre, j0, (p0 + j0) / AS_HALF, (p0 + j0) % AS_HALF, lane, slot, x0,
-                            m == 2 ? x2 : x1);
-            if (m == 2)
-                as_qkv_store<T>(P, pre, j0 + 1, (p0 + j0 + 1) / AS_HALF, (p0 + j0 + 1) % AS_HALF,
-                                lane, slot, x1, x3);
+            const int p = p0 + q;
+            as_qkv_store<T>(P, pre, q, p / AS_HALF, p % AS_HALF, lane, slot,
+                            as_pick<T>(acc[0], lane), as_pick<T>(acc[1], lane));
         }
     }
     as_item_prefetch(P, L, item, as_smem);
@@ -676,27 +647,18 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
     /* Phase 3: O. */
     as_stage_rows(a.attn, T, Q, xs);
     consumers_sync();
-    for (int q = nq + (warp - nq % AS_CWARPS + AS_CWARPS) % AS_CWARPS; q < nq + no;
-         q += AS_CWARPS) {
-        const int s = q % S, r = (q - nq) * L.o_m, m = min(L.o_m, n_rows - r);
-        const unsigned char *w = ring + (size_t)s * L.stage_bytes;
+    for (int q = n_pairs + (warp - n_pairs % AS_CWARPS + AS_CWARPS) % AS_CWARPS;
+         q < n_pairs + n_rows; q += AS_CWARPS) {
+        const int s = q % S;
         mbar_wait_or_trap(&full[s], (q / S) & 1);
-        float acc[2][T];
-        if (m == 2) {
-            as_rows_dot<T, 2>(w, o_row_bytes, Q / 8, xs, acc);
-        } else {
-            float a1[1][T];
-            as_rows_dot<T, 1>(w, o_row_bytes, Q / 8, xs, a1);
-#pragma unroll
-            for (int t = 0; t < T; t++) acc[0][t] = a1[0][t];
-        }
+        float acc[1][T];
+        as_rows_dot<T, 1>(ring + (size_t)s * L.stage_bytes, o_row_bytes, Q / 8, xs, acc);
         __syncwarp();
         if (lane == 0) mbar_arrive(&empty[s]);
         if (lane < T) {
-            const float y0 = as_pick<T>(acc[0], lane), y1 = as_pick<T>(acc[1], lane);
-            a.o[(size_t)lane * H + r0 + r] = f32_to_bf16_bits(y0 + pre.o_bias[r]);
-            if (m == 2)
-                a.o[(size_t)lane * H + r0 + r + 1] = f32_to_bf16_bits(y1 + pre.o_bias[r + 1]);
+            const int row = r0 + q - n_pairs;
+            a.o[(size_t)lane * H + row] =
+                f32_to_bf16_bits(as_pick<T>(acc[0], lane) + pre.o_bias[q - n_pairs]);
         }
     }
 }
@@ -718,9 +680,9 @@ void attn_stream_set_probe(int stop_after) {
     g_stop_after = stop_after >= 1 && stop_after <= 5 ? stop_after : 0;
 }
 
-static int g_stage_units; /* 0: the most that fit (two, else one) */
-void attn_stream_set_stage_units(int m) {
-    g_stage_units = m >= 1 && m <= AS_MAX_UNITS ? m : 0;
+static int g_o_early;
+void attn_stream_set_o_early(int on) {
+    g_o_early = on != 0;
 }
 
 static int sm_count(void) {
@@ -782,6 +744,8 @@ extern "C" cudaError_t attn_stream_layer(const attn_dims *d, const rope_kv_freq 
     if (L.slots < 1 || a->part_bytes < attn_stream_workspace_bytes(d, a->T) || !a->part)
         return cudaErrorInvalidValue;
     const int Q = d->n_heads * AS_HD;
+    int stage = 4 * a->H > 2 * Q ? 4 * a->H : 2 * Q;
+    L.stage_bytes = (stage + 127) / 128 * 128;
     /* the staged token rows (phase 1: x, phase 3: the attention output) and phase 2's two chunk
      * buffers: B over x's rows, A past them (asked for while phase 1 reads x) */
     const size_t x_rows = ((size_t)a->T * a->H * 4 + 127) / 128 * 128;
@@ -799,19 +763,10 @@ extern "C" cudaError_t attn_stream_layer(const attn_dims *d, const rope_kv_freq 
      * stage's second fill before its first had landed; that wait's parity names the phase before,
      * which counts as complete, and the warp would read a stage still being filled (session 6's
      * ring flaw, found again in session 23 by reading; the tests had passed by timing). */
-    /* A stage holds m pairs and m O rows: the most (≤ AS_MAX_UNITS) that leave the consumer
-     * warps a stage each, so the copies are as large as the ring allows (two at one and two
-     * tokens: 23 KB stages for the 120b, 8 of them; one at three and four). */
     const size_t bars = (2 * AS_MAX_STAGES + 2) * sizeof(uint64_t), rest = xs + bars + pre;
-    for (int m = g_stage_units ? g_stage_units : AS_MAX_UNITS; m >= 1; m--) {
-        const int stage = m * (4 * a->H > 2 * Q ? 4 * a->H : 2 * Q);
-        L.qkv_m = L.o_m = m;
-        L.stage_bytes = (stage + 127) / 128 * 128;
-        L.stages = rest < AS_MAX_SMEM ? (int)((AS_MAX_SMEM - rest) / L.stage_bytes) : 0;
-        if (L.stages > AS_MAX_STAGES) L.stages = AS_MAX_STAGES;
-        L.stages -= L.stages % AS_CWARPS;
-        if (L.stages >= AS_CWARPS) break;
-    }
+    L.stages = rest < AS_MAX_SMEM ? (int)((AS_MAX_SMEM - rest) / L.stage_bytes) : 0;
+    if (L.stages > AS_MAX_STAGES) L.stages = AS_MAX_STAGES;
+    L.stages -= L.stages % AS_CWARPS;
     if (L.stages < AS_CWARPS) return cudaErrorInvalidValue;
     L.xs_off = L.stages * L.stage_bytes;
     L.kv_a_off = L.xs_off + (int)(x_rows > (size_t)AS_KV_BUF ? x_rows : (size_t)AS_KV_BUF);
@@ -823,6 +778,7 @@ extern "C" cudaError_t attn_stream_layer(const attn_dims *d, const rope_kv_freq 
     P.a = *a, P.f = *f;
     P.n_heads = d->n_heads, P.n_kv_heads = d->n_kv_heads, P.bs_shift = attn_block_shift(d);
     P.stop_after = g_stop_after;
+    P.o_early = g_o_early;
     void (*kern)(as_params, as_layout) = kernel_for(a->T);
     /* Once per device: the shared-memory opt-in, and that one block an SM fits (the cooperative
      * launch would refuse the grid otherwise; the layout is the same for every step of a model). */
