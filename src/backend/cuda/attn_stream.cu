@@ -88,7 +88,6 @@ struct as_params {
     int n_heads, n_kv_heads, bs_shift;
     int stop_after; /* measurement (attn_stream_set_probe): 1 after QKV, 2 after attention, 3 at
                        once (the launch alone), 4 after one grid barrier, 5 the ring alone */
-    int o_early;    /* measurement (attn_stream_set_o_early): O's copies as soon as stages free */
 };
 
 static __device__ __forceinline__ void consumers_sync(void) {
@@ -569,7 +568,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
         if (lane != 0) return;
         const uint64_t once = l2_policy_evict_first();
         for (int q = 0; q < n_pairs + n_rows; q++) {
-            if (q == n_pairs && !P.o_early && P.stop_after != 5) mbar_wait_or_trap(o_go, 0);
+            if (q == n_pairs && P.stop_after != 5) mbar_wait_or_trap(o_go, 0);
             const int s = q % S;
             if (q >= S) mbar_wait_or_trap(&empty[s], (q / S - 1) & 1);
             unsigned char *dst = ring + (size_t)s * L.stage_bytes;
@@ -680,11 +679,6 @@ void attn_stream_set_probe(int stop_after) {
     g_stop_after = stop_after >= 1 && stop_after <= 5 ? stop_after : 0;
 }
 
-static int g_o_early;
-void attn_stream_set_o_early(int on) {
-    g_o_early = on != 0;
-}
-
 static int sm_count(void) {
     int dev = 0, sms = 0;
     if (cudaGetDevice(&dev) != cudaSuccess ||
@@ -778,7 +772,6 @@ extern "C" cudaError_t attn_stream_layer(const attn_dims *d, const rope_kv_freq 
     P.a = *a, P.f = *f;
     P.n_heads = d->n_heads, P.n_kv_heads = d->n_kv_heads, P.bs_shift = attn_block_shift(d);
     P.stop_after = g_stop_after;
-    P.o_early = g_o_early;
     void (*kern)(as_params, as_layout) = kernel_for(a->T);
     /* Once per device: the shared-memory opt-in, and that one block an SM fits (the cooperative
      * launch would refuse the grid otherwise; the layout is the same for every step of a model). */

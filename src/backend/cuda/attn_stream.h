@@ -87,10 +87,6 @@ void attn_stream_set(int on);
  * ring's own rate); 0 runs it whole. Outputs are incomplete with 1-5. */
 void attn_stream_set_probe(int stop_after);
 
-/* A measurement switch (test_attn_stream --bench): 1 issues O's copies as soon as ring stages free
- * (session 22's form), 0 (the default) after phase 1's grid barrier. */
-void attn_stream_set_o_early(int on);
-
 /* Whether a step of T one-token sequences (n_seqs of them) of hidden size H fits the kernel:
  * 1 ≤ T = n_seqs ≤ ATTN_STREAM_MAX_T, gpt-oss's head shapes (head_dim 64, 8 query heads a KV
  * head, at most ATTN_STREAM_MAX_KV_HEADS KV heads), a bf16 cache, H a multiple of 8 up to ATTN_STREAM_MAX_H, RoPE's half = 32. */
