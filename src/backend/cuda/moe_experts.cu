@@ -191,6 +191,27 @@ static int ntp1_max_avg(void) {
     return env_switch(&v, "GPTOSS_MOE_NTP1_MAX_AVG", 4, 1, 1 << 20);
 }
 
+/* GPTOSS_MOE_DOWN_SPLITS: 0 or unset, the rule below; 1-5, that many K splits at every batch on
+ * the small path (for measuring the rule again). */
+static int down_splits_switch(void) {
+    static int v = -1;
+    return env_switch(&v, "GPTOSS_MOE_DOWN_SPLITS", 0, 0, 5);
+}
+
+/* The K splits of the small path's down projection at T tokens. Expected touched experts
+ * E·(1 − (1 − k/E)^T); the down projection has H/16 row tiles per expert in blocks of 4 or 8
+ * warps, and 4 (resp. 2) such blocks fit on an SM at once. Split K as far as one wave of resident
+ * blocks allows (a second, nearly empty wave would cost a whole block time). */
+static int down_splits_for(int T, int E, int k, int ntp, int sm_count) {
+    const int forced = down_splits_switch();
+    if (forced >= 1) return forced;
+    const double touched = E * (1.0 - pow(1.0 - (double)k / E, (double)T));
+    const double blocks = touched * (ntp == 1 ? 45.0 : 23.0);
+    const double resident = (ntp == 1 ? 4.0 : 2.0) * (sm_count > 0 ? sm_count : 132);
+    const int S = (int)floor(resident / (blocks > 1 ? blocks : 1));
+    return S < 1 ? 1 : (S > 5 ? 5 : S);
+}
+
 moe_plan moe_plan_for(int T, int E, int k, int sm_count) {
     moe_plan p;
     const double avg = (double)T * k / E; /* pairs per expert */
@@ -213,18 +234,7 @@ moe_plan moe_plan_for(int T, int E, int k, int sm_count) {
      * from those runs; the combined rule itself has not been timed end to end. */
     p.bn = avg < 128.0 ? 64 : 128;
     p.ntp = avg <= ntp1_max_avg() ? 1 : 2;
-    p.down_splits = 1;
-    if (!p.large) {
-        /* Expected touched experts E·(1 − (1 − k/E)^T); the down projection has H/16 row tiles per
-         * expert in blocks of 4 or 8 warps, and 4 (resp. 2) such blocks fit on an SM at once. Split K
-         * as far as one wave of resident blocks allows (a second, nearly empty wave would cost a
-         * whole block time). */
-        const double touched = E * (1.0 - pow(1.0 - (double)k / E, (double)T));
-        const double blocks = touched * (p.ntp == 1 ? 45.0 : 23.0);
-        const double resident = (p.ntp == 1 ? 4.0 : 2.0) * (sm_count > 0 ? sm_count : 132);
-        int S = (int)floor(resident / (blocks > 1 ? blocks : 1));
-        p.down_splits = S < 1 ? 1 : (S > 5 ? 5 : S);
-    }
+    p.down_splits = p.large ? 1 : down_splits_for(T, E, k, p.ntp, sm_count);
     return p;
 }
 
