@@ -8,6 +8,7 @@
  * runner_launch calls it for eager steps; graphs.c calls it inside a stream capture. Everything it
  * reads about the step comes from the fwd_plan (device pointers into the uploaded step). */
 #include "backend/cuda/attn_stream.h"
+#include "backend/cuda/dense_mma.h"
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/moe_fused.h"
 #include "backend/cuda/norm.h"
@@ -143,6 +144,10 @@ int runner_attention(struct backend *b, const fwd_plan *p, int l, cudaStream_t s
         CU(gemv_bf16_early(w->a, w->a + (size_t)T * H, T, H, ly->qkv_w, b->QKV, NULL, w->qkv, 1,
                            s));
         qkv_lo = NULL;
+    } else if (T >= 2 && dense_mma_enabled() && dense_mma_supported(T, H, b->QKV)) {
+        /* the split input's halves are added inside (two MMAs into one accumulator) */
+        CU(dense_mma(w->a, w->a + (size_t)T * H, T, H, ly->qkv_w, b->QKV, NULL, w->qkv, 1, s));
+        qkv_lo = NULL;
     } else
         CU(gemm_bf16(b->gemm, w->a, 2 * T, H, ly->qkv_w, b->QKV, NULL, w->qkv, GEMM_OUT_F32, s));
     CU(rope_kv_launch_f32(&b->dims, &b->freq, w->qkv, qkv_lo, ly->qkv_b, b->QKV, T, p->positions,
@@ -163,6 +168,8 @@ int runner_attention(struct backend *b, const fwd_plan *p, int l, cudaStream_t s
                        b->scale, w->attn, sliding ? p->splits_swa : p->splits_full, w->dec_ws, s));
     if (runner_early(b, T, RUNNER_EARLY_O) && gemv_early_supported(T, b->Q, H))
         CU(gemv_bf16_early(w->attn, NULL, T, b->Q, ly->o_w, H, ly->o_b, w->o, 0, s));
+    else if (T >= 2 && dense_mma_enabled() && dense_mma_supported(T, b->Q, H))
+        CU(dense_mma(w->attn, NULL, T, b->Q, ly->o_w, H, ly->o_b, w->o, 0, s));
     else
         CU(gemm_bf16(b->gemm, w->attn, T, b->Q, ly->o_w, H, ly->o_b, w->o, GEMM_OUT_BF16, s));
     return 0;
