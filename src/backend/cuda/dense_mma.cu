@@ -115,8 +115,8 @@ __global__ void __launch_bounds__(WARPS * 32) dense_mma_kernel(const dm_args a) 
 }
 
 extern "C" int dense_mma_supported(int M, int K, int N) {
-    return M >= 1 && M <= DENSE_MMA_MAX_M && K >= 32 * 8 && K <= DENSE_MMA_MAX_K &&
-           K % 32 == 0 && N >= 16 && N % 16 == 0;
+    return M >= 1 && M <= DENSE_MMA_MAX_M && K >= 32 * 8 && K <= DENSE_MMA_MAX_K && K % 32 == 0 &&
+           N >= 16 && N % 16 == 0;
 }
 
 /* The warps a tile: 8 while the tiles fit two blocks an SM in one wave (O's 180 at 2,880 rows),
@@ -147,14 +147,18 @@ extern "C" cudaError_t dense_mma(const uint16_t *x, const uint16_t *x_lo, int M,
     a.x = x, a.x_lo = x_lo, a.W = W, a.bias = bias, a.y = y, a.M = M, a.K = K, a.N = N;
     const bool wide = N / 16 < 256;
     if (x_lo) {
-        if (wide) return out_f32 ? dm_launch<8, true, true>(a, stream) : dm_launch<8, true, false>(a, stream);
+        if (wide)
+            return out_f32 ? dm_launch<8, true, true>(a, stream)
+                           : dm_launch<8, true, false>(a, stream);
         return out_f32 ? dm_launch<4, true, true>(a, stream) : dm_launch<4, true, false>(a, stream);
     }
-    if (wide) return out_f32 ? dm_launch<8, false, true>(a, stream) : dm_launch<8, false, false>(a, stream);
+    if (wide)
+        return out_f32 ? dm_launch<8, false, true>(a, stream)
+                       : dm_launch<8, false, false>(a, stream);
     return out_f32 ? dm_launch<4, false, true>(a, stream) : dm_launch<4, false, false>(a, stream);
 }
 
-static int g_on = -1;
-extern "C" int dense_mma_enabled(void) {
-    return env_switch(&g_on, "GPTOSS_DENSE_MMA", 0, 0, 1);
+static int g_mode = -1;
+extern "C" int dense_mma_mode(void) {
+    return env_switch(&g_mode, "GPTOSS_DENSE_MMA", DENSE_MMA_O, DENSE_MMA_OFF, DENSE_MMA_O_QKV);
 }

@@ -14,8 +14,10 @@
  * 16 contiguous bytes of a W row and of a token (moe_small.cuh's mma_chunk: the sum over k does not
  * depend on the order in which A and B both list it). The 4 warps' 16 × 8 sums meet in shared
  * memory in warp order: the bits do not depend on timing.
- * Measured: see bench/NOTES.md (session 24). Off by default (GPTOSS_DENSE_MMA=1 turns it on in the
- * runner for 2-8 tokens) until measured in the step. */
+ * Measured on an H100 (bench/NOTES.md, session 24; alone, µs against cuBLASLt as the runner calls
+ * it): O 13.6-14.2 against 15.8-16.1 at 2-8 tokens (~1.7 TB/s against ~1.5: cuBLASLt's split-K
+ * GEMM and its reduce kernel); QKV 16.9-17.9 against 15.6 (slower: each warp reads 64-byte pieces
+ * of 16 rows 8 KB apart, not the long runs a DRAM page wants). So the runner takes it for O. */
 #ifndef GPTOSS_BACKEND_CUDA_DENSE_MMA_H
 #define GPTOSS_BACKEND_CUDA_DENSE_MMA_H
 
@@ -36,9 +38,10 @@ int dense_mma_supported(int M, int K, int N);
 cudaError_t dense_mma(const uint16_t *x, const uint16_t *x_lo, int M, int K, const uint16_t *W,
                       int N, const uint16_t *bias, void *y, int out_f32, cudaStream_t stream);
 
-/* GPTOSS_DENSE_MMA: 1 takes dense_mma for the QKV and O projections of 2-8 token steps (runner);
- * 0 or unset, cuBLASLt (until measured). */
-int dense_mma_enabled(void);
+/* Where the runner takes dense_mma for steps of 2-8 tokens: GPTOSS_DENSE_MMA=0 nowhere (cuBLASLt),
+ * 1 (the default) the O projection, 2 O and QKV (for measuring QKV again). */
+enum { DENSE_MMA_OFF = 0, DENSE_MMA_O = 1, DENSE_MMA_O_QKV = 2 };
+int dense_mma_mode(void);
 
 #ifdef __cplusplus
 }
