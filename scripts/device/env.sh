@@ -82,6 +82,20 @@ decode_variants() {
       bash scripts/device/variants.sh | tee -a "$sum"
   done
 }
+# roofline_and_latency: `gptoss roofline` (the H200's figures) beside `gptoss bench latency` on this
+# card (120b decode 1, 8, 64; 20b decode 1; 1k context), into $sum; the JSON to $out/latency-*.json.
+roofline_and_latency() {
+  local rb m
+  echo -e "\n## roofline and bench latency $(t)" | tee -a "$sum"
+  for rb in 120b:1 120b:8 120b:64 20b:1; do
+    $bin/gptoss roofline --model ${rb%%:*} --batch ${rb##*:} --context 1024 | grep -E "^bound" | sed "s/^/${rb} /" | tee -a "$sum"
+  done
+  for m in 120b:1,8,64 20b:1; do
+    timeout 100 $bin/gptoss bench latency --model synthetic:${m%%:*} --batches ${m##*:} --prefill "" \
+      --output-json "$out/latency-${m%%:*}.json" >"$out/logs/lat-${m%%:*}.log" 2>&1
+    grep -E "^\| synthetic" "$out/logs/lat-${m%%:*}.log" | tee -a "$sum"
+  done
+}
 # served_10xc LEVELS: gpt-oss-120b served 1k/1k at InferenceMAX's settings (10 x C prompts, 2 x C
 # warm-ups) at the concurrencies LEVELS (e.g. 16,64), against `gptoss serve` with the server
 # defaults served_close.sh uses; the figures into $sum, the JSON to $out/served-1k1k-10xC.json.

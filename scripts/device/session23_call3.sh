@@ -20,15 +20,7 @@ run_logged test_attn_stream 60 $bin/gpu_test_attn_stream
 V="default=- off=GPTOSS_ATTN_STREAM=0"
 ROUNDS=2 decode_variants "$V" 120b:1,2
 ROUNDS=2 decode_variants "$V" 20b:1
-echo -e "\n## roofline and bench latency $(t)" | tee -a "$sum"
-for rb in 120b:1 120b:8 120b:64 20b:1; do
-  $bin/gptoss roofline --model ${rb%%:*} --batch ${rb##*:} --context 1024 | grep -E "^bound" | sed "s/^/${rb} /" | tee -a "$sum"
-done
-for m in 120b:1,8,64 20b:1; do
-  timeout 100 $bin/gptoss bench latency --model synthetic:${m%%:*} --batches ${m##*:} --prefill "" \
-    --output-json "$out/latency-${m%%:*}.json" >"$out/logs/lat-${m%%:*}.log" 2>&1
-  grep -E "^\| synthetic" "$out/logs/lat-${m%%:*}.log" | tee -a "$sum"
-done
+roofline_and_latency
 echo -e "\n## gpu_test_attn_stream --bench (with the fixed costs: the launch alone, + a grid barrier) $(t)" | tee -a "$sum"
 timeout 100 $bin/gpu_test_attn_stream --bench 2>&1 | grep -E '^\||checks' | tee -a "$sum"
 echo -e "\n## the other GPU tests $(t)" | tee -a "$sum"

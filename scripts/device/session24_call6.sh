@@ -27,15 +27,7 @@ done
 V="default=- off=GPTOSS_DENSE_MMA=0 qkv=GPTOSS_DENSE_MMA=2 ring8=GPTOSS_DENSE_MMA_RING=8"
 ROUNDS=2 decode_variants "$V" 120b:1,2,4,8
 ROUNDS=2 decode_variants "$V" 20b:1,4,8
-echo -e "\n## roofline and bench latency $(t)" | tee -a "$sum"
-for rb in 120b:1 120b:8 120b:64 20b:1; do
-  $bin/gptoss roofline --model ${rb%%:*} --batch ${rb##*:} --context 1024 | grep -E "^bound" | sed "s/^/${rb} /" | tee -a "$sum"
-done
-for m in 120b:1,8,64 20b:1; do
-  timeout 100 $bin/gptoss bench latency --model synthetic:${m%%:*} --batches ${m##*:} --prefill "" \
-    --output-json "$out/latency-${m%%:*}.json" >"$out/logs/lat-${m%%:*}.log" 2>&1
-  grep -E "^\| synthetic" "$out/logs/lat-${m%%:*}.log" | tee -a "$sum"
-done
+roofline_and_latency
 echo -e "\n## the other GPU tests $(t)" | tee -a "$sum"
 test_table
 for n in cuda_forward stream masked_sampling layer_probe moe moe_fused attention gemv gemm norm rope_kv router_mma sampling allreduce; do

@@ -25,7 +25,11 @@
  *            data, so DRAM need never idle at a phase boundary (session 20's forms all read their
  *            weights after the boundary or requested a few rows before it);
  *   routed   stream, but the producer holds gate_up's rows until the router phase's barrier has
- *            opened, as the real layer must (which experts gate_up reads is the routing's answer).
+ *            opened, as the real layer must (which experts gate_up reads is the routing's answer);
+ *   ring     (--bench only, session 24) the stream's copies alone: each block's contiguous slice
+ *            of every matrix in bulk copies of 2-32 KB through rings of 96 or 192 KB, each stage
+ *            released as it lands, nothing computed, no barrier; beside the card's plain streaming
+ *            read of the same bytes (16-byte loads over many blocks).
  * Checks (always): the kernels form's first two phases against a double-precision reference of
  * the same bf16 values, and every other form's outputs, all phases of all layers, the same bits as
  * the kernels form's. --bench: per-layer times of each form at 2 and 4 blocks an SM, against the
