@@ -13,11 +13,12 @@
  *     misaligned x.
  * --bench: the 120b's O and QKV at M = 2, 4, 8 against cuBLASLt as the runner calls it (O: T rows
  * with the bias, bf16 out; QKV: the 2T-row split input, fp32 out), µs and TB/s, the weights rotated
- * over copies past L2. */
+ * over copies past L2; then O's bytes read alone in four patterns (read_pattern_kernel says why). */
 #include "gpu_check.h"
 #include "moe_test_util.h"
 
 #include "backend/cuda/dense_mma.h"
+#include "backend/cuda/device_util.cuh"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/gemv.h"
 
@@ -106,6 +107,121 @@ static void check_refusals(cudaStream_t st) {
     CUDA_CHECK(cudaFree(y));
 }
 
+/* The read pattern alone (session 24's open question: why dense_mma streams O at ~1.7 TB/s when
+ * the card's plain read gives ~3.0): the O matrix read with dense_mma's geometry (a 16-row tile a
+ * block, K split over 8 warps, 12 16-byte pieces a lane in flight), nothing multiplied, as
+ *   0  dense_mma's pieces by plain loads: lane (g, t) 16 bytes of rows g and g + 8 at k 32c + 8t
+ *      (one warp load: 8 rows x 64 bytes, rows 8 KB apart);
+ *   1  the same by cp.async into a six-chunk ring (dense_mma's copies exactly, without the MMAs);
+ *   2  the warp's 16 rows one at a time, 512 contiguous bytes a warp load (1 KB runs a row);
+ *   3  the tile's 128 KB as one contiguous range (its 16 rows are adjacent), 16 KB a warp.
+ * 0 against 2 and 3 says whether the short runs are the cost; 0 against 1 whether cp.async is. */
+enum { RP_PIECES, RP_PIECES_CPASYNC, RP_ROWS, RP_FLAT, RP_N };
+template <int P>
+__global__ void __launch_bounds__(256) read_pattern_kernel(const uint16_t *W, int K, float *sink) {
+    __shared__ __align__(16) unsigned char ring[8][6][2][512];
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+    const int row0 = blockIdx.x * 16, nc = K >> 5;
+    const int c0 = w * nc / 8, c1 = (w + 1) * nc / 8;
+    uint32_t acc = 0;
+    auto eat = [&](uint4 v) { acc ^= v.x ^ v.y ^ v.z ^ v.w; };
+    if (P == RP_PIECES) {
+        const uint4 *wg = (const uint4 *)(W + (size_t)(row0 + g) * K) + t;
+        const uint4 *w8 = (const uint4 *)(W + (size_t)(row0 + g + 8) * K) + t;
+        for (int c = c0; c < c1; c += 6) {
+            uint4 v[12];
+#pragma unroll
+            for (int u = 0; u < 6; u++) {
+                const bool ok = c + u < c1;
+                v[2 * u] = ok ? ldg_stream16(wg + (size_t)(c + u) * 4) : make_uint4(0, 0, 0, 0);
+                v[2 * u + 1] = ok ? ldg_stream16(w8 + (size_t)(c + u) * 4) : make_uint4(0, 0, 0, 0);
+            }
+#pragma unroll
+            for (int u = 0; u < 12; u++) eat(v[u]);
+        }
+    } else if (P == RP_PIECES_CPASYNC) {
+        const uint4 *wg = (const uint4 *)(W + (size_t)(row0 + g) * K) + t;
+        const uint4 *w8 = (const uint4 *)(W + (size_t)(row0 + g + 8) * K) + t;
+        const int n = c1 - c0;
+        auto copy = [&](int i) {
+            if (i >= n) return;
+            const uint32_t d = smem_u32(&ring[w][i % 6][0][lane * 16]);
+            cp_async16(d, wg + (size_t)(c0 + i) * 4, 16);
+            cp_async16(d + 512, w8 + (size_t)(c0 + i) * 4, 16);
+        };
+        for (int i = 0; i < 6; i++) copy(i);
+        cp_async_commit();
+        for (int i = 0; i < n; i++) {
+            cp_async_wait<5>();
+            eat(lds128(smem_u32(&ring[w][i % 6][0][lane * 16])));
+            eat(lds128(smem_u32(&ring[w][i % 6][1][lane * 16])));
+            copy(i + 6);
+            cp_async_commit();
+        }
+        cp_async_wait<0>();
+    } else if (P == RP_ROWS) {
+        const int bytes = (c1 - c0) * 64, per_row = (bytes + 511) / 512, n = 16 * per_row;
+        for (int i = 0; i < n; i += 12) {
+            uint4 v[12];
+#pragma unroll
+            for (int u = 0; u < 12; u++) {
+                const int j = i + u, r = j / per_row, off = (j % per_row) * 512 + lane * 16;
+                v[u] = j < n && off < bytes
+                           ? ldg_stream16((const unsigned char *)(W + (size_t)(row0 + r) * K) +
+                                          (size_t)c0 * 64 + off)
+                           : make_uint4(0, 0, 0, 0);
+            }
+#pragma unroll
+            for (int u = 0; u < 12; u++) eat(v[u]);
+        }
+    } else {
+        const size_t tile = (size_t)16 * K * 2, lo = tile * w / 8, hi = tile * (w + 1) / 8;
+        const unsigned char *base = (const unsigned char *)(W + (size_t)row0 * K);
+        for (size_t o = lo; o < hi; o += 12 * 512) {
+            uint4 v[12];
+#pragma unroll
+            for (int u = 0; u < 12; u++) {
+                const size_t at = o + (size_t)u * 512 + lane * 16;
+                v[u] = at < hi ? ldg_stream16(base + at) : make_uint4(0, 0, 0, 0);
+            }
+#pragma unroll
+            for (int u = 0; u < 12; u++) eat(v[u]);
+        }
+    }
+    if (acc == 0x7fc00001u) *sink = 1.f; /* never: keeps the loads */
+}
+
+static void bench_read_patterns(cudaStream_t st) {
+    enum { COPIES = 4 };
+    const int N = 2880, K = 4096;
+    std::vector<uint16_t> hw((size_t)N * K);
+    tu_fill_bf16(hw.data(), NULL, hw.size(), -0.05f, 0.05f);
+    std::vector<uint16_t *> dw(COPIES);
+    for (auto &d : dw) d = tu_dev_upload(hw.data(), hw.size());
+    float *sink = tu_dev_alloc<float>(1);
+    static const char *name[RP_N] = {
+        "dense_mma's pieces, plain loads", "dense_mma's pieces, cp.async",
+        "one row at a time, 512 B a warp load", "the tile's rows as one range"};
+    printf("\nO's bytes (%.1f MB) read with dense_mma's geometry, nothing multiplied:\n"
+           "| pattern | µs | TB/s |\n| --- | ---: | ---: |\n",
+           2.0 * N * K / 1e6);
+    for (int p = 0; p < RP_N; p++) {
+        const double us = tu_time_us(st, 5, 50, [&](int i) {
+            const dim3 grid(N / 16), block(256);
+            const uint16_t *w = dw[i % COPIES];
+            if (p == RP_PIECES) read_pattern_kernel<RP_PIECES><<<grid, block, 0, st>>>(w, K, sink);
+            if (p == RP_PIECES_CPASYNC)
+                read_pattern_kernel<RP_PIECES_CPASYNC><<<grid, block, 0, st>>>(w, K, sink);
+            if (p == RP_ROWS) read_pattern_kernel<RP_ROWS><<<grid, block, 0, st>>>(w, K, sink);
+            if (p == RP_FLAT) read_pattern_kernel<RP_FLAT><<<grid, block, 0, st>>>(w, K, sink);
+            CUDA_CHECK(cudaGetLastError());
+        });
+        printf("| %s | %.1f | %.2f |\n", name[p], us, 2.0 * N * K / us * 1e-6);
+    }
+    for (auto d : dw) CUDA_CHECK(cudaFree(d));
+    CUDA_CHECK(cudaFree(sink));
+}
+
 static void bench(cudaStream_t st) {
     enum { COPIES = 4 }; /* 4 × ≥ 23.6 MB: past L2 */
     gemm_ctx *g = NULL;
@@ -158,7 +274,10 @@ int main(int argc, char **argv) {
     check_case(8, 64, 256, false, false, false, st);
     check_case(5, 4096, 256, true, true, false, st);
     check_refusals(st);
-    if (tu_has_flag(argc, argv, "--bench")) bench(st);
+    if (tu_has_flag(argc, argv, "--bench")) {
+        bench(st);
+        bench_read_patterns(st);
+    }
     CUDA_CHECK(cudaStreamDestroy(st));
     return check_report("test_dense_mma");
 }

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The next session's first call (~1 min), written in session 24: why dense_mma streams the O
+# projection at ~1.7 TB/s (H100) when the card's plain read gives ~3.0.
+#  (1) gpu_test_dense_mma (its checks) and --bench: dense_mma against cuBLASLt, then O's bytes read
+#      alone with dense_mma's geometry in four patterns (test_dense_mma.cu's read_pattern_kernel):
+#      its 16-byte pieces (8 rows x 64 bytes a warp load, rows 8 KB apart) by plain loads and by
+#      cp.async; one row at a time in 512-byte warp loads; the tile's 16 adjacent rows as one range.
+#  (2) gpu_test_layer_probe --bench (the stream forms and the ring alone again, on whatever card
+#      comes: if an H200, the first H200 figures for both).
+# Prediction (session 24, before any run; H100): the pieces ~1.7-1.9 TB/s by either path (what
+# dense_mma reaches), one row at a time ~2.6-2.9, the one range ~2.9-3.0. Decision: rows and range
+# well above the pieces -> the runs are the cost: dense_mma's next form copies 512-byte row runs
+# into a row-major tile (padded rows) and reads its fragments from there; all four alike -> the
+# runs are not the cost, and the next look is the kernel's ramp and tail (ncu).
+# Needs .devcarry (scripts/device/prepare.sh, then gzip). Prints $OUT/summary.md.
+set -uo pipefail
+root=${OUT:-/tmp/s25c1}
+source "$(dirname "$0")/env.sh"
+device_script "$root/main" "session 25 call 1: dense_mma's read patterns"
+test_table
+run_logged test_dense_mma 60 $bin/gpu_test_dense_mma
+echo -e "\n## gpu_test_dense_mma --bench $(t)" | tee -a "$sum"
+timeout 100 $bin/gpu_test_dense_mma --bench 2>&1 | grep -E '^\||checks|^O' | tee -a "$sum"
+echo -e "\n## gpu_test_layer_probe --bench $(t)" | tee -a "$sum"
+timeout 200 $bin/gpu_test_layer_probe --bench 2>&1 | grep -E '^\||^A batch|^The ring|checks' | tee -a "$sum"
+cp "$sum" "$root/summary.md"
+t | tee -a "$root/summary.md"
