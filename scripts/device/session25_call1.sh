@@ -6,7 +6,10 @@
 #      its 16-byte pieces (8 rows x 64 bytes a warp load, rows 8 KB apart) by plain loads and by
 #      cp.async; one row at a time in 512-byte warp loads; the tile's 16 adjacent rows as one range.
 #  (2) gpu_test_layer_probe --bench (the stream forms and the ring alone again, on whatever card
-#      comes: if an H200, the first H200 figures for both).
+#      comes: if an H200, the first H200 figures for both), with the new "stream big" form (each
+#      block's rows of a phase contiguous, 3-4 rows a 23-24 KB copy; unrun). Prediction (H100):
+#      stream big 45-50 µs a layer against stream's 57.6 (the ring alone: ~42 µs at the stream's
+#      ~6-8 KB copies, ~37 at 16-32 KB); its checks (bits equal to the launches') pass.
 # Prediction (session 24, before any run; H100): the pieces ~1.7-1.9 TB/s by either path (what
 # dense_mma reaches), one row at a time ~2.6-2.9, the one range ~2.9-3.0. Decision: rows and range
 # well above the pieces -> the runs are the cost: dense_mma's next form copies 512-byte row runs

@@ -26,6 +26,8 @@
  *            weights after the boundary or requested a few rows before it);
  *   routed   stream, but the producer holds gate_up's rows until the router phase's barrier has
  *            opened, as the real layer must (which experts gate_up reads is the routing's answer);
+ *   stream big  (session 24) stream with each block's rows of a phase contiguous and copied 3-4
+ *            rows (23-24 KB) at a time, as the ring alone says a stream must;
  *   ring     (--bench only, session 24) the stream's copies alone: each block's contiguous slice
  *            of every matrix in bulk copies of 2-32 KB through rings of 96 or 192 KB, each stage
  *            released as it lands, nothing computed, no barrier; beside the card's plain streaming
@@ -312,6 +314,94 @@ __global__ void __launch_bounds__(LP_STREAM_THREADS, 1) lp_stream_kernel(lp_args
     }
 }
 
+/* The stream form with large copies (session 24: the ring alone needs >= 16 KB a bulk copy to reach
+ * the card's rate; the stream form copies one 5.8-8 KB row at a time). Block b owns a contiguous
+ * range of each phase's rows, and a stage holds as many of them as fit in LP_BIG_STAGE_BYTES (3
+ * rows of K = 4096, 4 of K = 2880: one copy of 23-24 KB); LP_BIG_STAGES of them (a multiple of
+ * the consumer warps: stage q is warp q % LP_WARPS's, which multiplies its rows in turn with
+ * layer_rows's arithmetic: the same bits). Otherwise the stream form: a producer lane never
+ * waiting for a barrier, only for a free stage. */
+enum { LP_BIG_STAGE_BYTES = 24 * 1024, LP_BIG_STAGES = 8 };
+static_assert(LP_BIG_STAGES % LP_WARPS == 0, "each stage read by one consumer warp");
+static_assert(LP_BIG_STAGES * LP_BIG_STAGE_BYTES <= LP_STAGES * LP_STAGE_BYTES, "the same ring");
+static __host__ __device__ inline int lp_big_rows_a_stage(int K) {
+    return LP_BIG_STAGE_BYTES / (2 * K);
+}
+/* Block b's rows of phase i: [*lo, *lo + return value). */
+static __device__ __forceinline__ int lp_big_share(int i, int *lo) {
+    const int N = lp_n(i % LP_PHASES);
+    const int a = (int)((long long)blockIdx.x * N / gridDim.x);
+    *lo = a;
+    return (int)((long long)(blockIdx.x + 1) * N / gridDim.x) - a;
+}
+
+__global__ void __launch_bounds__(LP_STREAM_THREADS, 1) lp_stream_big_kernel(lp_args a) {
+    extern __shared__ __align__(128) unsigned char lp_smem[];
+    unsigned char *ring = lp_smem;
+    float *xs = (float *)(lp_smem + (size_t)LP_STAGES * LP_STAGE_BYTES);
+    uint64_t *full = (uint64_t *)(xs + LP_K_MAX), *empty = full + LP_STAGES;
+    const int n = a.L * LP_PHASES, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < LP_BIG_STAGES; s++) mbar_init(&full[s], 1), mbar_init(&empty[s], 1);
+        mbar_init_fence();
+    }
+    __syncthreads();
+    if (warp == LP_WARPS) { /* the producer */
+        if (lane != 0) return;
+        unsigned int q = 0;
+        for (int i = 0; i < n; i++) {
+            const int K = lp_k(i % LP_PHASES), R = lp_big_rows_a_stage(K);
+            int lo;
+            const int rows = lp_big_share(i, &lo);
+            for (int j = 0; j < rows; j += R, q++) {
+                const int s = q % LP_BIG_STAGES, m = rows - j < R ? rows - j : R;
+                if (q >= LP_BIG_STAGES) mbar_wait_or_trap(&empty[s], (q / LP_BIG_STAGES - 1) & 1);
+                mbar_arrive_expect_tx(&full[s], (uint32_t)(2 * K * m));
+                bulk_copy_g2s(ring + (size_t)s * LP_BIG_STAGE_BYTES, a.W[i] + (size_t)(lo + j) * K,
+                              (uint32_t)(2 * K * m), &full[s]);
+            }
+        }
+        return;
+    }
+    unsigned int q = 0; /* the stream's position (in stages) at the start of phase i */
+    for (int i = 0; i < n; i++) {
+        lp_stamp(a, i);
+        const int K = lp_k(i % LP_PHASES), C = K / 8, R = lp_big_rows_a_stage(K);
+        const float *prev = i == 0 ? a.x0 : a.y[i - 1];
+        const int n_prev = i == 0 ? LP_K_MAX : lp_n((i - 1) % LP_PHASES);
+        for (int k = threadIdx.x; k < K; k += LP_THREADS)
+            xs[k] = lp_input(__ldcg(prev + k % n_prev), k);
+        lp_consumer_sync();
+        int lo;
+        const int rows = lp_big_share(i, &lo), ns = (rows + R - 1) / R;
+        for (int j = (int)((warp - q % LP_WARPS + LP_WARPS) % LP_WARPS); j < ns; j += LP_WARPS) {
+            const unsigned int qj = q + j;
+            const int s = qj % LP_BIG_STAGES, m = rows - j * R < R ? rows - j * R : R;
+            mbar_wait_or_trap(&full[s], (qj / LP_BIG_STAGES) & 1);
+            for (int r = 0; r < m; r++) {
+                const uint4 *wr =
+                    (const uint4 *)(ring + (size_t)s * LP_BIG_STAGE_BYTES + (size_t)r * 2 * K);
+                float acc = 0.f; /* layer_rows's arithmetic in its order: the same bits */
+#pragma unroll 4
+                for (int c = lane; c < C; c += 32) {
+                    float w[8];
+                    unpack_bf16x8(wr[c], w);
+#pragma unroll
+                    for (int e = 0; e < 8; e++) acc = fmaf(w[e], xs[8 * c + e], acc);
+                }
+#pragma unroll
+                for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+                if (lane == 0) a.y[i][lo + j * R + r] = acc;
+            }
+            __syncwarp();
+            if (lane == 0) mbar_arrive(&empty[s]);
+        }
+        q += ns;
+        if (i + 1 == n) break;
+        lp_stream_barrier(a, i); /* also keeps xs until every consumer warp is done with it */
+    }
+}
+
 /* The ring alone (session 24): what the stream forms' weight stream can deliver with no consumer
  * dependency at all. Block b of one an SM streams its contiguous 1/grid slice of every phase's
  * matrix of every layer, in order, as bulk copies of at most STAGE bytes through `stages` stages;
@@ -410,8 +500,8 @@ static void lp_alloc(lp_run &r, int L, int blocks_per_sm, uint64_t seed) {
         fit = f < fit ? f : fit;
     }
     r.L = L, r.grid = sms * (blocks_per_sm < fit ? blocks_per_sm : fit), r.sms = sms;
-    for (const void *k :
-         {(const void *)lp_stream_kernel<false>, (const void *)lp_stream_kernel<true>})
+    for (const void *k : {(const void *)lp_stream_kernel<false>,
+                          (const void *)lp_stream_kernel<true>, (const void *)lp_stream_big_kernel})
         CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         (int)LP_STREAM_SMEM));
     for (const void *k : {(const void *)lp_ring_kernel<2048>, (const void *)lp_ring_kernel<4096>,
@@ -458,10 +548,12 @@ enum {
     LP_PRELOAD,
     LP_STREAM,
     LP_ROUTED,
+    LP_STREAM_BIG,
     LP_FORMS
 };
-static const char *LP_FORM_NAME[LP_FORMS] = {"kernels",  "pdl",     "persist", "prefetch",
-                                             "barriers", "preload", "stream",  "routed"};
+static const char *LP_FORM_NAME[LP_FORMS] = {"kernels",  "pdl",      "persist",
+                                             "prefetch", "barriers", "preload",
+                                             "stream",   "routed",   "stream big"};
 
 /* The kernels and pdl forms as one graph of L · 6 launches (captured once per run). */
 static cudaGraphExec_t lp_capture(lp_run &r, bool pdl, cudaStream_t st) {
@@ -494,8 +586,10 @@ static void lp_launch(lp_run &r, int form, cudaGraphExec_t ex, cudaStream_t st) 
         return;
     }
     const lp_args a = r.args();
-    if (form == LP_STREAM || form == LP_ROUTED) {
-        if (form == LP_STREAM)
+    if (form == LP_STREAM || form == LP_ROUTED || form == LP_STREAM_BIG) {
+        if (form == LP_STREAM_BIG)
+            lp_stream_big_kernel<<<r.sms, LP_STREAM_THREADS, LP_STREAM_SMEM, st>>>(a);
+        else if (form == LP_STREAM)
             lp_stream_kernel<false><<<r.sms, LP_STREAM_THREADS, LP_STREAM_SMEM, st>>>(a);
         else
             lp_stream_kernel<true><<<r.sms, LP_STREAM_THREADS, LP_STREAM_SMEM, st>>>(a);
@@ -660,8 +754,8 @@ static void lp_bench(cudaStream_t st) {
            "layers, µs a layer (median of 20 runs):\n",
            bytes / 1e6, bytes / 4.2e6);
     printf("| blocks an SM | kernels | pdl | persist | prefetch | preload | barriers (µs each) | "
-           "stream (1 an SM) | routed (1 an SM) |\n"
-           "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+           "stream (1 an SM) | routed (1 an SM) | stream, 23-24 KB copies |\n"
+           "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
     double phase[2][LP_FORMS][LP_PHASES];
     const int BPSM[2] = {2, 4};
     for (int b = 0; b < 2; b++) {
@@ -675,26 +769,29 @@ static void lp_bench(cudaStream_t st) {
             lp_phase_times(r, phase[b][form]);
         }
         const double per = 1.0 / r.L;
-        printf("| %d (grid %d) | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f | %.1f | %.1f |\n",
+        printf("| %d (grid %d) | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f | %.1f | %.1f | %.1f |\n",
                BPSM[b], r.grid, us[LP_KERNELS] * per, us[LP_PDL] * per, us[LP_PERSIST] * per,
                us[LP_PREFETCH] * per, us[LP_PRELOAD] * per, us[LP_BARRIERS] / (r.L * LP_PHASES - 1),
-               us[LP_STREAM] * per, us[LP_ROUTED] * per);
+               us[LP_STREAM] * per, us[LP_ROUTED] * per, us[LP_STREAM_BIG] * per);
         for (auto e : ex) CUDA_CHECK(cudaGraphExecDestroy(e));
         lp_free(r);
     }
     printf(
         "\nBy phase (block 0's %%globaltimer at each phase's start; a phase and the boundary after "
         "it, mean over the layers of the last run, µs):\n");
-    printf("| phase | MB | at 4.2 TB/s | blocks an SM | kernels | pdl | persist | prefetch | "
-           "preload | stream | routed |\n"
-           "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    printf(
+        "| phase | MB | at 4.2 TB/s | blocks an SM | kernels | pdl | persist | prefetch | "
+        "preload | stream | routed | stream big |\n"
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
     for (int p = 0; p < LP_PHASES; p++)
         for (int b = 0; b < 2; b++) {
             const double mb = 2.0 * lp_n(p) * lp_k(p) / 1e6;
-            printf("| %s | %.2f | %.1f | %d | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f |\n",
-                   LP_NAME[p], mb, mb / 4.2, BPSM[b], phase[b][LP_KERNELS][p], phase[b][LP_PDL][p],
-                   phase[b][LP_PERSIST][p], phase[b][LP_PREFETCH][p], phase[b][LP_PRELOAD][p],
-                   phase[b][LP_STREAM][p], phase[b][LP_ROUTED][p]);
+            printf(
+                "| %s | %.2f | %.1f | %d | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f "
+                "|\n",
+                LP_NAME[p], mb, mb / 4.2, BPSM[b], phase[b][LP_KERNELS][p], phase[b][LP_PDL][p],
+                phase[b][LP_PERSIST][p], phase[b][LP_PREFETCH][p], phase[b][LP_PRELOAD][p],
+                phase[b][LP_STREAM][p], phase[b][LP_ROUTED][p], phase[b][LP_STREAM_BIG][p]);
         }
     lp_ring_bench(st, bytes);
 }
