@@ -169,6 +169,7 @@ __global__ void __launch_bounds__(256) read_pattern_kernel(const uint16_t *W, in
         };
         for (int i = 0; i < 6; i++) copy(i);
         cp_async_commit();
+        cp_async_wait<0>(); /* the first six (as dense_mma: its tokens' copies follow the wait) */
         for (int i = 0; i < n; i++) {
             cp_async_wait<5>();
             eat(lds128(smem_u32(&ring[w][i % 6][0][lane * 16])));

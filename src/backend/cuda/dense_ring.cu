@@ -30,9 +30,9 @@
 enum {
     DR_CONSUMERS = 8,
     DR_THREADS = (DR_CONSUMERS + 1) * 32,
-    DR_ROWS = 8,   /* weight rows a stage: the MMA's N */
-    DR_STAGES = 2, /* 2 × 64 KB in flight an SM for O: ~3 µs of an SM's share of DRAM */
-    DR_PAD = 32,   /* bf16 values of padding a staged token row */
+    DR_ROWS = 8,             /* weight rows a stage: the MMA's N */
+    DR_STAGES = 2,           /* 2 × 64 KB in flight an SM for O: ~3 µs of an SM's share of DRAM */
+    DR_PAD = 32,             /* bf16 values of padding a staged token row */
     DR_MAX_SMEM = 220 * 1024 /* dynamic: the kernel's own 4 KB (red) beside it */
 };
 
@@ -110,8 +110,8 @@ __global__ void __launch_bounds__(DR_THREADS, 1) dense_ring_kernel(const dr_args
     for (int i = 0; i < ns; i++) {
         const int s = i % DR_STAGES;
         mbar_wait_or_trap(&full[s], (uint32_t)((i / DR_STAGES) & 1));
-        const uint32_t wa = smem_u32(ring + (size_t)s * DR_ROWS * row_bytes + (size_t)g * row_bytes +
-                                     (size_t)t * 16);
+        const uint32_t wa = smem_u32(ring + (size_t)s * DR_ROWS * row_bytes +
+                                     (size_t)g * row_bytes + (size_t)t * 16);
         float acc[4] = {0.f, 0.f, 0.f, 0.f};
         for (int c = c0; c < c1; c++) {
             const uint4 wv = lds128(wa + (uint32_t)c * 64), xv = lds128(xa + (uint32_t)c * 64);
