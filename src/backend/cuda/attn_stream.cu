@@ -679,16 +679,6 @@ void attn_stream_set_probe(int stop_after) {
     g_stop_after = stop_after >= 1 && stop_after <= 5 ? stop_after : 0;
 }
 
-static int sm_count(void) {
-    int dev = 0, sms = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return 0;
-    }
-    return sms;
-}
-
 extern "C" int attn_stream_supported(const attn_dims *d, const rope_kv_freq *f, int T, int n_seqs,
                                      int H) {
     return T >= 1 && T <= ATTN_STREAM_MAX_T && n_seqs == T && d->head_dim == AS_HD &&
@@ -703,7 +693,7 @@ static int slots_for(const attn_dims *d, int T, int sms) {
 }
 
 extern "C" size_t attn_stream_workspace_bytes(const attn_dims *d, int T) {
-    const int sl = slots_for(d, T, sm_count());
+    const int sl = slots_for(d, T, per_device_sm_count());
     return (size_t)T * d->n_heads * (sl > 0 ? sl : 1) * (AS_HD + 2) * sizeof(float);
 }
 
@@ -732,7 +722,7 @@ extern "C" cudaError_t attn_stream_layer(const attn_dims *d, const rope_kv_freq 
         ((uintptr_t)a->o_w & 15) || ((uintptr_t)a->q & 15) || ((uintptr_t)a->attn & 15) ||
         ((uintptr_t)a->part & 15))
         return cudaErrorInvalidValue;
-    const int sms = sm_count();
+    const int sms = per_device_sm_count();
     as_layout L;
     L.slots = slots_for(d, a->T, sms);
     if (L.slots < 1 || a->part_bytes < attn_stream_workspace_bytes(d, a->T) || !a->part)

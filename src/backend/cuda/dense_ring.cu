@@ -147,16 +147,6 @@ __global__ void __launch_bounds__(DR_THREADS, 1) dense_ring_kernel(const dr_args
     }
 }
 
-static int dr_sm_count(void) {
-    int dev = 0, sms = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return 0;
-    }
-    return sms;
-}
-
 extern "C" int dense_ring_supported(int M, int K, int N, int lo) {
     return M >= 1 && M <= DENSE_MMA_MAX_M && K >= 32 * DR_CONSUMERS && K % 32 == 0 && N >= 1 &&
            dr_smem_bytes(K, lo != 0) <= DR_MAX_SMEM;
@@ -171,7 +161,7 @@ template <bool LO, bool F32> static cudaError_t dr_launch(const dr_args &a, cuda
         if (e != cudaSuccess) return e;
         per_device_mark(&done);
     }
-    const int sms = dr_sm_count();
+    const int sms = per_device_sm_count();
     if (sms < 1) return cudaErrorInvalidConfiguration;
     const int blocks = a.N < sms ? a.N : sms;
     return pdl_launch(k, dim3((unsigned)blocks), dim3(DR_THREADS), dr_smem_bytes(a.K, LO), stream,

@@ -27,4 +27,16 @@ static inline void per_device_mark(unsigned long long *mask) {
     __atomic_fetch_or(mask, per_device_bit(), __ATOMIC_RELAXED);
 }
 
+/* The current device's SM count (0 when it cannot be told; the error is cleared): the grid of the
+ * one-block-an-SM kernels. */
+static inline int per_device_sm_count(void) {
+    int dev = 0, sms = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return sms;
+}
+
 #endif
