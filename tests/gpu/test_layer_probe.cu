@@ -239,6 +239,21 @@ static __device__ __forceinline__ void lp_stream_barrier(const lp_args &a, int b
     lp_grid_barrier_with(a, b, [] { lp_consumer_sync(); });
 }
 
+/* A stage's row (C 16-byte words in shared memory) times the staged input: this lane's part of
+ * the sum, with layer_rows's arithmetic in its order (the same bits); the warp adds the parts. */
+static __device__ __forceinline__ float lp_stage_row_part(const uint4 *wr, int C, const float *xs,
+                                                          int lane) {
+    float acc = 0.f;
+#pragma unroll 4
+    for (int c = lane; c < C; c += 32) {
+        float w[8];
+        unpack_bf16x8(wr[c], w);
+#pragma unroll
+        for (int e = 0; e < 8; e++) acc = fmaf(w[e], xs[8 * c + e], acc);
+    }
+    return acc;
+}
+
 /* ROUTED: the producer issues no gate_up row before the router phase's barrier has opened. */
 template <bool ROUTED>
 __global__ void __launch_bounds__(LP_STREAM_THREADS, 1) lp_stream_kernel(lp_args a) {
@@ -293,15 +308,8 @@ __global__ void __launch_bounds__(LP_STREAM_THREADS, 1) lp_stream_kernel(lp_args
             const unsigned int qj = q + j;
             const int s = qj % LP_STAGES;
             mbar_wait_or_trap(&full[s], (qj / LP_STAGES) & 1);
-            const uint4 *wr = (const uint4 *)(ring + (size_t)s * LP_STAGE_BYTES);
-            float acc = 0.f; /* layer_rows's arithmetic in its order: the same bits */
-#pragma unroll 4
-            for (int c = lane; c < C; c += 32) {
-                float w[8];
-                unpack_bf16x8(wr[c], w);
-#pragma unroll
-                for (int e = 0; e < 8; e++) acc = fmaf(w[e], xs[8 * c + e], acc);
-            }
+            float acc =
+                lp_stage_row_part((const uint4 *)(ring + (size_t)s * LP_STAGE_BYTES), C, xs, lane);
             __syncwarp();
             if (lane == 0) mbar_arrive(&empty[s]);
 #pragma unroll
@@ -379,16 +387,9 @@ __global__ void __launch_bounds__(LP_STREAM_THREADS, 1) lp_stream_big_kernel(lp_
             const int s = qj % LP_BIG_STAGES, m = rows - j * R < R ? rows - j * R : R;
             mbar_wait_or_trap(&full[s], (qj / LP_BIG_STAGES) & 1);
             for (int r = 0; r < m; r++) {
-                const uint4 *wr =
-                    (const uint4 *)(ring + (size_t)s * LP_BIG_STAGE_BYTES + (size_t)r * 2 * K);
-                float acc = 0.f; /* layer_rows's arithmetic in its order: the same bits */
-#pragma unroll 4
-                for (int c = lane; c < C; c += 32) {
-                    float w[8];
-                    unpack_bf16x8(wr[c], w);
-#pragma unroll
-                    for (int e = 0; e < 8; e++) acc = fmaf(w[e], xs[8 * c + e], acc);
-                }
+                float acc = lp_stage_row_part(
+                    (const uint4 *)(ring + (size_t)s * LP_BIG_STAGE_BYTES + (size_t)r * 2 * K), C,
+                    xs, lane);
 #pragma unroll
                 for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
                 if (lane == 0) a.y[i][lo + j * R + r] = acc;
