@@ -34,7 +34,9 @@
  * after its QKV phase and after its attention phase (attn_stream_set_probe), which time the
  * phases; the fixed costs: the kernel ended at
  * once (its cooperative launch alone) and after one grid barrier; and the ring alone (the rows
- * streamed, nothing computed). */
+ * streamed, nothing computed). Then the router's two forms at 120b's 128 experts: the kernel
+ * with phase 4 against the kernel followed by gemv_norm_route (the runner's launches at one
+ * token), each again a graph of 4 layers. */
 #include "gpu_check.h"
 #include "rope_test_util.h"
 
@@ -563,6 +565,71 @@ static void check_refusals(const rope_kv_freq *f, const layer_w *w, rng_t *rng) 
 
 enum { BENCH_LAYERS = 4 };
 
+/* The router's two forms (--bench): µs a layer of the kernel alone, the kernel with phase 4, and
+ * the kernel followed by gemv_norm_route, 4 layers a graph (each layer its own router weights). */
+static void bench_route(const rope_kv_freq *f, const layer_w *ws, rng_t *rng) {
+    enum { E = 128, K_TOP = 4 };
+    uint16_t *rw[BENCH_LAYERS], *rb[BENCH_LAYERS];
+    for (int l = 0; l < BENCH_LAYERS; l++) {
+        rw[l] = (uint16_t *)gpu_alloc((size_t)E * HID * 2), rb[l] = (uint16_t *)gpu_alloc(E * 2);
+        gpu_fill_bf16(rw[l], (size_t)E * HID, rng_next(rng), 0.03f);
+        gpu_fill_bf16(rb[l], E, rng_next(rng), 0.2f);
+    }
+    const int TM = ATTN_STREAM_MAX_T;
+    uint16_t *mgain = (uint16_t *)gpu_alloc(HID * 2), *y = (uint16_t *)gpu_alloc(TM * HID * 2);
+    float *h = (float *)gpu_alloc((size_t)TM * HID * 4), *lg = (float *)gpu_alloc(TM * E * 4);
+    void *rbuf = gpu_alloc(moe_routing_bytes(TM, E, K_TOP));
+    int *ctr = (int *)gpu_alloc(sizeof(int));
+    CUDA_CHECK(cudaMemset(ctr, 0, sizeof(int)));
+    gpu_fill_bf16(mgain, HID, rng_next(rng), 1.0f);
+    gpu_fill_f32(h, (size_t)TM * HID, rng_next(rng), 1.0f);
+    printf(
+        "\n| T | layer | kernel µs | kernel with phase 4 µs | kernel, then gemv_norm_route µs | "
+        "phase 4 µs | gemv_norm_route µs |\n| ---: | --- | ---: | ---: | ---: | ---: | ---: |\n");
+    cudaStream_t st;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    for (int T = 1; T <= TM; T++)
+        for (int sl = 0; sl < 2; sl++) {
+            const int ctx[ATTN_STREAM_MAX_T] = {1024, 1024, 1024, 1024};
+            step_case c;
+            build_case(&c, 32, sl == 1, ctx, T, rng);
+            moe_routing rr;
+            moe_routing_carve(&rr, rbuf, T, E, K_TOP);
+            float us[3];
+            for (int form = 0; form < 3; form++) {
+                cudaGraph_t graph;
+                cudaGraphExec_t exec;
+                CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+                cudaError_t e = cudaSuccess;
+                for (int l = 0; l < BENCH_LAYERS && e == cudaSuccess; l++) {
+                    attn_stream_args a = stream_args(&c, &ws[l]);
+                    if (form == 1) {
+                        a.rh = h, a.rgain = mgain, a.reps = 1e-5f, a.ry = y, a.rw = rw[l];
+                        a.rb = rb[l], a.rlogits = lg, a.rr = rr, a.rcounter = ctr;
+                    }
+                    e = attn_stream_layer(&c.d, f, &a, st);
+                    if (form == 2 && e == cudaSuccess) {
+                        const gemv_norm_in nm = {h, c.o_s, mgain, 1e-5f, y};
+                        e = gemv_norm_route(&nm, T, HID, rw[l], E, lg, rb[l], &rr, ctr, 0, st);
+                    }
+                }
+                CUDA_CHECK(cudaStreamEndCapture(st, &graph));
+                CHECK(e == cudaSuccess, "bench_route capture T=%d form %d", T, form);
+                CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+                us[form] = gpu_time_graph_us(exec, st, BENCH_LAYERS, 50);
+                CUDA_CHECK(cudaGraphExecDestroy(exec));
+                CUDA_CHECK(cudaGraphDestroy(graph));
+            }
+            printf("| %d | %s | %.1f | %.1f | %.1f | %.1f | %.1f |\n", T, sl ? "sliding" : "full",
+                   us[0], us[1], us[2], us[1] - us[0], us[2] - us[0]);
+            free_case(&c);
+        }
+    CUDA_CHECK(cudaStreamDestroy(st));
+    void *ps[] = {mgain, y, h, lg, rbuf, ctr};
+    for (void *p : ps) cudaFree(p);
+    for (int l = 0; l < BENCH_LAYERS; l++) cudaFree(rw[l]), cudaFree(rb[l]);
+}
+
 static void bench(gemm_ctx *g, const rope_kv_freq *f, rng_t *rng) {
     layer_w ws[BENCH_LAYERS];
     for (int l = 0; l < BENCH_LAYERS; l++) ws[l] = make_layer(rng);
@@ -614,6 +681,7 @@ static void bench(gemm_ctx *g, const rope_kv_freq *f, rng_t *rng) {
             free_case(&c);
         }
     CUDA_CHECK(cudaStreamDestroy(st));
+    bench_route(f, ws, rng);
     for (int l = 0; l < BENCH_LAYERS; l++) free_layer(&ws[l]);
 }
 

@@ -11,12 +11,10 @@
  *   - two runs the same bits (the warps' sums meet in warp order);
  *   - refusals: M = 0 and 9, K not a multiple of 32 or under 256, N not a multiple of 16, a
  *     misaligned x.
- * The same for dense_ring (the whole-row form: its 120b O and QKV at M = 1 … 8, fewer rows than
- * blocks, partial last stages, an odd N) and its refusals (a token row set too large to stage
- * beside the ring).
- * --bench: the 120b's O and QKV at M = 2, 4, 8, both forms against cuBLASLt as the runner calls it (O: T rows
- * with the bias, bf16 out; QKV: the 2T-row split input, fp32 out), µs and TB/s, the weights rotated
- * over copies past L2; then O's bytes read alone in four patterns (read_pattern_kernel says why). */
+ * --bench: the 120b's O and QKV at M = 2, 4, 8, dense_mma against cuBLASLt as the runner calls it
+ * (O: T rows with the bias, bf16 out; QKV: the 2T-row split input, fp32 out), µs and TB/s, the
+ * weights rotated over copies past L2; then O's bytes read alone in four patterns
+ * (read_pattern_kernel says why). */
 #include "gpu_check.h"
 #include "moe_test_util.h"
 
@@ -32,9 +30,7 @@ static float bf16f(uint16_t b) {
     return bf16_to_f32(b);
 }
 
-/* form 0: dense_mma, 1: dense_ring */
-static void check_case(int M, int N, int K, bool lo, bool bias, bool f32, cudaStream_t st,
-                       int form = 0) {
+static void check_case(int M, int N, int K, bool lo, bool bias, bool f32, cudaStream_t st) {
     std::vector<uint16_t> hw((size_t)N * K), hx((size_t)M * K), hl((size_t)M * K), hb(N);
     tu_fill_bf16(hw.data(), NULL, hw.size(), -0.05f, 0.05f);
     tu_fill_bf16(hx.data(), NULL, hx.size(), -2.0f, 2.0f);
@@ -44,17 +40,13 @@ static void check_case(int M, int N, int K, bool lo, bool bias, bool f32, cudaSt
     uint16_t *dl = lo ? tu_dev_upload(hl.data(), hl.size()) : NULL;
     uint16_t *db = bias ? tu_dev_upload(hb.data(), (size_t)N) : NULL;
     const size_t n = (size_t)M * N, es = f32 ? 4 : 2;
-    const char *fn = form ? "ring" : "mma";
     unsigned char *yr = tu_dev_alloc<unsigned char>(n * es),
                   *y = tu_dev_alloc<unsigned char>(n * es);
     CUDA_CHECK(gemv_bf16(dx, dl, M, K, dw, N, db, yr, f32, st));
     std::vector<float> want(n), got(n), first(n);
     for (int rep = 0; rep < 2; rep++) {
         CUDA_CHECK(cudaMemset(y, 0xff, n * es)); /* NaN in either format */
-        if (form)
-            CUDA_CHECK(dense_ring(dx, dl, M, K, dw, N, db, y, f32, st));
-        else
-            CUDA_CHECK(dense_mma(dx, dl, M, K, dw, N, db, y, f32, st));
+        CUDA_CHECK(dense_mma(dx, dl, M, K, dw, N, db, y, f32, st));
         CUDA_CHECK(cudaStreamSynchronize(st));
         if (f32) {
             tu_download(want.data(), (const float *)yr, n);
@@ -80,16 +72,16 @@ static void check_case(int M, int N, int K, bool lo, bool bias, bool f32, cudaSt
             if (!f32 && fabsf(got[i] - want[i]) > ulp2) far++;
         }
         const double rel = tu_rel_err(got.data(), want.data(), n);
-        CHECK(finite, "dense_%s M=%d N=%d K=%d lo=%d bias=%d f32=%d: a non-finite output", fn, M, N,
-              K, lo, bias, f32);
+        CHECK(finite, "dense_mma M=%d N=%d K=%d lo=%d bias=%d f32=%d: a non-finite output", M, N, K,
+              lo, bias, f32);
         CHECK(rel <= (f32 ? 1e-5 : 4e-3),
-              "dense_%s M=%d N=%d K=%d lo=%d bias=%d f32=%d: %.3g from gemv_bf16's", fn, M, N, K,
-              lo, bias, f32, rel);
-        CHECK(far == 0, "dense_%s M=%d N=%d K=%d: %d bf16 values past two ulps", fn, M, N, K, far);
+              "dense_mma M=%d N=%d K=%d lo=%d bias=%d f32=%d: %.3g from gemv_bf16's", M, N, K, lo,
+              bias, f32, rel);
+        CHECK(far == 0, "dense_mma M=%d N=%d K=%d: %d bf16 values past two ulps", M, N, K, far);
         if (rep == 0)
             first = got;
         else
-            CHECK(first == got, "dense_%s M=%d N=%d K=%d: two runs differ", fn, M, N, K);
+            CHECK(first == got, "dense_mma M=%d N=%d K=%d: two runs differ", M, N, K);
     }
     CUDA_CHECK(cudaFree(dw));
     CUDA_CHECK(cudaFree(dx));
@@ -111,15 +103,6 @@ static void check_refusals(cudaStream_t st) {
           "misaligned x");
     CHECK(dense_mma(NULL, NULL, 2, 512, w, 64, NULL, y, 1, st) == cudaErrorInvalidValue, "no x");
     CHECK(!dense_mma_supported(2, 512, 0), "N = 0 supported");
-    CHECK(dense_ring(x, NULL, 9, 512, w, 64, NULL, y, 1, st) == cudaErrorInvalidValue,
-          "ring M = 9");
-    CHECK(dense_ring(x, NULL, 2, 224, w, 64, NULL, y, 1, st) == cudaErrorInvalidValue,
-          "ring K = 224");
-    CHECK(dense_ring(x + 1, NULL, 2, 512, w, 64, NULL, y, 1, st) == cudaErrorInvalidValue,
-          "ring misaligned x");
-    CHECK(!dense_ring_supported(8, 4096, 2880, 1), "ring: K = 4096 with lo does not fit");
-    CHECK(dense_ring_supported(8, 4096, 2880, 0) && dense_ring_supported(8, 2880, 5120, 1),
-          "ring: the 120b's O and QKV fit");
     CUDA_CHECK(cudaFree(w));
     CUDA_CHECK(cudaFree(x));
     CUDA_CHECK(cudaFree(y));
@@ -270,11 +253,8 @@ static void bench(cudaStream_t st) {
                 CUDA_CHECK(gemm_bf16(g, dx, o ? M : 2 * M, K, dw[i % COPIES], N, o ? db : NULL, y,
                                      o ? GEMM_OUT_BF16 : GEMM_OUT_F32, st));
             });
-            const double ring = tu_time_us(st, 5, 50, [&](int i) {
-                CUDA_CHECK(dense_ring(dx, lo, M, K, dw[i % COPIES], N, o ? db : NULL, y, !o, st));
-            });
-            printf("| %s | %d | %.1f | %.2f | %.1f | %.2f | %.1f | %.2f |\n", o ? "O" : "QKV", M,
-                   us, bytes / us * 1e-6, ring, bytes / ring * 1e-6, cb, bytes / cb * 1e-6);
+            printf("| %s | %d | %.1f | %.2f | %.1f | %.2f | %.2f |\n", o ? "O" : "QKV", M, us,
+                   bytes / us * 1e-6, cb, bytes / cb * 1e-6, cb / us);
         }
         for (auto d : dw) CUDA_CHECK(cudaFree(d));
         CUDA_CHECK(cudaFree(dx));
@@ -295,13 +275,6 @@ int main(int argc, char **argv) {
     check_case(3, 48, 288, true, true, true, st);
     check_case(8, 64, 256, false, false, false, st);
     check_case(5, 4096, 256, true, true, false, st);
-    for (int M = 1; M <= DENSE_MMA_MAX_M; M++) {
-        check_case(M, 2880, 4096, false, true, false, st, 1); /* O */
-        check_case(M, 5120, 2880, true, false, true, st, 1);  /* QKV */
-    }
-    check_case(3, 44, 256, true, true, true, st, 1);      /* fewer rows than blocks */
-    check_case(8, 1000, 288, false, false, false, st, 1); /* partial last stages */
-    check_case(6, 5001, 512, true, true, false, st, 1);
     check_refusals(st);
     if (tu_has_flag(argc, argv, "--bench")) {
         bench(st);

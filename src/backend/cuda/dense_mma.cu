@@ -162,5 +162,5 @@ extern "C" cudaError_t dense_mma(const uint16_t *x, const uint16_t *x_lo, int M,
 
 static int g_mode = -1;
 extern "C" int dense_mma_mode(void) {
-    return env_switch(&g_mode, "GPTOSS_DENSE_MMA", DENSE_MMA_O, DENSE_MMA_OFF, DENSE_MMA_RING);
+    return env_switch(&g_mode, "GPTOSS_DENSE_MMA", DENSE_MMA_O, DENSE_MMA_OFF, DENSE_MMA_O_QKV);
 }

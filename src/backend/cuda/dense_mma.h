@@ -38,18 +38,11 @@ int dense_mma_supported(int M, int K, int N);
 cudaError_t dense_mma(const uint16_t *x, const uint16_t *x_lo, int M, int K, const uint16_t *W,
                       int N, const uint16_t *bias, void *y, int out_f32, cudaStream_t stream);
 
-/* The same product with the weights streamed as whole rows (dense_ring.cu): one block an SM owns a
- * contiguous range of rows, streamed 8 rows a bulk copy through a two-stage ring; the tokens are
- * the MMA's rows and a stage's 8 weight rows its columns. Staged once a block as bf16, the tokens
- * (and lo) must fit beside the ring: dense_ring_supported says whether they do (lo: x_lo given). */
-int dense_ring_supported(int M, int K, int N, int lo);
-cudaError_t dense_ring(const uint16_t *x, const uint16_t *x_lo, int M, int K, const uint16_t *W,
-                       int N, const uint16_t *bias, void *y, int out_f32, cudaStream_t stream);
-
-/* Where the runner takes these for steps of 2-8 tokens: GPTOSS_DENSE_MMA=0 nowhere (cuBLASLt),
- * 1 (the default) dense_mma for the O projection, 2 dense_mma for O and QKV, 3 dense_ring for O and
- * QKV (session 24, unrun). */
-enum { DENSE_MMA_OFF = 0, DENSE_MMA_O = 1, DENSE_MMA_O_QKV = 2, DENSE_MMA_RING = 3 };
+/* Where the runner takes dense_mma for steps of 2-8 tokens: GPTOSS_DENSE_MMA=0 nowhere (cuBLASLt),
+ * 1 (the default) for the O projection, 2 for O and QKV. Mode 3, the whole-row form (a block an
+ * SM streaming its rows through a bulk-copy ring), measured slower in session 25 and was removed
+ * (bench/NOTES.md). */
+enum { DENSE_MMA_OFF = 0, DENSE_MMA_O = 1, DENSE_MMA_O_QKV = 2 };
 int dense_mma_mode(void);
 
 #ifdef __cplusplus

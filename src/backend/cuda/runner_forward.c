@@ -165,10 +165,6 @@ int runner_attention(struct backend *b, const fwd_plan *p, int l, const moe_rout
         /* the split input's halves are added inside (two MMAs into one accumulator) */
         CU(dense_mma(w->a, w->a + (size_t)T * H, T, H, ly->qkv_w, b->QKV, NULL, w->qkv, 1, s));
         qkv_lo = NULL;
-    } else if (T >= 2 && dense_mma_mode() == DENSE_MMA_RING &&
-               dense_ring_supported(T, H, b->QKV, 1)) {
-        CU(dense_ring(w->a, w->a + (size_t)T * H, T, H, ly->qkv_w, b->QKV, NULL, w->qkv, 1, s));
-        qkv_lo = NULL;
     } else
         CU(gemm_bf16(b->gemm, w->a, 2 * T, H, ly->qkv_w, b->QKV, NULL, w->qkv, GEMM_OUT_F32, s));
     CU(rope_kv_launch_f32(&b->dims, &b->freq, w->qkv, qkv_lo, ly->qkv_b, b->QKV, T, p->positions,
@@ -189,8 +185,6 @@ int runner_attention(struct backend *b, const fwd_plan *p, int l, const moe_rout
                        b->scale, w->attn, sliding ? p->splits_swa : p->splits_full, w->dec_ws, s));
     if (runner_early(b, T, RUNNER_EARLY_O) && gemv_early_supported(T, b->Q, H))
         CU(gemv_bf16_early(w->attn, NULL, T, b->Q, ly->o_w, H, ly->o_b, w->o, 0, s));
-    else if (T >= 2 && dense_mma_mode() == DENSE_MMA_RING && dense_ring_supported(T, b->Q, H, 0))
-        CU(dense_ring(w->attn, NULL, T, b->Q, ly->o_w, H, ly->o_b, w->o, 0, s));
     else if (T >= 2 && dense_mma_mode() >= DENSE_MMA_O && dense_mma_supported(T, b->Q, H))
         CU(dense_mma(w->attn, NULL, T, b->Q, ly->o_w, H, ly->o_b, w->o, 0, s));
     else
