@@ -21,6 +21,8 @@
  *     routing buffer, and q, the caches, the attention and O's outputs bit for bit, eager, under a
  *     graph replay and eager again (the arrival counter left at zero); with and without the
  *     attention norm inside, E = 128 (120b) and 32 (20b);
+ *   - the early launch (attn_stream_early_set: PDL beside the cooperative attribute): four of the
+ *     cases above again under it;
  *   - refusals: more tokens than ATTN_STREAM_MAX_T, an FP8 cache, sequences ≠ tokens, a workspace
  *     too small.
  * Cases: 120b's shapes (64 q heads, 8 KV heads, H = 2880), block sizes 16 and 32, full layers at
@@ -630,6 +632,44 @@ static void bench_route(const rope_kv_freq *f, const layer_w *ws, rng_t *rng) {
     for (int l = 0; l < BENCH_LAYERS; l++) cudaFree(rw[l]), cudaFree(rb[l]);
 }
 
+/* The early launch (--bench): µs a layer of 4 layers a graph, each layer's kernel launched plainly
+ * and early (attn_stream_early_set): the early blocks start as the previous layer's leave. */
+static void bench_early(const rope_kv_freq *f, const layer_w *ws, rng_t *rng) {
+    printf("\n| T | layer | kernel µs | early µs | early / plain |\n| ---: | --- | ---: | ---: | "
+           "---: |\n");
+    cudaStream_t st;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    for (int T = 1; T <= 2; T++)
+        for (int sl = 0; sl < 2; sl++) {
+            const int ctx[ATTN_STREAM_MAX_T] = {1024, 1024, 1024, 1024};
+            step_case c;
+            build_case(&c, 32, sl == 1, ctx, T, rng);
+            float us[2];
+            for (int form = 0; form < 2; form++) {
+                attn_stream_early_set(form);
+                cudaGraph_t graph;
+                cudaGraphExec_t exec;
+                CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+                cudaError_t e = cudaSuccess;
+                for (int l = 0; l < BENCH_LAYERS && e == cudaSuccess; l++) {
+                    const attn_stream_args a = stream_args(&c, &ws[l]);
+                    e = attn_stream_layer(&c.d, f, &a, st);
+                }
+                CUDA_CHECK(cudaStreamEndCapture(st, &graph));
+                CHECK(e == cudaSuccess, "bench_early capture T=%d form %d", T, form);
+                CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+                us[form] = gpu_time_graph_us(exec, st, BENCH_LAYERS, 50);
+                CUDA_CHECK(cudaGraphExecDestroy(exec));
+                CUDA_CHECK(cudaGraphDestroy(graph));
+            }
+            attn_stream_early_set(0);
+            printf("| %d | %s | %.1f | %.1f | %.3f |\n", T, sl ? "sliding" : "full", us[0], us[1],
+                   us[1] / us[0]);
+            free_case(&c);
+        }
+    CUDA_CHECK(cudaStreamDestroy(st));
+}
+
 static void bench(gemm_ctx *g, const rope_kv_freq *f, rng_t *rng) {
     layer_w ws[BENCH_LAYERS];
     for (int l = 0; l < BENCH_LAYERS; l++) ws[l] = make_layer(rng);
@@ -682,6 +722,7 @@ static void bench(gemm_ctx *g, const rope_kv_freq *f, rng_t *rng) {
         }
     CUDA_CHECK(cudaStreamDestroy(st));
     bench_route(f, ws, rng);
+    bench_early(f, ws, rng);
     for (int l = 0; l < BENCH_LAYERS; l++) free_layer(&ws[l]);
 }
 
@@ -738,6 +779,14 @@ int main(int argc, char **argv) {
         check_route_case(&freq, &w, 16, false, four, 4, norm == 1, 32, &rng);
     }
     check_refusals(&freq, &w, &rng);
+    /* the early launch (PDL beside the cooperative attribute): the same checks, its outputs held
+     * to the launches, to the norm launch + kernel, to the kernel + gemv_norm_route as above */
+    attn_stream_early_set(1);
+    run_case(g, &freq, &w, 32, false, c1k, 1, &rng);
+    run_case(g, &freq, &w, 16, true, two_b, 2, &rng);
+    check_norm_case(&freq, &w, 32, false, n1k, 1, &rng);
+    check_route_case(&freq, &w, 16, true, n1k, 1, true, 128, &rng);
+    attn_stream_early_set(0);
     free_layer(&w);
     gemm_ctx_destroy(g);
     return check_report("test_attn_stream");
