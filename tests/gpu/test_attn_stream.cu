@@ -567,6 +567,26 @@ static void check_refusals(const rope_kv_freq *f, const layer_w *w, rng_t *rng) 
 
 enum { BENCH_LAYERS = 4 };
 
+/* µs a layer of BENCH_LAYERS layers captured as one graph and replayed: launch(l, stream) makes
+ * layer l's launches. -1 when a launch fails (a failed check). */
+template <typename F> static float time_layers(cudaStream_t st, const char *what, F launch) {
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    cudaError_t e = cudaSuccess;
+    for (int l = 0; l < BENCH_LAYERS && e == cudaSuccess; l++) e = launch(l, st);
+    CUDA_CHECK(cudaStreamEndCapture(st, &graph));
+    CHECK(e == cudaSuccess, "%s: capture", what);
+    float us = -1.f;
+    if (e == cudaSuccess) {
+        CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+        us = gpu_time_graph_us(exec, st, BENCH_LAYERS, 50);
+        CUDA_CHECK(cudaGraphExecDestroy(exec));
+    }
+    CUDA_CHECK(cudaGraphDestroy(graph));
+    return us;
+}
+
 /* The router's two forms (--bench): µs a layer of the kernel alone, the kernel with phase 4, and
  * the kernel followed by gemv_norm_route, 4 layers a graph (each layer its own router weights). */
 static void bench_route(const rope_kv_freq *f, const layer_w *ws, rng_t *rng) {
@@ -598,30 +618,20 @@ static void bench_route(const rope_kv_freq *f, const layer_w *ws, rng_t *rng) {
             moe_routing rr;
             moe_routing_carve(&rr, rbuf, T, E, K_TOP);
             float us[3];
-            for (int form = 0; form < 3; form++) {
-                cudaGraph_t graph;
-                cudaGraphExec_t exec;
-                CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-                cudaError_t e = cudaSuccess;
-                for (int l = 0; l < BENCH_LAYERS && e == cudaSuccess; l++) {
+            for (int form = 0; form < 3; form++)
+                us[form] = time_layers(st, "bench_route", [&](int l, cudaStream_t s) {
                     attn_stream_args a = stream_args(&c, &ws[l]);
                     if (form == 1) {
                         a.rh = h, a.rgain = mgain, a.reps = 1e-5f, a.ry = y, a.rw = rw[l];
                         a.rb = rb[l], a.rlogits = lg, a.rr = rr, a.rcounter = ctr;
                     }
-                    e = attn_stream_layer(&c.d, f, &a, st);
+                    cudaError_t e = attn_stream_layer(&c.d, f, &a, s);
                     if (form == 2 && e == cudaSuccess) {
                         const gemv_norm_in nm = {h, c.o_s, mgain, 1e-5f, y};
-                        e = gemv_norm_route(&nm, T, HID, rw[l], E, lg, rb[l], &rr, ctr, 0, st);
+                        e = gemv_norm_route(&nm, T, HID, rw[l], E, lg, rb[l], &rr, ctr, 0, s);
                     }
-                }
-                CUDA_CHECK(cudaStreamEndCapture(st, &graph));
-                CHECK(e == cudaSuccess, "bench_route capture T=%d form %d", T, form);
-                CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-                us[form] = gpu_time_graph_us(exec, st, BENCH_LAYERS, 50);
-                CUDA_CHECK(cudaGraphExecDestroy(exec));
-                CUDA_CHECK(cudaGraphDestroy(graph));
-            }
+                    return e;
+                });
             printf("| %d | %s | %.1f | %.1f | %.1f | %.1f | %.1f |\n", T, sl ? "sliding" : "full",
                    us[0], us[1], us[2], us[1] - us[0], us[2] - us[0]);
             free_case(&c);
@@ -647,20 +657,10 @@ static void bench_early(const rope_kv_freq *f, const layer_w *ws, rng_t *rng) {
             float us[2];
             for (int form = 0; form < 2; form++) {
                 attn_stream_early_set(form);
-                cudaGraph_t graph;
-                cudaGraphExec_t exec;
-                CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-                cudaError_t e = cudaSuccess;
-                for (int l = 0; l < BENCH_LAYERS && e == cudaSuccess; l++) {
+                us[form] = time_layers(st, "bench_early", [&](int l, cudaStream_t s) {
                     const attn_stream_args a = stream_args(&c, &ws[l]);
-                    e = attn_stream_layer(&c.d, f, &a, st);
-                }
-                CUDA_CHECK(cudaStreamEndCapture(st, &graph));
-                CHECK(e == cudaSuccess, "bench_early capture T=%d form %d", T, form);
-                CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-                us[form] = gpu_time_graph_us(exec, st, BENCH_LAYERS, 50);
-                CUDA_CHECK(cudaGraphExecDestroy(exec));
-                CUDA_CHECK(cudaGraphDestroy(graph));
+                    return attn_stream_layer(&c.d, f, &a, s);
+                });
             }
             attn_stream_early_set(0);
             printf("| %d | %s | %.1f | %.1f | %.3f |\n", T, sl ? "sliding" : "full", us[0], us[1],
@@ -693,24 +693,11 @@ static void bench(gemm_ctx *g, const rope_kv_freq *f, rng_t *rng) {
             float us[7];
             for (int form = 0; form < 7; form++) {
                 attn_stream_set_probe(form == 2 ? 1 : form == 3 ? 2 : form >= 4 ? form - 1 : 0);
-                cudaGraph_t graph;
-                cudaGraphExec_t exec;
-                CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-                cudaError_t e = cudaSuccess;
-                for (int l = 0; l < BENCH_LAYERS && e == cudaSuccess; l++) {
-                    if (form == 0) {
-                        e = launches(g, f, &c, &ws[l], true, st);
-                    } else {
-                        const attn_stream_args a = stream_args(&c, &ws[l]);
-                        e = attn_stream_layer(&c.d, f, &a, st);
-                    }
-                }
-                CUDA_CHECK(cudaStreamEndCapture(st, &graph));
-                CHECK(e == cudaSuccess, "bench capture T=%d form %d", T, form);
-                CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-                us[form] = gpu_time_graph_us(exec, st, BENCH_LAYERS, 50);
-                CUDA_CHECK(cudaGraphExecDestroy(exec));
-                CUDA_CHECK(cudaGraphDestroy(graph));
+                us[form] = time_layers(st, "bench", [&](int l, cudaStream_t s) {
+                    if (form == 0) return launches(g, f, &c, &ws[l], true, s);
+                    const attn_stream_args a = stream_args(&c, &ws[l]);
+                    return attn_stream_layer(&c.d, f, &a, s);
+                });
             }
             attn_stream_set_probe(0);
             printf("| %d | %s | %.1f | %.1f | %.3f | %.2f | %.1f | %.1f | %.1f | %.1f | %.1f | "

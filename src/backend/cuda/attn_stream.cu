@@ -134,19 +134,8 @@ template <int T> static __device__ void as_norm_rows(const attn_stream_args &a, 
             if (c >= C) continue;
             uint4 hi, lo;
             norm_split8(v[r], inv, gain_at(a.ngain, c, true), hi, lo);
-            float f[8], g[8];
-            unpack_bf16x8(hi, f);
-            unpack_bf16x8(lo, g);
-#pragma unroll
-            for (int e = 0; e < 8; e++) f[e] += g[e];
-            float4 *dst = (float4 *)(xs + (size_t)m * H + 8 * c);
-            dst[0] = make_float4(f[0], f[1], f[2], f[3]);
-            dst[1] = make_float4(f[4], f[5], f[6], f[7]);
-            if (blockIdx.x == 0) {
-                float4 *hs = (float4 *)(a.nscratch + (size_t)m * H + 8 * c);
-                hs[0] = make_float4(v[r][0], v[r][1], v[r][2], v[r][3]);
-                hs[1] = make_float4(v[r][4], v[r][5], v[r][6], v[r][7]);
-            }
+            store_split8_f32(hi, lo, xs + (size_t)m * H + 8 * c);
+            if (blockIdx.x == 0) store8_f32(v[r], a.nscratch + (size_t)m * H + 8 * c);
         }
     }
 }
@@ -175,14 +164,7 @@ static __device__ void as_route_norm(const attn_stream_args &a, const uint4 (&g8
             uint4 hi, lo;
             norm_split8(v[m][r], inv, g8[r], hi, lo);
             if (blockIdx.x == 0) *(uint4 *)(a.ry + (size_t)m * H + 8 * c) = hi;
-            float f[8], g[8];
-            unpack_bf16x8(hi, f);
-            unpack_bf16x8(lo, g);
-#pragma unroll
-            for (int e = 0; e < 8; e++) f[e] += g[e];
-            float4 *dst = (float4 *)(xs + (size_t)m * H + 8 * c);
-            dst[0] = make_float4(f[0], f[1], f[2], f[3]);
-            dst[1] = make_float4(f[4], f[5], f[6], f[7]);
+            store_split8_f32(hi, lo, xs + (size_t)m * H + 8 * c);
         }
     }
 }
@@ -297,14 +279,7 @@ static __device__ __forceinline__ void as_early_rows(const as_early<T> &e, int H
     for (int k = 0; k < as_early<T>::XW; k++) {
         const int v = threadIdx.x + k * AS_CWARPS * 32;
         if (v >= words) break;
-        float f[8], g[8];
-        unpack_bf16x8(e.x[k], f);
-        unpack_bf16x8(e.x_lo[k], g);
-#pragma unroll
-        for (int j = 0; j < 8; j++) f[j] += g[j];
-        float4 *dst = (float4 *)(xs + (size_t)v * 8);
-        dst[0] = make_float4(f[0], f[1], f[2], f[3]);
-        dst[1] = make_float4(f[4], f[5], f[6], f[7]);
+        store_split8_f32(e.x[k], e.x_lo[k], xs + (size_t)v * 8);
     }
 }
 
@@ -747,10 +722,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
 #pragma unroll
         for (int r = 0; r < 2; r++) {
             const int c = threadIdx.x + r * AS_CWARPS * 32;
-            if (c >= H / 8) continue;
-            float4 *dst = (float4 *)(a.rh + (size_t)m * H + 8 * c);
-            dst[0] = make_float4(hv[m][r][0], hv[m][r][1], hv[m][r][2], hv[m][r][3]);
-            dst[1] = make_float4(hv[m][r][4], hv[m][r][5], hv[m][r][6], hv[m][r][7]);
+            if (c < H / 8) store8_f32(hv[m][r], a.rh + (size_t)m * H + 8 * c);
         }
     route_small_block_with(a.rlogits, NULL, a.rb ? s_rbias : NULL, MOE_TILE_TOKENS, a.rr,
                            [] { consumers_sync(); });

@@ -112,17 +112,8 @@ static __device__ __forceinline__ void gemv_norm_tokens(const gemv_args &a, cons
             uint4 hi, lo;
             norm_split8(v[r], inv, g8[r], hi, lo);
             if (blockIdx.x == 0) *(uint4 *)(nm.y + (size_t)m * K + 8 * c) = hi;
-            float fh[8], fl[8]; /* gemv_x8's hi + lo */
-            unpack_bf16x8(hi, fh);
-            unpack_bf16x8(lo, fl);
-#pragma unroll
-            for (int e = 0; e < 8; e++) fh[e] += fl[e];
-            float4 *dst = (float4 *)(xs + (size_t)m * K + 8 * c);
-            dst[0] = make_float4(fh[0], fh[1], fh[2], fh[3]);
-            dst[1] = make_float4(fh[4], fh[5], fh[6], fh[7]);
-            float4 *hd = (float4 *)(hv + (size_t)m * K + 8 * c);
-            hd[0] = make_float4(v[r][0], v[r][1], v[r][2], v[r][3]);
-            hd[1] = make_float4(v[r][4], v[r][5], v[r][6], v[r][7]);
+            store_split8_f32(hi, lo, xs + (size_t)m * K + 8 * c); /* gemv_x8's hi + lo */
+            store8_f32(v[r], hv + (size_t)m * K + 8 * c);
         }
     }
 }

@@ -47,6 +47,25 @@ static __device__ __forceinline__ void norm_split8(const float v[8], float inv, 
     lo.w = pack_bf16x2(x[6] - h[6], x[7] - h[7]);
 }
 
+/* v's 8 values into dst (16-byte aligned) as two float4 stores. */
+static __device__ __forceinline__ void store8_f32(const float v[8], float *dst) {
+    float4 *d = (float4 *)dst;
+    d[0] = make_float4(v[0], v[1], v[2], v[3]);
+    d[1] = make_float4(v[4], v[5], v[6], v[7]);
+}
+
+/* A split-bf16 group (norm_split8's hi and lo, or a row of x and x_lo) summed in fp32 element by
+ * element, as gemv_x8 sums them, into dst (16-byte aligned): the fp32 input the GEMV-class kernels
+ * stage in shared memory. */
+static __device__ __forceinline__ void store_split8_f32(uint4 hi, uint4 lo, float *dst) {
+    float f[8], g[8];
+    unpack_bf16x8(hi, f);
+    unpack_bf16x8(lo, g);
+#pragma unroll
+    for (int e = 0; e < 8; e++) f[e] += g[e];
+    store8_f32(f, dst);
+}
+
 /* The gains of 8-feature group c (zeros when the group is past the row). The row kernels load them
  * first, before their PDL wait (model memory, pdl.cuh): read after the row's sum, as they were, the
  * gains were a DRAM round trip on the kernel's critical path (they leave L2 between steps), after
