@@ -684,21 +684,6 @@ static void test_E(int E, cudaStream_t st, int sm) {
                                   "the default shape's bits",
                                   E, T, sh);
                         }
-                        /* the narrow shape's paired k loop (GPTOSS_MOE_RS_PAIR): the same MMAs in
-                         * the same order, so the same bits, folded and two-multiply */
-                        moe_wgmma_tma_set_rs(1);
-                        moe_wgmma_rs_set_pair(1);
-                        std::vector<float> py, pu;
-                        run_experts_case(&w, &r, &q, d_x, d_act, d_y, T, E, toks, ref, st, &py);
-                        run_experts_case(&wu, &r, &q, d_x, d_act, d_y, T, E, toks, ref, st, &pu);
-                        moe_wgmma_rs_set_pair(0);
-                        moe_wgmma_tma_set_rs(0);
-                        CHECK(py.size() == ry.size() && pu.size() == ry.size() &&
-                                  !memcmp(py.data(), ry.data(), ry.size() * 4) &&
-                                  !memcmp(pu.data(), ry.data(), ry.size() * 4),
-                              "E=%d T=%d: the register-A form's paired k loop differs from its "
-                              "default bits",
-                              E, T);
                     }
                     if (kind == 4 && q.bn == 128) {
                         /* GPTOSS_MOE_TMA_RS=2: the register-A form (at 64-token tiles) in place
@@ -741,7 +726,6 @@ static void test_E(int E, cudaStream_t st, int sm) {
                 moe_wgmma_ws_set_narrow(-1);
                 moe_wgmma_tma_set_rs(-1);
                 moe_wgmma_rs_set_shape(-1);
-                moe_wgmma_rs_set_pair(-1);
                 fprintf(stderr, "  64-token tiles %s 128-token tiles' bits\n",
                         wy[0][0].size() == wy[1][0].size() &&
                                 !memcmp(wy[0][0].data(), wy[1][0].data(), wy[0][0].size() * 4)
@@ -843,8 +827,7 @@ static void bench(cudaStream_t st, int sm, const char *only_t) {
         };
         const size_t rounds =
             plans.size() +
-            ((autop.large || plans.size() > 1) ? 7 + 4 : 0); /* 4: the register-A settings 0-2,
-                                                                then 0 with the paired k loop */
+            ((autop.large || plans.size() > 1) ? 7 + 3 : 0); /* 3: the register-A settings 0-2 */
         for (size_t pi = 0; pi < rounds; pi++) {
             /* the last ten rounds: the large plan again on the warpgroup MMA, moe_wgmma.cu
              * (kind 1), the warp-specialised moe_wgmma_ws.cu (kind 2) and its TMA-fed form
@@ -856,15 +839,13 @@ static void bench(cudaStream_t st, int sm, const char *only_t) {
              * at 128 x 192 and at the shape the plan chooses (GPTOSS_MOE_RS_SHAPE 0, 1, 2: the
              * last is what moe_experts runs) */
             const int extra = pi >= plans.size() ? (int)(pi - plans.size()) : -1;
-            const int wide = extra == 6, rs = extra >= 7, pair = extra == 10;
-            const int shape = rs && !pair ? extra - 7 : 0;
+            const int wide = extra == 6, rs = extra >= 7, shape = rs ? extra - 7 : 0;
             const int wg = extra >= 0 ? (wide ? 2 : extra / 2 >= 2 ? 4 : 1 + extra / 2) : 0;
             moe_plan p = wg ? (autop.large ? autop : plans[1]) : plans[pi];
             if (wg) p.bn = (extra & 1) || rs ? 64 : 128;
             moe_wgmma_ws_set_narrow(wide ? 0 : -1);
             moe_wgmma_tma_set_rs(rs ? 1 : extra >= 0 ? 0 : -1);
             moe_wgmma_rs_set_shape(extra >= 0 ? shape : -1);
-            moe_wgmma_rs_set_pair(pair ? 1 : -1);
             const int reps = T >= 1024 ? 10 : 50;
             moe_set_wgmma(wg);
             us = tu_time_us(st, 2, reps, [&](int i) {
@@ -881,14 +862,12 @@ static void bench(cudaStream_t st, int sm, const char *only_t) {
             moe_wgmma_ws_set_narrow(-1);
             moe_wgmma_tma_set_rs(-1);
             moe_wgmma_rs_set_shape(-1);
-            moe_wgmma_rs_set_pair(-1);
             char pn[64], wn[48] = "";
             /* what moe_experts runs for the automatic plan: the register-A form at any tile */
-            const bool is_auto = autop.large && rs && !pair && shape == MOE_RS_BY_PLAN;
+            const bool is_auto = autop.large && rs && shape == MOE_RS_BY_PLAN;
             if (wg)
                 snprintf(wn, sizeof wn, " wgmma%s n%d%s",
                          wide                            ? " ws wide"
-                         : pair                          ? " tma rs paired"
                          : rs && shape == MOE_RS_WIDE    ? " tma rs 128x192"
                          : rs && shape == MOE_RS_BY_PLAN ? " tma rs by plan"
                          : rs                            ? " tma rs"

@@ -162,9 +162,6 @@ void moe_wgmma_tma_set_rs(int on);
  * (0, 1 or 2; anything else, or nothing, 2). moe_wgmma_rs_shape returns the setting. */
 enum { MOE_RS_NARROW = 0, MOE_RS_WIDE = 1, MOE_RS_BY_PLAN = 2 };
 void moe_wgmma_rs_set_shape(int shape);
-/* The narrow shape's k loop in its paired form (moe_wgmma_rs.cuh; the same bits): 1 on, 0 off,
- * negative as GPTOSS_MOE_RS_PAIR says (off unless 1). Session 25, unmeasured: off by default. */
-void moe_wgmma_rs_set_pair(int on);
 int moe_wgmma_rs_shape(void);
 /* The two halves, for benchmarks and tests. */
 cudaError_t moe_gate_up(const moe_weights *w, const uint16_t *x, const moe_routing *r,

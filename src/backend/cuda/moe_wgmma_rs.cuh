@@ -80,9 +80,8 @@ static __device__ __forceinline__ void rs_dequant(const uint32_t (&wd)[4], uint3
  * keeps its MMAs pipelined; 128 tokens at two blocks an SM or with four warpgroups compiled to
  * 94-96 registers with the MMAs serialised (ptxas C7511). Measured and removed: 128 tokens x 128
  * rows (T = 8192 −3 %, prefill 8k +2 %) and 64 x 256 (slower everywhere but T = 8192, −2 %). */
-template <int BN_, int WGS_, int SLOTS_, int MINB_, bool PAIR_ = false> struct rs_shape {
+template <int BN_, int WGS_, int SLOTS_, int MINB_> struct rs_shape {
     static constexpr int BN = BN_, WGS = WGS_, S = SLOTS_, MINB = MINB_;
-    static constexpr bool PAIR = PAIR_;   /* the k loop's paired form (below; GPTOSS_MOE_RS_PAIR) */
     static constexpr int WARPS = 4 * WGS; /* consumer warps = row tiles a block */
     static constexpr int CONSUMERS = 32 * WARPS;
     static constexpr int THREADS = CONSUMERS + 32; /* + the copier warp */
@@ -98,8 +97,6 @@ template <int BN_, int WGS_, int SLOTS_, int MINB_, bool PAIR_ = false> struct r
     static_assert(MINB * (SMEM + 1024) <= 228 * 1024, "MINB blocks an SM");
 };
 using rs_shape_default = rs_shape<64, 2, 8, 2>;
-/* The default shape with the paired k loop (session 25, unmeasured; moe_wgmma_tma.cu). */
-using rs_shape_paired = rs_shape<64, 2, 8, 2, true>;
 static_assert(rs_shape_default::CODE_BYTES == WS_CODE_BYTES &&
                   rs_shape_default::RAW_BYTES == WS_RAW_BYTES,
               "the default shape's raw slot is the ws kernels' (moe_ws_parts.cuh)");
@@ -207,62 +204,15 @@ __global__ void __launch_bounds__(C::THREADS, C::MINB)
          * the odd step: a step that may be skipped inside the loop leaves ptxas a path on which
          * set 0 is rewritten with its MMAs still in flight (C7513) */
         int kk = 0;
-        if constexpr (!C::PAIR) {
-            for (; kk + 1 < a.KK; kk += 2) {
-                const int s = kk & (S - 1);
-                const uint32_t ph = (kk / S) & 1;
-                step(kk, s, ph, (s + S - 1) & (S - 1), v[0]);
-                step(kk + 1, s + 1, ph, s, v[1]);
-            }
-            if (kk < a.KK) {
-                const int s = kk & (S - 1);
-                step(kk, s, (kk / S) & 1, (s + S - 1) & (S - 1), v[0]);
-            }
-        } else {
-            /* The paired form: both steps of a pair are read, then (once the pair before's MMAs
-             * are done, so both register sets are free, and its two slots go back) dequantised
-             * together — two independent chains of 4 words for the scheduler to interleave where
-             * the form above has one: ncu (session 25) found the warps' largest stall the
-             * dequantisation's fixed-latency dependencies, at 4 warps a scheduler — then the
-             * pair's two MMA groups. The same MMAs in the same order: the same bits. */
-            auto read = [&](int s, uint32_t(&wd)[4], uint32_t &sc) {
-                asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];"
-                             : "=r"(wd[0]), "=r"(wd[1]), "=r"(wd[2]), "=r"(wd[3])
-                             : "r"(code_at + s * C::RAW_BYTES)
-                             : "memory");
-                sc = ws_lds32(scale_at + s * C::RAW_BYTES);
-            };
-            auto release_pair_before = [&](int s) {
-                if (kk >= 2 && lane == 0) {
-                    mbar_arrive(&empty[(s + S - 2) & (S - 1)]);
-                    mbar_arrive(&empty[(s + S - 1) & (S - 1)]);
-                }
-            };
-            for (; kk + 1 < a.KK; kk += 2) {
-                const int s = kk & (S - 1);
-                const uint32_t ph = (kk / S) & 1;
-                uint32_t wd0[4], wd1[4], sc0, sc1;
-                mbar_wait(&full[s], ph);
-                mbar_wait(&full[s + 1], ph);
-                read(s, wd0, sc0);
-                read(s + 1, wd1, sc1);
-                wgmma_wait<0>();
-                release_pair_before(s);
-                rs_dequant<FOLDED>(wd0, sc0, v[0]);
-                rs_dequant<FOLDED>(wd1, sc1, v[1]);
-                rs_mma_step<NN>(acc, v[0], lo0 + s * (C::B_BYTES >> 4));
-                rs_mma_step<NN>(acc, v[1], lo0 + (s + 1) * (C::B_BYTES >> 4));
-            }
-            if (kk < a.KK) {
-                const int s = kk & (S - 1);
-                uint32_t wd0[4], sc0;
-                mbar_wait(&full[s], (kk / S) & 1);
-                read(s, wd0, sc0);
-                wgmma_wait<0>();
-                release_pair_before(s);
-                rs_dequant<FOLDED>(wd0, sc0, v[0]);
-                rs_mma_step<NN>(acc, v[0], lo0 + s * (C::B_BYTES >> 4));
-            }
+        for (; kk + 1 < a.KK; kk += 2) {
+            const int s = kk & (S - 1);
+            const uint32_t ph = (kk / S) & 1;
+            step(kk, s, ph, (s + S - 1) & (S - 1), v[0]);
+            step(kk + 1, s + 1, ph, s, v[1]);
+        }
+        if (kk < a.KK) {
+            const int s = kk & (S - 1);
+            step(kk, s, (kk / S) & 1, (s + S - 1) & (S - 1), v[0]);
         }
         wgmma_wait<0>();
         fence_acc(acc);

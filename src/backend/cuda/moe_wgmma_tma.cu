@@ -402,18 +402,6 @@ static bool rs_wide_for(int rows, int n_experts) {
  * H200 (bench/NOTES.md, session 12): at 64-token plans decode 1024 +10.9 %, prefill 1k +13.9 %; in
  * place of ws at 128-token plans the experts alone at T = 4096 −6.5 %, at 16384 equal, prefill 8k
  * +0.5 %. */
-/* GPTOSS_MOE_RS_PAIR=1 (read once; moe_wgmma_rs_set_pair for tests): the default shape's k loop
- * in its paired form (moe_wgmma_rs.cuh: two steps dequantised together); off until measured. */
-static int g_rs_pair = -1;
-
-void moe_wgmma_rs_set_pair(int on) {
-    env_switch_set(&g_rs_pair, on, 0, 1);
-}
-
-static int rs_pair_on(void) {
-    return env_switch(&g_rs_pair, "GPTOSS_MOE_RS_PAIR", 0, 0, 1);
-}
-
 static int g_rs = -1;
 
 void moe_wgmma_tma_set_rs(int on) {
@@ -430,9 +418,6 @@ static cudaError_t tma_launch_mode(const moe_args &a, const moe_tma_maps &m, int
     if (rs && wide)
         return folded ? rs_launch_t<MODE, true, rs_shape_wide>(a, m, grid, stream)
                       : rs_launch_t<MODE, false, rs_shape_wide>(a, m, grid, stream);
-    if (rs && rs_pair_on())
-        return folded ? rs_launch_t<MODE, true, rs_shape_paired>(a, m, grid, stream)
-                      : rs_launch_t<MODE, false, rs_shape_paired>(a, m, grid, stream);
     if (rs)
         return folded ? rs_launch_t<MODE, true, rs_shape_default>(a, m, grid, stream)
                       : rs_launch_t<MODE, false, rs_shape_default>(a, m, grid, stream);
