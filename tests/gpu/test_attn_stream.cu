@@ -15,12 +15,6 @@
  *   - the attention norm inside (attn_stream_args.nh) against norm_add_rmsnorm_split + the kernel
  *     on its output: h's new rows, q, the caches, the attention and O's outputs bit for bit,
  *     eager and under a graph replay;
- *   - phase 4, the MLP norm, the router and its routing inside (attn_stream_args.rw), against the
- *     kernel without it followed by gemv_norm_route (the runner's launches at one token): h's new
- *     rows, y (written over the kernel's own input x, as the runner has it), the logits, the whole
- *     routing buffer, and q, the caches, the attention and O's outputs bit for bit, eager, under a
- *     graph replay and eager again (the arrival counter left at zero); with and without the
- *     attention norm inside, E = 128 (120b) and 32 (20b);
  *   - the early launch (attn_stream_early_set: PDL beside the cooperative attribute): four of the
  *     cases above again under it;
  *   - refusals: more tokens than ATTN_STREAM_MAX_T, an FP8 cache, sequences ≠ tokens, a workspace
@@ -36,9 +30,7 @@
  * after its QKV phase and after its attention phase (attn_stream_set_probe), which time the
  * phases; the fixed costs: the kernel ended at
  * once (its cooperative launch alone) and after one grid barrier; and the ring alone (the rows
- * streamed, nothing computed). Then the router's two forms at 120b's 128 experts: the kernel
- * with phase 4 against the kernel followed by gemv_norm_route (the runner's launches at one
- * token), each again a graph of 4 layers. */
+ * streamed, nothing computed); then the kernel launched plainly and early (attn_stream_early_set). */
 #include "gpu_check.h"
 #include "rope_test_util.h"
 
@@ -332,6 +324,29 @@ static void run_case(gemm_ctx *g, const rope_kv_freq *f, const layer_w *w, int b
     free_case(&c);
 }
 
+/* One launch of the kernel: eager (graph false, on the default stream) or captured on a stream of
+ * its own and replayed as a one-node graph. */
+static cudaError_t launch_maybe_graph(const attn_dims *d, const rope_kv_freq *f,
+                                      const attn_stream_args *a, bool graph) {
+    if (!graph) return attn_stream_layer(d, f, a, 0);
+    cudaStream_t st;
+    cudaGraph_t g;
+    cudaGraphExec_t exec;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    const cudaError_t e = attn_stream_layer(d, f, a, st);
+    CUDA_CHECK(cudaStreamEndCapture(st, &g));
+    if (e == cudaSuccess) {
+        CUDA_CHECK(cudaGraphInstantiate(&exec, g, 0));
+        CUDA_CHECK(cudaGraphLaunch(exec, st));
+        CUDA_CHECK(cudaStreamSynchronize(st));
+        CUDA_CHECK(cudaGraphExecDestroy(exec));
+    }
+    CUDA_CHECK(cudaGraphDestroy(g));
+    CUDA_CHECK(cudaStreamDestroy(st));
+    return e;
+}
+
 /* The attention norm inside (attn_stream_args.nh): against norm_add_rmsnorm_split on the same h
  * and MoE rows, then the kernel on its output. Both make the same fp32 input rows, so everything
  * must match bit for bit: h's new rows, q, the caches, the attention and O's outputs; and again
@@ -374,25 +389,9 @@ static void check_norm_case(const rope_kv_freq *f, const layer_w *w, int bs, boo
     for (int run = 0; run < 2; run++) { /* eager, then a graph replay */
         CUDA_CHECK(cudaMemcpy(h_s, h0, hb, cudaMemcpyDeviceToDevice));
         poison_stream_outputs(&c);
-        if (run == 0) {
-            CHECK(attn_stream_layer(&c.d, f, &a, 0) == cudaSuccess, "%s: launch", what);
-            CUDA_CHECK(cudaDeviceSynchronize());
-        } else {
-            cudaStream_t st;
-            cudaGraph_t graph;
-            cudaGraphExec_t exec;
-            CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-            CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-            const cudaError_t ce = attn_stream_layer(&c.d, f, &a, st);
-            CUDA_CHECK(cudaStreamEndCapture(st, &graph));
-            CHECK(ce == cudaSuccess, "%s: launch under capture", what);
-            CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-            CUDA_CHECK(cudaGraphLaunch(exec, st));
-            CUDA_CHECK(cudaStreamSynchronize(st));
-            CUDA_CHECK(cudaGraphExecDestroy(exec));
-            CUDA_CHECK(cudaGraphDestroy(graph));
-            CUDA_CHECK(cudaStreamDestroy(st));
-        }
+        CHECK(launch_maybe_graph(&c.d, f, &a, run == 1) == cudaSuccess, "%s (%s): launch", what,
+              run ? "graph" : "eager");
+        CUDA_CHECK(cudaDeviceSynchronize());
         CUDA_CHECK(cudaMemcpy(hs.data(), h_s, hb, cudaMemcpyDeviceToHost));
         CHECK(!memcmp(hs.data(), hr.data(), hb), "%s (%s): h's new rows equal norm_add's", what,
               run ? "graph" : "eager");
@@ -400,143 +399,6 @@ static void check_norm_case(const rope_kv_freq *f, const layer_w *w, int bs, boo
               run ? "graph" : "eager");
     }
     void *ps[] = {h0, h_ref, h_s, scratch, slots, gain};
-    for (void *p : ps) cudaFree(p);
-    free_case(&c);
-}
-
-/* One launch of the kernel on stream st: eager (graph false) or as a one-node graph's replay. */
-static cudaError_t launch_maybe_graph(const attn_dims *d, const rope_kv_freq *f,
-                                      const attn_stream_args *a, bool graph) {
-    if (!graph) return attn_stream_layer(d, f, a, 0);
-    cudaStream_t st;
-    cudaGraph_t g;
-    cudaGraphExec_t exec;
-    CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-    CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-    const cudaError_t e = attn_stream_layer(d, f, a, st);
-    CUDA_CHECK(cudaStreamEndCapture(st, &g));
-    if (e == cudaSuccess) {
-        CUDA_CHECK(cudaGraphInstantiate(&exec, g, 0));
-        CUDA_CHECK(cudaGraphLaunch(exec, st));
-        CUDA_CHECK(cudaStreamSynchronize(st));
-        CUDA_CHECK(cudaGraphExecDestroy(exec));
-    }
-    CUDA_CHECK(cudaGraphDestroy(g));
-    CUDA_CHECK(cudaStreamDestroy(st));
-    return e;
-}
-
-template <typename V> static std::vector<V> download_n(const void *p, size_t n) {
-    std::vector<V> v(n);
-    CUDA_CHECK(cudaMemcpy(v.data(), p, n * sizeof(V), cudaMemcpyDeviceToHost));
-    return v;
-}
-
-/* Phase 4 (attn_stream_args.rw): the MLP norm, the router and the routing inside, against the
- * kernel without it followed by gemv_norm_route on the same h and O rows. Phase 4 replays that
- * launch's arithmetic in the same order, so everything must match bit for bit. Without the
- * attention norm inside, y is written over the kernel's input rows x (the runner's w->a), which
- * are restored before each run. */
-static void check_route_case(const rope_kv_freq *f, const layer_w *w, int bs, bool sliding,
-                             const int *ctx, int T, bool norm, int E, rng_t *rng) {
-    enum { N_SLOTS = 8, K_TOP = 4 };
-    const float EPS = 1e-5f;
-    step_case c;
-    build_case(&c, bs, sliding, ctx, T, rng);
-    char what[128];
-    snprintf(what, sizeof what, "route inside: T=%d bs=%d %s ctx=%d E=%d%s", T, bs,
-             sliding ? "sliding" : "full", ctx[0], E, norm ? ", attention norm inside" : "");
-    const size_t hb = (size_t)T * HID * 4, yb = (size_t)T * HID * 2, lb = (size_t)T * E * 4;
-    const size_t rbytes = moe_routing_bytes(T, E, K_TOP);
-    float *h0 = (float *)gpu_alloc(hb), *h_ref = (float *)gpu_alloc(hb),
-          *h_s = (float *)gpu_alloc(hb), *scratch = (float *)gpu_alloc(hb);
-    float *slots = (float *)gpu_alloc((size_t)T * N_SLOTS * HID * 4);
-    uint16_t *gain = (uint16_t *)gpu_alloc(HID * 2), *mgain = (uint16_t *)gpu_alloc(HID * 2);
-    uint16_t *rw = (uint16_t *)gpu_alloc((size_t)E * HID * 2), *rb = (uint16_t *)gpu_alloc(E * 2);
-    uint16_t *y_ref = (uint16_t *)gpu_alloc(yb), *a0 = (uint16_t *)gpu_alloc(2 * yb);
-    float *lg_ref = (float *)gpu_alloc(lb), *lg_s = (float *)gpu_alloc(lb);
-    void *rbuf_ref = gpu_alloc(rbytes), *rbuf_s = gpu_alloc(rbytes);
-    int *ctr = (int *)gpu_alloc(2 * sizeof(int));
-    CUDA_CHECK(cudaMemset(ctr, 0, 2 * sizeof(int)));
-    gpu_fill_f32(h0, (size_t)T * HID, rng_next(rng), 4.0f);
-    gpu_fill_f32(slots, (size_t)T * N_SLOTS * HID, rng_next(rng), 0.5f);
-    gpu_fill_bf16(gain, HID, rng_next(rng), 1.0f);
-    gpu_fill_bf16(mgain, HID, rng_next(rng), 1.0f);
-    gpu_fill_bf16(rw, (size_t)E * HID, rng_next(rng), 0.03f);
-    gpu_fill_bf16(rb, E, rng_next(rng), 0.2f);
-    CUDA_CHECK(cudaMemcpy(a0, c.a, 2 * yb, cudaMemcpyDeviceToDevice));
-    const attn_stream_args base = stream_args(&c, w);
-
-    /* the reference: the kernel without phase 4, then gemv_norm_route */
-    CUDA_CHECK(cudaMemcpy(h_ref, h0, hb, cudaMemcpyDeviceToDevice));
-    attn_stream_args a = base;
-    if (norm) {
-        a.x = a.x_lo = NULL;
-        a.nh = h_ref, a.nscratch = scratch, a.nslots = slots, a.n_slots = N_SLOTS;
-        a.ngain = gain, a.neps = EPS;
-    }
-    poison_stream_outputs(&c);
-    gpu_poison(y_ref, yb), gpu_poison(lg_ref, lb), gpu_poison(rbuf_ref, rbytes);
-    CHECK(attn_stream_layer(&c.d, f, &a, 0) == cudaSuccess, "%s: the kernel without phase 4", what);
-    moe_routing rr_ref;
-    moe_routing_carve(&rr_ref, rbuf_ref, T, E, K_TOP);
-    const gemv_norm_in nm = {h_ref, c.o_s, mgain, EPS, y_ref};
-    CHECK(gemv_norm_route(&nm, T, HID, rw, E, lg_ref, rb, &rr_ref, ctr, 0, 0) == cudaSuccess,
-          "%s: gemv_norm_route", what);
-    CUDA_CHECK(cudaDeviceSynchronize());
-    const outs ref = read_stream(&c);
-    const std::vector<float> hr = download_n<float>(h_ref, (size_t)T * HID),
-                             lr = download_n<float>(lg_ref, (size_t)T * E);
-    const std::vector<uint16_t> yr = download_n<uint16_t>(y_ref, (size_t)T * HID);
-    const std::vector<unsigned char> rr = download_n<unsigned char>(rbuf_ref, rbytes);
-    int finite = 1;
-    for (float v : lr) finite &= isfinite(v);
-    CHECK(finite, "%s: the reference logits are finite", what);
-
-    /* phase 4: eager, a graph replay, eager again */
-    for (int run = 0; run < 3; run++) {
-        const char *how = run == 1 ? "graph" : run ? "eager again" : "eager";
-        CUDA_CHECK(cudaMemcpy(h_s, h0, hb, cudaMemcpyDeviceToDevice));
-        CUDA_CHECK(cudaMemcpy(c.a, a0, 2 * yb, cudaMemcpyDeviceToDevice));
-        poison_stream_outputs(&c);
-        gpu_poison(lg_s, lb), gpu_poison(rbuf_s, rbytes);
-        a = base;
-        if (norm) {
-            a.x = a.x_lo = NULL;
-            a.nh = h_s, a.nscratch = scratch, a.nslots = slots, a.n_slots = N_SLOTS;
-            a.ngain = gain, a.neps = EPS;
-            gpu_poison(c.a, yb); /* y is all phase 4 writes there */
-        }
-        a.rh = h_s, a.rgain = mgain, a.reps = EPS, a.ry = c.a, a.rw = rw, a.rb = rb;
-        a.rlogits = lg_s, a.rcounter = ctr + 1;
-        moe_routing_carve(&a.rr, rbuf_s, T, E, K_TOP);
-        CHECK(launch_maybe_graph(&c.d, f, &a, run == 1) == cudaSuccess, "%s (%s): launch", what,
-              how);
-        CUDA_CHECK(cudaDeviceSynchronize());
-        CHECK(same_bits(read_stream(&c), ref), "%s (%s): q, caches, attention, O bit for bit", what,
-              how);
-        CHECK(download_n<float>(h_s, (size_t)T * HID) == hr, "%s (%s): h's new rows", what, how);
-        CHECK(download_n<uint16_t>(c.a, (size_t)T * HID) == yr, "%s (%s): y (over x)", what, how);
-        CHECK(download_n<float>(lg_s, (size_t)T * E) == lr, "%s (%s): the logits", what, how);
-        CHECK(download_n<unsigned char>(rbuf_s, rbytes) == rr, "%s (%s): the routing", what, how);
-    }
-    CHECK(download_n<int>(ctr, 2) == std::vector<int>({0, 0}), "%s: the counters left at zero",
-          what);
-
-    /* refusals: a routing for another token count; the residual not the norm's h */
-    attn_stream_args bad = a;
-    bad.rr.T = T + 1;
-    CHECK(attn_stream_layer(&c.d, f, &bad, 0) == cudaErrorInvalidValue,
-          "%s: a routing of %d tokens is refused", what, T + 1);
-    if (norm) {
-        bad = a;
-        bad.rh = h_ref;
-        CHECK(attn_stream_layer(&c.d, f, &bad, 0) == cudaErrorInvalidValue,
-              "%s: rh other than nh is refused", what);
-    }
-    CUDA_CHECK(cudaDeviceSynchronize());
-    void *ps[] = {h0, h_ref, h_s, scratch, slots, gain,     mgain,  rw,
-                  rb, y_ref, a0,  lg_ref,  lg_s,  rbuf_ref, rbuf_s, ctr};
     for (void *p : ps) cudaFree(p);
     free_case(&c);
 }
@@ -585,61 +447,6 @@ template <typename F> static float time_layers(cudaStream_t st, const char *what
     }
     CUDA_CHECK(cudaGraphDestroy(graph));
     return us;
-}
-
-/* The router's two forms (--bench): µs a layer of the kernel alone, the kernel with phase 4, and
- * the kernel followed by gemv_norm_route, 4 layers a graph (each layer its own router weights). */
-static void bench_route(const rope_kv_freq *f, const layer_w *ws, rng_t *rng) {
-    enum { E = 128, K_TOP = 4 };
-    uint16_t *rw[BENCH_LAYERS], *rb[BENCH_LAYERS];
-    for (int l = 0; l < BENCH_LAYERS; l++) {
-        rw[l] = (uint16_t *)gpu_alloc((size_t)E * HID * 2), rb[l] = (uint16_t *)gpu_alloc(E * 2);
-        gpu_fill_bf16(rw[l], (size_t)E * HID, rng_next(rng), 0.03f);
-        gpu_fill_bf16(rb[l], E, rng_next(rng), 0.2f);
-    }
-    const int TM = ATTN_STREAM_MAX_T;
-    uint16_t *mgain = (uint16_t *)gpu_alloc(HID * 2), *y = (uint16_t *)gpu_alloc(TM * HID * 2);
-    float *h = (float *)gpu_alloc((size_t)TM * HID * 4), *lg = (float *)gpu_alloc(TM * E * 4);
-    void *rbuf = gpu_alloc(moe_routing_bytes(TM, E, K_TOP));
-    int *ctr = (int *)gpu_alloc(sizeof(int));
-    CUDA_CHECK(cudaMemset(ctr, 0, sizeof(int)));
-    gpu_fill_bf16(mgain, HID, rng_next(rng), 1.0f);
-    gpu_fill_f32(h, (size_t)TM * HID, rng_next(rng), 1.0f);
-    printf(
-        "\n| T | layer | kernel µs | kernel with phase 4 µs | kernel, then gemv_norm_route µs | "
-        "phase 4 µs | gemv_norm_route µs |\n| ---: | --- | ---: | ---: | ---: | ---: | ---: |\n");
-    cudaStream_t st;
-    CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-    for (int T = 1; T <= TM; T++)
-        for (int sl = 0; sl < 2; sl++) {
-            const int ctx[ATTN_STREAM_MAX_T] = {1024, 1024, 1024, 1024};
-            step_case c;
-            build_case(&c, 32, sl == 1, ctx, T, rng);
-            moe_routing rr;
-            moe_routing_carve(&rr, rbuf, T, E, K_TOP);
-            float us[3];
-            for (int form = 0; form < 3; form++)
-                us[form] = time_layers(st, "bench_route", [&](int l, cudaStream_t s) {
-                    attn_stream_args a = stream_args(&c, &ws[l]);
-                    if (form == 1) {
-                        a.rh = h, a.rgain = mgain, a.reps = 1e-5f, a.ry = y, a.rw = rw[l];
-                        a.rb = rb[l], a.rlogits = lg, a.rr = rr, a.rcounter = ctr;
-                    }
-                    cudaError_t e = attn_stream_layer(&c.d, f, &a, s);
-                    if (form == 2 && e == cudaSuccess) {
-                        const gemv_norm_in nm = {h, c.o_s, mgain, 1e-5f, y};
-                        e = gemv_norm_route(&nm, T, HID, rw[l], E, lg, rb[l], &rr, ctr, 0, s);
-                    }
-                    return e;
-                });
-            printf("| %d | %s | %.1f | %.1f | %.1f | %.1f | %.1f |\n", T, sl ? "sliding" : "full",
-                   us[0], us[1], us[2], us[1] - us[0], us[2] - us[0]);
-            free_case(&c);
-        }
-    CUDA_CHECK(cudaStreamDestroy(st));
-    void *ps[] = {mgain, y, h, lg, rbuf, ctr};
-    for (void *p : ps) cudaFree(p);
-    for (int l = 0; l < BENCH_LAYERS; l++) cudaFree(rw[l]), cudaFree(rb[l]);
 }
 
 /* The early launch (--bench): µs a layer of 4 layers a graph, each layer's kernel launched plainly
@@ -708,7 +515,6 @@ static void bench(gemm_ctx *g, const rope_kv_freq *f, rng_t *rng) {
             free_case(&c);
         }
     CUDA_CHECK(cudaStreamDestroy(st));
-    bench_route(f, ws, rng);
     bench_early(f, ws, rng);
     for (int l = 0; l < BENCH_LAYERS; l++) free_layer(&ws[l]);
 }
@@ -734,7 +540,6 @@ int main(int argc, char **argv) {
         run_case(g, &freq, &w, 32, false, c100, 1, &rng);
         run_case(g, &freq, &w, 16, true, q2, 2, &rng);
         check_norm_case(&freq, &w, 32, false, c100, 1, &rng);
-        check_route_case(&freq, &w, 32, false, c100, 1, true, 128, &rng);
         free_layer(&w);
         gemm_ctx_destroy(g);
         return check_report("test_attn_stream --quick");
@@ -759,20 +564,13 @@ int main(int argc, char **argv) {
     check_norm_case(&freq, &w, 16, true, n1k, 1, &rng);
     check_norm_case(&freq, &w, 32, true, n2, 2, &rng);
     check_norm_case(&freq, &w, 16, false, four, 4, &rng);
-    for (int norm = 0; norm < 2; norm++) {
-        check_route_case(&freq, &w, 32, false, n1k, 1, norm == 1, 128, &rng);
-        check_route_case(&freq, &w, 16, true, c5k, 1, norm == 1, 32, &rng);
-        check_route_case(&freq, &w, 32, true, n2, 2, norm == 1, 128, &rng);
-        check_route_case(&freq, &w, 16, false, four, 4, norm == 1, 32, &rng);
-    }
     check_refusals(&freq, &w, &rng);
     /* the early launch (PDL beside the cooperative attribute): the same checks, its outputs held
-     * to the launches, to the norm launch + kernel, to the kernel + gemv_norm_route as above */
+     * to the launches and to the norm launch + kernel as above */
     attn_stream_early_set(1);
     run_case(g, &freq, &w, 32, false, c1k, 1, &rng);
     run_case(g, &freq, &w, 16, true, two_b, 2, &rng);
     check_norm_case(&freq, &w, 32, false, n1k, 1, &rng);
-    check_route_case(&freq, &w, 16, true, n1k, 1, true, 128, &rng);
     attn_stream_early_set(0);
     free_layer(&w);
     gemm_ctx_destroy(g);

@@ -46,7 +46,6 @@
 #include "backend/cuda/device_util.cuh"
 #include "backend/cuda/gemv_row.cuh"
 #include "backend/cuda/grid_sync.cuh"
-#include "backend/cuda/moe_route_small.cuh"
 #include "backend/cuda/norm_row.cuh"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/per_device.h"
@@ -140,35 +139,6 @@ template <int T> static __device__ void as_norm_rows(const attn_stream_args &a, 
     }
 }
 
-/* Phase 4's input, with gemv_norm_route's arithmetic (gemv.cu's gemv_norm_tokens, replayed by the
- * 256 consumer threads as that kernel's 256 threads play it: the same bits): token rows m < T of
- * y = RMSNorm(h + o) · gain into xs as fp32 (hi + lo of norm_split8), block 0 writing the high
- * halves to ry; v keeps h + o (the residual's new rows, for the last block). h and o come through
- * L2: other blocks of this kernel wrote them (block 0 h's rows after phase 1, every block its O
- * rows), and this SM's L1 may hold h's lines from phase 0. */
-template <int T>
-static __device__ void as_route_norm(const attn_stream_args &a, const uint4 (&g8)[2], float *xs,
-                                     float v[T][2][8]) {
-    __shared__ float s_red[32];
-    const int H = a.H, C = H / 8;
-#pragma unroll
-    for (int m = 0; m < T; m++) {
-        const float ss = norm_replay_row_with<2, true>(
-            AS_CWARPS * 32, [] { consumers_sync(); }, a.rh + (size_t)m * H, NULL, 0,
-            a.o + (size_t)m * H, H, v[m], s_red);
-        const float inv = rms_inv(ss, H, a.reps);
-#pragma unroll
-        for (int r = 0; r < 2; r++) {
-            const int c = threadIdx.x + r * AS_CWARPS * 32;
-            if (c >= C) continue;
-            uint4 hi, lo;
-            norm_split8(v[m][r], inv, g8[r], hi, lo);
-            if (blockIdx.x == 0) *(uint4 *)(a.ry + (size_t)m * H + 8 * c) = hi;
-            store_split8_f32(hi, lo, xs + (size_t)m * H + 8 * c);
-        }
-    }
-}
-
 /* acc[r][m] += row r (of R rows at w, each K8 16-byte words, stride row_bytes) · token row m of xs
  * ([T][K] fp32), this lane's words c = lane + 32 j in dot8's order; then the warp's shuffle tree
  * (every lane ends with the totals). */
@@ -226,8 +196,6 @@ template <int T> struct as_early {
     int slot;            /* this lane's token slot (lane < T) */
     int qs0, qs1, sp, tf;
     float sink;
-    uint16_t rb; /* phase 4: router bias element i (bf16 bits) */
-    uint4 rg[2]; /* phase 4: the MLP norm's gains of groups i and i + 256 (gain_at) */
 };
 
 template <int T>
@@ -262,12 +230,6 @@ static __device__ __forceinline__ void as_early_load(const as_params &P, const a
         e.sp = a.seqs.start_pos[seq];
         e.tf = a.seqs.table_first ? a.seqs.table_first[seq] : 0;
         e.sink = a.sinks[kvh * AS_GQA + (i >> 5)];
-    }
-    e.rb = a.rw && a.rb && i < a.rr.E ? a.rb[i] : 0;
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        const int c = i + r * AS_CWARPS * 32;
-        e.rg[r] = gain_at(a.rw ? a.rgain : NULL, c, c < a.H / 8);
     }
 }
 
@@ -564,8 +526,6 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
     const int n_pairs = asp_share(b, G, (P.n_heads + 2 * P.n_kv_heads) * AS_HALF, &p0);
     const int my_rows = asp_share(b, G, H, &r0);
     const int n_rows = P.stop_after && P.stop_after != 5 ? 0 : my_rows; /* the phase probes: no O */
-    int e0r = 0; /* phase 4: the block's router rows [e0r, e0r + n_route) */
-    const int n_route = a.rw && !P.stop_after ? asp_share(b, G, a.rr.E, &e0r) : 0;
     const int qkv_row_bytes = H * 2, o_row_bytes = Q * 2;
     /* The consumers' loads go out first, before the producer's copies (as_early) — after the wait
      * for the kernel before (a no-op unless launched early: attn_stream_early_on). The producer
@@ -596,7 +556,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
     if (warp == AS_CWARPS) {
         if (lane != 0) return;
         const uint64_t once = l2_policy_evict_first();
-        for (int q = 0; q < n_pairs + n_rows + n_route; q++) {
+        for (int q = 0; q < n_pairs + n_rows; q++) {
             if (q == n_pairs && P.stop_after != 5) mbar_wait_or_trap(o_go, 0);
             const int s = q % S;
             if (q >= S) mbar_wait_or_trap(&empty[s], (q / S - 1) & 1);
@@ -608,14 +568,10 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
                 bulk_copy_g2s_hint(dst, w1, (uint32_t)qkv_row_bytes, &full[s], once);
                 bulk_copy_g2s_hint(dst + qkv_row_bytes, w1 + (size_t)AS_HALF * H,
                                    (uint32_t)qkv_row_bytes, &full[s], once);
-            } else if (q < n_pairs + n_rows) {
+            } else {
                 mbar_arrive_expect_tx(&full[s], (uint32_t)o_row_bytes);
                 bulk_copy_g2s_hint(dst, a.o_w + (size_t)(r0 + q - n_pairs) * Q,
                                    (uint32_t)o_row_bytes, &full[s], once);
-            } else { /* phase 4's router rows: they follow O's, while the grid finishes O */
-                mbar_arrive_expect_tx(&full[s], (uint32_t)qkv_row_bytes);
-                bulk_copy_g2s_hint(dst, a.rw + (size_t)(e0r + q - n_pairs - n_rows) * H,
-                                   (uint32_t)qkv_row_bytes, &full[s], once);
             }
         }
         return;
@@ -693,40 +649,6 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
                 f32_to_bf16_bits(as_pick<T>(acc[0], lane) + pre.o_bias[q - n_pairs]);
         }
     }
-    if (!a.rw || P.stop_after) return;
-
-    /* Phase 4 (after a grid barrier: O's rows are whole): the MLP norm, the block's router rows
-     * (one a block for 120b's 128 experts on 132 SMs; their copies landed during phase 3), and the
-     * routing by the last block to finish, as gemv_norm_route does it. */
-    grid_barrier_with(a.bar, 0, [] { consumers_sync(); });
-    float hv[T][2][8];
-    as_route_norm<T>(a, early.rg, xs, hv);
-    consumers_sync();
-    const int base = n_pairs + n_rows, E = a.rr.E;
-    for (int q = base + (warp - base % AS_CWARPS + AS_CWARPS) % AS_CWARPS; q < base + n_route;
-         q += AS_CWARPS) {
-        const int s = q % S;
-        mbar_wait_or_trap(&full[s], (q / S) & 1);
-        float acc[1][T];
-        as_rows_dot<T, 1>(ring + (size_t)s * L.stage_bytes, qkv_row_bytes, H / 8, xs, acc);
-        __syncwarp();
-        if (lane == 0) mbar_arrive(&empty[s]);
-        if (lane < T) a.rlogits[(size_t)lane * E + e0r + q - base] = as_pick<T>(acc[0], lane);
-    }
-    __shared__ uint16_t s_rbias[ROUTE_SMALL_MIN_THREADS];
-    if ((int)threadIdx.x < E) s_rbias[threadIdx.x] = early.rb;
-    if (!last_block_arrive_with(a.rcounter, [] { consumers_sync(); })) return;
-        /* every block has read h: the residual's new rows written back (gemv_route_tail's order) */
-#pragma unroll
-    for (int m = 0; m < T; m++)
-#pragma unroll
-        for (int r = 0; r < 2; r++) {
-            const int c = threadIdx.x + r * AS_CWARPS * 32;
-            if (c < H / 8) store8_f32(hv[m][r], a.rh + (size_t)m * H + 8 * c);
-        }
-    route_small_block_with(a.rlogits, NULL, a.rb ? s_rbias : NULL, MOE_TILE_TOKENS, a.rr,
-                           [] { consumers_sync(); });
-    if (threadIdx.x == 0) *a.rcounter = 0;
 }
 
 /* ---- host ---- */
@@ -747,22 +669,6 @@ int attn_stream_early_on(void) {
 }
 void attn_stream_early_set(int on) {
     env_switch_set(&g_early, on, 0, 1);
-}
-
-static int g_route = -1;
-int attn_stream_route_on(void) {
-    return env_switch(&g_route, "GPTOSS_ATTN_ROUTE", 0, 0, 1);
-}
-void attn_stream_route_set(int on) {
-    env_switch_set(&g_route, on, 0, 1);
-}
-
-extern "C" int attn_stream_route_supported(const moe_routing *rr, int T) {
-    return rr && rr->T == T && rr->E >= 1 && rr->E <= ROUTE_SMALL_MIN_THREADS && rr->k >= 1 &&
-           rr->k <= 8 && rr->k <= rr->E && T * rr->k <= ROUTE_SMALL_MAX_PAIRS && rr->e0 >= 0 &&
-           rr->n_e >= 1 && rr->e0 + rr->n_e <= rr->E && rr->topk_idx && rr->topk_w && rr->count &&
-           rr->offset && rr->pair_sorted && rr->touched && rr->n_touched && rr->tiles &&
-           rr->n_tiles;
 }
 
 static int g_stop_after;
@@ -806,12 +712,6 @@ extern "C" cudaError_t attn_stream_layer(const attn_dims *d, const rope_kv_freq 
                  a->H / 8 > 2 * AS_CWARPS * 32 || ((uintptr_t)a->nh & 15) ||
                  ((uintptr_t)a->nscratch & 15) || ((uintptr_t)a->nslots & 15) ||
                  ((uintptr_t)a->ngain & 15)))
-        return cudaErrorInvalidValue;
-    if (a->rw &&
-        (!attn_stream_route_supported(&a->rr, a->T) || !a->rh || !a->rgain || !a->ry ||
-         !a->rlogits || !a->rcounter || (norm && a->rh != a->nh) || a->H / 8 > 2 * AS_CWARPS * 32 ||
-         ((uintptr_t)a->rw & 15) || ((uintptr_t)a->rh & 15) || ((uintptr_t)a->ry & 15) ||
-         ((uintptr_t)a->rgain & 15) || ((uintptr_t)a->o & 15)))
         return cudaErrorInvalidValue;
     if (!attn_stream_supported(d, f, a->T, a->seqs.n_seqs, a->H) || (!norm && !a->x) || !a->qkv_w ||
         !a->o_w || !a->sinks || !a->q || !a->attn || !a->o || !a->bar || !a->counters ||

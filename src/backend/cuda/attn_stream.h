@@ -21,7 +21,6 @@
 #define GPTOSS_BACKEND_CUDA_ATTN_STREAM_H
 
 #include "backend/cuda/attention.h"
-#include "backend/cuda/moe.h"
 #include "backend/cuda/rope_kv.h"
 
 #include <cuda_runtime_api.h>
@@ -64,20 +63,6 @@ typedef struct {
     void *k_cache, *v_cache;
     /* outputs: q after RoPE and the attention output [T][n_heads · head_dim], O's [T][H] bf16 */
     uint16_t *q, *attn, *o;
-    /* Phase 4, with the MLP norm, the router and its routing inside too (rw non-NULL): after a
-     * third grid barrier, h ← h + o (rh [T][H] fp32, the residual: nh when the attention norm is
-     * inside too), y = RMSNorm(h) · rgain (ry [T][H] bf16, the high halves: the experts' input),
-     * the router's fp32 logits [T][rr.E] of y's split rows (rw [E][H], no bias) into rlogits, and
-     * the last block to finish writes h back and routes (rr; rb: the router bias [E], may be
-     * NULL). gemv_norm_route's arithmetic and order (gemv.h): the same bits as this kernel without
-     * phase 4 followed by that launch. rcounter: 0 before the launch and after it. */
-    float *rh;
-    const uint16_t *rgain, *rw, *rb;
-    float reps;
-    uint16_t *ry;
-    float *rlogits;
-    moe_routing rr;
-    int *rcounter;
     /* scratch: the split-K partials (attn_stream_workspace_bytes), the grid barrier's 2 words and
      * T · n_kv_heads merge counters, all zero before the first launch and left so by each */
     float *part;
@@ -94,13 +79,6 @@ typedef struct {
  * again. */
 int attn_stream_mode(int T);
 void attn_stream_set(int on);
-
-/* Whether the runner asks for phase 4 (attn_stream_args.rw) where the router would otherwise be
- * gemv_norm_route at that token count: GPTOSS_ATTN_ROUTE=1 (or attn_stream_route_set(1)); off by
- * default until measured (bench/NOTES.md, session 25). attn_stream_route_set(-1): read the
- * environment again. */
-int attn_stream_route_on(void);
-void attn_stream_route_set(int on);
 
 /* The early launch: the kernel launched with PDL's attribute beside the cooperative one, so that
  * its blocks start on the SMs the previous kernel leaves (at one token the MoE down projection's
@@ -122,10 +100,6 @@ void attn_stream_set_probe(int stop_after);
  * 1 ≤ T = n_seqs ≤ ATTN_STREAM_MAX_T, gpt-oss's head shapes (head_dim 64, 8 query heads a KV
  * head, at most ATTN_STREAM_MAX_KV_HEADS KV heads), a bf16 cache, H a multiple of 8 up to ATTN_STREAM_MAX_H, RoPE's half = 32. */
 int attn_stream_supported(const attn_dims *d, const rope_kv_freq *f, int T, int n_seqs, int H);
-
-/* Whether phase 4 takes this routing (rr): rr.T = T, rr.E ≤ 256, 1 ≤ rr.k ≤ 8, T · k ≤ 64, the
- * grouped experts within E. */
-int attn_stream_route_supported(const moe_routing *rr, int T);
 
 /* Bytes of the partials for T sequences on this device (its SM count sets the splits). */
 size_t attn_stream_workspace_bytes(const attn_dims *d, int T);
