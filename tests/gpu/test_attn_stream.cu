@@ -15,8 +15,6 @@
  *   - the attention norm inside (attn_stream_args.nh) against norm_add_rmsnorm_split + the kernel
  *     on its output: h's new rows, q, the caches, the attention and O's outputs bit for bit,
  *     eager and under a graph replay;
- *   - the early launch (attn_stream_early_set: PDL beside the cooperative attribute): four of the
- *     cases above again under it;
  *   - refusals: more tokens than ATTN_STREAM_MAX_T, an FP8 cache, sequences ≠ tokens, a workspace
  *     too small.
  * Cases: 120b's shapes (64 q heads, 8 KV heads, H = 2880), block sizes 16 and 32, full layers at
@@ -30,7 +28,7 @@
  * after its QKV phase and after its attention phase (attn_stream_set_probe), which time the
  * phases; the fixed costs: the kernel ended at
  * once (its cooperative launch alone) and after one grid barrier; and the ring alone (the rows
- * streamed, nothing computed); then the kernel launched plainly and early (attn_stream_early_set). */
+ * streamed, nothing computed). */
 #include "gpu_check.h"
 #include "rope_test_util.h"
 
@@ -449,34 +447,6 @@ template <typename F> static float time_layers(cudaStream_t st, const char *what
     return us;
 }
 
-/* The early launch (--bench): µs a layer of 4 layers a graph, each layer's kernel launched plainly
- * and early (attn_stream_early_set): the early blocks start as the previous layer's leave. */
-static void bench_early(const rope_kv_freq *f, const layer_w *ws, rng_t *rng) {
-    printf("\n| T | layer | kernel µs | early µs | early / plain |\n| ---: | --- | ---: | ---: | "
-           "---: |\n");
-    cudaStream_t st;
-    CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-    for (int T = 1; T <= 2; T++)
-        for (int sl = 0; sl < 2; sl++) {
-            const int ctx[ATTN_STREAM_MAX_T] = {1024, 1024, 1024, 1024};
-            step_case c;
-            build_case(&c, 32, sl == 1, ctx, T, rng);
-            float us[2];
-            for (int form = 0; form < 2; form++) {
-                attn_stream_early_set(form);
-                us[form] = time_layers(st, "bench_early", [&](int l, cudaStream_t s) {
-                    const attn_stream_args a = stream_args(&c, &ws[l]);
-                    return attn_stream_layer(&c.d, f, &a, s);
-                });
-            }
-            attn_stream_early_set(0);
-            printf("| %d | %s | %.1f | %.1f | %.3f |\n", T, sl ? "sliding" : "full", us[0], us[1],
-                   us[1] / us[0]);
-            free_case(&c);
-        }
-    CUDA_CHECK(cudaStreamDestroy(st));
-}
-
 static void bench(gemm_ctx *g, const rope_kv_freq *f, rng_t *rng) {
     layer_w ws[BENCH_LAYERS];
     for (int l = 0; l < BENCH_LAYERS; l++) ws[l] = make_layer(rng);
@@ -515,7 +485,6 @@ static void bench(gemm_ctx *g, const rope_kv_freq *f, rng_t *rng) {
             free_case(&c);
         }
     CUDA_CHECK(cudaStreamDestroy(st));
-    bench_early(f, ws, rng);
     for (int l = 0; l < BENCH_LAYERS; l++) free_layer(&ws[l]);
 }
 
@@ -565,13 +534,6 @@ int main(int argc, char **argv) {
     check_norm_case(&freq, &w, 32, true, n2, 2, &rng);
     check_norm_case(&freq, &w, 16, false, four, 4, &rng);
     check_refusals(&freq, &w, &rng);
-    /* the early launch (PDL beside the cooperative attribute): the same checks, its outputs held
-     * to the launches and to the norm launch + kernel as above */
-    attn_stream_early_set(1);
-    run_case(g, &freq, &w, 32, false, c1k, 1, &rng);
-    run_case(g, &freq, &w, 16, true, two_b, 2, &rng);
-    check_norm_case(&freq, &w, 32, false, n1k, 1, &rng);
-    attn_stream_early_set(0);
     free_layer(&w);
     gemm_ctx_destroy(g);
     return check_report("test_attn_stream");

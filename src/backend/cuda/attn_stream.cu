@@ -47,7 +47,6 @@
 #include "backend/cuda/gemv_row.cuh"
 #include "backend/cuda/grid_sync.cuh"
 #include "backend/cuda/norm_row.cuh"
-#include "backend/cuda/pdl.cuh"
 #include "backend/cuda/per_device.h"
 #include "backend/cuda/rope_kv_row.cuh"
 #include "backend/cuda/tma_ring.cuh"
@@ -527,15 +526,9 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
     const int my_rows = asp_share(b, G, H, &r0);
     const int n_rows = P.stop_after && P.stop_after != 5 ? 0 : my_rows; /* the phase probes: no O */
     const int qkv_row_bytes = H * 2, o_row_bytes = Q * 2;
-    /* The consumers' loads go out first, before the producer's copies (as_early) — after the wait
-     * for the kernel before (a no-op unless launched early: attn_stream_early_on). The producer
-     * never waits: it copies weights only, which no kernel of the step writes, so under the early
-     * launch its first stages stream while the previous kernel finishes. */
+    /* The consumers' loads go out first, before the producer's copies (as_early). */
     as_early<T> early;
-    if (warp < AS_CWARPS) {
-        pdl_wait();
-        as_early_load<T>(P, L, p0, n_pairs, r0, my_rows, early);
-    }
+    if (warp < AS_CWARPS) as_early_load<T>(P, L, p0, n_pairs, r0, my_rows, early);
     if (threadIdx.x == 0) {
         for (int s = 0; s < S; s++) mbar_init(&full[s], 1), mbar_init(&empty[s], 1);
         mbar_init(o_go, 1);
@@ -663,14 +656,6 @@ void attn_stream_set(int on) {
     env_switch_set(&g_on, on, 0, AS_AUTO);
 }
 
-static int g_early = -1;
-int attn_stream_early_on(void) {
-    return env_switch(&g_early, "GPTOSS_ATTN_EARLY", 0, 0, 1);
-}
-void attn_stream_early_set(int on) {
-    env_switch_set(&g_early, on, 0, 1);
-}
-
 static int g_stop_after;
 void attn_stream_set_probe(int stop_after) {
     g_stop_after = stop_after >= 1 && stop_after <= 5 ? stop_after : 0;
@@ -773,13 +758,9 @@ extern "C" cudaError_t attn_stream_layer(const attn_dims *d, const rope_kv_freq 
         }
         per_device_mark(&g_setup_done);
     }
-    cudaLaunchAttribute attr[2];
-    cudaLaunchConfig_t cfg = cooperative_config((unsigned)sms, AS_THREADS, smem, stream, attr, 1);
-    if (attn_stream_early_on()) { /* the early launch: the cooperative attribute, and PDL's */
-        attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        attr[1].val.programmaticStreamSerializationAllowed = 1;
-        cfg.numAttrs = 2;
-    }
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t cfg =
+        cooperative_config((unsigned)sms, AS_THREADS, smem, stream, &attr, 1);
     CUDA_TRY(cudaLaunchKernelEx(&cfg, kern, P, L));
     return cudaGetLastError();
 }

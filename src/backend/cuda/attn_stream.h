@@ -80,15 +80,6 @@ typedef struct {
 int attn_stream_mode(int T);
 void attn_stream_set(int on);
 
-/* The early launch: the kernel launched with PDL's attribute beside the cooperative one, so that
- * its blocks start on the SMs the previous kernel leaves (at one token the MoE down projection's
- * tail) and each block's producer streams its first QKV rows before the consumers wait for that
- * kernel (griddepcontrol.wait, before any load of step data). GPTOSS_ATTN_EARLY=1 (or
- * attn_stream_early_set(1)); off by default until measured (bench/NOTES.md, session 25).
- * attn_stream_early_set(-1): read the environment again. */
-int attn_stream_early_on(void);
-void attn_stream_early_set(int on);
-
 /* A measurement probe (test_attn_stream --bench): stop_after 1 ends the kernel after QKV and its
  * grid barrier, 2 after the attention and its barrier (the producer then streams no O rows), 3 at
  * once (the cooperative launch alone: its fixed cost), 4 after one grid barrier, 5 streams QKV's

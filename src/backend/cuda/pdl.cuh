@@ -35,14 +35,6 @@ static __device__ __forceinline__ void pdl_prologue(void) {
 #endif
 }
 
-/* The wait alone (no launch_dependents): for a kernel some of whose threads never touch what the
- * step writes (attn_stream.cu's producer lane, which only copies weights) and so need not wait. */
-static __device__ __forceinline__ void pdl_wait(void) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-
 /* The one exception to "pdl_prologue first": loads of memory that no kernel of the step writes
  * (model weights) may be issued before it, so that they fly while the predecessor finishes. Such a
  * kernel issues those loads, then calls pdl_prologue before any other global access. */
