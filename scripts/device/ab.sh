@@ -5,7 +5,8 @@
 # model) so that clock drift hits both, with a table of the ratio new / base at every line.
 # Needs .devcarry (scripts/device/prepare.sh) with the base build's program in .devcarry/base/gptoss
 # (BASE=REV bash scripts/device/prepare.sh puts it there).
-# Knobs: SKIP_TESTS=1, SKIP_GEN=1, MODELS="120b 20b", BATCHES=1,8,64,256,1024, PREFILL=1024, ROUNDS=1,
+# Knobs: SKIP_TESTS=1, SKIP_GEN=1, MODELS="120b 20b", BATCHES=1,8,64,256,1024, PREFILL=1024 (either may
+# be set empty: none of those lines; decode batches and an 8k prefill do not fit one run on an H100), ROUNDS=1,
 # GEN_MODEL=synthetic:20b:layers=4.
 set -uo pipefail
 out=${OUT:-/tmp/ab-out}
@@ -35,8 +36,8 @@ for m in ${MODELS:-120b 20b}; do
   for r in $(seq 1 "${ROUNDS:-1}"); do
     for b in base new; do
       bin=$base; [ $b = new ] && bin=$new
-      timeout "${LIMIT:-200}" $bin bench latency --model "synthetic:$m" --batches "${BATCHES:-1,8,64,256,1024}" \
-        --prefill "${PREFILL:-1024}" --output-json "$out/lat-$m-$b-$r.json" >"$out/logs/lat-$m-$b-$r.log" 2>&1 \
+      timeout "${LIMIT:-200}" $bin bench latency --model "synthetic:$m" --batches "${BATCHES-1,8,64,256,1024}" \
+        --prefill "${PREFILL-1024}" --output-json "$out/lat-$m-$b-$r.json" >"$out/logs/lat-$m-$b-$r.log" 2>&1 \
         || echo "bench $m $b failed ($?)"
     done
   done

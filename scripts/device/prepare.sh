@@ -30,11 +30,12 @@ git describe --always --dirty --abbrev=7 > .devcarry/commit.txt # "-dirty": buil
 # BASE=REV: also the program built at REV (in a worktree under build-base/), for scripts/device/ab.sh.
 if [ -n "${BASE:-}" ]; then
   wt=build-base/src
-  [ -d "$wt" ] || git worktree add --detach "$wt" "$BASE" >/dev/null
-  git -C "$wt" checkout -q --detach "$BASE"
+  rev=$(git rev-parse --verify "$BASE^{commit}") # here: in the worktree "HEAD" would be its own
+  [ -d "$wt" ] || git worktree add --detach "$wt" "$rev" >/dev/null
+  git -C "$wt" checkout -q --detach "$rev"
   cmake -S "$wt" -B build-base/build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
   cmake --build build-base/build -j "$(nproc)" --target gptoss
-  mkdir -p .devcarry/base && cp build-base/build/gptoss .devcarry/base/
+  mkdir -p .devcarry/base && cp build-base/build/gptoss .devcarry/base/ && strip --strip-debug .devcarry/base/gptoss
   git -C "$wt" rev-parse --short HEAD > .devcarry/base/commit.txt
 fi
 du -sh .devcarry

@@ -8,20 +8,44 @@
  * in both cases exactly value·2^−126. One bf16 multiply by 2^126 restores the value (exact: a power
  * of two, and the result is a normal number), a second by the block scale 2^(S−127) (bf16 bits S<<7,
  * exact) finishes the job. So the work is moving bits, and the repack chooses where the bits sit
- * so that moving them is cheap. Per 16-bit half of a 32-bit word (a bf16 pair: low half = even k):
+ * so that moving them is cheap. A word's 32 bits hold 8 codes; pair p (k 2p, 2p+1) is output
+ * register p (a bf16 pair: low half = even k, high half = odd k), and every output bit comes from a
+ * copy of q shifted or rotated as a whole:
  *
- *     pair 0 (k 0,1): m@6  e0@7  e1@8  s@15      → q        & 0x81C081C0
- *     pair 1 (k 2,3): m@3  e0@4  e1@5  s@12      → (q << 3) & 0x81C081C0
- *     pair 2 (k 4,5): m@0  e0@1  e1@2  s@9       → (q << 6) & 0x81C081C0
+ *     pair 0 (k 0,1): m@6  e0@7  e1@8  s@15 | m@22 e0@23 e1@24 s@31  → q              & M
+ *     pair 1 (k 2,3): m@2  e0@3  e1@4  s@11 | m@18 e0@19 e1@20 s@27  → (q << 4)       & M
+ *     pair 2 (k 4,5): m@28 e0@29 e1@30 s@5  | m@12 e0@13 e1@14 s@21  → rotl(q, 10)    & M
+ *     pair 3 (k 6,7): m@0  e0@1  e1@10 s@9  | m@16 e0@17 e1@26 s@25  → (q << 6) & M'  | (q >> 2) & M''
+ *
+ * with M = 0x81C081C0 (bits 6, 7, 8, 15 of each half), M'' = 0x01000100 (the e1 bits) and
+ * M' = M − M''. 9 integer operations for 8 weights: 5 masks/merges, 2 left shifts (IMAD.SHL, the
+ * FMA pipe), a rotate and a right shift. Why this layout: it is the cheapest exact cover of the
+ * word's 32 bits by shifted copies of the output pattern. Three pairs from one copy each and the
+ * fourth from two is the least possible (four pairs from one copy each would tile the 16 positions
+ * of a half with translates of {0, 1, 2, 9}, which do not tile). Such covers exist only once a code
+ * may sit outside the half of q that its output half is (pair 2's rotation wraps bits 28-30 round to
+ * 6-8): the layout before session 26 kept every code in its own half and needed 11 operations (pair 3
+ * from three copies). A search found this one (bench/NOTES.md, session 26). A byte-permute lookup
+ * table would cost ~17.
+ * Moving the right shift to the FMA pipe (IMAD.HI) and the scale pair to one IMAD measured 4 %
+ * slower at batch 8-64 on the H200 with the layout before, though ncu had the ALU pipe the busiest.
+ * The integer pipe (64 ops/clk/SM) is the scarce one: at 4.2 TB/s an SM must digest ~4 words per
+ * clock.
+ *
+ * The 9-operation layout is built only with GPTOSS_MXFP4_LAYOUT9 (CMake option, off until measured:
+ * every GPU test passes with it, session 26). Without it the layout before stays, 11 operations:
+ *
+ *     pair 0 (k 0,1): m@6  e0@7  e1@8  s@15      → q        & M
+ *     pair 1 (k 2,3): m@3  e0@4  e1@5  s@12      → (q << 3) & M
+ *     pair 2 (k 4,5): m@0  e0@1  e1@2  s@9       → (q << 6) & M
  *     pair 3 (k 6,7): e0@10 e1@11 m@13 s@14      → (q>>3 & 0x01800180) | (q>>7 & 0x00400040) | (q<<1 & 0x80008000)
  *
- * 11 integer operations for 8 weights: 6 masks/merges and 5 shifts. A search over all layouts
- * finds none cheaper in this style, nor with rotations or with pair 3 from two shifted copies (its
- * bits cannot come from one); a byte-permute lookup table would cost ~17. The left shifts compile
- * to IMAD.SHL (FMA pipe); moving the right shifts there too (IMAD.HI) and the scale pair to one
- * IMAD measured 4 % slower at batch 8-64 on the H200, though ncu had the ALU pipe the busiest. The integer pipe (64 ops/clk/SM) is the scarce
- * one: at 4.2 TB/s an SM must digest ~4 words per clock. */
+ * (each in the low half for even k, +16 for odd k). */
 #pragma once
+
+#ifndef GPTOSS_MXFP4_LAYOUT9
+#define GPTOSS_MXFP4_LAYOUT9 0
+#endif
 
 #include "backend/cuda/device_util.cuh"
 
@@ -43,11 +67,19 @@ static __device__ __forceinline__ uint32_t scale_pair(uint32_t sw, int j) {
 /* One repacked word (8 codes of one row) → 4 bf16 pairs (k 0,1 | 2,3 | 4,5 | 6,7), each value
  * times 2^−126 (the table above). */
 static __device__ __forceinline__ void place_codes(uint32_t q, uint32_t r[4]) {
+#if GPTOSS_MXFP4_LAYOUT9
+    const uint32_t M = 0x81C081C0u, E1 = 0x01000100u;
+    r[0] = q & M;
+    r[1] = (q << 4) & M;
+    r[2] = __funnelshift_l(q, q, 10) & M;
+    r[3] = ((q << 6) & (M & ~E1)) | ((q >> 2) & E1);
+#else
     const uint32_t M = 0x81C081C0u;
     r[0] = q & M;
     r[1] = (q << 3) & M;
     r[2] = (q << 6) & M;
     r[3] = ((q >> 3) & 0x01800180u) | ((q >> 7) & 0x00400040u) | ((q << 1) & 0x80008000u);
+#endif
 }
 
 /* One repacked word (8 codes of one row) → 4 bf16 pairs (k 0,1 | 2,3 | 4,5 | 6,7), scaled. */
@@ -63,7 +95,9 @@ static __device__ __forceinline__ void dequant_word(uint32_t q, uint32_t scale2,
  * each half (S + 126 ≤ 254 stays finite). The product is the same exact value rounded once, so the
  * bits equal the two-multiply result (and S = 0 now gives the true tiny value instead of 0). That
  * removes 4 of the ~21 instructions per word from the integer/FMA pipes, which at batch ≥ 64 are
- * as busy as the memory system (moe_scales_max decides at load). */
+ * as busy as the memory system (moe_scales_max decides at load). The shift and the add compile to
+ * one LEA.HI, so a scale pair is two instructions (adding the 126 to the scale word's four bytes
+ * once a k step instead counted 2.25 a word in SASS: session 26). */
 static __device__ __forceinline__ uint32_t scale_pair_folded(uint32_t sw, int j) {
     return scale_pair(sw, j) + 0x3F003F00u;
 }

@@ -5,35 +5,30 @@
  * The repack of one output word is a pure function of its index (repack_one): one thread per word.
  * The test (tests/gpu/test_moe.cu) decodes every word of the result on the host and compares it with
  * the checkpoint's values. The bit positions a code is moved to are the ones moe_dequant.cuh's
- * shift-and-mask expects:
+ * shifts, rotate and masks expect (element i = k 8t + i, bit positions of m, e0, e1, s), with
+ * GPTOSS_MXFP4_LAYOUT9 (moe_dequant.cuh says why; without it the layout before, listed there):
  *
- *     pair 0 (k 0,1): m@6  e0@7  e1@8  s@15
- *     pair 1 (k 2,3): m@3  e0@4  e1@5  s@12
- *     pair 2 (k 4,5): m@0  e0@1  e1@2  s@9
- *     pair 3 (k 6,7): e0@10 e1@11 m@13 s@14      (each in the low half for even k, +16 for odd k) */
+ *     i = 0: 6 7 8 15     i = 2: 2 3 4 11      i = 4: 28 29 30 5     i = 6: 0 1 10 9
+ *     i = 1: 22 23 24 31  i = 3: 18 19 20 27   i = 5: 12 13 14 21    i = 7: 16 17 26 25 */
 #include "backend/cuda/moe.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/moe_dequant.cuh" /* GPTOSS_MXFP4_LAYOUT9 */
 
-/* Where the 4 bits of the code for element i (0…7, k order) of a word go: bit positions of m, e0, e1, s. */
+/* Where the 4 bits of the code for element i (0…7, k order) of a word go: bit positions of m, e0,
+ * e1, s (the table above, moe_dequant.cuh's place_codes). */
 static __device__ __forceinline__ uint32_t pack_code(uint32_t c, int i) {
-    const int base = 16 * (i & 1), pair = i >> 1;
-    int pm, pe0, pe1, ps;
-    switch (pair) {
-    case 0:
-        pm = 6, pe0 = 7, pe1 = 8, ps = 15;
-        break;
-    case 1:
-        pm = 3, pe0 = 4, pe1 = 5, ps = 12;
-        break;
-    case 2:
-        pm = 0, pe0 = 1, pe1 = 2, ps = 9;
-        break;
-    default:
-        pm = 13, pe0 = 10, pe1 = 11, ps = 14;
-        break;
-    }
-    return ((c & 1u) << (base + pm)) | (((c >> 1) & 1u) << (base + pe0)) |
-           (((c >> 2) & 1u) << (base + pe1)) | (((c >> 3) & 1u) << (base + ps));
+#if GPTOSS_MXFP4_LAYOUT9
+    static const uint8_t POS[8][4] = {{6, 7, 8, 15},    {22, 23, 24, 31}, {2, 3, 4, 11},
+                                      {18, 19, 20, 27}, {28, 29, 30, 5},  {12, 13, 14, 21},
+                                      {0, 1, 10, 9},    {16, 17, 26, 25}};
+#else /* the 11-operation layout: every odd element 16 bits above the even one */
+    static const uint8_t POS[8][4] = {{6, 7, 8, 15},    {22, 23, 24, 31}, {3, 4, 5, 12},
+                                      {19, 20, 21, 28}, {0, 1, 2, 9},     {16, 17, 18, 25},
+                                      {13, 10, 11, 14}, {29, 26, 27, 30}};
+#endif
+    uint32_t w = 0;
+    for (int b = 0; b < 4; b++) w |= ((c >> b) & 1u) << POS[i][b];
+    return w;
 }
 
 /* src: 4 checkpoint bytes read little-endian, so element i (k = 8t+i) is the nibble at bits 4i…4i+3
