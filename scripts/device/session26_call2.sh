@@ -15,6 +15,8 @@
 # dense GEMMs); decode 1-64 0 to +2 % (bound by latency and DRAM). Decision: the layout stays if
 # the tests pass, generate is identical and nothing loses beyond the spread; if it gains nowhere
 # it goes too (the repack's layout is not worth changing for nothing).
+# As run (call 2), step (2)'s bench lines failed: decode batches up to 1024 and an 8k prefill in one
+# run need more KV cache than an H100 holds beside the weights. session26_call2b.sh splits them.
 # Needs .devcarry from BASE=<head before the change> bash scripts/device/prepare.sh, then gzip.
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
