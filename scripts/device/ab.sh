@@ -7,14 +7,17 @@
 # (BASE=REV bash scripts/device/prepare.sh puts it there).
 # Knobs: SKIP_TESTS=1, SKIP_GEN=1, MODELS="120b 20b", BATCHES=1,8,64,256,1024, PREFILL=1024 (either may
 # be set empty: none of those lines; decode batches and an 8k prefill do not fit one run on an H100), ROUNDS=1,
-# GEN_MODEL=synthetic:20b:layers=4.
+# GEN_MODEL=synthetic:20b:layers=4, NEW_BIN and BASE_BIN (the two programs; default .devcarry/bin/gptoss and
+# .devcarry/base/gptoss: a third build can be held against either).
 set -uo pipefail
 out=${OUT:-/tmp/ab-out}
 mkdir -p "$out/logs"
 source "$(dirname "$0")/env.sh"
-new=.devcarry/bin/gptoss base=.devcarry/base/gptoss
+new=${NEW_BIN:-.devcarry/bin/gptoss} base=${BASE_BIN:-.devcarry/base/gptoss}
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader | tee "$out/gpu.txt"
-echo "new $(cat .devcarry/commit.txt) base $(cat .devcarry/base/commit.txt)" | tee -a "$out/gpu.txt"
+# a program's build label: commit.txt beside it, else the one above it (.devcarry/bin's)
+label() { d=$(dirname "$1"); cat "$d/commit.txt" 2>/dev/null || cat "$d/../commit.txt" 2>/dev/null || echo "?"; }
+echo "new $(label "$new") base $(label "$base")" | tee -a "$out/gpu.txt"
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
   echo "== GPU tests (new build)"
   OUT="$out/logs" bash scripts/device/gpu_tests.sh test 2>&1 | sed -n '/^== tests/,$p'

@@ -20,7 +20,7 @@ fi
 out=${SASS_OUT:-/tmp/sass-out}
 mkdir -p "$out"
 name=$(basename "$src" .cu)
-/usr/local/cuda/bin/nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I"$root/src" \
+/usr/local/cuda/bin/nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I"$root/src" ${NVCC_EXTRA:-} \
   -cubin -o "$out/$name.cubin" "$src"
 python3 - "$out/$name.cubin" "$out/$name.v7.cubin" <<'PY'
 import struct, sys
