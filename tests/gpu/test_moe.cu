@@ -34,6 +34,7 @@ extern "C" {
 #include "backend/cpu/ops.h"
 }
 #include "backend/cuda/moe.h"
+#include "backend/cuda/moe_dequant.cuh" /* place_codes */
 #include "backend/cuda/norm.h"
 
 static const int H = 2880, I = 2880, TOPK = 4;
@@ -62,16 +63,8 @@ static void gen_layer(layer_host *L, int E) {
 /* ---- host emulation of the kernel's dequantisation ---- */
 
 static void emu_dequant(uint32_t q, uint8_t S, float out[8]) {
-#if GPTOSS_MXFP4_LAYOUT9
-    const uint32_t M = 0x81C081C0u, E1 = 0x01000100u;
-    const uint32_t r[4] = {q & M, (q << 4) & M, ((q << 10) | (q >> 22)) & M,
-                           ((q << 6) & (M & ~E1)) | ((q >> 2) & E1)};
-#else
-    const uint32_t M = 0x81C081C0u;
-    const uint32_t r[4] = {q & M, (q << 3) & M, (q << 6) & M,
-                           ((q >> 3) & 0x01800180u) | ((q >> 7) & 0x00400040u) |
-                               ((q << 1) & 0x80008000u)};
-#endif
+    uint32_t r[4];
+    place_codes(q, r); /* the kernels' own bit placement, run on the host */
     const float scale = S ? ldexpf(1.0f, (int)S - 127) : 0.0f; /* the kernel maps S = 0 to 0 */
     const float two126 = ldexpf(1.0f, 126);
     for (int p = 0; p < 4; p++) {

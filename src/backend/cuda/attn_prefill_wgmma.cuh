@@ -177,7 +177,9 @@ __global__ void __launch_bounds__(PW_THREADS, 1) attn_prefill_wg_kernel(attn_arg
     const int n_tiles = (key_end - k_first + BC - 1) / BC; /* >= 1 */
     const int32_t *table = a.tables + (size_t)seq * (size_t)a.stride;
     const int first = a.table_first ? a.table_first[seq] : 0;
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    /* the warp index through a shuffle: ptxas then knows it is warp-uniform and keeps the MMA
+     * loop's descriptors in uniform registers (8 R2UR a tile gone; moe_wgmma_rs.cuh says more) */
+    const int warp = __shfl_sync(0xffffffffu, threadIdx.x >> 5, 0), lane = threadIdx.x & 31;
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; s++) {

@@ -32,20 +32,11 @@
  * The integer pipe (64 ops/clk/SM) is the scarce one: at 4.2 TB/s an SM must digest ~4 words per
  * clock.
  *
- * The 9-operation layout is built only with GPTOSS_MXFP4_LAYOUT9 (CMake option, off until measured:
- * every GPU test passes with it, session 26). Without it the layout before stays, 11 operations:
- *
- *     pair 0 (k 0,1): m@6  e0@7  e1@8  s@15      → q        & M
- *     pair 1 (k 2,3): m@3  e0@4  e1@5  s@12      → (q << 3) & M
- *     pair 2 (k 4,5): m@0  e0@1  e1@2  s@9       → (q << 6) & M
- *     pair 3 (k 6,7): e0@10 e1@11 m@13 s@14      → (q>>3 & 0x01800180) | (q>>7 & 0x00400040) | (q<<1 & 0x80008000)
- *
- * (each in the low half for even k, +16 for odd k). */
+ * Against the layout before (11 operations; the MoE k loops 7.5-8.6 % shorter in SASS), measured on
+ * an H100 (bench/NOTES.md, session 27): the 120b prefill +1.8 % at 1k and +1.1 % at 8k, decode 1-256
+ * unchanged (0.995-1.003): less than the instruction count promised, so these kernels are not bound
+ * by issue alone. place_codes is also the host's decoder in the repack test. */
 #pragma once
-
-#ifndef GPTOSS_MXFP4_LAYOUT9
-#define GPTOSS_MXFP4_LAYOUT9 0
-#endif
 
 #include "backend/cuda/device_util.cuh"
 
@@ -65,21 +56,14 @@ static __device__ __forceinline__ uint32_t scale_pair(uint32_t sw, int j) {
 }
 
 /* One repacked word (8 codes of one row) → 4 bf16 pairs (k 0,1 | 2,3 | 4,5 | 6,7), each value
- * times 2^−126 (the table above). */
-static __device__ __forceinline__ void place_codes(uint32_t q, uint32_t r[4]) {
-#if GPTOSS_MXFP4_LAYOUT9
+ * times 2^−126 (the table above). The rotate written as two shifts compiles to one funnel shift
+ * (SHF.L.W) and lets the host run the same function (tests/gpu/test_moe.cu). */
+static __host__ __device__ __forceinline__ void place_codes(uint32_t q, uint32_t r[4]) {
     const uint32_t M = 0x81C081C0u, E1 = 0x01000100u;
     r[0] = q & M;
     r[1] = (q << 4) & M;
-    r[2] = __funnelshift_l(q, q, 10) & M;
+    r[2] = ((q << 10) | (q >> 22)) & M;
     r[3] = ((q << 6) & (M & ~E1)) | ((q >> 2) & E1);
-#else
-    const uint32_t M = 0x81C081C0u;
-    r[0] = q & M;
-    r[1] = (q << 3) & M;
-    r[2] = (q << 6) & M;
-    r[3] = ((q >> 3) & 0x01800180u) | ((q >> 7) & 0x00400040u) | ((q << 1) & 0x80008000u);
-#endif
 }
 
 /* One repacked word (8 codes of one row) → 4 bf16 pairs (k 0,1 | 2,3 | 4,5 | 6,7), scaled. */

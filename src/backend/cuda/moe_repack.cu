@@ -5,27 +5,20 @@
  * The repack of one output word is a pure function of its index (repack_one): one thread per word.
  * The test (tests/gpu/test_moe.cu) decodes every word of the result on the host and compares it with
  * the checkpoint's values. The bit positions a code is moved to are the ones moe_dequant.cuh's
- * shifts, rotate and masks expect (element i = k 8t + i, bit positions of m, e0, e1, s), with
- * GPTOSS_MXFP4_LAYOUT9 (moe_dequant.cuh says why; without it the layout before, listed there):
+ * shifts, rotate and masks expect (element i = k 8t + i, bit positions of m, e0, e1, s;
+ * moe_dequant.cuh says why this layout):
  *
  *     i = 0: 6 7 8 15     i = 2: 2 3 4 11      i = 4: 28 29 30 5     i = 6: 0 1 10 9
  *     i = 1: 22 23 24 31  i = 3: 18 19 20 27   i = 5: 12 13 14 21    i = 7: 16 17 26 25 */
 #include "backend/cuda/moe.h"
 #include "backend/cuda/cuda_check.h"
-#include "backend/cuda/moe_dequant.cuh" /* GPTOSS_MXFP4_LAYOUT9 */
 
 /* Where the 4 bits of the code for element i (0…7, k order) of a word go: bit positions of m, e0,
  * e1, s (the table above, moe_dequant.cuh's place_codes). */
 static __device__ __forceinline__ uint32_t pack_code(uint32_t c, int i) {
-#if GPTOSS_MXFP4_LAYOUT9
     static const uint8_t POS[8][4] = {{6, 7, 8, 15},    {22, 23, 24, 31}, {2, 3, 4, 11},
                                       {18, 19, 20, 27}, {28, 29, 30, 5},  {12, 13, 14, 21},
                                       {0, 1, 10, 9},    {16, 17, 26, 25}};
-#else /* the 11-operation layout: every odd element 16 bits above the even one */
-    static const uint8_t POS[8][4] = {{6, 7, 8, 15},    {22, 23, 24, 31}, {3, 4, 5, 12},
-                                      {19, 20, 21, 28}, {0, 1, 2, 9},     {16, 17, 18, 25},
-                                      {13, 10, 11, 14}, {29, 26, 27, 30}};
-#endif
     uint32_t w = 0;
     for (int b = 0; b < 4; b++) w |= ((c >> b) & 1u) << POS[i][b];
     return w;

@@ -144,7 +144,15 @@ __global__ void __launch_bounds__(C::THREADS, C::MINB)
     tile_pos tp;
     if (!tile_of_block_bn<C::BN>(a, &tp)) return;
     const int rb = blockIdx.x;
-    const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
+    const int tid = threadIdx.x, lane = tid & 31;
+    /* The warp index through a shuffle from lane 0: ptxas then knows it is the same in every lane,
+     * so the branch on it below is warp-uniform and the k loop's step counter, slot, parity and B
+     * descriptors live in uniform registers. From tid >> 5 it built each descriptor in ordinary
+     * registers and moved it over before every MMA: 16 R2UR and 9 moves in each pair of steps
+     * (SASS, scripts/sass/disasm.sh: the default shape's folded loop 197 -> 191 instructions, the
+     * R2URs and their latency before each MMA gone). Measured with the prefill attention's same
+     * change (bench/NOTES.md, session 27, H100): the 120b prefill +6.0 % at 1k, +5.8 % at 8k. */
+    const int w = __shfl_sync(0xffffffffu, tid >> 5, 0);
     if (tid == 0) {
         for (int s = 0; s < S; s++) {
             mbar_init(&full[s], 1); /* the copier's arrival, plus the bytes */
