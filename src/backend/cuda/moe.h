@@ -143,6 +143,9 @@ cudaError_t moe_experts(const moe_weights *w, const uint16_t *x, const moe_routi
  * (any other value, or none, 3). moe_wgmma_on returns the choice. */
 void moe_set_wgmma(int on);
 int moe_wgmma_on(void);
+/* The small kernel's two-batch k loop (moe_small.cuh's LOOP2: the same MMAs, the same bits): 1 on,
+ * 0 off (the default until measured), negative: as GPTOSS_MOE_SMALL_LOOP says (1 on). */
+void moe_small_set_loop(int on);
 /* The narrow form of moe_wgmma_ws.cu (MMAs as wide as a tile's tokens rounded up to a quarter of
  * the tile, the same bits; moe_wgmma_tma.cu has it at 64-token tiles always): 1 on, 0 off (the
  * full width, for comparisons and as the tests' reference), negative: as GPTOSS_MOE_WS_NARROW says
