@@ -36,14 +36,14 @@
 /* ---------------------------------------------------------------------------------------------- */
 /* Small batch: one block per (touched expert, row block of WARPS tiles, K split): moe_small.cuh    */
 
-template <int NTP, int MODE, bool FOLDED, bool LOOP2>
+template <int NTP, int MODE, bool FOLDED, int LOOP>
 __global__ void __launch_bounds__(small_cfg<NTP>::THREADS, small_cfg<NTP>::MIN_BLOCKS)
     moe_small_kernel(const moe_args a) {
     pdl_prologue(); /* first: see pdl.cuh */
     extern __shared__ uint4 smem_raw[];
     small_item<NTP> it;
     if (!small_begin<NTP>(a, blockIdx.x, it)) return; /* a work item past the touched experts */
-    small_run<NTP, MODE, FOLDED, false, false, LOOP2>(a, it, (uint16_t *)smem_raw);
+    small_run<NTP, MODE, FOLDED, false, false, LOOP>(a, it, (uint16_t *)smem_raw);
 }
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -261,26 +261,27 @@ int moe_wgmma_on(void) {
 static int g_small_loop = -1; /* GPTOSS_MOE_SMALL_LOOP at first use (moe.h) */
 
 void moe_small_set_loop(int on) {
-    env_switch_set(&g_small_loop, on, 0, 1);
+    env_switch_set(&g_small_loop, on, 0, 2);
 }
 
 static int small_loop_on(void) {
-    return env_switch(&g_small_loop, "GPTOSS_MOE_SMALL_LOOP", 0, 0, 1);
+    return env_switch(&g_small_loop, "GPTOSS_MOE_SMALL_LOOP", 0, 0, 2);
 }
 
 typedef void (*small_fn)(moe_args);
-static small_fn small_kernel_for(int ntp, int mode, int folded, int loop2) {
+static small_fn small_kernel_for(int ntp, int mode, int folded, int loop) {
 #define SMALL_CASE(n, m, l)                                                                        \
-    if (ntp == n && mode == m && loop2 == l)                                                       \
+    if (ntp == n && mode == m && loop == l)                                                        \
     return folded ? moe_small_kernel<n, m, true, l> : moe_small_kernel<n, m, false, l>
-    SMALL_CASE(1, MODE_GATE_UP, 0);
-    SMALL_CASE(1, MODE_DOWN, 0);
-    SMALL_CASE(2, MODE_GATE_UP, 0);
-    SMALL_CASE(2, MODE_DOWN, 0);
-    SMALL_CASE(1, MODE_GATE_UP, 1);
-    SMALL_CASE(1, MODE_DOWN, 1);
-    SMALL_CASE(2, MODE_GATE_UP, 1);
-    SMALL_CASE(2, MODE_DOWN, 1);
+#define SMALL_CASES(l)                                                                             \
+    SMALL_CASE(1, MODE_GATE_UP, l);                                                                \
+    SMALL_CASE(1, MODE_DOWN, l);                                                                   \
+    SMALL_CASE(2, MODE_GATE_UP, l);                                                                \
+    SMALL_CASE(2, MODE_DOWN, l)
+    SMALL_CASES(0);
+    SMALL_CASES(1);
+    SMALL_CASES(2);
+#undef SMALL_CASES
 #undef SMALL_CASE
     return NULL;
 }
@@ -290,9 +291,9 @@ static cudaError_t set_attrs(void) {
     for (int ntp = 1; ntp <= 2; ntp++)
         for (int mode = 0; mode < 2; mode++)
             for (int folded = 0; folded < 2; folded++)
-                for (int loop2 = 0; loop2 < 2; loop2++)
+                for (int loop = 0; loop <= 2; loop++)
                     CUDA_TRY(cudaFuncSetAttribute(
-                        (const void *)small_kernel_for(ntp, mode, folded, loop2),
+                        (const void *)small_kernel_for(ntp, mode, folded, loop),
                         cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024));
     CUDA_TRY(cudaFuncSetAttribute((const void *)moe_large_kernel<MODE_GATE_UP>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, LG_SMEM));

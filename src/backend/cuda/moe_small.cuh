@@ -159,7 +159,7 @@ static __device__ __forceinline__ bool small_begin(const moe_args &a, int b, sma
  * block calls it (it holds block barriers). COHERENT: the tokens were written by other blocks of the
  * same kernel (the fused kernel's down projection reads gate_up's activations), so they are read
  * through L2 (ld.global.cg), never from a stale L1 line. */
-template <int NTP, int MODE, bool FOLDED, bool COHERENT, bool PRE = false, bool LOOP2 = false>
+template <int NTP, int MODE, bool FOLDED, bool COHERENT, bool PRE = false, int LOOP = 0>
 static __device__ __forceinline__ void small_run(const moe_args &a, small_item<NTP> &it,
                                                  uint16_t *xs) {
     typedef small_cfg<NTP> C;
@@ -247,7 +247,7 @@ static __device__ __forceinline__ void small_run(const moe_args &a, small_item<N
             /* Full batches without a per-step bound check, then the tail batch (its loads were
              * issued by the last full batch, or before staging when nk < U). */
             int kb = 0;
-            /* LOOP2 (GPTOSS_MOE_SMALL_LOOP=1, off until measured): while the next batch lies
+            /* LOOP 1 (GPTOSS_MOE_SMALL_LOOP=1, off until measured): while the next batch lies
              * wholly inside the item, load it without a bound, in a loop unrolled by two. SASS:
              * the default loop spends 24 register copies (the loaded batch moved into the other
              * set) and 15 zeroings (a bounded load must leave a defined value in the register it
@@ -256,18 +256,24 @@ static __device__ __forceinline__ void small_run(const moe_args &a, small_item<N
              * batch that crosses the item's end is bounded (the loop below, at most once). Session
              * 27 measured a form that read up to 3 steps past the item instead (no bound at all):
              * -1.5 to -3.4 % at decode, the extra bytes' DRAM traffic or the doubled loop's code;
-             * this form reads no byte past the item, so it tells the two apart. */
-            if constexpr (LOOP2 && !PRE) {
+             * this form reads no byte past the item, so it tells the two apart. LOOP 2
+             * (GPTOSS_MOE_SMALL_LOOP=2): the same loads, not unrolled: no zeroings, the copies
+             * stay, the loop no longer than the default's (446 and 498 instructions a batch). */
+            auto full_batch = [&]() {
+                uint4 qn[C::U];
+                uint32_t sn[C::U];
+                load_batch_full<C::U>(it.qp, it.sp, kb + C::U, qn, sn);
+#pragma unroll
+                for (int u = 0; u < C::U; u++) k_step(it.qv[u], it.sv[u], kb + u);
+#pragma unroll
+                for (int u = 0; u < C::U; u++) it.qv[u] = qn[u], it.sv[u] = sn[u];
+            };
+            if constexpr (LOOP == 1 && !PRE) {
 #pragma unroll 2
-                for (; kb + 2 * C::U <= nk; kb += C::U) {
-                    uint4 qn[C::U];
-                    uint32_t sn[C::U];
-                    load_batch_full<C::U>(it.qp, it.sp, kb + C::U, qn, sn);
-#pragma unroll
-                    for (int u = 0; u < C::U; u++) k_step(it.qv[u], it.sv[u], kb + u);
-#pragma unroll
-                    for (int u = 0; u < C::U; u++) it.qv[u] = qn[u], it.sv[u] = sn[u];
-                }
+                for (; kb + 2 * C::U <= nk; kb += C::U) full_batch();
+            } else if constexpr (LOOP == 2 && !PRE) {
+#pragma unroll 1
+                for (; kb + 2 * C::U <= nk; kb += C::U) full_batch();
             }
             for (; kb + C::U <= nk; kb += C::U) {
                 uint4 qn[C::U];
