@@ -21,30 +21,21 @@ static __device__ __forceinline__ void mma_chunk(float acc[4], const uint32_t ag
     mma_bf16_16816(acc, ag[2], a8[2], ag[3], a8[3], xv.z, xv.w);
 }
 
-/* Codes and scale words of k steps kb … kb+U−1 of one warp's tile (zeros past nk). */
-template <int U>
+/* Codes and scale words of k steps kb … kb+U−1 of one warp's tile (zeros past nk). BOUNDED false:
+ * the caller knows the batch lies inside the item, so no predicate and no zeroing (small_run's
+ * LOOP forms). */
+template <int U, bool BOUNDED = true>
 static __device__ __forceinline__ void load_batch(const uint4 *qp, const uint32_t *sp, int kb,
                                                   int nk, uint4 qv[U], uint32_t sv[U]) {
 #pragma unroll
     for (int u = 0; u < U; u++) {
-        if (kb + u < nk) {
+        if (!BOUNDED || kb + u < nk) {
             qv[u] = ldg_stream16(qp + (size_t)(kb + u) * 32);
             sv[u] = __ldg(sp + (size_t)(kb + u) * 8);
         } else {
             qv[u] = make_uint4(0, 0, 0, 0);
             sv[u] = 0;
         }
-    }
-}
-
-/* load_batch for a batch known to lie inside the item: no bound, so no predicate and no zeroing. */
-template <int U>
-static __device__ __forceinline__ void load_batch_full(const uint4 *qp, const uint32_t *sp, int kb,
-                                                       uint4 qv[U], uint32_t sv[U]) {
-#pragma unroll
-    for (int u = 0; u < U; u++) {
-        qv[u] = ldg_stream16(qp + (size_t)(kb + u) * 32);
-        sv[u] = __ldg(sp + (size_t)(kb + u) * 8);
     }
 }
 
@@ -262,7 +253,7 @@ static __device__ __forceinline__ void small_run(const moe_args &a, small_item<N
             auto full_batch = [&]() {
                 uint4 qn[C::U];
                 uint32_t sn[C::U];
-                load_batch_full<C::U>(it.qp, it.sp, kb + C::U, qn, sn);
+                load_batch<C::U, false>(it.qp, it.sp, kb + C::U, nk, qn, sn);
 #pragma unroll
                 for (int u = 0; u < C::U; u++) k_step(it.qv[u], it.sv[u], kb + u);
 #pragma unroll
