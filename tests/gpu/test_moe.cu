@@ -588,28 +588,6 @@ static void test_E(int E, cudaStream_t st, int sm) {
               "E=%d T=%d: folded vs two-multiply dequantisation (or two runs of one plan) differ",
               E, T);
         check_ep(&D, &w, E, T, d_lg, d_x, &plans[0], &rh, y1, d_act, d_y, st);
-        /* The small kernel's other k loop forms (moe_small_set_loop, GPTOSS_MOE_SMALL_LOOP): the
-         * same MMAs in the same order, so the default loop's bits, folded and two-multiply. */
-        for (auto &p : plans) {
-            if (p.large) continue;
-            const moe_weights *both[2] = {&w, &wu};
-            for (const moe_weights *wv : both) {
-                std::vector<float> y_def;
-                moe_small_set_loop(0);
-                run_experts_case(wv, &r, &p, d_x, d_act, d_y, T, E, toks, ref, st, &y_def);
-                for (int loop = 1; loop <= 2; loop++) {
-                    std::vector<float> y_loop;
-                    moe_small_set_loop(loop);
-                    run_experts_case(wv, &r, &p, d_x, d_act, d_y, T, E, toks, ref, st, &y_loop);
-                    CHECK(y_def.size() == y_loop.size() &&
-                              !memcmp(y_def.data(), y_loop.data(), y_def.size() * 4),
-                          "E=%d T=%d: the small kernel's loop form %d (ntp=%d, S=%d, %s) differs "
-                          "from the default loop",
-                          E, T, loop, p.ntp, p.down_splits, wv == &w ? "folded" : "two-multiply");
-                }
-                moe_small_set_loop(-1);
-            }
-        }
         /* The large path on the warpgroup MMA (moe_wgmma.cu) at both token tiles (moe_plan.bn,
          * whichever moe_plan_for picked): the same reference bound, and two runs give the same
          * bits. The widths add each output's k blocks in the same order, so the same bits are

@@ -143,10 +143,6 @@ cudaError_t moe_experts(const moe_weights *w, const uint16_t *x, const moe_routi
  * (any other value, or none, 3). moe_wgmma_on returns the choice. */
 void moe_set_wgmma(int on);
 int moe_wgmma_on(void);
-/* The small kernel's k loop forms (moe_small.cuh's LOOP; the same MMAs, the same bits): 0 the
- * default, 1 the two-batch loop, 2 its loads without the unroll; negative: as GPTOSS_MOE_SMALL_LOOP
- * says (0-2; anything else 0). For measuring until one is chosen. */
-void moe_small_set_loop(int on);
 /* The narrow form of moe_wgmma_ws.cu (MMAs as wide as a tile's tokens rounded up to a quarter of
  * the tile, the same bits; moe_wgmma_tma.cu has it at 64-token tiles always): 1 on, 0 off (the
  * full width, for comparisons and as the tests' reference), negative: as GPTOSS_MOE_WS_NARROW says

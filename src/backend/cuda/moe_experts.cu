@@ -36,14 +36,14 @@
 /* ---------------------------------------------------------------------------------------------- */
 /* Small batch: one block per (touched expert, row block of WARPS tiles, K split): moe_small.cuh    */
 
-template <int NTP, int MODE, bool FOLDED, int LOOP>
+template <int NTP, int MODE, bool FOLDED>
 __global__ void __launch_bounds__(small_cfg<NTP>::THREADS, small_cfg<NTP>::MIN_BLOCKS)
     moe_small_kernel(const moe_args a) {
     pdl_prologue(); /* first: see pdl.cuh */
     extern __shared__ uint4 smem_raw[];
     small_item<NTP> it;
     if (!small_begin<NTP>(a, blockIdx.x, it)) return; /* a work item past the touched experts */
-    small_run<NTP, MODE, FOLDED, false, false, LOOP>(a, it, (uint16_t *)smem_raw);
+    small_run<NTP, MODE, FOLDED, false>(a, it, (uint16_t *)smem_raw);
 }
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -258,30 +258,15 @@ int moe_wgmma_on(void) {
     return env_switch(&g_wgmma, "GPTOSS_MOE_WGMMA", 3, 0, 5);
 }
 
-static int g_small_loop = -1; /* GPTOSS_MOE_SMALL_LOOP at first use (moe.h) */
-
-void moe_small_set_loop(int on) {
-    env_switch_set(&g_small_loop, on, 0, 2);
-}
-
-static int small_loop_on(void) {
-    return env_switch(&g_small_loop, "GPTOSS_MOE_SMALL_LOOP", 0, 0, 2);
-}
-
 typedef void (*small_fn)(moe_args);
-static small_fn small_kernel_for(int ntp, int mode, int folded, int loop) {
-#define SMALL_CASE(n, m, l)                                                                        \
-    if (ntp == n && mode == m && loop == l)                                                        \
-    return folded ? moe_small_kernel<n, m, true, l> : moe_small_kernel<n, m, false, l>
-#define SMALL_CASES(l)                                                                             \
-    SMALL_CASE(1, MODE_GATE_UP, l);                                                                \
-    SMALL_CASE(1, MODE_DOWN, l);                                                                   \
-    SMALL_CASE(2, MODE_GATE_UP, l);                                                                \
-    SMALL_CASE(2, MODE_DOWN, l)
-    SMALL_CASES(0);
-    SMALL_CASES(1);
-    SMALL_CASES(2);
-#undef SMALL_CASES
+static small_fn small_kernel_for(int ntp, int mode, int folded) {
+#define SMALL_CASE(n, m)                                                                           \
+    if (ntp == n && mode == m)                                                                     \
+    return folded ? moe_small_kernel<n, m, true> : moe_small_kernel<n, m, false>
+    SMALL_CASE(1, MODE_GATE_UP);
+    SMALL_CASE(1, MODE_DOWN);
+    SMALL_CASE(2, MODE_GATE_UP);
+    SMALL_CASE(2, MODE_DOWN);
 #undef SMALL_CASE
     return NULL;
 }
@@ -291,10 +276,9 @@ static cudaError_t set_attrs(void) {
     for (int ntp = 1; ntp <= 2; ntp++)
         for (int mode = 0; mode < 2; mode++)
             for (int folded = 0; folded < 2; folded++)
-                for (int loop = 0; loop <= 2; loop++)
-                    CUDA_TRY(cudaFuncSetAttribute(
-                        (const void *)small_kernel_for(ntp, mode, folded, loop),
-                        cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024));
+                CUDA_TRY(cudaFuncSetAttribute((const void *)small_kernel_for(ntp, mode, folded),
+                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              227 * 1024));
     CUDA_TRY(cudaFuncSetAttribute((const void *)moe_large_kernel<MODE_GATE_UP>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, LG_SMEM));
     CUDA_TRY(cudaFuncSetAttribute((const void *)moe_large_kernel<MODE_DOWN>,
@@ -352,8 +336,8 @@ static cudaError_t launch(const moe_args &a0, int mode, int folded, const moe_pl
     const long blocks = (long)max_touched * a.n_rb * a.S;
     if (blocks < 1) return cudaSuccess;
     const int threads = ntp == 1 ? small_cfg<1>::THREADS : small_cfg<2>::THREADS;
-    CUDA_TRY(pdl_launch(small_kernel_for(ntp, mode, folded, small_loop_on()),
-                        dim3((unsigned)blocks), dim3(threads), smem, stream, a));
+    CUDA_TRY(pdl_launch(small_kernel_for(ntp, mode, folded), dim3((unsigned)blocks), dim3(threads),
+                        smem, stream, a));
     return cudaGetLastError();
 }
 

@@ -23,7 +23,7 @@ static __device__ __forceinline__ void mma_chunk(float acc[4], const uint32_t ag
 
 /* Codes and scale words of k steps kb … kb+U−1 of one warp's tile (zeros past nk). BOUNDED false:
  * the caller knows the batch lies inside the item, so no predicate and no zeroing (small_run's
- * LOOP forms). */
+ * steady loop). */
 template <int U, bool BOUNDED = true>
 static __device__ __forceinline__ void load_batch(const uint4 *qp, const uint32_t *sp, int kb,
                                                   int nk, uint4 qv[U], uint32_t sv[U]) {
@@ -150,7 +150,7 @@ static __device__ __forceinline__ bool small_begin(const moe_args &a, int b, sma
  * block calls it (it holds block barriers). COHERENT: the tokens were written by other blocks of the
  * same kernel (the fused kernel's down projection reads gate_up's activations), so they are read
  * through L2 (ld.global.cg), never from a stale L1 line. */
-template <int NTP, int MODE, bool FOLDED, bool COHERENT, bool PRE = false, int LOOP = 0>
+template <int NTP, int MODE, bool FOLDED, bool COHERENT, bool PRE = false>
 static __device__ __forceinline__ void small_run(const moe_args &a, small_item<NTP> &it,
                                                  uint16_t *xs) {
     typedef small_cfg<NTP> C;
@@ -238,33 +238,27 @@ static __device__ __forceinline__ void small_run(const moe_args &a, small_item<N
             /* Full batches without a per-step bound check, then the tail batch (its loads were
              * issued by the last full batch, or before staging when nk < U). */
             int kb = 0;
-            /* LOOP 1 (GPTOSS_MOE_SMALL_LOOP=1, off until measured): while the next batch lies
-             * wholly inside the item, load it without a bound, in a loop unrolled by two. SASS:
-             * the default loop spends 24 register copies (the loaded batch moved into the other
-             * set) and 15 zeroings (a bounded load must leave a defined value in the register it
-             * may skip) in each batch of six steps; this one has neither: 464 -> 430 instructions a
-             * batch at one token group, 525 -> 473 at two, registers <= 120, no spills. Only the
-             * batch that crosses the item's end is bounded (the loop below, at most once). Session
-             * 27 measured a form that read up to 3 steps past the item instead (no bound at all):
-             * -1.5 to -3.4 % at decode, the extra bytes' DRAM traffic or the doubled loop's code;
-             * this form reads no byte past the item, so it tells the two apart. LOOP 2
-             * (GPTOSS_MOE_SMALL_LOOP=2): the same loads, not unrolled: no zeroings, the copies
-             * stay, the loop no longer than the default's (446 and 498 instructions a batch). */
-            auto full_batch = [&]() {
-                uint4 qn[C::U];
-                uint32_t sn[C::U];
-                load_batch<C::U, false>(it.qp, it.sp, kb + C::U, nk, qn, sn);
-#pragma unroll
-                for (int u = 0; u < C::U; u++) k_step(it.qv[u], it.sv[u], kb + u);
-#pragma unroll
-                for (int u = 0; u < C::U; u++) it.qv[u] = qn[u], it.sv[u] = sn[u];
-            };
-            if constexpr (LOOP == 1 && !PRE) {
+            /* While the next batch lies wholly inside the item, it is loaded without a bound, in
+             * a loop unrolled by two. SASS: the bounded loop below spends 24 register copies (the
+             * loaded batch moved into the other set) and 15 zeroings (a bounded load must leave a
+             * defined value in the register it may skip) in each batch of six steps; this one has
+             * neither: 464 -> 430 instructions a batch at one token group, 525 -> 473 at two,
+             * registers <= 120, no spills. Only the batch that crosses the item's end is bounded
+             * (the loop below, at most once outside PRE). Measured (session 28, H100, three
+             * rounds): 120b decode +1.5 / +0.4 / +0.1 / +0.2 % at batch 1 / 8 / 64 / 256, 20b +1.3 /
+             * -0.3 % at 1 / 64; the same loads not unrolled lost up to 0.9 %, and a form reading
+             * past the item's end (session 27) lost 1.5-3.4 %: bench/NOTES.md. */
+            if constexpr (!PRE) {
 #pragma unroll 2
-                for (; kb + 2 * C::U <= nk; kb += C::U) full_batch();
-            } else if constexpr (LOOP == 2 && !PRE) {
-#pragma unroll 1
-                for (; kb + 2 * C::U <= nk; kb += C::U) full_batch();
+                for (; kb + 2 * C::U <= nk; kb += C::U) {
+                    uint4 qn[C::U];
+                    uint32_t sn[C::U];
+                    load_batch<C::U, false>(it.qp, it.sp, kb + C::U, nk, qn, sn);
+#pragma unroll
+                    for (int u = 0; u < C::U; u++) k_step(it.qv[u], it.sv[u], kb + u);
+#pragma unroll
+                    for (int u = 0; u < C::U; u++) it.qv[u] = qn[u], it.sv[u] = sn[u];
+                }
             }
             for (; kb + C::U <= nk; kb += C::U) {
                 uint4 qn[C::U];
