@@ -18,9 +18,11 @@
 #  (3) the new build: default against GPTOSS_MOE_DOWN_EARLY=1 (the down projection's item decoded
 #      and its first weights requested before the PDL wait, its blocks placed beside gate_up's
 #      last ones), and with GPTOSS_ATTN_EARLY=1 too; 120b decode 1, 8, 64 and 20b 1, three rounds.
-#      Premise: at one token gate_up is 720 blocks on 528 slots, so its last ~190 blocks run with
-#      two thirds of the slots empty, and down's ramp (routing reads, then its first loads: ~2-3 µs
-#      of its ~10) waits for gate_up's very end.
+#      Premise: at one token gate_up is 360 blocks (4 experts x 90 row blocks) on 528 slots (4 an
+#      SM), so ~170 of down's 360 blocks can be placed beside them as soon as they have all
+#      started, decode their items and have their first 12 KB in flight before gate_up ends; today
+#      down's ramp (the routing's dependent reads, then its first loads: ~2-3 µs of its ~10) waits
+#      for gate_up's very end.
 #      Prediction: 120b batch 1 +1.5-3.5 %, 8 +0.5-1.5 %, 64 0-0.5 %; 20b batch 1 +2-4 %. The
 #      attention early launch on top: +0.5-1.5 % more at batch 1 (sessions 25-26: +0.6-1.7 %).
 #      Decision: the early down projection becomes the only form at one token group (the switch
