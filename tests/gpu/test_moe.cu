@@ -588,26 +588,6 @@ static void test_E(int E, cudaStream_t st, int sm) {
               "E=%d T=%d: folded vs two-multiply dequantisation (or two runs of one plan) differ",
               E, T);
         check_ep(&D, &w, E, T, d_lg, d_x, &plans[0], &rh, y1, d_act, d_y, st);
-        /* The early down projection (moe_small_set_down_early, GPTOSS_MOE_DOWN_EARLY): the same
-         * item code with its first loads before the PDL wait, so the default's bits, folded and
-         * two-multiply. */
-        for (auto &p : plans) {
-            if (p.large) continue;
-            const moe_weights *both[2] = {&w, &wu};
-            for (const moe_weights *wv : both) {
-                std::vector<float> y_def, y_early;
-                moe_small_set_down_early(0);
-                run_experts_case(wv, &r, &p, d_x, d_act, d_y, T, E, toks, ref, st, &y_def);
-                moe_small_set_down_early(1);
-                run_experts_case(wv, &r, &p, d_x, d_act, d_y, T, E, toks, ref, st, &y_early);
-                moe_small_set_down_early(-1);
-                CHECK(y_def.size() == y_early.size() &&
-                          !memcmp(y_def.data(), y_early.data(), y_def.size() * 4),
-                      "E=%d T=%d: the early down projection (ntp=%d, S=%d, %s) differs from the "
-                      "default launch",
-                      E, T, p.ntp, p.down_splits, wv == &w ? "folded" : "two-multiply");
-            }
-        }
         /* The large path on the warpgroup MMA (moe_wgmma.cu) at both token tiles (moe_plan.bn,
          * whichever moe_plan_for picked): the same reference bound, and two runs give the same
          * bits. The widths add each output's k blocks in the same order, so the same bits are

@@ -143,11 +143,6 @@ cudaError_t moe_experts(const moe_weights *w, const uint16_t *x, const moe_routi
  * (any other value, or none, 3). moe_wgmma_on returns the choice. */
 void moe_set_wgmma(int on);
 int moe_wgmma_on(void);
-/* The small path's down projection launched early (moe_experts.cu's moe_small_kernel EARLY: its
- * item decoded and first weights requested before the PDL wait, beside gate_up's last blocks; the
- * same bits): 1 on, 0 off, negative: as GPTOSS_MOE_DOWN_EARLY says (0 or 1; anything else 0). Off
- * until measured. */
-void moe_small_set_down_early(int on);
 /* The narrow form of moe_wgmma_ws.cu (MMAs as wide as a tile's tokens rounded up to a quarter of
  * the tile, the same bits; moe_wgmma_tma.cu has it at 64-token tiles always): 1 on, 0 off (the
  * full width, for comparisons and as the tests' reference), negative: as GPTOSS_MOE_WS_NARROW says

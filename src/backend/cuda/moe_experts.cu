@@ -36,25 +36,13 @@
 /* ---------------------------------------------------------------------------------------------- */
 /* Small batch: one block per (touched expert, row block of WARPS tiles, K split): moe_small.cuh    */
 
-/* EARLY (the down projection launched early, GPTOSS_MOE_DOWN_EARLY=1, off until measured): the item
- * is decoded and its first batch of weights requested before the PDL wait, so that the blocks
- * placed beside gate_up's last blocks stream while gate_up finishes. The routing it reads there
- * was written by the router's kernel, two launches back: gate_up's blocks pass their own wait
- * (which returns once the router's grid has completed) before they let this grid be scheduled
- * (pdl.cuh's chain), so it is complete and visible. Nothing gate_up writes (act) is read before
- * the wait. */
-template <int NTP, int MODE, bool FOLDED, bool EARLY>
+template <int NTP, int MODE, bool FOLDED>
 __global__ void __launch_bounds__(small_cfg<NTP>::THREADS, small_cfg<NTP>::MIN_BLOCKS)
     moe_small_kernel(const moe_args a) {
-    if (!EARLY) pdl_prologue(); /* first: see pdl.cuh */
+    pdl_prologue(); /* first: see pdl.cuh */
     extern __shared__ uint4 smem_raw[];
     small_item<NTP> it;
-    const bool live = small_begin<NTP>(a, blockIdx.x, it);
-    if (EARLY) {
-        sched_fence(); /* keep the loads above the wait (device_util.cuh) */
-        pdl_prologue();
-    }
-    if (!live) return; /* a work item past the touched experts */
+    if (!small_begin<NTP>(a, blockIdx.x, it)) return; /* a work item past the touched experts */
     small_run<NTP, MODE, FOLDED, false>(a, it, (uint16_t *)smem_raw);
 }
 
@@ -270,28 +258,15 @@ int moe_wgmma_on(void) {
     return env_switch(&g_wgmma, "GPTOSS_MOE_WGMMA", 3, 0, 5);
 }
 
-/* GPTOSS_MOE_DOWN_EARLY (moe.h): 0 or unset, the down projection launched as every kernel is; 1,
- * early (moe_small_kernel's EARLY). */
-static int g_down_early = -1;
-
-void moe_small_set_down_early(int on) {
-    env_switch_set(&g_down_early, on, 0, 1);
-}
-
-static int down_early_on(void) {
-    return env_switch(&g_down_early, "GPTOSS_MOE_DOWN_EARLY", 0, 0, 1);
-}
-
 typedef void (*small_fn)(moe_args);
-static small_fn small_kernel_for(int ntp, int mode, int folded, int early) {
-#define SMALL_CASE(n, m, e)                                                                        \
-    if (ntp == n && mode == m && early == e)                                                       \
-    return folded ? moe_small_kernel<n, m, true, e> : moe_small_kernel<n, m, false, e>
-    SMALL_CASE(1, MODE_GATE_UP, 0);
-    SMALL_CASE(1, MODE_DOWN, 0);
-    SMALL_CASE(2, MODE_GATE_UP, 0);
-    SMALL_CASE(2, MODE_DOWN, 0);
-    SMALL_CASE(1, MODE_DOWN, 1);
+static small_fn small_kernel_for(int ntp, int mode, int folded) {
+#define SMALL_CASE(n, m)                                                                           \
+    if (ntp == n && mode == m)                                                                     \
+    return folded ? moe_small_kernel<n, m, true> : moe_small_kernel<n, m, false>
+    SMALL_CASE(1, MODE_GATE_UP);
+    SMALL_CASE(1, MODE_DOWN);
+    SMALL_CASE(2, MODE_GATE_UP);
+    SMALL_CASE(2, MODE_DOWN);
 #undef SMALL_CASE
     return NULL;
 }
@@ -301,10 +276,9 @@ static cudaError_t set_attrs(void) {
     for (int ntp = 1; ntp <= 2; ntp++)
         for (int mode = 0; mode < 2; mode++)
             for (int folded = 0; folded < 2; folded++)
-                for (int early = 0; early <= (mode == MODE_DOWN && ntp == 1); early++)
-                    CUDA_TRY(cudaFuncSetAttribute(
-                        (const void *)small_kernel_for(ntp, mode, folded, early),
-                        cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024));
+                CUDA_TRY(cudaFuncSetAttribute((const void *)small_kernel_for(ntp, mode, folded),
+                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              227 * 1024));
     CUDA_TRY(cudaFuncSetAttribute((const void *)moe_large_kernel<MODE_GATE_UP>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, LG_SMEM));
     CUDA_TRY(cudaFuncSetAttribute((const void *)moe_large_kernel<MODE_DOWN>,
@@ -362,13 +336,8 @@ static cudaError_t launch(const moe_args &a0, int mode, int folded, const moe_pl
     const long blocks = (long)max_touched * a.n_rb * a.S;
     if (blocks < 1) return cudaSuccess;
     const int threads = ntp == 1 ? small_cfg<1>::THREADS : small_cfg<2>::THREADS;
-    /* The early down projection only where gate_up is its predecessor in the stream (under expert
-     * parallelism a memset of y_slots lies between them: down below), and at one token group
-     * (T <= 128 at 120b), where a kernel's ramp is a visible share of it: at two groups ptxas
-     * lays its loop out 5 % longer (995 against 945 instructions a pair of batches). */
-    const int early = mode == MODE_DOWN && ntp == 1 && r->n_e == r->E && down_early_on();
-    CUDA_TRY(pdl_launch_attr(early || pdl_enabled(), small_kernel_for(ntp, mode, folded, early),
-                             dim3((unsigned)blocks), dim3(threads), smem, stream, a));
+    CUDA_TRY(pdl_launch(small_kernel_for(ntp, mode, folded), dim3((unsigned)blocks), dim3(threads),
+                        smem, stream, a));
     return cudaGetLastError();
 }
 
