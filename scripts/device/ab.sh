@@ -60,14 +60,20 @@ out = sys.argv[1]
 def lines(path):
     d = json.load(open(path))
     return {(l["phase"], l["batch"], l["context"]): l for l in d["results"] if l["phase"] != "fill"}
-print("| model | phase | batch | ctx | base tok/s | new tok/s | new/base | of roofline (new) |")
-print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+# The spread of each side (max - min over its rounds, of the median) is printed beside the ratio:
+# the device tool brings back only a few files, so the per-round JSON may never reach the session.
+def spread(v):
+    return f"{100 * (max(v) - min(v)) / statistics.median(v):.1f}%" if len(v) > 1 else "-"
+print("| model | phase | batch | ctx | base tok/s | new tok/s | new/base | spreads base / new | of roofline (new) |")
+print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 for m in sorted({os.path.basename(p).split("-")[1] for p in glob.glob(out + "/lat-*-new-*.json")}):
     runs = {b: [lines(p) for p in sorted(glob.glob(f"{out}/lat-{m}-{b}-*.json"))] for b in ("base", "new")}
     if not runs["base"] or not runs["new"]: continue
     for k, l in runs["new"][0].items():
-        tb = statistics.median(r[k]["tokens_per_s"] for r in runs["base"] if k in r)
-        tn = statistics.median(r[k]["tokens_per_s"] for r in runs["new"] if k in r)
-        print(f"| {m} | {k[0]} | {k[1]} | {k[2]} | {tb:.0f} | {tn:.0f} | {tn/tb:.3f} | {100*l['roofline_fraction']:.1f}% |")
+        vb = [r[k]["tokens_per_s"] for r in runs["base"] if k in r]
+        vn = [r[k]["tokens_per_s"] for r in runs["new"] if k in r]
+        tb, tn = statistics.median(vb), statistics.median(vn)
+        print(f"| {m} | {k[0]} | {k[1]} | {k[2]} | {tb:.0f} | {tn:.0f} | {tn/tb:.3f} | "
+              f"{spread(vb)} / {spread(vn)} | {100*l['roofline_fraction']:.1f}% |")
 PY
 tar czf "$out/logs.tgz" -C "$out" logs && rm -rf "$out/logs"
