@@ -15,9 +15,6 @@
  *   - the attention norm inside (attn_stream_args.nh) against norm_add_rmsnorm_split + the kernel
  *     on its output: h's new rows, q, the caches, the attention and O's outputs bit for bit,
  *     eager and under a graph replay;
- *   - the routing inside (attn_stream_layer_route, one token) against the kernel followed by
- *     gemv_norm_route (check_route_case says what must match and how closely), E = 128 and 32,
- *     with and without the attention norm inside;
  *   - refusals: more tokens than ATTN_STREAM_MAX_T, an FP8 cache, sequences ≠ tokens, a workspace
  *     too small.
  * Cases: 120b's shapes (64 q heads, 8 KV heads, H = 2880), block sizes 16 and 32, full layers at
@@ -328,15 +325,14 @@ static void run_case(gemm_ctx *g, const rope_kv_freq *f, const layer_w *w, int b
 /* One launch of the kernel: eager (graph false, on the default stream) or captured on a stream of
  * its own and replayed as a one-node graph. */
 static cudaError_t launch_maybe_graph(const attn_dims *d, const rope_kv_freq *f,
-                                      const attn_stream_args *a, bool graph,
-                                      const attn_stream_route *r = NULL) {
-    if (!graph) return attn_stream_layer_route(d, f, a, r, 0);
+                                      const attn_stream_args *a, bool graph) {
+    if (!graph) return attn_stream_layer(d, f, a, 0);
     cudaStream_t st;
     cudaGraph_t g;
     cudaGraphExec_t exec;
     CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-    const cudaError_t e = attn_stream_layer_route(d, f, a, r, st);
+    const cudaError_t e = attn_stream_layer(d, f, a, st);
     CUDA_CHECK(cudaStreamEndCapture(st, &g));
     if (e == cudaSuccess) {
         CUDA_CHECK(cudaGraphInstantiate(&exec, g, 0));
@@ -401,171 +397,6 @@ static void check_norm_case(const rope_kv_freq *f, const layer_w *w, int bs, boo
               run ? "graph" : "eager");
     }
     void *ps[] = {h0, h_ref, h_s, scratch, slots, gain};
-    for (void *p : ps) cudaFree(p);
-    free_case(&c);
-}
-
-template <typename V> static std::vector<V> download_n(const void *p, size_t n) {
-    std::vector<V> v(n);
-    CUDA_CHECK(cudaMemcpy(v.data(), p, n * sizeof(V), cudaMemcpyDeviceToHost));
-    return v;
-}
-
-/* The routing inside (attn_stream_layer_route, one token) against the kernel without it followed by
- * gemv_norm_route on the same h and O rows (the runner's launches). The attention phases are the
- * same code, so q, the caches, the attention and O's outputs must match bit for bit, and so must h
- * (h + o added alike). The logits are a split-K GEMV over the blocks' rows scaled by 1 / rms
- * afterwards, where gemv_norm_route multiplies the normalised rows: within 1e-4 of the largest
- * logit. y (bf16 of h · inv · gain, inv from another order of the sum of squares): every value
- * within one bf16 step of the reference's, and at least 99 % of them equal. The routing: the same
- * experts, counts, offsets and pair order (random logits: no near ties at 1e-4), weights within
- * 1e-5. Eager, a graph replay, eager again; the counter left at zero. Then refusals. */
-static void check_route_case(const rope_kv_freq *f, const layer_w *w, int bs, bool sliding,
-                             const int *ctx, bool norm, int E, rng_t *rng) {
-    enum { N_SLOTS = 8, K_TOP = 4, T = 1 };
-    const float EPS = 1e-5f;
-    step_case c;
-    build_case(&c, bs, sliding, ctx, T, rng);
-    char what[128];
-    snprintf(what, sizeof what, "route inside: bs=%d %s ctx=%d E=%d%s", bs,
-             sliding ? "sliding" : "full", ctx[0], E, norm ? ", attention norm inside" : "");
-    const size_t hb = (size_t)T * HID * 4, yb = (size_t)T * HID * 2, lb = (size_t)T * E * 4;
-    const size_t rbytes = moe_routing_bytes(T, E, K_TOP);
-    float *h0 = (float *)gpu_alloc(hb), *h_ref = (float *)gpu_alloc(hb),
-          *h_s = (float *)gpu_alloc(hb), *scratch = (float *)gpu_alloc(hb);
-    float *slots = (float *)gpu_alloc((size_t)T * N_SLOTS * HID * 4);
-    uint16_t *gain = (uint16_t *)gpu_alloc(HID * 2), *mgain = (uint16_t *)gpu_alloc(HID * 2);
-    uint16_t *rw = (uint16_t *)gpu_alloc((size_t)E * HID * 2), *rb = (uint16_t *)gpu_alloc(E * 2);
-    uint16_t *y_ref = (uint16_t *)gpu_alloc(yb), *a0 = (uint16_t *)gpu_alloc(2 * yb);
-    float *lg_ref = (float *)gpu_alloc(lb), *lg_s = (float *)gpu_alloc(lb);
-    void *rbuf_ref = gpu_alloc(rbytes), *rbuf_s = gpu_alloc(rbytes);
-    int *ctr = (int *)gpu_alloc(2 * sizeof(int));
-    CUDA_CHECK(cudaMemset(ctr, 0, 2 * sizeof(int)));
-    gpu_fill_f32(h0, (size_t)T * HID, rng_next(rng), 4.0f);
-    gpu_fill_f32(slots, (size_t)T * N_SLOTS * HID, rng_next(rng), 0.5f);
-    gpu_fill_bf16(gain, HID, rng_next(rng), 1.0f);
-    gpu_fill_bf16(mgain, HID, rng_next(rng), 1.0f);
-    gpu_fill_bf16(rw, (size_t)E * HID, rng_next(rng), 0.03f);
-    gpu_fill_bf16(rb, E, rng_next(rng), 0.2f);
-    CUDA_CHECK(cudaMemcpy(a0, c.a, 2 * yb, cudaMemcpyDeviceToDevice));
-    const attn_stream_args base = stream_args(&c, w);
-
-    /* the reference: the kernel without the routing, then gemv_norm_route */
-    CUDA_CHECK(cudaMemcpy(h_ref, h0, hb, cudaMemcpyDeviceToDevice));
-    attn_stream_args a = base;
-    if (norm) {
-        a.x = a.x_lo = NULL;
-        a.nh = h_ref, a.nscratch = scratch, a.nslots = slots, a.n_slots = N_SLOTS;
-        a.ngain = gain, a.neps = EPS;
-    }
-    poison_stream_outputs(&c);
-    gpu_poison(y_ref, yb), gpu_poison(lg_ref, lb), gpu_poison(rbuf_ref, rbytes);
-    CHECK(attn_stream_layer(&c.d, f, &a, 0) == cudaSuccess, "%s: the kernel without the routing",
-          what);
-    moe_routing rr_ref;
-    moe_routing_carve(&rr_ref, rbuf_ref, T, E, K_TOP);
-    const gemv_norm_in nm = {h_ref, c.o_s, mgain, EPS, y_ref};
-    CHECK(gemv_norm_route(&nm, T, HID, rw, E, lg_ref, rb, &rr_ref, ctr, 0, 0) == cudaSuccess,
-          "%s: gemv_norm_route", what);
-    CUDA_CHECK(cudaDeviceSynchronize());
-    const outs ref = read_stream(&c);
-    const std::vector<float> hr = download_n<float>(h_ref, (size_t)T * HID),
-                             lr = download_n<float>(lg_ref, (size_t)T * E);
-    const std::vector<uint16_t> yr = download_n<uint16_t>(y_ref, (size_t)T * HID);
-    float lmax = 0.f;
-    int finite = 1;
-    for (float v : lr) finite &= isfinite(v), lmax = fmaxf(lmax, fabsf(v));
-    CHECK(finite && lmax > 0.f, "%s: the reference logits are finite, not all zero", what);
-    /* the routing's int arrays and weights, by their places in the carved buffer */
-    auto routing_of = [&](const moe_routing &m) {
-        std::vector<int> ints;
-        auto add = [&](const int *p, size_t n) {
-            const std::vector<int> v = download_n<int>(p, n);
-            ints.insert(ints.end(), v.begin(), v.end());
-        };
-        add(m.topk_idx, T * K_TOP), add(m.count, E), add(m.offset, E + 1);
-        add(m.pair_sorted, T * K_TOP), add(m.n_touched, 1);
-        const int nt = download_n<int>(m.n_touched, 1)[0];
-        if (nt > 0 && nt <= E) add(m.touched, nt);
-        return std::make_pair(ints, download_n<float>(m.topk_w, T * K_TOP));
-    };
-    const auto route_ref = routing_of(rr_ref);
-
-    for (int run = 0; run < 3; run++) {
-        const char *how = run == 1 ? "graph" : run ? "eager again" : "eager";
-        CUDA_CHECK(cudaMemcpy(h_s, h0, hb, cudaMemcpyDeviceToDevice));
-        CUDA_CHECK(cudaMemcpy(c.a, a0, 2 * yb, cudaMemcpyDeviceToDevice));
-        poison_stream_outputs(&c);
-        gpu_poison(lg_s, lb), gpu_poison(rbuf_s, rbytes);
-        a = base;
-        if (norm) {
-            a.x = a.x_lo = NULL;
-            a.nh = h_s, a.nscratch = scratch, a.nslots = slots, a.n_slots = N_SLOTS;
-            a.ngain = gain, a.neps = EPS;
-            gpu_poison(c.a, yb); /* y is all the routing writes there */
-        }
-        attn_stream_route r;
-        memset(&r, 0, sizeof r);
-        r.h = h_s, r.gain = mgain, r.eps = EPS, r.y = c.a, r.w = rw, r.bias = rb;
-        r.logits = lg_s, r.counter = ctr + 1;
-        moe_routing_carve(&r.rr, rbuf_s, T, E, K_TOP);
-        CHECK(launch_maybe_graph(&c.d, f, &a, run == 1, &r) == cudaSuccess, "%s (%s): launch", what,
-              how);
-        CUDA_CHECK(cudaDeviceSynchronize());
-        CHECK(same_bits(read_stream(&c), ref), "%s (%s): q, caches, attention, O bit for bit", what,
-              how);
-        CHECK(download_n<float>(h_s, (size_t)T * HID) == hr, "%s (%s): h's new rows", what, how);
-        const std::vector<float> ls = download_n<float>(lg_s, (size_t)T * E);
-        double lerr = 0.0;
-        for (size_t i = 0; i < ls.size(); i++)
-            lerr = fmax(lerr, isfinite(ls[i]) ? fabs((double)ls[i] - lr[i]) : INFINITY);
-        CHECK(lerr <= 1e-4 * lmax, "%s (%s): the logits within 1e-4 of the largest (%.3g)", what,
-              how, lerr / lmax);
-        const std::vector<uint16_t> ys = download_n<uint16_t>(c.a, (size_t)T * HID);
-        size_t same = 0, far = 0;
-        for (size_t i = 0; i < ys.size(); i++) {
-            same += ys[i] == yr[i];
-            const float u = bf16_to_f32(ys[i]), v = bf16_to_f32(yr[i]);
-            far += !(fabsf(u - v) <= fabsf(v) * (1.0f / 128.0f));
-        }
-        CHECK(far == 0 && same * 100 >= ys.size() * 99,
-              "%s (%s): y within one bf16 step (%zu far) and 99 %% equal (%zu of %zu)", what, how,
-              far, same, ys.size());
-        const auto route_s = routing_of(r.rr);
-        CHECK(route_s.first == route_ref.first, "%s (%s): the same experts, counts and pairs", what,
-              how);
-        double werr = 0.0;
-        for (size_t i = 0; i < route_s.second.size(); i++)
-            werr = fmax(werr, fabs((double)route_s.second[i] - route_ref.second[i]));
-        CHECK(werr <= 1e-5, "%s (%s): the routing weights within 1e-5 (%.3g)", what, how, werr);
-    }
-    CHECK(download_n<int>(ctr, 2) == std::vector<int>({0, 0}), "%s: the counters left at zero",
-          what);
-
-    /* refusals: a routing for another token count; the residual not the norm's h; a workspace too
-     * small for the partials */
-    attn_stream_route r;
-    memset(&r, 0, sizeof r);
-    r.h = norm ? a.nh : h_s, r.gain = mgain, r.eps = EPS, r.y = c.a, r.w = rw, r.bias = rb;
-    r.logits = lg_s, r.counter = ctr + 1;
-    moe_routing_carve(&r.rr, rbuf_s, T, E, K_TOP);
-    attn_stream_route bad = r;
-    bad.rr.T = 2;
-    CHECK(attn_stream_layer_route(&c.d, f, &a, &bad, 0) == cudaErrorInvalidValue,
-          "%s: a routing of 2 tokens is refused", what);
-    if (norm) {
-        bad = r;
-        bad.h = h_ref;
-        CHECK(attn_stream_layer_route(&c.d, f, &a, &bad, 0) == cudaErrorInvalidValue,
-              "%s: h other than the norm's is refused", what);
-    }
-    attn_stream_args small = a;
-    small.part_bytes = attn_stream_route_workspace_bytes(E) - 4;
-    CHECK(attn_stream_layer_route(&c.d, f, &small, &r, 0) == cudaErrorInvalidValue,
-          "%s: a workspace too small for the partials is refused", what);
-    CUDA_CHECK(cudaDeviceSynchronize());
-    void *ps[] = {h0, h_ref, h_s, scratch, slots, gain,     mgain,  rw,
-                  rb, y_ref, a0,  lg_ref,  lg_s,  rbuf_ref, rbuf_s, ctr};
     for (void *p : ps) cudaFree(p);
     free_case(&c);
 }
@@ -678,7 +509,6 @@ int main(int argc, char **argv) {
         run_case(g, &freq, &w, 32, false, c100, 1, &rng);
         run_case(g, &freq, &w, 16, true, q2, 2, &rng);
         check_norm_case(&freq, &w, 32, false, c100, 1, &rng);
-        check_route_case(&freq, &w, 32, false, c100, true, 128, &rng);
         free_layer(&w);
         gemm_ctx_destroy(g);
         return check_report("test_attn_stream --quick");
@@ -703,10 +533,6 @@ int main(int argc, char **argv) {
     check_norm_case(&freq, &w, 16, true, n1k, 1, &rng);
     check_norm_case(&freq, &w, 32, true, n2, 2, &rng);
     check_norm_case(&freq, &w, 16, false, four, 4, &rng);
-    for (int norm = 0; norm < 2; norm++) {
-        check_route_case(&freq, &w, 32, false, n1k, norm == 1, 128, &rng);
-        check_route_case(&freq, &w, 16, true, n1k, norm == 1, 32, &rng);
-    }
     check_refusals(&freq, &w, &rng);
     free_layer(&w);
     gemm_ctx_destroy(g);

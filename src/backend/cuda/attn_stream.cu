@@ -3,14 +3,149 @@
  * attn_stream_phases.cuh (which says how each works), and the host side: the switch, the plan,
  * the cooperative launch. */
 #include "backend/cuda/attn_stream.h"
-#include "backend/cuda/attn_stream_kernel.cuh"
-#include "backend/cuda/attn_stream_route.h"
+#include "backend/cuda/attn_stream_phases.cuh"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/grid_sync.cuh"
 #include "backend/cuda/per_device.h"
 #include "base/env_switch.h"
 
 #include <math.h>
-#include <string.h>
+
+template <int T>
+__global__ void __launch_bounds__(AS_THREADS, 1)
+    attn_stream_kernel(const as_params P, const as_layout L) {
+    extern __shared__ __align__(128) unsigned char as_smem[];
+    const attn_stream_args &a = P.a;
+    unsigned char *ring = as_smem;
+    float *xs = (float *)(as_smem + L.xs_off);
+    const int S = L.stages;
+    uint64_t *full = (uint64_t *)(as_smem + L.bar_off), *empty = full + S;
+    uint64_t *o_go =
+        full + 2 * AS_MAX_STAGES; /* phase 1 is done over the grid: O's copies may go */
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int H = a.H, Q = P.n_heads * AS_HD, G = gridDim.x, b = blockIdx.x;
+    int p0, r0;
+    const int n_pairs = asp_share(b, G, (P.n_heads + 2 * P.n_kv_heads) * AS_HALF, &p0);
+    const int my_rows = asp_share(b, G, H, &r0);
+    const int n_rows = P.stop_after && P.stop_after != 5 ? 0 : my_rows; /* the phase probes: no O */
+    const int qkv_row_bytes = H * 2, o_row_bytes = Q * 2;
+    /* The consumers' loads go out first, before the producer's copies (as_early). */
+    as_early<T> early;
+    if (warp < AS_CWARPS) as_early_load<T>(P, L, p0, n_pairs, r0, my_rows, early);
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < S; s++) mbar_init(&full[s], 1), mbar_init(&empty[s], 1);
+        mbar_init(o_go, 1);
+        mbar_init_fence();
+    }
+    __syncthreads();
+    if (P.stop_after == 3 || P.stop_after == 4) { /* the fixed costs: launch, one grid barrier */
+        if (P.stop_after == 4 && warp < AS_CWARPS)
+            grid_barrier_with(a.bar, 0, [] { consumers_sync(); });
+        return;
+    }
+
+    /* The producer: QKV pairs, then O rows. O's copies wait for phase 1's grid barrier (o_go):
+     * issued as stages free during phase 1, they took DRAM from the QKV rows of the blocks still
+     * in phase 1, whose late refills queued behind them, and the whole grid waited at the barrier
+     * (session 23's ncu: ~9 µs of 38 there). After the barrier they stream during phase 2, whose
+     * work is latency, not bytes. */
+    if (warp == AS_CWARPS) {
+        if (lane != 0) return;
+        const uint64_t once = l2_policy_evict_first();
+        for (int q = 0; q < n_pairs + n_rows; q++) {
+            if (q == n_pairs && P.stop_after != 5) mbar_wait_or_trap(o_go, 0);
+            const int s = q % S;
+            if (q >= S) mbar_wait_or_trap(&empty[s], (q / S - 1) & 1);
+            unsigned char *dst = ring + (size_t)s * L.stage_bytes;
+            if (q < n_pairs) {
+                const int p = p0 + q, hh = p / AS_HALF, i = p % AS_HALF;
+                const uint16_t *w1 = a.qkv_w + (size_t)(hh * AS_HD + i) * H;
+                mbar_arrive_expect_tx(&full[s], (uint32_t)(2 * qkv_row_bytes));
+                bulk_copy_g2s_hint(dst, w1, (uint32_t)qkv_row_bytes, &full[s], once);
+                bulk_copy_g2s_hint(dst + qkv_row_bytes, w1 + (size_t)AS_HALF * H,
+                                   (uint32_t)qkv_row_bytes, &full[s], once);
+            } else {
+                mbar_arrive_expect_tx(&full[s], (uint32_t)o_row_bytes);
+                bulk_copy_g2s_hint(dst, a.o_w + (size_t)(r0 + q - n_pairs) * Q,
+                                   (uint32_t)o_row_bytes, &full[s], once);
+            }
+        }
+        return;
+    }
+
+    if (P.stop_after == 5) { /* the ring alone: every stage released as soon as it lands */
+        for (int q = warp; q < n_pairs + n_rows; q += AS_CWARPS) {
+            mbar_wait_or_trap(&full[q % S], (q / S) & 1);
+            __syncwarp();
+            if (lane == 0) mbar_arrive(&empty[q % S]);
+        }
+        return;
+    }
+
+    /* Before the first stage lands: the staged token rows, the epilogues' biases and RoPE factors,
+     * this lane's token slot, phase 2's item, from as_early's loads (the barrier below publishes
+     * them). */
+    as_pre pre;
+    pre.qkv_bias = (float *)(as_smem + L.pre_off);
+    pre.cs = pre.qkv_bias + 2 * L.max_pairs;
+    pre.o_bias = pre.cs + 2 * T * L.max_pairs;
+    if (a.nh)
+        as_norm_rows<T>(a, xs);
+    else
+        as_early_rows<T>(early, H, xs);
+    as_preload<T>(P, pre, early, p0, n_pairs, r0, my_rows);
+    const int slot = early.slot;
+    const as_item item = as_item_plan<T>(P, L, early);
+
+    /* Phase 1: QKV pairs, RoPE, the KV write. */
+    consumers_sync();
+    for (int q = warp; q < n_pairs; q += AS_CWARPS) {
+        const int s = q % S;
+        mbar_wait_or_trap(&full[s], (q / S) & 1);
+        float acc[2][T];
+        as_rows_dot<T, 2>(ring + (size_t)s * L.stage_bytes, qkv_row_bytes, H / 8, xs, acc);
+        __syncwarp();
+        if (lane == 0) mbar_arrive(&empty[s]);
+        if (lane < T) {
+            const int p = p0 + q;
+            as_qkv_store<T>(P, pre, q, p / AS_HALF, p % AS_HALF, lane, slot,
+                            as_pick<T>(acc[0], lane), as_pick<T>(acc[1], lane));
+        }
+    }
+    as_item_prefetch(P, L, item, as_smem);
+    grid_barrier_with(a.bar, 0, [] { consumers_sync(); });
+    if (threadIdx.x == 0) mbar_arrive(o_go);
+    if (a.nh && b == 0) /* every block has read h: its new rows (written by this block) */
+        for (int i = threadIdx.x; i < T * H / 4; i += AS_CWARPS * 32)
+            ((float4 *)a.nh)[i] = ((const float4 *)a.nscratch)[i];
+    if (P.stop_after == 1) { /* the probe: phase 2's first chunk may still be on its way */
+        cp_async_wait<0>();
+        return;
+    }
+
+    /* Phase 2: attention (its chunk buffers overlay the staged rows). */
+    as_attention(P, L, item, as_smem);
+    grid_barrier_with(a.bar, 0, [] { consumers_sync(); });
+    if (P.stop_after == 2) return;
+
+    /* Phase 3: O. */
+    as_stage_rows(a.attn, T, Q, xs);
+    consumers_sync();
+    for (int q = n_pairs + (warp - n_pairs % AS_CWARPS + AS_CWARPS) % AS_CWARPS;
+         q < n_pairs + n_rows; q += AS_CWARPS) {
+        const int s = q % S;
+        mbar_wait_or_trap(&full[s], (q / S) & 1);
+        float acc[1][T];
+        as_rows_dot<T, 1>(ring + (size_t)s * L.stage_bytes, o_row_bytes, Q / 8, xs, acc);
+        __syncwarp();
+        if (lane == 0) mbar_arrive(&empty[s]);
+        if (lane < T) {
+            const int row = r0 + q - n_pairs;
+            a.o[(size_t)lane * H + row] =
+                f32_to_bf16_bits(as_pick<T>(acc[0], lane) + pre.o_bias[q - n_pairs]);
+        }
+    }
+}
 
 /* ---- host ---- */
 
@@ -22,24 +157,6 @@ int attn_stream_mode(int T) {
 }
 void attn_stream_set(int on) {
     env_switch_set(&g_on, on, 0, AS_AUTO);
-}
-
-static int g_route = -1;
-int attn_stream_route_on(void) {
-    return env_switch(&g_route, "GPTOSS_ATTN_ROUTE", 0, 0, 1);
-}
-void attn_stream_route_set(int on) {
-    env_switch_set(&g_route, on, 0, 1);
-}
-
-extern "C" int attn_stream_route_supported(const moe_routing *rr, int T) {
-    return rr && T == 1 && rr->T == T && rr->E >= 1 && rr->E <= ROUTE_SMALL_MIN_THREADS &&
-           rr->k >= 1 && rr->k <= 8 && rr->k <= rr->E && T * rr->k <= ROUTE_SMALL_MAX_PAIRS &&
-           rr->e0 >= 0 && rr->n_e >= 1 && rr->e0 + rr->n_e <= rr->E;
-}
-
-extern "C" size_t attn_stream_route_workspace_bytes(int E) {
-    return (size_t)per_device_sm_count() * (E + 1) * sizeof(float);
 }
 
 static int g_stop_after;
@@ -67,36 +184,23 @@ extern "C" size_t attn_stream_workspace_bytes(const attn_dims *d, int T) {
 
 static unsigned long long g_setup_done;
 
-static as_kernel kernel_for(int T, bool route) {
+typedef void (*as_kernel)(as_params, as_layout);
+static as_kernel kernel_for(int T) {
     static_assert(ATTN_STREAM_MAX_T == 4, "one instantiation a token count");
-    if (route) return T == 1 ? attn_stream_route_kernel() : NULL;
     return T == 1   ? attn_stream_kernel<1>
            : T == 2 ? attn_stream_kernel<2>
            : T == 3 ? attn_stream_kernel<3>
                     : attn_stream_kernel<4>;
 }
 
-extern "C" cudaError_t attn_stream_layer_route(const attn_dims *d, const rope_kv_freq *f,
-                                               const attn_stream_args *a,
-                                               const attn_stream_route *route_arg,
-                                               cudaStream_t stream) {
+extern "C" cudaError_t attn_stream_layer(const attn_dims *d, const rope_kv_freq *f,
+                                         const attn_stream_args *a, cudaStream_t stream) {
     const bool norm = a->nh != NULL;
     if (norm && (!a->nscratch || !a->ngain || (a->nslots && a->n_slots < 1) ||
                  a->H / 8 > 2 * AS_CWARPS * 32 || ((uintptr_t)a->nh & 15) ||
                  ((uintptr_t)a->nscratch & 15) || ((uintptr_t)a->nslots & 15) ||
                  ((uintptr_t)a->ngain & 15)))
         return cudaErrorInvalidValue;
-    const bool route = route_arg != NULL;
-    attn_stream_route R;
-    memset(&R, 0, sizeof R);
-    if (route) {
-        R = *route_arg;
-        if (!attn_stream_route_supported(&R.rr, a->T) || !R.h || !R.gain || !R.w || !R.y ||
-            !R.logits || !R.counter || (norm && R.h != a->nh) || ((uintptr_t)R.h & 15) ||
-            ((uintptr_t)R.y & 15) || ((uintptr_t)R.gain & 15) ||
-            a->part_bytes < attn_stream_route_workspace_bytes(R.rr.E))
-            return cudaErrorInvalidValue;
-    }
     if (!attn_stream_supported(d, f, a->T, a->seqs.n_seqs, a->H) || (!norm && !a->x) || !a->qkv_w ||
         !a->o_w || !a->sinks || !a->q || !a->attn || !a->o || !a->bar || !a->counters ||
         ((uintptr_t)a->x & 15) || ((uintptr_t)a->x_lo & 15) || ((uintptr_t)a->qkv_w & 15) ||
@@ -121,8 +225,7 @@ extern "C" cudaError_t attn_stream_layer_route(const attn_dims *d, const rope_kv
     /* the preloaded values: per pair its biases and T (cos, sin), per O row its bias */
     const int pairs_all = (d->n_heads + 2 * d->n_kv_heads) * AS_HALF;
     L.max_pairs = (pairs_all + sms - 1) / sms;
-    size_t pre = ((size_t)L.max_pairs * (2 + 2 * a->T) + (size_t)(a->H + sms - 1) / sms) * 4;
-    if (route) pre = (pre + 15) / 16 * 16 + as_route_bytes((a->H + sms - 1) / sms, R.rr.E);
+    const size_t pre = ((size_t)L.max_pairs * (2 + 2 * a->T) + (size_t)(a->H + sms - 1) / sms) * 4;
     /* as many stages as fit beside the staged rows, the barriers and those, in whole multiples of
      * the consumer warps (16 up to two tokens, 8 at three and four): stage q goes to warp q % 8,
      * so every use of a stage is then one warp's, in order. With 14 stages a warp could wait for a
@@ -138,40 +241,29 @@ extern "C" cudaError_t attn_stream_layer_route(const attn_dims *d, const rope_kv
     L.kv_a_off = L.xs_off + (int)(x_rows > (size_t)AS_KV_BUF ? x_rows : (size_t)AS_KV_BUF);
     L.bar_off = L.xs_off + (int)xs;
     L.pre_off = L.bar_off + (int)bars;
-    /* the routing's area past the preloaded values (16-byte aligned: pre_off is, bars being) */
-    L.route_off =
-        L.pre_off +
-        (int)((((size_t)L.max_pairs * (2 + 2 * a->T) + (size_t)(a->H + sms - 1) / sms) * 4 + 15) /
-              16 * 16);
     const size_t smem = (size_t)L.pre_off + pre;
 
     as_params P;
     P.a = *a, P.f = *f;
     P.n_heads = d->n_heads, P.n_kv_heads = d->n_kv_heads, P.bs_shift = attn_block_shift(d);
     P.stop_after = g_stop_after;
-    as_kernel kern = kernel_for(a->T, route);
+    void (*kern)(as_params, as_layout) = kernel_for(a->T);
     /* Once per device: the shared-memory opt-in, and that one block an SM fits (the cooperative
      * launch would refuse the grid otherwise; the layout is the same for every step of a model). */
     if (!per_device_done(&g_setup_done)) {
-        for (int t = 1; t <= ATTN_STREAM_MAX_T; t++)
-            for (int r = 0; r <= (t == 1); r++) {
-                const void *k = (const void *)kernel_for(t, r);
-                CUDA_TRY(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                              AS_MAX_SMEM));
-                int per = 0;
-                CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, k, AS_THREADS, smem));
-                if (per < 1) return cudaErrorInvalidConfiguration;
-            }
+        for (int t = 1; t <= ATTN_STREAM_MAX_T; t++) {
+            const void *k = (const void *)kernel_for(t);
+            CUDA_TRY(
+                cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, AS_MAX_SMEM));
+            int per = 0;
+            CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, k, AS_THREADS, smem));
+            if (per < 1) return cudaErrorInvalidConfiguration;
+        }
         per_device_mark(&g_setup_done);
     }
     cudaLaunchAttribute attr;
     const cudaLaunchConfig_t cfg =
         cooperative_config((unsigned)sms, AS_THREADS, smem, stream, &attr, 1);
-    CUDA_TRY(cudaLaunchKernelEx(&cfg, kern, P, L, R));
+    CUDA_TRY(cudaLaunchKernelEx(&cfg, kern, P, L));
     return cudaGetLastError();
-}
-
-extern "C" cudaError_t attn_stream_layer(const attn_dims *d, const rope_kv_freq *f,
-                                         const attn_stream_args *a, cudaStream_t stream) {
-    return attn_stream_layer_route(d, f, a, NULL, stream);
 }

@@ -21,7 +21,6 @@
 #define GPTOSS_BACKEND_CUDA_ATTN_STREAM_H
 
 #include "backend/cuda/attention.h"
-#include "backend/cuda/moe.h"
 #include "backend/cuda/rope_kv.h"
 
 #include <cuda_runtime_api.h>
@@ -71,28 +70,6 @@ typedef struct {
     unsigned *bar, *counters;
 } attn_stream_args;
 
-/* The MLP norm, the router and its routing inside too, at one token (attn_stream_layer_route; off
- * unless attn_stream_route_on): O's epilogue adds each block's O rows into the residual (h [H]
- * fp32, h <- h + o) and multiplies them by the router's columns of those rows (w [E][H] bf16, read
- * before phase 1) into per-block partial logits: a split-K GEMV over the grid's row shares. The
- * last block to finish sums the partials in block order, scales them by the norm's 1 / rms (the
- * blocks' partial sums of squares summed too), and writes the logits [E] (logits, no bias), y =
- * RMSNorm(h) * gain (y [H] bf16, the high halves: the experts' input) and the routing (rr; bias:
- * the router bias [E], may be NULL). No grid barrier and no norm replay: session 25's phase 4 paid
- * both and cost what the router's launch did. Not gemv_norm_route's bits (another summation order):
- * the same math within rounding. The partials reuse the attention's workspace
- * (attn_stream_args.part: at least attn_stream_route_workspace_bytes). counter: 0 before the
- * launch and after it. A separate argument, so that the kernels without it keep their code. */
-typedef struct {
-    float *h;
-    const uint16_t *gain, *w, *bias;
-    float eps;
-    uint16_t *y;
-    float *logits;
-    moe_routing rr;
-    int *counter;
-} attn_stream_route;
-
 /* The form for a pure decode step of T tokens: 0 the launches, 1 this kernel, 2 this kernel with
  * the attention norm inside too (layers after the first). GPTOSS_ATTN_STREAM=0, 1 or 2 (or
  * attn_stream_set) fixes it for every T; unset (or 3), it is 2 at one token and 0 above: session
@@ -102,20 +79,6 @@ typedef struct {
  * again. */
 int attn_stream_mode(int T);
 void attn_stream_set(int on);
-
-/* Whether the runner asks for the routing inside (attn_stream_layer_route) at one token, where the
- * router would otherwise be gemv_norm_route: GPTOSS_ATTN_ROUTE=1 (or attn_stream_route_set(1)); off
- * by default until measured (bench/NOTES.md, session 28). attn_stream_route_set(-1): read the
- * environment again. */
-int attn_stream_route_on(void);
-void attn_stream_route_set(int on);
-
-/* Whether the routing inside takes this routing (rr) at T tokens: T = 1 = rr.T, 1 <= rr.E <= 256,
- * 1 <= rr.k <= 8, k <= E, the grouped experts within E. */
-int attn_stream_route_supported(const moe_routing *rr, int T);
-
-/* Bytes of the workspace (attn_stream_args.part) the routing inside needs for E experts. */
-size_t attn_stream_route_workspace_bytes(int E);
 
 /* A measurement probe (test_attn_stream --bench): stop_after 1 ends the kernel after QKV and its
  * grid barrier, 2 after the attention and its barrier (the producer then streams no O rows), 3 at
@@ -137,10 +100,6 @@ size_t attn_stream_workspace_bytes(const attn_dims *d, int T);
  * attn_stream_supported refuses or a workspace too small. */
 cudaError_t attn_stream_layer(const attn_dims *d, const rope_kv_freq *f, const attn_stream_args *a,
                               cudaStream_t stream);
-/* The same with the routing inside (route non-NULL: attn_stream_route; NULL: attn_stream_layer). */
-cudaError_t attn_stream_layer_route(const attn_dims *d, const rope_kv_freq *f,
-                                    const attn_stream_args *a, const attn_stream_route *route,
-                                    cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -49,7 +49,6 @@
 #include "backend/cuda/attn_stream_plan.h"
 #include "backend/cuda/device_util.cuh"
 #include "backend/cuda/gemv_row.cuh"
-#include "backend/cuda/moe_route_small.cuh"
 #include "backend/cuda/norm_row.cuh"
 #include "backend/cuda/rope_kv_row.cuh"
 #include "backend/cuda/tma_ring.cuh"
@@ -82,7 +81,6 @@ struct as_layout {
     int max_pairs;   /* the most QKV pairs a block owns (the rows: at most H / G + 1) */
     int stages;      /* the ring's: as many as fit beside the staged rows, ≤ AS_MAX_STAGES */
     int slots;       /* split slots of a (sequence, KV head) */
-    int route_off;   /* the routing inside (attn_stream_route): as_route's area, past pre */
 };
 
 struct as_params {
@@ -509,99 +507,4 @@ static __device__ void as_attention(const as_params &P, const as_layout &L, cons
     const float inv = 1.f / L2;
     *out = pack_bf16x2(r0 * inv, r1 * inv);
     if (threadIdx.x == 0) *count = 0u; /* ready for the next launch */
-}
-
-/* The routing inside (attn_stream_route, one token): its shared-memory area at as_layout.route_off
- * for a block of at most R rows and E experts: the router's columns of the block's rows [R][E]
- * (bf16), their MLP-norm gains, O's rounded outputs and the rows g * (h + o) [R] (fp32), the router
- * bias [E] (bf16 bits, for route_small_block), two reduction words. */
-struct as_route {
-    uint16_t *w; /* [R][E] */
-    float *gain, *o, *gv, *red;
-    uint16_t *bias;
-};
-
-static __host__ __device__ inline size_t as_route_bytes(int R, int E) {
-    return ((size_t)R * E * 2 + 15) / 16 * 16 + (size_t)R * 3 * 4 + 2 * 4 +
-           ((size_t)E * 2 + 15) / 16 * 16;
-}
-
-static __device__ __forceinline__ as_route as_route_at(unsigned char *base, int R, int E) {
-    as_route r;
-    r.w = (uint16_t *)base;
-    r.gain = (float *)(base + ((size_t)R * E * 2 + 15) / 16 * 16);
-    r.o = r.gain + R, r.gv = r.o + R, r.red = r.gv + R;
-    r.bias = (uint16_t *)(r.red + 2);
-    return r;
-}
-
-/* Before phase 1, by the consumers: the block's router columns, gains and the bias (model memory,
- * so their latency hides under phase 1; a row-major [E][H] router read a row e at a time, j
- * fastest, so that neighbouring threads read neighbouring bytes). */
-static __device__ void as_route_preload(const attn_stream_args &a, const attn_stream_route &R,
-                                        const as_route &rt, int r0, int n_rows) {
-    const int E = R.rr.E, n = AS_CWARPS * 32;
-    for (int i = threadIdx.x; i < E * n_rows; i += n) {
-        const int e = i / n_rows, j = i - e * n_rows;
-        rt.w[j * E + e] = __ldg(R.w + (size_t)e * a.H + r0 + j);
-    }
-    for (int j = threadIdx.x; j < n_rows; j += n)
-        rt.gain[j] = bf16_bits_to_f32(__ldg(R.gain + r0 + j));
-    for (int e = threadIdx.x; e < E; e += n) rt.bias[e] = R.bias ? __ldg(R.bias + e) : 0;
-}
-
-/* After phase 3 (rt.o holds the block's O outputs as rounded to bf16), by the consumers: the
- * residual's rows h + o written back (each block owns its rows; nothing reads h in this kernel
- * after the second grid barrier), the block's partial logits Σ_j W[e][r0 + j] · g_j (h + o)_j and
- * partial sum of squares into the workspace (row b of [G][E + 1]); the last block to finish sums
- * them in block order, writes the logits (· 1 / rms), y and the routing. */
-static __device__ void as_route_tail(const attn_stream_args &a, const attn_stream_route &R,
-                                     const as_route &rt, int r0, int n_rows) {
-    const int E = R.rr.E, H = a.H, t = threadIdx.x, lane = t & 31, warp = t >> 5;
-    const int n = AS_CWARPS * 32, G = gridDim.x;
-    if (warp == 0) {
-        float sq = 0.f;
-        for (int j = lane; j < n_rows; j += 32) {
-            const float v = __ldcg(R.h + r0 + j) + rt.o[j];
-            R.h[r0 + j] = v;
-            rt.gv[j] = v * rt.gain[j];
-            sq += v * v;
-        }
-        gemv_warp_sum<1>(&sq);
-        if (lane == 0) rt.red[0] = sq;
-    }
-    consumers_sync();
-    float *part = a.part + (size_t)blockIdx.x * (E + 1);
-    for (int e = t; e < E; e += n) {
-        float p = 0.f;
-        for (int j = 0; j < n_rows; j++) p += bf16_bits_to_f32(rt.w[j * E + e]) * rt.gv[j];
-        part[e] = p;
-    }
-    if (t == 0) part[E] = rt.red[0];
-    if (!last_block_arrive_with(R.counter, [] { consumers_sync(); })) return;
-    if (warp == 0) {
-        float ss = 0.f;
-        for (int b = lane; b < G; b += 32) ss += __ldcg(a.part + (size_t)b * (E + 1) + E);
-        gemv_warp_sum<1>(&ss);
-        if (lane == 0) rt.red[1] = rms_inv(ss, H, R.eps);
-    }
-    consumers_sync();
-    const float inv = rt.red[1];
-    for (int e = t; e < E; e += n) {
-        float tot = 0.f;
-        for (int b = 0; b < G; b++) tot += __ldcg(a.part + (size_t)b * (E + 1) + e);
-        R.logits[e] = tot * inv;
-    }
-    for (int c = t; c < H / 8; c += n) {
-        const float4 *src = (const float4 *)(R.h + 8 * c);
-        const float4 u0 = __ldcg(src), u1 = __ldcg(src + 1);
-        const float v[8] = {u0.x, u0.y, u0.z, u0.w, u1.x, u1.y, u1.z, u1.w};
-        uint4 hi, lo;
-        norm_split8(v, inv, gain_at(R.gain, c, true), hi, lo);
-        *(uint4 *)(R.y + 8 * c) = hi;
-    }
-    consumers_sync(); /* the logits, by this block's threads, before the routing reads them */
-    route_small_block_with(R.logits, NULL, R.bias ? rt.bias : NULL, MOE_TILE_TOKENS, R.rr,
-                           [] { consumers_sync(); });
-    if (t == 0) *R.counter = 0;
 }

@@ -154,12 +154,10 @@ static __device__ __forceinline__ uint4 lds128(uint32_t addr) {
  * barrier ordered before it) and, in the last block, orders the reads after it, which the next
  * barrier passes on to the block's other threads (the pattern of CUTLASS's GenericBarrier). The
  * last block reads the others' data through L2 (ld.global.cg) and resets the counter to zero for
- * the next launch. _with: by the threads that `sync` (their block-level barrier) joins, thread 0
- * among them (a persistent kernel whose producer warp has left: attn_stream.cu). */
-template <typename Sync>
-static __device__ __forceinline__ bool last_block_arrive_with(int *counter, Sync sync) {
+ * the next launch. */
+static __device__ __forceinline__ bool last_block_arrive(int *counter) {
     __shared__ int s_last;
-    sync();
+    __syncthreads();
     if (threadIdx.x == 0) {
         int old;
         asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;"
@@ -168,11 +166,6 @@ static __device__ __forceinline__ bool last_block_arrive_with(int *counter, Sync
                      : "memory");
         s_last = old == (int)(gridDim.x * gridDim.y * gridDim.z) - 1;
     }
-    sync();
+    __syncthreads();
     return s_last != 0;
-}
-
-/* last_block_arrive_with by the whole block. */
-static __device__ __forceinline__ bool last_block_arrive(int *counter) {
-    return last_block_arrive_with(counter, [] { __syncthreads(); });
 }

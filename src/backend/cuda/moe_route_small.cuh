@@ -28,11 +28,10 @@ enum {
  * the block calls this, blockDim ≥ 256): count, offset (exclusive prefix sum, also into s_off), the
  * touched list and the large-path tile list, in ascending expert order, and the three totals. Three
  * block-wide exclusive scans (warp shuffles, then the 8 warp totals): no thread walks the E
- * experts. _with: by the threads `sync` joins (route_small_block_with). */
-template <typename Sync>
-static __device__ __forceinline__ void
-expert_offsets_with(int c, int E, int BN, int *count, int *offset, int *touched, int *n_touched,
-                    int *tiles, int *n_tiles, int *s_off, Sync sync) {
+ * experts. */
+static __device__ __forceinline__ void expert_offsets(int c, int E, int BN, int *count, int *offset,
+                                                      int *touched, int *n_touched, int *tiles,
+                                                      int *n_tiles, int *s_off) {
     __shared__ int s_warp[3][ROUTE_SMALL_MIN_THREADS / 32];
     const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
     if (tid >= E) c = 0;
@@ -48,7 +47,7 @@ expert_offsets_with(int c, int E, int BN, int *count, int *offset, int *touched,
         }
         if (lane == 31) s_warp[0][w] = ic, s_warp[1][w] = it, s_warp[2][w] = il;
     }
-    sync();
+    __syncthreads();
     if (tid < ROUTE_SMALL_MIN_THREADS) {
         int pc = 0, pt = 0, pl = 0, tot_c = 0, tot_t = 0, tot_l = 0;
         for (int ww = 0; ww < ROUTE_SMALL_MIN_THREADS / 32; ww++) {
@@ -63,26 +62,17 @@ expert_offsets_with(int c, int E, int BN, int *count, int *offset, int *touched,
         }
         if (tid == 0) offset[E] = tot_c, *n_touched = tot_t, *n_tiles = tot_l;
     }
-    sync();
-}
-
-static __device__ __forceinline__ void expert_offsets(int c, int E, int BN, int *count, int *offset,
-                                                      int *touched, int *n_touched, int *tiles,
-                                                      int *n_tiles, int *s_off) {
-    expert_offsets_with(c, E, BN, count, offset, touched, n_touched, tiles, n_tiles, s_off,
-                        [] { __syncthreads(); });
+    __syncthreads();
 }
 
 /* The whole routing of r.T tokens by the calling block (blockDim >= max(ROUTE_SMALL_MIN_THREADS,
  * 32 r.T), every thread calls it): the outputs of moe_topk_kernel + moe_group_kernel (moe_route.cu)
  * into r's arrays, BN tokens a large-path tile. The logits are read through L2 (ld.global.cg), so
- * they may have been written by other blocks of the same kernel (gemv_route, router_mma). _with: by
- * the threads `sync` (their block-level barrier) joins, threads 0 … 255 among them (attn_stream.cu,
- * whose producer warp has left); the plain form by the whole block. */
-template <typename Sync>
-static __device__ __forceinline__ void
-route_small_block_with(const float *logits, const float *logits_lo, const uint16_t *bias, int BN,
-                       const moe_routing &r, Sync sync) {
+ * they may have been written by other blocks of the same kernel (gemv_route, router_mma). */
+static __device__ __forceinline__ void route_small_block(const float *logits,
+                                                         const float *logits_lo,
+                                                         const uint16_t *bias, int BN,
+                                                         const moe_routing &r) {
     __shared__ int s_idx[ROUTE_SMALL_MAX_PAIRS];
     __shared__ float s_w[ROUTE_SMALL_MAX_PAIRS];
     __shared__ int s_off[256];
@@ -90,26 +80,19 @@ route_small_block_with(const float *logits, const float *logits_lo, const uint16
     if (w < r.T)
         topk_warp(logits + (size_t)w * E, logits_lo ? logits_lo + (size_t)w * E : NULL, bias, E, k,
                   lane, s_idx + w * k, s_w + w * k);
-    sync();
+    __syncthreads();
     if (tid < P) r.topk_idx[tid] = s_idx[tid], r.topk_w[tid] = s_w[tid];
 
     const int e0 = r.e0, n_e = r.n_e;
     int c = 0;
     if (tid < n_e)
         for (int p = 0; p < P; p++) c += s_idx[p] == e0 + tid;
-    expert_offsets_with(c, n_e, BN, r.count, r.offset, r.touched, r.n_touched, r.tiles, r.n_tiles,
-                        s_off, sync);
+    expert_offsets(c, n_e, BN, r.count, r.offset, r.touched, r.n_touched, r.tiles, r.n_tiles,
+                   s_off);
     if (tid < P && s_idx[tid] - e0 >= 0 && s_idx[tid] - e0 < n_e) { /* a pair of a grouped expert */
         const int e = s_idx[tid];
         int q_r = 0;
         for (int q = 0; q < tid; q++) q_r += s_idx[q] == e;
         r.pair_sorted[s_off[e - e0] + q_r] = tid;
     }
-}
-
-static __device__ __forceinline__ void route_small_block(const float *logits,
-                                                         const float *logits_lo,
-                                                         const uint16_t *bias, int BN,
-                                                         const moe_routing &r) {
-    route_small_block_with(logits, logits_lo, bias, BN, r, [] { __syncthreads(); });
 }

@@ -104,17 +104,7 @@ static bool runner_attn_norm_inside(const struct backend *b, const fwd_plan *p, 
     return l > 0 && runner_attn_stream(b, p) && attn_stream_mode(p->T) == 2;
 }
 
-/* Whether the MLP norm, the router and its routing run inside attn_stream's kernel too
- * (attn_stream_layer_route; GPTOSS_ATTN_ROUTE=1, off until measured) where gemv_norm_route would
- * run them otherwise (below): one launch fewer a layer, the same math within rounding. */
-static bool runner_attn_route(const struct backend *b, const fwd_plan *p, bool fused,
-                              const moe_routing *rt) {
-    return !fused && p->T <= b->norm_route_max_t && attn_stream_route_on() &&
-           runner_attn_stream(b, p) && attn_stream_route_supported(rt, p->T);
-}
-
-static int runner_attention_stream(struct backend *b, const fwd_plan *p, int l,
-                                   const moe_routing *rt, cudaStream_t s) {
+static int runner_attention_stream(struct backend *b, const fwd_plan *p, int l, cudaStream_t s) {
     gpu_workspace *w = &b->ws;
     gpu_layer *ly = &b->gw.layers[l];
     const bool sliding = b->cfg.layer_sliding[l];
@@ -137,22 +127,12 @@ static int runner_attention_stream(struct backend *b, const fwd_plan *p, int l,
         a.nh = w->h, a.nscratch = w->qkv, a.nslots = w->y_slots, a.n_slots = p->n_slots;
         a.ngain = ly->attn_norm, a.neps = b->eps;
     }
-    if (rt) {
-        attn_stream_route r;
-        memset(&r, 0, sizeof r);
-        r.h = w->h, r.gain = ly->mlp_norm, r.w = ly->router_w, r.bias = ly->router_b;
-        r.eps = b->eps, r.y = w->a, r.logits = w->router, r.rr = *rt, r.counter = w->route_ctr;
-        CU(attn_stream_layer_route(&b->dims, &b->freq, &a, &r, s));
-        return 0;
-    }
     CU(attn_stream_layer(&b->dims, &b->freq, &a, s));
     return 0;
 }
 
-int runner_attention(struct backend *b, const fwd_plan *p, int l, const moe_routing *rt,
-                     cudaStream_t s) {
-    if (runner_attn_stream(b, p)) return runner_attention_stream(b, p, l, rt, s);
-    if (rt) return err_set("cuda backend: the routing inside the attention kernel without it");
+int runner_attention(struct backend *b, const fwd_plan *p, int l, cudaStream_t s) {
+    if (runner_attn_stream(b, p)) return runner_attention_stream(b, p, l, s);
     gpu_workspace *w = &b->ws;
     gpu_layer *ly = &b->gw.layers[l];
     const int T = p->T, H = b->H;
@@ -258,7 +238,6 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
      * parallelism: its grid barrier needs the whole GPU, which two ranks on one GPU would share. */
     const bool fused =
         !b->ar && moe_fused_enabled() && moe_fused_supported(T, b->E, b->K, H, b->I, &p->moe);
-    const bool route_inside = runner_attn_route(b, p, fused, &rt);
 
     for (int l = 0; l < b->L; l++) {
         gpu_layer *ly = &g->layers[l];
@@ -271,14 +250,12 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
         } else if (l > 0 && !runner_attn_norm_inside(b, p, l))
             CU(norm_add_rmsnorm_split(w->h, NULL, w->y_slots, p->n_slots, T, H, ly->attn_norm,
                                       b->eps, w->a, a_lo, s));
-        if (runner_attention(b, p, l, route_inside ? &rt : NULL, s)) return -1;
-        /* The MLP norm inside the router's kernel (gemv.h's gemv_norm_route; runner.h), or inside
-         * the attention's. */
+        if (runner_attention(b, p, l, s)) return -1;
+        /* The MLP norm inside the router's kernel (gemv.h's gemv_norm_route; runner.h). */
         if (!b->ar && !fused && T <= b->norm_route_max_t) {
             const gemv_norm_in nm = {w->h, w->o, ly->mlp_norm, b->eps, w->a};
-            if (!route_inside)
-                CU(gemv_norm_route(&nm, T, H, ly->router_w, b->E, w->router, ly->router_b, &rt,
-                                   w->route_ctr, runner_early(b, T, RUNNER_EARLY_ROUTER), s));
+            CU(gemv_norm_route(&nm, T, H, ly->router_w, b->E, w->router, ly->router_b, &rt,
+                               w->route_ctr, runner_early(b, T, RUNNER_EARLY_ROUTER), s));
             CU(moe_experts(&ly->moe, w->a, &rt, &p->moe, w->act, w->y_slots, s));
             continue;
         }

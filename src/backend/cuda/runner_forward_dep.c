@@ -42,7 +42,7 @@ int runner_forward_dep(struct backend *b, const fwd_plan *p) {
         gpu_layer *ly = &g->layers[l];
         if (l > 0 && dep_reduce_scatter(b, p, ly->attn_norm, w->a, a_lo, s)) return -1;
         if (T > 0) {
-            if (runner_attention(b, p, l, NULL, s)) return -1;
+            if (runner_attention(b, p, l, s)) return -1;
             CU(norm_add_rmsnorm_split(w->h, w->o, NULL, 0, T, H, ly->mlp_norm, b->eps, w->a, a_lo,
                                       s));
         }

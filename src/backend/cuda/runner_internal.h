@@ -14,12 +14,9 @@
 
 /* runner_forward.c's pieces that DEP's forward pass (runner_forward_dep.c) shares with it: one
  * layer's attention block for the plan's T rows (QKV from ws.a and its lo rows, RoPE and the KV
- * write, attention, O into ws.o; with rt non-NULL also the MLP norm, the router and the routing
- * into rt, inside attn_stream's kernel: runner_attn_route says when); the router and routing of T
- * rows of ws.a (lo halves at a_lo);
+ * write, attention, O into ws.o); the router and routing of T rows of ws.a (lo halves at a_lo);
  * the host and test-hook copies of logits rows [r0, r0 + nr); and the lm_head of nr final rows. */
-int runner_attention(struct backend *b, const fwd_plan *p, int l, const moe_routing *rt,
-                     cudaStream_t s);
+int runner_attention(struct backend *b, const fwd_plan *p, int l, cudaStream_t s);
 int runner_route(struct backend *b, int T, const uint16_t *a_lo, const gpu_layer *ly,
                  moe_routing *rt, cudaStream_t s);
 int runner_copy_rows_out(struct backend *b, int r0, int nr);
