@@ -108,7 +108,8 @@ static __device__ __forceinline__ void rs_mma_step(float (&d)[NN / 2], const uin
                                                    uint32_t lo) {
     /* The 64-bit descriptor once, then each MMA's as d0 + 2j: the same values (lo + 2j never
      * carries out of the low word), but ptxas no longer re-sets the constant high word before each
-     * MMA (SASS: the folded loop 191 -> 185 instructions a pair of steps, UMOV 16 -> 10). */
+     * MMA (SASS: the folded loop 191 -> 185 instructions a pair of steps, UMOV 16 -> 10).
+     * Measured on an H100: a lone 1k prefill +2.1 %, 8k +0.1 % (bench/NOTES.md, session 28). */
     const uint64_t d0 = (smem_desc_sw128(0) & 0xFFFFFFFF00000000ull) | (uint64_t)lo;
     wgmma_fence();
 #pragma unroll
@@ -192,7 +193,8 @@ __global__ void __launch_bounds__(C::THREADS, C::MINB)
     /* Through a shuffle (the same value in every lane): ptxas no longer knows lo0's low bits are
      * zero, so it forms the first step's descriptors by 64-bit adds as it does the second's,
      * instead of ORing each low word and re-pairing it with the high word (SASS: the folded loop
-     * 185 -> 179 instructions a pair of steps, UMOV 10 -> 4). */
+     * 185 -> 179 instructions a pair of steps, UMOV 10 -> 4); measured: inside the spread (1k
+     * 0.996, 8k 1.009: these instructions were off the MMAs' path). */
     const uint32_t lo0 = __shfl_sync(0xffffffffu, (uint32_t)smem_desc_sw128(b0), 0);
     auto k_loop = [&](auto nn) {
         constexpr int NN = decltype(nn)::value;
