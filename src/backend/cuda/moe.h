@@ -22,7 +22,8 @@
  * place them straight into bf16 bit positions (moe_dequant.cuh: 9 operations for 8 codes). ρ is
  * the identity (ρ(i) = 16rt + i) for down; for gate_up ρ(g) = 2(8rt+g) (gate) and
  * ρ(g+8) = 2(8rt+g)+1 (up), so that one thread ends up holding both halves of each SwiGLU pair.
- * Scale word g holds the 4 scale bytes of words 0…3 of lanes 4g…4g+3. Requires K % 64 == 0 and R % 16 == 0 (2880 and 5760 are).
+ * Scale word g holds the 4 scale bytes of words 0…3 of lanes 4g…4g+3. Requires K % 64 == 0 and
+ * R % 16 == 0 (2880 and 5760 are).
  *
  * All device pointers; bf16 values as uint16_t bit patterns so this header stays plain C. */
 #ifndef GPTOSS_BACKEND_CUDA_MOE_H

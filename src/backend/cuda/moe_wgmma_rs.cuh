@@ -190,12 +190,7 @@ __global__ void __launch_bounds__(C::THREADS, C::MINB)
     /* thread (warp w, lane (g, t)): row tile w's 16 bytes and its rows' scale word (as ws) */
     const uint32_t code_at = r0 + w * 512 + lane * 16,
                    scale_at = r0 + C::CODE_BYTES + w * 32 + (lane >> 2) * 4;
-    /* Through a shuffle (the same value in every lane): ptxas no longer knows lo0's low bits are
-     * zero, so it forms the first step's descriptors by 64-bit adds as it does the second's,
-     * instead of ORing each low word and re-pairing it with the high word (SASS: the folded loop
-     * 185 -> 179 instructions a pair of steps, UMOV 10 -> 4); measured: inside the spread (1k
-     * 0.996, 8k 1.009: these instructions were off the MMAs' path). */
-    const uint32_t lo0 = __shfl_sync(0xffffffffu, (uint32_t)smem_desc_sw128(b0), 0);
+    const uint32_t lo0 = (uint32_t)smem_desc_sw128(b0);
     auto k_loop = [&](auto nn) {
         constexpr int NN = decltype(nn)::value;
         float acc[NN / 2];
