@@ -46,6 +46,15 @@
  *       chunks) against one GPU running the same schedules: (f)'s bounds (relL2, top-1 >= 99% of
  *       the clear positions); and --data-parallel-size 2 without --enable-expert-parallel, and 3,
  *       refused naming the flags. --dep runs only it.
+ *   (h) the step kernel (step_kernel.h: every layer of a one-token decode step in one launch)
+ *       against the layer loop on the same backend model: synthetic:20b:layers=3 (sliding and full
+ *       layers, 32 experts) and synthetic:120b:layers=2 (128 experts), two sequences of 40 and 200
+ *       tokens one at a time (a 10-token prefill, then one token a step: past the 128-token window),
+ *       eager and through the CUDA graphs. The kernel must have run (the backend's count of its
+ *       launches), the logits within relL2 1e-3 of the loop's (the same phases and tiles; only the
+ *       router's dot order and the MLP norm's rounding path differ), top-1 equal on >= 99% of the
+ *       clear positions. --step-kernel runs only it. With GPTOSS_STEP_KERNEL=1 in the environment
+ *       every other check runs on the kernel too (wherever a step is one it takes).
  * --kv-accuracy: instead of the tests, the measurement of issue 15: teacher-forced logits of
  * synthetic:20b:layers=4 (real width) with an fp8 KV cache against bf16, at contexts 2k, 8k and 32k
  * (4 sequences, the last 64 positions of each): relative L2, max|d|/max|logit|, top-1 agreement (all
@@ -72,6 +81,7 @@ extern "C" {
 }
 #pragma GCC diagnostic pop
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/step_kernel.h"
 
 #include <dirent.h>
 #include <float.h>
@@ -1244,6 +1254,65 @@ static void dep_checks(void) {
  */
 /* (c) real width */
 
+/* ------------------------------------------------------------------------------------------------
+ */
+/* (h) the step kernel against the layer loop */
+
+/* Teacher-forced logits of the sequences of `lens`, one sequence at a time (a 10-token prefill, then
+ * one token a step), with the step kernel on or off; *launches: the backend's count of step
+ * kernel launches. The same prompts and block shuffles for every call. */
+static std::vector<tf_seq> step_run(const char *model, bool on, int graphs,
+                                    const std::vector<int> &lens, int *V, long *launches) {
+    step_kernel_set(on ? 1 : 0);
+    backend *be = make_cuda(model, 16, graphs, 512, 2048);
+    CHECK(be != NULL, "cuda backend %s", model);
+    *launches = 0;
+    if (!be) {
+        step_kernel_set(-1);
+        return {};
+    }
+    *V = cuda_backend_ops.config(be)->vocab;
+    rng_t same;
+    rng_seed(&same, 4321);
+    driver d;
+    drv_init(&d, &cuda_backend_ops, be, 1024, &same);
+    std::vector<tf_seq> seqs = make_seqs(lens, *V, &same, 0);
+    const bool ok = run_schedule(&d, seqs, POL_DECODE, false, 0, &same) == 0;
+    CHECK(ok, "%s (step kernel %s, graphs %d): the schedule failed", model, on ? "on" : "off",
+          graphs);
+    cuda_backend_stats st;
+    cuda_backend_get_stats(be, &st);
+    *launches = st.step_kernel_launches;
+    cuda_backend_ops.destroy(be);
+    step_kernel_set(-1);
+    return ok ? seqs : std::vector<tf_seq>{};
+}
+
+static void step_kernel_checks(void) {
+    const std::vector<int> lens{40, 200};
+    for (const char *model : {"synthetic:20b:layers=3:seed=0", "synthetic:120b:layers=2:seed=0"})
+        for (int graphs : {0, 8}) {
+            int V = 0;
+            long n_off = 0, n_on = 0;
+            const std::vector<tf_seq> ref = step_run(model, false, graphs, lens, &V, &n_off);
+            const std::vector<tf_seq> got = step_run(model, true, graphs, lens, &V, &n_on);
+            fprintf(stderr, "(h) %s graphs %d: step kernel launches %ld (off: %ld)\n", model,
+                    graphs, n_on, n_off);
+            CHECK(n_off == 0, "%s: the step kernel ran while off (%ld launches)", model, n_off);
+            CHECK(n_on > 0, "%s graphs %d: the step kernel never ran", model, graphs);
+            if (ref.empty() || got.empty() || ref.size() != got.size()) continue;
+            cmp_stats st;
+            memset(&st, 0, sizeof st);
+            for (size_t k = 0; k < got.size(); k++)
+                cmp_rows(&st, got[k].logits.data(), ref[k].logits.data(), (int)got[k].toks.size(),
+                         V);
+            char what[96];
+            snprintf(what, sizeof what, "step kernel vs layer loop (%s, graphs %d)", model + 10,
+                     graphs);
+            cmp_report(what, &st, 1e-3, 0.25, true, true);
+        }
+}
+
 static void remove_dir(const char *dir) {
     DIR *dd = opendir(dir);
     if (!dd) return;
@@ -1571,6 +1640,11 @@ int main(int argc, char **argv) {
         tp_checks(&rng);
         return check_report("test_cuda_forward --tp");
     }
+    if (gpu_test_flag(argc, argv, "--step-kernel")) {
+        remove_dir(dir);
+        step_kernel_checks();
+        return check_report("test_cuda_forward --step-kernel");
+    }
     if (gpu_test_flag(argc, argv, "--dep")) {
         remove_dir(dir);
         dep_checks();
@@ -1591,6 +1665,7 @@ int main(int argc, char **argv) {
 
     if (!gpu_test_flag(argc, argv, "--skip-real")) real_width(&rng);
     if (!gpu_test_flag(argc, argv, "--skip-tp")) tp_checks(&rng), dep_checks();
+    step_kernel_checks();
     fixture_tiny64(&rng);
     if (fp8) {
         g_kv_dtype = BACKEND_KV_FP8;

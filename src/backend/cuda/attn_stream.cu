@@ -193,6 +193,45 @@ static as_kernel kernel_for(int T) {
                     : attn_stream_kernel<4>;
 }
 
+/* The shared-memory layout for T tokens of hidden size H on sms SMs, and the bytes it takes; 0 when
+ * there are no split slots or fewer stages than consumer warps fit. xs_bytes: the staged rows'
+ * room (at xs_off). */
+size_t as_plan_layout(const attn_dims *d, int T, int H, int sms, as_layout *L, size_t *xs_bytes) {
+    L->slots = slots_for(d, T, sms);
+    if (L->slots < 1) return 0;
+    const int Q = d->n_heads * AS_HD;
+    int stage = 4 * H > 2 * Q ? 4 * H : 2 * Q;
+    L->stage_bytes = (stage + 127) / 128 * 128;
+    /* the staged token rows (phase 1: x, phase 3: the attention output) and phase 2's two chunk
+     * buffers: B over x's rows, A past them (asked for while phase 1 reads x) */
+    const size_t x_rows = ((size_t)T * H * 4 + 127) / 128 * 128;
+    size_t xs = (size_t)T * Q * 4;
+    if (xs < x_rows + AS_KV_BUF) xs = x_rows + AS_KV_BUF;
+    if (xs < (size_t)AS_KV_BUF + AS_KV_BUF) xs = 2 * AS_KV_BUF;
+    xs = (xs + 127) / 128 * 128;
+    /* the preloaded values: per pair its biases and T (cos, sin), per O row its bias */
+    const int pairs_all = (d->n_heads + 2 * d->n_kv_heads) * AS_HALF;
+    L->max_pairs = (pairs_all + sms - 1) / sms;
+    const size_t pre = ((size_t)L->max_pairs * (2 + 2 * T) + (size_t)(H + sms - 1) / sms) * 4;
+    /* as many stages as fit beside the staged rows, the barriers and those, in whole multiples of
+     * the consumer warps (16 up to two tokens, 8 at three and four): stage q goes to warp q % 8,
+     * so every use of a stage is then one warp's, in order. With 14 stages a warp could wait for a
+     * stage's second fill before its first had landed; that wait's parity names the phase before,
+     * which counts as complete, and the warp would read a stage still being filled (session 6's
+     * ring flaw, found again in session 23 by reading; the tests had passed by timing). */
+    const size_t bars = (2 * AS_MAX_STAGES + 2) * sizeof(uint64_t), rest = xs + bars + pre;
+    L->stages = rest < AS_MAX_SMEM ? (int)((AS_MAX_SMEM - rest) / L->stage_bytes) : 0;
+    if (L->stages > AS_MAX_STAGES) L->stages = AS_MAX_STAGES;
+    L->stages -= L->stages % AS_CWARPS;
+    if (L->stages < AS_CWARPS) return 0;
+    L->xs_off = L->stages * L->stage_bytes;
+    L->kv_a_off = L->xs_off + (int)(x_rows > (size_t)AS_KV_BUF ? x_rows : (size_t)AS_KV_BUF);
+    L->bar_off = L->xs_off + (int)xs;
+    L->pre_off = L->bar_off + (int)bars;
+    *xs_bytes = xs;
+    return (size_t)L->pre_off + pre;
+}
+
 extern "C" cudaError_t attn_stream_layer(const attn_dims *d, const rope_kv_freq *f,
                                          const attn_stream_args *a, cudaStream_t stream) {
     const bool norm = a->nh != NULL;
@@ -209,39 +248,10 @@ extern "C" cudaError_t attn_stream_layer(const attn_dims *d, const rope_kv_freq 
         return cudaErrorInvalidValue;
     const int sms = per_device_sm_count();
     as_layout L;
-    L.slots = slots_for(d, a->T, sms);
-    if (L.slots < 1 || a->part_bytes < attn_stream_workspace_bytes(d, a->T) || !a->part)
+    size_t xs_bytes;
+    const size_t smem = as_plan_layout(d, a->T, a->H, sms, &L, &xs_bytes);
+    if (!smem || a->part_bytes < attn_stream_workspace_bytes(d, a->T) || !a->part)
         return cudaErrorInvalidValue;
-    const int Q = d->n_heads * AS_HD;
-    int stage = 4 * a->H > 2 * Q ? 4 * a->H : 2 * Q;
-    L.stage_bytes = (stage + 127) / 128 * 128;
-    /* the staged token rows (phase 1: x, phase 3: the attention output) and phase 2's two chunk
-     * buffers: B over x's rows, A past them (asked for while phase 1 reads x) */
-    const size_t x_rows = ((size_t)a->T * a->H * 4 + 127) / 128 * 128;
-    size_t xs = (size_t)a->T * Q * 4;
-    if (xs < x_rows + AS_KV_BUF) xs = x_rows + AS_KV_BUF;
-    if (xs < (size_t)AS_KV_BUF + AS_KV_BUF) xs = 2 * AS_KV_BUF;
-    xs = (xs + 127) / 128 * 128;
-    /* the preloaded values: per pair its biases and T (cos, sin), per O row its bias */
-    const int pairs_all = (d->n_heads + 2 * d->n_kv_heads) * AS_HALF;
-    L.max_pairs = (pairs_all + sms - 1) / sms;
-    const size_t pre = ((size_t)L.max_pairs * (2 + 2 * a->T) + (size_t)(a->H + sms - 1) / sms) * 4;
-    /* as many stages as fit beside the staged rows, the barriers and those, in whole multiples of
-     * the consumer warps (16 up to two tokens, 8 at three and four): stage q goes to warp q % 8,
-     * so every use of a stage is then one warp's, in order. With 14 stages a warp could wait for a
-     * stage's second fill before its first had landed; that wait's parity names the phase before,
-     * which counts as complete, and the warp would read a stage still being filled (session 6's
-     * ring flaw, found again in session 23 by reading; the tests had passed by timing). */
-    const size_t bars = (2 * AS_MAX_STAGES + 2) * sizeof(uint64_t), rest = xs + bars + pre;
-    L.stages = rest < AS_MAX_SMEM ? (int)((AS_MAX_SMEM - rest) / L.stage_bytes) : 0;
-    if (L.stages > AS_MAX_STAGES) L.stages = AS_MAX_STAGES;
-    L.stages -= L.stages % AS_CWARPS;
-    if (L.stages < AS_CWARPS) return cudaErrorInvalidValue;
-    L.xs_off = L.stages * L.stage_bytes;
-    L.kv_a_off = L.xs_off + (int)(x_rows > (size_t)AS_KV_BUF ? x_rows : (size_t)AS_KV_BUF);
-    L.bar_off = L.xs_off + (int)xs;
-    L.pre_off = L.bar_off + (int)bars;
-    const size_t smem = (size_t)L.pre_off + pre;
 
     as_params P;
     P.a = *a, P.f = *f;

@@ -83,6 +83,10 @@ struct as_layout {
     int slots;       /* split slots of a (sequence, KV head) */
 };
 
+/* Host (attn_stream.cu): the layout for T tokens of hidden size H on sms SMs and the bytes it takes
+ * (0: it does not fit); xs_bytes: the staged rows' room at xs_off. */
+size_t as_plan_layout(const attn_dims *d, int T, int H, int sms, as_layout *L, size_t *xs_bytes);
+
 struct as_params {
     attn_stream_args a;
     rope_kv_freq f;
@@ -117,13 +121,15 @@ static __device__ __forceinline__ void as_stage_rows(const uint16_t *x, int T, i
 /* Phase 0 with the attention norm inside: token rows m < T of x = RMSNorm(h + Σ slots) · gain into
  * xs as fp32 (hi + lo of norm_split8: what as_early_rows makes of norm_add_rmsnorm_split's
  * output), by the consumers replaying norm_add_kernel's row (norm_row.cuh: the same bits); block 0
- * keeps h's new rows in nscratch for after the first grid barrier. */
-template <int T> static __device__ void as_norm_rows(const attn_stream_args &a, float *xs) {
+ * keeps h's new rows in nscratch for after the first grid barrier. CG: h and the slots through L2
+ * (norm_row.cuh's residual8: written by blocks of the same kernel, step_kernel.cu). */
+template <int T, bool CG = false>
+static __device__ void as_norm_rows(const attn_stream_args &a, float *xs) {
     __shared__ float s_red[32];
     const int H = a.H, C = H / 8;
     for (int m = 0; m < T; m++) {
         float v[2][8];
-        const float ss = norm_replay_row_with<2>(
+        const float ss = norm_replay_row_with<2, CG>(
             AS_CWARPS * 32, [] { consumers_sync(); }, a.nh + (size_t)m * H,
             a.nslots ? a.nslots + (size_t)m * a.n_slots * H : NULL, a.n_slots, NULL, H, v, s_red);
         const float inv = rms_inv(ss, H, a.neps);

@@ -278,6 +278,7 @@ int cuda_rank_setup(struct backend *b, const backend_options *opt, bool syntheti
     CU(cudaMemsetAsync(b->slot_last, 0, (size_t)b->max_slots * sizeof(int32_t), b->stream));
     b->slot_last_host = xcalloc((size_t)b->max_slots, sizeof *b->slot_last_host);
     if (kv_alloc(b, opt, lead, others_on_device)) return -1;
+    if (runner_step_table_build(b)) return -1;
     CU(cudaStreamSynchronize(b->stream));
 
     /* Off by default until measured on the H200 (attention.h). */
@@ -390,6 +391,7 @@ void cuda_rank_destroy(struct backend *b) {
         cudaFree(b->gw.layers[l].v_cache);
         cudaFree(b->gw.layers[l].kv_scales);
     }
+    runner_step_table_free(b);
     weights_gpu_free(b);
     cudaFree(b->slot_last);
     free(b->slot_last_host);
@@ -425,6 +427,7 @@ void cuda_backend_get_stats(const backend *b, cuda_backend_stats *out) {
     out->graph_max_batch = b->graphs.max_size;
     out->host_sampled_rows = b->host_rows_total;
     out->device_masked_rows = b->masked.rows_total;
+    out->step_kernel_launches = b->step_kernel_launches;
 }
 
 /* A headless node's loop (--headless; tp_nodes.h). */

@@ -24,6 +24,8 @@ typedef struct {
     int graph_max_batch;
     long host_sampled_rows;  /* rows sampled on the host from a copy (penalties, filters, ...) */
     long device_masked_rows; /* constrained rows sampled on the device (GPTOSS_GPU_MASKS=0: none) */
+    long
+        step_kernel_launches; /* forward passes enqueued as the step kernel (a graph: its capture) */
 } cuda_backend_stats;
 
 void cuda_backend_get_stats(const backend *b, cuda_backend_stats *out);

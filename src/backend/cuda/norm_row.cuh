@@ -93,21 +93,26 @@ static __device__ __forceinline__ void write_norm(const float v[8], bool active,
 
 /* The residual row of norm_add_kernel (norm.cu) for the 8 features of group c: h + (Σ slots in
  * order 0, 1, … + delta), each term added in that kernel's order. slots: [n_slots][H] of this row
- * (may be NULL), delta: this row (may be NULL). */
+ * (may be NULL), delta: this row (may be NULL). CG: every row read through L2 (ld.global.cg): rows
+ * that other blocks of the same kernel wrote (step_kernel.cu's layers read h, the slots and o at
+ * the same addresses each layer, so an L1 line of an earlier layer's read could be stale). */
+template <bool CG = false>
 static __device__ __forceinline__ void residual8(const float *hrow, const float *srow, int n_slots,
                                                  const uint16_t *drow, int H, int c, float v[8]) {
-    const float4 h0 = *(const float4 *)(hrow + 8 * c), h1 = *(const float4 *)(hrow + 8 * c + 4);
+    auto ld4 = [](const float *p) { return CG ? __ldcg((const float4 *)p) : *(const float4 *)p; };
+    const float4 h0 = ld4(hrow + 8 * c), h1 = ld4(hrow + 8 * c + 4);
     float d[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     if (srow)
         for (int i = 0; i < n_slots; i++) {
-            const float4 s0 = *(const float4 *)(srow + (size_t)i * H + 8 * c),
-                         s1 = *(const float4 *)(srow + (size_t)i * H + 8 * c + 4);
+            const float4 s0 = ld4(srow + (size_t)i * H + 8 * c),
+                         s1 = ld4(srow + (size_t)i * H + 8 * c + 4);
             d[0] += s0.x, d[1] += s0.y, d[2] += s0.z, d[3] += s0.w;
             d[4] += s1.x, d[5] += s1.y, d[6] += s1.z, d[7] += s1.w;
         }
     if (drow) {
         float db[8];
-        unpack_bf16x8(*(const uint4 *)(drow + 8 * c), db);
+        const uint4 *dp = (const uint4 *)(drow + 8 * c);
+        unpack_bf16x8(CG ? __ldcg(dp) : *dp, db);
 #pragma unroll
         for (int i = 0; i < 8; i++) d[i] += db[i];
     }
@@ -120,8 +125,9 @@ static __device__ __forceinline__ void residual8(const float *hrow, const float 
  * thread t plays groups c = t + r · nthreads, r < R (every warp of it then covers exactly one warp of
  * the norm kernel's block, so the two-level shuffle tree is the same and so are the bits). Needs
  * R · nthreads ≥ H / 8 and H / 8 ≤ 1024. Returns the row's sum of squares (every taking part
- * thread); v[r]: group c's residual values (zeros past H / 8). Every one of the threads calls it. */
-template <int R, typename Sync>
+ * thread); v[r]: group c's residual values (zeros past H / 8). Every one of the threads calls it.
+ * CG: residual8's. */
+template <int R, bool CG = false, typename Sync>
 static __device__ __forceinline__ float
 norm_replay_row_with(unsigned nthreads, Sync sync, const float *hrow, const float *srow,
                      int n_slots, const uint16_t *drow, int H, float v[R][8], float *red) {
@@ -135,7 +141,7 @@ norm_replay_row_with(unsigned nthreads, Sync sync, const float *hrow, const floa
         for (int i = 0; i < 8; i++) v[r][i] = 0.0f;
         float ss = 0.0f;
         if (c < C) {
-            residual8(hrow, srow, n_slots, drow, H, c, v[r]);
+            residual8<CG>(hrow, srow, n_slots, drow, H, c, v[r]);
             ss = sumsq8(v[r]);
         }
 #pragma unroll

@@ -32,6 +32,7 @@
 #include "backend/cuda/moe.h"
 #include "backend/cuda/rope_kv.h"
 #include "backend/cuda/sampling.h"
+#include "backend/cuda/step_kernel.h"
 #include "backend/cuda/allreduce.h"
 #include "backend/cuda/allreduce_nccl.h"
 #include "base/barrier.h"
@@ -237,6 +238,10 @@ struct backend {
     gemm_ctx *gemm;
     gpu_weights gw;
     gpu_workspace ws;
+    /* The step kernel's table of every layer's weights and cache (device; runner_step.c), built
+     * once the KV cache exists. */
+    step_layer *step_layers;
+    long step_kernel_launches; /* cuda_backend_stats */
     int T_reserve;
 
     int32_t *slot_last;      /* device [max_slots] */
@@ -353,6 +358,11 @@ int weights_shard_checkpoint(struct backend *b, const char *dir);
 /* runner_workspace.c: makes the workspace hold steps of T tokens (a no-op when it does). */
 int workspace_ensure(struct backend *b, int T);
 void workspace_free(struct backend *b);
+
+/* runner_step.c: the step kernel's table of every layer's weights and cache (step_layers), built
+ * once the KV cache exists (cuda_rank_setup), freed with the backend. */
+int runner_step_table_build(struct backend *b);
+void runner_step_table_free(struct backend *b);
 
 /* runner_forward.c: enqueues the step p describes; copy_host_rows also copies the logits rows the
  * host samples (and the test hook's rows) out after each lm_head chunk (eager steps only). */

@@ -239,7 +239,11 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
     const bool fused =
         !b->ar && moe_fused_enabled() && moe_fused_supported(T, b->E, b->K, H, b->I, &p->moe);
 
-    for (int l = 0; l < b->L; l++) {
+    /* Every layer as one persistent kernel (step_kernel.h), when the step is one it takes. */
+    const bool step_kernel = !fused && runner_step_kernel_takes(b, p);
+    if (step_kernel && runner_step_kernel(b, p, s)) return -1;
+
+    for (int l = 0; l < (step_kernel ? 0 : b->L); l++) {
         gpu_layer *ly = &g->layers[l];
         /* The previous layer's MoE slots join the residual here, then the attention norm (under
          * TP, summed over the ranks on the way: allreduce.h). */

@@ -5,6 +5,7 @@
  *   runner_workspace.c  the activation workspace: its plan (one allocation carved per array) and
  *                       the MoE plan the workspace is sized for
  *   runner_masked.c     structured output's constrained rows, sampled on the device at wait
+ *   runner_step.c       the step kernel: its layer table, its choice and launch
  *
  * The backend's other files see only runner.h. */
 #ifndef GPTOSS_BACKEND_CUDA_RUNNER_INTERNAL_H
@@ -30,6 +31,11 @@ moe_plan runner_moe_plan(const struct backend *b, int T);
 
 /* MoE rows per token in y_slots under plan p (k slots, times the K splits on the small path). */
 int runner_moe_slots(const struct backend *b, const moe_plan *p);
+
+/* runner_step.c: whether a step takes the step kernel instead of the layer loop, and its launch
+ * (every layer; the final rows, lm_head and sampling follow as after the loop). */
+bool runner_step_kernel_takes(const struct backend *b, const fwd_plan *p);
+int runner_step_kernel(struct backend *b, const fwd_plan *p, cudaStream_t s);
 
 /* Grows a pinned host or device buffer to at least `need` bytes (contents not kept). */
 int runner_pinned_reserve(void **p, size_t *cap, size_t need);

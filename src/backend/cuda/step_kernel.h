@@ -1,0 +1,94 @@
+/* Every layer of a one-token decode step as one persistent kernel (step_kernel.cu): issue 13's
+ * step kernel, first form. One block an SM, eight consumer warps and one producer warp, as
+ * attn_stream.h's kernel, and per layer:
+ *   the attention norm (h + the previous layer's MoE rows; the first layer's input comes from
+ *   norm_embed_split), QKV + RoPE + KV write, attention, O (attn_stream_phases.cuh's phases, the
+ *   same device code); the MLP norm (h + o) and the router's rows; the routing, made in every
+ *   block from the logits; gate_up with SwiGLU and down with its bias and routing weight (the
+ *   small MoE kernel's k loop, a warp a 16-row tile, one token);
+ * with a grid barrier between the phases instead of a kernel boundary.
+ *
+ * Why (bench/NOTES.md, sessions 24-28): at batch 1 a layer spends ~70 µs (H100) for 108 MB of
+ * weights that stream in ~36. Every form that shortened one kernel's chain gained at most ~2 %;
+ * what the layer probe measured as the one large gain (-25 %) is a stream of weights that crosses
+ * the phase and layer boundaries. Here the producer walks the dense weights (QKV pairs, O rows,
+ * the router row) of every layer in order and waits only for a free ring stage (and, for O's
+ * rows, for its layer's QKV barrier), so the next layer's QKV rows stream into the ring while this
+ * layer's router, routing and experts run.
+ *
+ * Not the same bits as the layer loop: the router's dot products run in attn_stream's order (the
+ * experts it picks are the same unless two logits tie within rounding). The MoE tiles are the small
+ * kernel's arithmetic, the attention phases attn_stream's.
+ *
+ * Plain C header; device pointers; bf16 values as uint16_t bit patterns. */
+#ifndef GPTOSS_BACKEND_CUDA_STEP_KERNEL_H
+#define GPTOSS_BACKEND_CUDA_STEP_KERNEL_H
+
+#include "backend/cuda/attention.h"
+#include "backend/cuda/rope_kv.h"
+
+#include <cuda_runtime_api.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One layer's weights and cache, an entry of the device table the kernel walks (built once, after
+ * the KV cache exists: step_table_build). */
+typedef struct {
+    const uint16_t *qkv_w, *qkv_b, *o_w, *o_b;
+    const float *sinks;
+    void *k_cache, *v_cache;
+    const uint16_t *attn_norm, *mlp_norm, *router_w, *router_b;
+    const uint8_t *w1_q, *w1_s, *w2_q, *w2_s; /* repacked experts (moe.h) */
+    const uint16_t *b1, *b2;
+    int sliding, w1_folded, w2_folded, pad;
+} step_layer;
+
+typedef struct {
+    int L, H, E, k, I;
+    int S; /* down's K splits: y_slots holds k · S rows (the runner's moe_plan) */
+    float alpha, limit, eps, scale;
+    const step_layer *layers; /* device [L] */
+    /* the step (one token of one sequence): its position, its slot in each pool, the sequence as
+     * attn_decode sees it for each pool (window: the sliding layers') */
+    const int32_t *positions, *slots_full, *slots_swa;
+    attn_seqs seqs_full, seqs_swa;
+    /* the first layer's input: norm_embed_split's split-bf16 row */
+    const uint16_t *x, *x_lo;
+    /* the residual stream [H] (in: the embedding row; out: after the last layer's MLP residual),
+     * a scratch row [H] (fp32), the MoE rows [k · S][H] (out: the last layer's), the router's
+     * logits [E], the activations [k][I] */
+    float *h, *scratch, *y_slots, *logits;
+    uint16_t *act;
+    /* attention's buffers: q [Q], its output [Q], O's output [H], the split-K partials
+     * (attn_stream_workspace_bytes), the grid barrier's two words and the merge counters (zero
+     * before the first launch, left so) */
+    uint16_t *q, *attn, *o;
+    float *part;
+    size_t part_bytes;
+    unsigned *bar, *counters;
+} step_kernel_args;
+
+/* GPTOSS_STEP_KERNEL=1 (or step_kernel_set(1)): the runner takes this kernel for one-token decode
+ * steps it supports. Off by default until measured; step_kernel_set(-1) reads the environment
+ * again. */
+int step_kernel_enabled(void);
+void step_kernel_set(int on);
+
+/* Whether the model's shapes fit: attn_stream's (one token), E ≤ the SM count (a router row a
+ * block), k ≤ 8, H and I multiples of 64, the staged rows beside the ring. */
+int step_kernel_supported(const attn_dims *d, const rope_kv_freq *f, int H, int E, int k, int I);
+
+/* One cooperative launch on stream (every SM: nothing else of the step beside it).
+ * cudaErrorInvalidValue for shapes step_kernel_supported refuses or missing buffers. */
+cudaError_t step_kernel_launch(const attn_dims *d, const rope_kv_freq *f, const step_kernel_args *a,
+                               cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
