@@ -53,7 +53,9 @@
  *       eager and through the CUDA graphs. The kernel must have run (the backend's count of its
  *       launches), the logits within relL2 1e-3 of the loop's (the same phases and tiles; only the
  *       router's dot order and the MLP norm's rounding path differ), top-1 equal on >= 99% of the
- *       clear positions. --step-kernel runs only it. With GPTOSS_STEP_KERNEL=1 in the environment
+ *       clear positions. --step-kernel runs only it; --step-kernel --bench instead times the
+ *       kernel's phases (step_kernel_set_probe) in a decode step of synthetic:120b:layers=12 at a
+ *       1k context, one row a phase (the mean over layers 1-11: block 0's clock). With GPTOSS_STEP_KERNEL=1 in the environment
  *       every other check runs on the kernel too (wherever a step is one it takes).
  * --kv-accuracy: instead of the tests, the measurement of issue 15: teacher-forced logits of
  * synthetic:20b:layers=4 (real width) with an fp8 KV cache against bf16, at contexts 2k, 8k and 32k
@@ -1288,10 +1290,69 @@ static std::vector<tf_seq> step_run(const char *model, bool on, int graphs,
     return ok ? seqs : std::vector<tf_seq>{};
 }
 
+/* --step-kernel --bench: the kernel's phases by block 0's clock in the last decode step of one
+ * 1024-token sequence (a 10-token prefill, then one token a step: the last step at a 1k context),
+ * 120b shapes, 12 layers; the mean, least and most over layers 1-11 (layer 0 has no norm inside). */
+static void step_kernel_bench(void) {
+    const char *model = "synthetic:120b:layers=12:seed=0";
+    enum { NL = 12, NS = 8 };
+    step_kernel_set(1);
+    backend *be = make_cuda(model, 4, -1, 512, 2048);
+    CHECK(be != NULL, "cuda backend %s", model);
+    if (!be) {
+        step_kernel_set(-1);
+        return;
+    }
+    unsigned long long *d_st = NULL;
+    CUDA_CHECK(cudaMalloc((void **)&d_st, NL * NS * sizeof *d_st));
+    CUDA_CHECK(cudaMemset(d_st, 0, NL * NS * sizeof *d_st));
+    step_kernel_set_probe(d_st);
+    const int V = cuda_backend_ops.config(be)->vocab;
+    rng_t same;
+    rng_seed(&same, 4321);
+    driver d;
+    drv_init(&d, &cuda_backend_ops, be, 1024, &same);
+    std::vector<tf_seq> seqs = make_seqs({1024}, V, &same, 0);
+    const bool ok = run_schedule(&d, seqs, POL_DECODE, false, 0, &same) == 0;
+    CHECK(ok, "%s: the schedule failed", model);
+    step_kernel_set_probe(NULL);
+    unsigned long long st[NL * NS];
+    CUDA_CHECK(cudaMemcpy(st, d_st, sizeof st, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaFree(d_st));
+    cuda_backend_ops.destroy(be);
+    step_kernel_set(-1);
+    bool ordered = true;
+    for (int i = 1; i < NL * NS; i++) ordered = ordered && st[i] >= st[i - 1] && st[i - 1] > 0;
+    CHECK(ordered, "the probe's stamps are not all written in order");
+    if (!ordered) return;
+    static const char *const name[NS] = {"0: input norm, preloads",
+                                         "1: QKV (+ barrier)",
+                                         "2: attention (+ barrier)",
+                                         "3: O (+ barrier)",
+                                         "4: MLP norm, router (+ barrier)",
+                                         "5: routing, gate_up (+ barrier)",
+                                         "6: down (+ barrier)",
+                                         "the layer"};
+    printf("| phase | mean µs | least | most |\n| --- | ---: | ---: | ---: |\n");
+    for (int i = 0; i < NS; i++) {
+        /* phase i: from stamp i to stamp i + 1 of the layer; the layer: to the next one's start */
+        const bool layer = i == NS - 1;
+        const int n = layer ? NL - 2 : NL - 1;
+        double sum = 0, lo = 1e30, hi = 0;
+        for (int l = 1; l <= n; l++) {
+            const unsigned long long t0 = st[l * NS + (layer ? 0 : i)];
+            const unsigned long long t1 = layer ? st[(l + 1) * NS] : st[l * NS + i + 1];
+            const double u = (double)(t1 - t0) * 1e-3;
+            sum += u, lo = u < lo ? u : lo, hi = u > hi ? u : hi;
+        }
+        printf("| %s | %.1f | %.1f | %.1f |\n", name[i], sum / n, lo, hi);
+    }
+}
+
 static void step_kernel_checks(void) {
     const std::vector<int> lens{40, 200};
     for (const char *model : {"synthetic:20b:layers=3:seed=0", "synthetic:120b:layers=2:seed=0"})
-        for (int graphs : {0, 8}) {
+        for (int graphs : {-1, 8}) {
             int V = 0;
             long n_off = 0, n_on = 0;
             const std::vector<tf_seq> ref = step_run(model, false, graphs, lens, &V, &n_off);
@@ -1642,7 +1703,10 @@ int main(int argc, char **argv) {
     }
     if (gpu_test_flag(argc, argv, "--step-kernel")) {
         remove_dir(dir);
-        step_kernel_checks();
+        if (gpu_test_flag(argc, argv, "--bench"))
+            step_kernel_bench();
+        else
+            step_kernel_checks();
         return check_report("test_cuda_forward --step-kernel");
     }
     if (gpu_test_flag(argc, argv, "--dep")) {

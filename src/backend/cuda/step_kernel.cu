@@ -46,7 +46,20 @@ struct sk_params {
     attn_seqs seqs_full, seqs_swa;
     int L, E, k, I, S;
     float alpha, limit;
+    unsigned long long *stamps; /* the probe (step_kernel_set_probe), or NULL */
 };
+
+enum { SK_STAMPS = 8 }; /* a layer's probe stamps: its start, then the end of phases 0-6 */
+
+/* The probe: block 0's %globaltimer (ns) as it reaches point i of layer l (the end of a phase is
+ * after its grid barrier: when the slowest block is done). */
+static __device__ __forceinline__ void sk_stamp(const sk_params &K, int l, int i) {
+    if (K.stamps && blockIdx.x == 0 && threadIdx.x == 0) {
+        unsigned long long t;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+        K.stamps[l * SK_STAMPS + i] = t;
+    }
+}
 
 static __device__ __forceinline__ void sk_barrier(unsigned *bar) {
     grid_barrier_with(bar, 0, [] { consumers_sync(); });
@@ -140,6 +153,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
             a.sinks = ly->sinks, a.k_cache = ly->k_cache, a.v_cache = ly->v_cache;
             a.nh = l ? K.h : NULL, a.ngain = ly->attn_norm;
         }
+        sk_stamp(K, l, 0);
         consumers_sync();
 
         /* 0: the input row, the epilogues' preloads, phase 2's item */
@@ -153,6 +167,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
         const int slot = early.slot;
         const as_item item = as_item_plan<1>(P, L, early);
         consumers_sync();
+        sk_stamp(K, l, 1);
 
         /* 1: QKV pairs, RoPE, the KV write */
         for (int q = sk_first(nb, warp) - nb; q < n_pairs; q += AS_CWARPS) {
@@ -169,6 +184,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
         }
         as_item_prefetch(P, L, item, as_smem);
         sk_barrier(P.a.bar);
+        sk_stamp(K, l, 2);
         if (tid == 0) mbar_arrive(o_go);
         if (P.a.nh && b == 0) /* every block has read h: its new row (written by this block) */
             for (int i = tid; i < H / 4; i += AS_CWARPS * 32)
@@ -177,6 +193,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
         /* 2: attention */
         as_attention(P, L, item, as_smem);
         sk_barrier(P.a.bar);
+        sk_stamp(K, l, 3);
 
         /* 3: O */
         as_stage_rows(P.a.attn, 1, Q, xs);
@@ -193,6 +210,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
             }
         }
         sk_barrier(P.a.bar);
+        sk_stamp(K, l, 4);
 
         /* 4: the MLP norm (h + o, norm_add_kernel's row in every block), the router's row */
         {
@@ -230,6 +248,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
             }
         }
         sk_barrier(P.a.bar);
+        sk_stamp(K, l, 5);
         if (b == 0) /* every block has read h: h + o */
             for (int i = tid; i < H / 4; i += AS_CWARPS * 32)
                 ((float4 *)K.h)[i] = ((const float4 *)P.a.nscratch)[i];
@@ -260,6 +279,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
             }
         }
         sk_barrier(P.a.bar);
+        sk_stamp(K, l, 6);
 
         /* 6: down, weighted into the slots */
         for (int v = tid; v < K.k * I / 8; v += AS_CWARPS * 32)
@@ -295,6 +315,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
             }
         }
         sk_barrier(P.a.bar);
+        sk_stamp(K, l, 7);
     }
 }
 
@@ -306,6 +327,11 @@ int step_kernel_enabled(void) {
 }
 void step_kernel_set(int on) {
     env_switch_set(&g_on, on, 0, 1);
+}
+
+static unsigned long long *g_stamps;
+void step_kernel_set_probe(unsigned long long *stamps) {
+    g_stamps = stamps;
 }
 
 /* The layout for one token on this device, or 0 when the MoE's staged rows do not fit its room. */
@@ -363,6 +389,7 @@ extern "C" cudaError_t step_kernel_launch(const attn_dims *d, const rope_kv_freq
     K.seqs_full = a->seqs_full, K.seqs_swa = a->seqs_swa;
     K.L = a->L, K.E = a->E, K.k = a->k, K.I = a->I, K.S = a->S;
     K.alpha = a->alpha, K.limit = a->limit;
+    K.stamps = g_stamps;
 
     const int sms = per_device_sm_count();
     if (!per_device_done(&g_setup_done)) {

@@ -78,6 +78,13 @@ typedef struct {
 int step_kernel_enabled(void);
 void step_kernel_set(int on);
 
+/* A measurement probe (test_cuda_forward --step-kernel --bench): with stamps (device, 8 · L
+ * entries) non-NULL, every later launch writes block 0's %globaltimer (ns) at layer l's start
+ * (stamps[8 l]) and as it leaves each of phases 0-6 (stamps[8 l + 1 + i]: the input norm and
+ * preloads; after the grid barriers of QKV, attention, O, the MLP norm + router, gate_up, down).
+ * NULL: off. */
+void step_kernel_set_probe(unsigned long long *stamps);
+
 /* Whether the model's shapes fit: attn_stream's (one token), E ≤ the SM count (a router row a
  * block), k ≤ 8, H and I multiples of 64, the staged rows beside the ring. */
 int step_kernel_supported(const attn_dims *d, const rope_kv_freq *f, int H, int E, int k, int I);
