@@ -239,9 +239,18 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
     const bool fused =
         !b->ar && moe_fused_enabled() && moe_fused_supported(T, b->E, b->K, H, b->I, &p->moe);
 
-    /* Every layer as one persistent kernel (step_kernel.h), when the step is one it takes. */
+    /* Every layer as one persistent kernel (step_kernel.h), when the step is one it takes. Its
+     * down projection is unsplit: k MoE rows a token, so the norms that sum them (its own, each
+     * layer, and the final rows') read half of what the plan's split would have them read. */
     const bool step_kernel = !fused && runner_step_kernel_takes(b, p);
-    if (step_kernel && runner_step_kernel(b, p, s)) return -1;
+    fwd_plan unsplit;
+    if (step_kernel) {
+        unsplit = *p;
+        unsplit.moe.down_splits = 1;
+        unsplit.n_slots = runner_moe_slots(b, &unsplit.moe);
+        p = &unsplit;
+        if (runner_step_kernel(b, p, s)) return -1;
+    }
 
     for (int l = 0; l < (step_kernel ? 0 : b->L); l++) {
         gpu_layer *ly = &g->layers[l];

@@ -47,6 +47,7 @@ struct sk_params {
     int L, E, k, I, S;
     float alpha, limit;
     unsigned long long *stamps; /* the probe (step_kernel_set_probe), or NULL */
+    int o_early; /* GPTOSS_STEP_O_EARLY=1: O's rows do not wait for their layer's QKV barrier */
 };
 
 enum { SK_STAMPS = 8 }; /* a layer's probe stamps: its start, then the end of phases 0-6 */
@@ -70,7 +71,30 @@ static __device__ __forceinline__ int sk_first(int lo, int w) {
     return lo + (w - lo % AS_CWARPS + AS_CWARPS) % AS_CWARPS;
 }
 
-__global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, const as_layout L) {
+/* Asks L2 for the lines of [p, p + bytes) that thread `tid` of `n` covers (128-byte lines). */
+static __device__ __forceinline__ void sk_prefetch_l2(const void *p, size_t bytes, int tid, int n) {
+    const char *c = (const char *)((uintptr_t)p & ~(uintptr_t)127);
+    const char *end = (const char *)p + bytes;
+    for (c += (size_t)tid * 128; c < end; c += (size_t)n * 128)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(c));
+}
+
+/* Layer ly's small model arrays that its first phases read on their dependent chains (the norms'
+ * gains, the biases the epilogues preload, the sinks, the router's bias): asked into L2 during
+ * the layer before, by the consumers of every block, each block its share of the lines (they
+ * leave L2 between steps: 5 GB of weights stream through it). */
+static __device__ void sk_prefetch_layer(const step_layer *ly, int H, int QKV, int E, int tid) {
+    const int n = AS_CWARPS * 32, b = blockIdx.x, G = gridDim.x;
+    if (b == 0) sk_prefetch_l2(ly->attn_norm, (size_t)H * 2, tid, n);
+    if (b == 1 % G) sk_prefetch_l2(ly->mlp_norm, (size_t)H * 2, tid, n);
+    if (b == 2 % G && ly->qkv_b) sk_prefetch_l2(ly->qkv_b, (size_t)QKV * 2, tid, n);
+    if (b == 3 % G && ly->o_b) sk_prefetch_l2(ly->o_b, (size_t)H * 2, tid, n);
+    if (b == 4 % G) sk_prefetch_l2(ly->sinks, (size_t)QKV / 64 * 4, tid, n);
+    if (b == 5 % G && ly->router_b) sk_prefetch_l2(ly->router_b, (size_t)E * 2, tid, n);
+}
+
+template <int U>
+__global__ void __maxnreg__(224) step_kernel(const sk_params K, const as_layout L) {
     extern __shared__ __align__(128) unsigned char as_smem[];
     __shared__ as_params sP; /* the layer's: the base with its per-layer fields */
     __shared__ int s_e[SK_MAX_K];
@@ -105,7 +129,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
             const step_layer *ly = K.layers + l;
             const uint16_t *qkv_w = ly->qkv_w, *o_w = ly->o_w, *rw = ly->router_w;
             for (int q = 0; q < C; q++, n++) {
-                if (q == n_pairs) mbar_wait_or_trap(o_go, l & 1);
+                if (q == n_pairs && !K.o_early) mbar_wait_or_trap(o_go, l & 1);
                 const int s = n % S;
                 if (n >= S) mbar_wait_or_trap(&empty[s], (n / S - 1) & 1);
                 unsigned char *dst = ring + (size_t)s * L.stage_bytes;
@@ -270,9 +294,9 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
                 step_tile_at(wq, ws, e, rt, RT1, 0, KK1, &qp, &sp);
                 float acc[4];
                 if (folded)
-                    step_tile<true>(qp, sp, KK1, xa, acc);
+                    step_tile<U, true>(qp, sp, KK1, xa, acc);
                 else
-                    step_tile<false>(qp, sp, KK1, xa, acc);
+                    step_tile<U, false>(qp, sp, KK1, xa, acc);
                 if (t4 == 0)
                     K.act[(size_t)i * I + o] =
                         f32_to_bf16_bits(swiglu(acc[0] + bg, acc[2] + bu, K.alpha, K.limit));
@@ -282,6 +306,9 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
         sk_stamp(K, l, 6);
 
         /* 6: down, weighted into the slots */
+        if (l + 1 < K.L)
+            sk_prefetch_layer(ly + 1, H, (K.base.n_heads + 2 * K.base.n_kv_heads) * AS_HD, K.E,
+                              tid);
         for (int v = tid; v < K.k * I / 8; v += AS_CWARPS * 32)
             ((uint4 *)acts)[v] = __ldcg((const uint4 *)K.act + v);
         consumers_sync();
@@ -304,9 +331,9 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
                     smem_u32(acts + (size_t)i * I) + (uint32_t)(kk0 * 128 + 16 * t4);
                 float acc[4];
                 if (folded)
-                    step_tile<true>(qp, sp, nk, xa, acc);
+                    step_tile<U, true>(qp, sp, nk, xa, acc);
                 else
-                    step_tile<false>(qp, sp, nk, xa, acc);
+                    step_tile<U, false>(qp, sp, nk, xa, acc);
                 if (t4 == 0) {
                     float *yrow = K.y_slots + (size_t)(i * K.S + s) * H;
                     yrow[row] = wgt * (acc[0] + ba);
@@ -328,6 +355,23 @@ int step_kernel_enabled(void) {
 void step_kernel_set(int on) {
     env_switch_set(&g_on, on, 0, 1);
 }
+
+/* GPTOSS_STEP_MOE_U: k steps a register batch of the expert tiles (6, the small kernel's, by
+ * default; 9 or 12: more bytes in flight a warp). */
+static int g_moe_u = -1;
+static int sk_moe_u(void) {
+    const int u = env_switch(&g_moe_u, "GPTOSS_STEP_MOE_U", 6, 6, 12);
+    return u >= 12 ? 12 : u >= 9 ? 9 : 6;
+}
+
+typedef void (*sk_kernel)(sk_params, as_layout);
+static sk_kernel sk_kernel_for(int u) {
+    return u == 12 ? step_kernel<12> : u == 9 ? step_kernel<9> : step_kernel<6>;
+}
+
+/* GPTOSS_STEP_O_EARLY=1 (a measurement): O's rows stream as soon as stages free, not after their
+ * layer's QKV barrier (attn_stream's rule, sessions 22-23, measured there for one layer). */
+static int g_o_early = -1;
 
 static unsigned long long *g_stamps;
 void step_kernel_set_probe(unsigned long long *stamps) {
@@ -390,20 +434,23 @@ extern "C" cudaError_t step_kernel_launch(const attn_dims *d, const rope_kv_freq
     K.L = a->L, K.E = a->E, K.k = a->k, K.I = a->I, K.S = a->S;
     K.alpha = a->alpha, K.limit = a->limit;
     K.stamps = g_stamps;
+    K.o_early = env_switch(&g_o_early, "GPTOSS_STEP_O_EARLY", 0, 0, 1);
 
     const int sms = per_device_sm_count();
     if (!per_device_done(&g_setup_done)) {
-        CUDA_TRY(cudaFuncSetAttribute((const void *)step_kernel,
-                                      cudaFuncAttributeMaxDynamicSharedMemorySize, AS_MAX_SMEM));
-        int per = 0;
-        CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, (const void *)step_kernel,
-                                                               AS_THREADS, smem));
-        if (per < 1) return cudaErrorInvalidConfiguration;
+        for (int u : {6, 9, 12}) {
+            const void *k = (const void *)sk_kernel_for(u);
+            CUDA_TRY(
+                cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, AS_MAX_SMEM));
+            int per = 0;
+            CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, k, AS_THREADS, smem));
+            if (per < 1) return cudaErrorInvalidConfiguration;
+        }
         per_device_mark(&g_setup_done);
     }
     cudaLaunchAttribute attr;
     const cudaLaunchConfig_t cfg =
         cooperative_config((unsigned)sms, AS_THREADS, smem, stream, &attr, 1);
-    CUDA_TRY(cudaLaunchKernelEx(&cfg, step_kernel, K, L));
+    CUDA_TRY(cudaLaunchKernelEx(&cfg, sk_kernel_for(sk_moe_u()), K, L));
     return cudaGetLastError();
 }

@@ -12,13 +12,12 @@
 #include "backend/cuda/moe_kernel_common.cuh"
 #include "backend/cuda/moe_small.cuh"
 
-enum { SM_U = small_cfg<1>::U }; /* k steps a register batch: the small kernel's */
-
 /* acc = tile · token over k steps [0, nk) of the tile at qp / sp (this lane's codes and scale word of
  * the range's first k step: moe_small.cuh's small_begin), the token fragment at the shared address
  * xa (k step 0 of the range, this lane's 16 bytes). Two register batches in flight, as small_run's
- * steady loop, then the bounded batches. */
-template <bool FOLDED>
+ * steady loop, then the bounded batches. SM_U: k steps a register batch (the small kernel's 6; with
+ * one block an SM there are registers for more bytes in flight a warp). */
+template <int SM_U, bool FOLDED>
 static __device__ __forceinline__ void step_tile(const uint4 *qp, const uint32_t *sp, int nk,
                                                  uint32_t xa, float acc[4]) {
     acc[0] = acc[1] = acc[2] = acc[3] = 0.0f;
