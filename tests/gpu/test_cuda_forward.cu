@@ -51,9 +51,9 @@
  *       layers, 32 experts) and synthetic:120b:layers=2 (128 experts), two sequences of 40 and 200
  *       tokens one at a time (a 10-token prefill, then one token a step: past the 128-token window),
  *       eager and through the CUDA graphs. The kernel must have run (the backend's count of its
- *       launches), the logits within relL2 1e-3 of the loop's (the same phases and tiles; only the
- *       router's dot order and the MLP norm's rounding path differ), top-1 equal on >= 99% of the
- *       clear positions. --step-kernel runs only it; --step-kernel --bench instead times the
+ *       launches), the logits within relL2 1e-3 of the loop's (the same phases and arithmetic;
+ *       only the experts' sums are rounded apart: a tile's chunks summed apart, down unsplit),
+ *       top-1 equal on >= 99% of the clear positions. --step-kernel runs only it; --step-kernel --bench instead times the
  *       kernel's phases (step_kernel_set_probe) in a decode step of synthetic:120b:layers=12 at a
  *       1k context, one row a phase (the mean over layers 1-11: block 0's clock). With GPTOSS_STEP_KERNEL=1 in the environment
  *       every other check runs on the kernel too (wherever a step is one it takes).

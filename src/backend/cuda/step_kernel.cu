@@ -3,9 +3,12 @@
  *
  * One block an SM: eight consumer warps and a producer warp whose lane 0 keeps the ring of
  * attn_stream's layout (attn_stream_phases.cuh) full. The producer walks, for every layer in
- * order, the block's QKV row pairs, its O rows and (blocks b < E) router row b; it waits only for a
- * free stage and, before a layer's first O row, for that layer's QKV barrier (o_go: attn_stream
- * says why). Stage n of the block (counted over the whole step) goes to consumer warp n % 8.
+ * order, the block's QKV row pairs, its O rows, (blocks b < E) router row b, and then its share of
+ * the selected experts' gate_up and down tiles in chunks (step_moe.cuh); it waits only for a free
+ * stage, before a layer's first O row for that layer's QKV barrier (o_go: attn_stream says why),
+ * and before its first expert chunk for the routing (route_go). So the next layer's QKV rows
+ * stream while this layer's down chunks are multiplied and its norm runs, and down's chunks while
+ * gate_up's are. Stage n of the block (counted over the whole step) goes to consumer warp n % 8.
  *
  * The consumers, per layer (a grid barrier after each numbered phase):
  *   0. the layer's per-layer fields into the shared as_params; the attention norm (layers after
@@ -16,11 +19,11 @@
  *   3. O with its bias;
  *   4. the MLP norm (h + o, replayed in every block) into the router's fp32 input and the experts'
  *      bf16 input, and router row b (block b < E) into the logits; (then block 0 writes h + o)
- *   5. the routing in every block (topk_warp on the logits: no last-block chain), then gate_up:
- *      global warp j takes tiles j, j + 8G, … of the k touched experts (step_moe.cuh), SwiGLU into
- *      the activations;
- *   6. the activations staged, then down: (tile, K split) items the same way, weighted rows into
- *      the slots.
+ *   5. the routing in every block (topk_warp on the logits: no last-block chain), which releases
+ *      the producer's expert chunks, the block's tiles' biases, then gate_up's chunks, SwiGLU into
+ *      the activations by the warp that completes a tile;
+ *   6. the activations staged, then down's chunks, each tile's weighted rows into its expert's
+ *      slot (unsplit: k MoE rows).
  * Rows that other blocks wrote in this kernel are read through L2 (__ldcg, cp.async, the CG forms
  * of the norm replays): the same addresses are written again every layer. */
 #include "backend/cuda/attn_stream_phases.cuh"
@@ -48,6 +51,7 @@ struct sk_params {
     float alpha, limit;
     unsigned long long *stamps; /* the probe (step_kernel_set_probe), or NULL */
     int o_early; /* GPTOSS_STEP_O_EARLY=1: O's rows do not wait for their layer's QKV barrier */
+    int kc;      /* k steps an expert chunk (a ring stage) */
 };
 
 enum { SK_STAMPS = 8 }; /* a layer's probe stamps: its start, then the end of phases 0-6 */
@@ -93,30 +97,41 @@ static __device__ void sk_prefetch_layer(const step_layer *ly, int H, int QKV, i
     if (b == 5 % G && ly->router_b) sk_prefetch_l2(ly->router_b, (size_t)E * 2, tid, n);
 }
 
-template <int U>
-__global__ void __maxnreg__(224) step_kernel(const sk_params K, const as_layout L) {
+__global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, const as_layout L) {
     extern __shared__ __align__(128) unsigned char as_smem[];
     __shared__ as_params sP; /* the layer's: the base with its per-layer fields */
     __shared__ int s_e[SK_MAX_K];
     __shared__ float s_w[SK_MAX_K], s_red[32];
+    __shared__ sk_partials s_part;
+    __shared__ float s_bias[2]
+                           [SK_MAX_TILES * 16]; /* the block's tiles' biases: gate_up's, down's */
     unsigned char *ring = as_smem;
     float *xs = (float *)(as_smem + L.xs_off);
     const int S = L.stages;
     uint64_t *full = (uint64_t *)(as_smem + L.bar_off), *empty = full + S;
     uint64_t *o_go = full + 2 * AS_MAX_STAGES; /* a layer's phase 1 is done over the grid */
+    uint64_t *route_go = o_go + 1;             /* a layer's experts are known (s_e) */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, tid = threadIdx.x;
     const int H = K.base.a.H, Q = K.base.n_heads * AS_HD, G = gridDim.x, b = blockIdx.x;
     int p0, r0;
     const int n_pairs = asp_share(b, G, (K.base.n_heads + 2 * K.base.n_kv_heads) * AS_HALF, &p0);
     const int n_rows = asp_share(b, G, H, &r0);
     const int n_router = b < K.E ? 1 : 0;
-    const int C = n_pairs + n_rows + n_router; /* the block's stages a layer */
+    /* the experts: the block's share of the k · RT tiles of each matrix, kc k steps a chunk */
+    const int I = K.I, RT1 = 2 * I / 16, KK1 = H / 64, RT2 = H / 16, KK2 = I / 64, kc = K.kc;
+    const int nc1 = (KK1 + kc - 1) / kc, nc2 = (KK2 + kc - 1) / kc;
+    int gt0, dt0;
+    const int n_gt = asp_share(b, G, K.k * RT1, &gt0), n_dt = asp_share(b, G, K.k * RT2, &dt0);
+    /* the block's stages a layer: QKV pairs, O rows, its router row, gate_up's chunks, down's */
+    const int q_o = n_pairs, q_r = q_o + n_rows, q_g = q_r + n_router, q_d = q_g + n_gt * nc1;
+    const int C = q_d + n_dt * nc2;
     const int qkv_row_bytes = H * 2, o_row_bytes = Q * 2;
     if (tid == 0) {
         for (int s = 0; s < S; s++) mbar_init(&full[s], 1), mbar_init(&empty[s], 1);
-        mbar_init(o_go, 1);
+        mbar_init(o_go, 1), mbar_init(route_go, 1);
         mbar_init_fence();
     }
+    if (tid < SK_MAX_TILES) s_part.count[tid] = 0;
     for (int i = tid; i < (int)(sizeof(as_params) / 4); i += AS_THREADS)
         ((int *)&sP)[i] = ((const int *)&K.base)[i];
     __syncthreads();
@@ -128,26 +143,45 @@ __global__ void __maxnreg__(224) step_kernel(const sk_params K, const as_layout 
         for (int l = 0; l < K.L; l++) {
             const step_layer *ly = K.layers + l;
             const uint16_t *qkv_w = ly->qkv_w, *o_w = ly->o_w, *rw = ly->router_w;
+            int e_sel[SK_MAX_K];
             for (int q = 0; q < C; q++, n++) {
-                if (q == n_pairs && !K.o_early) mbar_wait_or_trap(o_go, l & 1);
+                if (q == q_o && !K.o_early) mbar_wait_or_trap(o_go, l & 1);
+                if (q == q_g) { /* the routing: the experts whose tiles follow */
+                    mbar_wait_or_trap(route_go, l & 1);
+#pragma unroll
+                    for (int i = 0; i < SK_MAX_K; i++) e_sel[i] = i < K.k ? s_e[i] : 0;
+                }
                 const int s = n % S;
                 if (n >= S) mbar_wait_or_trap(&empty[s], (n / S - 1) & 1);
                 unsigned char *dst = ring + (size_t)s * L.stage_bytes;
-                if (q < n_pairs) {
+                if (q < q_o) {
                     const int p = p0 + q, hh = p / AS_HALF, i = p % AS_HALF;
                     const uint16_t *w1 = qkv_w + (size_t)(hh * AS_HD + i) * H;
                     mbar_arrive_expect_tx(&full[s], (uint32_t)(2 * qkv_row_bytes));
                     bulk_copy_g2s_hint(dst, w1, (uint32_t)qkv_row_bytes, &full[s], once);
                     bulk_copy_g2s_hint(dst + qkv_row_bytes, w1 + (size_t)AS_HALF * H,
                                        (uint32_t)qkv_row_bytes, &full[s], once);
-                } else if (q < n_pairs + n_rows) {
+                } else if (q < q_r) {
                     mbar_arrive_expect_tx(&full[s], (uint32_t)o_row_bytes);
-                    bulk_copy_g2s_hint(dst, o_w + (size_t)(r0 + q - n_pairs) * Q,
-                                       (uint32_t)o_row_bytes, &full[s], once);
-                } else {
+                    bulk_copy_g2s_hint(dst, o_w + (size_t)(r0 + q - q_o) * Q, (uint32_t)o_row_bytes,
+                                       &full[s], once);
+                } else if (q < q_g) {
                     mbar_arrive_expect_tx(&full[s], (uint32_t)qkv_row_bytes);
                     bulk_copy_g2s_hint(dst, rw + (size_t)b * H, (uint32_t)qkv_row_bytes, &full[s],
                                        once);
+                } else { /* an expert chunk: its codes, then its scale words */
+                    const bool up = q < q_d;
+                    const int nc = up ? nc1 : nc2, KK = up ? KK1 : KK2, RT = up ? RT1 : RT2;
+                    const int lt = (q - (up ? q_g : q_d)) / nc, c = (q - (up ? q_g : q_d)) % nc;
+                    const int j = (up ? gt0 : dt0) + lt, i = j / RT, rt = j - i * RT;
+                    const int kk0 = c * kc, nk = min(kc, KK - kk0);
+                    const size_t tile_kk = ((size_t)e_sel[i] * RT + rt) * KK + kk0;
+                    const uint8_t *wq = up ? ly->w1_q : ly->w2_q, *ws = up ? ly->w1_s : ly->w2_s;
+                    mbar_arrive_expect_tx(&full[s], (uint32_t)(nk * SK_CHUNK_STEP_BYTES));
+                    bulk_copy_g2s_hint(dst, wq + tile_kk * 512, (uint32_t)(nk * 512), &full[s],
+                                       once);
+                    bulk_copy_g2s_hint(dst + nk * 512, ws + tile_kk * 32, (uint32_t)(nk * 32),
+                                       &full[s], once);
                 }
             }
         }
@@ -163,8 +197,7 @@ __global__ void __maxnreg__(224) step_kernel(const sk_params K, const as_layout 
      * token's bf16 row past the router's fp32 one, then the k activation rows */
     uint16_t *ys = (uint16_t *)((unsigned char *)xs + ((size_t)H * 4 + 127) / 128 * 128);
     uint16_t *acts = (uint16_t *)xs;
-    const int NW = G * AS_CWARPS, gw = warp * G + b, t4 = lane & 3, g8 = lane >> 2;
-    const int I = K.I, RT1 = 2 * I / 16, KK1 = H / 64, RT2 = H / 16, KK2 = I / 64;
+    const int t4 = lane & 3, g8 = lane >> 2;
 
     for (int l = 0; l < K.L; l++) {
         const step_layer *ly = K.layers + l;
@@ -277,35 +310,48 @@ __global__ void __maxnreg__(224) step_kernel(const sk_params K, const as_layout 
             for (int i = tid; i < H / 4; i += AS_CWARPS * 32)
                 ((float4 *)K.h)[i] = ((const float4 *)P.a.nscratch)[i];
 
-        /* 5: the routing, then gate_up with SwiGLU */
+        /* 5: the routing (the producer then streams the experts' chunks), the tiles' biases, then
+         * gate_up with SwiGLU */
         if (warp == 0) topk_warp<true>(K.logits, NULL, ly->router_b, K.E, K.k, lane, s_e, s_w);
         consumers_sync();
+        if (tid == 0) mbar_arrive(route_go);
+        for (int v = tid; v < (n_gt + n_dt) * 16; v += AS_CWARPS * 32) {
+            const bool up = v < n_gt * 16;
+            const int w = up ? v : v - n_gt * 16, lt = w / 16, r = w % 16;
+            const int j = (up ? gt0 : dt0) + lt, RT = up ? RT1 : RT2, i = j / RT, rt = j - i * RT;
+            /* gate_up: tile row r < 8 is output rt·8 + r's gate, r ≥ 8 its up (moe.h's ρ) */
+            const size_t at = up ? (size_t)s_e[i] * 2 * I + 2 * (rt * 8 + (r & 7)) + (r >> 3)
+                                 : (size_t)s_e[i] * H + rt * 16 + r;
+            s_bias[up ? 0 : 1][w] = bf16_bits_to_f32((up ? ly->b1 : ly->b2)[at]);
+        }
+        consumers_sync();
         {
-            const uint8_t *wq = ly->w1_q, *ws = ly->w1_s;
-            const uint16_t *b1 = ly->b1;
             const bool folded = ly->w1_folded != 0;
             const uint32_t xa = smem_u32(ys) + 16 * t4;
-            for (int j = gw; j < K.k * RT1; j += NW) {
-                const int i = j / RT1, rt = j - i * RT1, e = s_e[i], o = rt * 8 + g8;
-                const float bg = bf16_bits_to_f32(b1[(size_t)e * 2 * I + 2 * o]);
-                const float bu = bf16_bits_to_f32(b1[(size_t)e * 2 * I + 2 * o + 1]);
-                const uint4 *qp;
-                const uint32_t *sp;
-                step_tile_at(wq, ws, e, rt, RT1, 0, KK1, &qp, &sp);
-                float acc[4];
+            for (int q = sk_first(nb + q_g, warp) - nb; q < q_d; q += AS_CWARPS) {
+                const int n = nb + q, s = n % S, lt = (q - q_g) / nc1, c = (q - q_g) % nc1;
+                const int kk0 = c * kc, nk = min(kc, KK1 - kk0);
+                mbar_wait_or_trap(&full[s], (n / S) & 1);
+                const uint32_t st = smem_u32(ring + (size_t)s * L.stage_bytes);
+                float acc[4], out[2];
                 if (folded)
-                    step_tile<U, true>(qp, sp, KK1, xa, acc);
+                    sk_chunk<true>(st, nk, xa + (uint32_t)kk0 * 128, acc);
                 else
-                    step_tile<U, false>(qp, sp, KK1, xa, acc);
-                if (t4 == 0)
-                    K.act[(size_t)i * I + o] =
-                        f32_to_bf16_bits(swiglu(acc[0] + bg, acc[2] + bu, K.alpha, K.limit));
+                    sk_chunk<false>(st, nk, xa + (uint32_t)kk0 * 128, acc);
+                __syncwarp();
+                if (lane == 0) mbar_arrive(&empty[s]);
+                if (sk_tile_meet(&s_part, lt, c, nc1, acc, out) && t4 == 0) {
+                    const int j = gt0 + lt, i = j / RT1, o = (j - i * RT1) * 8 + g8;
+                    K.act[(size_t)i * I + o] = f32_to_bf16_bits(
+                        swiglu(out[0] + s_bias[0][lt * 16 + g8],
+                               out[1] + s_bias[0][lt * 16 + 8 + g8], K.alpha, K.limit));
+                }
             }
         }
         sk_barrier(P.a.bar);
         sk_stamp(K, l, 6);
 
-        /* 6: down, weighted into the slots */
+        /* 6: down, weighted into the slots (one a selected expert: unsplit) */
         if (l + 1 < K.L)
             sk_prefetch_layer(ly + 1, H, (K.base.n_heads + 2 * K.base.n_kv_heads) * AS_HD, K.E,
                               tid);
@@ -313,31 +359,27 @@ __global__ void __maxnreg__(224) step_kernel(const sk_params K, const as_layout 
             ((uint4 *)acts)[v] = __ldcg((const uint4 *)K.act + v);
         consumers_sync();
         {
-            const uint8_t *wq = ly->w2_q, *ws = ly->w2_s;
-            const uint16_t *b2 = ly->b2;
             const bool folded = ly->w2_folded != 0;
-            const int per = RT2 * K.S;
-            for (int j = gw; j < K.k * per; j += NW) {
-                const int i = j / per, rem = j - i * per, rt = rem / K.S, s = rem - rt * K.S;
-                const int kk0 = s * KK2 / K.S, nk = (s + 1) * KK2 / K.S - kk0;
-                const int e = s_e[i], row = rt * 16 + g8;
-                const float wgt = s_w[i];
-                const float ba = s == 0 ? bf16_bits_to_f32(b2[(size_t)e * H + row]) : 0.0f;
-                const float bb = s == 0 ? bf16_bits_to_f32(b2[(size_t)e * H + row + 8]) : 0.0f;
-                const uint4 *qp;
-                const uint32_t *sp;
-                step_tile_at(wq, ws, e, rt, RT2, kk0, KK2, &qp, &sp);
+            for (int q = sk_first(nb + q_d, warp) - nb; q < C; q += AS_CWARPS) {
+                const int n = nb + q, s = n % S, lt = (q - q_d) / nc2, c = (q - q_d) % nc2;
+                const int kk0 = c * kc, nk = min(kc, KK2 - kk0);
+                const int j = dt0 + lt, i = j / RT2, row = (j - i * RT2) * 16 + g8;
+                mbar_wait_or_trap(&full[s], (n / S) & 1);
+                const uint32_t st = smem_u32(ring + (size_t)s * L.stage_bytes);
                 const uint32_t xa =
                     smem_u32(acts + (size_t)i * I) + (uint32_t)(kk0 * 128 + 16 * t4);
-                float acc[4];
+                float acc[4], out[2];
                 if (folded)
-                    step_tile<U, true>(qp, sp, nk, xa, acc);
+                    sk_chunk<true>(st, nk, xa, acc);
                 else
-                    step_tile<U, false>(qp, sp, nk, xa, acc);
-                if (t4 == 0) {
-                    float *yrow = K.y_slots + (size_t)(i * K.S + s) * H;
-                    yrow[row] = wgt * (acc[0] + ba);
-                    yrow[row + 8] = wgt * (acc[2] + bb);
+                    sk_chunk<false>(st, nk, xa, acc);
+                __syncwarp();
+                if (lane == 0) mbar_arrive(&empty[s]);
+                if (sk_tile_meet(&s_part, lt, c, nc2, acc, out) && t4 == 0) {
+                    const float wgt = s_w[i];
+                    float *yrow = K.y_slots + (size_t)i * H;
+                    yrow[row] = wgt * (out[0] + s_bias[1][lt * 16 + g8]);
+                    yrow[row + 8] = wgt * (out[1] + s_bias[1][lt * 16 + 8 + g8]);
                 }
             }
         }
@@ -356,19 +398,6 @@ void step_kernel_set(int on) {
     env_switch_set(&g_on, on, 0, 1);
 }
 
-/* GPTOSS_STEP_MOE_U: k steps a register batch of the expert tiles (6, the small kernel's, by
- * default; 9 or 12: more bytes in flight a warp). */
-static int g_moe_u = -1;
-static int sk_moe_u(void) {
-    const int u = env_switch(&g_moe_u, "GPTOSS_STEP_MOE_U", 6, 6, 12);
-    return u >= 12 ? 12 : u >= 9 ? 9 : 6;
-}
-
-typedef void (*sk_kernel)(sk_params, as_layout);
-static sk_kernel sk_kernel_for(int u) {
-    return u == 12 ? step_kernel<12> : u == 9 ? step_kernel<9> : step_kernel<6>;
-}
-
 /* GPTOSS_STEP_O_EARLY=1 (a measurement): O's rows stream as soon as stages free, not after their
  * layer's QKV barrier (attn_stream's rule, sessions 22-23, measured there for one layer). */
 static int g_o_early = -1;
@@ -378,21 +407,29 @@ void step_kernel_set_probe(unsigned long long *stamps) {
     g_stamps = stamps;
 }
 
-/* The layout for one token on this device, or 0 when the MoE's staged rows do not fit its room. */
-static size_t sk_layout(const attn_dims *d, int H, int k, int I, as_layout *L) {
+/* The layout for one token on this device, or 0 when the MoE's staged rows do not fit its room;
+ * *kc: the k steps of an expert chunk (as many as a stage holds, evened out over a tile). */
+static size_t sk_layout(const attn_dims *d, int H, int k, int I, as_layout *L, int *kc) {
     size_t xs = 0;
     const size_t smem = as_plan_layout(d, 1, H, per_device_sm_count(), L, &xs);
     const size_t ys_end = ((size_t)H * 4 + 127) / 128 * 128 + (size_t)H * 2;
     if (!smem || ys_end > xs || (size_t)k * I * 2 > xs) return 0;
-    return smem;
+    const int kk = (H > I ? H : I) / 64, kc_max = L->stage_bytes / SK_CHUNK_STEP_BYTES;
+    if (kc_max < 1) return 0;
+    const int nc = (kk + kc_max - 1) / kc_max;
+    *kc = (kk + nc - 1) / nc;
+    return nc <= SK_MAX_CHUNKS ? smem : 0;
 }
 
 extern "C" int step_kernel_supported(const attn_dims *d, const rope_kv_freq *f, int H, int E, int k,
                                      int I) {
     as_layout L;
-    return attn_stream_supported(d, f, 1, 1, H) && E >= 1 && E <= per_device_sm_count() &&
-           E <= 256 && k >= 1 && k <= SK_MAX_K && k <= E && H % 64 == 0 && I % 64 == 0 &&
-           H / 8 <= 2 * AS_CWARPS * 32 && sk_layout(d, H, k, I, &L) > 0;
+    int kc;
+    const int G = per_device_sm_count();
+    return attn_stream_supported(d, f, 1, 1, H) && E >= 1 && E <= G && E <= 256 && k >= 1 &&
+           k <= SK_MAX_K && k <= E && H % 64 == 0 && I % 64 == 0 && H / 8 <= 2 * AS_CWARPS * 32 &&
+           (k * (2 * I / 16) + G - 1) / G <= SK_MAX_TILES &&
+           (k * (H / 16) + G - 1) / G <= SK_MAX_TILES && sk_layout(d, H, k, I, &L, &kc) > 0;
 }
 
 static unsigned long long g_setup_done;
@@ -400,17 +437,17 @@ static unsigned long long g_setup_done;
 extern "C" cudaError_t step_kernel_launch(const attn_dims *d, const rope_kv_freq *f,
                                           const step_kernel_args *a, cudaStream_t stream) {
     if (!step_kernel_supported(d, f, a->H, a->E, a->k, a->I) || a->L < 1 || !a->layers ||
-        a->S < 1 || a->S > a->I / 64 || !a->positions || !a->slots_full || !a->slots_swa || !a->x ||
-        !a->h || !a->scratch || !a->y_slots || !a->logits || !a->act || !a->q || !a->attn ||
-        !a->o || !a->part || !a->bar || !a->counters ||
-        a->part_bytes < attn_stream_workspace_bytes(d, 1) ||
+        a->S != 1 || !a->positions || !a->slots_full || !a->slots_swa || !a->x || !a->h ||
+        !a->scratch || !a->y_slots || !a->logits || !a->act || !a->q || !a->attn || !a->o ||
+        !a->part || !a->bar || !a->counters || a->part_bytes < attn_stream_workspace_bytes(d, 1) ||
         (((uintptr_t)a->x | (uintptr_t)a->x_lo | (uintptr_t)a->h | (uintptr_t)a->scratch |
           (uintptr_t)a->y_slots | (uintptr_t)a->act | (uintptr_t)a->q | (uintptr_t)a->attn |
           (uintptr_t)a->part) &
          15))
         return cudaErrorInvalidValue;
     as_layout L;
-    const size_t smem = sk_layout(d, a->H, a->k, a->I, &L);
+    int kc = 0;
+    const size_t smem = sk_layout(d, a->H, a->k, a->I, &L, &kc);
     if (!smem) return cudaErrorInvalidValue;
 
     sk_params K;
@@ -435,22 +472,20 @@ extern "C" cudaError_t step_kernel_launch(const attn_dims *d, const rope_kv_freq
     K.alpha = a->alpha, K.limit = a->limit;
     K.stamps = g_stamps;
     K.o_early = env_switch(&g_o_early, "GPTOSS_STEP_O_EARLY", 0, 0, 1);
+    K.kc = kc;
 
     const int sms = per_device_sm_count();
     if (!per_device_done(&g_setup_done)) {
-        for (int u : {6, 9, 12}) {
-            const void *k = (const void *)sk_kernel_for(u);
-            CUDA_TRY(
-                cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, AS_MAX_SMEM));
-            int per = 0;
-            CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, k, AS_THREADS, smem));
-            if (per < 1) return cudaErrorInvalidConfiguration;
-        }
+        const void *k = (const void *)step_kernel;
+        CUDA_TRY(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, AS_MAX_SMEM));
+        int per = 0;
+        CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, k, AS_THREADS, smem));
+        if (per < 1) return cudaErrorInvalidConfiguration;
         per_device_mark(&g_setup_done);
     }
     cudaLaunchAttribute attr;
     const cudaLaunchConfig_t cfg =
         cooperative_config((unsigned)sms, AS_THREADS, smem, stream, &attr, 1);
-    CUDA_TRY(cudaLaunchKernelEx(&cfg, sk_kernel_for(sk_moe_u()), K, L));
+    CUDA_TRY(cudaLaunchKernelEx(&cfg, step_kernel, K, L));
     return cudaGetLastError();
 }

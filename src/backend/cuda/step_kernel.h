@@ -4,8 +4,9 @@
  *   the attention norm (h + the previous layer's MoE rows; the first layer's input comes from
  *   norm_embed_split), QKV + RoPE + KV write, attention, O (attn_stream_phases.cuh's phases, the
  *   same device code); the MLP norm (h + o) and the router's rows; the routing, made in every
- *   block from the logits; gate_up with SwiGLU and down with its bias and routing weight (the
- *   small MoE kernel's k loop, a warp a 16-row tile, one token);
+ *   block from the logits; gate_up with SwiGLU and down with its bias and routing weight, their
+ *   tiles streamed through the same ring in chunks once the routing is known (step_moe.cuh: the
+ *   small MoE kernel's dequantisation and MMAs, one token);
  * with a grid barrier between the phases instead of a kernel boundary.
  *
  * Why (bench/NOTES.md, sessions 24-28): at batch 1 a layer spends ~70 µs (H100) for 108 MB of
@@ -16,9 +17,9 @@
  * rows, for its layer's QKV barrier), so the next layer's QKV rows stream into the ring while this
  * layer's router, routing and experts run.
  *
- * Not the same bits as the layer loop: the router's dot products run in attn_stream's order (the
- * experts it picks are the same unless two logits tie within rounding). The MoE tiles are the small
- * kernel's arithmetic, the attention phases attn_stream's.
+ * Not the same bits as the layer loop: a tile's chunks are summed apart and then added (the small
+ * kernel accumulates the whole k range), and down is unsplit (one MoE row an expert). The
+ * attention phases and the router are the loop's bits.
  *
  * Plain C header; device pointers; bf16 values as uint16_t bit patterns. */
 #ifndef GPTOSS_BACKEND_CUDA_STEP_KERNEL_H
@@ -49,7 +50,7 @@ typedef struct {
 
 typedef struct {
     int L, H, E, k, I;
-    int S; /* down's K splits: y_slots holds k · S rows (the runner's moe_plan) */
+    int S; /* down's K splits: 1 (the kernel's down is unsplit: y_slots holds k rows) */
     float alpha, limit, eps, scale;
     const step_layer *layers; /* device [L] */
     /* the step (one token of one sequence): its position, its slot in each pool, the sequence as
@@ -86,7 +87,8 @@ void step_kernel_set(int on);
 void step_kernel_set_probe(unsigned long long *stamps);
 
 /* Whether the model's shapes fit: attn_stream's (one token), E ≤ the SM count (a router row a
- * block), k ≤ 8, H and I multiples of 64, the staged rows beside the ring. */
+ * block), k ≤ 8, H and I multiples of 64, the staged rows beside the ring, at most 16 tiles of
+ * each expert matrix a block and 4 chunks a tile. */
 int step_kernel_supported(const attn_dims *d, const rope_kv_freq *f, int H, int E, int k, int I);
 
 /* One cooperative launch on stream (every SM: nothing else of the step beside it).
