@@ -475,9 +475,19 @@ extern "C" cudaError_t step_kernel_launch(const attn_dims *d, const rope_kv_freq
     K.kc = kc;
 
     const int sms = per_device_sm_count();
+    /* Once per device: the shared-memory opt-in (what the card allows a block beside the
+     * kernel's static shared memory: the partial sums, the tiles' biases) and that one block an
+     * SM fits. */
     if (!per_device_done(&g_setup_done)) {
         const void *k = (const void *)step_kernel;
-        CUDA_TRY(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, AS_MAX_SMEM));
+        cudaFuncAttributes fa;
+        int dev = 0, optin = 0;
+        CUDA_TRY(cudaFuncGetAttributes(&fa, k));
+        CUDA_TRY(cudaGetDevice(&dev));
+        CUDA_TRY(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+        const int dyn = optin - (int)fa.sharedSizeBytes;
+        if (dyn < (int)smem) return cudaErrorInvalidConfiguration;
+        CUDA_TRY(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, dyn));
         int per = 0;
         CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, k, AS_THREADS, smem));
         if (per < 1) return cudaErrorInvalidConfiguration;
