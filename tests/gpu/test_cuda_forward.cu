@@ -51,9 +51,11 @@
  *       layers, 32 experts) and synthetic:120b:layers=2 (128 experts), two sequences of 40 and 200
  *       tokens one at a time (a 10-token prefill, then one token a step: past the 128-token window),
  *       eager and through the CUDA graphs. The kernel must have run (the backend's count of its
- *       launches), the logits within relL2 1e-3 of the loop's (the same phases and arithmetic;
- *       only the experts' sums are rounded apart: a tile's chunks summed apart, down unsplit),
- *       top-1 equal on >= 99% of the clear positions. --step-kernel runs only it; --step-kernel --bench instead times the
+ *       launches), the logits within (f)'s bounds of the loop's (relL2 <= 3e-2, top-1 equal on
+ *       >= 99% of the clear positions): the same phases and arithmetic but for the experts' sums,
+ *       rounded apart (a tile's chunks summed apart, down unsplit), the kind of change TP makes
+ *       (session 29 measured 7.8e-3 at 20b x 3 layers, 1.8e-3 at 120b x 2; bit-identical before
+ *       the chunks). --step-kernel runs only it; --step-kernel --bench instead times the
  *       kernel's phases (step_kernel_set_probe) in a decode step of synthetic:120b:layers=12 at a
  *       1k context, one row a phase (the mean over layers 1-11: block 0's clock). With GPTOSS_STEP_KERNEL=1 in the environment
  *       every other check runs on the kernel too (wherever a step is one it takes).
@@ -1370,7 +1372,7 @@ static void step_kernel_checks(void) {
             char what[96];
             snprintf(what, sizeof what, "step kernel vs layer loop (%s, graphs %d)", model + 10,
                      graphs);
-            cmp_report(what, &st, 1e-3, 0.25, true, true);
+            cmp_report(what, &st, tf_l2_tol(), 0.25, true, true);
         }
 }
 

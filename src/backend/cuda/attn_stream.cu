@@ -194,13 +194,16 @@ static as_kernel kernel_for(int T) {
 }
 
 /* The shared-memory layout for T tokens of hidden size H on sms SMs, and the bytes it takes; 0 when
- * there are no split slots or fewer stages than consumer warps fit. xs_bytes: the staged rows'
- * room (at xs_off). */
-size_t as_plan_layout(const attn_dims *d, int T, int H, int sms, as_layout *L, size_t *xs_bytes) {
+ * there are no split slots or fewer stages than consumer warps fit. min_stage: the least stage
+ * size (0: a QKV pair's or an O row's; the step kernel's expert chunks may need more). xs_bytes:
+ * the staged rows' room (at xs_off). */
+size_t as_plan_layout(const attn_dims *d, int T, int H, int sms, int min_stage, as_layout *L,
+                      size_t *xs_bytes) {
     L->slots = slots_for(d, T, sms);
     if (L->slots < 1) return 0;
     const int Q = d->n_heads * AS_HD;
     int stage = 4 * H > 2 * Q ? 4 * H : 2 * Q;
+    if (stage < min_stage) stage = min_stage;
     L->stage_bytes = (stage + 127) / 128 * 128;
     /* the staged token rows (phase 1: x, phase 3: the attention output) and phase 2's two chunk
      * buffers: B over x's rows, A past them (asked for while phase 1 reads x) */
@@ -249,7 +252,7 @@ extern "C" cudaError_t attn_stream_layer(const attn_dims *d, const rope_kv_freq 
     const int sms = per_device_sm_count();
     as_layout L;
     size_t xs_bytes;
-    const size_t smem = as_plan_layout(d, a->T, a->H, sms, &L, &xs_bytes);
+    const size_t smem = as_plan_layout(d, a->T, a->H, sms, 0, &L, &xs_bytes);
     if (!smem || a->part_bytes < attn_stream_workspace_bytes(d, a->T) || !a->part)
         return cudaErrorInvalidValue;
 

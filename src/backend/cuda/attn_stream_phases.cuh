@@ -83,9 +83,11 @@ struct as_layout {
     int slots;       /* split slots of a (sequence, KV head) */
 };
 
-/* Host (attn_stream.cu): the layout for T tokens of hidden size H on sms SMs and the bytes it takes
- * (0: it does not fit); xs_bytes: the staged rows' room at xs_off. */
-size_t as_plan_layout(const attn_dims *d, int T, int H, int sms, as_layout *L, size_t *xs_bytes);
+/* Host (attn_stream.cu): the layout for T tokens of hidden size H on sms SMs, stages of at least
+ * min_stage bytes, and the bytes it takes (0: it does not fit); xs_bytes: the staged rows' room at
+ * xs_off. */
+size_t as_plan_layout(const attn_dims *d, int T, int H, int sms, int min_stage, as_layout *L,
+                      size_t *xs_bytes);
 
 struct as_params {
     attn_stream_args a;

@@ -169,19 +169,17 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
                     mbar_arrive_expect_tx(&full[s], (uint32_t)qkv_row_bytes);
                     bulk_copy_g2s_hint(dst, rw + (size_t)b * H, (uint32_t)qkv_row_bytes, &full[s],
                                        once);
-                } else { /* an expert chunk: its codes, then its scale words */
+                } else { /* an expert chunk's codes (its consumer loads the scale words) */
                     const bool up = q < q_d;
                     const int nc = up ? nc1 : nc2, KK = up ? KK1 : KK2, RT = up ? RT1 : RT2;
                     const int lt = (q - (up ? q_g : q_d)) / nc, c = (q - (up ? q_g : q_d)) % nc;
                     const int j = (up ? gt0 : dt0) + lt, i = j / RT, rt = j - i * RT;
                     const int kk0 = c * kc, nk = min(kc, KK - kk0);
                     const size_t tile_kk = ((size_t)e_sel[i] * RT + rt) * KK + kk0;
-                    const uint8_t *wq = up ? ly->w1_q : ly->w2_q, *ws = up ? ly->w1_s : ly->w2_s;
-                    mbar_arrive_expect_tx(&full[s], (uint32_t)(nk * SK_CHUNK_STEP_BYTES));
-                    bulk_copy_g2s_hint(dst, wq + tile_kk * 512, (uint32_t)(nk * 512), &full[s],
-                                       once);
-                    bulk_copy_g2s_hint(dst + nk * 512, ws + tile_kk * 32, (uint32_t)(nk * 32),
-                                       &full[s], once);
+                    const uint8_t *wq = up ? ly->w1_q : ly->w2_q;
+                    mbar_arrive_expect_tx(&full[s], (uint32_t)(nk * SK_STEP_CODE_BYTES));
+                    bulk_copy_g2s_hint(dst, wq + tile_kk * SK_STEP_CODE_BYTES,
+                                       (uint32_t)(nk * SK_STEP_CODE_BYTES), &full[s], once);
                 }
             }
         }
@@ -315,6 +313,20 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
         if (warp == 0) topk_warp<true>(K.logits, NULL, ly->router_b, K.E, K.k, lane, s_e, s_w);
         consumers_sync();
         if (tid == 0) mbar_arrive(route_go);
+        /* the block's tiles' scale words into L2 (the consumers' loads before each chunk) */
+        {
+            const int per1 = (KK1 * 32 + 127) / 128 + 1, per2 = (KK2 * 32 + 127) / 128 + 1;
+            for (int v = tid; v < n_gt * per1 + n_dt * per2; v += AS_CWARPS * 32) {
+                const bool up = v < n_gt * per1;
+                const int w = up ? v : v - n_gt * per1, per = up ? per1 : per2;
+                const int lt = w / per, line = w % per;
+                const int j = (up ? gt0 : dt0) + lt, RT = up ? RT1 : RT2, i = j / RT;
+                const int KK = up ? KK1 : KK2;
+                const uint8_t *sw =
+                    (up ? ly->w1_s : ly->w2_s) + ((size_t)s_e[i] * RT + (j - i * RT)) * KK * 32;
+                asm volatile("prefetch.global.L2 [%0];" ::"l"(sw + (size_t)line * 128));
+            }
+        }
         for (int v = tid; v < (n_gt + n_dt) * 16; v += AS_CWARPS * 32) {
             const bool up = v < n_gt * 16;
             const int w = up ? v : v - n_gt * 16, lt = w / 16, r = w % 16;
@@ -331,17 +343,22 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
             for (int q = sk_first(nb + q_g, warp) - nb; q < q_d; q += AS_CWARPS) {
                 const int n = nb + q, s = n % S, lt = (q - q_g) / nc1, c = (q - q_g) % nc1;
                 const int kk0 = c * kc, nk = min(kc, KK1 - kk0);
+                const int j = gt0 + lt, i = j / RT1, rt = j - i * RT1;
+                uint32_t sc[SK_MAX_KC];
+                sk_chunk_scales((const uint32_t *)ly->w1_s +
+                                    (((size_t)s_e[i] * RT1 + rt) * KK1 + kk0) * 8 + g8,
+                                nk, sc);
                 mbar_wait_or_trap(&full[s], (n / S) & 1);
                 const uint32_t st = smem_u32(ring + (size_t)s * L.stage_bytes);
                 float acc[4], out[2];
                 if (folded)
-                    sk_chunk<true>(st, nk, xa + (uint32_t)kk0 * 128, acc);
+                    sk_chunk<true>(st, nk, sc, xa + (uint32_t)kk0 * 128, acc);
                 else
-                    sk_chunk<false>(st, nk, xa + (uint32_t)kk0 * 128, acc);
+                    sk_chunk<false>(st, nk, sc, xa + (uint32_t)kk0 * 128, acc);
                 __syncwarp();
                 if (lane == 0) mbar_arrive(&empty[s]);
                 if (sk_tile_meet(&s_part, lt, c, nc1, acc, out) && t4 == 0) {
-                    const int j = gt0 + lt, i = j / RT1, o = (j - i * RT1) * 8 + g8;
+                    const int o = rt * 8 + g8;
                     K.act[(size_t)i * I + o] = f32_to_bf16_bits(
                         swiglu(out[0] + s_bias[0][lt * 16 + g8],
                                out[1] + s_bias[0][lt * 16 + 8 + g8], K.alpha, K.limit));
@@ -363,16 +380,20 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
             for (int q = sk_first(nb + q_d, warp) - nb; q < C; q += AS_CWARPS) {
                 const int n = nb + q, s = n % S, lt = (q - q_d) / nc2, c = (q - q_d) % nc2;
                 const int kk0 = c * kc, nk = min(kc, KK2 - kk0);
-                const int j = dt0 + lt, i = j / RT2, row = (j - i * RT2) * 16 + g8;
+                const int j = dt0 + lt, i = j / RT2, rt = j - i * RT2, row = rt * 16 + g8;
+                uint32_t sc[SK_MAX_KC];
+                sk_chunk_scales((const uint32_t *)ly->w2_s +
+                                    (((size_t)s_e[i] * RT2 + rt) * KK2 + kk0) * 8 + g8,
+                                nk, sc);
                 mbar_wait_or_trap(&full[s], (n / S) & 1);
                 const uint32_t st = smem_u32(ring + (size_t)s * L.stage_bytes);
                 const uint32_t xa =
                     smem_u32(acts + (size_t)i * I) + (uint32_t)(kk0 * 128 + 16 * t4);
                 float acc[4], out[2];
                 if (folded)
-                    sk_chunk<true>(st, nk, xa, acc);
+                    sk_chunk<true>(st, nk, sc, xa, acc);
                 else
-                    sk_chunk<false>(st, nk, xa, acc);
+                    sk_chunk<false>(st, nk, sc, xa, acc);
                 __syncwarp();
                 if (lane == 0) mbar_arrive(&empty[s]);
                 if (sk_tile_meet(&s_part, lt, c, nc2, acc, out) && t4 == 0) {
@@ -408,17 +429,20 @@ void step_kernel_set_probe(unsigned long long *stamps) {
 }
 
 /* The layout for one token on this device, or 0 when the MoE's staged rows do not fit its room;
- * *kc: the k steps of an expert chunk (as many as a stage holds, evened out over a tile). */
+ * *kc: the k steps of an expert chunk — a tile's codes in as few chunks as stages of about a QKV
+ * pair's size allow, evened out (120b: 45 steps as 23 + 22, stages of 11.75 KB for 11.25). */
 static size_t sk_layout(const attn_dims *d, int H, int k, int I, as_layout *L, int *kc) {
+    const int Q = d->n_heads * AS_HD, base = 4 * H > 2 * Q ? 4 * H : 2 * Q;
+    const int kk = (H > I ? H : I) / 64;
+    const int nc = (kk * SK_STEP_CODE_BYTES + base - 1) / base;
+    *kc = (kk + nc - 1) / nc;
+    if (nc > SK_MAX_CHUNKS || *kc > SK_MAX_KC) return 0;
     size_t xs = 0;
-    const size_t smem = as_plan_layout(d, 1, H, per_device_sm_count(), L, &xs);
+    const size_t smem =
+        as_plan_layout(d, 1, H, per_device_sm_count(), *kc * SK_STEP_CODE_BYTES, L, &xs);
     const size_t ys_end = ((size_t)H * 4 + 127) / 128 * 128 + (size_t)H * 2;
     if (!smem || ys_end > xs || (size_t)k * I * 2 > xs) return 0;
-    const int kk = (H > I ? H : I) / 64, kc_max = L->stage_bytes / SK_CHUNK_STEP_BYTES;
-    if (kc_max < 1) return 0;
-    const int nc = (kk + kc_max - 1) / kc_max;
-    *kc = (kk + nc - 1) / nc;
-    return nc <= SK_MAX_CHUNKS ? smem : 0;
+    return smem;
 }
 
 extern "C" int step_kernel_supported(const attn_dims *d, const rope_kv_freq *f, int H, int E, int k,

@@ -1,14 +1,17 @@
 /* The experts of a one-token decode step as ring chunks, for the step kernel (step_kernel.cu).
  *
  * A 16-row MXFP4 tile of moe.h's repacked layout (codes [KK][32 lanes][16 B], scale words
- * [KK][8][4 B], each contiguous) comes through the kernel's ring in chunks of kc k steps: one
- * stage holds a chunk's codes (kc · 512 bytes) and then its scale words (kc · 32 bytes), two bulk
- * copies by the producer once the routing has named the experts. The consumer warp that owns the
- * stage multiplies the chunk with the token's row staged in shared memory on mma.sync m16n8k16, as
- * the small MoE kernel's k loop does (moe_small.cuh: the same dequantisation, the same MMAs in the
- * same k order inside a chunk), and the chunks' partial sums of one tile meet in shared memory:
- * the warp that brings the last of them adds them in chunk order (the same bits whichever warp that
- * is) and writes the epilogue.
+ * [KK][8][4 B], each contiguous) comes through the kernel's ring in chunks of kc k steps: one stage
+ * holds a chunk's codes (kc · 512 bytes: one bulk copy by the producer once the routing has named
+ * the experts; 120b: a tile in two chunks of 23 and 22 steps). Its scale words (1/16 of the bytes)
+ * the consumer warp loads itself, before it waits for the stage: with them in the stage every
+ * chunk was two copies, and an SM's copies, not its bytes, bounded the experts' stream (session
+ * 29: 8 KB and 0.5 KB copies, gate_up at 1.2 TB/s). The warp that owns the stage multiplies the
+ * chunk with the token's row staged in shared memory on mma.sync m16n8k16, as the small MoE
+ * kernel's k loop does (moe_small.cuh: the same dequantisation, the same MMAs in the same k order
+ * inside a chunk), and the chunks' partial sums of one tile meet in shared memory: the warp that
+ * brings the last of them adds them in chunk order (the same bits whichever warp that is) and
+ * writes the epilogue.
  *
  * One token: every lane reads the token row's fragment (k 8t … 8t + 7 of each 32-wide chunk)
  * whatever its group g, so each of the MMA's 8 columns holds the same token and column 0 (lanes
@@ -20,9 +23,10 @@
 #include "backend/cuda/moe_small.cuh"
 
 enum {
-    SK_CHUNK_STEP_BYTES = 512 + 32, /* a k step of a tile: its codes and its scale words */
-    SK_MAX_TILES = 16,              /* tiles of one matrix a block (gate_up's, down's) */
-    SK_MAX_CHUNKS = 4               /* chunks a tile */
+    SK_STEP_CODE_BYTES = 512, /* a k step of a tile's codes */
+    SK_MAX_KC = 23,           /* k steps a chunk */
+    SK_MAX_TILES = 16,        /* tiles of one matrix a block (gate_up's, down's) */
+    SK_MAX_CHUNKS = 4         /* chunks a tile */
 };
 
 /* The partial sums of the block's tiles and their arrival counts (shared memory). */
@@ -31,23 +35,30 @@ struct sk_partials {
     int count[SK_MAX_TILES];                    /* chunks arrived; reset by the last */
 };
 
-/* acc = the chunk at stage st (nk k steps: codes, then scale words) · the token, whose fragment
- * for the chunk's first k step is at the shared address xa (this lane's 16 bytes). */
+/* This lane's scale words of a chunk's nk k steps (sp: the chunk's first, this lane's word g). */
+static __device__ __forceinline__ void sk_chunk_scales(const uint32_t *sp, int nk,
+                                                       uint32_t sc[SK_MAX_KC]) {
+#pragma unroll
+    for (int ks = 0; ks < SK_MAX_KC; ks++) sc[ks] = ks < nk ? __ldg(sp + (size_t)ks * 8) : 0u;
+}
+
+/* acc = the chunk's codes at stage st (nk k steps), scaled by sc, · the token, whose fragment for
+ * the chunk's first k step is at the shared address xa (this lane's 16 bytes). */
 template <bool FOLDED>
-static __device__ __forceinline__ void sk_chunk(uint32_t st, int nk, uint32_t xa, float acc[4]) {
+static __device__ __forceinline__ void sk_chunk(uint32_t st, int nk, const uint32_t sc[SK_MAX_KC],
+                                                uint32_t xa, float acc[4]) {
     const int lane = threadIdx.x & 31;
     acc[0] = acc[1] = acc[2] = acc[3] = 0.0f;
-    const uint32_t qa = st + (uint32_t)lane * 16, sa = st + (uint32_t)nk * 512 + (lane >> 2) * 4;
-#pragma unroll 3
-    for (int ks = 0; ks < nk; ks++) {
-        const uint4 q = lds128(qa + (uint32_t)ks * 512);
-        uint32_t sc;
-        asm volatile("ld.shared.u32 %0, [%1];" : "=r"(sc) : "r"(sa + (uint32_t)ks * 32));
+    const uint32_t qa = st + (uint32_t)lane * 16;
+#pragma unroll
+    for (int ks = 0; ks < SK_MAX_KC; ks++) {
+        if (ks >= nk) break;
+        const uint4 q = lds128(qa + (uint32_t)ks * SK_STEP_CODE_BYTES);
 #pragma unroll
         for (int h = 0; h < 2; h++) { /* the two 32-wide chunks of this k step */
             uint32_t ag[4], a8[4];
-            dequant_word_t<FOLDED>(h ? q.z : q.x, sc, 2 * h, ag);
-            dequant_word_t<FOLDED>(h ? q.w : q.y, sc, 2 * h + 1, a8);
+            dequant_word_t<FOLDED>(h ? q.z : q.x, sc[ks], 2 * h, ag);
+            dequant_word_t<FOLDED>(h ? q.w : q.y, sc[ks], 2 * h + 1, a8);
             mma_chunk(acc, ag, a8, lds128(xa + (uint32_t)(ks * 128 + h * 64)));
         }
     }
