@@ -1295,7 +1295,7 @@ static std::vector<tf_seq> step_run(const char *model, bool on, int graphs,
 /* --step-kernel --bench: the kernel's phases by block 0's clock in the last decode step of one
  * 1024-token sequence (a 10-token prefill, then one token a step: the last step at a 1k context),
  * 120b shapes, 12 layers; the mean, least and most over layers 1-11 (layer 0 has no norm inside). */
-static void step_kernel_bench(void) {
+static void step_kernel_bench(int moe_probe) {
     const char *model = "synthetic:120b:layers=12:seed=0";
     enum { NL = 12, NS = 8 };
     step_kernel_set(1);
@@ -1309,6 +1309,7 @@ static void step_kernel_bench(void) {
     CUDA_CHECK(cudaMalloc((void **)&d_st, NL * NS * sizeof *d_st));
     CUDA_CHECK(cudaMemset(d_st, 0, NL * NS * sizeof *d_st));
     step_kernel_set_probe(d_st);
+    step_kernel_set_moe_probe(moe_probe);
     const int V = cuda_backend_ops.config(be)->vocab;
     rng_t same;
     rng_seed(&same, 4321);
@@ -1318,6 +1319,7 @@ static void step_kernel_bench(void) {
     const bool ok = run_schedule(&d, seqs, POL_DECODE, false, 0, &same) == 0;
     CHECK(ok, "%s: the schedule failed", model);
     step_kernel_set_probe(NULL);
+    step_kernel_set_moe_probe(0);
     unsigned long long st[NL * NS];
     CUDA_CHECK(cudaMemcpy(st, d_st, sizeof st, cudaMemcpyDeviceToHost));
     CUDA_CHECK(cudaFree(d_st));
@@ -1335,7 +1337,10 @@ static void step_kernel_bench(void) {
                                          "5: routing, gate_up (+ barrier)",
                                          "6: down (+ barrier)",
                                          "the layer"};
-    printf("| phase | mean µs | least | most |\n| --- | ---: | ---: | ---: |\n");
+    printf("\n%s\n\n| phase | mean µs | least | most |\n| --- | ---: | ---: | ---: |\n",
+           moe_probe == 1   ? "the experts' chunks not multiplied (their stream alone):"
+           : moe_probe == 2 ? "the experts' chunks not copied (their arithmetic alone):"
+                            : "the kernel whole:");
     for (int i = 0; i < NS; i++) {
         /* phase i: from stamp i to stamp i + 1 of the layer; the layer: to the next one's start */
         const bool layer = i == NS - 1;
@@ -1706,7 +1711,7 @@ int main(int argc, char **argv) {
     if (gpu_test_flag(argc, argv, "--step-kernel")) {
         remove_dir(dir);
         if (gpu_test_flag(argc, argv, "--bench"))
-            step_kernel_bench();
+            for (int probe : {0, 1, 2}) step_kernel_bench(probe);
         else
             step_kernel_checks();
         return check_report("test_cuda_forward --step-kernel");

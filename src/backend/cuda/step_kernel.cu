@@ -50,8 +50,9 @@ struct sk_params {
     int L, E, k, I, S;
     float alpha, limit;
     unsigned long long *stamps; /* the probe (step_kernel_set_probe), or NULL */
-    int o_early; /* GPTOSS_STEP_O_EARLY=1: O's rows do not wait for their layer's QKV barrier */
-    int kc;      /* k steps an expert chunk (a ring stage) */
+    int o_early;   /* GPTOSS_STEP_O_EARLY=1: O's rows do not wait for their layer's QKV barrier */
+    int kc;        /* k steps an expert chunk (a ring stage) */
+    int moe_probe; /* step_kernel_set_moe_probe: 1 chunks not multiplied, 2 chunks not copied */
 };
 
 enum { SK_STAMPS = 8 }; /* a layer's probe stamps: its start, then the end of phases 0-6 */
@@ -177,6 +178,10 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
                     const int kk0 = c * kc, nk = min(kc, KK - kk0);
                     const size_t tile_kk = ((size_t)e_sel[i] * RT + rt) * KK + kk0;
                     const uint8_t *wq = up ? ly->w1_q : ly->w2_q;
+                    if (K.moe_probe == 2) { /* the probe: the chunk's stage as it is */
+                        mbar_arrive(&full[s]);
+                        continue;
+                    }
                     mbar_arrive_expect_tx(&full[s], (uint32_t)(nk * SK_STEP_CODE_BYTES));
                     bulk_copy_g2s_hint(dst, wq + tile_kk * SK_STEP_CODE_BYTES,
                                        (uint32_t)(nk * SK_STEP_CODE_BYTES), &full[s], once);
@@ -351,7 +356,9 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
                 mbar_wait_or_trap(&full[s], (n / S) & 1);
                 const uint32_t st = smem_u32(ring + (size_t)s * L.stage_bytes);
                 float acc[4], out[2];
-                if (folded)
+                if (K.moe_probe == 1)
+                    acc[0] = acc[1] = acc[2] = acc[3] = 0.0f;
+                else if (folded)
                     sk_chunk<true>(st, nk, sc, xa + (uint32_t)kk0 * 128, acc);
                 else
                     sk_chunk<false>(st, nk, sc, xa + (uint32_t)kk0 * 128, acc);
@@ -390,7 +397,9 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
                 const uint32_t xa =
                     smem_u32(acts + (size_t)i * I) + (uint32_t)(kk0 * 128 + 16 * t4);
                 float acc[4], out[2];
-                if (folded)
+                if (K.moe_probe == 1)
+                    acc[0] = acc[1] = acc[2] = acc[3] = 0.0f;
+                else if (folded)
                     sk_chunk<true>(st, nk, sc, xa, acc);
                 else
                     sk_chunk<false>(st, nk, sc, xa, acc);
@@ -426,6 +435,11 @@ static int g_o_early = -1;
 static unsigned long long *g_stamps;
 void step_kernel_set_probe(unsigned long long *stamps) {
     g_stamps = stamps;
+}
+
+static int g_moe_probe;
+void step_kernel_set_moe_probe(int mode) {
+    g_moe_probe = mode == 1 || mode == 2 ? mode : 0;
 }
 
 /* The layout for one token on this device, or 0 when the MoE's staged rows do not fit its room;
@@ -497,6 +511,7 @@ extern "C" cudaError_t step_kernel_launch(const attn_dims *d, const rope_kv_freq
     K.stamps = g_stamps;
     K.o_early = env_switch(&g_o_early, "GPTOSS_STEP_O_EARLY", 0, 0, 1);
     K.kc = kc;
+    K.moe_probe = g_moe_probe;
 
     const int sms = per_device_sm_count();
     /* Once per device: the shared-memory opt-in (what the card allows a block beside the

@@ -85,6 +85,10 @@ void step_kernel_set(int on);
  * preloads; after the grid barriers of QKV, attention, O, the MLP norm + router, gate_up, down).
  * NULL: off. */
 void step_kernel_set_probe(unsigned long long *stamps);
+/* The experts' probe (with the phase probe): 1 their chunks are waited for and released but not
+ * multiplied (the stream alone), 2 they are multiplied but not copied (whatever the stage holds:
+ * the arithmetic alone); 0 off. Outputs are meaningless under 1 and 2. */
+void step_kernel_set_moe_probe(int mode);
 
 /* Whether the model's shapes fit: attn_stream's (one token), E ≤ the SM count (a router row a
  * block), k ≤ 8, H and I multiples of 64, the staged rows beside the ring, at most 16 tiles of
