@@ -43,12 +43,15 @@ static __device__ __forceinline__ void sk_chunk_scales(const uint32_t *sp, int n
 }
 
 /* acc = the chunk's codes at stage st (nk k steps), scaled by sc, · the token, whose fragment for
- * the chunk's first k step is at the shared address xa (this lane's 16 bytes). */
+ * the chunk's first k step is at the shared address xa (this lane's 16 bytes). Even and odd k
+ * steps go to two accumulators, added at the end: one chain of dependent MMAs a warp was the
+ * arithmetic's limit with 8 warps an SM (session 29's probe: gate_up's arithmetic alone ~23 µs a
+ * layer against ~12 for its bytes). */
 template <bool FOLDED>
 static __device__ __forceinline__ void sk_chunk(uint32_t st, int nk, const uint32_t sc[SK_MAX_KC],
                                                 uint32_t xa, float acc[4]) {
     const int lane = threadIdx.x & 31;
-    acc[0] = acc[1] = acc[2] = acc[3] = 0.0f;
+    float a2[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
     const uint32_t qa = st + (uint32_t)lane * 16;
 #pragma unroll
     for (int ks = 0; ks < SK_MAX_KC; ks++) {
@@ -59,9 +62,11 @@ static __device__ __forceinline__ void sk_chunk(uint32_t st, int nk, const uint3
             uint32_t ag[4], a8[4];
             dequant_word_t<FOLDED>(h ? q.z : q.x, sc[ks], 2 * h, ag);
             dequant_word_t<FOLDED>(h ? q.w : q.y, sc[ks], 2 * h + 1, a8);
-            mma_chunk(acc, ag, a8, lds128(xa + (uint32_t)(ks * 128 + h * 64)));
+            mma_chunk(a2[ks & 1], ag, a8, lds128(xa + (uint32_t)(ks * 128 + h * 64)));
         }
     }
+#pragma unroll
+    for (int i = 0; i < 4; i++) acc[i] = a2[0][i] + a2[1][i];
 }
 
 /* Chunk c of the block's tile lt (of nc chunks) is in acc: true for the warp whose chunk was the
