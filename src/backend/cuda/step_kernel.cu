@@ -50,10 +50,8 @@ struct sk_params {
     int L, E, k, I, S;
     float alpha, limit;
     unsigned long long *stamps; /* the probe (step_kernel_set_probe), or NULL */
-    int o_early;   /* GPTOSS_STEP_O_EARLY=1: O's rows do not wait for their layer's QKV barrier */
-    int kc;        /* k steps an expert chunk (a ring stage) */
+    int kc;                     /* k steps an expert chunk (a ring stage) */
     int moe_probe; /* step_kernel_set_moe_probe: 1 chunks not multiplied, 2 chunks not copied */
-    int l2_next;   /* GPTOSS_STEP_L2_NEXT=1: the next layer's QKV rows asked into L2 at o_go */
 };
 
 enum { SK_STAMPS = 8 }; /* a layer's probe stamps: its start, then the end of phases 0-6 */
@@ -147,20 +145,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
             const uint16_t *qkv_w = ly->qkv_w, *o_w = ly->o_w, *rw = ly->router_w;
             int e_sel[SK_MAX_K];
             for (int q = 0; q < C; q++, n++) {
-                if (q == q_o && !K.o_early) mbar_wait_or_trap(o_go, l & 1);
-                if (q == q_o && K.l2_next && l + 1 < K.L) {
-                    /* DRAM idles through the attention, O and router chains (the ring holds O's
-                     * rows; the experts wait for the routing): the next layer's QKV rows of this
-                     * block into L2 now, for the ring's copies of them during down (session 29's
-                     * probe: the layer's phases 0-4 stream ~30 MB in ~36 µs) */
-                    const uint16_t *nw = ly[1].qkv_w;
-                    for (int pp = 0; pp < n_pairs; pp++) {
-                        const int p = p0 + pp, hh = p / AS_HALF, i = p % AS_HALF;
-                        const uint16_t *w1 = nw + (size_t)(hh * AS_HD + i) * H;
-                        bulk_prefetch_l2(w1, (uint32_t)qkv_row_bytes);
-                        bulk_prefetch_l2(w1 + (size_t)AS_HALF * H, (uint32_t)qkv_row_bytes);
-                    }
-                }
+                if (q == q_o) mbar_wait_or_trap(o_go, l & 1);
                 if (q == q_g) { /* the routing: the experts whose tiles follow */
                     mbar_wait_or_trap(route_go, l & 1);
 #pragma unroll
@@ -442,13 +427,6 @@ void step_kernel_set(int on) {
     env_switch_set(&g_on, on, 0, 1);
 }
 
-/* GPTOSS_STEP_O_EARLY=1 (a measurement): O's rows stream as soon as stages free, not after their
- * layer's QKV barrier (attn_stream's rule, sessions 22-23, measured there for one layer). */
-static int g_o_early = -1;
-/* GPTOSS_STEP_L2_NEXT=1 (a measurement): the next layer's QKV rows asked into L2 while this
- * layer's attention runs. */
-static int g_l2_next = -1;
-
 static unsigned long long *g_stamps;
 void step_kernel_set_probe(unsigned long long *stamps) {
     g_stamps = stamps;
@@ -526,9 +504,7 @@ extern "C" cudaError_t step_kernel_launch(const attn_dims *d, const rope_kv_freq
     K.L = a->L, K.E = a->E, K.k = a->k, K.I = a->I, K.S = a->S;
     K.alpha = a->alpha, K.limit = a->limit;
     K.stamps = g_stamps;
-    K.o_early = env_switch(&g_o_early, "GPTOSS_STEP_O_EARLY", 0, 0, 1);
     K.kc = kc;
-    K.l2_next = env_switch(&g_l2_next, "GPTOSS_STEP_L2_NEXT", 0, 0, 1);
     K.moe_probe = g_moe_probe;
 
     const int sms = per_device_sm_count();
