@@ -87,13 +87,14 @@ static __device__ __forceinline__ void sk_prefetch_l2(const void *p, size_t byte
  * gains, the biases the epilogues preload, the sinks, the router's bias): asked into L2 during
  * the layer before, by the consumers of every block, each block its share of the lines (they
  * leave L2 between steps: 5 GB of weights stream through it). */
-static __device__ void sk_prefetch_layer(const step_layer *ly, int H, int QKV, int E, int tid) {
+static __device__ void sk_prefetch_layer(const step_layer *ly, int H, int QKV, int n_heads, int E,
+                                         int tid) {
     const int n = AS_CWARPS * 32, b = blockIdx.x, G = gridDim.x;
     if (b == 0) sk_prefetch_l2(ly->attn_norm, (size_t)H * 2, tid, n);
     if (b == 1 % G) sk_prefetch_l2(ly->mlp_norm, (size_t)H * 2, tid, n);
     if (b == 2 % G && ly->qkv_b) sk_prefetch_l2(ly->qkv_b, (size_t)QKV * 2, tid, n);
     if (b == 3 % G && ly->o_b) sk_prefetch_l2(ly->o_b, (size_t)H * 2, tid, n);
-    if (b == 4 % G) sk_prefetch_l2(ly->sinks, (size_t)QKV / 64 * 4, tid, n);
+    if (b == 4 % G) sk_prefetch_l2(ly->sinks, (size_t)n_heads * 4, tid, n);
     if (b == 5 % G && ly->router_b) sk_prefetch_l2(ly->router_b, (size_t)E * 2, tid, n);
 }
 
@@ -376,8 +377,8 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
 
         /* 6: down, weighted into the slots (one a selected expert: unsplit) */
         if (l + 1 < K.L)
-            sk_prefetch_layer(ly + 1, H, (K.base.n_heads + 2 * K.base.n_kv_heads) * AS_HD, K.E,
-                              tid);
+            sk_prefetch_layer(ly + 1, H, (K.base.n_heads + 2 * K.base.n_kv_heads) * AS_HD,
+                              K.base.n_heads, K.E, tid);
         for (int v = tid; v < K.k * I / 8; v += AS_CWARPS * 32)
             ((uint4 *)acts)[v] = __ldcg((const uint4 *)K.act + v);
         consumers_sync();
