@@ -43,13 +43,12 @@ void runner_step_table_free(struct backend *b) {
 /* Whether this step runs as the step kernel: switched on, one GPU, a pure decode step of one
  * sequence that the attention kernel takes (attn_stream, mode 2: the kernel's phases are its),
  * the MoE on the small path with the router's norm inside (the layer loop's form at one token),
- * and shapes the kernel supports. */
+ * and shapes the kernel supports (step_kernel_supported includes attn_stream_supported's). */
 bool runner_step_kernel_takes(const struct backend *b, const fwd_plan *p) {
     return step_kernel_enabled() && b->step_layers && !b->ar && b->dp_size <= 1 && p->T == 1 &&
            p->n_seqs == 1 && p->n_work_full == 0 && p->n_work_swa == 0 &&
            attn_stream_mode(1) == 2 && p->T <= b->norm_route_max_t && !p->moe.large &&
            b->tp_share.expert0 == 0 && b->tp_share.n_experts == b->E &&
-           attn_stream_supported(&b->dims, &b->freq, 1, 1, b->H) &&
            step_kernel_supported(&b->dims, &b->freq, b->H, b->E, b->K, b->I);
 }
 
