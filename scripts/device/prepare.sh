@@ -27,15 +27,18 @@ if [ -f "$cache/tokenizer/tokenizer.json" ]; then
   mkdir -p .devcarry/cache/tokenizer && cp "$cache/tokenizer/tokenizer.json" .devcarry/cache/tokenizer/
 fi
 git describe --always --dirty --abbrev=7 > .devcarry/commit.txt # "-dirty": built from uncommitted changes
-# BASE=REV: also the program built at REV (in a worktree under build-base/), for scripts/device/ab.sh.
+# BASE=REV: also the program built at REV (in a worktree under build-base/), for scripts/device/ab.sh;
+# BASE_TESTS names base test binaries to carry beside it.
 if [ -n "${BASE:-}" ]; then
   wt=build-base/src
   rev=$(git rev-parse --verify "$BASE^{commit}") # here: in the worktree "HEAD" would be its own
   [ -d "$wt" ] || git worktree add --detach "$wt" "$rev" >/dev/null
   git -C "$wt" checkout -q --detach "$rev"
   cmake -S "$wt" -B build-base/build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-  cmake --build build-base/build -j "$(nproc)" --target gptoss
+  cmake --build build-base/build -j "$(nproc)" --target gptoss ${BASE_TESTS:-}
   mkdir -p .devcarry/base && cp build-base/build/gptoss .devcarry/base/ && strip --strip-debug .devcarry/base/gptoss
+  # BASE_TESTS="gpu_test_x ...": those GPU test binaries of the base too (a probe held against its base)
+  for t in ${BASE_TESTS:-}; do cp "build-base/build/tests/gpu/$t" .devcarry/base/ && strip --strip-debug ".devcarry/base/$t"; done
   git -C "$wt" rev-parse --short HEAD > .devcarry/base/commit.txt
 fi
 du -sh .devcarry

@@ -57,7 +57,7 @@ int runner_step_kernel(struct backend *b, const fwd_plan *p, cudaStream_t s) {
     const moe_weights *m = &b->gw.layers[0].moe;
     step_kernel_args a;
     memset(&a, 0, sizeof a);
-    a.L = b->L, a.H = b->H, a.E = b->E, a.k = b->K, a.I = b->I, a.S = p->moe.down_splits;
+    a.L = b->L, a.H = b->H, a.E = b->E, a.k = b->K, a.I = b->I;
     a.alpha = m->swiglu_alpha, a.limit = m->swiglu_limit, a.eps = b->eps, a.scale = b->scale;
     a.layers = b->step_layers;
     a.positions = p->positions, a.slots_full = p->slots_full, a.slots_swa = p->slots_swa;

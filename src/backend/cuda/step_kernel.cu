@@ -47,7 +47,7 @@ struct sk_params {
     uint16_t *act;
     const int32_t *slots_full, *slots_swa;
     attn_seqs seqs_full, seqs_swa;
-    int L, E, k, I, S;
+    int L, E, k, I;
     float alpha, limit;
     unsigned long long *stamps; /* the probe (step_kernel_set_probe), or NULL */
     int kc;                     /* k steps an expert chunk (a ring stage) */
@@ -75,8 +75,13 @@ static __device__ __forceinline__ int sk_first(int lo, int w) {
     return lo + (w - lo % AS_CWARPS + AS_CWARPS) % AS_CWARPS;
 }
 
-/* Asks L2 for the lines of [p, p + bytes) that thread `tid` of `n` covers (128-byte lines). */
+/* Asks L2 for [p, p + bytes): one bulk prefetch (tma_ring.cuh) by thread 0 when the range is
+ * 16-byte aligned and sized, as the model's arrays are; else line by line over the n threads. */
 static __device__ __forceinline__ void sk_prefetch_l2(const void *p, size_t bytes, int tid, int n) {
+    if ((((uintptr_t)p | bytes) & 15) == 0) {
+        if (tid == 0) bulk_prefetch_l2(p, (uint32_t)bytes);
+        return;
+    }
     const char *c = (const char *)((uintptr_t)p & ~(uintptr_t)127);
     const char *end = (const char *)p + bytes;
     for (c += (size_t)tid * 128; c < end; c += (size_t)n * 128)
@@ -318,19 +323,15 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
         if (warp == 0) topk_warp<true>(K.logits, NULL, ly->router_b, K.E, K.k, lane, s_e, s_w);
         consumers_sync();
         if (tid == 0) mbar_arrive(route_go);
-        /* the block's tiles' scale words into L2 (the consumers' loads before each chunk) */
-        {
-            const int per1 = (KK1 * 32 + 127) / 128 + 1, per2 = (KK2 * 32 + 127) / 128 + 1;
-            for (int v = tid; v < n_gt * per1 + n_dt * per2; v += AS_CWARPS * 32) {
-                const bool up = v < n_gt * per1;
-                const int w = up ? v : v - n_gt * per1, per = up ? per1 : per2;
-                const int lt = w / per, line = w % per;
-                const int j = (up ? gt0 : dt0) + lt, RT = up ? RT1 : RT2, i = j / RT;
-                const int KK = up ? KK1 : KK2;
-                const uint8_t *sw =
-                    (up ? ly->w1_s : ly->w2_s) + ((size_t)s_e[i] * RT + (j - i * RT)) * KK * 32;
-                asm volatile("prefetch.global.L2 [%0];" ::"l"(sw + (size_t)line * 128));
-            }
+        /* the block's tiles' scale words into L2 (the consumers' loads before each chunk): a
+         * tile's are KK · 32 contiguous bytes, one bulk prefetch a tile */
+        if (tid < n_gt + n_dt) {
+            const bool up = tid < n_gt;
+            const int j = up ? gt0 + tid : dt0 + tid - n_gt, RT = up ? RT1 : RT2, i = j / RT;
+            const int KK = up ? KK1 : KK2;
+            const uint8_t *sw =
+                (up ? ly->w1_s : ly->w2_s) + ((size_t)s_e[i] * RT + (j - i * RT)) * KK * 32;
+            bulk_prefetch_l2(sw, (uint32_t)KK * 32u);
         }
         for (int v = tid; v < (n_gt + n_dt) * 16; v += AS_CWARPS * 32) {
             const bool up = v < n_gt * 16;
@@ -471,9 +472,9 @@ static unsigned long long g_setup_done;
 extern "C" cudaError_t step_kernel_launch(const attn_dims *d, const rope_kv_freq *f,
                                           const step_kernel_args *a, cudaStream_t stream) {
     if (!step_kernel_supported(d, f, a->H, a->E, a->k, a->I) || a->L < 1 || !a->layers ||
-        a->S != 1 || !a->positions || !a->slots_full || !a->slots_swa || !a->x || !a->h ||
-        !a->scratch || !a->y_slots || !a->logits || !a->act || !a->q || !a->attn || !a->o ||
-        !a->part || !a->bar || !a->counters || a->part_bytes < attn_stream_workspace_bytes(d, 1) ||
+        !a->positions || !a->slots_full || !a->slots_swa || !a->x || !a->h || !a->scratch ||
+        !a->y_slots || !a->logits || !a->act || !a->q || !a->attn || !a->o || !a->part || !a->bar ||
+        !a->counters || a->part_bytes < attn_stream_workspace_bytes(d, 1) ||
         (((uintptr_t)a->x | (uintptr_t)a->x_lo | (uintptr_t)a->h | (uintptr_t)a->scratch |
           (uintptr_t)a->y_slots | (uintptr_t)a->act | (uintptr_t)a->q | (uintptr_t)a->attn |
           (uintptr_t)a->part) &
@@ -490,7 +491,7 @@ extern "C" cudaError_t step_kernel_launch(const attn_dims *d, const rope_kv_freq
     s->T = 1, s->H = a->H, s->positions = a->positions;
     s->seqs = a->seqs_full;
     s->x = a->x, s->x_lo = a->x_lo;
-    s->nscratch = a->scratch, s->nslots = a->y_slots, s->n_slots = a->k * a->S, s->neps = a->eps;
+    s->nscratch = a->scratch, s->nslots = a->y_slots, s->n_slots = a->k, s->neps = a->eps;
     s->scale = a->scale;
     s->q = a->q, s->attn = a->attn, s->o = a->o;
     s->part = a->part, s->part_bytes = a->part_bytes, s->bar = a->bar, s->counters = a->counters;
@@ -502,7 +503,7 @@ extern "C" cudaError_t step_kernel_launch(const attn_dims *d, const rope_kv_freq
     K.h = a->h, K.logits = a->logits, K.y_slots = a->y_slots, K.act = a->act;
     K.slots_full = a->slots_full, K.slots_swa = a->slots_swa;
     K.seqs_full = a->seqs_full, K.seqs_swa = a->seqs_swa;
-    K.L = a->L, K.E = a->E, K.k = a->k, K.I = a->I, K.S = a->S;
+    K.L = a->L, K.E = a->E, K.k = a->k, K.I = a->I;
     K.alpha = a->alpha, K.limit = a->limit;
     K.stamps = g_stamps;
     K.kc = kc;

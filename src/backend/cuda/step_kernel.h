@@ -49,8 +49,7 @@ typedef struct {
 } step_layer;
 
 typedef struct {
-    int L, H, E, k, I;
-    int S; /* down's K splits: 1 (the kernel's down is unsplit: y_slots holds k rows) */
+    int L, H, E, k, I; /* the down projection is unsplit: y_slots holds k rows */
     float alpha, limit, eps, scale;
     const step_layer *layers; /* device [L] */
     /* the step (one token of one sequence): its position, its slot in each pool, the sequence as
@@ -60,7 +59,7 @@ typedef struct {
     /* the first layer's input: norm_embed_split's split-bf16 row */
     const uint16_t *x, *x_lo;
     /* the residual stream [H] (in: the embedding row; out: after the last layer's MLP residual),
-     * a scratch row [H] (fp32), the MoE rows [k · S][H] (out: the last layer's), the router's
+     * a scratch row [H] (fp32), the MoE rows [k][H] (out: the last layer's), the router's
      * logits [E], the activations [k][I] */
     float *h, *scratch, *y_slots, *logits;
     uint16_t *act;

@@ -43,30 +43,76 @@ static __device__ __forceinline__ void sk_chunk_scales(const uint32_t *sp, int n
 }
 
 /* acc = the chunk's codes at stage st (nk k steps), scaled by sc, · the token, whose fragment for
- * the chunk's first k step is at the shared address xa (this lane's 16 bytes). Even and odd k
- * steps go to two accumulators, added at the end: one chain of dependent MMAs a warp was the
- * arithmetic's limit with 8 warps an SM (session 29's probe: gate_up's arithmetic alone ~23 µs a
- * layer against ~12 for its bytes). */
+ * the chunk's first k step is at the shared address xa (this lane's 16 bytes).
+ * Why this shape (session 30; session 29's form, one step at a time into one of two accumulators,
+ * was the experts' arithmetic limit: ~22 µs a layer of gate_up against the small kernel's whole
+ * 16.1, with 8 warps an SM):
+ * - Four independent accumulators, (step parity, 32-wide half), their MMAs issued round-robin: a
+ *   step's four MMAs on one accumulator made a chain of four dependent HMMAs (each waits out the
+ *   one before: the SASS had them back to back), and with two warps a scheduler nothing filled
+ *   that wait. Now each accumulator's next MMA comes four MMAs later.
+ * - Two steps at a time, both dequantised before their MMAs, so the warp has independent work.
+ * - No exit from the loop: a step past nk multiplies codes of zero (FP4 +0: exact zero products,
+ *   so the sums keep their bits) with step 0's token fragments (finite: a fragment past the row
+ *   could hold a NaN, and 0 · NaN is NaN). With `if (ks >= nk) break` after each step, every step
+ *   began with its branch and then its code load. The cost at 120b: one step of zeros in the
+ *   22-step chunks (half of them: ~2 % of the arithmetic).
+ * The sums add the same products in another grouping than the small kernel's: not its bits. */
 template <bool FOLDED>
 static __device__ __forceinline__ void sk_chunk(uint32_t st, int nk, const uint32_t sc[SK_MAX_KC],
                                                 uint32_t xa, float acc[4]) {
     const int lane = threadIdx.x & 31;
-    float a2[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
-    const uint32_t qa = st + (uint32_t)lane * 16;
+    float a4[2][2][4]; /* [step parity][half] */
 #pragma unroll
-    for (int ks = 0; ks < SK_MAX_KC; ks++) {
-        if (ks >= nk) break;
-        const uint4 q = lds128(qa + (uint32_t)ks * SK_STEP_CODE_BYTES);
+    for (int i = 0; i < 16; i++) (&a4[0][0][0])[i] = 0.f;
+    const uint32_t qa = st + (uint32_t)lane * 16;
+    /* step ks's A fragments (its codes dequantised; zero past nk) and token fragments */
+    auto operands = [&](int ks, uint32_t(&f)[2][2][4], uint4(&x)[2]) {
+        const bool on = ks < nk;
+        const uint32_t kq = on ? (uint32_t)ks : 0u; /* an address inside the chunk either way */
+        uint4 q = lds128(qa + kq * SK_STEP_CODE_BYTES);
+        if (!on) q = make_uint4(0u, 0u, 0u, 0u);
+        x[0] = lds128(xa + kq * 128u);
+        x[1] = lds128(xa + kq * 128u + 64u);
 #pragma unroll
         for (int h = 0; h < 2; h++) { /* the two 32-wide chunks of this k step */
-            uint32_t ag[4], a8[4];
-            dequant_word_t<FOLDED>(h ? q.z : q.x, sc[ks], 2 * h, ag);
-            dequant_word_t<FOLDED>(h ? q.w : q.y, sc[ks], 2 * h + 1, a8);
-            mma_chunk(a2[ks & 1], ag, a8, lds128(xa + (uint32_t)(ks * 128 + h * 64)));
+            dequant_word_t<FOLDED>(h ? q.z : q.x, sc[ks], 2 * h, f[h][0]);
+            dequant_word_t<FOLDED>(h ? q.w : q.y, sc[ks], 2 * h + 1, f[h][1]);
+        }
+    };
+    /* MMA m (0: k 0-15, 1: k 16-31) of half h of a step: moe_small.cuh's mma_chunk, split */
+    auto mma = [&](float(&c)[4], const uint32_t(&f)[2][4], uint4 x, int m) {
+        mma_bf16_16816(c, f[0][2 * m], f[1][2 * m], f[0][2 * m + 1], f[1][2 * m + 1], m ? x.z : x.x,
+                       m ? x.w : x.y);
+    };
+#pragma unroll
+    for (int ks = 0; ks + 1 < SK_MAX_KC; ks += 2) {
+        uint32_t f0[2][2][4], f1[2][2][4];
+        uint4 x0[2], x1[2];
+        operands(ks, f0, x0);
+        operands(ks + 1, f1, x1);
+#pragma unroll
+        for (int m = 0; m < 2; m++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                mma(a4[0][h], f0[h], x0[h], m);
+                mma(a4[1][h], f1[h], x1[h], m);
+            }
+    }
+    if constexpr (SK_MAX_KC % 2) {
+        constexpr int ks = SK_MAX_KC - 1;
+        if (ks < nk) {
+            uint32_t f0[2][2][4];
+            uint4 x0[2];
+            operands(ks, f0, x0);
+#pragma unroll
+            for (int m = 0; m < 2; m++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) mma(a4[0][h], f0[h], x0[h], m);
         }
     }
 #pragma unroll
-    for (int i = 0; i < 4; i++) acc[i] = a2[0][i] + a2[1][i];
+    for (int i = 0; i < 4; i++) acc[i] = (a4[0][0][i] + a4[0][1][i]) + (a4[1][0][i] + a4[1][1][i]);
 }
 
 /* Chunk c of the block's tile lt (of nc chunks) is in acc: true for the warp whose chunk was the
