@@ -22,7 +22,6 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
     uint64_t *full = (uint64_t *)(as_smem + L.bar_off), *empty = full + S;
     uint64_t *o_go =
         full + 2 * AS_MAX_STAGES; /* phase 1 is done over the grid: O's copies may go */
-    uint64_t *o_full = o_go + 2;  /* O row j landed in its slot (the step kernel has o_go + 1) */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int H = a.H, Q = P.n_heads * AS_HD, G = gridDim.x, b = blockIdx.x;
     int p0, r0;
@@ -30,21 +29,12 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
     const int my_rows = asp_share(b, G, H, &r0);
     const int n_rows = P.stop_after && P.stop_after != 5 ? 0 : my_rows; /* the phase probes: no O */
     const int qkv_row_bytes = H * 2, o_row_bytes = Q * 2;
-    /* O's rows in slots: once phase 1's grid barrier has passed, every QKV stage of the ring has
-     * been read, so its bytes can hold the block's O rows packed (row j at j · Q · 2, each with its
-     * own barrier o_full[j], used once a launch) instead of one a stage: at one token the ring's 16
-     * stages of a QKV pair (11.25 KB at 120b) held 16 of a block's 22 O rows (8 KB each), and the
-     * other 6 were asked for only as phase 3 freed stages, a DRAM latency on the step's chain after
-     * the attention. Packed, the 22 fit (176 of 180 KB) and all stream during phase 2. Not in the
-     * ring probe (stop_after 5: no barrier frees the ring) or where they do not fit (T = 3-4). */
-    const bool o_in_slots = P.stop_after == 0 && n_rows <= L.o_slots;
     /* The consumers' loads go out first, before the producer's copies (as_early). */
     as_early<T> early;
     if (warp < AS_CWARPS) as_early_load<T>(P, L, p0, n_pairs, r0, my_rows, early);
     if (threadIdx.x == 0) {
         for (int s = 0; s < S; s++) mbar_init(&full[s], 1), mbar_init(&empty[s], 1);
         mbar_init(o_go, 1);
-        for (int j = 0; j < L.o_slots; j++) mbar_init(&o_full[j], 1);
         mbar_init_fence();
     }
     __syncthreads();
@@ -64,13 +54,6 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
         const uint64_t once = l2_policy_evict_first();
         for (int q = 0; q < n_pairs + n_rows; q++) {
             if (q == n_pairs && P.stop_after != 5) mbar_wait_or_trap(o_go, 0);
-            if (q >= n_pairs && o_in_slots) {
-                const int j = q - n_pairs;
-                mbar_arrive_expect_tx(&o_full[j], (uint32_t)o_row_bytes);
-                bulk_copy_g2s_hint(ring + (size_t)j * o_row_bytes, a.o_w + (size_t)(r0 + j) * Q,
-                                   (uint32_t)o_row_bytes, &o_full[j], once);
-                continue;
-            }
             const int s = q % S;
             if (q >= S) mbar_wait_or_trap(&empty[s], (q / S - 1) & 1);
             unsigned char *dst = ring + (size_t)s * L.stage_bytes;
@@ -150,17 +133,12 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
     consumers_sync();
     for (int q = n_pairs + (warp - n_pairs % AS_CWARPS + AS_CWARPS) % AS_CWARPS;
          q < n_pairs + n_rows; q += AS_CWARPS) {
-        const int s = q % S, j = q - n_pairs;
-        if (o_in_slots)
-            mbar_wait_or_trap(&o_full[j], 0);
-        else
-            mbar_wait_or_trap(&full[s], (q / S) & 1);
+        const int s = q % S;
+        mbar_wait_or_trap(&full[s], (q / S) & 1);
         float acc[1][T];
-        as_rows_dot<T, 1>(o_in_slots ? ring + (size_t)j * o_row_bytes
-                                     : ring + (size_t)s * L.stage_bytes,
-                          o_row_bytes, Q / 8, xs, acc);
+        as_rows_dot<T, 1>(ring + (size_t)s * L.stage_bytes, o_row_bytes, Q / 8, xs, acc);
         __syncwarp();
-        if (lane == 0 && !o_in_slots) mbar_arrive(&empty[s]);
+        if (lane == 0) mbar_arrive(&empty[s]);
         if (lane < T) {
             const int row = r0 + q - n_pairs;
             a.o[(size_t)lane * H + row] =
@@ -179,12 +157,6 @@ int attn_stream_mode(int T) {
 }
 void attn_stream_set(int on) {
     env_switch_set(&g_on, on, 0, AS_AUTO);
-}
-
-/* GPTOSS_AS_O_SLOTS=1: O's rows in slots (the kernel says why); off until measured. */
-static int g_o_slots = -1;
-static int attn_stream_o_slots_on(void) {
-    return env_switch(&g_o_slots, "GPTOSS_AS_O_SLOTS", 0, 0, 1);
 }
 
 static int g_stop_after;
@@ -250,15 +222,12 @@ size_t as_plan_layout(const attn_dims *d, int T, int H, int sms, int min_stage, 
      * stage's second fill before its first had landed; that wait's parity names the phase before,
      * which counts as complete, and the warp would read a stage still being filled (session 6's
      * ring flaw, found again in session 23 by reading; the tests had passed by timing). */
-    const size_t bars = (2 * AS_MAX_STAGES + 2 + AS_MAX_O_SLOTS) * sizeof(uint64_t),
-                 rest = xs + bars + pre;
+    const size_t bars = (2 * AS_MAX_STAGES + 2) * sizeof(uint64_t), rest = xs + bars + pre;
     L->stages = rest < AS_MAX_SMEM ? (int)((AS_MAX_SMEM - rest) / L->stage_bytes) : 0;
     if (L->stages > AS_MAX_STAGES) L->stages = AS_MAX_STAGES;
     L->stages -= L->stages % AS_CWARPS;
     if (L->stages < AS_CWARPS) return 0;
     L->xs_off = L->stages * L->stage_bytes;
-    L->o_slots = attn_stream_o_slots_on() ? L->xs_off / (2 * Q) : 0;
-    if (L->o_slots > AS_MAX_O_SLOTS) L->o_slots = AS_MAX_O_SLOTS;
     L->kv_a_off = L->xs_off + (int)(x_rows > (size_t)AS_KV_BUF ? x_rows : (size_t)AS_KV_BUF);
     L->bar_off = L->xs_off + (int)xs;
     L->pre_off = L->bar_off + (int)bars;

@@ -59,11 +59,9 @@ enum {
     AS_CWARPS = 8, /* consumer warps: one a query head of a KV group in phase 2 */
     AS_THREADS = (AS_CWARPS + 1) * 32,
     AS_MAX_STAGES = 16,
-    AS_MAX_O_SLOTS =
-        32,       /* O rows a block may hold at once in the ring's bytes (as_layout.o_slots) */
-    AS_HD = 64,   /* head_dim */
-    AS_HALF = 32, /* RoPE's rotation partner distance */
-    AS_GQA = 8,   /* query heads a KV head */
+    AS_HD = 64,                             /* head_dim */
+    AS_HALF = 32,                           /* RoPE's rotation partner distance */
+    AS_GQA = 8,                             /* query heads a KV head */
     AS_KEYS = ASP_KEYS,                     /* keys a chunk */
     AS_ROW_BYTES = 128,                     /* one key's 64 bf16 values */
     AS_KV_BUF = 2 * AS_KEYS * AS_ROW_BYTES, /* K and V of one chunk */
@@ -83,7 +81,6 @@ struct as_layout {
     int max_pairs;   /* the most QKV pairs a block owns (the rows: at most H / G + 1) */
     int stages;      /* the ring's: as many as fit beside the staged rows, ≤ AS_MAX_STAGES */
     int slots;       /* split slots of a (sequence, KV head) */
-    int o_slots; /* O rows that fit the ring's bytes at once, ≤ AS_MAX_O_SLOTS (attn_stream.cu) */
 };
 
 /* Host (attn_stream.cu): the layout for T tokens of hidden size H on sms SMs, stages of at least
