@@ -65,8 +65,7 @@ enum {
     AS_KEYS = ASP_KEYS,                     /* keys a chunk */
     AS_ROW_BYTES = 128,                     /* one key's 64 bf16 values */
     AS_KV_BUF = 2 * AS_KEYS * AS_ROW_BYTES, /* K and V of one chunk */
-    AS_MAX_SMEM = 224 * 1024,
-    AS_MERGE_REGS = 16 /* splits' output pairs phase 2's merge holds in registers at once */
+    AS_MAX_SMEM = 224 * 1024
 };
 static_assert(AS_CWARPS == AS_GQA, "phase 2 gives each consumer warp one query head of the group");
 static_assert(AS_MAX_STAGES % AS_CWARPS == 0, "a stage's uses are one warp's (as_layout.stages)");
@@ -502,46 +501,16 @@ static __device__ void as_attention(const as_params &P, const as_layout &L, cons
     consumers_sync();
     if (!s_last) return;
     __threadfence();
-    /* the merge: out = Σ_s O_s 2^(m_s − M) / (2^(sink − M) + Σ_s l_s 2^(m_s − M)). Up to 32 splits
-     * (16 at one token on 132 SMs) every partial is loaded at once, one L2 round trip on the step's
-     * chain: lane s holds split s's (max, sum), lane j every split's output pair j, the products
-     * added in split order as before. The loop form, for more splits, reads the (max, sum) pairs
-     * twice: a round trip for M, then one for the sums. The same sums in the same order. */
+    /* the merge: out = Σ_s O_s 2^(m_s − M) / (2^(sink − M) + Σ_s l_s 2^(m_s − M)) */
     const size_t pbase = ((size_t)seq * P.n_heads + head) * SL;
-    const float2 *pos = (const float2 *)(a.part + pbase * AS_HD) + lane;
-    float M = sink2, L2, r0 = 0.f, r1 = 0.f;
-    if (S <= 32) {
-        const float2 mine = lane < S ? __ldcg(ml + pbase + lane) : make_float2(-INFINITY, 0.f);
-        float2 ov[AS_MERGE_REGS];
-        for (int s0 = 0; s0 < S; s0 += AS_MERGE_REGS) {
-#pragma unroll
-            for (int u = 0; u < AS_MERGE_REGS; u++)
-                if (s0 + u < S) ov[u] = __ldcg(pos + (size_t)(s0 + u) * (AS_HD / 2));
-            if (s0 == 0) { /* M over every split: the first batch's loads are in flight */
-                float mx = mine.x;
-#pragma unroll
-                for (int o = 16; o > 0; o >>= 1)
-                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-                M = fmaxf(M, mx);
-                L2 = ex2_approx(sink2 - M);
-            }
-            const float f_mine = ex2_approx(mine.x - M);
-#pragma unroll
-            for (int u = 0; u < AS_MERGE_REGS; u++)
-                if (s0 + u < S) {
-                    const float f = __shfl_sync(0xffffffffu, f_mine, s0 + u),
-                                y = __shfl_sync(0xffffffffu, mine.y, s0 + u);
-                    L2 += f * y, r0 += f * ov[u].x, r1 += f * ov[u].y;
-                }
-        }
-    } else {
-        for (int s = 0; s < S; s++) M = fmaxf(M, __ldcg(ml + pbase + s).x);
-        L2 = ex2_approx(sink2 - M);
-        for (int s = 0; s < S; s++) {
-            const float2 ms = __ldcg(ml + pbase + s), os = __ldcg(pos + (size_t)s * (AS_HD / 2));
-            const float f = ex2_approx(ms.x - M);
-            L2 += f * ms.y, r0 += f * os.x, r1 += f * os.y;
-        }
+    float M = sink2;
+    for (int s = 0; s < S; s++) M = fmaxf(M, __ldcg(ml + pbase + s).x);
+    float L2 = ex2_approx(sink2 - M), r0 = 0.f, r1 = 0.f;
+    for (int s = 0; s < S; s++) {
+        const float2 ms = __ldcg(ml + pbase + s),
+                     os = __ldcg((const float2 *)(a.part + (pbase + s) * AS_HD) + lane);
+        const float f = ex2_approx(ms.x - M);
+        L2 += f * ms.y, r0 += f * os.x, r1 += f * os.y;
     }
     const float inv = 1.f / L2;
     *out = pack_bf16x2(r0 * inv, r1 * inv);
