@@ -350,9 +350,9 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
                 const int n = nb + q, s = n % S, lt = (q - q_g) / nc1, c = (q - q_g) % nc1;
                 const int kk0 = c * kc, nk = min(kc, KK1 - kk0);
                 const int j = gt0 + lt, i = j / RT1, rt = j - i * RT1;
-                uint32_t sc[SK_MAX_KC];
+                uint32_t sc[SK_SC_WORDS];
                 sk_chunk_scales((const uint32_t *)ly->w1_s +
-                                    (((size_t)s_e[i] * RT1 + rt) * KK1 + kk0) * 8 + g8,
+                                    (((size_t)s_e[i] * RT1 + rt) * KK1 + kk0) * 8,
                                 nk, sc);
                 mbar_wait_or_trap(&full[s], (n / S) & 1);
                 const uint32_t st = smem_u32(ring + (size_t)s * L.stage_bytes);
@@ -389,9 +389,9 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
                 const int n = nb + q, s = n % S, lt = (q - q_d) / nc2, c = (q - q_d) % nc2;
                 const int kk0 = c * kc, nk = min(kc, KK2 - kk0);
                 const int j = dt0 + lt, i = j / RT2, rt = j - i * RT2, row = rt * 16 + g8;
-                uint32_t sc[SK_MAX_KC];
+                uint32_t sc[SK_SC_WORDS];
                 sk_chunk_scales((const uint32_t *)ly->w2_s +
-                                    (((size_t)s_e[i] * RT2 + rt) * KK2 + kk0) * 8 + g8,
+                                    (((size_t)s_e[i] * RT2 + rt) * KK2 + kk0) * 8,
                                 nk, sc);
                 mbar_wait_or_trap(&full[s], (n / S) & 1);
                 const uint32_t st = smem_u32(ring + (size_t)s * L.stage_bytes);

@@ -35,80 +35,70 @@ struct sk_partials {
     int count[SK_MAX_TILES];                    /* chunks arrived; reset by the last */
 };
 
-/* This lane's scale words of a chunk's nk k steps (sp: the chunk's first, this lane's word g). */
+/* A chunk's scale words (nk k steps of 8 words, contiguous from sp: the chunk's first), loaded by
+ * the warp at once and held SK_SC_WORDS a lane: lane L's word i is the chunk's word L + 32 i, i.e.
+ * k step 4 i + L / 8, row group L % 8; k step ks's word for row group g is then lane
+ * (ks % 4) · 8 + g's word ks / 4 (sk_chunk takes it with a shuffle). */
+enum { SK_SC_WORDS = (SK_MAX_KC * 8 + 31) / 32 };
 static __device__ __forceinline__ void sk_chunk_scales(const uint32_t *sp, int nk,
-                                                       uint32_t sc[SK_MAX_KC]) {
+                                                       uint32_t sw[SK_SC_WORDS]) {
+    const int lane = threadIdx.x & 31;
 #pragma unroll
-    for (int ks = 0; ks < SK_MAX_KC; ks++) sc[ks] = ks < nk ? __ldg(sp + (size_t)ks * 8) : 0u;
+    for (int i = 0; i < SK_SC_WORDS; i++)
+        sw[i] = lane + 32 * i < nk * 8 ? __ldg(sp + lane + 32 * i) : 0u;
 }
 
-/* acc = the chunk's codes at stage st (nk k steps), scaled by sc, · the token, whose fragment for
- * the chunk's first k step is at the shared address xa (this lane's 16 bytes).
- * Why this shape (session 30; session 29's form, one step at a time into one of two accumulators,
- * was the experts' arithmetic limit: ~22 µs a layer of gate_up against the small kernel's whole
- * 16.1, with 8 warps an SM):
- * - Four independent accumulators, (step parity, 32-wide half), their MMAs issued round-robin: a
- *   step's four MMAs on one accumulator made a chain of four dependent HMMAs (each waits out the
- *   one before: the SASS had them back to back), and with two warps a scheduler nothing filled
- *   that wait. Now each accumulator's next MMA comes four MMAs later.
- * - Two steps at a time, both dequantised before their MMAs, so the warp has independent work.
- * - No exit from the loop: a step past nk multiplies codes of zero (FP4 +0: exact zero products,
- *   so the sums keep their bits) with step 0's token fragments (finite: a fragment past the row
- *   could hold a NaN, and 0 · NaN is NaN). With `if (ks >= nk) break` after each step, every step
- *   began with its branch and then its code load. The cost at 120b: one step of zeros in the
- *   22-step chunks (half of them: ~2 % of the arithmetic).
- * The sums add the same products in another grouping than the small kernel's: not its bits. */
+/* acc = the chunk's codes at stage st (nk k steps), scaled by sk_chunk_scales's words sw, · the
+ * token, whose fragment for the chunk's first k step is at the shared address xa (this lane's 16
+ * bytes).
+ * A loop of four k steps a trip, not unrolled (session 30): unrolled over the chunk's 23 steps the
+ * loop was ~3,800 instructions (60 KB) an instance, and ncu's source counters on the step kernel
+ * (call 4, the experts' arithmetic alone) had 23-44 % of the expert loops' stall samples waiting
+ * for instructions (no_instruction): eight warps streaming 60 KB of straight-line code each through
+ * the instruction caches. Four steps (~5 KB) stay cached; the scale words then come from the six
+ * words a lane holds (a shuffle a step) instead of 23 registers indexed by the step.
+ * Four accumulators, (step parity, 32-wide half), their MMAs issued round-robin (a step's four MMAs
+ * on one accumulator were a chain of dependent HMMAs back to back in the SASS). The sums add the
+ * same products in another grouping than the small MoE kernel's: not its bits. */
 template <bool FOLDED>
-static __device__ __forceinline__ void sk_chunk(uint32_t st, int nk, const uint32_t sc[SK_MAX_KC],
-                                                uint32_t xa, float acc[4]) {
-    const int lane = threadIdx.x & 31;
+static __device__ __forceinline__ void
+sk_chunk(uint32_t st, int nk, const uint32_t sw_in[SK_SC_WORDS], uint32_t xa, float acc[4]) {
+    const int lane = threadIdx.x & 31, g8 = lane >> 2;
     float a4[2][2][4]; /* [step parity][half] */
 #pragma unroll
     for (int i = 0; i < 16; i++) (&a4[0][0][0])[i] = 0.f;
-    const uint32_t qa = st + (uint32_t)lane * 16;
-    /* step ks's A fragments (its codes dequantised; zero past nk) and token fragments */
-    auto operands = [&](int ks, uint32_t(&f)[2][2][4], uint4(&x)[2]) {
-        const bool on = ks < nk;
-        const uint32_t kq = on ? (uint32_t)ks : 0u; /* an address inside the chunk either way */
-        uint4 q = lds128(qa + kq * SK_STEP_CODE_BYTES);
-        if (!on) q = make_uint4(0u, 0u, 0u, 0u);
-        x[0] = lds128(xa + kq * 128u);
-        x[1] = lds128(xa + kq * 128u + 64u);
+    uint32_t sw[SK_SC_WORDS];
 #pragma unroll
-        for (int h = 0; h < 2; h++) { /* the two 32-wide chunks of this k step */
-            dequant_word_t<FOLDED>(h ? q.z : q.x, sc[ks], 2 * h, f[h][0]);
-            dequant_word_t<FOLDED>(h ? q.w : q.y, sc[ks], 2 * h + 1, f[h][1]);
-        }
-    };
+    for (int i = 0; i < SK_SC_WORDS; i++) sw[i] = sw_in[i];
+    const uint32_t qa = st + (uint32_t)lane * 16;
     /* MMA m (0: k 0-15, 1: k 16-31) of half h of a step: moe_small.cuh's mma_chunk, split */
     auto mma = [&](float(&c)[4], const uint32_t(&f)[2][4], uint4 x, int m) {
         mma_bf16_16816(c, f[0][2 * m], f[1][2 * m], f[0][2 * m + 1], f[1][2 * m + 1], m ? x.z : x.x,
                        m ? x.w : x.y);
     };
+#pragma unroll 1
+    for (int k0 = 0; k0 < nk; k0 += 4) {
+        const uint32_t w = sw[0]; /* steps k0 .. k0 + 3's words, then the next four's in place */
 #pragma unroll
-    for (int ks = 0; ks + 1 < SK_MAX_KC; ks += 2) {
-        uint32_t f0[2][2][4], f1[2][2][4];
-        uint4 x0[2], x1[2];
-        operands(ks, f0, x0);
-        operands(ks + 1, f1, x1);
+        for (int i = 0; i + 1 < SK_SC_WORDS; i++) sw[i] = sw[i + 1];
 #pragma unroll
-        for (int m = 0; m < 2; m++)
+        for (int j = 0; j < 4; j++) {
+            const int ks = k0 + j;
+            if (ks >= nk) break; /* warp-uniform: the chunk's last trip */
+            const uint32_t sc = __shfl_sync(0xffffffffu, w, j * 8 + g8);
+            const uint4 q = lds128(qa + (uint32_t)ks * SK_STEP_CODE_BYTES);
+            const uint4 x[2] = {lds128(xa + (uint32_t)ks * 128u),
+                                lds128(xa + (uint32_t)ks * 128u + 64u)};
+            uint32_t f[2][2][4];
 #pragma unroll
-            for (int h = 0; h < 2; h++) {
-                mma(a4[0][h], f0[h], x0[h], m);
-                mma(a4[1][h], f1[h], x1[h], m);
+            for (int h = 0; h < 2; h++) { /* the two 32-wide chunks of this k step */
+                dequant_word_t<FOLDED>(h ? q.z : q.x, sc, 2 * h, f[h][0]);
+                dequant_word_t<FOLDED>(h ? q.w : q.y, sc, 2 * h + 1, f[h][1]);
             }
-    }
-    if constexpr (SK_MAX_KC % 2) {
-        constexpr int ks = SK_MAX_KC - 1;
-        if (ks < nk) {
-            uint32_t f0[2][2][4];
-            uint4 x0[2];
-            operands(ks, f0, x0);
 #pragma unroll
             for (int m = 0; m < 2; m++)
 #pragma unroll
-                for (int h = 0; h < 2; h++) mma(a4[0][h], f0[h], x0[h], m);
+                for (int h = 0; h < 2; h++) mma(a4[j & 1][h], f[h], x[h], m);
         }
     }
 #pragma unroll
