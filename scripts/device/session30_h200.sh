@@ -3,7 +3,8 @@
 # head's figures beside the roofline on the card the issues' acceptance figures are for.
 #  (1) roofline and bench latency: 120b decode 1, 8, 64; 20b decode 1;
 #  (2) 120b decode 256 and 1024 with a 1k prefill, and an 8k prefill (issue 14);
-#  (3) served 1k/1k at concurrency 1, 10 prompts: tokens/s per user (issue 13: >= 580) and the
+#  (3) the step kernel (off by default) against the loop at 120b batch 1, one round;
+#  (4) served 1k/1k at concurrency 1, 10 prompts: tokens/s per user (issue 13: >= 580) and the
 #      median TTFT of a lone 1k prompt (issue 14: <= 25 ms).
 # No prediction to test: the last H200 figures are session 5's (120b decode 1 351, 8 1,241, 64 3,255,
 # 256 8,570, 1024 14,128; prefill 1k 16,841, 8k 24,458; C = 1 351 tok/s per user, TTFT 64.8 ms);
@@ -23,6 +24,7 @@ timeout 120 $bin/gptoss bench latency --model synthetic:120b --batches "" --pref
   --output-json "$out/latency-120b-8k.json" >"$out/logs/lat-8k.log" 2>&1
 grep -E "^\| synthetic" "$out/logs/lat-8k.log" | tee -a "$sum"
 for b in 256 1024; do $bin/gptoss roofline --model 120b --batch $b --context 1024 | grep -E "^bound" | sed "s/^/120b:$b /" | tee -a "$sum"; done
+ROUNDS=1 decode_variants "loop=- step=GPTOSS_STEP_KERNEL=1" 120b:1
 echo -e "\n## served 1k/1k, concurrency 1 $(t)" | tee -a "$sum"
 [ -f .devcarry/cache/tokenizer/tokenizer.json.gz ] && gunzip -kf .devcarry/cache/tokenizer/tokenizer.json.gz
 $bin/gptoss serve --model synthetic:120b --backend cuda --port 8000 --max-num-seqs 256 --max-num-batched-tokens 8192 \
