@@ -50,7 +50,7 @@ struct sk_params {
     int L, E, k, I;
     float alpha, limit;
     unsigned long long *stamps; /* the probe (step_kernel_set_probe), or NULL */
-    int kc1, kc2;               /* k steps an expert chunk (≤ a ring stage): gate_up's, down's */
+    int kc;                     /* k steps an expert chunk (a ring stage) */
     int moe_probe; /* step_kernel_set_moe_probe: 1 chunks not multiplied, 2 chunks not copied */
 };
 
@@ -123,9 +123,9 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
     const int n_pairs = asp_share(b, G, (K.base.n_heads + 2 * K.base.n_kv_heads) * AS_HALF, &p0);
     const int n_rows = asp_share(b, G, H, &r0);
     const int n_router = b < K.E ? 1 : 0;
-    /* the experts: the block's share of the k · RT tiles of each matrix, kc1 / kc2 k steps a chunk */
-    const int I = K.I, RT1 = 2 * I / 16, KK1 = H / 64, RT2 = H / 16, KK2 = I / 64;
-    const int kc1 = K.kc1, kc2 = K.kc2, nc1 = (KK1 + kc1 - 1) / kc1, nc2 = (KK2 + kc2 - 1) / kc2;
+    /* the experts: the block's share of the k · RT tiles of each matrix, kc k steps a chunk */
+    const int I = K.I, RT1 = 2 * I / 16, KK1 = H / 64, RT2 = H / 16, KK2 = I / 64, kc = K.kc;
+    const int nc1 = (KK1 + kc - 1) / kc, nc2 = (KK2 + kc - 1) / kc;
     int gt0, dt0;
     const int n_gt = asp_share(b, G, K.k * RT1, &gt0), n_dt = asp_share(b, G, K.k * RT2, &dt0);
     /* the block's stages a layer: QKV pairs, O rows, its router row, gate_up's chunks, down's */
@@ -178,7 +178,6 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
                 } else { /* an expert chunk's codes (its consumer loads the scale words) */
                     const bool up = q < q_d;
                     const int nc = up ? nc1 : nc2, KK = up ? KK1 : KK2, RT = up ? RT1 : RT2;
-                    const int kc = up ? kc1 : kc2;
                     const int lt = (q - (up ? q_g : q_d)) / nc, c = (q - (up ? q_g : q_d)) % nc;
                     const int j = (up ? gt0 : dt0) + lt, i = j / RT, rt = j - i * RT;
                     const int kk0 = c * kc, nk = min(kc, KK - kk0);
@@ -350,18 +349,18 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
             /* chunk q's scale words; the next chunk's are asked for before this one is multiplied
              * (an L2 round trip a chunk otherwise waited out before its first step) */
             auto scales1 = [&](int q, uint32_t(&w)[SK_SC_WORDS]) {
-                const int lt = (q - q_g) / nc1, c = (q - q_g) % nc1, kk0 = c * kc1;
+                const int lt = (q - q_g) / nc1, c = (q - q_g) % nc1, kk0 = c * kc;
                 const int j = gt0 + lt, i = j / RT1, rt = j - i * RT1;
                 sk_chunk_scales((const uint32_t *)ly->w1_s +
                                     (((size_t)s_e[i] * RT1 + rt) * KK1 + kk0) * 8,
-                                min(kc1, KK1 - kk0), w);
+                                min(kc, KK1 - kk0), w);
             };
             uint32_t sc_next[SK_SC_WORDS];
             const int q1 = sk_first(nb + q_g, warp) - nb;
             if (q1 < q_d) scales1(q1, sc_next);
             for (int q = q1; q < q_d; q += AS_CWARPS) {
                 const int n = nb + q, s = n % S, lt = (q - q_g) / nc1, c = (q - q_g) % nc1;
-                const int kk0 = c * kc1, nk = min(kc1, KK1 - kk0);
+                const int kk0 = c * kc, nk = min(kc, KK1 - kk0);
                 const int j = gt0 + lt, i = j / RT1, rt = j - i * RT1;
                 uint32_t sc[SK_SC_WORDS];
 #pragma unroll
@@ -398,24 +397,20 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
         consumers_sync();
         {
             const bool folded = ly->w2_folded != 0;
-            auto scales2 =
-                [&](int q,
-                    uint32_t(
-                        &w)[SK_SC_WORDS]) { /* as gate_up's scales1 */
-                                            const int lt = (q - q_d) / nc2, c = (q - q_d) % nc2,
-                                                      kk0 = c * kc2;
-                                            const int j = dt0 + lt, i = j / RT2, rt = j - i * RT2;
-                                            sk_chunk_scales(
-                                                (const uint32_t *)ly->w2_s +
-                                                    (((size_t)s_e[i] * RT2 + rt) * KK2 + kk0) * 8,
-                                                min(kc2, KK2 - kk0), w);
-                };
+            /* as gate_up's scales1 */
+            auto scales2 = [&](int q, uint32_t(&w)[SK_SC_WORDS]) {
+                const int lt = (q - q_d) / nc2, c = (q - q_d) % nc2, kk0 = c * kc;
+                const int j = dt0 + lt, i = j / RT2, rt = j - i * RT2;
+                sk_chunk_scales((const uint32_t *)ly->w2_s +
+                                    (((size_t)s_e[i] * RT2 + rt) * KK2 + kk0) * 8,
+                                min(kc, KK2 - kk0), w);
+            };
             uint32_t sc_next[SK_SC_WORDS];
             const int q1 = sk_first(nb + q_d, warp) - nb;
             if (q1 < C) scales2(q1, sc_next);
             for (int q = q1; q < C; q += AS_CWARPS) {
                 const int n = nb + q, s = n % S, lt = (q - q_d) / nc2, c = (q - q_d) % nc2;
-                const int kk0 = c * kc2, nk = min(kc2, KK2 - kk0);
+                const int kk0 = c * kc, nk = min(kc, KK2 - kk0);
                 const int j = dt0 + lt, i = j / RT2, rt = j - i * RT2, row = rt * 16 + g8;
                 uint32_t sc[SK_SC_WORDS];
 #pragma unroll
@@ -484,22 +479,6 @@ static size_t sk_layout(const attn_dims *d, int H, int k, int I, as_layout *L, i
     return smem;
 }
 
-/* A matrix's chunk steps: of the chunkings of its KK k steps into nc ≤ SK_MAX_CHUNKS chunks of at
- * most kc_max steps, the one whose busiest consumer warp has the fewest steps to multiply, the
- * block with the most tiles (tiles) dealing its tiles · nc chunks over the AS_CWARPS warps; on a
- * tie the fewest chunks. 120b on 132 SMs: gate_up (11 tiles) 2 chunks of 23 (3 rounds, 69 steps
- * against 72 with 4 of 12), down (6 tiles) 4 chunks of 12 (3 rounds, 36 steps against 46 with 2
- * of 23: session 30). */
-static int sk_chunk_steps(int KK, int tiles, int kc_max) {
-    int best = kc_max, best_cost = 1 << 30;
-    for (int nc = (KK + kc_max - 1) / kc_max; nc <= SK_MAX_CHUNKS; nc++) {
-        const int kcn = (KK + nc - 1) / nc;
-        const int cost = (tiles * nc + AS_CWARPS - 1) / AS_CWARPS * kcn;
-        if (cost < best_cost) best = kcn, best_cost = cost;
-    }
-    return best;
-}
-
 extern "C" int step_kernel_supported(const attn_dims *d, const rope_kv_freq *f, int H, int E, int k,
                                      int I) {
     as_layout L;
@@ -550,9 +529,7 @@ extern "C" cudaError_t step_kernel_launch(const attn_dims *d, const rope_kv_freq
     K.L = a->L, K.E = a->E, K.k = a->k, K.I = a->I;
     K.alpha = a->alpha, K.limit = a->limit;
     K.stamps = g_stamps;
-    const int G = per_device_sm_count(), I = a->I, H = a->H;
-    K.kc1 = sk_chunk_steps(H / 64, (a->k * (2 * I / 16) + G - 1) / G, kc);
-    K.kc2 = sk_chunk_steps(I / 64, (a->k * (H / 16) + G - 1) / G, kc);
+    K.kc = kc;
     K.moe_probe = g_moe_probe;
 
     const int sms = per_device_sm_count();
