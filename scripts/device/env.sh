@@ -115,3 +115,23 @@ served_10xc() {
     grep -E "$keys" | tee -a "$sum"
   kill -TERM $pid; wait $pid
 }
+# step_kernel_vs_base: the step kernel of this build against the one of the base build carried in
+# .devcarry/base (BASE=REV BASE_TESTS=gpu_test_cuda_forward scripts/device/prepare.sh): the new
+# build's (h) checks, the phases with the experts' probes of both, decode batch 1 of the loop and
+# both step kernels (120b and 20b, two interleaved rounds), into $sum; then the logs packed.
+step_kernel_vs_base() {
+  local b tb
+  test_table
+  run_logged step_kernel 200 $bin/gpu_test_cuda_forward --step-kernel
+  grep -E "^\(h\)|step kernel vs" "$out/logs/step_kernel.log" | tee -a "$sum"
+  for b in base new; do
+    tb=$bin/gpu_test_cuda_forward; [ $b = base ] && tb=.devcarry/base/gpu_test_cuda_forward
+    echo -e "\n## the step kernel by phase, with the experts' probes: $b $(t)" | tee -a "$sum"
+    timeout 200 $tb --step-kernel --bench >"$out/logs/bench-$b.log" 2>&1
+    grep -E "^\||^the |FAILED|passed" "$out/logs/bench-$b.log" | tee -a "$sum"
+  done
+  ROUNDS=2 decode_variants "loop=- step0=BIN=.devcarry/base/gptoss+GPTOSS_STEP_KERNEL=1 step1=GPTOSS_STEP_KERNEL=1" 120b:1 20b:1
+  t | tee -a "$sum"
+  rm -rf "$out"/v-*/vlogs
+  tar czf /tmp/logs.tgz -C "$out" logs && rm -rf "$out"/logs && mv /tmp/logs.tgz "$out/"
+}

@@ -14,16 +14,4 @@
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
 device_script /tmp/s30c1 "session 30 call 1: the step kernel's expert loop against its base"
-test_table
-run_logged step_kernel 200 $bin/gpu_test_cuda_forward --step-kernel
-grep -E "^\(h\)|step kernel vs" "$out/logs/step_kernel.log" | tee -a "$sum"
-for b in base new; do
-  tb=$bin/gpu_test_cuda_forward; [ $b = base ] && tb=.devcarry/base/gpu_test_cuda_forward
-  echo -e "\n## the step kernel by phase, with the experts' probes: $b $(t)" | tee -a "$sum"
-  timeout 200 $tb --step-kernel --bench >"$out/logs/bench-$b.log" 2>&1
-  grep -E "^\||^the |FAILED|passed" "$out/logs/bench-$b.log" | tee -a "$sum"
-done
-ROUNDS=2 decode_variants "loop=- step0=BIN=.devcarry/base/gptoss+GPTOSS_STEP_KERNEL=1 step1=GPTOSS_STEP_KERNEL=1" 120b:1 20b:1
-t | tee -a "$sum"
-rm -rf "$out"/v-*/vlogs
-tar czf /tmp/logs.tgz -C "$out" logs && rm -rf "$out"/logs && mv /tmp/logs.tgz "$out/"
+step_kernel_vs_base
