@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 30, call 7 (~3 min; an H100 is fine): call 6's pair lost (the layer 76.9 -> 85.3 µs; its
+# Session 30, call 7 (~3 min; an H100 is fine; built at the head with the two scale lambdas as one): call 6's pair lost (the layer 76.9 -> 85.3 µs; its
 # down in 4 chunks streamed at half the rate). Its other half alone against the same base (91be4f6):
 # each chunk's scale words asked for while the chunk before is multiplied.
 #  (1) the (h) checks (call 5's sums exactly: relL2 8.75e-3 / 1.79e-3); (2) the phases with the
