@@ -342,32 +342,18 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
                                  : (size_t)s_e[i] * H + rt * 16 + r;
             s_bias[up ? 0 : 1][w] = bf16_bits_to_f32((up ? ly->b1 : ly->b2)[at]);
         }
-        /* stage q's chunk's scale words (of gate_up's chunks if up, else down's): each warp asks
-         * for its next chunk's while it multiplies this one (an L2 round trip a chunk otherwise
-         * waited out before its first step) */
-        auto chunk_scales = [&](bool up, int q, uint32_t(&w)[SK_SC_WORDS]) {
-            const int nc = up ? nc1 : nc2, RT = up ? RT1 : RT2, KK = up ? KK1 : KK2;
-            const int lt = (q - (up ? q_g : q_d)) / nc, c = (q - (up ? q_g : q_d)) % nc;
-            const int kk0 = c * kc, j = (up ? gt0 : dt0) + lt, i = j / RT, rt = j - i * RT;
-            sk_chunk_scales((const uint32_t *)(up ? ly->w1_s : ly->w2_s) +
-                                (((size_t)s_e[i] * RT + rt) * KK + kk0) * 8,
-                            min(kc, KK - kk0), w);
-        };
         consumers_sync();
         {
             const bool folded = ly->w1_folded != 0;
             const uint32_t xa = smem_u32(ys) + 16 * t4;
-            uint32_t sc_next[SK_SC_WORDS];
-            const int q1 = sk_first(nb + q_g, warp) - nb;
-            if (q1 < q_d) chunk_scales(true, q1, sc_next);
-            for (int q = q1; q < q_d; q += AS_CWARPS) {
+            for (int q = sk_first(nb + q_g, warp) - nb; q < q_d; q += AS_CWARPS) {
                 const int n = nb + q, s = n % S, lt = (q - q_g) / nc1, c = (q - q_g) % nc1;
                 const int kk0 = c * kc, nk = min(kc, KK1 - kk0);
                 const int j = gt0 + lt, i = j / RT1, rt = j - i * RT1;
                 uint32_t sc[SK_SC_WORDS];
-#pragma unroll
-                for (int u = 0; u < SK_SC_WORDS; u++) sc[u] = sc_next[u];
-                if (q + AS_CWARPS < q_d) chunk_scales(true, q + AS_CWARPS, sc_next);
+                sk_chunk_scales((const uint32_t *)ly->w1_s +
+                                    (((size_t)s_e[i] * RT1 + rt) * KK1 + kk0) * 8,
+                                nk, sc);
                 mbar_wait_or_trap(&full[s], (n / S) & 1);
                 const uint32_t st = smem_u32(ring + (size_t)s * L.stage_bytes);
                 float acc[4], out[2];
@@ -399,17 +385,14 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
         consumers_sync();
         {
             const bool folded = ly->w2_folded != 0;
-            uint32_t sc_next[SK_SC_WORDS];
-            const int q1 = sk_first(nb + q_d, warp) - nb;
-            if (q1 < C) chunk_scales(false, q1, sc_next);
-            for (int q = q1; q < C; q += AS_CWARPS) {
+            for (int q = sk_first(nb + q_d, warp) - nb; q < C; q += AS_CWARPS) {
                 const int n = nb + q, s = n % S, lt = (q - q_d) / nc2, c = (q - q_d) % nc2;
                 const int kk0 = c * kc, nk = min(kc, KK2 - kk0);
                 const int j = dt0 + lt, i = j / RT2, rt = j - i * RT2, row = rt * 16 + g8;
                 uint32_t sc[SK_SC_WORDS];
-#pragma unroll
-                for (int u = 0; u < SK_SC_WORDS; u++) sc[u] = sc_next[u];
-                if (q + AS_CWARPS < C) chunk_scales(false, q + AS_CWARPS, sc_next);
+                sk_chunk_scales((const uint32_t *)ly->w2_s +
+                                    (((size_t)s_e[i] * RT2 + rt) * KK2 + kk0) * 8,
+                                nk, sc);
                 mbar_wait_or_trap(&full[s], (n / S) & 1);
                 const uint32_t st = smem_u32(ring + (size_t)s * L.stage_bytes);
                 const uint32_t xa =
