@@ -5,11 +5,23 @@
 #include "backend/cuda/runner_internal.h"
 #include "backend/cuda/step_kernel.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* The kernel's bulk copies and bulk L2 prefetches of the experts' codes and scale words need
+ * 16-byte aligned bases (cudaMalloc's are). Without them there is no table, and the layer loop
+ * runs every step. */
+static bool experts_aligned(const gpu_layer *ly) {
+    return (((uintptr_t)ly->w1_q | (uintptr_t)ly->w1_s | (uintptr_t)ly->w2_q |
+             (uintptr_t)ly->w2_s) &
+            15) == 0;
+}
+
 int runner_step_table_build(struct backend *b) {
     if (b->step_layers || b->L < 1) return 0;
+    for (int l = 0; l < b->L; l++)
+        if (!experts_aligned(&b->gw.layers[l])) return 0;
     step_layer *t = calloc((size_t)b->L, sizeof *t);
     if (!t) return err_set("cuda backend: out of host memory for the step kernel's layer table");
     for (int l = 0; l < b->L; l++) {
