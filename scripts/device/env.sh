@@ -131,7 +131,13 @@ step_kernel_vs_base() {
     grep -E "^\||^the |FAILED|passed" "$out/logs/bench-$b.log" | tee -a "$sum"
   done
   ROUNDS=2 decode_variants "loop=- step0=BIN=.devcarry/base/gptoss+GPTOSS_STEP_KERNEL=1 step1=GPTOSS_STEP_KERNEL=1" 120b:1 20b:1
+  finish_call
+}
+# finish_call: a device script's end: the time into $sum, the variants' per-run logs dropped, and
+# logs/ (and tests/, if there) packed into one archive (fewer files to bring back).
+finish_call() {
   t | tee -a "$sum"
   rm -rf "$out"/v-*/vlogs
-  tar czf /tmp/logs.tgz -C "$out" logs && rm -rf "$out"/logs && mv /tmp/logs.tgz "$out/"
+  tar czf /tmp/logs.tgz -C "$out" $(cd "$out" && ls -d logs tests 2>/dev/null) &&
+    rm -rf "$out"/logs "$out"/tests && mv /tmp/logs.tgz "$out/"
 }

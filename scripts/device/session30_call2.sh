@@ -26,6 +26,4 @@ for v in off on; do
   grep -E "^\|" "$out/logs/bench-$v.log" | tee -a "$sum"
 done
 ROUNDS=3 decode_variants "off=- slots=GPTOSS_AS_O_SLOTS=1" 120b:1 20b:1
-t | tee -a "$sum"
-rm -rf "$out"/v-*/vlogs
-tar czf /tmp/logs.tgz -C "$out" logs && rm -rf "$out"/logs && mv /tmp/logs.tgz "$out/"
+finish_call

@@ -22,7 +22,4 @@ echo -e "\n## gpu_test_attn_stream --bench $(t)" | tee -a "$sum"
 timeout 200 $bin/gpu_test_attn_stream --bench >"$out/logs/bench.log" 2>&1
 grep -E "^\|" "$out/logs/bench.log" | tee -a "$sum"
 ROUNDS=3 decode_variants "base=BIN=.devcarry/base/gptoss new=- step0=BIN=.devcarry/base/gptoss+GPTOSS_STEP_KERNEL=1 step1=GPTOSS_STEP_KERNEL=1" 120b:1 20b:1
-t | tee -a "$sum"
-rm -rf "$out"/v-*/vlogs
-tar czf /tmp/logs.tgz -C "$out" $(cd "$out" && ls -d logs tests 2>/dev/null) &&
-  rm -rf "$out"/logs "$out"/tests && mv /tmp/logs.tgz "$out/"
+finish_call

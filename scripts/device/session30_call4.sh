@@ -30,5 +30,4 @@ for ms in arith:2900 whole:900; do
   gzip -f "$out/logs/sass-$name.csv"
   cp "$out/logs/sass-$name.csv.gz" "$out/"
 done
-t | tee -a "$sum"
-tar czf /tmp/logs.tgz -C "$out" logs && rm -rf "$out"/logs && mv /tmp/logs.tgz "$out/"
+finish_call

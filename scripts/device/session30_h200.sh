@@ -36,5 +36,4 @@ timeout 150 $bin/gptoss bench serve --url http://127.0.0.1:8000 --isl 1024 --osl
   --num-warmups 1 --label "gptoss 120b 1k/1k C=1 (H200)" --output-json "$out/served-c1.json" --no-progress 2>&1 |
   grep -E "$keys" | tee -a "$sum"
 kill -TERM $pid; wait $pid
-t | tee -a "$sum"
-tar czf /tmp/logs.tgz -C "$out" logs && rm -rf "$out"/logs && mv /tmp/logs.tgz "$out/"
+finish_call
