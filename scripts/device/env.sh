@@ -116,7 +116,8 @@ served_10xc() {
   kill -TERM $pid; wait $pid
 }
 # step_kernel_vs_base: the step kernel of this build against the one of the base build carried in
-# .devcarry/base (BASE=REV BASE_TESTS=gpu_test_cuda_forward scripts/device/prepare.sh): the new
+# .devcarry/base (BASE=REV BASE_TESTS=gpu_test_cuda_forward scripts/device/prepare.sh; and of a
+# second base in .devcarry/base2 when BASE2=REV was given too): the new
 # build's (h) checks, the phases with the experts' probes of both, decode batch 1 of the loop and
 # both step kernels (120b and 20b, two interleaved rounds), into $sum; then the logs packed.
 step_kernel_vs_base() {
@@ -124,13 +125,17 @@ step_kernel_vs_base() {
   test_table
   run_logged step_kernel 200 $bin/gpu_test_cuda_forward --step-kernel
   grep -E "^\(h\)|step kernel vs" "$out/logs/step_kernel.log" | tee -a "$sum"
-  for b in base new; do
-    tb=$bin/gpu_test_cuda_forward; [ $b = base ] && tb=.devcarry/base/gpu_test_cuda_forward
+  local bases=base v="loop=- step0=BIN=.devcarry/base/gptoss+GPTOSS_STEP_KERNEL=1"
+  if [ -d .devcarry/base2 ]; then # a second base (prepare.sh BASE2=REV)
+    bases="base base2" v="$v step0b=BIN=.devcarry/base2/gptoss+GPTOSS_STEP_KERNEL=1"
+  fi
+  for b in $bases new; do
+    tb=$bin/gpu_test_cuda_forward; [ $b != new ] && tb=.devcarry/$b/gpu_test_cuda_forward
     echo -e "\n## the step kernel by phase, with the experts' probes: $b $(t)" | tee -a "$sum"
     timeout 200 $tb --step-kernel --bench >"$out/logs/bench-$b.log" 2>&1
     grep -E "^\||^the |FAILED|passed" "$out/logs/bench-$b.log" | tee -a "$sum"
   done
-  ROUNDS=2 decode_variants "loop=- step0=BIN=.devcarry/base/gptoss+GPTOSS_STEP_KERNEL=1 step1=GPTOSS_STEP_KERNEL=1" 120b:1 20b:1
+  ROUNDS=2 decode_variants "$v step1=GPTOSS_STEP_KERNEL=1" 120b:1 20b:1
   finish_call
 }
 # finish_call: a device script's end: the time into $sum, the variants' per-run logs dropped, and

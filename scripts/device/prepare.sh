@@ -28,17 +28,20 @@ if [ -f "$cache/tokenizer/tokenizer.json" ]; then
 fi
 git describe --always --dirty --abbrev=7 > .devcarry/commit.txt # "-dirty": built from uncommitted changes
 # BASE=REV: also the program built at REV (in a worktree under build-base/), for scripts/device/ab.sh;
-# BASE_TESTS names base test binaries to carry beside it.
-if [ -n "${BASE:-}" ]; then
-  wt=build-base/src
-  rev=$(git rev-parse --verify "$BASE^{commit}") # here: in the worktree "HEAD" would be its own
+# BASE_TESTS names base test binaries to carry beside it. BASE2=REV: a second base the same way, in
+# .devcarry/base2/ (build-base2/): three builds held against each other in one call.
+build_base() { # REV DIR (base or base2)
+  local wt=build-$2/src rev
+  rev=$(git rev-parse --verify "$1^{commit}") # here: in the worktree "HEAD" would be its own
   [ -d "$wt" ] || git worktree add --detach "$wt" "$rev" >/dev/null
   git -C "$wt" checkout -q --detach "$rev"
-  cmake -S "$wt" -B build-base/build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-  cmake --build build-base/build -j "$(nproc)" --target gptoss ${BASE_TESTS:-}
-  mkdir -p .devcarry/base && cp build-base/build/gptoss .devcarry/base/ && strip --strip-debug .devcarry/base/gptoss
+  cmake -S "$wt" -B "build-$2/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  cmake --build "build-$2/build" -j "$(nproc)" --target gptoss ${BASE_TESTS:-}
+  mkdir -p ".devcarry/$2" && cp "build-$2/build/gptoss" ".devcarry/$2/" && strip --strip-debug ".devcarry/$2/gptoss"
   # BASE_TESTS="gpu_test_x ...": those GPU test binaries of the base too (a probe held against its base)
-  for t in ${BASE_TESTS:-}; do cp "build-base/build/tests/gpu/$t" .devcarry/base/ && strip --strip-debug ".devcarry/base/$t"; done
-  git -C "$wt" rev-parse --short HEAD > .devcarry/base/commit.txt
-fi
+  for t in ${BASE_TESTS:-}; do cp "build-$2/build/tests/gpu/$t" ".devcarry/$2/" && strip --strip-debug ".devcarry/$2/$t"; done
+  git -C "$wt" rev-parse --short HEAD >".devcarry/$2/commit.txt"
+}
+if [ -n "${BASE:-}" ]; then build_base "$BASE" base; fi
+if [ -n "${BASE2:-}" ]; then build_base "$BASE2" base2; fi
 du -sh .devcarry
