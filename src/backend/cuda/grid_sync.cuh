@@ -39,6 +39,40 @@ static __device__ __forceinline__ void grid_barrier_with(unsigned *bar, unsigned
     sync();
 }
 
+/* A grid barrier in fewer L2 round trips, for a kernel that passes many (the step kernel: six a
+ * layer). bar[0] counts every arrival of the launch: barrier n (1, 2, ...) is passed once it
+ * reaches n · gridDim.x, which the caller tracks in *target (0 at the launch's start; this adds
+ * gridDim.x). An arrival is one release reduction and the wait one acquire poll, where
+ * grid_barrier_with reads the generation, fences, adds, and the last block resets the count,
+ * fences and advances the generation: about five round trips on the last block's chain against
+ * two. The count is never reset between the barriers; grid_exit_counted returns it to 0 at the
+ * launch's end (so bar[0] is 0 before and after a launch, as for grid_barrier_with, which may
+ * share the words: bar[1] is not touched). */
+static __device__ __forceinline__ void red_release_add_u32(unsigned *p, unsigned v) {
+    asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+template <typename Sync>
+static __device__ __forceinline__ void grid_barrier_counted(unsigned *bar, unsigned *target,
+                                                            Sync sync) {
+    *target += gridDim.x;
+    sync();
+    if (threadIdx.x == 0) {
+        red_release_add_u32(bar, 1u); /* this block's writes (ordered by the block barrier) */
+        const long long t0 = clock64();
+        while ((int)(ld_acquire_u32(bar) - *target) < 0)
+            if (clock64() - t0 > 4000000000ll) __trap(); /* ~2 s: a block never arrived */
+    }
+    sync();
+}
+
+/* The end of a launch that used grid_barrier_counted, in place of its last barrier (the kernel's
+ * end orders what follows): each block arrives once more, and the last arrival (passes · gridDim
+ * + gridDim in all) sets the count back to 0. Every block has then left every earlier barrier's
+ * wait, so none reads the count again. */
+static __device__ __forceinline__ void grid_exit_counted(unsigned *bar, unsigned target) {
+    if (threadIdx.x == 0 && atomicAdd(bar, 1u) == target + gridDim.x - 1) atomicExch(bar, 0u);
+}
+
 static __device__ __forceinline__ void grid_barrier(unsigned *bar, unsigned spin_ns) {
     grid_barrier_with(bar, spin_ns, [] { __syncthreads(); });
 }

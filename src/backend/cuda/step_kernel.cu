@@ -66,8 +66,10 @@ static __device__ __forceinline__ void sk_stamp(const sk_params &K, int l, int i
     }
 }
 
-static __device__ __forceinline__ void sk_barrier(unsigned *bar) {
-    grid_barrier_with(bar, 0, [] { consumers_sync(); });
+/* The grid barrier between phases: grid_sync.cuh's counted form (*target: the count this block's
+ * consumers have passed, kept by each thread alike). */
+static __device__ __forceinline__ void sk_barrier(unsigned *bar, unsigned *target) {
+    grid_barrier_counted(bar, target, [] { consumers_sync(); });
 }
 
 /* The first stage index ≥ lo of consumer warp w (stage n goes to warp n % AS_CWARPS). */
@@ -207,6 +209,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
     uint16_t *ys = (uint16_t *)((unsigned char *)xs + ((size_t)H * 4 + 127) / 128 * 128);
     uint16_t *acts = (uint16_t *)xs;
     const int t4 = lane & 3, g8 = lane >> 2;
+    unsigned bar_n = 0; /* grid barrier arrivals passed (sk_barrier) */
     /* The scale words of the layer's expert chunk q (gate_up's when up, else down's) into sc:
      * each warp asks for its next chunk's while it multiplies this one, so their L2 round trip
      * is off the chain between chunks (the first chunk's are asked for before the loop). */
@@ -262,7 +265,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
             }
         }
         as_item_prefetch(P, L, item, as_smem);
-        sk_barrier(P.a.bar);
+        sk_barrier(P.a.bar, &bar_n);
         sk_stamp(K, l, 2);
         if (tid == 0) mbar_arrive(o_go);
         if (P.a.nh && b == 0) /* every block has read h: its new row (written by this block) */
@@ -271,7 +274,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
 
         /* 2: attention */
         as_attention(P, L, item, as_smem);
-        sk_barrier(P.a.bar);
+        sk_barrier(P.a.bar, &bar_n);
         sk_stamp(K, l, 3);
 
         /* 3: O */
@@ -288,7 +291,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
                 P.a.o[r0 + q - n_pairs] = f32_to_bf16_bits(acc[0][0] + pre.o_bias[q - n_pairs]);
             }
         }
-        sk_barrier(P.a.bar);
+        sk_barrier(P.a.bar, &bar_n);
         sk_stamp(K, l, 4);
 
         /* 4: the MLP norm (h + o, norm_add_kernel's row in every block), the router's row */
@@ -326,7 +329,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
                 }
             }
         }
-        sk_barrier(P.a.bar);
+        sk_barrier(P.a.bar, &bar_n);
         sk_stamp(K, l, 5);
         if (b == 0) /* every block has read h: h + o */
             for (int i = tid; i < H / 4; i += AS_CWARPS * 32)
@@ -395,7 +398,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
                 for (int w = 0; w < SK_SC_WORDS; w++) sc[w] = sc_next[w];
             }
         }
-        sk_barrier(P.a.bar);
+        sk_barrier(P.a.bar, &bar_n);
         sk_stamp(K, l, 6);
 
         /* 6: down, weighted into the slots (one a selected expert: unsplit) */
@@ -440,7 +443,10 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
                 for (int w = 0; w < SK_SC_WORDS; w++) sc[w] = sc_next[w];
             }
         }
-        sk_barrier(P.a.bar);
+        if (l + 1 < K.L)
+            sk_barrier(P.a.bar, &bar_n);
+        else /* the launch's end: the count back to 0 (the kernel's end is the last barrier) */
+            grid_exit_counted(P.a.bar, bar_n);
         sk_stamp(K, l, 7);
     }
 }
