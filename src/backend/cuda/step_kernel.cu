@@ -113,7 +113,6 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
     __shared__ sk_partials s_part;
     __shared__ float s_bias[2]
                            [SK_MAX_TILES * 16]; /* the block's tiles' biases: gate_up's, down's */
-    __shared__ uint64_t bias_go; /* a layer's s_bias is written (every consumer thread arrives) */
     unsigned char *ring = as_smem;
     float *xs = (float *)(as_smem + L.xs_off);
     const int S = L.stages;
@@ -137,7 +136,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
     const int qkv_row_bytes = H * 2, o_row_bytes = Q * 2;
     if (tid == 0) {
         for (int s = 0; s < S; s++) mbar_init(&full[s], 1), mbar_init(&empty[s], 1);
-        mbar_init(o_go, 1), mbar_init(route_go, 1), mbar_init(&bias_go, AS_CWARPS * 32);
+        mbar_init(o_go, 1), mbar_init(route_go, 1);
         mbar_init_fence();
     }
     if (tid < SK_MAX_TILES) s_part.count[tid] = 0;
@@ -210,23 +209,10 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
     uint16_t *acts = (uint16_t *)xs;
     const int t4 = lane & 3, g8 = lane >> 2;
     unsigned bar_n = 0; /* grid barrier arrivals passed (sk_barrier) */
-    /* The scale words of the layer's expert chunk q (gate_up's when up, else down's) into sc:
-     * each warp asks for its next chunk's while it multiplies this one, so their L2 round trip
-     * is off the chain between chunks (the first chunk's are asked for before the loop). */
-    const step_layer *cur = NULL;
-    auto chunk_scales = [&](bool up, int q, uint32_t(&sc)[SK_SC_WORDS]) {
-        const int nc = up ? nc1 : nc2, KK = up ? KK1 : KK2, RT = up ? RT1 : RT2;
-        const int lt = (q - (up ? q_g : q_d)) / nc, c = (q - (up ? q_g : q_d)) % nc;
-        const int j = (up ? gt0 : dt0) + lt, i = j / RT, rt = j - i * RT, kk0 = c * kc;
-        sk_chunk_scales((const uint32_t *)(up ? cur->w1_s : cur->w2_s) +
-                            (((size_t)s_e[i] * RT + rt) * KK + kk0) * 8,
-                        min(kc, KK - kk0), sc);
-    };
 
     for (int l = 0; l < K.L; l++) {
         const step_layer *ly = K.layers + l;
         const int nb = l * C;
-        cur = ly;
         if (tid == 0) {
             attn_stream_args &a = sP.a;
             a.slots = ly->sliding ? K.slots_swa : K.slots_full;
@@ -359,22 +345,18 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
                                  : (size_t)s_e[i] * H + rt * 16 + r;
             s_bias[up ? 0 : 1][w] = bf16_bits_to_f32((up ? ly->b1 : ly->b2)[at]);
         }
-        /* No block-wide sync here: the biases' DRAM round trip overlaps the first chunks' copies
-         * and multiplies, and only a tile's epilogue waits for them (session 30's ncu: 3.9 % of
-         * the step kernel's stall samples were warps at the sync after these loads). */
-        mbar_arrive(&bias_go);
+        consumers_sync();
         {
             const bool folded = ly->w1_folded != 0;
             const uint32_t xa = smem_u32(ys) + 16 * t4;
-            uint32_t sc[SK_SC_WORDS];
-            int q = sk_first(nb + q_g, warp) - nb;
-            if (q < q_d) chunk_scales(true, q, sc);
-            for (; q < q_d; q += AS_CWARPS) {
+            for (int q = sk_first(nb + q_g, warp) - nb; q < q_d; q += AS_CWARPS) {
                 const int n = nb + q, s = n % S, lt = (q - q_g) / nc1, c = (q - q_g) % nc1;
                 const int kk0 = c * kc, nk = min(kc, KK1 - kk0);
                 const int j = gt0 + lt, i = j / RT1, rt = j - i * RT1;
-                uint32_t sc_next[SK_SC_WORDS];
-                if (q + AS_CWARPS < q_d) chunk_scales(true, q + AS_CWARPS, sc_next);
+                uint32_t sc[SK_SC_WORDS];
+                sk_chunk_scales((const uint32_t *)ly->w1_s +
+                                    (((size_t)s_e[i] * RT1 + rt) * KK1 + kk0) * 8,
+                                nk, sc);
                 mbar_wait_or_trap(&full[s], (n / S) & 1);
                 const uint32_t st = smem_u32(ring + (size_t)s * L.stage_bytes);
                 float acc[4], out[2];
@@ -386,16 +368,12 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
                     sk_chunk<false>(st, nk, sc, xa + (uint32_t)kk0 * 128, acc);
                 __syncwarp();
                 if (lane == 0) mbar_arrive(&empty[s]);
-                if (sk_tile_meet(&s_part, lt, c, nc1, acc, out)) {
-                    mbar_wait_or_trap(&bias_go, l & 1);
+                if (sk_tile_meet(&s_part, lt, c, nc1, acc, out) && t4 == 0) {
                     const int o = rt * 8 + g8;
-                    if (t4 == 0)
-                        K.act[(size_t)i * I + o] = f32_to_bf16_bits(
-                            swiglu(out[0] + s_bias[0][lt * 16 + g8],
-                                   out[1] + s_bias[0][lt * 16 + 8 + g8], K.alpha, K.limit));
+                    K.act[(size_t)i * I + o] = f32_to_bf16_bits(
+                        swiglu(out[0] + s_bias[0][lt * 16 + g8],
+                               out[1] + s_bias[0][lt * 16 + 8 + g8], K.alpha, K.limit));
                 }
-#pragma unroll
-                for (int w = 0; w < SK_SC_WORDS; w++) sc[w] = sc_next[w];
             }
         }
         sk_barrier(P.a.bar, &bar_n);
@@ -410,15 +388,14 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
         consumers_sync();
         {
             const bool folded = ly->w2_folded != 0;
-            uint32_t sc[SK_SC_WORDS];
-            int q = sk_first(nb + q_d, warp) - nb;
-            if (q < C) chunk_scales(false, q, sc);
-            for (; q < C; q += AS_CWARPS) {
+            for (int q = sk_first(nb + q_d, warp) - nb; q < C; q += AS_CWARPS) {
                 const int n = nb + q, s = n % S, lt = (q - q_d) / nc2, c = (q - q_d) % nc2;
                 const int kk0 = c * kc, nk = min(kc, KK2 - kk0);
                 const int j = dt0 + lt, i = j / RT2, rt = j - i * RT2, row = rt * 16 + g8;
-                uint32_t sc_next[SK_SC_WORDS];
-                if (q + AS_CWARPS < C) chunk_scales(false, q + AS_CWARPS, sc_next);
+                uint32_t sc[SK_SC_WORDS];
+                sk_chunk_scales((const uint32_t *)ly->w2_s +
+                                    (((size_t)s_e[i] * RT2 + rt) * KK2 + kk0) * 8,
+                                nk, sc);
                 mbar_wait_or_trap(&full[s], (n / S) & 1);
                 const uint32_t st = smem_u32(ring + (size_t)s * L.stage_bytes);
                 const uint32_t xa =
@@ -433,14 +410,11 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
                 __syncwarp();
                 if (lane == 0) mbar_arrive(&empty[s]);
                 if (sk_tile_meet(&s_part, lt, c, nc2, acc, out) && t4 == 0) {
-                    /* (bias_go has completed: gate_up's barrier is behind) */
                     const float wgt = s_w[i];
                     float *yrow = K.y_slots + (size_t)i * H;
                     yrow[row] = wgt * (out[0] + s_bias[1][lt * 16 + g8]);
                     yrow[row + 8] = wgt * (out[1] + s_bias[1][lt * 16 + 8 + g8]);
                 }
-#pragma unroll
-                for (int w = 0; w < SK_SC_WORDS; w++) sc[w] = sc_next[w];
             }
         }
         if (l + 1 < K.L)
