@@ -48,26 +48,6 @@ static __device__ __forceinline__ void sk_chunk_scales(const uint32_t *sp, int n
         sw[i] = lane + 32 * i < nk * 8 ? __ldg(sp + lane + 32 * i) : 0u;
 }
 
-/* One k step ks of a chunk into a4[ks & 1]: its codes q, the token's fragments x (the step's two
- * 32-wide halves) and its scale word sc for this lane's row group. */
-template <bool FOLDED>
-static __device__ __forceinline__ void sk_step(float (&a4)[2][4], uint4 q, const uint4 (&x)[2],
-                                               uint32_t sc) {
-    uint32_t f[2][2][4];
-#pragma unroll
-    for (int h = 0; h < 2; h++) { /* the two 32-wide chunks of this k step */
-        dequant_word_t<FOLDED>(h ? q.z : q.x, sc, 2 * h, f[h][0]);
-        dequant_word_t<FOLDED>(h ? q.w : q.y, sc, 2 * h + 1, f[h][1]);
-    }
-    /* MMA m (0: k 0-15, 1: k 16-31) of half h: moe_small.cuh's mma_chunk, split */
-#pragma unroll
-    for (int m = 0; m < 2; m++)
-#pragma unroll
-        for (int h = 0; h < 2; h++)
-            mma_bf16_16816(a4[h], f[h][0][2 * m], f[h][1][2 * m], f[h][0][2 * m + 1],
-                           f[h][1][2 * m + 1], m ? x[h].z : x[h].x, m ? x[h].w : x[h].y);
-}
-
 /* acc = the chunk's codes at stage st (nk k steps), scaled by sk_chunk_scales's words sw, · the
  * token, whose fragment for the chunk's first k step is at the shared address xa (this lane's 16
  * bytes).
@@ -77,11 +57,6 @@ static __device__ __forceinline__ void sk_step(float (&a4)[2][4], uint4 q, const
  * for instructions (no_instruction): eight warps streaming 60 KB of straight-line code each through
  * the instruction caches. Four steps (~5 KB) stay cached; the scale words then come from the six
  * words a lane holds (a shuffle a step) instead of 23 registers indexed by the step.
- * A full trip has no exit between its steps, so its four shuffles and twelve shared loads issue
- * together before the first dequantisation (session 31): with a warp-uniform exit after each step
- * (session 30's form) the SASS ran every step as its own chain — shuffle, loads, dequantisation,
- * MMAs — and the next step's loads waited for the branch. The chunk's last nk % 4 steps take a
- * guarded trip.
  * Four accumulators, (step parity, 32-wide half), their MMAs issued round-robin (a step's four MMAs
  * on one accumulator were a chain of dependent HMMAs back to back in the SASS). The sums add the
  * same products in another grouping than the small MoE kernel's: not its bits. */
@@ -96,34 +71,34 @@ sk_chunk(uint32_t st, int nk, const uint32_t sw_in[SK_SC_WORDS], uint32_t xa, fl
 #pragma unroll
     for (int i = 0; i < SK_SC_WORDS; i++) sw[i] = sw_in[i];
     const uint32_t qa = st + (uint32_t)lane * 16;
-    int k0 = 0;
+    /* MMA m (0: k 0-15, 1: k 16-31) of half h of a step: moe_small.cuh's mma_chunk, split */
+    auto mma = [&](float(&c)[4], const uint32_t(&f)[2][4], uint4 x, int m) {
+        mma_bf16_16816(c, f[0][2 * m], f[1][2 * m], f[0][2 * m + 1], f[1][2 * m + 1], m ? x.z : x.x,
+                       m ? x.w : x.y);
+    };
 #pragma unroll 1
-    for (; k0 + 4 <= nk; k0 += 4) {
+    for (int k0 = 0; k0 < nk; k0 += 4) {
         const uint32_t w = sw[0]; /* steps k0 .. k0 + 3's words, then the next four's in place */
 #pragma unroll
         for (int i = 0; i + 1 < SK_SC_WORDS; i++) sw[i] = sw[i + 1];
-        uint32_t sc[4];
-        uint4 q[4], x[4][2];
 #pragma unroll
         for (int j = 0; j < 4; j++) {
-            const uint32_t ks = (uint32_t)(k0 + j);
-            sc[j] = __shfl_sync(0xffffffffu, w, j * 8 + g8);
-            q[j] = lds128(qa + ks * SK_STEP_CODE_BYTES);
-            x[j][0] = lds128(xa + ks * 128u);
-            x[j][1] = lds128(xa + ks * 128u + 64u);
-        }
-#pragma unroll
-        for (int j = 0; j < 4; j++) sk_step<FOLDED>(a4[j & 1], q[j], x[j], sc[j]);
-    }
-    if (k0 < nk) { /* the last nk % 4 steps (k0 is even: their parities are j's) */
-        const uint32_t w = sw[0];
-#pragma unroll
-        for (int j = 0; j < 3; j++) {
+            const int ks = k0 + j;
+            if (ks >= nk) break; /* warp-uniform: the chunk's last trip */
             const uint32_t sc = __shfl_sync(0xffffffffu, w, j * 8 + g8);
-            if (k0 + j >= nk) break; /* warp-uniform */
-            const uint32_t ks = (uint32_t)(k0 + j);
-            const uint4 x[2] = {lds128(xa + ks * 128u), lds128(xa + ks * 128u + 64u)};
-            sk_step<FOLDED>(a4[j & 1], lds128(qa + ks * SK_STEP_CODE_BYTES), x, sc);
+            const uint4 q = lds128(qa + (uint32_t)ks * SK_STEP_CODE_BYTES);
+            const uint4 x[2] = {lds128(xa + (uint32_t)ks * 128u),
+                                lds128(xa + (uint32_t)ks * 128u + 64u)};
+            uint32_t f[2][2][4];
+#pragma unroll
+            for (int h = 0; h < 2; h++) { /* the two 32-wide chunks of this k step */
+                dequant_word_t<FOLDED>(h ? q.z : q.x, sc, 2 * h, f[h][0]);
+                dequant_word_t<FOLDED>(h ? q.w : q.y, sc, 2 * h + 1, f[h][1]);
+            }
+#pragma unroll
+            for (int m = 0; m < 2; m++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) mma(a4[j & 1][h], f[h], x[h], m);
         }
     }
 #pragma unroll
