@@ -38,9 +38,15 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
         mbar_init_fence();
     }
     __syncthreads();
+    /* The grid barriers: grid_sync.cuh's counted form (bar_n: the arrivals passed), the count
+     * set back to 0 as the consumers leave (grid_exit_counted, on every path that passed one). */
+    unsigned bar_n = 0;
+    auto barrier = [&] { grid_barrier_counted(a.bar, &bar_n, [] { consumers_sync(); }); };
     if (P.stop_after == 3 || P.stop_after == 4) { /* the fixed costs: launch, one grid barrier */
-        if (P.stop_after == 4 && warp < AS_CWARPS)
-            grid_barrier_with(a.bar, 0, [] { consumers_sync(); });
+        if (P.stop_after == 4 && warp < AS_CWARPS) {
+            barrier();
+            grid_exit_counted(a.bar, bar_n);
+        }
         return;
     }
 
@@ -113,19 +119,21 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
         }
     }
     as_item_prefetch(P, L, item, as_smem);
-    grid_barrier_with(a.bar, 0, [] { consumers_sync(); });
+    barrier();
     if (threadIdx.x == 0) mbar_arrive(o_go);
     if (a.nh && b == 0) /* every block has read h: its new rows (written by this block) */
         for (int i = threadIdx.x; i < T * H / 4; i += AS_CWARPS * 32)
             ((float4 *)a.nh)[i] = ((const float4 *)a.nscratch)[i];
     if (P.stop_after == 1) { /* the probe: phase 2's first chunk may still be on its way */
         cp_async_wait<0>();
+        grid_exit_counted(a.bar, bar_n);
         return;
     }
 
     /* Phase 2: attention (its chunk buffers overlay the staged rows). */
     as_attention(P, L, item, as_smem);
-    grid_barrier_with(a.bar, 0, [] { consumers_sync(); });
+    barrier();
+    grid_exit_counted(a.bar, bar_n); /* the last barrier: every block has left the waits */
     if (P.stop_after == 2) return;
 
     /* Phase 3: O. */
