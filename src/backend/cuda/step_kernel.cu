@@ -90,21 +90,6 @@ static __device__ __forceinline__ void sk_prefetch_l2(const void *p, size_t byte
         asm volatile("prefetch.global.L2 [%0];" ::"l"(c));
 }
 
-/* QKV pairs p0 .. p0 + n - 1's rows (pair p: rows hh · 64 + i and hh · 64 + 32 + i of qkv_w, for
- * hh = p / 32, i = p % 32) asked into L2: two contiguous ranges for each head the pairs span. */
-static __device__ __forceinline__ void sk_prefetch_qkv(const uint16_t *qkv_w, int p0, int n, int H,
-                                                       uint64_t policy) {
-    for (int p = p0; p < p0 + n;) {
-        const int hh = p / AS_HALF, i0 = p % AS_HALF;
-        const int i1 = min(AS_HALF, i0 + (p0 + n - p)); /* the run's end in this head */
-        const uint32_t bytes = (uint32_t)((i1 - i0) * H * 2);
-        const uint16_t *r = qkv_w + (size_t)(hh * AS_HD + i0) * H;
-        bulk_prefetch_l2_hint(r, bytes, policy);
-        bulk_prefetch_l2_hint(r + (size_t)AS_HALF * H, bytes, policy);
-        p += i1 - i0;
-    }
-}
-
 /* Layer ly's small model arrays that its first phases read on their dependent chains (the norms'
  * gains, the biases the epilogues preload, the sinks, the router's bias): asked into L2 during
  * the layer before, by the consumers of every block, each block its share of the lines (they
@@ -161,7 +146,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
 
     if (warp == AS_CWARPS) { /* the producer */
         if (lane != 0) return;
-        const uint64_t once = l2_policy_evict_first(), last = l2_policy_evict_last();
+        const uint64_t once = l2_policy_evict_first();
         int n = 0;
         for (int l = 0; l < K.L; l++) {
             const step_layer *ly = K.layers + l;
@@ -170,11 +155,6 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
             for (int q = 0; q < C; q++, n++) {
                 if (q == q_o) mbar_wait_or_trap(o_go, l & 1);
                 if (q == q_g) { /* the routing: the experts whose tiles follow */
-                    /* The next layer's QKV rows of this block asked into L2 now, while O and the
-                     * router finish, when DRAM is half idle: their copies into the ring then come
-                     * from L2 during the experts' phases, which were streaming them beside the
-                     * experts' 53 MB (evict_last: they must outlive that stream). */
-                    if (l + 1 < K.L) sk_prefetch_qkv(ly[1].qkv_w, p0, n_pairs, H, last);
                     mbar_wait_or_trap(route_go, l & 1);
 #pragma unroll
                     for (int i = 0; i < SK_MAX_K; i++) e_sel[i] = i < K.k ? s_e[i] : 0;

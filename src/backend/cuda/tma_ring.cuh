@@ -93,22 +93,6 @@ static __device__ __forceinline__ void bulk_prefetch_l2(const void *src, uint32_
     asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src), "r"(bytes) : "memory");
 }
 
-/* bulk_prefetch_l2 with an L2 cache policy (l2_policy_evict_last: lines asked for well ahead of
- * their copy, which other streams pass by meanwhile). */
-static __device__ __forceinline__ void bulk_prefetch_l2_hint(const void *src, uint32_t bytes,
-                                                             uint64_t policy) {
-    asm volatile("cp.async.bulk.prefetch.L2.global.L2::cache_hint [%0], %1, %2;" ::"l"(src),
-                 "r"(bytes), "l"(policy)
-                 : "memory");
-}
-
-/* The L2 cache policy evict_last (createpolicy), for bulk_prefetch_l2_hint. */
-static __device__ __forceinline__ uint64_t l2_policy_evict_last(void) {
-    uint64_t p;
-    asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(p));
-    return p;
-}
-
 /* The L2 cache policy (createpolicy) evict_first, for the copies below of weights streamed once (a
  * step reads each byte once: they should not push out lines still to be read). */
 static __device__ __forceinline__ uint64_t l2_policy_evict_first(void) {
