@@ -105,6 +105,73 @@ sk_chunk(uint32_t st, int nk, const uint32_t sw_in[SK_SC_WORDS], uint32_t xa, fl
     for (int i = 0; i < 4; i++) acc[i] = (a4[0][0][i] + a4[0][1][i]) + (a4[1][0][i] + a4[1][1][i]);
 }
 
+/* Two chunks of one length nk at once, for more independent work in a warp: stages st[0] and
+ * st[1], their scale words sw_in[0] and sw_in[1], their token fragments at xa[0] and xa[1]; their
+ * sums into acc[0] and acc[1]. Each chunk's MMAs go into its own four accumulators in sk_chunk's
+ * order (step parity, 32-wide half), so each sum has sk_chunk's bits. A trip is two k steps of both
+ * chunks: four steps' work as in sk_chunk's trip, so the loop is no larger (session 30: a loop of
+ * several KB starves eight warps of instructions). Why: the step kernel's eight consumer warps
+ * (two a scheduler) issued ~0.2 instructions a cycle a scheduler in the expert loops, each k step a
+ * chain of loads, dequantisation and MMAs that one warp's in-order issue cannot overlap with the
+ * next step's; two chunks give each warp two such chains (session 31). */
+template <bool FOLDED>
+static __device__ __forceinline__ void sk_chunk2(const uint32_t st[2], int nk,
+                                                 const uint32_t (&sw_in)[2][SK_SC_WORDS],
+                                                 const uint32_t xa[2], float (&acc)[2][4]) {
+    const int lane = threadIdx.x & 31, g8 = lane >> 2;
+    float a4[2][2][2][4]; /* [chunk][step parity][half] */
+#pragma unroll
+    for (int i = 0; i < 32; i++) (&a4[0][0][0][0])[i] = 0.f;
+    uint32_t sw[2][SK_SC_WORDS], w[2] = {0u, 0u};
+#pragma unroll
+    for (int u = 0; u < 2; u++)
+#pragma unroll
+        for (int i = 0; i < SK_SC_WORDS; i++) sw[u][i] = sw_in[u][i];
+    const uint32_t qa[2] = {st[0] + (uint32_t)lane * 16, st[1] + (uint32_t)lane * 16};
+#pragma unroll 1
+    for (int k0 = 0; k0 < nk; k0 += 2) {
+        if ((k0 & 3) == 0) { /* steps k0 .. k0 + 3's words, then the next four's in place */
+#pragma unroll
+            for (int u = 0; u < 2; u++) {
+                w[u] = sw[u][0];
+#pragma unroll
+                for (int i = 0; i + 1 < SK_SC_WORDS; i++) sw[u][i] = sw[u][i + 1];
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < 2; j++) {
+            const int ks = k0 + j;
+            if (ks >= nk) break; /* warp-uniform: the chunks' last trip */
+            const int from = ((ks & 3) << 3) | g8;
+#pragma unroll
+            for (int u = 0; u < 2; u++) {
+                const uint32_t sc = __shfl_sync(0xffffffffu, w[u], from);
+                const uint4 q = lds128(qa[u] + (uint32_t)ks * SK_STEP_CODE_BYTES);
+                const uint4 x[2] = {lds128(xa[u] + (uint32_t)ks * 128u),
+                                    lds128(xa[u] + (uint32_t)ks * 128u + 64u)};
+                uint32_t f[2][2][4];
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    dequant_word_t<FOLDED>(h ? q.z : q.x, sc, 2 * h, f[h][0]);
+                    dequant_word_t<FOLDED>(h ? q.w : q.y, sc, 2 * h + 1, f[h][1]);
+                }
+#pragma unroll
+                for (int m = 0; m < 2; m++)
+#pragma unroll
+                    for (int h = 0; h < 2; h++)
+                        mma_bf16_16816(a4[u][j][h], f[h][0][2 * m], f[h][1][2 * m],
+                                       f[h][0][2 * m + 1], f[h][1][2 * m + 1], m ? x[h].z : x[h].x,
+                                       m ? x[h].w : x[h].y);
+            }
+        }
+    }
+#pragma unroll
+    for (int u = 0; u < 2; u++)
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            acc[u][i] = (a4[u][0][0][i] + a4[u][0][1][i]) + (a4[u][1][0][i] + a4[u][1][1][i]);
+}
+
 /* Chunk c of the block's tile lt (of nc chunks) is in acc: true for the warp whose chunk was the
  * tile's last to arrive, whose lanes t = 0 then hold the tile's rows g (out[0]) and g + 8 (out[1]),
  * the chunks' sums added in chunk order. */
