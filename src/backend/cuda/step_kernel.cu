@@ -105,17 +105,7 @@ static __device__ void sk_prefetch_layer(const step_layer *ly, int H, int QKV, i
     if (b == 5 % G && ly->router_b) sk_prefetch_l2(ly->router_b, (size_t)E * 2, tid, n);
 }
 
-/* The block: two consumer warpgroups (attn_stream's eight consumer warps) and a producer
- * warpgroup whose first warp's lane 0 is the producer (its other three warps leave at once). Nine
- * warps as in attn_stream cap every thread at 168 registers (a scheduler holds three of the nine
- * warps: 16 K registers / 96 threads); as warpgroups, the producer's gives its registers back
- * (setmaxnreg: 40 a thread) and the consumers' take them (232), so the expert loops' two chains a
- * warp (sk_chunk2) fit without spilling the kernel's long-lived values (session 31). */
-enum { SK_THREADS = 3 * 128, SK_PRODUCER_REGS = 40, SK_CONSUMER_REGS = 232 };
-static_assert(AS_CWARPS == 8, "the consumers are two warpgroups");
-static_assert(2 * 128 * SK_CONSUMER_REGS + 128 * SK_PRODUCER_REGS <= 65536, "an SM's registers");
-
-__global__ void __launch_bounds__(SK_THREADS, 1) step_kernel(const sk_params K, const as_layout L) {
+__global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, const as_layout L) {
     extern __shared__ __align__(128) unsigned char as_smem[];
     __shared__ as_params sP; /* the layer's: the base with its per-layer fields */
     __shared__ int s_e[SK_MAX_K];
@@ -150,13 +140,12 @@ __global__ void __launch_bounds__(SK_THREADS, 1) step_kernel(const sk_params K, 
         mbar_init_fence();
     }
     if (tid < SK_MAX_TILES) s_part.count[tid] = 0;
-    for (int i = tid; i < (int)(sizeof(as_params) / 4); i += SK_THREADS)
+    for (int i = tid; i < (int)(sizeof(as_params) / 4); i += AS_THREADS)
         ((int *)&sP)[i] = ((const int *)&K.base)[i];
     __syncthreads();
 
-    if (warp >= AS_CWARPS) { /* the producer's warpgroup */
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"((int)SK_PRODUCER_REGS));
-        if (warp != AS_CWARPS || lane != 0) return;
+    if (warp == AS_CWARPS) { /* the producer */
+        if (lane != 0) return;
         const uint64_t once = l2_policy_evict_first();
         int n = 0;
         for (int l = 0; l < K.L; l++) {
@@ -209,7 +198,6 @@ __global__ void __launch_bounds__(SK_THREADS, 1) step_kernel(const sk_params K, 
         return;
     }
 
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"((int)SK_CONSUMER_REGS));
     const as_params &P = sP;
     as_pre pre;
     pre.qkv_bias = (float *)(as_smem + L.pre_off);
@@ -581,13 +569,13 @@ extern "C" cudaError_t step_kernel_launch(const attn_dims *d, const rope_kv_freq
         if (dyn < (int)smem) return cudaErrorInvalidConfiguration;
         CUDA_TRY(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, dyn));
         int per = 0;
-        CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, k, SK_THREADS, smem));
+        CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, k, AS_THREADS, smem));
         if (per < 1) return cudaErrorInvalidConfiguration;
         per_device_mark(&g_setup_done);
     }
     cudaLaunchAttribute attr;
     const cudaLaunchConfig_t cfg =
-        cooperative_config((unsigned)sms, SK_THREADS, smem, stream, &attr, 1);
+        cooperative_config((unsigned)sms, AS_THREADS, smem, stream, &attr, 1);
     CUDA_TRY(cudaLaunchKernelEx(&cfg, step_kernel, K, L));
     return cudaGetLastError();
 }
