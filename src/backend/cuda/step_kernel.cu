@@ -210,104 +210,6 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
     const int t4 = lane & 3, g8 = lane >> 2;
     unsigned bar_n = 0; /* grid barrier arrivals passed (sk_barrier) */
 
-    /* Layer ly's chunks of one expert matrix for this block's warps (gate_up when up, with SwiGLU
-     * into the activations; else down, weighted into the slots): a warp's chunks q and q + 8 in
-     * one trip where it has both and they are of one length (sk_chunk2: two independent chains
-     * for the warp's in-order issue), else one at a time (sk_chunk). Each chunk's sums are
-     * sk_chunk's either way. */
-    auto experts = [&](const step_layer *ly, int nb, const bool up) {
-        const int qa = up ? q_g : q_d, qe = up ? q_d : C, nc = up ? nc1 : nc2;
-        const int KK = up ? KK1 : KK2, RT = up ? RT1 : RT2, t0 = up ? gt0 : dt0;
-        const uint32_t *sbase = (const uint32_t *)(up ? ly->w1_s : ly->w2_s);
-        const bool folded = (up ? ly->w1_folded : ly->w2_folded) != 0;
-        /* chunk qu's place: its stage, tile (block-local lt, expert slot ie, row tile rt) and k
-         * range (chunk c: nk steps from kk0); worked out again after the MMAs rather than kept
-         * live through them (the registers are the kernel's scarcest: 168 at nine warps) */
-        struct ck {
-            int sg, lt, c, kk0, nk, ie, rt;
-        };
-        auto chunk_of = [&](int qu) {
-            ck k;
-            k.sg = (nb + qu) % S, k.lt = (qu - qa) / nc, k.c = (qu - qa) % nc;
-            k.kk0 = k.c * kc, k.nk = min(kc, KK - k.kk0);
-            const int j = t0 + k.lt;
-            k.ie = j / RT, k.rt = j - k.ie * RT;
-            return k;
-        };
-        for (int q = sk_first(nb + qa, warp) - nb; q < qe; q += 2 * AS_CWARPS) {
-            const int nu = q + AS_CWARPS < qe ? 2 : 1;
-            int nk[2];
-            uint32_t st[2], xa[2], sc[2][SK_SC_WORDS];
-#pragma unroll
-            for (int u = 0; u < 2; u++) {
-                const ck k = chunk_of(u < nu ? q + u * AS_CWARPS : q);
-                nk[u] = k.nk;
-                if (u < nu)
-                    sk_chunk_scales(sbase + (((size_t)s_e[k.ie] * RT + k.rt) * KK + k.kk0) * 8,
-                                    k.nk, sc[u]);
-                st[u] = smem_u32(ring + (size_t)k.sg * L.stage_bytes);
-                xa[u] = (up ? smem_u32(ys) : smem_u32(acts + (size_t)k.ie * I)) +
-                        (uint32_t)(k.kk0 * 128 + 16 * t4);
-            }
-#pragma unroll
-            for (int u = 0; u < 2; u++)
-                if (u < nu)
-                    mbar_wait_or_trap(&full[(nb + q + u * AS_CWARPS) % S],
-                                      ((nb + q + u * AS_CWARPS) / S) & 1);
-            float acc[2][4];
-            if (K.moe_probe == 1) {
-#pragma unroll
-                for (int i = 0; i < 8; i++) (&acc[0][0])[i] = 0.0f;
-            } else if (nu == 2 && nk[0] == nk[1] && folded) {
-                sk_chunk2<true>(st, nk[0], sc, xa, acc);
-            } else {
-#pragma unroll 1
-                for (int u = 0; u < nu; u++) { /* one call site: the loop's code once */
-                    uint32_t scu[SK_SC_WORDS];
-                    float a1[4];
-#pragma unroll
-                    for (int i = 0; i < SK_SC_WORDS; i++) scu[i] = u ? sc[1][i] : sc[0][i];
-                    if (folded)
-                        sk_chunk<true>(u ? st[1] : st[0], u ? nk[1] : nk[0], scu, u ? xa[1] : xa[0],
-                                       a1);
-                    else
-                        sk_chunk<false>(u ? st[1] : st[0], u ? nk[1] : nk[0], scu,
-                                        u ? xa[1] : xa[0], a1);
-#pragma unroll
-                    for (int i = 0; i < 4; i++) {
-                        if (u)
-                            acc[1][i] = a1[i];
-                        else
-                            acc[0][i] = a1[i];
-                    }
-                }
-            }
-            __syncwarp();
-            if (lane == 0) {
-                mbar_arrive(&empty[(nb + q) % S]);
-                if (nu == 2) mbar_arrive(&empty[(nb + q + AS_CWARPS) % S]);
-            }
-#pragma unroll
-            for (int u = 0; u < 2; u++) {
-                if (u >= nu) continue;
-                const ck k = chunk_of(q + u * AS_CWARPS);
-                float out[2];
-                if (!sk_tile_meet(&s_part, k.lt, k.c, nc, acc[u], out) || t4 != 0) continue;
-                const int i = k.ie;
-                if (up) { /* gate_up: tile row r < 8 is output rt·8 + r's gate, r ≥ 8 its up */
-                    K.act[(size_t)i * I + k.rt * 8 + g8] = f32_to_bf16_bits(
-                        swiglu(out[0] + s_bias[0][k.lt * 16 + g8],
-                               out[1] + s_bias[0][k.lt * 16 + 8 + g8], K.alpha, K.limit));
-                } else {
-                    const float wgt = s_w[i];
-                    float *yrow = K.y_slots + (size_t)i * H + k.rt * 16 + g8;
-                    yrow[0] = wgt * (out[0] + s_bias[1][k.lt * 16 + g8]);
-                    yrow[8] = wgt * (out[1] + s_bias[1][k.lt * 16 + 8 + g8]);
-                }
-            }
-        }
-    };
-
     for (int l = 0; l < K.L; l++) {
         const step_layer *ly = K.layers + l;
         const int nb = l * C;
@@ -444,7 +346,36 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
             s_bias[up ? 0 : 1][w] = bf16_bits_to_f32((up ? ly->b1 : ly->b2)[at]);
         }
         consumers_sync();
-        experts(ly, nb, true);
+        {
+            const bool folded = ly->w1_folded != 0;
+            const uint32_t xa = smem_u32(ys) + 16 * t4;
+            for (int q = sk_first(nb + q_g, warp) - nb; q < q_d; q += AS_CWARPS) {
+                const int n = nb + q, s = n % S, lt = (q - q_g) / nc1, c = (q - q_g) % nc1;
+                const int kk0 = c * kc, nk = min(kc, KK1 - kk0);
+                const int j = gt0 + lt, i = j / RT1, rt = j - i * RT1;
+                uint32_t sc[SK_SC_WORDS];
+                sk_chunk_scales((const uint32_t *)ly->w1_s +
+                                    (((size_t)s_e[i] * RT1 + rt) * KK1 + kk0) * 8,
+                                nk, sc);
+                mbar_wait_or_trap(&full[s], (n / S) & 1);
+                const uint32_t st = smem_u32(ring + (size_t)s * L.stage_bytes);
+                float acc[4], out[2];
+                if (K.moe_probe == 1)
+                    acc[0] = acc[1] = acc[2] = acc[3] = 0.0f;
+                else if (folded)
+                    sk_chunk<true>(st, nk, sc, xa + (uint32_t)kk0 * 128, acc);
+                else
+                    sk_chunk<false>(st, nk, sc, xa + (uint32_t)kk0 * 128, acc);
+                __syncwarp();
+                if (lane == 0) mbar_arrive(&empty[s]);
+                if (sk_tile_meet(&s_part, lt, c, nc1, acc, out) && t4 == 0) {
+                    const int o = rt * 8 + g8;
+                    K.act[(size_t)i * I + o] = f32_to_bf16_bits(
+                        swiglu(out[0] + s_bias[0][lt * 16 + g8],
+                               out[1] + s_bias[0][lt * 16 + 8 + g8], K.alpha, K.limit));
+                }
+            }
+        }
         sk_barrier(P.a.bar, &bar_n);
         sk_stamp(K, l, 6);
 
@@ -455,7 +386,37 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
         for (int v = tid; v < K.k * I / 8; v += AS_CWARPS * 32)
             ((uint4 *)acts)[v] = __ldcg((const uint4 *)K.act + v);
         consumers_sync();
-        experts(ly, nb, false);
+        {
+            const bool folded = ly->w2_folded != 0;
+            for (int q = sk_first(nb + q_d, warp) - nb; q < C; q += AS_CWARPS) {
+                const int n = nb + q, s = n % S, lt = (q - q_d) / nc2, c = (q - q_d) % nc2;
+                const int kk0 = c * kc, nk = min(kc, KK2 - kk0);
+                const int j = dt0 + lt, i = j / RT2, rt = j - i * RT2, row = rt * 16 + g8;
+                uint32_t sc[SK_SC_WORDS];
+                sk_chunk_scales((const uint32_t *)ly->w2_s +
+                                    (((size_t)s_e[i] * RT2 + rt) * KK2 + kk0) * 8,
+                                nk, sc);
+                mbar_wait_or_trap(&full[s], (n / S) & 1);
+                const uint32_t st = smem_u32(ring + (size_t)s * L.stage_bytes);
+                const uint32_t xa =
+                    smem_u32(acts + (size_t)i * I) + (uint32_t)(kk0 * 128 + 16 * t4);
+                float acc[4], out[2];
+                if (K.moe_probe == 1)
+                    acc[0] = acc[1] = acc[2] = acc[3] = 0.0f;
+                else if (folded)
+                    sk_chunk<true>(st, nk, sc, xa, acc);
+                else
+                    sk_chunk<false>(st, nk, sc, xa, acc);
+                __syncwarp();
+                if (lane == 0) mbar_arrive(&empty[s]);
+                if (sk_tile_meet(&s_part, lt, c, nc2, acc, out) && t4 == 0) {
+                    const float wgt = s_w[i];
+                    float *yrow = K.y_slots + (size_t)i * H;
+                    yrow[row] = wgt * (out[0] + s_bias[1][lt * 16 + g8]);
+                    yrow[row + 8] = wgt * (out[1] + s_bias[1][lt * 16 + 8 + g8]);
+                }
+            }
+        }
         if (l + 1 < K.L)
             sk_barrier(P.a.bar, &bar_n);
         else /* the launch's end: the count back to 0 (the kernel's end is the last barrier) */
