@@ -22,8 +22,8 @@
  *   5. the routing in every block (topk_warp on the logits: no last-block chain), which releases
  *      the producer's expert chunks, the block's tiles' biases, then gate_up's chunks, SwiGLU into
  *      the activations by the warp that completes a tile;
- *   6. the activations staged, then down's chunks, each in two halves of its k steps on two
- *      warps, each tile's weighted rows into its expert's slot (unsplit: k MoE rows).
+ *   6. the activations staged, then down's chunks, each tile's weighted rows into its expert's
+ *      slot (unsplit: k MoE rows).
  * Rows that other blocks wrote in this kernel are read through L2 (__ldcg, cp.async, the CG forms
  * of the norm replays): the same addresses are written again every layer. */
 #include "backend/cuda/attn_stream_phases.cuh"
@@ -111,7 +111,6 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
     __shared__ int s_e[SK_MAX_K];
     __shared__ float s_w[SK_MAX_K], s_red[32];
     __shared__ sk_partials s_part;
-    __shared__ int s_half[AS_MAX_STAGES]; /* down: a stage's halves done (phase 6) */
     __shared__ float s_bias[2]
                            [SK_MAX_TILES * 16]; /* the block's tiles' biases: gate_up's, down's */
     unsigned char *ring = as_smem;
@@ -141,7 +140,6 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
         mbar_init_fence();
     }
     if (tid < SK_MAX_TILES) s_part.count[tid] = 0;
-    if (tid < AS_MAX_STAGES) s_half[tid] = 0;
     for (int i = tid; i < (int)(sizeof(as_params) / 4); i += AS_THREADS)
         ((int *)&sP)[i] = ((const int *)&K.base)[i];
     __syncthreads();
@@ -381,7 +379,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
         sk_barrier(P.a.bar, &bar_n);
         sk_stamp(K, l, 6);
 
-        /* 6: down, weighted into the slots (one a selected expert: unsplit), in half chunks */
+        /* 6: down, weighted into the slots (one a selected expert: unsplit) */
         if (l + 1 < K.L)
             sk_prefetch_layer(ly + 1, H, (K.base.n_heads + 2 * K.base.n_kv_heads) * AS_HD,
                               K.base.n_heads, K.E, tid);
@@ -389,44 +387,29 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
             ((uint4 *)acts)[v] = __ldcg((const uint4 *)K.act + v);
         consumers_sync();
         {
-            /* Each chunk in two halves of its k steps, half h to warp h % 8 (session 31): a
-             * block's 10-12 chunks on 8 warps left the busiest warp 2 chunks where most had 1
-             * (down whole = its arithmetic alone = 12.5 µs against its stream alone 8.2), and
-             * smaller copies stream slower (session 30: 6 KB copies at half the rate), so the
-             * copies stay whole and two warps share a stage: the second to finish releases it
-             * (s_half). Safe for the ring's parity only while a stage's use before this one has
-             * landed: the block's down chunks are at most S, so that use is a gate_up chunk or
-             * older, consumed before gate_up's grid barrier. */
             const bool folded = ly->w2_folded != 0;
-            const int nd = C - q_d, P2 = 2 * nc2 <= SK_MAX_CHUNKS && nd <= S ? 2 : 1;
-            for (int h = warp; h < P2 * nd; h += AS_CWARPS) {
-                const int q = q_d + h / P2, part = h % P2;
+            for (int q = sk_first(nb + q_d, warp) - nb; q < C; q += AS_CWARPS) {
                 const int n = nb + q, s = n % S, lt = (q - q_d) / nc2, c = (q - q_d) % nc2;
-                const int kk0 = c * kc, nk = min(kc, KK2 - kk0), nk0 = P2 == 1 ? nk : (nk + 1) / 2;
-                const int k1 = part ? nk0 : 0, nkh = part ? nk - nk0 : nk0;
+                const int kk0 = c * kc, nk = min(kc, KK2 - kk0);
                 const int j = dt0 + lt, i = j / RT2, rt = j - i * RT2, row = rt * 16 + g8;
                 uint32_t sc[SK_SC_WORDS];
                 sk_chunk_scales((const uint32_t *)ly->w2_s +
-                                    (((size_t)s_e[i] * RT2 + rt) * KK2 + kk0 + k1) * 8,
-                                nkh, sc);
+                                    (((size_t)s_e[i] * RT2 + rt) * KK2 + kk0) * 8,
+                                nk, sc);
                 mbar_wait_or_trap(&full[s], (n / S) & 1);
-                const uint32_t st = smem_u32(ring + (size_t)s * L.stage_bytes) +
-                                    (uint32_t)(k1 * SK_STEP_CODE_BYTES);
+                const uint32_t st = smem_u32(ring + (size_t)s * L.stage_bytes);
                 const uint32_t xa =
-                    smem_u32(acts + (size_t)i * I) + (uint32_t)((kk0 + k1) * 128 + 16 * t4);
+                    smem_u32(acts + (size_t)i * I) + (uint32_t)(kk0 * 128 + 16 * t4);
                 float acc[4], out[2];
                 if (K.moe_probe == 1)
                     acc[0] = acc[1] = acc[2] = acc[3] = 0.0f;
                 else if (folded)
-                    sk_chunk<true>(st, nkh, sc, xa, acc);
+                    sk_chunk<true>(st, nk, sc, xa, acc);
                 else
-                    sk_chunk<false>(st, nkh, sc, xa, acc);
+                    sk_chunk<false>(st, nk, sc, xa, acc);
                 __syncwarp();
-                if (lane == 0 && (P2 == 1 || atomicAdd(&s_half[s], 1) == 1)) {
-                    if (P2 == 2) s_half[s] = 0; /* ready for the stage's next use */
-                    mbar_arrive(&empty[s]);
-                }
-                if (sk_tile_meet(&s_part, lt, c * P2 + part, nc2 * P2, acc, out) && t4 == 0) {
+                if (lane == 0) mbar_arrive(&empty[s]);
+                if (sk_tile_meet(&s_part, lt, c, nc2, acc, out) && t4 == 0) {
                     const float wgt = s_w[i];
                     float *yrow = K.y_slots + (size_t)i * H;
                     yrow[row] = wgt * (out[0] + s_bias[1][lt * 16 + g8]);
