@@ -119,7 +119,7 @@ served_10xc() {
 # .devcarry/base (BASE=REV BASE_TESTS=gpu_test_cuda_forward scripts/device/prepare.sh; and of a
 # second base in .devcarry/base2 when BASE2=REV was given too): the new
 # build's (h) checks, the phases with the experts' probes of both, decode batch 1 of the loop and
-# both step kernels (120b and 20b, two interleaved rounds), into $sum; then the logs packed.
+# both step kernels (120b and 20b, two interleaved rounds), into $sum (the caller then finish_call).
 step_kernel_vs_base() {
   local b tb
   test_table
@@ -129,14 +129,69 @@ step_kernel_vs_base() {
   if [ -d .devcarry/base2 ]; then # a second base (prepare.sh BASE2=REV)
     bases="base base2" v="$v step0b=BIN=.devcarry/base2/gptoss+GPTOSS_STEP_KERNEL=1"
   fi
-  for b in $bases new; do
-    tb=$bin/gpu_test_cuda_forward; [ $b != new ] && tb=.devcarry/$b/gpu_test_cuda_forward
+  step_kernel_phases $bases new
+  ROUNDS=2 decode_variants "$v step1=GPTOSS_STEP_KERNEL=1" 120b:1 20b:1
+}
+# step_kernel_phases B...: the step kernel by phase with the experts' probes (gpu_test_cuda_forward
+# --step-kernel --bench) of each build B: "new" is this build's, any other the one carried in
+# .devcarry/B (prepare.sh BASE / BASE2); into $sum.
+step_kernel_phases() {
+  local b tb
+  for b in "$@"; do
+    tb=$bin/gpu_test_cuda_forward; [ "$b" != new ] && tb=.devcarry/$b/gpu_test_cuda_forward
     echo -e "\n## the step kernel by phase, with the experts' probes: $b $(t)" | tee -a "$sum"
     timeout 200 $tb --step-kernel --bench >"$out/logs/bench-$b.log" 2>&1
     grep -E "^\||^the |FAILED|passed" "$out/logs/bench-$b.log" | tee -a "$sum"
   done
-  ROUNDS=2 decode_variants "$v step1=GPTOSS_STEP_KERNEL=1" 120b:1 20b:1
-  finish_call
+}
+# ncu_step_kernel NAME SKIP [TOP]: ncu's source counters on this build's step kernel (launch SKIP
+# of gpu_test_cuda_forward --step-kernel --bench: ~1,014 launches a probe mode, whole first), the
+# warp-state lines and sass_stalls.py's TOP (25) instructions into $sum, the CSV gzipped into $out
+# as sass-NAME.csv.gz.
+ncu_step_kernel() {
+  local name=$1 skip=$2 top=${3:-25} ncu
+  ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  echo -e "\n## ncu: the step kernel, $name (launch $skip) $(t)" | tee -a "$sum"
+  timeout 150 "$ncu" --clock-control none -k "regex:step_kernel" --launch-skip "$skip" --launch-count 1 \
+    --section SourceCounters --section WarpStateStats --section SchedulerStats --import-source no \
+    -o "$out/logs/sass-$name" -f $bin/gpu_test_cuda_forward --step-kernel --bench >"$out/logs/ncu-$name.log" 2>&1 ||
+    echo "ncu $name failed ($?)" | tee -a "$sum"
+  "$ncu" -i "$out/logs/sass-$name.ncu-rep" --page details >"$out/logs/details-$name.txt" 2>&1
+  grep -E "Warp Cycles Per Issued|Issued Warp|Eligible Warps|Active Warps Per|No Eligible|One or More" \
+    "$out/logs/details-$name.txt" | head -12 | tee -a "$sum"
+  "$ncu" -i "$out/logs/sass-$name.ncu-rep" --page source --print-source sass --csv >"$out/logs/sass-$name.csv" 2>&1 &&
+    python3 scripts/device/sass_stalls.py "$out/logs/sass-$name.csv" "$top" | head -$((top + 10)) | tee -a "$sum"
+  rm -f "$out/logs/sass-$name.ncu-rep"
+  gzip -f "$out/logs/sass-$name.csv" && cp "$out/logs/sass-$name.csv.gz" "$out/"
+}
+# head_figures: the head's figures for the issues' acceptance tables (an H200 with needs_h200: the
+# decode at 1,024 sequences needs ~148 GB): roofline_and_latency; 120b decode 256 and 1024 with a 1k
+# prefill and an 8k prefill; the step kernel against the loop at 120b batch 1 (one round); served
+# 1k/1k at concurrency 1 (10 prompts); into $sum, the JSON to $out.
+head_figures() {
+  local pid keys b
+  roofline_and_latency
+  echo -e "\n## 120b decode 256, 1024 and prefill 1k $(t)" | tee -a "$sum"
+  timeout 200 $bin/gptoss bench latency --model synthetic:120b --batches 256,1024 --prefill 1024 \
+    --output-json "$out/latency-120b-1024.json" >"$out/logs/lat-1024.log" 2>&1
+  grep -E "^\| synthetic" "$out/logs/lat-1024.log" | tee -a "$sum"
+  echo -e "\n## 120b prefill 8k $(t)" | tee -a "$sum"
+  timeout 120 $bin/gptoss bench latency --model synthetic:120b --batches "" --prefill 8192 \
+    --output-json "$out/latency-120b-8k.json" >"$out/logs/lat-8k.log" 2>&1
+  grep -E "^\| synthetic" "$out/logs/lat-8k.log" | tee -a "$sum"
+  for b in 256 1024; do $bin/gptoss roofline --model 120b --batch $b --context 1024 | grep -E "^bound" | sed "s/^/120b:$b /" | tee -a "$sum"; done
+  ROUNDS=1 decode_variants "loop=- step=GPTOSS_STEP_KERNEL=1" 120b:1
+  echo -e "\n## served 1k/1k, concurrency 1 $(t)" | tee -a "$sum"
+  [ -f .devcarry/cache/tokenizer/tokenizer.json.gz ] && gunzip -kf .devcarry/cache/tokenizer/tokenizer.json.gz
+  $bin/gptoss serve --model synthetic:120b --backend cuda --port 8000 --max-num-seqs 256 --max-num-batched-tokens 8192 \
+    --no-enable-prefix-caching --max-model-len 10240 >"$out/logs/serve.log" 2>&1 &
+  pid=$!
+  for _ in $(seq 1 200); do grep -q "ready:" "$out/logs/serve.log" && break; sleep 1; done
+  keys="Maximum request concurrency|Output token throughput|Median TPOT|Median TTFT|P99 TTFT|Failed requests"
+  timeout 150 $bin/gptoss bench serve --url http://127.0.0.1:8000 --isl 1024 --osl 1024 --concurrency 1 --num-prompts 10 \
+    --num-warmups 1 --label "gptoss 120b 1k/1k C=1 (H200)" --output-json "$out/served-c1.json" --no-progress 2>&1 |
+    grep -E "$keys" | tee -a "$sum"
+  kill -TERM $pid; wait $pid
 }
 # finish_call: a device script's end: the time into $sum, the variants' per-run logs dropped, and
 # logs/ (and tests/, if there) packed into one archive (fewer files to bring back).

@@ -15,3 +15,4 @@ set -uo pipefail
 source "$(dirname "$0")/env.sh"
 device_script /tmp/s30c1 "session 30 call 1: the step kernel's expert loop against its base"
 step_kernel_vs_base
+finish_call

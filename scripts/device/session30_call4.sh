@@ -13,21 +13,6 @@
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
 device_script /tmp/s30c4 "session 30 call 4: the step kernel's stalls per SASS instruction"
-ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
-for ms in arith:2900 whole:900; do
-  IFS=: read -r name skip <<<"$ms"
-  echo -e "\n## step_kernel, $name (launch $skip) $(t)" | tee -a "$sum"
-  timeout 200 "$ncu" --clock-control none -k "regex:step_kernel" --launch-skip "$skip" --launch-count 1 \
-    --section SourceCounters --section WarpStateStats --section SchedulerStats --import-source no \
-    -o "$out/logs/sass-$name" -f $bin/gpu_test_cuda_forward --step-kernel --bench >"$out/logs/ncu-$name.log" 2>&1 ||
-    echo "ncu $name failed ($?)" | tee -a "$sum"
-  "$ncu" -i "$out/logs/sass-$name.ncu-rep" --page details >"$out/logs/details-$name.txt" 2>&1
-  grep -E "Warp Cycles Per Issued|Issued Warp|Eligible Warps|Active Warps Per|No Eligible|One or More" \
-    "$out/logs/details-$name.txt" | head -12 | tee -a "$sum"
-  "$ncu" -i "$out/logs/sass-$name.ncu-rep" --page source --print-source sass --csv >"$out/logs/sass-$name.csv" 2>&1 &&
-    python3 scripts/device/sass_stalls.py "$out/logs/sass-$name.csv" 40 | head -70 | tee -a "$sum"
-  rm -f "$out/logs/sass-$name.ncu-rep"
-  gzip -f "$out/logs/sass-$name.csv"
-  cp "$out/logs/sass-$name.csv.gz" "$out/"
-done
+ncu_step_kernel arith 2900 40
+ncu_step_kernel whole 900 40
 finish_call

@@ -15,3 +15,4 @@ set -uo pipefail
 source "$(dirname "$0")/env.sh"
 device_script /tmp/s30c5 "session 30 call 5: the step kernel's rolled expert loop against its base"
 step_kernel_vs_base
+finish_call

@@ -16,3 +16,4 @@ set -uo pipefail
 source "$(dirname "$0")/env.sh"
 device_script /tmp/s30c6 "session 30 call 6: the step kernel's chunking per matrix and scale prefetch against its base"
 step_kernel_vs_base
+finish_call

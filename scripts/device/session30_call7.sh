@@ -11,3 +11,4 @@ set -uo pipefail
 source "$(dirname "$0")/env.sh"
 device_script /tmp/s30c7 "session 30 call 7: the step kernel's scale prefetch alone against its base"
 step_kernel_vs_base
+finish_call

@@ -14,26 +14,5 @@
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
 device_script /tmp/s30h "session 30: the head on an H200"
-roofline_and_latency
-echo -e "\n## 120b decode 256, 1024 and prefill 1k $(t)" | tee -a "$sum"
-timeout 200 $bin/gptoss bench latency --model synthetic:120b --batches 256,1024 --prefill 1024 \
-  --output-json "$out/latency-120b-1024.json" >"$out/logs/lat-1024.log" 2>&1
-grep -E "^\| synthetic" "$out/logs/lat-1024.log" | tee -a "$sum"
-echo -e "\n## 120b prefill 8k $(t)" | tee -a "$sum"
-timeout 120 $bin/gptoss bench latency --model synthetic:120b --batches "" --prefill 8192 \
-  --output-json "$out/latency-120b-8k.json" >"$out/logs/lat-8k.log" 2>&1
-grep -E "^\| synthetic" "$out/logs/lat-8k.log" | tee -a "$sum"
-for b in 256 1024; do $bin/gptoss roofline --model 120b --batch $b --context 1024 | grep -E "^bound" | sed "s/^/120b:$b /" | tee -a "$sum"; done
-ROUNDS=1 decode_variants "loop=- step=GPTOSS_STEP_KERNEL=1" 120b:1
-echo -e "\n## served 1k/1k, concurrency 1 $(t)" | tee -a "$sum"
-[ -f .devcarry/cache/tokenizer/tokenizer.json.gz ] && gunzip -kf .devcarry/cache/tokenizer/tokenizer.json.gz
-$bin/gptoss serve --model synthetic:120b --backend cuda --port 8000 --max-num-seqs 256 --max-num-batched-tokens 8192 \
-  --no-enable-prefix-caching --max-model-len 10240 >"$out/logs/serve.log" 2>&1 &
-pid=$!
-for _ in $(seq 1 200); do grep -q "ready:" "$out/logs/serve.log" && break; sleep 1; done
-keys="Maximum request concurrency|Output token throughput|Median TPOT|Median TTFT|P99 TTFT|Failed requests"
-timeout 150 $bin/gptoss bench serve --url http://127.0.0.1:8000 --isl 1024 --osl 1024 --concurrency 1 --num-prompts 10 \
-  --num-warmups 1 --label "gptoss 120b 1k/1k C=1 (H200)" --output-json "$out/served-c1.json" --no-progress 2>&1 |
-  grep -E "$keys" | tee -a "$sum"
-kill -TERM $pid; wait $pid
+head_figures
 finish_call

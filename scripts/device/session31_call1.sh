@@ -27,24 +27,8 @@
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
 device_script /tmp/s31c1 "session 31 call 1: the step kernel's expert loop and grid barrier, three builds"
-# step_kernel_vs_base ends with finish_call; the ncu part goes first when time allows, so run the
-# pieces here in order: (1)-(3), then (4), then finish.
-_fc=$(declare -f finish_call); finish_call() { :; }
 step_kernel_vs_base
-eval "$_fc"
 if [ $(($(date +%s) - start)) -lt 400 ]; then
-  ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
-  echo -e "\n## ncu: new's step kernel whole (launch 900) $(t)" | tee -a "$sum"
-  timeout 150 "$ncu" --clock-control none -k "regex:step_kernel" --launch-skip 900 --launch-count 1 \
-    --section SourceCounters --section WarpStateStats --section SchedulerStats --import-source no \
-    -o "$out/logs/sass-whole" -f $bin/gpu_test_cuda_forward --step-kernel --bench >"$out/logs/ncu-whole.log" 2>&1 ||
-    echo "ncu failed ($?)" | tee -a "$sum"
-  "$ncu" -i "$out/logs/sass-whole.ncu-rep" --page details >"$out/logs/details-whole.txt" 2>&1
-  grep -E "Warp Cycles Per Issued|Issued Warp|Eligible Warps|Active Warps Per|No Eligible|One or More" \
-    "$out/logs/details-whole.txt" | head -12 | tee -a "$sum"
-  "$ncu" -i "$out/logs/sass-whole.ncu-rep" --page source --print-source sass --csv >"$out/logs/sass-whole.csv" 2>&1 &&
-    python3 scripts/device/sass_stalls.py "$out/logs/sass-whole.csv" 40 | head -50 | tee -a "$sum"
-  rm -f "$out/logs/sass-whole.ncu-rep"
-  gzip -f "$out/logs/sass-whole.csv" && cp "$out/logs/sass-whole.csv.gz" "$out/"
+  ncu_step_kernel whole 900 40
 fi
 finish_call

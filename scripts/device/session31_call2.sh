@@ -30,11 +30,6 @@ gpu_tests_table
 test_table
 run_logged step_kernel 200 $bin/gpu_test_cuda_forward --step-kernel
 grep -E "step kernel vs" "$out/logs/step_kernel.log" | tee -a "$sum"
-for b in base2 new; do
-  tb=$bin/gpu_test_cuda_forward; [ $b != new ] && tb=.devcarry/$b/gpu_test_cuda_forward
-  echo -e "\n## the step kernel by phase, with the experts' probes: $b $(t)" | tee -a "$sum"
-  timeout 200 $tb --step-kernel --bench >"$out/logs/bench-$b.log" 2>&1
-  grep -E "^\||^the |FAILED|passed" "$out/logs/bench-$b.log" | tee -a "$sum"
-done
+step_kernel_phases base2 new
 ROUNDS=2 decode_variants "loop0=BIN=.devcarry/base/gptoss loop1=- step1b=BIN=.devcarry/base2/gptoss+GPTOSS_STEP_KERNEL=1 step1=GPTOSS_STEP_KERNEL=1" 120b:1 20b:1
 finish_call

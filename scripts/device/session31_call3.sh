@@ -25,26 +25,9 @@ for b in base2 new; do
   run_logged step_kernel-$b 200 $tb --step-kernel
   grep -E "step kernel vs" "$out/logs/step_kernel-$b.log" | tee -a "$sum"
 done
-for b in base base2 new; do
-  tb=$bin/gpu_test_cuda_forward; [ $b != new ] && tb=.devcarry/$b/gpu_test_cuda_forward
-  echo -e "\n## the step kernel by phase, with the experts' probes: $b $(t)" | tee -a "$sum"
-  timeout 200 $tb --step-kernel --bench >"$out/logs/bench-$b.log" 2>&1
-  grep -E "^\||^the |FAILED|passed" "$out/logs/bench-$b.log" | tee -a "$sum"
-done
+step_kernel_phases base base2 new
 ROUNDS=2 decode_variants "loop=- step0=BIN=.devcarry/base/gptoss+GPTOSS_STEP_KERNEL=1 step0b=BIN=.devcarry/base2/gptoss+GPTOSS_STEP_KERNEL=1 step1=GPTOSS_STEP_KERNEL=1" 120b:1 20b:1
 if [ $(($(date +%s) - start)) -lt 430 ]; then
-  ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
-  echo -e "\n## ncu: new's step kernel whole (launch 900) $(t)" | tee -a "$sum"
-  timeout 120 "$ncu" --clock-control none -k "regex:step_kernel" --launch-skip 900 --launch-count 1 \
-    --section SourceCounters --section WarpStateStats --section SchedulerStats --import-source no \
-    -o "$out/logs/sass-whole" -f $bin/gpu_test_cuda_forward --step-kernel --bench >"$out/logs/ncu-whole.log" 2>&1 ||
-    echo "ncu failed ($?)" | tee -a "$sum"
-  "$ncu" -i "$out/logs/sass-whole.ncu-rep" --page details >"$out/logs/details-whole.txt" 2>&1
-  grep -E "Warp Cycles Per Issued|Issued Warp|Eligible Warps|Active Warps Per|No Eligible|One or More" \
-    "$out/logs/details-whole.txt" | head -12 | tee -a "$sum"
-  "$ncu" -i "$out/logs/sass-whole.ncu-rep" --page source --print-source sass --csv >"$out/logs/sass-whole.csv" 2>&1 &&
-    python3 scripts/device/sass_stalls.py "$out/logs/sass-whole.csv" 25 | head -35 | tee -a "$sum"
-  rm -f "$out/logs/sass-whole.ncu-rep"
-  gzip -f "$out/logs/sass-whole.csv" && cp "$out/logs/sass-whole.csv.gz" "$out/"
+  ncu_step_kernel whole 900 25
 fi
 finish_call

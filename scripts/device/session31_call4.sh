@@ -18,8 +18,6 @@
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
 device_script /tmp/s31c4 "session 31 call 4: down in half chunks; the head's figures"
-_fc=$(declare -f finish_call); finish_call() { :; }
 step_kernel_vs_base
-eval "$_fc"
 roofline_and_latency
 finish_call
