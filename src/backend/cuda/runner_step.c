@@ -9,19 +9,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The kernel's bulk copies and bulk L2 prefetches of the experts' codes and scale words need
- * 16-byte aligned bases (cudaMalloc's are). Without them there is no table, and the layer loop
- * runs every step. */
-static bool experts_aligned(const gpu_layer *ly) {
+/* What the kernel asks of a layer's experts: 16-byte aligned bases for its bulk copies and bulk
+ * L2 prefetches of the codes and scale words (cudaMalloc's are), and folded scales (every scale
+ * <= 2^1: one multiply a weight pair, moe_dequant.cuh): its expert loops exist in that form only,
+ * to keep the kernel's code small (session 31: ~200 KB walked once a layer). Without them there
+ * is no table, and the layer loop runs every step. */
+static bool experts_fit(const gpu_layer *ly) {
     return (((uintptr_t)ly->w1_q | (uintptr_t)ly->w1_s | (uintptr_t)ly->w2_q |
              (uintptr_t)ly->w2_s) &
-            15) == 0;
+            15) == 0 &&
+           ly->moe.w1_folded && ly->moe.w2_folded;
 }
 
 int runner_step_table_build(struct backend *b) {
     if (b->step_layers || b->L < 1) return 0;
     for (int l = 0; l < b->L; l++)
-        if (!experts_aligned(&b->gw.layers[l])) return 0;
+        if (!experts_fit(&b->gw.layers[l])) return 0;
     step_layer *t = calloc((size_t)b->L, sizeof *t);
     if (!t) return err_set("cuda backend: out of host memory for the step kernel's layer table");
     for (int l = 0; l < b->L; l++) {
@@ -34,7 +37,6 @@ int runner_step_table_build(struct backend *b) {
         e->w1_q = ly->w1_q, e->w1_s = ly->w1_s, e->w2_q = ly->w2_q, e->w2_s = ly->w2_s;
         e->b1 = ly->b1, e->b2 = ly->b2;
         e->sliding = b->cfg.layer_sliding[l] != 0;
-        e->w1_folded = ly->moe.w1_folded, e->w2_folded = ly->moe.w2_folded;
     }
     const size_t bytes = (size_t)b->L * sizeof *t;
     cudaError_t e = cudaMalloc((void **)&b->step_layers, bytes);

@@ -72,6 +72,23 @@ static __device__ __forceinline__ void sk_barrier(unsigned *bar, unsigned *targe
     grid_barrier_counted(bar, target, [] { consumers_sync(); });
 }
 
+/* Where a warp's expert chunks are, walked by increments instead of divisions: its chunk d of a
+ * matrix (counted from the block's first, d = start, start + 8, ...) is chunk c of the block's tile
+ * lt, which is row tile rt of the tile's expert slot i (tile t0 + lt = i · RT + rt). The divisions
+ * at every chunk were ~20 instructions each on the chain between two chunks' loops. */
+struct sk_walk {
+    int start, lt, c, i, rt;
+    __device__ sk_walk(int d, int nc, int t0, int RT) : start(d), lt(d / nc), c(d % nc) {
+        i = (t0 + lt) / RT, rt = (t0 + lt) - i * RT;
+    }
+    __device__ void next(int nc, int RT) { /* d += AS_CWARPS */
+        int dl = 0;
+        for (c += AS_CWARPS; c >= nc; c -= nc) dl++;
+        lt += dl, rt += dl;
+        for (; rt >= RT; rt -= RT) i++;
+    }
+};
+
 /* The first stage index ≥ lo of consumer warp w (stage n goes to warp n % AS_CWARPS). */
 static __device__ __forceinline__ int sk_first(int lo, int w) {
     return lo + (w - lo % AS_CWARPS + AS_CWARPS) % AS_CWARPS;
@@ -347,12 +364,12 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
         }
         consumers_sync();
         {
-            const bool folded = ly->w1_folded != 0;
             const uint32_t xa = smem_u32(ys) + 16 * t4;
-            for (int q = sk_first(nb + q_g, warp) - nb; q < q_d; q += AS_CWARPS) {
-                const int n = nb + q, s = n % S, lt = (q - q_g) / nc1, c = (q - q_g) % nc1;
+            sk_walk w(sk_first(nb + q_g, warp) - nb - q_g, nc1, gt0, RT1);
+            for (int q = q_g + w.start; q < q_d; q += AS_CWARPS, w.next(nc1, RT1)) {
+                const int n = nb + q, s = n % S, lt = w.lt, c = w.c;
                 const int kk0 = c * kc, nk = min(kc, KK1 - kk0);
-                const int j = gt0 + lt, i = j / RT1, rt = j - i * RT1;
+                const int i = w.i, rt = w.rt;
                 uint32_t sc[SK_SC_WORDS];
                 sk_chunk_scales((const uint32_t *)ly->w1_s +
                                     (((size_t)s_e[i] * RT1 + rt) * KK1 + kk0) * 8,
@@ -362,10 +379,8 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
                 float acc[4], out[2];
                 if (K.moe_probe == 1)
                     acc[0] = acc[1] = acc[2] = acc[3] = 0.0f;
-                else if (folded)
-                    sk_chunk<true>(st, nk, sc, xa + (uint32_t)kk0 * 128, acc);
                 else
-                    sk_chunk<false>(st, nk, sc, xa + (uint32_t)kk0 * 128, acc);
+                    sk_chunk<true>(st, nk, sc, xa + (uint32_t)kk0 * 128, acc);
                 __syncwarp();
                 if (lane == 0) mbar_arrive(&empty[s]);
                 if (sk_tile_meet(&s_part, lt, c, nc1, acc, out) && t4 == 0) {
@@ -387,11 +402,11 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
             ((uint4 *)acts)[v] = __ldcg((const uint4 *)K.act + v);
         consumers_sync();
         {
-            const bool folded = ly->w2_folded != 0;
-            for (int q = sk_first(nb + q_d, warp) - nb; q < C; q += AS_CWARPS) {
-                const int n = nb + q, s = n % S, lt = (q - q_d) / nc2, c = (q - q_d) % nc2;
+            sk_walk w(sk_first(nb + q_d, warp) - nb - q_d, nc2, dt0, RT2);
+            for (int q = q_d + w.start; q < C; q += AS_CWARPS, w.next(nc2, RT2)) {
+                const int n = nb + q, s = n % S, lt = w.lt, c = w.c;
                 const int kk0 = c * kc, nk = min(kc, KK2 - kk0);
-                const int j = dt0 + lt, i = j / RT2, rt = j - i * RT2, row = rt * 16 + g8;
+                const int i = w.i, rt = w.rt, row = rt * 16 + g8;
                 uint32_t sc[SK_SC_WORDS];
                 sk_chunk_scales((const uint32_t *)ly->w2_s +
                                     (((size_t)s_e[i] * RT2 + rt) * KK2 + kk0) * 8,
@@ -403,10 +418,8 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
                 float acc[4], out[2];
                 if (K.moe_probe == 1)
                     acc[0] = acc[1] = acc[2] = acc[3] = 0.0f;
-                else if (folded)
-                    sk_chunk<true>(st, nk, sc, xa, acc);
                 else
-                    sk_chunk<false>(st, nk, sc, xa, acc);
+                    sk_chunk<true>(st, nk, sc, xa, acc);
                 __syncwarp();
                 if (lane == 0) mbar_arrive(&empty[s]);
                 if (sk_tile_meet(&s_part, lt, c, nc2, acc, out) && t4 == 0) {

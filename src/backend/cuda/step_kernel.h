@@ -43,9 +43,9 @@ typedef struct {
     const float *sinks;
     void *k_cache, *v_cache;
     const uint16_t *attn_norm, *mlp_norm, *router_w, *router_b;
-    const uint8_t *w1_q, *w1_s, *w2_q, *w2_s; /* repacked experts (moe.h) */
+    const uint8_t *w1_q, *w1_s, *w2_q, *w2_s; /* repacked experts (moe.h), folded scales only */
     const uint16_t *b1, *b2;
-    int sliding, w1_folded, w2_folded, pad;
+    int sliding, pad[3];
 } step_layer;
 
 typedef struct {
