@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 31, call 5 (~4.5 min; any card: base and new in the same call): the step kernel's code made smaller.
+# Session 31, call 5 (~3.5 min; any card: base and new in the same call): the step kernel's code made smaller.
 #   base  dd4b0ca (the counted barrier; call 4: the layer 70.0 µs, 0.944 of the loop at 120b);
 #   new   base + the expert loops in the folded form only (the unfolded instances gone: the table
 #         is built only when every layer's scales fold) and the chunks' places walked by
@@ -11,7 +11,7 @@
 # caches hold.
 #  (1) the (h) checks of new (the same sums: the figures of call 2); (2) the phases with the
 #      experts' probes of base and new; (3) decode batch 1, the loop and both step kernels, 120b and
-#      20b, two interleaved rounds; (4) roofline and bench latency (the head's figures).
+#      20b, two interleaved rounds.
 # Prediction (before the run): (h) relL2 8.75e-3 / 1.79e-3. If the code's size is what costs:
 # phases 5 + 6 whole 37.7 -> 34-36.5 µs, the layer 70.0 -> 66.5-69, 0.944 -> 0.95-0.99 of the loop;
 # if not, within the spread (the divisions alone: ~0.1 µs a chunk). Rule: kept if the layer drops by
@@ -20,5 +20,4 @@ set -uo pipefail
 source "$(dirname "$0")/env.sh"
 device_script /tmp/s31c5 "session 31 call 5: the step kernel's code made smaller"
 step_kernel_vs_base
-roofline_and_latency # the head's figures on whichever card this is (the H200's roofline beside them)
 finish_call
