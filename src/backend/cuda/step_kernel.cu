@@ -77,11 +77,12 @@ static __device__ __forceinline__ void sk_barrier(unsigned *bar, unsigned *targe
  * lt, which is row tile rt of the tile's expert slot i (tile t0 + lt = i · RT + rt). The divisions
  * at every chunk were ~20 instructions each on the chain between two chunks' loops. */
 struct sk_walk {
-    int start, lt, c, i, rt;
-    __device__ sk_walk(int d, int nc, int t0, int RT) : start(d), lt(d / nc), c(d % nc) {
+    int nc, RT, start, lt, c, i, rt;
+    __device__ sk_walk(int d, int nc_, int t0, int RT_)
+        : nc(nc_), RT(RT_), start(d), lt(d / nc_), c(d % nc_) {
         i = (t0 + lt) / RT, rt = (t0 + lt) - i * RT;
     }
-    __device__ void next(int nc, int RT) { /* d += AS_CWARPS */
+    __device__ void next() { /* d += AS_CWARPS */
         int dl = 0;
         for (c += AS_CWARPS; c >= nc; c -= nc) dl++;
         lt += dl, rt += dl;
@@ -366,7 +367,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
         {
             const uint32_t xa = smem_u32(ys) + 16 * t4;
             sk_walk w(sk_first(nb + q_g, warp) - nb - q_g, nc1, gt0, RT1);
-            for (int q = q_g + w.start; q < q_d; q += AS_CWARPS, w.next(nc1, RT1)) {
+            for (int q = q_g + w.start; q < q_d; q += AS_CWARPS, w.next()) {
                 const int n = nb + q, s = n % S, lt = w.lt, c = w.c;
                 const int kk0 = c * kc, nk = min(kc, KK1 - kk0);
                 const int i = w.i, rt = w.rt;
@@ -380,7 +381,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
                 if (K.moe_probe == 1)
                     acc[0] = acc[1] = acc[2] = acc[3] = 0.0f;
                 else
-                    sk_chunk<true>(st, nk, sc, xa + (uint32_t)kk0 * 128, acc);
+                    sk_chunk(st, nk, sc, xa + (uint32_t)kk0 * 128, acc);
                 __syncwarp();
                 if (lane == 0) mbar_arrive(&empty[s]);
                 if (sk_tile_meet(&s_part, lt, c, nc1, acc, out) && t4 == 0) {
@@ -403,7 +404,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
         consumers_sync();
         {
             sk_walk w(sk_first(nb + q_d, warp) - nb - q_d, nc2, dt0, RT2);
-            for (int q = q_d + w.start; q < C; q += AS_CWARPS, w.next(nc2, RT2)) {
+            for (int q = q_d + w.start; q < C; q += AS_CWARPS, w.next()) {
                 const int n = nb + q, s = n % S, lt = w.lt, c = w.c;
                 const int kk0 = c * kc, nk = min(kc, KK2 - kk0);
                 const int i = w.i, rt = w.rt, row = rt * 16 + g8;
@@ -419,7 +420,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
                 if (K.moe_probe == 1)
                     acc[0] = acc[1] = acc[2] = acc[3] = 0.0f;
                 else
-                    sk_chunk<true>(st, nk, sc, xa, acc);
+                    sk_chunk(st, nk, sc, xa, acc);
                 __syncwarp();
                 if (lane == 0) mbar_arrive(&empty[s]);
                 if (sk_tile_meet(&s_part, lt, c, nc2, acc, out) && t4 == 0) {

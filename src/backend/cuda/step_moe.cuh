@@ -59,8 +59,8 @@ static __device__ __forceinline__ void sk_chunk_scales(const uint32_t *sp, int n
  * words a lane holds (a shuffle a step) instead of 23 registers indexed by the step.
  * Four accumulators, (step parity, 32-wide half), their MMAs issued round-robin (a step's four MMAs
  * on one accumulator were a chain of dependent HMMAs back to back in the SASS). The sums add the
- * same products in another grouping than the small MoE kernel's: not its bits. */
-template <bool FOLDED>
+ * same products in another grouping than the small MoE kernel's: not its bits.
+ * Folded scales only (moe_dequant.cuh): the step kernel's table requires them (runner_step.c). */
 static __device__ __forceinline__ void
 sk_chunk(uint32_t st, int nk, const uint32_t sw_in[SK_SC_WORDS], uint32_t xa, float acc[4]) {
     const int lane = threadIdx.x & 31, g8 = lane >> 2;
@@ -92,8 +92,8 @@ sk_chunk(uint32_t st, int nk, const uint32_t sw_in[SK_SC_WORDS], uint32_t xa, fl
             uint32_t f[2][2][4];
 #pragma unroll
             for (int h = 0; h < 2; h++) { /* the two 32-wide chunks of this k step */
-                dequant_word_t<FOLDED>(h ? q.z : q.x, sc, 2 * h, f[h][0]);
-                dequant_word_t<FOLDED>(h ? q.w : q.y, sc, 2 * h + 1, f[h][1]);
+                dequant_word_t<true>(h ? q.z : q.x, sc, 2 * h, f[h][0]);
+                dequant_word_t<true>(h ? q.w : q.y, sc, 2 * h + 1, f[h][1]);
             }
 #pragma unroll
             for (int m = 0; m < 2; m++)
