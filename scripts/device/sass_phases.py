@@ -8,26 +8,18 @@ executed at least 4 times as often as the region's median instruction: the k loo
 their region, which is where a chunk's fixed cost shows.
 Usage: sass_phases.py FILE.csv[.gz] [--loops] [--top N]."""
 import collections
-import csv
-import gzip
 import sys
+
+import sass_csv  # this folder
 
 args = [a for a in sys.argv[1:] if not a.startswith("--")]
 loops = "--loops" in sys.argv
 top = int(sys.argv[sys.argv.index("--top") + 1]) if "--top" in sys.argv else 4
 path = args[0]
-rows = list(csv.reader((gzip.open if path.endswith(".gz") else open)(path, "rt")))
-hdr, ds, seen = None, [], set()
-for r in rows:
-    if r and r[0] == "Address":
-        hdr = r
-    elif hdr and len(r) == len(hdr):
-        d = dict(zip(hdr, r))
-        if d["Address"] not in seen:  # a section printed twice: its rows once
-            seen.add(d["Address"])
-            ds.append(d)
-num = lambda d, c: int(d.get(c) or 0)
-stalls = [c for c in hdr if c.startswith("stall_") and "Not Issued" not in c]
+hdr, sections = sass_csv.load(path)
+ds = next(iter(sections.values()))  # the step kernel: the file's one kernel
+num = sass_csv.num
+stalls = sass_csv.stall_columns(hdr)
 total = sum(num(d, "Warp Stall Sampling (All Samples)") for d in ds) or 1
 marks = [i for i, d in enumerate(ds) if "GLOBALTIMER" in d["Source"]]
 names = ["kernel start", "layer start -> 0 end", "1: QKV", "2: attention", "3: O",

@@ -7,32 +7,18 @@ the stall reasons over all samples, and the TOP most-sampled instructions with t
 A kernel's section that ncu prints twice is shown once.
 Usage: sass_stalls.py FILE.csv[.gz] [TOP] [LOOP]."""
 import collections
-import csv
-import gzip
 import re
 import sys
+
+import sass_csv  # this folder
 
 path = sys.argv[1]
 top = int(sys.argv[2]) if len(sys.argv) > 2 else 20
 loop = float(sys.argv[3]) if len(sys.argv) > 3 else 2.0
-rows = list(csv.reader((gzip.open if path.endswith(".gz") else open)(path, "rt")))
-hdr, sections, key = None, collections.OrderedDict(), None
-for r in rows:
-    if r and r[0] == "Kernel Name":
-        key = r[1]
-        if key in sections:  # the same kernel again: skip its rows
-            key = None
-        else:
-            sections[key] = collections.OrderedDict()
-    elif r and r[0] == "Address":
-        hdr = r
-    elif hdr and key and len(r) == len(hdr):
-        d = dict(zip(hdr, r))
-        sections[key][d["Address"]] = d  # a kernel's rows may repeat: one per address
-num = lambda d, c: int(d.get(c) or 0)
-for name, m in sections.items():
-    ds = list(m.values())
-    stalls = [c for c in hdr if c.startswith("stall_") and "Not Issued" not in c]
+hdr, sections = sass_csv.load(path)
+num = sass_csv.num
+for name, ds in sections.items():
+    stalls = sass_csv.stall_columns(hdr)
     ex = [num(d, "Instructions Executed") for d in ds]
     step = max([num(d, "Instructions Executed") for d in ds
                 if re.search(r"HGMMA|STS|LDS|LDG|FENCE|HMMA", d["Source"])] or [1])
