@@ -121,7 +121,6 @@ served_10xc() {
 # build's (h) checks, the phases with the experts' probes of both, decode batch 1 of the loop and
 # both step kernels (120b and 20b, two interleaved rounds), into $sum (the caller then finish_call).
 step_kernel_vs_base() {
-  local b tb
   test_table
   run_logged step_kernel 200 $bin/gpu_test_cuda_forward --step-kernel
   grep -E "^\(h\)|step kernel vs" "$out/logs/step_kernel.log" | tee -a "$sum"
