@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The step kernel's ncu source counters (`ncu ... --page source --print-source sass --csv`, gzipped
 or not; env.sh's ncu_step_kernel writes them) cut into its phases by the probe's stamps: each
-`CS2R ... SR_GLOBALTIMER` instruction (sk_stamp) ends a region, so the regions in address order are
+64-bit `CS2R ... SR_GLOBALTIMER` instruction (sk_stamp) ends a region, so the regions in address order are
 the layer's start, phases 0-6 and the producer with the tail. For each region: its share of all
 stall samples and its top stall reasons; then, with --loops, the hot loops (runs of instructions
 executed at least 4 times as often as the region's median instruction: the k loops) against the rest of
@@ -21,7 +21,8 @@ ds = next(iter(sections.values()))  # the step kernel: the file's one kernel
 num = sass_csv.num
 stalls = sass_csv.stall_columns(hdr)
 total = sum(num(d, "Warp Stall Sampling (All Samples)") for d in ds) or 1
-marks = [i for i, d in enumerate(ds) if "GLOBALTIMER" in d["Source"]]
+# sk_stamp's 64-bit reads (CS2R R, SR_GLOBALTIMERLO); the blocks' probe reads 32 bits (CS2R.32)
+marks = [i for i, d in enumerate(ds) if "GLOBALTIMER" in d["Source"] and "CS2R.32" not in d["Source"]]
 names = ["kernel start", "layer start -> 0 end", "1: QKV", "2: attention", "3: O",
          "4: MLP norm, router", "5: routing, gate_up", "6: down", "producer, tail"]
 

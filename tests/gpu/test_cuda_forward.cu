@@ -1292,10 +1292,70 @@ static std::vector<tf_seq> step_run(const char *model, bool on, int graphs,
     return ok ? seqs : std::vector<tf_seq>{};
 }
 
+/* With the blocks' probe (step_kernel_set_block_probe): how the blocks' arrivals at each phase's
+ * grid barrier spread, from the phase's start by block 0's clock (all blocks leave a barrier within
+ * its poll), over layers 1-11: the first, median, 90th percentile and last arrival, then the
+ * barrier's tail (block 0 leaving it, less the last arrival). A phase whose last arrival is far past
+ * its median is bound by its slowest blocks; the SMs most often among the 5 last follow (a fixed
+ * share of the bytes to every SM is as slow as the slowest SM's share of the DRAM). */
+static void step_kernel_spread(const unsigned long long *st, const unsigned *bst, int NL, int NS,
+                               int G) {
+    /* a block's stamp: the low 32 bits of the clock, from block 0's 64-bit stamp t0 of the phase */
+    auto since = [](unsigned lo, unsigned long long t0) {
+        return (double)(int)(lo - (unsigned)t0) * 1e-3;
+    };
+    static const char *const name[7] = {
+        "",       "1: QKV", "2: attention", "3: O", "4: MLP norm, router", "5: routing, gate_up",
+        "6: down"};
+    printf("\nthe blocks' arrivals at each phase's barrier, µs from the phase's start (%d blocks, "
+           "layers 1-%d):\n\n| phase | first | median | p90 | last | tail | slowest SMs (times "
+           "among the 5 last) |\n| --- | ---: | ---: | ---: | ---: | ---: | --- |\n",
+           G, NL - 2);
+    for (int p = 1; p <= 6; p++) {
+        double a[4] = {0, 0, 0, 0}, tail = 0;
+        std::vector<int> late(G, 0);
+        const int n = NL - 2; /* layers 1 .. NL - 2 (the last layer's phase 6 has no barrier) */
+        for (int l = 1; l <= n; l++) {
+            const unsigned long long t0 = st[l * NS + p], t1 = st[l * NS + p + 1];
+            std::vector<std::pair<double, int>> v(G);
+            for (int b = 0; b < G; b++) v[b] = {since(bst[((size_t)l * NS + p) * G + b], t0), b};
+            std::sort(v.begin(), v.end());
+            a[0] += v[0].first, a[1] += v[G / 2].first, a[2] += v[(G * 9) / 10].first;
+            a[3] += v[G - 1].first;
+            tail += (double)((long long)(t1 - t0)) * 1e-3 - v[G - 1].first;
+            for (int j = G - 5; j < G; j++) late[v[j].second]++;
+        }
+        std::vector<std::pair<int, int>> top;
+        for (int b = 0; b < G; b++)
+            if (late[b]) top.push_back({-late[b], b});
+        std::sort(top.begin(), top.end());
+        char who[160] = "";
+        for (size_t j = 0; j < top.size() && j < 5; j++) {
+            const int b = top[j].second;
+            char one[40];
+            snprintf(one, sizeof one, "%sSM %u ×%d", j ? ", " : "", bst[(size_t)NS * G + b],
+                     -top[j].first);
+            strncat(who, one, sizeof who - strlen(who) - 1);
+        }
+        printf("| %s | %.1f | %.1f | %.1f | %.1f | %.1f | %s |\n", name[p], a[0] / n, a[1] / n,
+               a[2] / n, a[3] / n, tail / n, who);
+    }
+    double r[3] = {0, 0, 0};
+    for (int l = 1; l <= NL - 2; l++) {
+        std::vector<double> v(G);
+        for (int b = 0; b < G; b++) v[b] = since(bst[((size_t)l * NS + 7) * G + b], st[l * NS + 5]);
+        std::sort(v.begin(), v.end());
+        r[0] += v[0], r[1] += v[G / 2], r[2] += v[G - 1];
+    }
+    printf("| 5a: routing done (of phase 5) | %.1f | %.1f | | %.1f | | |\n", r[0] / (NL - 2),
+           r[1] / (NL - 2), r[2] / (NL - 2));
+}
+
 /* --step-kernel --bench: the kernel's phases by block 0's clock in the last decode step of one
  * 1024-token sequence (a 10-token prefill, then one token a step: the last step at a 1k context),
- * 120b shapes, 12 layers; the mean, least and most over layers 1-11 (layer 0 has no norm inside). */
-static void step_kernel_bench(int moe_probe) {
+ * 120b shapes, 12 layers; the mean, least and most over layers 1-11 (layer 0 has no norm inside).
+ * blocks: with the blocks' probe too, whose spread (step_kernel_spread) is printed instead. */
+static void step_kernel_bench(int moe_probe, bool blocks) {
     const char *model = "synthetic:120b:layers=12:seed=0";
     enum { NL = 12, NS = 8 };
     step_kernel_set(1);
@@ -1310,6 +1370,15 @@ static void step_kernel_bench(int moe_probe) {
     CUDA_CHECK(cudaMemset(d_st, 0, NL * NS * sizeof *d_st));
     step_kernel_set_probe(d_st);
     step_kernel_set_moe_probe(moe_probe);
+    int G = 0;
+    CUDA_CHECK(cudaDeviceGetAttribute(&G, cudaDevAttrMultiProcessorCount, 0));
+    unsigned *d_bst = NULL;
+    const size_t nb = (size_t)NL * NS * G;
+    if (blocks) {
+        CUDA_CHECK(cudaMalloc((void **)&d_bst, nb * sizeof *d_bst));
+        CUDA_CHECK(cudaMemset(d_bst, 0, nb * sizeof *d_bst));
+        step_kernel_set_block_probe(d_bst);
+    }
     const int V = cuda_backend_ops.config(be)->vocab;
     rng_t same;
     rng_seed(&same, 4321);
@@ -1320,15 +1389,37 @@ static void step_kernel_bench(int moe_probe) {
     CHECK(ok, "%s: the schedule failed", model);
     step_kernel_set_probe(NULL);
     step_kernel_set_moe_probe(0);
+    step_kernel_set_block_probe(NULL);
     unsigned long long st[NL * NS];
     CUDA_CHECK(cudaMemcpy(st, d_st, sizeof st, cudaMemcpyDeviceToHost));
     CUDA_CHECK(cudaFree(d_st));
+    std::vector<unsigned> bst(blocks ? nb : 0);
+    if (blocks) {
+        CUDA_CHECK(cudaMemcpy(bst.data(), d_bst, nb * sizeof *d_bst, cudaMemcpyDeviceToHost));
+        CUDA_CHECK(cudaFree(d_bst));
+    }
     cuda_backend_ops.destroy(be);
     step_kernel_set(-1);
     bool ordered = true;
     for (int i = 1; i < NL * NS; i++) ordered = ordered && st[i] >= st[i - 1] && st[i - 1] > 0;
     CHECK(ordered, "the probe's stamps are not all written in order");
     if (!ordered) return;
+    if (blocks) {
+        bool written = true;
+        for (int l = 1; l < NL - 1; l++)
+            for (int i = 1; i < NS; i++)
+                for (int b = 0; b < G; b++) {
+                    const unsigned t = bst[((size_t)l * NS + i) * G + b];
+                    written = written && (int)(t - (unsigned)st[l * NS]) >= 0 &&
+                              (int)((unsigned)st[(l + 1) * NS] - t) >= 0;
+                }
+        CHECK(written, "the blocks' probe: a stamp outside its layer");
+        if (!written) return;
+        printf("\n%s with the blocks' probe:\n",
+               moe_probe == 1 ? "the experts' stream alone" : "the kernel whole");
+        step_kernel_spread(st, bst.data(), NL, NS, G);
+        return;
+    }
     static const char *const name[NS] = {"0: input norm, preloads",
                                          "1: QKV (+ barrier)",
                                          "2: attention (+ barrier)",
@@ -1711,7 +1802,8 @@ int main(int argc, char **argv) {
     if (gpu_test_flag(argc, argv, "--step-kernel")) {
         remove_dir(dir);
         if (gpu_test_flag(argc, argv, "--bench"))
-            for (int probe : {0, 1, 2}) step_kernel_bench(probe);
+            for (int probe : {0, 1, 2, 3, 4}) /* 3, 4: the blocks' probe, whole and stream alone */
+                step_kernel_bench(probe > 2 ? probe - 3 : probe, probe > 2);
         else
             step_kernel_checks();
         return check_report("test_cuda_forward --step-kernel");

@@ -50,6 +50,7 @@ struct sk_params {
     int L, E, k, I;
     float alpha, limit;
     unsigned long long *stamps; /* the probe (step_kernel_set_probe), or NULL */
+    unsigned *bstamps;          /* the blocks' probe (step_kernel_set_block_probe), or NULL */
     int kc;                     /* k steps an expert chunk (a ring stage) */
     int moe_probe; /* step_kernel_set_moe_probe: 1 chunks not multiplied, 2 chunks not copied */
 };
@@ -63,6 +64,23 @@ static __device__ __forceinline__ void sk_stamp(const sk_params &K, int l, int i
         unsigned long long t;
         asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
         K.stamps[l * SK_STAMPS + i] = t;
+    }
+}
+
+/* The blocks' probe: block b's %globaltimer (its low 32 bits: the 64-bit read is sk_stamp's, which
+ * scripts/device/sass_phases.py takes as the phases' marks) as its consumers are done with phase i of layer l (1-6,
+ * before the grid barrier), as its routing is done (7), and its SM (0). A block barrier first, so
+ * the stamp is the block's slowest warp's: the probe adds one a phase (only when on). */
+static __device__ __forceinline__ void sk_block_stamp(const sk_params &K, int l, int i) {
+    if (!K.bstamps) return;
+    consumers_sync();
+    if (threadIdx.x == 0) {
+        unsigned t;
+        if (i == 0)
+            asm volatile("mov.u32 %0, %%smid;" : "=r"(t));
+        else
+            asm volatile("mov.u32 %0, %%globaltimer_lo;" : "=r"(t));
+        K.bstamps[((size_t)l * SK_STAMPS + i) * gridDim.x + blockIdx.x] = t;
     }
 }
 
@@ -269,6 +287,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
             }
         }
         as_item_prefetch(P, L, item, as_smem);
+        sk_block_stamp(K, l, 1);
         sk_barrier(P.a.bar, &bar_n);
         sk_stamp(K, l, 2);
         if (tid == 0) mbar_arrive(o_go);
@@ -278,6 +297,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
 
         /* 2: attention */
         as_attention(P, L, item, as_smem);
+        sk_block_stamp(K, l, 2);
         sk_barrier(P.a.bar, &bar_n);
         sk_stamp(K, l, 3);
 
@@ -295,6 +315,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
                 P.a.o[r0 + q - n_pairs] = f32_to_bf16_bits(acc[0][0] + pre.o_bias[q - n_pairs]);
             }
         }
+        sk_block_stamp(K, l, 3);
         sk_barrier(P.a.bar, &bar_n);
         sk_stamp(K, l, 4);
 
@@ -333,6 +354,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
                 }
             }
         }
+        sk_block_stamp(K, l, 4);
         sk_barrier(P.a.bar, &bar_n);
         sk_stamp(K, l, 5);
         if (b == 0) /* every block has read h: h + o */
@@ -344,6 +366,8 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
         if (warp == 0) topk_warp<true>(K.logits, NULL, ly->router_b, K.E, K.k, lane, s_e, s_w);
         consumers_sync();
         if (tid == 0) mbar_arrive(route_go);
+        sk_block_stamp(K, l, 7);
+        sk_block_stamp(K, l, 0);
         /* the block's tiles' scale words into L2 (the consumers' loads before each chunk): a
          * tile's are KK · 32 contiguous bytes, one bulk prefetch a tile */
         if (tid < n_gt + n_dt) {
@@ -392,6 +416,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
                 }
             }
         }
+        sk_block_stamp(K, l, 5);
         sk_barrier(P.a.bar, &bar_n);
         sk_stamp(K, l, 6);
 
@@ -431,6 +456,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
                 }
             }
         }
+        sk_block_stamp(K, l, 6);
         if (l + 1 < K.L)
             sk_barrier(P.a.bar, &bar_n);
         else /* the launch's end: the count back to 0 (the kernel's end is the last barrier) */
@@ -452,6 +478,11 @@ void step_kernel_set(int on) {
 static unsigned long long *g_stamps;
 void step_kernel_set_probe(unsigned long long *stamps) {
     g_stamps = stamps;
+}
+
+static unsigned *g_bstamps;
+void step_kernel_set_block_probe(unsigned *stamps) {
+    g_bstamps = stamps;
 }
 
 static int g_moe_probe;
@@ -526,6 +557,7 @@ extern "C" cudaError_t step_kernel_launch(const attn_dims *d, const rope_kv_freq
     K.L = a->L, K.E = a->E, K.k = a->k, K.I = a->I;
     K.alpha = a->alpha, K.limit = a->limit;
     K.stamps = g_stamps;
+    K.bstamps = g_bstamps;
     K.kc = kc;
     K.moe_probe = g_moe_probe;
 
