@@ -38,9 +38,11 @@ int runner_step_table_build(struct backend *b) {
         e->b1 = ly->b1, e->b2 = ly->b2;
         e->sliding = b->cfg.layer_sliding[l] != 0;
     }
-    const size_t bytes = (size_t)b->L * sizeof *t;
-    cudaError_t e = cudaMalloc((void **)&b->step_layers, bytes);
+    /* the table, then the kernel's tile tickets (step_kernel_args.tickets), zero */
+    const size_t bytes = (size_t)b->L * sizeof *t, tickets = 2 * (size_t)b->L * sizeof(unsigned);
+    cudaError_t e = cudaMalloc((void **)&b->step_layers, bytes + tickets);
     if (e == cudaSuccess) e = cudaMemcpy(b->step_layers, t, bytes, cudaMemcpyHostToDevice);
+    if (e == cudaSuccess) e = cudaMemset((char *)b->step_layers + bytes, 0, tickets);
     free(t);
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
@@ -87,6 +89,7 @@ int runner_step_kernel(struct backend *b, const fwd_plan *p, cudaStream_t s) {
     a.q = w->q, a.attn = w->attn, a.o = w->o;
     a.part = w->dec_ws, a.part_bytes = w->dec_ws_bytes;
     a.bar = w->moe_bar, a.counters = w->stream_ctr;
+    a.tickets = (unsigned *)(b->step_layers + b->L);
     CU(step_kernel_launch(&b->dims, &b->freq, &a, s));
     b->step_kernel_launches++;
     return 0;

@@ -3,8 +3,10 @@
  *
  * One block an SM: eight consumer warps and a producer warp whose lane 0 keeps the ring of
  * attn_stream's layout (attn_stream_phases.cuh) full. The producer walks, for every layer in
- * order, the block's QKV row pairs, its O rows, (blocks b < E) router row b, and then its share of
- * the selected experts' gate_up and down tiles in chunks (step_moe.cuh); it waits only for a free
+ * order, the block's QKV row pairs, its O rows, (blocks b < E) router row b, and then the
+ * selected experts' gate_up and down tiles it takes (a fixed share, then one at a time from a
+ * counter the blocks share: sk_take_tile) in chunks (step_moe.cuh), telling the consumers what
+ * each stage holds (sk_meta); it waits only for a free
  * stage, before a layer's first O row for that layer's QKV barrier (o_go: attn_stream says why),
  * and before its first expert chunk for the routing (route_go). So the next layer's QKV rows
  * stream while this layer's down chunks are multiplied and its norm runs, and down's chunks while
@@ -20,8 +22,8 @@
  *   4. the MLP norm (h + o, replayed in every block) into the router's fp32 input and the experts'
  *      bf16 input, and router row b (block b < E) into the logits; (then block 0 writes h + o)
  *   5. the routing in every block (topk_warp on the logits: no last-block chain), which releases
- *      the producer's expert chunks, the block's tiles' biases, then gate_up's chunks, SwiGLU into
- *      the activations by the warp that completes a tile;
+ *      the producer's expert chunks, then gate_up's chunks, SwiGLU into the activations by the
+ *      warp that completes a tile;
  *   6. the activations staged, then down's chunks, each tile's weighted rows into its expert's
  *      slot (unsplit: k MoE rows).
  * Rows that other blocks wrote in this kernel are read through L2 (__ldcg, cp.async, the CG forms
@@ -51,8 +53,9 @@ struct sk_params {
     float alpha, limit;
     unsigned long long *stamps; /* the probe (step_kernel_set_probe), or NULL */
     unsigned *bstamps;          /* the blocks' probe (step_kernel_set_block_probe), or NULL */
-    int kc;                     /* k steps an expert chunk (a ring stage) */
-    int moe_probe; /* step_kernel_set_moe_probe: 1 chunks not multiplied, 2 chunks not copied */
+    unsigned *tickets; /* [L][2]: a layer's expert tiles handed out at run time (sk_take_tile) */
+    int kc;            /* k steps an expert chunk (a ring stage) */
+    int moe_probe;     /* step_kernel_set_moe_probe: 1 chunks not multiplied, 2 chunks not copied */
 };
 
 enum { SK_STAMPS = 8 }; /* a layer's probe stamps: its start, then the end of phases 0-6 */
@@ -90,21 +93,69 @@ static __device__ __forceinline__ void sk_barrier(unsigned *bar, unsigned *targe
     grid_barrier_counted(bar, target, [] { consumers_sync(); });
 }
 
-/* Where a warp's expert chunks are, walked by increments instead of divisions: its chunk d of a
- * matrix (counted from the block's first, d = start, start + 8, ...) is chunk c of the block's tile
- * lt, which is row tile rt of the tile's expert slot i (tile t0 + lt = i · RT + rt). The divisions
- * at every chunk were ~20 instructions each on the chain between two chunks' loops. */
-struct sk_walk {
-    int nc, RT, start, lt, c, i, rt;
-    __device__ sk_walk(int d, int nc_, int t0, int RT_)
-        : nc(nc_), RT(RT_), start(d), lt(d / nc_), c(d % nc_) {
-        i = (t0 + lt) / RT, rt = (t0 + lt) - i * RT;
+/* What a ring stage holds, told by the producer as it issues the stage (the consumers of the
+ * experts' stages learn their chunks from it: the tiles are handed out at run time): one 64-bit
+ * word a stage, the stage's index in the launch (n) high, and low: its kind (bits 30-31: 0 a
+ * gate_up chunk, 1 a down chunk, 2 anything else of a layer, 3 past the launch's last stage),
+ * for the experts' chunks the tile's row tile rt (bits 0-8), expert slot i (9-11), the block's
+ * local tile lt (12-15) and chunk c (16-17); for kind 2 the layer's first stage (bits 0-29). */
+enum { SK_GATE_UP = 0, SK_DOWN = 1, SK_OTHER = 2, SK_END = 3 };
+static __device__ __forceinline__ unsigned long long sk_meta(unsigned n, unsigned kind,
+                                                             unsigned low) {
+    return (unsigned long long)n << 32 | kind << 30 | low;
+}
+static __device__ __forceinline__ void sk_meta_put(unsigned long long *meta, int s,
+                                                   unsigned long long v) {
+    asm volatile("st.volatile.shared.u64 [%0], %1;" ::"r"(smem_u32(meta + s)), "l"(v) : "memory");
+}
+/* The low word of stage n's (at slot s) once the producer has issued it; warp-wide. */
+static __device__ __forceinline__ unsigned sk_meta_wait(const unsigned long long *meta, int s,
+                                                        unsigned n) {
+    unsigned low = 0;
+    if ((threadIdx.x & 31) == 0) {
+        unsigned long long v;
+        const long long t0 = clock64();
+        for (;;) {
+            asm volatile("ld.volatile.shared.u64 %0, [%1];" : "=l"(v) : "r"(smem_u32(meta + s)));
+            if ((unsigned)(v >> 32) == n) break;
+            if (clock64() - t0 > 4000000000ll) __trap(); /* ~2 s: the stage never came */
+        }
+        low = (unsigned)v;
     }
-    __device__ void next() { /* d += AS_CWARPS */
-        int dl = 0;
-        for (c += AS_CWARPS; c >= nc; c -= nc) dl++;
-        lt += dl, rt += dl;
-        for (; rt >= RT; rt -= RT) i++;
+    return __shfl_sync(0xffffffffu, low, 0);
+}
+
+/* The expert tiles of one matrix of a layer (N = k · RT, tile j = expert slot j / RT, row tile
+ * j % RT), handed to the blocks: each block first takes its fixed share (ns tiles: j = b · ns ...),
+ * then one tile at a time from the layer's ticket counter (j = G · ns + ticket) until they run
+ * out. Why: a phase ends when its slowest block does, and with fixed shares alone a block whose SM
+ * gets less of the DRAM's rate holds every other block at the phase's barrier. The next ticket is
+ * asked for as the current tile is issued, so its round trip hides behind the ring's wait. A block
+ * takes at most SK_MAX_TILES tiles of a matrix (its partial sums' room). */
+struct sk_take_tile {
+    unsigned *ticket;
+    int ns, N, G, lt;
+    unsigned next;
+    bool have;
+    __device__ sk_take_tile(unsigned *t, int N_, int G_) : ticket(t), N(N_), G(G_), lt(0) {
+        ns = N / G >= 2 ? N / G - 2 : 0;
+        have = ns < SK_MAX_TILES;
+        if (have) next = atomicAdd(ticket, 1u);
+    }
+    /* the next tile's j (its local index: lt - 1 after the call), or -1 when there are no more */
+    __device__ int take(int b) {
+        int j;
+        if (lt < ns) {
+            j = b * ns + lt;
+        } else {
+            if (!have) return -1;
+            j = G * ns + (int)next;
+            if (j >= N) return -1;
+            have = lt + 1 < SK_MAX_TILES;
+            if (have) next = atomicAdd(ticket, 1u);
+        }
+        lt++;
+        return j;
     }
 };
 
@@ -147,8 +198,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
     __shared__ int s_e[SK_MAX_K];
     __shared__ float s_w[SK_MAX_K], s_red[32];
     __shared__ sk_partials s_part;
-    __shared__ float s_bias[2]
-                           [SK_MAX_TILES * 16]; /* the block's tiles' biases: gate_up's, down's */
+    __shared__ unsigned long long s_meta[AS_MAX_STAGES]; /* what each stage holds (sk_meta) */
     unsigned char *ring = as_smem;
     float *xs = (float *)(as_smem + L.xs_off);
     const int S = L.stages;
@@ -164,11 +214,9 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
     /* the experts: the block's share of the k · RT tiles of each matrix, kc k steps a chunk */
     const int I = K.I, RT1 = 2 * I / 16, KK1 = H / 64, RT2 = H / 16, KK2 = I / 64, kc = K.kc;
     const int nc1 = (KK1 + kc - 1) / kc, nc2 = (KK2 + kc - 1) / kc;
-    int gt0, dt0;
-    const int n_gt = asp_share(b, G, K.k * RT1, &gt0), n_dt = asp_share(b, G, K.k * RT2, &dt0);
-    /* the block's stages a layer: QKV pairs, O rows, its router row, gate_up's chunks, down's */
-    const int q_o = n_pairs, q_r = q_o + n_rows, q_g = q_r + n_router, q_d = q_g + n_gt * nc1;
-    const int C = q_d + n_dt * nc2;
+    /* the block's stages a layer: QKV pairs, O rows, its router row, then gate_up's and down's
+     * chunks (as many as the block takes: sk_take_tile) */
+    const int q_o = n_pairs, q_r = q_o + n_rows, q_g = q_r + n_router;
     const int qkv_row_bytes = H * 2, o_row_bytes = Q * 2;
     if (tid == 0) {
         for (int s = 0; s < S; s++) mbar_init(&full[s], 1), mbar_init(&empty[s], 1);
@@ -176,6 +224,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
         mbar_init_fence();
     }
     if (tid < SK_MAX_TILES) s_part.count[tid] = 0;
+    if (tid < AS_MAX_STAGES) s_meta[tid] = ~0ull; /* no stage index */
     for (int i = tid; i < (int)(sizeof(as_params) / 4); i += AS_THREADS)
         ((int *)&sP)[i] = ((const int *)&K.base)[i];
     __syncthreads();
@@ -183,20 +232,21 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
     if (warp == AS_CWARPS) { /* the producer */
         if (lane != 0) return;
         const uint64_t once = l2_policy_evict_first();
-        int n = 0;
+        unsigned n = 0; /* stages issued in the launch */
+        /* stage n's slot, free (its use n - S released) */
+        auto acquire = [&](void) {
+            const int s = (int)(n % S);
+            if (n >= (unsigned)S) mbar_wait_or_trap(&empty[s], (n / S - 1) & 1);
+            return s;
+        };
         for (int l = 0; l < K.L; l++) {
             const step_layer *ly = K.layers + l;
             const uint16_t *qkv_w = ly->qkv_w, *o_w = ly->o_w, *rw = ly->router_w;
-            int e_sel[SK_MAX_K];
-            for (int q = 0; q < C; q++, n++) {
+            const unsigned nb = n;
+            for (int q = 0; q < q_g; q++, n++) {
                 if (q == q_o) mbar_wait_or_trap(o_go, l & 1);
-                if (q == q_g) { /* the routing: the experts whose tiles follow */
-                    mbar_wait_or_trap(route_go, l & 1);
-#pragma unroll
-                    for (int i = 0; i < SK_MAX_K; i++) e_sel[i] = i < K.k ? s_e[i] : 0;
-                }
-                const int s = n % S;
-                if (n >= S) mbar_wait_or_trap(&empty[s], (n / S - 1) & 1);
+                const int s = acquire();
+                sk_meta_put(s_meta, s, sk_meta(n, SK_OTHER, nb));
                 unsigned char *dst = ring + (size_t)s * L.stage_bytes;
                 if (q < q_o) {
                     const int p = p0 + q, hh = p / AS_HALF, i = p % AS_HALF;
@@ -209,28 +259,50 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
                     mbar_arrive_expect_tx(&full[s], (uint32_t)o_row_bytes);
                     bulk_copy_g2s_hint(dst, o_w + (size_t)(r0 + q - q_o) * Q, (uint32_t)o_row_bytes,
                                        &full[s], once);
-                } else if (q < q_g) {
+                } else {
                     mbar_arrive_expect_tx(&full[s], (uint32_t)qkv_row_bytes);
                     bulk_copy_g2s_hint(dst, rw + (size_t)b * H, (uint32_t)qkv_row_bytes, &full[s],
                                        once);
-                } else { /* an expert chunk's codes (its consumer loads the scale words) */
-                    const bool up = q < q_d;
-                    const int nc = up ? nc1 : nc2, KK = up ? KK1 : KK2, RT = up ? RT1 : RT2;
-                    const int lt = (q - (up ? q_g : q_d)) / nc, c = (q - (up ? q_g : q_d)) % nc;
-                    const int j = (up ? gt0 : dt0) + lt, i = j / RT, rt = j - i * RT;
-                    const int kk0 = c * kc, nk = min(kc, KK - kk0);
-                    const size_t tile_kk = ((size_t)e_sel[i] * RT + rt) * KK + kk0;
-                    const uint8_t *wq = up ? ly->w1_q : ly->w2_q;
-                    if (K.moe_probe == 2) { /* the probe: the chunk's stage as it is */
-                        mbar_arrive(&full[s]);
-                        continue;
+                }
+            }
+            /* the routing: the experts whose tiles follow */
+            mbar_wait_or_trap(route_go, l & 1);
+            int e_sel[SK_MAX_K];
+#pragma unroll
+            for (int i = 0; i < SK_MAX_K; i++) e_sel[i] = i < K.k ? s_e[i] : 0;
+            for (int m = 0; m < 2; m++) { /* gate_up's tiles, then down's */
+                const bool up = m == 0;
+                const int nc = up ? nc1 : nc2, KK = up ? KK1 : KK2, RT = up ? RT1 : RT2;
+                const uint8_t *wq = up ? ly->w1_q : ly->w2_q, *ws = up ? ly->w1_s : ly->w2_s;
+                const uint16_t *bias = up ? ly->b1 : ly->b2;
+                sk_take_tile take(K.tickets + 2 * l + m, K.k * RT, G);
+                for (int j; (j = take.take(b)) >= 0;) {
+                    const int i = j / RT, rt = j - i * RT, lt = take.lt - 1;
+                    const size_t tile = (size_t)e_sel[i] * RT + rt;
+                    /* the tile's scale words and biases into L2 for its consumers' loads (the
+                     * biases: 16 contiguous bf16 of either matrix, moe.h's ρ for gate_up) */
+                    sk_prefetch_l2(ws + tile * KK * 32, (size_t)KK * 32, 0, 1);
+                    sk_prefetch_l2(bias + tile * 16, 32, 0, 1);
+                    for (int c = 0; c < nc; c++, n++) {
+                        const int s = acquire();
+                        sk_meta_put(s_meta, s,
+                                    sk_meta(n, m, (unsigned)(rt | i << 9 | lt << 12 | c << 16)));
+                        if (K.moe_probe == 2) { /* the probe: the chunk's stage as it is */
+                            mbar_arrive(&full[s]);
+                            continue;
+                        }
+                        const int kk0 = c * kc, nk = min(kc, KK - kk0);
+                        mbar_arrive_expect_tx(&full[s], (uint32_t)(nk * SK_STEP_CODE_BYTES));
+                        bulk_copy_g2s_hint(ring + (size_t)s * L.stage_bytes,
+                                           wq + (tile * KK + kk0) * SK_STEP_CODE_BYTES,
+                                           (uint32_t)(nk * SK_STEP_CODE_BYTES), &full[s], once);
                     }
-                    mbar_arrive_expect_tx(&full[s], (uint32_t)(nk * SK_STEP_CODE_BYTES));
-                    bulk_copy_g2s_hint(dst, wq + tile_kk * SK_STEP_CODE_BYTES,
-                                       (uint32_t)(nk * SK_STEP_CODE_BYTES), &full[s], once);
                 }
             }
         }
+        /* past the last stage: one a consumer warp, so each sees its down loop end */
+        for (int w = 0; w < AS_CWARPS; w++, n++)
+            sk_meta_put(s_meta, acquire(), sk_meta(n, SK_END, 0));
         return;
     }
 
@@ -245,10 +317,10 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
     uint16_t *acts = (uint16_t *)xs;
     const int t4 = lane & 3, g8 = lane >> 2;
     unsigned bar_n = 0; /* grid barrier arrivals passed (sk_barrier) */
+    int nb = 0;         /* the layer's first stage (told by the producer at each layer's end) */
 
     for (int l = 0; l < K.L; l++) {
         const step_layer *ly = K.layers + l;
-        const int nb = l * C;
         if (tid == 0) {
             attn_stream_args &a = sP.a;
             a.slots = ly->sliding ? K.slots_swa : K.slots_full;
@@ -291,6 +363,12 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
         sk_barrier(P.a.bar, &bar_n);
         sk_stamp(K, l, 2);
         if (tid == 0) mbar_arrive(o_go);
+        /* every block is past the layer before's tiles (and the launch before's last layer's):
+         * their tickets back to 0 (this thread's barrier arrivals order the stores) */
+        if (b == 0 && tid == 0) {
+            unsigned *t = K.tickets + 2 * ((l + K.L - 1) % K.L);
+            t[0] = t[1] = 0u;
+        }
         if (P.a.nh && b == 0) /* every block has read h: its new row (written by this block) */
             for (int i = tid; i < H / 4; i += AS_CWARPS * 32)
                 ((float4 *)K.h)[i] = ((const float4 *)P.a.nscratch)[i];
@@ -361,44 +439,32 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
             for (int i = tid; i < H / 4; i += AS_CWARPS * 32)
                 ((float4 *)K.h)[i] = ((const float4 *)P.a.nscratch)[i];
 
-        /* 5: the routing (the producer then streams the experts' chunks), the tiles' biases, then
-         * gate_up with SwiGLU */
+        /* 5: the routing (the producer then streams the experts' chunks), then gate_up with SwiGLU:
+         * each warp takes its stages in turn, whatever chunk the producer put there, until one
+         * holds something else (its first of down's, which phase 6 starts from) */
         if (warp == 0) topk_warp<true>(K.logits, NULL, ly->router_b, K.E, K.k, lane, s_e, s_w);
         consumers_sync();
         if (tid == 0) mbar_arrive(route_go);
         sk_block_stamp(K, l, 7);
         sk_block_stamp(K, l, 0);
-        /* the block's tiles' scale words into L2 (the consumers' loads before each chunk): a
-         * tile's are KK · 32 contiguous bytes, one bulk prefetch a tile */
-        if (tid < n_gt + n_dt) {
-            const bool up = tid < n_gt;
-            const int j = up ? gt0 + tid : dt0 + tid - n_gt, RT = up ? RT1 : RT2, i = j / RT;
-            const int KK = up ? KK1 : KK2;
-            const uint8_t *sw =
-                (up ? ly->w1_s : ly->w2_s) + ((size_t)s_e[i] * RT + (j - i * RT)) * KK * 32;
-            bulk_prefetch_l2(sw, (uint32_t)KK * 32u);
-        }
-        for (int v = tid; v < (n_gt + n_dt) * 16; v += AS_CWARPS * 32) {
-            const bool up = v < n_gt * 16;
-            const int w = up ? v : v - n_gt * 16, lt = w / 16, r = w % 16;
-            const int j = (up ? gt0 : dt0) + lt, RT = up ? RT1 : RT2, i = j / RT, rt = j - i * RT;
-            /* gate_up: tile row r < 8 is output rt·8 + r's gate, r ≥ 8 its up (moe.h's ρ) */
-            const size_t at = up ? (size_t)s_e[i] * 2 * I + 2 * (rt * 8 + (r & 7)) + (r >> 3)
-                                 : (size_t)s_e[i] * H + rt * 16 + r;
-            s_bias[up ? 0 : 1][w] = bf16_bits_to_f32((up ? ly->b1 : ly->b2)[at]);
-        }
-        consumers_sync();
+        int q = sk_first(nb + q_g, warp) - nb; /* this warp's next stage of the layer */
         {
             const uint32_t xa = smem_u32(ys) + 16 * t4;
-            sk_walk w(sk_first(nb + q_g, warp) - nb - q_g, nc1, gt0, RT1);
-            for (int q = q_g + w.start; q < q_d; q += AS_CWARPS, w.next()) {
-                const int n = nb + q, s = n % S, lt = w.lt, c = w.c;
+            for (;; q += AS_CWARPS) {
+                const int n = nb + q, s = n % S;
+                const unsigned mt = sk_meta_wait(s_meta, s, (unsigned)n);
+                if (mt >> 30 != SK_GATE_UP) break; /* down's first chunk (or what follows) */
+                const int rt = mt & 511, i = mt >> 9 & 7, lt = mt >> 12 & 15, c = mt >> 16 & 3;
                 const int kk0 = c * kc, nk = min(kc, KK1 - kk0);
-                const int i = w.i, rt = w.rt;
+                const size_t tile = (size_t)s_e[i] * RT1 + rt;
                 uint32_t sc[SK_SC_WORDS];
-                sk_chunk_scales((const uint32_t *)ly->w1_s +
-                                    (((size_t)s_e[i] * RT1 + rt) * KK1 + kk0) * 8,
-                                nk, sc);
+                sk_chunk_scales((const uint32_t *)ly->w1_s + (tile * KK1 + kk0) * 8, nk, sc);
+                /* gate_up: tile row r < 8 is output rt·8 + r's gate, r ≥ 8 its up (moe.h's ρ) */
+                float bg = 0.f, bu = 0.f;
+                if (t4 == 0) {
+                    bg = bf16_bits_to_f32(__ldg(ly->b1 + tile * 16 + 2 * g8));
+                    bu = bf16_bits_to_f32(__ldg(ly->b1 + tile * 16 + 2 * g8 + 1));
+                }
                 mbar_wait_or_trap(&full[s], (n / S) & 1);
                 const uint32_t st = smem_u32(ring + (size_t)s * L.stage_bytes);
                 float acc[4], out[2];
@@ -408,12 +474,9 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
                     sk_chunk(st, nk, sc, xa + (uint32_t)kk0 * 128, acc);
                 __syncwarp();
                 if (lane == 0) mbar_arrive(&empty[s]);
-                if (sk_tile_meet(&s_part, lt, c, nc1, acc, out) && t4 == 0) {
-                    const int o = rt * 8 + g8;
-                    K.act[(size_t)i * I + o] = f32_to_bf16_bits(
-                        swiglu(out[0] + s_bias[0][lt * 16 + g8],
-                               out[1] + s_bias[0][lt * 16 + 8 + g8], K.alpha, K.limit));
-                }
+                if (sk_tile_meet(&s_part, lt, c, nc1, acc, out) && t4 == 0)
+                    K.act[(size_t)i * I + rt * 8 + g8] =
+                        f32_to_bf16_bits(swiglu(out[0] + bg, out[1] + bu, K.alpha, K.limit));
             }
         }
         sk_block_stamp(K, l, 5);
@@ -427,33 +490,38 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
         for (int v = tid; v < K.k * I / 8; v += AS_CWARPS * 32)
             ((uint4 *)acts)[v] = __ldcg((const uint4 *)K.act + v);
         consumers_sync();
-        {
-            sk_walk w(sk_first(nb + q_d, warp) - nb - q_d, nc2, dt0, RT2);
-            for (int q = q_d + w.start; q < C; q += AS_CWARPS, w.next()) {
-                const int n = nb + q, s = n % S, lt = w.lt, c = w.c;
-                const int kk0 = c * kc, nk = min(kc, KK2 - kk0);
-                const int i = w.i, rt = w.rt, row = rt * 16 + g8;
-                uint32_t sc[SK_SC_WORDS];
-                sk_chunk_scales((const uint32_t *)ly->w2_s +
-                                    (((size_t)s_e[i] * RT2 + rt) * KK2 + kk0) * 8,
-                                nk, sc);
-                mbar_wait_or_trap(&full[s], (n / S) & 1);
-                const uint32_t st = smem_u32(ring + (size_t)s * L.stage_bytes);
-                const uint32_t xa =
-                    smem_u32(acts + (size_t)i * I) + (uint32_t)(kk0 * 128 + 16 * t4);
-                float acc[4], out[2];
-                if (K.moe_probe == 1)
-                    acc[0] = acc[1] = acc[2] = acc[3] = 0.0f;
-                else
-                    sk_chunk(st, nk, sc, xa, acc);
-                __syncwarp();
-                if (lane == 0) mbar_arrive(&empty[s]);
-                if (sk_tile_meet(&s_part, lt, c, nc2, acc, out) && t4 == 0) {
-                    const float wgt = s_w[i];
-                    float *yrow = K.y_slots + (size_t)i * H;
-                    yrow[row] = wgt * (out[0] + s_bias[1][lt * 16 + g8]);
-                    yrow[row + 8] = wgt * (out[1] + s_bias[1][lt * 16 + 8 + g8]);
-                }
+        for (;; q += AS_CWARPS) {
+            const int n = nb + q, s = n % S;
+            const unsigned mt = sk_meta_wait(s_meta, s, (unsigned)n);
+            if (mt >> 30 != SK_DOWN) { /* the next layer's first stages, or the launch's end */
+                if (mt >> 30 == SK_OTHER) nb = (int)(mt & 0x3fffffffu);
+                break;
+            }
+            const int rt = mt & 511, i = mt >> 9 & 7, lt = mt >> 12 & 15, c = mt >> 16 & 3;
+            const int kk0 = c * kc, nk = min(kc, KK2 - kk0), row = rt * 16 + g8;
+            const size_t tile = (size_t)s_e[i] * RT2 + rt;
+            uint32_t sc[SK_SC_WORDS];
+            sk_chunk_scales((const uint32_t *)ly->w2_s + (tile * KK2 + kk0) * 8, nk, sc);
+            float b0 = 0.f, b1 = 0.f;
+            if (t4 == 0) {
+                b0 = bf16_bits_to_f32(__ldg(ly->b2 + tile * 16 + g8));
+                b1 = bf16_bits_to_f32(__ldg(ly->b2 + tile * 16 + 8 + g8));
+            }
+            mbar_wait_or_trap(&full[s], (n / S) & 1);
+            const uint32_t st = smem_u32(ring + (size_t)s * L.stage_bytes);
+            const uint32_t xa = smem_u32(acts + (size_t)i * I) + (uint32_t)(kk0 * 128 + 16 * t4);
+            float acc[4], out[2];
+            if (K.moe_probe == 1)
+                acc[0] = acc[1] = acc[2] = acc[3] = 0.0f;
+            else
+                sk_chunk(st, nk, sc, xa, acc);
+            __syncwarp();
+            if (lane == 0) mbar_arrive(&empty[s]);
+            if (sk_tile_meet(&s_part, lt, c, nc2, acc, out) && t4 == 0) {
+                const float wgt = s_w[i];
+                float *yrow = K.y_slots + (size_t)i * H;
+                yrow[row] = wgt * (out[0] + b0);
+                yrow[row + 8] = wgt * (out[1] + b1);
             }
         }
         sk_block_stamp(K, l, 6);
@@ -512,9 +580,13 @@ extern "C" int step_kernel_supported(const attn_dims *d, const rope_kv_freq *f, 
     as_layout L;
     int kc;
     const int G = per_device_sm_count();
-    return attn_stream_supported(d, f, 1, 1, H) && E >= 1 && E <= G && E <= 256 && k >= 1 &&
-           k <= SK_MAX_K && k <= E && H % 64 == 0 && I % 64 == 0 && H / 8 <= 2 * AS_CWARPS * 32 &&
-           (k * (2 * I / 16) + G - 1) / G <= SK_MAX_TILES &&
+    /* every block has at least a QKV pair for each consumer warp: a warp that has done its last
+     * down chunk waits for the stage that follows in its turn (to learn the next layer's first),
+     * which must not be an O row (those wait for the next layer's phase 1) */
+    const int pairs_all = (d->n_heads + 2 * d->n_kv_heads) * AS_HALF;
+    return attn_stream_supported(d, f, 1, 1, H) && pairs_all / G >= AS_CWARPS && E >= 1 && E <= G &&
+           E <= 256 && k >= 1 && k <= SK_MAX_K && k <= E && H % 64 == 0 && I % 64 == 0 &&
+           H / 8 <= 2 * AS_CWARPS * 32 && (k * (2 * I / 16) + G - 1) / G <= SK_MAX_TILES &&
            (k * (H / 16) + G - 1) / G <= SK_MAX_TILES && sk_layout(d, H, k, I, &L, &kc) > 0;
 }
 
@@ -525,7 +597,7 @@ extern "C" cudaError_t step_kernel_launch(const attn_dims *d, const rope_kv_freq
     if (!step_kernel_supported(d, f, a->H, a->E, a->k, a->I) || a->L < 1 || !a->layers ||
         !a->positions || !a->slots_full || !a->slots_swa || !a->x || !a->h || !a->scratch ||
         !a->y_slots || !a->logits || !a->act || !a->q || !a->attn || !a->o || !a->part || !a->bar ||
-        !a->counters || a->part_bytes < attn_stream_workspace_bytes(d, 1) ||
+        !a->counters || !a->tickets || a->part_bytes < attn_stream_workspace_bytes(d, 1) ||
         (((uintptr_t)a->x | (uintptr_t)a->x_lo | (uintptr_t)a->h | (uintptr_t)a->scratch |
           (uintptr_t)a->y_slots | (uintptr_t)a->act | (uintptr_t)a->q | (uintptr_t)a->attn |
           (uintptr_t)a->part) &
@@ -559,6 +631,7 @@ extern "C" cudaError_t step_kernel_launch(const attn_dims *d, const rope_kv_freq
     K.stamps = g_stamps;
     K.bstamps = g_bstamps;
     K.kc = kc;
+    K.tickets = a->tickets;
     K.moe_probe = g_moe_probe;
 
     const int sms = per_device_sm_count();

@@ -70,6 +70,9 @@ typedef struct {
     float *part;
     size_t part_bytes;
     unsigned *bar, *counters;
+    /* the experts' tile tickets: 2 L words, zero before the first launch, left so (runner_step.c
+     * keeps them past the layer table) */
+    unsigned *tickets;
 } step_kernel_args;
 
 /* GPTOSS_STEP_KERNEL=1 (or step_kernel_set(1)): the runner takes this kernel for one-token decode
@@ -95,9 +98,9 @@ void step_kernel_set_block_probe(unsigned *stamps);
  * the arithmetic alone); 0 off. Outputs are meaningless under 1 and 2. */
 void step_kernel_set_moe_probe(int mode);
 
-/* Whether the model's shapes fit: attn_stream's (one token), E ≤ the SM count (a router row a
- * block), k ≤ 8, H and I multiples of 64, the staged rows beside the ring, at most 16 tiles of
- * each expert matrix a block and 4 chunks a tile. */
+/* Whether the model's shapes fit: attn_stream's (one token), at least 8 QKV row pairs a block,
+ * E ≤ the SM count (a router row a block), k ≤ 8, H and I multiples of 64, the staged rows beside
+ * the ring, at most 16 tiles of each expert matrix a block and 4 chunks a tile. */
 int step_kernel_supported(const attn_dims *d, const rope_kv_freq *f, int H, int E, int k, int I);
 
 /* One cooperative launch on stream (every SM: nothing else of the step beside it).
