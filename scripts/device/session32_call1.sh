@@ -15,6 +15,10 @@
 #   - new: (h) the same figures as base (a tile's chunks are added in chunk order, whichever block);
 #     its probe: last - median <= 1.5 µs in phases 5-6; phases 5 + 6 whole 37.7 -> 32-35 µs, the
 #     layer 70 -> 64-67.5; the step kernel 0.95 -> 0.98-1.04 of the loop (120b and 20b batch 1).
+#   Also in the call: new with GPTOSS_STEP_SLACK=99 (every tile from the counter: (h) and the
+#   phases) and =0 (a fixed share of N/G, the rest from the counter), in the decode rounds.
+#   Predicted: 99 within 1 µs of 2 (the counter's round trips hide behind the ring); 0 between base
+#   and 2.
 # Rule: kept if the layer drops by more than 1 % and (h) passes; the default flips only if the step
 # kernel beats the loop beyond the spread at both models (then every GPU test in the next call).
 # If base's spread is < 1.5 µs (the prediction wrong), new is reverted whatever it measures, and
@@ -22,5 +26,12 @@
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
 device_script /tmp/s32c1 "session 32 call 1: the blocks' arrivals; expert tiles handed out at run time"
-step_kernel_vs_base
+test_table
+run_logged step_kernel 200 $bin/gpu_test_cuda_forward --step-kernel
+GPTOSS_STEP_SLACK=99 run_logged step_kernel_all_tickets 200 $bin/gpu_test_cuda_forward --step-kernel
+grep -E "^\(h\)|step kernel vs" "$out/logs/step_kernel.log" "$out/logs/step_kernel_all_tickets.log" | tee -a "$sum"
+step_kernel_phases base new
+echo -e "\n(the next: new with GPTOSS_STEP_SLACK=99, every tile from the counter)" | tee -a "$sum"
+GPTOSS_STEP_SLACK=99 step_kernel_phases new
+ROUNDS=2 decode_variants "loop=- step0=BIN=.devcarry/base/gptoss+GPTOSS_STEP_KERNEL=1 step1=GPTOSS_STEP_KERNEL=1 step1all=GPTOSS_STEP_KERNEL=1+GPTOSS_STEP_SLACK=99 step1fix=GPTOSS_STEP_KERNEL=1+GPTOSS_STEP_SLACK=0" 120b:1 20b:1
 finish_call

@@ -55,6 +55,7 @@ struct sk_params {
     unsigned *bstamps;          /* the blocks' probe (step_kernel_set_block_probe), or NULL */
     unsigned *tickets; /* [L][2]: a layer's expert tiles handed out at run time (sk_take_tile) */
     int kc;            /* k steps an expert chunk (a ring stage) */
+    int slack;         /* sk_take_tile: a block's fixed share is N / G - slack tiles */
     int moe_probe;     /* step_kernel_set_moe_probe: 1 chunks not multiplied, 2 chunks not copied */
 };
 
@@ -126,7 +127,8 @@ static __device__ __forceinline__ unsigned sk_meta_wait(const unsigned long long
 }
 
 /* The expert tiles of one matrix of a layer (N = k · RT, tile j = expert slot j / RT, row tile
- * j % RT), handed to the blocks: each block first takes its fixed share (ns tiles: j = b · ns ...),
+ * j % RT), handed to the blocks: each block first takes its fixed share (ns = N / G - slack tiles,
+ * at least 0: j = b · ns ...),
  * then one tile at a time from the layer's ticket counter (j = G · ns + ticket) until they run
  * out. Why: a phase ends when its slowest block does, and with fixed shares alone a block whose SM
  * gets less of the DRAM's rate holds every other block at the phase's barrier. The next ticket is
@@ -137,8 +139,9 @@ struct sk_take_tile {
     int ns, N, G, lt;
     unsigned next;
     bool have;
-    __device__ sk_take_tile(unsigned *t, int N_, int G_) : ticket(t), N(N_), G(G_), lt(0) {
-        ns = N / G >= 2 ? N / G - 2 : 0;
+    __device__ sk_take_tile(unsigned *t, int N_, int G_, int slack)
+        : ticket(t), N(N_), G(G_), lt(0) {
+        ns = N / G >= slack ? N / G - slack : 0;
         have = ns < SK_MAX_TILES;
         if (have) next = atomicAdd(ticket, 1u);
     }
@@ -275,7 +278,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
                 const int nc = up ? nc1 : nc2, KK = up ? KK1 : KK2, RT = up ? RT1 : RT2;
                 const uint8_t *wq = up ? ly->w1_q : ly->w2_q, *ws = up ? ly->w1_s : ly->w2_s;
                 const uint16_t *bias = up ? ly->b1 : ly->b2;
-                sk_take_tile take(K.tickets + 2 * l + m, K.k * RT, G);
+                sk_take_tile take(K.tickets + 2 * l + m, K.k * RT, G, K.slack);
                 for (int j; (j = take.take(b)) >= 0;) {
                     const int i = j / RT, rt = j - i * RT, lt = take.lt - 1;
                     const size_t tile = (size_t)e_sel[i] * RT + rt;
@@ -553,6 +556,10 @@ void step_kernel_set_block_probe(unsigned *stamps) {
     g_bstamps = stamps;
 }
 
+/* GPTOSS_STEP_SLACK (a measurement knob, 0-99, default 2): the tiles a block's fixed share of each
+ * expert matrix leaves to the ticket counter (sk_take_tile); 99: every tile from the counter. */
+static int g_slack = -1;
+
 static int g_moe_probe;
 void step_kernel_set_moe_probe(int mode) {
     g_moe_probe = mode == 1 || mode == 2 ? mode : 0;
@@ -632,6 +639,7 @@ extern "C" cudaError_t step_kernel_launch(const attn_dims *d, const rope_kv_freq
     K.bstamps = g_bstamps;
     K.kc = kc;
     K.tickets = a->tickets;
+    K.slack = env_switch(&g_slack, "GPTOSS_STEP_SLACK", 2, 0, 99);
     K.moe_probe = g_moe_probe;
 
     const int sms = per_device_sm_count();
