@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 32, call 2 (~3 min; any card: base and new in the same call).
+# Session 32, call 2 (~2.5 min, the decode rounds before the phases: little device time was left; any card: base and new in the same call).
 #   base 262601f (call 1's new: expert tiles from a ticket counter, slack 2; the layer 68.8 µs,
 #        0.970 of the loop at 120b and 20b batch 1 on an H100).
 #   new  base + phase 2's first chunk of keys asked for at phase 0's end instead of phase 1's (the
@@ -17,6 +17,6 @@ device_script /tmp/s32c2 "session 32 call 2: the attention's first keys asked fo
 test_table
 run_logged step_kernel 200 $bin/gpu_test_cuda_forward --step-kernel
 grep -E "^\(h\)|step kernel vs" "$out/logs/step_kernel.log" | tee -a "$sum"
-step_kernel_phases new
 ROUNDS=2 decode_variants "loop=- step0=BIN=.devcarry/base/gptoss+GPTOSS_STEP_KERNEL=1 step1=GPTOSS_STEP_KERNEL=1" 120b:1 20b:1
+step_kernel_phases new
 finish_call
