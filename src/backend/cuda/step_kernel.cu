@@ -70,10 +70,11 @@ static __device__ __forceinline__ void sk_stamp(const sk_params &K, int l, int i
     }
 }
 
-/* The blocks' probe: block b's %globaltimer (its low 32 bits: the 64-bit read is sk_stamp's, which
- * scripts/device/sass_phases.py takes as the phases' marks) as its consumers are done with phase i of layer l (1-6,
- * before the grid barrier), as its routing is done (7), and its SM (0). A block barrier first, so
- * the stamp is the block's slowest warp's: the probe adds one a phase (only when on). */
+/* The blocks' probe: block b's %globaltimer as its consumers are done with phase i of layer l (1-6,
+ * before the grid barrier), as its routing is done (7), and its SM (0). The clock's low 32 bits
+ * only: the 64-bit read is sk_stamp's, which scripts/device/sass_phases.py takes as the phases'
+ * marks. A block barrier first, so the stamp is the block's slowest warp's: the probe adds one a
+ * phase (only when on). */
 static __device__ __forceinline__ void sk_block_stamp(const sk_params &K, int l, int i) {
     if (!K.bstamps) return;
     consumers_sync();
@@ -127,14 +128,16 @@ static __device__ __forceinline__ unsigned sk_meta_wait(const unsigned long long
 
 /* The expert tiles of one matrix of a layer (N = k · RT, tile j = expert slot j / RT, row tile
  * j % RT), handed to the blocks: each block first takes its fixed share (ns = N / G - SK_SLACK
- * tiles, at least 0: j = b · ns ...),
- * then one tile at a time from the layer's ticket counter (j = G · ns + ticket) until they run
- * out. Why: a phase ends when its slowest block does, and with fixed shares alone a block whose SM
- * gets less of the DRAM's rate holds every other block at the phase's barrier. The next ticket is
- * asked for as the current tile is issued, so its round trip hides behind the ring's wait. A block
- * takes at most SK_MAX_TILES tiles of a matrix (its partial sums' room). */
-/* Session 32 (H100, 120b batch 1, vs the loop): slack 2 0.970, 0 (the rest of N / G only) 0.959,
- * every tile from the counter 0.953; fixed shares alone 0.938. */
+ * tiles, at least 0: j = b · ns ...), then one tile at a time from the layer's ticket counter
+ * (j = G · ns + ticket) until they run out. The next ticket is asked for as the current tile is
+ * issued, so its round trip hides behind the ring's wait. A block takes at most SK_MAX_TILES tiles
+ * of a matrix (its partial sums' room).
+ * Why: a phase ends when its slowest block does. Measured (session 32, H100, 120b batch 1, against
+ * the layer loop): fixed shares alone 0.938, slack 2 0.970, slack 0 (only N mod G from the
+ * counter) 0.959, every tile from the counter 0.953. The blocks' probe had put the fixed shares'
+ * last block only ~1.5 µs after the median in gate_up, so not all of the gain is balance: with the
+ * tiles unknown in advance the block-wide table of their biases (and the block barrier behind its
+ * loads at phase 5's start) went too. */
 enum { SK_SLACK = 2 };
 struct sk_take_tile {
     unsigned *ticket;
