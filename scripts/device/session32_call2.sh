@@ -4,7 +4,10 @@
 #        0.970 of the loop at 120b and 20b batch 1 on an H100).
 #   new  base + phase 2's first chunk of keys asked for at phase 0's end instead of phase 1's (the
 #        buffer is free since the layer before's down loop; during phase 1 the DRAM carries little),
-#        and the slack knob removed (fixed at 2).
+#        and the slack knob removed (fixed at 2); since 0fc8519 also the attention's inner marks in
+#        the blocks' probe (as_attention's mark hook: off unless the probe is set; attn_stream's
+#        cubin compared byte-equal), whose table (bench modes 3-4) says which round trip of the
+#        attention phase is long.
 # Why: call 1's blocks' probe put the attention phase's blocks at a median 6-7 µs in the full
 # layers and the last at ~9 µs, for one chunk of 64 keys a split: the chunk's DRAM round trip is
 # taken under O's rows' flood (they stream from phase 1's barrier on).

@@ -1299,7 +1299,7 @@ static std::vector<tf_seq> step_run(const char *model, bool on, int graphs,
  * its median is bound by its slowest blocks; the SMs most often among the 5 last follow (a fixed
  * share of the bytes to every SM is as slow as the slowest SM's share of the DRAM). */
 static void step_kernel_spread(const unsigned long long *st, const unsigned *bst, int NL, int NS,
-                               int G) {
+                               int NB, int G) {
     /* a block's stamp: the low 32 bits of the clock, from block 0's 64-bit stamp t0 of the phase */
     auto since = [](unsigned lo, unsigned long long t0) {
         return (double)(int)(lo - (unsigned)t0) * 1e-3;
@@ -1318,7 +1318,7 @@ static void step_kernel_spread(const unsigned long long *st, const unsigned *bst
         for (int l = 1; l <= n; l++) {
             const unsigned long long t0 = st[l * NS + p], t1 = st[l * NS + p + 1];
             std::vector<std::pair<double, int>> v(G);
-            for (int b = 0; b < G; b++) v[b] = {since(bst[((size_t)l * NS + p) * G + b], t0), b};
+            for (int b = 0; b < G; b++) v[b] = {since(bst[((size_t)l * NB + p) * G + b], t0), b};
             std::sort(v.begin(), v.end());
             a[0] += v[0].first, a[1] += v[G / 2].first, a[2] += v[(G * 9) / 10].first;
             a[3] += v[G - 1].first;
@@ -1333,7 +1333,7 @@ static void step_kernel_spread(const unsigned long long *st, const unsigned *bst
         for (size_t j = 0; j < top.size() && j < 5; j++) {
             const int b = top[j].second;
             char one[40];
-            snprintf(one, sizeof one, "%sSM %u ×%d", j ? ", " : "", bst[(size_t)NS * G + b],
+            snprintf(one, sizeof one, "%sSM %u ×%d", j ? ", " : "", bst[(size_t)NB * G + b],
                      -top[j].first);
             strncat(who, one, sizeof who - strlen(who) - 1);
         }
@@ -1343,12 +1343,47 @@ static void step_kernel_spread(const unsigned long long *st, const unsigned *bst
     double r[3] = {0, 0, 0};
     for (int l = 1; l <= NL - 2; l++) {
         std::vector<double> v(G);
-        for (int b = 0; b < G; b++) v[b] = since(bst[((size_t)l * NS + 7) * G + b], st[l * NS + 5]);
+        for (int b = 0; b < G; b++) v[b] = since(bst[((size_t)l * NB + 7) * G + b], st[l * NS + 5]);
         std::sort(v.begin(), v.end());
         r[0] += v[0], r[1] += v[G / 2], r[2] += v[G - 1];
     }
     printf("| 5a: routing done (of phase 5) | %.1f | %.1f | | %.1f | | |\n", r[0] / (NL - 2),
            r[1] / (NL - 2), r[2] / (NL - 2));
+    /* inside the attention (slots 8-11, written only by blocks with a split, the merges' only by the
+     * merging block: each step overwrites the marks its blocks reach, so a mark counts only if it
+     * falls inside this step's phases 1-2 of the layer), from phase 2's start, the layers with
+     * most blocks splitting (full) apart from the others */
+    auto at = [&](int l, int k, int b, double *u) {
+        const unsigned t = bst[((size_t)l * NB + 8 + k) * G + b];
+        const double a0 = since(t, st[l * NS + 1]), a1 = since(t, st[l * NS + 3]);
+        *u = since(t, st[l * NS + 2]);
+        return t != ~0u && a0 >= 0 && a1 <= 0;
+    };
+    static const char *const mark[4] = {"first keys landed", "keys done", "merge counter answered",
+                                        "merge done"};
+    printf("\ninside the attention, µs from phase 2's start (the mean over the layers of each kind "
+           "of the median and last block; blocks: how many wrote the mark):\n\n| layers | mark | "
+           "blocks | median | last |\n| --- | --- | ---: | ---: | ---: |\n");
+    for (int full = 1; full >= 0; full--)
+        for (int k = 0; k < 4; k++) {
+            double med = 0, last = 0, cnt = 0;
+            int n = 0;
+            for (int l = 1; l <= NL - 2; l++) {
+                int splits = 0;
+                double u;
+                for (int b = 0; b < G; b++) splits += at(l, 0, b, &u);
+                if ((splits > G / 2) != (full == 1)) continue;
+                std::vector<double> v;
+                for (int b = 0; b < G; b++)
+                    if (at(l, k, b, &u)) v.push_back(u);
+                if (v.empty()) continue;
+                std::sort(v.begin(), v.end());
+                med += v[v.size() / 2], last += v.back(), cnt += (double)v.size(), n++;
+            }
+            if (n)
+                printf("| %s | %s | %.0f | %.1f | %.1f |\n", full ? "full" : "sliding", mark[k],
+                       cnt / n, med / n, last / n);
+        }
 }
 
 /* --step-kernel --bench: the kernel's phases by block 0's clock in the last decode step of one
@@ -1373,10 +1408,11 @@ static void step_kernel_bench(int moe_probe, bool blocks) {
     int G = 0;
     CUDA_CHECK(cudaDeviceGetAttribute(&G, cudaDevAttrMultiProcessorCount, 0));
     unsigned *d_bst = NULL;
-    const size_t nb = (size_t)NL * NS * G;
+    enum { NB = 12 }; /* the blocks' probe's slots a layer (step_kernel.h) */
+    const size_t nb = (size_t)NL * NB * G;
     if (blocks) {
         CUDA_CHECK(cudaMalloc((void **)&d_bst, nb * sizeof *d_bst));
-        CUDA_CHECK(cudaMemset(d_bst, 0, nb * sizeof *d_bst));
+        CUDA_CHECK(cudaMemset(d_bst, 0xff, nb * sizeof *d_bst)); /* ~0u: not written */
         step_kernel_set_block_probe(d_bst);
     }
     const int V = cuda_backend_ops.config(be)->vocab;
@@ -1409,7 +1445,7 @@ static void step_kernel_bench(int moe_probe, bool blocks) {
         for (int l = 1; l < NL - 1; l++)
             for (int i = 1; i < NS; i++)
                 for (int b = 0; b < G; b++) {
-                    const unsigned t = bst[((size_t)l * NS + i) * G + b];
+                    const unsigned t = bst[((size_t)l * NB + i) * G + b];
                     written = written && (int)(t - (unsigned)st[l * NS]) >= 0 &&
                               (int)((unsigned)st[(l + 1) * NS] - t) >= 0;
                 }
@@ -1417,7 +1453,7 @@ static void step_kernel_bench(int moe_probe, bool blocks) {
         if (!written) return;
         printf("\n%s with the blocks' probe:\n",
                moe_probe == 1 ? "the experts' stream alone" : "the kernel whole");
-        step_kernel_spread(st, bst.data(), NL, NS, G);
+        step_kernel_spread(st, bst.data(), NL, NS, NB, G);
         return;
     }
     static const char *const name[NS] = {"0: input norm, preloads",

@@ -407,9 +407,18 @@ static __device__ void as_item_prefetch(const as_params &P, const as_layout &L, 
     cp_async_commit();
 }
 
+/* A probe's marks inside as_attention (the step kernel's blocks' probe): mark(i) is called by every
+ * consumer thread right after a consumers barrier, at 0 the item's first chunk landed, 1 its chunks
+ * done, 2 the merge counter answered (blocks with more than one split), 3 the merge done (the
+ * merging block's thread 0, after its warp). None by default: attn_stream passes none. */
+struct as_no_mark {
+    __device__ void operator()(int) const {}
+};
+
 /* Phase 2 for this block's item, if it has one. */
+template <typename Mark = as_no_mark>
 static __device__ void as_attention(const as_params &P, const as_layout &L, const as_item &it,
-                                    unsigned char *smem) {
+                                    unsigned char *smem, Mark mark = Mark()) {
     const attn_stream_args &a = P.a;
     if (!it.active) return;
     const int T = a.T, SL = L.slots, nkv = P.n_kv_heads;
@@ -444,6 +453,7 @@ static __device__ void as_attention(const as_params &P, const as_layout &L, cons
         cp_async_commit();
         cp_async_wait<1>();
         consumers_sync(); /* every thread's copies of chunk c have landed */
+        if (c == c0) mark(0);
         const int u0 = k_lo + c * AS_KEYS, n_valid = min(AS_KEYS, key_end - u0);
         float z[2];
 #pragma unroll
@@ -478,6 +488,7 @@ static __device__ void as_attention(const as_params &P, const as_layout &L, cons
         }
         consumers_sync(); /* the buffer is free for chunk c + 2 */
     }
+    mark(1);
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) l += __shfl_xor_sync(0xffffffffu, l, o);
 
@@ -499,6 +510,7 @@ static __device__ void as_attention(const as_params &P, const as_layout &L, cons
     unsigned *count = a.counters + (size_t)seq * nkv + kvh;
     if (threadIdx.x == 0) s_last = atomicAdd(count, 1u) == (unsigned)(S - 1);
     consumers_sync();
+    mark(2);
     if (!s_last) return;
     __threadfence();
     /* the merge: out = Σ_s O_s 2^(m_s − M) / (2^(sink − M) + Σ_s l_s 2^(m_s − M)) */
@@ -515,4 +527,5 @@ static __device__ void as_attention(const as_params &P, const as_layout &L, cons
     const float inv = 1.f / L2;
     *out = pack_bf16x2(r0 * inv, r1 * inv);
     if (threadIdx.x == 0) *count = 0u; /* ready for the next launch */
+    mark(3);
 }

@@ -75,18 +75,27 @@ static __device__ __forceinline__ void sk_stamp(const sk_params &K, int l, int i
  * only: the 64-bit read is sk_stamp's, which scripts/device/sass_phases.py takes as the phases'
  * marks. A block barrier first, so the stamp is the block's slowest warp's: the probe adds one a
  * phase (only when on). */
+enum { SK_BSTAMPS = 12 }; /* the blocks' probe's slots a layer: 0-7 here, 8-11 sk_attn_mark's */
+static __device__ __forceinline__ void sk_block_mark(unsigned *bst, int l, int i) {
+    if (!bst || threadIdx.x != 0) return;
+    unsigned t;
+    if (i == 0)
+        asm volatile("mov.u32 %0, %%smid;" : "=r"(t));
+    else
+        asm volatile("mov.u32 %0, %%globaltimer_lo;" : "=r"(t));
+    bst[((size_t)l * SK_BSTAMPS + i) * gridDim.x + blockIdx.x] = t;
+}
 static __device__ __forceinline__ void sk_block_stamp(const sk_params &K, int l, int i) {
     if (!K.bstamps) return;
     consumers_sync();
-    if (threadIdx.x == 0) {
-        unsigned t;
-        if (i == 0)
-            asm volatile("mov.u32 %0, %%smid;" : "=r"(t));
-        else
-            asm volatile("mov.u32 %0, %%globaltimer_lo;" : "=r"(t));
-        K.bstamps[((size_t)l * SK_STAMPS + i) * gridDim.x + blockIdx.x] = t;
-    }
+    sk_block_mark(K.bstamps, l, i);
 }
+/* The attention's inner points (as_attention's marks 0-3) into the blocks' probe's slots 8-11. */
+struct sk_attn_mark {
+    const sk_params &K;
+    int l;
+    __device__ void operator()(int i) const { sk_block_mark(K.bstamps, l, 8 + i); }
+};
 
 /* The grid barrier between phases: grid_sync.cuh's counted form (*target: the count this block's
  * consumers have passed, kept by each thread alike). */
@@ -385,7 +394,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
                 ((float4 *)K.h)[i] = ((const float4 *)P.a.nscratch)[i];
 
         /* 2: attention */
-        as_attention(P, L, item, as_smem);
+        as_attention(P, L, item, as_smem, sk_attn_mark{K, l});
         sk_block_stamp(K, l, 2);
         sk_barrier(P.a.bar, &bar_n);
         sk_stamp(K, l, 3);

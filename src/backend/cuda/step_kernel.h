@@ -87,11 +87,13 @@ void step_kernel_set(int on);
  * preloads; after the grid barriers of QKV, attention, O, the MLP norm + router, gate_up, down).
  * NULL: off. */
 void step_kernel_set_probe(unsigned long long *stamps);
-/* The blocks' probe (test_cuda_forward --step-kernel --bench): with stamps (device, 8 · L · G
- * entries, G the SM count) non-NULL, block b writes at stamps[(8 l + i) · G + b] the low 32 bits of
- * its %globaltimer (ns) as its consumers finish phase i of layer l (i = 1-6: QKV, attention, O, MLP norm + router,
- * gate_up, down; before the grid barrier), as its routing is done (i = 7), and its SM id (i = 0).
- * The probe adds a block barrier a phase. NULL: off. */
+/* The blocks' probe (test_cuda_forward --step-kernel --bench): with stamps (device, 12 · L · G
+ * entries, G the SM count) non-NULL, block b writes at stamps[(12 l + i) · G + b] the low 32 bits
+ * of its %globaltimer (ns) as its consumers finish phase i of layer l (i = 1-6: QKV, attention, O,
+ * MLP norm + router, gate_up, down; before the grid barrier), as its routing is done (i = 7), and
+ * inside the attention (blocks with a split only: 8 its first keys landed, 9 its keys done, 10 the
+ * merge counter answered when its head has more than one split, 11 the merge done, by the merging
+ * block); i = 0: its SM id. The probe adds a block barrier a phase. NULL: off. */
 void step_kernel_set_block_probe(unsigned *stamps);
 /* The experts' probe (with the phase probe): 1 their chunks are waited for and released but not
  * multiplied (the stream alone), 2 they are multiplied but not copied (whatever the stage holds:
