@@ -110,6 +110,14 @@ static __device__ __forceinline__ void sk_barrier(unsigned *bar, unsigned *targe
  * for the experts' chunks the tile's row tile rt (bits 0-8), expert slot i (9-11), the block's
  * local tile lt (12-15) and chunk c (16-17); for kind 2 the layer's first stage (bits 0-29). */
 enum { SK_GATE_UP = 0, SK_DOWN = 1, SK_OTHER = 2, SK_END = 3 };
+/* An expert chunk's place: row tile rt of expert slot i, the block's local tile lt, chunk c. */
+struct sk_place {
+    int rt, i, lt, c;
+    __device__ unsigned packed() const { return (unsigned)(rt | i << 9 | lt << 12 | c << 16); }
+    static __device__ sk_place of(unsigned low) {
+        return {(int)(low & 511), (int)(low >> 9 & 7), (int)(low >> 12 & 15), (int)(low >> 16 & 3)};
+    }
+};
 static __device__ __forceinline__ unsigned long long sk_meta(unsigned n, unsigned kind,
                                                              unsigned low) {
     return (unsigned long long)n << 32 | kind << 30 | low;
@@ -293,7 +301,8 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
                 const uint16_t *bias = up ? ly->b1 : ly->b2;
                 sk_take_tile take(K.tickets + 2 * l + m, K.k * RT, G);
                 for (int j; (j = take.take(b)) >= 0;) {
-                    const int i = j / RT, rt = j - i * RT, lt = take.lt - 1;
+                    const int i = j / RT, rt = j - i * RT;
+                    const sk_place at = {rt, i, take.lt - 1, 0};
                     const size_t tile = (size_t)e_sel[i] * RT + rt;
                     /* the tile's scale words and biases into L2 for its consumers' loads (the
                      * biases: 16 contiguous bf16 of either matrix, moe.h's ρ for gate_up) */
@@ -301,8 +310,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
                     sk_prefetch_l2(bias + tile * 16, 32, 0, 1);
                     for (int c = 0; c < nc; c++, n++) {
                         const int s = acquire();
-                        sk_meta_put(s_meta, s,
-                                    sk_meta(n, m, (unsigned)(rt | i << 9 | lt << 12 | c << 16)));
+                        sk_meta_put(s_meta, s, sk_meta(n, m, sk_place{rt, i, at.lt, c}.packed()));
                         if (K.moe_probe == 2) { /* the probe: the chunk's stage as it is */
                             mbar_arrive(&full[s]);
                             continue;
@@ -332,6 +340,35 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
     uint16_t *ys = (uint16_t *)((unsigned char *)xs + ((size_t)H * 4 + 127) / 128 * 128);
     uint16_t *acts = (uint16_t *)xs;
     const int t4 = lane & 3, g8 = lane >> 2;
+    /* One expert chunk at stage n (its place p, told by sk_meta) of the matrix with scale words w_s,
+     * biases bias, RT row tiles of KK k steps in nc chunks: the scale words and the tile's two
+     * biases (o0, o1 of its 16) asked for, the stage waited for, multiplied with the staged rows at
+     * x0 (+ x_stride a selected expert; zero under the stream-alone probe) and released, the tile's
+     * sums met. True for the warp that completes the tile (lanes t4 = 0: out its rows g8, g8 + 8,
+     * bb their biases). */
+    auto expert_chunk = [&](int n, const sk_place &p, const uint8_t *w_s, const uint16_t *bias,
+                            int RT, int KK, int nc, int o0, int o1, uint32_t x0, uint32_t x_stride,
+                            float out[2], float bb[2]) {
+        const int s = n % S, kk0 = p.c * kc, nk = min(kc, KK - kk0);
+        const size_t tile = (size_t)s_e[p.i] * RT + p.rt;
+        uint32_t sc[SK_SC_WORDS];
+        sk_chunk_scales((const uint32_t *)w_s + (tile * KK + kk0) * 8, nk, sc);
+        bb[0] = bb[1] = 0.f;
+        if (t4 == 0) {
+            bb[0] = bf16_bits_to_f32(__ldg(bias + tile * 16 + o0));
+            bb[1] = bf16_bits_to_f32(__ldg(bias + tile * 16 + o1));
+        }
+        mbar_wait_or_trap(&full[s], (n / S) & 1);
+        float acc[4];
+        if (K.moe_probe == 1)
+            acc[0] = acc[1] = acc[2] = acc[3] = 0.0f;
+        else
+            sk_chunk(smem_u32(ring + (size_t)s * L.stage_bytes), nk, sc,
+                     x0 + (uint32_t)p.i * x_stride + (uint32_t)kk0 * 128, acc);
+        __syncwarp();
+        if (lane == 0) mbar_arrive(&empty[s]);
+        return sk_tile_meet(&s_part, p.lt, p.c, nc, acc, out);
+    };
     unsigned bar_n = 0; /* grid barrier arrivals passed (sk_barrier) */
     int nb = 0;         /* the layer's first stage (told by the producer at each layer's end) */
 
@@ -474,29 +511,14 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
                 const int n = nb + q, s = n % S;
                 const unsigned mt = sk_meta_wait(s_meta, s, (unsigned)n);
                 if (mt >> 30 != SK_GATE_UP) break; /* down's first chunk (or what follows) */
-                const int rt = mt & 511, i = mt >> 9 & 7, lt = mt >> 12 & 15, c = mt >> 16 & 3;
-                const int kk0 = c * kc, nk = min(kc, KK1 - kk0);
-                const size_t tile = (size_t)s_e[i] * RT1 + rt;
-                uint32_t sc[SK_SC_WORDS];
-                sk_chunk_scales((const uint32_t *)ly->w1_s + (tile * KK1 + kk0) * 8, nk, sc);
+                const sk_place p = sk_place::of(mt);
                 /* gate_up: tile row r < 8 is output rt·8 + r's gate, r ≥ 8 its up (moe.h's ρ) */
-                float bg = 0.f, bu = 0.f;
-                if (t4 == 0) {
-                    bg = bf16_bits_to_f32(__ldg(ly->b1 + tile * 16 + 2 * g8));
-                    bu = bf16_bits_to_f32(__ldg(ly->b1 + tile * 16 + 2 * g8 + 1));
-                }
-                mbar_wait_or_trap(&full[s], (n / S) & 1);
-                const uint32_t st = smem_u32(ring + (size_t)s * L.stage_bytes);
-                float acc[4], out[2];
-                if (K.moe_probe == 1)
-                    acc[0] = acc[1] = acc[2] = acc[3] = 0.0f;
-                else
-                    sk_chunk(st, nk, sc, xa + (uint32_t)kk0 * 128, acc);
-                __syncwarp();
-                if (lane == 0) mbar_arrive(&empty[s]);
-                if (sk_tile_meet(&s_part, lt, c, nc1, acc, out) && t4 == 0)
-                    K.act[(size_t)i * I + rt * 8 + g8] =
-                        f32_to_bf16_bits(swiglu(out[0] + bg, out[1] + bu, K.alpha, K.limit));
+                float out[2], bb[2];
+                if (expert_chunk(n, p, ly->w1_s, ly->b1, RT1, KK1, nc1, 2 * g8, 2 * g8 + 1, xa, 0,
+                                 out, bb) &&
+                    t4 == 0)
+                    K.act[(size_t)p.i * I + p.rt * 8 + g8] =
+                        f32_to_bf16_bits(swiglu(out[0] + bb[0], out[1] + bb[1], K.alpha, K.limit));
             }
         }
         sk_block_stamp(K, l, 5);
@@ -517,31 +539,14 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
                 if (mt >> 30 == SK_OTHER) nb = (int)(mt & 0x3fffffffu);
                 break;
             }
-            const int rt = mt & 511, i = mt >> 9 & 7, lt = mt >> 12 & 15, c = mt >> 16 & 3;
-            const int kk0 = c * kc, nk = min(kc, KK2 - kk0), row = rt * 16 + g8;
-            const size_t tile = (size_t)s_e[i] * RT2 + rt;
-            uint32_t sc[SK_SC_WORDS];
-            sk_chunk_scales((const uint32_t *)ly->w2_s + (tile * KK2 + kk0) * 8, nk, sc);
-            float b0 = 0.f, b1 = 0.f;
-            if (t4 == 0) {
-                b0 = bf16_bits_to_f32(__ldg(ly->b2 + tile * 16 + g8));
-                b1 = bf16_bits_to_f32(__ldg(ly->b2 + tile * 16 + 8 + g8));
-            }
-            mbar_wait_or_trap(&full[s], (n / S) & 1);
-            const uint32_t st = smem_u32(ring + (size_t)s * L.stage_bytes);
-            const uint32_t xa = smem_u32(acts + (size_t)i * I) + (uint32_t)(kk0 * 128 + 16 * t4);
-            float acc[4], out[2];
-            if (K.moe_probe == 1)
-                acc[0] = acc[1] = acc[2] = acc[3] = 0.0f;
-            else
-                sk_chunk(st, nk, sc, xa, acc);
-            __syncwarp();
-            if (lane == 0) mbar_arrive(&empty[s]);
-            if (sk_tile_meet(&s_part, lt, c, nc2, acc, out) && t4 == 0) {
-                const float wgt = s_w[i];
-                float *yrow = K.y_slots + (size_t)i * H;
-                yrow[row] = wgt * (out[0] + b0);
-                yrow[row + 8] = wgt * (out[1] + b1);
+            const sk_place p = sk_place::of(mt);
+            float out[2], bb[2];
+            if (expert_chunk(n, p, ly->w2_s, ly->b2, RT2, KK2, nc2, g8, 8 + g8,
+                             smem_u32(acts) + 16 * t4, (uint32_t)I * 2, out, bb) &&
+                t4 == 0) {
+                float *yrow = K.y_slots + (size_t)p.i * H + p.rt * 16 + g8;
+                yrow[0] = s_w[p.i] * (out[0] + bb[0]);
+                yrow[8] = s_w[p.i] * (out[1] + bb[1]);
             }
         }
         sk_block_stamp(K, l, 6);
