@@ -57,7 +57,8 @@
  *       (session 29 measured 7.8e-3 at 20b x 3 layers, 1.8e-3 at 120b x 2; bit-identical before
  *       the chunks). --step-kernel runs only it; --step-kernel --bench instead times the
  *       kernel's phases (step_kernel_set_probe) in a decode step of synthetic:120b:layers=12 at a
- *       1k context, one row a phase (the mean over layers 1-11: block 0's clock). With GPTOSS_STEP_KERNEL=1 in the environment
+ *       1k context, one row a phase (the mean over layers 1-11: block 0's clock), then with the
+ *       blocks' probe and the wait probe; --step-kernel --waits runs only the wait probe's. With GPTOSS_STEP_KERNEL=1 in the environment
  *       every other check runs on the kernel too (wherever a step is one it takes).
  * --kv-accuracy: instead of the tests, the measurement of issue 15: teacher-forced logits of
  * synthetic:20b:layers=4 (real width) with an fp8 KV cache against bf16, at contexts 2k, 8k and 32k
@@ -1386,11 +1387,99 @@ static void step_kernel_spread(const unsigned long long *st, const unsigned *bst
         }
 }
 
+/* With the wait probe (step_kernel_set_wait_probe; the words as step_kernel.h lays them out): where
+ * the expert phases' time goes, over layers 1 .. NL - 2 and every block: each consumer warp's
+ * (the mean of the eight) and the producer's cycles a layer a launch in µs (the SM clock from the
+ * cycles and %globaltimer between two of warp 0's points), then the last launch's points of phases
+ * 5-6 from the block's phase 5 start (the mean over blocks and layers). */
+static void step_kernel_waits(const unsigned *wp, int NL, int G) {
+    enum { W = 9, SL = 24 };
+    auto row = [&](int l, int b, int w) { return wp + (((size_t)l * G + b) * W + w) * SL; };
+    const double launches = row(0, 0, 8)[23];
+    CHECK(launches > 0, "the wait probe: no launch counted");
+    if (launches <= 0) return;
+    double ghz = 0;
+    int n_ghz = 0;
+    for (int l = 1; l <= NL - 2; l++)
+        for (int b = 0; b < G; b++) {
+            const unsigned *r = row(l, b, 0);
+            const double dc = (int)(r[18] - r[10]), dg = (int)(r[20] - r[19]);
+            if (dg > 1000) ghz += dc / dg, n_ghz++;
+        }
+    CHECK(n_ghz > 0 && ghz / n_ghz > 0.5 && ghz / n_ghz < 3.0,
+          "the wait probe: the SM clock from %d pairs is %.2f GHz", n_ghz, n_ghz ? ghz / n_ghz : 0);
+    if (n_ghz == 0) return;
+    ghz /= n_ghz;
+    const int n = NL - 2;
+    /* the mean over layers and blocks (and the consumer warps, w < 0) of word i, in µs or raw */
+    auto mean = [&](int w, int i, bool cycles) {
+        double sum = 0;
+        for (int l = 1; l <= n; l++)
+            for (int b = 0; b < G; b++) {
+                if (w >= 0) {
+                    sum += row(l, b, w)[i];
+                    continue;
+                }
+                for (int c = 0; c < 8; c++) sum += row(l, b, c)[i] / 8.0;
+            }
+        sum /= (double)n * G * launches;
+        return cycles ? sum / ghz * 1e-3 : sum;
+    };
+    printf(
+        "\nthe expert phases' waits (µs a layer, the mean over layers 1-%d, %d blocks and %.0f "
+        "launches; SM clock %.2f GHz):\n\n| phase | consumer warp: chunks | waits for the "
+        "issue | for the copy | multiply | meet, epilogue | producer: chunks | waits for a "
+        "free stage | issue |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+        n, G, launches, ghz);
+    for (int d = 0; d < 2; d++) {
+        const int o = d * 5;
+        printf("| %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.1f | %.2f | %.2f |\n",
+               d ? "6: down" : "5: gate_up", mean(-1, o + 4, false), mean(-1, o, true),
+               mean(-1, o + 1, true), mean(-1, o + 2, true), mean(-1, o + 3, true),
+               mean(8, o + 4, false), mean(8, o, true), mean(8, o + 1, true));
+    }
+    printf("\nthe producer's other waits (µs a layer): for a free stage among QKV, O, router %.2f; "
+           "for the QKV barrier %.2f; for the routing %.2f; taking tiles %.2f\n",
+           mean(8, 2, true), mean(8, 3, true), mean(8, 7, true), mean(8, 8, true));
+    /* the points: µs from warp 0's phase 5 start of the same block (the last launch) */
+    auto point = [&](int w, int i,
+                     int pick) { /* pick: 0 the warp, 1 the first, 2 the last warp */
+                                 double sum = 0;
+                                 for (int l = 1; l <= n; l++)
+                                     for (int b = 0; b < G; b++) {
+                                         const unsigned t0 = row(l, b, 0)[10];
+                                         double v = (int)(row(l, b, w)[i] - t0);
+                                         if (pick)
+                                             for (int c = 0; c < 8; c++) {
+                                                 const double u = (int)(row(l, b, c)[i] - t0);
+                                                 if (c == 0 || (pick == 1 ? u < v : u > v)) v = u;
+                                             }
+                                         sum += v;
+                                     }
+                                 return sum / ((double)n * G) / ghz * 1e-3;
+    };
+    printf("\nphases 5-6 of the last launch, µs from the block's phase 5 start (the mean over "
+           "layers and blocks):\n\n| point | µs |\n| --- | ---: |\n");
+    printf("| warp 0: the logits in | %.2f |\n", point(0, 11, 0));
+    printf("| warp 0: the top-k's rounds done | %.2f |\n", point(0, 12, 0));
+    printf("| the routing done (warp 0 past the block barrier) | %.2f |\n", point(0, 13, 0));
+    printf("| the producer sees it | %.2f |\n", point(8, 13, 0));
+    printf("| the producer issues the first chunk | %.2f |\n", point(8, 14, 0));
+    printf("| the first chunk lands (the first warp) | %.2f |\n", point(0, 14, 1));
+    printf("| the producer issues down's first chunk | %.2f |\n", point(8, 15, 0));
+    printf("| gate_up's loop done (the first warp) | %.2f |\n", point(0, 15, 1));
+    printf("| gate_up's loop done (the last warp) | %.2f |\n", point(0, 15, 2));
+    printf("| phase 6's start (the grid barrier passed) | %.2f |\n", point(0, 16, 0));
+    printf("| the activations staged | %.2f |\n", point(0, 17, 0));
+    printf("| the producer issues the layer's last chunk | %.2f |\n", point(8, 18, 0));
+    printf("| down's loop done (the last warp) | %.2f |\n", point(0, 18, 2));
+}
+
 /* --step-kernel --bench: the kernel's phases by block 0's clock in the last decode step of one
  * 1024-token sequence (a 10-token prefill, then one token a step: the last step at a 1k context),
  * 120b shapes, 12 layers; the mean, least and most over layers 1-11 (layer 0 has no norm inside).
  * blocks: with the blocks' probe too, whose spread (step_kernel_spread) is printed instead. */
-static void step_kernel_bench(int moe_probe, bool blocks) {
+static void step_kernel_bench(int moe_probe, bool blocks, bool waits = false) {
     const char *model = "synthetic:120b:layers=12:seed=0";
     enum { NL = 12, NS = 8 };
     step_kernel_set(1);
@@ -1415,6 +1504,13 @@ static void step_kernel_bench(int moe_probe, bool blocks) {
         CUDA_CHECK(cudaMemset(d_bst, 0xff, nb * sizeof *d_bst)); /* ~0u: not written */
         step_kernel_set_block_probe(d_bst);
     }
+    unsigned *d_wp = NULL;
+    const size_t nw = (size_t)NL * G * 9 * 24; /* the wait probe's words (step_kernel.h) */
+    if (waits) {
+        CUDA_CHECK(cudaMalloc((void **)&d_wp, nw * sizeof *d_wp));
+        CUDA_CHECK(cudaMemset(d_wp, 0, nw * sizeof *d_wp));
+        step_kernel_set_wait_probe(d_wp);
+    }
     const int V = cuda_backend_ops.config(be)->vocab;
     rng_t same;
     rng_seed(&same, 4321);
@@ -1426,6 +1522,12 @@ static void step_kernel_bench(int moe_probe, bool blocks) {
     step_kernel_set_probe(NULL);
     step_kernel_set_moe_probe(0);
     step_kernel_set_block_probe(NULL);
+    step_kernel_set_wait_probe(NULL);
+    std::vector<unsigned> wp(waits ? nw : 0);
+    if (waits) {
+        CUDA_CHECK(cudaMemcpy(wp.data(), d_wp, nw * sizeof *d_wp, cudaMemcpyDeviceToHost));
+        CUDA_CHECK(cudaFree(d_wp));
+    }
     unsigned long long st[NL * NS];
     CUDA_CHECK(cudaMemcpy(st, d_st, sizeof st, cudaMemcpyDeviceToHost));
     CUDA_CHECK(cudaFree(d_st));
@@ -1440,6 +1542,11 @@ static void step_kernel_bench(int moe_probe, bool blocks) {
     for (int i = 1; i < NL * NS; i++) ordered = ordered && st[i] >= st[i - 1] && st[i - 1] > 0;
     CHECK(ordered, "the probe's stamps are not all written in order");
     if (!ordered) return;
+    if (waits) {
+        printf("\nthe kernel whole with the wait probe:\n");
+        step_kernel_waits(wp.data(), NL, G);
+        return;
+    }
     if (blocks) {
         bool written = true;
         for (int l = 1; l < NL - 1; l++)
@@ -1837,9 +1944,15 @@ int main(int argc, char **argv) {
     }
     if (gpu_test_flag(argc, argv, "--step-kernel")) {
         remove_dir(dir);
-        if (gpu_test_flag(argc, argv, "--bench"))
-            for (int probe : {0, 1, 2, 3, 4}) /* 3, 4: the blocks' probe, whole and stream alone */
-                step_kernel_bench(probe > 2 ? probe - 3 : probe, probe > 2);
+        if (gpu_test_flag(argc, argv, "--waits"))
+            step_kernel_bench(0, false, true);
+        else if (gpu_test_flag(argc, argv, "--bench"))
+            for (int probe : {0, 1, 2, 3, 4, 5}) /* 3, 4: the blocks' probe, whole and stream
+                                                    alone; 5 the wait probe */
+                step_kernel_bench(probe > 2 && probe < 5 ? probe - 3
+                                  : probe == 5           ? 0
+                                                         : probe,
+                                  probe == 3 || probe == 4, probe == 5);
         else
             step_kernel_checks();
         return check_report("test_cuda_forward --step-kernel");

@@ -12,10 +12,16 @@
  * k (index, weight) pairs. CG: the logits are in global memory and read through L2 (ld.global.cg),
  * since gemv_route (gemv.h) reads logits that other blocks of the same kernel wrote; without it they
  * may be anywhere (moe_fused.cu keeps them in shared memory). */
-template <bool CG = true>
+/* A probe's hook (the step kernel's wait probe): mark(0, s) once the logits are in, mark(1, s) once
+ * the rounds are done (s: their sum, then the first winner: a value the hook can wait on). The
+ * default does nothing, and the sum is then never computed. */
+struct topk_no_mark {
+    __device__ void operator()(int, float) const {}
+};
+template <bool CG = true, typename Mark = topk_no_mark>
 static __device__ __forceinline__ void topk_warp(const float *l, const float *l_lo,
                                                  const uint16_t *bias, int E, int k, int lane,
-                                                 int *idx, float *wts) {
+                                                 int *idx, float *wts, Mark mark = {}) {
     float v[8];
     unsigned taken = 0;
 #pragma unroll
@@ -27,6 +33,7 @@ static __device__ __forceinline__ void topk_warp(const float *l, const float *l_
         if (ex < E && bias) v[i] += bf16_bits_to_f32(bias[ex]);
         if (ex >= E) taken |= 1u << i;
     }
+    mark(0, ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7])));
     float sel_v[8];
     int sel_i[8];
     const int NONE = 0x7fffffff;
@@ -51,6 +58,7 @@ static __device__ __forceinline__ void topk_warp(const float *l, const float *l_
         sel_v[j] = bv, sel_i[j] = bi;
         if ((bi & 31) == lane) taken |= 1u << (bi >> 5);
     }
+    mark(1, sel_v[0]);
     if (lane == 0) {
         float ex[8], sum = 0.0f;
 #pragma unroll

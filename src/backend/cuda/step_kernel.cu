@@ -53,6 +53,7 @@ struct sk_params {
     float alpha, limit;
     unsigned long long *stamps; /* the probe (step_kernel_set_probe), or NULL */
     unsigned *bstamps;          /* the blocks' probe (step_kernel_set_block_probe), or NULL */
+    unsigned *wprobe;           /* the wait probe (step_kernel_set_wait_probe), or NULL */
     unsigned *tickets; /* [L][2]: a layer's expert tiles handed out at run time (sk_take_tile) */
     int kc;            /* k steps an expert chunk (a ring stage) */
     int moe_probe;     /* step_kernel_set_moe_probe: 1 chunks not multiplied, 2 chunks not copied */
@@ -95,6 +96,74 @@ struct sk_attn_mark {
     const sk_params &K;
     int l;
     __device__ void operator()(int i) const { sk_block_mark(K.bstamps, l, 8 + i); }
+};
+
+/* The wait probe: where the expert phases' time goes, per warp (step_kernel.h has the layout).
+ * Sums of %clock cycles over every launch (red.add by lane 0: nothing waits for them), and points
+ * of the last launch's phases 5-6 on the block's %clock (one SM's clock: comparable within the
+ * block), with %globaltimer at two of them to turn cycles into ns. */
+enum {
+    SKW_META = 0,   /* + SKW_DOWN for down's: cycles waiting for the producer to issue the stage */
+    SKW_COPY = 1,   /* waiting for the stage's copy to land */
+    SKW_MUL = 2,    /* the multiply (and waiting for the chunk's scale words) */
+    SKW_MEET = 3,   /* the release, the tile's meet and the epilogue */
+    SKW_CHUNKS = 4, /* chunks */
+    SKW_DOWN = 5,
+    /* the producer's row: the sums */
+    SKW_P_WAIT = 0,  /* + SKW_DOWN: waiting for a free stage (the ring full) */
+    SKW_P_ISSUE = 1, /* issuing (all but those waits) */
+    SKW_P_DENSE = 2, /* the layer's QKV, O and router stages: waiting for a free stage */
+    SKW_P_OGO = 3,   /* waiting for the QKV barrier (o_go) */
+    SKW_P_ROUTE = 7, /* waiting for the routing (route_go) */
+    SKW_P_TAKE = 8,  /* taking tiles (the ticket counter's answers) */
+    /* points (stores): %clock's low 32 bits */
+    SKW_T_START = 10,   /* phase 5's start (the barrier passed) */
+    SKW_T_LOGITS = 11,  /* warp 0: the logits in */
+    SKW_T_TOPK = 12,    /* warp 0: the top-k's rounds done */
+    SKW_T_ROUTED = 13,  /* the routing done in the block (producer: route_go seen) */
+    SKW_T_FIRST = 14,   /* the warp's first gate_up chunk landed (producer: issued) */
+    SKW_T_UP_END = 15,  /* the warp's gate_up loop done (producer: down's first chunk issued) */
+    SKW_T_D_START = 16, /* phase 6's start (the barrier passed) */
+    SKW_T_D_LOOP = 17,  /* the activations staged: down's loop starts */
+    SKW_T_END = 18,     /* the warp's down loop done (producer: the layer's last chunk issued) */
+    SKW_G_START = 19,   /* warp 0: %globaltimer's low 32 bits at SKW_T_START */
+    SKW_G_END = 20,     /* warp 0: %globaltimer's low 32 bits at SKW_T_END */
+    SKW_LAUNCHES = 23,  /* layer 0, block 0, the producer's row: launches */
+    SKW_SLOTS = 24
+};
+struct sk_wait {
+    unsigned *row; /* this warp's slots of the layer, or NULL */
+    __device__ sk_wait(const sk_params &K, int l, int warp)
+        : row(K.wprobe && (threadIdx.x & 31) == 0
+                  ? K.wprobe +
+                        (((size_t)l * gridDim.x + blockIdx.x) * (AS_CWARPS + 1) + warp) * SKW_SLOTS
+                  : NULL) {}
+    __device__ unsigned now() const { return row ? (unsigned)clock() : 0u; }
+    __device__ void add(int i, unsigned v) const {
+        if (row) atomicAdd(row + i, v);
+    }
+    __device__ void since(int i, unsigned t0) const {
+        if (row) atomicAdd(row + i, (unsigned)clock() - t0);
+    }
+    __device__ void point(int i) const {
+        if (row) row[i] = (unsigned)clock();
+    }
+    __device__ void gtime(int i) const {
+        if (!row) return;
+        unsigned t;
+        asm volatile("mov.u32 %0, %%globaltimer_lo;" : "=r"(t));
+        row[i] = t;
+    }
+};
+/* The top-k's points into warp 0's row: each after a branch on a value the point follows, so the
+ * clock is read once that value is in. */
+struct sk_topk_mark {
+    const sk_wait &w;
+    __device__ void operator()(int i, float s) const {
+        if (!w.row) return;
+        if (__float_as_uint(s) == 0x7fc0beefu) asm volatile("trap;");
+        w.point(i ? SKW_T_TOPK : SKW_T_LOGITS);
+    }
 };
 
 /* The grid barrier between phases: grid_sync.cuh's counted form (*target: the count this block's
@@ -258,18 +327,28 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
         const uint64_t once = l2_policy_evict_first();
         unsigned n = 0; /* stages issued in the launch */
         /* stage n's slot, free (its use n - S released) */
-        auto acquire = [&](void) {
+        unsigned wait_sum = 0; /* the wait probe: cycles acquire waited */
+        auto acquire = [&](const sk_wait &w) {
             const int s = (int)(n % S);
+            const unsigned t0 = w.now();
             if (n >= (unsigned)S) mbar_wait_or_trap(&empty[s], (n / S - 1) & 1);
+            wait_sum += w.now() - t0;
             return s;
         };
+        if (K.wprobe && b == 0) atomicAdd(K.wprobe + AS_CWARPS * SKW_SLOTS + SKW_LAUNCHES, 1u);
         for (int l = 0; l < K.L; l++) {
             const step_layer *ly = K.layers + l;
             const uint16_t *qkv_w = ly->qkv_w, *o_w = ly->o_w, *rw = ly->router_w;
             const unsigned nb = n;
+            const sk_wait w(K, l, AS_CWARPS);
+            wait_sum = 0;
             for (int q = 0; q < q_g; q++, n++) {
-                if (q == q_o) mbar_wait_or_trap(o_go, l & 1);
-                const int s = acquire();
+                if (q == q_o) {
+                    const unsigned t0 = w.now();
+                    mbar_wait_or_trap(o_go, l & 1);
+                    w.since(SKW_P_OGO, t0);
+                }
+                const int s = acquire(w);
                 sk_meta_put(s_meta, s, sk_meta(n, SK_OTHER, nb));
                 unsigned char *dst = ring + (size_t)s * L.stage_bytes;
                 if (q < q_o) {
@@ -289,8 +368,14 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
                                        once);
                 }
             }
+            w.add(SKW_P_DENSE, wait_sum);
             /* the routing: the experts whose tiles follow */
-            mbar_wait_or_trap(route_go, l & 1);
+            {
+                const unsigned t0 = w.now();
+                mbar_wait_or_trap(route_go, l & 1);
+                w.since(SKW_P_ROUTE, t0);
+                w.point(SKW_T_ROUTED);
+            }
             int e_sel[SK_MAX_K];
 #pragma unroll
             for (int i = 0; i < SK_MAX_K; i++) e_sel[i] = i < K.k ? s_e[i] : 0;
@@ -299,8 +384,12 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
                 const int nc = up ? nc1 : nc2, KK = up ? KK1 : KK2, RT = up ? RT1 : RT2;
                 const uint8_t *wq = up ? ly->w1_q : ly->w2_q, *ws = up ? ly->w1_s : ly->w2_s;
                 const uint16_t *bias = up ? ly->b1 : ly->b2;
+                const int o = m ? SKW_DOWN : 0;
+                unsigned t_take = w.now(), take_sum = 0, t_issue = t_take, chunks = 0;
+                wait_sum = 0;
                 sk_take_tile take(K.tickets + 2 * l + m, K.k * RT, G);
-                for (int j; (j = take.take(b)) >= 0;) {
+                for (int j; (j = take.take(b)) >= 0; t_take = w.now()) {
+                    take_sum += w.now() - t_take;
                     const int i = j / RT, rt = j - i * RT;
                     const sk_place at = {rt, i, take.lt - 1, 0};
                     const size_t tile = (size_t)e_sel[i] * RT + rt;
@@ -309,8 +398,9 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
                     sk_prefetch_l2(ws + tile * KK * 32, (size_t)KK * 32, 0, 1);
                     sk_prefetch_l2(bias + tile * 16, 32, 0, 1);
                     for (int c = 0; c < nc; c++, n++) {
-                        const int s = acquire();
+                        const int s = acquire(w);
                         sk_meta_put(s_meta, s, sk_meta(n, m, sk_place{rt, i, at.lt, c}.packed()));
+                        if (chunks++ == 0) w.point(m ? SKW_T_UP_END : SKW_T_FIRST);
                         if (K.moe_probe == 2) { /* the probe: the chunk's stage as it is */
                             mbar_arrive(&full[s]);
                             continue;
@@ -322,11 +412,16 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
                                            (uint32_t)(nk * SK_STEP_CODE_BYTES), &full[s], once);
                     }
                 }
+                w.add(o + SKW_P_WAIT, wait_sum);
+                w.add(o + SKW_P_ISSUE, w.now() - t_issue - wait_sum);
+                w.add(o + SKW_CHUNKS, chunks);
+                w.add(SKW_P_TAKE, take_sum);
             }
+            w.point(SKW_T_END);
         }
         /* past the last stage: one a consumer warp, so each sees its down loop end */
         for (int w = 0; w < AS_CWARPS; w++, n++)
-            sk_meta_put(s_meta, acquire(), sk_meta(n, SK_END, 0));
+            sk_meta_put(s_meta, acquire(sk_wait(K, K.L - 1, AS_CWARPS)), sk_meta(n, SK_END, 0));
         return;
     }
 
@@ -346,9 +441,11 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
      * x0 (+ x_stride a selected expert; zero under the stream-alone probe) and released, the tile's
      * sums met. True for the warp that completes the tile (lanes t4 = 0: out its rows g8, g8 + 8,
      * bb their biases). */
-    auto expert_chunk = [&](int n, const sk_place &p, const uint8_t *w_s, const uint16_t *bias,
-                            int RT, int KK, int nc, int o0, int o1, uint32_t x0, uint32_t x_stride,
+    auto expert_chunk = [&](const sk_wait &w, int o, bool first, unsigned &t_meet, int n,
+                            const sk_place &p, const uint8_t *w_s, const uint16_t *bias, int RT,
+                            int KK, int nc, int o0, int o1, uint32_t x0, uint32_t x_stride,
                             float out[2], float bb[2]) {
+        const unsigned t0 = w.now();
         const int s = n % S, kk0 = p.c * kc, nk = min(kc, KK - kk0);
         const size_t tile = (size_t)s_e[p.i] * RT + p.rt;
         uint32_t sc[SK_SC_WORDS];
@@ -359,6 +456,9 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
             bb[1] = bf16_bits_to_f32(__ldg(bias + tile * 16 + o1));
         }
         mbar_wait_or_trap(&full[s], (n / S) & 1);
+        const unsigned t1 = w.now();
+        w.add(o + SKW_COPY, t1 - t0);
+        if (first) w.point(SKW_T_FIRST);
         float acc[4];
         if (K.moe_probe == 1)
             acc[0] = acc[1] = acc[2] = acc[3] = 0.0f;
@@ -366,6 +466,8 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
             sk_chunk(smem_u32(ring + (size_t)s * L.stage_bytes), nk, sc,
                      x0 + (uint32_t)p.i * x_stride + (uint32_t)kk0 * 128, acc);
         __syncwarp();
+        t_meet = w.now();
+        w.add(o + SKW_MUL, t_meet - t1);
         if (lane == 0) mbar_arrive(&empty[s]);
         return sk_tile_meet(&s_part, p.lt, p.c, nc, acc, out);
     };
@@ -499,56 +601,78 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
         /* 5: the routing (the producer then streams the experts' chunks), then gate_up with SwiGLU:
          * each warp takes its stages in turn, whatever chunk the producer put there, until one
          * holds something else (its first of down's, which phase 6 starts from) */
-        if (warp == 0) topk_warp<true>(K.logits, NULL, ly->router_b, K.E, K.k, lane, s_e, s_w);
+        const sk_wait w(K, l, warp);
+        w.point(SKW_T_START);
+        if (warp == 0) {
+            w.gtime(SKW_G_START);
+            topk_warp<true>(K.logits, NULL, ly->router_b, K.E, K.k, lane, s_e, s_w,
+                            sk_topk_mark{w});
+        }
         consumers_sync();
         if (tid == 0) mbar_arrive(route_go);
+        w.point(SKW_T_ROUTED);
         sk_block_stamp(K, l, 7);
         sk_block_stamp(K, l, 0);
         int q = sk_first(nb + q_g, warp) - nb; /* this warp's next stage of the layer */
         {
             const uint32_t xa = smem_u32(ys) + 16 * t4;
-            for (;; q += AS_CWARPS) {
+            for (bool first = true;; q += AS_CWARPS, first = false) {
                 const int n = nb + q, s = n % S;
+                const unsigned ta = w.now();
                 const unsigned mt = sk_meta_wait(s_meta, s, (unsigned)n);
+                w.since(SKW_META, ta);
                 if (mt >> 30 != SK_GATE_UP) break; /* down's first chunk (or what follows) */
                 const sk_place p = sk_place::of(mt);
                 /* gate_up: tile row r < 8 is output rt·8 + r's gate, r ≥ 8 its up (moe.h's ρ) */
                 float out[2], bb[2];
-                if (expert_chunk(n, p, ly->w1_s, ly->b1, RT1, KK1, nc1, 2 * g8, 2 * g8 + 1, xa, 0,
-                                 out, bb) &&
+                unsigned tm;
+                if (expert_chunk(w, 0, first, tm, n, p, ly->w1_s, ly->b1, RT1, KK1, nc1, 2 * g8,
+                                 2 * g8 + 1, xa, 0, out, bb) &&
                     t4 == 0)
                     K.act[(size_t)p.i * I + p.rt * 8 + g8] =
                         f32_to_bf16_bits(swiglu(out[0] + bb[0], out[1] + bb[1], K.alpha, K.limit));
+                w.since(SKW_MEET, tm);
+                w.add(SKW_CHUNKS, 1);
             }
         }
+        w.point(SKW_T_UP_END);
         sk_block_stamp(K, l, 5);
         sk_barrier(P.a.bar, &bar_n);
         sk_stamp(K, l, 6);
 
         /* 6: down, weighted into the slots (one a selected expert: unsplit) */
+        w.point(SKW_T_D_START);
         if (l + 1 < K.L)
             sk_prefetch_layer(ly + 1, H, (K.base.n_heads + 2 * K.base.n_kv_heads) * AS_HD,
                               K.base.n_heads, K.E, tid);
         for (int v = tid; v < K.k * I / 8; v += AS_CWARPS * 32)
             ((uint4 *)acts)[v] = __ldcg((const uint4 *)K.act + v);
         consumers_sync();
+        w.point(SKW_T_D_LOOP);
         for (;; q += AS_CWARPS) {
             const int n = nb + q, s = n % S;
+            const unsigned ta = w.now();
             const unsigned mt = sk_meta_wait(s_meta, s, (unsigned)n);
+            w.since(SKW_DOWN + SKW_META, ta);
             if (mt >> 30 != SK_DOWN) { /* the next layer's first stages, or the launch's end */
                 if (mt >> 30 == SK_OTHER) nb = (int)(mt & 0x3fffffffu);
                 break;
             }
             const sk_place p = sk_place::of(mt);
             float out[2], bb[2];
-            if (expert_chunk(n, p, ly->w2_s, ly->b2, RT2, KK2, nc2, g8, 8 + g8,
-                             smem_u32(acts) + 16 * t4, (uint32_t)I * 2, out, bb) &&
+            unsigned tm;
+            if (expert_chunk(w, SKW_DOWN, false, tm, n, p, ly->w2_s, ly->b2, RT2, KK2, nc2, g8,
+                             8 + g8, smem_u32(acts) + 16 * t4, (uint32_t)I * 2, out, bb) &&
                 t4 == 0) {
                 float *yrow = K.y_slots + (size_t)p.i * H + p.rt * 16 + g8;
                 yrow[0] = s_w[p.i] * (out[0] + bb[0]);
                 yrow[8] = s_w[p.i] * (out[1] + bb[1]);
             }
+            w.since(SKW_DOWN + SKW_MEET, tm);
+            w.add(SKW_DOWN + SKW_CHUNKS, 1);
         }
+        w.point(SKW_T_END);
+        if (warp == 0) w.gtime(SKW_G_END);
         sk_block_stamp(K, l, 6);
         if (l + 1 < K.L)
             sk_barrier(P.a.bar, &bar_n);
@@ -576,6 +700,11 @@ void step_kernel_set_probe(unsigned long long *stamps) {
 static unsigned *g_bstamps;
 void step_kernel_set_block_probe(unsigned *stamps) {
     g_bstamps = stamps;
+}
+
+static unsigned *g_wprobe;
+void step_kernel_set_wait_probe(unsigned *probe) {
+    g_wprobe = probe;
 }
 
 static int g_moe_probe;
@@ -655,6 +784,7 @@ extern "C" cudaError_t step_kernel_launch(const attn_dims *d, const rope_kv_freq
     K.alpha = a->alpha, K.limit = a->limit;
     K.stamps = g_stamps;
     K.bstamps = g_bstamps;
+    K.wprobe = g_wprobe;
     K.kc = kc;
     K.tickets = a->tickets;
     K.moe_probe = g_moe_probe;

@@ -95,6 +95,17 @@ void step_kernel_set_probe(unsigned long long *stamps);
  * merge counter answered when its head has more than one split, 11 the merge done, by the merging
  * block); i = 0: its SM id. The probe adds a block barrier a phase. NULL: off. */
 void step_kernel_set_block_probe(unsigned *stamps);
+/* The wait probe (test_cuda_forward --step-kernel --bench): with probe (device, L · G · 9 · 24
+ * words, zeroed) non-NULL, each warp w of block b (w = 8: the producer) keeps 24 words of layer l at
+ * probe[((l · G + b) · 9 + w) · 24]: sums over every launch of %clock cycles in the expert phases
+ * (consumers: waiting for the stage's issue, for its copy, multiplying, the meet and epilogue,
+ * and the chunks, for gate_up at 0-4 and down at 5-9; the producer: waiting for a free stage,
+ * issuing, its chunks at the same places, and the waits for a free stage before the experts, for
+ * the QKV barrier, for the routing, and the tiles' taking at 2, 3, 7, 8), then the last launch's
+ * points of phases 5-6 on the block's %clock (10-18) and warp 0's %globaltimer at two of them
+ * (19, 20); layer 0's block 0 producer word 23 counts the launches. step_kernel.cu's SKW_ enum
+ * names each word. NULL: off. */
+void step_kernel_set_wait_probe(unsigned *probe);
 /* The experts' probe (with the phase probe): 1 their chunks are waited for and released but not
  * multiplied (the stream alone), 2 they are multiplied but not copied (whatever the stage holds:
  * the arithmetic alone); 0 off. Outputs are meaningless under 1 and 2. */
