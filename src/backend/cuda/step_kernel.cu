@@ -57,6 +57,7 @@ struct sk_params {
     unsigned *tickets; /* [L][2]: a layer's expert tiles handed out at run time (sk_take_tile) */
     int kc;            /* k steps an expert chunk (a ring stage) */
     int moe_probe;     /* step_kernel_set_moe_probe: 1 chunks not multiplied, 2 chunks not copied */
+    int qkv_l2;        /* GPTOSS_STEP_QKV_L2 (trial): the next layer's first QKV pairs into L2 */
 };
 
 enum { SK_STAMPS = 8 }; /* a layer's probe stamps: its start, then the end of phases 0-6 */
@@ -369,6 +370,18 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
                 }
             }
             w.add(SKW_P_DENSE, wait_sum);
+            /* Trial (GPTOSS_STEP_QKV_L2 = n, off by default): the block's first n QKV pairs of the
+             * next layer asked into L2 while the routing leaves the DRAM idle (the blocks' probe:
+             * 3.3-3.7 µs a layer), so that their copies at down's end and in phase 1 come from L2. */
+            if (K.qkv_l2 && l + 1 < K.L) {
+                const uint16_t *nq = K.layers[l + 1].qkv_w;
+                for (int q = 0; q < K.qkv_l2 && q < q_o; q++) {
+                    const int p = p0 + q, hh = p / AS_HALF, i = p % AS_HALF;
+                    const uint16_t *w1 = nq + (size_t)(hh * AS_HD + i) * H;
+                    bulk_prefetch_l2(w1, (uint32_t)qkv_row_bytes);
+                    bulk_prefetch_l2(w1 + (size_t)AS_HALF * H, (uint32_t)qkv_row_bytes);
+                }
+            }
             /* the routing: the experts whose tiles follow */
             {
                 const unsigned t0 = w.now();
@@ -707,6 +720,8 @@ void step_kernel_set_wait_probe(unsigned *probe) {
     g_wprobe = probe;
 }
 
+static int g_qkv_l2 = -1;
+
 static int g_moe_probe;
 void step_kernel_set_moe_probe(int mode) {
     g_moe_probe = mode == 1 || mode == 2 ? mode : 0;
@@ -788,6 +803,7 @@ extern "C" cudaError_t step_kernel_launch(const attn_dims *d, const rope_kv_freq
     K.kc = kc;
     K.tickets = a->tickets;
     K.moe_probe = g_moe_probe;
+    K.qkv_l2 = env_switch(&g_qkv_l2, "GPTOSS_STEP_QKV_L2", 0, 0, 64);
 
     const int sms = per_device_sm_count();
     /* Once per device: the shared-memory opt-in (what the card allows a block beside the
