@@ -12,8 +12,10 @@
 # Predictions (before the run):
 #   (h) at new: the same figures as before (8.75e-3 / 1.79e-3, top-1 1.0000 on the clear rows).
 #   base2 vs base: phase 2 9.6 -> 7-8.5 µs, phases 0 + 1 within +0.5 µs, the layer 68.8 -> 66.5-68,
-#   decode 0.970 -> 0.98-1.0 of the loop. Rule: 0fc8519's prefetch move kept if the layer drops by
-#   more than 1 % and (h) passes; else reverted.
+#   decode 0.970 -> 0.98-1.0 of the loop. Rule: 0fc8519's prefetch move kept if base2's decode
+#   beats base's by more than 1 % at 120b batch 1 (the phases of base2 only, against session 32
+#   call 1's base: refused starts left too little device time for both) and (h) passes; else
+#   reverted.
 #   new vs base2: within the rounds' spread (the probe's off path); if new is slower by more than
 #   1 %, the probe goes behind a compile-time switch.
 #   step4 vs new: gate_up's arithmetic alone took as long as the kernel whole (session 32: 22.3
@@ -34,5 +36,5 @@ echo -e "\n## the wait probe: new $(t)" | tee -a "$sum"
 timeout 120 $bin/gpu_test_cuda_forward --step-kernel --waits >"$out/logs/waits.log" 2>&1
 grep -E "^\||^the |FAILED|passed" "$out/logs/waits.log" | tee -a "$sum"
 ROUNDS=2 decode_variants "loop=- step0=BIN=.devcarry/base/gptoss+GPTOSS_STEP_KERNEL=1 step2=BIN=.devcarry/base2/gptoss+GPTOSS_STEP_KERNEL=1 step3=GPTOSS_STEP_KERNEL=1 step4=GPTOSS_STEP_KERNEL=1+GPTOSS_STEP_QKV_L2=64" 120b:1 20b:1
-step_kernel_phases base2 base
+step_kernel_phases base2
 finish_call
