@@ -1460,19 +1460,25 @@ static void step_kernel_waits(const unsigned *wp, int NL, int G) {
     };
     printf("\nphases 5-6 of the last launch, µs from the block's phase 5 start (the mean over "
            "layers and blocks):\n\n| point | µs |\n| --- | ---: |\n");
-    printf("| warp 0: the logits in | %.2f |\n", point(0, 11, 0));
-    printf("| warp 0: the top-k's rounds done | %.2f |\n", point(0, 12, 0));
-    printf("| the routing done (warp 0 past the block barrier) | %.2f |\n", point(0, 13, 0));
-    printf("| the producer sees it | %.2f |\n", point(8, 13, 0));
-    printf("| the producer issues the first chunk | %.2f |\n", point(8, 14, 0));
-    printf("| the first chunk lands (the first warp) | %.2f |\n", point(0, 14, 1));
-    printf("| the producer issues down's first chunk | %.2f |\n", point(8, 15, 0));
-    printf("| gate_up's loop done (the first warp) | %.2f |\n", point(0, 15, 1));
-    printf("| gate_up's loop done (the last warp) | %.2f |\n", point(0, 15, 2));
-    printf("| phase 6's start (the grid barrier passed) | %.2f |\n", point(0, 16, 0));
-    printf("| the activations staged | %.2f |\n", point(0, 17, 0));
-    printf("| the producer issues the layer's last chunk | %.2f |\n", point(8, 18, 0));
-    printf("| down's loop done (the last warp) | %.2f |\n", point(0, 18, 2));
+    static const struct {
+        const char *what;
+        int warp, word, pick;
+    } points[] = {
+        {"warp 0: the logits in", 0, 11, 0},
+        {"warp 0: the top-k's rounds done", 0, 12, 0},
+        {"the routing done (warp 0 past the block barrier)", 0, 13, 0},
+        {"the producer sees it", 8, 13, 0},
+        {"the producer issues the first chunk", 8, 14, 0},
+        {"the first chunk lands (the first warp)", 0, 14, 1},
+        {"the producer issues down's first chunk", 8, 15, 0},
+        {"gate_up's loop done (the first warp)", 0, 15, 1},
+        {"gate_up's loop done (the last warp)", 0, 15, 2},
+        {"phase 6's start (the grid barrier passed)", 0, 16, 0},
+        {"the activations staged", 0, 17, 0},
+        {"the producer issues the layer's last chunk", 8, 18, 0},
+        {"down's loop done (the last warp)", 0, 18, 2},
+    };
+    for (const auto &p : points) printf("| %s | %.2f |\n", p.what, point(p.warp, p.word, p.pick));
 }
 
 /* --step-kernel --bench: the kernel's phases by block 0's clock in the last decode step of one
