@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Session 33, call 1b: call 1 with the wait probe first (little device time was left: a run cut
-# short still returns what it wrote). Call 1 (~3.5 min; any card: the builds held against each other in the same call).
+# short still returns what it wrote). Call 1 (~3.5 min; any card: the builds held against each
+# other in the same call).
 #   base  262601f (session 32 call 1's new: expert tiles from a ticket counter; the layer 68.8 µs,
 #         0.970 of the loop at 120b and 20b batch 1 on an H100).
 #   base2 a44d95a: base + phase 2's first chunk of keys asked for at phase 0's end (0fc8519), the
