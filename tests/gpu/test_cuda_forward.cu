@@ -1512,6 +1512,15 @@ static void step_kernel_bench(int moe_probe, bool blocks, bool waits = false) {
     }
     unsigned *d_wp = NULL;
     const size_t nw = (size_t)NL * G * 9 * 24; /* the wait probe's words (step_kernel.h) */
+    if (waits && !step_kernel_set_wait_probe(NULL)) {
+        printf("\nthe wait probe is compiled out (build with "
+               "CMAKE_CUDA_FLAGS=-DGPTOSS_STEP_WAIT_PROBE=1)\n");
+        cuda_backend_ops.destroy(be);
+        step_kernel_set_probe(NULL);
+        CUDA_CHECK(cudaFree(d_st));
+        step_kernel_set(-1);
+        return;
+    }
     if (waits) {
         CUDA_CHECK(cudaMalloc((void **)&d_wp, nw * sizeof *d_wp));
         CUDA_CHECK(cudaMemset(d_wp, 0, nw * sizeof *d_wp));

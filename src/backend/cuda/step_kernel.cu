@@ -57,7 +57,6 @@ struct sk_params {
     unsigned *tickets; /* [L][2]: a layer's expert tiles handed out at run time (sk_take_tile) */
     int kc;            /* k steps an expert chunk (a ring stage) */
     int moe_probe;     /* step_kernel_set_moe_probe: 1 chunks not multiplied, 2 chunks not copied */
-    int qkv_l2;        /* GPTOSS_STEP_QKV_L2 (trial): the next layer's first QKV pairs into L2 */
 };
 
 enum { SK_STAMPS = 8 }; /* a layer's probe stamps: its start, then the end of phases 0-6 */
@@ -132,10 +131,16 @@ enum {
     SKW_LAUNCHES = 23,  /* layer 0, block 0, the producer's row: launches */
     SKW_SLOTS = 24
 };
+/* Compiled in only with -DGPTOSS_STEP_WAIT_PROBE=1 (CMAKE_CUDA_FLAGS): its off path alone (a
+ * clock select and a branch a point) cost 1.3-1.8 % of decode (session 33, H100: 0.976 -> 0.958 of
+ * the loop at 120b batch 1, 0.964 -> 0.951 at 20b); without it every point folds away. */
+#ifndef GPTOSS_STEP_WAIT_PROBE
+#define GPTOSS_STEP_WAIT_PROBE 0
+#endif
 struct sk_wait {
     unsigned *row; /* this warp's slots of the layer, or NULL */
     __device__ sk_wait(const sk_params &K, int l, int warp)
-        : row(K.wprobe && (threadIdx.x & 31) == 0
+        : row(GPTOSS_STEP_WAIT_PROBE && K.wprobe && (threadIdx.x & 31) == 0
                   ? K.wprobe +
                         (((size_t)l * gridDim.x + blockIdx.x) * (AS_CWARPS + 1) + warp) * SKW_SLOTS
                   : NULL) {}
@@ -336,7 +341,8 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
             wait_sum += w.now() - t0;
             return s;
         };
-        if (K.wprobe && b == 0) atomicAdd(K.wprobe + AS_CWARPS * SKW_SLOTS + SKW_LAUNCHES, 1u);
+        if (GPTOSS_STEP_WAIT_PROBE && K.wprobe && b == 0)
+            atomicAdd(K.wprobe + AS_CWARPS * SKW_SLOTS + SKW_LAUNCHES, 1u);
         for (int l = 0; l < K.L; l++) {
             const step_layer *ly = K.layers + l;
             const uint16_t *qkv_w = ly->qkv_w, *o_w = ly->o_w, *rw = ly->router_w;
@@ -370,18 +376,6 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
                 }
             }
             w.add(SKW_P_DENSE, wait_sum);
-            /* Trial (GPTOSS_STEP_QKV_L2 = n, off by default): the block's first n QKV pairs of the
-             * next layer asked into L2 while the routing leaves the DRAM idle (the blocks' probe:
-             * 3.3-3.7 µs a layer), so that their copies at down's end and in phase 1 come from L2. */
-            if (K.qkv_l2 && l + 1 < K.L) {
-                const uint16_t *nq = K.layers[l + 1].qkv_w;
-                for (int q = 0; q < K.qkv_l2 && q < q_o; q++) {
-                    const int p = p0 + q, hh = p / AS_HALF, i = p % AS_HALF;
-                    const uint16_t *w1 = nq + (size_t)(hh * AS_HD + i) * H;
-                    bulk_prefetch_l2(w1, (uint32_t)qkv_row_bytes);
-                    bulk_prefetch_l2(w1 + (size_t)AS_HALF * H, (uint32_t)qkv_row_bytes);
-                }
-            }
             /* the routing: the experts whose tiles follow */
             {
                 const unsigned t0 = w.now();
@@ -510,11 +504,6 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
         as_preload<1>(P, pre, early, p0, n_pairs, r0, n_rows);
         const int slot = early.slot;
         const as_item item = as_item_plan<1>(P, L, early);
-        /* phase 2's first chunk of keys asked for now, not at phase 1's end as attn_stream does:
-         * buffer A (past the staged token rows) is free since the layer before's down loop, the
-         * keys but the new one are the step before's, and during phase 1 the DRAM carries little
-         * (the ring holds most of QKV's rows already; O's wait for phase 1's barrier) */
-        as_item_prefetch(P, L, item, as_smem);
         consumers_sync();
         sk_stamp(K, l, 1);
 
@@ -531,6 +520,9 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
                 as_qkv_store<1>(P, pre, q, p / AS_HALF, p % AS_HALF, 0, slot, acc[0][0], acc[1][0]);
             }
         }
+        /* phase 2's first chunk of keys (asking at phase 0's end instead measured no gain:
+         * session 33, H100, 120b batch 1 0.972 -> 0.976 of the loop, phase 0 +1.0 µs, 1 -0.9) */
+        as_item_prefetch(P, L, item, as_smem);
         sk_block_stamp(K, l, 1);
         sk_barrier(P.a.bar, &bar_n);
         sk_stamp(K, l, 2);
@@ -716,11 +708,10 @@ void step_kernel_set_block_probe(unsigned *stamps) {
 }
 
 static unsigned *g_wprobe;
-void step_kernel_set_wait_probe(unsigned *probe) {
+int step_kernel_set_wait_probe(unsigned *probe) {
     g_wprobe = probe;
+    return GPTOSS_STEP_WAIT_PROBE;
 }
-
-static int g_qkv_l2 = -1;
 
 static int g_moe_probe;
 void step_kernel_set_moe_probe(int mode) {
@@ -803,7 +794,6 @@ extern "C" cudaError_t step_kernel_launch(const attn_dims *d, const rope_kv_freq
     K.kc = kc;
     K.tickets = a->tickets;
     K.moe_probe = g_moe_probe;
-    K.qkv_l2 = env_switch(&g_qkv_l2, "GPTOSS_STEP_QKV_L2", 0, 0, 64);
 
     const int sms = per_device_sm_count();
     /* Once per device: the shared-memory opt-in (what the card allows a block beside the
