@@ -650,8 +650,14 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
         if (l + 1 < K.L)
             sk_prefetch_layer(ly + 1, H, (K.base.n_heads + 2 * K.base.n_kv_heads) * AS_HD,
                               K.base.n_heads, K.E, tid);
+        /* the k activation rows into shared memory by cp.async (through L2: other blocks wrote
+         * them), every copy of a thread in flight at once: loaded and stored one at a time (the
+         * store to a generic pointer may alias the next load) they were ~6 serial L2 round trips,
+         * 2.7 µs of phase 6 (session 33's wait probe, H100, 120b) */
         for (int v = tid; v < K.k * I / 8; v += AS_CWARPS * 32)
-            ((uint4 *)acts)[v] = __ldcg((const uint4 *)K.act + v);
+            cp_async16(smem_u32(acts) + 16u * (uint32_t)v, (const uint4 *)K.act + v, 16);
+        cp_async_commit();
+        cp_async_wait<0>();
         consumers_sync();
         w.point(SKW_T_D_LOOP);
         for (;; q += AS_CWARPS) {
