@@ -1,20 +1,31 @@
 #!/usr/bin/env bash
-# Session 34, call 1 (~2.5 min; any card: base and new in the same call). Prepare with
-# BASE=0812aab BASE_TESTS=gpu_test_cuda_forward.
-#   base 0812aab (session 33's head: the early keys reverted, the wait probe compiled out; its
-#        cubin not byte-equal to the measured a44d95a-without-the-move, so base is measured here).
-#   new  base + down's activations staged by cp.async, every copy of a thread in flight at once
-#        (they were ~6 serial L2 round trips: 2.7 µs of phase 6 in session 33's wait probe).
-# Prediction (before the run): (h) the same figures (8.75e-3 / 1.79e-3); phase 6 12.9 -> 10.5-11.5
-# µs; the layer -2 to -3 %; the step kernel 0.972 -> 0.99-1.0 of the loop at 120b batch 1.
-# Rule: kept if new's decode beats base's by more than 1 % at 120b batch 1 and (h) passes; else
-# reverted.
+# Session 34, call 1 (~7 min; any card: three builds in the same call). Prepare with
+# BASE=0812aab BASE_TESTS=gpu_test_cuda_forward, then 38292b3's gptoss into .devcarry/base2/.
+#   base  0812aab (session 33's head: the early keys reverted, the wait probe compiled out; its
+#         cubin not byte-equal to the measured a44d95a-without-the-move, so base is measured here).
+#   base2 38292b3: base + down's activations staged by cp.async, every copy of a thread in flight
+#         at once (they were ~6 serial L2 round trips: 2.7 µs of phase 6 in session 33's probe).
+#   new   base2 + (a) the top-k's rounds by redux.sync max/min on order-preserving keys (every
+#         caller of topk_warp: the loop's moe_route too, so the default path changes) + (b) the
+#         producer reads the layer's expert arrays before the routing's wait.
+# Predictions (before the run):
+#   base2: (h) the same figures (8.75e-3 / 1.79e-3); phase 6 12.9 -> 10.5-11.5 µs; the step kernel
+#          0.972 -> 0.99-1.0 of the loop at 120b batch 1.
+#   new:   the same experts as cpu_topk_softmax (test_moe's ties, signed zeros added); the top-k's
+#          rounds 2.0 -> ~0.8 µs, the first chunk ~0.3 µs sooner: phase 5 -1 to -1.5 µs, the step
+#          kernel +1 to +2 % over base2; the loop +0 to +0.5 % (its moe_route's top-k).
+# Rules: base2 kept if its step decode beats base's by more than 1 % at 120b batch 1 and new's (h)
+# passes, else 38292b3 reverted. new's top-k kept if every GPU test passes and the loop is not
+# slower than base's by more than 0.5 % at 120b or 20b batch 1; the producer's reads kept if the
+# step kernel gains over base2 (either model) and (h) passes.
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
-device_script /tmp/s34c1 "session 34 call 1: down's activations staged by cp.async"
+device_script /tmp/s34c1 "session 34 call 1: cp.async staging; redux top-k; expert arrays read early"
 test_table
 run_logged step_kernel 200 $bin/gpu_test_cuda_forward --step-kernel
 grep -E "^\(h\)|step kernel vs" "$out/logs/step_kernel.log" | tee -a "$sum"
-ROUNDS=2 decode_variants "loop=- step0=BIN=.devcarry/base/gptoss+GPTOSS_STEP_KERNEL=1 step1=GPTOSS_STEP_KERNEL=1" 120b:1 20b:1
-step_kernel_phases new base
+ROUNDS=2 decode_variants "loop0=BIN=.devcarry/base/gptoss loop=- step0=BIN=.devcarry/base/gptoss+GPTOSS_STEP_KERNEL=1 step1=BIN=.devcarry/base2/gptoss+GPTOSS_STEP_KERNEL=1 step2=GPTOSS_STEP_KERNEL=1" 120b:1 20b:1
+echo -e "\n## GPU tests (new) $(t)" | tee -a "$sum"
+gpu_tests_table
+step_kernel_phases new base2 base
 finish_call

@@ -243,7 +243,8 @@ static void check_repack_layer(const layer_host *L, const layer_dev *D) {
     }
 }
 
-/* Random logits with ties: every 4th token rounded to multiples of 0.5, every 8th all equal. */
+/* Random logits with ties: every 4th token rounded to multiples of 0.5, every 8th all equal, every
+ * 16th with its first 8 logits +0 and -0 in turn (equal: the lowest indices win) above the rest. */
 static void gen_logits(std::vector<float> &lg, int T, int E) {
     lg.resize((size_t)T * E);
     for (int t = 0; t < T; t++)
@@ -251,6 +252,7 @@ static void gen_logits(std::vector<float> &lg, int T, int E) {
             float v = tu_uniform(-4.0f, 4.0f);
             if (t % 4 == 1) v = roundf(v * 2.0f) / 2.0f;
             if (t % 8 == 3) v = 0.25f;
+            if (t % 16 == 5) v = e < 8 ? ((e & 1) ? -0.0f : 0.0f) : -fabsf(v) - 0.5f;
             lg[(size_t)t * E + e] = v;
         }
 }

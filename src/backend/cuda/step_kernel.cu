@@ -376,6 +376,12 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
                 }
             }
             w.add(SKW_P_DENSE, wait_sum);
+            /* the experts' arrays of the layer, read before the routing's wait: read after it,
+             * their L2 round trip was on the way to the first chunk (session 33's wait probe, H100:
+             * 1.1 µs from route_go seen to the first chunk issued; the SASS had these loads first) */
+            const uint8_t *const w1q = ly->w1_q, *const w2q = ly->w2_q, *const w1s = ly->w1_s,
+                                 *const w2s = ly->w2_s;
+            const uint16_t *const b1 = ly->b1, *const b2 = ly->b2;
             /* the routing: the experts whose tiles follow */
             {
                 const unsigned t0 = w.now();
@@ -389,8 +395,8 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
             for (int m = 0; m < 2; m++) { /* gate_up's tiles, then down's */
                 const bool up = m == 0;
                 const int nc = up ? nc1 : nc2, KK = up ? KK1 : KK2, RT = up ? RT1 : RT2;
-                const uint8_t *wq = up ? ly->w1_q : ly->w2_q, *ws = up ? ly->w1_s : ly->w2_s;
-                const uint16_t *bias = up ? ly->b1 : ly->b2;
+                const uint8_t *wq = up ? w1q : w2q, *ws = up ? w1s : w2s;
+                const uint16_t *bias = up ? b1 : b2;
                 const int o = m ? SKW_DOWN : 0;
                 unsigned t_take = w.now(), take_sum = 0, t_issue = t_take, chunks = 0;
                 wait_sum = 0;
