@@ -298,6 +298,8 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
     __shared__ float s_w[SK_MAX_K], s_red[32];
     __shared__ sk_partials s_part;
     __shared__ unsigned long long s_meta[AS_MAX_STAGES]; /* what each stage holds (sk_meta) */
+    __shared__ unsigned s_rel[AS_MAX_STAGES]; /* a down stage's halves done (expert_chunk) */
+    __shared__ int s_q[AS_CWARPS];            /* the warps' first stages past gate_up's */
     unsigned char *ring = as_smem;
     float *xs = (float *)(as_smem + L.xs_off);
     const int S = L.stages;
@@ -323,7 +325,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
         mbar_init_fence();
     }
     if (tid < SK_MAX_TILES) s_part.count[tid] = 0;
-    if (tid < AS_MAX_STAGES) s_meta[tid] = ~0ull; /* no stage index */
+    if (tid < AS_MAX_STAGES) s_meta[tid] = ~0ull, s_rel[tid] = 0u; /* no stage index */
     for (int i = tid; i < (int)(sizeof(as_params) / 4); i += AS_THREADS)
         ((int *)&sP)[i] = ((const int *)&K.base)[i];
     __syncthreads();
@@ -453,13 +455,16 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
      * biases (o0, o1 of its 16) asked for, the stage waited for, multiplied with the staged rows at
      * x0 (+ x_stride a selected expert; zero under the stream-alone probe) and released, the tile's
      * sums met. True for the warp that completes the tile (lanes t4 = 0: out its rows g8, g8 + 8,
-     * bb their biases). */
+     * bb their biases). halves = 2: this warp multiplies half hf of the chunk's k steps (the first
+     * half the larger), another warp the other half; the second of the two to finish releases the
+     * stage, and the tile's sums meet as 2 nc parts. */
     auto expert_chunk = [&](const sk_wait &w, int o, bool first, unsigned &t_meet, int n,
                             const sk_place &p, const uint8_t *w_s, const uint16_t *bias, int RT,
                             int KK, int nc, int o0, int o1, uint32_t x0, uint32_t x_stride,
-                            float out[2], float bb[2]) {
+                            int hf, int halves, float out[2], float bb[2]) {
         const unsigned t0 = w.now();
-        const int s = n % S, kk0 = p.c * kc, nk = min(kc, KK - kk0);
+        const int s = n % S, nkc = min(kc, KK - p.c * kc), nk0 = halves == 2 ? (nkc + 1) / 2 : nkc;
+        const int off = hf ? nk0 : 0, nk = hf ? nkc - nk0 : nk0, kk0 = p.c * kc + off;
         const size_t tile = (size_t)s_e[p.i] * RT + p.rt;
         uint32_t sc[SK_SC_WORDS];
         sk_chunk_scales((const uint32_t *)w_s + (tile * KK + kk0) * 8, nk, sc);
@@ -476,13 +481,16 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
         if (K.moe_probe == 1)
             acc[0] = acc[1] = acc[2] = acc[3] = 0.0f;
         else
-            sk_chunk(smem_u32(ring + (size_t)s * L.stage_bytes), nk, sc,
-                     x0 + (uint32_t)p.i * x_stride + (uint32_t)kk0 * 128, acc);
+            sk_chunk(smem_u32(ring + (size_t)s * L.stage_bytes) + (uint32_t)off * SK_STEP_CODE_BYTES,
+                     nk, sc, x0 + (uint32_t)p.i * x_stride + (uint32_t)kk0 * 128, acc);
         __syncwarp();
         t_meet = w.now();
         w.add(o + SKW_MUL, t_meet - t1);
-        if (lane == 0) mbar_arrive(&empty[s]);
-        return sk_tile_meet(&s_part, p.lt, p.c, nc, acc, out);
+        if (lane == 0 && (halves == 1 || atomicAdd(&s_rel[s], 1u) == 1u)) {
+            if (halves == 2) s_rel[s] = 0u; /* before the release: the stage's next use follows it */
+            mbar_arrive(&empty[s]);
+        }
+        return sk_tile_meet(&s_part, p.lt, p.c * halves + hf, nc * halves, acc, out);
     };
     unsigned bar_n = 0; /* grid barrier arrivals passed (sk_barrier) */
     int nb = 0;         /* the layer's first stage (told by the producer at each layer's end) */
@@ -638,7 +646,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
                 float out[2], bb[2];
                 unsigned tm;
                 if (expert_chunk(w, 0, first, tm, n, p, ly->w1_s, ly->b1, RT1, KK1, nc1, 2 * g8,
-                                 2 * g8 + 1, xa, 0, out, bb) &&
+                                 2 * g8 + 1, xa, 0, 0, 1, out, bb) &&
                     t4 == 0)
                     K.act[(size_t)p.i * I + p.rt * 8 + g8] =
                         f32_to_bf16_bits(swiglu(out[0] + bb[0], out[1] + bb[1], K.alpha, K.limit));
@@ -647,11 +655,17 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
             }
         }
         w.point(SKW_T_UP_END);
+        if (lane == 0) s_q[warp] = q; /* its first stage past gate_up's (read in phase 6) */
         sk_block_stamp(K, l, 5);
         sk_barrier(P.a.bar, &bar_n);
         sk_stamp(K, l, 6);
 
-        /* 6: down, weighted into the slots (one a selected expert: unsplit) */
+        /* 6: down, weighted into the slots (one a selected expert: unsplit). Each chunk by two
+         * warps, half its k steps each, where the tile's parts fit (2 nc2 ≤ SK_MAX_CHUNKS): warp w
+         * takes half w / 4 of the down stages n ≡ w (mod 4). Whole chunks a warp, the phase was
+         * bound by the warps with 2 of a block's ~11 chunks at ~3.4 µs each, the others' 1 done
+         * at half time (session 33's wait probe, H100, 120b); halves give each warp 1.5 chunks'
+         * work at most. */
         w.point(SKW_T_D_START);
         if (l + 1 < K.L)
             sk_prefetch_layer(ly + 1, H, (K.base.n_heads + 2 * K.base.n_kv_heads) * AS_HD,
@@ -666,7 +680,15 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
         cp_async_wait<0>();
         consumers_sync();
         w.point(SKW_T_D_LOOP);
-        for (;; q += AS_CWARPS) {
+        const int halves = 2 * nc2 <= SK_MAX_CHUNKS ? 2 : 1, q_step = AS_CWARPS / halves,
+                  hf = warp / q_step;
+        if (halves == 2) { /* down's first stage: the least of the warps' first past gate_up's */
+            int qd = s_q[0];
+#pragma unroll
+            for (int i = 1; i < AS_CWARPS; i++) qd = min(qd, s_q[i]);
+            q = qd + warp % q_step;
+        }
+        for (;; q += q_step) {
             const int n = nb + q, s = n % S;
             const unsigned ta = w.now();
             const unsigned mt = sk_meta_wait(s_meta, s, (unsigned)n);
@@ -679,7 +701,8 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
             float out[2], bb[2];
             unsigned tm;
             if (expert_chunk(w, SKW_DOWN, false, tm, n, p, ly->w2_s, ly->b2, RT2, KK2, nc2, g8,
-                             8 + g8, smem_u32(acts) + 16 * t4, (uint32_t)I * 2, out, bb) &&
+                             8 + g8, smem_u32(acts) + 16 * t4, (uint32_t)I * 2, hf, halves, out,
+                             bb) &&
                 t4 == 0) {
                 float *yrow = K.y_slots + (size_t)p.i * H + p.rt * 16 + g8;
                 yrow[0] = s_w[p.i] * (out[0] + bb[0]);
