@@ -57,6 +57,8 @@ struct sk_params {
     unsigned *tickets; /* [L][2]: a layer's expert tiles handed out at run time (sk_take_tile) */
     int kc;            /* k steps an expert chunk (a ring stage) */
     int moe_probe;     /* step_kernel_set_moe_probe: 1 chunks not multiplied, 2 chunks not copied */
+    int up_halves;     /* GPTOSS_STEP_UP_HALVES (a trial, off by default): gate_up's chunks by
+                          two warps too, as down's */
 };
 
 enum { SK_STAMPS = 8 }; /* a layer's probe stamps: its start, then the end of phases 0-6 */
@@ -258,9 +260,10 @@ struct sk_take_tile {
     }
 };
 
-/* The first stage index ≥ lo of consumer warp w (stage n goes to warp n % AS_CWARPS). */
-static __device__ __forceinline__ int sk_first(int lo, int w) {
-    return lo + (w - lo % AS_CWARPS + AS_CWARPS) % AS_CWARPS;
+/* The first stage index ≥ lo of consumer warp w (stage n goes to warp n % m: m = AS_CWARPS, or
+ * AS_CWARPS / 2 for the experts' chunks split between two warps). */
+static __device__ __forceinline__ int sk_first(int lo, int w, int m = AS_CWARPS) {
+    return lo + (w - lo % m + m) % m;
 }
 
 /* Asks L2 for [p, p + bytes): one bulk prefetch (tma_ring.cuh) by thread 0 when the range is
@@ -460,8 +463,8 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
      * stage, and the tile's sums meet as 2 nc parts. */
     auto expert_chunk = [&](const sk_wait &w, int o, bool first, unsigned &t_meet, int n,
                             const sk_place &p, const uint8_t *w_s, const uint16_t *bias, int RT,
-                            int KK, int nc, int o0, int o1, uint32_t x0, uint32_t x_stride,
-                            int hf, int halves, float out[2], float bb[2]) {
+                            int KK, int nc, int o0, int o1, uint32_t x0, uint32_t x_stride, int hf,
+                            int halves, float out[2], float bb[2]) {
         const unsigned t0 = w.now();
         const int s = n % S, nkc = min(kc, KK - p.c * kc), nk0 = halves == 2 ? (nkc + 1) / 2 : nkc;
         const int off = hf ? nk0 : 0, nk = hf ? nkc - nk0 : nk0, kk0 = p.c * kc + off;
@@ -481,13 +484,15 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
         if (K.moe_probe == 1)
             acc[0] = acc[1] = acc[2] = acc[3] = 0.0f;
         else
-            sk_chunk(smem_u32(ring + (size_t)s * L.stage_bytes) + (uint32_t)off * SK_STEP_CODE_BYTES,
+            sk_chunk(smem_u32(ring + (size_t)s * L.stage_bytes) +
+                         (uint32_t)off * SK_STEP_CODE_BYTES,
                      nk, sc, x0 + (uint32_t)p.i * x_stride + (uint32_t)kk0 * 128, acc);
         __syncwarp();
         t_meet = w.now();
         w.add(o + SKW_MUL, t_meet - t1);
         if (lane == 0 && (halves == 1 || atomicAdd(&s_rel[s], 1u) == 1u)) {
-            if (halves == 2) s_rel[s] = 0u; /* before the release: the stage's next use follows it */
+            if (halves == 2)
+                s_rel[s] = 0u; /* before the release: the stage's next use follows it */
             mbar_arrive(&empty[s]);
         }
         return sk_tile_meet(&s_part, p.lt, p.c * halves + hf, nc * halves, acc, out);
@@ -632,10 +637,13 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
         w.point(SKW_T_ROUTED);
         sk_block_stamp(K, l, 7);
         sk_block_stamp(K, l, 0);
-        int q = sk_first(nb + q_g, warp) - nb; /* this warp's next stage of the layer */
+        const int up_halves = K.up_halves && 2 * nc1 <= SK_MAX_CHUNKS ? 2 : 1,
+                  uq_step = AS_CWARPS / up_halves;
+        /* this warp's next stage of the layer */
+        int q = sk_first(nb + q_g, warp % uq_step, uq_step) - nb;
         {
             const uint32_t xa = smem_u32(ys) + 16 * t4;
-            for (bool first = true;; q += AS_CWARPS, first = false) {
+            for (bool first = true;; q += uq_step, first = false) {
                 const int n = nb + q, s = n % S;
                 const unsigned ta = w.now();
                 const unsigned mt = sk_meta_wait(s_meta, s, (unsigned)n);
@@ -646,7 +654,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
                 float out[2], bb[2];
                 unsigned tm;
                 if (expert_chunk(w, 0, first, tm, n, p, ly->w1_s, ly->b1, RT1, KK1, nc1, 2 * g8,
-                                 2 * g8 + 1, xa, 0, 0, 1, out, bb) &&
+                                 2 * g8 + 1, xa, 0, warp / uq_step, up_halves, out, bb) &&
                     t4 == 0)
                     K.act[(size_t)p.i * I + p.rt * 8 + g8] =
                         f32_to_bf16_bits(swiglu(out[0] + bb[0], out[1] + bb[1], K.alpha, K.limit));
@@ -662,7 +670,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
 
         /* 6: down, weighted into the slots (one a selected expert: unsplit). Each chunk by two
          * warps, half its k steps each, where the tile's parts fit (2 nc2 ≤ SK_MAX_CHUNKS): warp w
-         * takes half w / 4 of the down stages n ≡ w (mod 4). Whole chunks a warp, the phase was
+         * takes half w / 4 of the down stages n ≡ w (mod 4) (n ≡ w (mod 8) whole, unsplit). Whole chunks a warp, the phase was
          * bound by the warps with 2 of a block's ~11 chunks at ~3.4 µs each, the others' 1 done
          * at half time (session 33's wait probe, H100, 120b); halves give each warp 1.5 chunks'
          * work at most. */
@@ -682,11 +690,11 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
         w.point(SKW_T_D_LOOP);
         const int halves = 2 * nc2 <= SK_MAX_CHUNKS ? 2 : 1, q_step = AS_CWARPS / halves,
                   hf = warp / q_step;
-        if (halves == 2) { /* down's first stage: the least of the warps' first past gate_up's */
+        { /* down's first stage: the least of the warps' first past gate_up's */
             int qd = s_q[0];
 #pragma unroll
             for (int i = 1; i < AS_CWARPS; i++) qd = min(qd, s_q[i]);
-            q = qd + warp % q_step;
+            q = sk_first(nb + qd, warp % q_step, q_step) - nb;
         }
         for (;; q += q_step) {
             const int n = nb + q, s = n % S;
@@ -829,6 +837,8 @@ extern "C" cudaError_t step_kernel_launch(const attn_dims *d, const rope_kv_freq
     K.kc = kc;
     K.tickets = a->tickets;
     K.moe_probe = g_moe_probe;
+    static int up_halves = -1;
+    K.up_halves = env_switch(&up_halves, "GPTOSS_STEP_UP_HALVES", 0, 0, 1);
 
     const int sms = per_device_sm_count();
     /* Once per device: the shared-memory opt-in (what the card allows a block beside the
