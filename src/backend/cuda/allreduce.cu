@@ -60,12 +60,6 @@ static __device__ __forceinline__ void add8(float v[8], const float *p) {
     v[4] += b.x, v[5] += b.y, v[6] += b.z, v[7] += b.w;
 }
 
-static __device__ __forceinline__ unsigned long long global_ns(void) {
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
-
 /* The watchdog (allreduce.h): the first barrier to give up says who it waited for, then traps. */
 static __device__ __noinline__ void ar_give_up(ar_timeout_info *info, const uint32_t *peer_counters,
                                                int rank, int peer, int what, uint32_t call,

@@ -61,6 +61,21 @@ static __device__ __forceinline__ void prefetch_l1(const void *p) {
     asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
 }
 
+/* ---- clocks ---- */
+
+/* %globaltimer: nanoseconds, the same on every SM (a probe's marks across blocks). */
+static __device__ __forceinline__ unsigned long long global_ns(void) {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+/* Its low 32 bits (one register: spans of a few seconds). */
+static __device__ __forceinline__ unsigned global_ns_lo(void) {
+    unsigned t;
+    asm volatile("mov.u32 %0, %%globaltimer_lo;" : "=r"(t));
+    return t;
+}
+
 /* A basic-block boundary ptxas cannot remove: the loads issued before it stay before it. ptxas
  * schedules global loads late — next to their first use when it reuses one register quad for
  * several loads — and a branch on an opaque value (the clock, never all ones in practice; the

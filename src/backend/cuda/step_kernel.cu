@@ -67,9 +67,7 @@ enum { SK_STAMPS = 8 }; /* a layer's probe stamps: its start, then the end of ph
  * after its grid barrier: when the slowest block is done). */
 static __device__ __forceinline__ void sk_stamp(const sk_params &K, int l, int i) {
     if (K.stamps && blockIdx.x == 0 && threadIdx.x == 0) {
-        unsigned long long t;
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-        K.stamps[l * SK_STAMPS + i] = t;
+        K.stamps[l * SK_STAMPS + i] = global_ns();
     }
 }
 
@@ -85,7 +83,7 @@ static __device__ __forceinline__ void sk_block_mark(unsigned *bst, int l, int i
     if (i == 0)
         asm volatile("mov.u32 %0, %%smid;" : "=r"(t));
     else
-        asm volatile("mov.u32 %0, %%globaltimer_lo;" : "=r"(t));
+        t = global_ns_lo();
     bst[((size_t)l * SK_BSTAMPS + i) * gridDim.x + blockIdx.x] = t;
 }
 static __device__ __forceinline__ void sk_block_stamp(const sk_params &K, int l, int i) {
@@ -157,10 +155,7 @@ struct sk_wait {
         if (row) row[i] = (unsigned)clock();
     }
     __device__ void gtime(int i) const {
-        if (!row) return;
-        unsigned t;
-        asm volatile("mov.u32 %0, %%globaltimer_lo;" : "=r"(t));
-        row[i] = t;
+        if (row) row[i] = global_ns_lo();
     }
 };
 /* The top-k's points into warp 0's row: each after a branch on a value the point follows, so the
