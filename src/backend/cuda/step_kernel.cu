@@ -57,8 +57,6 @@ struct sk_params {
     unsigned *tickets; /* [L][2]: a layer's expert tiles handed out at run time (sk_take_tile) */
     int kc;            /* k steps an expert chunk (a ring stage) */
     int moe_probe;     /* step_kernel_set_moe_probe: 1 chunks not multiplied, 2 chunks not copied */
-    int up_halves;     /* GPTOSS_STEP_UP_HALVES (a trial, off by default): gate_up's chunks by
-                          two warps too, as down's */
 };
 
 enum { SK_STAMPS = 8 }; /* a layer's probe stamps: its start, then the end of phases 0-6 */
@@ -255,10 +253,9 @@ struct sk_take_tile {
     }
 };
 
-/* The first stage index ≥ lo of consumer warp w (stage n goes to warp n % m: m = AS_CWARPS, or
- * AS_CWARPS / 2 for the experts' chunks split between two warps). */
-static __device__ __forceinline__ int sk_first(int lo, int w, int m = AS_CWARPS) {
-    return lo + (w - lo % m + m) % m;
+/* The first stage index ≥ lo of consumer warp w (stage n goes to warp n % AS_CWARPS). */
+static __device__ __forceinline__ int sk_first(int lo, int w) {
+    return lo + (w - lo % AS_CWARPS + AS_CWARPS) % AS_CWARPS;
 }
 
 /* Asks L2 for [p, p + bytes): one bulk prefetch (tma_ring.cuh) by thread 0 when the range is
@@ -296,8 +293,6 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
     __shared__ float s_w[SK_MAX_K], s_red[32];
     __shared__ sk_partials s_part;
     __shared__ unsigned long long s_meta[AS_MAX_STAGES]; /* what each stage holds (sk_meta) */
-    __shared__ unsigned s_rel[AS_MAX_STAGES]; /* a down stage's halves done (expert_chunk) */
-    __shared__ int s_q[AS_CWARPS];            /* the warps' first stages past gate_up's */
     unsigned char *ring = as_smem;
     float *xs = (float *)(as_smem + L.xs_off);
     const int S = L.stages;
@@ -323,7 +318,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
         mbar_init_fence();
     }
     if (tid < SK_MAX_TILES) s_part.count[tid] = 0;
-    if (tid < AS_MAX_STAGES) s_meta[tid] = ~0ull, s_rel[tid] = 0u; /* no stage index */
+    if (tid < AS_MAX_STAGES) s_meta[tid] = ~0ull; /* no stage index */
     for (int i = tid; i < (int)(sizeof(as_params) / 4); i += AS_THREADS)
         ((int *)&sP)[i] = ((const int *)&K.base)[i];
     __syncthreads();
@@ -376,13 +371,9 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
                 }
             }
             w.add(SKW_P_DENSE, wait_sum);
-            /* the experts' arrays of the layer, read before the routing's wait: read after it,
-             * their L2 round trip was on the way to the first chunk (session 33's wait probe, H100:
-             * 1.1 µs from route_go seen to the first chunk issued; the SASS had these loads first) */
-            const uint8_t *const w1q = ly->w1_q, *const w2q = ly->w2_q, *const w1s = ly->w1_s,
-                                 *const w2s = ly->w2_s;
-            const uint16_t *const b1 = ly->b1, *const b2 = ly->b2;
-            /* the routing: the experts whose tiles follow */
+            /* the routing: the experts whose tiles follow (reading the layer's expert arrays before
+             * this wait, off the first chunk's path, measured no gain: session 34, with the
+             * redux top-k, 0.969 -> 0.962 of the loop, within the noise) */
             {
                 const unsigned t0 = w.now();
                 mbar_wait_or_trap(route_go, l & 1);
@@ -395,8 +386,8 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
             for (int m = 0; m < 2; m++) { /* gate_up's tiles, then down's */
                 const bool up = m == 0;
                 const int nc = up ? nc1 : nc2, KK = up ? KK1 : KK2, RT = up ? RT1 : RT2;
-                const uint8_t *wq = up ? w1q : w2q, *ws = up ? w1s : w2s;
-                const uint16_t *bias = up ? b1 : b2;
+                const uint8_t *wq = up ? ly->w1_q : ly->w2_q, *ws = up ? ly->w1_s : ly->w2_s;
+                const uint16_t *bias = up ? ly->b1 : ly->b2;
                 const int o = m ? SKW_DOWN : 0;
                 unsigned t_take = w.now(), take_sum = 0, t_issue = t_take, chunks = 0;
                 wait_sum = 0;
@@ -453,16 +444,13 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
      * biases (o0, o1 of its 16) asked for, the stage waited for, multiplied with the staged rows at
      * x0 (+ x_stride a selected expert; zero under the stream-alone probe) and released, the tile's
      * sums met. True for the warp that completes the tile (lanes t4 = 0: out its rows g8, g8 + 8,
-     * bb their biases). halves = 2: this warp multiplies half hf of the chunk's k steps (the first
-     * half the larger), another warp the other half; the second of the two to finish releases the
-     * stage, and the tile's sums meet as 2 nc parts. */
+     * bb their biases). */
     auto expert_chunk = [&](const sk_wait &w, int o, bool first, unsigned &t_meet, int n,
                             const sk_place &p, const uint8_t *w_s, const uint16_t *bias, int RT,
-                            int KK, int nc, int o0, int o1, uint32_t x0, uint32_t x_stride, int hf,
-                            int halves, float out[2], float bb[2]) {
+                            int KK, int nc, int o0, int o1, uint32_t x0, uint32_t x_stride,
+                            float out[2], float bb[2]) {
         const unsigned t0 = w.now();
-        const int s = n % S, nkc = min(kc, KK - p.c * kc), nk0 = halves == 2 ? (nkc + 1) / 2 : nkc;
-        const int off = hf ? nk0 : 0, nk = hf ? nkc - nk0 : nk0, kk0 = p.c * kc + off;
+        const int s = n % S, kk0 = p.c * kc, nk = min(kc, KK - kk0);
         const size_t tile = (size_t)s_e[p.i] * RT + p.rt;
         uint32_t sc[SK_SC_WORDS];
         sk_chunk_scales((const uint32_t *)w_s + (tile * KK + kk0) * 8, nk, sc);
@@ -479,18 +467,13 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
         if (K.moe_probe == 1)
             acc[0] = acc[1] = acc[2] = acc[3] = 0.0f;
         else
-            sk_chunk(smem_u32(ring + (size_t)s * L.stage_bytes) +
-                         (uint32_t)off * SK_STEP_CODE_BYTES,
-                     nk, sc, x0 + (uint32_t)p.i * x_stride + (uint32_t)kk0 * 128, acc);
+            sk_chunk(smem_u32(ring + (size_t)s * L.stage_bytes), nk, sc,
+                     x0 + (uint32_t)p.i * x_stride + (uint32_t)kk0 * 128, acc);
         __syncwarp();
         t_meet = w.now();
         w.add(o + SKW_MUL, t_meet - t1);
-        if (lane == 0 && (halves == 1 || atomicAdd(&s_rel[s], 1u) == 1u)) {
-            if (halves == 2)
-                s_rel[s] = 0u; /* before the release: the stage's next use follows it */
-            mbar_arrive(&empty[s]);
-        }
-        return sk_tile_meet(&s_part, p.lt, p.c * halves + hf, nc * halves, acc, out);
+        if (lane == 0) mbar_arrive(&empty[s]);
+        return sk_tile_meet(&s_part, p.lt, p.c, nc, acc, out);
     };
     unsigned bar_n = 0; /* grid barrier arrivals passed (sk_barrier) */
     int nb = 0;         /* the layer's first stage (told by the producer at each layer's end) */
@@ -632,13 +615,10 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
         w.point(SKW_T_ROUTED);
         sk_block_stamp(K, l, 7);
         sk_block_stamp(K, l, 0);
-        const int up_halves = K.up_halves && 2 * nc1 <= SK_MAX_CHUNKS ? 2 : 1,
-                  uq_step = AS_CWARPS / up_halves;
-        /* this warp's next stage of the layer */
-        int q = sk_first(nb + q_g, warp % uq_step, uq_step) - nb;
+        int q = sk_first(nb + q_g, warp) - nb; /* this warp's next stage of the layer */
         {
             const uint32_t xa = smem_u32(ys) + 16 * t4;
-            for (bool first = true;; q += uq_step, first = false) {
+            for (bool first = true;; q += AS_CWARPS, first = false) {
                 const int n = nb + q, s = n % S;
                 const unsigned ta = w.now();
                 const unsigned mt = sk_meta_wait(s_meta, s, (unsigned)n);
@@ -649,7 +629,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
                 float out[2], bb[2];
                 unsigned tm;
                 if (expert_chunk(w, 0, first, tm, n, p, ly->w1_s, ly->b1, RT1, KK1, nc1, 2 * g8,
-                                 2 * g8 + 1, xa, 0, warp / uq_step, up_halves, out, bb) &&
+                                 2 * g8 + 1, xa, 0, out, bb) &&
                     t4 == 0)
                     K.act[(size_t)p.i * I + p.rt * 8 + g8] =
                         f32_to_bf16_bits(swiglu(out[0] + bb[0], out[1] + bb[1], K.alpha, K.limit));
@@ -658,40 +638,24 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
             }
         }
         w.point(SKW_T_UP_END);
-        if (lane == 0) s_q[warp] = q; /* its first stage past gate_up's (read in phase 6) */
         sk_block_stamp(K, l, 5);
         sk_barrier(P.a.bar, &bar_n);
         sk_stamp(K, l, 6);
 
-        /* 6: down, weighted into the slots (one a selected expert: unsplit). Each chunk by two
-         * warps, half its k steps each, where the tile's parts fit (2 nc2 ≤ SK_MAX_CHUNKS): warp w
-         * takes half w / 4 of the down stages n ≡ w (mod 4) (n ≡ w (mod 8) whole, unsplit). Whole chunks a warp, the phase was
-         * bound by the warps with 2 of a block's ~11 chunks at ~3.4 µs each, the others' 1 done
-         * at half time (session 33's wait probe, H100, 120b); halves give each warp 1.5 chunks'
-         * work at most. */
+        /* 6: down, weighted into the slots (one a selected expert: unsplit). Measured and undone
+         * (session 34, H100, 120b batch 1, against the layer loop): the activations staged by
+         * cp.async with every copy in flight, 0.968 -> 0.969 (phase 6 13.0 µs either way); each
+         * chunk split between two warps, half its k steps each, 0.962 -> 0.939 (phase 6 +1.3 µs:
+         * a chunk's fixed costs twice; gate_up the same way 0.896). */
         w.point(SKW_T_D_START);
         if (l + 1 < K.L)
             sk_prefetch_layer(ly + 1, H, (K.base.n_heads + 2 * K.base.n_kv_heads) * AS_HD,
                               K.base.n_heads, K.E, tid);
-        /* the k activation rows into shared memory by cp.async (through L2: other blocks wrote
-         * them), every copy of a thread in flight at once: loaded and stored one at a time (the
-         * store to a generic pointer may alias the next load) they were ~6 serial L2 round trips,
-         * 2.7 µs of phase 6 (session 33's wait probe, H100, 120b) */
         for (int v = tid; v < K.k * I / 8; v += AS_CWARPS * 32)
-            cp_async16(smem_u32(acts) + 16u * (uint32_t)v, (const uint4 *)K.act + v, 16);
-        cp_async_commit();
-        cp_async_wait<0>();
+            ((uint4 *)acts)[v] = __ldcg((const uint4 *)K.act + v);
         consumers_sync();
         w.point(SKW_T_D_LOOP);
-        const int halves = 2 * nc2 <= SK_MAX_CHUNKS ? 2 : 1, q_step = AS_CWARPS / halves,
-                  hf = warp / q_step;
-        { /* down's first stage: the least of the warps' first past gate_up's */
-            int qd = s_q[0];
-#pragma unroll
-            for (int i = 1; i < AS_CWARPS; i++) qd = min(qd, s_q[i]);
-            q = sk_first(nb + qd, warp % q_step, q_step) - nb;
-        }
-        for (;; q += q_step) {
+        for (;; q += AS_CWARPS) {
             const int n = nb + q, s = n % S;
             const unsigned ta = w.now();
             const unsigned mt = sk_meta_wait(s_meta, s, (unsigned)n);
@@ -704,8 +668,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
             float out[2], bb[2];
             unsigned tm;
             if (expert_chunk(w, SKW_DOWN, false, tm, n, p, ly->w2_s, ly->b2, RT2, KK2, nc2, g8,
-                             8 + g8, smem_u32(acts) + 16 * t4, (uint32_t)I * 2, hf, halves, out,
-                             bb) &&
+                             8 + g8, smem_u32(acts) + 16 * t4, (uint32_t)I * 2, out, bb) &&
                 t4 == 0) {
                 float *yrow = K.y_slots + (size_t)p.i * H + p.rt * 16 + g8;
                 yrow[0] = s_w[p.i] * (out[0] + bb[0]);
@@ -832,8 +795,6 @@ extern "C" cudaError_t step_kernel_launch(const attn_dims *d, const rope_kv_freq
     K.kc = kc;
     K.tickets = a->tickets;
     K.moe_probe = g_moe_probe;
-    static int up_halves = -1;
-    K.up_halves = env_switch(&up_halves, "GPTOSS_STEP_UP_HALVES", 0, 0, 1);
 
     const int sms = per_device_sm_count();
     /* Once per device: the shared-memory opt-in (what the card allows a block beside the
