@@ -57,6 +57,7 @@ struct sk_params {
     unsigned *tickets; /* [L][2]: a layer's expert tiles handed out at run time (sk_take_tile) */
     int kc;            /* k steps an expert chunk (a ring stage) */
     int moe_probe;     /* step_kernel_set_moe_probe: 1 chunks not multiplied, 2 chunks not copied */
+    int sc_l1;         /* GPTOSS_STEP_SC_L1 (a trial, off by default): sk_scales_ahead */
 };
 
 enum { SK_STAMPS = 8 }; /* a layer's probe stamps: its start, then the end of phases 0-6 */
@@ -475,6 +476,25 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
         if (lane == 0) mbar_arrive(&empty[s]);
         return sk_tile_meet(&s_part, p.lt, p.c, nc, acc, out);
     };
+    /* The scale words of this warp's stage n2 (its next chunk) asked into L1 now, if the producer
+     * has issued it (else nothing): their __ldg at the chunk's start is then an L1 hit instead of
+     * a round trip to L2 (where the producer's prefetch put them) behind the experts' stream.
+     * Why: session 34's halves (each chunk split between two warps) cost ~1.7 µs a layer for each
+     * extra chunk start of a warp in gate_up, which the multiply itself cannot explain. */
+    auto sc_ahead = [&](const step_layer *ly, int n2) {
+        if (!K.sc_l1) return;
+        const unsigned long long v = *(const volatile unsigned long long *)(s_meta + n2 % S);
+        const unsigned kind = (unsigned)v >> 30;
+        if ((unsigned)(v >> 32) != (unsigned)n2 || kind > SK_DOWN) return;
+        const sk_place p = sk_place::of((unsigned)v);
+        const bool up = kind == SK_GATE_UP;
+        const int RT = up ? RT1 : RT2, KK = up ? KK1 : KK2, kk0 = p.c * kc;
+        const size_t tile = (size_t)s_e[p.i] * RT + p.rt;
+        const char *a = (const char *)(up ? ly->w1_s : ly->w2_s) + (tile * KK + kk0) * 32;
+        const char *end = a + (size_t)min(kc, KK - kk0) * 32,
+                   *line = (const char *)((uintptr_t)a & ~(uintptr_t)127) + 128 * lane;
+        if (line < end) prefetch_l1(line);
+    };
     unsigned bar_n = 0; /* grid barrier arrivals passed (sk_barrier) */
     int nb = 0;         /* the layer's first stage (told by the producer at each layer's end) */
 
@@ -623,8 +643,12 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
                 const unsigned ta = w.now();
                 const unsigned mt = sk_meta_wait(s_meta, s, (unsigned)n);
                 w.since(SKW_META, ta);
-                if (mt >> 30 != SK_GATE_UP) break; /* down's first chunk (or what follows) */
+                if (mt >> 30 != SK_GATE_UP) { /* down's first chunk (or what follows) */
+                    sc_ahead(ly, n);          /* in L1 by the end of the grid barrier */
+                    break;
+                }
                 const sk_place p = sk_place::of(mt);
+                sc_ahead(ly, n + AS_CWARPS);
                 /* gate_up: tile row r < 8 is output rt·8 + r's gate, r ≥ 8 its up (moe.h's ρ) */
                 float out[2], bb[2];
                 unsigned tm;
@@ -665,6 +689,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
                 break;
             }
             const sk_place p = sk_place::of(mt);
+            sc_ahead(ly, n + AS_CWARPS);
             float out[2], bb[2];
             unsigned tm;
             if (expert_chunk(w, SKW_DOWN, false, tm, n, p, ly->w2_s, ly->b2, RT2, KK2, nc2, g8,
@@ -795,6 +820,8 @@ extern "C" cudaError_t step_kernel_launch(const attn_dims *d, const rope_kv_freq
     K.kc = kc;
     K.tickets = a->tickets;
     K.moe_probe = g_moe_probe;
+    static int sc_l1 = -1;
+    K.sc_l1 = env_switch(&sc_l1, "GPTOSS_STEP_SC_L1", 0, 0, 1);
 
     const int sms = per_device_sm_count();
     /* Once per device: the shared-memory opt-in (what the card allows a block beside the
