@@ -3,7 +3,8 @@
 # rounds). Build here and carry .devcarry/bin/{gptoss,gpu_test_cuda_forward}.
 #   GPTOSS_STEP_SC_L1=1 (a trial, off by default): each consumer warp asks L1 for the scale words of
 #   its next chunk (stage n + 8) as it starts a chunk, and for its first down chunk's as it leaves
-#   gate_up (they land during the grid barrier), so the chunk's __ldg of them is an L1 hit.
+#   gate_up (they land during the grid barrier), so the chunk's __ldg of them is an L1 hit; the
+#   tile's two biases the same way.
 # Why: call 1 split each chunk between two warps: gate_up's phase grew by 4.7 µs a layer for ~2.7
 # more chunk starts a warp (~1.7 µs each), which the halved multiply cannot explain; the scale
 # words' L2 round trip behind the experts' stream is the candidate.

@@ -476,9 +476,9 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
         if (lane == 0) mbar_arrive(&empty[s]);
         return sk_tile_meet(&s_part, p.lt, p.c, nc, acc, out);
     };
-    /* The scale words of this warp's stage n2 (its next chunk) asked into L1 now, if the producer
-     * has issued it (else nothing): their __ldg at the chunk's start is then an L1 hit instead of
-     * a round trip to L2 (where the producer's prefetch put them) behind the experts' stream.
+    /* The scale words (and the tile's biases) of this warp's stage n2 (its next chunk) asked into
+     * L1 now, if the producer has issued it (else nothing): their __ldg at the chunk's start is
+     * then an L1 hit instead of a round trip to L2 (where the producer's prefetch put them) behind the experts' stream.
      * Why: session 34's halves (each chunk split between two warps) cost ~1.7 µs a layer for each
      * extra chunk start of a warp in gate_up, which the multiply itself cannot explain. */
     auto sc_ahead = [&](const step_layer *ly, int n2) {
@@ -494,6 +494,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
         const char *end = a + (size_t)min(kc, KK - kk0) * 32,
                    *line = (const char *)((uintptr_t)a & ~(uintptr_t)127) + 128 * lane;
         if (line < end) prefetch_l1(line);
+        if (lane == 31) prefetch_l1((up ? ly->b1 : ly->b2) + tile * 16); /* the tile's biases */
     };
     unsigned bar_n = 0; /* grid barrier arrivals passed (sk_barrier) */
     int nb = 0;         /* the layer's first stage (told by the producer at each layer's end) */
