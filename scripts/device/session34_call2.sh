@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 34, call 2 (~4 min; any card: one build, a runtime knob held against itself in the same
+# Session 34, call 2 (~3.5 min; any card: one build, a runtime knob held against itself in the same
 # rounds). Build here and carry .devcarry/bin/{gptoss,gpu_test_cuda_forward}.
 #   GPTOSS_STEP_SC_L1=1 (a trial, off by default): each consumer warp asks L1 for the scale words of
 #   its next chunk (stage n + 8) as it starts a chunk, and for its first down chunk's as it leaves
@@ -18,7 +18,7 @@ device_script /tmp/s34c2 "session 34 call 2: the next chunk's scale words into L
 test_table
 GPTOSS_STEP_SC_L1=1 run_logged step_kernel_l1 200 $bin/gpu_test_cuda_forward --step-kernel
 grep -E "^\(h\)|step kernel vs" "$out/logs/step_kernel_l1.log" | tee -a "$sum"
-ROUNDS=3 decode_variants "loop=- step=GPTOSS_STEP_KERNEL=1 step_l1=GPTOSS_STEP_KERNEL=1+GPTOSS_STEP_SC_L1=1" 120b:1 20b:1
+ROUNDS=2 decode_variants "loop=- step=GPTOSS_STEP_KERNEL=1 step_l1=GPTOSS_STEP_KERNEL=1+GPTOSS_STEP_SC_L1=1" 120b:1 20b:1
 GPTOSS_STEP_SC_L1=1 step_kernel_phases new
 step_kernel_phases new
 finish_call
