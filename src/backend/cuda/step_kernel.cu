@@ -294,6 +294,13 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
     __shared__ float s_w[SK_MAX_K], s_red[32];
     __shared__ sk_partials s_part;
     __shared__ unsigned long long s_meta[AS_MAX_STAGES]; /* what each stage holds (sk_meta) */
+    /* The layer's experts' scale words and biases ([0] gate_up's, [1] down's), for the consumers'
+     * reads at every chunk: from here instead of the layer table (a global load the scale words'
+     * loads depended on; session 34's SASS). */
+    __shared__ struct {
+        const uint8_t *w_s[2];
+        const uint16_t *b[2];
+    } s_x;
     unsigned char *ring = as_smem;
     float *xs = (float *)(as_smem + L.xs_off);
     const int S = L.stages;
@@ -481,7 +488,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
      * then an L1 hit instead of a round trip to L2 (where the producer's prefetch put them) behind the experts' stream.
      * Why: session 34's halves (each chunk split between two warps) cost ~1.7 µs a layer for each
      * extra chunk start of a warp in gate_up, which the multiply itself cannot explain. */
-    auto sc_ahead = [&](const step_layer *ly, int n2) {
+    auto sc_ahead = [&](int n2) {
         if (!K.sc_l1) return;
         const unsigned long long v = *(const volatile unsigned long long *)(s_meta + n2 % S);
         const unsigned kind = (unsigned)v >> 30;
@@ -490,11 +497,11 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
         const bool up = kind == SK_GATE_UP;
         const int RT = up ? RT1 : RT2, KK = up ? KK1 : KK2, kk0 = p.c * kc;
         const size_t tile = (size_t)s_e[p.i] * RT + p.rt;
-        const char *a = (const char *)(up ? ly->w1_s : ly->w2_s) + (tile * KK + kk0) * 32;
+        const char *a = (const char *)s_x.w_s[kind] + (tile * KK + kk0) * 32;
         const char *end = a + (size_t)min(kc, KK - kk0) * 32,
                    *line = (const char *)((uintptr_t)a & ~(uintptr_t)127) + 128 * lane;
         if (line < end) prefetch_l1(line);
-        if (lane == 31) prefetch_l1((up ? ly->b1 : ly->b2) + tile * 16); /* the tile's biases */
+        if (lane == 31) prefetch_l1(s_x.b[kind] + tile * 16); /* the tile's biases */
     };
     unsigned bar_n = 0; /* grid barrier arrivals passed (sk_barrier) */
     int nb = 0;         /* the layer's first stage (told by the producer at each layer's end) */
@@ -508,6 +515,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
             a.qkv_w = ly->qkv_w, a.qkv_b = ly->qkv_b, a.o_w = ly->o_w, a.o_b = ly->o_b;
             a.sinks = ly->sinks, a.k_cache = ly->k_cache, a.v_cache = ly->v_cache;
             a.nh = l ? K.h : NULL, a.ngain = ly->attn_norm;
+            s_x.w_s[0] = ly->w1_s, s_x.w_s[1] = ly->w2_s, s_x.b[0] = ly->b1, s_x.b[1] = ly->b2;
         }
         sk_stamp(K, l, 0);
         consumers_sync();
@@ -645,15 +653,15 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
                 const unsigned mt = sk_meta_wait(s_meta, s, (unsigned)n);
                 w.since(SKW_META, ta);
                 if (mt >> 30 != SK_GATE_UP) { /* down's first chunk (or what follows) */
-                    sc_ahead(ly, n);          /* in L1 by the end of the grid barrier */
+                    sc_ahead(n);              /* in L1 by the end of the grid barrier */
                     break;
                 }
                 const sk_place p = sk_place::of(mt);
-                sc_ahead(ly, n + AS_CWARPS);
+                sc_ahead(n + AS_CWARPS);
                 /* gate_up: tile row r < 8 is output rt·8 + r's gate, r ≥ 8 its up (moe.h's ρ) */
                 float out[2], bb[2];
                 unsigned tm;
-                if (expert_chunk(w, 0, first, tm, n, p, ly->w1_s, ly->b1, RT1, KK1, nc1, 2 * g8,
+                if (expert_chunk(w, 0, first, tm, n, p, s_x.w_s[0], s_x.b[0], RT1, KK1, nc1, 2 * g8,
                                  2 * g8 + 1, xa, 0, out, bb) &&
                     t4 == 0)
                     K.act[(size_t)p.i * I + p.rt * 8 + g8] =
@@ -690,10 +698,10 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
                 break;
             }
             const sk_place p = sk_place::of(mt);
-            sc_ahead(ly, n + AS_CWARPS);
+            sc_ahead(n + AS_CWARPS);
             float out[2], bb[2];
             unsigned tm;
-            if (expert_chunk(w, SKW_DOWN, false, tm, n, p, ly->w2_s, ly->b2, RT2, KK2, nc2, g8,
+            if (expert_chunk(w, SKW_DOWN, false, tm, n, p, s_x.w_s[1], s_x.b[1], RT2, KK2, nc2, g8,
                              8 + g8, smem_u32(acts) + 16 * t4, (uint32_t)I * 2, out, bb) &&
                 t4 == 0) {
                 float *yrow = K.y_slots + (size_t)p.i * H + p.rt * 16 + g8;
