@@ -1488,6 +1488,11 @@ static void step_kernel_waits(const unsigned *wp, int NL, int G) {
 static void step_kernel_bench(int moe_probe, bool blocks, bool waits = false) {
     const char *model = "synthetic:120b:layers=12:seed=0";
     enum { NL = 12, NS = 8 };
+    if (waits && !step_kernel_set_wait_probe(NULL)) { /* before anything is made */
+        printf("\nthe wait probe is compiled out (build with "
+               "CMAKE_CUDA_FLAGS=-DGPTOSS_STEP_WAIT_PROBE=1)\n");
+        return;
+    }
     step_kernel_set(1);
     backend *be = make_cuda(model, 4, -1, 512, 2048);
     CHECK(be != NULL, "cuda backend %s", model);
@@ -1512,15 +1517,6 @@ static void step_kernel_bench(int moe_probe, bool blocks, bool waits = false) {
     }
     unsigned *d_wp = NULL;
     const size_t nw = (size_t)NL * G * 9 * 24; /* the wait probe's words (step_kernel.h) */
-    if (waits && !step_kernel_set_wait_probe(NULL)) {
-        printf("\nthe wait probe is compiled out (build with "
-               "CMAKE_CUDA_FLAGS=-DGPTOSS_STEP_WAIT_PROBE=1)\n");
-        cuda_backend_ops.destroy(be);
-        step_kernel_set_probe(NULL);
-        CUDA_CHECK(cudaFree(d_st));
-        step_kernel_set(-1);
-        return;
-    }
     if (waits) {
         CUDA_CHECK(cudaMalloc((void **)&d_wp, nw * sizeof *d_wp));
         CUDA_CHECK(cudaMemset(d_wp, 0, nw * sizeof *d_wp));
