@@ -485,9 +485,10 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
     };
     /* The scale words (and the tile's biases) of this warp's stage n2 (its next chunk) asked into
      * L1 now, if the producer has issued it (else nothing): their __ldg at the chunk's start is
-     * then an L1 hit instead of a round trip to L2 (where the producer's prefetch put them) behind the experts' stream.
-     * Why: session 34's halves (each chunk split between two warps) cost ~1.7 µs a layer for each
-     * extra chunk start of a warp in gate_up, which the multiply itself cannot explain. */
+     * then an L1 hit instead of a round trip to L2 (where the producer's prefetch put them)
+     * behind the experts' stream. Why: session 34's halves (each chunk split between two
+     * warps) cost ~1.7 µs a layer for each extra chunk start of a warp in gate_up, which the
+     * multiply itself cannot explain. */
     auto sc_ahead = [&](int n2) {
         if (!K.sc_l1) return;
         const unsigned long long v = *(const volatile unsigned long long *)(s_meta + n2 % S);
