@@ -1441,22 +1441,22 @@ static void step_kernel_waits(const unsigned *wp, int NL, int G) {
     printf("\nthe producer's other waits (µs a layer): for a free stage among QKV, O, router %.2f; "
            "for the QKV barrier %.2f; for the routing %.2f; taking tiles %.2f\n",
            mean(8, 2, true), mean(8, 3, true), mean(8, 7, true), mean(8, 8, true));
-    /* the points: µs from warp 0's phase 5 start of the same block (the last launch) */
-    auto point = [&](int w, int i,
-                     int pick) { /* pick: 0 the warp, 1 the first, 2 the last warp */
-                                 double sum = 0;
-                                 for (int l = 1; l <= n; l++)
-                                     for (int b = 0; b < G; b++) {
-                                         const unsigned t0 = row(l, b, 0)[10];
-                                         double v = (int)(row(l, b, w)[i] - t0);
-                                         if (pick)
-                                             for (int c = 0; c < 8; c++) {
-                                                 const double u = (int)(row(l, b, c)[i] - t0);
-                                                 if (c == 0 || (pick == 1 ? u < v : u > v)) v = u;
-                                             }
-                                         sum += v;
-                                     }
-                                 return sum / ((double)n * G) / ghz * 1e-3;
+    /* the points: µs from warp 0's phase 5 start of the same block (the last launch), warp w's
+     * word i; pick: 0 that warp's, 1 the first warp's, 2 the last warp's */
+    auto point = [&](int w, int i, int pick) {
+        double sum = 0;
+        for (int l = 1; l <= n; l++)
+            for (int b = 0; b < G; b++) {
+                const unsigned t0 = row(l, b, 0)[10];
+                double v = (int)(row(l, b, w)[i] - t0);
+                if (pick)
+                    for (int c = 0; c < 8; c++) {
+                        const double u = (int)(row(l, b, c)[i] - t0);
+                        if (c == 0 || (pick == 1 ? u < v : u > v)) v = u;
+                    }
+                sum += v;
+            }
+        return sum / ((double)n * G) / ghz * 1e-3;
     };
     printf("\nphases 5-6 of the last launch, µs from the block's phase 5 start (the mean over "
            "layers and blocks):\n\n| point | µs |\n| --- | ---: |\n");

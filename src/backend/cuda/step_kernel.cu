@@ -57,7 +57,7 @@ struct sk_params {
     unsigned *tickets; /* [L][2]: a layer's expert tiles handed out at run time (sk_take_tile) */
     int kc;            /* k steps an expert chunk (a ring stage) */
     int moe_probe;     /* step_kernel_set_moe_probe: 1 chunks not multiplied, 2 chunks not copied */
-    int sc_l1;         /* GPTOSS_STEP_SC_L1 (a trial, off by default): sk_scales_ahead */
+    int sc_l1;         /* GPTOSS_STEP_SC_L1 (a trial, off by default): sc_ahead */
 };
 
 enum { SK_STAMPS = 8 }; /* a layer's probe stamps: its start, then the end of phases 0-6 */
