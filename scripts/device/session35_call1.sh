@@ -22,15 +22,23 @@
 # at 120b batch 1 (new's build; base's if new is reverted) and (h) passes with it; else the knob
 # and its code are removed. new kept if step (new) beats step0 (base) by more than 0.5 % at 120b
 # batch 1 and (h) passes; else dd33cff reverted.
+# Added in session 35 (new = dd33cff + the GPTOSS_STEP_QKV_L2 = n trial knob, off by default: the
+# block's first n QKV pairs of the next layer asked into L2 while the producer waits for the
+# routing, the DRAM idle ~4.5 µs a layer; session 33 asked for every pair, n = 64, and lost 3 %):
+# step_q4 and step_q8 ask ~6 and ~12 MB a layer. Prediction: phases 0-1 -1 to -3 µs if the rows
+# outlive down's stream in L2, gate_up +0 to +1 µs; the step kernel +0 to +2 %. Rule: the best n
+# made the step kernel's way (the knob kept as a count, its default that n) if it beats step by
+# more than 1 % at 120b batch 1 and at 20b does not lose more than 0.5 %; else the knob removed.
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
 device_script /tmp/s35c1 "session 35 call 1: the next chunk's scale words into L1; expert arrays in shared"
 test_table
 GPTOSS_STEP_SC_L1=1 run_logged step_kernel_l1 200 $bin/gpu_test_cuda_forward --step-kernel
 grep -E "^\(h\)|step kernel vs" "$out/logs/step_kernel_l1.log" | tee -a "$sum"
-ROUNDS=2 decode_variants "loop=- step0=BIN=.devcarry/base/gptoss+GPTOSS_STEP_KERNEL=1 step0_l1=BIN=.devcarry/base/gptoss+GPTOSS_STEP_KERNEL=1+GPTOSS_STEP_SC_L1=1 step=GPTOSS_STEP_KERNEL=1 step_l1=GPTOSS_STEP_KERNEL=1+GPTOSS_STEP_SC_L1=1" 120b:1 20b:1
+ROUNDS=2 decode_variants "loop=- step0=BIN=.devcarry/base/gptoss+GPTOSS_STEP_KERNEL=1 step0_l1=BIN=.devcarry/base/gptoss+GPTOSS_STEP_KERNEL=1+GPTOSS_STEP_SC_L1=1 step=GPTOSS_STEP_KERNEL=1 step_l1=GPTOSS_STEP_KERNEL=1+GPTOSS_STEP_SC_L1=1 step_q4=GPTOSS_STEP_KERNEL=1+GPTOSS_STEP_QKV_L2=4 step_q8=GPTOSS_STEP_KERNEL=1+GPTOSS_STEP_QKV_L2=8" 120b:1 20b:1
 run_logged step_kernel 200 $bin/gpu_test_cuda_forward --step-kernel
 grep -E "^\(h\)|step kernel vs" "$out/logs/step_kernel.log" | tee -a "$sum"
 GPTOSS_STEP_SC_L1=1 step_kernel_phases new
 step_kernel_phases new base
+GPTOSS_STEP_QKV_L2=8 step_kernel_phases new
 finish_call

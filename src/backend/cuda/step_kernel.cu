@@ -58,6 +58,7 @@ struct sk_params {
     int kc;            /* k steps an expert chunk (a ring stage) */
     int moe_probe;     /* step_kernel_set_moe_probe: 1 chunks not multiplied, 2 chunks not copied */
     int sc_l1;         /* GPTOSS_STEP_SC_L1 (a trial, off by default): sc_ahead */
+    int qkv_l2;        /* GPTOSS_STEP_QKV_L2 = n (a trial, off by default): the routing's window */
 };
 
 enum { SK_STAMPS = 8 }; /* a layer's probe stamps: its start, then the end of phases 0-6 */
@@ -379,6 +380,19 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
                 }
             }
             w.add(SKW_P_DENSE, wait_sum);
+            /* Trial (GPTOSS_STEP_QKV_L2 = n, off by default): the block's first n QKV pairs of the
+             * next layer asked into L2 while the routing leaves the DRAM idle (~4.5 µs a layer).
+             * Session 33 asked for every pair (n = 64, 29.5 MB) and lost 3 %: gate_up's own chunks
+             * waited behind them. n = 4 or 8 asks ~6 or ~12 MB, about what the window holds. */
+            if (K.qkv_l2 && l + 1 < K.L) {
+                const uint16_t *nq = K.layers[l + 1].qkv_w;
+                for (int q = 0; q < K.qkv_l2 && q < q_o; q++) {
+                    const int p = p0 + q, hh = p / AS_HALF, i = p % AS_HALF;
+                    const uint16_t *w1 = nq + (size_t)(hh * AS_HD + i) * H;
+                    bulk_prefetch_l2(w1, (uint32_t)qkv_row_bytes);
+                    bulk_prefetch_l2(w1 + (size_t)AS_HALF * H, (uint32_t)qkv_row_bytes);
+                }
+            }
             /* the routing: the experts whose tiles follow (reading the layer's expert arrays before
              * this wait, off the first chunk's path, measured no gain: session 34, with the
              * redux top-k, 0.969 -> 0.962 of the loop, within the noise) */
@@ -832,6 +846,8 @@ extern "C" cudaError_t step_kernel_launch(const attn_dims *d, const rope_kv_freq
     K.moe_probe = g_moe_probe;
     static int sc_l1 = -1;
     K.sc_l1 = env_switch(&sc_l1, "GPTOSS_STEP_SC_L1", 0, 0, 1);
+    static int qkv_l2 = -1;
+    K.qkv_l2 = env_switch(&qkv_l2, "GPTOSS_STEP_QKV_L2", 0, 0, 64);
 
     const int sms = per_device_sm_count();
     /* Once per device: the shared-memory opt-in (what the card allows a block beside the
