@@ -59,7 +59,21 @@ struct sk_params {
     int moe_probe;     /* step_kernel_set_moe_probe: 1 chunks not multiplied, 2 chunks not copied */
     int sc_l1;         /* GPTOSS_STEP_SC_L1 (a trial, off by default): sc_ahead */
     int qkv_l2;        /* GPTOSS_STEP_QKV_L2 = n (a trial, off by default): the routing's window */
+    int router_cols;   /* GPTOSS_STEP_ROUTER_COLS (a trial, off by default): below */
+    unsigned long long *racc; /* router_cols: step_kernel_args.router_acc */
+    float *ss_part;           /* router_cols: step_kernel_args.ss_part */
 };
+
+/* GPTOSS_STEP_ROUTER_COLS (a trial, off by default): the router by columns, in the O phase.
+ * Its logits are b + inv · W_r (g ⊙ (h + o)) with inv = 1 / rms(h + o), and every block owns
+ * n_rows entries j of h + o after O: it adds W_r[:, j] g_j (h + o)_j over them for all E experts
+ * (its stage holds those columns of the transposed router, [H][E]) into the layer's accumulators,
+ * as fixed point (integer adds: the same bits whatever the order), and writes its share of the sum
+ * of squares. Phase 5 then has every block sum the shares in one order for inv, scale the sums
+ * and take the top-k. It removes phase 4 (the MLP norm and one router row a block, 3.8 µs a
+ * layer at 120b on the H100, one of its grid barriers and an L2 round trip for h + o). */
+enum { SK_MAX_ROWS = 64 };
+static constexpr float SK_RACC_ONE = 16777216.0f; /* 2^24: the accumulators' unit */
 
 enum { SK_STAMPS = 8 }; /* a layer's probe stamps: its start, then the end of phases 0-6 */
 
@@ -293,6 +307,8 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
     __shared__ as_params sP; /* the layer's: the base with its per-layer fields */
     __shared__ int s_e[SK_MAX_K];
     __shared__ float s_w[SK_MAX_K], s_red[32];
+    __shared__ float s_oc[SK_MAX_ROWS]; /* router_cols: the block's O outputs, then g (h + o) */
+    __shared__ float s_logit[128];      /* router_cols: the layer's logits (less the bias) */
     __shared__ sk_partials s_part;
     __shared__ unsigned long long s_meta[AS_MAX_STAGES]; /* what each stage holds (sk_meta) */
     /* The layer's experts' scale words and biases ([0] gate_up's, [1] down's), for the consumers'
@@ -313,7 +329,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
     int p0, r0;
     const int n_pairs = asp_share(b, G, (K.base.n_heads + 2 * K.base.n_kv_heads) * AS_HALF, &p0);
     const int n_rows = asp_share(b, G, H, &r0);
-    const int n_router = b < K.E ? 1 : 0;
+    const int n_router = K.router_cols ? (n_rows > 0 ? 1 : 0) : (b < K.E ? 1 : 0);
     /* the experts: the block's share of the k · RT tiles of each matrix, kc k steps a chunk */
     const int I = K.I, RT1 = 2 * I / 16, KK1 = H / 64, RT2 = H / 16, KK2 = I / 64, kc = K.kc;
     const int nc1 = (KK1 + kc - 1) / kc, nc2 = (KK2 + kc - 1) / kc;
@@ -374,9 +390,16 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
                     bulk_copy_g2s_hint(dst, o_w + (size_t)(r0 + q - q_o) * Q, (uint32_t)o_row_bytes,
                                        &full[s], once);
                 } else {
-                    mbar_arrive_expect_tx(&full[s], (uint32_t)qkv_row_bytes);
-                    bulk_copy_g2s_hint(dst, rw + (size_t)b * H, (uint32_t)qkv_row_bytes, &full[s],
-                                       once);
+                    if (K.router_cols) { /* the router's columns of the block's rows of h */
+                        const uint32_t bytes = (uint32_t)(n_rows * K.E * 2);
+                        mbar_arrive_expect_tx(&full[s], bytes);
+                        bulk_copy_g2s_hint(dst, ly->router_wt + (size_t)r0 * K.E, bytes, &full[s],
+                                           once);
+                    } else {
+                        mbar_arrive_expect_tx(&full[s], (uint32_t)qkv_row_bytes);
+                        bulk_copy_g2s_hint(dst, rw + (size_t)b * H, (uint32_t)qkv_row_bytes,
+                                           &full[s], once);
+                    }
                 }
             }
             w.add(SKW_P_DENSE, wait_sum);
@@ -595,15 +618,47 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
             __syncwarp();
             if (lane == 0) {
                 mbar_arrive(&empty[s]);
-                P.a.o[r0 + q - n_pairs] = f32_to_bf16_bits(acc[0][0] + pre.o_bias[q - n_pairs]);
+                const uint16_t ob = f32_to_bf16_bits(acc[0][0] + pre.o_bias[q - n_pairs]);
+                P.a.o[r0 + q - n_pairs] = ob;
+                if (K.router_cols) s_oc[q - n_pairs] = bf16_bits_to_f32(ob);
             }
+        }
+        if (K.router_cols) { /* the router by columns (above sk_params) */
+            const int par = l & 1;
+            consumers_sync(); /* s_oc */
+            if (warp == 0) {  /* the block's rows of h + o (for phase 5), their squares, g (h + o) */
+                float ss = 0.0f;
+#pragma unroll 1
+                for (int j = lane; j < n_rows; j += 32) {
+                    const float v = __ldcg(K.h + r0 + j) + s_oc[j];
+                    __stcg(P.a.nscratch + r0 + j, v);
+                    ss += v * v;
+                    s_oc[j] = v * bf16_bits_to_f32(__ldg(ly->mlp_norm + r0 + j));
+                }
+#pragma unroll
+                for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+                if (lane == 0) __stcg(K.ss_part + par * STEP_KERNEL_MAX_G + b, ss);
+            }
+            consumers_sync();
+            const int n = nb + n_pairs + n_rows, s = n % S;
+            if (n_router && tid < K.E) {
+                mbar_wait_or_trap(&full[s], (n / S) & 1);
+                const uint16_t *wt = (const uint16_t *)(ring + (size_t)s * L.stage_bytes);
+                float p = 0.0f;
+                for (int j = 0; j < n_rows; j++) p += bf16_bits_to_f32(wt[j * K.E + tid]) * s_oc[j];
+                atomicAdd(K.racc + par * K.E + tid,
+                          (unsigned long long)__float2ll_rn(p * SK_RACC_ONE));
+            }
+            consumers_sync();
+            if (n_router && tid == 0) mbar_arrive(&empty[s]);
         }
         sk_block_stamp(K, l, 3);
         sk_barrier(P.a.bar, &bar_n);
         sk_stamp(K, l, 4);
 
-        /* 4: the MLP norm (h + o, norm_add_kernel's row in every block), the router's row */
-        {
+        /* 4: the MLP norm (h + o, norm_add_kernel's row in every block), the router's row (with
+         * router_cols: in phases 3 and 5 instead) */
+        if (!K.router_cols) {
             const int Cg = H / 8;
             const uint4 gain0 = gain_at(ly->mlp_norm, tid, tid < Cg),
                         gain1 =
@@ -623,8 +678,8 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
                 if (b == 0) store8_f32(v[r], P.a.nscratch + 8 * c);
             }
         }
-        consumers_sync();
-        if (n_router) {
+        if (!K.router_cols) consumers_sync();
+        if (n_router && !K.router_cols) {
             const int n = nb + n_pairs + n_rows, s = n % S;
             if (warp == n % AS_CWARPS) {
                 mbar_wait_or_trap(&full[s], (n / S) & 1);
@@ -638,7 +693,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
             }
         }
         sk_block_stamp(K, l, 4);
-        sk_barrier(P.a.bar, &bar_n);
+        if (!K.router_cols) sk_barrier(P.a.bar, &bar_n);
         sk_stamp(K, l, 5);
         if (b == 0) /* every block has read h: h + o */
             for (int i = tid; i < H / 4; i += AS_CWARPS * 32)
@@ -649,10 +704,62 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
          * holds something else (its first of down's, which phase 6 starts from) */
         const sk_wait w(K, l, warp);
         w.point(SKW_T_START);
-        if (warp == 0) {
+        if (K.router_cols) { /* inv from the blocks' shares in one order, the top-k, the MoE's row */
+            const int par = l & 1, Cg = H / 8;
+            if (warp == 0) w.gtime(SKW_G_START);
+            /* the sums and the shares into xs's free head (the old router row's room) by cp.async:
+             * no registers held across the wait (loaded into registers, they spilled) */
+            unsigned long long *s_racc = (unsigned long long *)xs; /* [128] */
+            float *s_ssp = xs + 256;                                  /* [STEP_KERNEL_MAX_G] */
+            if (tid < 64) {
+                if (2 * tid < K.E)
+                    cp_async16(smem_u32(s_racc + 2 * tid), K.racc + par * K.E + 2 * tid, 16);
+            } else if (tid < 128) {
+                cp_async16(smem_u32(s_ssp + 4 * (tid - 64)),
+                           K.ss_part + par * STEP_KERNEL_MAX_G + 4 * (tid - 64), 16);
+            }
+            cp_async_commit();
+            cp_async_wait<0>();
+            consumers_sync();
+            float part = s_ssp[tid]; /* zero past G (never written: runner_step.c) */
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) part += __shfl_xor_sync(0xffffffffu, part, o);
+            if (lane == 0) s_red[warp] = part;
+            consumers_sync();
+            float ss = lane < AS_CWARPS ? s_red[lane] : 0.0f;
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+            const float inv = rms_inv(ss, H, P.a.neps);
+            if (warp == 0) {
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    if (lane + 32 * i < K.E)
+                        s_logit[lane + 32 * i] =
+                            inv * ((float)(long long)s_racc[lane + 32 * i] * (1.0f / SK_RACC_ONE));
+                __syncwarp();
+            }
+            /* the MoE's input row (h + o normalised, bf16), 8 features a thread at a time */
+            for (int c = tid; c < Cg; c += AS_CWARPS * 32) {
+                const uint4 g8 = gain_at(ly->mlp_norm, c, true);
+                const float4 a = __ldcg((const float4 *)(P.a.nscratch + 8 * c)),
+                             z = __ldcg((const float4 *)(P.a.nscratch + 8 * c + 4));
+                const float v[8] = {a.x, a.y, a.z, a.w, z.x, z.y, z.z, z.w};
+                uint4 hi, lo;
+                norm_split8(v, inv, g8, hi, lo);
+                *(uint4 *)(ys + 8 * c) = hi;
+            }
+        } else if (warp == 0) {
             w.gtime(SKW_G_START);
-            topk_warp<true>(K.logits, NULL, ly->router_b, K.E, K.k, lane, s_e, s_w,
-                            sk_topk_mark{w});
+        }
+        if (warp == 0) { /* one instance of the top-k for both (a second spilled) */
+            float v[8];
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                const int ex = lane + 32 * i;
+                v[i] = ex < K.E ? (K.router_cols ? s_logit[ex] : __ldcg(K.logits + ex)) : 0.0f;
+                if (ex < K.E) v[i] += bf16_bits_to_f32(ly->router_b[ex]);
+            }
+            topk_warp_values(v, K.E, K.k, lane, s_e, s_w, sk_topk_mark{w});
         }
         consumers_sync();
         if (tid == 0) mbar_arrive(route_go);
@@ -696,6 +803,8 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
          * chunk split between two warps, half its k steps each, 0.962 -> 0.939 (phase 6 +1.3 µs:
          * a chunk's fixed costs twice; gate_up the same way 0.896). */
         w.point(SKW_T_D_START);
+        /* every block has read the layer's router sums: back to 0 for layer l + 2 */
+        if (K.router_cols && b == 0 && tid < K.E) __stcg(K.racc + (l & 1) * K.E + tid, 0ull);
         if (l + 1 < K.L)
             sk_prefetch_layer(ly + 1, H, (K.base.n_heads + 2 * K.base.n_kv_heads) * AS_HD,
                               K.base.n_heads, K.E, tid);
@@ -738,6 +847,11 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
 }
 
 /* ---- host ---- */
+
+static int g_router_cols = -1;
+int step_kernel_router_cols(void) {
+    return env_switch(&g_router_cols, "GPTOSS_STEP_ROUTER_COLS", 0, 0, 1);
+}
 
 static int g_on = -1;
 int step_kernel_enabled(void) {
@@ -848,6 +962,13 @@ extern "C" cudaError_t step_kernel_launch(const attn_dims *d, const rope_kv_freq
     K.sc_l1 = env_switch(&sc_l1, "GPTOSS_STEP_SC_L1", 0, 0, 1);
     static int qkv_l2 = -1;
     K.qkv_l2 = env_switch(&qkv_l2, "GPTOSS_STEP_QKV_L2", 0, 0, 64);
+    K.racc = a->router_acc, K.ss_part = a->ss_part;
+    {
+        const int G = per_device_sm_count(), rows = (a->H + G - 1) / G;
+        K.router_cols = step_kernel_router_cols() && a->router_acc && a->ss_part &&
+                        G <= STEP_KERNEL_MAX_G && rows <= SK_MAX_ROWS && a->E % 8 == 0 && a->E <= 128 &&
+                        (size_t)rows * a->E * 2 <= (size_t)L.stage_bytes;
+    }
 
     const int sms = per_device_sm_count();
     /* Once per device: the shared-memory opt-in (what the card allows a block beside the
