@@ -695,9 +695,10 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
         sk_block_stamp(K, l, 4);
         if (!K.router_cols) sk_barrier(P.a.bar, &bar_n);
         sk_stamp(K, l, 5);
-        if (b == 0) /* every block has read h: h + o */
+        if (b == 0) /* every block has read h: h + o (through L2: with router_cols every block
+                     * wrote its rows, and block 0's L1 may hold phase 2's lines of the row) */
             for (int i = tid; i < H / 4; i += AS_CWARPS * 32)
-                ((float4 *)K.h)[i] = ((const float4 *)P.a.nscratch)[i];
+                ((float4 *)K.h)[i] = __ldcg((const float4 *)P.a.nscratch + i);
 
         /* 5: the routing (the producer then streams the experts' chunks), then gate_up with SwiGLU:
          * each warp takes its stages in turn, whatever chunk the producer put there, until one
