@@ -739,8 +739,10 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
                             inv * ((float)(long long)s_racc[lane + 32 * i] * (1.0f / SK_RACC_ONE));
                 __syncwarp();
             }
-            /* the MoE's input row (h + o normalised, bf16), 8 features a thread at a time */
-            for (int c = tid; c < Cg; c += AS_CWARPS * 32) {
+            /* the MoE's input row (h + o normalised, bf16), 8 features a thread at a time, by
+             * warps 1-7 while warp 0 takes the top-k and releases the producer (its loads of
+             * h + o are an L2 round trip that the routing then does not wait for) */
+            for (int c = tid - 32; warp > 0 && c < Cg; c += (AS_CWARPS - 1) * 32) {
                 const uint4 g8 = gain_at(ly->mlp_norm, c, true);
                 const float4 a = __ldcg((const float4 *)(P.a.nscratch + 8 * c)),
                              z = __ldcg((const float4 *)(P.a.nscratch + 8 * c + 4));
@@ -761,9 +763,13 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
                 if (ex < K.E) v[i] += bf16_bits_to_f32(ly->router_b[ex]);
             }
             topk_warp_values(v, K.E, K.k, lane, s_e, s_w, sk_topk_mark{w});
+            if (K.router_cols) { /* the experts are known: the producer goes (ys is not its) */
+                __syncwarp();
+                if (lane == 0) mbar_arrive(route_go);
+            }
         }
         consumers_sync();
-        if (tid == 0) mbar_arrive(route_go);
+        if (tid == 0 && !K.router_cols) mbar_arrive(route_go);
         w.point(SKW_T_ROUTED);
         sk_block_stamp(K, l, 7);
         sk_block_stamp(K, l, 0);
