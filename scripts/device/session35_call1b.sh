@@ -2,10 +2,10 @@
 # Session 35, call 1b (~7 min; any card): session35_call1.sh's trials (dd33cff against 7557965,
 # GPTOSS_STEP_SC_L1, GPTOSS_STEP_QKV_L2 = 4, 8; their predictions and rules are in that script)
 # and the router by columns, in one call (the device refused every start for 25 minutes).
-# Builds (prepare: base = 7557965, base2 = 6550656 (session35_call1's new), new = the head: ae060ff + the h copy through L2):
+# Builds (prepare: base = 7557965, base2 = 6550656 (session35_call1's new), new = d58b9d7):
 #   base  7557965: the step kernel at session 34's head before dd33cff, with the SC_L1 knob.
 #   base2 6550656: + dd33cff (the expert arrays in shared memory) + the QKV_L2 knob.
-#   new   (head): + GPTOSS_STEP_ROUTER_COLS (a trial, off by default) and the step kernel's top-k
+#   new   (head, d58b9d7): + GPTOSS_STEP_ROUTER_COLS (a trial, off by default) and the step kernel's top-k
 #         on topk_warp_values (one instance for both ways; the same rounds and order).
 # GPTOSS_STEP_ROUTER_COLS=1: the router's dot products by columns in the O phase: each block adds
 # W_r[:, j] g_j (h + o)_j over its rows j for every expert into fixed-point accumulators (integer
