@@ -11,6 +11,8 @@
 # W_r[:, j] g_j (h + o)_j over its rows j for every expert into fixed-point accumulators (integer
 # adds: the same bits in any order) and writes its share of the sum of squares; phase 5 scales
 # the sums by 1 / rms. Phase 4 (the MLP norm, one router row a block, a grid barrier) goes.
+# With it, warp 0 releases the producer right after its top-k, while warps 1-7 write the MoE's
+# bf16 row (its loads of h + o are an L2 round trip); without it the block syncs first, as before.
 # Predictions (before the run): (h) passes with cols on (relL2 within 1e-3 of 8.75e-3 / 1.79e-3;
 # the routing may differ from the loop's only on near-ties); phases: 4 -> ~0 (the stamps'
 # phase 4 is then empty), 3 +0.3 to +0.8 µs, 5 +0.3 to +0.8 µs (the shares' load and the sums of
