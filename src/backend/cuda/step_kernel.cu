@@ -626,7 +626,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
         if (K.router_cols) { /* the router by columns (above sk_params) */
             const int par = l & 1;
             consumers_sync(); /* s_oc */
-            if (warp == 0) {  /* the block's rows of h + o (for phase 5), their squares, g (h + o) */
+            if (warp == 0) { /* the block's rows of h + o (for phase 5), their squares, g (h + o) */
                 float ss = 0.0f;
 #pragma unroll 1
                 for (int j = lane; j < n_rows; j += 32) {
@@ -711,7 +711,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
             /* the sums and the shares into xs's free head (the old router row's room) by cp.async:
              * no registers held across the wait (loaded into registers, they spilled) */
             unsigned long long *s_racc = (unsigned long long *)xs; /* [128] */
-            float *s_ssp = xs + 256;                                  /* [STEP_KERNEL_MAX_G] */
+            float *s_ssp = xs + 256;                               /* [STEP_KERNEL_MAX_G] */
             if (tid < 64) {
                 if (2 * tid < K.E)
                     cp_async16(smem_u32(s_racc + 2 * tid), K.racc + par * K.E + 2 * tid, 16);
@@ -973,8 +973,8 @@ extern "C" cudaError_t step_kernel_launch(const attn_dims *d, const rope_kv_freq
     {
         const int G = per_device_sm_count(), rows = (a->H + G - 1) / G;
         K.router_cols = step_kernel_router_cols() && a->router_acc && a->ss_part &&
-                        G <= STEP_KERNEL_MAX_G && rows <= SK_MAX_ROWS && a->E % 8 == 0 && a->E <= 128 &&
-                        (size_t)rows * a->E * 2 <= (size_t)L.stage_bytes;
+                        G <= STEP_KERNEL_MAX_G && rows <= SK_MAX_ROWS && a->E % 8 == 0 &&
+                        a->E <= 128 && (size_t)rows * a->E * 2 <= (size_t)L.stage_bytes;
     }
 
     const int sms = per_device_sm_count();
