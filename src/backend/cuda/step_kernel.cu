@@ -57,23 +57,7 @@ struct sk_params {
     unsigned *tickets; /* [L][2]: a layer's expert tiles handed out at run time (sk_take_tile) */
     int kc;            /* k steps an expert chunk (a ring stage) */
     int moe_probe;     /* step_kernel_set_moe_probe: 1 chunks not multiplied, 2 chunks not copied */
-    int sc_l1;         /* GPTOSS_STEP_SC_L1 (a trial, off by default): sc_ahead */
-    int qkv_l2;        /* GPTOSS_STEP_QKV_L2 = n (a trial, off by default): the routing's window */
-    int router_cols;   /* GPTOSS_STEP_ROUTER_COLS (a trial, off by default): below */
-    unsigned long long *racc; /* router_cols: step_kernel_args.router_acc */
-    float *ss_part;           /* router_cols: step_kernel_args.ss_part */
 };
-
-/* GPTOSS_STEP_ROUTER_COLS (a trial, off by default): the router by columns, in the O phase.
- * Its logits are b + inv · W_r (g ⊙ (h + o)) with inv = 1 / rms(h + o), and every block owns
- * n_rows entries j of h + o after O: it adds W_r[:, j] g_j (h + o)_j over them for all E experts
- * (its stage holds those columns of the transposed router, [H][E]) into the layer's accumulators,
- * as fixed point (integer adds: the same bits whatever the order), and writes its share of the sum
- * of squares. Phase 5 then has every block sum the shares in one order for inv, scale the sums
- * and take the top-k. It removes phase 4 (the MLP norm and one router row a block, 3.8 µs a
- * layer at 120b on the H100, one of its grid barriers and an L2 round trip for h + o). */
-enum { SK_MAX_ROWS = 64 };
-static constexpr float SK_RACC_ONE = 16777216.0f; /* 2^24: the accumulators' unit */
 
 enum { SK_STAMPS = 8 }; /* a layer's probe stamps: its start, then the end of phases 0-6 */
 
@@ -307,17 +291,8 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
     __shared__ as_params sP; /* the layer's: the base with its per-layer fields */
     __shared__ int s_e[SK_MAX_K];
     __shared__ float s_w[SK_MAX_K], s_red[32];
-    __shared__ float s_oc[SK_MAX_ROWS]; /* router_cols: the block's O outputs, then g (h + o) */
-    __shared__ float s_logit[128];      /* router_cols: the layer's logits (less the bias) */
     __shared__ sk_partials s_part;
     __shared__ unsigned long long s_meta[AS_MAX_STAGES]; /* what each stage holds (sk_meta) */
-    /* The layer's experts' scale words and biases ([0] gate_up's, [1] down's), for the consumers'
-     * reads at every chunk: from here instead of the layer table (a global load the scale words'
-     * loads depended on; session 34's SASS). */
-    __shared__ struct {
-        const uint8_t *w_s[2];
-        const uint16_t *b[2];
-    } s_x;
     unsigned char *ring = as_smem;
     float *xs = (float *)(as_smem + L.xs_off);
     const int S = L.stages;
@@ -329,7 +304,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
     int p0, r0;
     const int n_pairs = asp_share(b, G, (K.base.n_heads + 2 * K.base.n_kv_heads) * AS_HALF, &p0);
     const int n_rows = asp_share(b, G, H, &r0);
-    const int n_router = K.router_cols ? (n_rows > 0 ? 1 : 0) : (b < K.E ? 1 : 0);
+    const int n_router = b < K.E ? 1 : 0;
     /* the experts: the block's share of the k · RT tiles of each matrix, kc k steps a chunk */
     const int I = K.I, RT1 = 2 * I / 16, KK1 = H / 64, RT2 = H / 16, KK2 = I / 64, kc = K.kc;
     const int nc1 = (KK1 + kc - 1) / kc, nc2 = (KK2 + kc - 1) / kc;
@@ -390,35 +365,18 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
                     bulk_copy_g2s_hint(dst, o_w + (size_t)(r0 + q - q_o) * Q, (uint32_t)o_row_bytes,
                                        &full[s], once);
                 } else {
-                    if (K.router_cols) { /* the router's columns of the block's rows of h */
-                        const uint32_t bytes = (uint32_t)(n_rows * K.E * 2);
-                        mbar_arrive_expect_tx(&full[s], bytes);
-                        bulk_copy_g2s_hint(dst, ly->router_wt + (size_t)r0 * K.E, bytes, &full[s],
-                                           once);
-                    } else {
-                        mbar_arrive_expect_tx(&full[s], (uint32_t)qkv_row_bytes);
-                        bulk_copy_g2s_hint(dst, rw + (size_t)b * H, (uint32_t)qkv_row_bytes,
-                                           &full[s], once);
-                    }
+                    mbar_arrive_expect_tx(&full[s], (uint32_t)qkv_row_bytes);
+                    bulk_copy_g2s_hint(dst, rw + (size_t)b * H, (uint32_t)qkv_row_bytes, &full[s],
+                                       once);
                 }
             }
             w.add(SKW_P_DENSE, wait_sum);
-            /* Trial (GPTOSS_STEP_QKV_L2 = n, off by default): the block's first n QKV pairs of the
-             * next layer asked into L2 while the routing leaves the DRAM idle (~4.5 µs a layer).
-             * Session 33 asked for every pair (n = 64, 29.5 MB) and lost 3 %: gate_up's own chunks
-             * waited behind them. n = 4 or 8 asks ~6 or ~12 MB, about what the window holds. */
-            if (K.qkv_l2 && l + 1 < K.L) {
-                const uint16_t *nq = K.layers[l + 1].qkv_w;
-                for (int q = 0; q < K.qkv_l2 && q < q_o; q++) {
-                    const int p = p0 + q, hh = p / AS_HALF, i = p % AS_HALF;
-                    const uint16_t *w1 = nq + (size_t)(hh * AS_HD + i) * H;
-                    bulk_prefetch_l2(w1, (uint32_t)qkv_row_bytes);
-                    bulk_prefetch_l2(w1 + (size_t)AS_HALF * H, (uint32_t)qkv_row_bytes);
-                }
-            }
             /* the routing: the experts whose tiles follow (reading the layer's expert arrays before
              * this wait, off the first chunk's path, measured no gain: session 34, with the
-             * redux top-k, 0.969 -> 0.962 of the loop, within the noise) */
+             * redux top-k, 0.969 -> 0.962 of the loop, within the noise; nor did asking L2 for the
+             * next layer's first 4 or 8 QKV pairs of the block here, while the DRAM idles:
+             * session 35, H100, 120b batch 1, 0.933 -> 0.930 / 0.932; every pair: session 33,
+             * -3 %) */
             {
                 const unsigned t0 = w.now();
                 mbar_wait_or_trap(route_go, l & 1);
@@ -484,6 +442,10 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
     uint16_t *ys = (uint16_t *)((unsigned char *)xs + ((size_t)H * 4 + 127) / 128 * 128);
     uint16_t *acts = (uint16_t *)xs;
     const int t4 = lane & 3, g8 = lane >> 2;
+    /* Measured and undone (session 35, H100, 120b batch 1): each warp asking L1 for its next chunk's
+     * scale words and biases as it starts a chunk (0.933 -> 0.934 of the loop, 20b 0.937 -> 0.930;
+     * phase 5 +1.2 µs), and the layer's expert arrays read from shared memory instead of the layer
+     * table (0.935 -> 0.933). */
     /* One expert chunk at stage n (its place p, told by sk_meta) of the matrix with scale words w_s,
      * biases bias, RT row tiles of KK k steps in nc chunks: the scale words and the tile's two
      * biases (o0, o1 of its 16) asked for, the stage waited for, multiplied with the staged rows at
@@ -520,27 +482,6 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
         if (lane == 0) mbar_arrive(&empty[s]);
         return sk_tile_meet(&s_part, p.lt, p.c, nc, acc, out);
     };
-    /* The scale words (and the tile's biases) of this warp's stage n2 (its next chunk) asked into
-     * L1 now, if the producer has issued it (else nothing): their __ldg at the chunk's start is
-     * then an L1 hit instead of a round trip to L2 (where the producer's prefetch put them)
-     * behind the experts' stream. Why: session 34's halves (each chunk split between two
-     * warps) cost ~1.7 µs a layer for each extra chunk start of a warp in gate_up, which the
-     * multiply itself cannot explain. */
-    auto sc_ahead = [&](int n2) {
-        if (!K.sc_l1) return;
-        const unsigned long long v = *(const volatile unsigned long long *)(s_meta + n2 % S);
-        const unsigned kind = (unsigned)v >> 30;
-        if ((unsigned)(v >> 32) != (unsigned)n2 || kind > SK_DOWN) return;
-        const sk_place p = sk_place::of((unsigned)v);
-        const bool up = kind == SK_GATE_UP;
-        const int RT = up ? RT1 : RT2, KK = up ? KK1 : KK2, kk0 = p.c * kc;
-        const size_t tile = (size_t)s_e[p.i] * RT + p.rt;
-        const char *a = (const char *)s_x.w_s[kind] + (tile * KK + kk0) * 32;
-        const char *end = a + (size_t)min(kc, KK - kk0) * 32,
-                   *line = (const char *)((uintptr_t)a & ~(uintptr_t)127) + 128 * lane;
-        if (line < end) prefetch_l1(line);
-        if (lane == 31) prefetch_l1(s_x.b[kind] + tile * 16); /* the tile's biases */
-    };
     unsigned bar_n = 0; /* grid barrier arrivals passed (sk_barrier) */
     int nb = 0;         /* the layer's first stage (told by the producer at each layer's end) */
 
@@ -553,7 +494,6 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
             a.qkv_w = ly->qkv_w, a.qkv_b = ly->qkv_b, a.o_w = ly->o_w, a.o_b = ly->o_b;
             a.sinks = ly->sinks, a.k_cache = ly->k_cache, a.v_cache = ly->v_cache;
             a.nh = l ? K.h : NULL, a.ngain = ly->attn_norm;
-            s_x.w_s[0] = ly->w1_s, s_x.w_s[1] = ly->w2_s, s_x.b[0] = ly->b1, s_x.b[1] = ly->b2;
         }
         sk_stamp(K, l, 0);
         consumers_sync();
@@ -618,47 +558,22 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
             __syncwarp();
             if (lane == 0) {
                 mbar_arrive(&empty[s]);
-                const uint16_t ob = f32_to_bf16_bits(acc[0][0] + pre.o_bias[q - n_pairs]);
-                P.a.o[r0 + q - n_pairs] = ob;
-                if (K.router_cols) s_oc[q - n_pairs] = bf16_bits_to_f32(ob);
+                P.a.o[r0 + q - n_pairs] = f32_to_bf16_bits(acc[0][0] + pre.o_bias[q - n_pairs]);
             }
-        }
-        if (K.router_cols) { /* the router by columns (above sk_params) */
-            const int par = l & 1;
-            consumers_sync(); /* s_oc */
-            if (warp == 0) { /* the block's rows of h + o (for phase 5), their squares, g (h + o) */
-                float ss = 0.0f;
-#pragma unroll 1
-                for (int j = lane; j < n_rows; j += 32) {
-                    const float v = __ldcg(K.h + r0 + j) + s_oc[j];
-                    __stcg(P.a.nscratch + r0 + j, v);
-                    ss += v * v;
-                    s_oc[j] = v * bf16_bits_to_f32(__ldg(ly->mlp_norm + r0 + j));
-                }
-#pragma unroll
-                for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-                if (lane == 0) __stcg(K.ss_part + par * STEP_KERNEL_MAX_G + b, ss);
-            }
-            consumers_sync();
-            const int n = nb + n_pairs + n_rows, s = n % S;
-            if (n_router && tid < K.E) {
-                mbar_wait_or_trap(&full[s], (n / S) & 1);
-                const uint16_t *wt = (const uint16_t *)(ring + (size_t)s * L.stage_bytes);
-                float p = 0.0f;
-                for (int j = 0; j < n_rows; j++) p += bf16_bits_to_f32(wt[j * K.E + tid]) * s_oc[j];
-                atomicAdd(K.racc + par * K.E + tid,
-                          (unsigned long long)__float2ll_rn(p * SK_RACC_ONE));
-            }
-            consumers_sync();
-            if (n_router && tid == 0) mbar_arrive(&empty[s]);
         }
         sk_block_stamp(K, l, 3);
         sk_barrier(P.a.bar, &bar_n);
         sk_stamp(K, l, 4);
 
-        /* 4: the MLP norm (h + o, norm_add_kernel's row in every block), the router's row (with
-         * router_cols: in phases 3 and 5 instead) */
-        if (!K.router_cols) {
+        /* 4: the MLP norm (h + o, norm_add_kernel's row in every block), the router's row.
+         * Measured and undone (session 35, H100, 120b batch 1): the router by columns in phase 3
+         * (each block adds W_r[:, j] g_j (h + o)_j over its O rows into fixed-point sums and writes
+         * its share of the sum of squares; phase 5 scales the sums by 1 / rms), which removes this
+         * phase and its barrier: phase 4 3.7 -> 0.4 µs, but O +1.9 (h's L2 round trip and two
+         * block syncs before its barrier) and phase 5 +1.8 (the routing done 2.7 -> 4.0 µs after
+         * the phase's start: the shares' load and sum before the top-k); the layer 69.6 -> 71.3,
+         * decode 0.913 -> 0.918 of the loop. */
+        {
             const int Cg = H / 8;
             const uint4 gain0 = gain_at(ly->mlp_norm, tid, tid < Cg),
                         gain1 =
@@ -678,8 +593,8 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
                 if (b == 0) store8_f32(v[r], P.a.nscratch + 8 * c);
             }
         }
-        if (!K.router_cols) consumers_sync();
-        if (n_router && !K.router_cols) {
+        consumers_sync();
+        if (n_router) {
             const int n = nb + n_pairs + n_rows, s = n % S;
             if (warp == n % AS_CWARPS) {
                 mbar_wait_or_trap(&full[s], (n / S) & 1);
@@ -693,83 +608,24 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
             }
         }
         sk_block_stamp(K, l, 4);
-        if (!K.router_cols) sk_barrier(P.a.bar, &bar_n);
+        sk_barrier(P.a.bar, &bar_n);
         sk_stamp(K, l, 5);
-        if (b == 0) /* every block has read h: h + o (through L2: with router_cols every block
-                     * wrote its rows, and block 0's L1 may hold phase 2's lines of the row) */
+        if (b == 0) /* every block has read h: h + o */
             for (int i = tid; i < H / 4; i += AS_CWARPS * 32)
-                ((float4 *)K.h)[i] = __ldcg((const float4 *)P.a.nscratch + i);
+                ((float4 *)K.h)[i] = ((const float4 *)P.a.nscratch)[i];
 
         /* 5: the routing (the producer then streams the experts' chunks), then gate_up with SwiGLU:
          * each warp takes its stages in turn, whatever chunk the producer put there, until one
          * holds something else (its first of down's, which phase 6 starts from) */
         const sk_wait w(K, l, warp);
         w.point(SKW_T_START);
-        if (K.router_cols) { /* inv from the blocks' shares in one order, the top-k, the MoE's row */
-            const int par = l & 1, Cg = H / 8;
-            if (warp == 0) w.gtime(SKW_G_START);
-            /* the sums and the shares into xs's free head (the old router row's room) by cp.async:
-             * no registers held across the wait (loaded into registers, they spilled) */
-            unsigned long long *s_racc = (unsigned long long *)xs; /* [128] */
-            float *s_ssp = xs + 256;                               /* [STEP_KERNEL_MAX_G] */
-            if (tid < 64) {
-                if (2 * tid < K.E)
-                    cp_async16(smem_u32(s_racc + 2 * tid), K.racc + par * K.E + 2 * tid, 16);
-            } else if (tid < 128) {
-                cp_async16(smem_u32(s_ssp + 4 * (tid - 64)),
-                           K.ss_part + par * STEP_KERNEL_MAX_G + 4 * (tid - 64), 16);
-            }
-            cp_async_commit();
-            cp_async_wait<0>();
-            consumers_sync();
-            float part = s_ssp[tid]; /* zero past G (never written: runner_step.c) */
-#pragma unroll
-            for (int o = 16; o > 0; o >>= 1) part += __shfl_xor_sync(0xffffffffu, part, o);
-            if (lane == 0) s_red[warp] = part;
-            consumers_sync();
-            float ss = lane < AS_CWARPS ? s_red[lane] : 0.0f;
-#pragma unroll
-            for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-            const float inv = rms_inv(ss, H, P.a.neps);
-            if (warp == 0) {
-#pragma unroll
-                for (int i = 0; i < 4; i++)
-                    if (lane + 32 * i < K.E)
-                        s_logit[lane + 32 * i] =
-                            inv * ((float)(long long)s_racc[lane + 32 * i] * (1.0f / SK_RACC_ONE));
-                __syncwarp();
-            }
-            /* the MoE's input row (h + o normalised, bf16), 8 features a thread at a time, by
-             * warps 1-7 while warp 0 takes the top-k and releases the producer (its loads of
-             * h + o are an L2 round trip that the routing then does not wait for) */
-            for (int c = tid - 32; warp > 0 && c < Cg; c += (AS_CWARPS - 1) * 32) {
-                const uint4 g8 = gain_at(ly->mlp_norm, c, true);
-                const float4 a = __ldcg((const float4 *)(P.a.nscratch + 8 * c)),
-                             z = __ldcg((const float4 *)(P.a.nscratch + 8 * c + 4));
-                const float v[8] = {a.x, a.y, a.z, a.w, z.x, z.y, z.z, z.w};
-                uint4 hi, lo;
-                norm_split8(v, inv, g8, hi, lo);
-                *(uint4 *)(ys + 8 * c) = hi;
-            }
-        } else if (warp == 0) {
+        if (warp == 0) {
             w.gtime(SKW_G_START);
-        }
-        if (warp == 0) { /* one instance of the top-k for both (a second spilled) */
-            float v[8];
-#pragma unroll
-            for (int i = 0; i < 8; i++) {
-                const int ex = lane + 32 * i;
-                v[i] = ex < K.E ? (K.router_cols ? s_logit[ex] : __ldcg(K.logits + ex)) : 0.0f;
-                if (ex < K.E) v[i] += bf16_bits_to_f32(ly->router_b[ex]);
-            }
-            topk_warp_values(v, K.E, K.k, lane, s_e, s_w, sk_topk_mark{w});
-            if (K.router_cols) { /* the experts are known: the producer goes (ys is not its) */
-                __syncwarp();
-                if (lane == 0) mbar_arrive(route_go);
-            }
+            topk_warp<true>(K.logits, NULL, ly->router_b, K.E, K.k, lane, s_e, s_w,
+                            sk_topk_mark{w});
         }
         consumers_sync();
-        if (tid == 0 && !K.router_cols) mbar_arrive(route_go);
+        if (tid == 0) mbar_arrive(route_go);
         w.point(SKW_T_ROUTED);
         sk_block_stamp(K, l, 7);
         sk_block_stamp(K, l, 0);
@@ -781,16 +637,12 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
                 const unsigned ta = w.now();
                 const unsigned mt = sk_meta_wait(s_meta, s, (unsigned)n);
                 w.since(SKW_META, ta);
-                if (mt >> 30 != SK_GATE_UP) { /* down's first chunk (or what follows) */
-                    sc_ahead(n);              /* in L1 by the end of the grid barrier */
-                    break;
-                }
+                if (mt >> 30 != SK_GATE_UP) break; /* down's first chunk (or what follows) */
                 const sk_place p = sk_place::of(mt);
-                sc_ahead(n + AS_CWARPS);
                 /* gate_up: tile row r < 8 is output rt·8 + r's gate, r ≥ 8 its up (moe.h's ρ) */
                 float out[2], bb[2];
                 unsigned tm;
-                if (expert_chunk(w, 0, first, tm, n, p, s_x.w_s[0], s_x.b[0], RT1, KK1, nc1, 2 * g8,
+                if (expert_chunk(w, 0, first, tm, n, p, ly->w1_s, ly->b1, RT1, KK1, nc1, 2 * g8,
                                  2 * g8 + 1, xa, 0, out, bb) &&
                     t4 == 0)
                     K.act[(size_t)p.i * I + p.rt * 8 + g8] =
@@ -810,8 +662,6 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
          * chunk split between two warps, half its k steps each, 0.962 -> 0.939 (phase 6 +1.3 µs:
          * a chunk's fixed costs twice; gate_up the same way 0.896). */
         w.point(SKW_T_D_START);
-        /* every block has read the layer's router sums: back to 0 for layer l + 2 */
-        if (K.router_cols && b == 0 && tid < K.E) __stcg(K.racc + (l & 1) * K.E + tid, 0ull);
         if (l + 1 < K.L)
             sk_prefetch_layer(ly + 1, H, (K.base.n_heads + 2 * K.base.n_kv_heads) * AS_HD,
                               K.base.n_heads, K.E, tid);
@@ -829,10 +679,9 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
                 break;
             }
             const sk_place p = sk_place::of(mt);
-            sc_ahead(n + AS_CWARPS);
             float out[2], bb[2];
             unsigned tm;
-            if (expert_chunk(w, SKW_DOWN, false, tm, n, p, s_x.w_s[1], s_x.b[1], RT2, KK2, nc2, g8,
+            if (expert_chunk(w, SKW_DOWN, false, tm, n, p, ly->w2_s, ly->b2, RT2, KK2, nc2, g8,
                              8 + g8, smem_u32(acts) + 16 * t4, (uint32_t)I * 2, out, bb) &&
                 t4 == 0) {
                 float *yrow = K.y_slots + (size_t)p.i * H + p.rt * 16 + g8;
@@ -854,11 +703,6 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
 }
 
 /* ---- host ---- */
-
-static int g_router_cols = -1;
-int step_kernel_router_cols(void) {
-    return env_switch(&g_router_cols, "GPTOSS_STEP_ROUTER_COLS", 0, 0, 1);
-}
 
 static int g_on = -1;
 int step_kernel_enabled(void) {
@@ -965,17 +809,6 @@ extern "C" cudaError_t step_kernel_launch(const attn_dims *d, const rope_kv_freq
     K.kc = kc;
     K.tickets = a->tickets;
     K.moe_probe = g_moe_probe;
-    static int sc_l1 = -1;
-    K.sc_l1 = env_switch(&sc_l1, "GPTOSS_STEP_SC_L1", 0, 0, 1);
-    static int qkv_l2 = -1;
-    K.qkv_l2 = env_switch(&qkv_l2, "GPTOSS_STEP_QKV_L2", 0, 0, 64);
-    K.racc = a->router_acc, K.ss_part = a->ss_part;
-    {
-        const int G = per_device_sm_count(), rows = (a->H + G - 1) / G;
-        K.router_cols = step_kernel_router_cols() && a->router_acc && a->ss_part &&
-                        G <= STEP_KERNEL_MAX_G && rows <= SK_MAX_ROWS && a->E % 8 == 0 &&
-                        a->E <= 128 && (size_t)rows * a->E * 2 <= (size_t)L.stage_bytes;
-    }
 
     const int sms = per_device_sm_count();
     /* Once per device: the shared-memory opt-in (what the card allows a block beside the

@@ -45,8 +45,6 @@ typedef struct {
     const uint16_t *attn_norm, *mlp_norm, *router_w, *router_b;
     const uint8_t *w1_q, *w1_s, *w2_q, *w2_s; /* repacked experts (moe.h), folded scales only */
     const uint16_t *b1, *b2;
-    /* the router's weights transposed, [H][E] (GPTOSS_STEP_ROUTER_COLS; NULL without it) */
-    const uint16_t *router_wt;
     int sliding, pad[3];
 } step_layer;
 
@@ -75,18 +73,7 @@ typedef struct {
     /* the experts' tile tickets: 2 L words, zero before the first launch, left so (runner_step.c
      * keeps them past the layer table) */
     unsigned *tickets;
-    /* GPTOSS_STEP_ROUTER_COLS (a trial, off by default; NULL without it): the router's sums of a
-     * layer as 2^-24 fixed point [2][E] (zero before the first launch, left so) and the blocks'
-     * sums of squares of h + o [2][STEP_KERNEL_MAX_G] */
-    unsigned long long *router_acc;
-    float *ss_part;
 } step_kernel_args;
-
-enum { STEP_KERNEL_MAX_G = 256 }; /* a block's consumer threads: one share each */
-
-/* GPTOSS_STEP_ROUTER_COLS=1 (a trial, off by default): the router's dot products by columns in
- * the O phase (runner_step.c then builds the transposed router weights and the accumulators). */
-int step_kernel_router_cols(void);
 
 /* GPTOSS_STEP_KERNEL=1 (or step_kernel_set(1)): the runner takes this kernel for one-token decode
  * steps it supports. Off by default until measured; step_kernel_set(-1) reads the environment
