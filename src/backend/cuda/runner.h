@@ -241,6 +241,7 @@ struct backend {
     /* The step kernel's table of every layer's weights and cache (device; runner_step.c), built
      * once the KV cache exists. */
     step_layer *step_layers;
+    uint16_t *step_router_wt;  /* every layer's router transposed, [L][H][E] */
     long step_kernel_launches; /* cuda_backend_stats */
     int T_reserve;
 

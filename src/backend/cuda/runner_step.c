@@ -21,11 +21,52 @@ static bool experts_fit(const gpu_layer *ly) {
            ly->moe.w1_folded && ly->moe.w2_folded;
 }
 
+/* Every layer's router [E][H] transposed to [H][E] in one device buffer, so that the step
+ * kernel's block takes the columns of its rows of h + o in one bulk copy (step_kernel.cu). */
+static cudaError_t router_transposed(struct backend *b) {
+    const size_t E = (size_t)b->E, H = (size_t)b->H, n = E * H;
+    uint16_t *host = malloc(2 * n * sizeof *host);
+    if (!host) return cudaErrorMemoryAllocation;
+    b->step_router_wt = NULL;
+    cudaError_t e = cudaMalloc((void **)&b->step_router_wt, (size_t)b->L * n * sizeof *host);
+    if (e != cudaSuccess) b->step_router_wt = NULL;
+    for (int l = 0; l < b->L && e == cudaSuccess; l++) {
+        e = cudaMemcpy(host, b->gw.layers[l].router_w, n * sizeof *host, cudaMemcpyDeviceToHost);
+        for (size_t r = 0; r < E && e == cudaSuccess; r++)
+            for (size_t j = 0; j < H; j++) host[n + j * E + r] = host[r * H + j];
+        if (e == cudaSuccess)
+            e = cudaMemcpy(b->step_router_wt + (size_t)l * n, host + n, n * sizeof *host,
+                           cudaMemcpyHostToDevice);
+    }
+    free(host);
+    return e;
+}
+
+/* The table's device allocation: the table, the tile tickets (2 L words), the router's
+ * accumulators ([2][STEP_KERNEL_RGROUPS][E] 64-bit) and the blocks' shares of the sum of squares
+ * ([2][STEP_KERNEL_MAX_G] floats), all zero. */
+static size_t tickets_off(int L) {
+    return (size_t)L * sizeof(step_layer);
+}
+static size_t racc_off(int L) {
+    return (tickets_off(L) + 2 * (size_t)L * sizeof(unsigned) + 15) / 16 * 16;
+}
+static size_t ss_off(int L, int E) {
+    return racc_off(L) + 2 * (size_t)STEP_KERNEL_RGROUPS * E * sizeof(unsigned long long);
+}
+
 int runner_step_table_build(struct backend *b) {
     if (b->step_layers || b->L < 1) return 0;
     for (int l = 0; l < b->L; l++)
         if (!experts_fit(&b->gw.layers[l])) return 0;
-    step_layer *t = calloc((size_t)b->L, sizeof *t);
+    if (router_transposed(b) != cudaSuccess) {
+        (void)cudaGetLastError();
+        cudaFree(b->step_router_wt);
+        b->step_router_wt = NULL;
+        return err_set("cuda backend: the step kernel's transposed router weights (%d layers)",
+                       b->L);
+    }
+    step_layer *t = calloc((unsigned)b->L, sizeof *t);
     if (!t) return err_set("cuda backend: out of host memory for the step kernel's layer table");
     for (int l = 0; l < b->L; l++) {
         const gpu_layer *ly = &b->gw.layers[l];
@@ -37,12 +78,13 @@ int runner_step_table_build(struct backend *b) {
         e->w1_q = ly->w1_q, e->w1_s = ly->w1_s, e->w2_q = ly->w2_q, e->w2_s = ly->w2_s;
         e->b1 = ly->b1, e->b2 = ly->b2;
         e->sliding = b->cfg.layer_sliding[l] != 0;
+        e->router_wt = b->step_router_wt + (size_t)l * b->H * b->E;
     }
-    /* the table, then the kernel's tile tickets (step_kernel_args.tickets), zero */
-    const size_t bytes = (size_t)b->L * sizeof *t, tickets = 2 * (size_t)b->L * sizeof(unsigned);
-    cudaError_t e = cudaMalloc((void **)&b->step_layers, bytes + tickets);
+    const size_t bytes = tickets_off(b->L),
+                 all = ss_off(b->L, b->E) + 2 * (size_t)STEP_KERNEL_MAX_G * sizeof(float);
+    cudaError_t e = cudaMalloc((void **)&b->step_layers, all);
     if (e == cudaSuccess) e = cudaMemcpy(b->step_layers, t, bytes, cudaMemcpyHostToDevice);
-    if (e == cudaSuccess) e = cudaMemset((char *)b->step_layers + bytes, 0, tickets);
+    if (e == cudaSuccess) e = cudaMemset((char *)b->step_layers + bytes, 0, all - bytes);
     free(t);
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
@@ -54,6 +96,8 @@ int runner_step_table_build(struct backend *b) {
 void runner_step_table_free(struct backend *b) {
     cudaFree(b->step_layers);
     b->step_layers = NULL;
+    cudaFree(b->step_router_wt);
+    b->step_router_wt = NULL;
 }
 
 /* Whether this step runs as the step kernel: switched on, one GPU, a pure decode step of one
@@ -90,6 +134,8 @@ int runner_step_kernel(struct backend *b, const fwd_plan *p, cudaStream_t s) {
     a.part = w->dec_ws, a.part_bytes = w->dec_ws_bytes;
     a.bar = w->moe_bar, a.counters = w->stream_ctr;
     a.tickets = (unsigned *)(b->step_layers + b->L);
+    a.router_acc = (unsigned long long *)((char *)b->step_layers + racc_off(b->L));
+    a.ss_part = (float *)((char *)b->step_layers + ss_off(b->L, b->E));
     CU(step_kernel_launch(&b->dims, &b->freq, &a, s));
     b->step_kernel_launches++;
     return 0;

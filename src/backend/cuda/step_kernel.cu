@@ -57,7 +57,23 @@ struct sk_params {
     unsigned *tickets; /* [L][2]: a layer's expert tiles handed out at run time (sk_take_tile) */
     int kc;            /* k steps an expert chunk (a ring stage) */
     int moe_probe;     /* step_kernel_set_moe_probe: 1 chunks not multiplied, 2 chunks not copied */
+    unsigned long long *racc; /* step_kernel_args.router_acc */
+    float *ss_part;           /* step_kernel_args.ss_part */
 };
+
+/* The router by columns (session 35). The logits are b + inv · W_r (g ⊙ (h + o)), inv = 1 /
+ * rms(h + o), and after O every block owns n_rows entries j of h + o: it adds W_r[:, j] g_j
+ * (h + o)_j over them for every expert (its ring stage holds those columns of the transposed
+ * router, [H][E]: the bytes of the one router row a block took before) into the layer's
+ * accumulators as 2^-24 fixed point (integer adds: the same bits in any order; block b adds into
+ * group b % 8, so that 132 blocks do not queue on the same 8 L2 lines), and writes its share of
+ * the sum of squares. In phase 5 warp 0 alone copies the groups and the shares into shared memory,
+ * sums them in one order, scales by inv and takes the top-k: no block barrier on the routing's
+ * path. The MLP norm's phase and its grid barrier are gone. A first form (one accumulator group,
+ * h's rows loaded after O, the shares summed by the block) removed the phase's 3.3 µs but gave
+ * 1.9 back in O and 1.8 in the routing (H100, 120b). */
+enum { SK_ROUTER_ROWS = 32 };                     /* rows of h + o a block (a lane each) */
+static constexpr float SK_RACC_ONE = 16777216.0f; /* 2^24: the accumulators' unit */
 
 enum { SK_STAMPS = 8 }; /* a layer's probe stamps: its start, then the end of phases 0-6 */
 
@@ -290,7 +306,10 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
     extern __shared__ __align__(128) unsigned char as_smem[];
     __shared__ as_params sP; /* the layer's: the base with its per-layer fields */
     __shared__ int s_e[SK_MAX_K];
-    __shared__ float s_w[SK_MAX_K], s_red[32];
+    __shared__ float s_w[SK_MAX_K];
+    __shared__ float s_oc[SK_ROUTER_ROWS]; /* g (h + o) over the block's rows */
+    __shared__ float s_sq[SK_ROUTER_ROWS]; /* the squares of the block's rows of h + o */
+    __shared__ float s_inv;                /* the layer's 1 / rms(h + o) */
     __shared__ sk_partials s_part;
     __shared__ unsigned long long s_meta[AS_MAX_STAGES]; /* what each stage holds (sk_meta) */
     unsigned char *ring = as_smem;
@@ -304,7 +323,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
     int p0, r0;
     const int n_pairs = asp_share(b, G, (K.base.n_heads + 2 * K.base.n_kv_heads) * AS_HALF, &p0);
     const int n_rows = asp_share(b, G, H, &r0);
-    const int n_router = b < K.E ? 1 : 0;
+    const int n_router = n_rows > 0 ? 1 : 0; /* the router's columns of the block's rows */
     /* the experts: the block's share of the k · RT tiles of each matrix, kc k steps a chunk */
     const int I = K.I, RT1 = 2 * I / 16, KK1 = H / 64, RT2 = H / 16, KK2 = I / 64, kc = K.kc;
     const int nc1 = (KK1 + kc - 1) / kc, nc2 = (KK2 + kc - 1) / kc;
@@ -340,7 +359,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
             atomicAdd(K.wprobe + AS_CWARPS * SKW_SLOTS + SKW_LAUNCHES, 1u);
         for (int l = 0; l < K.L; l++) {
             const step_layer *ly = K.layers + l;
-            const uint16_t *qkv_w = ly->qkv_w, *o_w = ly->o_w, *rw = ly->router_w;
+            const uint16_t *qkv_w = ly->qkv_w, *o_w = ly->o_w;
             const unsigned nb = n;
             const sk_wait w(K, l, AS_CWARPS);
             wait_sum = 0;
@@ -365,8 +384,9 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
                     bulk_copy_g2s_hint(dst, o_w + (size_t)(r0 + q - q_o) * Q, (uint32_t)o_row_bytes,
                                        &full[s], once);
                 } else {
-                    mbar_arrive_expect_tx(&full[s], (uint32_t)qkv_row_bytes);
-                    bulk_copy_g2s_hint(dst, rw + (size_t)b * H, (uint32_t)qkv_row_bytes, &full[s],
+                    const uint32_t bytes = (uint32_t)(n_rows * K.E * 2); /* the router's columns */
+                    mbar_arrive_expect_tx(&full[s], bytes);
+                    bulk_copy_g2s_hint(dst, ly->router_wt + (size_t)r0 * K.E, bytes, &full[s],
                                        once);
                 }
             }
@@ -547,85 +567,121 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
         sk_barrier(P.a.bar, &bar_n);
         sk_stamp(K, l, 3);
 
-        /* 3: O */
+        /* 3: O, then the router by columns over the block's rows (above SK_ROUTER_ROWS) */
+        const int par = l & 1;
         as_stage_rows(P.a.attn, 1, Q, xs);
         consumers_sync();
         for (int q = sk_first(nb + n_pairs, warp) - nb; q < n_pairs + n_rows; q += AS_CWARPS) {
-            const int n = nb + q, s = n % S;
+            const int n = nb + q, s = n % S, j = q - n_pairs;
+            /* h and the MLP norm's gain of row j, asked before the row's dot product */
+            const float hj = lane == 0 ? __ldcg(K.h + r0 + j) : 0.0f;
+            const uint16_t gj = lane == 0 ? __ldg(ly->mlp_norm + r0 + j) : (uint16_t)0;
             mbar_wait_or_trap(&full[s], (n / S) & 1);
             float acc[1][1];
             as_rows_dot<1, 1>(ring + (size_t)s * L.stage_bytes, o_row_bytes, Q / 8, xs, acc);
             __syncwarp();
             if (lane == 0) {
                 mbar_arrive(&empty[s]);
-                P.a.o[r0 + q - n_pairs] = f32_to_bf16_bits(acc[0][0] + pre.o_bias[q - n_pairs]);
+                const uint16_t ob = f32_to_bf16_bits(acc[0][0] + pre.o_bias[j]);
+                P.a.o[r0 + j] = ob;
+                const float v = hj + bf16_bits_to_f32(ob); /* h + o (phase 5 reads it) */
+                __stcg(P.a.nscratch + r0 + j, v);
+                s_oc[j] = v * bf16_bits_to_f32(gj);
+                s_sq[j] = v * v;
             }
+        }
+        consumers_sync(); /* s_oc, s_sq */
+        if (warp == 0) {  /* the block's share of the sum of squares */
+            float ss = lane < n_rows ? s_sq[lane] : 0.0f;
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+            if (lane == 0) __stcg(K.ss_part + par * STEP_KERNEL_MAX_G + b, ss);
+        }
+        if (n_router) {
+            const int n = nb + n_pairs + n_rows, s = n % S;
+            if (tid < K.E) {
+                mbar_wait_or_trap(&full[s], (n / S) & 1);
+                const uint16_t *wt = (const uint16_t *)(ring + (size_t)s * L.stage_bytes);
+                float p = 0.0f;
+                for (int j = 0; j < n_rows; j++) p += bf16_bits_to_f32(wt[j * K.E + tid]) * s_oc[j];
+                atomicAdd(K.racc +
+                              ((size_t)par * STEP_KERNEL_RGROUPS + b % STEP_KERNEL_RGROUPS) * K.E +
+                              tid,
+                          (unsigned long long)__float2ll_rn(p * SK_RACC_ONE));
+            }
+            consumers_sync();
+            if (tid == 0) mbar_arrive(&empty[s]);
         }
         sk_block_stamp(K, l, 3);
         sk_barrier(P.a.bar, &bar_n);
         sk_stamp(K, l, 4);
 
-        /* 4: the MLP norm (h + o, norm_add_kernel's row in every block), the router's row.
-         * Measured and undone (session 35, H100, 120b batch 1): the router by columns in phase 3
-         * (each block adds W_r[:, j] g_j (h + o)_j over its O rows into fixed-point sums and writes
-         * its share of the sum of squares; phase 5 scales the sums by 1 / rms), which removes this
-         * phase and its barrier: phase 4 3.7 -> 0.4 µs, but O +1.9 (h's L2 round trip and two
-         * block syncs before its barrier) and phase 5 +1.8 (the routing done 2.7 -> 4.0 µs after
-         * the phase's start: the shares' load and sum before the top-k); the layer 69.6 -> 71.3,
-         * decode 0.913 -> 0.918 of the loop. */
-        {
-            const int Cg = H / 8;
-            const uint4 gain0 = gain_at(ly->mlp_norm, tid, tid < Cg),
-                        gain1 =
-                            gain_at(ly->mlp_norm, tid + AS_CWARPS * 32, tid + AS_CWARPS * 32 < Cg);
-            float v[2][8];
-            const float ss = norm_replay_row_with<2, true>(
-                AS_CWARPS * 32, [] { consumers_sync(); }, K.h, NULL, 0, P.a.o, H, v, s_red);
-            const float inv = rms_inv(ss, H, P.a.neps);
-#pragma unroll
-            for (int r = 0; r < 2; r++) {
-                const int c = tid + r * AS_CWARPS * 32;
-                if (c >= Cg) continue;
-                uint4 hi, lo;
-                norm_split8(v[r], inv, r ? gain1 : gain0, hi, lo);
-                store_split8_f32(hi, lo, xs + 8 * c);
-                *(uint4 *)(ys + 8 * c) = hi;
-                if (b == 0) store8_f32(v[r], P.a.nscratch + 8 * c);
-            }
-        }
-        consumers_sync();
-        if (n_router) {
-            const int n = nb + n_pairs + n_rows, s = n % S;
-            if (warp == n % AS_CWARPS) {
-                mbar_wait_or_trap(&full[s], (n / S) & 1);
-                float acc[1][1];
-                as_rows_dot<1, 1>(ring + (size_t)s * L.stage_bytes, qkv_row_bytes, H / 8, xs, acc);
-                __syncwarp();
-                if (lane == 0) {
-                    mbar_arrive(&empty[s]);
-                    __stcg(K.logits + b, acc[0][0]);
-                }
-            }
-        }
+        /* 4: (the MLP norm and one router row a block, with a grid barrier, until session 35:
+         * the router by columns in phase 3 replaced them) */
         sk_block_stamp(K, l, 4);
-        sk_barrier(P.a.bar, &bar_n);
         sk_stamp(K, l, 5);
-        if (b == 0) /* every block has read h: h + o */
+        if (b == 0) /* every block has read h: h + o (through L2: every block wrote its rows) */
             for (int i = tid; i < H / 4; i += AS_CWARPS * 32)
-                ((float4 *)K.h)[i] = ((const float4 *)P.a.nscratch)[i];
+                ((float4 *)K.h)[i] = __ldcg((const float4 *)P.a.nscratch + i);
 
         /* 5: the routing (the producer then streams the experts' chunks), then gate_up with SwiGLU:
          * each warp takes its stages in turn, whatever chunk the producer put there, until one
          * holds something else (its first of down's, which phase 6 starts from) */
         const sk_wait w(K, l, warp);
         w.point(SKW_T_START);
-        if (warp == 0) {
+        if (warp == 0) { /* the routing, by warp 0 alone (above SK_ROUTER_ROWS) */
             w.gtime(SKW_G_START);
-            topk_warp<true>(K.logits, NULL, ly->router_b, K.E, K.k, lane, s_e, s_w,
-                            sk_topk_mark{w});
+            /* the layer's accumulator groups and the blocks' shares into xs's head (free: O's
+             * staged row is done), by cp.async: held in registers they spilled */
+            unsigned long long *s_racc = (unsigned long long *)xs; /* [RGROUPS][E] */
+            float *s_ssp = xs + 2 * STEP_KERNEL_RGROUPS * K.E;     /* [MAX_G] */
+            const unsigned long long *ra = K.racc + (size_t)par * STEP_KERNEL_RGROUPS * K.E;
+            for (int i = lane; i < STEP_KERNEL_RGROUPS * K.E / 2; i += 32)
+                cp_async16(smem_u32(s_racc + 2 * i), ra + 2 * i, 16);
+            for (int i = lane; i < STEP_KERNEL_MAX_G / 4; i += 32)
+                cp_async16(smem_u32(s_ssp + 4 * i), K.ss_part + par * STEP_KERNEL_MAX_G + 4 * i,
+                           16);
+            cp_async_commit();
+            cp_async_wait<0>();
+            __syncwarp();
+            float ss = 0.0f; /* zero past the grid (never written: runner_step.c) */
+#pragma unroll
+            for (int i = 0; i < STEP_KERNEL_MAX_G / 32; i++) ss += s_ssp[lane + 32 * i];
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+            const float inv = rms_inv(ss, H, P.a.neps);
+            if (lane == 0) s_inv = inv;
+            float v[8];
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                const int ex = lane + 32 * i;
+                long long sum = 0;
+                if (ex < K.E)
+#pragma unroll
+                    for (int g = 0; g < STEP_KERNEL_RGROUPS; g++)
+                        sum += (long long)s_racc[g * K.E + ex];
+                v[i] = ex < K.E ? inv * ((float)sum * (1.0f / SK_RACC_ONE)) +
+                                      bf16_bits_to_f32(ly->router_b[ex])
+                                : 0.0f;
+            }
+            topk_warp_values(v, K.E, K.k, lane, s_e, s_w, sk_topk_mark{w});
+            __syncwarp();
+            if (lane == 0) mbar_arrive(route_go); /* the experts are known: the producer goes */
         }
-        consumers_sync();
-        if (tid == 0) mbar_arrive(route_go);
+        consumers_sync(); /* s_inv */
+        { /* the MoE's input row: h + o normalised, bf16 (read by gate_up's chunks) */
+            const float inv = s_inv;
+            for (int c = tid; c < H / 8; c += AS_CWARPS * 32) {
+                const uint4 g8 = gain_at(ly->mlp_norm, c, true);
+                const float4 a = __ldcg((const float4 *)(P.a.nscratch + 8 * c)),
+                             z = __ldcg((const float4 *)(P.a.nscratch + 8 * c + 4));
+                const float x[8] = {a.x, a.y, a.z, a.w, z.x, z.y, z.z, z.w};
+                uint4 hi, lo;
+                norm_split8(x, inv, g8, hi, lo);
+                *(uint4 *)(ys + 8 * c) = hi;
+            }
+        }
+        consumers_sync(); /* ys */
         w.point(SKW_T_ROUTED);
         sk_block_stamp(K, l, 7);
         sk_block_stamp(K, l, 0);
@@ -662,6 +718,9 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
          * chunk split between two warps, half its k steps each, 0.962 -> 0.939 (phase 6 +1.3 µs:
          * a chunk's fixed costs twice; gate_up the same way 0.896). */
         w.point(SKW_T_D_START);
+        if (b == 0) /* every block has read the layer's router sums: back to 0 for layer l + 2 */
+            for (int i = tid; i < STEP_KERNEL_RGROUPS * K.E; i += AS_CWARPS * 32)
+                __stcg(K.racc + (size_t)par * STEP_KERNEL_RGROUPS * K.E + i, 0ull);
         if (l + 1 < K.L)
             sk_prefetch_layer(ly + 1, H, (K.base.n_heads + 2 * K.base.n_kv_heads) * AS_HD,
                               K.base.n_heads, K.E, tid);
@@ -762,7 +821,12 @@ extern "C" int step_kernel_supported(const attn_dims *d, const rope_kv_freq *f, 
     return attn_stream_supported(d, f, 1, 1, H) && pairs_all / G >= AS_CWARPS && E >= 1 && E <= G &&
            E <= 256 && k >= 1 && k <= SK_MAX_K && k <= E && H % 64 == 0 && I % 64 == 0 &&
            H / 8 <= 2 * AS_CWARPS * 32 && (k * (2 * I / 16) + G - 1) / G <= SK_MAX_TILES &&
-           (k * (H / 16) + G - 1) / G <= SK_MAX_TILES && sk_layout(d, H, k, I, &L, &kc) > 0;
+           (k * (H / 16) + G - 1) / G <= SK_MAX_TILES && sk_layout(d, H, k, I, &L, &kc) > 0 &&
+           /* the router by columns: a lane a row of h + o, the columns in one stage, the groups
+            * and shares in xs's head before the MoE's row, an accumulator a consumer thread */
+           G <= STEP_KERNEL_MAX_G && (H + G - 1) / G <= SK_ROUTER_ROWS && E % 8 == 0 &&
+           E <= AS_CWARPS * 32 && (size_t)((H + G - 1) / G) * E * 2 <= (size_t)L.stage_bytes &&
+           64 * E + 4 * STEP_KERNEL_MAX_G <= 4 * H;
 }
 
 static unsigned long long g_setup_done;
@@ -772,7 +836,8 @@ extern "C" cudaError_t step_kernel_launch(const attn_dims *d, const rope_kv_freq
     if (!step_kernel_supported(d, f, a->H, a->E, a->k, a->I) || a->L < 1 || !a->layers ||
         !a->positions || !a->slots_full || !a->slots_swa || !a->x || !a->h || !a->scratch ||
         !a->y_slots || !a->logits || !a->act || !a->q || !a->attn || !a->o || !a->part || !a->bar ||
-        !a->counters || !a->tickets || a->part_bytes < attn_stream_workspace_bytes(d, 1) ||
+        !a->counters || !a->tickets || !a->router_acc || !a->ss_part ||
+        a->part_bytes < attn_stream_workspace_bytes(d, 1) ||
         (((uintptr_t)a->x | (uintptr_t)a->x_lo | (uintptr_t)a->h | (uintptr_t)a->scratch |
           (uintptr_t)a->y_slots | (uintptr_t)a->act | (uintptr_t)a->q | (uintptr_t)a->attn |
           (uintptr_t)a->part) &
@@ -809,6 +874,7 @@ extern "C" cudaError_t step_kernel_launch(const attn_dims *d, const rope_kv_freq
     K.kc = kc;
     K.tickets = a->tickets;
     K.moe_probe = g_moe_probe;
+    K.racc = a->router_acc, K.ss_part = a->ss_part;
 
     const int sms = per_device_sm_count();
     /* Once per device: the shared-memory opt-in (what the card allows a block beside the

@@ -45,6 +45,8 @@ typedef struct {
     const uint16_t *attn_norm, *mlp_norm, *router_w, *router_b;
     const uint8_t *w1_q, *w1_s, *w2_q, *w2_s; /* repacked experts (moe.h), folded scales only */
     const uint16_t *b1, *b2;
+    /* the router's weights transposed, [H][E]: a block's rows of h + o select its columns */
+    const uint16_t *router_wt;
     int sliding, pad[3];
 } step_layer;
 
@@ -73,7 +75,17 @@ typedef struct {
     /* the experts' tile tickets: 2 L words, zero before the first launch, left so (runner_step.c
      * keeps them past the layer table) */
     unsigned *tickets;
+    /* the router's sums of a layer as 2^-24 fixed point, [2][STEP_KERNEL_RGROUPS][E] (zero before
+     * the first launch, left so), and the blocks' sums of squares of h + o, [2][STEP_KERNEL_MAX_G]
+     * (zero past the grid before the first launch) */
+    unsigned long long *router_acc;
+    float *ss_part;
 } step_kernel_args;
+
+enum {
+    STEP_KERNEL_MAX_G = 256, /* blocks the router's shares allow */
+    STEP_KERNEL_RGROUPS = 8  /* the router's accumulator groups (block b adds into b % 8) */
+};
 
 /* GPTOSS_STEP_KERNEL=1 (or step_kernel_set(1)): the runner takes this kernel for one-token decode
  * steps it supports. Off by default until measured; step_kernel_set(-1) reads the environment
