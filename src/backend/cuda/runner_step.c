@@ -56,7 +56,9 @@ static size_t ss_off(int L, int E) {
 }
 
 int runner_step_table_build(struct backend *b) {
-    if (b->step_layers || b->L < 1) return 0;
+    /* only with the kernel switched on when the backend is made (its transposed router takes
+     * 26.5 MB at 120b, which the layer loop does not need) */
+    if (b->step_layers || b->L < 1 || !step_kernel_enabled()) return 0;
     for (int l = 0; l < b->L; l++)
         if (!experts_fit(&b->gw.layers[l])) return 0;
     if (router_transposed(b) != cudaSuccess) {
