@@ -38,13 +38,21 @@ static __device__ __forceinline__ float topk_key_value(unsigned key) {
 struct topk_no_mark {
     __device__ void operator()(int, float) const {}
 };
-/* The rounds and the softmax, on the lane's logits v[i] of experts lane + 32 i (bias added). */
-template <typename Mark = topk_no_mark>
-static __device__ __forceinline__ void topk_warp_values(const float v[8], int E, int k, int lane,
-                                                        int *idx, float *wts, Mark mark = {}) {
+template <bool CG = true, typename Mark = topk_no_mark>
+static __device__ __forceinline__ void topk_warp(const float *l, const float *l_lo,
+                                                 const uint16_t *bias, int E, int k, int lane,
+                                                 int *idx, float *wts, Mark mark = {}) {
+    float v[8];
     unsigned key[8];
 #pragma unroll
-    for (int i = 0; i < 8; i++) key[i] = lane + 32 * i < E ? topk_key(v[i]) : 0u;
+    for (int i = 0; i < 8; i++) {
+        const int ex = lane + 32 * i;
+        /* logit = hi (+ lo) (+ bias), in this order (the split-bf16 router GEMM, norm.h) */
+        v[i] = ex < E ? (CG ? __ldcg(l + ex) : l[ex]) : 0.0f;
+        if (ex < E && l_lo) v[i] += CG ? __ldcg(l_lo + ex) : l_lo[ex];
+        if (ex < E && bias) v[i] += bf16_bits_to_f32(bias[ex]);
+        key[i] = ex < E ? topk_key(v[i]) : 0u;
+    }
     mark(0, ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7])));
     float sel_v[8];
     int sel_i[8];
@@ -77,20 +85,4 @@ static __device__ __forceinline__ void topk_warp_values(const float v[8], int E,
             wts[j] = ex[j] / sum;
         }
     }
-}
-
-template <bool CG = true, typename Mark = topk_no_mark>
-static __device__ __forceinline__ void topk_warp(const float *l, const float *l_lo,
-                                                 const uint16_t *bias, int E, int k, int lane,
-                                                 int *idx, float *wts, Mark mark = {}) {
-    float v[8];
-#pragma unroll
-    for (int i = 0; i < 8; i++) {
-        const int ex = lane + 32 * i;
-        /* logit = hi (+ lo) (+ bias), in this order (the split-bf16 router GEMM, norm.h) */
-        v[i] = ex < E ? (CG ? __ldcg(l + ex) : l[ex]) : 0.0f;
-        if (ex < E && l_lo) v[i] += CG ? __ldcg(l_lo + ex) : l_lo[ex];
-        if (ex < E && bias) v[i] += bf16_bits_to_f32(bias[ex]);
-    }
-    topk_warp_values(v, E, k, lane, idx, wts, mark);
 }

@@ -632,7 +632,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
         if (warp == 0) { /* the routing, by warp 0 alone (above SK_ROUTER_ROWS) */
             w.gtime(SKW_G_START);
             /* the layer's accumulator groups and the blocks' shares into xs's head (free: O's
-             * staged row is done), by cp.async: held in registers they spilled */
+             * staged row is done), by cp.async: held in registers they spilled; then the logits */
             unsigned long long *s_racc = (unsigned long long *)xs; /* [RGROUPS][E] */
             float *s_ssp = xs + 2 * STEP_KERNEL_RGROUPS * K.E;     /* [MAX_G] */
             const unsigned long long *ra = K.racc + (size_t)par * STEP_KERNEL_RGROUPS * K.E;
@@ -651,20 +651,22 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
             for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
             const float inv = rms_inv(ss, H, P.a.neps);
             if (lane == 0) s_inv = inv;
-            float v[8];
+            /* the logits less their bias (topk_warp adds it) into xs past the groups: the copy
+             * is read back from shared memory, as the fused MoE kernel's top-k reads its own */
+            float *s_logit = s_ssp + STEP_KERNEL_MAX_G; /* [E] */
 #pragma unroll
             for (int i = 0; i < 8; i++) {
                 const int ex = lane + 32 * i;
+                if (ex >= K.E) break;
                 long long sum = 0;
-                if (ex < K.E)
 #pragma unroll
-                    for (int g = 0; g < STEP_KERNEL_RGROUPS; g++)
-                        sum += (long long)s_racc[g * K.E + ex];
-                v[i] = ex < K.E ? inv * ((float)sum * (1.0f / SK_RACC_ONE)) +
-                                      bf16_bits_to_f32(ly->router_b[ex])
-                                : 0.0f;
+                for (int g = 0; g < STEP_KERNEL_RGROUPS; g++)
+                    sum += (long long)s_racc[g * K.E + ex];
+                s_logit[ex] = inv * ((float)sum * (1.0f / SK_RACC_ONE));
             }
-            topk_warp_values(v, K.E, K.k, lane, s_e, s_w, sk_topk_mark{w});
+            __syncwarp();
+            topk_warp<false>(s_logit, NULL, ly->router_b, K.E, K.k, lane, s_e, s_w,
+                             sk_topk_mark{w});
             __syncwarp();
             if (lane == 0) mbar_arrive(route_go); /* the experts are known: the producer goes */
         }
@@ -826,7 +828,7 @@ extern "C" int step_kernel_supported(const attn_dims *d, const rope_kv_freq *f, 
             * and shares in xs's head before the MoE's row, an accumulator a consumer thread */
            G <= STEP_KERNEL_MAX_G && (H + G - 1) / G <= SK_ROUTER_ROWS && E % 8 == 0 &&
            E <= AS_CWARPS * 32 && (size_t)((H + G - 1) / G) * E * 2 <= (size_t)L.stage_bytes &&
-           64 * E + 4 * STEP_KERNEL_MAX_G <= 4 * H;
+           64 * E + 4 * STEP_KERNEL_MAX_G + 4 * E <= 4 * H;
 }
 
 static unsigned long long g_setup_done;
