@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Session 35, call 2 (~2 min; any card; the session's last ~270 s of device time). Builds:
+# Session 35, call 2 (~2 min, ~6 with the GPU tests at its end; any card). It did not run in
+# session 35 (too little device time left after refused starts): run it first in session 36,
+# prepared with BASE=0926086 BASE_TESTS=gpu_test_cuda_forward. Builds:
 #   base: 0926086 (be86549's step kernel: 0812aab's SASS, the old phase 4).
-#   new:  the router by columns, second form, as the step kernel's only way (no knob; the step
+#   new:  the head (4ec404a on): the router by columns, second form, as the step kernel's only way (no knob; the step
 #         kernel itself stays off by default): phase 4 and its grid barrier gone; each O row's
 #         warp loads h and the gain of its row before the row's dot product and writes h + o, its
 #         square and g (h + o) (one block sync after O instead of two, no extra L2 round trip);
@@ -25,4 +27,7 @@ run_logged step_kernel 200 $bin/gpu_test_cuda_forward --step-kernel
 grep -E "^\(h\)|step kernel vs" "$out/logs/step_kernel.log" | tee -a "$sum"
 ROUNDS=2 decode_variants "loop=- step0=BIN=.devcarry/base/gptoss+GPTOSS_STEP_KERNEL=1 step=GPTOSS_STEP_KERNEL=1" 120b:1 20b:1
 step_kernel_phases new
+# every GPU test program (the default path's device code is session 34's; its host side no longer
+# builds the step kernel's table with the kernel off)
+gpu_tests_table
 finish_call
