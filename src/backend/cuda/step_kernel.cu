@@ -3,7 +3,7 @@
  *
  * One block an SM: eight consumer warps and a producer warp whose lane 0 keeps the ring of
  * attn_stream's layout (attn_stream_phases.cuh) full. The producer walks, for every layer in
- * order, the block's QKV row pairs, its O rows, (blocks b < E) router row b, and then the
+ * order, the block's QKV row pairs, its O rows, the router's columns of those rows, and then the
  * selected experts' gate_up and down tiles it takes (a fixed share, then one at a time from a
  * counter the blocks share: sk_take_tile) in chunks (step_moe.cuh), telling the consumers what
  * each stage holds (sk_meta); it waits only for a free
@@ -18,12 +18,13 @@
  *      input from norm_embed_split; the epilogues' preloads;
  *   1. QKV + RoPE + the KV write;                 (then block 0 writes h's new rows)
  *   2. attention with its split-K merge;
- *   3. O with its bias;
- *   4. the MLP norm (h + o, replayed in every block) into the router's fp32 input and the experts'
- *      bf16 input, and router row b (block b < E) into the logits; (then block 0 writes h + o)
- *   5. the routing in every block (topk_warp on the logits: no last-block chain), which releases
- *      the producer's expert chunks, then gate_up's chunks, SwiGLU into the activations by the
- *      warp that completes a tile;
+ *   3. O with its bias, h + o over the block's rows, and the router by columns over them (its
+ *      sums and the block's share of the MLP norm's sum of squares: above SK_ROUTER_ROWS);
+ *   4. (none since session 35: it was the MLP norm and one router row a block)
+ *   5. the routing in every block by its warp 0 (the sums scaled by 1 / rms, topk_warp: no
+ *      last-block chain), which releases the producer's expert chunks; the experts' bf16 input
+ *      (h + o normalised); gate_up's chunks, SwiGLU into the activations by the warp that
+ *      completes a tile; (block 0 writes h + o into h)
  *   6. the activations staged, then down's chunks, each tile's weighted rows into its expert's
  *      slot (unsplit: k MoE rows).
  * Rows that other blocks wrote in this kernel are read through L2 (__ldcg, cp.async, the CG forms

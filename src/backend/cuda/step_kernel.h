@@ -3,8 +3,9 @@
  * attn_stream.h's kernel, and per layer:
  *   the attention norm (h + the previous layer's MoE rows; the first layer's input comes from
  *   norm_embed_split), QKV + RoPE + KV write, attention, O (attn_stream_phases.cuh's phases, the
- *   same device code); the MLP norm (h + o) and the router's rows; the routing, made in every
- *   block from the logits; gate_up with SwiGLU and down with its bias and routing weight, their
+ *   same device code), with the router by columns over each block's rows of h + o (its sums
+ *   and the MLP norm's sum of squares in shares); the routing, made in every block from those
+ *   sums, and the MLP norm of h + o; gate_up with SwiGLU and down with its bias and routing weight, their
  *   tiles streamed through the same ring in chunks once the routing is known (step_moe.cuh: the
  *   small MoE kernel's dequantisation and MMAs, one token);
  * with a grid barrier between the phases instead of a kernel boundary.
@@ -13,13 +14,14 @@
  * weights that stream in ~36. Every form that shortened one kernel's chain gained at most ~2 %;
  * what the layer probe measured as the one large gain (-25 %) is a stream of weights that crosses
  * the phase and layer boundaries. Here the producer walks the dense weights (QKV pairs, O rows,
- * the router row) of every layer in order and waits only for a free ring stage (and, for O's
+ * the router's columns) of every layer in order and waits only for a free ring stage (and, for O's
  * rows, for its layer's QKV barrier), so the next layer's QKV rows stream into the ring while this
  * layer's router, routing and experts run.
  *
  * Not the same bits as the layer loop: a tile's chunks are summed apart and then added (the small
- * kernel accumulates the whole k range), and down is unsplit (one MoE row an expert). The
- * attention phases and the router are the loop's bits.
+ * kernel accumulates the whole k range), down is unsplit (one MoE row an expert), and the router's
+ * logits are summed by columns in 2^-24 fixed point (the same bits in any order, not the loop's).
+ * The attention phases are the loop's bits.
  *
  * Plain C header; device pointers; bf16 values as uint16_t bit patterns. */
 #ifndef GPTOSS_BACKEND_CUDA_STEP_KERNEL_H
