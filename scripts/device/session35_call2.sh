@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Session 35, call 2 (~2 min, ~6 with the GPU tests at its end; any card). It did not run in
 # session 35 (too little device time left after refused starts): run it first in session 36,
-# prepared with BASE=0926086 BASE_TESTS=gpu_test_cuda_forward. Builds:
+# prepared with BASE=0926086 BASE_TESTS=gpu_test_cuda_forward SLIM=all (the GPU tests at its end
+# need every test binary: ~113 MB, gzipped to fit the carry). Builds:
 #   base: 0926086 (be86549's step kernel: 0812aab's SASS, the old phase 4).
 #   new:  the head (4ec404a on): the router by columns, second form, as the step kernel's only way (no knob; the step
 #         kernel itself stays off by default): phase 4 and its grid barrier gone; each O row's
