@@ -4,9 +4,10 @@
 # prepared with BASE=0926086 BASE_TESTS=gpu_test_cuda_forward SLIM=all (the GPU tests at its end
 # need every test binary: ~113 MB, gzipped to fit the carry). Builds:
 #   base: 0926086 (be86549's step kernel: 0812aab's SASS, the old phase 4).
-#   new:  the head (4ec404a on): the router by columns, second form, as the step kernel's only way (no knob; the step
-#         kernel itself stays off by default): phase 4 and its grid barrier gone; each O row's
-#         warp loads h and the gain of its row before the row's dot product and writes h + o, its
+#   new:  the head (4ec404a on): the router by columns, second form, as the step kernel's only
+#         way (no knob; the step kernel itself stays off by default): phase 4 and its grid
+#         barrier gone; each O row's warp loads h and the gain of its row before the row's dot
+#         product and writes h + o, its
 #         square and g (h + o) (one block sync after O instead of two, no extra L2 round trip);
 #         the accumulators in 8 groups (block b into b % 8: 132 blocks no longer queue on 8 L2
 #         lines); in phase 5 warp 0 alone copies the groups and the shares (cp.async), sums them

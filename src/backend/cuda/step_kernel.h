@@ -5,9 +5,9 @@
  *   norm_embed_split), QKV + RoPE + KV write, attention, O (attn_stream_phases.cuh's phases, the
  *   same device code), with the router by columns over each block's rows of h + o (its sums
  *   and the MLP norm's sum of squares in shares); the routing, made in every block from those
- *   sums, and the MLP norm of h + o; gate_up with SwiGLU and down with its bias and routing weight, their
- *   tiles streamed through the same ring in chunks once the routing is known (step_moe.cuh: the
- *   small MoE kernel's dequantisation and MMAs, one token);
+ *   sums, and the MLP norm of h + o; gate_up with SwiGLU and down with its bias and routing
+ *   weight, their tiles streamed through the same ring in chunks once the routing is known
+ *   (step_moe.cuh: the small MoE kernel's dequantisation and MMAs, one token);
  * with a grid barrier between the phases instead of a kernel boundary.
  *
  * Why (bench/NOTES.md, sessions 24-28): at batch 1 a layer spends ~70 µs (H100) for 108 MB of
