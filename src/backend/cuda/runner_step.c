@@ -131,7 +131,7 @@ int runner_step_kernel(struct backend *b, const fwd_plan *p, cudaStream_t s) {
     a.seqs_swa.tables = p->swa_tables, a.seqs_swa.stride = p->swa_stride;
     a.seqs_swa.table_first = p->swa_first, a.seqs_swa.window = b->W;
     a.x = w->a, a.x_lo = w->a + (size_t)p->T * b->H;
-    a.h = w->h, a.scratch = w->qkv, a.y_slots = w->y_slots, a.logits = w->router, a.act = w->act;
+    a.h = w->h, a.scratch = w->qkv, a.y_slots = w->y_slots, a.act = w->act;
     a.q = w->q, a.attn = w->attn, a.o = w->o;
     a.part = w->dec_ws, a.part_bytes = w->dec_ws_bytes;
     a.bar = w->moe_bar, a.counters = w->stream_ctr;

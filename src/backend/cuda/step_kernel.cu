@@ -46,7 +46,7 @@ struct sk_params {
     as_params
         base; /* the attention's step fields and buffers; the per-layer ones are set per layer */
     const step_layer *layers;
-    float *h, *logits, *y_slots;
+    float *h, *y_slots;
     uint16_t *act;
     const int32_t *slots_full, *slots_swa;
     attn_seqs seqs_full, seqs_swa;
@@ -821,7 +821,7 @@ extern "C" int step_kernel_supported(const attn_dims *d, const rope_kv_freq *f, 
      * down chunk waits for the stage that follows in its turn (to learn the next layer's first),
      * which must not be an O row (those wait for the next layer's phase 1) */
     const int pairs_all = (d->n_heads + 2 * d->n_kv_heads) * AS_HALF;
-    return attn_stream_supported(d, f, 1, 1, H) && pairs_all / G >= AS_CWARPS && E >= 1 && E <= G &&
+    return attn_stream_supported(d, f, 1, 1, H) && pairs_all / G >= AS_CWARPS && E >= 1 &&
            E <= 256 && k >= 1 && k <= SK_MAX_K && k <= E && H % 64 == 0 && I % 64 == 0 &&
            H / 8 <= 2 * AS_CWARPS * 32 && (k * (2 * I / 16) + G - 1) / G <= SK_MAX_TILES &&
            (k * (H / 16) + G - 1) / G <= SK_MAX_TILES && sk_layout(d, H, k, I, &L, &kc) > 0 &&
@@ -838,7 +838,7 @@ extern "C" cudaError_t step_kernel_launch(const attn_dims *d, const rope_kv_freq
                                           const step_kernel_args *a, cudaStream_t stream) {
     if (!step_kernel_supported(d, f, a->H, a->E, a->k, a->I) || a->L < 1 || !a->layers ||
         !a->positions || !a->slots_full || !a->slots_swa || !a->x || !a->h || !a->scratch ||
-        !a->y_slots || !a->logits || !a->act || !a->q || !a->attn || !a->o || !a->part || !a->bar ||
+        !a->y_slots || !a->act || !a->q || !a->attn || !a->o || !a->part || !a->bar ||
         !a->counters || !a->tickets || !a->router_acc || !a->ss_part ||
         a->part_bytes < attn_stream_workspace_bytes(d, 1) ||
         (((uintptr_t)a->x | (uintptr_t)a->x_lo | (uintptr_t)a->h | (uintptr_t)a->scratch |
@@ -866,7 +866,7 @@ extern "C" cudaError_t step_kernel_launch(const attn_dims *d, const rope_kv_freq
     K.base.bs_shift = attn_block_shift(d);
     K.base.stop_after = 0;
     K.layers = a->layers;
-    K.h = a->h, K.logits = a->logits, K.y_slots = a->y_slots, K.act = a->act;
+    K.h = a->h, K.y_slots = a->y_slots, K.act = a->act;
     K.slots_full = a->slots_full, K.slots_swa = a->slots_swa;
     K.seqs_full = a->seqs_full, K.seqs_swa = a->seqs_swa;
     K.L = a->L, K.E = a->E, K.k = a->k, K.I = a->I;

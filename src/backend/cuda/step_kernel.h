@@ -63,9 +63,9 @@ typedef struct {
     /* the first layer's input: norm_embed_split's split-bf16 row */
     const uint16_t *x, *x_lo;
     /* the residual stream [H] (in: the embedding row; out: after the last layer's MLP residual),
-     * a scratch row [H] (fp32), the MoE rows [k][H] (out: the last layer's), the router's
-     * logits [E], the activations [k][I] */
-    float *h, *scratch, *y_slots, *logits;
+     * a scratch row [H] (fp32), the MoE rows [k][H] (out: the last layer's), the activations
+     * [k][I] (the logits stay in the kernel: router_acc below) */
+    float *h, *scratch, *y_slots;
     uint16_t *act;
     /* attention's buffers: q [Q], its output [Q], O's output [H], the split-K partials
      * (attn_stream_workspace_bytes), the grid barrier's two words and the merge counters (zero
