@@ -44,6 +44,16 @@ build_base() { # REV DIR (base or base2)
 }
 if [ -n "${BASE:-}" ]; then build_base "$BASE" base; fi
 if [ -n "${BASE2:-}" ]; then build_base "$BASE2" base2; fi
+# PROBE=1: also gpu_test_cuda_forward at the head with the step kernel's wait probe compiled in
+# (-DGPTOSS_STEP_WAIT_PROBE=1; its off path costs 1.3-1.8 %, so the default build leaves it out),
+# in build-probe/, to .devcarry/probe/ (run it with --step-kernel --waits).
+if [ -n "${PROBE:-}" ]; then
+  cmake -S . -B build-probe -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CUDA_FLAGS=-DGPTOSS_STEP_WAIT_PROBE=1 >/dev/null
+  cmake --build build-probe -j "$(nproc)" --target gpu_test_cuda_forward
+  mkdir -p .devcarry/probe && cp build-probe/tests/gpu/gpu_test_cuda_forward .devcarry/probe/
+  strip --strip-debug .devcarry/probe/gpu_test_cuda_forward
+  git describe --always --dirty --abbrev=7 >.devcarry/probe/commit.txt
+fi
 # SLIM="gptoss gpu_test_cuda_forward ..." (or SLIM=all): only those of the head's binaries (the
 # bases keep what BASE_TESTS named), no CUPTI trace library, and every binary, library and the
 # tokenizer gzipped (three builds, or every test binary, then fit in 64 MiB). The device command

@@ -1428,15 +1428,17 @@ static void step_kernel_waits(const unsigned *wp, int NL, int G) {
     printf(
         "\nthe expert phases' waits (µs a layer, the mean over layers 1-%d, %d blocks and %.0f "
         "launches; SM clock %.2f GHz):\n\n| phase | consumer warp: chunks | waits for the "
-        "issue | for the copy | multiply | meet, epilogue | producer: chunks | waits for a "
-        "free stage | issue |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+        "issue | for the copy | multiply | of which the scale words (lane 0) | meet, epilogue | "
+        "producer: chunks | waits for a free stage | issue |\n| --- | ---: | ---: | ---: | ---: | "
+        "---: | ---: | ---: | ---: | ---: |\n",
         n, G, launches, ghz);
     for (int d = 0; d < 2; d++) {
         const int o = d * 5;
-        printf("| %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.1f | %.2f | %.2f |\n",
+        printf("| %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.1f | %.2f | %.2f |\n",
                d ? "6: down" : "5: gate_up", mean(-1, o + 4, false), mean(-1, o, true),
-               mean(-1, o + 1, true), mean(-1, o + 2, true), mean(-1, o + 3, true),
-               mean(8, o + 4, false), mean(8, o, true), mean(8, o + 1, true));
+               mean(-1, o + 1, true), mean(-1, o + 2, true), mean(-1, 21 + d, true),
+               mean(-1, o + 3, true), mean(8, o + 4, false), mean(8, o, true),
+               mean(8, o + 1, true));
     }
     printf("\nthe producer's other waits (µs a layer): for a free stage among QKV, O, router %.2f; "
            "for the QKV barrier %.2f; for the routing %.2f; taking tiles %.2f\n",

@@ -143,6 +143,7 @@ enum {
     SKW_T_END = 18,     /* the warp's down loop done (producer: the layer's last chunk issued) */
     SKW_G_START = 19,   /* warp 0: %globaltimer's low 32 bits at SKW_T_START */
     SKW_G_END = 20,     /* warp 0: %globaltimer's low 32 bits at SKW_T_END */
+    SKW_SCALES = 21,    /* + 1 for down's: of SKW_MUL, cycles until lane 0's scale words are in */
     SKW_LAUNCHES = 23,  /* layer 0, block 0, the producer's row: launches */
     SKW_SLOTS = 24
 };
@@ -312,6 +313,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
     __shared__ float s_sq[SK_ROUTER_ROWS]; /* the squares of the block's rows of h + o */
     __shared__ float s_inv;                /* the layer's 1 / rms(h + o) */
     __shared__ sk_partials s_part;
+    __shared__ unsigned s_probe_sink; /* the wait probe's: where lane 0 puts its scale words' xor */
     __shared__ unsigned long long s_meta[AS_MAX_STAGES]; /* what each stage holds (sk_meta) */
     unsigned char *ring = as_smem;
     float *xs = (float *)(as_smem + L.xs_off);
@@ -491,6 +493,14 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
         const unsigned t1 = w.now();
         w.add(o + SKW_COPY, t1 - t0);
         if (first) w.point(SKW_T_FIRST);
+        if (GPTOSS_STEP_WAIT_PROBE && w.row) { /* lane 0 alone: waits for its scale words */
+            uint32_t x = 0;
+#pragma unroll
+            for (int i = 0; i < SK_SC_WORDS; i++) x ^= sc[i];
+            asm volatile("st.volatile.shared.u32 [%0], %1;" ::"r"(smem_u32(&s_probe_sink)), "r"(x)
+                         : "memory");
+            w.since(SKW_SCALES + (o ? 1 : 0), t1);
+        }
         float acc[4];
         if (K.moe_probe == 1)
             acc[0] = acc[1] = acc[2] = acc[3] = 0.0f;

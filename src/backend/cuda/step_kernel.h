@@ -117,7 +117,8 @@ void step_kernel_set_block_probe(unsigned *stamps);
  * issuing, its chunks at the same places, and the waits for a free stage before the experts, for
  * the QKV barrier, for the routing, and the tiles' taking at 2, 3, 7, 8), then the last launch's
  * points of phases 5-6 on the block's %clock (10-18) and warp 0's %globaltimer at two of them
- * (19, 20); layer 0's block 0 producer word 23 counts the launches. step_kernel.cu's SKW_ enum
+ * (19, 20), and of the multiply, the cycles until lane 0's scale words are in (21 gate_up,
+ * 22 down); layer 0's block 0 producer word 23 counts the launches. step_kernel.cu's SKW_ enum
  * names each word. NULL: off. Compiled in only with -DGPTOSS_STEP_WAIT_PROBE=1 (its off path cost
  * 1.3-1.8 % of decode); returns 1 when compiled in, else 0 (the words then stay as they are). */
 int step_kernel_set_wait_probe(unsigned *probe);
