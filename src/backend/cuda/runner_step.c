@@ -42,16 +42,14 @@ static cudaError_t router_transposed(struct backend *b) {
     return e;
 }
 
-/* The table's device allocation: the table, the experts' counters (STEP_KERNEL_TICKET_WORDS a
- * layer), the router's
+/* The table's device allocation: the table, the tile tickets (2 L words), the router's
  * accumulators ([2][STEP_KERNEL_RGROUPS][E] 64-bit) and the blocks' shares of the sum of squares
  * ([2][STEP_KERNEL_MAX_G] floats), all zero. */
 static size_t tickets_off(int L) {
     return (size_t)L * sizeof(step_layer);
 }
 static size_t racc_off(int L) {
-    return (tickets_off(L) + STEP_KERNEL_TICKET_WORDS * (size_t)L * sizeof(unsigned) + 15) / 16 *
-           16;
+    return (tickets_off(L) + 2 * (size_t)L * sizeof(unsigned) + 15) / 16 * 16;
 }
 static size_t ss_off(int L, int E) {
     return racc_off(L) + 2 * (size_t)STEP_KERNEL_RGROUPS * E * sizeof(unsigned long long);

@@ -24,10 +24,9 @@
  *   5. the routing in every block by its warp 0 (the sums scaled by 1 / rms, topk_warp: no
  *      last-block chain), which releases the producer's expert chunks; the experts' bf16 input
  *      (h + o normalised); gate_up's chunks, SwiGLU into the activations by the warp that
- *      completes a tile, and among them down's chunks of each expert slot whose gate_up the
- *      grid has done (its activations staged first: sk_tile_done), each tile's weighted rows
- *      into its expert's slot (unsplit: k MoE rows); (block 0 writes h + o into h)
- *   6. (none since session 36: down after gate_up's grid barrier).
+ *      completes a tile; (block 0 writes h + o into h)
+ *   6. the activations staged, then down's chunks, each tile's weighted rows into its expert's
+ *      slot (unsplit: k MoE rows).
  * Rows that other blocks wrote in this kernel are read through L2 (__ldcg, cp.async, the CG forms
  * of the norm replays): the same addresses are written again every layer. */
 #include "backend/cuda/attn_stream_phases.cuh"
@@ -138,9 +137,9 @@ enum {
     SKW_T_TOPK = 12,    /* warp 0: the top-k's rounds done */
     SKW_T_ROUTED = 13,  /* the routing done in the block (producer: route_go seen) */
     SKW_T_FIRST = 14,   /* the warp's first gate_up chunk landed (producer: issued) */
-    SKW_T_UP_END = 15,  /* the warp's last gate_up chunk done (producer: down's first issued) */
-    SKW_T_D_START = 16, /* the warp's first down chunk seen */
-    SKW_T_D_LOOP = 17,  /* its activations staged */
+    SKW_T_UP_END = 15,  /* the warp's gate_up loop done (producer: down's first chunk issued) */
+    SKW_T_D_START = 16, /* phase 6's start (the barrier passed) */
+    SKW_T_D_LOOP = 17,  /* the activations staged: down's loop starts */
     SKW_T_END = 18,     /* the warp's down loop done (producer: the layer's last chunk issued) */
     SKW_G_START = 19,   /* warp 0: %globaltimer's low 32 bits at SKW_T_START */
     SKW_G_END = 20,     /* warp 0: %globaltimer's low 32 bits at SKW_T_END */
@@ -234,9 +233,7 @@ static __device__ __forceinline__ unsigned sk_meta_wait(const unsigned long long
 
 /* The expert tiles of one matrix of a layer (N = k · RT, tile j = expert slot j / RT, row tile
  * j % RT), handed to the blocks: each block first takes its fixed share (ns = N / G - SK_SLACK
- * tiles, at least 0, strided: j = b, G + b, 2 G + b ..., so that the grid completes the experts
- * in slot order and down's chunks of an expert can follow its gate_up: sk_ready), then one tile
- * at a time from the layer's ticket counter
+ * tiles, at least 0: j = b · ns ...), then one tile at a time from the layer's ticket counter
  * (j = G · ns + ticket) until they run out. The next ticket is asked for as the current tile is
  * issued, so its round trip hides behind the ring's wait. A block takes at most SK_MAX_TILES tiles
  * of a matrix (its partial sums' room).
@@ -261,7 +258,7 @@ struct sk_take_tile {
     __device__ int take(int b) {
         int j;
         if (lt < ns) {
-            j = lt * G + b;
+            j = b * ns + lt;
         } else {
             if (!have) return -1;
             j = G * ns + (int)next;
@@ -273,37 +270,6 @@ struct sk_take_tile {
         return j;
     }
 };
-
-/* Down beside gate_up (session 36): the grid completes the experts' gate_up tiles in slot order
- * (sk_take_tile's strided shares), and the producer puts an expert slot's down tiles in the ring
- * as soon as its block's gate_up tiles move past that slot. The warp that completes a gate_up
- * tile counts it done for its slot (sk_tile_done); the block's first warp to meet a down chunk of
- * slot i waits for all 2 I / 16 of them over the grid and stages the slot's activations (the
- * kernel's stage_acts). So the down chunks of the first k - 1 slots are multiplied while gate_up's
- * stream goes on, and the grid barrier between the two (with the staging of every activation
- * behind it) is gone. No wait can close a cycle: a block's gate_up tiles of slot i all come before
- * its down tiles of slot i in its ring, and down's waits for slot i need only gate_up tiles of
- * slot i, which wait for nothing but their stages. */
-static __device__ __forceinline__ void sk_tile_done(unsigned *count) {
-    __threadfence(); /* each lane's activations before the count (every lane: some wrote) */
-    __syncwarp();
-    if ((threadIdx.x & 31) == 0) atomicAdd(count, 1u);
-}
-static __device__ __forceinline__ void sk_wait_count(const unsigned *count, unsigned target) {
-    const long long t0 = clock64();
-    for (;;) {
-        unsigned v;
-        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(count) : "memory");
-        if (v >= target) return;
-        if (clock64() - t0 > 4000000000ll) __trap(); /* ~2 s: the tiles never came */
-    }
-}
-/* Where the MoE's bf16 input row sits in xs: past the k activation rows and the routing's room
- * (the accumulator groups, the shares and the logits: within 4 H, step_kernel_supported). */
-static __host__ __device__ __forceinline__ size_t sk_ys_off(int H, int k, int I) {
-    const size_t a = (size_t)k * I * 2, r = (size_t)H * 4;
-    return ((a > r ? a : r) + 127) / 128 * 128;
-}
 
 /* The first stage index ≥ lo of consumer warp w (stage n goes to warp n % AS_CWARPS). */
 static __device__ __forceinline__ int sk_first(int lo, int w) {
@@ -348,8 +314,6 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
     __shared__ float s_inv;                /* the layer's 1 / rms(h + o) */
     __shared__ sk_partials s_part;
     __shared__ unsigned s_probe_sink; /* the wait probe's: where lane 0 puts its scale words' xor */
-    __shared__ int
-        s_staged[SK_MAX_K]; /* an expert slot's activations in acts: 0 no, 1 being, 2 yes */
     __shared__ unsigned long long s_meta[AS_MAX_STAGES]; /* what each stage holds (sk_meta) */
     unsigned char *ring = as_smem;
     float *xs = (float *)(as_smem + L.xs_off);
@@ -375,7 +339,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
         mbar_init(o_go, 1), mbar_init(route_go, 1);
         mbar_init_fence();
     }
-    if (tid < 2 * SK_MAX_TILES) s_part.count[tid] = 0;
+    if (tid < SK_MAX_TILES) s_part.count[tid] = 0;
     if (tid < AS_MAX_STAGES) s_meta[tid] = ~0ull; /* no stage index */
     for (int i = tid; i < (int)(sizeof(as_params) / 4); i += AS_THREADS)
         ((int *)&sP)[i] = ((const int *)&K.base)[i];
@@ -445,67 +409,44 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
             int e_sel[SK_MAX_K];
 #pragma unroll
             for (int i = 0; i < SK_MAX_K; i++) e_sel[i] = i < K.k ? s_e[i] : 0;
-            /* gate_up's tiles in the order taken (their expert slots never decrease: strided
-             * shares, then tickets in order), each slot's down tiles put in the ring as soon as
-             * the block's next gate_up tile is of a later slot (the consumers wait for the
-             * grid's gate_up of the slot: sk_stage_acts) */
-            sk_take_tile up(K.tickets + STEP_KERNEL_TICKET_WORDS * l, K.k * RT1, G);
-            sk_take_tile dn(K.tickets + STEP_KERNEL_TICKET_WORDS * l + 1, K.k * RT2, G);
-            unsigned p_wait[2] = {0, 0}, p_issue[2] = {0, 0}, p_chunks[2] = {0, 0}, take_sum = 0;
-            auto issue_tile = [&](int m, int j, int lt) {
-                const bool upm = m == 0;
-                const int nc = upm ? nc1 : nc2, KK = upm ? KK1 : KK2, RT = upm ? RT1 : RT2;
-                const uint8_t *wq = upm ? ly->w1_q : ly->w2_q, *ws = upm ? ly->w1_s : ly->w2_s;
-                const uint16_t *bias = upm ? ly->b1 : ly->b2;
-                const unsigned t_issue = w.now();
-                wait_sum = 0;
-                const int i = j / RT, rt = j - i * RT;
-                const size_t tile = (size_t)e_sel[i] * RT + rt;
-                /* the tile's scale words and biases into L2 for its consumers' loads (the
-                 * biases: 16 contiguous bf16 of either matrix, moe.h's ρ for gate_up) */
-                sk_prefetch_l2(ws + tile * KK * 32, (size_t)KK * 32, 0, 1);
-                sk_prefetch_l2(bias + tile * 16, 32, 0, 1);
-                for (int c = 0; c < nc; c++, n++) {
-                    const int s = acquire(w);
-                    sk_meta_put(s_meta, s, sk_meta(n, m, sk_place{rt, i, lt, c}.packed()));
-                    if (p_chunks[m]++ == 0) w.point(m ? SKW_T_UP_END : SKW_T_FIRST);
-                    if (K.moe_probe == 2) { /* the probe: the chunk's stage as it is */
-                        mbar_arrive(&full[s]);
-                        continue;
-                    }
-                    const int kk0 = c * kc, nk = min(kc, KK - kk0);
-                    mbar_arrive_expect_tx(&full[s], (uint32_t)(nk * SK_STEP_CODE_BYTES));
-                    bulk_copy_g2s_hint(ring + (size_t)s * L.stage_bytes,
-                                       wq + (tile * KK + kk0) * SK_STEP_CODE_BYTES,
-                                       (uint32_t)(nk * SK_STEP_CODE_BYTES), &full[s], once);
-                }
-                p_wait[m] += wait_sum;
-                p_issue[m] += w.now() - t_issue - wait_sum;
-            };
-            int jd = -1, ltd = 0; /* the block's next down tile (-1: none left), its local index */
-            auto next_down = [&] {
-                const unsigned t = w.now();
-                jd = dn.take(b);
-                ltd = dn.lt - 1;
-                take_sum += w.now() - t;
-            };
-            next_down();
-            for (;;) {
-                const unsigned t = w.now();
-                const int j = up.take(b);
-                take_sum += w.now() - t;
-                const int e = j >= 0 ? j / RT1 : K.k; /* the next gate_up tile's slot */
-                for (; jd >= 0 && jd / RT2 < e; next_down()) issue_tile(1, jd, ltd);
-                if (j < 0) break;
-                issue_tile(0, j, up.lt - 1);
-            }
-            for (int m = 0; m < 2; m++) {
+            for (int m = 0; m < 2; m++) { /* gate_up's tiles, then down's */
+                const bool up = m == 0;
+                const int nc = up ? nc1 : nc2, KK = up ? KK1 : KK2, RT = up ? RT1 : RT2;
+                const uint8_t *wq = up ? ly->w1_q : ly->w2_q, *ws = up ? ly->w1_s : ly->w2_s;
+                const uint16_t *bias = up ? ly->b1 : ly->b2;
                 const int o = m ? SKW_DOWN : 0;
-                w.add(o + SKW_P_WAIT, p_wait[m]);
-                w.add(o + SKW_P_ISSUE, p_issue[m]);
-                w.add(o + SKW_CHUNKS, p_chunks[m]);
+                unsigned t_take = w.now(), take_sum = 0, t_issue = t_take, chunks = 0;
+                wait_sum = 0;
+                sk_take_tile take(K.tickets + 2 * l + m, K.k * RT, G);
+                for (int j; (j = take.take(b)) >= 0; t_take = w.now()) {
+                    take_sum += w.now() - t_take;
+                    const int i = j / RT, rt = j - i * RT;
+                    const sk_place at = {rt, i, take.lt - 1, 0};
+                    const size_t tile = (size_t)e_sel[i] * RT + rt;
+                    /* the tile's scale words and biases into L2 for its consumers' loads (the
+                     * biases: 16 contiguous bf16 of either matrix, moe.h's ρ for gate_up) */
+                    sk_prefetch_l2(ws + tile * KK * 32, (size_t)KK * 32, 0, 1);
+                    sk_prefetch_l2(bias + tile * 16, 32, 0, 1);
+                    for (int c = 0; c < nc; c++, n++) {
+                        const int s = acquire(w);
+                        sk_meta_put(s_meta, s, sk_meta(n, m, sk_place{rt, i, at.lt, c}.packed()));
+                        if (chunks++ == 0) w.point(m ? SKW_T_UP_END : SKW_T_FIRST);
+                        if (K.moe_probe == 2) { /* the probe: the chunk's stage as it is */
+                            mbar_arrive(&full[s]);
+                            continue;
+                        }
+                        const int kk0 = c * kc, nk = min(kc, KK - kk0);
+                        mbar_arrive_expect_tx(&full[s], (uint32_t)(nk * SK_STEP_CODE_BYTES));
+                        bulk_copy_g2s_hint(ring + (size_t)s * L.stage_bytes,
+                                           wq + (tile * KK + kk0) * SK_STEP_CODE_BYTES,
+                                           (uint32_t)(nk * SK_STEP_CODE_BYTES), &full[s], once);
+                    }
+                }
+                w.add(o + SKW_P_WAIT, wait_sum);
+                w.add(o + SKW_P_ISSUE, w.now() - t_issue - wait_sum);
+                w.add(o + SKW_CHUNKS, chunks);
+                w.add(SKW_P_TAKE, take_sum);
             }
-            w.add(SKW_P_TAKE, take_sum);
             w.point(SKW_T_END);
         }
         /* past the last stage: one a consumer warp, so each sees its down loop end */
@@ -519,54 +460,24 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
     pre.qkv_bias = (float *)(as_smem + L.pre_off);
     pre.cs = pre.qkv_bias + 2 * L.max_pairs;
     pre.o_bias = pre.cs + 2 * L.max_pairs;
-    /* the MoE's inputs, over the staged rows' room (free after O's dot products and the
-     * routing's sums): the k activation rows, then the token's bf16 row past them and past the
-     * routing's room (sk_ys_off; down's activations are staged while gate_up's chunks read it) */
+    /* the MoE's inputs, over the staged rows' room (free after the router's dot products): the
+     * token's bf16 row past the router's fp32 one, then the k activation rows */
+    uint16_t *ys = (uint16_t *)((unsigned char *)xs + ((size_t)H * 4 + 127) / 128 * 128);
     uint16_t *acts = (uint16_t *)xs;
-    uint16_t *ys = (uint16_t *)((unsigned char *)xs + sk_ys_off(H, K.k, I));
-    /* Expert slot i's activations into acts + i I: by the block's first warp to need them, once
-     * the grid's gate_up tiles of slot i are done (its lane 0 waits for ready[i]; cp.async, every
-     * copy in flight at once); the block's other warps wait for that warp. */
-    auto stage_acts = [&](const unsigned *ready, int i) {
-        int claim = 0;
-        if (lane == 0) claim = atomicCAS(&s_staged[i], 0, 1) == 0;
-        claim = __shfl_sync(0xffffffffu, claim, 0);
-        if (claim) {
-            if (lane == 0) sk_wait_count(ready + i, (unsigned)RT1);
-            __syncwarp();
-            for (int v = lane; v < I / 8; v += 32)
-                cp_async16(smem_u32(acts + (size_t)i * I + 8 * v), K.act + (size_t)i * I + 8 * v,
-                           16);
-            cp_async_commit();
-            cp_async_wait<0>();
-            __syncwarp();
-            if (lane == 0) {
-                __threadfence_block();
-                *(volatile int *)&s_staged[i] = 2;
-            }
-        } else if (lane == 0) {
-            const long long t0 = clock64();
-            while (*(volatile int *)&s_staged[i] != 2)
-                if (clock64() - t0 > 4000000000ll) __trap(); /* ~2 s: never staged */
-            __threadfence_block();
-        }
-        __syncwarp();
-    };
     const int t4 = lane & 3, g8 = lane >> 2;
     /* Measured and undone (session 35, H100, 120b batch 1): each warp asking L1 for its next chunk's
      * scale words and biases as it starts a chunk (0.933 -> 0.934 of the loop, 20b 0.937 -> 0.930;
      * phase 5 +1.2 µs), and the layer's expert arrays read from shared memory instead of the layer
      * table (0.935 -> 0.933). */
-    /* One expert chunk at stage n (its place p, told by sk_meta; its tile's partial sums at
-     * lt0 + p.lt: gate_up's from 0, down's from SK_MAX_TILES) of the matrix with scale words w_s,
+    /* One expert chunk at stage n (its place p, told by sk_meta) of the matrix with scale words w_s,
      * biases bias, RT row tiles of KK k steps in nc chunks: the scale words and the tile's two
      * biases (o0, o1 of its 16) asked for, the stage waited for, multiplied with the staged rows at
      * x0 (+ x_stride a selected expert; zero under the stream-alone probe) and released, the tile's
      * sums met. True for the warp that completes the tile (lanes t4 = 0: out its rows g8, g8 + 8,
      * bb their biases). */
     auto expert_chunk = [&](const sk_wait &w, int o, bool first, unsigned &t_meet, int n,
-                            const sk_place &p, int lt0, const uint8_t *w_s, const uint16_t *bias,
-                            int RT, int KK, int nc, int o0, int o1, uint32_t x0, uint32_t x_stride,
+                            const sk_place &p, const uint8_t *w_s, const uint16_t *bias, int RT,
+                            int KK, int nc, int o0, int o1, uint32_t x0, uint32_t x_stride,
                             float out[2], float bb[2]) {
         const unsigned t0 = w.now();
         const int s = n % S, kk0 = p.c * kc, nk = min(kc, KK - kk0);
@@ -600,7 +511,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
         t_meet = w.now();
         w.add(o + SKW_MUL, t_meet - t1);
         if (lane == 0) mbar_arrive(&empty[s]);
-        return sk_tile_meet(&s_part, lt0 + p.lt, p.c, nc, acc, out);
+        return sk_tile_meet(&s_part, p.lt, p.c, nc, acc, out);
     };
     unsigned bar_n = 0; /* grid barrier arrivals passed (sk_barrier) */
     int nb = 0;         /* the layer's first stage (told by the producer at each layer's end) */
@@ -651,15 +562,11 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
         sk_barrier(P.a.bar, &bar_n);
         sk_stamp(K, l, 2);
         if (tid == 0) mbar_arrive(o_go);
-        /* every block is past the layer before's experts (and the launch before's last
-         * layer's): its counters and its router sums back to 0 (the barrier arrivals order the
-         * stores; with L odd the layer before's router sums are this layer's, first added to
-         * after phase 2's barrier) */
-        if (b == 0) {
-            const int lb = (l + K.L - 1) % K.L;
-            if (tid < STEP_KERNEL_TICKET_WORDS) K.tickets[STEP_KERNEL_TICKET_WORDS * lb + tid] = 0u;
-            for (int i = tid; i < STEP_KERNEL_RGROUPS * K.E; i += AS_CWARPS * 32)
-                __stcg(K.racc + (size_t)(lb & 1) * STEP_KERNEL_RGROUPS * K.E + i, 0ull);
+        /* every block is past the layer before's tiles (and the launch before's last layer's):
+         * their tickets back to 0 (this thread's barrier arrivals order the stores) */
+        if (b == 0 && tid == 0) {
+            unsigned *t = K.tickets + 2 * ((l + K.L - 1) % K.L);
+            t[0] = t[1] = 0u;
         }
         if (P.a.nh && b == 0) /* every block has read h: its new row (written by this block) */
             for (int i = tid; i < H / 4; i += AS_CWARPS * 32)
@@ -728,9 +635,9 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
             for (int i = tid; i < H / 4; i += AS_CWARPS * 32)
                 ((float4 *)K.h)[i] = __ldcg((const float4 *)P.a.nscratch + i);
 
-        /* 5: the routing (the producer then streams the experts' chunks), then gate_up with SwiGLU
-         * and down: each warp takes its stages in turn, whatever chunk the producer put there,
-         * until one holds something else (the next layer's first stages) */
+        /* 5: the routing (the producer then streams the experts' chunks), then gate_up with SwiGLU:
+         * each warp takes its stages in turn, whatever chunk the producer put there, until one
+         * holds something else (its first of down's, which phase 6 starts from) */
         const sk_wait w(K, l, warp);
         w.point(SKW_T_START);
         if (warp == 0) { /* the routing, by warp 0 alone (above SK_ROUTER_ROWS) */
@@ -774,8 +681,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
             __syncwarp();
             if (lane == 0) mbar_arrive(route_go); /* the experts are known: the producer goes */
         }
-        if (tid < SK_MAX_K) s_staged[tid] = 0; /* the layer's activations not yet staged */
-        consumers_sync();                      /* s_inv, s_staged */
+        consumers_sync(); /* s_inv */
         { /* the MoE's input row: h + o normalised, bf16 (read by gate_up's chunks) */
             const float inv = s_inv;
             for (int c = tid; c < H / 8; c += AS_CWARPS * 32) {
@@ -790,65 +696,75 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
         }
         consumers_sync(); /* ys */
         w.point(SKW_T_ROUTED);
-        if (l + 1 < K.L)
-            sk_prefetch_layer(ly + 1, H, (K.base.n_heads + 2 * K.base.n_kv_heads) * AS_HD,
-                              K.base.n_heads, K.E, tid);
         sk_block_stamp(K, l, 7);
         sk_block_stamp(K, l, 0);
         int q = sk_first(nb + q_g, warp) - nb; /* this warp's next stage of the layer */
         {
             const uint32_t xa = smem_u32(ys) + 16 * t4;
-            bool first = true, first_down = true;
-            for (;; q += AS_CWARPS) {
+            for (bool first = true;; q += AS_CWARPS, first = false) {
                 const int n = nb + q, s = n % S;
                 const unsigned ta = w.now();
                 const unsigned mt = sk_meta_wait(s_meta, s, (unsigned)n);
-                const unsigned kind = mt >> 30;
-                w.since(kind == SK_DOWN ? SKW_DOWN + SKW_META : SKW_META, ta);
-                if (kind != SK_GATE_UP && kind != SK_DOWN) { /* the next layer's first stages */
-                    if (kind == SK_OTHER) nb = (int)(mt & 0x3fffffffu);
-                    break;
-                }
+                w.since(SKW_META, ta);
+                if (mt >> 30 != SK_GATE_UP) break; /* down's first chunk (or what follows) */
                 const sk_place p = sk_place::of(mt);
+                /* gate_up: tile row r < 8 is output rt·8 + r's gate, r ≥ 8 its up (moe.h's ρ) */
                 float out[2], bb[2];
                 unsigned tm;
-                if (kind == SK_GATE_UP) {
-                    /* gate_up: tile row r < 8 is output rt·8 + r's gate, r ≥ 8 its up (moe.h's
-                     * ρ); the warp that completes a tile writes its 8 activations and counts the
-                     * tile done for its expert slot */
-                    if (expert_chunk(w, 0, first, tm, n, p, 0, ly->w1_s, ly->b1, RT1, KK1, nc1,
-                                     2 * g8, 2 * g8 + 1, xa, 0, out, bb)) {
-                        if (t4 == 0)
-                            K.act[(size_t)p.i * I + p.rt * 8 + g8] = f32_to_bf16_bits(
-                                swiglu(out[0] + bb[0], out[1] + bb[1], K.alpha, K.limit));
-                        sk_tile_done(K.tickets + STEP_KERNEL_TICKET_WORDS * l + 8 + p.i);
-                    }
-                    first = false;
-                    w.since(SKW_MEET, tm);
-                    w.add(SKW_CHUNKS, 1);
-                    w.point(SKW_T_UP_END);
-                    continue;
-                }
-                /* down, weighted into the slots (one a selected expert: unsplit) */
-                if (first_down) w.point(SKW_T_D_START);
-                stage_acts(K.tickets + STEP_KERNEL_TICKET_WORDS * l + 8, p.i);
-                if (first_down) w.point(SKW_T_D_LOOP), first_down = false;
-                if (expert_chunk(w, SKW_DOWN, false, tm, n, p, SK_MAX_TILES, ly->w2_s, ly->b2, RT2,
-                                 KK2, nc2, g8, 8 + g8, smem_u32(acts) + 16 * t4, (uint32_t)I * 2,
-                                 out, bb) &&
-                    t4 == 0) {
-                    float *yrow = K.y_slots + (size_t)p.i * H + p.rt * 16 + g8;
-                    yrow[0] = s_w[p.i] * (out[0] + bb[0]);
-                    yrow[8] = s_w[p.i] * (out[1] + bb[1]);
-                }
-                w.since(SKW_DOWN + SKW_MEET, tm);
-                w.add(SKW_DOWN + SKW_CHUNKS, 1);
+                if (expert_chunk(w, 0, first, tm, n, p, ly->w1_s, ly->b1, RT1, KK1, nc1, 2 * g8,
+                                 2 * g8 + 1, xa, 0, out, bb) &&
+                    t4 == 0)
+                    K.act[(size_t)p.i * I + p.rt * 8 + g8] =
+                        f32_to_bf16_bits(swiglu(out[0] + bb[0], out[1] + bb[1], K.alpha, K.limit));
+                w.since(SKW_MEET, tm);
+                w.add(SKW_CHUNKS, 1);
             }
+        }
+        w.point(SKW_T_UP_END);
+        sk_block_stamp(K, l, 5);
+        sk_barrier(P.a.bar, &bar_n);
+        sk_stamp(K, l, 6);
+
+        /* 6: down, weighted into the slots (one a selected expert: unsplit). Measured and undone
+         * (session 34, H100, 120b batch 1, against the layer loop): the activations staged by
+         * cp.async with every copy in flight, 0.968 -> 0.969 (phase 6 13.0 µs either way); each
+         * chunk split between two warps, half its k steps each, 0.962 -> 0.939 (phase 6 +1.3 µs:
+         * a chunk's fixed costs twice; gate_up the same way 0.896). */
+        w.point(SKW_T_D_START);
+        if (b == 0) /* every block has read the layer's router sums: back to 0 for layer l + 2 */
+            for (int i = tid; i < STEP_KERNEL_RGROUPS * K.E; i += AS_CWARPS * 32)
+                __stcg(K.racc + (size_t)par * STEP_KERNEL_RGROUPS * K.E + i, 0ull);
+        if (l + 1 < K.L)
+            sk_prefetch_layer(ly + 1, H, (K.base.n_heads + 2 * K.base.n_kv_heads) * AS_HD,
+                              K.base.n_heads, K.E, tid);
+        for (int v = tid; v < K.k * I / 8; v += AS_CWARPS * 32)
+            ((uint4 *)acts)[v] = __ldcg((const uint4 *)K.act + v);
+        consumers_sync();
+        w.point(SKW_T_D_LOOP);
+        for (;; q += AS_CWARPS) {
+            const int n = nb + q, s = n % S;
+            const unsigned ta = w.now();
+            const unsigned mt = sk_meta_wait(s_meta, s, (unsigned)n);
+            w.since(SKW_DOWN + SKW_META, ta);
+            if (mt >> 30 != SK_DOWN) { /* the next layer's first stages, or the launch's end */
+                if (mt >> 30 == SK_OTHER) nb = (int)(mt & 0x3fffffffu);
+                break;
+            }
+            const sk_place p = sk_place::of(mt);
+            float out[2], bb[2];
+            unsigned tm;
+            if (expert_chunk(w, SKW_DOWN, false, tm, n, p, ly->w2_s, ly->b2, RT2, KK2, nc2, g8,
+                             8 + g8, smem_u32(acts) + 16 * t4, (uint32_t)I * 2, out, bb) &&
+                t4 == 0) {
+                float *yrow = K.y_slots + (size_t)p.i * H + p.rt * 16 + g8;
+                yrow[0] = s_w[p.i] * (out[0] + bb[0]);
+                yrow[8] = s_w[p.i] * (out[1] + bb[1]);
+            }
+            w.since(SKW_DOWN + SKW_MEET, tm);
+            w.add(SKW_DOWN + SKW_CHUNKS, 1);
         }
         w.point(SKW_T_END);
         if (warp == 0) w.gtime(SKW_G_END);
-        sk_block_stamp(K, l, 5);
-        sk_stamp(K, l, 6); /* (phase 6, down after gate_up's grid barrier, until session 36) */
         sk_block_stamp(K, l, 6);
         if (l + 1 < K.L)
             sk_barrier(P.a.bar, &bar_n);
@@ -901,7 +817,8 @@ static size_t sk_layout(const attn_dims *d, int H, int k, int I, as_layout *L, i
     size_t xs = 0;
     const size_t smem =
         as_plan_layout(d, 1, H, per_device_sm_count(), *kc * SK_STEP_CODE_BYTES, L, &xs);
-    if (!smem || sk_ys_off(H, k, I) + (size_t)H * 2 > xs) return 0;
+    const size_t ys_end = ((size_t)H * 4 + 127) / 128 * 128 + (size_t)H * 2;
+    if (!smem || ys_end > xs || (size_t)k * I * 2 > xs) return 0;
     return smem;
 }
 

@@ -74,9 +74,8 @@ typedef struct {
     float *part;
     size_t part_bytes;
     unsigned *bar, *counters;
-    /* the experts' counters, STEP_KERNEL_TICKET_WORDS a layer (zero before the first launch, left
-     * so; runner_step.c keeps them past the layer table): the two matrices' tile tickets (words
-     * 0, 1), and from word 8 the gate_up tiles done of each expert slot */
+    /* the experts' tile tickets: 2 L words, zero before the first launch, left so (runner_step.c
+     * keeps them past the layer table) */
     unsigned *tickets;
     /* the router's sums of a layer as 2^-24 fixed point, [2][STEP_KERNEL_RGROUPS][E] (zero before
      * the first launch, left so), and the blocks' sums of squares of h + o, [2][STEP_KERNEL_MAX_G]
@@ -86,9 +85,8 @@ typedef struct {
 } step_kernel_args;
 
 enum {
-    STEP_KERNEL_TICKET_WORDS = 32, /* step_kernel_args.tickets: a layer's words */
-    STEP_KERNEL_MAX_G = 256,       /* blocks the router's shares allow */
-    STEP_KERNEL_RGROUPS = 8        /* the router's accumulator groups (block b adds into b % 8) */
+    STEP_KERNEL_MAX_G = 256, /* blocks the router's shares allow */
+    STEP_KERNEL_RGROUPS = 8  /* the router's accumulator groups (block b adds into b % 8) */
 };
 
 /* GPTOSS_STEP_KERNEL=1 (or step_kernel_set(1)): the runner takes this kernel for one-token decode

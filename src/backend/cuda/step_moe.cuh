@@ -26,15 +26,13 @@ enum {
     SK_STEP_CODE_BYTES = 512, /* a k step of a tile's codes */
     SK_MAX_KC = 23,           /* k steps a chunk */
     SK_MAX_TILES = 16,        /* tiles of one matrix a block (gate_up's, down's) */
-    SK_MAX_CHUNKS = 2         /* chunks a tile (gpt-oss: 2 at both sizes) */
+    SK_MAX_CHUNKS = 4         /* chunks a tile */
 };
 
-/* The partial sums of the block's tiles and their arrival counts (shared memory): gate_up's
- * local tile lt at lt, down's at SK_MAX_TILES + lt (the two matrices' tiles are in flight
- * together: down's chunks of an expert follow its gate_up in the ring). */
+/* The partial sums of the block's tiles and their arrival counts (shared memory). */
 struct sk_partials {
-    float sum[2 * SK_MAX_TILES][SK_MAX_CHUNKS][16]; /* rows 0-15 of the tile's column 0 */
-    int count[2 * SK_MAX_TILES];                    /* chunks arrived; reset by the last */
+    float sum[SK_MAX_TILES][SK_MAX_CHUNKS][16]; /* rows 0-15 of the tile's column 0 */
+    int count[SK_MAX_TILES];                    /* chunks arrived; reset by the last */
 };
 
 /* A chunk's scale words (nk k steps of 8 words, contiguous from sp: the chunk's first), loaded by
