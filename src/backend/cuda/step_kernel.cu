@@ -729,7 +729,13 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
          * (session 34, H100, 120b batch 1, against the layer loop): the activations staged by
          * cp.async with every copy in flight, 0.968 -> 0.969 (phase 6 13.0 µs either way); each
          * chunk split between two warps, half its k steps each, 0.962 -> 0.939 (phase 6 +1.3 µs:
-         * a chunk's fixed costs twice; gate_up the same way 0.896). */
+         * a chunk's fixed costs twice; gate_up the same way 0.896). Down beside gate_up (session
+         * 36, 0d393c2: strided tile shares so the grid completes the expert slots in order, each
+         * slot's down tiles in the ring once the block's gate_up moved past it, per-slot done
+         * counters, the slot's activations staged by the block's first warp to need them, this
+         * barrier gone): 0.969 -> 0.830 of the loop at 120b, 0.979 -> 0.842 at 20b; phases 5 + 6
+         * 38.2 -> 49.9 µs, their arithmetic alone 35.3 -> 49.3: warps waiting for a slot's count
+         * hold their stages and the ring stalls. The same bits ((h) equal). */
         w.point(SKW_T_D_START);
         if (b == 0) /* every block has read the layer's router sums: back to 0 for layer l + 2 */
             for (int i = tid; i < STEP_KERNEL_RGROUPS * K.E; i += AS_CWARPS * 32)
