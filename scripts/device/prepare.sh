@@ -55,7 +55,7 @@ if [ -n "${PROBE:-}" ]; then
   git describe --always --dirty --abbrev=7 >.devcarry/probe/commit.txt
 fi
 # SLIM="gptoss gpu_test_cuda_forward ..." (or SLIM=all): only those of the head's binaries (the
-# bases keep what BASE_TESTS named), no CUPTI trace library, and every binary, library and the
+# bases keep what BASE_TESTS named), no CUPTI trace library (TRACE=1 keeps it, ~4 MB), and every binary, library and the
 # tokenizer gzipped (three builds, or every test binary, then fit in 64 MiB). The device command
 # then starts with
 #   gunzip -f .devcarry/*/*.gz .devcarry/cache/tokenizer/*.gz 2>/dev/null; chmod +x .devcarry/bin/* .devcarry/base*/*
@@ -63,7 +63,7 @@ if [ -n "${SLIM:-}" ]; then
   for f in .devcarry/bin/*; do
     case " $SLIM " in *" $(basename "$f") "* | " all ") ;; *) rm -f "$f" ;; esac
   done
-  rm -f .devcarry/lib/libcupti* .devcarry/lib/libgptoss_trace.so
+  [ -n "${TRACE:-}" ] || rm -f .devcarry/lib/libcupti* .devcarry/lib/libgptoss_trace.so
   find .devcarry -type f ! -name commit.txt ! -name '*.gz' -exec gzip -9 -f {} +
 fi
 du -sh .devcarry

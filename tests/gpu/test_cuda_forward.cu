@@ -1798,6 +1798,12 @@ static void real_width(rng_t *rng) {
                     r, rows[r], gap, rel_l2(&one));
         } else {
             cmp_rows(&rest, sel.data() + (size_t)r * V, ref.data() + (size_t)r * V, 1, V);
+            /* every row's figures, so that a failing seed says which row and how near a tie */
+            fprintf(stderr,
+                    "  20b x 2 layers: row %d (token %d): router gap %.2e, alone relL2 %.2e, "
+                    "top-1 %s (CPU margin %s)\n",
+                    r, rows[r], gap, rel_l2(&one), one.agree ? "equal" : "DIFFERS",
+                    one.clear ? "clear" : "near");
         }
     }
     fprintf(stderr,
