@@ -1688,12 +1688,14 @@ static bool write_20b_two_layers(char *dir, int files, model_config *c) {
  * 2.8e-3 … 1.8e-2 kept their experts (alone ≤ 7e-3); ~15 % of rows have a gap under 1e-2. */
 enum { GAP_MAX_T = 64, T_REAL_WIDTH = 40, MIN_ROWS_LEFT = 5 };
 static const double NEAR_TIE = 1e-2;
+enum { GAP_MAX_L = 4, GAP_MAX_K = 8 };
 typedef struct {
     float gap[GAP_MAX_T];
+    int experts[GAP_MAX_L][GAP_MAX_T][GAP_MAX_K]; /* the CPU's, rank order (a row's report) */
+    float layer_gap[GAP_MAX_L][GAP_MAX_T];
 } route_gaps;
 static void record_gaps(void *ctx, int layer, int T, const float *logits, int n_experts,
                         const int *experts, int k) {
-    (void)layer;
     route_gaps *g = (route_gaps *)ctx;
     for (int t = 0; t < T && t < GAP_MAX_T; t++) {
         const float *l = logits + (size_t)t * n_experts;
@@ -1706,6 +1708,10 @@ static void record_gaps(void *ctx, int layer, int T, const float *logits, int n_
         }
         const float gap = l[ex[k - 1]] - out;
         if (gap < g->gap[t]) g->gap[t] = gap;
+        if (layer >= 0 && layer < GAP_MAX_L) {
+            for (int j = 0; j < k && j < GAP_MAX_K; j++) g->experts[layer][t][j] = ex[j];
+            g->layer_gap[layer][t] = gap;
+        }
     }
 }
 
@@ -1727,6 +1733,7 @@ static void real_width(rng_t *rng) {
     /* CPU: the selected rows only (the lm_head at 201,088 x 2880 is the expensive part). */
     static_assert(T_REAL_WIDTH <= GAP_MAX_T, "route_gaps holds every token");
     route_gaps gaps;
+    memset(&gaps, 0, sizeof gaps);
     model_weights w;
     rc = weights_load(dir, &w);
     CHECK(rc == 0, "weights_load: %s", err_msg());
@@ -1754,7 +1761,15 @@ static void real_width(rng_t *rng) {
 
     std::vector<float> got[2];
     const char *models[2] = {dir, "synthetic:20b:layers=2:seed=0"};
+    /* the GPU's experts of the checkpoint's run (runner_forward.c's GPTOSS_ROUTE_DUMP), for the
+     * rows whose error has an expert swap's size */
+    char dump[] = "/tmp/gptoss-route-XXXXXX";
+    const int dump_fd = mkstemp(dump);
+    if (dump_fd >= 0) close(dump_fd);
+    static int gpu_experts[GAP_MAX_L][GAP_MAX_T][GAP_MAX_K];
+    memset(gpu_experts, 0xff, sizeof gpu_experts);
     for (int k = 0; k < 2; k++) {
+        if (k == 0 && dump_fd >= 0) setenv("GPTOSS_ROUTE_DUMP", dump, 1);
         backend *be = make_cuda(models[k], 4, 0, 64);
         CHECK(be != NULL, "cuda backend %s", models[k]);
         if (!be) continue;
@@ -1765,6 +1780,25 @@ static void real_width(rng_t *rng) {
         CHECK(run_schedule(&d, seqs, POL_WHOLE, false, 0, rng) == 0, "run %s", models[k]);
         got[k] = seqs[0].logits;
         cuda_backend_ops.destroy(be);
+        unsetenv("GPTOSS_ROUTE_DUMP");
+    }
+    if (dump_fd >= 0) { /* the first line of each (layer, token): the prompt's one step */
+        FILE *f = fopen(dump, "r");
+        char line[256];
+        while (f && fgets(line, sizeof line, f)) {
+            int l, t, n = 0, e[GAP_MAX_K];
+            if (sscanf(line, "layer %d token %d:%n", &l, &t, &n) < 2 || l < 0 || l >= GAP_MAX_L ||
+                t < 0 || t >= GAP_MAX_T || gpu_experts[l][t][0] != -1)
+                continue;
+            const char *p = line + n;
+            for (int j = 0; j < c.experts_per_tok && j < GAP_MAX_K; j++) {
+                int used = 0;
+                if (sscanf(p, "%d%n", &e[j], &used) != 1) break;
+                gpu_experts[l][t][j] = e[j], p += used;
+            }
+        }
+        if (f) fclose(f);
+        unlink(dump);
     }
     remove_dir(dir);
     if (got[0].empty() || rc) return;
@@ -1804,6 +1838,18 @@ static void real_width(rng_t *rng) {
                     "top-1 %s (CPU margin %s)\n",
                     r, rows[r], gap, rel_l2(&one), one.agree ? "equal" : "DIFFERS",
                     one.clear ? "clear" : "near");
+            /* a row off by more than the rounding: the CPU's experts, to hold against the GPU's
+             * (GPTOSS_ROUTE_DUMP=FILE writes those: runner_forward.c) */
+            if (rel_l2(&one) > 1e-2)
+                for (int l = 0; l < c.n_layers && l < GAP_MAX_L; l++) {
+                    fprintf(stderr, "    layer %d token %d: CPU experts", l, rows[r]);
+                    for (int j = 0; j < c.experts_per_tok && j < GAP_MAX_K; j++)
+                        fprintf(stderr, " %d", gaps.experts[l][rows[r]][j]);
+                    fprintf(stderr, " (gap %.2e), GPU", gaps.layer_gap[l][rows[r]]);
+                    for (int j = 0; j < c.experts_per_tok && j < GAP_MAX_K; j++)
+                        fprintf(stderr, " %d", gpu_experts[l][rows[r]][j]);
+                    fprintf(stderr, "\n");
+                }
         }
     }
     fprintf(stderr,

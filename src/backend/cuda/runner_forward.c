@@ -175,6 +175,42 @@ int runner_attention(struct backend *b, const fwd_plan *p, int l, cudaStream_t s
     return 0;
 }
 
+/* GPTOSS_ROUTE_DUMP=FILE, a debugging aid: for eager steps on the routed path (2 tokens and up
+ * unless the fused or norm-route kernels take them), appends to FILE one line per token and layer,
+ * "layer L token t: e0 e1 ... (w0 w1 ...)", the experts the GPU chose in rank order and their
+ * weights. It waits for the stream; under a graph capture it does nothing. Why: the forward test's
+ * CPU comparison names rows whose error has an expert swap's size (session 36); this says which
+ * experts the GPU took for them. */
+static void route_dump(const moe_routing *rt, int layer, cudaStream_t s) {
+    const char *path =
+        getenv("GPTOSS_ROUTE_DUMP"); /* read each time: a test sets it around a run */
+    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    const size_t n = (size_t)rt->T * rt->k;
+    if (!path || !*path || n > 65536 || cudaStreamIsCapturing(s, &cs) != cudaSuccess ||
+        cs != cudaStreamCaptureStatusNone)
+        return;
+    int *idx = malloc(n * sizeof *idx);
+    float *wts = malloc(n * sizeof *wts);
+    FILE *f = idx && wts ? fopen(path, "a") : NULL;
+    if (f &&
+        cudaMemcpyAsync(idx, rt->topk_idx, n * sizeof *idx, cudaMemcpyDeviceToHost, s) ==
+            cudaSuccess &&
+        cudaMemcpyAsync(wts, rt->topk_w, n * sizeof *wts, cudaMemcpyDeviceToHost, s) ==
+            cudaSuccess &&
+        cudaStreamSynchronize(s) == cudaSuccess)
+        for (int t = 0; t < rt->T; t++) {
+            fprintf(f, "layer %d token %d:", layer, t);
+            for (int j = 0; j < rt->k; j++) fprintf(f, " %d", idx[(size_t)t * rt->k + j]);
+            fprintf(f, " (");
+            for (int j = 0; j < rt->k; j++)
+                fprintf(f, "%s%.4f", j ? " " : "", wts[(size_t)t * rt->k + j]);
+            fprintf(f, ")\n");
+        }
+    if (f) fclose(f);
+    free(idx);
+    free(wts);
+}
+
 /* GPTOSS_MOE_COUNTS=1, a measurement aid: for eager steps of at least 256 tokens, prints to stderr
  * per layer how the step's pairs spread over the experts — the touched experts, the largest count,
  * and the 64-token tiles by the tokens they hold (what the MoE kernels' narrow MMA widths see:
@@ -285,6 +321,7 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
         }
         if (runner_route(b, T, a_lo, ly, &rt, s)) return -1;
         moe_counts_dump(&rt, l, s);
+        route_dump(&rt, l, s);
         CU(moe_experts(&ly->moe, w->a, &rt, &p->moe, w->act, w->y_slots, s));
     }
 
