@@ -10,8 +10,13 @@
 #include "base/env_switch.h"
 
 #include <math.h>
+#include <string.h>
 
-template <int T>
+static constexpr float ATTN_ROUTER_ONE = 16777216.0f; /* 2^24: the router sums' unit */
+
+/* ROUTER: the router by columns in O's epilogue (one token; its own instantiation, so that the
+ * kernel without it is the code measured before). */
+template <int T, bool ROUTER = false>
 __global__ void __launch_bounds__(AS_THREADS, 1)
     attn_stream_kernel(const as_params P, const as_layout L) {
     extern __shared__ __align__(128) unsigned char as_smem[];
@@ -29,6 +34,10 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
     const int my_rows = asp_share(b, G, H, &r0);
     const int n_rows = P.stop_after && P.stop_after != 5 ? 0 : my_rows; /* the phase probes: no O */
     const int qkv_row_bytes = H * 2, o_row_bytes = Q * 2;
+    /* the router by columns in O's epilogue (attn_stream_router): one more stage, its rows of the
+     * transposed router, after the block's O rows */
+    const attn_stream_router &R = a.router;
+    const bool rcols = ROUTER && T == 1 && R.wt && n_rows > 0;
     /* The consumers' loads go out first, before the producer's copies (as_early). */
     as_early<T> early;
     if (warp < AS_CWARPS) as_early_load<T>(P, L, p0, n_pairs, r0, my_rows, early);
@@ -75,6 +84,14 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
                 bulk_copy_g2s_hint(dst, a.o_w + (size_t)(r0 + q - n_pairs) * Q,
                                    (uint32_t)o_row_bytes, &full[s], once);
             }
+        }
+        if (rcols) {
+            const int q = n_pairs + n_rows, s = q % S;
+            if (q >= S) mbar_wait_or_trap(&empty[s], (q / S - 1) & 1);
+            const uint32_t bytes = (uint32_t)(n_rows * R.E * 2);
+            mbar_arrive_expect_tx(&full[s], bytes);
+            bulk_copy_g2s_hint(ring + (size_t)s * L.stage_bytes, R.wt + (size_t)r0 * R.E, bytes,
+                               &full[s], once);
         }
         return;
     }
@@ -136,22 +153,49 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
     grid_exit_counted(a.bar, bar_n); /* the last barrier: every block has left the waits */
     if (P.stop_after == 2) return;
 
-    /* Phase 3: O. */
+    /* Phase 3: O (and with the router by columns, h + o, its squares and g (h + o) of the
+     * block's rows; h and the gain of a row asked for before the row's dot product). */
+    __shared__ float s_oc[ATTN_ROUTER_MAX_ROWS], s_sq[ATTN_ROUTER_MAX_ROWS];
     as_stage_rows(a.attn, T, Q, xs);
     consumers_sync();
     for (int q = n_pairs + (warp - n_pairs % AS_CWARPS + AS_CWARPS) % AS_CWARPS;
          q < n_pairs + n_rows; q += AS_CWARPS) {
-        const int s = q % S;
+        const int s = q % S, j = q - n_pairs, row = r0 + j;
+        const float hj = rcols && lane == 0 ? __ldcg(R.h + row) : 0.0f;
+        const uint16_t gj = rcols && lane == 0 ? __ldg(R.gain + row) : (uint16_t)0;
         mbar_wait_or_trap(&full[s], (q / S) & 1);
         float acc[1][T];
         as_rows_dot<T, 1>(ring + (size_t)s * L.stage_bytes, o_row_bytes, Q / 8, xs, acc);
         __syncwarp();
         if (lane == 0) mbar_arrive(&empty[s]);
         if (lane < T) {
-            const int row = r0 + q - n_pairs;
-            a.o[(size_t)lane * H + row] =
-                f32_to_bf16_bits(as_pick<T>(acc[0], lane) + pre.o_bias[q - n_pairs]);
+            const uint16_t ob = f32_to_bf16_bits(as_pick<T>(acc[0], lane) + pre.o_bias[j]);
+            a.o[(size_t)lane * H + row] = ob;
+            if (rcols) {                                   /* T = 1: lane 0 */
+                const float v = hj + bf16_bits_to_f32(ob); /* the loop's norm_add order */
+                R.h[row] = v;
+                s_oc[j] = v * bf16_bits_to_f32(gj);
+                s_sq[j] = v * v;
+            }
         }
+    }
+    if (!ROUTER || !rcols) return;
+    consumers_sync(); /* s_oc, s_sq */
+    const int tid = threadIdx.x;
+    if (warp == 0) { /* the block's share of the sum of squares, in row order */
+        float ss = lane < n_rows ? s_sq[lane] : 0.0f;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+        if (lane == 0) __stcg(R.ss_part + b, ss);
+    }
+    if (tid < R.E) { /* expert tid's sum over the block's rows, into group b % GROUPS */
+        const int q = n_pairs + n_rows, s = q % S;
+        mbar_wait_or_trap(&full[s], (q / S) & 1);
+        const uint16_t *wt = (const uint16_t *)(ring + (size_t)s * L.stage_bytes);
+        float p = 0.0f;
+        for (int j = 0; j < n_rows; j++) p += bf16_bits_to_f32(wt[j * R.E + tid]) * s_oc[j];
+        atomicAdd(R.acc + (size_t)(b % ATTN_ROUTER_GROUPS) * R.E + tid,
+                  (unsigned long long)__float2ll_rn(p * ATTN_ROUTER_ONE));
     }
 }
 
@@ -185,6 +229,30 @@ static int slots_for(const attn_dims *d, int T, int sms) {
     return sms / (T * d->n_kv_heads);
 }
 
+/* The router by columns' shapes: one token, a lane a row of the block's (at most 32), the rows'
+ * columns in one stage, a consumer thread an expert, the shares' room, the arrays given and
+ * aligned for the bulk copy (E a multiple of 8: a row's columns are 16-byte multiples). */
+static bool attn_stream_router_fits(int T, int H, int E, int sms, int stage_bytes,
+                                    const attn_stream_router *r) {
+    const int rows = (H + sms - 1) / sms;
+    return T == 1 && E >= 8 && E % 8 == 0 && E <= 256 && E <= AS_CWARPS * 32 &&
+           rows <= ATTN_ROUTER_MAX_ROWS && (size_t)rows * E * 2 <= (size_t)stage_bytes &&
+           sms <= ATTN_ROUTER_MAX_G && r->gain && r->h && r->acc && r->ss_part &&
+           ((uintptr_t)r->wt & 15) == 0;
+}
+
+extern "C" int attn_stream_router_supported(const attn_dims *d, int H, int E) {
+    const int sms = per_device_sm_count();
+    as_layout L;
+    size_t xs_bytes;
+    attn_stream_router r;
+    memset(&r, 0, sizeof r);
+    r.gain = (const uint16_t *)16, r.h = (float *)16, r.acc = (unsigned long long *)16;
+    r.ss_part = (float *)16; /* only the shapes are asked about */
+    return as_plan_layout(d, 1, H, sms, 0, &L, &xs_bytes) > 0 &&
+           attn_stream_router_fits(1, H, E, sms, L.stage_bytes, &r);
+}
+
 extern "C" size_t attn_stream_workspace_bytes(const attn_dims *d, int T) {
     const int sl = slots_for(d, T, per_device_sm_count());
     return (size_t)T * d->n_heads * (sl > 0 ? sl : 1) * (AS_HD + 2) * sizeof(float);
@@ -193,12 +261,13 @@ extern "C" size_t attn_stream_workspace_bytes(const attn_dims *d, int T) {
 static unsigned long long g_setup_done;
 
 typedef void (*as_kernel)(as_params, as_layout);
-static as_kernel kernel_for(int T) {
+static as_kernel kernel_for(int T, bool router = false) {
     static_assert(ATTN_STREAM_MAX_T == 4, "one instantiation a token count");
-    return T == 1   ? attn_stream_kernel<1>
-           : T == 2 ? attn_stream_kernel<2>
-           : T == 3 ? attn_stream_kernel<3>
-                    : attn_stream_kernel<4>;
+    return T == 1 && router ? attn_stream_kernel<1, true>
+           : T == 1         ? attn_stream_kernel<1>
+           : T == 2         ? attn_stream_kernel<2>
+           : T == 3         ? attn_stream_kernel<3>
+                            : attn_stream_kernel<4>;
 }
 
 /* The shared-memory layout for T tokens of hidden size H on sms SMs, and the bytes it takes; 0 when
@@ -263,17 +332,20 @@ extern "C" cudaError_t attn_stream_layer(const attn_dims *d, const rope_kv_freq 
     const size_t smem = as_plan_layout(d, a->T, a->H, sms, 0, &L, &xs_bytes);
     if (!smem || a->part_bytes < attn_stream_workspace_bytes(d, a->T) || !a->part)
         return cudaErrorInvalidValue;
+    if (a->router.wt &&
+        !attn_stream_router_fits(a->T, a->H, a->router.E, sms, L.stage_bytes, &a->router))
+        return cudaErrorInvalidValue;
 
     as_params P;
     P.a = *a, P.f = *f;
     P.n_heads = d->n_heads, P.n_kv_heads = d->n_kv_heads, P.bs_shift = attn_block_shift(d);
     P.stop_after = g_stop_after;
-    void (*kern)(as_params, as_layout) = kernel_for(a->T);
+    void (*kern)(as_params, as_layout) = kernel_for(a->T, a->router.wt != NULL);
     /* Once per device: the shared-memory opt-in, and that one block an SM fits (the cooperative
      * launch would refuse the grid otherwise; the layout is the same for every step of a model). */
     if (!per_device_done(&g_setup_done)) {
-        for (int t = 1; t <= ATTN_STREAM_MAX_T; t++) {
-            const void *k = (const void *)kernel_for(t);
+        for (int t = 0; t <= ATTN_STREAM_MAX_T; t++) { /* t = 0: one token with the router */
+            const void *k = (const void *)(t ? kernel_for(t) : kernel_for(1, true));
             CUDA_TRY(
                 cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, AS_MAX_SMEM));
             int per = 0;

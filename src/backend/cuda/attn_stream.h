@@ -36,6 +36,28 @@ enum {
     ATTN_STREAM_MAX_H = 4096       /* hidden size: the staged input rows must fit beside the ring */
 };
 
+/* Optional, at one token (T = 1; wt NULL: off): the MoE router by columns in O's epilogue. After
+ * O every block owns its rows j of h + o: it writes them back into h, and adds W_r[:, j] ·
+ * gain_j (h + o)_j over them for every expert (its ring stage holds those rows of the transposed
+ * router, [H][E]) into acc as 2^-24 fixed point (integer adds: the same bits in any order; block
+ * b into group b % ATTN_ROUTER_GROUPS), and writes its share of the sum of squares of h + o into
+ * ss_part[b]. route_sums.h then scales the sums by 1 / rms, routes, and writes the MoE's input
+ * row: the router's own launch over the normalised row is gone (the step kernel's phase 3 since
+ * session 35). */
+enum {
+    ATTN_ROUTER_GROUPS = 8,   /* acc's groups (132 blocks do not queue on E lines) */
+    ATTN_ROUTER_MAX_G = 256,  /* ss_part's entries: blocks (zero past the grid) */
+    ATTN_ROUTER_MAX_ROWS = 32 /* h rows a block (H / SMs rounded up) */
+};
+typedef struct {
+    const uint16_t *wt;      /* the router transposed, [H][E] bf16 */
+    const uint16_t *gain;    /* the MLP norm's gain [H] bf16 */
+    float *h;                /* the residual [H] (after the attention norm's add): h + o out */
+    unsigned long long *acc; /* [ATTN_ROUTER_GROUPS][E], zero before the launch */
+    float *ss_part;          /* [ATTN_ROUTER_MAX_G] */
+    int E;                   /* experts: a multiple of 8, at most 256 */
+} attn_stream_router;
+
 typedef struct {
     int T; /* tokens = sequences (each with exactly one new token), 1 … ATTN_STREAM_MAX_T */
     int H; /* hidden size (2880) */
@@ -68,6 +90,7 @@ typedef struct {
     float *part;
     size_t part_bytes;
     unsigned *bar, *counters;
+    attn_stream_router router; /* T = 1 only; zeroed: off */
 } attn_stream_args;
 
 /* The form for a pure decode step of T tokens: 0 the launches, 1 this kernel, 2 this kernel with
@@ -94,6 +117,10 @@ int attn_stream_supported(const attn_dims *d, const rope_kv_freq *f, int T, int 
 
 /* Bytes of the partials for T sequences on this device (its SM count sets the splits). */
 size_t attn_stream_workspace_bytes(const attn_dims *d, int T);
+
+/* Whether the router by columns (attn_stream_router) fits one token of these shapes on this
+ * device (attn_stream_supported aside). */
+int attn_stream_router_supported(const attn_dims *d, int H, int E);
 
 /* One cooperative launch on stream (it needs every SM: not beside another kernel of the step,
  * not under tensor parallelism on one GPU). cudaErrorInvalidValue for a step

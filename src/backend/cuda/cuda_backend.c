@@ -279,6 +279,7 @@ int cuda_rank_setup(struct backend *b, const backend_options *opt, bool syntheti
     b->slot_last_host = xcalloc((size_t)b->max_slots, sizeof *b->slot_last_host);
     if (kv_alloc(b, opt, lead, others_on_device)) return -1;
     if (runner_step_table_build(b)) return -1;
+    if (runner_router_cols_build(b)) return -1;
     CU(cudaStreamSynchronize(b->stream));
 
     /* Off by default until measured on the H200 (attention.h). */
@@ -391,6 +392,7 @@ void cuda_rank_destroy(struct backend *b) {
         cudaFree(b->gw.layers[l].v_cache);
         cudaFree(b->gw.layers[l].kv_scales);
     }
+    runner_router_cols_free(b);
     runner_step_table_free(b);
     weights_gpu_free(b);
     cudaFree(b->slot_last);

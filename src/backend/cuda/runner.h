@@ -241,7 +241,10 @@ struct backend {
     /* The step kernel's table of every layer's weights and cache (device; runner_step.c), built
      * once the KV cache exists. */
     step_layer *step_layers;
-    uint16_t *step_router_wt;  /* every layer's router transposed, [L][H][E] */
+    uint16_t *step_router_wt; /* every layer's router transposed, [L][H][E] */
+    /* the router by columns in attn_stream's O (runner_router_cols.c): its sums and shares */
+    unsigned long long *rcols_acc;
+    float *rcols_ss;
     long step_kernel_launches; /* cuda_backend_stats */
     int T_reserve;
 
@@ -364,6 +367,14 @@ void workspace_free(struct backend *b);
  * once the KV cache exists (cuda_rank_setup), freed with the backend. */
 int runner_step_table_build(struct backend *b);
 void runner_step_table_free(struct backend *b);
+cudaError_t runner_router_transposed(struct backend *b); /* b->step_router_wt, built once */
+
+/* runner_router_cols.c: the router by columns in attn_stream's O epilogue at one token
+ * (GPTOSS_ROUTER_COLS=1; attn_stream.h's attn_stream_router, route_sums.h): its buffers, built
+ * with the step kernel's table and freed before it, and whether a step takes it. */
+int runner_router_cols_build(struct backend *b);
+void runner_router_cols_free(struct backend *b);
+bool runner_router_cols_takes(const struct backend *b, const fwd_plan *p);
 
 /* runner_forward.c: enqueues the step p describes; copy_host_rows also copies the logits rows the
  * host samples (and the test hook's rows) out after each lm_head chunk (eager steps only). */

@@ -12,6 +12,7 @@
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/moe_fused.h"
 #include "backend/cuda/norm.h"
+#include "backend/cuda/route_sums.h"
 #include "backend/cuda/router_mma.h"
 #include "backend/cuda/runner_internal.h"
 #include "backend/cuda/step_kernels.h"
@@ -126,6 +127,11 @@ static int runner_attention_stream(struct backend *b, const fwd_plan *p, int l, 
     if (runner_attn_norm_inside(b, p, l)) {
         a.nh = w->h, a.nscratch = w->qkv, a.nslots = w->y_slots, a.n_slots = p->n_slots;
         a.ngain = ly->attn_norm, a.neps = b->eps;
+    }
+    if (runner_router_cols_takes(b, p)) { /* route_sums follows (runner_forward) */
+        a.router.wt = b->step_router_wt + (size_t)l * b->H * b->E;
+        a.router.gain = ly->mlp_norm, a.router.h = w->h;
+        a.router.acc = b->rcols_acc, a.router.ss_part = b->rcols_ss, a.router.E = b->E;
     }
     CU(attn_stream_layer(&b->dims, &b->freq, &a, s));
     return 0;
@@ -279,6 +285,8 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
      * down projection is unsplit: k MoE rows a token, so the norms that sum them (its own, each
      * layer, and the final rows') read half of what the plan's split would have them read. */
     const bool step_kernel = !fused && runner_step_kernel_takes(b, p);
+    /* the router by columns in attn_stream's O (runner_router_cols.c) */
+    const bool rcols = !fused && runner_attn_stream(b, p) && runner_router_cols_takes(b, p);
     fwd_plan unsplit;
     if (step_kernel) {
         unsplit = *p;
@@ -300,6 +308,14 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
             CU(norm_add_rmsnorm_split(w->h, NULL, w->y_slots, p->n_slots, T, H, ly->attn_norm,
                                       b->eps, w->a, a_lo, s));
         if (runner_attention(b, p, l, s)) return -1;
+        /* The router by columns: attn_stream made h + o and the router's sums; the routing and
+         * the MoE's input row from them (route_sums.h). */
+        if (rcols) {
+            CU(route_from_sums(b->rcols_acc, b->rcols_ss, w->h, ly->mlp_norm, b->eps, H,
+                               ly->router_b, w->router, w->a, &rt, s));
+            CU(moe_experts(&ly->moe, w->a, &rt, &p->moe, w->act, w->y_slots, s));
+            continue;
+        }
         /* The MLP norm inside the router's kernel (gemv.h's gemv_norm_route; runner.h). */
         if (!b->ar && !fused && T <= b->norm_route_max_t) {
             const gemv_norm_in nm = {w->h, w->o, ly->mlp_norm, b->eps, w->a};

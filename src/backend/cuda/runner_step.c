@@ -22,8 +22,10 @@ static bool experts_fit(const gpu_layer *ly) {
 }
 
 /* Every layer's router [E][H] transposed to [H][E] in one device buffer, so that the step
- * kernel's block takes the columns of its rows of h + o in one bulk copy (step_kernel.cu). */
-static cudaError_t router_transposed(struct backend *b) {
+ * kernel's block (and attn_stream's with the router by columns) takes the columns of its rows of
+ * h + o in one bulk copy (step_kernel.cu, attn_stream.cu). Built once: a second call keeps it. */
+cudaError_t runner_router_transposed(struct backend *b) {
+    if (b->step_router_wt) return cudaSuccess;
     const size_t E = (size_t)b->E, H = (size_t)b->H, n = E * H;
     uint16_t *host = malloc(2 * n * sizeof *host);
     if (!host) return cudaErrorMemoryAllocation;
@@ -61,7 +63,7 @@ int runner_step_table_build(struct backend *b) {
     if (b->step_layers || b->L < 1 || !step_kernel_enabled()) return 0;
     for (int l = 0; l < b->L; l++)
         if (!experts_fit(&b->gw.layers[l])) return 0;
-    if (router_transposed(b) != cudaSuccess) {
+    if (runner_router_transposed(b) != cudaSuccess) {
         (void)cudaGetLastError();
         cudaFree(b->step_router_wt);
         b->step_router_wt = NULL;
