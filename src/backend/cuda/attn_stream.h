@@ -90,7 +90,6 @@ typedef struct {
     float *part;
     size_t part_bytes;
     unsigned *bar, *counters;
-    attn_stream_router router; /* T = 1 only; zeroed: off */
 } attn_stream_args;
 
 /* The form for a pure decode step of T tokens: 0 the launches, 1 this kernel, 2 this kernel with
@@ -127,6 +126,12 @@ int attn_stream_router_supported(const attn_dims *d, int H, int E);
  * attn_stream_supported refuses or a workspace too small. */
 cudaError_t attn_stream_layer(const attn_dims *d, const rope_kv_freq *f, const attn_stream_args *a,
                               cudaStream_t stream);
+/* The same with the router by columns in O's epilogue (r: one token; attn_stream_router). Its
+ * own kernel instantiation, and a kernel parameter past the others: without it the kernel is the
+ * one measured before, bit for bit in its parameters. */
+cudaError_t attn_stream_layer_routed(const attn_dims *d, const rope_kv_freq *f,
+                                     const attn_stream_args *a, const attn_stream_router *r,
+                                     cudaStream_t stream);
 
 #ifdef __cplusplus
 }

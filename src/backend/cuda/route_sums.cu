@@ -24,8 +24,9 @@ __global__ void __launch_bounds__(ROUTE_SMALL_MIN_THREADS)
     const int C = H / 8;
     uint4 g8[2];
 #pragma unroll
-    for (int i = 0; i < 2; i++) g8[i] = gain_at(gain, tid + i * ROUTE_SMALL_MIN_THREADS,
-                                                tid + i * ROUTE_SMALL_MIN_THREADS < C);
+    for (int i = 0; i < 2; i++)
+        g8[i] =
+            gain_at(gain, tid + i * ROUTE_SMALL_MIN_THREADS, tid + i * ROUTE_SMALL_MIN_THREADS < C);
     pdl_prologue();
     if (tid < 32) {
         float ss = 0.0f;

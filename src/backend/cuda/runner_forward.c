@@ -129,9 +129,13 @@ static int runner_attention_stream(struct backend *b, const fwd_plan *p, int l, 
         a.ngain = ly->attn_norm, a.neps = b->eps;
     }
     if (runner_router_cols_takes(b, p)) { /* route_sums follows (runner_forward) */
-        a.router.wt = b->step_router_wt + (size_t)l * b->H * b->E;
-        a.router.gain = ly->mlp_norm, a.router.h = w->h;
-        a.router.acc = b->rcols_acc, a.router.ss_part = b->rcols_ss, a.router.E = b->E;
+        attn_stream_router r;
+        memset(&r, 0, sizeof r);
+        r.wt = b->step_router_wt + (size_t)l * b->H * b->E;
+        r.gain = ly->mlp_norm, r.h = w->h;
+        r.acc = b->rcols_acc, r.ss_part = b->rcols_ss, r.E = b->E;
+        CU(attn_stream_layer_routed(&b->dims, &b->freq, &a, &r, s));
+        return 0;
     }
     CU(attn_stream_layer(&b->dims, &b->freq, &a, s));
     return 0;
