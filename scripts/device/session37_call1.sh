@@ -9,8 +9,9 @@
 #    block: the sums scaled by 1 / rms, the top-k and grouping of moe_route_small, the MoE's
 #    input row), in place of gemv_norm_route (7.7 µs a layer on the H100, session 36's CUPTI
 #    table). Correctness first: gpu_test_cuda_forward whole with the switch on (every forward
-#    check takes it wherever a step is one token), then gpu_test_attn_stream (the default kernel
-#    unchanged: attn_stream_kernel<1> is its own instantiation).
+#    check takes it wherever a step is one token), then every GPU test program (the plain
+#    attn_stream kernels are instruction for instruction session 34's: the routed one is compiled
+#    in its own translation unit, attn_stream_routed.cu).
 #    Prediction: attn_stream +0.8 µs a layer (the step kernel's O grew 0.8 µs with the same
 #    epilogue), route_sums ~3 µs against gemv_norm_route's 7.7: -4 µs a layer, 120b decode at
 #    batch 1 +4 to +6 % (20b +5 to +7 %: its layers are a larger share).
