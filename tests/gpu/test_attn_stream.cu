@@ -15,6 +15,8 @@
  *   - the attention norm inside (attn_stream_args.nh) against norm_add_rmsnorm_split + the kernel
  *     on its output: h's new rows, q, the caches, the attention and O's outputs bit for bit,
  *     eager and under a graph replay;
+ *   - the router by columns (attn_stream_layer_routed + route_from_sums, one token): against the
+ *     plain kernel and the host (check_router_case says what);
  *   - refusals: more tokens than ATTN_STREAM_MAX_T, an FP8 cache, sequences ≠ tokens, a workspace
  *     too small.
  * Cases: 120b's shapes (64 q heads, 8 KV heads, H = 2880), block sizes 16 and 32, full layers at
@@ -38,7 +40,11 @@
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/norm.h"
 #include "backend/cuda/rope_kv.h"
+#include "backend/cuda/route_sums.h"
 
+#include <math.h>
+
+#include <algorithm>
 #include <vector>
 
 enum { NH = 64, NKV = 8, HD = 64, HID = 2880, QD = NH * HD, QKVD = (NH + 2 * NKV) * HD };
@@ -401,6 +407,156 @@ static void check_norm_case(const rope_kv_freq *f, const layer_w *w, int bs, boo
     free_case(&c);
 }
 
+/* The router by columns (attn_stream_layer_routed, then route_from_sums) at one token, the norm
+ * inside, against the plain kernel on the same step and the host:
+ *   - q, the caches, the attention and O's output: bit for bit the plain kernel's;
+ *   - h: the plain kernel's h (the norm's add) + O's bf16 output, bit for bit (fp32, that order);
+ *   - the router's sums: within 1e-4 of the host's W_r (g ⊙ (h + o)) (double) relative to the sum
+ *     of the terms' magnitudes, plus the fixed point's 2^-24 a block;
+ *   - route_from_sums: the logits within 1e-4 (relative to the largest), the sums back to zero,
+ *     the top-k's experts the host's wherever the host's k-th and (k+1)-th logits (with the bias)
+ *     are more than 1e-3 apart, the weights summing to 1, and the MoE's input row within one
+ *     bf16 rounding of the host's h · inv · g. A second step gives the same bits (the sums were
+ *     set back to zero). */
+static void check_router_case(const rope_kv_freq *f, const layer_w *w, int bs, bool sliding,
+                              int ctx1, rng_t *rng) {
+    enum { N_SLOTS = 4, E = 128, K = 4 };
+    const float EPS = 1e-5f;
+    step_case c;
+    const int ctx[] = {ctx1};
+    build_case(&c, bs, sliding, ctx, 1, rng);
+    CHECK(attn_stream_router_supported(&c.d, HID, E), "the router by columns fits 120b's shapes");
+    char what[96];
+    snprintf(what, sizeof what, "router by columns: bs=%d %s ctx=%d", bs,
+             sliding ? "sliding" : "full", ctx1);
+    const size_t hb = (size_t)HID * 4;
+    float *h0 = (float *)gpu_alloc(hb), *h_p = (float *)gpu_alloc(hb),
+          *h_r = (float *)gpu_alloc(hb), *scratch = (float *)gpu_alloc(hb),
+          *slots = (float *)gpu_alloc(N_SLOTS * hb);
+    uint16_t *gain = (uint16_t *)gpu_alloc(HID * 2), *mgain = (uint16_t *)gpu_alloc(HID * 2),
+             *wt = (uint16_t *)gpu_alloc((size_t)HID * E * 2), *bias = (uint16_t *)gpu_alloc(E * 2),
+             *y = (uint16_t *)gpu_alloc(HID * 2);
+    unsigned long long *acc = (unsigned long long *)gpu_alloc(ATTN_ROUTER_GROUPS * E * 8);
+    float *ss = (float *)gpu_alloc(ATTN_ROUTER_MAX_G * 4), *logits = (float *)gpu_alloc(E * 4);
+    void *rbuf = gpu_alloc(moe_routing_bytes(1, E, K));
+    gpu_fill_f32(h0, HID, rng_next(rng), 4.0f);
+    gpu_fill_f32(slots, (size_t)N_SLOTS * HID, rng_next(rng), 0.5f);
+    gpu_fill_bf16(gain, HID, rng_next(rng), 1.0f);
+    gpu_fill_bf16(mgain, HID, rng_next(rng), 1.0f);
+    gpu_fill_bf16(wt, (size_t)HID * E, rng_next(rng), 0.05f);
+    gpu_fill_bf16(bias, E, rng_next(rng), 0.5f);
+    CUDA_CHECK(cudaMemset(acc, 0, ATTN_ROUTER_GROUPS * E * 8));
+    CUDA_CHECK(cudaMemset(ss, 0, ATTN_ROUTER_MAX_G * 4));
+    moe_routing rt;
+    moe_routing_carve(&rt, rbuf, 1, E, K);
+    attn_stream_args a = stream_args(&c, w);
+    a.x = a.x_lo = NULL;
+    a.nscratch = scratch, a.nslots = slots, a.n_slots = N_SLOTS, a.ngain = gain, a.neps = EPS;
+    /* the plain kernel */
+    CUDA_CHECK(cudaMemcpy(h_p, h0, hb, cudaMemcpyDeviceToDevice));
+    a.nh = h_p;
+    poison_stream_outputs(&c);
+    CHECK(attn_stream_layer(&c.d, f, &a, 0) == cudaSuccess, "%s: the plain kernel", what);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    const outs ref = read_stream(&c);
+    std::vector<float> hp(HID);
+    CUDA_CHECK(cudaMemcpy(hp.data(), h_p, hb, cudaMemcpyDeviceToHost));
+    /* the host's h + o, router sums, sum of squares, logits, top-k, the MoE's row */
+    std::vector<uint16_t> wth((size_t)HID * E), gh(HID), bh(E);
+    CUDA_CHECK(cudaMemcpy(wth.data(), wt, wth.size() * 2, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(gh.data(), mgain, HID * 2, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(bh.data(), bias, E * 2, cudaMemcpyDeviceToHost));
+    std::vector<float> v(HID);
+    double sq = 0;
+    for (int j = 0; j < HID; j++) {
+        v[j] = hp[j] + bf16_to_f32(ref.o[j]);
+        sq += (double)v[j] * v[j];
+    }
+    const double inv = 1.0 / sqrt(sq / HID + EPS);
+    std::vector<double> sum_ref(E, 0.0), mag(E, 0.0), lg(E);
+    for (int j = 0; j < HID; j++) {
+        const double oc = (double)v[j] * bf16_to_f32(gh[j]);
+        for (int e = 0; e < E; e++) {
+            const double t = bf16_to_f32(wth[(size_t)j * E + e]) * oc;
+            sum_ref[e] += t, mag[e] += fabs(t);
+        }
+    }
+    for (int e = 0; e < E; e++) lg[e] = inv * sum_ref[e] + bf16_to_f32(bh[e]);
+    std::vector<int> order(E);
+    for (int e = 0; e < E; e++) order[e] = e;
+    std::stable_sort(order.begin(), order.end(), [&](int x, int z) { return lg[x] > lg[z]; });
+    const bool clear = lg[order[K - 1]] - lg[order[K]] > 1e-3;
+    attn_stream_router r;
+    memset(&r, 0, sizeof r);
+    r.wt = wt, r.gain = mgain, r.h = h_r, r.acc = acc, r.ss_part = ss, r.E = E;
+    std::vector<uint16_t> y_first;
+    for (int step = 0; step < 2; step++) {
+        CUDA_CHECK(cudaMemcpy(h_r, h0, hb, cudaMemcpyDeviceToDevice));
+        a.nh = h_r;
+        poison_stream_outputs(&c);
+        CHECK(attn_stream_layer_routed(&c.d, f, &a, &r, 0) == cudaSuccess, "%s: launch", what);
+        CUDA_CHECK(cudaDeviceSynchronize());
+        CHECK(same_bits(read_stream(&c), ref), "%s: q, caches, attention, O bit for bit", what);
+        std::vector<float> hr(HID);
+        CUDA_CHECK(cudaMemcpy(hr.data(), h_r, hb, cudaMemcpyDeviceToHost));
+        CHECK(!memcmp(hr.data(), v.data(), hb), "%s: h + o bit for bit", what);
+        std::vector<unsigned long long> ah((size_t)ATTN_ROUTER_GROUPS * E);
+        CUDA_CHECK(cudaMemcpy(ah.data(), acc, ah.size() * 8, cudaMemcpyDeviceToHost));
+        int bad = 0;
+        for (int e = 0; e < E; e++) {
+            long long s64 = 0;
+            for (int g = 0; g < ATTN_ROUTER_GROUPS; g++) s64 += (long long)ah[(size_t)g * E + e];
+            const double got = (double)s64 / 16777216.0;
+            bad += fabs(got - sum_ref[e]) > 1e-4 * mag[e] + 256.0 / 16777216.0;
+        }
+        CHECK(bad == 0, "%s: %d of %d router sums off the host's", what, bad, (int)E);
+        CHECK(route_from_sums(acc, ss, h_r, mgain, EPS, HID, bias, logits, y, &rt, 0) ==
+                  cudaSuccess,
+              "%s: route_from_sums", what);
+        CUDA_CHECK(cudaDeviceSynchronize());
+        std::vector<float> lgd(E);
+        CUDA_CHECK(cudaMemcpy(lgd.data(), logits, E * 4, cudaMemcpyDeviceToHost));
+        double lmax = 0, err = 0;
+        for (int e = 0; e < E; e++) {
+            lmax = fmax(lmax, fabs(inv * sum_ref[e]));
+            err = fmax(err, fabs(lgd[e] - inv * sum_ref[e]));
+        }
+        CHECK(err <= 1e-4 * lmax, "%s: logits off by %.3e (largest %.3e)", what, err, lmax);
+        CUDA_CHECK(cudaMemcpy(ah.data(), acc, ah.size() * 8, cudaMemcpyDeviceToHost));
+        bool zero = true;
+        for (unsigned long long x : ah) zero &= x == 0;
+        CHECK(zero, "%s: the sums set back to zero", what);
+        int idx[K];
+        float wts[K];
+        CUDA_CHECK(cudaMemcpy(idx, rt.topk_idx, sizeof idx, cudaMemcpyDeviceToHost));
+        CUDA_CHECK(cudaMemcpy(wts, rt.topk_w, sizeof wts, cudaMemcpyDeviceToHost));
+        float wsum = 0;
+        for (int j = 0; j < K; j++) {
+            wsum += wts[j];
+            if (clear)
+                CHECK(idx[j] == order[j], "%s: expert %d is %d, the host's %d", what, j, idx[j],
+                      order[j]);
+        }
+        CHECK(fabsf(wsum - 1.0f) < 1e-5f, "%s: the weights sum to %.6f", what, wsum);
+        std::vector<uint16_t> yh = download16(y, HID);
+        int far = 0;
+        for (int j = 0; j < HID; j++) {
+            const double want = (double)v[j] * inv * bf16_to_f32(gh[j]);
+            far += fabs(bf16_to_f32(yh[j]) - want) > fabs(want) * (1.0 / 128) + 1e-6;
+        }
+        CHECK(far == 0, "%s: %d of %d MoE inputs off the host's by more than a bf16 step", what,
+              far, HID);
+        if (step == 0)
+            y_first = yh;
+        else
+            CHECK(yh == y_first, "%s: a second step gives the same row", what);
+    }
+    printf("%s: checked (top-k %s)\n", what, clear ? "compared" : "near a tie: not compared");
+    void *ps[] = {h0, h_p, h_r, scratch, slots, gain, mgain, wt, bias, y, acc, ss, logits, rbuf};
+    for (void *p : ps) cudaFree(p);
+    free_case(&c);
+}
+
 static void check_refusals(const rope_kv_freq *f, const layer_w *w, rng_t *rng) {
     const int ctx[2] = {100, 200};
     step_case c;
@@ -533,6 +689,8 @@ int main(int argc, char **argv) {
     check_norm_case(&freq, &w, 16, true, n1k, 1, &rng);
     check_norm_case(&freq, &w, 32, true, n2, 2, &rng);
     check_norm_case(&freq, &w, 16, false, four, 4, &rng);
+    check_router_case(&freq, &w, 32, false, 1000, &rng);
+    check_router_case(&freq, &w, 16, true, 300, &rng);
     check_refusals(&freq, &w, &rng);
     free_layer(&w);
     gemm_ctx_destroy(g);
