@@ -407,8 +407,9 @@ static void check_norm_case(const rope_kv_freq *f, const layer_w *w, int bs, boo
     free_case(&c);
 }
 
-/* The router by columns (attn_stream_layer_routed, then route_from_sums) at one token, the norm
- * inside, against the plain kernel on the same step and the host:
+/* The router by columns (attn_stream_layer_routed, then route_from_sums; or the kernel's last
+ * block routing, the third step) at one token, the norm inside, against the plain kernel on the
+ * same step and the host:
  *   - q, the caches, the attention and O's output: bit for bit the plain kernel's;
  *   - h: the plain kernel's h (the norm's add) + O's bf16 output, bit for bit (fp32, that order);
  *   - the router's sums: within 1e-4 of the host's W_r (g ⊙ (h + o)) (double) relative to the sum
@@ -417,7 +418,8 @@ static void check_norm_case(const rope_kv_freq *f, const layer_w *w, int bs, boo
  *     the top-k's experts the host's wherever the host's k-th and (k+1)-th logits (with the bias)
  *     are more than 1e-3 apart, the weights summing to 1, and the MoE's input row within one
  *     bf16 rounding of the host's h · inv · g. A second step gives the same bits (the sums were
- *     set back to zero). */
+ *     set back to zero), and so does a third with the last block routing (its ticket back to
+ *     zero after). */
 static void check_router_case(const rope_kv_freq *f, const layer_w *w, int bs, bool sliding,
                               int ctx1, rng_t *rng) {
     enum { N_SLOTS = 4, E = 128, K = 4 };
@@ -490,7 +492,20 @@ static void check_router_case(const rope_kv_freq *f, const layer_w *w, int bs, b
     memset(&r, 0, sizeof r);
     r.wt = wt, r.gain = mgain, r.h = h_r, r.acc = acc, r.ss_part = ss, r.E = E;
     std::vector<uint16_t> y_first;
-    for (int step = 0; step < 2; step++) {
+    std::vector<float> lg_first;
+    int idx_first[K];
+    float wts_first[K];
+    unsigned *done = (unsigned *)gpu_alloc(16);
+    CUDA_CHECK(cudaMemset(done, 0, 16));
+    /* steps 0 and 1: route_from_sums after the kernel; step 2: the kernel's last block routes
+     * (attn_stream_router's done: the same bits as route_from_sums', and done back to zero) */
+    for (int step = 0; step < 3; step++) {
+        const bool last_block = step == 2;
+        if (last_block) {
+            r.done = done, r.bias = bias, r.eps = EPS, r.logits = logits, r.y = y, r.rt = rt;
+            CUDA_CHECK(cudaMemset(logits, 0xff, E * 4));
+            CUDA_CHECK(cudaMemset(y, 0xff, HID * 2));
+        }
         CUDA_CHECK(cudaMemcpy(h_r, h0, hb, cudaMemcpyDeviceToDevice));
         a.nh = h_r;
         poison_stream_outputs(&c);
@@ -501,19 +516,26 @@ static void check_router_case(const rope_kv_freq *f, const layer_w *w, int bs, b
         CUDA_CHECK(cudaMemcpy(hr.data(), h_r, hb, cudaMemcpyDeviceToHost));
         CHECK(!memcmp(hr.data(), v.data(), hb), "%s: h + o bit for bit", what);
         std::vector<unsigned long long> ah((size_t)ATTN_ROUTER_GROUPS * E);
-        CUDA_CHECK(cudaMemcpy(ah.data(), acc, ah.size() * 8, cudaMemcpyDeviceToHost));
-        int bad = 0;
-        for (int e = 0; e < E; e++) {
-            long long s64 = 0;
-            for (int g = 0; g < ATTN_ROUTER_GROUPS; g++) s64 += (long long)ah[(size_t)g * E + e];
-            const double got = (double)s64 / 16777216.0;
-            bad += fabs(got - sum_ref[e]) > 1e-4 * mag[e] + 256.0 / 16777216.0;
+        if (!last_block) { /* (the last block's routing has consumed them) */
+            CUDA_CHECK(cudaMemcpy(ah.data(), acc, ah.size() * 8, cudaMemcpyDeviceToHost));
+            int bad = 0;
+            for (int e = 0; e < E; e++) {
+                long long s64 = 0;
+                for (int g = 0; g < ATTN_ROUTER_GROUPS; g++)
+                    s64 += (long long)ah[(size_t)g * E + e];
+                const double got = (double)s64 / 16777216.0;
+                bad += fabs(got - sum_ref[e]) > 1e-4 * mag[e] + 256.0 / 16777216.0;
+            }
+            CHECK(bad == 0, "%s: %d of %d router sums off the host's", what, bad, (int)E);
+            CHECK(route_from_sums(acc, ss, h_r, mgain, EPS, HID, bias, logits, y, &rt, 0) ==
+                      cudaSuccess,
+                  "%s: route_from_sums", what);
+            CUDA_CHECK(cudaDeviceSynchronize());
+        } else {
+            unsigned left = 1;
+            CUDA_CHECK(cudaMemcpy(&left, done, sizeof left, cudaMemcpyDeviceToHost));
+            CHECK(left == 0, "%s: the last block's ticket back to zero (%u)", what, left);
         }
-        CHECK(bad == 0, "%s: %d of %d router sums off the host's", what, bad, (int)E);
-        CHECK(route_from_sums(acc, ss, h_r, mgain, EPS, HID, bias, logits, y, &rt, 0) ==
-                  cudaSuccess,
-              "%s: route_from_sums", what);
-        CUDA_CHECK(cudaDeviceSynchronize());
         std::vector<float> lgd(E);
         CUDA_CHECK(cudaMemcpy(lgd.data(), logits, E * 4, cudaMemcpyDeviceToHost));
         double lmax = 0, err = 0;
@@ -546,11 +568,19 @@ static void check_router_case(const rope_kv_freq *f, const layer_w *w, int bs, b
         }
         CHECK(far == 0, "%s: %d of %d MoE inputs off the host's by more than a bf16 step", what,
               far, HID);
-        if (step == 0)
-            y_first = yh;
-        else
-            CHECK(yh == y_first, "%s: a second step gives the same row", what);
+        if (step == 0) {
+            y_first = yh, lg_first = lgd;
+            memcpy(idx_first, idx, sizeof idx), memcpy(wts_first, wts, sizeof wts);
+        } else {
+            const char *which = last_block ? "the last block's routing" : "a second step";
+            CHECK(yh == y_first, "%s: %s gives the same row", what, which);
+            CHECK(!memcmp(lgd.data(), lg_first.data(), E * 4), "%s: %s gives the same logits", what,
+                  which);
+            CHECK(!memcmp(idx, idx_first, sizeof idx) && !memcmp(wts, wts_first, sizeof wts),
+                  "%s: %s gives the same experts and weights", what, which);
+        }
     }
+    cudaFree(done);
     printf("%s: checked (top-k %s)\n", what, clear ? "compared" : "near a tie: not compared");
     void *ps[] = {h0, h_p, h_r, scratch, slots, gain, mgain, wt, bias, y, acc, ss, logits, rbuf};
     for (void *p : ps) cudaFree(p);

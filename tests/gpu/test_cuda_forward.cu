@@ -1688,10 +1688,19 @@ static bool write_20b_two_layers(char *dir, int files, model_config *c) {
  * 2.8e-3 … 1.8e-2 kept their experts (alone ≤ 7e-3); ~15 % of rows have a gap under 1e-2. */
 enum { GAP_MAX_T = 64, T_REAL_WIDTH = 40, MIN_ROWS_LEFT = 5 };
 static const double NEAR_TIE = 1e-2;
+/* A row the GPU routed differently: excused when, in every layer where the GPU's experts differ
+ * from the CPU's, the GPU took exactly the CPU's runner-up (the best expert not chosen) in place of
+ * its k-th, at a CPU gap under SWAP_TIE. Session 37 (H100, seed 10216668540260478008): layer 1 of
+ * the prompt's last token, CPU experts 11 18 30 4 at a gap of 2.45e-2, the GPU 11 18 30 21, the row
+ * off by 9.9e-2 alone; the other rows' gaps from 1.4e-2 up kept their experts. In layer 1 the
+ * router reads layer 0's bf16 output, so its logits move by more than layer 0's ~3e-3: the bound
+ * is twice the largest swap seen, and the GPU must have made that very swap (the route dump). */
+static const double SWAP_TIE = 5e-2;
 enum { GAP_MAX_L = 4, GAP_MAX_K = 8 };
 typedef struct {
     float gap[GAP_MAX_T];
     int experts[GAP_MAX_L][GAP_MAX_T][GAP_MAX_K]; /* the CPU's, rank order (a row's report) */
+    int runner_up[GAP_MAX_L][GAP_MAX_T];          /* the CPU's best expert not chosen */
     float layer_gap[GAP_MAX_L][GAP_MAX_T];
 } route_gaps;
 static void record_gaps(void *ctx, int layer, int T, const float *logits, int n_experts,
@@ -1701,18 +1710,47 @@ static void record_gaps(void *ctx, int layer, int T, const float *logits, int n_
         const float *l = logits + (size_t)t * n_experts;
         const int *ex = experts + (size_t)t * k;
         float out = -INFINITY; /* the best expert not chosen */
+        int out_e = -1;
         for (int e = 0; e < n_experts; e++) {
             bool chosen = false;
             for (int j = 0; j < k; j++) chosen |= ex[j] == e;
-            if (!chosen && l[e] > out) out = l[e];
+            if (!chosen && l[e] > out) out = l[e], out_e = e;
         }
         const float gap = l[ex[k - 1]] - out;
         if (gap < g->gap[t]) g->gap[t] = gap;
         if (layer >= 0 && layer < GAP_MAX_L) {
             for (int j = 0; j < k && j < GAP_MAX_K; j++) g->experts[layer][t][j] = ex[j];
+            g->runner_up[layer][t] = out_e;
             g->layer_gap[layer][t] = gap;
         }
     }
+}
+
+/* Whether a set of k experts (any order) holds e. */
+static bool has_expert(const int *set, int k, int e) {
+    for (int j = 0; j < k; j++)
+        if (set[j] == e) return true;
+    return false;
+}
+
+/* Whether token t's GPU experts (gpu[l][t], from the route dump) differ from the CPU's in some
+ * layer, and every such difference is the near-tie swap SWAP_TIE describes: the CPU's k-th out,
+ * its runner-up in, at a CPU gap under SWAP_TIE. False where the dump lacks the token. */
+static bool near_tie_swap(const route_gaps *g, const int (*gpu)[GAP_MAX_T][GAP_MAX_K], int L, int k,
+                          int t) {
+    bool differs = false;
+    for (int l = 0; l < L && l < GAP_MAX_L; l++) {
+        const int *cpu = g->experts[l][t], *got = gpu[l][t];
+        if (got[0] < 0) return false;
+        bool same = true;
+        for (int j = 0; j < k; j++) same &= has_expert(got, k, cpu[j]);
+        if (same) continue;
+        differs = true;
+        for (int j = 0; j < k - 1; j++) /* the CPU's first k - 1 stay */
+            if (!has_expert(got, k, cpu[j])) return false;
+        if (!has_expert(got, k, g->runner_up[l][t]) || g->layer_gap[l][t] >= SWAP_TIE) return false;
+    }
+    return differs;
 }
 
 static void real_width(rng_t *rng) {
@@ -1818,7 +1856,8 @@ static void real_width(rng_t *rng) {
     memset(&s, 0, sizeof s);
     memset(&rest, 0, sizeof rest);
     cmp_rows(&s, sel.data(), ref.data(), nr, V);
-    int excused = 0;
+    int excused = 0, swapped = 0;
+    const int K = c.experts_per_tok;
     for (int r = 0; r < nr; r++) {
         cmp_stats one;
         memset(&one, 0, sizeof one);
@@ -1830,6 +1869,13 @@ static void real_width(rng_t *rng) {
                     "  20b x 2 layers: row %d (token %d) excused: router gap %.2e, alone "
                     "relL2 %.2e\n",
                     r, rows[r], gap, rel_l2(&one));
+        } else if (K <= GAP_MAX_K && near_tie_swap(&gaps, gpu_experts, c.n_layers, K, rows[r])) {
+            excused++, swapped++;
+            fprintf(stderr,
+                    "  20b x 2 layers: row %d (token %d) excused: the GPU swapped the CPU's k-th "
+                    "expert for its runner-up at a gap under %.0e (smallest gap %.2e), alone "
+                    "relL2 %.2e\n",
+                    r, rows[r], SWAP_TIE, gap, rel_l2(&one));
         } else {
             cmp_rows(&rest, sel.data() + (size_t)r * V, ref.data() + (size_t)r * V, 1, V);
             /* every row's figures, so that a failing seed says which row and how near a tie */
@@ -1845,7 +1891,8 @@ static void real_width(rng_t *rng) {
                     fprintf(stderr, "    layer %d token %d: CPU experts", l, rows[r]);
                     for (int j = 0; j < c.experts_per_tok && j < GAP_MAX_K; j++)
                         fprintf(stderr, " %d", gaps.experts[l][rows[r]][j]);
-                    fprintf(stderr, " (gap %.2e), GPU", gaps.layer_gap[l][rows[r]]);
+                    fprintf(stderr, " (gap %.2e to %d), GPU", gaps.layer_gap[l][rows[r]],
+                            gaps.runner_up[l][rows[r]]);
                     for (int j = 0; j < c.experts_per_tok && j < GAP_MAX_K; j++)
                         fprintf(stderr, " %d", gpu_experts[l][rows[r]][j]);
                     fprintf(stderr, "\n");
@@ -1853,8 +1900,9 @@ static void real_width(rng_t *rng) {
         }
     }
     fprintf(stderr,
-            "  20b x 2 layers: relL2 over all %d rows %.2e; %d excused (router gap < %.0e)\n", nr,
-            rel_l2(&s), excused, NEAR_TIE);
+            "  20b x 2 layers: relL2 over all %d rows %.2e; %d excused (router gap < %.0e, or a "
+            "near-tie swap the GPU made: %d)\n",
+            nr, rel_l2(&s), excused, NEAR_TIE, swapped);
     /* at ~15 % a row, 7 or more of 11 near-tied is a ~2e-4 event: then the check has lost its
      * power, and says so */
     CHECK(nr - excused >= MIN_ROWS_LEFT,

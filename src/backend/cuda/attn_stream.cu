@@ -141,6 +141,12 @@ static cudaError_t stream_layer(const attn_dims *d, const rope_kv_freq *f,
     if (r && (!r->wt || a->T != 1 || !attn_stream_router_fits(a->H, r->E, sms, L.stage_bytes) ||
               !r->gain || !r->h || !r->acc || !r->ss_part || ((uintptr_t)r->wt & 15)))
         return cudaErrorInvalidValue;
+    /* the last block's routing (route_sums.cuh's block: route_from_sums' limits) */
+    if (r && r->done &&
+        (!r->logits || !r->y || r->rt.T != 1 || r->rt.E != r->E || r->E > AS_CWARPS * 32 ||
+         r->rt.k < 1 || r->rt.k > 8 || r->rt.k > r->E || a->H / 8 > 2 * AS_CWARPS * 32 ||
+         ((uintptr_t)r->h & 15) || ((uintptr_t)r->gain & 15) || ((uintptr_t)r->y & 15)))
+        return cudaErrorInvalidValue;
 
     as_params P;
     P.a = *a, P.f = *f;

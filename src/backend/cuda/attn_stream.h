@@ -21,6 +21,7 @@
 #define GPTOSS_BACKEND_CUDA_ATTN_STREAM_H
 
 #include "backend/cuda/attention.h"
+#include "backend/cuda/moe.h"
 #include "backend/cuda/rope_kv.h"
 
 #include <cuda_runtime_api.h>
@@ -56,6 +57,15 @@ typedef struct {
     unsigned long long *acc; /* [ATTN_ROUTER_GROUPS][E], zero before the launch */
     float *ss_part;          /* [ATTN_ROUTER_MAX_G] */
     int E;                   /* experts: a multiple of 8, at most 256 */
+    /* Optional (done NULL: off; a trial, GPTOSS_ROUTER_COLS=2): the last block to finish its sums
+     * (a ticket on done, zero before the launch and left so) does route_from_sums' work itself
+     * (route_sums.cuh: the same bits), so the layer needs no route_sums launch. */
+    unsigned *done;
+    const uint16_t *bias; /* the router's bias [E] (may be NULL) */
+    float eps;            /* the MLP norm's */
+    float *logits;        /* [E] */
+    uint16_t *y;          /* the MoE's input row [H] */
+    moe_routing rt;       /* one token */
 } attn_stream_router;
 
 typedef struct {

@@ -9,6 +9,7 @@
 #include "backend/cuda/attn_stream.h"
 #include "backend/cuda/attn_stream_phases.cuh"
 #include "backend/cuda/grid_sync.cuh"
+#include "backend/cuda/route_sums.cuh"
 
 typedef void (*as_kernel)(as_params, as_layout, attn_stream_router);
 
@@ -195,8 +196,8 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
                 s_sq[j] = v * v;
             }
         }
-        if (!rcols) return;
-        consumers_sync(); /* s_oc, s_sq */
+        if (!rcols) return; /* (n_rows = 0 only in the probes, which do not route) */
+        consumers_sync();   /* s_oc, s_sq */
         const int tid = threadIdx.x;
         if (warp == 0) { /* the block's share of the sum of squares, in row order */
             float ss = lane < n_rows ? s_sq[lane] : 0.0f;
@@ -213,6 +214,22 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
             atomicAdd(R.acc + (size_t)(b % ATTN_ROUTER_GROUPS) * R.E + tid,
                       (unsigned long long)__float2ll_rn(p * ATTN_ROUTER_ONE));
         }
+        if (!R.done) return;
+        /* The last block routes (GPTOSS_ROUTER_COLS=2): every block's h rows, share and sums are
+         * made visible (each writer fences, then one ticket a block), and the block holding the
+         * last ticket runs route_sums' block over them. The producer warp has exited: the
+         * route's __syncthreads count only the consumers. */
+        __shared__ int s_last;
+        __threadfence();
+        consumers_sync();
+        if (tid == 0) s_last = atomicAdd(R.done, 1u) == (unsigned)G - 1;
+        consumers_sync();
+        if (!s_last) return;
+        __threadfence();
+        uint4 g8[2];
+        route_sums_gains(R.gain, H, g8);
+        if (tid == 0) *R.done = 0; /* for the next launch (stream order) */
+        route_sums_block(R.acc, R.ss_part, R.h, g8, R.eps, H, R.bias, R.logits, R.y, R.rt);
     }
 }
 

@@ -17,9 +17,12 @@ extern "C" {
  * acc set back to zero, the routing of r (r->T = 1) as moe_route_split gives from those logits and
  * bias, and the MoE's input y [H] = bf16(h · inv · gain) (norm_split8's hi). h: the residual row
  * with o added (attn_stream wrote it). PDL-launched when GPTOSS_PDL allows. */
-/* GPTOSS_ROUTER_COLS=1 (or route_sums_set(1)): the runner takes the router by columns at one
- * token (runner_router_cols.c). Off by default until measured; route_sums_set(-1) reads the
- * environment again. Read as the backend is made (its buffers) and at each step. */
+/* The runner takes the router by columns at one token (runner_router_cols.c) unless
+ * GPTOSS_ROUTER_COLS=0 (or route_sums_set(0)). On by default since session 37 (H100, against
+ * gemv_norm_route: 120b decode at batch 1 +1.3 %, 20b +2.5 %; every GPU test passing with it,
+ * bench/NOTES.md); route_sums_set(-1) reads the environment again. Read as the backend is made
+ * (its buffers) and at each step. 2 (a trial, session 37): attn_stream's last block routes
+ * (attn_stream_router's done), with no route_sums launch. */
 int route_sums_enabled(void);
 void route_sums_set(int on);
 

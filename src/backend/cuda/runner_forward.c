@@ -134,6 +134,12 @@ static int runner_attention_stream(struct backend *b, const fwd_plan *p, int l, 
         r.wt = b->step_router_wt + (size_t)l * b->H * b->E;
         r.gain = ly->mlp_norm, r.h = w->h;
         r.acc = b->rcols_acc, r.ss_part = b->rcols_ss, r.E = b->E;
+        if (route_sums_enabled() == 2) { /* the last block routes: no route_sums launch */
+            r.done = b->rcols_done, r.bias = ly->router_b, r.eps = b->eps;
+            r.logits = w->router, r.y = w->a;
+            moe_routing_carve(&r.rt, w->routing, p->T, b->E, b->K);
+            r.rt.e0 = b->tp_share.expert0, r.rt.n_e = b->tp_share.n_experts;
+        }
         CU(attn_stream_layer_routed(&b->dims, &b->freq, &a, &r, s));
         return 0;
     }
@@ -315,8 +321,9 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
         /* The router by columns: attn_stream made h + o and the router's sums; the routing and
          * the MoE's input row from them (route_sums.h). */
         if (rcols) {
-            CU(route_from_sums(b->rcols_acc, b->rcols_ss, w->h, ly->mlp_norm, b->eps, H,
-                               ly->router_b, w->router, w->a, &rt, s));
+            if (route_sums_enabled() != 2)
+                CU(route_from_sums(b->rcols_acc, b->rcols_ss, w->h, ly->mlp_norm, b->eps, H,
+                                   ly->router_b, w->router, w->a, &rt, s));
             CU(moe_experts(&ly->moe, w->a, &rt, &p->moe, w->act, w->y_slots, s));
             continue;
         }
