@@ -45,6 +45,7 @@ enum {
  * ss_part[b]. route_sums.h then scales the sums by 1 / rms, routes, and writes the MoE's input
  * row: the router's own launch over the normalised row is gone (the step kernel's phase 3 since
  * session 35). */
+#define ATTN_ROUTER_ONE 16777216.0f /* 2^24: the sums' unit (the step kernel's too) */
 enum {
     ATTN_ROUTER_GROUPS = 8,   /* acc's groups (132 blocks do not queue on E lines) */
     ATTN_ROUTER_MAX_G = 256,  /* ss_part's entries: blocks (zero past the grid) */

@@ -13,8 +13,6 @@
 
 typedef void (*as_kernel)(as_params, as_layout, attn_stream_router);
 
-static constexpr float ATTN_ROUTER_ONE = 16777216.0f; /* 2^24: the router sums' unit */
-
 /* ROUTER: the router by columns in O's epilogue (one token; its own instantiation, so that the
  * kernel without it is the code measured before). */
 template <int T, bool ROUTER = false>

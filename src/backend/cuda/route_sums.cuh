@@ -9,8 +9,6 @@
 #include "backend/cuda/moe_route_small.cuh"
 #include "backend/cuda/norm_row.cuh"
 
-static constexpr float ROUTE_SUMS_ONE = 16777216.0f; /* 2^24: the sums' unit (attn_stream.h) */
-
 /* The gains of this thread's features (2 groups of 8), asked for early: model memory. */
 static __device__ __forceinline__ void route_sums_gains(const uint16_t *gain, int H, uint4 g8[2]) {
     const int tid = threadIdx.x, C = H / 8;
@@ -49,7 +47,7 @@ static __device__ __forceinline__ void route_sums_block(unsigned long long *acc,
             sum += (long long)__ldcg(p);
             __stcg(p, 0ull); /* for the next layer's sums */
         }
-        logits[tid] = inv * ((float)sum * (1.0f / ROUTE_SUMS_ONE));
+        logits[tid] = inv * ((float)sum * (1.0f / ATTN_ROUTER_ONE));
     }
     __syncthreads(); /* the logits, for route_small_block's reads through L2 */
     route_small_block(logits, NULL, bias, MOE_TILE_TOKENS, r);

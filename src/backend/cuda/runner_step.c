@@ -45,8 +45,8 @@ cudaError_t runner_router_transposed(struct backend *b) {
 }
 
 /* The table's device allocation: the table, the tile tickets (2 L words), the router's
- * accumulators ([2][STEP_KERNEL_RGROUPS][E] 64-bit) and the blocks' shares of the sum of squares
- * ([2][STEP_KERNEL_MAX_G] floats), all zero. */
+ * accumulators ([2][ATTN_ROUTER_GROUPS][E] 64-bit) and the blocks' shares of the sum of squares
+ * ([2][ATTN_ROUTER_MAX_G] floats), all zero. */
 static size_t tickets_off(int L) {
     return (size_t)L * sizeof(step_layer);
 }
@@ -54,7 +54,7 @@ static size_t racc_off(int L) {
     return (tickets_off(L) + 2 * (size_t)L * sizeof(unsigned) + 15) / 16 * 16;
 }
 static size_t ss_off(int L, int E) {
-    return racc_off(L) + 2 * (size_t)STEP_KERNEL_RGROUPS * E * sizeof(unsigned long long);
+    return racc_off(L) + 2 * (size_t)ATTN_ROUTER_GROUPS * E * sizeof(unsigned long long);
 }
 
 int runner_step_table_build(struct backend *b) {
@@ -85,7 +85,7 @@ int runner_step_table_build(struct backend *b) {
         e->router_wt = b->step_router_wt + (size_t)l * b->H * b->E;
     }
     const size_t bytes = tickets_off(b->L),
-                 all = ss_off(b->L, b->E) + 2 * (size_t)STEP_KERNEL_MAX_G * sizeof(float);
+                 all = ss_off(b->L, b->E) + 2 * (size_t)ATTN_ROUTER_MAX_G * sizeof(float);
     cudaError_t e = cudaMalloc((void **)&b->step_layers, all);
     if (e == cudaSuccess) e = cudaMemcpy(b->step_layers, t, bytes, cudaMemcpyHostToDevice);
     if (e == cudaSuccess) e = cudaMemset((char *)b->step_layers + bytes, 0, all - bytes);

@@ -73,8 +73,7 @@ struct sk_params {
  * path. The MLP norm's phase and its grid barrier are gone. A first form (one accumulator group,
  * h's rows loaded after O, the shares summed by the block) removed the phase's 3.3 µs but gave
  * 1.9 back in O and 1.8 in the routing (H100, 120b). */
-enum { SK_ROUTER_ROWS = 32 };                     /* rows of h + o a block (a lane each) */
-static constexpr float SK_RACC_ONE = 16777216.0f; /* 2^24: the accumulators' unit */
+enum { SK_ROUTER_ROWS = 32 }; /* rows of h + o a block (a lane each) */
 
 enum { SK_STAMPS = 8 }; /* a layer's probe stamps: its start, then the end of phases 0-6 */
 
@@ -606,7 +605,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
             float ss = lane < n_rows ? s_sq[lane] : 0.0f;
 #pragma unroll
             for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-            if (lane == 0) __stcg(K.ss_part + par * STEP_KERNEL_MAX_G + b, ss);
+            if (lane == 0) __stcg(K.ss_part + par * ATTN_ROUTER_MAX_G + b, ss);
         }
         if (n_router) {
             const int n = nb + n_pairs + n_rows, s = n % S;
@@ -616,9 +615,9 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
                 float p = 0.0f;
                 for (int j = 0; j < n_rows; j++) p += bf16_bits_to_f32(wt[j * K.E + tid]) * s_oc[j];
                 atomicAdd(K.racc +
-                              ((size_t)par * STEP_KERNEL_RGROUPS + b % STEP_KERNEL_RGROUPS) * K.E +
+                              ((size_t)par * ATTN_ROUTER_GROUPS + b % ATTN_ROUTER_GROUPS) * K.E +
                               tid,
-                          (unsigned long long)__float2ll_rn(p * SK_RACC_ONE));
+                          (unsigned long long)__float2ll_rn(p * ATTN_ROUTER_ONE));
             }
             consumers_sync();
             if (tid == 0) mbar_arrive(&empty[s]);
@@ -645,35 +644,34 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
             /* the layer's accumulator groups and the blocks' shares into xs's head (free: O's
              * staged row is done), by cp.async: held in registers they spilled; then the logits */
             unsigned long long *s_racc = (unsigned long long *)xs; /* [RGROUPS][E] */
-            float *s_ssp = xs + 2 * STEP_KERNEL_RGROUPS * K.E;     /* [MAX_G] */
-            const unsigned long long *ra = K.racc + (size_t)par * STEP_KERNEL_RGROUPS * K.E;
-            for (int i = lane; i < STEP_KERNEL_RGROUPS * K.E / 2; i += 32)
+            float *s_ssp = xs + 2 * ATTN_ROUTER_GROUPS * K.E;      /* [MAX_G] */
+            const unsigned long long *ra = K.racc + (size_t)par * ATTN_ROUTER_GROUPS * K.E;
+            for (int i = lane; i < ATTN_ROUTER_GROUPS * K.E / 2; i += 32)
                 cp_async16(smem_u32(s_racc + 2 * i), ra + 2 * i, 16);
-            for (int i = lane; i < STEP_KERNEL_MAX_G / 4; i += 32)
-                cp_async16(smem_u32(s_ssp + 4 * i), K.ss_part + par * STEP_KERNEL_MAX_G + 4 * i,
+            for (int i = lane; i < ATTN_ROUTER_MAX_G / 4; i += 32)
+                cp_async16(smem_u32(s_ssp + 4 * i), K.ss_part + par * ATTN_ROUTER_MAX_G + 4 * i,
                            16);
             cp_async_commit();
             cp_async_wait<0>();
             __syncwarp();
             float ss = 0.0f; /* zero past the grid (never written: runner_step.c) */
 #pragma unroll
-            for (int i = 0; i < STEP_KERNEL_MAX_G / 32; i++) ss += s_ssp[lane + 32 * i];
+            for (int i = 0; i < ATTN_ROUTER_MAX_G / 32; i++) ss += s_ssp[lane + 32 * i];
 #pragma unroll
             for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
             const float inv = rms_inv(ss, H, P.a.neps);
             if (lane == 0) s_inv = inv;
             /* the logits less their bias (topk_warp adds it) into xs past the groups: the copy
              * is read back from shared memory, as the fused MoE kernel's top-k reads its own */
-            float *s_logit = s_ssp + STEP_KERNEL_MAX_G; /* [E] */
+            float *s_logit = s_ssp + ATTN_ROUTER_MAX_G; /* [E] */
 #pragma unroll
             for (int i = 0; i < 8; i++) {
                 const int ex = lane + 32 * i;
                 if (ex >= K.E) break;
                 long long sum = 0;
 #pragma unroll
-                for (int g = 0; g < STEP_KERNEL_RGROUPS; g++)
-                    sum += (long long)s_racc[g * K.E + ex];
-                s_logit[ex] = inv * ((float)sum * (1.0f / SK_RACC_ONE));
+                for (int g = 0; g < ATTN_ROUTER_GROUPS; g++) sum += (long long)s_racc[g * K.E + ex];
+                s_logit[ex] = inv * ((float)sum * (1.0f / ATTN_ROUTER_ONE));
             }
             __syncwarp();
             topk_warp<false>(s_logit, NULL, ly->router_b, K.E, K.k, lane, s_e, s_w,
@@ -738,8 +736,8 @@ __global__ void __launch_bounds__(AS_THREADS, 1) step_kernel(const sk_params K, 
          * hold their stages and the ring stalls. The same bits ((h) equal). */
         w.point(SKW_T_D_START);
         if (b == 0) /* every block has read the layer's router sums: back to 0 for layer l + 2 */
-            for (int i = tid; i < STEP_KERNEL_RGROUPS * K.E; i += AS_CWARPS * 32)
-                __stcg(K.racc + (size_t)par * STEP_KERNEL_RGROUPS * K.E + i, 0ull);
+            for (int i = tid; i < ATTN_ROUTER_GROUPS * K.E; i += AS_CWARPS * 32)
+                __stcg(K.racc + (size_t)par * ATTN_ROUTER_GROUPS * K.E + i, 0ull);
         if (l + 1 < K.L)
             sk_prefetch_layer(ly + 1, H, (K.base.n_heads + 2 * K.base.n_kv_heads) * AS_HD,
                               K.base.n_heads, K.E, tid);
@@ -843,9 +841,9 @@ extern "C" int step_kernel_supported(const attn_dims *d, const rope_kv_freq *f, 
            (k * (H / 16) + G - 1) / G <= SK_MAX_TILES && sk_layout(d, H, k, I, &L, &kc) > 0 &&
            /* the router by columns: a lane a row of h + o, the columns in one stage, the groups
             * and shares in xs's head before the MoE's row, an accumulator a consumer thread */
-           G <= STEP_KERNEL_MAX_G && (H + G - 1) / G <= SK_ROUTER_ROWS && E % 8 == 0 &&
+           G <= ATTN_ROUTER_MAX_G && (H + G - 1) / G <= SK_ROUTER_ROWS && E % 8 == 0 &&
            E <= AS_CWARPS * 32 && (size_t)((H + G - 1) / G) * E * 2 <= (size_t)L.stage_bytes &&
-           64 * E + 4 * STEP_KERNEL_MAX_G + 4 * E <= 4 * H;
+           64 * E + 4 * ATTN_ROUTER_MAX_G + 4 * E <= 4 * H;
 }
 
 static unsigned long long g_setup_done;

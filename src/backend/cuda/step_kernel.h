@@ -28,6 +28,7 @@
 #define GPTOSS_BACKEND_CUDA_STEP_KERNEL_H
 
 #include "backend/cuda/attention.h"
+#include "backend/cuda/attn_stream.h"
 #include "backend/cuda/rope_kv.h"
 
 #include <cuda_runtime_api.h>
@@ -77,17 +78,12 @@ typedef struct {
     /* the experts' tile tickets: 2 L words, zero before the first launch, left so (runner_step.c
      * keeps them past the layer table) */
     unsigned *tickets;
-    /* the router's sums of a layer as 2^-24 fixed point, [2][STEP_KERNEL_RGROUPS][E] (zero before
-     * the first launch, left so), and the blocks' sums of squares of h + o, [2][STEP_KERNEL_MAX_G]
+    /* the router's sums of a layer as 2^-24 fixed point, [2][ATTN_ROUTER_GROUPS][E] (zero before
+     * the first launch, left so), and the blocks' sums of squares of h + o, [2][ATTN_ROUTER_MAX_G]
      * (zero past the grid before the first launch) */
     unsigned long long *router_acc;
     float *ss_part;
 } step_kernel_args;
-
-enum {
-    STEP_KERNEL_MAX_G = 256, /* blocks the router's shares allow */
-    STEP_KERNEL_RGROUPS = 8  /* the router's accumulator groups (block b adds into b % 8) */
-};
 
 /* GPTOSS_STEP_KERNEL=1 (or step_kernel_set(1)): the runner takes this kernel for one-token decode
  * steps it supports. Off by default until measured; step_kernel_set(-1) reads the environment
