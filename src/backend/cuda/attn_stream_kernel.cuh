@@ -219,6 +219,10 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
          * route's __syncthreads count only the consumers. */
         __shared__ int s_last;
         __threadfence();
+        /* A kernel launched after this one with PDL (GPTOSS_PDL=1) may have its blocks scheduled
+         * on the SMs the other blocks leave while the last one routes: they still wait for this
+         * grid's completion (pdl.cuh) before they read anything it wrote. */
+        asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
         consumers_sync();
         if (tid == 0) s_last = atomicAdd(R.done, 1u) == (unsigned)G - 1;
         consumers_sync();
