@@ -15,8 +15,8 @@
 # 2. The forward test with session 36's failing seed at the new default: its test (c) now excuses
 #    a row whose GPU experts differ from the CPU's only by the CPU's k-th swapped for its runner-up
 #    at a CPU gap under 5e-2 (the route dump). Expected: (c) passes, one row excused as a swap.
-# 3. The loop by kernel (CUPTI) at batch 1 and 8 at the new default, and at batch 1 with =2: where
-#    call 1's 1 µs a layer (not 4) went (route_sums' own time, attn_stream's longer O).
+# 3. The loop by kernel (CUPTI) at batch 1 at the new default, if time is left: where call 1's
+#    1 µs a layer (not 4) went (route_sums' own time, attn_stream's longer O).
 # 4. roofline and bench latency (120b 1 / 8 / 64, 20b 1) at the new default.
 # 5. PDL (GPTOSS_PDL=1, off by default since session 5 for nondeterministic forward-test failures
 #    that session 36 and this one's dump point at router near-ties rather than races) with =1 and
@@ -24,7 +24,7 @@
 #    kernel's blocks can be scheduled on the SMs the others leave while the last block routes.
 #    Prediction: PDL +1 to +2 % at batch 1 with either (session 5: +1.4 %), a little more with =2.
 #    Not a default change here: PDL on by default needs issue 13's proof (racecheck, synccheck, 20
-#    seeded runs identical), which this call only starts (the forward test whole under =2 + PDL).
+#    seeded runs identical), not attempted in this call.
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
 # Ordered by what decides most, each later part only while time is left: the session's device
