@@ -498,18 +498,22 @@ static void check_router_case(const rope_kv_freq *f, const layer_w *w, int bs, b
     unsigned *done = (unsigned *)gpu_alloc(16);
     CUDA_CHECK(cudaMemset(done, 0, 16));
     /* steps 0 and 1: route_from_sums after the kernel; step 2: the kernel's last block routes
-     * (attn_stream_router's done: the same bits as route_from_sums', and done back to zero) */
+     * (attn_stream_route_last: the same bits as route_from_sums', and done back to zero) */
     for (int step = 0; step < 3; step++) {
         const bool last_block = step == 2;
+        attn_stream_route_last x;
+        memset(&x, 0, sizeof x);
         if (last_block) {
-            r.done = done, r.bias = bias, r.eps = EPS, r.logits = logits, r.y = y, r.rt = rt;
+            x.done = done, x.bias = bias, x.eps = EPS, x.logits = logits, x.y = y, x.rt = rt;
             CUDA_CHECK(cudaMemset(logits, 0xff, E * 4));
             CUDA_CHECK(cudaMemset(y, 0xff, HID * 2));
         }
         CUDA_CHECK(cudaMemcpy(h_r, h0, hb, cudaMemcpyDeviceToDevice));
         a.nh = h_r;
         poison_stream_outputs(&c);
-        CHECK(attn_stream_layer_routed(&c.d, f, &a, &r, 0) == cudaSuccess, "%s: launch", what);
+        CHECK((last_block ? attn_stream_layer_routed_last(&c.d, f, &a, &r, &x, 0)
+                          : attn_stream_layer_routed(&c.d, f, &a, &r, 0)) == cudaSuccess,
+              "%s: launch", what);
         CUDA_CHECK(cudaDeviceSynchronize());
         CHECK(same_bits(read_stream(&c), ref), "%s: q, caches, attention, O bit for bit", what);
         std::vector<float> hr(HID);

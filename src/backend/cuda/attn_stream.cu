@@ -119,7 +119,7 @@ size_t as_plan_layout(const attn_dims *d, int T, int H, int sms, int min_stage, 
 
 static cudaError_t stream_layer(const attn_dims *d, const rope_kv_freq *f,
                                 const attn_stream_args *a, const attn_stream_router *r,
-                                cudaStream_t stream) {
+                                const attn_stream_route_last *last, cudaStream_t stream) {
     const bool norm = a->nh != NULL;
     if (norm && (!a->nscratch || !a->ngain || (a->nslots && a->n_slots < 1) ||
                  a->H / 8 > 2 * AS_CWARPS * 32 || ((uintptr_t)a->nh & 15) ||
@@ -142,10 +142,10 @@ static cudaError_t stream_layer(const attn_dims *d, const rope_kv_freq *f,
               !r->gain || !r->h || !r->acc || !r->ss_part || ((uintptr_t)r->wt & 15)))
         return cudaErrorInvalidValue;
     /* the last block's routing (route_sums.cuh's block: route_from_sums' limits) */
-    if (r && r->done &&
-        (!r->logits || !r->y || r->rt.T != 1 || r->rt.E != r->E || r->E > AS_CWARPS * 32 ||
-         r->rt.k < 1 || r->rt.k > 8 || r->rt.k > r->E || a->H / 8 > 2 * AS_CWARPS * 32 ||
-         ((uintptr_t)r->h & 15) || ((uintptr_t)r->gain & 15) || ((uintptr_t)r->y & 15)))
+    if (last && (!r || !last->done || !last->logits || !last->y || last->rt.T != 1 ||
+                 last->rt.E != r->E || r->E > AS_CWARPS * 32 || last->rt.k < 1 || last->rt.k > 8 ||
+                 last->rt.k > r->E || a->H / 8 > 2 * AS_CWARPS * 32 || ((uintptr_t)r->h & 15) ||
+                 ((uintptr_t)r->gain & 15) || ((uintptr_t)last->y & 15)))
         return cudaErrorInvalidValue;
 
     as_params P;
@@ -156,8 +156,11 @@ static cudaError_t stream_layer(const attn_dims *d, const rope_kv_freq *f,
     /* Once per device: the shared-memory opt-in, and that one block an SM fits (the cooperative
      * launch would refuse the grid otherwise; the layout is the same for every step of a model). */
     if (!per_device_done(&g_setup_done)) {
-        for (int t = 0; t <= ATTN_STREAM_MAX_T; t++) { /* t = 0: one token with the router */
-            const void *k = (const void *)(t ? kernel_for(t) : kernel_for(1, true));
+        /* t = 0: one token with the router; -1: the router and the last block's routing */
+        for (int t = -1; t <= ATTN_STREAM_MAX_T; t++) {
+            const void *k = t < 0    ? (const void *)attn_stream_routed_last_kernel()
+                            : t == 0 ? (const void *)kernel_for(1, true)
+                                     : (const void *)kernel_for(t);
             CUDA_TRY(
                 cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, AS_MAX_SMEM));
             int per = 0;
@@ -169,6 +172,14 @@ static cudaError_t stream_layer(const attn_dims *d, const rope_kv_freq *f,
     cudaLaunchAttribute attr;
     const cudaLaunchConfig_t cfg =
         cooperative_config((unsigned)sms, AS_THREADS, smem, stream, &attr, 1);
+    if (last) {
+        as_router_last RL;
+        memset(&RL, 0, sizeof RL);
+        *(attn_stream_router *)&RL = *r;
+        RL.last = *last;
+        CUDA_TRY(cudaLaunchKernelEx(&cfg, attn_stream_routed_last_kernel(), P, L, RL));
+        return cudaGetLastError();
+    }
     attn_stream_router R;
     memset(&R, 0, sizeof R);
     if (r) R = *r;
@@ -178,11 +189,19 @@ static cudaError_t stream_layer(const attn_dims *d, const rope_kv_freq *f,
 
 extern "C" cudaError_t attn_stream_layer(const attn_dims *d, const rope_kv_freq *f,
                                          const attn_stream_args *a, cudaStream_t stream) {
-    return stream_layer(d, f, a, NULL, stream);
+    return stream_layer(d, f, a, NULL, NULL, stream);
 }
 
 extern "C" cudaError_t attn_stream_layer_routed(const attn_dims *d, const rope_kv_freq *f,
                                                 const attn_stream_args *a,
                                                 const attn_stream_router *r, cudaStream_t stream) {
-    return r ? stream_layer(d, f, a, r, stream) : cudaErrorInvalidValue;
+    return r ? stream_layer(d, f, a, r, NULL, stream) : cudaErrorInvalidValue;
+}
+
+extern "C" cudaError_t attn_stream_layer_routed_last(const attn_dims *d, const rope_kv_freq *f,
+                                                     const attn_stream_args *a,
+                                                     const attn_stream_router *r,
+                                                     const attn_stream_route_last *last,
+                                                     cudaStream_t stream) {
+    return r && last ? stream_layer(d, f, a, r, last, stream) : cudaErrorInvalidValue;
 }

@@ -58,16 +58,21 @@ typedef struct {
     unsigned long long *acc; /* [ATTN_ROUTER_GROUPS][E], zero before the launch */
     float *ss_part;          /* [ATTN_ROUTER_MAX_G] */
     int E;                   /* experts: a multiple of 8, at most 256 */
-    /* Optional (done NULL: off; a trial, GPTOSS_ROUTER_COLS=2): the last block to finish its sums
-     * (a ticket on done, zero before the launch and left so) does route_from_sums' work itself
-     * (route_sums.cuh: the same bits), so the layer needs no route_sums launch. */
+} attn_stream_router;
+
+/* A trial (GPTOSS_ROUTER_COLS=2; attn_stream_layer_routed_last): the last block to finish its
+ * sums (a ticket on done, zero before the launch and left so) does route_from_sums' work itself
+ * (route_sums.cuh: the same bits), so the layer needs no route_sums launch. Apart from
+ * attn_stream_router so that the routed kernel's parameters, and so its code, stay the ones
+ * measured in session 37. */
+typedef struct {
     unsigned *done;
     const uint16_t *bias; /* the router's bias [E] (may be NULL) */
     float eps;            /* the MLP norm's */
     float *logits;        /* [E] */
     uint16_t *y;          /* the MoE's input row [H] */
-    moe_routing rt;       /* one token */
-} attn_stream_router;
+    moe_routing rt;       /* one token, E experts */
+} attn_stream_route_last;
 
 typedef struct {
     int T; /* tokens = sequences (each with exactly one new token), 1 … ATTN_STREAM_MAX_T */
@@ -143,6 +148,10 @@ cudaError_t attn_stream_layer(const attn_dims *d, const rope_kv_freq *f, const a
 cudaError_t attn_stream_layer_routed(const attn_dims *d, const rope_kv_freq *f,
                                      const attn_stream_args *a, const attn_stream_router *r,
                                      cudaStream_t stream);
+/* The same, and the last block routes (attn_stream_route_last). */
+cudaError_t attn_stream_layer_routed_last(const attn_dims *d, const rope_kv_freq *f,
+                                          const attn_stream_args *a, const attn_stream_router *r,
+                                          const attn_stream_route_last *last, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -9,16 +9,14 @@
 #include "backend/cuda/route_sums.cuh"
 #include "base/env_switch.h"
 
-/* 256 threads (ROUTE_SMALL_MIN_THREADS): route_sums.cuh's block, the gains (model memory) asked
- * for before the wait (pdl.cuh). */
+/* 256 threads (ROUTE_SMALL_MIN_THREADS): route_sums.cuh's block, its wait the PDL one (pdl.cuh:
+ * the gains, model memory, are asked for before it). */
 __global__ void __launch_bounds__(ROUTE_SMALL_MIN_THREADS)
     route_sums_kernel(unsigned long long *acc, const float *ss_part, const float *h,
                       const uint16_t *gain, float eps, int H, const uint16_t *bias, float *logits,
                       uint16_t *y, const moe_routing r) {
-    uint4 g8[2];
-    route_sums_gains(gain, H, g8);
-    pdl_prologue();
-    route_sums_block(acc, ss_part, h, g8, eps, H, bias, logits, y, r);
+    __shared__ float s_inv;
+    route_sums_block(acc, ss_part, h, gain, eps, H, bias, logits, y, r, s_inv, true);
 }
 
 static int g_on = -1;

@@ -8,27 +8,27 @@
 #include "backend/cuda/device_util.cuh"
 #include "backend/cuda/moe_route_small.cuh"
 #include "backend/cuda/norm_row.cuh"
+#include "backend/cuda/pdl.cuh"
 
-/* The gains of this thread's features (2 groups of 8), asked for early: model memory. */
-static __device__ __forceinline__ void route_sums_gains(const uint16_t *gain, int H, uint4 g8[2]) {
-    const int tid = threadIdx.x, C = H / 8;
+/* Every thread of a block of ROUTE_SMALL_MIN_THREADS (256) calls it (the block's barriers are
+ * __syncthreads: warps that have exited do not count). The gains (model memory) are asked for
+ * first, then (pdl_wait) the kernel's PDL wait (pdl.cuh), then the rest. The sum of squares in one
+ * fixed order (warp 0: lane i adds shares i, i + 32, ...; then the shuffle tree), so every run
+ * gives the same bits. Every load of what other blocks wrote goes through L2. s_inv: a shared
+ * float of the caller's (the kernel's own, first in its shared memory: route_sums_kernel's code
+ * then is the one measured in session 37). */
+static __device__ __forceinline__ void
+route_sums_block(unsigned long long *acc, const float *ss_part, const float *h,
+                 const uint16_t *gain, float eps, int H, const uint16_t *bias, float *logits,
+                 uint16_t *y, const moe_routing &r, float &s_inv, bool pdl_wait) {
+    const int tid = threadIdx.x, lane = tid & 31, E = r.E;
+    const int C = H / 8;
+    uint4 g8[2];
 #pragma unroll
     for (int i = 0; i < 2; i++)
         g8[i] =
             gain_at(gain, tid + i * ROUTE_SMALL_MIN_THREADS, tid + i * ROUTE_SMALL_MIN_THREADS < C);
-}
-
-/* Every thread of a block of ROUTE_SMALL_MIN_THREADS (256) calls it (the block's barriers are
- * __syncthreads: warps that have exited do not count). The sum of squares in one fixed order
- * (warp 0: lane i adds shares i, i + 32, ...; then the shuffle tree), so every run gives the same
- * bits. Every load of what other blocks wrote goes through L2. */
-static __device__ __forceinline__ void route_sums_block(unsigned long long *acc,
-                                                        const float *ss_part, const float *h,
-                                                        const uint4 g8[2], float eps, int H,
-                                                        const uint16_t *bias, float *logits,
-                                                        uint16_t *y, const moe_routing &r) {
-    __shared__ float s_inv;
-    const int tid = threadIdx.x, lane = tid & 31, E = r.E, C = H / 8;
+    if (pdl_wait) pdl_prologue();
     if (tid < 32) {
         float ss = 0.0f;
 #pragma unroll

@@ -22,7 +22,7 @@ extern "C" {
  * gemv_norm_route: 120b decode at batch 1 +1.3 %, 20b +2.5 %; every GPU test passing with it,
  * bench/NOTES.md); route_sums_set(-1) reads the environment again. Read as the backend is made
  * (its buffers) and at each step. 2 (a trial, session 37): attn_stream's last block routes
- * (attn_stream_router's done), with no route_sums launch. */
+ * (attn_stream_route_last), with no route_sums launch. */
 int route_sums_enabled(void);
 void route_sums_set(int on);
 

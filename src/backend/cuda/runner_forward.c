@@ -135,10 +135,14 @@ static int runner_attention_stream(struct backend *b, const fwd_plan *p, int l, 
         r.gain = ly->mlp_norm, r.h = w->h;
         r.acc = b->rcols_acc, r.ss_part = b->rcols_ss, r.E = b->E;
         if (route_sums_enabled() == 2) { /* the last block routes: no route_sums launch */
-            r.done = b->rcols_done, r.bias = ly->router_b, r.eps = b->eps;
-            r.logits = w->router, r.y = w->a;
-            moe_routing_carve(&r.rt, w->routing, p->T, b->E, b->K);
-            r.rt.e0 = b->tp_share.expert0, r.rt.n_e = b->tp_share.n_experts;
+            attn_stream_route_last x;
+            memset(&x, 0, sizeof x);
+            x.done = b->rcols_done, x.bias = ly->router_b, x.eps = b->eps;
+            x.logits = w->router, x.y = w->a;
+            moe_routing_carve(&x.rt, w->routing, p->T, b->E, b->K);
+            x.rt.e0 = b->tp_share.expert0, x.rt.n_e = b->tp_share.n_experts;
+            CU(attn_stream_layer_routed_last(&b->dims, &b->freq, &a, &r, &x, s));
+            return 0;
         }
         CU(attn_stream_layer_routed(&b->dims, &b->freq, &a, &r, s));
         return 0;
