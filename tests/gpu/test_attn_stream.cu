@@ -16,7 +16,8 @@
  *     on its output: h's new rows, q, the caches, the attention and O's outputs bit for bit,
  *     eager and under a graph replay;
  *   - the router by columns (attn_stream_layer_routed + route_from_sums, one token): against the
- *     plain kernel and the host (check_router_case says what);
+ *     plain kernel and the host; the trials (the last block routing, route_prefetch) against it
+ *     (check_router_case says what);
  *   - refusals: more tokens than ATTN_STREAM_MAX_T, an FP8 cache, sequences ≠ tokens, a workspace
  *     too small.
  * Cases: 120b's shapes (64 q heads, 8 KV heads, H = 2880), block sizes 16 and 32, full layers at
@@ -497,14 +498,27 @@ static void check_router_case(const rope_kv_freq *f, const layer_w *w, int bs, b
     float wts_first[K];
     unsigned *done = (unsigned *)gpu_alloc(16);
     CUDA_CHECK(cudaMemset(done, 0, 16));
+    /* route_prefetch's trial over a stand-in gate_up of 4 tiles an expert at real K (the prefetch
+     * changes no result: the steps with it give the same bits) */
+    enum { PF_RT = 4, PF_KK = HID / 64 };
+    route_prefetch pf;
+    memset(&pf, 0, sizeof pf);
+    pf.wq = (const uint8_t *)gpu_alloc((size_t)E * PF_RT * PF_KK * 512);
+    pf.ws = (const uint8_t *)gpu_alloc((size_t)E * PF_RT * PF_KK * 32);
+    pf.RT = PF_RT, pf.KK = PF_KK, pf.code_bytes = 6 * 512;
+    CHECK(route_prefetch_ok(&pf), "%s: the prefetch's shapes are accepted", what);
     /* steps 0 and 1: route_from_sums after the kernel; step 2: the kernel's last block routes
-     * (attn_stream_route_last: the same bits as route_from_sums', and done back to zero) */
-    for (int step = 0; step < 3; step++) {
-        const bool last_block = step == 2;
+     * (attn_stream_route_last: the same bits as route_from_sums', and done back to zero); step 3:
+     * route_from_sums_prefetch; step 4: the last block routes and prefetches */
+    for (int step = 0; step < 5; step++) {
+        const bool last_block = step == 2 || step == 4, prefetch = step >= 3;
         attn_stream_route_last x;
         memset(&x, 0, sizeof x);
         if (last_block) {
             x.done = done, x.bias = bias, x.eps = EPS, x.logits = logits, x.y = y, x.rt = rt;
+            if (prefetch) x.pf = pf;
+        }
+        if (step >= 2) {
             CUDA_CHECK(cudaMemset(logits, 0xff, E * 4));
             CUDA_CHECK(cudaMemset(y, 0xff, HID * 2));
         }
@@ -531,9 +545,11 @@ static void check_router_case(const rope_kv_freq *f, const layer_w *w, int bs, b
                 bad += fabs(got - sum_ref[e]) > 1e-4 * mag[e] + 256.0 / 16777216.0;
             }
             CHECK(bad == 0, "%s: %d of %d router sums off the host's", what, bad, (int)E);
-            CHECK(route_from_sums(acc, ss, h_r, mgain, EPS, HID, bias, logits, y, &rt, 0) ==
-                      cudaSuccess,
-                  "%s: route_from_sums", what);
+            CHECK((prefetch ? route_from_sums_prefetch(acc, ss, h_r, mgain, EPS, HID, bias, logits,
+                                                       y, &rt, &pf, 0)
+                            : route_from_sums(acc, ss, h_r, mgain, EPS, HID, bias, logits, y, &rt,
+                                              0)) == cudaSuccess,
+                  "%s: route_from_sums%s", what, prefetch ? "_prefetch" : "");
             CUDA_CHECK(cudaDeviceSynchronize());
         } else {
             unsigned left = 1;
@@ -576,7 +592,10 @@ static void check_router_case(const rope_kv_freq *f, const layer_w *w, int bs, b
             y_first = yh, lg_first = lgd;
             memcpy(idx_first, idx, sizeof idx), memcpy(wts_first, wts, sizeof wts);
         } else {
-            const char *which = last_block ? "the last block's routing" : "a second step";
+            const char *which = step == 1   ? "a second step"
+                                : step == 2 ? "the last block's routing"
+                                : step == 3 ? "route_from_sums_prefetch"
+                                            : "the last block's routing with the prefetch";
             CHECK(yh == y_first, "%s: %s gives the same row", what, which);
             CHECK(!memcmp(lgd.data(), lg_first.data(), E * 4), "%s: %s gives the same logits", what,
                   which);
@@ -585,6 +604,8 @@ static void check_router_case(const rope_kv_freq *f, const layer_w *w, int bs, b
         }
     }
     cudaFree(done);
+    cudaFree((void *)pf.wq);
+    cudaFree((void *)pf.ws);
     printf("%s: checked (top-k %s)\n", what, clear ? "compared" : "near a tie: not compared");
     void *ps[] = {h0, h_p, h_r, scratch, slots, gain, mgain, wt, bias, y, acc, ss, logits, rbuf};
     for (void *p : ps) cudaFree(p);

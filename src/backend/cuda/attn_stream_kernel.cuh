@@ -245,7 +245,7 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
             if (tid == 0) *X.done = 0; /* for the next launch (stream order) */
             __shared__ float s_inv;
             route_sums_block(R.acc, R.ss_part, R.h, R.gain, X.eps, H, X.bias, X.logits, X.y, X.rt,
-                             s_inv, false);
+                             s_inv, false, X.pf.wq ? &X.pf : NULL);
         }
     }
 }

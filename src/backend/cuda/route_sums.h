@@ -3,6 +3,7 @@
 #ifndef GPTOSS_ROUTE_SUMS_H
 #define GPTOSS_ROUTE_SUMS_H
 
+#include "backend/cuda/attn_stream.h"
 #include "backend/cuda/moe.h"
 
 #include <cuda_runtime.h>
@@ -21,14 +22,22 @@ extern "C" {
  * GPTOSS_ROUTER_COLS=0 (or route_sums_set(0)). On by default since session 37 (H100, against
  * gemv_norm_route: 120b decode at batch 1 +1.3 %, 20b +2.5 %; every GPU test passing with it,
  * bench/NOTES.md); route_sums_set(-1) reads the environment again. Read as the backend is made
- * (its buffers) and at each step. 2 (a trial, session 37): attn_stream's last block routes
- * (attn_stream_route_last), with no route_sums launch. */
+ * (its buffers) and at each step. Trials (session 37, not yet measured): 2, attn_stream's last
+ * block routes (attn_stream_route_last), with no route_sums launch; 3, route_sums with
+ * route_prefetch (the chosen experts' first gate_up bytes asked of L2 once routed); 4, both. */
 int route_sums_enabled(void);
 void route_sums_set(int on);
 
 cudaError_t route_from_sums(unsigned long long *acc, const float *ss_part, const float *h,
                             const uint16_t *gain, float eps, int H, const uint16_t *bias,
                             float *logits, uint16_t *y, const moe_routing *r, cudaStream_t stream);
+
+/* route_from_sums, then route_prefetch's trial (attn_stream.h) in the same block. */
+cudaError_t route_from_sums_prefetch(unsigned long long *acc, const float *ss_part, const float *h,
+                                     const uint16_t *gain, float eps, int H, const uint16_t *bias,
+                                     float *logits, uint16_t *y, const moe_routing *r,
+                                     const route_prefetch *pf, cudaStream_t stream);
+int route_prefetch_ok(const route_prefetch *pf);
 
 #ifdef __cplusplus
 }
