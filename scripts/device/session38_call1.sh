@@ -19,7 +19,8 @@
 #       last block routes. Prediction: PDL +1 to +2 % with any mode (session 5: +1.4 %).
 # Rule: the default becomes the best of 2-4 if it gains more than 1 % over 1 at 120b batch 1, does
 # not lose at 20b, and gpu_test_attn_stream (its router case runs all four) and the forward test
-# whole with that mode pass; the others go. PDL stays off (issue 13's proof first: racecheck,
+# whole with that mode pass (this call runs it with =4, whose kernel is =2's with the prefetch; if =2
+# or =3 wins, run it with that mode on the warm machine before flipping); the others go. PDL stays off (issue 13's proof first: racecheck,
 # synccheck, 20 seeded runs identical).
 # Also: the forward test with session 36's failing seed at the default (its (c) now excuses a row
 # whose GPU experts differ from the CPU's only by the k-th swapped for the runner-up at a CPU gap
