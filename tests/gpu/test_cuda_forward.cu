@@ -1924,6 +1924,54 @@ static void real_width(rng_t *rng) {
 
 /* ------------------------------------------------------------------------------------------------
  */
+/* --digest N: issue 13's determinism evidence for PDL. The same steps N times, each on a fresh
+ * backend (synthetic:20b:layers=2, GPU-made weights, CUDA graphs on): one 60-token sequence as a
+ * 10-token prefill and decode steps of one token (the attention stream kernel and the router by
+ * columns), then 8 sequences together the same way (decode steps of 8 tokens). Every run's logits
+ * must hash alike (FNV-1a over their bytes), and the hash is printed: scripts/device runs the
+ * program with GPTOSS_PDL=0 and =1 and compares the two lines. */
+static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
+    const unsigned char *b = (const unsigned char *)p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+static void digest_runs(int repeats, uint64_t seed) {
+    fprintf(stderr, "(digest) %d runs of the same steps, each on a fresh backend\n", repeats);
+    uint64_t first = 0;
+    int same = 0;
+    for (int rep = 0; rep < repeats; rep++) {
+        backend *be = make_cuda("synthetic:20b:layers=2:seed=0", 16, 0, 512);
+        CHECK(be != NULL, "cuda backend synthetic:20b:layers=2");
+        if (!be) return;
+        rng_t rng; /* the same tokens and schedule every run */
+        rng_seed(&rng, seed);
+        driver d;
+        drv_init(&d, &cuda_backend_ops, be, 512, &rng);
+        const int V = cuda_backend_ops.config(be)->vocab;
+        uint64_t h = 1469598103934665603ull;
+        std::vector<tf_seq> one = make_seqs({60}, V, &rng, 0);
+        CHECK(run_schedule(&d, one, POL_DECODE, false, 0, &rng) == 0, "digest: one sequence");
+        std::vector<tf_seq> eight = make_seqs({12, 20, 31, 40, 47, 55, 60, 64}, V, &rng, 1);
+        CHECK(run_schedule(&d, eight, POL_DECODE, true, 0, &rng) == 0, "digest: eight sequences");
+        for (auto *v : {&one, &eight})
+            for (auto &q : *v) h = fnv1a(h, q.logits.data(), q.logits.size() * sizeof(float));
+        cuda_backend_stats st;
+        cuda_backend_get_stats(be, &st);
+        cuda_backend_ops.destroy(be);
+        fprintf(stderr, "  run %d: %016llx (%ld graph replays)\n", rep, (unsigned long long)h,
+                st.graph_replays);
+        if (rep == 0) first = h;
+        same += h == first;
+    }
+    CHECK(same == repeats, "digest: %d of %d runs hash like the first", same, repeats);
+    printf("digest: %016llx over %d runs (GPTOSS_PDL=%s)\n", (unsigned long long)first, repeats,
+           getenv("GPTOSS_PDL") ? getenv("GPTOSS_PDL") : "unset");
+    summary_add(3, "digest %016llx, %d of %d runs alike", (unsigned long long)first, same, repeats);
+}
+
+/* ------------------------------------------------------------------------------------------------
+ */
 /* (d) the transformers fixture with head_dim 64 */
 
 static const st_tensor *find_tensor(const st_file *f, const char *name) {
@@ -2069,6 +2117,14 @@ int main(int argc, char **argv) {
         else
             step_kernel_checks();
         return check_report("test_cuda_forward --step-kernel");
+    }
+    if (gpu_test_flag(argc, argv, "--digest")) {
+        remove_dir(dir);
+        int n = 20;
+        for (int i = 1; i + 1 < argc; i++)
+            if (!strcmp(argv[i], "--digest")) n = atoi(argv[i + 1]);
+        digest_runs(n > 0 ? n : 20, seed);
+        return check_report("test_cuda_forward --digest");
     }
     if (gpu_test_flag(argc, argv, "--dep")) {
         remove_dir(dir);
