@@ -594,6 +594,26 @@ static void batched_vs_alone(const char *dir, rng_t *rng) {
         cmp_rows(&s, batch[k * 8 + 3].logits.data(), alone[k].logits.data(),
                  (int)alone[k].toks.size(), V);
     cmp_report("batch of 64 vs alone", &s, 1.5e-2, 0.25);
+    /* Each clear position that disagrees, with its margins and its row's error: an expert swap at
+     * a router near-tie moves a whole row (relL2 ~0.1, session 36's seed 5015698386277711680 had
+     * one such flip), a bug would spoil many. */
+    for (int k = 0; k < 8; k++)
+        for (size_t t = 0; t < alone[k].toks.size(); t++) {
+            const float *g = batch[k * 8 + 3].logits.data() + t * V,
+                        *f = alone[k].logits.data() + t * V;
+            int ag, af;
+            double mg, mf;
+            top2(g, V, &ag, &mg);
+            top2(f, V, &af, &mf);
+            if (mf <= MARGIN || ag == af) continue;
+            cmp_stats one;
+            memset(&one, 0, sizeof one);
+            cmp_rows(&one, g, f, 1, V);
+            fprintf(stderr,
+                    "  batch of 64 vs alone: sequence %d position %zu: top-1 %d (margin %.3e) vs "
+                    "alone %d (margin %.3e), the row's relL2 %.2e\n",
+                    k * 8 + 3, t, ag, mg, af, mf, rel_l2(&one));
+        }
     /* GPU against GPU, the same weights and bf16 arithmetic on other paths (the batch takes the
      * large MoE path and other attention splits): their logits differ by ~1e-3 relative, so every
      * clear position (top-2 margin > MARGIN) must agree, and only near-ties may flip. Over the
