@@ -245,7 +245,7 @@ struct backend {
     /* the router by columns in attn_stream's O (runner_router_cols.c): its sums and shares */
     unsigned long long *rcols_acc;
     float *rcols_ss;
-    unsigned *rcols_done;      /* the last block's ticket (GPTOSS_ROUTER_COLS=2) */
+    unsigned *rcols_done;      /* the last block's ticket (GPTOSS_ROUTER_COLS=2 and 4) */
     long step_kernel_launches; /* cuda_backend_stats */
     int T_reserve;
 
@@ -370,9 +370,9 @@ int runner_step_table_build(struct backend *b);
 void runner_step_table_free(struct backend *b);
 cudaError_t runner_router_transposed(struct backend *b); /* b->step_router_wt, built once */
 
-/* runner_router_cols.c: the router by columns in attn_stream's O epilogue at one token
- * (on by default, GPTOSS_ROUTER_COLS=0 off; attn_stream.h's attn_stream_router, route_sums.h): its buffers, built
- * with the step kernel's table and freed before it, and whether a step takes it. */
+/* runner_router_cols.c: the router by columns in attn_stream's O epilogue at one token (on by
+ * default, GPTOSS_ROUTER_COLS=0 off; attn_stream.h's attn_stream_router, route_sums.h): its
+ * buffers, built with the step kernel's table and freed before it, and whether a step takes it. */
 int runner_router_cols_build(struct backend *b);
 void runner_router_cols_free(struct backend *b);
 bool runner_router_cols_takes(const struct backend *b, const fwd_plan *p);
