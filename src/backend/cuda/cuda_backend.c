@@ -277,9 +277,11 @@ int cuda_rank_setup(struct backend *b, const backend_options *opt, bool syntheti
     CU(cudaMalloc((void **)&b->slot_last, (size_t)b->max_slots * sizeof(int32_t)));
     CU(cudaMemsetAsync(b->slot_last, 0, (size_t)b->max_slots * sizeof(int32_t), b->stream));
     b->slot_last_host = xcalloc((size_t)b->max_slots, sizeof *b->slot_last_host);
+    /* The router by columns' buffers (on by default: 26.5 MB at 120b) before the KV cache, whose
+     * size is what memory is left. */
+    if (runner_router_cols_build(b)) return -1;
     if (kv_alloc(b, opt, lead, others_on_device)) return -1;
     if (runner_step_table_build(b)) return -1;
-    if (runner_router_cols_build(b)) return -1;
     CU(cudaStreamSynchronize(b->stream));
 
     /* Off by default until measured on the H200 (attention.h). */

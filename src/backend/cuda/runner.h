@@ -372,7 +372,8 @@ cudaError_t runner_router_transposed(struct backend *b); /* b->step_router_wt, b
 
 /* runner_router_cols.c: the router by columns in attn_stream's O epilogue at one token (on by
  * default, GPTOSS_ROUTER_COLS=0 off; attn_stream.h's attn_stream_router, route_sums.h): its
- * buffers, built with the step kernel's table and freed before it, and whether a step takes it. */
+ * buffers, built before the KV cache and freed before the step kernel's table, and whether a
+ * step takes it. */
 int runner_router_cols_build(struct backend *b);
 void runner_router_cols_free(struct backend *b);
 bool runner_router_cols_takes(const struct backend *b, const fwd_plan *p);

@@ -10,7 +10,8 @@
 #include "backend/cuda/runner_internal.h"
 
 int runner_router_cols_build(struct backend *b) {
-    if (!route_sums_enabled() || b->rcols_acc || b->L < 1 ||
+    /* (not under tensor or data parallelism, where no step takes it: runner_router_cols_takes) */
+    if (!route_sums_enabled() || b->rcols_acc || b->L < 1 || b->tp_world > 1 || b->dp_size > 1 ||
         !attn_stream_router_supported(&b->dims, b->H, b->E))
         return 0;
     if (runner_router_transposed(b) != cudaSuccess) {
