@@ -1,9 +1,10 @@
 /* The attention block's persistent kernel (attn_stream.h), as a template for the translation
  * units that instantiate it: attn_stream.cu the plain kernel at 1-4 tokens, attn_stream_routed.cu
- * the one-token kernel with the router by columns. Apart because ptxas compiled the plain
- * one-token kernel differently (+6 instructions, other instruction choices in its prologue) with
- * the routed one beside it in the module: apart, the plain kernels are the ones measured before,
- * instruction for instruction (session 36). Device code. */
+ * the one-token kernel with the router by columns, attn_stream_routed_last.cu that one with the
+ * last block routing (a trial). Apart because ptxas compiled the plain one-token kernel
+ * differently (+6 instructions, other instruction choices in its prologue) with the routed one
+ * beside it in the module: apart, each kernel is the one measured, instruction for instruction
+ * (sessions 36-37; the O loop is written so that it stays so for both). Device code. */
 #pragma once
 
 #include "backend/cuda/attn_stream.h"
@@ -168,45 +169,44 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
     /* Phase 3: O. */
     as_stage_rows(a.attn, T, Q, xs);
     consumers_sync();
-    if constexpr (!ROUTER) {
-        for (int q = n_pairs + (warp - n_pairs % AS_CWARPS + AS_CWARPS) % AS_CWARPS;
-             q < n_pairs + n_rows; q += AS_CWARPS) {
-            const int s = q % S;
-            mbar_wait_or_trap(&full[s], (q / S) & 1);
-            float acc[1][T];
-            as_rows_dot<T, 1>(ring + (size_t)s * L.stage_bytes, o_row_bytes, Q / 8, xs, acc);
-            __syncwarp();
+    /* ROUTER (T = 1): h + o, its square and g (h + o) of the block's rows too, h and the gain of
+     * a row asked for before the row's dot product; then the block's share of the sum of squares
+     * and its rows' router sums */
+    __shared__ float s_oc[ROUTER ? ATTN_ROUTER_MAX_ROWS : 1],
+        s_sq[ROUTER ? ATTN_ROUTER_MAX_ROWS : 1];
+    for (int q = n_pairs + (warp - n_pairs % AS_CWARPS + AS_CWARPS) % AS_CWARPS;
+         q < n_pairs + n_rows; q += AS_CWARPS) {
+        const int s = q % S;
+        float hj = 0.0f;
+        uint16_t gj = 0;
+        if constexpr (ROUTER) {
+            const int row = r0 + (q - n_pairs);
+            hj = lane == 0 ? __ldcg(R.h + row) : 0.0f;
+            gj = lane == 0 ? __ldg(R.gain + row) : (uint16_t)0;
+        }
+        mbar_wait_or_trap(&full[s], (q / S) & 1);
+        float acc[1][T];
+        as_rows_dot<T, 1>(ring + (size_t)s * L.stage_bytes, o_row_bytes, Q / 8, xs, acc);
+        __syncwarp();
+        if constexpr (!ROUTER) {
             if (lane == 0) mbar_arrive(&empty[s]);
             if (lane < T) {
                 const int row = r0 + q - n_pairs;
                 a.o[(size_t)lane * H + row] =
                     f32_to_bf16_bits(as_pick<T>(acc[0], lane) + pre.o_bias[q - n_pairs]);
             }
+        } else if (lane == 0) {
+            const int j = q - n_pairs, row = r0 + j;
+            mbar_arrive(&empty[s]);
+            const uint16_t ob = f32_to_bf16_bits(as_pick<T>(acc[0], 0) + pre.o_bias[j]);
+            a.o[row] = ob;
+            const float v = hj + bf16_bits_to_f32(ob); /* the loop's norm_add order */
+            R.h[row] = v;
+            s_oc[j] = v * bf16_bits_to_f32(gj);
+            s_sq[j] = v * v;
         }
-    } else {
-        /* O with the router by columns (T = 1): h + o, its square and g (h + o) of the block's
-         * rows, h and the gain of a row asked for before the row's dot product; then the block's
-         * share of the sum of squares and its rows' router sums */
-        __shared__ float s_oc[ATTN_ROUTER_MAX_ROWS], s_sq[ATTN_ROUTER_MAX_ROWS];
-        for (int q = n_pairs + (warp - n_pairs % AS_CWARPS + AS_CWARPS) % AS_CWARPS;
-             q < n_pairs + n_rows; q += AS_CWARPS) {
-            const int s = q % S, j = q - n_pairs, row = r0 + j;
-            const float hj = lane == 0 ? __ldcg(R.h + row) : 0.0f;
-            const uint16_t gj = lane == 0 ? __ldg(R.gain + row) : (uint16_t)0;
-            mbar_wait_or_trap(&full[s], (q / S) & 1);
-            float acc[1][T];
-            as_rows_dot<T, 1>(ring + (size_t)s * L.stage_bytes, o_row_bytes, Q / 8, xs, acc);
-            __syncwarp();
-            if (lane == 0) {
-                mbar_arrive(&empty[s]);
-                const uint16_t ob = f32_to_bf16_bits(as_pick<T>(acc[0], 0) + pre.o_bias[j]);
-                a.o[row] = ob;
-                const float v = hj + bf16_bits_to_f32(ob); /* the loop's norm_add order */
-                R.h[row] = v;
-                s_oc[j] = v * bf16_bits_to_f32(gj);
-                s_sq[j] = v * v;
-            }
-        }
+    }
+    if constexpr (ROUTER) {
         if (!rcols) return; /* (n_rows = 0 only in the probes, which do not route) */
         consumers_sync();   /* s_oc, s_sq */
         const int tid = threadIdx.x;
