@@ -143,11 +143,9 @@ static cudaError_t stream_layer(const attn_dims *d, const rope_kv_freq *f,
               !r->gain || !r->h || !r->acc || !r->ss_part || ((uintptr_t)r->wt & 15)))
         return cudaErrorInvalidValue;
     /* the last block's routing (route_sums.cuh's block: route_from_sums' limits) */
-    if (last &&
-        (!r || !last->done || !last->logits || !last->y || last->rt.T != 1 || last->rt.E != r->E ||
-         r->E > AS_CWARPS * 32 || last->rt.k < 1 || last->rt.k > 8 || last->rt.k > r->E ||
-         a->H / 8 > 2 * AS_CWARPS * 32 || ((uintptr_t)r->h & 15) || ((uintptr_t)r->gain & 15) ||
-         ((uintptr_t)last->y & 15) || (last->pf.wq && !route_prefetch_ok(&last->pf))))
+    if (last && (!r || !last->done || last->rt.E != r->E ||
+                 !route_sums_fits(r->h, r->gain, a->H, last->logits, last->y, &last->rt) ||
+                 (last->pf.wq && !route_prefetch_ok(&last->pf))))
         return cudaErrorInvalidValue;
 
     as_params P;

@@ -37,15 +37,20 @@ extern "C" void route_sums_set(int on) {
     env_switch_set(&g_on, on, 0, 4);
 }
 
+extern "C" int route_sums_fits(const float *h, const uint16_t *gain, int H, const float *logits,
+                               const uint16_t *y, const moe_routing *r) {
+    return h && gain && logits && y && r && r->T == 1 && r->E >= 8 && r->E % 8 == 0 &&
+           r->E <= ROUTE_SMALL_MIN_THREADS && r->k >= 1 && r->k <= 8 && r->k <= r->E && H >= 8 &&
+           H % 8 == 0 && H / 8 <= 2 * ROUTE_SMALL_MIN_THREADS && !((uintptr_t)h & 15) &&
+           !((uintptr_t)gain & 15) && !((uintptr_t)y & 15);
+}
+
 /* route_from_sums' checks and launch, with route_prefetch's trial when pf is non-NULL. */
 static cudaError_t launch(unsigned long long *acc, const float *ss_part, const float *h,
                           const uint16_t *gain, float eps, int H, const uint16_t *bias,
                           float *logits, uint16_t *y, const moe_routing *r,
                           const route_prefetch *pf, cudaStream_t stream) {
-    if (!acc || !ss_part || !h || !gain || !logits || !y || !r || r->T != 1 || r->E < 8 ||
-        r->E % 8 || r->E > ROUTE_SMALL_MIN_THREADS || r->k < 1 || r->k > 8 || r->k > r->E ||
-        H < 8 || H % 8 || H / 8 > 2 * ROUTE_SMALL_MIN_THREADS || ((uintptr_t)h & 15) ||
-        ((uintptr_t)gain & 15) || ((uintptr_t)y & 15))
+    if (!acc || !ss_part || !route_sums_fits(h, gain, H, logits, y, r))
         return cudaErrorInvalidValue;
     if (pf) {
         if (!route_prefetch_ok(pf)) return cudaErrorInvalidValue;

@@ -38,6 +38,11 @@ cudaError_t route_from_sums_prefetch(unsigned long long *acc, const float *ss_pa
                                      float *logits, uint16_t *y, const moe_routing *r,
                                      const route_prefetch *pf, cudaStream_t stream);
 int route_prefetch_ok(const route_prefetch *pf);
+/* Whether route_sums' block takes these (one token; E a multiple of 8 up to 256, k ≤ 8, H a
+ * multiple of 8 up to 4096, h, gain and y 16-byte aligned): route_from_sums' and attn_stream's
+ * last-block routing's check. */
+int route_sums_fits(const float *h, const uint16_t *gain, int H, const float *logits,
+                    const uint16_t *y, const moe_routing *r);
 
 #ifdef __cplusplus
 }
