@@ -408,18 +408,6 @@ static void check_norm_case(const rope_kv_freq *f, const layer_w *w, int bs, boo
     free_case(&c);
 }
 
-/* The kernel before the PDL form's (check_router_case's step 5): lets its dependents launch at
- * once, spins ~spin cycles, and only then writes dst from src, so that a dependent reading dst
- * before its griddepcontrol.wait would read the poison left there. */
-__global__ void late_copy_kernel(float *dst, const float *src, int n, long long spin) {
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-    const long long t0 = clock64();
-    while (clock64() - t0 < spin) {
-    }
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
-        dst[i] = src[i];
-}
-
 /* The router by columns (attn_stream_layer_routed, then route_from_sums; or the kernel's last
  * block routing, the third step) at one token, the norm inside, against the plain kernel on the
  * same step and the host:
@@ -432,8 +420,7 @@ __global__ void late_copy_kernel(float *dst, const float *src, int n, long long 
  *     are more than 1e-3 apart, the weights summing to 1, and the MoE's input row within one
  *     bf16 rounding of the host's h · inv · g. A second step gives the same bits (the sums were
  *     set back to zero), and so does a third with the last block routing (its ticket back to
- *     zero after), and a sixth with the PDL form (GPTOSS_ATTN_PDL's trial: its consumers wait
- *     for the kernel before) launched behind a kernel that writes h late (late_copy_kernel). */
+ *     zero after). */
 static void check_router_case(const rope_kv_freq *f, const layer_w *w, int bs, bool sliding,
                               int ctx1, rng_t *rng) {
     enum { N_SLOTS = 4, E = 128, K = 4 };
@@ -523,11 +510,8 @@ static void check_router_case(const rope_kv_freq *f, const layer_w *w, int bs, b
     /* steps 0 and 1: route_from_sums after the kernel; step 2: the kernel's last block routes
      * (attn_stream_route_last: the same bits as route_from_sums', and done back to zero); step 3:
      * route_from_sums_prefetch; step 4: the last block routes and prefetches */
-    cudaStream_t st;
-    CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-    for (int step = 0; step < 6; step++) {
-        const bool last_block = step == 2 || step == 4, prefetch = step == 3 || step == 4;
-        const bool pdl = step == 5;
+    for (int step = 0; step < 5; step++) {
+        const bool last_block = step == 2 || step == 4, prefetch = step >= 3;
         attn_stream_route_last x;
         memset(&x, 0, sizeof x);
         if (last_block) {
@@ -538,36 +522,19 @@ static void check_router_case(const rope_kv_freq *f, const layer_w *w, int bs, b
             CUDA_CHECK(cudaMemset(logits, 0xff, E * 4));
             CUDA_CHECK(cudaMemset(y, 0xff, HID * 2));
         }
+        CUDA_CHECK(cudaMemcpy(h_r, h0, hb, cudaMemcpyDeviceToDevice));
         a.nh = h_r;
         poison_stream_outputs(&c);
-        if (pdl) { /* h poisoned, then written ~50 µs into the kernel before */
-            CUDA_CHECK(cudaMemset(h_r, 0xff, hb));
-            CUDA_CHECK(cudaDeviceSynchronize());
-            late_copy_kernel<<<1, 256, 0, st>>>(h_r, h0, HID, 100000);
-            CUDA_CHECK(cudaGetLastError());
-            attn_stream_pdl_set(1);
-            CHECK(attn_stream_layer_routed(&c.d, f, &a, &r, st) == cudaSuccess,
-                  "%s: the PDL form's launch", what);
-            attn_stream_pdl_set(0);
-            CUDA_CHECK(cudaStreamSynchronize(st));
-            CHECK(route_from_sums(acc, ss, h_r, mgain, EPS, HID, bias, logits, y, &rt, st) ==
-                      cudaSuccess,
-                  "%s: route_from_sums after the PDL form", what);
-            CUDA_CHECK(cudaStreamSynchronize(st));
-        } else {
-            CUDA_CHECK(cudaMemcpy(h_r, h0, hb, cudaMemcpyDeviceToDevice));
-            CHECK((last_block ? attn_stream_layer_routed_last(&c.d, f, &a, &r, &x, 0)
-                              : attn_stream_layer_routed(&c.d, f, &a, &r, 0)) == cudaSuccess,
-                  "%s: launch", what);
-        }
+        CHECK((last_block ? attn_stream_layer_routed_last(&c.d, f, &a, &r, &x, 0)
+                          : attn_stream_layer_routed(&c.d, f, &a, &r, 0)) == cudaSuccess,
+              "%s: launch", what);
         CUDA_CHECK(cudaDeviceSynchronize());
         CHECK(same_bits(read_stream(&c), ref), "%s: q, caches, attention, O bit for bit", what);
         std::vector<float> hr(HID);
         CUDA_CHECK(cudaMemcpy(hr.data(), h_r, hb, cudaMemcpyDeviceToHost));
         CHECK(!memcmp(hr.data(), v.data(), hb), "%s: h + o bit for bit", what);
         std::vector<unsigned long long> ah((size_t)ATTN_ROUTER_GROUPS * E);
-        if (!last_block && !pdl) { /* (the last block's routing has consumed them; the PDL
-                                     * step routed above) */
+        if (!last_block) { /* (the last block's routing has consumed them) */
             CUDA_CHECK(cudaMemcpy(ah.data(), acc, ah.size() * 8, cudaMemcpyDeviceToHost));
             int bad = 0;
             for (int e = 0; e < E; e++) {
@@ -628,8 +595,7 @@ static void check_router_case(const rope_kv_freq *f, const layer_w *w, int bs, b
             const char *which = step == 1   ? "a second step"
                                 : step == 2 ? "the last block's routing"
                                 : step == 3 ? "route_from_sums_prefetch"
-                                : step == 4 ? "the last block's routing with the prefetch"
-                                            : "the PDL form behind a late writer";
+                                            : "the last block's routing with the prefetch";
             CHECK(yh == y_first, "%s: %s gives the same row", what, which);
             CHECK(!memcmp(lgd.data(), lg_first.data(), E * 4), "%s: %s gives the same logits", what,
                   which);
@@ -637,7 +603,6 @@ static void check_router_case(const rope_kv_freq *f, const layer_w *w, int bs, b
                   "%s: %s gives the same experts and weights", what, which);
         }
     }
-    CUDA_CHECK(cudaStreamDestroy(st));
     cudaFree(done);
     cudaFree((void *)pf.wq);
     cudaFree((void *)pf.ws);

@@ -24,14 +24,6 @@ void attn_stream_set(int on) {
     env_switch_set(&g_on, on, 0, AS_AUTO);
 }
 
-static int g_pdl = -1;
-int attn_stream_pdl(void) {
-    return env_switch(&g_pdl, "GPTOSS_ATTN_PDL", 0, 0, 1);
-}
-void attn_stream_pdl_set(int on) {
-    env_switch_set(&g_pdl, on, 0, 1);
-}
-
 static int g_stop_after;
 void attn_stream_set_probe(int stop_after) {
     g_stop_after = stop_after >= 1 && stop_after <= 5 ? stop_after : 0;
@@ -164,11 +156,9 @@ static cudaError_t stream_layer(const attn_dims *d, const rope_kv_freq *f,
     /* Once per device: the shared-memory opt-in, and that one block an SM fits (the cooperative
      * launch would refuse the grid otherwise; the layout is the same for every step of a model). */
     if (!per_device_done(&g_setup_done)) {
-        /* t = 0: one token with the router; -1: the router and the last block's routing; -2:
-         * the router under PDL */
-        for (int t = -2; t <= ATTN_STREAM_MAX_T; t++) {
-            const void *k = t == -2  ? (const void *)attn_stream_routed_pdl_kernel()
-                            : t < 0  ? (const void *)attn_stream_routed_last_kernel()
+        /* t = 0: one token with the router; -1: the router and the last block's routing */
+        for (int t = -1; t <= ATTN_STREAM_MAX_T; t++) {
+            const void *k = t < 0    ? (const void *)attn_stream_routed_last_kernel()
                             : t == 0 ? (const void *)kernel_for(1, true)
                                      : (const void *)kernel_for(t);
             CUDA_TRY(
@@ -193,16 +183,6 @@ static cudaError_t stream_layer(const attn_dims *d, const rope_kv_freq *f,
     attn_stream_router R;
     memset(&R, 0, sizeof R);
     if (r) R = *r;
-    if (r && attn_stream_pdl()) { /* the trial: cooperative and programmatic both */
-        cudaLaunchAttribute two[2];
-        cudaLaunchConfig_t pcfg =
-            cooperative_config((unsigned)sms, AS_THREADS, smem, stream, two, 1);
-        two[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        two[1].val.programmaticStreamSerializationAllowed = 1;
-        pcfg.numAttrs = 2;
-        CUDA_TRY(cudaLaunchKernelEx(&pcfg, attn_stream_routed_pdl_kernel(), P, L, R));
-        return cudaGetLastError();
-    }
     CUDA_TRY(cudaLaunchKernelEx(&cfg, kern, P, L, R));
     return cudaGetLastError();
 }

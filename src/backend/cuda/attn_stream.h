@@ -129,14 +129,6 @@ typedef struct {
 int attn_stream_mode(int T);
 void attn_stream_set(int on);
 
-/* A trial, off by default (GPTOSS_ATTN_PDL=1): the one-token kernel with the router by columns
- * (attn_stream_layer_routed) launched with PDL as well as cooperatively, its producer filling the
- * ring with QKV's weights while the kernel before finishes and its consumers waiting for that
- * kernel's grid before any other load (attn_stream_kernel.cuh, PDL_EARLY). attn_stream_pdl_set(-1):
- * read the environment again. */
-int attn_stream_pdl(void);
-void attn_stream_pdl_set(int on);
-
 /* A measurement probe (test_attn_stream --bench): stop_after 1 ends the kernel after QKV and its
  * grid barrier, 2 after the attention and its barrier (the producer then streams no O rows), 3 at
  * once (the cooperative launch alone: its fixed cost), 4 after one grid barrier, 5 streams QKV's

@@ -27,7 +27,7 @@ typedef void (*as_kernel_last)(as_params, as_layout, as_router_last);
  * kernel without it is the code measured before). LAST_ROUTES (with ROUTER; a trial,
  * GPTOSS_ROUTER_COLS=2): the last block routes too (attn_stream_route_last), again its own
  * instantiation, so that the routed kernel without it stays the one measured in session 37. */
-template <int T, bool ROUTER = false, bool LAST_ROUTES = false, bool PDL_EARLY = false>
+template <int T, bool ROUTER = false, bool LAST_ROUTES = false>
 __global__ void __launch_bounds__(AS_THREADS, 1)
     attn_stream_kernel(const as_params P, const as_layout L,
                        const typename as_router_of<LAST_ROUTES>::type R) {
@@ -53,27 +53,13 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
     const bool rcols = ROUTER && R.wt && n_rows > 0;
     /* The consumers' loads go out first, before the producer's copies (as_early). */
     as_early<T> early;
-    if constexpr (!PDL_EARLY)
-        if (warp < AS_CWARPS) as_early_load<T>(P, L, p0, n_pairs, r0, my_rows, early);
+    if (warp < AS_CWARPS) as_early_load<T>(P, L, p0, n_pairs, r0, my_rows, early);
     if (threadIdx.x == 0) {
         for (int s = 0; s < S; s++) mbar_init(&full[s], 1), mbar_init(&empty[s], 1);
         mbar_init(o_go, 1);
         mbar_init_fence();
     }
     __syncthreads();
-    if constexpr (PDL_EARLY) {
-        /* Launched with PDL (GPTOSS_ATTN_PDL=1, a trial): the blocks may start while the kernel
-         * before (the last layer's MoE down) finishes. The producer lane's copies read weights
-         * only (QKV pairs now; O rows and the router's after phase 1's grid barrier, which comes
-         * after every consumer's wait), so it starts filling the ring at once; the consumers wait
-         * for the grid before (its writes visible: h, the MoE's rows) before any other load
-         * (pdl.cuh's contract). The trigger lets route_sums' launch begin early too. */
-        if (warp < AS_CWARPS) {
-            asm volatile("griddepcontrol.wait;" ::: "memory");
-            asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-            as_early_load<T>(P, L, p0, n_pairs, r0, my_rows, early);
-        }
-    }
     /* The grid barriers: grid_sync.cuh's counted form (bar_n: the arrivals passed), the count
      * set back to 0 as the consumers leave (grid_exit_counted, on every path that passed one). */
     unsigned bar_n = 0;
@@ -265,8 +251,6 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
 }
 
 /* attn_stream_routed.cu: attn_stream_kernel<1, true>; attn_stream_routed_last.cu:
- * attn_stream_kernel<1, true, true>; attn_stream_routed_pdl.cu: attn_stream_kernel<1, true, false,
- * true>. */
+ * attn_stream_kernel<1, true, true>. */
 as_kernel attn_stream_routed_kernel(void);
 as_kernel_last attn_stream_routed_last_kernel(void);
-as_kernel attn_stream_routed_pdl_kernel(void);
