@@ -36,13 +36,13 @@
 /* ---------------------------------------------------------------------------------------------- */
 /* Small batch: one block per (touched expert, row block of WARPS tiles, K split): moe_small.cuh    */
 
-template <int NTP, int MODE, bool FOLDED, bool EARLY_E = false>
+template <int NTP, int MODE, bool FOLDED>
 __global__ void __launch_bounds__(small_cfg<NTP>::THREADS, small_cfg<NTP>::MIN_BLOCKS)
     moe_small_kernel(const moe_args a) {
     pdl_prologue(); /* first: see pdl.cuh */
     extern __shared__ uint4 smem_raw[];
     small_item<NTP> it;
-    if (!small_begin<NTP, EARLY_E>(a, blockIdx.x, it)) return; /* past the touched experts */
+    if (!small_begin<NTP>(a, blockIdx.x, it)) return; /* a work item past the touched experts */
     small_run<NTP, MODE, FOLDED, false>(a, it, (uint16_t *)smem_raw);
 }
 
@@ -258,24 +258,11 @@ int moe_wgmma_on(void) {
     return env_switch(&g_wgmma, "GPTOSS_MOE_WGMMA", 3, 0, 5);
 }
 
-/* GPTOSS_MOE_EARLY_E=1 (a trial, off until measured): the one-token-a-pass kernels with
- * small_begin's EARLY_E (moe_small.cuh). */
-static int g_early_e = -1;
-static int early_e_on(void) {
-    return env_switch(&g_early_e, "GPTOSS_MOE_EARLY_E", 0, 0, 1);
-}
-
 typedef void (*small_fn)(moe_args);
-static small_fn small_kernel_for(int ntp, int mode, int folded, bool early_e = false) {
+static small_fn small_kernel_for(int ntp, int mode, int folded) {
 #define SMALL_CASE(n, m)                                                                           \
     if (ntp == n && mode == m)                                                                     \
     return folded ? moe_small_kernel<n, m, true> : moe_small_kernel<n, m, false>
-#define EARLY_CASE(m)                                                                              \
-    if (ntp == 1 && mode == m && early_e)                                                          \
-    return folded ? moe_small_kernel<1, m, true, true> : moe_small_kernel<1, m, false, true>
-    EARLY_CASE(MODE_GATE_UP);
-    EARLY_CASE(MODE_DOWN);
-#undef EARLY_CASE
     SMALL_CASE(1, MODE_GATE_UP);
     SMALL_CASE(1, MODE_DOWN);
     SMALL_CASE(2, MODE_GATE_UP);
@@ -289,10 +276,9 @@ static cudaError_t set_attrs(void) {
     for (int ntp = 1; ntp <= 2; ntp++)
         for (int mode = 0; mode < 2; mode++)
             for (int folded = 0; folded < 2; folded++)
-                for (int early = 0; early < 2; early++)
-                    CUDA_TRY(cudaFuncSetAttribute(
-                        (const void *)small_kernel_for(ntp, mode, folded, early),
-                        cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024));
+                CUDA_TRY(cudaFuncSetAttribute((const void *)small_kernel_for(ntp, mode, folded),
+                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              227 * 1024));
     CUDA_TRY(cudaFuncSetAttribute((const void *)moe_large_kernel<MODE_GATE_UP>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, LG_SMEM));
     CUDA_TRY(cudaFuncSetAttribute((const void *)moe_large_kernel<MODE_DOWN>,
@@ -350,8 +336,8 @@ static cudaError_t launch(const moe_args &a0, int mode, int folded, const moe_pl
     const long blocks = (long)max_touched * a.n_rb * a.S;
     if (blocks < 1) return cudaSuccess;
     const int threads = ntp == 1 ? small_cfg<1>::THREADS : small_cfg<2>::THREADS;
-    CUDA_TRY(pdl_launch(small_kernel_for(ntp, mode, folded, early_e_on()), dim3((unsigned)blocks),
-                        dim3(threads), smem, stream, a));
+    CUDA_TRY(pdl_launch(small_kernel_for(ntp, mode, folded), dim3((unsigned)blocks), dim3(threads),
+                        smem, stream, a));
     return cudaGetLastError();
 }
 

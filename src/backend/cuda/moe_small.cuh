@@ -123,28 +123,15 @@ static __device__ __forceinline__ void load_batch_item(const small_item<NTP> &it
 
 /* Decodes item b and issues its first batch of codes: it depends only on the item (model memory), so
  * its loads fly while the tokens are staged — or, in the fused kernel, while the grid waits for the
- * tokens to exist. False (for the whole block) when b is past the touched experts.
- * EARLY_E (a trial, GPTOSS_MOE_EARLY_E=1, moe_experts.cu): touched[i] is asked for beside
- * n_touched, before the test of i against it (i < the grid's touched experts ≤ the array's n_e
- * entries, so the load is in bounds; past n_touched its value goes unused), so the weights' first
- * loads wait for one L2 round trip at the kernel's start instead of two. */
-template <int NTP, bool EARLY_E = false>
+ * tokens to exist. False (for the whole block) when b is past the touched experts. */
+template <int NTP>
 static __device__ __forceinline__ bool small_begin(const moe_args &a, int b, small_item<NTP> &it) {
     typedef small_cfg<NTP> C;
     it.s = b % a.S;
     b /= a.S;
     const int rb = b % a.n_rb, i = b / a.n_rb;
-    if constexpr (EARLY_E) {
-        /* The test reads e too (an expert id is never negative), so that ptxas issues both loads
-         * before the branch: it sank a load only the code after the branch used. */
-        const int n_t = *a.n_touched, e = a.touched[i];
-        if ((i >= n_t) | (e < 0)) return false;
-        it.e = e;
-    } else {
-        if (i >= *a.n_touched) return false;
-        it.e = a.touched[i];
-    }
-    it.cnt = a.count[it.e], it.off = a.offset[it.e];
+    if (i >= *a.n_touched) return false;
+    it.e = a.touched[i], it.cnt = a.count[it.e], it.off = a.offset[it.e];
     it.kk0 = (int)((long)it.s * a.KK / a.S);
     it.nk = (int)((long)(it.s + 1) * a.KK / a.S) - it.kk0;
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2;
