@@ -16,8 +16,8 @@
  *     on its output: h's new rows, q, the caches, the attention and O's outputs bit for bit,
  *     eager and under a graph replay;
  *   - the router by columns (attn_stream_layer_routed + route_from_sums, one token): against the
- *     plain kernel and the host; the trials (the last block routing, route_prefetch) against it
- *     (check_router_case says what);
+ *     plain kernel and the host; route_sums' early form against it (check_router_case says
+ *     what);
  *   - refusals: more tokens than ATTN_STREAM_MAX_T, an FP8 cache, sequences ≠ tokens, a workspace
  *     too small.
  * Cases: 120b's shapes (64 q heads, 8 KV heads, H = 2880), block sizes 16 and 32, full layers at
@@ -408,9 +408,8 @@ static void check_norm_case(const rope_kv_freq *f, const layer_w *w, int bs, boo
     free_case(&c);
 }
 
-/* The router by columns (attn_stream_layer_routed, then route_from_sums; or the kernel's last
- * block routing, the third step) at one token, the norm inside, against the plain kernel on the
- * same step and the host:
+/* The router by columns (attn_stream_layer_routed, then route_from_sums) at one token, the norm
+ * inside, against the plain kernel on the same step and the host:
  *   - q, the caches, the attention and O's output: bit for bit the plain kernel's;
  *   - h: the plain kernel's h (the norm's add) + O's bf16 output, bit for bit (fp32, that order);
  *   - the router's sums: within 1e-4 of the host's W_r (g ⊙ (h + o)) (double) relative to the sum
@@ -419,8 +418,7 @@ static void check_norm_case(const rope_kv_freq *f, const layer_w *w, int bs, boo
  *     the top-k's experts the host's wherever the host's k-th and (k+1)-th logits (with the bias)
  *     are more than 1e-3 apart, the weights summing to 1, and the MoE's input row within one
  *     bf16 rounding of the host's h · inv · g. A second step gives the same bits (the sums were
- *     set back to zero), and so does a third with the last block routing (its ticket back to
- *     zero after). */
+ *     set back to zero), and so does a third with route_sums' early form (route_sums.h). */
 static void check_router_case(const rope_kv_freq *f, const layer_w *w, int bs, bool sliding,
                               int ctx1, rng_t *rng) {
     enum { N_SLOTS = 4, E = 128, K = 4 };
@@ -496,45 +494,20 @@ static void check_router_case(const rope_kv_freq *f, const layer_w *w, int bs, b
     std::vector<float> lg_first;
     int idx_first[K];
     float wts_first[K];
-    unsigned *done = (unsigned *)gpu_alloc(16);
-    CUDA_CHECK(cudaMemset(done, 0, 16));
-    /* route_prefetch's trial over a stand-in gate_up of 4 tiles an expert at real K (the prefetch
-     * changes no result: the steps with it give the same bits) */
-    enum { PF_RT = 4, PF_KK = HID / 64 };
-    route_prefetch pf;
-    memset(&pf, 0, sizeof pf);
-    pf.wq = (const uint8_t *)gpu_alloc((size_t)E * PF_RT * PF_KK * 512);
-    pf.ws = (const uint8_t *)gpu_alloc((size_t)E * PF_RT * PF_KK * 32);
-    pf.RT = PF_RT, pf.KK = PF_KK, pf.code_bytes = 6 * 512;
-    CHECK(route_prefetch_ok(&pf), "%s: the prefetch's shapes are accepted", what);
-    /* steps 0 and 1: route_from_sums after the kernel; step 2: the kernel's last block routes
-     * (attn_stream_route_last: the same bits as route_from_sums', and done back to zero); step 3:
-     * route_from_sums_prefetch; step 4: the last block routes and prefetches */
-    for (int step = 0; step < 5; step++) {
-        const bool last_block = step == 2 || step == 4, prefetch = step >= 3;
-        attn_stream_route_last x;
-        memset(&x, 0, sizeof x);
-        if (last_block) {
-            x.done = done, x.bias = bias, x.eps = EPS, x.logits = logits, x.y = y, x.rt = rt;
-            if (prefetch) x.pf = pf;
-        }
-        if (step >= 2) {
-            CUDA_CHECK(cudaMemset(logits, 0xff, E * 4));
-            CUDA_CHECK(cudaMemset(y, 0xff, HID * 2));
-        }
+    /* step 1: a second step (the sums were set back to zero by the first); step 2: route_sums'
+     * early form (GPTOSS_ROUTER_COLS=2, route_sums.h), the same bits */
+    for (int step = 0; step < 3; step++) {
         CUDA_CHECK(cudaMemcpy(h_r, h0, hb, cudaMemcpyDeviceToDevice));
         a.nh = h_r;
         poison_stream_outputs(&c);
-        CHECK((last_block ? attn_stream_layer_routed_last(&c.d, f, &a, &r, &x, 0)
-                          : attn_stream_layer_routed(&c.d, f, &a, &r, 0)) == cudaSuccess,
-              "%s: launch", what);
+        CHECK(attn_stream_layer_routed(&c.d, f, &a, &r, 0) == cudaSuccess, "%s: launch", what);
         CUDA_CHECK(cudaDeviceSynchronize());
         CHECK(same_bits(read_stream(&c), ref), "%s: q, caches, attention, O bit for bit", what);
         std::vector<float> hr(HID);
         CUDA_CHECK(cudaMemcpy(hr.data(), h_r, hb, cudaMemcpyDeviceToHost));
         CHECK(!memcmp(hr.data(), v.data(), hb), "%s: h + o bit for bit", what);
         std::vector<unsigned long long> ah((size_t)ATTN_ROUTER_GROUPS * E);
-        if (!last_block) { /* (the last block's routing has consumed them) */
+        {
             CUDA_CHECK(cudaMemcpy(ah.data(), acc, ah.size() * 8, cudaMemcpyDeviceToHost));
             int bad = 0;
             for (int e = 0; e < E; e++) {
@@ -545,16 +518,16 @@ static void check_router_case(const rope_kv_freq *f, const layer_w *w, int bs, b
                 bad += fabs(got - sum_ref[e]) > 1e-4 * mag[e] + 256.0 / 16777216.0;
             }
             CHECK(bad == 0, "%s: %d of %d router sums off the host's", what, bad, (int)E);
-            CHECK((prefetch ? route_from_sums_prefetch(acc, ss, h_r, mgain, EPS, HID, bias, logits,
-                                                       y, &rt, &pf, 0)
-                            : route_from_sums(acc, ss, h_r, mgain, EPS, HID, bias, logits, y, &rt,
-                                              0)) == cudaSuccess,
-                  "%s: route_from_sums%s", what, prefetch ? "_prefetch" : "");
+            if (step == 2) {
+                CUDA_CHECK(cudaMemset(logits, 0xff, E * 4));
+                CUDA_CHECK(cudaMemset(y, 0xff, HID * 2));
+            }
+            route_sums_set(step == 2 ? 2 : 1);
+            CHECK(route_from_sums(acc, ss, h_r, mgain, EPS, HID, bias, logits, y, &rt, 0) ==
+                      cudaSuccess,
+                  "%s: route_from_sums (form %d)", what, route_sums_enabled());
+            route_sums_set(-1);
             CUDA_CHECK(cudaDeviceSynchronize());
-        } else {
-            unsigned left = 1;
-            CUDA_CHECK(cudaMemcpy(&left, done, sizeof left, cudaMemcpyDeviceToHost));
-            CHECK(left == 0, "%s: the last block's ticket back to zero (%u)", what, left);
         }
         std::vector<float> lgd(E);
         CUDA_CHECK(cudaMemcpy(lgd.data(), logits, E * 4, cudaMemcpyDeviceToHost));
@@ -592,10 +565,7 @@ static void check_router_case(const rope_kv_freq *f, const layer_w *w, int bs, b
             y_first = yh, lg_first = lgd;
             memcpy(idx_first, idx, sizeof idx), memcpy(wts_first, wts, sizeof wts);
         } else {
-            const char *which = step == 1   ? "a second step"
-                                : step == 2 ? "the last block's routing"
-                                : step == 3 ? "route_from_sums_prefetch"
-                                            : "the last block's routing with the prefetch";
+            const char *which = step == 1 ? "a second step" : "route_sums' early form";
             CHECK(yh == y_first, "%s: %s gives the same row", what, which);
             CHECK(!memcmp(lgd.data(), lg_first.data(), E * 4), "%s: %s gives the same logits", what,
                   which);
@@ -603,9 +573,6 @@ static void check_router_case(const rope_kv_freq *f, const layer_w *w, int bs, b
                   "%s: %s gives the same experts and weights", what, which);
         }
     }
-    cudaFree(done);
-    cudaFree((void *)pf.wq);
-    cudaFree((void *)pf.ws);
     printf("%s: checked (top-k %s)\n", what, clear ? "compared" : "near a tie: not compared");
     void *ps[] = {h0, h_p, h_r, scratch, slots, gain, mgain, wt, bias, y, acc, ss, logits, rbuf};
     for (void *p : ps) cudaFree(p);

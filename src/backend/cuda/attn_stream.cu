@@ -6,7 +6,6 @@
 #include "backend/cuda/attn_stream_kernel.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/per_device.h"
-#include "backend/cuda/route_sums.h"
 #include "base/env_switch.h"
 
 #include <math.h>
@@ -120,7 +119,7 @@ size_t as_plan_layout(const attn_dims *d, int T, int H, int sms, int min_stage, 
 
 static cudaError_t stream_layer(const attn_dims *d, const rope_kv_freq *f,
                                 const attn_stream_args *a, const attn_stream_router *r,
-                                const attn_stream_route_last *last, cudaStream_t stream) {
+                                cudaStream_t stream) {
     const bool norm = a->nh != NULL;
     if (norm && (!a->nscratch || !a->ngain || (a->nslots && a->n_slots < 1) ||
                  a->H / 8 > 2 * AS_CWARPS * 32 || ((uintptr_t)a->nh & 15) ||
@@ -142,11 +141,6 @@ static cudaError_t stream_layer(const attn_dims *d, const rope_kv_freq *f,
     if (r && (!r->wt || a->T != 1 || !attn_stream_router_fits(a->H, r->E, sms, L.stage_bytes) ||
               !r->gain || !r->h || !r->acc || !r->ss_part || ((uintptr_t)r->wt & 15)))
         return cudaErrorInvalidValue;
-    /* the last block's routing (route_sums.cuh's block: route_from_sums' limits) */
-    if (last && (!r || !last->done || last->rt.E != r->E ||
-                 !route_sums_fits(r->h, r->gain, a->H, last->logits, last->y, &last->rt) ||
-                 (last->pf.wq && !route_prefetch_ok(&last->pf))))
-        return cudaErrorInvalidValue;
 
     as_params P;
     P.a = *a, P.f = *f;
@@ -156,11 +150,10 @@ static cudaError_t stream_layer(const attn_dims *d, const rope_kv_freq *f,
     /* Once per device: the shared-memory opt-in, and that one block an SM fits (the cooperative
      * launch would refuse the grid otherwise; the layout is the same for every step of a model). */
     if (!per_device_done(&g_setup_done)) {
-        /* t = 0: one token with the router; -1: the router and the last block's routing */
-        for (int t = -1; t <= ATTN_STREAM_MAX_T; t++) {
-            const void *k = t < 0    ? (const void *)attn_stream_routed_last_kernel()
-                            : t == 0 ? (const void *)kernel_for(1, true)
-                                     : (const void *)kernel_for(t);
+        /* t = 0: one token with the router */
+        for (int t = 0; t <= ATTN_STREAM_MAX_T; t++) {
+            const void *k =
+                t == 0 ? (const void *)kernel_for(1, true) : (const void *)kernel_for(t);
             CUDA_TRY(
                 cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, AS_MAX_SMEM));
             int per = 0;
@@ -172,14 +165,6 @@ static cudaError_t stream_layer(const attn_dims *d, const rope_kv_freq *f,
     cudaLaunchAttribute attr;
     const cudaLaunchConfig_t cfg =
         cooperative_config((unsigned)sms, AS_THREADS, smem, stream, &attr, 1);
-    if (last) {
-        as_router_last RL;
-        memset(&RL, 0, sizeof RL);
-        *(attn_stream_router *)&RL = *r;
-        RL.last = *last;
-        CUDA_TRY(cudaLaunchKernelEx(&cfg, attn_stream_routed_last_kernel(), P, L, RL));
-        return cudaGetLastError();
-    }
     attn_stream_router R;
     memset(&R, 0, sizeof R);
     if (r) R = *r;
@@ -189,19 +174,11 @@ static cudaError_t stream_layer(const attn_dims *d, const rope_kv_freq *f,
 
 extern "C" cudaError_t attn_stream_layer(const attn_dims *d, const rope_kv_freq *f,
                                          const attn_stream_args *a, cudaStream_t stream) {
-    return stream_layer(d, f, a, NULL, NULL, stream);
+    return stream_layer(d, f, a, NULL, stream);
 }
 
 extern "C" cudaError_t attn_stream_layer_routed(const attn_dims *d, const rope_kv_freq *f,
                                                 const attn_stream_args *a,
                                                 const attn_stream_router *r, cudaStream_t stream) {
-    return r ? stream_layer(d, f, a, r, NULL, stream) : cudaErrorInvalidValue;
-}
-
-extern "C" cudaError_t attn_stream_layer_routed_last(const attn_dims *d, const rope_kv_freq *f,
-                                                     const attn_stream_args *a,
-                                                     const attn_stream_router *r,
-                                                     const attn_stream_route_last *last,
-                                                     cudaStream_t stream) {
-    return r && last ? stream_layer(d, f, a, r, last, stream) : cudaErrorInvalidValue;
+    return r ? stream_layer(d, f, a, r, stream) : cudaErrorInvalidValue;
 }

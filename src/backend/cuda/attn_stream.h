@@ -60,31 +60,6 @@ typedef struct {
     int E;                   /* experts: a multiple of 8, at most 256 */
 } attn_stream_router;
 
-/* A trial (GPTOSS_ROUTER_COLS=2; attn_stream_layer_routed_last): the last block to finish its
- * sums (a ticket on done, zero before the launch and left so) does route_from_sums' work itself
- * (route_sums.cuh: the same bits), so the layer needs no route_sums launch. Apart from
- * attn_stream_router so that the routed kernel's parameters, and so its code, stay the ones
- * measured in session 37. */
-/* A trial beside it (GPTOSS_ROUTER_COLS=3 and 4, route_sums.h): once the routing is known, the
- * routing block asks L2 for the first bytes of every gate_up tile of the chosen experts (their
- * codes' first `code_bytes` and their whole scale words), so that DRAM works while the gate_up
- * kernel is launched and its warps' first loads hit L2. wq NULL: off. */
-typedef struct {
-    const uint8_t *wq, *ws; /* gate_up's repacked codes and scales (moe_weights' w1_q, w1_s) */
-    int RT, KK;             /* its 16-row tiles an expert and 64-wide k steps a row */
-    int code_bytes;         /* of each tile's codes (a multiple of 512) */
-} route_prefetch;
-
-typedef struct {
-    unsigned *done;
-    const uint16_t *bias; /* the router's bias [E] (may be NULL) */
-    float eps;            /* the MLP norm's */
-    float *logits;        /* [E] */
-    uint16_t *y;          /* the MoE's input row [H] */
-    moe_routing rt;       /* one token, E experts */
-    route_prefetch pf;    /* GPTOSS_ROUTER_COLS=4 (wq NULL: off) */
-} attn_stream_route_last;
-
 typedef struct {
     int T; /* tokens = sequences (each with exactly one new token), 1 … ATTN_STREAM_MAX_T */
     int H; /* hidden size (2880) */
@@ -159,10 +134,6 @@ cudaError_t attn_stream_layer(const attn_dims *d, const rope_kv_freq *f, const a
 cudaError_t attn_stream_layer_routed(const attn_dims *d, const rope_kv_freq *f,
                                      const attn_stream_args *a, const attn_stream_router *r,
                                      cudaStream_t stream);
-/* The same, and the last block routes (attn_stream_route_last). */
-cudaError_t attn_stream_layer_routed_last(const attn_dims *d, const rope_kv_freq *f,
-                                          const attn_stream_args *a, const attn_stream_router *r,
-                                          const attn_stream_route_last *last, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -1,7 +1,6 @@
 /* The attention block's persistent kernel (attn_stream.h), as a template for the translation
  * units that instantiate it: attn_stream.cu the plain kernel at 1-4 tokens, attn_stream_routed.cu
- * the one-token kernel with the router by columns, attn_stream_routed_last.cu that one with the
- * last block routing (a trial). Apart because ptxas compiled the plain one-token kernel
+ * the one-token kernel with the router by columns. Apart because ptxas compiled the plain one-token kernel
  * differently (+6 instructions, other instruction choices in its prologue) with the routed one
  * beside it in the module: apart, each kernel is the one measured, instruction for instruction
  * (sessions 36-37; the O loop is written so that it stays so for both). Device code. */
@@ -10,27 +9,14 @@
 #include "backend/cuda/attn_stream.h"
 #include "backend/cuda/attn_stream_phases.cuh"
 #include "backend/cuda/grid_sync.cuh"
-#include "backend/cuda/route_sums.cuh"
 
 typedef void (*as_kernel)(as_params, as_layout, attn_stream_router);
 
-/* The last-block routing's parameters beside the router's (attn_stream_route_last), a type of
- * their own so that the other kernels' parameters stay as measured. */
-struct as_router_last : attn_stream_router {
-    attn_stream_route_last last;
-};
-template <bool LAST> struct as_router_of { typedef attn_stream_router type; };
-template <> struct as_router_of<true> { typedef as_router_last type; };
-typedef void (*as_kernel_last)(as_params, as_layout, as_router_last);
-
 /* ROUTER: the router by columns in O's epilogue (one token; its own instantiation, so that the
- * kernel without it is the code measured before). LAST_ROUTES (with ROUTER; a trial,
- * GPTOSS_ROUTER_COLS=2): the last block routes too (attn_stream_route_last), again its own
- * instantiation, so that the routed kernel without it stays the one measured in session 37. */
-template <int T, bool ROUTER = false, bool LAST_ROUTES = false>
+ * kernel without it is the code measured before). */
+template <int T, bool ROUTER = false>
 __global__ void __launch_bounds__(AS_THREADS, 1)
-    attn_stream_kernel(const as_params P, const as_layout L,
-                       const typename as_router_of<LAST_ROUTES>::type R) {
+    attn_stream_kernel(const as_params P, const as_layout L, const attn_stream_router R) {
     extern __shared__ __align__(128) unsigned char as_smem[];
     const attn_stream_args &a = P.a;
     unsigned char *ring = as_smem;
@@ -49,7 +35,6 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
     /* the router by columns in O's epilogue (attn_stream_router): one more stage, its rows of the
      * transposed router, after the block's O rows */
     static_assert(!ROUTER || T == 1, "the router by columns is one token's");
-    static_assert(!LAST_ROUTES || ROUTER, "the last block routes the router by columns' sums");
     const bool rcols = ROUTER && R.wt && n_rows > 0;
     /* The consumers' loads go out first, before the producer's copies (as_early). */
     as_early<T> early;
@@ -225,32 +210,8 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
             atomicAdd(R.acc + (size_t)(b % ATTN_ROUTER_GROUPS) * R.E + tid,
                       (unsigned long long)__float2ll_rn(p * ATTN_ROUTER_ONE));
         }
-        if constexpr (LAST_ROUTES) {
-            /* The last block routes (GPTOSS_ROUTER_COLS=2): every block's h rows, share and sums are
-             * made visible (each writer fences, then one ticket a block), and the block holding the
-             * last ticket runs route_sums' block over them. The producer warp has exited: the
-             * route's __syncthreads count only the consumers. */
-            __shared__ int s_last;
-            __threadfence();
-            /* A kernel launched after this one with PDL (GPTOSS_PDL=1) may have its blocks scheduled
-             * on the SMs the other blocks leave while the last one routes: they still wait for this
-             * grid's completion (pdl.cuh) before they read anything it wrote. */
-            asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-            const attn_stream_route_last &X = R.last;
-            consumers_sync();
-            if (tid == 0) s_last = atomicAdd(X.done, 1u) == (unsigned)G - 1;
-            consumers_sync();
-            if (!s_last) return;
-            __threadfence();
-            if (tid == 0) *X.done = 0; /* for the next launch (stream order) */
-            __shared__ float s_inv;
-            route_sums_block(R.acc, R.ss_part, R.h, R.gain, X.eps, H, X.bias, X.logits, X.y, X.rt,
-                             s_inv, false, X.pf.wq ? &X.pf : NULL);
-        }
     }
 }
 
-/* attn_stream_routed.cu: attn_stream_kernel<1, true>; attn_stream_routed_last.cu:
- * attn_stream_kernel<1, true, true>. */
+/* attn_stream_routed.cu: attn_stream_kernel<1, true>. */
 as_kernel attn_stream_routed_kernel(void);
-as_kernel_last attn_stream_routed_last_kernel(void);

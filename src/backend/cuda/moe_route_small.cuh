@@ -68,18 +68,19 @@ static __device__ __forceinline__ void expert_offsets(int c, int E, int BN, int 
 /* The whole routing of r.T tokens by the calling block (blockDim >= max(ROUTE_SMALL_MIN_THREADS,
  * 32 r.T), every thread calls it): the outputs of moe_topk_kernel + moe_group_kernel (moe_route.cu)
  * into r's arrays, BN tokens a large-path tile. The logits are read through L2 (ld.global.cg), so
- * they may have been written by other blocks of the same kernel (gemv_route, router_mma). */
-static __device__ __forceinline__ void route_small_block(const float *logits,
-                                                         const float *logits_lo,
-                                                         const uint16_t *bias, int BN,
-                                                         const moe_routing &r) {
+ * they may have been written by other blocks of the same kernel (gemv_route, router_mma); CG
+ * false: by plain loads (route_sums' early form passes them in shared memory). */
+template <bool CG = true>
+static __device__ __forceinline__ void
+route_small_block(const float *logits, const float *logits_lo, const uint16_t *bias, int BN,
+                  const moe_routing &r) {
     __shared__ int s_idx[ROUTE_SMALL_MAX_PAIRS];
     __shared__ float s_w[ROUTE_SMALL_MAX_PAIRS];
     __shared__ int s_off[256];
     const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, E = r.E, k = r.k, P = r.T * k;
     if (w < r.T)
-        topk_warp(logits + (size_t)w * E, logits_lo ? logits_lo + (size_t)w * E : NULL, bias, E, k,
-                  lane, s_idx + w * k, s_w + w * k);
+        topk_warp<CG>(logits + (size_t)w * E, logits_lo ? logits_lo + (size_t)w * E : NULL, bias, E,
+                      k, lane, s_idx + w * k, s_w + w * k);
     __syncthreads();
     if (tid < P) r.topk_idx[tid] = s_idx[tid], r.topk_w[tid] = s_w[tid];
 

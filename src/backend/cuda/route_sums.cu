@@ -19,22 +19,89 @@ __global__ void __launch_bounds__(ROUTE_SMALL_MIN_THREADS)
     route_sums_block(acc, ss_part, h, gain, eps, H, bias, logits, y, r, s_inv, true);
 }
 
-/* The same with route_prefetch's trial (GPTOSS_ROUTER_COLS=3). */
+/* The early form (GPTOSS_ROUTER_COLS=2, a trial): the same bits as route_sums_kernel, with every
+ * load the block needs asked for at its start, none waiting for another (the gains and the bias,
+ * then past the PDL wait h's row, the sums and the shares), and the logits (with the bias added,
+ * as topk_warp adds it) handed to the top-k in shared memory. route_sums_block's chain is the
+ * shares' loads, then the sums', then the logits' read back through L2, then h's: four L2 round
+ * trips in a row (5.3 µs a launch in session 38's CUPTI table, H100); here one. The MoE's input
+ * row is written before the top-k, which does not need it. */
 __global__ void __launch_bounds__(ROUTE_SMALL_MIN_THREADS)
-    route_sums_prefetch_kernel(unsigned long long *acc, const float *ss_part, const float *h,
-                               const uint16_t *gain, float eps, int H, const uint16_t *bias,
-                               float *logits, uint16_t *y, const moe_routing r,
-                               const route_prefetch pf) {
+    route_sums_early_kernel(unsigned long long *acc, const float *ss_part, const float *h,
+                            const uint16_t *gain, float eps, int H, const uint16_t *bias,
+                            float *logits, uint16_t *y, const moe_routing r) {
     __shared__ float s_inv;
-    route_sums_block(acc, ss_part, h, gain, eps, H, bias, logits, y, r, s_inv, true, &pf);
+    __shared__ float s_v[ROUTE_SMALL_MIN_THREADS]; /* logit + bias, expert by expert */
+    const int tid = threadIdx.x, lane = tid & 31, E = r.E, C = H / 8;
+    /* model memory first (pdl.cuh): the gains and this thread's expert's bias */
+    uint4 g8[2];
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+        g8[i] =
+            gain_at(gain, tid + i * ROUTE_SMALL_MIN_THREADS, tid + i * ROUTE_SMALL_MIN_THREADS < C);
+    const float bv = tid < E && bias ? bf16_bits_to_f32(bias[tid]) : 0.0f;
+    pdl_prologue();
+    /* what attn_stream wrote, all at once: h's row, the sums of this thread's expert, the shares */
+    float4 ha[2], hb[2];
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const int c = tid + i * ROUTE_SMALL_MIN_THREADS;
+        ha[i] = c < C ? __ldcg((const float4 *)(h + 8 * c)) : make_float4(0, 0, 0, 0);
+        hb[i] = c < C ? __ldcg((const float4 *)(h + 8 * c + 4)) : make_float4(0, 0, 0, 0);
+    }
+    unsigned long long a8[ATTN_ROUTER_GROUPS];
+#pragma unroll
+    for (int g = 0; g < ATTN_ROUTER_GROUPS; g++)
+        a8[g] = tid < E ? __ldcg(acc + (size_t)g * E + tid) : 0ull;
+    float sv[ATTN_ROUTER_MAX_G / 32];
+#pragma unroll
+    for (int i = 0; i < ATTN_ROUTER_MAX_G / 32; i++)
+        sv[i] = tid < 32 ? __ldcg(ss_part + lane + 32 * i) : 0.0f;
+    if (tid < 32) { /* route_sums_block's order: the shares in turn, then the shuffle tree */
+        float ss = 0.0f;
+#pragma unroll
+        for (int i = 0; i < ATTN_ROUTER_MAX_G / 32; i++) ss += sv[i];
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+        if (lane == 0) s_inv = rms_inv(ss, H, eps);
+    }
+    long long sum = 0;
+    if (tid < E) {
+#pragma unroll
+        for (int g = 0; g < ATTN_ROUTER_GROUPS; g++) {
+            sum += (long long)a8[g];
+            __stcg(acc + (size_t)g * E + tid, 0ull); /* for the next layer's sums */
+        }
+    }
+    __syncthreads();
+    const float inv = s_inv;
+    if (tid < E) {
+        const float lg = inv * ((float)sum * (1.0f / ATTN_ROUTER_ONE));
+        logits[tid] = lg;
+        float v = lg;
+        if (bias) v += bv; /* topk_warp's order: the logit, then the bias */
+        s_v[tid] = v;
+    }
+    /* the MoE's input row (route_sums_block's arithmetic) */
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const int c = tid + i * ROUTE_SMALL_MIN_THREADS;
+        if (c >= C) continue;
+        const float v[8] = {ha[i].x, ha[i].y, ha[i].z, ha[i].w, hb[i].x, hb[i].y, hb[i].z, hb[i].w};
+        uint4 hi, lo;
+        norm_split8(v, inv, g8[i], hi, lo);
+        *(uint4 *)(y + 8 * c) = hi;
+    }
+    __syncthreads(); /* s_v */
+    route_small_block<false>(s_v, NULL, NULL, MOE_TILE_TOKENS, r);
 }
 
 static int g_on = -1;
 extern "C" int route_sums_enabled(void) {
-    return env_switch(&g_on, "GPTOSS_ROUTER_COLS", 1, 0, 4);
+    return env_switch(&g_on, "GPTOSS_ROUTER_COLS", 1, 0, 2);
 }
 extern "C" void route_sums_set(int on) {
-    env_switch_set(&g_on, on, 0, 4);
+    env_switch_set(&g_on, on, 0, 2);
 }
 
 extern "C" int route_sums_fits(const float *h, const uint16_t *gain, int H, const float *logits,
@@ -45,42 +112,14 @@ extern "C" int route_sums_fits(const float *h, const uint16_t *gain, int H, cons
            !((uintptr_t)gain & 15) && !((uintptr_t)y & 15);
 }
 
-/* route_from_sums' checks and launch, with route_prefetch's trial when pf is non-NULL. */
-static cudaError_t launch(unsigned long long *acc, const float *ss_part, const float *h,
-                          const uint16_t *gain, float eps, int H, const uint16_t *bias,
-                          float *logits, uint16_t *y, const moe_routing *r,
-                          const route_prefetch *pf, cudaStream_t stream) {
-    if (!acc || !ss_part || !route_sums_fits(h, gain, H, logits, y, r))
-        return cudaErrorInvalidValue;
-    if (pf) {
-        if (!route_prefetch_ok(pf)) return cudaErrorInvalidValue;
-        pdl_launch(route_sums_prefetch_kernel, dim3(1), dim3(ROUTE_SMALL_MIN_THREADS), 0, stream,
-                   acc, ss_part, h, gain, eps, H, bias, logits, y, *r, *pf);
-        return cudaGetLastError();
-    }
-    pdl_launch(route_sums_kernel, dim3(1), dim3(ROUTE_SMALL_MIN_THREADS), 0, stream, acc, ss_part,
-               h, gain, eps, H, bias, logits, y, *r);
-    return cudaGetLastError();
-}
-
 extern "C" cudaError_t route_from_sums(unsigned long long *acc, const float *ss_part,
                                        const float *h, const uint16_t *gain, float eps, int H,
                                        const uint16_t *bias, float *logits, uint16_t *y,
                                        const moe_routing *r, cudaStream_t stream) {
-    return launch(acc, ss_part, h, gain, eps, H, bias, logits, y, r, NULL, stream);
-}
-
-extern "C" cudaError_t route_from_sums_prefetch(unsigned long long *acc, const float *ss_part,
-                                                const float *h, const uint16_t *gain, float eps,
-                                                int H, const uint16_t *bias, float *logits,
-                                                uint16_t *y, const moe_routing *r,
-                                                const route_prefetch *pf, cudaStream_t stream) {
-    return pf ? launch(acc, ss_part, h, gain, eps, H, bias, logits, y, r, pf, stream)
-              : cudaErrorInvalidValue;
-}
-
-extern "C" int route_prefetch_ok(const route_prefetch *pf) {
-    return pf && pf->wq && pf->ws && pf->RT > 0 && pf->KK > 0 && pf->code_bytes >= 512 &&
-           pf->code_bytes % 512 == 0 && pf->code_bytes <= pf->KK * 512 &&
-           !((uintptr_t)pf->wq & 15) && !((uintptr_t)pf->ws & 15);
+    if (!acc || !ss_part || !route_sums_fits(h, gain, H, logits, y, r))
+        return cudaErrorInvalidValue;
+    pdl_launch(route_sums_enabled() == 2 ? route_sums_early_kernel : route_sums_kernel, dim3(1),
+               dim3(ROUTE_SMALL_MIN_THREADS), 0, stream, acc, ss_part, h, gain, eps, H, bias,
+               logits, y, *r);
+    return cudaGetLastError();
 }

@@ -10,37 +10,17 @@
 #include "backend/cuda/norm_row.cuh"
 #include "backend/cuda/pdl.cuh"
 
-/* route_prefetch (attn_stream.h): after route_small_block (whose block barriers made its topk_idx
- * visible to the whole block), each thread asks L2 for some tiles' first code bytes and scale words
- * (cp.async.bulk.prefetch: no registers, no completion to wait for). One token: tiles k · RT. */
-static __device__ __forceinline__ void route_prefetch_gate_up(const moe_routing &r,
-                                                              const route_prefetch &pf) {
-    const int n = r.k * pf.RT;
-    const size_t tile_codes = (size_t)pf.KK * 512, tile_scales = (size_t)pf.KK * 32;
-    for (int j = threadIdx.x; j < n; j += ROUTE_SMALL_MIN_THREADS) {
-        const int e = __ldcg(r.topk_idx + j / pf.RT), rt = j % pf.RT;
-        const size_t tile = (size_t)e * pf.RT + rt;
-        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(pf.wq + tile * tile_codes),
-                     "r"(pf.code_bytes)
-                     : "memory");
-        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(pf.ws + tile * tile_scales),
-                     "r"((unsigned)tile_scales)
-                     : "memory");
-    }
-}
-
 /* Every thread of a block of ROUTE_SMALL_MIN_THREADS (256) calls it (the block's barriers are
  * __syncthreads: warps that have exited do not count). The gains (model memory) are asked for
  * first, then (pdl_wait) the kernel's PDL wait (pdl.cuh), then the rest. The sum of squares in one
  * fixed order (warp 0: lane i adds shares i, i + 32, ...; then the shuffle tree), so every run
  * gives the same bits. Every load of what other blocks wrote goes through L2. s_inv: a shared
  * float of the caller's (the kernel's own, first in its shared memory: route_sums_kernel's code
- * then is the one measured in session 37). pf: route_prefetch's trial (NULL: none). */
+ * then is the one measured in session 37). */
 static __device__ __forceinline__ void
 route_sums_block(unsigned long long *acc, const float *ss_part, const float *h,
                  const uint16_t *gain, float eps, int H, const uint16_t *bias, float *logits,
-                 uint16_t *y, const moe_routing &r, float &s_inv, bool pdl_wait,
-                 const route_prefetch *pf = NULL) {
+                 uint16_t *y, const moe_routing &r, float &s_inv, bool pdl_wait) {
     const int tid = threadIdx.x, lane = tid & 31, E = r.E;
     const int C = H / 8;
     uint4 g8[2];
@@ -71,8 +51,7 @@ route_sums_block(unsigned long long *acc, const float *ss_part, const float *h,
     }
     __syncthreads(); /* the logits, for route_small_block's reads through L2 */
     route_small_block(logits, NULL, bias, MOE_TILE_TOKENS, r);
-    if (pf) route_prefetch_gate_up(r, *pf); /* (a trial: route_prefetch) */
-                                            /* the MoE's input row */
+    /* the MoE's input row */
 #pragma unroll
     for (int i = 0; i < 2; i++) {
         const int c = tid + i * ROUTE_SMALL_MIN_THREADS;

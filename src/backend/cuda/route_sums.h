@@ -22,9 +22,11 @@ extern "C" {
  * GPTOSS_ROUTER_COLS=0 (or route_sums_set(0)). On by default since session 37 (H100, against
  * gemv_norm_route: 120b decode at batch 1 +1.3 %, 20b +2.5 %; every GPU test passing with it,
  * bench/NOTES.md); route_sums_set(-1) reads the environment again. Read as the backend is made
- * (its buffers) and at each step. Trials (session 37, not yet measured): 2, attn_stream's last
- * block routes (attn_stream_route_last), with no route_sums launch; 3, route_sums with
- * route_prefetch (the chosen experts' first gate_up bytes asked of L2 once routed); 4, both. */
+ * (its buffers) and at each step. Measured and removed (session 38, H100, 120b batch 1): the
+ * routing in attn_stream's last block instead of this launch (0.97 of this), the chosen experts'
+ * first gate_up bytes asked of L2 once routed (0.77), both (0.73). A trial (session 38, not yet
+ * measured): 2, route_sums' early form (route_sums.cu: every load at the block's start, the
+ * logits to the top-k in shared memory; the same bits). */
 int route_sums_enabled(void);
 void route_sums_set(int on);
 
@@ -32,15 +34,8 @@ cudaError_t route_from_sums(unsigned long long *acc, const float *ss_part, const
                             const uint16_t *gain, float eps, int H, const uint16_t *bias,
                             float *logits, uint16_t *y, const moe_routing *r, cudaStream_t stream);
 
-/* route_from_sums, then route_prefetch's trial (attn_stream.h) in the same block. */
-cudaError_t route_from_sums_prefetch(unsigned long long *acc, const float *ss_part, const float *h,
-                                     const uint16_t *gain, float eps, int H, const uint16_t *bias,
-                                     float *logits, uint16_t *y, const moe_routing *r,
-                                     const route_prefetch *pf, cudaStream_t stream);
-int route_prefetch_ok(const route_prefetch *pf);
 /* Whether route_sums' block takes these (one token; E a multiple of 8 up to 256, k ≤ 8, H a
- * multiple of 8 up to 4096, h, gain and y 16-byte aligned): route_from_sums' and attn_stream's
- * last-block routing's check. */
+ * multiple of 8 up to 4096, h, gain and y 16-byte aligned). */
 int route_sums_fits(const float *h, const uint16_t *gain, int H, const float *logits,
                     const uint16_t *y, const moe_routing *r);
 

@@ -245,7 +245,6 @@ struct backend {
     /* the router by columns in attn_stream's O (runner_router_cols.c): its sums and shares */
     unsigned long long *rcols_acc;
     float *rcols_ss;
-    unsigned *rcols_done;      /* the last block's ticket (GPTOSS_ROUTER_COLS=2 and 4) */
     long step_kernel_launches; /* cuda_backend_stats */
     int T_reserve;
 

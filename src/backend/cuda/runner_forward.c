@@ -105,17 +105,6 @@ static bool runner_attn_norm_inside(const struct backend *b, const fwd_plan *p, 
     return l > 0 && runner_attn_stream(b, p) && attn_stream_mode(p->T) == 2;
 }
 
-/* route_prefetch's trial (GPTOSS_ROUTER_COLS=3, 4): layer ly's gate_up tiles, the first 3 KB of
- * each tile's codes (the small kernel's first batch of loads: 6 k steps of 512 bytes) and its
- * scale words. */
-static route_prefetch gate_up_prefetch(const gpu_layer *ly) {
-    route_prefetch pf;
-    memset(&pf, 0, sizeof pf);
-    pf.wq = ly->moe.w1_q, pf.ws = ly->moe.w1_s;
-    pf.RT = 2 * ly->moe.I / 16, pf.KK = ly->moe.H / 64, pf.code_bytes = 6 * 512;
-    return pf;
-}
-
 static int runner_attention_stream(struct backend *b, const fwd_plan *p, int l, cudaStream_t s) {
     gpu_workspace *w = &b->ws;
     gpu_layer *ly = &b->gw.layers[l];
@@ -145,18 +134,6 @@ static int runner_attention_stream(struct backend *b, const fwd_plan *p, int l, 
         r.wt = b->step_router_wt + (size_t)l * b->H * b->E;
         r.gain = ly->mlp_norm, r.h = w->h;
         r.acc = b->rcols_acc, r.ss_part = b->rcols_ss, r.E = b->E;
-        const int mode = route_sums_enabled();
-        if (mode == 2 || mode == 4) { /* the last block routes: no route_sums launch */
-            attn_stream_route_last x;
-            memset(&x, 0, sizeof x);
-            x.done = b->rcols_done, x.bias = ly->router_b, x.eps = b->eps;
-            x.logits = w->router, x.y = w->a;
-            moe_routing_carve(&x.rt, w->routing, p->T, b->E, b->K);
-            x.rt.e0 = b->tp_share.expert0, x.rt.n_e = b->tp_share.n_experts;
-            if (mode == 4) x.pf = gate_up_prefetch(ly);
-            CU(attn_stream_layer_routed_last(&b->dims, &b->freq, &a, &r, &x, s));
-            return 0;
-        }
         CU(attn_stream_layer_routed(&b->dims, &b->freq, &a, &r, s));
         return 0;
     }
@@ -338,14 +315,8 @@ int runner_forward(struct backend *b, const fwd_plan *p, bool copy_host_rows) {
         /* The router by columns: attn_stream made h + o and the router's sums; the routing and
          * the MoE's input row from them (route_sums.h). */
         if (rcols) {
-            const int mode = route_sums_enabled(); /* 2, 4: attn_stream's last block routed */
-            if (mode == 3) {
-                const route_prefetch pf = gate_up_prefetch(ly);
-                CU(route_from_sums_prefetch(b->rcols_acc, b->rcols_ss, w->h, ly->mlp_norm, b->eps,
-                                            H, ly->router_b, w->router, w->a, &rt, &pf, s));
-            } else if (mode == 1)
-                CU(route_from_sums(b->rcols_acc, b->rcols_ss, w->h, ly->mlp_norm, b->eps, H,
-                                   ly->router_b, w->router, w->a, &rt, s));
+            CU(route_from_sums(b->rcols_acc, b->rcols_ss, w->h, ly->mlp_norm, b->eps, H,
+                               ly->router_b, w->router, w->a, &rt, s));
             CU(moe_experts(&ly->moe, w->a, &rt, &p->moe, w->act, w->y_slots, s));
             continue;
         }

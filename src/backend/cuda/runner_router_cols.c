@@ -19,9 +19,9 @@ int runner_router_cols_build(struct backend *b) {
         return err_set("cuda backend: the router by columns' transposed router (%d layers)", b->L);
     }
     const size_t acc = (size_t)ATTN_ROUTER_GROUPS * b->E * sizeof(unsigned long long),
-                 ss = (size_t)ATTN_ROUTER_MAX_G * sizeof(float), done = 16;
-    cudaError_t e = cudaMalloc((void **)&b->rcols_acc, acc + ss + done);
-    if (e == cudaSuccess) e = cudaMemset(b->rcols_acc, 0, acc + ss + done);
+                 ss = (size_t)ATTN_ROUTER_MAX_G * sizeof(float);
+    cudaError_t e = cudaMalloc((void **)&b->rcols_acc, acc + ss);
+    if (e == cudaSuccess) e = cudaMemset(b->rcols_acc, 0, acc + ss);
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
         cudaFree(b->rcols_acc);
@@ -29,14 +29,13 @@ int runner_router_cols_build(struct backend *b) {
         return err_set("cuda backend: the router by columns' sums: %s", cudaGetErrorString(e));
     }
     b->rcols_ss = (float *)((char *)b->rcols_acc + acc);
-    b->rcols_done = (unsigned *)((char *)b->rcols_acc + acc + ss);
     return 0;
 }
 
 /* Before runner_step_table_free (which frees the transposed router they share). */
 void runner_router_cols_free(struct backend *b) {
     cudaFree(b->rcols_acc);
-    b->rcols_acc = NULL, b->rcols_ss = NULL, b->rcols_done = NULL;
+    b->rcols_acc = NULL, b->rcols_ss = NULL;
 }
 
 /* One token on one GPU with every expert (the sums are the whole router's), the router's norm
