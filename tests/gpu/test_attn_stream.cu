@@ -16,8 +16,7 @@
  *     on its output: h's new rows, q, the caches, the attention and O's outputs bit for bit,
  *     eager and under a graph replay;
  *   - the router by columns (attn_stream_layer_routed + route_from_sums, one token): against the
- *     plain kernel and the host; route_sums' early form against it (check_router_case says
- *     what);
+ *     plain kernel and the host (check_router_case says what);
  *   - refusals: more tokens than ATTN_STREAM_MAX_T, an FP8 cache, sequences ≠ tokens, a workspace
  *     too small.
  * Cases: 120b's shapes (64 q heads, 8 KV heads, H = 2880), block sizes 16 and 32, full layers at
@@ -418,7 +417,7 @@ static void check_norm_case(const rope_kv_freq *f, const layer_w *w, int bs, boo
  *     the top-k's experts the host's wherever the host's k-th and (k+1)-th logits (with the bias)
  *     are more than 1e-3 apart, the weights summing to 1, and the MoE's input row within one
  *     bf16 rounding of the host's h · inv · g. A second step gives the same bits (the sums were
- *     set back to zero), and so does a third with route_sums' early form (route_sums.h). */
+ *     set back to zero). */
 static void check_router_case(const rope_kv_freq *f, const layer_w *w, int bs, bool sliding,
                               int ctx1, rng_t *rng) {
     enum { N_SLOTS = 4, E = 128, K = 4 };
@@ -494,9 +493,8 @@ static void check_router_case(const rope_kv_freq *f, const layer_w *w, int bs, b
     std::vector<float> lg_first;
     int idx_first[K];
     float wts_first[K];
-    /* step 1: a second step (the sums were set back to zero by the first); step 2: route_sums'
-     * early form (GPTOSS_ROUTER_COLS=2, route_sums.h), the same bits */
-    for (int step = 0; step < 3; step++) {
+    /* step 1: a second step (the sums were set back to zero by the first) */
+    for (int step = 0; step < 2; step++) {
         CUDA_CHECK(cudaMemcpy(h_r, h0, hb, cudaMemcpyDeviceToDevice));
         a.nh = h_r;
         poison_stream_outputs(&c);
@@ -518,15 +516,13 @@ static void check_router_case(const rope_kv_freq *f, const layer_w *w, int bs, b
                 bad += fabs(got - sum_ref[e]) > 1e-4 * mag[e] + 256.0 / 16777216.0;
             }
             CHECK(bad == 0, "%s: %d of %d router sums off the host's", what, bad, (int)E);
-            if (step == 2) {
+            if (step == 1) { /* the second step's outputs are its own */
                 CUDA_CHECK(cudaMemset(logits, 0xff, E * 4));
                 CUDA_CHECK(cudaMemset(y, 0xff, HID * 2));
             }
-            route_sums_set(step == 2 ? 2 : 1);
             CHECK(route_from_sums(acc, ss, h_r, mgain, EPS, HID, bias, logits, y, &rt, 0) ==
                       cudaSuccess,
-                  "%s: route_from_sums (form %d)", what, route_sums_enabled());
-            route_sums_set(-1);
+                  "%s: route_from_sums", what);
             CUDA_CHECK(cudaDeviceSynchronize());
         }
         std::vector<float> lgd(E);
@@ -565,7 +561,7 @@ static void check_router_case(const rope_kv_freq *f, const layer_w *w, int bs, b
             y_first = yh, lg_first = lgd;
             memcpy(idx_first, idx, sizeof idx), memcpy(wts_first, wts, sizeof wts);
         } else {
-            const char *which = step == 1 ? "a second step" : "route_sums' early form";
+            const char *which = "a second step";
             CHECK(yh == y_first, "%s: %s gives the same row", what, which);
             CHECK(!memcmp(lgd.data(), lg_first.data(), E * 4), "%s: %s gives the same logits", what,
                   which);

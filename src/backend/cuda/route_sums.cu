@@ -6,30 +6,24 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_util.cuh"
 #include "backend/cuda/pdl.cuh"
-#include "backend/cuda/route_sums.cuh"
+#include "backend/cuda/moe_route_small.cuh"
+#include "backend/cuda/norm_row.cuh"
 #include "base/env_switch.h"
 
-/* 256 threads (ROUTE_SMALL_MIN_THREADS): route_sums.cuh's block, its wait the PDL one (pdl.cuh:
- * the gains, model memory, are asked for before it). */
+/* One block of 256 threads (ROUTE_SMALL_MIN_THREADS). Every load it needs is asked for at its
+ * start, none waiting for another: the gains and the bias (model memory, before the PDL wait:
+ * pdl.cuh), then h's row, this thread's expert's sums and the blocks' shares of the sum of squares.
+ * The logits (with the bias added, as topk_warp adds it) go to the top-k in shared memory, and the
+ * MoE's input row is written before the top-k, which does not need it. The first form (session
+ * 37) loaded the shares, then the sums, then read the logits back through L2, then h's row: four
+ * L2 round trips in a row, 5.3 µs a launch against 4.2 for this one (session 38's CUPTI tables,
+ * H100; the same bits, 120b decode at batch 1 +1.0 to +1.2 %). The sum of squares in one fixed
+ * order (warp 0: lane i adds shares i, i + 32, …; then the shuffle tree), so every run gives the
+ * same bits. */
 __global__ void __launch_bounds__(ROUTE_SMALL_MIN_THREADS)
     route_sums_kernel(unsigned long long *acc, const float *ss_part, const float *h,
                       const uint16_t *gain, float eps, int H, const uint16_t *bias, float *logits,
                       uint16_t *y, const moe_routing r) {
-    __shared__ float s_inv;
-    route_sums_block(acc, ss_part, h, gain, eps, H, bias, logits, y, r, s_inv, true);
-}
-
-/* The early form (GPTOSS_ROUTER_COLS=2, a trial): the same bits as route_sums_kernel, with every
- * load the block needs asked for at its start, none waiting for another (the gains and the bias,
- * then past the PDL wait h's row, the sums and the shares), and the logits (with the bias added,
- * as topk_warp adds it) handed to the top-k in shared memory. route_sums_block's chain is the
- * shares' loads, then the sums', then the logits' read back through L2, then h's: four L2 round
- * trips in a row (5.3 µs a launch in session 38's CUPTI table, H100); here one. The MoE's input
- * row is written before the top-k, which does not need it. */
-__global__ void __launch_bounds__(ROUTE_SMALL_MIN_THREADS)
-    route_sums_early_kernel(unsigned long long *acc, const float *ss_part, const float *h,
-                            const uint16_t *gain, float eps, int H, const uint16_t *bias,
-                            float *logits, uint16_t *y, const moe_routing r) {
     __shared__ float s_inv;
     __shared__ float s_v[ROUTE_SMALL_MIN_THREADS]; /* logit + bias, expert by expert */
     const int tid = threadIdx.x, lane = tid & 31, E = r.E, C = H / 8;
@@ -57,7 +51,7 @@ __global__ void __launch_bounds__(ROUTE_SMALL_MIN_THREADS)
 #pragma unroll
     for (int i = 0; i < ATTN_ROUTER_MAX_G / 32; i++)
         sv[i] = tid < 32 ? __ldcg(ss_part + lane + 32 * i) : 0.0f;
-    if (tid < 32) { /* route_sums_block's order: the shares in turn, then the shuffle tree */
+    if (tid < 32) { /* the shares in turn, then the shuffle tree */
         float ss = 0.0f;
 #pragma unroll
         for (int i = 0; i < ATTN_ROUTER_MAX_G / 32; i++) ss += sv[i];
@@ -82,7 +76,7 @@ __global__ void __launch_bounds__(ROUTE_SMALL_MIN_THREADS)
         if (bias) v += bv; /* topk_warp's order: the logit, then the bias */
         s_v[tid] = v;
     }
-    /* the MoE's input row (route_sums_block's arithmetic) */
+    /* the MoE's input row: bf16(h · inv · gain) (norm_split8's hi) */
 #pragma unroll
     for (int i = 0; i < 2; i++) {
         const int c = tid + i * ROUTE_SMALL_MIN_THREADS;
@@ -98,10 +92,10 @@ __global__ void __launch_bounds__(ROUTE_SMALL_MIN_THREADS)
 
 static int g_on = -1;
 extern "C" int route_sums_enabled(void) {
-    return env_switch(&g_on, "GPTOSS_ROUTER_COLS", 1, 0, 2);
+    return env_switch(&g_on, "GPTOSS_ROUTER_COLS", 1, 0, 1);
 }
 extern "C" void route_sums_set(int on) {
-    env_switch_set(&g_on, on, 0, 2);
+    env_switch_set(&g_on, on, 0, 1);
 }
 
 extern "C" int route_sums_fits(const float *h, const uint16_t *gain, int H, const float *logits,
@@ -118,8 +112,7 @@ extern "C" cudaError_t route_from_sums(unsigned long long *acc, const float *ss_
                                        const moe_routing *r, cudaStream_t stream) {
     if (!acc || !ss_part || !route_sums_fits(h, gain, H, logits, y, r))
         return cudaErrorInvalidValue;
-    pdl_launch(route_sums_enabled() == 2 ? route_sums_early_kernel : route_sums_kernel, dim3(1),
-               dim3(ROUTE_SMALL_MIN_THREADS), 0, stream, acc, ss_part, h, gain, eps, H, bias,
-               logits, y, *r);
+    pdl_launch(route_sums_kernel, dim3(1), dim3(ROUTE_SMALL_MIN_THREADS), 0, stream, acc, ss_part,
+               h, gain, eps, H, bias, logits, y, *r);
     return cudaGetLastError();
 }

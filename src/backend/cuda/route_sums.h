@@ -24,9 +24,7 @@ extern "C" {
  * bench/NOTES.md); route_sums_set(-1) reads the environment again. Read as the backend is made
  * (its buffers) and at each step. Measured and removed (session 38, H100, 120b batch 1): the
  * routing in attn_stream's last block instead of this launch (0.97 of this), the chosen experts'
- * first gate_up bytes asked of L2 once routed (0.77), both (0.73). A trial (session 38, not yet
- * measured): 2, route_sums' early form (route_sums.cu: every load at the block's start, the
- * logits to the top-k in shared memory; the same bits). */
+ * first gate_up bytes asked of L2 once routed (0.77), both (0.73). */
 int route_sums_enabled(void);
 void route_sums_set(int on);
 
