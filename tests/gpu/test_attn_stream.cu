@@ -417,7 +417,7 @@ static void check_norm_case(const rope_kv_freq *f, const layer_w *w, int bs, boo
  *     the top-k's experts the host's wherever the host's k-th and (k+1)-th logits (with the bias)
  *     are more than 1e-3 apart, the weights summing to 1, and the MoE's input row within one
  *     bf16 rounding of the host's h · inv · g. A second step gives the same bits (the sums were
- *     set back to zero). */
+ *     set back to zero), and so does a third with the next layer's QKV prefetch. */
 static void check_router_case(const rope_kv_freq *f, const layer_w *w, int bs, bool sliding,
                               int ctx1, rng_t *rng) {
     enum { N_SLOTS = 4, E = 128, K = 4 };
@@ -493,12 +493,18 @@ static void check_router_case(const rope_kv_freq *f, const layer_w *w, int bs, b
     std::vector<float> lg_first;
     int idx_first[K];
     float wts_first[K];
-    /* step 1: a second step (the sums were set back to zero by the first) */
-    for (int step = 0; step < 2; step++) {
+    /* step 1: a second step (the sums were set back to zero by the first); step 2: the kernel
+     * with the next layer's QKV prefetch (attn_stream_next, a trial; this layer's weights stand
+     * in for the next's, every pair a block, with the evict_last hint): the same bits */
+    attn_stream_next nx;
+    nx.qkv_w = a.qkv_w, nx.pairs = 64, nx.keep = 1;
+    for (int step = 0; step < 3; step++) {
         CUDA_CHECK(cudaMemcpy(h_r, h0, hb, cudaMemcpyDeviceToDevice));
         a.nh = h_r;
         poison_stream_outputs(&c);
-        CHECK(attn_stream_layer_routed(&c.d, f, &a, &r, 0) == cudaSuccess, "%s: launch", what);
+        CHECK((step == 2 ? attn_stream_layer_routed_next(&c.d, f, &a, &r, &nx, 0)
+                         : attn_stream_layer_routed(&c.d, f, &a, &r, 0)) == cudaSuccess,
+              "%s: launch", what);
         CUDA_CHECK(cudaDeviceSynchronize());
         CHECK(same_bits(read_stream(&c), ref), "%s: q, caches, attention, O bit for bit", what);
         std::vector<float> hr(HID);
@@ -516,7 +522,7 @@ static void check_router_case(const rope_kv_freq *f, const layer_w *w, int bs, b
                 bad += fabs(got - sum_ref[e]) > 1e-4 * mag[e] + 256.0 / 16777216.0;
             }
             CHECK(bad == 0, "%s: %d of %d router sums off the host's", what, bad, (int)E);
-            if (step == 1) { /* the second step's outputs are its own */
+            if (step >= 1) { /* each later step's outputs are its own */
                 CUDA_CHECK(cudaMemset(logits, 0xff, E * 4));
                 CUDA_CHECK(cudaMemset(y, 0xff, HID * 2));
             }
@@ -561,7 +567,7 @@ static void check_router_case(const rope_kv_freq *f, const layer_w *w, int bs, b
             y_first = yh, lg_first = lgd;
             memcpy(idx_first, idx, sizeof idx), memcpy(wts_first, wts, sizeof wts);
         } else {
-            const char *which = "a second step";
+            const char *which = step == 1 ? "a second step" : "the next layer's prefetch";
             CHECK(yh == y_first, "%s: %s gives the same row", what, which);
             CHECK(!memcmp(lgd.data(), lg_first.data(), E * 4), "%s: %s gives the same logits", what,
                   which);
