@@ -23,15 +23,16 @@ test_table
 ROUNDS=3 decode_variants "base=- pf6=GPTOSS_QKV_PREFETCH=6 pf12k=GPTOSS_QKV_PREFETCH=12+GPTOSS_QKV_PREFETCH_KEEP=1 pf64=GPTOSS_QKV_PREFETCH=64 pf64k=GPTOSS_QKV_PREFETCH=64+GPTOSS_QKV_PREFETCH_KEEP=1" 120b:1 20b:1
 run_logged attn_stream 120 $bin/gpu_test_attn_stream
 grep -E "router by columns|FAILED" "$out/logs/attn_stream.log" | head -8 | tee -a "$sum"
-if before 150; then
+# (the guards are tight: the session had ~270 s of device time left, starts included)
+if before 100; then
   GPTOSS_QKV_PREFETCH=64 GPTOSS_QKV_PREFETCH_KEEP=1 run_logged forward_pf 120 $bin/gpu_test_cuda_forward --skip-tp
   grep -E "^summary|FAILED" "$out/logs/forward_pf.log" | head -8 | tee -a "$sum"
 fi
-if before 220; then
+if before 130; then
   GPTOSS_QKV_PREFETCH=64 GPTOSS_QKV_PREFETCH_KEEP=1 decode_by_kernel 1
   mv "$out/bubble-b1.md" "$out/bubble-b1-pf64k.md"
   decode_by_kernel 1
 fi
-before 250 && roofline_and_latency
-before 280 && TEST_LIMIT=100 gpu_tests_table
+before 150 && roofline_and_latency
+before 150 && TEST_LIMIT=100 gpu_tests_table
 finish_call
