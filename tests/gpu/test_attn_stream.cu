@@ -511,26 +511,23 @@ static void check_router_case(const rope_kv_freq *f, const layer_w *w, int bs, b
         CUDA_CHECK(cudaMemcpy(hr.data(), h_r, hb, cudaMemcpyDeviceToHost));
         CHECK(!memcmp(hr.data(), v.data(), hb), "%s: h + o bit for bit", what);
         std::vector<unsigned long long> ah((size_t)ATTN_ROUTER_GROUPS * E);
-        {
-            CUDA_CHECK(cudaMemcpy(ah.data(), acc, ah.size() * 8, cudaMemcpyDeviceToHost));
-            int bad = 0;
-            for (int e = 0; e < E; e++) {
-                long long s64 = 0;
-                for (int g = 0; g < ATTN_ROUTER_GROUPS; g++)
-                    s64 += (long long)ah[(size_t)g * E + e];
-                const double got = (double)s64 / 16777216.0;
-                bad += fabs(got - sum_ref[e]) > 1e-4 * mag[e] + 256.0 / 16777216.0;
-            }
-            CHECK(bad == 0, "%s: %d of %d router sums off the host's", what, bad, (int)E);
-            if (step >= 1) { /* each later step's outputs are its own */
-                CUDA_CHECK(cudaMemset(logits, 0xff, E * 4));
-                CUDA_CHECK(cudaMemset(y, 0xff, HID * 2));
-            }
-            CHECK(route_from_sums(acc, ss, h_r, mgain, EPS, HID, bias, logits, y, &rt, 0) ==
-                      cudaSuccess,
-                  "%s: route_from_sums", what);
-            CUDA_CHECK(cudaDeviceSynchronize());
+        CUDA_CHECK(cudaMemcpy(ah.data(), acc, ah.size() * 8, cudaMemcpyDeviceToHost));
+        int bad = 0;
+        for (int e = 0; e < E; e++) {
+            long long s64 = 0;
+            for (int g = 0; g < ATTN_ROUTER_GROUPS; g++) s64 += (long long)ah[(size_t)g * E + e];
+            const double got = (double)s64 / 16777216.0;
+            bad += fabs(got - sum_ref[e]) > 1e-4 * mag[e] + 256.0 / 16777216.0;
         }
+        CHECK(bad == 0, "%s: %d of %d router sums off the host's", what, bad, (int)E);
+        if (step >= 1) { /* each later step's outputs are its own */
+            CUDA_CHECK(cudaMemset(logits, 0xff, E * 4));
+            CUDA_CHECK(cudaMemset(y, 0xff, HID * 2));
+        }
+        CHECK(route_from_sums(acc, ss, h_r, mgain, EPS, HID, bias, logits, y, &rt, 0) ==
+                  cudaSuccess,
+              "%s: route_from_sums", what);
+        CUDA_CHECK(cudaDeviceSynchronize());
         std::vector<float> lgd(E);
         CUDA_CHECK(cudaMemcpy(lgd.data(), logits, E * 4, cudaMemcpyDeviceToHost));
         double lmax = 0, err = 0;
