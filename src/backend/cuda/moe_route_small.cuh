@@ -97,3 +97,63 @@ route_small_block(const float *logits, const float *logits_lo, const uint16_t *b
         r.pair_sorted[s_off[e - e0] + q_r] = tid;
     }
 }
+
+/* The grouping of one token's k pairs (T = 1, k <= 8) without block scans: a trial, off by
+ * default (GPTOSS_ROUTE_DIRECT=1, route_sums.h). Each pair is its own count, so thread e < n_e
+ * reads the k chosen experts from shared memory and finds its count, its offset (the in-range pairs
+ * of lower experts), its place in the touched list (the distinct in-range experts below it) and
+ * its tile (one: BN >= k); thread p < k places pair p. The same outputs as expert_offsets and the
+ * counting sort after it, repeated experts included (topk_warp never repeats one), with no block
+ * barrier after the top-k's. Session 38 found route_sums at 4.15 µs a launch, three block scans of
+ * it built for 32 tokens. */
+static __device__ __forceinline__ void group_one_token(const int *s_idx, int k, int BN,
+                                                       const moe_routing &r) {
+    const int tid = threadIdx.x, e0 = r.e0, n_e = r.n_e;
+    if (tid < n_e) {
+        const int e = e0 + tid;
+        int c = 0, oc = 0, ot = 0;
+        for (int q = 0; q < k; q++) {
+            const int x = s_idx[q];
+            const bool in = x - e0 >= 0 && x - e0 < n_e;
+            bool first = true; /* x's first appearance among the pairs */
+            for (int u = 0; u < q; u++) first = first && s_idx[u] != x;
+            c += x == e, oc += in && x < e, ot += in && x < e && first;
+        }
+        r.count[tid] = c, r.offset[tid] = oc;
+        if (c) r.touched[ot] = tid;
+        for (int b = 0; b < (c + BN - 1) / BN; b++) r.tiles[ot + b] = (tid << 16) | b;
+    }
+    if (tid == 0) {
+        int tot_c = 0, tot_t = 0;
+        for (int q = 0; q < k; q++) {
+            const int x = s_idx[q];
+            bool first = true;
+            for (int u = 0; u < q; u++) first = first && s_idx[u] != x;
+            const bool in = x - e0 >= 0 && x - e0 < n_e;
+            tot_c += in, tot_t += in && first;
+        }
+        r.offset[n_e] = tot_c, *r.n_touched = tot_t, *r.n_tiles = tot_t;
+    }
+    if (tid < k && s_idx[tid] - e0 >= 0 && s_idx[tid] - e0 < n_e) {
+        const int x = s_idx[tid];
+        int off = 0, q_r = 0;
+        for (int q = 0; q < k; q++) {
+            const int y = s_idx[q];
+            off += y - e0 >= 0 && y - e0 < n_e && y < x;
+            q_r += q < tid && y == x;
+        }
+        r.pair_sorted[off + q_r] = tid;
+    }
+}
+
+/* route_small_block at one token with group_one_token's grouping (the trial above). */
+static __device__ __forceinline__ void route_one_token_block(const float *logits, int BN,
+                                                             const moe_routing &r) {
+    __shared__ int s_idx[8];
+    __shared__ float s_w[8];
+    const int tid = threadIdx.x, lane = tid & 31, k = r.k;
+    if (tid < 32) topk_warp<false>(logits, NULL, NULL, r.E, k, lane, s_idx, s_w);
+    __syncthreads();
+    if (tid < k) r.topk_idx[tid] = s_idx[tid], r.topk_w[tid] = s_w[tid];
+    group_one_token(s_idx, k, BN, r);
+}

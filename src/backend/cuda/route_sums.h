@@ -28,6 +28,18 @@ extern "C" {
 int route_sums_enabled(void);
 void route_sums_set(int on);
 
+/* A trial, off by default (GPTOSS_ROUTE_DIRECT=1, or route_sums_direct_set(1); -1 reads the
+ * environment again): the grouping of the token's k pairs written directly from the chosen experts
+ * (group_one_token, moe_route_small.cuh) instead of route_small_block's three block scans. The same
+ * outputs. Read at each launch. */
+int route_sums_direct(void);
+void route_sums_direct_set(int on);
+/* route_from_sums' launch under the trial (route_sums_direct.cu; the arguments checked by it). */
+cudaError_t route_from_sums_direct(unsigned long long *acc, const float *ss_part, const float *h,
+                                   const uint16_t *gain, float eps, int H, const uint16_t *bias,
+                                   float *logits, uint16_t *y, const moe_routing *r,
+                                   cudaStream_t stream);
+
 cudaError_t route_from_sums(unsigned long long *acc, const float *ss_part, const float *h,
                             const uint16_t *gain, float eps, int H, const uint16_t *bias,
                             float *logits, uint16_t *y, const moe_routing *r, cudaStream_t stream);
