@@ -417,9 +417,7 @@ static void check_norm_case(const rope_kv_freq *f, const layer_w *w, int bs, boo
  *     the top-k's experts the host's wherever the host's k-th and (k+1)-th logits (with the bias)
  *     are more than 1e-3 apart, the weights summing to 1, and the MoE's input row within one
  *     bf16 rounding of the host's h · inv · g. A second step gives the same bits (the sums were
- *     set back to zero), and so do a third with the next layer's QKV prefetch and a fourth with
- *     the one-token grouping written directly (GPTOSS_ROUTE_DIRECT's trial): every byte of the
- *     routing buffer (poisoned before each step) the first step's. */
+ *     set back to zero), every byte of the routing buffer (poisoned before each step) too. */
 static void check_router_case(const rope_kv_freq *f, const layer_w *w, int bs, bool sliding,
                               int ctx1, rng_t *rng) {
     enum { N_SLOTS = 4, E = 128, K = 4 };
@@ -497,19 +495,12 @@ static void check_router_case(const rope_kv_freq *f, const layer_w *w, int bs, b
     std::vector<unsigned char> route_first(rbytes), route_now(rbytes);
     int idx_first[K];
     float wts_first[K];
-    /* step 1: a second step (the sums were set back to zero by the first); step 2: the kernel
-     * with the next layer's QKV prefetch (attn_stream_next, a trial; this layer's weights stand
-     * in for the next's, every pair a block, with the evict_last hint): the same bits; step 3:
-     * the direct one-token grouping (route_sums_direct_set): the same routing buffer */
-    attn_stream_next nx;
-    nx.qkv_w = a.qkv_w, nx.pairs = 64, nx.keep = 1;
-    for (int step = 0; step < 4; step++) {
+    /* step 1: a second step (the sums were set back to zero by the first) */
+    for (int step = 0; step < 2; step++) {
         CUDA_CHECK(cudaMemcpy(h_r, h0, hb, cudaMemcpyDeviceToDevice));
         a.nh = h_r;
         poison_stream_outputs(&c);
-        CHECK((step == 2 ? attn_stream_layer_routed_next(&c.d, f, &a, &r, &nx, 0)
-                         : attn_stream_layer_routed(&c.d, f, &a, &r, 0)) == cudaSuccess,
-              "%s: launch", what);
+        CHECK(attn_stream_layer_routed(&c.d, f, &a, &r, 0) == cudaSuccess, "%s: launch", what);
         CUDA_CHECK(cudaDeviceSynchronize());
         CHECK(same_bits(read_stream(&c), ref), "%s: q, caches, attention, O bit for bit", what);
         std::vector<float> hr(HID);
@@ -525,17 +516,15 @@ static void check_router_case(const rope_kv_freq *f, const layer_w *w, int bs, b
             bad += fabs(got - sum_ref[e]) > 1e-4 * mag[e] + 256.0 / 16777216.0;
         }
         CHECK(bad == 0, "%s: %d of %d router sums off the host's", what, bad, (int)E);
-        if (step >= 1) { /* each later step's outputs are its own */
+        if (step == 1) { /* the second step's outputs are its own */
             CUDA_CHECK(cudaMemset(logits, 0xff, E * 4));
             CUDA_CHECK(cudaMemset(y, 0xff, HID * 2));
         }
         CUDA_CHECK(cudaMemset(rbuf, 0xff, rbytes));
-        route_sums_direct_set(step == 3);
         CHECK(route_from_sums(acc, ss, h_r, mgain, EPS, HID, bias, logits, y, &rt, 0) ==
                   cudaSuccess,
               "%s: route_from_sums", what);
         CUDA_CHECK(cudaDeviceSynchronize());
-        route_sums_direct_set(-1);
         CUDA_CHECK(cudaMemcpy(route_now.data(), rbuf, rbytes, cudaMemcpyDeviceToHost));
         std::vector<float> lgd(E);
         CUDA_CHECK(cudaMemcpy(lgd.data(), logits, E * 4, cudaMemcpyDeviceToHost));
@@ -573,9 +562,7 @@ static void check_router_case(const rope_kv_freq *f, const layer_w *w, int bs, b
             y_first = yh, lg_first = lgd, route_first = route_now;
             memcpy(idx_first, idx, sizeof idx), memcpy(wts_first, wts, sizeof wts);
         } else {
-            const char *which = step == 1   ? "a second step"
-                                : step == 2 ? "the next layer's prefetch"
-                                            : "the direct grouping";
+            const char *which = "a second step";
             CHECK(yh == y_first, "%s: %s gives the same row", what, which);
             CHECK(!memcmp(lgd.data(), lg_first.data(), E * 4), "%s: %s gives the same logits", what,
                   which);

@@ -23,18 +23,6 @@ void attn_stream_set(int on) {
     env_switch_set(&g_on, on, 0, AS_AUTO);
 }
 
-static int g_pf_pairs = -1, g_pf_keep = -1;
-int attn_stream_qkv_prefetch(void) {
-    return env_switch(&g_pf_pairs, "GPTOSS_QKV_PREFETCH", 0, 0, 64);
-}
-int attn_stream_qkv_prefetch_keep(void) {
-    return env_switch(&g_pf_keep, "GPTOSS_QKV_PREFETCH_KEEP", 0, 0, 1);
-}
-void attn_stream_qkv_prefetch_set(int pairs, int keep) {
-    env_switch_set(&g_pf_pairs, pairs, 0, 64);
-    env_switch_set(&g_pf_keep, pairs < 0 ? -1 : keep, 0, 1);
-}
-
 static int g_stop_after;
 void attn_stream_set_probe(int stop_after) {
     g_stop_after = stop_after >= 1 && stop_after <= 5 ? stop_after : 0;
@@ -131,7 +119,7 @@ size_t as_plan_layout(const attn_dims *d, int T, int H, int sms, int min_stage, 
 
 static cudaError_t stream_layer(const attn_dims *d, const rope_kv_freq *f,
                                 const attn_stream_args *a, const attn_stream_router *r,
-                                const attn_stream_next *nx, cudaStream_t stream) {
+                                cudaStream_t stream) {
     const bool norm = a->nh != NULL;
     if (norm && (!a->nscratch || !a->ngain || (a->nslots && a->n_slots < 1) ||
                  a->H / 8 > 2 * AS_CWARPS * 32 || ((uintptr_t)a->nh & 15) ||
@@ -153,8 +141,6 @@ static cudaError_t stream_layer(const attn_dims *d, const rope_kv_freq *f,
     if (r && (!r->wt || a->T != 1 || !attn_stream_router_fits(a->H, r->E, sms, L.stage_bytes) ||
               !r->gain || !r->h || !r->acc || !r->ss_part || ((uintptr_t)r->wt & 15)))
         return cudaErrorInvalidValue;
-    if (nx && (!r || !nx->qkv_w || nx->pairs < 1 || ((uintptr_t)nx->qkv_w & 15)))
-        return cudaErrorInvalidValue;
 
     as_params P;
     P.a = *a, P.f = *f;
@@ -164,11 +150,10 @@ static cudaError_t stream_layer(const attn_dims *d, const rope_kv_freq *f,
     /* Once per device: the shared-memory opt-in, and that one block an SM fits (the cooperative
      * launch would refuse the grid otherwise; the layout is the same for every step of a model). */
     if (!per_device_done(&g_setup_done)) {
-        /* t = 0: one token with the router; -1: that with the next layer's prefetch */
-        for (int t = -1; t <= ATTN_STREAM_MAX_T; t++) {
-            const void *k = t < 0    ? (const void *)attn_stream_routed_next_kernel()
-                            : t == 0 ? (const void *)kernel_for(1, true)
-                                     : (const void *)kernel_for(t);
+        /* t = 0: one token with the router */
+        for (int t = 0; t <= ATTN_STREAM_MAX_T; t++) {
+            const void *k =
+                t == 0 ? (const void *)kernel_for(1, true) : (const void *)kernel_for(t);
             CUDA_TRY(
                 cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, AS_MAX_SMEM));
             int per = 0;
@@ -180,14 +165,6 @@ static cudaError_t stream_layer(const attn_dims *d, const rope_kv_freq *f,
     cudaLaunchAttribute attr;
     const cudaLaunchConfig_t cfg =
         cooperative_config((unsigned)sms, AS_THREADS, smem, stream, &attr, 1);
-    if (nx) {
-        as_router_next RN;
-        memset(&RN, 0, sizeof RN);
-        *(attn_stream_router *)&RN = *r;
-        RN.nx = *nx;
-        CUDA_TRY(cudaLaunchKernelEx(&cfg, attn_stream_routed_next_kernel(), P, L, RN));
-        return cudaGetLastError();
-    }
     attn_stream_router R;
     memset(&R, 0, sizeof R);
     if (r) R = *r;
@@ -197,19 +174,11 @@ static cudaError_t stream_layer(const attn_dims *d, const rope_kv_freq *f,
 
 extern "C" cudaError_t attn_stream_layer(const attn_dims *d, const rope_kv_freq *f,
                                          const attn_stream_args *a, cudaStream_t stream) {
-    return stream_layer(d, f, a, NULL, NULL, stream);
+    return stream_layer(d, f, a, NULL, stream);
 }
 
 extern "C" cudaError_t attn_stream_layer_routed(const attn_dims *d, const rope_kv_freq *f,
                                                 const attn_stream_args *a,
                                                 const attn_stream_router *r, cudaStream_t stream) {
-    return r ? stream_layer(d, f, a, r, NULL, stream) : cudaErrorInvalidValue;
-}
-
-extern "C" cudaError_t attn_stream_layer_routed_next(const attn_dims *d, const rope_kv_freq *f,
-                                                     const attn_stream_args *a,
-                                                     const attn_stream_router *r,
-                                                     const attn_stream_next *nx,
-                                                     cudaStream_t stream) {
-    return r && nx ? stream_layer(d, f, a, r, nx, stream) : cudaErrorInvalidValue;
+    return r ? stream_layer(d, f, a, r, stream) : cudaErrorInvalidValue;
 }

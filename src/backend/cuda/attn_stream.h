@@ -60,22 +60,6 @@ typedef struct {
     int E;                   /* experts: a multiple of 8, at most 256 */
 } attn_stream_router;
 
-/* A trial, off by default (GPTOSS_QKV_PREFETCH=N; attn_stream_layer_routed_next): once its producer
- * lane has asked for its last copy, every block asks L2 (cp.async.bulk.prefetch) for the first N of
- * its QKV pairs of the next layer, the rows the same block streams there (the pairs' shares depend
- * on the block alone). DRAM then fetches them while the routing and the MoE run, which leave it
- * idle (route_sums) or at ~2 TB/s (the experts at one token), so that the next layer's first phase
- * reads them from L2. keep: with an evict_last hint, so that the experts' stream (normal priority)
- * evicts them last. Its own parameter type so that the routed kernel stays the one measured. */
-typedef struct {
-    const uint16_t *qkv_w; /* the next layer's QKV weights [(n_heads + 2 n_kv_heads) 64][H] */
-    int pairs;             /* a block's pairs to prefetch (its first ones), > 0 */
-    int keep;              /* 1: L2::evict_last */
-} attn_stream_next;
-int attn_stream_qkv_prefetch(void);      /* GPTOSS_QKV_PREFETCH: pairs a block, 0 (off) to 64 */
-int attn_stream_qkv_prefetch_keep(void); /* GPTOSS_QKV_PREFETCH_KEEP=1: the evict_last hint */
-void attn_stream_qkv_prefetch_set(int pairs, int keep); /* a test's; -1: the environment again */
-
 typedef struct {
     int T; /* tokens = sequences (each with exactly one new token), 1 … ATTN_STREAM_MAX_T */
     int H; /* hidden size (2880) */
@@ -146,14 +130,13 @@ cudaError_t attn_stream_layer(const attn_dims *d, const rope_kv_freq *f, const a
                               cudaStream_t stream);
 /* The same with the router by columns in O's epilogue (r: one token; attn_stream_router). Its
  * own kernel instantiation, and a kernel parameter past the others: without it the kernel is the
- * one measured before, bit for bit in its parameters. */
+ * one measured before, bit for bit in its parameters. Measured and removed (session 39, H100,
+ * 120b batch 1): its producer asking L2 for the next layer's first N QKV pairs of its block after
+ * its last copy, N = 6 +0.9 % (inside a 3.4 % spread), 12 +0.2 %, 64 -1.0 % (-1.2 % with an
+ * evict_last hint: the experts and this kernel both slower). */
 cudaError_t attn_stream_layer_routed(const attn_dims *d, const rope_kv_freq *f,
                                      const attn_stream_args *a, const attn_stream_router *r,
                                      cudaStream_t stream);
-/* The same, and the next layer's QKV asked of L2 at the end (attn_stream_next, a trial). */
-cudaError_t attn_stream_layer_routed_next(const attn_dims *d, const rope_kv_freq *f,
-                                          const attn_stream_args *a, const attn_stream_router *r,
-                                          const attn_stream_next *nx, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -1,7 +1,6 @@
 /* The attention block's persistent kernel (attn_stream.h), as a template for the translation
  * units that instantiate it: attn_stream.cu the plain kernel at 1-4 tokens, attn_stream_routed.cu
- * the one-token kernel with the router by columns, attn_stream_routed_next.cu that one with the
- * next layer's QKV prefetch (a trial). Apart because ptxas compiled the plain one-token kernel
+ * the one-token kernel with the router by columns. Apart because ptxas compiled the plain one-token kernel
  * differently (+6 instructions, other instruction choices in its prologue) with the routed one
  * beside it in the module: apart, each kernel is the one measured, instruction for instruction
  * (sessions 36-37; the O loop is written so that it stays so for both). Device code. */
@@ -13,22 +12,11 @@
 
 typedef void (*as_kernel)(as_params, as_layout, attn_stream_router);
 
-/* The next layer's prefetch (attn_stream_next) beside the router's parameters: a type of its own
- * so that the other kernels' parameters, and so their code, stay as measured. */
-struct as_router_next : attn_stream_router {
-    attn_stream_next nx;
-};
-template <bool NEXT> struct as_router_of { typedef attn_stream_router type; };
-template <> struct as_router_of<true> { typedef as_router_next type; };
-typedef void (*as_kernel_next)(as_params, as_layout, as_router_next);
-
 /* ROUTER: the router by columns in O's epilogue (one token; its own instantiation, so that the
- * kernel without it is the code measured before). NEXT (with ROUTER; a trial,
- * GPTOSS_QKV_PREFETCH): the next layer's QKV prefetch, again its own instantiation. */
-template <int T, bool ROUTER = false, bool NEXT = false>
+ * kernel without it is the code measured before). */
+template <int T, bool ROUTER = false>
 __global__ void __launch_bounds__(AS_THREADS, 1)
-    attn_stream_kernel(const as_params P, const as_layout L,
-                       const typename as_router_of<NEXT>::type R) {
+    attn_stream_kernel(const as_params P, const as_layout L, const attn_stream_router R) {
     extern __shared__ __align__(128) unsigned char as_smem[];
     const attn_stream_args &a = P.a;
     unsigned char *ring = as_smem;
@@ -47,7 +35,6 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
     /* the router by columns in O's epilogue (attn_stream_router): one more stage, its rows of the
      * transposed router, after the block's O rows */
     static_assert(!ROUTER || T == 1, "the router by columns is one token's");
-    static_assert(!NEXT || ROUTER, "the next layer's prefetch rides on the routed kernel");
     const bool rcols = ROUTER && R.wt && n_rows > 0;
     /* The consumers' loads go out first, before the producer's copies (as_early). */
     as_early<T> early;
@@ -103,17 +90,6 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
             mbar_arrive_expect_tx(&full[s], bytes);
             bulk_copy_g2s_hint(ring + (size_t)s * L.stage_bytes, R.wt + (size_t)r0 * R.E, bytes,
                                &full[s], once);
-        }
-        if constexpr (NEXT) { /* the block's first pairs of the next layer, into L2 */
-            const int np = min(R.nx.pairs, n_pairs);
-            const uint64_t keep = l2_policy_evict_last();
-            for (int q = 0; q < np; q++) {
-                const int p = p0 + q, hh = p / AS_HALF, i = p % AS_HALF;
-                const uint16_t *w1 = R.nx.qkv_w + (size_t)(hh * AS_HD + i) * H;
-                bulk_prefetch_l2(w1, (uint32_t)qkv_row_bytes, R.nx.keep, keep);
-                bulk_prefetch_l2(w1 + (size_t)AS_HALF * H, (uint32_t)qkv_row_bytes, R.nx.keep,
-                                 keep);
-            }
         }
         return;
     }
@@ -237,7 +213,5 @@ __global__ void __launch_bounds__(AS_THREADS, 1)
     }
 }
 
-/* attn_stream_routed.cu: attn_stream_kernel<1, true>; attn_stream_routed_next.cu:
- * attn_stream_kernel<1, true, true>. */
+/* attn_stream_routed.cu: attn_stream_kernel<1, true>. */
 as_kernel attn_stream_routed_kernel(void);
-as_kernel_next attn_stream_routed_next_kernel(void);

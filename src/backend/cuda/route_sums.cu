@@ -112,8 +112,6 @@ extern "C" cudaError_t route_from_sums(unsigned long long *acc, const float *ss_
                                        const moe_routing *r, cudaStream_t stream) {
     if (!acc || !ss_part || !route_sums_fits(h, gain, H, logits, y, r))
         return cudaErrorInvalidValue;
-    if (route_sums_direct())
-        return route_from_sums_direct(acc, ss_part, h, gain, eps, H, bias, logits, y, r, stream);
     pdl_launch(route_sums_kernel, dim3(1), dim3(ROUTE_SMALL_MIN_THREADS), 0, stream, acc, ss_part,
                h, gain, eps, H, bias, logits, y, *r);
     return cudaGetLastError();

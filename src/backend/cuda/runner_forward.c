@@ -134,14 +134,6 @@ static int runner_attention_stream(struct backend *b, const fwd_plan *p, int l, 
         r.wt = b->step_router_wt + (size_t)l * b->H * b->E;
         r.gain = ly->mlp_norm, r.h = w->h;
         r.acc = b->rcols_acc, r.ss_part = b->rcols_ss, r.E = b->E;
-        const int pf = attn_stream_qkv_prefetch(); /* a trial: the next layer's QKV into L2 */
-        if (pf > 0 && l + 1 < b->L) {
-            attn_stream_next nx;
-            nx.qkv_w = b->gw.layers[l + 1].qkv_w, nx.pairs = pf;
-            nx.keep = attn_stream_qkv_prefetch_keep();
-            CU(attn_stream_layer_routed_next(&b->dims, &b->freq, &a, &r, &nx, s));
-            return 0;
-        }
         CU(attn_stream_layer_routed(&b->dims, &b->freq, &a, &r, s));
         return 0;
     }

@@ -101,25 +101,6 @@ static __device__ __forceinline__ uint64_t l2_policy_evict_first(void) {
     return p;
 }
 
-static __device__ __forceinline__ uint64_t l2_policy_evict_last(void) {
-    uint64_t p;
-    asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(p));
-    return p;
-}
-
-/* Asks L2 for bytes (a multiple of 16) at src, 16-byte aligned: no shared memory, no completion
- * to wait for. With hint, under the L2 cache policy. */
-static __device__ __forceinline__ void bulk_prefetch_l2(const void *src, uint32_t bytes, bool hint,
-                                                        uint64_t policy) {
-    if (hint)
-        asm volatile("cp.async.bulk.prefetch.L2.global.L2::cache_hint [%0], %1, %2;" ::"l"(src),
-                     "r"(bytes), "l"(policy)
-                     : "memory");
-    else
-        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src), "r"(bytes)
-                     : "memory");
-}
-
 /* bulk_copy_g2s with an L2 cache policy (l2_policy_evict_first). */
 static __device__ __forceinline__ void
 bulk_copy_g2s_hint(void *dst, const void *src, uint32_t bytes, uint64_t *bar, uint64_t policy) {
