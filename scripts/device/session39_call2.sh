@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 39, call 2 (~4 min; any card). Prepare with
+# Session 39, call 2 (~3-4 min; any card). Prepare with
 #   SLIM="gptoss gpu_test_cuda_forward gpu_test_moe" TRACE=1 bash scripts/device/prepare.sh
 # Call 1 removed GPTOSS_QKV_PREFETCH and GPTOSS_ROUTE_DIRECT. Its CUPTI table (H100): gate_up 16.2-16.9
 # µs and down 9.7-10.0 a layer for 35.3 and 17.6 MB (2.1 and 1.8 TB/s against ~3.1), so ~5 µs of
@@ -20,16 +20,17 @@ source "$(dirname "$0")/env.sh"
 before() { [ $(($(date +%s) - start)) -lt "$1" ]; }
 device_script /tmp/s39c2 "session 39 call 2: the small MoE kernels' one-token form (GPTOSS_MOE_ONE)"
 test_table
-run_logged moe 150 $bin/gpu_test_moe
+# the order for a short budget (~200 s): the bits, the rounds, the kernel table, then the forward test
+run_logged moe 100 $bin/gpu_test_moe
 grep -E "one-token|FAILED" "$out/logs/moe.log" | head -8 | tee -a "$sum"
-ROUNDS=4 decode_variants "base=- one=GPTOSS_MOE_ONE=1" 120b:1 20b:1
-if before 200; then
-  GPTOSS_MOE_ONE=1 run_logged forward_one 150 $bin/gpu_test_cuda_forward --skip-tp
-  grep -E "^summary|FAILED" "$out/logs/forward_one.log" | head -12 | tee -a "$sum"
-fi
-if before 330; then
+ROUNDS=3 decode_variants "base=- one=GPTOSS_MOE_ONE=1" 120b:1 20b:1
+if before 120; then
   GPTOSS_MOE_ONE=1 decode_by_kernel 1
   mv "$out/bubble-b1.md" "$out/bubble-b1-one.md"
-  decode_by_kernel 1
 fi
+if before 150; then
+  GPTOSS_MOE_ONE=1 run_logged forward_one 90 $bin/gpu_test_cuda_forward --skip-tp
+  grep -E "^summary|FAILED" "$out/logs/forward_one.log" | head -12 | tee -a "$sum"
+fi
+before 230 && decode_by_kernel 1
 finish_call
