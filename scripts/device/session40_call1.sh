@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Session 39, call 2 (~3-4 min; any card). Prepare with
+# Session 40, call 1 (written in session 39 as its call 2, which the device refused: its budget went
+# to refused starts; ~3-4 min; any card). Prepare with
 #   SLIM="gptoss gpu_test_cuda_forward gpu_test_moe" TRACE=1 bash scripts/device/prepare.sh
-# Call 1 removed GPTOSS_QKV_PREFETCH and GPTOSS_ROUTE_DIRECT. Its CUPTI table (H100): gate_up 16.2-16.9
+# Session 39's call 1 removed GPTOSS_QKV_PREFETCH and GPTOSS_ROUTE_DIRECT. Its CUPTI table (H100): gate_up 16.2-16.9
 # µs and down 9.7-10.0 a layer for 35.3 and 17.6 MB (2.1 and 1.8 TB/s against ~3.1), so ~5 µs of
 # each launch is not streaming. The small kernel's start is a chain of L2 loads before the first
 # weight request and before the token row is staged: n_touched, then touched[i], then count and
@@ -18,7 +19,7 @@
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
 before() { [ $(($(date +%s) - start)) -lt "$1" ]; }
-device_script /tmp/s39c2 "session 39 call 2: the small MoE kernels' one-token form (GPTOSS_MOE_ONE)"
+device_script /tmp/s40c1 "session 40 call 1: the small MoE kernels' one-token form (GPTOSS_MOE_ONE)"
 test_table
 # the order for a short budget (~200 s): the bits, the rounds, the kernel table, then the forward test
 run_logged moe 100 $bin/gpu_test_moe
