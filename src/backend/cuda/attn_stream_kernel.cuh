@@ -1,9 +1,9 @@
 /* The attention block's persistent kernel (attn_stream.h), as a template for the translation
  * units that instantiate it: attn_stream.cu the plain kernel at 1-4 tokens, attn_stream_routed.cu
- * the one-token kernel with the router by columns. Apart because ptxas compiled the plain one-token kernel
- * differently (+6 instructions, other instruction choices in its prologue) with the routed one
- * beside it in the module: apart, each kernel is the one measured, instruction for instruction
- * (sessions 36-37; the O loop is written so that it stays so for both). Device code. */
+ * the one-token kernel with the router by columns. Apart because ptxas compiled the plain
+ * one-token kernel differently (+6 instructions, other instruction choices in its prologue) with
+ * the routed one beside it in the module: apart, each kernel is the one measured, instruction for
+ * instruction (sessions 36-37; the O loop is written so that it stays so for both). Device code. */
 #pragma once
 
 #include "backend/cuda/attn_stream.h"

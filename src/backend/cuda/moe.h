@@ -142,6 +142,8 @@ cudaError_t moe_experts(const moe_weights *w, const uint16_t *x, const moe_routi
  * scratch) and when the driver's tensor-map encoder is found; otherwise ws (4) or moe_wgmma.cu (3)
  * takes its place. Until moe_set_wgmma is called, GPTOSS_MOE_WGMMA=0, 1, 2, 4 or 5 selects those
  * (any other value, or none, 3). moe_wgmma_on returns the choice. */
+void moe_set_wgmma(int on);
+int moe_wgmma_on(void);
 /* A trial, off by default (GPTOSS_MOE_ONE=1, or moe_small_one_set(1); -1 reads the environment
  * again; read at each launch): at one token the small path's kernels read only the touched count
  * and their expert (together) before the weights, take the token's row without pair_sorted, and
@@ -149,8 +151,6 @@ cudaError_t moe_experts(const moe_weights *w, const uint16_t *x, const moe_routi
  * bits. */
 int moe_small_one(void);
 void moe_small_one_set(int on);
-void moe_set_wgmma(int on);
-int moe_wgmma_on(void);
 /* The narrow form of moe_wgmma_ws.cu (MMAs as wide as a tile's tokens rounded up to a quarter of
  * the tile, the same bits; moe_wgmma_tma.cu has it at 64-token tiles always): 1 on, 0 off (the
  * full width, for comparisons and as the tests' reference), negative: as GPTOSS_MOE_WS_NARROW says
