@@ -145,10 +145,11 @@ static __device__ __forceinline__ bool small_begin(const moe_args &a, int b, sma
     if constexpr (ONE) {
         /* One token (a trial, GPTOSS_MOE_ONE: moe.h): its k experts are distinct, so each touched
          * expert has one pair, at offset i; the touched count and the expert are asked for
-         * together (ordered loads: neither waits for the other), and nothing else is read before
-         * the weights. */
+         * together, and nothing else is read before the weights. The exit tests both (e < 0
+         * never holds for i < nt): with i >= nt alone, ptxas put the exit between the two loads,
+         * so the expert's load waited for the count's (SASS). */
         const int nt = ld_cg_s32(a.n_touched), e = ld_cg_s32(a.touched + i);
-        if (i >= nt) return false;
+        if (i >= nt || e < 0) return false;
         it.e = e, it.cnt = 1, it.off = i;
     } else {
         if (i >= *a.n_touched) return false;
