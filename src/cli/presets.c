@@ -4,16 +4,12 @@
 
 #include <string.h>
 
-/* The points each preset stands on (gpt-oss-120b, 1k/1k, one H200, commit ec8840e,
- * bench/results/sweep-120b-2026-11-30-h200-session2.md):
- *   concurrency 1     313 tokens/s a user,    594 tokens/s per GPU
- *   concurrency 8     135 tokens/s a user,  2,083 tokens/s per GPU
- *   concurrency 64   40.4 tokens/s a user,  4,848 tokens/s per GPU
- *   concurrency 256  23.1 tokens/s a user, 10,651 tokens/s per GPU
- * min-latency caps the batch where a user still gets most of the batch-1 speed; balanced holds the
- * 40 tokens/s-a-user line that vLLM's published H200 point is measured at (64 users: 23.1 ms per
- * token, 43 tokens/s, commit d912e85); max-throughput runs the widest batch measured and streams
- * every 4 tokens (fewer SSE writes per token at a TPOT of ~40 ms).
+/* The points each preset stands on are gpt-oss-120b's measured 1k/1k frontier on one H200: the
+ * README's "Presets" table names the commits and result files. min-latency caps the batch where a
+ * user still gets most of the batch-1 speed (373 tokens/s a user at 1 user, 224 at 4); balanced
+ * holds the 40 tokens/s-a-user line that vLLM's published H200 point is measured at (49.9 tokens/s
+ * a user at 64 users); max-throughput runs the widest batch measured (256 users: 28.8 tokens/s a
+ * user, 14,317 per GPU) and streams every 4 tokens (fewer SSE writes at a TPOT of ~35 ms).
  * No preset sets --target-tpot-ms: at 64 users it left the median TPOT where it was (23.0 ms with
  * a 35 ms target) and nearly tripled the median TTFT (291 -> 806 ms), and at 256 users a 35 ms
  * target held the TPOT (33 ms, p99 34.9) at the cost of 37 % of the throughput and a 24 s median

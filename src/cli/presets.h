@@ -15,8 +15,7 @@ int preset_apply(const char *name, runtime_args *r);
     "  --preset NAME                  engine options for a goal, from the measured frontier\n"     \
     "                                 (options given explicitly win): min-latency (8 "             \
     "sequences),\n"                                                                                \
-    "                                 balanced (64, --target-tpot-ms 25: >= 40 tokens/s a "        \
-    "user),\n"                                                                                     \
+    "                                 balanced (64: >= 40 tokens/s a user),\n"                     \
     "                                 max-throughput (256, --stream-interval 4)\n"
 
 #endif
