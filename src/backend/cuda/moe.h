@@ -144,13 +144,6 @@ cudaError_t moe_experts(const moe_weights *w, const uint16_t *x, const moe_routi
  * (any other value, or none, 3). moe_wgmma_on returns the choice. */
 void moe_set_wgmma(int on);
 int moe_wgmma_on(void);
-/* A trial, off by default (GPTOSS_MOE_ONE=1, or moe_small_one_set(1); -1 reads the environment
- * again; read at each launch): at one token the small path's kernels read only the touched count
- * and their expert (together) before the weights, take the token's row without pair_sorted, and
- * ask for the epilogue's bias, pair and weight at the start (moe_small.cuh's ONE form). The same
- * bits. */
-int moe_small_one(void);
-void moe_small_one_set(int on);
 /* The narrow form of moe_wgmma_ws.cu (MMAs as wide as a tile's tokens rounded up to a quarter of
  * the tile, the same bits; moe_wgmma_tma.cu has it at 64-token tiles always): 1 on, 0 off (the
  * full width, for comparisons and as the tests' reference), negative: as GPTOSS_MOE_WS_NARROW says

@@ -36,15 +36,14 @@
 /* ---------------------------------------------------------------------------------------------- */
 /* Small batch: one block per (touched expert, row block of WARPS tiles, K split): moe_small.cuh    */
 
-template <int NTP, int MODE, bool FOLDED, bool ONE = false>
+template <int NTP, int MODE, bool FOLDED>
 __global__ void __launch_bounds__(small_cfg<NTP>::THREADS, small_cfg<NTP>::MIN_BLOCKS)
     moe_small_kernel(const moe_args a) {
     pdl_prologue(); /* first: see pdl.cuh */
     extern __shared__ uint4 smem_raw[];
     small_item<NTP> it;
-    if (!small_begin<NTP, ONE>(a, blockIdx.x, it)) return; /* past the touched experts */
-    if constexpr (ONE) small_one_preload<MODE>(a, it);
-    small_run<NTP, MODE, FOLDED, false, false, ONE>(a, it, (uint16_t *)smem_raw);
+    if (!small_begin<NTP>(a, blockIdx.x, it)) return; /* a work item past the touched experts */
+    small_run<NTP, MODE, FOLDED, false>(a, it, (uint16_t *)smem_raw);
 }
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -272,23 +271,6 @@ static small_fn small_kernel_for(int ntp, int mode, int folded) {
     return NULL;
 }
 
-/* The one-token form (GPTOSS_MOE_ONE, moe.h): NTP = 1 only. */
-static small_fn small_one_kernel_for(int mode, int folded) {
-    if (mode == MODE_GATE_UP)
-        return folded ? moe_small_kernel<1, MODE_GATE_UP, true, true>
-                      : moe_small_kernel<1, MODE_GATE_UP, false, true>;
-    return folded ? moe_small_kernel<1, MODE_DOWN, true, true>
-                  : moe_small_kernel<1, MODE_DOWN, false, true>;
-}
-
-static int g_one = -1;
-int moe_small_one(void) {
-    return env_switch(&g_one, "GPTOSS_MOE_ONE", 0, 0, 1);
-}
-void moe_small_one_set(int on) {
-    env_switch_set(&g_one, on, 0, 1);
-}
-
 static cudaError_t set_attrs(void) {
     if (per_device_done(&g_attrs_set)) return cudaSuccess;
     for (int ntp = 1; ntp <= 2; ntp++)
@@ -297,10 +279,6 @@ static cudaError_t set_attrs(void) {
                 CUDA_TRY(cudaFuncSetAttribute((const void *)small_kernel_for(ntp, mode, folded),
                                               cudaFuncAttributeMaxDynamicSharedMemorySize,
                                               227 * 1024));
-    for (int mode = 0; mode < 2; mode++)
-        for (int folded = 0; folded < 2; folded++)
-            CUDA_TRY(cudaFuncSetAttribute((const void *)small_one_kernel_for(mode, folded),
-                                          cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024));
     CUDA_TRY(cudaFuncSetAttribute((const void *)moe_large_kernel<MODE_GATE_UP>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, LG_SMEM));
     CUDA_TRY(cudaFuncSetAttribute((const void *)moe_large_kernel<MODE_DOWN>,
@@ -358,11 +336,8 @@ static cudaError_t launch(const moe_args &a0, int mode, int folded, const moe_pl
     const long blocks = (long)max_touched * a.n_rb * a.S;
     if (blocks < 1) return cudaSuccess;
     const int threads = ntp == 1 ? small_cfg<1>::THREADS : small_cfg<2>::THREADS;
-    /* the one-token form where it applies: one token (its experts distinct), NTP = 1 */
-    const small_fn fn = ntp == 1 && r->T == 1 && moe_small_one()
-                            ? small_one_kernel_for(mode, folded)
-                            : small_kernel_for(ntp, mode, folded);
-    CUDA_TRY(pdl_launch(fn, dim3((unsigned)blocks), dim3(threads), smem, stream, a));
+    CUDA_TRY(pdl_launch(small_kernel_for(ntp, mode, folded), dim3((unsigned)blocks), dim3(threads),
+                        smem, stream, a));
     return cudaGetLastError();
 }
 

@@ -67,9 +67,6 @@ template <int NTP> struct small_item {
     uint32_t sv[small_cfg<NTP>::U];
     uint32_t pre_base;
     int pre_lo, pre_n;
-    /* ONE (small_begin's one-token form) only: the epilogue's biases, down's pair and weight */
-    float eb0, eb1, wgt;
-    int pair;
 };
 
 /* Shared memory small_prefetch needs per warp for n k steps: 16 bytes of codes and a 4-byte scale
@@ -124,37 +121,21 @@ static __device__ __forceinline__ void load_batch_item(const small_item<NTP> &it
     }
 }
 
-/* A 32-bit load through L2 that the compiler keeps in program order with the other volatile
- * loads: two of them are issued back to back even when a branch on the first comes between them
- * and the second's use (small_begin's one-token form). */
-static __device__ __forceinline__ int ld_cg_s32(const int *p) {
-    int v;
-    asm volatile("ld.global.cg.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
-
 /* Decodes item b and issues its first batch of codes: it depends only on the item (model memory), so
  * its loads fly while the tokens are staged — or, in the fused kernel, while the grid waits for the
- * tokens to exist. False (for the whole block) when b is past the touched experts. */
-template <int NTP, bool ONE = false>
+ * tokens to exist. False (for the whole block) when b is past the touched experts. Measured and
+ * removed (session 40, H100, 120b batch 1): a one-token form that loaded the touched count and the
+ * expert together, took count 1 and offset i without their loads and asked for the epilogue's
+ * values at the start: gate_up 16.10 -> 15.89 µs, down 9.71 -> 10.26, 120b 1.004 (spread 0.9 %),
+ * 20b 1.002. The L2 chain before the weights is not what these launches wait for. */
+template <int NTP>
 static __device__ __forceinline__ bool small_begin(const moe_args &a, int b, small_item<NTP> &it) {
     typedef small_cfg<NTP> C;
     it.s = b % a.S;
     b /= a.S;
     const int rb = b % a.n_rb, i = b / a.n_rb;
-    if constexpr (ONE) {
-        /* One token (a trial, GPTOSS_MOE_ONE: moe.h): its k experts are distinct, so each touched
-         * expert has one pair, at offset i; the touched count and the expert are asked for
-         * together, and nothing else is read before the weights. The exit tests both (e < 0
-         * never holds for i < nt): with i >= nt alone, ptxas put the exit between the two loads,
-         * so the expert's load waited for the count's (SASS). */
-        const int nt = ld_cg_s32(a.n_touched), e = ld_cg_s32(a.touched + i);
-        if (i >= nt || e < 0) return false;
-        it.e = e, it.cnt = 1, it.off = i;
-    } else {
-        if (i >= *a.n_touched) return false;
-        it.e = a.touched[i], it.cnt = a.count[it.e], it.off = a.offset[it.e];
-    }
+    if (i >= *a.n_touched) return false;
+    it.e = a.touched[i], it.cnt = a.count[it.e], it.off = a.offset[it.e];
     it.kk0 = (int)((long)it.s * a.KK / a.S);
     it.nk = (int)((long)(it.s + 1) * a.KK / a.S) - it.kk0;
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2;
@@ -168,61 +149,12 @@ static __device__ __forceinline__ bool small_begin(const moe_args &a, int b, sma
     return true;
 }
 
-/* The one-token form's epilogue inputs, asked for at the item's start instead of after its last
- * multiply (the default's epilogue reads the bias, and down's pair and weight, one dependent load
- * after another once the tile is summed, at the end of every warp): the bias of this lane's rows
- * and, for down, the pair of its expert and every pair's weight (k <= 8: the one needed is picked
- * at the end, so no load waits for another). */
-template <int MODE, int NTP>
-static __device__ __forceinline__ void small_one_preload(const moe_args &a, small_item<NTP> &it) {
-    const int g = (threadIdx.x & 31) >> 2;
-    it.eb0 = it.eb1 = 0.0f, it.wgt = 0.0f, it.pair = 0;
-    if (!it.active) return;
-    if (MODE == MODE_GATE_UP) {
-        const int o = it.rt * 8 + g;
-        it.eb0 = bf16_bits_to_f32(a.bias[(size_t)it.e * a.R + 2 * o]);
-        it.eb1 = bf16_bits_to_f32(a.bias[(size_t)it.e * a.R + 2 * o + 1]);
-    } else {
-        if (it.s == 0) {
-            it.eb0 = bf16_bits_to_f32(a.bias[(size_t)it.e * a.R + it.rt * 16 + g]);
-            it.eb1 = bf16_bits_to_f32(a.bias[(size_t)it.e * a.R + it.rt * 16 + g + 8]);
-        }
-        const int pair = ld_cg_s32(a.pair_sorted + it.off);
-        float wg = 0.0f;
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-            const float v = j < a.topk ? __ldcg(a.topk_w + j) : 0.0f;
-            wg = j == pair ? v : wg;
-        }
-        it.pair = pair, it.wgt = wg;
-    }
-}
-
-/* tile_epilogue (moe_kernel_common.cuh) for one token, from small_one_preload's values: the same
- * operations in the same order (token 0 is lane t = 0's first column), so the same bits. */
-template <int MODE, int NTP>
-static __device__ __forceinline__ void
-small_one_epilogue(const moe_args &a, const small_item<NTP> &it, const float acc[4]) {
-    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    if (t != 0) return;
-    if (MODE == MODE_GATE_UP) {
-        const int o = it.rt * 8 + g, I = a.R / 2;
-        const float v = swiglu(acc[0] + it.eb0, acc[2] + it.eb1, a.alpha, a.limit);
-        a.act[(size_t)it.off * I + o] = f32_to_bf16_bits(v);
-    } else {
-        const int tok = it.pair / a.topk, j = it.pair - tok * a.topk;
-        float *yrow = a.y + ((size_t)tok * a.topk * a.S + (size_t)j * a.S + it.s) * a.R;
-        yrow[it.rt * 16 + g] = it.wgt * (acc[0] + it.eb0);
-        yrow[it.rt * 16 + g + 8] = it.wgt * (acc[2] + it.eb1);
-    }
-}
-
 /* Runs the item begun by small_begin: stage each pass's tokens into xs, stream the rest of the codes,
  * multiply, and write the epilogue (SwiGLU activations or weighted output rows). Every thread of the
  * block calls it (it holds block barriers). COHERENT: the tokens were written by other blocks of the
  * same kernel (the fused kernel's down projection reads gate_up's activations), so they are read
  * through L2 (ld.global.cg), never from a stale L1 line. */
-template <int NTP, int MODE, bool FOLDED, bool COHERENT, bool PRE = false, bool ONE = false>
+template <int NTP, int MODE, bool FOLDED, bool COHERENT, bool PRE = false>
 static __device__ __forceinline__ void small_run(const moe_args &a, small_item<NTP> &it,
                                                  uint16_t *xs) {
     typedef small_cfg<NTP> C;
@@ -255,9 +187,7 @@ static __device__ __forceinline__ void small_run(const moe_args &a, small_item<N
              * prefetched weights share the cp.async groups. */
             const int lane = threadIdx.x & 31;
             for (int r = threadIdx.x >> 5; r < pc; r += C::WARPS) {
-                /* ONE: gate_up's one token is row 0 (no pair_sorted read) */
-                const size_t row =
-                    ONE && MODE == MODE_GATE_UP ? 0 : pair_row<MODE>(a, off + p0 + r);
+                const size_t row = pair_row<MODE>(a, off + p0 + r);
                 const uint4 *src = (const uint4 *)(a.x + row * a.K + (size_t)kk0 * 64);
                 const uint32_t dst = smem_u32(xs + r * lds);
                 for (int v = lane; v < vpr; v += 32) cp_async16(dst + v * 16, src + v, 16);
@@ -346,15 +276,10 @@ static __device__ __forceinline__ void small_run(const moe_args &a, small_item<N
 #pragma unroll
             for (int u = 0; u < C::U; u++)
                 if (kb + u < nk) k_step(it.qv[u], it.sv[u], kb + u);
-            if constexpr (ONE) {
-                small_one_epilogue<MODE>(a, it, acc[0]);
-            } else {
 #pragma unroll
-                for (int nt = 0; nt < NTP; nt++)
-                    if (nt < ngroups)
-                        tile_epilogue<MODE>(a, it.e, off, it.rt, p0 + nt * 8, p0 + pc, it.s,
-                                            acc[nt]);
-            }
+            for (int nt = 0; nt < NTP; nt++)
+                if (nt < ngroups)
+                    tile_epilogue<MODE>(a, it.e, off, it.rt, p0 + nt * 8, p0 + pc, it.s, acc[nt]);
         }
         __syncthreads(); /* the next pass overwrites xs */
     }
