@@ -23,13 +23,6 @@ void attn_stream_set(int on) {
     env_switch_set(&g_on, on, 0, AS_AUTO);
 }
 
-/* A trial, off by default (GPTOSS_AS_COOP=0; 1, the cooperative launch, is the default): the
- * launch without the cooperative attribute (attn_stream.h). */
-static int g_coop = -1;
-static int as_coop(void) {
-    return env_switch(&g_coop, "GPTOSS_AS_COOP", 1, 0, 1);
-}
-
 static int g_stop_after;
 void attn_stream_set_probe(int stop_after) {
     g_stop_after = stop_after >= 1 && stop_after <= 5 ? stop_after : 0;
@@ -171,7 +164,7 @@ static cudaError_t stream_layer(const attn_dims *d, const rope_kv_freq *f,
     }
     cudaLaunchAttribute attr;
     const cudaLaunchConfig_t cfg =
-        cooperative_config((unsigned)sms, AS_THREADS, smem, stream, &attr, as_coop());
+        cooperative_config((unsigned)sms, AS_THREADS, smem, stream, &attr, 1);
     attn_stream_router R;
     memset(&R, 0, sizeof R);
     if (r) R = *r;

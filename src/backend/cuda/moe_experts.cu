@@ -21,7 +21,6 @@
  * dequantises them in registers, then runs mma.sync against 64 tokens. */
 #include "base/env_switch.h"
 #include "backend/cuda/moe.h"
-#include "backend/cuda/carveout.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_util.cuh"
 #include "backend/cuda/moe_dequant.cuh"
@@ -276,12 +275,10 @@ static cudaError_t set_attrs(void) {
     if (per_device_done(&g_attrs_set)) return cudaSuccess;
     for (int ntp = 1; ntp <= 2; ntp++)
         for (int mode = 0; mode < 2; mode++)
-            for (int folded = 0; folded < 2; folded++) {
-                const void *f = (const void *)small_kernel_for(ntp, mode, folded);
-                CUDA_TRY(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize,
+            for (int folded = 0; folded < 2; folded++)
+                CUDA_TRY(cudaFuncSetAttribute((const void *)small_kernel_for(ntp, mode, folded),
+                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
                                               227 * 1024));
-                CUDA_TRY(carveout_apply(f)); /* the trial of carveout.h (nothing by default) */
-            }
     CUDA_TRY(cudaFuncSetAttribute((const void *)moe_large_kernel<MODE_GATE_UP>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, LG_SMEM));
     CUDA_TRY(cudaFuncSetAttribute((const void *)moe_large_kernel<MODE_DOWN>,

@@ -3,11 +3,9 @@
  * step against. */
 #include "backend/cuda/route_sums.h"
 #include "backend/cuda/attn_stream.h"
-#include "backend/cuda/carveout.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_util.cuh"
 #include "backend/cuda/pdl.cuh"
-#include "backend/cuda/per_device.h"
 #include "backend/cuda/moe_route_small.cuh"
 #include "backend/cuda/norm_row.cuh"
 #include "base/env_switch.h"
@@ -93,7 +91,6 @@ __global__ void __launch_bounds__(ROUTE_SMALL_MIN_THREADS)
 }
 
 static int g_on = -1;
-static unsigned long long g_attrs_set;
 extern "C" int route_sums_enabled(void) {
     return env_switch(&g_on, "GPTOSS_ROUTER_COLS", 1, 0, 1);
 }
@@ -115,10 +112,6 @@ extern "C" cudaError_t route_from_sums(unsigned long long *acc, const float *ss_
                                        const moe_routing *r, cudaStream_t stream) {
     if (!acc || !ss_part || !route_sums_fits(h, gain, H, logits, y, r))
         return cudaErrorInvalidValue;
-    if (!per_device_done(&g_attrs_set)) { /* the trial of carveout.h (nothing by default) */
-        CUDA_TRY(carveout_apply((const void *)route_sums_kernel));
-        per_device_mark(&g_attrs_set);
-    }
     pdl_launch(route_sums_kernel, dim3(1), dim3(ROUTE_SMALL_MIN_THREADS), 0, stream, acc, ss_part,
                h, gain, eps, H, bias, logits, y, *r);
     return cudaGetLastError();
