@@ -9,5 +9,5 @@ source "$(dirname "$0")/env.sh"
 before() { [ $(($(date +%s) - start)) -lt "$1" ]; }
 device_script /tmp/s40c3 "session 40 call 3: the head's figures and the step by kernel"
 roofline_and_latency
-before 200 && decode_by_kernel 1 8
+before 70 && decode_by_kernel 1 8
 finish_call
