@@ -38,6 +38,9 @@ device_script() {
 }
 # t: seconds since device_script, for the summary's section lines.
 t() { echo "($(($(date +%s) - start)) s)"; }
+# before S: true while fewer than S seconds have passed since device_script (a call's later steps
+# run only if the device time allows them).
+before() { [ $(($(date +%s) - start)) -lt "$1" ]; }
 # test_table: the header of the table run_logged's rows go into.
 test_table() { echo -e "\n| test | result | checks | at |\n| --- | --- | --- | --- |" | tee -a "$sum"; }
 # decode_by_kernel B...: for each batch B, a 120b decode run under the CUPTI kernel-timeline library

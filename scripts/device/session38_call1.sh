@@ -34,7 +34,6 @@
 # the loop by kernel (CUPTI) at batch 1 and roofline + bench latency at the default.
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
-before() { [ $(($(date +%s) - start)) -lt "$1" ]; }
 device_script /tmp/s38c1 "session 38 call 1: the routing trials (GPTOSS_ROUTER_COLS=2-4), PDL; the seed"
 test_table
 run_logged attn_stream 120 $bin/gpu_test_attn_stream

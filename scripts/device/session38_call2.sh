@@ -28,7 +28,6 @@
 # a loss at 20b; else it is removed.
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
-before() { [ $(($(date +%s) - start)) -lt "$1" ]; }
 device_script /tmp/s38c2 "session 38 call 2: PDL's evidence (digests, sanitizer) and its speed"
 test_table
 run_logged attn_stream 120 $bin/gpu_test_attn_stream

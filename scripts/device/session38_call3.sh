@@ -14,7 +14,6 @@
 # goes. Else the early form is removed.
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
-before() { [ $(($(date +%s) - start)) -lt "$1" ]; }
 device_script /tmp/s38c3 "session 38 call 3: route_sums' early form (GPTOSS_ROUTER_COLS=2)"
 test_table
 run_logged attn_stream 120 $bin/gpu_test_attn_stream

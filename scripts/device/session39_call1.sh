@@ -26,7 +26,6 @@
 # every GPU test program at the head as time allows.
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
-before() { [ $(($(date +%s) - start)) -lt "$1" ]; }
 device_script /tmp/s39c1 "session 39 call 1: the next layer's QKV into L2 (GPTOSS_QKV_PREFETCH), the direct one-token grouping (GPTOSS_ROUTE_DIRECT); the head's tests"
 test_table
 ROUNDS=3 decode_variants "base=- pf6=GPTOSS_QKV_PREFETCH=6 pf12k=GPTOSS_QKV_PREFETCH=12+GPTOSS_QKV_PREFETCH_KEEP=1 pf64=GPTOSS_QKV_PREFETCH=64 pf64k=GPTOSS_QKV_PREFETCH=64+GPTOSS_QKV_PREFETCH_KEEP=1 direct=GPTOSS_ROUTE_DIRECT=1" 120b:1 20b:1

@@ -18,7 +18,6 @@
 # at 20b and the tests pass; else removed.
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
-before() { [ $(($(date +%s) - start)) -lt "$1" ]; }
 device_script /tmp/s40c1 "session 40 call 1: the small MoE kernels' one-token form (GPTOSS_MOE_ONE)"
 test_table
 # the order for a short budget (~200 s): the bits, the rounds, the kernel table, then the forward test

@@ -15,7 +15,6 @@
 # loss at 20b, and the forward test passes with it; else removed.
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
-before() { [ $(($(date +%s) - start)) -lt "$1" ]; }
 device_script /tmp/s40c2 "session 40 call 2: the carveout and the non-cooperative attention launch (host-only trials); every GPU test at the head"
 ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 for v in base c100; do

@@ -6,7 +6,6 @@
 # session 20's last H200 figures were 120b 374 / 1,296 / 3,362 and 20b 528.
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
-before() { [ $(($(date +%s) - start)) -lt "$1" ]; }
 device_script /tmp/s40c3 "session 40 call 3: the head's figures and the step by kernel"
 roofline_and_latency
 before 70 && decode_by_kernel 1 8
