@@ -180,6 +180,7 @@ void loops_free(server *s) {
         if (l->stats_timer) event_free(l->stats_timer);
         admission_teardown(l);
         wire_free(l);
+        body_drain_free_all(l);
         if (l->wake) event_free(l->wake);
         if (l->http)
             evhttp_free(l->http); /* closes its connections and the listener */

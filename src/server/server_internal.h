@@ -39,6 +39,7 @@ typedef struct srv_req srv_req;
 typedef struct server server;
 typedef struct offload_job offload_job;
 typedef struct offload_pool offload_pool;
+typedef struct body_drain body_drain;
 
 typedef struct srv_loop {
     server *srv;
@@ -67,6 +68,7 @@ typedef struct srv_loop {
     srv_req *live;          /* requests in flight here (doubly linked) */
     struct wire_conn *wire; /* per-descriptor scan state (wire.c) */
     size_t n_wire;
+    body_drain *drains;                 /* refused bodies being read to their end (body_drain.c) */
     offload_job *done_head, *done_tail; /* finished off-loop work (offload.c), under mu */
     /* The most thread CPU time one of our callbacks (routing a request, a wake-up with engine
      * outputs) took on this loop: what every other connection of the loop waited at worst.
@@ -161,6 +163,11 @@ void wire_attach(struct bufferevent *bev); /* each new connection's bufferevent 
 /* 0, or the status (400, 431) a request must be refused with and closed, and why. */
 int wire_check(srv_loop *l, struct evhttp_request *req, char *why, size_t why_len);
 void wire_free(srv_loop *l);
+
+/* body_drain.c: after a 413, the rest of the refused body is read from a duplicate of the
+ * connection's descriptor, so that the client reads the answer instead of a reset. */
+void body_drain_start(srv_loop *l, evutil_socket_t conn_fd);
+void body_drain_free_all(srv_loop *l); /* at teardown: closes every drain */
 
 /* offload.c: large request bodies are worked on by worker threads, off the loops. What runs there
  * (api_parse_*, tokenizing) must only read shared state (the tokenizer, the api config). */

@@ -9,7 +9,9 @@
  * 2. The error pages evhttp writes itself (a malformed head, a body over --max-request-bytes, an
  *    unknown method) are HTML; the client of an OpenAI API expects {"error": {...}}. Each is
  *    rewritten into that shape in the connection's output buffer, before it is written: evhttp adds
- *    a whole error response to an empty buffer in one call, so the buffer holds exactly it.
+ *    a whole error response to an empty buffer in one call, so the buffer holds exactly it. A 413
+ *    also starts body_drain.c, which reads the rest of the refused body (evhttp's lingering close
+ *    stops at the end of a chunk).
  *
  * State: evhttp gives us each connection's bufferevent before its socket exists and never says when
  * it frees one, so the state lives in a per-loop table indexed by descriptor, claimed by the
@@ -206,6 +208,7 @@ static void rewrite_page(struct evbuffer *buf, struct bufferevent *bev, size_t l
                       max_head);
     } else if (status == 413) {
         snprintf(reason, sizeof reason, "Payload Too Large");
+        if (l) body_drain_start(l, fd); /* the rest of the body, read to its end */
         api_error_set(&e, status, "invalid_request_error", "",
                       "the request body exceeds %zu bytes (--max-request-bytes)", max_body);
     } else if (status == 400) {
