@@ -361,7 +361,8 @@ static const char *plan_name(const moe_plan *p, char *buf, size_t n) {
     if (p->large)
         snprintf(buf, n, "large");
     else
-        snprintf(buf, n, "small(ntp=%d,S=%d)", p->ntp, p->down_splits);
+        snprintf(buf, n, "small(ntp=%d,S=%d%s)", p->ntp, p->down_splits,
+                 p->tail_split ? ",tail" : "");
     return buf;
 }
 
@@ -569,9 +570,17 @@ static void test_E(int E, cudaStream_t st, int sm) {
         moe_plan other = autop;
         other.large = !autop.large, other.ntp = 2, other.down_splits = 1;
         plans.push_back(other);
-        moe_plan small2 = {0, 1, 3, 128};
+        moe_plan small2 = {0, 1, 3, 128, 0};
         if (!autop.large && autop.ntp == 1) small2.ntp = 2, small2.down_splits = 2;
         plans.push_back(small2);
+        /* The tail-split trial (moe_plan.tail_split, off by default): whole items in the full
+         * waves of resident blocks, the last partial wave's split in two (E = 128 at 3-64 tokens
+         * has both; E = 32 at 8 tokens only whole items, whose second slot is cleared). */
+        if (!autop.large && T >= 2) {
+            moe_plan tail = autop;
+            tail.tail_split = 1, tail.down_splits = 2;
+            plans.push_back(tail);
+        }
         int maxS = 1;
         for (auto &p : plans) maxS = std::max(maxS, p.large ? 1 : p.down_splits);
         uint16_t *d_act = tu_dev_alloc<uint16_t>((size_t)T * TOPK * I);
@@ -809,10 +818,17 @@ static void bench(cudaStream_t st, int sm, const char *only_t) {
 
         const moe_plan autop = moe_plan_for(T, E, TOPK, sm);
         std::vector<moe_plan> plans = {autop};
-        if (T >= 256 && T <= 1024) { /* the crossover region: show the other path too */
+        const bool crossover = T >= 256 && T <= 1024;
+        if (crossover) { /* the crossover region: show the other path too */
             moe_plan o = autop;
             o.large = !autop.large, o.ntp = 2, o.down_splits = 1;
             plans.push_back(o);
+        }
+        const size_t n_main = plans.size(); /* the wgmma rounds below index plans[1] */
+        if (!autop.large && T >= 2) {       /* the tail-split trial (moe_plan.tail_split) */
+            moe_plan tail = autop;
+            tail.tail_split = 1, tail.down_splits = 2;
+            plans.push_back(tail);
         }
         int maxS = 1;
         for (auto &p : plans) maxS = std::max(maxS, p.large ? 1 : p.down_splits);
@@ -828,7 +844,7 @@ static void bench(cudaStream_t st, int sm, const char *only_t) {
         };
         const size_t rounds =
             plans.size() +
-            ((autop.large || plans.size() > 1) ? 7 + 3 : 0); /* 3: the register-A settings 0-2 */
+            ((autop.large || n_main > 1) ? 7 + 3 : 0); /* 3: the register-A settings 0-2 */
         for (size_t pi = 0; pi < rounds; pi++) {
             /* the last ten rounds: the large plan again on the warpgroup MMA, moe_wgmma.cu
              * (kind 1), the warp-specialised moe_wgmma_ws.cu (kind 2) and its TMA-fed form

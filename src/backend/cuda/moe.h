@@ -113,8 +113,12 @@ typedef struct {
                   per-expert streaming (decode) */
     int ntp;   /* small path: tokens staged per pass = 8·ntp (1 or 2) */
     int down_splits; /* K splits of the down projection (small path); y_slots has k·down_splits rows per token */
-    int bn; /* large path on wgmma: tokens per block, 64 (two blocks a routing tile) or 128;
+    int bn;         /* large path on wgmma: tokens per block, 64 (two blocks a routing tile) or 128;
                moe_plan_for takes 64 when experts average under 128 pairs (moe_experts.cu) */
+    int tail_split; /* small path's down projection, GPTOSS_MOE_TAIL_SPLIT=1 (off by default,
+                       a trial): the items of the last partial wave of resident blocks split
+                       over K into up to down_splits slots, the others whole (moe_small.cuh's
+                       small_begin_tail); 0: every item split down_splits ways */
 } moe_plan;
 
 /* The plan for T tokens (a pure function of its arguments, so the caller can size buffers). */

@@ -46,6 +46,19 @@ __global__ void __launch_bounds__(small_cfg<NTP>::THREADS, small_cfg<NTP>::MIN_B
     small_run<NTP, MODE, FOLDED, false>(a, it, (uint16_t *)smem_raw);
 }
 
+/* The down projection under the tail-split trial (moe_plan.tail_split; small_begin_tail). */
+template <int NTP, bool FOLDED>
+__global__ void __launch_bounds__(small_cfg<NTP>::THREADS, small_cfg<NTP>::MIN_BLOCKS)
+    moe_small_tail_kernel(const moe_args a) {
+    pdl_prologue(); /* first: see pdl.cuh */
+    extern __shared__ uint4 smem_raw[];
+    small_item<NTP> it;
+    int nsplit;
+    if (!small_begin_tail<NTP>(a, blockIdx.x, it, nsplit)) return;
+    small_run<NTP, MODE_DOWN, FOLDED, false>(a, it, (uint16_t *)smem_raw);
+    if (it.s == nsplit - 1) small_zero_rest<NTP>(a, it, nsplit);
+}
+
 /* ---------------------------------------------------------------------------------------------- */
 /* Large batch: grouped GEMM, block = 128 rows × 128 tokens, 8 warps as 4 (rows) × 2 (tokens).      */
 /* Each warp owns 32 rows × 64 tokens (64 fp32 accumulators per thread); 140 registers, so one block */
@@ -212,8 +225,15 @@ static int down_splits_for(int T, int E, int k, int ntp, int sm_count) {
     return S < 1 ? 1 : (S > 5 ? 5 : S);
 }
 
+/* GPTOSS_MOE_TAIL_SPLIT=1: moe_plan.tail_split at 2 tokens or more (a trial, off by default). */
+static int tail_split_switch(void) {
+    static int v = -1;
+    return env_switch(&v, "GPTOSS_MOE_TAIL_SPLIT", 0, 0, 1);
+}
+
 moe_plan moe_plan_for(int T, int E, int k, int sm_count) {
     moe_plan p;
+    memset(&p, 0, sizeof p);
     const double avg = (double)T * k / E; /* pairs per expert */
     /* The crossover, measured on the H200 at E = 128 (120b). On mma.sync the small path beat the
      * large one at T = 256 (0.76 vs 3.18 ms) and T = 1024 (1.92 vs 3.27 ms, 32 pairs per expert)
@@ -235,6 +255,10 @@ moe_plan moe_plan_for(int T, int E, int k, int sm_count) {
     p.bn = avg < 128.0 ? 64 : 128;
     p.ntp = avg <= ntp1_max_avg() ? 1 : 2;
     p.down_splits = p.large ? 1 : down_splits_for(T, E, k, p.ntp, sm_count);
+    /* The trial: two slots, every item whole but those of the last partial wave (split in two
+     * where that wave is at most half the resident blocks). One token keeps the rule above (its
+     * items are one partial wave, split as far as it allows). */
+    if (!p.large && T >= 2 && tail_split_switch()) p.tail_split = 1, p.down_splits = 2;
     return p;
 }
 
@@ -271,6 +295,11 @@ static small_fn small_kernel_for(int ntp, int mode, int folded) {
     return NULL;
 }
 
+static small_fn small_tail_kernel_for(int ntp, int folded) {
+    if (ntp == 1) return folded ? moe_small_tail_kernel<1, true> : moe_small_tail_kernel<1, false>;
+    return folded ? moe_small_tail_kernel<2, true> : moe_small_tail_kernel<2, false>;
+}
+
 static cudaError_t set_attrs(void) {
     if (per_device_done(&g_attrs_set)) return cudaSuccess;
     for (int ntp = 1; ntp <= 2; ntp++)
@@ -279,6 +308,10 @@ static cudaError_t set_attrs(void) {
                 CUDA_TRY(cudaFuncSetAttribute((const void *)small_kernel_for(ntp, mode, folded),
                                               cudaFuncAttributeMaxDynamicSharedMemorySize,
                                               227 * 1024));
+    for (int ntp = 1; ntp <= 2; ntp++)
+        for (int folded = 0; folded < 2; folded++)
+            CUDA_TRY(cudaFuncSetAttribute((const void *)small_tail_kernel_for(ntp, folded),
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024));
     CUDA_TRY(cudaFuncSetAttribute((const void *)moe_large_kernel<MODE_GATE_UP>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, LG_SMEM));
     CUDA_TRY(cudaFuncSetAttribute((const void *)moe_large_kernel<MODE_DOWN>,
@@ -300,6 +333,27 @@ static moe_args base_args(const moe_weights *w, const moe_routing *r) {
 
 /* scratch: gate_up's room for its B rows in sorted order when the large path runs on
  * moe_wgmma_tma.cu (T·k·H bf16; NULL: that kernel is not used). n_experts: the weights'. */
+/* The down projection under the tail-split trial: shared memory for a whole item's K (the items of
+ * the full waves are not split), and a grid of the most items plus one wave of resident blocks
+ * (small_begin_tail's split last wave has at most that many blocks). */
+static cudaError_t launch_tail(moe_args &a, int ntp, int folded, int max_touched,
+                               cudaStream_t stream) {
+    const size_t smem = (size_t)8 * ntp * (a.KK * 64 + 32) * 2;
+    if (smem > 227 * 1024) return cudaErrorInvalidValue;
+    const small_fn k = small_tail_kernel_for(ntp, folded);
+    const int threads = ntp == 1 ? small_cfg<1>::THREADS : small_cfg<2>::THREADS;
+    int dev = 0, sms = 0, per_sm = 0;
+    CUDA_TRY(cudaGetDevice(&dev));
+    CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    CUDA_TRY(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, (const void *)k, threads, smem));
+    a.slots = sms * (per_sm > 0 ? per_sm : 1);
+    const long blocks = (long)max_touched * a.n_rb + a.slots;
+    if (max_touched < 1) return cudaSuccess;
+    CUDA_TRY(pdl_launch(k, dim3((unsigned)blocks), dim3(threads), smem, stream, a));
+    return cudaGetLastError();
+}
+
 static cudaError_t launch(const moe_args &a0, int mode, int folded, const moe_plan *plan,
                           const moe_routing *r, int n_experts, uint16_t *scratch, int rs,
                           cudaStream_t stream) {
@@ -330,6 +384,8 @@ static cudaError_t launch(const moe_args &a0, int mode, int folded, const moe_pl
     const int ntp = plan->ntp == 1 ? 1 : 2;
     const int warps = ntp == 1 ? small_cfg<1>::WARPS : small_cfg<2>::WARPS;
     a.n_rb = (a.RT + warps - 1) / warps;
+    if (mode == MODE_DOWN && plan->tail_split)
+        return launch_tail(a, ntp, folded, max_touched, stream);
     const int nk_max = (a.KK + a.S - 1) / a.S;
     const size_t smem = (size_t)8 * ntp * (nk_max * 64 + 32) * 2; /* CAP staged token rows */
     if (smem > 227 * 1024) return cudaErrorInvalidValue;

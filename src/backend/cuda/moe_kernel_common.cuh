@@ -31,6 +31,7 @@ struct moe_args {
     int S;            /* K splits (down, small path) */
     int n_rb;         /* row blocks per expert */
     float alpha, limit;
+    int slots; /* down, small path, plan.tail_split: resident blocks of the launch (0: off) */
 };
 
 enum { MODE_GATE_UP = 0, MODE_DOWN = 1 };

@@ -149,6 +149,61 @@ static __device__ __forceinline__ bool small_begin(const moe_args &a, int b, sma
     return true;
 }
 
+/* small_begin for the tail-split trial (moe_plan.tail_split, down only): of the n = touched ·
+ * n_rb items, the first W = ⌊n / slots⌋ · slots (whole waves of resident blocks) run whole, and
+ * the R = n − W of the last partial wave are split over K f = min(S, ⌊slots / R⌋) ways, so that the
+ * last wave's blocks are f times shorter instead of leaving most SMs idle while they finish.
+ * Why: a down block at 8 tokens streams ~98 KB in ~18 µs (H100), and 28 touched experts make 2.4
+ * waves of them (bench/NOTES.md, session 41); splitting every item instead (S = 2 for all) doubles
+ * each block's fixed start (~3-4 µs) and measured +0.2 % (session 24). Block b ≥ W + R·f has
+ * nothing to do (the grid is sized for the most touched experts). *nsplit: the item's splits
+ * (1 for a whole item), for the slots past it that small_zero_rest clears. */
+template <int NTP>
+static __device__ __forceinline__ bool small_begin_tail(const moe_args &a, int b,
+                                                        small_item<NTP> &it, int &nsplit) {
+    typedef small_cfg<NTP> C;
+    const int n = *a.n_touched * a.n_rb;
+    const int W = n / a.slots * a.slots, R = n - W;
+    int item;
+    if (b < W) {
+        item = b, it.s = 0, nsplit = 1;
+    } else {
+        const int f = R > 0 ? min(a.S, max(1, a.slots / R)) : 1, j = b - W;
+        if (j >= R * f) return false;
+        item = W + j / f, it.s = j - (j / f) * f, nsplit = f;
+    }
+    const int rb = item % a.n_rb, i = item / a.n_rb;
+    it.e = a.touched[i], it.cnt = a.count[it.e], it.off = a.offset[it.e];
+    it.kk0 = (int)((long)it.s * a.KK / nsplit);
+    it.nk = (int)((long)(it.s + 1) * a.KK / nsplit) - it.kk0;
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2;
+    it.rt = rb * C::WARPS + w;
+    it.active = it.rt < a.RT;
+    const size_t tile_kk = ((size_t)it.e * a.RT + (it.active ? it.rt : 0)) * a.KK + it.kk0;
+    it.qp = a.wq + tile_kk * 32 + lane;
+    it.sp = a.wsc + tile_kk * 8 + g;
+    it.pre_base = 0, it.pre_lo = 0, it.pre_n = 0;
+    load_batch<C::U>(it.qp, it.sp, 0, it.active ? it.nk : 0, it.qv, it.sv);
+    return true;
+}
+
+/* The slots [nsplit, S) of this warp's 16 rows for every pair of the item: zero, so that the
+ * consumer's sum over S slots holds only the splits that ran (small_begin_tail). Called by the
+ * item's last split. */
+template <int NTP>
+static __device__ __forceinline__ void small_zero_rest(const moe_args &a, const small_item<NTP> &it,
+                                                       int nsplit) {
+    if (!it.active || nsplit >= a.S) return;
+    const int lane = threadIdx.x & 31, per = 16 * (a.S - nsplit);
+    for (int idx = lane; idx < it.cnt * per; idx += 32) {
+        const int n = idx / per, rest = idx - n * per, s = nsplit + rest / 16;
+        const int pair = a.pair_sorted[it.off + n];
+        const int tok = pair / a.topk, j = pair - tok * a.topk;
+        a.y[((size_t)tok * a.topk * a.S + (size_t)j * a.S + s) * a.R + it.rt * 16 + (rest & 15)] =
+            0.0f;
+    }
+}
+
 /* Runs the item begun by small_begin: stage each pass's tokens into xs, stream the rest of the codes,
  * multiply, and write the epilogue (SwiGLU activations or weighted output rows). Every thread of the
  * block calls it (it holds block barriers). COHERENT: the tokens were written by other blocks of the
