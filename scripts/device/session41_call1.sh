@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Session 41, call 1 (~8-9 min; an H200 if one is lent). Prepare with SLIM=all TRACE=1
+# Session 41, call 1 (~8-9 min; an H200 if one is lent). Not run in session 41 (no device was
+# lent: every start refused): the next session's first call. Prepare with SLIM=all TRACE=1
 # bash scripts/device/prepare.sh. One device trial (off by default), one host-only question, every
 # GPU test at the head, the head's figures.
 # 1. GPTOSS_MOE_TAIL_SPLIT=1 (moe_plan.tail_split, moe_small.cuh's small_begin_tail): the down
@@ -9,9 +10,13 @@
 #    last 0.42 wave runs ~18 µs with most SMs idle (52 µs measured = 3 x 17.8; gate_up's 4.84
 #    waves: 92 = 5 x 18). Splitting every item (S = 2) doubled each block's ~3.4 µs start and
 #    measured +0.2 % (session 24).
-#    Prediction: down at batch 8 52 -> 45-48 µs a launch (CUPTI); 120b decode 8 +1.5 to +3 %,
-#    64 +0.5 to +1.5 %, 2 within +-0.5 % (no split there, the slots' zeros and sums cost ~0);
-#    20b 8 +1 to +2.5 %.
+#    Where it splits (expected touched experts, 528 slots): 120b at 4 tokens (698 items: 170 left
+#    after a wave), 8 (1,278: 222), 64 (4,986: 234); not at 2 (356 items, under one wave, as the
+#    rule splits them today: not at all) nor anywhere for 20b (E = 32: at 8 and 64 tokens ~384-399
+#    items are left, more than half the slots, so f = 1).
+#    Prediction: down at batch 8 52 -> 45-48 µs a launch (CUPTI); 120b decode 4 +1 to +2.5 %,
+#    8 +1.5 to +3 %, 64 +0.5 to +1.5 %, 2 within +-0.5 % (the slots' zeros and sums cost ~0);
+#    20b 8 and 64 within +-0.5 %.
 #    Rule (written before the run): the default (the switch then removed) if 120b batch 8 gains
 #    more than the rounds' spread, no batch loses more than its spread, gpu_test_moe (which runs
 #    the tail plans whatever the switch) and the forward test with the switch on pass; else the
@@ -26,7 +31,7 @@
 set -uo pipefail
 source "$(dirname "$0")/env.sh"
 device_script /tmp/s41c1 "session 41 call 1: the down projection's tail split, attn_stream at 2-4 tokens, every GPU test"
-ROUNDS=3 decode_variants "base=- tail=GPTOSS_MOE_TAIL_SPLIT=1" 120b:2,8,64 20b:8,64
+ROUNDS=3 decode_variants "base=- tail=GPTOSS_MOE_TAIL_SPLIT=1" 120b:2,4,8,64 20b:8,64
 ROUNDS=3 decode_variants "base=- as2=GPTOSS_ATTN_STREAM=2" 120b:2,4 20b:2,4
 test_table
 run_logged moe 200 $bin/gpu_test_moe
