@@ -12,6 +12,7 @@
 #include "backend/cuda/device_util.cuh"
 #include "backend/cuda/moe_dequant.cuh"
 #include "backend/cuda/moe_kernel_common.cuh"
+#include "backend/cuda/moe_tail_plan.h"
 
 /* The two MMAs of one 32-wide k chunk for one 16-row tile: rows g (ag) and g+8 (a8), B = 16 bytes of
  * token g's activations at k 8t…8t+7. */
@@ -152,7 +153,8 @@ static __device__ __forceinline__ bool small_begin(const moe_args &a, int b, sma
 /* small_begin for the tail-split trial (moe_plan.tail_split, down only): of the n = touched ·
  * n_rb items, the first W = ⌊n / slots⌋ · slots (whole waves of resident blocks) run whole, and
  * the R = n − W of the last partial wave are split over K f = min(S, ⌊slots / R⌋) ways, so that the
- * last wave's blocks are f times shorter instead of leaving most SMs idle while they finish.
+ * last wave's blocks are f times shorter instead of leaving most SMs idle while they finish
+ * (moe_tail_plan.h, checked on the host by tests/test_moe_tail_plan.c).
  * Why: a down block at 8 tokens streams ~98 KB in ~18 µs (H100), and 28 touched experts make 2.4
  * waves of them (bench/NOTES.md, session 41); splitting every item instead (S = 2 for all) doubles
  * each block's fixed start (~3-4 µs) and measured +0.2 % (session 24). Block b ≥ W + R·f has
@@ -162,16 +164,8 @@ template <int NTP>
 static __device__ __forceinline__ bool small_begin_tail(const moe_args &a, int b,
                                                         small_item<NTP> &it, int &nsplit) {
     typedef small_cfg<NTP> C;
-    const int n = *a.n_touched * a.n_rb;
-    const int W = n / a.slots * a.slots, R = n - W;
     int item;
-    if (b < W) {
-        item = b, it.s = 0, nsplit = 1;
-    } else {
-        const int f = R > 0 ? min(a.S, max(1, a.slots / R)) : 1, j = b - W;
-        if (j >= R * f) return false;
-        item = W + j / f, it.s = j - (j / f) * f, nsplit = f;
-    }
+    if (!mtp_block(b, *a.n_touched * a.n_rb, a.slots, a.S, &item, &it.s, &nsplit)) return false;
     const int rb = item % a.n_rb, i = item / a.n_rb;
     it.e = a.touched[i], it.cnt = a.count[it.e], it.off = a.offset[it.e];
     it.kk0 = (int)((long)it.s * a.KK / nsplit);
