@@ -13,7 +13,8 @@
 enum { KK = 45 }; /* the 120b down projection's k steps (2,880 / 64) */
 
 static void check_map(int n, int slots, int S) {
-    int *next = calloc((size_t)n + 1, sizeof *next), *splits = calloc((size_t)n + 1, sizeof *splits);
+    int *next = calloc((size_t)n + 1, sizeof *next),
+        *splits = calloc((size_t)n + 1, sizeof *splits);
     const int W = n / slots * slots;
     int used = 0, split_blocks = 0, last_item = -1;
     for (int b = 0; b < n + slots; b++) {
@@ -22,8 +23,8 @@ static void check_map(int n, int slots, int S) {
         used++;
         CHECK(item >= 0 && item < n, "n=%d slots=%d S=%d block %d: item %d", n, slots, S, b, item);
         if (item < 0 || item >= n) continue;
-        CHECK(f >= 1 && f <= S && s >= 0 && s < f, "n=%d slots=%d S=%d block %d: split %d of %d",
-              n, slots, S, b, s, f);
+        CHECK(f >= 1 && f <= S && s >= 0 && s < f, "n=%d slots=%d S=%d block %d: split %d of %d", n,
+              slots, S, b, s, f);
         CHECK(item >= last_item, "n=%d slots=%d S=%d block %d: item %d after %d", n, slots, S, b,
               item, last_item);
         last_item = item;
@@ -31,8 +32,10 @@ static void check_map(int n, int slots, int S) {
               slots, S, item, f);
         if (f > 1) split_blocks++;
         const int lo = s * KK / f, hi = (s + 1) * KK / f;
-        CHECK(lo == next[item] && hi > lo, "n=%d slots=%d S=%d item %d split %d/%d: k [%d, %d), "
-              "expected from %d", n, slots, S, item, s, f, lo, hi, next[item]);
+        CHECK(lo == next[item] && hi > lo,
+              "n=%d slots=%d S=%d item %d split %d/%d: k [%d, %d), "
+              "expected from %d",
+              n, slots, S, item, s, f, lo, hi, next[item]);
         next[item] = hi;
         splits[item] = f;
     }
