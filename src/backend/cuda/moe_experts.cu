@@ -331,8 +331,6 @@ static moe_args base_args(const moe_weights *w, const moe_routing *r) {
     return a;
 }
 
-/* scratch: gate_up's room for its B rows in sorted order when the large path runs on
- * moe_wgmma_tma.cu (T·k·H bf16; NULL: that kernel is not used). n_experts: the weights'. */
 /* The down projection under the tail-split trial: shared memory for a whole item's K (the items of
  * the full waves are not split), and a grid of the most items plus one wave of resident blocks
  * (small_begin_tail's split last wave has at most that many blocks). */
@@ -354,6 +352,8 @@ static cudaError_t launch_tail(moe_args &a, int ntp, int folded, int max_touched
     return cudaGetLastError();
 }
 
+/* scratch: gate_up's room for its B rows in sorted order when the large path runs on
+ * moe_wgmma_tma.cu (T·k·H bf16; NULL: that kernel is not used). n_experts: the weights'. */
 static cudaError_t launch(const moe_args &a0, int mode, int folded, const moe_plan *plan,
                           const moe_routing *r, int n_experts, uint16_t *scratch, int rs,
                           cudaStream_t stream) {

@@ -129,16 +129,15 @@ static __device__ __forceinline__ void load_batch_item(const small_item<NTP> &it
  * expert together, took count 1 and offset i without their loads and asked for the epilogue's
  * values at the start: gate_up 16.10 -> 15.89 µs, down 9.71 -> 10.26, 120b 1.004 (spread 0.9 %),
  * 20b 1.002. The L2 chain before the weights is not what these launches wait for. */
+/* Item (touched expert i, row block rb), split it.s of nsplit over K: the expert, its tokens and
+ * this warp's tile, and the first batch of codes (small_begin and small_begin_tail). */
 template <int NTP>
-static __device__ __forceinline__ bool small_begin(const moe_args &a, int b, small_item<NTP> &it) {
+static __device__ __forceinline__ void small_item_at(const moe_args &a, int i, int rb, int nsplit,
+                                                     small_item<NTP> &it) {
     typedef small_cfg<NTP> C;
-    it.s = b % a.S;
-    b /= a.S;
-    const int rb = b % a.n_rb, i = b / a.n_rb;
-    if (i >= *a.n_touched) return false;
     it.e = a.touched[i], it.cnt = a.count[it.e], it.off = a.offset[it.e];
-    it.kk0 = (int)((long)it.s * a.KK / a.S);
-    it.nk = (int)((long)(it.s + 1) * a.KK / a.S) - it.kk0;
+    it.kk0 = (int)((long)it.s * a.KK / nsplit);
+    it.nk = (int)((long)(it.s + 1) * a.KK / nsplit) - it.kk0;
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2;
     it.rt = rb * C::WARPS + w;
     it.active = it.rt < a.RT;
@@ -147,6 +146,15 @@ static __device__ __forceinline__ bool small_begin(const moe_args &a, int b, sma
     it.sp = a.wsc + tile_kk * 8 + g;
     it.pre_base = 0, it.pre_lo = 0, it.pre_n = 0;
     load_batch<C::U>(it.qp, it.sp, 0, it.active ? it.nk : 0, it.qv, it.sv);
+}
+
+template <int NTP>
+static __device__ __forceinline__ bool small_begin(const moe_args &a, int b, small_item<NTP> &it) {
+    it.s = b % a.S;
+    b /= a.S;
+    const int rb = b % a.n_rb, i = b / a.n_rb;
+    if (i >= *a.n_touched) return false;
+    small_item_at<NTP>(a, i, rb, a.S, it);
     return true;
 }
 
@@ -163,21 +171,9 @@ static __device__ __forceinline__ bool small_begin(const moe_args &a, int b, sma
 template <int NTP>
 static __device__ __forceinline__ bool small_begin_tail(const moe_args &a, int b,
                                                         small_item<NTP> &it, int &nsplit) {
-    typedef small_cfg<NTP> C;
     int item;
     if (!mtp_block(b, *a.n_touched * a.n_rb, a.slots, a.S, &item, &it.s, &nsplit)) return false;
-    const int rb = item % a.n_rb, i = item / a.n_rb;
-    it.e = a.touched[i], it.cnt = a.count[it.e], it.off = a.offset[it.e];
-    it.kk0 = (int)((long)it.s * a.KK / nsplit);
-    it.nk = (int)((long)(it.s + 1) * a.KK / nsplit) - it.kk0;
-    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2;
-    it.rt = rb * C::WARPS + w;
-    it.active = it.rt < a.RT;
-    const size_t tile_kk = ((size_t)it.e * a.RT + (it.active ? it.rt : 0)) * a.KK + it.kk0;
-    it.qp = a.wq + tile_kk * 32 + lane;
-    it.sp = a.wsc + tile_kk * 8 + g;
-    it.pre_base = 0, it.pre_lo = 0, it.pre_n = 0;
-    load_batch<C::U>(it.qp, it.sp, 0, it.active ? it.nk : 0, it.qv, it.sv);
+    small_item_at<NTP>(a, item / a.n_rb, item % a.n_rb, nsplit, it);
     return true;
 }
 
