@@ -34,7 +34,7 @@ device_script /tmp/s41c1 "session 41 call 1: the down projection's tail split, a
 ROUNDS=3 decode_variants "base=- tail=GPTOSS_MOE_TAIL_SPLIT=1" 120b:2,4,8,64 20b:8,64
 ROUNDS=3 decode_variants "base=- as2=GPTOSS_ATTN_STREAM=2" 120b:2,4 20b:2,4
 test_table
-run_logged moe 200 $bin/gpu_test_moe
+run_logged moe 240 $bin/gpu_test_moe
 grep -E "tail|FAILED" "$out/logs/moe.log" | head -8 | tee -a "$sum"
 GPTOSS_MOE_TAIL_SPLIT=1 run_logged forward_tail 150 $bin/gpu_test_cuda_forward --skip-tp
 grep -E "^summary|FAILED" "$out/logs/forward_tail.log" | head -8 | tee -a "$sum"
