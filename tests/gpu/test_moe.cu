@@ -576,11 +576,7 @@ static void test_E(int E, cudaStream_t st, int sm) {
         /* The tail-split trial (moe_plan.tail_split, off by default): whole items in the full
          * waves of resident blocks, the last partial wave's split in two (E = 128 at 3-64 tokens
          * has both; E = 32 at 8 tokens only whole items, whose second slot is cleared). */
-        if (!autop.large && T >= 2) {
-            moe_plan tail = autop;
-            tail.tail_split = 1, tail.down_splits = 2;
-            plans.push_back(tail);
-        }
+        if (!autop.large && T >= 2) plans.push_back(moe_plan_tail_split(autop, sm));
         int maxS = 1;
         for (auto &p : plans) maxS = std::max(maxS, p.large ? 1 : p.down_splits);
         uint16_t *d_act = tu_dev_alloc<uint16_t>((size_t)T * TOPK * I);
@@ -825,11 +821,8 @@ static void bench(cudaStream_t st, int sm, const char *only_t) {
             plans.push_back(o);
         }
         const size_t n_main = plans.size(); /* the wgmma rounds below index plans[1] */
-        if (!autop.large && T >= 2) {       /* the tail-split trial (moe_plan.tail_split) */
-            moe_plan tail = autop;
-            tail.tail_split = 1, tail.down_splits = 2;
-            plans.push_back(tail);
-        }
+        if (!autop.large && T >= 2)         /* the tail-split trial (moe_plan.tail_split) */
+            plans.push_back(moe_plan_tail_split(autop, sm));
         int maxS = 1;
         for (auto &p : plans) maxS = std::max(maxS, p.large ? 1 : p.down_splits);
         uint16_t *d_act = tu_dev_alloc<uint16_t>(P * I);

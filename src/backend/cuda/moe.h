@@ -116,13 +116,17 @@ typedef struct {
     int bn;         /* large path on wgmma: tokens per block, 64 (two blocks a routing tile) or 128;
                moe_plan_for takes 64 when experts average under 128 pairs (moe_experts.cu) */
     int tail_split; /* small path's down projection, GPTOSS_MOE_TAIL_SPLIT=1 (off by default,
-                       a trial): the items of the last partial wave of resident blocks split
-                       over K into up to down_splits slots, the others whole (moe_small.cuh's
-                       small_begin_tail); 0: every item split down_splits ways */
+                       a trial): 0, every item split down_splits ways; else the resident blocks
+                       of the launch, against which the items of the last partial wave are split
+                       over K into up to down_splits slots and the others run whole
+                       (moe_small.cuh's small_begin_tail) */
 } moe_plan;
 
 /* The plan for T tokens (a pure function of its arguments, so the caller can size buffers). */
 moe_plan moe_plan_for(int T, int E, int k, int sm_count);
+/* p (a small-path plan) with the tail split on: two slots, waves of the resident blocks of
+ * sm_count SMs. What moe_plan_for gives at 2+ tokens under GPTOSS_MOE_TAIL_SPLIT=1. */
+moe_plan moe_plan_tail_split(moe_plan p, int sm_count);
 
 size_t moe_act_bytes(int T, int k, int I);                           /* T·k·I bf16 */
 size_t moe_y_slots_bytes(int T, int k, int H, const moe_plan *plan); /* T·k·splits·H fp32 */

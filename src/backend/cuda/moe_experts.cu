@@ -215,12 +215,19 @@ static int down_splits_switch(void) {
  * E·(1 − (1 − k/E)^T); the down projection has H/16 row tiles per expert in blocks of 4 or 8
  * warps, and 4 (resp. 2) such blocks fit on an SM at once. Split K as far as one wave of resident
  * blocks allows (a second, nearly empty wave would cost a whole block time). */
+/* The small path's resident blocks: its launch bounds' MIN_BLOCKS an SM (4 at NTP 1, 2 at NTP 2; the
+ * down projection's staged tokens of a whole K, 46.6 or 93.2 KB a block, fit beside them). */
+static int resident_blocks(int ntp, int sm_count) {
+    return (ntp == 1 ? small_cfg<1>::MIN_BLOCKS : small_cfg<2>::MIN_BLOCKS) *
+           (sm_count > 0 ? sm_count : 132);
+}
+
 static int down_splits_for(int T, int E, int k, int ntp, int sm_count) {
     const int forced = down_splits_switch();
     if (forced >= 1) return forced;
     const double touched = E * (1.0 - pow(1.0 - (double)k / E, (double)T));
     const double blocks = touched * (ntp == 1 ? 45.0 : 23.0);
-    const double resident = (ntp == 1 ? 4.0 : 2.0) * (sm_count > 0 ? sm_count : 132);
+    const double resident = resident_blocks(ntp, sm_count);
     const int S = (int)floor(resident / (blocks > 1 ? blocks : 1));
     return S < 1 ? 1 : (S > 5 ? 5 : S);
 }
@@ -258,7 +265,12 @@ moe_plan moe_plan_for(int T, int E, int k, int sm_count) {
     /* The trial: two slots, every item whole but those of the last partial wave (split in two
      * where that wave is at most half the resident blocks). One token keeps the rule above (its
      * items are one partial wave, split as far as it allows). */
-    if (!p.large && T >= 2 && tail_split_switch()) p.tail_split = 1, p.down_splits = 2;
+    if (!p.large && T >= 2 && tail_split_switch()) p = moe_plan_tail_split(p, sm_count);
+    return p;
+}
+
+moe_plan moe_plan_tail_split(moe_plan p, int sm_count) {
+    p.tail_split = resident_blocks(p.ntp == 1 ? 1 : 2, sm_count), p.down_splits = 2;
     return p;
 }
 
@@ -333,22 +345,18 @@ static moe_args base_args(const moe_weights *w, const moe_routing *r) {
 
 /* The down projection under the tail-split trial: shared memory for a whole item's K (the items of
  * the full waves are not split), and a grid of the most items plus one wave of resident blocks
- * (small_begin_tail's split last wave has at most that many blocks). */
-static cudaError_t launch_tail(moe_args &a, int ntp, int folded, int max_touched,
+ * (small_begin_tail's split last wave has at most that many blocks). slots only shapes the
+ * waves: every item is covered whatever it is (tests/test_moe_tail_plan.c). */
+static cudaError_t launch_tail(moe_args &a, int ntp, int folded, int slots, int max_touched,
                                cudaStream_t stream) {
     const size_t smem = (size_t)8 * ntp * (a.KK * 64 + 32) * 2;
-    if (smem > 227 * 1024) return cudaErrorInvalidValue;
-    const small_fn k = small_tail_kernel_for(ntp, folded);
-    const int threads = ntp == 1 ? small_cfg<1>::THREADS : small_cfg<2>::THREADS;
-    int dev = 0, sms = 0, per_sm = 0;
-    CUDA_TRY(cudaGetDevice(&dev));
-    CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    CUDA_TRY(
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, (const void *)k, threads, smem));
-    a.slots = sms * (per_sm > 0 ? per_sm : 1);
-    const long blocks = (long)max_touched * a.n_rb + a.slots;
+    if (smem > 227 * 1024 || slots < 1) return cudaErrorInvalidValue;
     if (max_touched < 1) return cudaSuccess;
-    CUDA_TRY(pdl_launch(k, dim3((unsigned)blocks), dim3(threads), smem, stream, a));
+    a.slots = slots;
+    const int threads = ntp == 1 ? small_cfg<1>::THREADS : small_cfg<2>::THREADS;
+    const long blocks = (long)max_touched * a.n_rb + a.slots;
+    CUDA_TRY(pdl_launch(small_tail_kernel_for(ntp, folded), dim3((unsigned)blocks), dim3(threads),
+                        smem, stream, a));
     return cudaGetLastError();
 }
 
@@ -385,7 +393,7 @@ static cudaError_t launch(const moe_args &a0, int mode, int folded, const moe_pl
     const int warps = ntp == 1 ? small_cfg<1>::WARPS : small_cfg<2>::WARPS;
     a.n_rb = (a.RT + warps - 1) / warps;
     if (mode == MODE_DOWN && plan->tail_split)
-        return launch_tail(a, ntp, folded, max_touched, stream);
+        return launch_tail(a, ntp, folded, plan->tail_split, max_touched, stream);
     const int nk_max = (a.KK + a.S - 1) / a.S;
     const size_t smem = (size_t)8 * ntp * (nk_max * 64 + 32) * 2; /* CAP staged token rows */
     if (smem > 227 * 1024) return cudaErrorInvalidValue;
